@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func newKeys(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
+func TestIssueVerify(t *testing.T) {
+	t.Parallel()
+	pub, priv := newKeys(t)
+	otherPub, otherPriv := newKeys(t)
+	_ = otherPub
+	s := NewSigner(priv)
+	v := NewVerifier(pub)
+
+	tok, issued, err := s.Issue("u1", []string{RoleUser}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := v.Verify(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UserID != "u1" || !p.HasRole(RoleUser) || p.HasRole(RoleAdmin) || p.TokenID != issued.TokenID {
+		t.Fatalf("principal = %+v", p)
+	}
+
+	expired := NewSigner(priv)
+	expired.now = func() time.Time { return time.Now().Add(-2 * time.Hour) }
+	expTok, _, _ := expired.Issue("u1", nil, time.Hour)
+	forged, _, _ := NewSigner(otherPriv).Issue("u1", []string{RoleAdmin}, time.Hour)
+
+	for name, tok := range map[string]string{"expired": expTok, "other key": forged, "garbage": "abc.def.ghi", "empty": ""} {
+		if _, err := v.Verify(tok); !errors.Is(err, ErrInvalidToken) {
+			t.Errorf("%s: err = %v, want ErrInvalidToken", name, err)
+		}
+	}
+	if _, _, err := s.Issue("", nil, 0); err == nil {
+		t.Error("empty user id accepted")
+	}
+}
+
+func TestAdminHasEveryRole(t *testing.T) {
+	t.Parallel()
+	if !(Principal{Roles: []string{RoleAdmin}}).HasRole(RoleUser) {
+		t.Fatal("admin lacks user role")
+	}
+}
+
+func TestEnsureKeyPairIsStable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	k1, created, err := EnsureKeyPair(dir)
+	if err != nil || !created {
+		t.Fatalf("first: created=%v err=%v", created, err)
+	}
+	k2, created, err := EnsureKeyPair(dir)
+	if err != nil || created || !k1.Equal(k2) {
+		t.Fatalf("second: created=%v err=%v same=%v", created, err, k1.Equal(k2))
+	}
+	st, err := os.Stat(filepath.Join(dir, PrivateKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key mode = %v, %v", st.Mode(), err)
+	}
+	pub, err := LoadPublicKey(filepath.Join(dir, PublicKeyFile))
+	if err != nil || !pub.Equal(k1.Public()) {
+		t.Fatalf("public key mismatch: %v", err)
+	}
+	if _, err := LoadPublicKey(filepath.Join(dir, PrivateKeyFile)); err == nil {
+		t.Fatal("private key accepted as public")
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	pub, priv := newKeys(t)
+	tok, _, _ := NewSigner(priv).Issue("u1", []string{RoleUser}, time.Hour)
+	a := NewAuthenticator(NewVerifier(pub), "/thefold.gateway.v1.AuthService/RequestLoginCode")
+	in := func(v ...string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(v...))
+	}
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		method   string
+		wantCode codes.Code
+		wantUser string
+	}{
+		{"valid", in("authorization", "Bearer "+tok), "/thefold.tasks.v1.TaskService/GetTask", codes.OK, "u1"},
+		{"lowercase scheme", in("authorization", "bearer "+tok), "/thefold.tasks.v1.TaskService/GetTask", codes.OK, "u1"},
+		{"missing", context.Background(), "/thefold.tasks.v1.TaskService/GetTask", codes.Unauthenticated, ""},
+		{"wrong scheme", in("authorization", "Basic "+tok), "/thefold.tasks.v1.TaskService/GetTask", codes.Unauthenticated, ""},
+		{"bad token", in("authorization", "Bearer nope"), "/thefold.tasks.v1.TaskService/GetTask", codes.Unauthenticated, ""},
+		{"health is public", context.Background(), "/grpc.health.v1.Health/Check", codes.OK, ""},
+		{"declared public", context.Background(), "/thefold.gateway.v1.AuthService/RequestLoginCode", codes.OK, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, err := a.Authenticate(tc.ctx, tc.method)
+			if status.Code(err) != tc.wantCode {
+				t.Fatalf("code = %v (%v), want %v", status.Code(err), err, tc.wantCode)
+			}
+			if err != nil {
+				return
+			}
+			p, ok := FromContext(ctx)
+			if tc.wantUser == "" {
+				if ok {
+					t.Fatalf("unexpected principal %+v", p)
+				}
+				return
+			}
+			if p.UserID != tc.wantUser {
+				t.Fatalf("user = %q", p.UserID)
+			}
+			out := OutgoingContext(ctx)
+			md, _ := metadata.FromOutgoingContext(out)
+			if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+tok {
+				t.Fatalf("forwarded authorization = %v", got)
+			}
+		})
+	}
+}

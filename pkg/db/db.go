@@ -1,0 +1,79 @@
+// Package db connects a service to its own PostgreSQL schema and migrates it.
+//
+// Every service owns exactly one schema. Open returns a pool whose sessions
+// resolve unqualified names in that schema first (then public, where shared
+// extensions such as pgvector live). Migrate creates the schema and applies
+// the platform migrations (the events outbox) and the service's own goose
+// migrations into it, serialized across processes by an advisory lock.
+package db
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config is the database part of a service's configuration.
+type Config struct {
+	URL      string `env:"THEFOLD_DATABASE_URL, default=postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"`
+	MaxConns int32  `env:"THEFOLD_DATABASE_MAX_CONNS, default=10"`
+}
+
+// maxSchemaLen keeps names derived from a schema (the notification channel
+// "thefold_events_<schema>", test template databases
+// "thefold_tpl_<schema>_<hash>") within PostgreSQL's 63-byte identifier limit.
+const maxSchemaLen = 40
+
+var schemaPattern = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// ValidateSchema reports whether name is acceptable as a service schema: a
+// lower-case snake_case identifier of at most 40 bytes, not starting with the
+// reserved "pg_" prefix. Validated names never need quoting in SQL.
+func ValidateSchema(name string) error {
+	switch {
+	case !schemaPattern.MatchString(name):
+		return fmt.Errorf("invalid schema name %q: want a lower-case snake_case identifier", name)
+	case len(name) > maxSchemaLen:
+		return fmt.Errorf("invalid schema name %q: longer than %d bytes", name, maxSchemaLen)
+	case strings.HasPrefix(name, "pg_"):
+		return fmt.Errorf("invalid schema name %q: the pg_ prefix is reserved", name)
+	}
+	return nil
+}
+
+// Open returns a pinged pool for url whose connections use
+// search_path = <schema>, public. maxConns <= 0 keeps pgxpool's default.
+func Open(ctx context.Context, url, schema string, maxConns int32) (*pgxpool.Pool, error) {
+	if err := ValidateSchema(schema); err != nil {
+		return nil, fmt.Errorf("db: open: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("db: open schema %s: %w", schema, err) // pgx redacts the password
+	}
+	setSearchPath(cfg.ConnConfig, schema)
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("db: open schema %s: %w", schema, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("db: open schema %s: ping %s@%s:%d/%s: %w",
+			schema, cfg.ConnConfig.User, cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	return pool, nil
+}
+
+// setSearchPath makes the schema the session's default; it is sent in the
+// startup message, so it holds for every connection without an extra round trip.
+// The schema must have been validated (it is not quoted).
+func setSearchPath(cfg *pgx.ConnConfig, schema string) {
+	cfg.RuntimeParams["search_path"] = schema + ", public"
+}

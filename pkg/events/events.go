@@ -1,0 +1,100 @@
+// Package events is the transactional outbox every service keeps in its own
+// schema, and the ordered reader behind the Watch… streaming RPCs.
+//
+// A service appends an event in the same transaction as the change it
+// describes; a watcher reads events after a cursor in id order and is woken
+// by LISTEN/NOTIFY, so a client that reconnects with its last id misses
+// nothing and sees nothing twice. The table is created by the platform
+// migrations of package db; connections must use the service's search_path
+// (db.Open), because the table, the lock and the channel are all resolved
+// through current_schema().
+package events
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Event is one row of the outbox.
+type Event struct {
+	ID          int64
+	Stream      string // what kind of thing changed, e.g. "task", "build"
+	AggregateID string // which one
+	OwnerID     string // who may see it; "" if nobody in particular
+	Scope       string // an extra grouping, e.g. a repository; may be ""
+	Type        string // what happened, e.g. "task.status_changed"
+	Payload     []byte // opaque to this package (typically protojson)
+	CreateTime  time.Time
+}
+
+// Filter narrows a Watch; an empty field matches any value.
+type Filter struct {
+	Stream, AggregateID, OwnerID, Scope string
+}
+
+// RowQuerier is what Latest needs: a pool, a connection or a transaction.
+type RowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Append writes e (its ID and CreateTime are ignored and assigned by the
+// database) in the caller's transaction, notifies watchers at commit, and
+// returns the new id.
+//
+// Appends to one schema are serialized: Append takes a transaction-scoped
+// advisory lock before drawing the id, held until the transaction ends. A
+// sequence hands out ids at insert time but transactions commit in any
+// order, so without the lock id 7 could become visible while id 6 is still
+// uncommitted; a watcher would move its cursor past 6 and never see it. With
+// the lock, id n+1 is drawn only after the transaction holding n has
+// committed or rolled back, so ids become visible in id order and a cursor
+// never skips one. The price is that appending transactions of a schema
+// queue behind each other: call Append as the last statement before Commit
+// and keep those transactions short. Only Append may insert into events.
+func Append(ctx context.Context, tx pgx.Tx, e Event) (int64, error) {
+	if e.Stream == "" || e.AggregateID == "" || e.Type == "" {
+		return 0, fmt.Errorf("events: append: stream, aggregate id and type are required (got %q, %q, %q)",
+			e.Stream, e.AggregateID, e.Type)
+	}
+	if e.Payload == nil {
+		e.Payload = []byte{}
+	}
+	// One round trip: lock, then insert and notify. NOTIFY is delivered at
+	// commit and dropped on rollback, like the row.
+	b := &pgx.Batch{}
+	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended('thefold_events_' || current_schema(), 0))")
+	b.Queue(`WITH ins AS (
+		INSERT INTO events (stream, aggregate_id, owner_id, scope, type, payload)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		RETURNING id
+	)
+	SELECT id, pg_notify('thefold_events_' || current_schema(), id::text)::text FROM ins`,
+		e.Stream, e.AggregateID, e.OwnerID, e.Scope, e.Type, e.Payload)
+	br := tx.SendBatch(ctx, b)
+	var id int64
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("events: append %s/%s: lock: %w", e.Stream, e.Type, err)
+	}
+	if err := br.QueryRow().Scan(&id, nil); err != nil {
+		_ = br.Close()
+		return 0, fmt.Errorf("events: append %s/%s: insert: %w", e.Stream, e.Type, err)
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("events: append %s/%s: %w", e.Stream, e.Type, err)
+	}
+	return id, nil
+}
+
+// Latest returns the highest event id (0 if none): a cursor to watch "from
+// now on".
+func Latest(ctx context.Context, q RowQuerier) (int64, error) {
+	var id int64
+	if err := q.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&id); err != nil {
+		return 0, fmt.Errorf("events: latest id: %w", err)
+	}
+	return id, nil
+}

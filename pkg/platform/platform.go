@@ -1,0 +1,189 @@
+// Package platform is the common main of every TheFold service: configuration, logging,
+// tracing, the database (schema, migrations), the gRPC server with authentication, clients
+// for the other services, and graceful shutdown. A service supplies its name, schema,
+// migrations and a Register function that wires its handlers; everything else is here.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/db"
+	"github.com/thefold/thefold/pkg/grpcclient"
+	"github.com/thefold/thefold/pkg/logging"
+	"github.com/thefold/thefold/pkg/server"
+	"github.com/thefold/thefold/pkg/telemetry"
+)
+
+// Config is what every service reads from the environment.
+type Config struct {
+	Server         server.Config
+	DB             db.Config
+	Auth           auth.Config
+	Telemetry      telemetry.Config
+	LogLevel       string `env:"THEFOLD_LOG_LEVEL, default=info"`
+	MigrateOnStart bool   `env:"THEFOLD_MIGRATE_ON_START, default=true"`
+}
+
+// Service describes one TheFold service.
+type Service struct {
+	Name string
+	// Schema is the PostgreSQL schema the service owns.
+	Schema     string
+	Migrations fs.FS
+	// PublicMethods are full method names callable without a token (login RPCs).
+	PublicMethods []string
+	// Register wires the service's handlers onto d.Server. It runs after migrations.
+	Register func(ctx context.Context, d *Deps) error
+}
+
+// Deps are what Register gets to wire a service.
+type Deps struct {
+	Name   string
+	Logger *slog.Logger
+	Config Config
+	Pool   *pgxpool.Pool
+	Server *server.Server
+	// Lookup reads service-specific configuration (config.Load(ctx, &cfg, d.Lookup)).
+	Lookup config.Lookuper
+
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	closers []func()
+}
+
+// OnClose registers fn to run at shutdown, after the server has stopped, in reverse order.
+func (d *Deps) OnClose(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closers = append(d.closers, fn)
+}
+
+// Conn returns a (shared) client connection to another service, found through its
+// THEFOLD_<SERVICE>_ADDR variable.
+func (d *Deps) Conn(ctx context.Context, service string) (*grpc.ClientConn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.conns[service]; ok {
+		return c, nil
+	}
+	addr, ok := d.Lookup.Lookup(AddrEnv(service))
+	if !ok || addr == "" {
+		return nil, fmt.Errorf("platform: no address for service %q (%s)", service, AddrEnv(service))
+	}
+	c, err := grpcclient.Dial(addr, grpcclient.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if d.conns == nil {
+		d.conns = map[string]*grpc.ClientConn{}
+	}
+	d.conns[service] = c
+	d.closers = append(d.closers, func() { _ = c.Close() })
+	return c, nil
+}
+
+// Main runs svc as the process's main: `<binary>` or `<binary> serve` serves,
+// `<binary> migrate` applies migrations and exits. Only Main exits the process.
+func Main(svc Service) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, svc, config.Env(Defaults(svc.Name)), os.Args[1:], os.Stderr); err != nil {
+		slog.Error(svc.Name+" stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Run is Main without the process: tests call it with a map Lookuper.
+func Run(ctx context.Context, svc Service, lookup config.Lookuper, args []string, logOut io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	var cfg Config
+	if err := config.Load(ctx, &cfg, lookup); err != nil {
+		return err
+	}
+	log := logging.New(logOut, svc.Name, logging.ParseLevel(cfg.LogLevel))
+	switch cmd {
+	case "migrate":
+		if err := db.Migrate(ctx, cfg.DB.URL, svc.Schema, svc.Migrations); err != nil {
+			return err
+		}
+		log.Info("migrated", "schema", svc.Schema)
+		return nil
+	case "serve":
+		return serve(ctx, svc, cfg, lookup, log)
+	default:
+		return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
+	}
+}
+
+func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper, log *slog.Logger) (err error) {
+	redacted := config.Redacted(&cfg)
+	attrs := make([]any, 0, len(redacted)*2)
+	for _, k := range config.SortedKeys(redacted) {
+		attrs = append(attrs, k, redacted[k])
+	}
+	log.Info("starting", slog.Group("config", attrs...))
+
+	shutdownTracing, err := telemetry.Setup(ctx, svc.Name, cfg.Telemetry)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	pub, err := auth.LoadPublicKey(cfg.Auth.PublicKeyFile)
+	if err != nil {
+		return err
+	}
+	if cfg.MigrateOnStart {
+		if err := db.Migrate(ctx, cfg.DB.URL, svc.Schema, svc.Migrations); err != nil {
+			return err
+		}
+	}
+	pool, err := db.Open(ctx, cfg.DB.URL, svc.Schema, cfg.DB.MaxConns)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	srv, err := server.New(server.Options{
+		Name:   svc.Name,
+		Config: cfg.Server,
+		Logger: log,
+		Auth:   auth.NewAuthenticator(auth.NewVerifier(pub), svc.PublicMethods...),
+		Ready:  pool.Ping,
+	})
+	if err != nil {
+		return err
+	}
+	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup}
+	defer func() {
+		for i := len(d.closers) - 1; i >= 0; i-- {
+			d.closers[i]()
+		}
+	}()
+	if svc.Register != nil {
+		if err := svc.Register(ctx, d); err != nil {
+			return fmt.Errorf("register %s: %w", svc.Name, err)
+		}
+	}
+	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+// Package telemetry sets up OpenTelemetry tracing. With no OTLP endpoint configured, spans
+// are still created and propagated (trace ids reach the logs and the next hop) but not exported.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+)
+
+// Config selects the exporter. The standard OTEL_EXPORTER_OTLP_* variables also apply.
+type Config struct {
+	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+}
+
+// Setup installs a global tracer provider and W3C propagation for service and returns a
+// shutdown function that flushes spans.
+func Setup(ctx context.Context, service string, cfg Config) (func(context.Context) error, error) {
+	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("thefold-"+service))
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if cfg.OTLPEndpoint != "" {
+		exp, err := otlptracegrpc.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}

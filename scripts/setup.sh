@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Idempotently installs what TheFold needs on a Debian bookworm machine (run as root):
+# protobuf tooling (go install, cached in GOPATH/bin), PostgreSQL 15 with pgvector (built from
+# Debian's trixie source package when no binary package exists), bubblewrap and git; then
+# starts PostgreSQL and creates the thefold role and database. Safe to run again and again.
+set -euo pipefail
+
+log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
+
+PG_VERSION=15
+DB_USER=${THEFOLD_DB_USER:-thefold}
+DB_PASS=${THEFOLD_DB_PASSWORD:-thefold}
+DB_NAME=${THEFOLD_DB_NAME:-thefold}
+GOBIN=$(go env GOPATH)/bin
+export PATH="$GOBIN:$PATH"
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_updated=
+apt_install() {
+  local missing=()
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# --- protobuf tooling -------------------------------------------------------------------------
+# Versions are pinned: generated code records the plugin versions, and the freshness check
+# compares byte for byte. A binary of another version is reinstalled.
+install_go_tool() { # name package@version
+  local want=${2##*@}
+  if [ -x "$GOBIN/$1" ] && go version -m "$GOBIN/$1" 2>/dev/null | awk '$1=="mod"{print $3}' | grep -qx "$want"; then return 0; fi
+  log "go install $2"; (cd / && GOFLAGS= go install "$2")
+}
+install_go_tool buf github.com/bufbuild/buf/cmd/buf@v1.75.0
+install_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+install_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+install_go_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.32.0
+install_go_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@v2.32.0
+
+# --- system packages --------------------------------------------------------------------------
+apt_install ca-certificates git bubblewrap postgresql-$PG_VERSION postgresql-contrib
+
+# --- pgvector ---------------------------------------------------------------------------------
+if [ ! -f /usr/share/postgresql/$PG_VERSION/extension/vector.control ]; then
+  if apt-cache show postgresql-$PG_VERSION-pgvector >/dev/null 2>&1; then
+    apt_install postgresql-$PG_VERSION-pgvector
+  else
+    log "building pgvector from Debian's source package"
+    apt_install build-essential postgresql-server-dev-$PG_VERSION dpkg-dev
+    if ! grep -rqs 'trixie' /etc/apt/sources.list.d/thefold-src.list; then
+      echo 'deb-src http://deb.debian.org/debian trixie main' | as_root tee /etc/apt/sources.list.d/thefold-src.list >/dev/null
+    fi
+    as_root apt-get update -qq
+    work=$(mktemp -d)
+    (cd "$work" && apt-get source -qq pgvector >/dev/null 2>&1 && cd pgvector-*/ &&
+      make -s PG_CONFIG=/usr/lib/postgresql/$PG_VERSION/bin/pg_config >/dev/null &&
+      as_root make -s install PG_CONFIG=/usr/lib/postgresql/$PG_VERSION/bin/pg_config >/dev/null)
+    rm -rf "$work"
+  fi
+fi
+
+# --- PostgreSQL server ------------------------------------------------------------------------
+if ! pg_lsclusters -h 2>/dev/null | awk '{print $1}' | grep -qx "$PG_VERSION"; then
+  log "creating PostgreSQL $PG_VERSION cluster"
+  as_root pg_createcluster $PG_VERSION main >/dev/null
+fi
+if ! pg_lsclusters -h | awk -v v=$PG_VERSION '$1==v && $2=="main" {print $4}' | grep -qx online; then
+  log "starting PostgreSQL $PG_VERSION"
+  as_root pg_ctlcluster $PG_VERSION main start
+fi
+for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
+pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL did not come up" >&2; exit 1; }
+
+psql_admin() { as_root su postgres -c "psql -v ON_ERROR_STOP=1 -qtA $*"; }
+if [ "$(psql_admin "-c \"SELECT 1 FROM pg_roles WHERE rolname='$DB_USER'\"")" != "1" ]; then
+  log "creating role $DB_USER"
+  # Superuser: the role creates per-test databases and the vector extension.
+  psql_admin "-c \"CREATE ROLE $DB_USER LOGIN SUPERUSER PASSWORD '$DB_PASS'\""
+fi
+if [ "$(psql_admin "-c \"SELECT 1 FROM pg_database WHERE datname='$DB_NAME'\"")" != "1" ]; then
+  log "creating database $DB_NAME"
+  psql_admin "-c \"CREATE DATABASE $DB_NAME OWNER $DB_USER\""
+fi
+psql_admin "-d $DB_NAME -c \"CREATE EXTENSION IF NOT EXISTS vector\""
+
+log "ready: postgres://$DB_USER:***@127.0.0.1:5432/$DB_NAME"

@@ -1,0 +1,7 @@
+module github.com/thefold/thefold/tests/e2e
+
+go 1.26.0
+
+require github.com/thefold/thefold/pkg v0.0.0
+
+replace github.com/thefold/thefold/pkg => ../../pkg
