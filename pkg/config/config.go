@@ -179,3 +179,8 @@ func variableFor(t reflect.Type, msg string) string {
 	}
 	return best
 }
+
+// WithDefaults returns a Lookuper that falls back to defaults where l has no value.
+func WithDefaults(l Lookuper, defaults map[string]string) Lookuper {
+	return envconfig.MultiLookuper(l, envconfig.MapLookuper(defaults))
+}

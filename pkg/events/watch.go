@@ -11,13 +11,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-const (
-	// batchSize bounds the rows held in memory per read.
-	batchSize = 500
-	// pollInterval is the fallback when a notification is lost (say, the
-	// server's notification queue filled up); normally NOTIFY wakes us.
-	pollInterval = 2 * time.Second
-)
+// batchSize bounds the rows held in memory per read.
+const batchSize = 500
+
+// pollInterval is the fallback when a notification is lost (say, the server's notification
+// queue filled up); normally NOTIFY wakes us. A variable so a test can make polling too slow
+// to matter and prove that notifications alone wake watchers.
+var pollInterval = 2 * time.Second
 
 // Watch calls fn, in id order, for every event matching f with an id greater
 // than afterID: first the history, then each new event as it commits. It

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +28,25 @@ type Env struct {
 	Conn   *grpc.ClientConn
 	Signer *auth.Signer
 	Server *server.Server
+	stop   func()
 }
+
+// Stop shuts the server down gracefully (it also stops when the test ends).
+func (e *Env) Stop() { e.stop() }
 
 // Start runs a server whose services register registers, until the test ends.
 func Start(tb testing.TB, register func(s *grpc.Server), publicMethods ...string) *Env {
+	tb.Helper()
+	return start(tb, "", register, publicMethods)
+}
+
+// StartWithAdmin is Start with the admin HTTP port on a free loopback port.
+func StartWithAdmin(tb testing.TB, register func(s *grpc.Server), publicMethods ...string) *Env {
+	tb.Helper()
+	return start(tb, "127.0.0.1:0", register, publicMethods)
+}
+
+func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publicMethods []string) *Env {
 	tb.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -42,7 +58,7 @@ func Start(tb testing.TB, register func(s *grpc.Server), publicMethods ...string
 	}
 	srv, err := server.New(server.Options{
 		Name:     "test",
-		Config:   server.Config{ShutdownTimeout: 5 * time.Second},
+		Config:   server.Config{ShutdownTimeout: 5 * time.Second, AdminAddr: adminAddr},
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Auth:     auth.NewAuthenticator(auth.NewVerifier(pub), publicMethods...),
 		Listener: lis,
@@ -51,6 +67,9 @@ func Start(tb testing.TB, register func(s *grpc.Server), publicMethods ...string
 		tb.Fatal(err)
 	}
 	register(srv.GRPC())
+	if err := srv.Listen(); err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
@@ -58,12 +77,13 @@ func Start(tb testing.TB, register func(s *grpc.Server), publicMethods ...string
 	if err != nil {
 		tb.Fatal(err)
 	}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
 	tb.Cleanup(func() {
 		_ = conn.Close()
-		cancel()
-		<-done
+		stop()
 	})
-	return &Env{Conn: conn, Signer: auth.NewSigner(priv), Server: srv}
+	return &Env{Conn: conn, Signer: auth.NewSigner(priv), Server: srv, stop: stop}
 }
 
 // Context returns a context whose calls are made as userID with roles.

@@ -74,6 +74,9 @@ type Server struct {
 	registry *prometheus.Registry
 	lis      net.Listener
 	adminLis net.Listener
+	// stopping is closed when shutdown begins; long-lived streams (Watch RPCs) end then
+	// instead of holding GracefulStop until its timeout. Clients resume from their cursor.
+	stopping chan struct{}
 }
 
 // New builds the gRPC server and its interceptor chain. Register services on GRPC()
@@ -90,6 +93,7 @@ func New(opts Options) (*Server, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newRPCMetrics(reg)
 
+	srvStreams := &streamCanceler{}
 	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
@@ -115,6 +119,7 @@ func New(opts Options) (*Server, error) {
 			errs.UnaryServerInterceptor(log),
 		),
 		grpc.ChainStreamInterceptor(
+			srvStreams.interceptor(),
 			recovery.StreamServerInterceptor(panicHandler),
 			requestIDStream(),
 			metrics.stream(),
@@ -123,11 +128,14 @@ func New(opts Options) (*Server, error) {
 			errs.StreamServerInterceptor(log),
 		),
 	)
+	srv := &Server{opts: opts, registry: reg, stopping: make(chan struct{})}
+	srvStreams.stopping = srv.stopping
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
-	return &Server{opts: opts, grpc: s, health: hs, registry: reg}, nil
+	srv.grpc, srv.health = s, hs
+	return srv, nil
 }
 
 // GRPC is the server to register services on.
@@ -199,6 +207,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.opts.Config.DrainDelay > 0 && runErr == nil {
 		time.Sleep(s.opts.Config.DrainDelay)
 	}
+	close(s.stopping)
 	timeout := s.opts.Config.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 15 * time.Second
@@ -244,4 +253,24 @@ func (s *Server) adminHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// streamCanceler ends every open stream when the server starts stopping.
+type streamCanceler struct {
+	stopping chan struct{}
+}
+
+func (c *streamCanceler) interceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		ctx, cancel := context.WithCancel(ss.Context())
+		defer cancel()
+		go func() {
+			select {
+			case <-c.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		return h(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+	}
 }

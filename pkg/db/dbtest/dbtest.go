@@ -19,6 +19,8 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,7 +138,8 @@ func (s *server) urlFor(name string) string {
 // createDatabase copies tpl into a randomly named database dropped at cleanup.
 func (s *server) createDatabase(ctx context.Context, tb testing.TB, admin *pgx.Conn, tpl string) string {
 	tb.Helper()
-	name := "thefold_test_" + randomHex(tb, 8)
+	sweep(ctx, admin)
+	name := fmt.Sprintf("%s%d_%s", testPrefix, time.Now().Unix(), randomHex(tb, 4))
 
 	sql := "CREATE DATABASE " + ident(name) + " TEMPLATE " + ident(tpl)
 	if err := retryInUse(ctx, func() error { _, err := admin.Exec(ctx, sql); return err }); err != nil {
@@ -158,6 +161,35 @@ func (s *server) createDatabase(ctx context.Context, tb testing.TB, admin *pgx.C
 	return s.urlFor(name)
 }
 
+// testPrefix starts every per-test database name, followed by its creation
+// time in Unix seconds, so databases leaked by a killed test binary can be
+// recognized and dropped later.
+const testPrefix = "thefold_test_"
+
+// staleAfter is far beyond any test's run time.
+const staleAfter = 24 * time.Hour
+
+// sweep drops per-test databases that a crashed or killed test binary left
+// behind. It is best effort: failures only leave the litter for next time.
+func sweep(ctx context.Context, admin *pgx.Conn) {
+	rows, err := admin.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1)", testPrefix)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		created, _, ok := strings.Cut(strings.TrimPrefix(name, testPrefix), "_")
+		sec, err := strconv.ParseInt(created, 10, 64)
+		if !ok || err != nil || time.Since(time.Unix(sec, 0)) < staleAfter {
+			continue
+		}
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)")
+	}
+}
+
 // ensureTemplate creates the template database tpl unless it exists. Test
 // binaries run in parallel, so creation is serialized by an advisory lock
 // (keyed by the template name, in the shared postgres database) and built
@@ -166,8 +198,10 @@ func (s *server) createDatabase(ctx context.Context, tb testing.TB, admin *pgx.C
 func (s *server) ensureTemplate(ctx context.Context, admin *pgx.Conn, tpl, schema string, migrations fs.FS) error {
 	exists := func() (bool, error) {
 		var ok bool
-		err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", tpl).Scan(&ok)
-		return ok, err
+		if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", tpl).Scan(&ok); err != nil {
+			return false, fmt.Errorf("look up: %w", err)
+		}
+		return ok, nil
 	}
 	if ok, err := exists(); err != nil || ok {
 		return err

@@ -2,8 +2,11 @@ package dbtest_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -87,9 +90,40 @@ func TestDatabaseHasVectorAndPlatformTables(t *testing.T) {
 	}
 }
 
+func TestSweepDropsLeakedDatabases(t *testing.T) {
+	t.Parallel()
+	admin := adminConn(t)
+	ctx := t.Context()
+	stale := fmt.Sprintf("thefold_test_%d_deadbeef", time.Now().Add(-48*time.Hour).Unix())
+	fresh := fmt.Sprintf("thefold_test_%d_cafef00d", time.Now().Unix())
+	for _, name := range []string{stale, fresh} {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+fresh) }) //nolint:errcheck
+
+	dbtest.NewEmptyDatabase(t)
+
+	for name, want := range map[string]bool{stale: false, fresh: true} {
+		var exists bool
+		if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).
+			Scan(&exists); err != nil {
+			t.Fatalf("query: %v", err)
+		}
+		if exists != want {
+			t.Errorf("%s exists = %v, want %v", name, exists, want)
+		}
+	}
+}
+
 func adminConn(t *testing.T) *pgx.Conn {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(dbtest.DefaultURL)
+	url := os.Getenv(dbtest.EnvURL)
+	if url == "" {
+		url = dbtest.DefaultURL
+	}
+	cfg, err := pgx.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,4 +134,54 @@ func adminConn(t *testing.T) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// TestTemplateBuiltOnceUnderContention gives parallel tests migrations no
+// run has seen before, so they race to build the same template.
+func TestTemplateBuiltOnceUnderContention(t *testing.T) {
+	admin := adminConn(t)
+	unique := fstest.MapFS{
+		"00001_notes.sql": notes["00001_notes.sql"],
+		"00002_unique.sql": {Data: []byte(fmt.Sprintf("-- +goose Up\n-- run %d\nCREATE TABLE marks (id int);\n",
+			time.Now().UnixNano()))},
+	}
+	t.Cleanup(func() {
+		// This template is never reused; do not leave it behind.
+		rows, err := admin.Query(context.Background(),
+			"SELECT datname FROM pg_database WHERE datname LIKE 'thefold\\_tpl\\_dbtest\\_race\\_%'")
+		if err != nil {
+			t.Fatalf("list templates: %v", err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("list templates: %v", err)
+		}
+		if len(names) != 1 {
+			t.Errorf("templates = %v, want exactly one", names)
+		}
+		for _, n := range names {
+			if _, err := admin.Exec(context.Background(), "DROP DATABASE "+n); err != nil {
+				t.Errorf("drop %s: %v", n, err)
+			}
+		}
+	})
+	t.Run("group", func(t *testing.T) {
+		for i := range 6 {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				pool, _ := dbtest.NewDatabase(t, "dbtest_race", unique)
+				if _, err := pool.Exec(t.Context(), "INSERT INTO marks VALUES (1)"); err != nil {
+					t.Errorf("insert: %v", err)
+				}
+			})
+		}
+	})
+	var scratch int
+	if err := admin.QueryRow(t.Context(),
+		"SELECT count(*) FROM pg_database WHERE datname LIKE 'thefold\\_new\\_dbtest\\_race\\_%'").Scan(&scratch); err != nil {
+		t.Fatalf("query: %v", err)
+	}
+	if scratch != 0 {
+		t.Errorf("%d scratch databases left", scratch)
+	}
 }

@@ -1,0 +1,161 @@
+// Command thefold runs and manages a local TheFold stack:
+//
+//	thefold up       build the nine services, start them as processes, wait until healthy
+//	thefold down     stop them gracefully
+//	thefold status   show which services run
+//	thefold token    print the admin token
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/pkg/stack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "thefold:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: thefold <command> [flags]
+
+commands:
+  up       build and start the nine services, wait until all are healthy
+  down     stop the services
+  status   show which services are running
+  token    print the admin token
+
+flags:
+  -data-dir DIR   where binaries, keys, logs and pids live (THEFOLD_DATA_DIR; default <src>/.thefold)
+  -src DIR        source tree holding go.work (default: found from the working directory)
+`
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "help" || args[0] == "--help" {
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	dataDir := fs.String("data-dir", os.Getenv("THEFOLD_DATA_DIR"), "data directory")
+	src := fs.String("src", "", "source tree (holds go.work)")
+	timeout := fs.Duration("timeout", 90*time.Second, "how long up waits for health")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *src == "" {
+		root, err := findSourceRoot()
+		if err != nil && (cmd == "up" || *dataDir == "") {
+			return err
+		}
+		*src = root
+	}
+	if *dataDir == "" {
+		*dataDir = filepath.Join(*src, ".thefold")
+	}
+	abs, err := filepath.Abs(*dataDir)
+	if err != nil {
+		return err
+	}
+	st := &stack.Stack{DataDir: abs, DatabaseURL: os.Getenv("THEFOLD_DATABASE_URL"), Ports: stack.DefaultPorts()}
+
+	switch cmd {
+	case "up":
+		return up(ctx, st, *src, *timeout, out)
+	case "down":
+		if err := st.Stop(20 * time.Second); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "stopped")
+		return nil
+	case "status":
+		running := 0
+		for _, svc := range platform.ServiceNames {
+			pid := st.Status()[svc]
+			state := "stopped"
+			if pid > 0 {
+				state = fmt.Sprintf("running (pid %d)", pid)
+				running++
+			}
+			fmt.Fprintf(out, "%-8s :%-5d %s\n", svc, st.Ports.GRPC[svc], state)
+		}
+		if running == 0 {
+			return errors.New("not running")
+		}
+		return nil
+	case "token":
+		b, err := os.ReadFile(st.TokenPath())
+		if err != nil {
+			return fmt.Errorf("no admin token yet (run thefold up): %w", err)
+		}
+		fmt.Fprint(out, string(b))
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration, out io.Writer) error {
+	fmt.Fprintf(out, "building services from %s …\n", src)
+	if err := st.Build(ctx, src); err != nil {
+		return err
+	}
+	if _, err := st.EnsureCredentials(); err != nil {
+		return err
+	}
+	if err := st.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "started; waiting for health …")
+	if err := st.WaitReady(ctx, timeout); err != nil {
+		_ = st.Stop(10 * time.Second)
+		return err
+	}
+	fmt.Fprintf(out, `
+TheFold is up: %d services healthy.
+  gateway (REST)   %s   (OpenAPI: %s/openapi.json)
+  gRPC             tasks %s, agent %s, … (reflection enabled)
+  admin token      %s
+  signing keys     %s
+  logs             %s
+Try:
+  TOKEN=$(cat %s)
+  curl -H "Authorization: Bearer $TOKEN" -d '{"title":"x","repo":"local/demo"}' %s/v1/tasks
+Stop with: thefold down
+`, len(platform.ServiceNames), st.GatewayURL(), st.GatewayURL(), st.GRPCAddr("tasks"), st.GRPCAddr("agent"),
+		st.TokenPath(), st.KeyDir(), filepath.Dir(st.LogPath("x")), st.TokenPath(), st.GatewayURL())
+	return nil
+}
+
+// findSourceRoot walks up from the working directory to the directory holding go.work.
+func findSourceRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.work")); err == nil && strings.Contains(string(b), "./services/tasks") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find TheFold's source tree (go.work) above the working directory; pass -src")
+		}
+		dir = parent
+	}
+}

@@ -1,0 +1,301 @@
+// Package stack runs TheFold's nine services as local processes: it builds the binaries,
+// creates the signing key pair and an admin token on first start, starts each service with
+// its ports and the addresses of the others, waits until all report ready, and stops them.
+// `thefold up` / `thefold down` and the end-to-end tests use it.
+package stack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/platform"
+)
+
+// Ports are the listen ports of one stack.
+type Ports struct {
+	GRPC        map[string]int
+	Admin       map[string]int
+	GatewayHTTP int
+}
+
+// DefaultPorts are the documented defaults (gateway 8080, tasks 9101, …; admin = gRPC+100).
+func DefaultPorts() Ports {
+	p := Ports{GRPC: map[string]int{}, Admin: map[string]int{}, GatewayHTTP: platform.GatewayHTTPPort}
+	for _, s := range platform.ServiceNames {
+		p.GRPC[s] = platform.GRPCPorts[s]
+		p.Admin[s] = platform.AdminPort(s)
+	}
+	return p
+}
+
+// FreePorts picks unused loopback ports (tests run beside a stack on the default ports).
+func FreePorts() (Ports, error) {
+	p := Ports{GRPC: map[string]int{}, Admin: map[string]int{}}
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	next := func() (int, error) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		ls = append(ls, l)
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+	var err error
+	for _, s := range platform.ServiceNames {
+		if p.GRPC[s], err = next(); err != nil {
+			return p, err
+		}
+		if p.Admin[s], err = next(); err != nil {
+			return p, err
+		}
+	}
+	p.GatewayHTTP, err = next()
+	return p, err
+}
+
+// Stack is one local deployment.
+type Stack struct {
+	// DataDir holds bin/, keys/, logs/, run/ and admin.token.
+	DataDir     string
+	DatabaseURL string
+	Ports       Ports
+	// Env is added to every service's environment (e.g. THEFOLD_LOG_LEVEL).
+	Env []string
+}
+
+// Paths inside the data directory.
+func (s *Stack) BinDir() string          { return filepath.Join(s.DataDir, "bin") }
+func (s *Stack) KeyDir() string          { return filepath.Join(s.DataDir, "keys") }
+func (s *Stack) LogPath(n string) string { return filepath.Join(s.DataDir, "logs", n+".log") }
+func (s *Stack) pidPath(n string) string { return filepath.Join(s.DataDir, "run", n+".pid") }
+func (s *Stack) TokenPath() string       { return filepath.Join(s.DataDir, "admin.token") }
+func (s *Stack) GatewayURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d", s.Ports.GatewayHTTP)
+}
+
+// GRPCAddr is a service's gRPC address.
+func (s *Stack) GRPCAddr(svc string) string { return fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]) }
+
+// Build compiles the nine binaries from the source tree at srcRoot (which holds go.work).
+func (s *Stack) Build(ctx context.Context, srcRoot string) error {
+	if err := os.MkdirAll(s.BinDir(), 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-o", s.BinDir() + string(os.PathSeparator)}
+	for _, svc := range platform.ServiceNames {
+		args = append(args, "./services/"+svc)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = srcRoot
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("stack: go build: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// EnsureCredentials creates the signing key pair and the admin token on first start, and
+// replaces a token that no longer verifies (e.g. the keys were regenerated).
+func (s *Stack) EnsureCredentials() (token string, err error) {
+	priv, _, err := auth.EnsureKeyPair(s.KeyDir())
+	if err != nil {
+		return "", err
+	}
+	if b, err := os.ReadFile(s.TokenPath()); err == nil {
+		tok := strings.TrimSpace(string(b))
+		if _, err := auth.NewVerifier(priv.Public().(ed25519.PublicKey)).Verify(tok); err == nil {
+			return tok, nil
+		}
+	}
+	tok, _, err := auth.NewSigner(priv).Issue("admin", []string{auth.RoleAdmin}, 0)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(s.TokenPath(), []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+func (s *Stack) env(svc string) []string {
+	env := append(os.Environ(), s.Env...)
+	env = append(env,
+		"THEFOLD_GRPC_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]),
+		"THEFOLD_ADMIN_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.Admin[svc]),
+		"THEFOLD_AUTH_PUBLIC_KEY_FILE="+filepath.Join(s.KeyDir(), auth.PublicKeyFile),
+		"THEFOLD_HTTP_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GatewayHTTP),
+		"THEFOLD_DATA_DIR="+s.DataDir,
+	)
+	if s.DatabaseURL != "" {
+		env = append(env, "THEFOLD_DATABASE_URL="+s.DatabaseURL)
+	}
+	for _, other := range platform.ServiceNames {
+		env = append(env, platform.AddrEnv(other)+"="+s.GRPCAddr(other))
+	}
+	return env
+}
+
+// Start launches every service as its own process (in its own session, so it outlives the
+// launcher), logging to logs/<service>.log and recording its pid in run/<service>.pid.
+func (s *Stack) Start() error {
+	for _, d := range []string{"logs", "run"} {
+		if err := os.MkdirAll(filepath.Join(s.DataDir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, svc := range platform.ServiceNames {
+		if pid, ok := s.runningPID(svc); ok {
+			return fmt.Errorf("stack: %s already running (pid %d); run `thefold down` first", svc, pid)
+		}
+	}
+	for _, svc := range platform.ServiceNames {
+		logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(filepath.Join(s.BinDir(), svc))
+		cmd.Env = s.env(svc)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		err = cmd.Start()
+		_ = logf.Close()
+		if err != nil {
+			return fmt.Errorf("stack: start %s: %w", svc, err)
+		}
+		if err := os.WriteFile(s.pidPath(svc), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			return err
+		}
+		go func() { _ = cmd.Wait() }() // reap if it dies while we still run
+	}
+	return nil
+}
+
+// WaitReady polls every service's /readyz until all answer 200. A service whose process
+// exits fails the wait at once, naming its log.
+func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	pending := map[string]bool{}
+	for _, svc := range platform.ServiceNames {
+		pending[svc] = true
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for svc := range pending {
+			if _, ok := s.runningPID(svc); !ok {
+				return fmt.Errorf("stack: %s exited; see %s:\n%s", svc, s.LogPath(svc), tail(s.LogPath(svc), 15))
+			}
+			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.Ports.Admin[svc]))
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					delete(pending, svc)
+				}
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			var names []string
+			for svc := range pending {
+				names = append(names, svc)
+			}
+			return fmt.Errorf("stack: not ready after %s: %s", timeout, strings.Join(names, ", "))
+		case <-tick.C:
+		}
+	}
+}
+
+// Status reports each service's pid (0 when not running).
+func (s *Stack) Status() map[string]int {
+	out := map[string]int{}
+	for _, svc := range platform.ServiceNames {
+		pid, _ := s.runningPID(svc)
+		out[svc] = pid
+	}
+	return out
+}
+
+// Stop sends SIGTERM to every service (gateway first), waits for graceful shutdown, and
+// kills what is left after timeout.
+func (s *Stack) Stop(timeout time.Duration) error {
+	order := append([]string(nil), platform.ServiceNames...)
+	for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+		order[i], order[j] = order[j], order[i]
+	}
+	var errList []error
+	for _, svc := range order {
+		if pid, ok := s.runningPID(svc); ok {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(timeout)
+	for _, svc := range order {
+		pid, ok := s.runningPID(svc)
+		for ok && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			pid, ok = s.runningPID(svc)
+		}
+		if ok {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errList = append(errList, fmt.Errorf("kill %s: %w", svc, err))
+			}
+		}
+		_ = os.Remove(s.pidPath(svc))
+	}
+	return errors.Join(errList...)
+}
+
+// runningPID returns the recorded pid of svc if that process is alive and not a zombie.
+func (s *Stack) runningPID(svc string) (int, bool) {
+	b, err := os.ReadFile(s.pidPath(svc))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		return 0, false
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		if f := strings.Fields(string(st)); len(f) > 2 && f[2] == "Z" {
+			return 0, false
+		}
+	}
+	return pid, true
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,30 @@
+// Package authsvc implements the gateway's AuthService. WhoAmI is served now; login codes,
+// API keys and revocation come with the gateway issue and return Unimplemented until then.
+package authsvc
+
+import (
+	"context"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/auth"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+)
+
+// Server is the AuthService.
+type Server struct {
+	gatewayv1.UnimplementedAuthServiceServer
+}
+
+// WhoAmI returns the caller as every service sees it.
+func (s *Server) WhoAmI(ctx context.Context, _ *gatewayv1.WhoAmIRequest) (*gatewayv1.WhoAmIResponse, error) {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &gatewayv1.WhoAmIResponse{UserId: p.UserID, Roles: p.Roles, TokenId: p.TokenID}
+	if !p.ExpiresAt.IsZero() {
+		resp.ExpireTime = timestamppb.New(p.ExpiresAt)
+	}
+	return resp, nil
+}

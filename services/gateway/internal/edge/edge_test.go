@@ -1,0 +1,116 @@
+package edge_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/services/gateway/internal/authsvc"
+	"github.com/thefold/thefold/services/gateway/internal/edge"
+)
+
+// newEdge serves the edge in front of one real gRPC server that plays every service
+// (only AuthService is registered; the rest answer Unimplemented).
+func newEdge(t *testing.T) (*httptest.Server, *grpctest.Env) {
+	t.Helper()
+	env := grpctest.Start(t, func(s *grpc.Server) { gatewayv1.RegisterAuthServiceServer(s, &authsvc.Server{}) })
+	conns := map[string]*grpc.ClientConn{}
+	for _, svc := range edge.Services() {
+		conns[svc] = env.Conn
+	}
+	h, err := edge.New(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, env
+}
+
+func TestEdge(t *testing.T) {
+	t.Parallel()
+	srv, env := newEdge(t)
+	tok, _, err := env.Signer.Issue("u7", []string{"user"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, method, path, auth, body string
+		wantCode                       int
+		wantIn                         string
+	}{
+		{"whoami with token", "GET", "/v1/auth/whoami", "Bearer " + tok, "", 200, `"user_id":"u7"`},
+		{"whoami without token", "GET", "/v1/auth/whoami", "", "", 401, "missing bearer token"},
+		{"whoami with garbage token", "GET", "/v1/auth/whoami", "Bearer x.y.z", "", 401, "invalid"},
+		{"malformed JSON body", "POST", "/v1/auth/api-keys", "Bearer " + tok, "{not json", 400, ""},
+		{"unknown field in body", "POST", "/v1/auth/api-keys", "Bearer " + tok, `{"nope":1}`, 400, ""},
+		{"not yet implemented", "GET", "/v1/auth/api-keys", "Bearer " + tok, "", 501, ""},
+		{"unknown route", "GET", "/v1/nothing-here", "Bearer " + tok, "", 404, ""},
+		{"openapi", "GET", "/openapi.json", "", "", 200, `"/v1/tasks"`},
+		{"healthz", "GET", "/healthz", "", "", 200, "ok"},
+		{"readyz", "GET", "/readyz", "", "", 200, "ok"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.wantCode || !strings.Contains(string(b), tc.wantIn) {
+				t.Fatalf("%s %s = %d %s; want %d containing %q", tc.method, tc.path, resp.StatusCode, b, tc.wantCode, tc.wantIn)
+			}
+			if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Error("security headers missing")
+			}
+		})
+	}
+}
+
+func TestOpenAPIHasOnlyPublicRPCs(t *testing.T) {
+	t.Parallel()
+	srv, _ := newEdge(t)
+	resp, err := http.Get(srv.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var spec struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&spec); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for _, methods := range spec.Paths {
+		for _, op := range methods {
+			ops[op.OperationID] = true
+		}
+	}
+	for _, public := range []string{"TaskService_CreateTask", "TaskService_WatchTasks", "AuthService_WhoAmI", "AgentService_StartTask", "ReviewService_ApproveReview"} {
+		if !ops[public] {
+			t.Errorf("public RPC %s missing", public)
+		}
+	}
+	for _, internal := range []string{"BuilderService_StartBuild", "MemoryService_StoreMemory", "SandboxService_RunCommand", "AIService_GenerateFile"} {
+		if ops[internal] {
+			t.Errorf("internal RPC %s exposed", internal)
+		}
+	}
+}

@@ -1,0 +1,91 @@
+// Command gateway is TheFold's edge: the REST/JSON API for every public RPC (grpc-gateway,
+// dialing each service), the merged OpenAPI document, and the AuthService over gRPC.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/thefold/thefold/pkg/config"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/services/gateway/internal/authsvc"
+	"github.com/thefold/thefold/services/gateway/internal/edge"
+)
+
+// Config is the gateway's own configuration.
+type Config struct {
+	HTTPAddr string `env:"THEFOLD_HTTP_ADDR"`
+}
+
+// Validate reports a missing HTTP address.
+func (c *Config) Validate() error {
+	if c.HTTPAddr == "" {
+		return errors.New("THEFOLD_HTTP_ADDR: required")
+	}
+	return nil
+}
+
+func main() {
+	platform.Main(platform.Service{
+		Name:   "gateway",
+		Schema: "gateway",
+		PublicMethods: []string{
+			"/thefold.gateway.v1.AuthService/RequestLoginCode",
+			"/thefold.gateway.v1.AuthService/VerifyLoginCode",
+		},
+		Register: register,
+	})
+}
+
+func register(ctx context.Context, d *platform.Deps) error {
+	var cfg Config
+	if err := config.Load(ctx, &cfg, config.WithDefaults(d.Lookup, map[string]string{
+		"THEFOLD_HTTP_ADDR": fmt.Sprintf(":%d", platform.GatewayHTTPPort),
+	})); err != nil {
+		return err
+	}
+	gatewayv1.RegisterAuthServiceServer(d.Server.GRPC(), &authsvc.Server{})
+
+	conns := map[string]*grpc.ClientConn{}
+	for _, svc := range edge.Services() {
+		c, err := d.Conn(ctx, svc)
+		if err != nil {
+			return err
+		}
+		conns[svc] = c
+	}
+	h, err := edge.New(ctx, d.Logger, conns)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.Logger.Error("REST edge stopped", "err", err)
+		}
+	}()
+	d.Logger.Info("REST edge serving", "http", lis.Addr().String())
+	// The edge stops taking requests as soon as shutdown begins, while the gRPC server
+	// drains; requests in flight finish within the timeout.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	d.OnClose(func() { <-stopped })
+	return nil
+}
