@@ -113,20 +113,28 @@ func Run(ctx context.Context, svc Service, lookup config.Lookuper, args []string
 	if len(args) > 0 {
 		cmd = args[0]
 	}
-	var cfg Config
-	if err := config.Load(ctx, &cfg, lookup); err != nil {
-		return err
-	}
-	log := logging.New(logOut, svc.Name, logging.ParseLevel(cfg.LogLevel))
 	switch cmd {
 	case "migrate":
+		// Migrating needs only the database: it runs as a job before the service exists.
+		var cfg struct {
+			DB       db.Config
+			LogLevel string `env:"THEFOLD_LOG_LEVEL, default=info"`
+		}
+		if err := config.Load(ctx, &cfg, lookup); err != nil {
+			return err
+		}
+		log := logging.New(logOut, svc.Name, logging.ParseLevel(cfg.LogLevel))
 		if err := db.Migrate(ctx, cfg.DB.URL, svc.Schema, svc.Migrations); err != nil {
 			return err
 		}
 		log.Info("migrated", "schema", svc.Schema)
 		return nil
 	case "serve":
-		return serve(ctx, svc, cfg, lookup, log)
+		var cfg Config
+		if err := config.Load(ctx, &cfg, lookup); err != nil {
+			return err
+		}
+		return serve(ctx, svc, cfg, lookup, logging.New(logOut, svc.Name, logging.ParseLevel(cfg.LogLevel)))
 	default:
 		return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
 	}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
+)
+
+// Until its issue lands, every RPC of the contract is served and answers Unimplemented to an
+// authenticated caller — whatever the input, malformed included — and Unauthenticated to
+// a caller without a token.
+func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
+	env := grpctest.Start(t, func(s *grpc.Server) {
+		githubv1.RegisterRepoServiceServer(s, &repoService{})
+	})
+	for _, sd := range []grpc.ServiceDesc{githubv1.RepoService_ServiceDesc} {
+		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
+			grpctest.CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, codes.Unimplemented)
+		})
+		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
+			grpctest.CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
+		})
+	}
+}

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
+)
+
+// Until its issue lands, every RPC of the contract is served and answers Unimplemented to an
+// authenticated caller — whatever the input, malformed included — and Unauthenticated to
+// a caller without a token.
+func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
+	env := grpctest.Start(t, func(s *grpc.Server) {
+		memoryv1.RegisterMemoryServiceServer(s, &memoryService{})
+	})
+	for _, sd := range []grpc.ServiceDesc{memoryv1.MemoryService_ServiceDesc} {
+		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
+			grpctest.CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, codes.Unimplemented)
+		})
+		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
+			grpctest.CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
+		})
+	}
+}
