@@ -1,0 +1,107 @@
+package service_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/thefold/thefold/pkg/db/dbtest"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
+
+	"github.com/thefold/thefold/services/tasks/internal/service"
+	"github.com/thefold/thefold/services/tasks/internal/store"
+	"github.com/thefold/thefold/services/tasks/migrations"
+)
+
+// env is a tasks server on its own database, reached over loopback gRPC.
+type env struct {
+	client tasksv1.TaskServiceClient
+	alice  context.Context
+	bob    context.Context
+	anon   context.Context
+}
+
+func start(t *testing.T, opts ...service.Option) *env {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "tasks", migrations.FS)
+	srv := service.New(store.New(pool), opts...)
+	e := grpctest.Start(t, func(s *grpc.Server) { tasksv1.RegisterTaskServiceServer(s, srv) })
+	return &env{
+		client: tasksv1.NewTaskServiceClient(e.Conn),
+		alice:  e.Context(t, "alice"),
+		bob:    e.Context(t, "bob"),
+		anon:   t.Context(),
+	}
+}
+
+func (e *env) create(t *testing.T, ctx context.Context, req *tasksv1.CreateTaskRequest) *tasksv1.Task {
+	t.Helper()
+	if req.Repo == "" {
+		req.Repo = "local/demo"
+	}
+	resp, err := e.client.CreateTask(ctx, req)
+	if err != nil {
+		t.Fatalf("CreateTask(%q): %v", req.Title, err)
+	}
+	return resp.Task
+}
+
+func (e *env) setStatus(t *testing.T, id string, to tasksv1.TaskStatus) *tasksv1.Task {
+	t.Helper()
+	resp, err := e.client.SetTaskStatus(e.alice, &tasksv1.SetTaskStatusRequest{Id: id, Status: to})
+	if err != nil {
+		t.Fatalf("SetTaskStatus(%v): %v", to, err)
+	}
+	return resp.Task
+}
+
+// wantCode fails unless err is a status with code whose message contains every one of
+// parts.
+func wantCode(t *testing.T, err error, code codes.Code, parts ...string) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != code {
+		t.Fatalf("err = %v, want code %v", err, code)
+	}
+	for _, p := range parts {
+		if !strings.Contains(st.Message(), p) {
+			t.Errorf("message %q does not contain %q", st.Message(), p)
+		}
+	}
+}
+
+// wantInvalid fails unless err is InvalidArgument naming field in its message and in its
+// BadRequest detail.
+func wantInvalid(t *testing.T, err error, field string) {
+	t.Helper()
+	wantCode(t, err, codes.InvalidArgument, field+":")
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == field {
+					return
+				}
+			}
+		}
+	}
+	t.Errorf("no BadRequest field violation for %q in %v", field, st.Details())
+}
+
+const (
+	backlog    = tasksv1.TaskStatus_TASK_STATUS_BACKLOG
+	planned    = tasksv1.TaskStatus_TASK_STATUS_PLANNED
+	inProgress = tasksv1.TaskStatus_TASK_STATUS_IN_PROGRESS
+	inReview   = tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW
+	done       = tasksv1.TaskStatus_TASK_STATUS_DONE
+	blocked    = tasksv1.TaskStatus_TASK_STATUS_BLOCKED
+	cancelled  = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
+)
+
+const missingID = "00000000-0000-4000-8000-000000000000"

@@ -1,0 +1,194 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+
+	"github.com/thefold/thefold/services/tasks/internal/service"
+)
+
+const (
+	evCreated       = tasksv1.TaskEventType_TASK_EVENT_TYPE_CREATED
+	evUpdated       = tasksv1.TaskEventType_TASK_EVENT_TYPE_UPDATED
+	evDeleted       = tasksv1.TaskEventType_TASK_EVENT_TYPE_DELETED
+	evStatusChanged = tasksv1.TaskEventType_TASK_EVENT_TYPE_STATUS_CHANGED
+)
+
+type watchStream = grpc.ServerStreamingClient[tasksv1.WatchTasksResponse]
+
+// watch opens a stream that ends with the test, or after 30 seconds at most, so a missing
+// event fails the test instead of hanging it.
+func watch(t *testing.T, ctx context.Context, c tasksv1.TaskServiceClient, req *tasksv1.WatchTasksRequest) watchStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	t.Cleanup(cancel)
+	s, err := c.WatchTasks(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func recvN(t *testing.T, s watchStream, n int) []*tasksv1.WatchTasksResponse {
+	t.Helper()
+	out := make([]*tasksv1.WatchTasksResponse, 0, n)
+	for range n {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatalf("after %d of %d events: %v", len(out), n, err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestWatchTasks(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.client
+
+	first := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "first"})
+	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{})
+	// The history first: the stream is then running when the changes below commit.
+	hist := recvN(t, s, 1)
+	if hist[0].Type != evCreated || hist[0].Task.GetId() != first.Id {
+		t.Fatalf("history = %v", hist)
+	}
+
+	e.create(t, e.bob, &tasksv1.CreateTaskRequest{Title: "bob's"}) // must not reach alice
+	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "watched"})
+	upd, err := c.UpdateTask(e.alice, &tasksv1.UpdateTaskRequest{
+		Task:       &tasksv1.Task{Id: tk.Id, Title: "watched, renamed"},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := e.setStatus(t, tk.Id, inProgress)
+	if _, err := c.DeleteTask(e.alice, &tasksv1.DeleteTaskRequest{Id: tk.Id}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := recvN(t, s, 4)
+	want := []*tasksv1.WatchTasksResponse{
+		{Type: evCreated, Task: tk},
+		{Type: evUpdated, Task: upd.Task},
+		{Type: evStatusChanged, Task: started, PreviousStatus: backlog},
+		{Type: evDeleted, Task: started},
+	}
+	ignore := protocmp.IgnoreFields(&tasksv1.WatchTasksResponse{}, "event_id", "event_time")
+	if d := cmp.Diff(want, got, protocmp.Transform(), ignore); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+	last := hist[0].EventId
+	for _, ev := range got {
+		if ev.EventId <= last {
+			t.Errorf("event id %d not after %d", ev.EventId, last)
+		}
+		last = ev.EventId
+		if ev.EventTime == nil || ev.EventTime.AsTime().IsZero() {
+			t.Errorf("event %d has no time", ev.EventId)
+		}
+	}
+
+	t.Run("reconnect from the last id seen", func(t *testing.T) {
+		s2 := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{AfterId: got[1].EventId})
+		resumed := recvN(t, s2, 2)
+		if d := cmp.Diff(got[2:], resumed, protocmp.Transform()); d != "" {
+			t.Errorf("resumed events (-want +got):\n%s", d)
+		}
+		next := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "after reconnect"})
+		ev := recvN(t, s2, 1)[0]
+		if ev.Type != evCreated || ev.Task.GetId() != next.Id || ev.EventId <= got[3].EventId {
+			t.Errorf("next event = %v", ev)
+		}
+	})
+}
+
+func TestWatchTasksIsolationAndFilters(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.client
+
+	bobs := watch(t, e.bob, c, &tasksv1.WatchTasksRequest{})
+	a1 := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "a1"})
+	a2 := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "a2", Repo: "local/other"})
+	e.setStatus(t, a1.Id, planned)
+	b1 := e.create(t, e.bob, &tasksv1.CreateTaskRequest{Title: "b1"})
+
+	// Events are delivered in id order, so had any of alice's reached bob, it would come
+	// before his own.
+	if ev := recvN(t, bobs, 1)[0]; ev.Task.GetId() != b1.Id || ev.Task.GetOwnerId() != "bob" {
+		t.Errorf("bob's first event = %v, want his own task", ev)
+	}
+
+	cases := []struct {
+		name string
+		req  *tasksv1.WatchTasksRequest
+		want []string // task ids of the events, in order
+	}{
+		{"task_id", &tasksv1.WatchTasksRequest{TaskId: a1.Id}, []string{a1.Id, a1.Id}},
+		{"repo", &tasksv1.WatchTasksRequest{Repo: "local/other"}, []string{a2.Id}},
+		{"all of alice's", &tasksv1.WatchTasksRequest{}, []string{a1.Id, a2.Id, a1.Id}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := watch(t, e.alice, c, tc.req)
+			evs := recvN(t, s, len(tc.want))
+			var gotIDs []string
+			for _, ev := range evs {
+				gotIDs = append(gotIDs, ev.Task.GetId())
+			}
+			if d := cmp.Diff(tc.want, gotIDs); d != "" {
+				t.Errorf("event tasks (-want +got):\n%s", d)
+			}
+		})
+	}
+
+	// A change in the filtered task after the history arrives live; the marker shows
+	// nothing else slipped through before it.
+	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: a1.Id})
+	recvN(t, s, 2)
+	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "noise"})
+	e.setStatus(t, a1.Id, backlog)
+	if ev := recvN(t, s, 1)[0]; ev.Type != evStatusChanged || ev.PreviousStatus != planned || ev.Task.GetId() != a1.Id {
+		t.Errorf("live event = %v", ev)
+	}
+}
+
+func TestWatchTasksLimit(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.WithMaxWatches(1))
+	c := e.client
+	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "t"})
+
+	ctx, cancel := context.WithCancel(e.alice)
+	first := watch(t, ctx, c, &tasksv1.WatchTasksRequest{})
+	recvN(t, first, 1) // running
+	wantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{}), codes.ResourceExhausted)
+
+	// Ending the first stream frees its place; the server notices asynchronously.
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{})
+		_, err := s.Recv()
+		if err == nil {
+			break
+		}
+		wantCode(t, err, codes.ResourceExhausted)
+		if time.Now().After(deadline) {
+			t.Fatal("the watch limit was not released after the stream ended")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition under a deadline
+	}
+}

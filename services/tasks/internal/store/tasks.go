@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/thefold/thefold/pkg/errs"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+)
+
+const (
+	evCreated = tasksv1.TaskEventType_TASK_EVENT_TYPE_CREATED
+	evUpdated = tasksv1.TaskEventType_TASK_EVENT_TYPE_UPDATED
+	evDeleted = tasksv1.TaskEventType_TASK_EVENT_TYPE_DELETED
+)
+
+// Create inserts t for t.OwnerId with its blocked-by edges and returns it as stored. The
+// caller has validated and defaulted the fields; the id and times are assigned here. A
+// parent or blocker that is not the owner's is errs.ErrNotFound.
+func (s *Store) Create(ctx context.Context, t *tasksv1.Task) (*tasksv1.Task, error) {
+	var created *tasksv1.Task
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		owner := t.OwnerId
+		// FOR KEY SHARE keeps a parent or blocker from being deleted before we commit.
+		if t.ParentId != "" {
+			var one int
+			err := tx.QueryRow(ctx, "SELECT 1 FROM tasks WHERE id = $1 AND owner_id = $2 FOR KEY SHARE", t.ParentId, owner).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("parent_id: task %q: %w", t.ParentId, errs.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("store: lock parent: %w", err)
+			}
+		}
+		blockers := slices.Compact(slices.Sorted(slices.Values(t.BlockedBy)))
+		if len(blockers) > 0 {
+			rows, err := tx.Query(ctx, "SELECT id::text FROM tasks WHERE owner_id = $1 AND id = ANY($2::uuid[]) FOR KEY SHARE", owner, blockers)
+			if err != nil {
+				return fmt.Errorf("store: lock blockers: %w", err)
+			}
+			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return fmt.Errorf("store: lock blockers: %w", err)
+			}
+			for _, id := range blockers {
+				if !slices.Contains(found, id) {
+					return fmt.Errorf("blocked_by: task %q: %w", id, errs.ErrNotFound)
+				}
+			}
+		}
+		var parent *string
+		if t.ParentId != "" {
+			parent = &t.ParentId
+		}
+		var id string
+		err := tx.QueryRow(ctx, `INSERT INTO tasks (owner_id, repo, title, description, status, source, priority,
+				labels, parent_id, external_id, external_url, job_id, pull_request_url, complexity,
+				estimated_tokens, planned_order, status_reason)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+			RETURNING id::text`,
+			owner, t.Repo, t.Title, t.Description, StatusName(t.Status), SourceName(t.Source), int16(t.Priority),
+			nonNil(t.Labels), parent, t.ExternalId, t.ExternalUrl, t.JobId, t.PullRequestUrl, t.Complexity,
+			t.EstimatedTokens, t.PlannedOrder, t.StatusReason).Scan(&id)
+		if err != nil {
+			return dbError("store: insert task", err)
+		}
+		if len(blockers) > 0 {
+			_, err := tx.Exec(ctx, "INSERT INTO task_dependencies (task_id, blocked_by_id) SELECT $1, unnest($2::uuid[])", id, blockers)
+			if err != nil {
+				return dbError("store: insert dependencies", err)
+			}
+		}
+		if created, err = getTask(ctx, tx, owner, id, ""); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, evCreated, created, 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+// Get returns owner's task id.
+func (s *Store) Get(ctx context.Context, owner, id string) (*tasksv1.Task, error) {
+	return getTask(ctx, s.pool, owner, id, "")
+}
+
+// Cursor is a position in the newest-first order of ListTasks: the last task of a page.
+type Cursor struct {
+	CreateTime time.Time
+	ID         string
+}
+
+// ListFilter selects tasks for List; zero fields match anything.
+type ListFilter struct {
+	Repo     string
+	Statuses []tasksv1.TaskStatus
+	Source   tasksv1.TaskSource
+	Label    string
+	ParentID string
+	// PageSize is the number of tasks to return, > 0.
+	PageSize int
+	// After continues a listing after this position.
+	After *Cursor
+}
+
+// List returns a page of owner's tasks, newest first, and the cursor of the next page (nil
+// when this is the last). Keyset pagination on (create_time, id): a page costs the same
+// wherever it is, and tasks created meanwhile never shift a later page.
+func (s *Store) List(ctx context.Context, owner string, f ListFilter) ([]*tasksv1.Task, *Cursor, error) {
+	if f.PageSize <= 0 {
+		return nil, nil, errors.New("store: list: page size must be positive")
+	}
+	var (
+		where = []string{"t.owner_id = $1"}
+		args  = []any{owner}
+	)
+	add := func(cond string, v ...any) {
+		for _, a := range v {
+			args = append(args, a)
+			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
+		}
+		where = append(where, cond)
+	}
+	if f.Repo != "" {
+		add("t.repo = ?", f.Repo)
+	}
+	if len(f.Statuses) > 0 {
+		names := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			names[i] = StatusName(st)
+		}
+		add("t.status = ANY(?::text[])", names)
+	}
+	if f.Source != tasksv1.TaskSource_TASK_SOURCE_UNSPECIFIED {
+		add("t.source = ?", SourceName(f.Source))
+	}
+	if f.Label != "" {
+		add("t.labels @> ARRAY[?::text]", f.Label)
+	}
+	if f.ParentID != "" {
+		add("t.parent_id = ?::uuid", f.ParentID)
+	}
+	if f.After != nil {
+		add("(t.create_time, t.id) < (?, ?::uuid)", f.After.CreateTime, f.After.ID)
+	}
+	args = append(args, f.PageSize+1)
+	query := "SELECT " + taskColumns + " FROM tasks t WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY t.create_time DESC, t.id DESC LIMIT $" + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: list tasks: %w", err)
+	}
+	tasks, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*tasksv1.Task, error) { return scanTask(r) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: list tasks: %w", err)
+	}
+	if len(tasks) <= f.PageSize {
+		return tasks, nil, nil
+	}
+	tasks = tasks[:f.PageSize]
+	last := tasks[len(tasks)-1]
+	return tasks, &Cursor{CreateTime: last.CreateTime.AsTime(), ID: last.Id}, nil
+}
+
+// UpdatableFields are the update_mask paths UpdateTask accepts. Status has its own RPC.
+var UpdatableFields = []string{
+	"title", "description", "priority", "labels", "repo", "external_url", "job_id",
+	"pull_request_url", "complexity", "estimated_tokens", "planned_order",
+}
+
+// updateValue is the column value of field in t.
+func updateValue(field string, t *tasksv1.Task) (any, error) {
+	switch field {
+	case "title":
+		return t.Title, nil
+	case "description":
+		return t.Description, nil
+	case "priority":
+		return int16(t.Priority), nil
+	case "labels":
+		return nonNil(t.Labels), nil
+	case "repo":
+		return t.Repo, nil
+	case "external_url":
+		return t.ExternalUrl, nil
+	case "job_id":
+		return t.JobId, nil
+	case "pull_request_url":
+		return t.PullRequestUrl, nil
+	case "complexity":
+		return t.Complexity, nil
+	case "estimated_tokens":
+		return t.EstimatedTokens, nil
+	case "planned_order":
+		return t.PlannedOrder, nil
+	}
+	return nil, fmt.Errorf("field %q is not updatable: %w", field, errs.ErrInvalid)
+}
+
+// Update copies fields (names from UpdatableFields, column names alike) from t to owner's
+// task t.Id and returns the task after the change.
+func (s *Store) Update(ctx context.Context, owner string, t *tasksv1.Task, fields []string) (*tasksv1.Task, error) {
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("no fields to update: %w", errs.ErrInvalid)
+	}
+	sets := make([]string, 0, len(fields)+1)
+	args := []any{t.Id, owner}
+	for _, f := range slices.Compact(slices.Sorted(slices.Values(fields))) {
+		v, err := updateValue(f, t)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, v)
+		sets = append(sets, f+" = $"+strconv.Itoa(len(args))) // f is one of UpdatableFields
+	}
+	sets = append(sets, "update_time = now()")
+	var updated *tasksv1.Task
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The UPDATE takes the row lock; nothing is read before it.
+		tag, err := tx.Exec(ctx, "UPDATE tasks SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...)
+		if err != nil {
+			return dbError("store: update task", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound(t.Id)
+		}
+		if updated, err = getTask(ctx, tx, owner, t.Id, ""); err != nil {
+			return err
+		}
+		return appendEvent(ctx, tx, evUpdated, updated, 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// Delete deletes owner's task id with its edges. Tasks it blocked lose that blocker and
+// its subtasks lose their parent; each of them gets an "updated" event after the
+// "deleted" one, so a watcher's copy stays true.
+func (s *Store) Delete(ctx context.Context, owner, id string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := lockGraph(ctx, tx, owner); err != nil {
+			return err
+		}
+		t, err := getTask(ctx, tx, owner, id, "FOR UPDATE")
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `UPDATE tasks SET update_time = now()
+			WHERE owner_id = $2 AND id <> $1
+				AND (parent_id = $1 OR id IN (SELECT task_id FROM task_dependencies WHERE blocked_by_id = $1))
+			RETURNING id::text`, id, owner)
+		if err != nil {
+			return fmt.Errorf("store: touch dependents: %w", err)
+		}
+		affected, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("store: touch dependents: %w", err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM tasks WHERE id = $1 AND owner_id = $2", id, owner); err != nil {
+			return fmt.Errorf("store: delete task: %w", err)
+		}
+		// Read everything before the first append: from there on the schema's event lock
+		// is held, and every other writer waits for our commit.
+		slices.Sort(affected)
+		after := make([]*tasksv1.Task, 0, len(affected))
+		for _, a := range affected {
+			at, err := getTask(ctx, tx, owner, a, "")
+			if err != nil {
+				return err
+			}
+			after = append(after, at)
+		}
+		if err := appendEvent(ctx, tx, evDeleted, t, 0); err != nil {
+			return err
+		}
+		for _, at := range after {
+			if err := appendEvent(ctx, tx, evUpdated, at, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

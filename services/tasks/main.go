@@ -1,0 +1,50 @@
+// Command tasks is TheFold's task engine: tasks, their statuses and blocked-by graph,
+// statistics and a stream of task events, over gRPC in its own PostgreSQL schema.
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/thefold/thefold/pkg/config"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/tasks/internal/service"
+	"github.com/thefold/thefold/services/tasks/internal/store"
+	"github.com/thefold/thefold/services/tasks/migrations"
+)
+
+func main() { platform.Main(tasksService()) }
+
+// tasksConfig is the tasks service's own configuration, beside platform.Config.
+type tasksConfig struct {
+	// MaxWatches bounds concurrent WatchTasks streams; each holds a database session.
+	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=64"`
+}
+
+// Validate reports a limit that would refuse every watch.
+func (c *tasksConfig) Validate() error {
+	if c.MaxWatches <= 0 {
+		return errors.New("THEFOLD_TASKS_MAX_WATCHES: must be positive")
+	}
+	return nil
+}
+
+// tasksService wires pool → store → service onto the platform's gRPC server.
+func tasksService() platform.Service {
+	return platform.Service{
+		Name:       "tasks",
+		Schema:     "tasks",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg tasksConfig
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			svc := service.New(store.New(d.Pool), service.WithMaxWatches(cfg.MaxWatches))
+			tasksv1.RegisterTaskServiceServer(d.Server.GRPC(), svc)
+			return nil
+		},
+	}
+}
