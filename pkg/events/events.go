@@ -25,7 +25,7 @@ type Event struct {
 	AggregateID string // which one
 	OwnerID     string // who may see it; "" if nobody in particular
 	Scope       string // an extra grouping, e.g. a repository; may be ""
-	Type        string // what happened, e.g. "task.status_changed"
+	Type        string // what happened, within the stream, e.g. "status_changed"
 	Payload     []byte // opaque to this package (typically protojson)
 	CreateTime  time.Time
 }

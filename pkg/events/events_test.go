@@ -100,10 +100,11 @@ func TestWatchDeliversHistoryAfterCursorInOrder(t *testing.T) {
 }
 
 func TestWatchWakesOnCommit(t *testing.T) {
-	// Not parallel: it turns the fallback poll off (an hour), so only a notification can
-	// deliver the events below; no wall-clock bound is needed to tell the two apart.
-	defer events.SetPollInterval(time.Hour)()
+	t.Parallel()
 	pool := newPool(t)
+	// The fallback poll is an hour, so only a notification can deliver the events below;
+	// no wall-clock bound is needed to tell the two apart.
+	hubFor(t, pool).SetPollInterval(time.Hour)
 	latest, err := events.Latest(t.Context(), pool)
 	if err != nil {
 		t.Fatalf("Latest: %v", err)
@@ -175,7 +176,7 @@ func TestWatchReturnsFnError(t *testing.T) {
 	appendCommitted(t, pool, ev("task", "t1", "", "", "a"), ev("task", "t1", "", "", "b"))
 	stop := errors.New("enough")
 	var seen []string
-	err := events.Watch(t.Context(), pool, 0, events.Filter{}, func(e events.Event) error {
+	err := hubFor(t, pool).Watch(t.Context(), 0, events.Filter{}, func(e events.Event) error {
 		seen = append(seen, e.Type)
 		return stop
 	})
@@ -185,9 +186,7 @@ func TestWatchReturnsFnError(t *testing.T) {
 	if diff := cmp.Diff([]string{"a"}, seen); diff != "" {
 		t.Errorf("seen (-want +got):\n%s", diff)
 	}
-	if n := pool.Stat().AcquiredConns(); n != 0 {
-		t.Errorf("%d connections still acquired after Watch returned", n)
-	}
+	waitNoAcquired(t, pool)
 }
 
 func TestWatchReturnsOnCancel(t *testing.T) {
@@ -215,7 +214,7 @@ func TestWatchReturnsOnCancel(t *testing.T) {
 			delivered := make(chan struct{}, 1)
 			done := make(chan error, 1)
 			go func() {
-				done <- events.Watch(ctx, pool, after, events.Filter{}, func(events.Event) error {
+				done <- hubFor(t, pool).Watch(ctx, after, events.Filter{}, func(events.Event) error {
 					delivered <- struct{}{}
 					return nil
 				})
@@ -237,9 +236,7 @@ func TestWatchReturnsOnCancel(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("Watch did not return after its context ended")
 			}
-			if n := pool.Stat().AcquiredConns(); n != 0 {
-				t.Errorf("%d connections still acquired after Watch returned", n)
-			}
+			waitNoAcquired(t, pool)
 		})
 	}
 }
@@ -312,3 +309,31 @@ func TestConcurrentAppendersAreSeenOnceInOrder(t *testing.T) {
 }
 
 func eventIDs(es []events.Event) []int64 { return ids(es) }
+
+func TestManyWatchersShareOneSession(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	const n = 50
+	ws := make([]*watch, n)
+	for i := range ws {
+		ws[i] = startWatch(t, pool, 0, events.Filter{})
+	}
+	id := appendCommitted(t, pool, ev("task", "t1", "alice", "", "created"))[0]
+	for i, w := range ws {
+		got := w.until(t, w.timeout, func(es []events.Event) bool { return len(es) > 0 })
+		if got[0].ID != id {
+			t.Fatalf("watcher %d got %d, want %d", i, got[0].ID, id)
+		}
+	}
+	var sessions int32
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()").Scan(&sessions); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's own sessions plus the hub's one listening session, however many watchers.
+	if limit := pool.Config().MaxConns + 1; sessions > limit {
+		t.Errorf("%d sessions for %d watchers, want at most %d", sessions, n, limit)
+	}
+	if got := hubFor(t, pool).Watchers(); got != n {
+		t.Errorf("hub has %d watchers, want %d", got, n)
+	}
+}

@@ -2,10 +2,6 @@ package events
 
 import "time"
 
-// SetPollInterval replaces the fallback poll interval and returns a function restoring it.
-// Tests that use it must not run in parallel.
-func SetPollInterval(d time.Duration) (restore func()) {
-	old := pollInterval
-	pollInterval = d
-	return func() { pollInterval = old }
-}
+// SetPollInterval replaces h's fallback poll interval; call it before the first Watch.
+// A test sets it very long to prove that notifications alone wake watchers.
+func (h *Hub) SetPollInterval(d time.Duration) { h.poll = d }

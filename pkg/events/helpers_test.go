@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,36 @@ func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, schema, nil)
 	return pool
+}
+
+var (
+	hubsMu sync.Mutex
+	hubs   = map[*pgxpool.Pool]*events.Hub{}
+)
+
+// hubFor returns the running Hub of pool, starting it (until the test ends) on first use.
+func hubFor(t *testing.T, pool *pgxpool.Pool) *events.Hub {
+	t.Helper()
+	hubsMu.Lock()
+	defer hubsMu.Unlock()
+	if h, ok := hubs[pool]; ok {
+		return h
+	}
+	h := events.NewHub(pool)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		hubsMu.Lock()
+		delete(hubs, pool)
+		hubsMu.Unlock()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Hub.Run = %v, want context.Canceled", err)
+		}
+	})
+	hubs[pool] = h
+	return h
 }
 
 // appendCommitted appends es in one transaction and commits it.
@@ -64,7 +95,7 @@ func startWatch(t *testing.T, pool *pgxpool.Pool, after int64, f events.Filter) 
 	w := &watch{events: make(chan events.Event, 1024), done: make(chan struct{}), timeout: 10 * time.Second}
 	go func() {
 		defer close(w.done)
-		w.err = events.Watch(ctx, pool, after, f, func(e events.Event) error {
+		w.err = hubFor(t, pool).Watch(ctx, after, f, func(e events.Event) error {
 			select {
 			case w.events <- e:
 				return nil
@@ -117,4 +148,17 @@ func ids(es []events.Event) []int64 {
 		out[i] = e.ID
 	}
 	return out
+}
+
+// waitNoAcquired waits until pool has no connection checked out: a read cancelled with its
+// context gives its connection back asynchronously.
+func waitNoAcquired(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pool.Stat().AcquiredConns() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still acquired after Watch returned", pool.Stat().AcquiredConns())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,43 +15,124 @@ import (
 // batchSize bounds the rows held in memory per read.
 const batchSize = 500
 
-// pollInterval is the fallback when a notification is lost (say, the server's notification
-// queue filled up); normally NOTIFY wakes us. A variable so a test can make polling too slow
-// to matter and prove that notifications alone wake watchers.
-var pollInterval = 2 * time.Second
+// defaultPollInterval is the fallback when a notification is lost (say, while the hub
+// reconnects); normally NOTIFY wakes watchers.
+const defaultPollInterval = 2 * time.Second
 
-// Watch calls fn, in id order, for every event matching f with an id greater
-// than afterID: first the history, then each new event as it commits. It
-// returns ctx.Err() when ctx ends, fn's error as is when fn fails, or a
-// database error. Only one connection of pool is used, for as long as Watch
-// runs; it is closed afterwards, never returned to the pool, because a
-// session that has LISTENed would hand its notifications to the next user.
-func Watch(ctx context.Context, pool *pgxpool.Pool, afterID int64, f Filter, fn func(Event) error) error {
-	pc, err := pool.Acquire(ctx)
-	if err != nil {
-		return ctxOr(ctx, fmt.Errorf("events: watch: acquire connection: %w", err))
+// Hub shares one LISTEN session among every watcher of a pool's schema. Without it each
+// Watch stream would hold a database session of its own for its whole life — sessions that
+// live outside the pool's limit — so the number of open streams would be bounded only by the
+// server's max_connections. With a Hub, a watcher holds no session between reads: it reads
+// through the pool and sleeps on a channel the Hub signals when a notification arrives.
+type Hub struct {
+	pool *pgxpool.Pool
+	poll time.Duration
+
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+// NewHub returns a Hub over pool (opened with db.Open, so current_schema() is the
+// service's). Call Run to start listening; until it listens, watchers fall back to polling.
+func NewHub(pool *pgxpool.Pool) *Hub {
+	return &Hub{pool: pool, poll: defaultPollInterval, subs: map[chan struct{}]struct{}{}}
+}
+
+// Run listens for the schema's notifications until ctx ends, reconnecting after failures,
+// and returns ctx's error. Each (re)connection wakes every watcher, so whatever committed
+// while nobody listened is read then.
+func (h *Hub) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := h.listen(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
 	}
+}
+
+func (h *Hub) listen(ctx context.Context) error {
+	pc, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("events: hub: acquire connection: %w", err)
+	}
+	// A session that has LISTENed must never go back to the pool: it would hand its
+	// notifications to the next user. Hijack takes it out; we close it ourselves.
 	conn := pc.Hijack()
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-
 	var channel *string
 	if err := conn.QueryRow(ctx, "SELECT 'thefold_events_' || current_schema()").Scan(&channel); err != nil {
-		return ctxOr(ctx, fmt.Errorf("events: watch: %w", err))
+		return fmt.Errorf("events: hub: %w", err)
 	}
 	if channel == nil {
-		return errors.New("events: watch: no current schema; open the pool with db.Open")
+		return errors.New("events: hub: no current schema; open the pool with db.Open")
 	}
-	// LISTEN before the first read: an event committed after that read is
-	// then sure to leave a notification for us.
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{*channel}.Sanitize()); err != nil {
-		return ctxOr(ctx, fmt.Errorf("events: watch: listen on %s: %w", *channel, err))
+		return fmt.Errorf("events: hub: listen on %s: %w", *channel, err)
 	}
+	h.wakeAll()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("events: hub: wait for notification: %w", err)
+		}
+		h.wakeAll()
+	}
+}
 
-	w := &watcher{conn: conn, filter: f, cursor: afterID}
+// wakeAll signals every watcher. The channels hold one signal: a burst of notifications
+// costs a watcher one read, not one read each.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.subs {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *Hub) subscribe() (chan struct{}, func()) {
+	c := make(chan struct{}, 1)
+	h.mu.Lock()
+	h.subs[c] = struct{}{}
+	h.mu.Unlock()
+	return c, func() {
+		h.mu.Lock()
+		delete(h.subs, c)
+		h.mu.Unlock()
+	}
+}
+
+// Watchers returns the number of active watchers.
+func (h *Hub) Watchers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// Watch calls fn, in id order, for every event matching f with an id greater than afterID:
+// first the history, then each new event as it commits. It returns ctx.Err() when ctx ends,
+// fn's error as is when fn fails, or a database error. Between reads it holds no database
+// session.
+func (h *Hub) Watch(ctx context.Context, afterID int64, f Filter, fn func(Event) error) error {
+	// Subscribe before the first read: an event committed after that read is then sure to
+	// leave a signal for us.
+	wake, unsubscribe := h.subscribe()
+	defer unsubscribe()
+	w := &watcher{pool: h.pool, filter: f, cursor: afterID}
 	for {
 		if err := w.catchUp(ctx, fn); err != nil {
 			if fe, ok := errors.AsType[fnError](err); ok {
@@ -58,14 +140,20 @@ func Watch(ctx context.Context, pool *pgxpool.Pool, afterID int64, f Filter, fn 
 			}
 			return ctxOr(ctx, err)
 		}
-		if err := w.wait(ctx); err != nil {
-			return ctxOr(ctx, err)
+		timer := time.NewTimer(h.poll)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-wake:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 
 type watcher struct {
-	conn   *pgx.Conn
+	pool   *pgxpool.Pool
 	filter Filter
 	cursor int64 // every id <= cursor has been read (or never will exist)
 }
@@ -77,14 +165,14 @@ type watcher struct {
 func (w *watcher) catchUp(ctx context.Context, fn func(Event) error) error {
 	for {
 		var hi int64
-		if err := w.conn.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&hi); err != nil {
+		if err := w.pool.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&hi); err != nil {
 			return fmt.Errorf("events: watch: read latest id: %w", err)
 		}
 		if hi <= w.cursor {
 			return nil
 		}
 		query, args := selectSQL(w.filter, w.cursor, hi)
-		rows, err := w.conn.Query(ctx, query, args...)
+		rows, err := w.pool.Query(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("events: watch: read after %d: %w", w.cursor, err)
 		}
@@ -103,30 +191,6 @@ func (w *watcher) catchUp(ctx context.Context, fn func(Event) error) error {
 		}
 		if len(batch) < batchSize {
 			w.cursor = hi
-		}
-	}
-}
-
-// wait returns when a notification arrives, the poll interval passes, or ctx
-// ends (then with ctx's error).
-func (w *watcher) wait(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, pollInterval)
-	defer cancel()
-	_, err := w.conn.WaitForNotification(wctx)
-	if err != nil && wctx.Err() == nil {
-		return fmt.Errorf("events: watch: wait for notification: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// Notifications already buffered are for events the next catchUp reads
-	// anyway; drop them so a burst of appends costs one read, not one each.
-	// An expired context makes WaitForNotification return only what is buffered.
-	done, cancelDone := context.WithCancel(ctx)
-	cancelDone()
-	for {
-		if n, _ := w.conn.WaitForNotification(done); n == nil {
-			return nil
 		}
 	}
 }

@@ -60,9 +60,31 @@ type Deps struct {
 	// Lookup reads service-specific configuration (config.Load(ctx, &cfg, d.Lookup)).
 	Lookup config.Lookuper
 
-	mu      sync.Mutex
-	conns   map[string]*grpc.ClientConn
-	closers []func()
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn
+	closers  []func()
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
+}
+
+// Go runs fn in the background for the life of the service (event hubs, workers). Its
+// context ends when the service begins to stop; the service waits for fn to return before
+// closing its resources. An error other than the context's is logged.
+func (d *Deps) Go(name string, fn func(ctx context.Context) error) {
+	d.mu.Lock()
+	if d.bgCtx == nil {
+		d.bgCtx, d.bgCancel = context.WithCancel(context.Background())
+	}
+	ctx := d.bgCtx
+	d.bg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.bg.Done()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			d.Logger.Error("background task stopped", "task", name, "err", err)
+		}
+	}()
 }
 
 // OnClose registers fn to run at shutdown, after the server has stopped, in reverse order.
@@ -70,6 +92,25 @@ func (d *Deps) OnClose(fn func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closers = append(d.closers, fn)
+}
+
+// Close stops the background tasks, waits for them, then runs the OnClose functions in
+// reverse order. The service calls it at shutdown; tests that build Deps themselves call it.
+func (d *Deps) Close() {
+	d.mu.Lock()
+	cancel := d.bgCancel
+	d.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	d.bg.Wait()
+	d.mu.Lock()
+	closers := d.closers
+	d.closers = nil
+	d.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 }
 
 // Conn returns a (shared) client connection to another service, found through its
@@ -180,11 +221,8 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 		return err
 	}
 	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup}
-	defer func() {
-		for i := len(d.closers) - 1; i >= 0; i-- {
-			d.closers[i]()
-		}
-	}()
+	d.bgCtx, d.bgCancel = context.WithCancel(ctx)
+	defer d.Close()
 	if svc.Register != nil {
 		if err := svc.Register(ctx, d); err != nil {
 			return fmt.Errorf("register %s: %w", svc.Name, err)

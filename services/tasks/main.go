@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
@@ -19,8 +20,10 @@ func main() { platform.Main(tasksService()) }
 
 // tasksConfig is the tasks service's own configuration, beside platform.Config.
 type tasksConfig struct {
-	// MaxWatches bounds concurrent WatchTasks streams; each holds a database session.
-	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=64"`
+	// MaxWatches bounds concurrent WatchTasks streams. Streams share one listening database
+	// session (events.Hub) and read through the pool, so the bound is about goroutines and
+	// read load, not sessions.
+	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=1024"`
 }
 
 // Validate reports a limit that would refuse every watch.
@@ -42,7 +45,9 @@ func tasksService() platform.Service {
 			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
 				return err
 			}
-			svc := service.New(store.New(d.Pool), service.WithMaxWatches(cfg.MaxWatches))
+			hub := events.NewHub(d.Pool)
+			d.Go("events hub", hub.Run)
+			svc := service.New(store.New(d.Pool, hub), service.WithMaxWatches(cfg.MaxWatches))
 			tasksv1.RegisterTaskServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

@@ -98,6 +98,7 @@ func TestRegister(t *testing.T) {
 		t.Errorf("Register with a zero watch limit: err = %v", err)
 	}
 	d := &platform.Deps{Name: "tasks", Pool: pool, Server: srv, Lookup: config.Map(nil, nil)}
+	t.Cleanup(d.Close)
 	if err := tasksService().Register(t.Context(), d); err != nil {
 		t.Fatal(err)
 	}

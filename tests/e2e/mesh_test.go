@@ -199,3 +199,38 @@ func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 		t.Errorf("/healthz: %v %v", r, err)
 	}
 }
+
+func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
+	defer cancel()
+	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
+	stream, err := client.WatchTasks(ctx, &tasksv1.WatchTasksRequest{Repo: "local/watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": "watch me", "repo": "local/watched"})
+	if code != http.StatusOK {
+		t.Fatalf("POST = %d %v", code, body)
+	}
+	id := body["task"].(map[string]any)["id"].(string)
+	code, body = rest(t, "POST", "/v1/tasks/"+id+"/status", token, map[string]any{"status": "TASK_STATUS_IN_PROGRESS"})
+	if code != http.StatusOK {
+		t.Fatalf("set status = %d %v", code, body)
+	}
+	var last int64
+	for _, want := range []tasksv1.TaskEventType{tasksv1.TaskEventType_TASK_EVENT_TYPE_CREATED, tasksv1.TaskEventType_TASK_EVENT_TYPE_STATUS_CHANGED} {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetType() != want || ev.GetTask().GetId() != id || ev.GetEventId() <= last {
+			t.Fatalf("event = %v, want %v for %s after %d", ev, want, id, last)
+		}
+		last = ev.GetEventId()
+	}
+	// An illegal transition through the edge is 400 FailedPrecondition naming both states.
+	code, body = rest(t, "POST", "/v1/tasks/"+id+"/status", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "in_progress") {
+		t.Fatalf("illegal transition = %d %v", code, body)
+	}
+}

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"github.com/thefold/thefold/pkg/events"
 	"strings"
 	"testing"
 
@@ -30,7 +31,12 @@ type env struct {
 func start(t *testing.T, opts ...service.Option) *env {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "tasks", migrations.FS)
-	srv := service.New(store.New(pool), opts...)
+	hub := events.NewHub(pool)
+	hubCtx, stopHub := context.WithCancel(context.Background())
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); _ = hub.Run(hubCtx) }()
+	t.Cleanup(func() { stopHub(); <-hubDone })
+	srv := service.New(store.New(pool, hub), opts...)
 	e := grpctest.Start(t, func(s *grpc.Server) { tasksv1.RegisterTaskServiceServer(s, srv) })
 	return &env{
 		client: tasksv1.NewTaskServiceClient(e.Conn),

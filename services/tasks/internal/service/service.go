@@ -19,7 +19,7 @@ import (
 )
 
 // DefaultMaxWatches bounds concurrent WatchTasks streams when no limit is given.
-const DefaultMaxWatches = 64
+const DefaultMaxWatches = 1024
 
 // Server implements tasksv1.TaskServiceServer.
 type Server struct {

@@ -49,7 +49,7 @@ func (s *Store) Watch(ctx context.Context, owner string, afterID int64, f WatchF
 		return errors.New("store: watch: owner is required")
 	}
 	filter := events.Filter{Stream: EventStream, OwnerID: owner, Scope: f.Repo, AggregateID: f.TaskID}
-	return events.Watch(ctx, s.pool, afterID, filter, func(e events.Event) error {
+	return s.hub.Watch(ctx, afterID, filter, func(e events.Event) error {
 		var resp tasksv1.WatchTasksResponse
 		if err := proto.Unmarshal(e.Payload, &resp); err != nil {
 			return fmt.Errorf("store: watch: event %d: %w", e.ID, err)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"github.com/thefold/thefold/pkg/events"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,7 +25,7 @@ const (
 func newStore(t *testing.T) (*Store, *pgxpool.Pool) {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "tasks", migrations.FS)
-	return New(pool), pool
+	return New(pool, events.NewHub(pool)), pool
 }
 
 // task is a valid task to create, changed by opts.

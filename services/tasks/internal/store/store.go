@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/thefold/thefold/pkg/events"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/errs"
@@ -22,13 +24,15 @@ import (
 // of another owner is indistinguishable from a missing one (errs.ErrNotFound).
 type Store struct {
 	pool *pgxpool.Pool
+	hub  *events.Hub
 	// beforeCommit, when set, runs inside every mutation after its event is appended and
 	// before commit; tests use it to fail a transaction at its last moment.
 	beforeCommit func(context.Context) error
 }
 
 // New returns a Store on pool, which must use the tasks schema's search_path (db.Open).
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Watchers are woken through hub, which the caller runs (hub.Run).
+func New(pool *pgxpool.Pool, hub *events.Hub) *Store { return &Store{pool: pool, hub: hub} }
 
 // inTx runs fn in a transaction and commits it when fn succeeds.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
