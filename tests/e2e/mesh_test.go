@@ -19,7 +19,16 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
 )
 
@@ -152,13 +161,34 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 			}
 		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	// Every RPC of every service, called directly over gRPC without a token.
+	contracts := map[string][]grpc.ServiceDesc{
+		"gateway": {gatewayv1.AuthService_ServiceDesc},
+		"tasks":   {tasksv1.TaskService_ServiceDesc},
+		"agent":   {agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc, agentv1.ProjectService_ServiceDesc},
+		"builder": {builderv1.BuilderService_ServiceDesc},
+		"ai":      {aiv1.AIService_ServiceDesc, aiv1.ModelRegistryService_ServiceDesc},
+		"sandbox": {sandboxv1.SandboxService_ServiceDesc},
+		"memory":  {memoryv1.MemoryService_ServiceDesc},
+		"github":  {githubv1.RepoService_ServiceDesc},
+		"skills":  {skillsv1.SkillService_ServiceDesc},
+	}
 	for _, svc := range platform.ServiceNames {
-		_, err := tasksv1.NewTaskServiceClient(dial(t, svc)).GetTask(ctx, &tasksv1.GetTaskRequest{Id: "00000000-0000-0000-0000-000000000000"})
-		// Services without TaskService still authenticate first.
-		if status.Code(err) != codes.Unauthenticated {
-			t.Errorf("gRPC %s without token: %v, want Unauthenticated", svc, err)
+		conn := dial(t, svc)
+		for _, sd := range contracts[svc] {
+			t.Run("gRPC "+sd.ServiceName, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if sd.ServiceName == gatewayv1.AuthService_ServiceDesc.ServiceName {
+					// Login RPCs are public by design; the rest need a token.
+					_, err := gatewayv1.NewAuthServiceClient(conn).WhoAmI(ctx, &gatewayv1.WhoAmIRequest{})
+					if status.Code(err) != codes.Unauthenticated {
+						t.Fatalf("WhoAmI without token: %v", err)
+					}
+					return
+				}
+				grpctest.CallEveryMethod(t, ctx, conn, sd, codes.Unauthenticated)
+			})
 		}
 	}
 }

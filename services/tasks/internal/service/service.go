@@ -25,9 +25,9 @@ const DefaultMaxWatches = 1024
 type Server struct {
 	tasksv1.UnimplementedTaskServiceServer
 	store *store.Store
-	// watches holds a token per running WatchTasks stream. Each stream keeps a database
-	// session of its own (it LISTENs), outside the pool's limit, so without a bound enough
-	// watchers would use up the server's connections.
+	// watches holds a token per running WatchTasks stream. Streams share one listening
+	// session (events.Hub) but each reads through the pool when woken; the bound keeps a
+	// flood of streams from starving the other RPCs of connections.
 	watches chan struct{}
 }
 
