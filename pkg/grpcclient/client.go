@@ -7,11 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/thefold/thefold/pkg/auth"
 )
@@ -103,4 +106,31 @@ func serviceConfig(retry []string) (string, error) {
 		return "", fmt.Errorf("grpcclient: service config: %w", err)
 	}
 	return string(b), nil
+}
+
+// readOnlyPrefixes name the RPCs that only read; by contract convention they are safe to
+// retry. Anything that changes state (Create, Update, Start, Commit, …) is never retried
+// by the transport: its own idempotency key decides.
+var readOnlyPrefixes = []string{"Get", "List", "Search", "Find", "Watch", "Estimate"}
+
+// ReadOnlyMethods returns "package.Service/Method" for every read-only RPC of the services
+// in proto package pkg (e.g. "thefold.tasks.v1") linked into this binary.
+func ReadOnlyMethods(pkg string) []string {
+	var out []string
+	protoregistry.GlobalFiles.RangeFilesByPackage(protoreflect.FullName(pkg), func(fd protoreflect.FileDescriptor) bool {
+		for i := 0; i < fd.Services().Len(); i++ {
+			sd := fd.Services().Get(i)
+			for j := 0; j < sd.Methods().Len(); j++ {
+				name := string(sd.Methods().Get(j).Name())
+				for _, p := range readOnlyPrefixes {
+					if strings.HasPrefix(name, p) {
+						out = append(out, string(sd.FullName())+"/"+name)
+						break
+					}
+				}
+			}
+		}
+		return true
+	})
+	return out
 }

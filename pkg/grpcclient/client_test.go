@@ -101,3 +101,24 @@ func TestForwardsIdentityAndSetsDefaultDeadline(t *testing.T) {
 		t.Errorf("deadline = %v, want about now+7s", dl)
 	}
 }
+
+func TestReadOnlyMethods(t *testing.T) {
+	t.Parallel()
+	got := map[string]bool{}
+	for _, m := range grpcclient.ReadOnlyMethods("thefold.tasks.v1") {
+		got[m] = true
+	}
+	for _, m := range []string{"thefold.tasks.v1.TaskService/GetTask", "thefold.tasks.v1.TaskService/ListTasks", "thefold.tasks.v1.TaskService/WatchTasks", "thefold.tasks.v1.TaskService/GetTaskStats"} {
+		if !got[m] {
+			t.Errorf("%s not retried", m)
+		}
+	}
+	for _, m := range []string{"thefold.tasks.v1.TaskService/CreateTask", "thefold.tasks.v1.TaskService/DeleteTask", "thefold.tasks.v1.TaskService/SetTaskStatus"} {
+		if got[m] {
+			t.Errorf("%s (changes state) would be retried", m)
+		}
+	}
+	if len(grpcclient.ReadOnlyMethods("thefold.nothing.v1")) != 0 {
+		t.Error("methods for an unknown package")
+	}
+}

@@ -125,7 +125,7 @@ func (d *Deps) Conn(ctx context.Context, service string) (*grpc.ClientConn, erro
 	if !ok || addr == "" {
 		return nil, fmt.Errorf("platform: no address for service %q (%s)", service, AddrEnv(service))
 	}
-	c, err := grpcclient.Dial(addr, grpcclient.Options{})
+	c, err := grpcclient.Dial(addr, grpcclient.Options{RetryMethods: grpcclient.ReadOnlyMethods("thefold." + service + ".v1")})
 	if err != nil {
 		return nil, err
 	}
