@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/thefold/thefold/pkg/auth"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
@@ -262,5 +264,82 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 	code, body = rest(t, "POST", "/v1/tasks/"+id+"/status", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "in_progress") {
 		t.Fatalf("illegal transition = %d %v", code, body)
+	}
+}
+
+// TestTaskRESTSurface walks the tasks REST mapping end to end: the paths, query parameters,
+// PATCH with an inferred field mask, and the status codes of the error mapping.
+func TestTaskRESTSurface(t *testing.T) {
+	repo := "local/rest-surface"
+	create := func(title string) string {
+		code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo, "labels": []string{"api"}})
+		if code != http.StatusOK {
+			t.Fatalf("create = %d %v", code, body)
+		}
+		return body["task"].(map[string]any)["id"].(string)
+	}
+	a, b := create("a"), create("b")
+
+	// Another user cannot see, change or delete them.
+	priv, err := auth.LoadPrivateKey(filepath.Join(mesh.KeyDir(), auth.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, _, err := auth.NewSigner(priv).Issue("bob", []string{auth.RoleUser}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ method, path string }{{"GET", "/v1/tasks/" + a}, {"PATCH", "/v1/tasks/" + a}, {"DELETE", "/v1/tasks/" + a}} {
+		if code, body := rest(t, r.method, r.path, bob, map[string]any{"title": "mine"}); code != http.StatusNotFound {
+			t.Errorf("bob %s %s = %d %v, want 404", r.method, r.path, code, body)
+		}
+	}
+	if code, body := rest(t, "GET", "/v1/tasks?repo="+repo, bob, nil); code != http.StatusOK || body["tasks"] != nil {
+		t.Errorf("bob lists %d %v, want nothing", code, body)
+	}
+
+	code, body := rest(t, "PATCH", "/v1/tasks/"+a, token, map[string]any{"title": "a2", "priority": "TASK_PRIORITY_HIGH"})
+	if task, _ := body["task"].(map[string]any); code != http.StatusOK || task["title"] != "a2" || task["priority"] != "TASK_PRIORITY_HIGH" || task["labels"] == nil {
+		t.Fatalf("PATCH = %d %v", code, body)
+	}
+	if code, body = rest(t, "POST", "/v1/tasks/"+a+"/dependencies", token, map[string]any{"blocked_by_id": b}); code != http.StatusOK {
+		t.Fatalf("add dependency = %d %v", code, body)
+	}
+	if code, body = rest(t, "POST", "/v1/tasks/"+b+"/dependencies", token, map[string]any{"blocked_by_id": a}); code != http.StatusBadRequest {
+		t.Fatalf("cycle = %d %v, want 400 (FailedPrecondition)", code, body)
+	}
+	code, body = rest(t, "GET", "/v1/tasks:graph?repo="+repo, token, nil)
+	if order, _ := body["order"].([]any); code != http.StatusOK || len(order) != 2 || order[0] != b {
+		t.Fatalf("graph = %d %v", code, body)
+	}
+	code, body = rest(t, "GET", "/v1/tasks?repo="+repo+"&label=api&page_size=1", token, nil)
+	if tasks, _ := body["tasks"].([]any); code != http.StatusOK || len(tasks) != 1 || body["next_page_token"] == "" {
+		t.Fatalf("list page 1 = %d %v", code, body)
+	}
+	code, body = rest(t, "GET", "/v1/tasks:stats?repo="+repo, token, nil)
+	if code != http.StatusOK || body["total"] != "2" {
+		t.Fatalf("stats = %d %v", code, body)
+	}
+	if code, body = rest(t, "DELETE", "/v1/tasks/"+a+"/dependencies/"+b, token, nil); code != http.StatusOK {
+		t.Fatalf("remove dependency = %d %v", code, body)
+	}
+	if code, body = rest(t, "DELETE", "/v1/tasks/"+a, token, nil); code != http.StatusOK {
+		t.Fatalf("delete = %d %v", code, body)
+	}
+	for _, tc := range []struct {
+		method, path string
+		body         any
+		want         int
+	}{
+		{"GET", "/v1/tasks/" + a, nil, http.StatusNotFound},
+		{"GET", "/v1/tasks/not-a-uuid", nil, http.StatusBadRequest},
+		{"GET", "/v1/tasks?page_size=1000", nil, http.StatusBadRequest},
+		{"POST", "/v1/tasks", map[string]any{"repo": repo}, http.StatusBadRequest},
+		{"POST", "/v1/tasks", map[string]any{"title": "x", "repo": repo, "status": "TASK_STATUS_NOPE"}, http.StatusBadRequest},
+		{"POST", "/v1/tasks:plan-order", map[string]any{"repo": repo}, http.StatusNotImplemented},
+	} {
+		if code, body := rest(t, tc.method, tc.path, token, tc.body); code != tc.want {
+			t.Errorf("%s %s = %d %v, want %d", tc.method, tc.path, code, body, tc.want)
+		}
 	}
 }
