@@ -41,7 +41,8 @@ install_go_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v
 install_go_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@v2.32.0
 
 # --- system packages --------------------------------------------------------------------------
-apt_install ca-certificates git bubblewrap postgresql-$PG_VERSION postgresql-contrib
+# gcc: the race detector (make test uses -race) needs cgo.
+apt_install ca-certificates git make gcc libc6-dev bubblewrap postgresql-$PG_VERSION postgresql-contrib
 
 # --- pgvector ---------------------------------------------------------------------------------
 if [ ! -f /usr/share/postgresql/$PG_VERSION/extension/vector.control ]; then
