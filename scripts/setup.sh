@@ -26,6 +26,10 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# --- system packages (first: go install needs ca-certificates) ----------------------------
+# gcc: the race detector (make test uses -race) needs cgo.
+apt_install ca-certificates git make gcc libc6-dev bubblewrap postgresql-$PG_VERSION postgresql-contrib
+
 # --- protobuf tooling -------------------------------------------------------------------------
 # Versions are pinned: generated code records the plugin versions, and the freshness check
 # compares byte for byte. A binary of another version is reinstalled.
@@ -39,10 +43,6 @@ install_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@v1.36
 install_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 install_go_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.32.0
 install_go_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@v2.32.0
-
-# --- system packages --------------------------------------------------------------------------
-# gcc: the race detector (make test uses -race) needs cgo.
-apt_install ca-certificates git make gcc libc6-dev bubblewrap postgresql-$PG_VERSION postgresql-contrib
 
 # --- pgvector ---------------------------------------------------------------------------------
 if [ ! -f /usr/share/postgresql/$PG_VERSION/extension/vector.control ]; then
