@@ -111,20 +111,31 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration, out io.Writer) error {
-	fmt.Fprintf(out, "building services from %s …\n", src)
-	if err := st.Build(ctx, src); err != nil {
-		return err
-	}
-	if _, err := st.EnsureCredentials(); err != nil {
-		return err
-	}
-	if err := st.Start(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "started; waiting for health …")
-	if err := st.WaitReady(ctx, timeout); err != nil {
-		_ = st.Stop(10 * time.Second)
-		return err
+	switch n := st.Running(); {
+	case n == len(platform.ServiceNames):
+		// Already up: running `make run` twice is not an error.
+		if err := st.WaitReady(ctx, timeout); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "already running (thefold down stops it)")
+	case n > 0:
+		return fmt.Errorf("%d of %d services are running; run thefold down first", n, len(platform.ServiceNames))
+	default:
+		fmt.Fprintf(out, "building services from %s …\n", src)
+		if err := st.Build(ctx, src); err != nil {
+			return err
+		}
+		if _, err := st.EnsureCredentials(); err != nil {
+			return err
+		}
+		if err := st.Start(); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "started; waiting for health …")
+		if err := st.WaitReady(ctx, timeout); err != nil {
+			_ = st.Stop(10 * time.Second)
+			return err
+		}
 	}
 	fmt.Fprintf(out, `
 TheFold is up: %d services healthy.

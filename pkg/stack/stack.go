@@ -165,6 +165,12 @@ func (s *Stack) Start() error {
 			return fmt.Errorf("stack: %s already running (pid %d); run `thefold down` first", svc, pid)
 		}
 	}
+	started := false
+	defer func() {
+		if !started {
+			_ = s.Stop(5 * time.Second) // no half-started stack left behind
+		}
+	}()
 	for _, svc := range platform.ServiceNames {
 		logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -184,7 +190,19 @@ func (s *Stack) Start() error {
 		}
 		go func() { _ = cmd.Wait() }() // reap if it dies while we still run
 	}
+	started = true
 	return nil
+}
+
+// Running reports how many of the nine services have a live process.
+func (s *Stack) Running() int {
+	n := 0
+	for _, pid := range s.Status() {
+		if pid > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // WaitReady polls every service's /readyz until all answer 200. A service whose process
