@@ -486,6 +486,8 @@ const (
 	ProjectStatus_PROJECT_STATUS_FAILED ProjectStatus = 6
 	// Terminal: the review was rejected.
 	ProjectStatus_PROJECT_STATUS_REJECTED ProjectStatus = 7
+	// Terminal: CancelProject.
+	ProjectStatus_PROJECT_STATUS_CANCELLED ProjectStatus = 8
 )
 
 // Enum value maps for ProjectStatus.
@@ -499,6 +501,7 @@ var (
 		5: "PROJECT_STATUS_COMPLETED",
 		6: "PROJECT_STATUS_FAILED",
 		7: "PROJECT_STATUS_REJECTED",
+		8: "PROJECT_STATUS_CANCELLED",
 	}
 	ProjectStatus_value = map[string]int32{
 		"PROJECT_STATUS_UNSPECIFIED":    0,
@@ -509,6 +512,7 @@ var (
 		"PROJECT_STATUS_COMPLETED":      5,
 		"PROJECT_STATUS_FAILED":         6,
 		"PROJECT_STATUS_REJECTED":       7,
+		"PROJECT_STATUS_CANCELLED":      8,
 	}
 )
 
@@ -4683,6 +4687,102 @@ func (x *ResumeProjectResponse) GetProject() *Project {
 	return nil
 }
 
+type CancelProjectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProjectRequest) Reset() {
+	*x = CancelProjectRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProjectRequest) ProtoMessage() {}
+
+func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProjectRequest.ProtoReflect.Descriptor instead.
+func (*CancelProjectRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CancelProjectRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelProjectRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type CancelProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelProjectResponse) Reset() {
+	*x = CancelProjectResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelProjectResponse) ProtoMessage() {}
+
+func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelProjectResponse.ProtoReflect.Descriptor instead.
+func (*CancelProjectResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CancelProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
 // ProjectEvent is one entry of a project's event stream.
 type ProjectEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4708,7 +4808,7 @@ type ProjectEvent struct {
 
 func (x *ProjectEvent) Reset() {
 	*x = ProjectEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4820,7 @@ func (x *ProjectEvent) String() string {
 func (*ProjectEvent) ProtoMessage() {}
 
 func (x *ProjectEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4833,7 @@ func (x *ProjectEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectEvent.ProtoReflect.Descriptor instead.
 func (*ProjectEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProjectEvent) GetEventId() int64 {
@@ -4818,7 +4918,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +4930,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +4943,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *WatchProjectRequest) GetProjectId() string {
@@ -4869,7 +4969,7 @@ type WatchProjectResponse struct {
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4881,7 +4981,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4894,7 +4994,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *WatchProjectResponse) GetEvent() *ProjectEvent {
@@ -5230,6 +5330,11 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x14ResumeProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
 	"\x15ResumeProjectResponse\x123\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\">\n" +
+	"\x14CancelProjectRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"L\n" +
+	"\x15CancelProjectResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\xb6\x03\n" +
 	"\fProjectEvent\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x126\n" +
@@ -5315,7 +5420,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x17FILE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FILE_ACTION_CREATE\x10\x01\x12\x16\n" +
 	"\x12FILE_ACTION_MODIFY\x10\x02\x12\x16\n" +
-	"\x12FILE_ACTION_DELETE\x10\x03*\xfb\x01\n" +
+	"\x12FILE_ACTION_DELETE\x10\x03*\x99\x02\n" +
 	"\rProjectStatus\x12\x1e\n" +
 	"\x1aPROJECT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROJECT_STATUS_PLANNED\x10\x01\x12\x1a\n" +
@@ -5324,7 +5429,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1dPROJECT_STATUS_PENDING_REVIEW\x10\x04\x12\x1c\n" +
 	"\x18PROJECT_STATUS_COMPLETED\x10\x05\x12\x19\n" +
 	"\x15PROJECT_STATUS_FAILED\x10\x06\x12\x1b\n" +
-	"\x17PROJECT_STATUS_REJECTED\x10\a*\xde\x01\n" +
+	"\x17PROJECT_STATUS_REJECTED\x10\a\x12\x1c\n" +
+	"\x18PROJECT_STATUS_CANCELLED\x10\b*\xde\x01\n" +
 	"\x11ProjectTaskStatus\x12#\n" +
 	"\x1fPROJECT_TASK_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bPROJECT_TASK_STATUS_PENDING\x10\x01\x12\x1f\n" +
@@ -5363,7 +5469,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\vListReviews\x12$.thefold.agent.v1.ListReviewsRequest\x1a%.thefold.agent.v1.ListReviewsResponse\x12`\n" +
 	"\rApproveReview\x12&.thefold.agent.v1.ApproveReviewRequest\x1a'.thefold.agent.v1.ApproveReviewResponse\x12c\n" +
 	"\x0eRequestChanges\x12'.thefold.agent.v1.RequestChangesRequest\x1a(.thefold.agent.v1.RequestChangesResponse\x12]\n" +
-	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\xa5\x05\n" +
+	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\x87\x06\n" +
 	"\x0eProjectService\x12Z\n" +
 	"\vPlanProject\x12$.thefold.agent.v1.PlanProjectRequest\x1a%.thefold.agent.v1.PlanProjectResponse\x12]\n" +
 	"\fStartProject\x12%.thefold.agent.v1.StartProjectRequest\x1a&.thefold.agent.v1.StartProjectResponse\x12W\n" +
@@ -5371,7 +5477,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"GetProject\x12#.thefold.agent.v1.GetProjectRequest\x1a$.thefold.agent.v1.GetProjectResponse\x12]\n" +
 	"\fListProjects\x12%.thefold.agent.v1.ListProjectsRequest\x1a&.thefold.agent.v1.ListProjectsResponse\x12]\n" +
 	"\fPauseProject\x12%.thefold.agent.v1.PauseProjectRequest\x1a&.thefold.agent.v1.PauseProjectResponse\x12`\n" +
-	"\rResumeProject\x12&.thefold.agent.v1.ResumeProjectRequest\x1a'.thefold.agent.v1.ResumeProjectResponse\x12_\n" +
+	"\rResumeProject\x12&.thefold.agent.v1.ResumeProjectRequest\x1a'.thefold.agent.v1.ResumeProjectResponse\x12`\n" +
+	"\rCancelProject\x12&.thefold.agent.v1.CancelProjectRequest\x1a'.thefold.agent.v1.CancelProjectResponse\x12_\n" +
 	"\fWatchProject\x12%.thefold.agent.v1.WatchProjectRequest\x1a&.thefold.agent.v1.WatchProjectResponse0\x01B\xc1\x01\n" +
 	"\x14com.thefold.agent.v1B\n" +
 	"AgentProtoP\x01Z;github.com/thefold/thefold/pkg/gen/thefold/agent/v1;agentv1\xa2\x02\x03TAX\xaa\x02\x10Thefold.Agent.V1\xca\x02\x10Thefold\\Agent\\V1\xe2\x02\x1cThefold\\Agent\\V1\\GPBMetadata\xea\x02\x12Thefold::Agent::V1b\x06proto3"
@@ -5389,7 +5496,7 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
@@ -5459,26 +5566,28 @@ var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(*PauseProjectResponse)(nil),           // 65: thefold.agent.v1.PauseProjectResponse
 	(*ResumeProjectRequest)(nil),           // 66: thefold.agent.v1.ResumeProjectRequest
 	(*ResumeProjectResponse)(nil),          // 67: thefold.agent.v1.ResumeProjectResponse
-	(*ProjectEvent)(nil),                   // 68: thefold.agent.v1.ProjectEvent
-	(*WatchProjectRequest)(nil),            // 69: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 70: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 71: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 72: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 73: google.protobuf.Struct
+	(*CancelProjectRequest)(nil),           // 68: thefold.agent.v1.CancelProjectRequest
+	(*CancelProjectResponse)(nil),          // 69: thefold.agent.v1.CancelProjectResponse
+	(*ProjectEvent)(nil),                   // 70: thefold.agent.v1.ProjectEvent
+	(*WatchProjectRequest)(nil),            // 71: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 72: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 73: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 74: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 75: google.protobuf.Struct
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	71,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
-	72,  // 2: thefold.agent.v1.JobBudget.max_wall_time:type_name -> google.protobuf.Duration
+	73,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	74,  // 2: thefold.agent.v1.JobBudget.max_wall_time:type_name -> google.protobuf.Duration
 	0,   // 3: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 4: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
 	9,   // 5: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
 	10,  // 6: thefold.agent.v1.Job.budget:type_name -> thefold.agent.v1.JobBudget
 	11,  // 7: thefold.agent.v1.Job.usage:type_name -> thefold.agent.v1.JobUsage
-	71,  // 8: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	71,  // 9: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	71,  // 10: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	71,  // 11: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	73,  // 8: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 9: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	73,  // 10: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	73,  // 11: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
 	10,  // 12: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.agent.v1.JobBudget
 	12,  // 13: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
 	12,  // 14: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
@@ -5496,25 +5605,25 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	31,  // 26: thefold.agent.v1.JobEvent.progress:type_name -> thefold.agent.v1.JobProgress
 	9,   // 27: thefold.agent.v1.JobEvent.diagnosis:type_name -> thefold.agent.v1.Diagnosis
 	12,  // 28: thefold.agent.v1.JobEvent.job:type_name -> thefold.agent.v1.Job
-	71,  // 29: thefold.agent.v1.JobEvent.event_time:type_name -> google.protobuf.Timestamp
+	73,  // 29: thefold.agent.v1.JobEvent.event_time:type_name -> google.protobuf.Timestamp
 	32,  // 30: thefold.agent.v1.WatchJobResponse.event:type_name -> thefold.agent.v1.JobEvent
 	1,   // 31: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	72,  // 32: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	74,  // 32: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
 	35,  // 33: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
 	11,  // 34: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.agent.v1.JobUsage
-	72,  // 35: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	73,  // 36: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	72,  // 37: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	71,  // 38: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	71,  // 39: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	71,  // 40: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	74,  // 35: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	75,  // 36: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	74,  // 37: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	73,  // 38: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 39: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	73,  // 40: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
 	38,  // 41: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
 	5,   // 42: thefold.agent.v1.ReviewFile.action:type_name -> thefold.agent.v1.FileAction
 	4,   // 43: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
 	41,  // 44: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	71,  // 45: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	71,  // 46: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	71,  // 47: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	73,  // 45: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 46: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	73,  // 47: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
 	42,  // 48: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
 	4,   // 49: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
 	42,  // 50: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
@@ -5527,10 +5636,10 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	54,  // 57: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
 	10,  // 58: thefold.agent.v1.Project.budget:type_name -> thefold.agent.v1.JobBudget
 	11,  // 59: thefold.agent.v1.Project.usage:type_name -> thefold.agent.v1.JobUsage
-	71,  // 60: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	71,  // 61: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	71,  // 62: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	71,  // 63: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	73,  // 60: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 61: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	73,  // 62: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	73,  // 63: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
 	55,  // 64: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
 	10,  // 65: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.agent.v1.JobBudget
 	55,  // 66: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
@@ -5539,64 +5648,67 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	55,  // 69: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
 	55,  // 70: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
 	55,  // 71: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
-	8,   // 72: thefold.agent.v1.ProjectEvent.type:type_name -> thefold.agent.v1.ProjectEventType
-	6,   // 73: thefold.agent.v1.ProjectEvent.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	55,  // 74: thefold.agent.v1.ProjectEvent.project:type_name -> thefold.agent.v1.Project
-	71,  // 75: thefold.agent.v1.ProjectEvent.event_time:type_name -> google.protobuf.Timestamp
-	68,  // 76: thefold.agent.v1.WatchProjectResponse.event:type_name -> thefold.agent.v1.ProjectEvent
-	13,  // 77: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	15,  // 78: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	17,  // 79: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	19,  // 80: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	21,  // 81: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	23,  // 82: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	25,  // 83: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	27,  // 84: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	29,  // 85: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	33,  // 86: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	36,  // 87: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	39,  // 88: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	43,  // 89: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	45,  // 90: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	47,  // 91: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	49,  // 92: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	51,  // 93: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	56,  // 94: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	58,  // 95: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	60,  // 96: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	62,  // 97: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	64,  // 98: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	66,  // 99: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	69,  // 100: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	14,  // 101: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	16,  // 102: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	18,  // 103: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	20,  // 104: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	22,  // 105: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	24,  // 106: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	26,  // 107: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	28,  // 108: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	30,  // 109: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	34,  // 110: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	37,  // 111: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	40,  // 112: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	44,  // 113: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	46,  // 114: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	48,  // 115: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	50,  // 116: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	52,  // 117: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	57,  // 118: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	59,  // 119: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	61,  // 120: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	63,  // 121: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	65,  // 122: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	67,  // 123: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	70,  // 124: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	101, // [101:125] is the sub-list for method output_type
-	77,  // [77:101] is the sub-list for method input_type
-	77,  // [77:77] is the sub-list for extension type_name
-	77,  // [77:77] is the sub-list for extension extendee
-	0,   // [0:77] is the sub-list for field type_name
+	55,  // 72: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
+	8,   // 73: thefold.agent.v1.ProjectEvent.type:type_name -> thefold.agent.v1.ProjectEventType
+	6,   // 74: thefold.agent.v1.ProjectEvent.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	55,  // 75: thefold.agent.v1.ProjectEvent.project:type_name -> thefold.agent.v1.Project
+	73,  // 76: thefold.agent.v1.ProjectEvent.event_time:type_name -> google.protobuf.Timestamp
+	70,  // 77: thefold.agent.v1.WatchProjectResponse.event:type_name -> thefold.agent.v1.ProjectEvent
+	13,  // 78: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	15,  // 79: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	17,  // 80: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	19,  // 81: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	21,  // 82: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	23,  // 83: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	25,  // 84: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	27,  // 85: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	29,  // 86: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	33,  // 87: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	36,  // 88: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	39,  // 89: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	43,  // 90: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	45,  // 91: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	47,  // 92: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	49,  // 93: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	51,  // 94: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	56,  // 95: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	58,  // 96: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	60,  // 97: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	62,  // 98: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	64,  // 99: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	66,  // 100: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	68,  // 101: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	71,  // 102: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	14,  // 103: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	16,  // 104: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	18,  // 105: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	20,  // 106: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	22,  // 107: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	24,  // 108: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	26,  // 109: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	28,  // 110: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	30,  // 111: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	34,  // 112: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	37,  // 113: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	40,  // 114: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	44,  // 115: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	46,  // 116: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	48,  // 117: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	50,  // 118: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	52,  // 119: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	57,  // 120: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	59,  // 121: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	61,  // 122: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	63,  // 123: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	65,  // 124: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	67,  // 125: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	69,  // 126: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	72,  // 127: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	103, // [103:128] is the sub-list for method output_type
+	78,  // [78:103] is the sub-list for method input_type
+	78,  // [78:78] is the sub-list for extension type_name
+	78,  // [78:78] is the sub-list for extension extendee
+	0,   // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -5610,7 +5722,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   62,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

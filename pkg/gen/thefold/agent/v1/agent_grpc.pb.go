@@ -881,6 +881,7 @@ const (
 	ProjectService_ListProjects_FullMethodName  = "/thefold.agent.v1.ProjectService/ListProjects"
 	ProjectService_PauseProject_FullMethodName  = "/thefold.agent.v1.ProjectService/PauseProject"
 	ProjectService_ResumeProject_FullMethodName = "/thefold.agent.v1.ProjectService/ResumeProject"
+	ProjectService_CancelProject_FullMethodName = "/thefold.agent.v1.ProjectService/CancelProject"
 	ProjectService_WatchProject_FullMethodName  = "/thefold.agent.v1.ProjectService/WatchProject"
 )
 
@@ -907,6 +908,9 @@ type ProjectServiceClient interface {
 	PauseProject(ctx context.Context, in *PauseProjectRequest, opts ...grpc.CallOption) (*PauseProjectResponse, error)
 	// ResumeProject continues a PAUSED project; completed tasks are not run again.
 	ResumeProject(ctx context.Context, in *ResumeProjectRequest, opts ...grpc.CallOption) (*ResumeProjectResponse, error)
+	// CancelProject stops a PLANNED, RUNNING or PAUSED project: the running job is cancelled,
+	// tasks not yet run are cancelled in the tasks service, finished work is kept.
+	CancelProject(ctx context.Context, in *CancelProjectRequest, opts ...grpc.CallOption) (*CancelProjectResponse, error)
 	// WatchProject streams project events after a cursor, like WatchJob. The stream ends after
 	// the event that finishes the project.
 	WatchProject(ctx context.Context, in *WatchProjectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProjectResponse], error)
@@ -980,6 +984,16 @@ func (c *projectServiceClient) ResumeProject(ctx context.Context, in *ResumeProj
 	return out, nil
 }
 
+func (c *projectServiceClient) CancelProject(ctx context.Context, in *CancelProjectRequest, opts ...grpc.CallOption) (*CancelProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelProjectResponse)
+	err := c.cc.Invoke(ctx, ProjectService_CancelProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *projectServiceClient) WatchProject(ctx context.Context, in *WatchProjectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProjectResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ProjectService_ServiceDesc.Streams[0], ProjectService_WatchProject_FullMethodName, cOpts...)
@@ -1022,6 +1036,9 @@ type ProjectServiceServer interface {
 	PauseProject(context.Context, *PauseProjectRequest) (*PauseProjectResponse, error)
 	// ResumeProject continues a PAUSED project; completed tasks are not run again.
 	ResumeProject(context.Context, *ResumeProjectRequest) (*ResumeProjectResponse, error)
+	// CancelProject stops a PLANNED, RUNNING or PAUSED project: the running job is cancelled,
+	// tasks not yet run are cancelled in the tasks service, finished work is kept.
+	CancelProject(context.Context, *CancelProjectRequest) (*CancelProjectResponse, error)
 	// WatchProject streams project events after a cursor, like WatchJob. The stream ends after
 	// the event that finishes the project.
 	WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error
@@ -1052,6 +1069,9 @@ func (UnimplementedProjectServiceServer) PauseProject(context.Context, *PausePro
 }
 func (UnimplementedProjectServiceServer) ResumeProject(context.Context, *ResumeProjectRequest) (*ResumeProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeProject not implemented")
+}
+func (UnimplementedProjectServiceServer) CancelProject(context.Context, *CancelProjectRequest) (*CancelProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelProject not implemented")
 }
 func (UnimplementedProjectServiceServer) WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchProject not implemented")
@@ -1185,6 +1205,24 @@ func _ProjectService_ResumeProject_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProjectService_CancelProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).CancelProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_CancelProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).CancelProject(ctx, req.(*CancelProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ProjectService_WatchProject_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchProjectRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1226,6 +1264,10 @@ var ProjectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeProject",
 			Handler:    _ProjectService_ResumeProject_Handler,
+		},
+		{
+			MethodName: "CancelProject",
+			Handler:    _ProjectService_CancelProject_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
