@@ -75,7 +75,7 @@ fi
 for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
 pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL did not come up" >&2; exit 1; }
 
-psql_admin() { as_root su postgres -c "PGOPTIONS=--client-min-messages=warning psql -v ON_ERROR_STOP=1 -qtA $*"; }
+psql_admin() { (cd / && as_root su postgres -c "PGOPTIONS=--client-min-messages=warning psql -v ON_ERROR_STOP=1 -qtA $*"); }
 if [ "$(psql_admin "-c \"SELECT 1 FROM pg_roles WHERE rolname='$DB_USER'\"")" != "1" ]; then
   log "creating role $DB_USER"
   # Superuser: the role creates per-test databases and the vector extension.
