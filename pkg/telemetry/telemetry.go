@@ -14,8 +14,11 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 )
 
-// Config selects the exporter. The standard OTEL_EXPORTER_OTLP_* variables also apply.
+// Config selects the exporter. The other standard OTEL_EXPORTER_OTLP_* variables (headers,
+// timeout, certificates) apply as well.
 type Config struct {
+	// OTLPEndpoint is an OTLP/gRPC collector URL, e.g. http://collector:4317 (http:// means
+	// plaintext). Empty: spans are created and propagated but not exported.
 	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
 }
 
@@ -25,7 +28,7 @@ func Setup(ctx context.Context, service string, cfg Config) (func(context.Contex
 	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("thefold-"+service))
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if cfg.OTLPEndpoint != "" {
-		exp, err := otlptracegrpc.New(ctx)
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(cfg.OTLPEndpoint))
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
 		}
