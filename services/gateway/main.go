@@ -61,7 +61,7 @@ func register(ctx context.Context, d *platform.Deps) error {
 		}
 		conns[svc] = c
 	}
-	h, err := edge.New(ctx, d.Logger, conns)
+	h, err := edge.New(ctx, d.Logger, d.Server.Registry(), conns)
 	if err != nil {
 		return err
 	}

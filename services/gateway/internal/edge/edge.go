@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -56,15 +57,20 @@ func Services() []string {
 }
 
 // New returns the edge handler. conns has a client connection for each service in
-// Services(); the caller owns them.
-func New(ctx context.Context, log *slog.Logger, conns map[string]*grpc.ClientConn) (http.Handler, error) {
+// Services(); the caller owns them. Request metrics are registered on reg.
+func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn) (http.Handler, error) {
+	metrics, err := newHTTPMetrics(reg, log)
+	if err != nil {
+		return nil, fmt.Errorf("edge: metrics: %w", err)
+	}
 	mux := runtime.NewServeMux(
+		runtime.WithMiddlewares(metrics.middleware),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}),
 		runtime.WithMetadata(func(ctx context.Context, r *http.Request) metadata.MD {
-			return metadata.Pairs("x-request-id", requestID(r))
+			return metadata.Pairs("x-request-id", r.Header.Get("X-Request-Id"))
 		}),
 	)
 	for svc, regs := range registrations {
@@ -104,14 +110,21 @@ func New(ctx context.Context, log *slog.Logger, conns map[string]*grpc.ClientCon
 		_, _ = w.Write(openapi.Spec)
 	})
 	root.Handle("/", mux)
-	return otelhttp.NewHandler(securityHeaders(root), "gateway"), nil
+	return otelhttp.NewHandler(withRequestID(securityHeaders(root)), "gateway"), nil
 }
 
-func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 {
-		return id
-	}
-	return uuid.NewString()
+// withRequestID gives every request an id (the caller's X-Request-Id when sensible), echoed
+// in the response and passed to the services, so one request can be followed in every log.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 128 {
+			id = uuid.NewString()
+			r.Header.Set("X-Request-Id", id)
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r)
+	})
 }
 
 // securityHeaders sets the headers every API response should carry.

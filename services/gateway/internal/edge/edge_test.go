@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
@@ -22,18 +23,25 @@ import (
 // (only AuthService is registered; the rest answer Unimplemented).
 func newEdge(t *testing.T) (*httptest.Server, *grpctest.Env) {
 	t.Helper()
+	srv, env, _ := newEdgeWithRegistry(t)
+	return srv, env
+}
+
+func newEdgeWithRegistry(t *testing.T) (*httptest.Server, *grpctest.Env, *prometheus.Registry) {
+	t.Helper()
 	env := grpctest.Start(t, func(s *grpc.Server) { gatewayv1.RegisterAuthServiceServer(s, &authsvc.Server{}) })
 	conns := map[string]*grpc.ClientConn{}
 	for _, svc := range edge.Services() {
 		conns[svc] = env.Conn
 	}
-	h, err := edge.New(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), conns)
+	reg := prometheus.NewRegistry()
+	h, err := edge.New(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), reg, conns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, env
+	return srv, env, reg
 }
 
 func TestEdge(t *testing.T) {
@@ -112,5 +120,54 @@ func TestOpenAPIHasOnlyPublicRPCs(t *testing.T) {
 		if ops[internal] {
 			t.Errorf("internal RPC %s exposed", internal)
 		}
+	}
+}
+
+func TestRequestIDsAndMetrics(t *testing.T) {
+	t.Parallel()
+	srv, env, reg := newEdgeWithRegistry(t)
+	tok, _, _ := env.Signer.Issue("u7", []string{"user"}, 0)
+	get := func(auth, reqID string) *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/auth/whoami", nil)
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		if reqID != "" {
+			req.Header.Set("X-Request-Id", reqID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if got := get(tok, "abc-123").Header.Get("X-Request-Id"); got != "abc-123" {
+		t.Errorf("request id not echoed: %q", got)
+	}
+	if got := get(tok, "").Header.Get("X-Request-Id"); len(got) != 36 {
+		t.Errorf("no generated request id: %q", got)
+	}
+	get("", "")
+
+	counts := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "http_server_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			counts[labels["route"]+" "+labels["method"]+" "+labels["code"]] = m.GetCounter().GetValue()
+		}
+	}
+	if counts["/v1/auth/whoami GET 200"] != 2 || counts["/v1/auth/whoami GET 401"] != 1 {
+		t.Errorf("request counts = %v", counts)
 	}
 }
