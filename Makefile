@@ -3,7 +3,18 @@
 SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 MODULES := $(shell sed -n 's|^\s*\./\(.*\)$$|\1|p' go.work)
+SERVICES := tasks memory skills ai sandbox github builder agent gateway
 GO_TEST_FLAGS ?= -count=1 -race -timeout 15m
+
+.PHONY: images
+## images: one FROM-scratch image per service (static binaries), for docker-compose.yml.
+IMAGE_TAG ?= dev
+images:
+	@mkdir -p .thefold/images
+	@CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES))
+	@for s in $(SERVICES); do \
+		out=$$(docker build -q -f deploy/Dockerfile --build-arg SERVICE=$$s -t thefold/$$s:$(IMAGE_TAG) .thefold/images 2>&1) || { echo "$$out"; exit 1; }; \
+		echo "thefold/$$s:$(IMAGE_TAG)"; done
 
 .PHONY: all setup generate check-generate lint test test-unit test-e2e bench run down status build
 

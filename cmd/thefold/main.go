@@ -4,6 +4,7 @@
 //	thefold down     stop them gracefully
 //	thefold status   show which services run
 //	thefold token    print the admin token
+//	thefold init     create the signing keys and the admin token only (for docker compose)
 package main
 
 import (
@@ -39,6 +40,7 @@ commands:
   down     stop the services
   status   show which services are running
   token    print the admin token
+  init     create the signing keys and admin token only (docker compose uses them)
 
 flags:
   -data-dir DIR   where binaries, keys, logs and pids live (THEFOLD_DATA_DIR; default <src>/.thefold)
@@ -97,6 +99,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if running == 0 {
 			return errors.New("not running")
 		}
+		return nil
+	case "init":
+		if _, err := st.EnsureCredentials(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "signing keys  %s\nadmin token   %s\n", st.KeyDir(), st.TokenPath())
 		return nil
 	case "token":
 		b, err := os.ReadFile(st.TokenPath())

@@ -24,6 +24,7 @@ func TestCommands(t *testing.T) {
 		{"bad flag", []string{"status", "-nope"}, "flag provided but not defined", ""},
 		{"status of nothing", []string{"status", "-data-dir", dir, "-src", dir}, "not running", "tasks    :9101  stopped"},
 		{"token before up", []string{"token", "-data-dir", dir, "-src", dir}, "no admin token yet", ""},
+		{"init", []string{"init", "-data-dir", dir, "-src", dir}, "", "admin token"},
 		{"down of nothing", []string{"down", "-data-dir", dir, "-src", dir}, "", "stopped"},
 		{"up outside a source tree", []string{"up", "-data-dir", dir, "-src", filepath.Join(dir, "missing")}, "go build", ""},
 	}

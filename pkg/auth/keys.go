@@ -26,7 +26,9 @@ func EnsureKeyPair(dir string) (priv ed25519.PrivateKey, created bool, err error
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, false, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// The directory is world-readable so services in containers (another uid) can read the
+	// public key; the private key file itself is 0600.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("auth: %w", err)
 	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)

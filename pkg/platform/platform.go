@@ -11,10 +11,13 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
@@ -155,6 +158,15 @@ func Run(ctx context.Context, svc Service, lookup config.Lookuper, args []string
 		cmd = args[0]
 	}
 	switch cmd {
+	case "healthcheck":
+		// For container health checks: images built FROM scratch have no curl.
+		var cfg struct {
+			AdminAddr string `env:"THEFOLD_ADMIN_ADDR"`
+		}
+		if err := config.Load(ctx, &cfg, lookup); err != nil {
+			return err
+		}
+		return Healthcheck(ctx, cfg.AdminAddr)
 	case "migrate":
 		// Migrating needs only the database: it runs as a job before the service exists.
 		var cfg struct {
@@ -177,7 +189,7 @@ func Run(ctx context.Context, svc Service, lookup config.Lookuper, args []string
 		}
 		return serve(ctx, svc, cfg, lookup, logging.New(logOut, svc.Name, logging.ParseLevel(cfg.LogLevel)))
 	default:
-		return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate or healthcheck)", cmd)
 	}
 }
 
@@ -230,6 +242,33 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	}
 	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
+	}
+	return nil
+}
+
+// Healthcheck asks the admin port at adminAddr (":9201" means this host) whether the
+// service is ready; nil when /readyz answers 200.
+func Healthcheck(ctx context.Context, adminAddr string) error {
+	host, port, err := net.SplitHostPort(adminAddr)
+	if err != nil {
+		return fmt.Errorf("healthcheck: admin address %q: %w", adminAddr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("healthcheck: /readyz answered %s", resp.Status)
 	}
 	return nil
 }

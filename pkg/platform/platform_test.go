@@ -66,6 +66,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"serve without key", map[string]string{"THEFOLD_GRPC_ADDR": ":0", "THEFOLD_ADMIN_ADDR": ":0"}, nil, "THEFOLD_AUTH_PUBLIC_KEY_FILE"},
 		{"serve without addresses", map[string]string{"THEFOLD_AUTH_PUBLIC_KEY_FILE": "/x"}, nil, "THEFOLD_GRPC_ADDR"},
 		{"bad duration", map[string]string{"THEFOLD_SHUTDOWN_TIMEOUT": "soon"}, nil, "THEFOLD_SHUTDOWN_TIMEOUT"},
+		{"healthcheck with a bad admin address", map[string]string{"THEFOLD_ADMIN_ADDR": "nonsense"}, []string{"healthcheck"}, "admin address"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,8 +124,14 @@ func TestServeUntilCanceled(t *testing.T) {
 		}
 	}
 	<-registered
+	if err := platform.Run(t.Context(), svc, config.Map(env, nil), []string{"healthcheck"}, io.Discard); err != nil {
+		t.Errorf("healthcheck of a ready service: %v", err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run after cancel: %v", err)
+	}
+	if err := platform.Run(t.Context(), svc, config.Map(env, nil), []string{"healthcheck"}, io.Discard); err == nil {
+		t.Error("healthcheck of a stopped service succeeded")
 	}
 }
