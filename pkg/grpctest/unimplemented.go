@@ -50,3 +50,19 @@ func CallEveryMethod(t *testing.T, ctx context.Context, conn *grpc.ClientConn, s
 		})
 	}
 }
+
+// RequireServedAndAuthenticated runs the services that register registers behind the real
+// server and checks every RPC of each of sds: Unauthenticated without a token, and want
+// for an authenticated caller sending an empty (for most RPCs, malformed) request.
+func RequireServedAndAuthenticated(t *testing.T, register func(*grpc.Server), want codes.Code, sds ...grpc.ServiceDesc) {
+	t.Helper()
+	env := Start(t, register)
+	for _, sd := range sds {
+		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
+			CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, want)
+		})
+		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
+			CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
+		})
+	}
+}

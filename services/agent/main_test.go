@@ -14,17 +14,9 @@ import (
 // authenticated caller — whatever the input, malformed included — and Unauthenticated to
 // a caller without a token.
 func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	env := grpctest.Start(t, func(s *grpc.Server) {
+	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
 		agentv1.RegisterAgentServiceServer(s, &agentService{})
 		agentv1.RegisterReviewServiceServer(s, &reviewService{})
 		agentv1.RegisterProjectServiceServer(s, &projectService{})
-	})
-	for _, sd := range []grpc.ServiceDesc{agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc, agentv1.ProjectService_ServiceDesc} {
-		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, codes.Unimplemented)
-		})
-		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
-		})
-	}
+	}, codes.Unimplemented, agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc, agentv1.ProjectService_ServiceDesc)
 }

@@ -14,15 +14,7 @@ import (
 // authenticated caller — whatever the input, malformed included — and Unauthenticated to
 // a caller without a token.
 func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	env := grpctest.Start(t, func(s *grpc.Server) {
+	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
 		memoryv1.RegisterMemoryServiceServer(s, &memoryService{})
-	})
-	for _, sd := range []grpc.ServiceDesc{memoryv1.MemoryService_ServiceDesc} {
-		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, codes.Unimplemented)
-		})
-		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
-		})
-	}
+	}, codes.Unimplemented, memoryv1.MemoryService_ServiceDesc)
 }

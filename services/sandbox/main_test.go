@@ -14,15 +14,7 @@ import (
 // authenticated caller — whatever the input, malformed included — and Unauthenticated to
 // a caller without a token.
 func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	env := grpctest.Start(t, func(s *grpc.Server) {
+	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
 		sandboxv1.RegisterSandboxServiceServer(s, &sandboxService{})
-	})
-	for _, sd := range []grpc.ServiceDesc{sandboxv1.SandboxService_ServiceDesc} {
-		t.Run(sd.ServiceName+"/authenticated", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, env.Context(t, "u1"), env.Conn, sd, codes.Unimplemented)
-		})
-		t.Run(sd.ServiceName+"/anonymous", func(t *testing.T) {
-			grpctest.CallEveryMethod(t, t.Context(), env.Conn, sd, codes.Unauthenticated)
-		})
-	}
+	}, codes.Unimplemented, sandboxv1.SandboxService_ServiceDesc)
 }

@@ -21,14 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
-	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
-	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
-	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	"github.com/thefold/thefold/pkg/contracts"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
-	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
-	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
-	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
-	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
@@ -164,20 +158,10 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 		})
 	}
 	// Every RPC of every service, called directly over gRPC without a token.
-	contracts := map[string][]grpc.ServiceDesc{
-		"gateway": {gatewayv1.AuthService_ServiceDesc},
-		"tasks":   {tasksv1.TaskService_ServiceDesc},
-		"agent":   {agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc, agentv1.ProjectService_ServiceDesc},
-		"builder": {builderv1.BuilderService_ServiceDesc},
-		"ai":      {aiv1.AIService_ServiceDesc, aiv1.ModelRegistryService_ServiceDesc},
-		"sandbox": {sandboxv1.SandboxService_ServiceDesc},
-		"memory":  {memoryv1.MemoryService_ServiceDesc},
-		"github":  {githubv1.RepoService_ServiceDesc},
-		"skills":  {skillsv1.SkillService_ServiceDesc},
-	}
 	for _, svc := range platform.ServiceNames {
 		conn := dial(t, svc)
-		for _, sd := range contracts[svc] {
+		c, _ := contracts.For(svc)
+		for _, sd := range c.Services {
 			t.Run("gRPC "+sd.ServiceName, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()

@@ -20,38 +20,15 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
-	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
-	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
-	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
-	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
-	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
-	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
-	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
-	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/openapi"
 )
 
-type registerFunc func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error
-
-// registrations maps each service to the handlers of its public RPCs.
-var registrations = map[string][]registerFunc{
-	"gateway": {gatewayv1.RegisterAuthServiceHandler},
-	"tasks":   {tasksv1.RegisterTaskServiceHandler},
-	"agent":   {agentv1.RegisterAgentServiceHandler, agentv1.RegisterReviewServiceHandler, agentv1.RegisterProjectServiceHandler},
-	"builder": {builderv1.RegisterBuilderServiceHandler},
-	"ai":      {aiv1.RegisterAIServiceHandler, aiv1.RegisterModelRegistryServiceHandler},
-	"sandbox": {sandboxv1.RegisterSandboxServiceHandler},
-	"memory":  {memoryv1.RegisterMemoryServiceHandler},
-	"github":  {githubv1.RegisterRepoServiceHandler},
-	"skills":  {skillsv1.RegisterSkillServiceHandler},
-}
-
 // Services lists the services the edge fronts.
 func Services() []string {
-	out := make([]string, 0, len(registrations))
-	for s := range registrations {
-		out = append(out, s)
+	out := make([]string, 0, len(contracts.All))
+	for _, c := range contracts.All {
+		out = append(out, c.Service)
 	}
 	return out
 }
@@ -73,14 +50,14 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 			return metadata.Pairs("x-request-id", r.Header.Get("X-Request-Id"))
 		}),
 	)
-	for svc, regs := range registrations {
-		conn, ok := conns[svc]
+	for _, c := range contracts.All {
+		conn, ok := conns[c.Service]
 		if !ok {
-			return nil, fmt.Errorf("edge: no connection for service %s", svc)
+			return nil, fmt.Errorf("edge: no connection for service %s", c.Service)
 		}
-		for _, reg := range regs {
+		for _, reg := range c.Handlers {
 			if err := reg(ctx, mux, conn); err != nil {
-				return nil, fmt.Errorf("edge: register %s: %w", svc, err)
+				return nil, fmt.Errorf("edge: register %s: %w", c.Service, err)
 			}
 		}
 	}
