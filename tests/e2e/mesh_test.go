@@ -327,3 +327,49 @@ func TestTaskRESTSurface(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchTasksOverREST follows the server stream through the gateway: newline-delimited
+// JSON, one {"result": …} object per event. The history after the cursor comes first (the
+// gateway sends headers with the first event), then live events on the open stream.
+func TestWatchTasksOverREST(t *testing.T) {
+	repo := "local/rest-stream"
+	create := func(title string) {
+		if code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo}); code != http.StatusOK {
+			t.Fatalf("create = %d %v", code, body)
+		}
+	}
+	create("before")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", mesh.GatewayURL()+"/v1/tasks:watch?after_id=0&repo="+repo, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch = %d", resp.StatusCode)
+	}
+	dec := json.NewDecoder(resp.Body)
+	next := func() (string, string) {
+		var msg struct {
+			Result struct {
+				Type string         `json:"type"`
+				Task map[string]any `json:"task"`
+			} `json:"result"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			t.Fatal(err)
+		}
+		title, _ := msg.Result.Task["title"].(string)
+		return msg.Result.Type, title
+	}
+	if typ, title := next(); typ != "TASK_EVENT_TYPE_CREATED" || title != "before" {
+		t.Fatalf("history event = %s %q", typ, title)
+	}
+	create("live")
+	if typ, title := next(); typ != "TASK_EVENT_TYPE_CREATED" || title != "live" {
+		t.Fatalf("live event = %s %q", typ, title)
+	}
+}
