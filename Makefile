@@ -23,16 +23,17 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
-## generate: regenerate Go, grpc-gateway and OpenAPI code from proto/ into pkg/gen and pkg/openapi.
+## generate: regenerate Go, grpc-gateway and OpenAPI code from proto/ into pkg/gen.
 generate:
 	@bash scripts/gen-http-yaml.sh
 	@buf generate
+	@bash scripts/gen-openapi-embed.sh
 
 ## check-generate: fail when committed generated code differs from what the contracts produce.
 check-generate: generate
-	@if [ -n "$$(git status --porcelain -- pkg/gen pkg/openapi/spec proto/thefold/http.yaml)" ]; then \
+	@if [ -n "$$(git status --porcelain -- pkg/gen proto/thefold/http.yaml)" ]; then \
 		echo "generated code is stale; run 'make generate' and commit:"; \
-		git status --porcelain -- pkg/gen pkg/openapi/spec proto/thefold/http.yaml; exit 1; \
+		git status --porcelain -- pkg/gen proto/thefold/http.yaml; exit 1; \
 	fi
 	@echo "generated code is fresh"
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/thefold/thefold/pkg/contracts"
-	"github.com/thefold/thefold/pkg/openapi"
+	"github.com/thefold/thefold/pkg/gen/openapi"
 )
 
 // Services lists the services the edge fronts.
