@@ -49,6 +49,9 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultServiceConfig(sc),
+		// A service restarting (deploy, crash) is absorbed: calls wait for the connection
+		// within their deadline instead of failing at once while it reconnects.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
 		grpc.WithChainUnaryInterceptor(deadlineUnary(timeout), auth.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(auth.StreamClientInterceptor()),
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -172,26 +173,45 @@ func (s *Stack) Start() error {
 		}
 	}()
 	for _, svc := range platform.ServiceNames {
-		logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
+		if err := s.startOne(svc); err != nil {
 			return err
 		}
-		cmd := exec.Command(filepath.Join(s.BinDir(), svc))
-		cmd.Env = s.env(svc)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		err = cmd.Start()
-		_ = logf.Close()
-		if err != nil {
-			return fmt.Errorf("stack: start %s: %w", svc, err)
-		}
-		if err := os.WriteFile(s.pidPath(svc), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-			return err
-		}
-		go func() { _ = cmd.Wait() }() // reap if it dies while we still run
 	}
 	started = true
 	return nil
+}
+
+func (s *Stack) startOne(svc string) error {
+	logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(s.BinDir(), svc))
+	cmd.Env = s.env(svc)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	_ = logf.Close()
+	if err != nil {
+		return fmt.Errorf("stack: start %s: %w", svc, err)
+	}
+	if err := os.WriteFile(s.pidPath(svc), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	go func() { _ = cmd.Wait() }() // reap if it dies while we still run
+	return nil
+}
+
+// Restart stops one service gracefully (SIGTERM, then SIGKILL after timeout), starts it
+// again and waits until it is ready; the rest of the stack keeps running.
+func (s *Stack) Restart(ctx context.Context, svc string, timeout time.Duration) error {
+	if err := s.stopOne(svc, time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	if err := s.startOne(svc); err != nil {
+		return err
+	}
+	return s.WaitReady(ctx, timeout)
 }
 
 // Running reports how many of the nine services have a live process.
@@ -259,30 +279,37 @@ func (s *Stack) Status() map[string]int {
 // kills what is left after timeout.
 func (s *Stack) Stop(timeout time.Duration) error {
 	order := append([]string(nil), platform.ServiceNames...)
-	for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
-		order[i], order[j] = order[j], order[i]
-	}
-	var errList []error
+	slices.Reverse(order)
 	for _, svc := range order {
 		if pid, ok := s.runningPID(svc); ok {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}
 	deadline := time.Now().Add(timeout)
+	var errList []error
 	for _, svc := range order {
-		pid, ok := s.runningPID(svc)
-		for ok && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			pid, ok = s.runningPID(svc)
-		}
-		if ok {
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errList = append(errList, fmt.Errorf("kill %s: %w", svc, err))
-			}
-		}
-		_ = os.Remove(s.pidPath(svc))
+		errList = append(errList, s.stopOne(svc, deadline))
 	}
 	return errors.Join(errList...)
+}
+
+// stopOne sends svc SIGTERM, waits until deadline for it to exit, then kills it.
+func (s *Stack) stopOne(svc string, deadline time.Time) error {
+	pid, ok := s.runningPID(svc)
+	if ok {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for ok && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		pid, ok = s.runningPID(svc)
+	}
+	defer os.Remove(s.pidPath(svc))
+	if ok {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("kill %s: %w", svc, err)
+		}
+	}
+	return nil
 }
 
 // runningPID returns the recorded pid of svc if that process is alive and not a zombie.

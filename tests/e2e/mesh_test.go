@@ -373,3 +373,46 @@ func TestWatchTasksOverREST(t *testing.T) {
 		t.Fatalf("live event = %s %q", typ, title)
 	}
 }
+
+// TestWatchResumesAcrossARestartOfTasks restarts the tasks process under an open stream: the
+// stream ends, the gateway reconnects by itself, and a client resuming from its last event id
+// gets exactly what happened since.
+func TestWatchResumesAcrossARestartOfTasks(t *testing.T) {
+	repo := "local/restart"
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 2*time.Minute)
+	defer cancel()
+	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
+	a, err := client.CreateTask(ctx, &tasksv1.CreateTaskRequest{Title: "before restart", Repo: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := client.WatchTasks(ctx, &tasksv1.WatchTasksRequest{Repo: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := stream.Recv()
+	if err != nil || ev.GetTask().GetId() != a.GetTask().GetId() {
+		t.Fatalf("first event = %v, %v", ev, err)
+	}
+	cursor := ev.GetEventId()
+
+	if err := mesh.Restart(ctx, "tasks", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("stream survived its server's restart")
+	}
+
+	code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": "after restart", "repo": repo})
+	if code != http.StatusOK {
+		t.Fatalf("create through the gateway after the restart = %d %v", code, body)
+	}
+	resumed, err := client.WatchTasks(ctx, &tasksv1.WatchTasksRequest{Repo: repo, AfterId: cursor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err = resumed.Recv()
+	if err != nil || ev.GetTask().GetTitle() != "after restart" || ev.GetEventId() <= cursor {
+		t.Fatalf("resumed event = %v, %v; want the task created after the restart", ev, err)
+	}
+}
