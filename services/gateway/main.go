@@ -36,11 +36,8 @@ func main() {
 	platform.Main(platform.Service{
 		Name:   "gateway",
 		Schema: "gateway",
-		PublicMethods: []string{
-			"/thefold.gateway.v1.AuthService/RequestLoginCode",
-			"/thefold.gateway.v1.AuthService/VerifyLoginCode",
-		},
-		Register: register,
+		PublicMethods: authsvc.PublicMethods,
+		Register:      register,
 	})
 }
 

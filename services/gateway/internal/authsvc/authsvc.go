@@ -11,6 +11,12 @@ import (
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 )
 
+// PublicMethods are the RPCs a caller uses before it has a token.
+var PublicMethods = []string{
+	gatewayv1.AuthService_RequestLoginCode_FullMethodName,
+	gatewayv1.AuthService_VerifyLoginCode_FullMethodName,
+}
+
 // Server is the AuthService.
 type Server struct {
 	gatewayv1.UnimplementedAuthServiceServer
