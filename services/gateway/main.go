@@ -34,8 +34,8 @@ func (c *Config) Validate() error {
 
 func main() {
 	platform.Main(platform.Service{
-		Name:   "gateway",
-		Schema: "gateway",
+		Name:          "gateway",
+		Schema:        "gateway",
 		PublicMethods: authsvc.PublicMethods,
 		Register:      register,
 	})
