@@ -54,7 +54,7 @@ test-unit:
 
 test-e2e:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go test -count=1 -timeout 15m -bench GetTask -benchtime 300x ./...
+	@cd tests/e2e && go test -count=1 -timeout 15m -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs.
 test: setup check-generate lint test-unit test-e2e
