@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -11,17 +12,59 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Config says where a service finds the public key that verifies tokens.
+// Config says where a service finds the keys that verify tokens, and its own service key.
 type Config struct {
 	PublicKeyFile string `env:"THEFOLD_AUTH_PUBLIC_KEY_FILE"`
+	// MaxTokenLifetime bounds exp - iat of an accepted user token.
+	MaxTokenLifetime time.Duration `env:"THEFOLD_AUTH_MAX_TOKEN_LIFETIME, default=720h"`
+	// ServiceKeysDir holds <service>.pub.pem of each service whose tokens are accepted;
+	// empty: service tokens are refused.
+	ServiceKeysDir string `env:"THEFOLD_AUTH_SERVICE_KEYS_DIR"`
+	// ServiceKeyFile is this service's own private key, for services that act for owners
+	// (agent, builder); empty: it has no service identity.
+	ServiceKeyFile string `env:"THEFOLD_AUTH_SERVICE_KEY_FILE"`
 }
 
 // Validate reports a missing key file setting.
 func (c *Config) Validate() error {
+	var errs []error
 	if c.PublicKeyFile == "" {
-		return errors.New("THEFOLD_AUTH_PUBLIC_KEY_FILE: required (thefold up creates the key pair under its data directory)")
+		errs = append(errs, errors.New("THEFOLD_AUTH_PUBLIC_KEY_FILE: required (thefold up creates the key pair under its data directory)"))
 	}
-	return nil
+	if c.MaxTokenLifetime <= 0 {
+		errs = append(errs, errors.New("THEFOLD_AUTH_MAX_TOKEN_LIFETIME: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// NewVerifier loads the keys c names and returns their Verifier.
+func (c Config) NewVerifier() (*Verifier, error) {
+	pub, err := LoadPublicKey(c.PublicKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	opts := []Option{WithMaxLifetime(c.MaxTokenLifetime)}
+	if c.ServiceKeysDir != "" {
+		keys, err := LoadServicePublicKeys(c.ServiceKeysDir)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithServiceKeys(keys))
+	}
+	return NewVerifier(pub, opts...), nil
+}
+
+// NewServiceSigner returns service's signer from ServiceKeyFile, or nil when the service
+// has no service identity.
+func (c Config) NewServiceSigner(service string) (*ServiceSigner, error) {
+	if c.ServiceKeyFile == "" {
+		return nil, nil
+	}
+	key, err := LoadPrivateKey(c.ServiceKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return NewServiceSigner(service, key)
 }
 
 type principalKey struct{}
@@ -168,16 +211,42 @@ func OutgoingContext(ctx context.Context) context.Context {
 	return ctx
 }
 
-// UnaryClientInterceptor forwards the caller's identity on outgoing unary calls.
+// outgoing is OutgoingContext, except that a context marked by OnBehalfOf carries a
+// service token instead of whatever authorization it had.
+func outgoing(ctx context.Context) (context.Context, error) {
+	tok, ok, err := serviceToken(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	if !ok {
+		return OutgoingContext(ctx), nil
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	md = md.Copy()
+	md.Set("authorization", "Bearer "+tok)
+	return metadata.NewOutgoingContext(ctx, md), nil
+}
+
+// UnaryClientInterceptor forwards the caller's identity (or the service identity set by
+// OnBehalfOf) on outgoing unary calls.
 func UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		return invoker(OutgoingContext(ctx), method, req, reply, cc, opts...)
+		ctx, err := outgoing(ctx)
+		if err != nil {
+			return err
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 }
 
-// StreamClientInterceptor forwards the caller's identity on outgoing streams.
+// StreamClientInterceptor forwards the caller's identity (or the service identity set by
+// OnBehalfOf) on outgoing streams.
 func StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		return streamer(OutgoingContext(ctx), desc, cc, method, opts...)
+		ctx, err := outgoing(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return streamer(ctx, desc, cc, method, opts...)
 	}
 }

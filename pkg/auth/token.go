@@ -1,17 +1,22 @@
 // Package auth is TheFold's identity: Ed25519-signed access tokens (JWT, EdDSA), the
 // principal they carry, and the gRPC interceptors that verify a token on every RPC of every
-// service and forward it on service-to-service calls. Only the gateway holds the private
-// key; services need only the public key, so a service reached directly is as protected as
-// one reached through the gateway.
+// service and forward it on service-to-service calls.
+//
+// Two kinds of token exist. A user token (iss "thefold") names a person; only the gateway
+// (and the local launcher, for the admin token) holds the key that signs it. A service
+// token (iss "thefold-service") is minted by a service for itself, with its own key, to
+// call on for an owner after the owner's token has expired (a job, a build); it lives at
+// most five minutes and names the owner in on_behalf_of. Services verify both with public
+// keys only, so a service reached directly is as protected as one reached through the
+// gateway.
 package auth
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -24,9 +29,27 @@ const (
 	RoleUser  = "user"
 )
 
+// Issuers and audience. A token whose iss or aud differs is refused, so a token of
+// another system signed with a reused key is not accepted here.
 const (
-	issuer   = "thefold"
-	audience = "thefold"
+	Issuer        = "thefold"
+	ServiceIssuer = "thefold-service"
+	Audience      = "thefold"
+	// ServiceSubjectPrefix starts the subject of a service token ("service:agent"); no
+	// user id may start with it.
+	ServiceSubjectPrefix = "service:"
+)
+
+// Lifetimes.
+const (
+	// DefaultMaxLifetime bounds exp - iat of a user token unless configured otherwise
+	// (THEFOLD_AUTH_MAX_TOKEN_LIFETIME). It is also the admin token's default lifetime.
+	DefaultMaxLifetime = 30 * 24 * time.Hour
+	// ServiceTokenLifetime is the lifetime, and the maximum, of a service token: long
+	// enough for one call or stream setup, short enough that a leaked one is worth little.
+	ServiceTokenLifetime = 5 * time.Minute
+	// leeway absorbs clock skew between hosts for exp, nbf and iat.
+	leeway = 30 * time.Second
 )
 
 // ErrInvalidToken is returned for any token that does not verify; the detail stays in logs.
@@ -34,7 +57,12 @@ var ErrInvalidToken = errors.New("invalid or expired token")
 
 // Principal is the authenticated caller.
 type Principal struct {
-	UserID    string
+	// UserID is the person: the subject of a user token, the owner (on_behalf_of) of a
+	// service token. Owner-scoped queries use it either way.
+	UserID string
+	// Service is set when a service acts for UserID with its own identity (a job or build
+	// that outlived the owner's token): "agent", "builder". Empty for a person's token.
+	Service   string
 	Roles     []string
 	TokenID   string
 	ExpiresAt time.Time
@@ -50,126 +78,101 @@ func (p Principal) HasRole(role string) bool {
 // Claims are the JWT claims TheFold issues.
 type Claims struct {
 	jwt.RegisteredClaims
-	Roles []string `json:"roles"`
+	Roles []string `json:"roles,omitempty"`
+	// OnBehalfOf is the owner a service acts for; only service tokens carry it.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 }
 
-// Signer issues access tokens. Only the gateway (and the local launcher, for the admin
+// Option configures a Signer, ServiceSigner or Verifier.
+type Option func(*options)
+
+type options struct {
+	maxLifetime time.Duration
+	serviceKeys map[string]ed25519.PublicKey
+	now         func() time.Time
+}
+
+func newOptions(opts []Option) options {
+	o := options{maxLifetime: DefaultMaxLifetime, now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithMaxLifetime bounds exp - iat of user tokens (issued or accepted); d <= 0 keeps the
+// default.
+func WithMaxLifetime(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.maxLifetime = d
+		}
+	}
+}
+
+// WithServiceKeys gives a Verifier the public keys of the services whose tokens it
+// accepts, by service name. Without it every service token is refused.
+func WithServiceKeys(keys map[string]ed25519.PublicKey) Option {
+	return func(o *options) { o.serviceKeys = keys }
+}
+
+// WithClock replaces time.Now (tests; nothing else should need it).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// Signer issues user tokens. Only the gateway (and the local launcher, for the admin
 // token) has one.
 type Signer struct {
 	key ed25519.PrivateKey
-	now func() time.Time
+	o   options
 }
 
 // NewSigner returns a Signer for key.
-func NewSigner(key ed25519.PrivateKey) *Signer {
-	return &Signer{key: key, now: time.Now}
+func NewSigner(key ed25519.PrivateKey, opts ...Option) *Signer {
+	return &Signer{key: key, o: newOptions(opts)}
 }
 
-// Issue signs a token for userID with roles, valid for ttl (no expiry when ttl is 0).
+// Issue signs a token for userID with roles, valid for ttl. Every token expires: ttl must
+// be positive and at most the maximum lifetime.
 func (s *Signer) Issue(userID string, roles []string, ttl time.Duration) (string, Principal, error) {
-	if userID == "" {
+	switch {
+	case userID == "":
 		return "", Principal{}, errors.New("auth: user id required")
+	case strings.HasPrefix(userID, ServiceSubjectPrefix):
+		return "", Principal{}, fmt.Errorf("auth: user id %q: the %q prefix is reserved for services", userID, ServiceSubjectPrefix)
+	case ttl <= 0:
+		return "", Principal{}, errors.New("auth: token lifetime required (every token expires)")
+	case ttl > s.o.maxLifetime:
+		return "", Principal{}, fmt.Errorf("auth: token lifetime %s exceeds the maximum %s (THEFOLD_AUTH_MAX_TOKEN_LIFETIME)", ttl, s.o.maxLifetime)
 	}
-	now := s.now()
-	c := Claims{
-		RegisteredClaims: jwt.RegisteredClaims{
-			Issuer:   issuer,
-			Audience: jwt.ClaimStrings{audience},
-			Subject:  userID,
-			ID:       uuid.NewString(),
-			IssuedAt: jwt.NewNumericDate(now),
-		},
-		Roles: roles,
-	}
-	if ttl > 0 {
-		c.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
-	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(s.key)
+	c := newClaims(Issuer, userID, s.o.now(), ttl)
+	c.Roles = roles
+	tok, err := sign(s.key, c)
 	if err != nil {
-		return "", Principal{}, fmt.Errorf("auth: sign: %w", err)
+		return "", Principal{}, err
 	}
-	p := Principal{UserID: userID, Roles: roles, TokenID: c.ID, Token: tok}
-	if c.ExpiresAt != nil {
-		p.ExpiresAt = c.ExpiresAt.Time
-	}
-	return tok, p, nil
+	return tok, Principal{UserID: userID, Roles: roles, TokenID: c.ID, ExpiresAt: c.ExpiresAt.Time, Token: tok}, nil
 }
 
-// Verifier checks access tokens with the public key. Successful verifications are cached
-// for a short while (an Ed25519 check costs ~40µs, and every hop of a request through the
-// mesh verifies the same token), never past the token's expiry.
-type Verifier struct {
-	key    ed25519.PublicKey
-	parser *jwt.Parser
-	now    func() time.Time
-
-	mu    sync.Mutex
-	cache map[[32]byte]cachedPrincipal
+func newClaims(iss, sub string, now time.Time, ttl time.Duration) Claims {
+	// Whole seconds: NumericDate truncates, and exp - iat must not grow past the maximum
+	// by rounding.
+	now = now.Truncate(time.Second)
+	return Claims{RegisteredClaims: jwt.RegisteredClaims{
+		Issuer:    iss,
+		Audience:  jwt.ClaimStrings{Audience},
+		Subject:   sub,
+		ID:        uuid.NewString(),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}}
 }
 
-type cachedPrincipal struct {
-	p     Principal
-	until time.Time
-}
-
-const (
-	verifyCacheTTL  = time.Minute
-	verifyCacheSize = 4096
-)
-
-// NewVerifier returns a Verifier for key.
-func NewVerifier(key ed25519.PublicKey) *Verifier {
-	v := &Verifier{key: key, now: time.Now, cache: map[[32]byte]cachedPrincipal{}}
-	v.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{jwt.SigningMethodEdDSA.Alg()}),
-		jwt.WithIssuer(issuer),
-		jwt.WithAudience(audience),
-		jwt.WithLeeway(30*time.Second),
-		jwt.WithTimeFunc(func() time.Time { return v.now() }),
-	)
-	return v
-}
-
-// Verify parses and verifies token and returns its principal. Every failure is
-// ErrInvalidToken wrapped with the reason.
-func (v *Verifier) Verify(token string) (Principal, error) {
-	key := sha256.Sum256([]byte(token))
-	now := v.now()
-	v.mu.Lock()
-	hit, ok := v.cache[key]
-	v.mu.Unlock()
-	if ok && now.Before(hit.until) {
-		return hit.p, nil
-	}
-	p, err := v.verify(token)
+func sign(key ed25519.PrivateKey, c Claims) (string, error) {
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(key)
 	if err != nil {
-		return p, err
+		return "", fmt.Errorf("auth: sign: %w", err)
 	}
-	until := now.Add(verifyCacheTTL)
-	if !p.ExpiresAt.IsZero() && p.ExpiresAt.Before(until) {
-		until = p.ExpiresAt
-	}
-	v.mu.Lock()
-	if len(v.cache) >= verifyCacheSize {
-		clear(v.cache) // simple bound; a cold cache only costs re-verification
-	}
-	v.cache[key] = cachedPrincipal{p: p, until: until}
-	v.mu.Unlock()
-	return p, nil
-}
-
-func (v *Verifier) verify(token string) (Principal, error) {
-	var c Claims
-	_, err := v.parser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.key, nil })
-	if err != nil {
-		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
-	}
-	if c.Subject == "" {
-		return Principal{}, fmt.Errorf("%w: no subject", ErrInvalidToken)
-	}
-	p := Principal{UserID: c.Subject, Roles: c.Roles, TokenID: c.ID, Token: token}
-	if c.ExpiresAt != nil {
-		p.ExpiresAt = c.ExpiresAt.Time
-	}
-	return p, nil
+	return tok, nil
 }

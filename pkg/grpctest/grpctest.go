@@ -19,6 +19,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/grpcclient"
+	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/server"
 )
 
@@ -27,8 +28,12 @@ type Env struct {
 	// Conn is an unauthenticated client connection; use Context to call as a user.
 	Conn   *grpc.ClientConn
 	Signer *auth.Signer
-	Server *server.Server
-	stop   func()
+	// SigningKey is Signer's key, for tests that craft tokens Signer refuses to issue.
+	SigningKey ed25519.PrivateKey
+	Server     *server.Server
+	// serviceKeys are the service identities the server accepts, one per service.
+	serviceKeys map[string]ed25519.PrivateKey
+	stop        func()
 }
 
 // Stop shuts the server down gracefully (it also stops when the test ends).
@@ -52,6 +57,14 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Every service has a service identity here, so a test can call as any of them.
+	servicePriv := map[string]ed25519.PrivateKey{}
+	servicePub := map[string]ed25519.PublicKey{}
+	for _, name := range platform.ServiceNames {
+		if servicePub[name], servicePriv[name], err = ed25519.GenerateKey(rand.Reader); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -60,7 +73,7 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 		Name:     "test",
 		Config:   server.Config{ShutdownTimeout: 5 * time.Second, AdminAddr: adminAddr},
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Auth:     auth.NewAuthenticator(auth.NewVerifier(pub), publicMethods...),
+		Auth:     auth.NewAuthenticator(auth.NewVerifier(pub, auth.WithServiceKeys(servicePub)), publicMethods...),
 		Listener: lis,
 	})
 	if err != nil {
@@ -83,7 +96,7 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 		_ = conn.Close()
 		stop()
 	})
-	return &Env{Conn: conn, Signer: auth.NewSigner(priv), Server: srv, stop: stop}
+	return &Env{Conn: conn, Signer: auth.NewSigner(priv), SigningKey: priv, Server: srv, serviceKeys: servicePriv, stop: stop}
 }
 
 // Context returns a context whose calls are made as userID with roles.
@@ -99,4 +112,24 @@ func (e *Env) Context(tb testing.TB, userID string, roles ...string) context.Con
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	tb.Cleanup(cancel)
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+}
+
+// ServiceSigner returns the signer of service's identity (agent, builder, …), which the
+// server accepts; opts as for auth.NewServiceSigner (e.g. a clock in the past).
+func (e *Env) ServiceSigner(tb testing.TB, service string, opts ...auth.Option) *auth.ServiceSigner {
+	tb.Helper()
+	s, err := auth.NewServiceSigner(service, e.serviceKeys[service], opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// ServiceContext returns a context whose calls are made by service on behalf of owner, as
+// a long job does after its owner's token has expired.
+func (e *Env) ServiceContext(tb testing.TB, service, owner string) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	tb.Cleanup(cancel)
+	return auth.OnBehalfOf(ctx, e.ServiceSigner(tb, service), owner)
 }

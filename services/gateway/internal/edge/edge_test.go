@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -47,7 +48,7 @@ func newEdgeWithRegistry(t *testing.T) (*httptest.Server, *grpctest.Env, *promet
 func TestEdge(t *testing.T) {
 	t.Parallel()
 	srv, env := newEdge(t)
-	tok, _, err := env.Signer.Issue("u7", []string{"user"}, 0)
+	tok, _, err := env.Signer.Issue("u7", []string{"user"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestOpenAPIHasOnlyPublicRPCs(t *testing.T) {
 func TestRequestIDsAndMetrics(t *testing.T) {
 	t.Parallel()
 	srv, env, reg := newEdgeWithRegistry(t)
-	tok, _, _ := env.Signer.Issue("u7", []string{"user"}, 0)
+	tok, _, _ := env.Signer.Issue("u7", []string{"user"}, time.Hour)
 	get := func(auth, reqID string) *http.Response {
 		req, _ := http.NewRequest("GET", srv.URL+"/v1/auth/whoami", nil)
 		if auth != "" {

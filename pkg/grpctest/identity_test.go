@@ -1,0 +1,116 @@
+package grpctest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/grpctest"
+)
+
+// whoAmI is a one-method service that answers with the principal its handler sees, so the
+// test observes identity exactly where a real handler would.
+var whoAmIDesc = grpc.ServiceDesc{
+	ServiceName: "thefold.test.Identity",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "WhoAmI",
+		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
+			in := new(emptypb.Empty)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			h := func(ctx context.Context, _ any) (any, error) {
+				p, err := auth.MustFromContext(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return structpb.NewStruct(map[string]any{"user": p.UserID, "service": p.Service, "admin": p.HasRole(auth.RoleAdmin)})
+			}
+			if icpt == nil {
+				return h(ctx, in)
+			}
+			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/thefold.test.Identity/WhoAmI"}, h)
+		},
+	}},
+}
+
+func withBearer(tok string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+}
+
+func TestServiceIdentityReachesHandlers(t *testing.T) {
+	t.Parallel()
+	env := grpctest.Start(t, func(s *grpc.Server) { s.RegisterService(&whoAmIDesc, struct{}{}) })
+	now := time.Now()
+
+	// A token signed by the user key claiming to be the agent acting for an owner.
+	forged, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, auth.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer: auth.ServiceIssuer, Audience: jwt.ClaimStrings{auth.Audience}, Subject: "service:agent",
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Minute)),
+		},
+		OnBehalfOf: "owner-1",
+	}).SignedString(env.SigningKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A user token, properly signed, that tries to act for someone else.
+	userOBO, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, auth.Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer: auth.Issuer, Audience: jwt.ClaimStrings{auth.Audience}, Subject: "mallory",
+			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(time.Hour)),
+		},
+		OnBehalfOf: "owner-1",
+	}).SignedString(env.SigningKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := env.ServiceSigner(t, "agent", auth.WithClock(func() time.Time { return now.Add(-time.Hour) }))
+	unknownKey, err := auth.NewServiceSigner("agent", env.SigningKey) // right name, user key
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name        string
+		ctx         context.Context
+		wantCode    codes.Code
+		wantUser    string
+		wantService string
+	}{
+		{"agent for an owner", env.ServiceContext(t, "agent", "owner-1"), codes.OK, "owner-1", "agent"},
+		{"builder for an owner", env.ServiceContext(t, "builder", "owner-2"), codes.OK, "owner-2", "builder"},
+		{"the owner themself", env.Context(t, "owner-1"), codes.OK, "owner-1", ""},
+		{"expired service token", auth.OnBehalfOf(context.Background(), stale, "owner-1"), codes.Unauthenticated, "", ""},
+		{"service token signed with a non-service key", auth.OnBehalfOf(context.Background(), unknownKey, "owner-1"), codes.Unauthenticated, "", ""},
+		{"forged service claims", withBearer(forged), codes.Unauthenticated, "", ""},
+		{"user token with on_behalf_of", withBearer(userOBO), codes.Unauthenticated, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := new(structpb.Struct)
+			err := env.Conn.Invoke(tc.ctx, "/thefold.test.Identity/WhoAmI", &emptypb.Empty{}, out)
+			if status.Code(err) != tc.wantCode {
+				t.Fatalf("code = %v (%v), want %v", status.Code(err), err, tc.wantCode)
+			}
+			if err != nil {
+				return
+			}
+			got := out.AsMap()
+			if got["user"] != tc.wantUser || got["service"] != tc.wantService || got["admin"] != false {
+				t.Fatalf("handler saw %v, want user %q service %q, not admin", got, tc.wantUser, tc.wantService)
+			}
+		})
+	}
+}
