@@ -63,31 +63,65 @@ type Deps struct {
 	// Lookup reads service-specific configuration (config.Load(ctx, &cfg, d.Lookup)).
 	Lookup config.Lookuper
 
-	mu       sync.Mutex
-	conns    map[string]*grpc.ClientConn
-	closers  []func()
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	closers []func()
+	// Background work is a group in the errgroup style: the first task to fail records its
+	// error and calls fail, which stops the server. The tasks' context (bgCtx) is separate
+	// from the server's: it ends only after the gRPC drain, because handlers still running
+	// in the drain (streams fed by an event hub, say) depend on that work.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
+	err      error
+	fail     func(error)
 }
 
-// Go runs fn in the background for the life of the service (event hubs, workers). Its
-// context ends when the service begins to stop; the service waits for fn to return before
-// closing its resources. An error other than the context's is logged.
-func (d *Deps) Go(name string, fn func(ctx context.Context) error) {
-	d.mu.Lock()
+func (d *Deps) initLocked() {
 	if d.bgCtx == nil {
 		d.bgCtx, d.bgCancel = context.WithCancel(context.Background())
 	}
+}
+
+// Go runs fn in the background for the life of the service (event hubs, workers, extra
+// listeners). Its context ends after the server has drained. If fn returns an error before
+// then, the service stops and Run returns that error: a service with a dead worker must not
+// go on reporting SERVING. Returning nil just ends the task.
+func (d *Deps) Go(name string, fn func(ctx context.Context) error) {
+	d.mu.Lock()
+	d.initLocked()
 	ctx := d.bgCtx
 	d.bg.Add(1)
 	d.mu.Unlock()
 	go func() {
 		defer d.bg.Done()
 		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			d.Logger.Error("background task stopped", "task", name, "err", err)
+			d.setErr(fmt.Errorf("%s: %w", name, err))
 		}
 	}()
+}
+
+func (d *Deps) setErr(err error) {
+	d.mu.Lock()
+	first := d.err == nil
+	if first {
+		d.err = err
+	}
+	fail := d.fail
+	d.mu.Unlock()
+	if first && d.Logger != nil {
+		d.Logger.Error("background task failed; stopping", "err", err)
+	}
+	if first && fail != nil {
+		fail(err)
+	}
+}
+
+// Err is the first error a background task returned, or nil.
+func (d *Deps) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err
 }
 
 // OnClose registers fn to run at shutdown, after the server has stopped, in reverse order.
@@ -98,14 +132,14 @@ func (d *Deps) OnClose(fn func()) {
 }
 
 // Close stops the background tasks, waits for them, then runs the OnClose functions in
-// reverse order. The service calls it at shutdown; tests that build Deps themselves call it.
+// reverse order. The service calls it after the drain; tests that build Deps themselves
+// call it.
 func (d *Deps) Close() {
 	d.mu.Lock()
+	d.initLocked()
 	cancel := d.bgCancel
 	d.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	cancel()
 	d.bg.Wait()
 	d.mu.Lock()
 	closers := d.closers
@@ -146,7 +180,8 @@ func Main(svc Service) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := Run(ctx, svc, config.Env(Defaults(svc.Name)), os.Args[1:], os.Stderr); err != nil {
-		slog.Error(svc.Name+" stopped", "err", err)
+		// The service's own logger is built inside Run; this one only reports why it ended.
+		logging.New(os.Stderr, svc.Name, slog.LevelInfo).Error("stopped", "err", err)
 		os.Exit(1)
 	}
 }
@@ -232,18 +267,26 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	if err != nil {
 		return err
 	}
-	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup}
-	d.bgCtx, d.bgCancel = context.WithCancel(ctx)
+	if err := srv.Listen(); err != nil {
+		return err // a busy port fails the start, before any background work exists
+	}
+	// runCtx ends on a signal or when a background task fails; either stops the server.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup,
+		fail: stopRun}
+	// Background work ends after the drain (Close), not at the signal: see Deps.
 	defer d.Close()
 	if svc.Register != nil {
-		if err := svc.Register(ctx, d); err != nil {
+		if err := svc.Register(runCtx, d); err != nil {
 			return fmt.Errorf("register %s: %w", svc.Name, err)
 		}
 	}
-	if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := srv.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	return nil
+	d.Close()
+	return d.Err()
 }
 
 // Healthcheck asks the admin port at adminAddr (":9201" means this host) whether the

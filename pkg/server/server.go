@@ -86,7 +86,8 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: an authenticator is required")
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+		// The logger is passed, never the process-wide default: see TestNoGlobalLoggers.
+		return nil, errors.New("server: a logger is required")
 	}
 	log := opts.Logger
 	reg := prometheus.NewRegistry()
@@ -157,11 +158,17 @@ func (s *Server) Listen() error {
 	}
 	if s.adminLis == nil && s.opts.Config.AdminAddr != "" {
 		if s.adminLis, err = net.Listen("tcp", s.opts.Config.AdminAddr); err != nil {
+			_ = s.lis.Close() // a failed start leaves no port bound
+			s.lis = nil
 			return fmt.Errorf("server: listen admin %s: %w", s.opts.Config.AdminAddr, err)
 		}
 	}
 	return nil
 }
+
+// Stopping is closed when shutdown begins (after the drain delay): other listeners of the
+// service (the gateway's REST edge) stop taking requests then, while the gRPC server drains.
+func (s *Server) Stopping() <-chan struct{} { return s.stopping }
 
 // Addr is the bound gRPC address (after Listen).
 func (s *Server) Addr() string { return s.lis.Addr().String() }

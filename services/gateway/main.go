@@ -49,6 +49,7 @@ func register(ctx context.Context, d *platform.Deps) error {
 		return err
 	}
 	gatewayv1.RegisterAuthServiceServer(d.Server.GRPC(), &authsvc.Server{})
+	gatewayv1.RegisterUserServiceServer(d.Server.GRPC(), &authsvc.UserServer{})
 
 	conns := map[string]*grpc.ClientConn{}
 	for _, svc := range edge.Services() {
@@ -67,22 +68,25 @@ func register(ctx context.Context, d *platform.Deps) error {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.Logger.Error("REST edge stopped", "err", err)
-		}
-	}()
 	d.Logger.Info("REST edge serving", "http", lis.Addr().String())
-	// The edge stops taking requests as soon as shutdown begins, while the gRPC server
-	// drains; requests in flight finish within the timeout.
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// The edge is part of the service's group: if it fails the gateway exits instead of
+	// staying half up. It stops taking requests as soon as shutdown begins, while the gRPC
+	// server drains; requests in flight finish within the timeout.
+	d.Go("REST edge", func(bg context.Context) error {
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(lis) }()
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve %s: %w", lis.Addr(), err)
+		case <-d.Server.Stopping():
+		case <-bg.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(bg), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	d.OnClose(func() { <-stopped })
+		if err := srv.Shutdown(sctx); err != nil {
+			d.Logger.Warn("REST edge did not drain in time", "err", err)
+		}
+		return nil
+	})
 	return nil
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/services/gateway/internal/authsvc"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestBusyPortStopsTheGateway: when either listener cannot bind, the gateway exits with an
+// error naming the address instead of staying half up (REST serving, gRPC not, or the
+// reverse) until someone kills it.
+func TestBusyPortStopsTheGateway(t *testing.T) {
+	t.Parallel()
+	keys := t.TempDir()
+	if _, _, err := auth.EnsureKeyPair(keys); err != nil {
+		t.Fatal(err)
+	}
+	url := dbtest.NewEmptyDatabase(t)
+	for _, key := range []string{"THEFOLD_HTTP_ADDR", "THEFOLD_GRPC_ADDR", "THEFOLD_ADMIN_ADDR"} {
+		t.Run(key, func(t *testing.T) {
+			t.Parallel()
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			env := map[string]string{
+				"THEFOLD_DATABASE_URL":         url,
+				"THEFOLD_GRPC_ADDR":            freeAddr(t),
+				"THEFOLD_ADMIN_ADDR":           freeAddr(t),
+				"THEFOLD_HTTP_ADDR":            freeAddr(t),
+				"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
+			}
+			env[key] = busy.Addr().String()
+			svc := platform.Service{Name: "gateway", Schema: "gateway", PublicMethods: authsvc.PublicMethods, Register: register}
+			done := make(chan error, 1)
+			go func() {
+				done <- platform.Run(t.Context(), svc, config.Map(env, platform.Defaults("gateway")), nil, io.Discard)
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), busy.Addr().String()) {
+					t.Fatalf("Run = %v, want an error naming %s", err, busy.Addr())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("gateway still running 20s after a listener failed")
+			}
+		})
+	}
+}
+
+// TestRegisterServesRESTUntilStopped: the REST edge answers while the gateway runs and the
+// gateway stops cleanly (nil) on cancel, the edge with it.
+func TestRegisterServesRESTUntilStopped(t *testing.T) {
+	t.Parallel()
+	keys := t.TempDir()
+	if _, _, err := auth.EnsureKeyPair(keys); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := freeAddr(t)
+	env := map[string]string{
+		"THEFOLD_DATABASE_URL":         dbtest.NewEmptyDatabase(t),
+		"THEFOLD_GRPC_ADDR":            freeAddr(t),
+		"THEFOLD_ADMIN_ADDR":           freeAddr(t),
+		"THEFOLD_HTTP_ADDR":            httpAddr,
+		"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	svc := platform.Service{Name: "gateway", Schema: "gateway", PublicMethods: authsvc.PublicMethods, Register: register}
+	done := make(chan error, 1)
+	go func() { done <- platform.Run(ctx, svc, config.Map(env, platform.Defaults("gateway")), nil, io.Discard) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.Dial("tcp", httpAddr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("gateway stopped: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("REST edge never listened")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("gateway did not stop")
+	}
+	if c, err := net.Dial("tcp", httpAddr); err == nil {
+		c.Close()
+		t.Fatal("REST edge still listening after the gateway stopped")
+	}
+}
