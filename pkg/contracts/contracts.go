@@ -35,7 +35,9 @@ type Contract struct {
 
 // All lists every service's contract.
 var All = []Contract{
-	{"gateway", []grpc.ServiceDesc{gatewayv1.AuthService_ServiceDesc}, []RegisterHandler{gatewayv1.RegisterAuthServiceHandler}},
+	{"gateway",
+		[]grpc.ServiceDesc{gatewayv1.AuthService_ServiceDesc, gatewayv1.UserService_ServiceDesc},
+		[]RegisterHandler{gatewayv1.RegisterAuthServiceHandler, gatewayv1.RegisterUserServiceHandler}},
 	{"tasks", []grpc.ServiceDesc{tasksv1.TaskService_ServiceDesc}, []RegisterHandler{tasksv1.RegisterTaskServiceHandler}},
 	{"agent",
 		[]grpc.ServiceDesc{agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc, agentv1.ProjectService_ServiceDesc},

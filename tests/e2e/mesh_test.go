@@ -229,23 +229,23 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 		t.Fatalf("POST = %d %v", code, body)
 	}
 	id := body["task"].(map[string]any)["id"].(string)
-	code, body = rest(t, "POST", "/v1/tasks/"+id+"/status", token, map[string]any{"status": "TASK_STATUS_IN_PROGRESS"})
+	code, body = rest(t, "POST", "/v1/tasks/"+id+":set-status", token, map[string]any{"status": "TASK_STATUS_IN_PROGRESS"})
 	if code != http.StatusOK {
 		t.Fatalf("set status = %d %v", code, body)
 	}
 	var last int64
 	for _, want := range []tasksv1.TaskEventType{tasksv1.TaskEventType_TASK_EVENT_TYPE_CREATED, tasksv1.TaskEventType_TASK_EVENT_TYPE_STATUS_CHANGED} {
-		ev, err := stream.Recv()
+		ev, err := recvEvent(stream)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.GetType() != want || ev.GetTask().GetId() != id || ev.GetEventId() <= last {
+		if ev.GetType() != want || ev.GetTaskId() != id || ev.GetId() <= last {
 			t.Fatalf("event = %v, want %v for %s after %d", ev, want, id, last)
 		}
-		last = ev.GetEventId()
+		last = ev.GetId()
 	}
 	// An illegal transition through the edge is 400 FailedPrecondition naming both states.
-	code, body = rest(t, "POST", "/v1/tasks/"+id+"/status", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
+	code, body = rest(t, "POST", "/v1/tasks/"+id+":set-status", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "in_progress") {
 		t.Fatalf("illegal transition = %d %v", code, body)
 	}
@@ -282,8 +282,8 @@ func TestTaskRESTSurface(t *testing.T) {
 		t.Errorf("bob lists %d %v, want nothing", code, body)
 	}
 
-	code, body := rest(t, "PATCH", "/v1/tasks/"+a, token, map[string]any{"title": "a2", "priority": "TASK_PRIORITY_HIGH"})
-	if task, _ := body["task"].(map[string]any); code != http.StatusOK || task["title"] != "a2" || task["priority"] != "TASK_PRIORITY_HIGH" || task["labels"] == nil {
+	code, body := rest(t, "PATCH", "/v1/tasks/"+a, token, map[string]any{"title": "a2", "priority": "PRIORITY_HIGH"})
+	if task, _ := body["task"].(map[string]any); code != http.StatusOK || task["title"] != "a2" || task["priority"] != "PRIORITY_HIGH" || task["labels"] == nil {
 		t.Fatalf("PATCH = %d %v", code, body)
 	}
 	if code, body = rest(t, "POST", "/v1/tasks/"+a+"/dependencies", token, map[string]any{"blocked_by_id": b}); code != http.StatusOK {
@@ -329,8 +329,8 @@ func TestTaskRESTSurface(t *testing.T) {
 }
 
 // TestWatchTasksOverREST follows the server stream through the gateway: newline-delimited
-// JSON, one {"result": …} object per event. The history after the cursor comes first (the
-// gateway sends headers with the first event), then live events on the open stream.
+// JSON, one {"result": …} object per message. A heartbeat opens the stream (so the headers go
+// out at once), the history after the cursor follows, then live events on the open stream.
 func TestWatchTasksOverREST(t *testing.T) {
 	repo := "local/rest-stream"
 	create := func(title string) {
@@ -352,21 +352,29 @@ func TestWatchTasksOverREST(t *testing.T) {
 		t.Fatalf("watch = %d", resp.StatusCode)
 	}
 	dec := json.NewDecoder(resp.Body)
+	heartbeats := 0
 	next := func() (string, string) {
-		var msg struct {
-			Result struct {
-				Type string         `json:"type"`
-				Task map[string]any `json:"task"`
-			} `json:"result"`
+		for {
+			var msg struct {
+				Result struct {
+					Type      string         `json:"type"`
+					Task      map[string]any `json:"task"`
+					Heartbeat map[string]any `json:"heartbeat"`
+				} `json:"result"`
+			}
+			if err := dec.Decode(&msg); err != nil {
+				t.Fatal(err)
+			}
+			if msg.Result.Heartbeat != nil {
+				heartbeats++
+				continue
+			}
+			title, _ := msg.Result.Task["title"].(string)
+			return msg.Result.Type, title
 		}
-		if err := dec.Decode(&msg); err != nil {
-			t.Fatal(err)
-		}
-		title, _ := msg.Result.Task["title"].(string)
-		return msg.Result.Type, title
 	}
-	if typ, title := next(); typ != "TASK_EVENT_TYPE_CREATED" || title != "before" {
-		t.Fatalf("history event = %s %q", typ, title)
+	if typ, title := next(); typ != "TASK_EVENT_TYPE_CREATED" || title != "before" || heartbeats != 1 {
+		t.Fatalf("history event = %s %q after %d heartbeats, want one heartbeat first", typ, title, heartbeats)
 	}
 	create("live")
 	if typ, title := next(); typ != "TASK_EVENT_TYPE_CREATED" || title != "live" {
@@ -390,16 +398,16 @@ func TestWatchResumesAcrossARestartOfTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := stream.Recv()
-	if err != nil || ev.GetTask().GetId() != a.GetTask().GetId() {
+	ev, err := recvEvent(stream)
+	if err != nil || ev.GetTaskId() != a.GetTask().GetId() {
 		t.Fatalf("first event = %v, %v", ev, err)
 	}
-	cursor := ev.GetEventId()
+	cursor := ev.GetId()
 
 	if err := mesh.Restart(ctx, "tasks", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); err == nil {
+	if _, err := recvEvent(stream); err == nil {
 		t.Fatal("stream survived its server's restart")
 	}
 
@@ -411,8 +419,18 @@ func TestWatchResumesAcrossARestartOfTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err = resumed.Recv()
-	if err != nil || ev.GetTask().GetTitle() != "after restart" || ev.GetEventId() <= cursor {
+	ev, err = recvEvent(resumed)
+	if err != nil || ev.GetTask().GetTitle() != "after restart" || ev.GetId() <= cursor {
 		t.Fatalf("resumed event = %v, %v; want the task created after the restart", ev, err)
+	}
+}
+
+// recvEvent receives the next event of a task stream, skipping heartbeats.
+func recvEvent(s grpc.ServerStreamingClient[tasksv1.WatchTasksResponse]) (*tasksv1.WatchTasksResponse, error) {
+	for {
+		ev, err := s.Recv()
+		if err != nil || ev.GetHeartbeat() == nil {
+			return ev, err
+		}
 	}
 }

@@ -15,6 +15,13 @@ import (
 var PublicMethods = []string{
 	gatewayv1.AuthService_RequestLoginCode_FullMethodName,
 	gatewayv1.AuthService_VerifyLoginCode_FullMethodName,
+	gatewayv1.AuthService_RefreshToken_FullMethodName,
+}
+
+// UserServer is the UserService: user administration arrives with the gateway issue and
+// answers Unimplemented until then.
+type UserServer struct {
+	gatewayv1.UnimplementedUserServiceServer
 }
 
 // Server is the AuthService.
@@ -28,7 +35,11 @@ func (s *Server) WhoAmI(ctx context.Context, _ *gatewayv1.WhoAmIRequest) (*gatew
 	if err != nil {
 		return nil, err
 	}
-	resp := &gatewayv1.WhoAmIResponse{UserId: p.UserID, Roles: p.Roles, TokenId: p.TokenID}
+	role := gatewayv1.Role_ROLE_MEMBER
+	if p.HasRole(auth.RoleAdmin) {
+		role = gatewayv1.Role_ROLE_ADMIN
+	}
+	resp := &gatewayv1.WhoAmIResponse{UserId: p.UserID, Role: role, TokenId: p.TokenID}
 	if !p.ExpiresAt.IsZero() {
 		resp.ExpireTime = timestamppb.New(p.ExpiresAt)
 	}

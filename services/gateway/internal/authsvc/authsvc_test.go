@@ -15,12 +15,15 @@ import (
 
 func TestAuthService(t *testing.T) {
 	t.Parallel()
-	env := grpctest.Start(t, func(s *grpc.Server) { gatewayv1.RegisterAuthServiceServer(s, &authsvc.Server{}) }, authsvc.PublicMethods...)
+	env := grpctest.Start(t, func(s *grpc.Server) {
+		gatewayv1.RegisterAuthServiceServer(s, &authsvc.Server{})
+		gatewayv1.RegisterUserServiceServer(s, &authsvc.UserServer{})
+	}, authsvc.PublicMethods...)
 	c := gatewayv1.NewAuthServiceClient(env.Conn)
 	user := env.Context(t, "u1")
 
 	who, err := c.WhoAmI(user, &gatewayv1.WhoAmIRequest{})
-	if err != nil || who.GetUserId() != "u1" || len(who.GetRoles()) != 1 || who.GetTokenId() == "" || who.GetExpireTime() == nil {
+	if err != nil || who.GetUserId() != "u1" || who.GetRole() != gatewayv1.Role_ROLE_MEMBER || who.GetTokenId() == "" || who.GetExpireTime() == nil {
 		t.Fatalf("WhoAmI = %v, %v", who, err)
 	}
 
@@ -37,6 +40,10 @@ func TestAuthService(t *testing.T) {
 		}, codes.Unimplemented, codes.Unimplemented},
 		{"VerifyLoginCode", func(ctx context.Context) error {
 			_, err := c.VerifyLoginCode(ctx, &gatewayv1.VerifyLoginCodeRequest{})
+			return err
+		}, codes.Unimplemented, codes.Unimplemented},
+		{"RefreshToken", func(ctx context.Context) error {
+			_, err := c.RefreshToken(ctx, &gatewayv1.RefreshTokenRequest{})
 			return err
 		}, codes.Unimplemented, codes.Unimplemented},
 		{"CreateAPIKey", func(ctx context.Context) error {
@@ -68,4 +75,7 @@ func TestAuthService(t *testing.T) {
 			t.Errorf("%s without a token: %v, want %v", tc.name, got, tc.anonymous)
 		}
 	}
+	// UserService: admin RPCs, every one authenticated, none implemented yet.
+	grpctest.CallEveryMethod(t, user, env.Conn, gatewayv1.UserService_ServiceDesc, codes.Unimplemented)
+	grpctest.CallEveryMethod(t, t.Context(), env.Conn, gatewayv1.UserService_ServiceDesc, codes.Unauthenticated)
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // watchErr opens a watch and returns the error its stream ends with; only for requests
@@ -33,7 +34,7 @@ func TestInvalidArgument(t *testing.T) {
 	tk := e.create(t, ctx, &tasksv1.CreateTaskRequest{Title: "existing"})
 	mask := func(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
 	update := func(task *tasksv1.Task, m *fieldmaskpb.FieldMask) error {
-		_, err := c.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Task: task, UpdateMask: m})
+		_, err := c.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: task.GetId(), Task: task, UpdateMask: m})
 		return err
 	}
 	create := func(mod func(*tasksv1.CreateTaskRequest)) func() error {
@@ -96,8 +97,12 @@ func TestInvalidArgument(t *testing.T) {
 		{"update: empty mask", func() error { return update(&tasksv1.Task{Id: tk.Id, Title: "x"}, mask()) }, "update_mask"},
 		{"update: status in mask", func() error { return update(&tasksv1.Task{Id: tk.Id, Status: done}, mask("status")) }, "update_mask"},
 		{"update: unknown path", func() error { return update(&tasksv1.Task{Id: tk.Id}, mask("title", "owner_id")) }, "update_mask"},
-		{"update: missing id", func() error { return update(&tasksv1.Task{Title: "x"}, mask("title")) }, "task.id"},
-		{"update: garbage id", func() error { return update(&tasksv1.Task{Id: "zzz", Title: "x"}, mask("title")) }, "task.id"},
+		{"update: missing id", func() error { return update(&tasksv1.Task{Title: "x"}, mask("title")) }, "id"},
+		{"update: garbage id", func() error { return update(&tasksv1.Task{Id: "zzz", Title: "x"}, mask("title")) }, "id"},
+		{"update: task.id names another task", func() error {
+			_, err := c.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: tk.Id, Task: &tasksv1.Task{Id: "00000000-0000-0000-0000-000000000001", Title: "x"}, UpdateMask: mask("title")})
+			return err
+		}, "task.id"},
 		{"update: empty title", func() error { return update(&tasksv1.Task{Id: tk.Id}, mask("title")) }, "task.title"},
 		{"update: unspecified priority", func() error { return update(&tasksv1.Task{Id: tk.Id}, mask("priority")) }, "task.priority"},
 		{"update: bad repo", func() error { return update(&tasksv1.Task{Id: tk.Id, Repo: "a/b/c"}, mask("repo")) }, "task.repo"},
@@ -108,9 +113,16 @@ func TestInvalidArgument(t *testing.T) {
 		{"update: negative planned_order", func() error {
 			return update(&tasksv1.Task{Id: tk.Id, PlannedOrder: -3}, mask("planned_order"))
 		}, "task.planned_order"},
-		{"update: bad pull_request_url", func() error {
-			return update(&tasksv1.Task{Id: tk.Id, PullRequestUrl: "not a url"}, mask("pull_request_url"))
-		}, "task.pull_request_url"},
+		{"update: bad pull_request url", func() error {
+			return update(&tasksv1.Task{Id: tk.Id, PullRequest: &typev1.PullRequestRef{Repo: "local/demo", Number: 1, Url: "not a url"}}, mask("pull_request"))
+		}, "task.pull_request.url"},
+		{"update: pull_request without number", func() error {
+			return update(&tasksv1.Task{Id: tk.Id, PullRequest: &typev1.PullRequestRef{Repo: "local/demo"}}, mask("pull_request"))
+		}, "task.pull_request.number"},
+		{"update: pull_request bad repo", func() error {
+			return update(&tasksv1.Task{Id: tk.Id, PullRequest: &typev1.PullRequestRef{Repo: "nope", Number: 2}}, mask("pull_request"))
+		}, "task.pull_request.repo"},
+		{"create: bad request_id", create(func(r *tasksv1.CreateTaskRequest) { r.RequestId = "a b" }), "request_id"},
 		// DeleteTask
 		{"delete: missing id", func() error { _, err := c.DeleteTask(ctx, &tasksv1.DeleteTaskRequest{}); return err }, "id"},
 		{"delete: garbage id", func() error { _, err := c.DeleteTask(ctx, &tasksv1.DeleteTaskRequest{Id: "1"}); return err }, "id"},
@@ -190,13 +202,18 @@ func TestUnauthenticated(t *testing.T) {
 			_, err := c.CreateTask(ctx, &tasksv1.CreateTaskRequest{Title: "t", Repo: "local/demo"})
 			return err
 		},
+		"BatchCreateTasks": func(ctx context.Context) error {
+			_, err := c.BatchCreateTasks(ctx, &tasksv1.BatchCreateTasksRequest{Tasks: []*tasksv1.BatchTask{
+				{Key: "a", Task: &tasksv1.CreateTaskRequest{Title: "t", Repo: "local/demo"}}}})
+			return err
+		},
 		"GetTask": func(ctx context.Context) error {
 			_, err := c.GetTask(ctx, &tasksv1.GetTaskRequest{Id: tk.Id})
 			return err
 		},
 		"ListTasks": func(ctx context.Context) error { _, err := c.ListTasks(ctx, &tasksv1.ListTasksRequest{}); return err },
 		"UpdateTask": func(ctx context.Context) error {
-			_, err := c.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Task: &tasksv1.Task{Id: tk.Id, Title: "x"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}})
+			_, err := c.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: tk.Id, Task: &tasksv1.Task{Title: "x"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}})
 			return err
 		},
 		"DeleteTask": func(ctx context.Context) error {
@@ -269,7 +286,7 @@ func TestOtherUsersTasksAreNotFound(t *testing.T) {
 		{"GetTask", func() error { _, err := c.GetTask(bob, &tasksv1.GetTaskRequest{Id: a.Id}); return err }},
 		{"GetTask missing", func() error { _, err := c.GetTask(bob, &tasksv1.GetTaskRequest{Id: missingID}); return err }},
 		{"UpdateTask", func() error {
-			_, err := c.UpdateTask(bob, &tasksv1.UpdateTaskRequest{Task: &tasksv1.Task{Id: a.Id, Title: "mine"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}})
+			_, err := c.UpdateTask(bob, &tasksv1.UpdateTaskRequest{Id: a.Id, Task: &tasksv1.Task{Title: "mine"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}})
 			return err
 		}},
 		{"DeleteTask", func() error { _, err := c.DeleteTask(bob, &tasksv1.DeleteTaskRequest{Id: a.Id}); return err }},

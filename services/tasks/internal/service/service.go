@@ -5,7 +5,12 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,6 +19,9 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/services/tasks/internal/store"
 )
@@ -29,6 +37,8 @@ type Server struct {
 	// session (events.Hub) but each reads through the pool when woken; the bound keeps a
 	// flood of streams from starving the other RPCs of connections.
 	watches chan struct{}
+	// heartbeat is how long a WatchTasks stream stays silent before a heartbeat.
+	heartbeat time.Duration
 }
 
 // Option configures a Server.
@@ -44,9 +54,23 @@ func WithMaxWatches(n int) Option {
 	}
 }
 
+// DefaultHeartbeat is how long a WatchTasks stream stays silent before a heartbeat: short
+// enough for proxies with a 30–60 s idle timeout and for a client to notice a dead stream.
+const DefaultHeartbeat = 15 * time.Second
+
+// WithHeartbeat sets how long a WatchTasks stream stays silent before a heartbeat; d <= 0
+// keeps DefaultHeartbeat.
+func WithHeartbeat(d time.Duration) Option {
+	return func(s *Server) {
+		if d > 0 {
+			s.heartbeat = d
+		}
+	}
+}
+
 // New returns a Server backed by st.
 func New(st *store.Store, opts ...Option) *Server {
-	s := &Server{store: st, watches: make(chan struct{}, DefaultMaxWatches)}
+	s := &Server{store: st, watches: make(chan struct{}, DefaultMaxWatches), heartbeat: DefaultHeartbeat}
 	for _, o := range opts {
 		o(s)
 	}
@@ -69,6 +93,139 @@ func (s *Server) CreateTask(ctx context.Context, req *tasksv1.CreateTaskRequest)
 	if err != nil {
 		return nil, err
 	}
+	t, err := newTask("", owner, req)
+	if err != nil {
+		return nil, err
+	}
+	r, err := request("request_id", req.GetRequestId(), "CreateTask", req)
+	if err != nil {
+		return nil, err
+	}
+	created, err := s.store.Create(ctx, t, r)
+	if err != nil {
+		return nil, err
+	}
+	return &tasksv1.CreateTaskResponse{Task: created}, nil
+}
+
+// maxBatch bounds BatchCreateTasks: a project's phase or an issue import, not a bulk load.
+const maxBatch = 100
+
+// BatchCreateTasks creates several tasks with links among themselves, all or nothing.
+func (s *Server) BatchCreateTasks(ctx context.Context, req *tasksv1.BatchCreateTasksRequest) (*tasksv1.BatchCreateTasksResponse, error) {
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := len(req.GetTasks())
+	switch {
+	case n == 0:
+		return nil, errs.Invalid("tasks", "required: at least one task")
+	case n > maxBatch:
+		return nil, errs.Invalid("tasks", "at most %d tasks, got %d", maxBatch, n)
+	}
+	index := make(map[string]int, n)
+	for i, bt := range req.GetTasks() {
+		field := fmt.Sprintf("tasks[%d].key", i)
+		switch k := bt.GetKey(); {
+		case k == "":
+			return nil, errs.Invalid(field, "required")
+		case len(k) > maxRequestID:
+			return nil, errs.Invalid(field, "at most %d bytes", maxRequestID)
+		case !utf8.ValidString(k):
+			return nil, errs.Invalid(field, "not valid UTF-8")
+		default:
+			if _, dup := index[k]; dup {
+				return nil, errs.Invalid(field, "%q is used by another task of the batch", truncate(k, 64))
+			}
+			index[k] = i
+		}
+	}
+	items := make([]store.BatchItem, n)
+	for i, bt := range req.GetTasks() {
+		prefix := fmt.Sprintf("tasks[%d].", i)
+		if bt.GetTask() == nil {
+			return nil, errs.Invalid(prefix+"task", "required")
+		}
+		t, err := newTask(prefix+"task.", owner, bt.GetTask())
+		if err != nil {
+			return nil, err
+		}
+		items[i].Task = t
+		for _, k := range bt.GetBlockedByKeys() {
+			j, ok := index[k]
+			switch {
+			case !ok:
+				return nil, errs.Invalid(prefix+"blocked_by_keys", "no task of the batch has key %q", truncate(k, 64))
+			case j == i:
+				return nil, errs.Invalid(prefix+"blocked_by_keys", "a task cannot block itself")
+			case !slices.Contains(items[i].BlockedBy, j):
+				items[i].BlockedBy = append(items[i].BlockedBy, j)
+			}
+		}
+		if len(items[i].BlockedBy)+len(t.BlockedBy) > maxBlockedBy {
+			return nil, errs.Invalid(prefix+"blocked_by_keys", "at most %d blockers in all", maxBlockedBy)
+		}
+	}
+	if cycle := batchCycle(items); cycle != nil {
+		keys := make([]string, len(cycle))
+		for i, c := range cycle {
+			keys[i] = req.GetTasks()[c].GetKey()
+		}
+		return nil, errs.Invalid("tasks", "blocked_by_keys form a cycle: %s", strings.Join(keys, " → "))
+	}
+	r, err := request("request_id", req.GetRequestId(), "BatchCreateTasks", req)
+	if err != nil {
+		return nil, err
+	}
+	created, err := s.store.BatchCreate(ctx, owner, items, r)
+	if err != nil {
+		return nil, err
+	}
+	return &tasksv1.BatchCreateTasksResponse{Tasks: created}, nil
+}
+
+// batchCycle returns the indexes of a cycle among items' BlockedBy edges (the last blocked
+// by the first), or nil.
+func batchCycle(items []store.BatchItem) []int {
+	const (
+		unvisited = iota
+		onPath
+		done
+	)
+	state := make([]int, len(items))
+	var path []int
+	var visit func(i int) []int
+	visit = func(i int) []int {
+		state[i] = onPath
+		path = append(path, i)
+		for _, b := range items[i].BlockedBy {
+			switch state[b] {
+			case onPath:
+				return append(slices.Clone(path[slices.Index(path, b):]), b)
+			case unvisited:
+				if c := visit(b); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = done
+		return nil
+	}
+	for i := range items {
+		if state[i] == unvisited {
+			if c := visit(i); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// newTask validates and defaults a create request into a task of owner; prefix is put
+// before field names in errors.
+func newTask(prefix, owner string, req *tasksv1.CreateTaskRequest) (*tasksv1.Task, error) {
 	t := &tasksv1.Task{
 		OwnerId:     owner,
 		Repo:        req.GetRepo(),
@@ -77,11 +234,11 @@ func (s *Server) CreateTask(ctx context.Context, req *tasksv1.CreateTaskRequest)
 		Status:      req.GetStatus(),
 		Source:      req.GetSource(),
 		Priority:    req.GetPriority(),
-		Labels:      req.GetLabels(),
+		Labels:      slices.Clone(req.GetLabels()),
 		ExternalId:  req.GetExternalId(),
 		ExternalUrl: req.GetExternalUrl(),
 	}
-	if err := checkTaskFields("", t, []string{"title", "repo", "description", "labels", "external_url"}); err != nil {
+	if err := checkTaskFields(prefix, t, []string{"title", "repo", "description", "labels", "external_url"}); err != nil {
 		return nil, err
 	}
 	switch t.Status {
@@ -89,31 +246,32 @@ func (s *Server) CreateTask(ctx context.Context, req *tasksv1.CreateTaskRequest)
 		t.Status = tasksv1.TaskStatus_TASK_STATUS_BACKLOG
 	case tasksv1.TaskStatus_TASK_STATUS_BACKLOG, tasksv1.TaskStatus_TASK_STATUS_PLANNED:
 	default:
-		return nil, errs.Invalid("status", "a task starts in backlog or planned")
+		return nil, errs.Invalid(prefix+"status", "a task starts in backlog or planned")
 	}
-	if err := checkSource("source", t.Source); err != nil {
+	if err := checkSource(prefix+"source", t.Source); err != nil {
 		return nil, err
 	}
 	if t.Source == tasksv1.TaskSource_TASK_SOURCE_UNSPECIFIED {
 		t.Source = tasksv1.TaskSource_TASK_SOURCE_API
 	}
-	if err := checkPriority("priority", t.Priority, true); err != nil {
+	if err := checkPriority(prefix+"priority", t.Priority, true); err != nil {
 		return nil, err
 	}
-	if t.Priority == tasksv1.TaskPriority_TASK_PRIORITY_UNSPECIFIED {
-		t.Priority = tasksv1.TaskPriority_TASK_PRIORITY_MEDIUM
+	if t.Priority == typev1.Priority_PRIORITY_UNSPECIFIED {
+		t.Priority = typev1.Priority_PRIORITY_MEDIUM
 	}
-	if err := checkLen("external_id", t.ExternalId, maxExternalID); err != nil {
+	if err := checkLen(prefix+"external_id", t.ExternalId, maxExternalID); err != nil {
 		return nil, err
 	}
-	if t.ParentId, err = parseID("parent_id", req.GetParentId(), false); err != nil {
+	var err error
+	if t.ParentId, err = parseID(prefix+"parent_id", req.GetParentId(), false); err != nil {
 		return nil, err
 	}
 	if len(req.GetBlockedBy()) > maxBlockedBy {
-		return nil, errs.Invalid("blocked_by", "at most %d tasks", maxBlockedBy)
+		return nil, errs.Invalid(prefix+"blocked_by", "at most %d tasks", maxBlockedBy)
 	}
 	for _, b := range req.GetBlockedBy() {
-		id, err := parseID("blocked_by", b, true)
+		id, err := parseID(prefix+"blocked_by", b, true)
 		if err != nil {
 			return nil, err
 		}
@@ -121,11 +279,34 @@ func (s *Server) CreateTask(ctx context.Context, req *tasksv1.CreateTaskRequest)
 			t.BlockedBy = append(t.BlockedBy, id)
 		}
 	}
-	created, err := s.store.Create(ctx, t)
-	if err != nil {
+	return t, nil
+}
+
+// requestWithID is a create request that carries a caller-chosen request_id.
+type requestWithID interface {
+	proto.Message
+	GetRequestId() string
+}
+
+// request returns the idempotency record of req, or nil when it has no request_id. The
+// fingerprint hashes req without its request_id, deterministically marshalled, so only a
+// byte-identical retry is answered with the first result.
+func request(field, id, method string, req requestWithID) (*store.Request, error) {
+	if err := checkRequestID(field, id); err != nil {
 		return nil, err
 	}
-	return &tasksv1.CreateTaskResponse{Task: created}, nil
+	if id == "" {
+		return nil, nil
+	}
+	c := proto.Clone(req)
+	rf := c.ProtoReflect()
+	rf.Clear(rf.Descriptor().Fields().ByName("request_id"))
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint request: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return &store.Request{ID: id, Method: method, Fingerprint: sum[:]}, nil
 }
 
 // GetTask returns one of the caller's tasks.
@@ -209,11 +390,18 @@ func (s *Server) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest)
 	t := &tasksv1.Task{
 		Title: req.Task.Title, Description: req.Task.Description, Priority: req.Task.Priority,
 		Labels: slices.Clone(req.Task.Labels), Repo: req.Task.Repo, ExternalUrl: req.Task.ExternalUrl,
-		JobId: req.Task.JobId, PullRequestUrl: req.Task.PullRequestUrl, Complexity: req.Task.Complexity,
+		JobId: req.Task.JobId, PullRequest: req.Task.PullRequest, Complexity: req.Task.Complexity,
 		EstimatedTokens: req.Task.EstimatedTokens, PlannedOrder: req.Task.PlannedOrder,
 	}
-	if t.Id, err = parseID("task.id", req.Task.GetId(), true); err != nil {
+	if t.Id, err = parseID("id", req.GetId(), true); err != nil {
 		return nil, err
+	}
+	if req.Task.GetId() != "" {
+		if tid, err := parseID("task.id", req.Task.GetId(), false); err != nil {
+			return nil, err
+		} else if tid != t.Id {
+			return nil, errs.Invalid("task.id", "names another task than id (%s); leave it empty", t.Id)
+		}
 	}
 	if err := checkTaskFields("task.", t, paths); err != nil {
 		return nil, err
@@ -406,7 +594,20 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	default:
 		return status.Errorf(codes.ResourceExhausted, "too many task watches on this server (%d); retry later", cap(s.watches))
 	}
-	err = s.store.Watch(ctx, owner, req.GetAfterId(), store.WatchFilter{Repo: req.GetRepo(), TaskID: taskID}, stream.Send)
+	after := req.GetAfterId()
+	if req.GetFromNow() {
+		if after, err = s.store.LatestEventID(ctx); err != nil {
+			return err
+		}
+	}
+	heartbeat := func(cursor int64) error {
+		return stream.Send(&tasksv1.WatchTasksResponse{
+			Time:    timestamppb.Now(),
+			Payload: &tasksv1.WatchTasksResponse_Heartbeat{Heartbeat: &typev1.Heartbeat{Cursor: cursor, Time: timestamppb.Now()}},
+		})
+	}
+	opts := store.WatchOptions{Heartbeat: heartbeat, HeartbeatEvery: s.heartbeat}
+	err = s.store.Watch(ctx, owner, after, store.WatchFilter{Repo: req.GetRepo(), TaskID: taskID}, opts, stream.Send)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		// The client went away or its deadline passed; a failed Send says no more than that.
 		return ctxErr

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 func TestTaskCRUD(t *testing.T) {
@@ -28,7 +29,7 @@ func TestTaskCRUD(t *testing.T) {
 		Repo:        "local/demo",
 		Description: "to the API",
 		Source:      tasksv1.TaskSource_TASK_SOURCE_CHAT,
-		Priority:    tasksv1.TaskPriority_TASK_PRIORITY_HIGH,
+		Priority:    typev1.Priority_PRIORITY_HIGH,
 		Labels:      []string{" api ", "security", "api", ""},
 		Status:      planned,
 		BlockedBy:   []string{strings.ToUpper(blocker.Id), blocker.Id},
@@ -38,7 +39,7 @@ func TestTaskCRUD(t *testing.T) {
 	})
 	want := &tasksv1.Task{
 		Id: created.Id, OwnerId: "alice", Repo: "local/demo", Title: "Add rate limiting", Description: "to the API",
-		Status: planned, Source: tasksv1.TaskSource_TASK_SOURCE_CHAT, Priority: tasksv1.TaskPriority_TASK_PRIORITY_HIGH,
+		Status: planned, Source: tasksv1.TaskSource_TASK_SOURCE_CHAT, Priority: typev1.Priority_PRIORITY_HIGH,
 		Labels: []string{"api", "security"}, BlockedBy: []string{blocker.Id}, ParentId: parent.Id,
 		ExternalId: "chat:42", ExternalUrl: "https://example.com/chat/42",
 		CreateTime: created.CreateTime, UpdateTime: created.UpdateTime,
@@ -52,7 +53,7 @@ func TestTaskCRUD(t *testing.T) {
 
 	defaults := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "defaults"})
 	if defaults.Status != backlog || defaults.Source != tasksv1.TaskSource_TASK_SOURCE_API ||
-		defaults.Priority != tasksv1.TaskPriority_TASK_PRIORITY_MEDIUM {
+		defaults.Priority != typev1.Priority_PRIORITY_MEDIUM {
 		t.Errorf("defaults = %v %v %v, want backlog api medium", defaults.Status, defaults.Source, defaults.Priority)
 	}
 
@@ -72,17 +73,19 @@ func TestTaskCRUD(t *testing.T) {
 		t.Errorf("ListTasks by label (-want +got):\n%s, next %q", d, list.NextPageToken)
 	}
 
+	pr := &typev1.PullRequestRef{Repo: "local/demo", Number: 7, Url: "https://example.com/pr/7"}
 	upd, err := c.UpdateTask(e.alice, &tasksv1.UpdateTaskRequest{
-		Task: &tasksv1.Task{Id: created.Id, Title: "Rate limiting", Labels: []string{"b", " b"}, Complexity: 6,
-			JobId: "job-7", PullRequestUrl: "https://example.com/pr/7", Description: "not in the mask"},
-		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title", "labels", "complexity", "job_id", "pull_request_url"}},
+		Id: created.Id,
+		Task: &tasksv1.Task{Title: "Rate limiting", Labels: []string{"b", " b"}, Complexity: 6,
+			JobId: "job-7", PullRequest: pr, Description: "not in the mask"},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title", "labels", "complexity", "job_id", "pull_request"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantUpd := proto.Clone(created).(*tasksv1.Task)
 	wantUpd.Title, wantUpd.Labels, wantUpd.Complexity = "Rate limiting", []string{"b"}, 6
-	wantUpd.JobId, wantUpd.PullRequestUrl = "job-7", "https://example.com/pr/7"
+	wantUpd.JobId, wantUpd.PullRequest = "job-7", pr
 	if d := cmp.Diff(wantUpd, upd.Task, protocmp.Transform(), protocmp.IgnoreFields(&tasksv1.Task{}, "update_time")); d != "" {
 		t.Errorf("UpdateTask (-want +got):\n%s", d)
 	}
@@ -275,7 +278,7 @@ func TestGetTaskGraphAndStats(t *testing.T) {
 	e := start(t)
 	c := e.client
 	a := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "a"})
-	b := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "b", BlockedBy: []string{a.Id}, Priority: tasksv1.TaskPriority_TASK_PRIORITY_URGENT})
+	b := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "b", BlockedBy: []string{a.Id}, Priority: typev1.Priority_PRIORITY_URGENT})
 	d := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "done"})
 	e.setStatus(t, d.Id, inProgress)
 	e.setStatus(t, d.Id, done)

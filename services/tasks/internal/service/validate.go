@@ -13,6 +13,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/tasks/internal/store"
 )
@@ -140,9 +141,40 @@ func checkSource(field string, s tasksv1.TaskSource) error {
 	return nil
 }
 
-func checkPriority(field string, p tasksv1.TaskPriority, allowUnspecified bool) error {
-	if _, ok := tasksv1.TaskPriority_name[int32(p)]; !ok || (!allowUnspecified && p == tasksv1.TaskPriority_TASK_PRIORITY_UNSPECIFIED) {
-		return errs.Invalid(field, "not a task priority: %d", p)
+func checkPriority(field string, p typev1.Priority, allowUnspecified bool) error {
+	if _, ok := typev1.Priority_name[int32(p)]; !ok || (!allowUnspecified && p == typev1.Priority_PRIORITY_UNSPECIFIED) {
+		return errs.Invalid(field, "not a priority: %d", p)
+	}
+	return nil
+}
+
+// checkPullRequest accepts no reference, or one with a repository, a positive number and an
+// optional URL.
+func checkPullRequest(field string, pr *typev1.PullRequestRef) error {
+	if pr == nil || (pr.Repo == "" && pr.Number == 0 && pr.Url == "") {
+		return nil
+	}
+	if err := checkRepo(field+".repo", pr.Repo, true); err != nil {
+		return err
+	}
+	if pr.Number <= 0 {
+		return errs.Invalid(field+".number", "must be positive, got %d", pr.Number)
+	}
+	return checkURL(field+".url", pr.Url)
+}
+
+// maxRequestID bounds a caller's request_id.
+const maxRequestID = 128
+
+// checkRequestID accepts "" (no idempotency) or a printable key of at most maxRequestID bytes.
+func checkRequestID(field, id string) error {
+	if len(id) > maxRequestID {
+		return errs.Invalid(field, "at most %d bytes", maxRequestID)
+	}
+	for _, r := range id {
+		if r < 0x21 || r > 0x7e {
+			return errs.Invalid(field, "printable ASCII without spaces only")
+		}
 	}
 	return nil
 }
@@ -168,8 +200,8 @@ func checkTaskFields(prefix string, t *tasksv1.Task, fields []string) error {
 			err = checkURL(name, t.ExternalUrl)
 		case "job_id":
 			err = checkLen(name, t.JobId, maxJobID)
-		case "pull_request_url":
-			err = checkURL(name, t.PullRequestUrl)
+		case "pull_request":
+			err = checkPullRequest(name, t.PullRequest)
 		case "complexity":
 			if t.Complexity < 0 || t.Complexity > maxComplexity {
 				err = errs.Invalid(name, "want 0 to %d, got %d", maxComplexity, t.Complexity)

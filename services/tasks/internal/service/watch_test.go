@@ -38,17 +38,56 @@ func watch(t *testing.T, ctx context.Context, c tasksv1.TaskServiceClient, req *
 	return s
 }
 
+// recvN receives the next n events, skipping heartbeats.
 func recvN(t *testing.T, s watchStream, n int) []*tasksv1.WatchTasksResponse {
 	t.Helper()
 	out := make([]*tasksv1.WatchTasksResponse, 0, n)
-	for range n {
+	for len(out) < n {
 		ev, err := s.Recv()
 		if err != nil {
 			t.Fatalf("after %d of %d events: %v", len(out), n, err)
 		}
+		if ev.GetHeartbeat() != nil {
+			if ev.Id != 0 || ev.Type != tasksv1.TaskEventType_TASK_EVENT_TYPE_UNSPECIFIED {
+				t.Fatalf("heartbeat with an event id or type: %v", ev)
+			}
+			continue
+		}
 		out = append(out, ev)
 	}
 	return out
+}
+
+// taskOf is the task an event carries, whatever its payload.
+func taskOf(ev *tasksv1.WatchTasksResponse) *tasksv1.Task {
+	switch p := ev.Payload.(type) {
+	case *tasksv1.WatchTasksResponse_Task:
+		return p.Task
+	case *tasksv1.WatchTasksResponse_Updated:
+		return p.Updated.GetTask()
+	case *tasksv1.WatchTasksResponse_StatusChange:
+		return p.StatusChange.GetTask()
+	}
+	return nil
+}
+
+func created(tk *tasksv1.Task) *tasksv1.WatchTasksResponse {
+	return &tasksv1.WatchTasksResponse{Type: evCreated, TaskId: tk.Id, Payload: &tasksv1.WatchTasksResponse_Task{Task: tk}}
+}
+
+func updated(tk *tasksv1.Task, fields ...string) *tasksv1.WatchTasksResponse {
+	return &tasksv1.WatchTasksResponse{Type: evUpdated, TaskId: tk.Id, Payload: &tasksv1.WatchTasksResponse_Updated{
+		Updated: &tasksv1.TaskUpdate{Task: tk, ChangedFields: &fieldmaskpb.FieldMask{Paths: fields}}}}
+}
+
+func statusChanged(tk *tasksv1.Task, from tasksv1.TaskStatus) *tasksv1.WatchTasksResponse {
+	return &tasksv1.WatchTasksResponse{Type: evStatusChanged, TaskId: tk.Id, Payload: &tasksv1.WatchTasksResponse_StatusChange{
+		StatusChange: &tasksv1.TaskStatusChange{PreviousStatus: from, Task: tk}}}
+}
+
+func deleted(tk *tasksv1.Task) *tasksv1.WatchTasksResponse {
+	return &tasksv1.WatchTasksResponse{Type: evDeleted, TaskId: tk.Id, Payload: &tasksv1.WatchTasksResponse_Deleted{
+		Deleted: &tasksv1.TaskDeleted{TaskId: tk.Id, Repo: tk.Repo}}}
 }
 
 func TestWatchTasks(t *testing.T) {
@@ -60,14 +99,15 @@ func TestWatchTasks(t *testing.T) {
 	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{})
 	// The history first: the stream is then running when the changes below commit.
 	hist := recvN(t, s, 1)
-	if hist[0].Type != evCreated || hist[0].Task.GetId() != first.Id {
+	if hist[0].Type != evCreated || taskOf(hist[0]).GetId() != first.Id || hist[0].TaskId != first.Id {
 		t.Fatalf("history = %v", hist)
 	}
 
 	e.create(t, e.bob, &tasksv1.CreateTaskRequest{Title: "bob's"}) // must not reach alice
 	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "watched"})
 	upd, err := c.UpdateTask(e.alice, &tasksv1.UpdateTaskRequest{
-		Task:       &tasksv1.Task{Id: tk.Id, Title: "watched, renamed"},
+		Id:         tk.Id,
+		Task:       &tasksv1.Task{Title: "watched, renamed"},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}},
 	})
 	if err != nil {
@@ -80,35 +120,35 @@ func TestWatchTasks(t *testing.T) {
 
 	got := recvN(t, s, 4)
 	want := []*tasksv1.WatchTasksResponse{
-		{Type: evCreated, Task: tk},
-		{Type: evUpdated, Task: upd.Task},
-		{Type: evStatusChanged, Task: started, PreviousStatus: backlog},
-		{Type: evDeleted, Task: started},
+		created(tk),
+		updated(upd.Task, "title"),
+		statusChanged(started, backlog),
+		deleted(started),
 	}
-	ignore := protocmp.IgnoreFields(&tasksv1.WatchTasksResponse{}, "event_id", "event_time")
+	ignore := protocmp.IgnoreFields(&tasksv1.WatchTasksResponse{}, "id", "time")
 	if d := cmp.Diff(want, got, protocmp.Transform(), ignore); d != "" {
 		t.Errorf("events (-want +got):\n%s", d)
 	}
-	last := hist[0].EventId
+	last := hist[0].Id
 	for _, ev := range got {
-		if ev.EventId <= last {
-			t.Errorf("event id %d not after %d", ev.EventId, last)
+		if ev.Id <= last {
+			t.Errorf("event id %d not after %d", ev.Id, last)
 		}
-		last = ev.EventId
-		if ev.EventTime == nil || ev.EventTime.AsTime().IsZero() {
-			t.Errorf("event %d has no time", ev.EventId)
+		last = ev.Id
+		if ev.Time == nil || ev.Time.AsTime().IsZero() {
+			t.Errorf("event %d has no time", ev.Id)
 		}
 	}
 
 	t.Run("reconnect from the last id seen", func(t *testing.T) {
-		s2 := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{AfterId: got[1].EventId})
+		s2 := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{AfterId: got[1].Id})
 		resumed := recvN(t, s2, 2)
 		if d := cmp.Diff(got[2:], resumed, protocmp.Transform()); d != "" {
 			t.Errorf("resumed events (-want +got):\n%s", d)
 		}
 		next := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "after reconnect"})
 		ev := recvN(t, s2, 1)[0]
-		if ev.Type != evCreated || ev.Task.GetId() != next.Id || ev.EventId <= got[3].EventId {
+		if ev.Type != evCreated || taskOf(ev).GetId() != next.Id || ev.Id <= got[3].Id {
 			t.Errorf("next event = %v", ev)
 		}
 	})
@@ -127,7 +167,7 @@ func TestWatchTasksIsolationAndFilters(t *testing.T) {
 
 	// Events are delivered in id order, so had any of alice's reached bob, it would come
 	// before his own.
-	if ev := recvN(t, bobs, 1)[0]; ev.Task.GetId() != b1.Id || ev.Task.GetOwnerId() != "bob" {
+	if ev := recvN(t, bobs, 1)[0]; taskOf(ev).GetId() != b1.Id || taskOf(ev).GetOwnerId() != "bob" {
 		t.Errorf("bob's first event = %v, want his own task", ev)
 	}
 
@@ -146,7 +186,7 @@ func TestWatchTasksIsolationAndFilters(t *testing.T) {
 			evs := recvN(t, s, len(tc.want))
 			var gotIDs []string
 			for _, ev := range evs {
-				gotIDs = append(gotIDs, ev.Task.GetId())
+				gotIDs = append(gotIDs, ev.TaskId)
 			}
 			if d := cmp.Diff(tc.want, gotIDs); d != "" {
 				t.Errorf("event tasks (-want +got):\n%s", d)
@@ -160,7 +200,7 @@ func TestWatchTasksIsolationAndFilters(t *testing.T) {
 	recvN(t, s, 2)
 	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "noise"})
 	e.setStatus(t, a1.Id, backlog)
-	if ev := recvN(t, s, 1)[0]; ev.Type != evStatusChanged || ev.PreviousStatus != planned || ev.Task.GetId() != a1.Id {
+	if ev := recvN(t, s, 1)[0]; ev.Type != evStatusChanged || ev.GetStatusChange().GetPreviousStatus() != planned || ev.TaskId != a1.Id {
 		t.Errorf("live event = %v", ev)
 	}
 }
@@ -190,5 +230,77 @@ func TestWatchTasksLimit(t *testing.T) {
 			t.Fatal("the watch limit was not released after the stream ended")
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition under a deadline
+	}
+}
+
+// TestWatchTasksHeartbeats: a silent stream sends heartbeats — the first at once, so the
+// response headers go out before any event — carrying the cursor to resume from.
+func TestWatchTasksHeartbeats(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.WithHeartbeat(20*time.Millisecond))
+	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "t"})
+	s := watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{})
+	first, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetHeartbeat() == nil || first.GetHeartbeat().GetCursor() != 0 {
+		t.Fatalf("first message = %v, want a heartbeat at cursor 0", first)
+	}
+	ev := recvN(t, s, 1)[0]
+	if ev.TaskId != tk.Id {
+		t.Fatalf("event = %v", ev)
+	}
+	// Nothing else happens: heartbeats follow, at the cursor of the event seen (or later).
+	for range 2 {
+		hb, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hb.GetHeartbeat() == nil || hb.GetHeartbeat().GetCursor() < ev.Id || hb.Id != 0 {
+			t.Fatalf("message while idle = %v, want a heartbeat at cursor >= %d", hb, ev.Id)
+		}
+	}
+}
+
+// TestWatchTasksFromNow: from_now skips the history and delivers what commits next.
+func TestWatchTasksFromNow(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "old"})
+	s := watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{FromNow: true, AfterId: 0})
+	if _, err := s.Recv(); err != nil { // the opening heartbeat: the stream is running
+		t.Fatal(err)
+	}
+	next := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "new"})
+	if ev := recvN(t, s, 1)[0]; ev.TaskId != next.Id {
+		t.Fatalf("first event = %v, want the task created after the stream started", ev)
+	}
+}
+
+// TestWatchTasksMovedRepo: a watcher of a repository sees a task leave it.
+func TestWatchTasksMovedRepo(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "moving", Repo: "local/old"})
+	s := watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{Repo: "local/old"})
+	recvN(t, s, 1)
+	moved, err := e.client.UpdateTask(e.alice, &tasksv1.UpdateTaskRequest{
+		Id: tk.Id, Task: &tasksv1.Task{Repo: "local/new"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"repo"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := recvN(t, s, 1)[0]
+	want := updated(moved.Task, "repo")
+	want.GetUpdated().PreviousRepo = "local/old"
+	if d := cmp.Diff(want, ev, protocmp.Transform(), protocmp.IgnoreFields(&tasksv1.WatchTasksResponse{}, "id", "time")); d != "" {
+		t.Errorf("event (-want +got):\n%s", d)
+	}
+	// Later changes in the new repository are not the old repository's business.
+	e.setStatus(t, tk.Id, planned)
+	marker := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "marker", Repo: "local/old"})
+	if ev := recvN(t, s, 1)[0]; ev.TaskId != marker.Id {
+		t.Errorf("next event of local/old = %v, want the marker", ev)
 	}
 }

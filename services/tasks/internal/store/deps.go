@@ -65,7 +65,7 @@ func (s *Store) AddDependency(ctx context.Context, owner, taskID, blockerID stri
 		if err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, evUpdated, result, 0)
+		return appendEvent(ctx, tx, change{typ: evUpdated, task: result, changedFields: []string{"blocked_by"}})
 	})
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (s *Store) RemoveDependency(ctx context.Context, owner, taskID, blockerID s
 		if result, err = touch(ctx, tx, owner, taskID); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, evUpdated, result, 0)
+		return appendEvent(ctx, tx, change{typ: evUpdated, task: result, changedFields: []string{"blocked_by"}})
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // Enums are stored by their name without prefix in lower case ("in_progress"), the same
@@ -16,9 +17,15 @@ func StatusName(s tasksv1.TaskStatus) string { return enumName(s.String(), "TASK
 func SourceName(s tasksv1.TaskSource) string { return enumName(s.String(), "TASK_SOURCE_") }
 
 // PriorityName is the reported name of p, e.g. "urgent".
-func PriorityName(p tasksv1.TaskPriority) string { return enumName(p.String(), "TASK_PRIORITY_") }
+func PriorityName(p typev1.Priority) string { return enumName(p.String(), "PRIORITY_") }
 
 func enumName(full, prefix string) string { return strings.ToLower(strings.TrimPrefix(full, prefix)) }
+
+func upper(name string) string { return strings.ToUpper(name) }
+
+func parsePriority(name string) typev1.Priority {
+	return typev1.Priority(typev1.Priority_value["PRIORITY_"+strings.ToUpper(name)])
+}
 
 func parseStatus(name string) tasksv1.TaskStatus {
 	return tasksv1.TaskStatus(tasksv1.TaskStatus_value["TASK_STATUS_"+strings.ToUpper(name)])

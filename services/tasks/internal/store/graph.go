@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // Edge says TaskID is blocked by BlockedByID.
@@ -198,9 +199,9 @@ func (s *Store) Stats(ctx context.Context, owner, repo string) (*Stats, error) {
 			st.BySource[SourceName(tasksv1.TaskSource(v))] = 0
 		}
 	}
-	for v := range tasksv1.TaskPriority_name {
+	for v := range typev1.Priority_name {
 		if v != 0 {
-			st.ByPriority[PriorityName(tasksv1.TaskPriority(v))] = 0
+			st.ByPriority[PriorityName(typev1.Priority(v))] = 0
 		}
 	}
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
@@ -219,7 +220,7 @@ func (s *Store) Stats(ctx context.Context, owner, repo string) (*Stats, error) {
 			st.Total += n
 			st.ByStatus[status] += n
 			st.BySource[source] += n
-			st.ByPriority[PriorityName(tasksv1.TaskPriority(priority))] += n
+			st.ByPriority[PriorityName(typev1.Priority(priority))] += n
 			return nil
 		})
 		if err != nil {

@@ -9,18 +9,19 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 func TestTopoOrder(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	mk := func(id string, p tasksv1.TaskPriority, age int) *tasksv1.Task {
+	mk := func(id string, p typev1.Priority, age int) *tasksv1.Task {
 		return &tasksv1.Task{Id: id, Priority: p, CreateTime: timestamppb.New(t0.Add(time.Duration(age) * time.Minute))}
 	}
 	const (
-		low    = tasksv1.TaskPriority_TASK_PRIORITY_LOW
-		medium = tasksv1.TaskPriority_TASK_PRIORITY_MEDIUM
-		urgent = tasksv1.TaskPriority_TASK_PRIORITY_URGENT
+		low    = typev1.Priority_PRIORITY_LOW
+		medium = typev1.Priority_PRIORITY_MEDIUM
+		urgent = typev1.Priority_PRIORITY_URGENT
 	)
 	cases := []struct {
 		name  string
@@ -63,9 +64,9 @@ func TestGraph(t *testing.T) {
 	api := mk("local/demo", "api", func(tk *tasksv1.Task) { tk.BlockedBy = []string{design.Id, elsewhere.Id} })
 	ui := mk("local/demo", "ui", func(tk *tasksv1.Task) {
 		tk.BlockedBy = []string{api.Id, shipped.Id}
-		tk.Priority = tasksv1.TaskPriority_TASK_PRIORITY_URGENT
+		tk.Priority = typev1.Priority_PRIORITY_URGENT
 	})
-	docs := mk("local/demo", "docs", func(tk *tasksv1.Task) { tk.Priority = tasksv1.TaskPriority_TASK_PRIORITY_LOW })
+	docs := mk("local/demo", "docs", func(tk *tasksv1.Task) { tk.Priority = typev1.Priority_PRIORITY_LOW })
 	stuck := mk("local/demo", "stuck")
 	if _, err := s.SetStatus(ctx, alice, stuck.Id, blocked, "waiting for a person", 0); err != nil {
 		t.Fatal(err)

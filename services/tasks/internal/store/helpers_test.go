@@ -8,11 +8,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/tasks/migrations"
 )
@@ -36,7 +36,7 @@ func task(owner, repo, title string, opts ...func(*tasksv1.Task)) *tasksv1.Task 
 		Title:    title,
 		Status:   backlog,
 		Source:   tasksv1.TaskSource_TASK_SOURCE_API,
-		Priority: tasksv1.TaskPriority_TASK_PRIORITY_MEDIUM,
+		Priority: typev1.Priority_PRIORITY_MEDIUM,
 	}
 	for _, o := range opts {
 		o(t)
@@ -46,7 +46,7 @@ func task(owner, repo, title string, opts ...func(*tasksv1.Task)) *tasksv1.Task 
 
 func mustCreate(t *testing.T, s *Store, tk *tasksv1.Task) *tasksv1.Task {
 	t.Helper()
-	created, err := s.Create(t.Context(), tk)
+	created, err := s.Create(t.Context(), tk, nil)
 	if err != nil {
 		t.Fatalf("Create(%q): %v", tk.Title, err)
 	}
@@ -77,11 +77,25 @@ type event struct {
 	Scope   string
 	Agg     string
 	Payload *tasksv1.WatchTasksResponse
+	// Task is the task the payload carries (for DELETED: none).
+	Task *tasksv1.Task
+}
+
+func taskOfEvent(ev *tasksv1.WatchTasksResponse) *tasksv1.Task {
+	switch p := ev.Payload.(type) {
+	case *tasksv1.WatchTasksResponse_Task:
+		return p.Task
+	case *tasksv1.WatchTasksResponse_Updated:
+		return p.Updated.GetTask()
+	case *tasksv1.WatchTasksResponse_StatusChange:
+		return p.StatusChange.GetTask()
+	}
+	return nil
 }
 
 func allEvents(t *testing.T, pool *pgxpool.Pool) []event {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), "SELECT id, type, owner_id, scope, aggregate_id, payload FROM events WHERE stream = 'task' ORDER BY id")
+	rows, err := pool.Query(t.Context(), "SELECT id, type, owner_id, scope, aggregate_id, payload, create_time FROM events WHERE stream = 'task' ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,16 +103,19 @@ func allEvents(t *testing.T, pool *pgxpool.Pool) []event {
 	var out []event
 	for rows.Next() {
 		var (
-			e       event
-			payload []byte
+			e   event
+			row events.Event
 		)
-		if err := rows.Scan(&e.ID, &e.Type, &e.Owner, &e.Scope, &e.Agg, &payload); err != nil {
+		if err := rows.Scan(&e.ID, &e.Type, &e.Owner, &e.Scope, &e.Agg, &row.Payload, &row.CreateTime); err != nil {
 			t.Fatal(err)
 		}
-		e.Payload = &tasksv1.WatchTasksResponse{}
-		if err := proto.Unmarshal(payload, e.Payload); err != nil {
+		row.ID, row.Type, row.AggregateID = e.ID, e.Type, e.Agg
+		// Stored payloads are the internal versioned form; decodeEvent is how watchers read them.
+		var err error
+		if e.Payload, err = decodeEvent(row); err != nil {
 			t.Fatal(err)
 		}
+		e.Task = taskOfEvent(e.Payload)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

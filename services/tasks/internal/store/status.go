@@ -96,7 +96,7 @@ func (s *Store) SetStatus(ctx context.Context, owner, id string, to tasksv1.Task
 		if result, err = getTask(ctx, tx, owner, id, ""); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, evStatusChanged, result, cur.Status)
+		return appendEvent(ctx, tx, change{typ: evStatusChanged, task: result, previousStatus: cur.Status})
 	})
 	if err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func TestSetStatus(t *testing.T) {
 	var got2 []string
 	for _, e := range allEvents(t, pool) {
 		if e.Type == "status_changed" {
-			got2 = append(got2, StatusName(e.Payload.PreviousStatus)+">"+StatusName(e.Payload.Task.Status))
+			got2 = append(got2, StatusName(e.Payload.GetStatusChange().GetPreviousStatus())+">"+StatusName(e.Task.Status))
 		}
 	}
 	want := []string{"backlog>blocked", "blocked>in_progress", "in_progress>done", "done>backlog"}

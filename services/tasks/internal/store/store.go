@@ -18,6 +18,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // Store reads and writes the tasks schema. Its methods take the owner explicitly: a task
@@ -85,7 +86,7 @@ func lockGraph(ctx context.Context, tx pgx.Tx, owner string) error {
 // taskColumns selects a task as scanTask reads it; the table must be aliased t.
 const taskColumns = `t.id::text, t.owner_id, t.repo, t.title, t.description, t.status, t.source,
 	t.priority, t.labels, coalesce(t.parent_id::text, ''), t.external_id, t.external_url, t.job_id,
-	t.pull_request_url, t.complexity, t.estimated_tokens, t.planned_order, t.status_reason,
+	t.pull_request_repo, t.pull_request_number, t.pull_request_url, t.complexity, t.estimated_tokens, t.planned_order, t.status_reason,
 	t.create_time, t.update_time, t.complete_time,
 	ARRAY(SELECT d.blocked_by_id::text FROM task_dependencies d WHERE d.task_id = t.id
 		ORDER BY d.create_time, d.blocked_by_id)`
@@ -97,17 +98,20 @@ func scanTask(row pgx.Row) (*tasksv1.Task, error) {
 		priority               int16
 		createTime, updateTime time.Time
 		completeTime           *time.Time
+		prRepo, prURL          string
+		prNumber               int32
 	)
 	err := row.Scan(&t.Id, &t.OwnerId, &t.Repo, &t.Title, &t.Description, &status, &source,
 		&priority, &t.Labels, &t.ParentId, &t.ExternalId, &t.ExternalUrl, &t.JobId,
-		&t.PullRequestUrl, &t.Complexity, &t.EstimatedTokens, &t.PlannedOrder, &t.StatusReason,
+		&prRepo, &prNumber, &prURL, &t.Complexity, &t.EstimatedTokens, &t.PlannedOrder, &t.StatusReason,
 		&createTime, &updateTime, &completeTime, &t.BlockedBy)
 	if err != nil {
 		return nil, err
 	}
 	t.Status = parseStatus(status)
 	t.Source = parseSource(source)
-	t.Priority = tasksv1.TaskPriority(priority)
+	t.Priority = typev1.Priority(priority)
+	t.PullRequest = pullRequest(prRepo, prNumber, prURL)
 	t.CreateTime = timestamppb.New(createTime)
 	t.UpdateTime = timestamppb.New(updateTime)
 	if completeTime != nil {

@@ -23,69 +23,137 @@ const (
 
 // Create inserts t for t.OwnerId with its blocked-by edges and returns it as stored. The
 // caller has validated and defaulted the fields; the id and times are assigned here. A
-// parent or blocker that is not the owner's is errs.ErrNotFound.
-func (s *Store) Create(ctx context.Context, t *tasksv1.Task) (*tasksv1.Task, error) {
-	var created *tasksv1.Task
+// parent or blocker that is not the owner's is errs.ErrNotFound. With a non-nil req, a
+// repeated request returns the task the first one created (see Request).
+func (s *Store) Create(ctx context.Context, t *tasksv1.Task, req *Request) (*tasksv1.Task, error) {
+	created, err := s.BatchCreate(ctx, t.OwnerId, []BatchItem{{Task: t}}, req)
+	if err != nil {
+		return nil, err
+	}
+	return created[0], nil
+}
+
+// BatchItem is one task of BatchCreate.
+type BatchItem struct {
+	// Task as Create takes it; OwnerId is ignored (the batch's owner counts).
+	Task *tasksv1.Task
+	// BlockedBy are indexes of other items of the batch that block this one. The caller
+	// has checked they are in range and acyclic.
+	BlockedBy []int
+}
+
+// BatchCreate creates items for owner in one transaction, all or nothing, with their edges
+// among themselves and to existing tasks, and returns them in order. One CREATED event per
+// task is written, each with its complete blocked_by.
+func (s *Store) BatchCreate(ctx context.Context, owner string, items []BatchItem, req *Request) ([]*tasksv1.Task, error) {
+	if len(items) == 0 {
+		return nil, fmt.Errorf("no tasks to create: %w", errs.ErrInvalid)
+	}
+	var created []*tasksv1.Task
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		owner := t.OwnerId
-		// FOR KEY SHARE keeps a parent or blocker from being deleted before we commit.
-		if t.ParentId != "" {
-			var one int
-			err := tx.QueryRow(ctx, "SELECT 1 FROM tasks WHERE id = $1 AND owner_id = $2 FOR KEY SHARE", t.ParentId, owner).Scan(&one)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("parent_id: task %q: %w", t.ParentId, errs.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("store: lock parent: %w", err)
+		if req != nil {
+			replayed, err := claimRequest(ctx, tx, owner, req)
+			if err != nil || replayed != nil {
+				created = replayed
+				return err
 			}
 		}
-		blockers := slices.Compact(slices.Sorted(slices.Values(t.BlockedBy)))
-		if len(blockers) > 0 {
-			rows, err := tx.Query(ctx, "SELECT id::text FROM tasks WHERE owner_id = $1 AND id = ANY($2::uuid[]) FOR KEY SHARE", owner, blockers)
+		ids := make([]string, len(items))
+		for i, it := range items {
+			id, err := insertTask(ctx, tx, owner, it.Task)
 			if err != nil {
-				return fmt.Errorf("store: lock blockers: %w", err)
+				return err
 			}
-			found, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			if err != nil {
-				return fmt.Errorf("store: lock blockers: %w", err)
-			}
-			for _, id := range blockers {
-				if !slices.Contains(found, id) {
-					return fmt.Errorf("blocked_by: task %q: %w", id, errs.ErrNotFound)
+			ids[i] = id
+		}
+		for i, it := range items {
+			for _, b := range it.BlockedBy {
+				if _, err := tx.Exec(ctx, "INSERT INTO task_dependencies (task_id, blocked_by_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", ids[i], ids[b]); err != nil {
+					return dbError("store: insert dependency", err)
 				}
 			}
 		}
-		var parent *string
-		if t.ParentId != "" {
-			parent = &t.ParentId
-		}
-		var id string
-		err := tx.QueryRow(ctx, `INSERT INTO tasks (owner_id, repo, title, description, status, source, priority,
-				labels, parent_id, external_id, external_url, job_id, pull_request_url, complexity,
-				estimated_tokens, planned_order, status_reason)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-			RETURNING id::text`,
-			owner, t.Repo, t.Title, t.Description, StatusName(t.Status), SourceName(t.Source), int16(t.Priority),
-			nonNil(t.Labels), parent, t.ExternalId, t.ExternalUrl, t.JobId, t.PullRequestUrl, t.Complexity,
-			t.EstimatedTokens, t.PlannedOrder, t.StatusReason).Scan(&id)
-		if err != nil {
-			return dbError("store: insert task", err)
-		}
-		if len(blockers) > 0 {
-			_, err := tx.Exec(ctx, "INSERT INTO task_dependencies (task_id, blocked_by_id) SELECT $1, unnest($2::uuid[])", id, blockers)
-			if err != nil {
-				return dbError("store: insert dependencies", err)
+		if req != nil {
+			if err := completeRequest(ctx, tx, owner, req.ID, ids); err != nil {
+				return err
 			}
 		}
-		if created, err = getTask(ctx, tx, owner, id, ""); err != nil {
-			return err
+		// Read everything before the first append: from there on the schema's event lock
+		// is held, and every other writer waits for our commit.
+		created = make([]*tasksv1.Task, len(ids))
+		for i, id := range ids {
+			t, err := getTask(ctx, tx, owner, id, "")
+			if err != nil {
+				return err
+			}
+			created[i] = t
 		}
-		return appendEvent(ctx, tx, evCreated, created, 0)
+		for _, t := range created {
+			if err := appendEvent(ctx, tx, change{typ: evCreated, task: t}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return created, nil
+}
+
+// insertTask inserts t for owner with its edges to existing tasks and returns its id.
+func insertTask(ctx context.Context, tx pgx.Tx, owner string, t *tasksv1.Task) (string, error) {
+	// FOR KEY SHARE keeps a parent or blocker from being deleted before we commit.
+	if t.ParentId != "" {
+		var one int
+		err := tx.QueryRow(ctx, "SELECT 1 FROM tasks WHERE id = $1 AND owner_id = $2 FOR KEY SHARE", t.ParentId, owner).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("parent_id: task %q: %w", t.ParentId, errs.ErrNotFound)
+		}
+		if err != nil {
+			return "", fmt.Errorf("store: lock parent: %w", err)
+		}
+	}
+	blockers := slices.Compact(slices.Sorted(slices.Values(t.BlockedBy)))
+	if len(blockers) > 0 {
+		rows, err := tx.Query(ctx, "SELECT id::text FROM tasks WHERE owner_id = $1 AND id = ANY($2::uuid[]) FOR KEY SHARE", owner, blockers)
+		if err != nil {
+			return "", fmt.Errorf("store: lock blockers: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("store: lock blockers: %w", err)
+		}
+		for _, id := range blockers {
+			if !slices.Contains(found, id) {
+				return "", fmt.Errorf("blocked_by: task %q: %w", id, errs.ErrNotFound)
+			}
+		}
+	}
+	var parent *string
+	if t.ParentId != "" {
+		parent = &t.ParentId
+	}
+	pr := t.GetPullRequest()
+	var id string
+	err := tx.QueryRow(ctx, `INSERT INTO tasks (owner_id, repo, title, description, status, source, priority,
+			labels, parent_id, external_id, external_url, job_id, pull_request_repo, pull_request_number,
+			pull_request_url, complexity, estimated_tokens, planned_order, status_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		RETURNING id::text`,
+		owner, t.Repo, t.Title, t.Description, StatusName(t.Status), SourceName(t.Source), int16(t.Priority),
+		nonNil(t.Labels), parent, t.ExternalId, t.ExternalUrl, t.JobId, pr.GetRepo(), pr.GetNumber(), pr.GetUrl(),
+		t.Complexity, t.EstimatedTokens, t.PlannedOrder, t.StatusReason).Scan(&id)
+	if err != nil {
+		return "", dbError("store: insert task", err)
+	}
+	if len(blockers) > 0 {
+		_, err := tx.Exec(ctx, "INSERT INTO task_dependencies (task_id, blocked_by_id) SELECT $1, unnest($2::uuid[])", id, blockers)
+		if err != nil {
+			return "", dbError("store: insert dependencies", err)
+		}
+	}
+	return id, nil
 }
 
 // Get returns owner's task id.
@@ -174,10 +242,24 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter) ([]*tasksv
 // UpdatableFields are the update_mask paths UpdateTask accepts. Status has its own RPC.
 var UpdatableFields = []string{
 	"title", "description", "priority", "labels", "repo", "external_url", "job_id",
-	"pull_request_url", "complexity", "estimated_tokens", "planned_order",
+	"pull_request", "complexity", "estimated_tokens", "planned_order",
 }
 
-// updateValue is the column value of field in t.
+// updateColumns are the columns and values field sets from t.
+func updateColumns(field string, t *tasksv1.Task) ([]string, []any, error) {
+	if field == "pull_request" {
+		pr := t.GetPullRequest()
+		return []string{"pull_request_repo", "pull_request_number", "pull_request_url"},
+			[]any{pr.GetRepo(), pr.GetNumber(), pr.GetUrl()}, nil
+	}
+	v, err := updateValue(field, t)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{field}, []any{v}, nil
+}
+
+// updateValue is the column value of the single-column field in t.
 func updateValue(field string, t *tasksv1.Task) (any, error) {
 	switch field {
 	case "title":
@@ -194,8 +276,6 @@ func updateValue(field string, t *tasksv1.Task) (any, error) {
 		return t.ExternalUrl, nil
 	case "job_id":
 		return t.JobId, nil
-	case "pull_request_url":
-		return t.PullRequestUrl, nil
 	case "complexity":
 		return t.Complexity, nil
 	case "estimated_tokens":
@@ -212,31 +292,38 @@ func (s *Store) Update(ctx context.Context, owner string, t *tasksv1.Task, field
 	if len(fields) == 0 {
 		return nil, fmt.Errorf("no fields to update: %w", errs.ErrInvalid)
 	}
+	fields = slices.Compact(slices.Sorted(slices.Values(fields)))
 	sets := make([]string, 0, len(fields)+1)
 	args := []any{t.Id, owner}
-	for _, f := range slices.Compact(slices.Sorted(slices.Values(fields))) {
-		v, err := updateValue(f, t)
+	for _, f := range fields {
+		cols, vals, err := updateColumns(f, t)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, v)
-		sets = append(sets, f+" = $"+strconv.Itoa(len(args))) // f is one of UpdatableFields
+		for i, c := range cols {
+			args = append(args, vals[i])
+			sets = append(sets, c+" = $"+strconv.Itoa(len(args))) // c is a column of one of UpdatableFields
+		}
 	}
 	sets = append(sets, "update_time = now()")
 	var updated *tasksv1.Task
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// The UPDATE takes the row lock; nothing is read before it.
-		tag, err := tx.Exec(ctx, "UPDATE tasks SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...)
+		// The row lock first: the repository before the change decides which watchers see it.
+		before, err := getTask(ctx, tx, owner, t.Id, "FOR UPDATE")
 		if err != nil {
-			return dbError("store: update task", err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return notFound(t.Id)
+		if _, err := tx.Exec(ctx, "UPDATE tasks SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...); err != nil {
+			return dbError("store: update task", err)
 		}
 		if updated, err = getTask(ctx, tx, owner, t.Id, ""); err != nil {
 			return err
 		}
-		return appendEvent(ctx, tx, evUpdated, updated, 0)
+		c := change{typ: evUpdated, task: updated, changedFields: fields}
+		if before.Repo != updated.Repo {
+			c.previousRepo = before.Repo
+		}
+		return appendEvent(ctx, tx, c)
 	})
 	if err != nil {
 		return nil, err
@@ -256,14 +343,21 @@ func (s *Store) Delete(ctx context.Context, owner, id string) error {
 		if err != nil {
 			return err
 		}
+		// parent_id still names id here: the delete below clears it (ON DELETE SET NULL).
 		rows, err := tx.Query(ctx, `UPDATE tasks SET update_time = now()
 			WHERE owner_id = $2 AND id <> $1
 				AND (parent_id = $1 OR id IN (SELECT task_id FROM task_dependencies WHERE blocked_by_id = $1))
-			RETURNING id::text`, id, owner)
+			RETURNING id::text,
+				coalesce(parent_id = $1, false),
+				id IN (SELECT task_id FROM task_dependencies WHERE blocked_by_id = $1)`, id, owner)
 		if err != nil {
 			return fmt.Errorf("store: touch dependents: %w", err)
 		}
-		affected, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		type dependent struct {
+			ID               string
+			Child, BlockedBy bool
+		}
+		affected, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dependent])
 		if err != nil {
 			return fmt.Errorf("store: touch dependents: %w", err)
 		}
@@ -272,27 +366,33 @@ func (s *Store) Delete(ctx context.Context, owner, id string) error {
 		}
 		// Read everything before the first append: from there on the schema's event lock
 		// is held, and every other writer waits for our commit.
-		slices.Sort(affected)
-		after := make([]*tasksv1.Task, 0, len(affected))
+		slices.SortFunc(affected, func(a, b dependent) int { return strings.Compare(a.ID, b.ID) })
+		after := make([]change, 0, len(affected))
 		for _, a := range affected {
-			at, err := getTask(ctx, tx, owner, a, "")
+			at, err := getTask(ctx, tx, owner, a.ID, "")
 			if err != nil {
 				return err
 			}
-			after = append(after, at)
+			c := change{typ: evUpdated, task: at}
+			if a.BlockedBy {
+				c.changedFields = append(c.changedFields, "blocked_by")
+			}
+			if a.Child {
+				c.changedFields = append(c.changedFields, "parent_id")
+			}
+			after = append(after, c)
 		}
-		if err := appendEvent(ctx, tx, evDeleted, t, 0); err != nil {
+		if err := appendEvent(ctx, tx, change{typ: evDeleted, task: t}); err != nil {
 			return err
 		}
-		for _, at := range after {
-			if err := appendEvent(ctx, tx, evUpdated, at, 0); err != nil {
+		for _, c := range after {
+			if err := appendEvent(ctx, tx, c); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 }
-
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}

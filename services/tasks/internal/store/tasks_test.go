@@ -13,6 +13,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 func TestCreateGet(t *testing.T) {
@@ -25,7 +26,7 @@ func TestCreateGet(t *testing.T) {
 		tk.Description = "to the API"
 		tk.Status = planned
 		tk.Source = tasksv1.TaskSource_TASK_SOURCE_GITHUB
-		tk.Priority = tasksv1.TaskPriority_TASK_PRIORITY_URGENT
+		tk.Priority = typev1.Priority_PRIORITY_URGENT
 		tk.Labels = []string{"api", "security"}
 		tk.ParentId = parent.Id
 		tk.BlockedBy = []string{blocker.Id}
@@ -63,8 +64,8 @@ func TestCreateGet(t *testing.T) {
 	if last.Owner != alice || last.Scope != "local/demo" || last.Agg != created.Id {
 		t.Errorf("event row = %+v", last)
 	}
-	wantPayload := &tasksv1.WatchTasksResponse{Type: evCreated, Task: created}
-	if d := cmp.Diff(wantPayload, last.Payload, protocmp.Transform()); d != "" {
+	wantPayload := &tasksv1.WatchTasksResponse{Type: evCreated, TaskId: created.Id, Payload: &tasksv1.WatchTasksResponse_Task{Task: created}}
+	if d := cmp.Diff(wantPayload, last.Payload, protocmp.Transform(), protocmp.IgnoreFields(&tasksv1.WatchTasksResponse{}, "id", "time")); d != "" {
 		t.Errorf("event payload (-want +got):\n%s", d)
 	}
 }
@@ -86,7 +87,7 @@ func TestCreateReferencesMustBeTheOwners(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := s.Create(t.Context(), task(alice, "local/demo", c.name, c.opt))
+			_, err := s.Create(t.Context(), task(alice, "local/demo", c.name, c.opt), nil)
 			wantErr(t, err, errs.ErrNotFound)
 		})
 	}
@@ -109,7 +110,7 @@ func TestCreateExternalIDUniquePerOwnerAndSource(t *testing.T) {
 	mustCreate(t, s, ext(alice, gh, "")) // empty ids never collide
 	before := len(allEvents(t, pool))
 
-	_, err := s.Create(t.Context(), ext(alice, gh, "github:local/demo#1"))
+	_, err := s.Create(t.Context(), ext(alice, gh, "github:local/demo#1"), nil)
 	wantErr(t, err, errs.ErrAlreadyExists)
 	if after := len(allEvents(t, pool)); after != before {
 		t.Errorf("the rejected create wrote %d events", after-before)
@@ -130,7 +131,7 @@ func TestRollbackLeavesNoEvent(t *testing.T) {
 		name string
 		run  func() error
 	}{
-		{"Create", func() error { _, err := s.Create(ctx, task(alice, "local/demo", "c")); return err }},
+		{"Create", func() error { _, err := s.Create(ctx, task(alice, "local/demo", "c"), nil); return err }},
 		{"Update", func() error {
 			_, err := s.Update(ctx, alice, &tasksv1.Task{Id: a.Id, Title: "x"}, []string{"title"})
 			return err
@@ -284,12 +285,12 @@ func TestUpdate(t *testing.T) {
 		tk.Labels = []string{"a"}
 	}))
 	change := &tasksv1.Task{
-		Id: orig.Id, Title: "after", Description: "ignored: not in the mask", Priority: tasksv1.TaskPriority_TASK_PRIORITY_HIGH,
+		Id: orig.Id, Title: "after", Description: "ignored: not in the mask", Priority: typev1.Priority_PRIORITY_HIGH,
 		Labels: []string{"b", "c"}, Repo: "local/moved", ExternalUrl: "https://example.com/x", JobId: "job-1",
-		PullRequestUrl: "https://example.com/pr/1", Complexity: 7, EstimatedTokens: 12000, PlannedOrder: 3,
+		PullRequest: &typev1.PullRequestRef{Repo: "local/moved", Number: 1, Url: "https://example.com/pr/1"}, Complexity: 7, EstimatedTokens: 12000, PlannedOrder: 3,
 		Status: done, // not updatable: ignored
 	}
-	fields := []string{"title", "priority", "labels", "repo", "external_url", "job_id", "pull_request_url",
+	fields := []string{"title", "priority", "labels", "repo", "external_url", "job_id", "pull_request",
 		"complexity", "estimated_tokens", "planned_order"}
 	got, err := s.Update(ctx, alice, change, fields)
 	if err != nil {
@@ -297,7 +298,7 @@ func TestUpdate(t *testing.T) {
 	}
 	want := proto.Clone(orig).(*tasksv1.Task)
 	want.Title, want.Priority, want.Labels, want.Repo = "after", change.Priority, change.Labels, "local/moved"
-	want.ExternalUrl, want.JobId, want.PullRequestUrl = change.ExternalUrl, "job-1", change.PullRequestUrl
+	want.ExternalUrl, want.JobId, want.PullRequest = change.ExternalUrl, "job-1", change.PullRequest
 	want.Complexity, want.EstimatedTokens, want.PlannedOrder = 7, 12000, 3
 	if d := cmp.Diff(want, got, protocmp.Transform(), protocmp.IgnoreFields(&tasksv1.Task{}, "update_time")); d != "" {
 		t.Errorf("updated (-want +got):\n%s", d)
@@ -326,7 +327,7 @@ func TestUpdate(t *testing.T) {
 	if d := cmp.Diff([]string{"created", "updated", "updated"}, eventTypes(evs)); d != "" {
 		t.Fatalf("event types (-want +got):\n%s", d)
 	}
-	if evs[1].Scope != "local/moved" || evs[1].Payload.Task.Title != "after" {
+	if evs[1].Scope != "local/moved" || evs[1].Task.Title != "after" || evs[1].Payload.GetUpdated().GetPreviousRepo() != "local/demo" {
 		t.Errorf("update event = %+v", evs[1])
 	}
 }
@@ -372,8 +373,17 @@ func TestDeleteDetachesDependentsAndSubtasks(t *testing.T) {
 	if d := cmp.Diff([]string{"deleted", "updated", "updated"}, eventTypes(evs)); d != "" {
 		t.Fatalf("event types (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff(doomed, evs[0].Payload.Task, protocmp.Transform()); d != "" {
-		t.Errorf("deleted event carries the task as it was (-want +got):\n%s", d)
+	if d := cmp.Diff(&tasksv1.TaskDeleted{TaskId: doomed.Id, Repo: doomed.Repo}, evs[0].Payload.GetDeleted(), protocmp.Transform()); d != "" {
+		t.Errorf("deleted event (-want +got):\n%s", d)
+	}
+	for _, ev := range evs[1:] {
+		want := []string{"blocked_by"}
+		if ev.Agg == child.Id {
+			want = []string{"parent_id"}
+		}
+		if d := cmp.Diff(want, ev.Payload.GetUpdated().GetChangedFields().GetPaths()); d != "" {
+			t.Errorf("changed fields of %s (-want +got):\n%s", ev.Agg, d)
+		}
 	}
 	touched := []string{evs[1].Agg, evs[2].Agg}
 	if d := cmp.Diff(slices.Sorted(slices.Values([]string{dependent.Id, child.Id})), touched); d != "" {
@@ -386,7 +396,7 @@ func TestStats(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := t.Context()
 	blocker := mustCreate(t, s, task(alice, "local/demo", "blocker", func(tk *tasksv1.Task) {
-		tk.Priority = tasksv1.TaskPriority_TASK_PRIORITY_URGENT
+		tk.Priority = typev1.Priority_PRIORITY_URGENT
 	}))
 	mustCreate(t, s, task(alice, "local/demo", "waits", func(tk *tasksv1.Task) { tk.BlockedBy = []string{blocker.Id} }))
 	finished := mustCreate(t, s, task(alice, "local/demo", "finished"))
@@ -396,7 +406,7 @@ func TestStats(t *testing.T) {
 	cancelledWaiter := mustCreate(t, s, task(alice, "local/other", "cancelled waiter", func(tk *tasksv1.Task) {
 		tk.BlockedBy = []string{blocker.Id}
 		tk.Source = tasksv1.TaskSource_TASK_SOURCE_CHAT
-		tk.Priority = tasksv1.TaskPriority_TASK_PRIORITY_LOW
+		tk.Priority = typev1.Priority_PRIORITY_LOW
 	}))
 	mustStatus(t, s, alice, cancelledWaiter.Id, cancelled)
 	mustCreate(t, s, task(bob, "local/demo", "bob's"))

@@ -7,9 +7,12 @@
 package agentv1
 
 import (
+	v11 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -268,30 +271,95 @@ func (DiagnosisCategory) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
-// JobEventType is what happened in a job.
+// InterventionAction is what ai.Intervene decided after repeated failures.
+type InterventionAction int32
+
+const (
+	InterventionAction_INTERVENTION_ACTION_UNSPECIFIED InterventionAction = 0
+	// The task was rewritten; attempts start again.
+	InterventionAction_INTERVENTION_ACTION_REWRITE_TASK InterventionAction = 1
+	// The task was replaced by subtasks; the job ends COMPLETED.
+	InterventionAction_INTERVENTION_ACTION_SPLIT_TASK InterventionAction = 2
+	// Gave up: the job is HUMAN_NEEDED.
+	InterventionAction_INTERVENTION_ACTION_ESCALATE InterventionAction = 3
+)
+
+// Enum value maps for InterventionAction.
+var (
+	InterventionAction_name = map[int32]string{
+		0: "INTERVENTION_ACTION_UNSPECIFIED",
+		1: "INTERVENTION_ACTION_REWRITE_TASK",
+		2: "INTERVENTION_ACTION_SPLIT_TASK",
+		3: "INTERVENTION_ACTION_ESCALATE",
+	}
+	InterventionAction_value = map[string]int32{
+		"INTERVENTION_ACTION_UNSPECIFIED":  0,
+		"INTERVENTION_ACTION_REWRITE_TASK": 1,
+		"INTERVENTION_ACTION_SPLIT_TASK":   2,
+		"INTERVENTION_ACTION_ESCALATE":     3,
+	}
+)
+
+func (x InterventionAction) Enum() *InterventionAction {
+	p := new(InterventionAction)
+	*p = x
+	return p
+}
+
+func (x InterventionAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InterventionAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_agent_v1_agent_proto_enumTypes[3].Descriptor()
+}
+
+func (InterventionAction) Type() protoreflect.EnumType {
+	return &file_thefold_agent_v1_agent_proto_enumTypes[3]
+}
+
+func (x InterventionAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InterventionAction.Descriptor instead.
+func (InterventionAction) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+// JobEventType is what happened in a job. Each type names the payload it carries.
 type JobEventType int32
 
 const (
 	JobEventType_JOB_EVENT_TYPE_UNSPECIFIED JobEventType = 0
-	JobEventType_JOB_EVENT_TYPE_CREATED     JobEventType = 1
-	// previous_status says from what.
+	// StartTask created the job; payload created.
+	JobEventType_JOB_EVENT_TYPE_CREATED JobEventType = 1
+	// payload status_changed.
 	JobEventType_JOB_EVENT_TYPE_STATUS_CHANGED JobEventType = 2
-	JobEventType_JOB_EVENT_TYPE_PHASE_CHANGED  JobEventType = 3
-	// Build progress relayed from the builder; progress is set.
+	// payload phase_changed.
+	JobEventType_JOB_EVENT_TYPE_PHASE_CHANGED JobEventType = 3
+	// Build progress relayed from the builder; payload progress.
 	JobEventType_JOB_EVENT_TYPE_PROGRESS JobEventType = 4
-	// A line of the agent's reasoning for people watching.
-	JobEventType_JOB_EVENT_TYPE_THOUGHT                 JobEventType = 5
+	// A line of the agent's reasoning for people watching; payload thought.
+	JobEventType_JOB_EVENT_TYPE_THOUGHT JobEventType = 5
+	// payload clarification_requested.
 	JobEventType_JOB_EVENT_TYPE_CLARIFICATION_REQUESTED JobEventType = 6
-	JobEventType_JOB_EVENT_TYPE_SUBTASKS_CREATED        JobEventType = 7
-	JobEventType_JOB_EVENT_TYPE_PLAN_CREATED            JobEventType = 8
-	JobEventType_JOB_EVENT_TYPE_PLAN_REVISED            JobEventType = 9
-	// diagnosis is set.
+	// payload subtasks_created.
+	JobEventType_JOB_EVENT_TYPE_SUBTASKS_CREATED JobEventType = 7
+	// payload plan (revision 0).
+	JobEventType_JOB_EVENT_TYPE_PLAN_CREATED JobEventType = 8
+	// payload plan (revision 1 or 2).
+	JobEventType_JOB_EVENT_TYPE_PLAN_REVISED JobEventType = 9
+	// payload diagnosis.
 	JobEventType_JOB_EVENT_TYPE_DIAGNOSED JobEventType = 10
-	// ai.Intervene rewrote the task, split it or gave up; message says which.
-	JobEventType_JOB_EVENT_TYPE_INTERVENED          JobEventType = 11
-	JobEventType_JOB_EVENT_TYPE_REVIEW_SUBMITTED    JobEventType = 12
+	// ai.Intervene rewrote the task, split it or gave up; payload intervention.
+	JobEventType_JOB_EVENT_TYPE_INTERVENED JobEventType = 11
+	// payload review_submitted.
+	JobEventType_JOB_EVENT_TYPE_REVIEW_SUBMITTED JobEventType = 12
+	// payload pull_request.
 	JobEventType_JOB_EVENT_TYPE_PULL_REQUEST_OPENED JobEventType = 13
-	JobEventType_JOB_EVENT_TYPE_BUDGET_EXHAUSTED    JobEventType = 14
+	// payload budget_exhausted; a STATUS_CHANGED to FAILED follows.
+	JobEventType_JOB_EVENT_TYPE_BUDGET_EXHAUSTED JobEventType = 14
 )
 
 // Enum value maps for JobEventType.
@@ -343,11 +411,11 @@ func (x JobEventType) String() string {
 }
 
 func (JobEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[3].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[4].Descriptor()
 }
 
 func (JobEventType) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[3]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[4]
 }
 
 func (x JobEventType) Number() protoreflect.EnumNumber {
@@ -356,16 +424,18 @@ func (x JobEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobEventType.Descriptor instead.
 func (JobEventType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 // ReviewStatus is the human decision on a review.
 type ReviewStatus int32
 
 const (
-	ReviewStatus_REVIEW_STATUS_UNSPECIFIED       ReviewStatus = 0
-	ReviewStatus_REVIEW_STATUS_PENDING           ReviewStatus = 1
-	ReviewStatus_REVIEW_STATUS_APPROVED          ReviewStatus = 2
+	ReviewStatus_REVIEW_STATUS_UNSPECIFIED ReviewStatus = 0
+	// Waiting for a decision.
+	ReviewStatus_REVIEW_STATUS_PENDING  ReviewStatus = 1
+	ReviewStatus_REVIEW_STATUS_APPROVED ReviewStatus = 2
+	// Sent back; a new review replaces it.
 	ReviewStatus_REVIEW_STATUS_CHANGES_REQUESTED ReviewStatus = 3
 	ReviewStatus_REVIEW_STATUS_REJECTED          ReviewStatus = 4
 )
@@ -399,11 +469,11 @@ func (x ReviewStatus) String() string {
 }
 
 func (ReviewStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[4].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[5].Descriptor()
 }
 
 func (ReviewStatus) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[4]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[5]
 }
 
 func (x ReviewStatus) Number() protoreflect.EnumNumber {
@@ -412,59 +482,6 @@ func (x ReviewStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReviewStatus.Descriptor instead.
 func (ReviewStatus) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
-}
-
-// FileAction is what a change does to a file.
-type FileAction int32
-
-const (
-	FileAction_FILE_ACTION_UNSPECIFIED FileAction = 0
-	FileAction_FILE_ACTION_CREATE      FileAction = 1
-	FileAction_FILE_ACTION_MODIFY      FileAction = 2
-	FileAction_FILE_ACTION_DELETE      FileAction = 3
-)
-
-// Enum value maps for FileAction.
-var (
-	FileAction_name = map[int32]string{
-		0: "FILE_ACTION_UNSPECIFIED",
-		1: "FILE_ACTION_CREATE",
-		2: "FILE_ACTION_MODIFY",
-		3: "FILE_ACTION_DELETE",
-	}
-	FileAction_value = map[string]int32{
-		"FILE_ACTION_UNSPECIFIED": 0,
-		"FILE_ACTION_CREATE":      1,
-		"FILE_ACTION_MODIFY":      2,
-		"FILE_ACTION_DELETE":      3,
-	}
-)
-
-func (x FileAction) Enum() *FileAction {
-	p := new(FileAction)
-	*p = x
-	return p
-}
-
-func (x FileAction) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (FileAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[5].Descriptor()
-}
-
-func (FileAction) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[5]
-}
-
-func (x FileAction) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use FileAction.Descriptor instead.
-func (FileAction) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
@@ -474,10 +491,12 @@ type ProjectStatus int32
 
 const (
 	ProjectStatus_PROJECT_STATUS_UNSPECIFIED ProjectStatus = 0
-	// Decomposed, waiting for StartProject.
+	// Decomposed, waiting for StartProject; UpdateProject may still edit it.
 	ProjectStatus_PROJECT_STATUS_PLANNED ProjectStatus = 1
 	ProjectStatus_PROJECT_STATUS_RUNNING ProjectStatus = 2
-	ProjectStatus_PROJECT_STATUS_PAUSED  ProjectStatus = 3
+	// PauseProject, or nothing can run because the remaining tasks wait on FAILED ones
+	// (status_reason names them); continues with ResumeProject.
+	ProjectStatus_PROJECT_STATUS_PAUSED ProjectStatus = 3
 	// All phases ran; the aggregated review waits for a decision.
 	ProjectStatus_PROJECT_STATUS_PENDING_REVIEW ProjectStatus = 4
 	// Terminal: approved and the pull request opened.
@@ -548,11 +567,18 @@ type ProjectTaskStatus int32
 
 const (
 	ProjectTaskStatus_PROJECT_TASK_STATUS_UNSPECIFIED ProjectTaskStatus = 0
-	ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING     ProjectTaskStatus = 1
-	ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING     ProjectTaskStatus = 2
-	ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED   ProjectTaskStatus = 3
-	ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED      ProjectTaskStatus = 4
-	// Not run because a task it depends on failed.
+	// Not run yet: its phase has not come, or it waits for the tasks it depends on.
+	ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING ProjectTaskStatus = 1
+	// Its job is running.
+	ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING ProjectTaskStatus = 2
+	// Its job validated, or a human resolved it (ResolveProjectTask; status_reason has the
+	// note).
+	ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED ProjectTaskStatus = 3
+	// Its job failed. Tasks that depend on it wait; the others go on. SkipProjectTask,
+	// ResolveProjectTask or RetryProjectTask decide what happens to it.
+	ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED ProjectTaskStatus = 4
+	// Not run: SkipProjectTask (status_reason says why), or the project ended first. Tasks
+	// that depend on a skipped task run without its work.
 	ProjectTaskStatus_PROJECT_TASK_STATUS_SKIPPED ProjectTaskStatus = 5
 )
 
@@ -603,23 +629,41 @@ func (ProjectTaskStatus) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
-// ProjectEventType is what happened in a project.
+// ProjectEventType is what happened in a project. Each type names the payload it carries.
 type ProjectEventType int32
 
 const (
 	ProjectEventType_PROJECT_EVENT_TYPE_UNSPECIFIED ProjectEventType = 0
-	ProjectEventType_PROJECT_EVENT_TYPE_CREATED     ProjectEventType = 1
-	// previous_status says from what.
-	ProjectEventType_PROJECT_EVENT_TYPE_STATUS_CHANGED  ProjectEventType = 2
-	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED   ProjectEventType = 3
+	// PlanProject created it; payload created.
+	ProjectEventType_PROJECT_EVENT_TYPE_CREATED ProjectEventType = 1
+	// payload status_changed.
+	ProjectEventType_PROJECT_EVENT_TYPE_STATUS_CHANGED ProjectEventType = 2
+	// payload phase.
+	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED ProjectEventType = 3
+	// payload phase.
 	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_COMPLETED ProjectEventType = 4
-	// ai.ReviseProjectPhase adjusted the next phase's tasks.
-	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_REVISED    ProjectEventType = 5
-	ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED     ProjectEventType = 6
-	ProjectEventType_PROJECT_EVENT_TYPE_TASK_COMPLETED   ProjectEventType = 7
-	ProjectEventType_PROJECT_EVENT_TYPE_TASK_FAILED      ProjectEventType = 8
-	ProjectEventType_PROJECT_EVENT_TYPE_TASK_SKIPPED     ProjectEventType = 9
+	// ai.ReviseProjectPhase adjusted the next phase's tasks; payload phase_revised.
+	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_REVISED ProjectEventType = 5
+	// A task's job started; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED ProjectEventType = 6
+	// payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_COMPLETED ProjectEventType = 7
+	// payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_FAILED ProjectEventType = 8
+	// SkipProjectTask, or the project ended before it ran; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_SKIPPED ProjectEventType = 9
+	// payload review_submitted.
 	ProjectEventType_PROJECT_EVENT_TYPE_REVIEW_SUBMITTED ProjectEventType = 10
+	// ResolveProjectTask; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_RESOLVED ProjectEventType = 11
+	// RetryProjectTask put the task back to PENDING; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_RETRIED ProjectEventType = 12
+	// UpdateProject changed the plan; payload updated.
+	ProjectEventType_PROJECT_EVENT_TYPE_UPDATED ProjectEventType = 13
+	// payload pull_request.
+	ProjectEventType_PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED ProjectEventType = 14
+	// payload budget_exhausted; a STATUS_CHANGED to FAILED follows.
+	ProjectEventType_PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED ProjectEventType = 15
 )
 
 // Enum value maps for ProjectEventType.
@@ -636,19 +680,29 @@ var (
 		8:  "PROJECT_EVENT_TYPE_TASK_FAILED",
 		9:  "PROJECT_EVENT_TYPE_TASK_SKIPPED",
 		10: "PROJECT_EVENT_TYPE_REVIEW_SUBMITTED",
+		11: "PROJECT_EVENT_TYPE_TASK_RESOLVED",
+		12: "PROJECT_EVENT_TYPE_TASK_RETRIED",
+		13: "PROJECT_EVENT_TYPE_UPDATED",
+		14: "PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED",
+		15: "PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED",
 	}
 	ProjectEventType_value = map[string]int32{
-		"PROJECT_EVENT_TYPE_UNSPECIFIED":      0,
-		"PROJECT_EVENT_TYPE_CREATED":          1,
-		"PROJECT_EVENT_TYPE_STATUS_CHANGED":   2,
-		"PROJECT_EVENT_TYPE_PHASE_STARTED":    3,
-		"PROJECT_EVENT_TYPE_PHASE_COMPLETED":  4,
-		"PROJECT_EVENT_TYPE_PHASE_REVISED":    5,
-		"PROJECT_EVENT_TYPE_TASK_STARTED":     6,
-		"PROJECT_EVENT_TYPE_TASK_COMPLETED":   7,
-		"PROJECT_EVENT_TYPE_TASK_FAILED":      8,
-		"PROJECT_EVENT_TYPE_TASK_SKIPPED":     9,
-		"PROJECT_EVENT_TYPE_REVIEW_SUBMITTED": 10,
+		"PROJECT_EVENT_TYPE_UNSPECIFIED":         0,
+		"PROJECT_EVENT_TYPE_CREATED":             1,
+		"PROJECT_EVENT_TYPE_STATUS_CHANGED":      2,
+		"PROJECT_EVENT_TYPE_PHASE_STARTED":       3,
+		"PROJECT_EVENT_TYPE_PHASE_COMPLETED":     4,
+		"PROJECT_EVENT_TYPE_PHASE_REVISED":       5,
+		"PROJECT_EVENT_TYPE_TASK_STARTED":        6,
+		"PROJECT_EVENT_TYPE_TASK_COMPLETED":      7,
+		"PROJECT_EVENT_TYPE_TASK_FAILED":         8,
+		"PROJECT_EVENT_TYPE_TASK_SKIPPED":        9,
+		"PROJECT_EVENT_TYPE_REVIEW_SUBMITTED":    10,
+		"PROJECT_EVENT_TYPE_TASK_RESOLVED":       11,
+		"PROJECT_EVENT_TYPE_TASK_RETRIED":        12,
+		"PROJECT_EVENT_TYPE_UPDATED":             13,
+		"PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED": 14,
+		"PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED":    15,
 	}
 )
 
@@ -688,7 +742,8 @@ type Diagnosis struct {
 	// What the agent does about it, e.g. "revising plan (revision 2 of 2)".
 	Recovery string `protobuf:"bytes,3,opt,name=recovery,proto3" json:"recovery,omitempty"`
 	// The attempt that failed, 1-based.
-	Attempt       int32                  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt int32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the diagnosis was made.
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -759,131 +814,6 @@ func (x *Diagnosis) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// JobBudget caps a job (or a project). Zero fields take the server defaults. A job that
-// spends its budget stops FAILED and says so in error.
-type JobBudget struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Input plus output tokens over all LLM calls.
-	MaxTokens  int64   `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	MaxCostUsd float64 `protobuf:"fixed64,2,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
-	// Wall time from start, not counting time PAUSED or waiting for a human.
-	MaxWallTime   *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wall_time,json=maxWallTime,proto3" json:"max_wall_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JobBudget) Reset() {
-	*x = JobBudget{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JobBudget) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JobBudget) ProtoMessage() {}
-
-func (x *JobBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JobBudget.ProtoReflect.Descriptor instead.
-func (*JobBudget) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *JobBudget) GetMaxTokens() int64 {
-	if x != nil {
-		return x.MaxTokens
-	}
-	return 0
-}
-
-func (x *JobBudget) GetMaxCostUsd() float64 {
-	if x != nil {
-		return x.MaxCostUsd
-	}
-	return 0
-}
-
-func (x *JobBudget) GetMaxWallTime() *durationpb.Duration {
-	if x != nil {
-		return x.MaxWallTime
-	}
-	return nil
-}
-
-// JobUsage is what a job (or project) has spent so far.
-type JobUsage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InputTokens   int64                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens  int64                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	CostUsd       float64                `protobuf:"fixed64,3,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *JobUsage) Reset() {
-	*x = JobUsage{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *JobUsage) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*JobUsage) ProtoMessage() {}
-
-func (x *JobUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use JobUsage.ProtoReflect.Descriptor instead.
-func (*JobUsage) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *JobUsage) GetInputTokens() int64 {
-	if x != nil {
-		return x.InputTokens
-	}
-	return 0
-}
-
-func (x *JobUsage) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
-	}
-	return 0
-}
-
-func (x *JobUsage) GetCostUsd() float64 {
-	if x != nil {
-		return x.CostUsd
-	}
-	return 0
-}
-
 // Job is one run of the task loop for one task.
 type Job struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -891,7 +821,8 @@ type Job struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// User id of the owner (the caller of StartTask).
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	TaskId  string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The task (tasks service) this job runs.
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Project this job runs for, empty for a standalone job. Project jobs stop after
 	// validation (no review gate of their own) and never wait for a human.
 	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
@@ -903,8 +834,9 @@ type Job struct {
 	Branch string    `protobuf:"bytes,7,opt,name=branch,proto3" json:"branch,omitempty"`
 	Status JobStatus `protobuf:"varint,8,opt,name=status,proto3,enum=thefold.agent.v1.JobStatus" json:"status,omitempty"`
 	// Why the job is paused, needs a human, was skipped, resolved by hand or cancelled.
-	StatusReason string   `protobuf:"bytes,9,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
-	Phase        JobPhase `protobuf:"varint,10,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
+	StatusReason string `protobuf:"bytes,9,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	// Loop step the job is in, or stopped in.
+	Phase JobPhase `protobuf:"varint,10,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
 	// Attempt in progress, 1-based; at most 5 before a human is needed (ResumeJob with
 	// guidance starts counting again).
 	Attempt int32 `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -916,33 +848,43 @@ type Job struct {
 	Model string `protobuf:"bytes,14,opt,name=model,proto3" json:"model,omitempty"`
 	// Set while WAITING_CLARIFICATION, kept afterwards with the answer.
 	ClarificationQuestion string `protobuf:"bytes,15,opt,name=clarification_question,json=clarificationQuestion,proto3" json:"clarification_question,omitempty"`
-	ClarificationAnswer   string `protobuf:"bytes,16,opt,name=clarification_answer,json=clarificationAnswer,proto3" json:"clarification_answer,omitempty"`
+	// The answer given with RespondToClarification.
+	ClarificationAnswer string `protobuf:"bytes,16,opt,name=clarification_answer,json=clarificationAnswer,proto3" json:"clarification_answer,omitempty"`
 	// Tasks created when the task was broken down (confidence or intervention).
-	SubtaskIds    []string   `protobuf:"bytes,17,rep,name=subtask_ids,json=subtaskIds,proto3" json:"subtask_ids,omitempty"`
+	SubtaskIds []string `protobuf:"bytes,17,rep,name=subtask_ids,json=subtaskIds,proto3" json:"subtask_ids,omitempty"`
+	// Verdict on the last failed attempt, if any.
 	LastDiagnosis *Diagnosis `protobuf:"bytes,18,opt,name=last_diagnosis,json=lastDiagnosis,proto3" json:"last_diagnosis,omitempty"`
-	Budget        *JobBudget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
-	Usage         *JobUsage  `protobuf:"bytes,20,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Caps the job runs under (server defaults filled in).
+	Budget *v1.Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
+	// What the job has spent so far, all phases and attempts.
+	Usage *v1.Usage `protobuf:"bytes,20,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Last error, for FAILED (including "budget exhausted: …") and HUMAN_NEEDED.
-	Error     string `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
+	// Sandbox the job works in, while it lives.
 	SandboxId string `protobuf:"bytes,22,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// Current (or last) builder build.
 	BuildId string `protobuf:"bytes,23,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
 	// Current (or last) review.
-	ReviewId       string                 `protobuf:"bytes,24,opt,name=review_id,json=reviewId,proto3" json:"review_id,omitempty"`
-	PullRequestUrl string                 `protobuf:"bytes,25,opt,name=pull_request_url,json=pullRequestUrl,proto3" json:"pull_request_url,omitempty"`
-	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ReviewId string `protobuf:"bytes,24,opt,name=review_id,json=reviewId,proto3" json:"review_id,omitempty"`
+	// The pull request, once opened.
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,25,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// The current plan (after revisions); unset before planning and in ListJobs.
+	Plan *v1.Plan `protobuf:"bytes,26,opt,name=plan,proto3" json:"plan,omitempty"`
+	// When StartTask created the job.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,27,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the job first left QUEUED.
-	StartTime  *timestamppb.Timestamp `protobuf:"bytes,27,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When anything on the job last changed.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,29,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When the job reached a terminal status.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,29,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +896,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +909,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Job) GetId() string {
@@ -1096,14 +1038,14 @@ func (x *Job) GetLastDiagnosis() *Diagnosis {
 	return nil
 }
 
-func (x *Job) GetBudget() *JobBudget {
+func (x *Job) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
 	return nil
 }
 
-func (x *Job) GetUsage() *JobUsage {
+func (x *Job) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -1138,11 +1080,18 @@ func (x *Job) GetReviewId() string {
 	return ""
 }
 
-func (x *Job) GetPullRequestUrl() string {
+func (x *Job) GetPullRequest() *v1.PullRequestRef {
 	if x != nil {
-		return x.PullRequestUrl
+		return x.PullRequest
 	}
-	return ""
+	return nil
+}
+
+func (x *Job) GetPlan() *v1.Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
 }
 
 func (x *Job) GetCreateTime() *timestamppb.Timestamp {
@@ -1175,21 +1124,25 @@ func (x *Job) GetEndTime() *timestamppb.Timestamp {
 
 type StartTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the job the first call started and starts
+	// nothing. Reusing it for a different request is INVALID_ARGUMENT. Empty: no idempotency.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Required: a task of the caller.
-	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Defaults to the repository's default branch.
-	BaseBranch string `protobuf:"bytes,2,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
-	// Optional caps; unset takes the server defaults.
-	Budget *JobBudget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	BaseBranch string `protobuf:"bytes,3,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	// Optional caps; unset (or zero) fields take the server defaults.
+	Budget *v1.Budget `protobuf:"bytes,4,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Model id to use instead of automatic selection; empty selects by complexity.
-	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartTaskRequest) Reset() {
 	*x = StartTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1154,7 @@ func (x *StartTaskRequest) String() string {
 func (*StartTaskRequest) ProtoMessage() {}
 
 func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1167,14 @@ func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskRequest.ProtoReflect.Descriptor instead.
 func (*StartTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StartTaskRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *StartTaskRequest) GetTaskId() string {
@@ -1231,7 +1191,7 @@ func (x *StartTaskRequest) GetBaseBranch() string {
 	return ""
 }
 
-func (x *StartTaskRequest) GetBudget() *JobBudget {
+func (x *StartTaskRequest) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
@@ -1246,15 +1206,16 @@ func (x *StartTaskRequest) GetModel() string {
 }
 
 type StartTaskResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job, QUEUED or already further along.
+	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartTaskResponse) Reset() {
 	*x = StartTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1227,7 @@ func (x *StartTaskResponse) String() string {
 func (*StartTaskResponse) ProtoMessage() {}
 
 func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1240,7 @@ func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskResponse.ProtoReflect.Descriptor instead.
 func (*StartTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartTaskResponse) GetJob() *Job {
@@ -1290,15 +1251,16 @@ func (x *StartTaskResponse) GetJob() *Job {
 }
 
 type GetJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1272,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1285,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1342,7 +1304,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1316,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1329,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1380,10 +1342,11 @@ func (x *GetJobResponse) GetJob() *Job {
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
-	TaskId    string      `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	ProjectId string      `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	Repo      string      `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
-	Statuses  []JobStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=thefold.agent.v1.JobStatus" json:"statuses,omitempty"`
+	TaskId    string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// "owner/name".
+	Repo     string      `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
+	Statuses []JobStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=thefold.agent.v1.JobStatus" json:"statuses,omitempty"`
 	// 1–200, default 50.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
@@ -1394,7 +1357,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1369,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1382,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListJobsRequest) GetTaskId() string {
@@ -1465,16 +1428,18 @@ func (x *ListJobsRequest) GetPageToken() string {
 }
 
 type ListJobsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Jobs          []*Job                 `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first, without plans.
+	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1451,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1464,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1518,7 +1483,8 @@ func (x *ListJobsResponse) GetNextPageToken() string {
 
 type CancelJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Recorded as the job's status_reason.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1527,7 +1493,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1505,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1518,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1578,7 +1544,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1556,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1569,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1614,16 +1580,18 @@ func (x *CancelJobResponse) GetJob() *Job {
 }
 
 type PauseJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Recorded as the job's status_reason.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1603,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1616,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -1674,7 +1642,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1654,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1667,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -1711,7 +1679,8 @@ func (x *PauseJobResponse) GetJob() *Job {
 
 type ResumeJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// For a HUMAN_NEEDED job: a hint added to the task context for the retry.
 	Guidance      string `protobuf:"bytes,2,opt,name=guidance,proto3" json:"guidance,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1720,7 +1689,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1701,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1714,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -1771,7 +1740,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1752,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1765,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -1808,7 +1777,8 @@ func (x *ResumeJobResponse) GetJob() *Job {
 
 type SkipTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The HUMAN_NEEDED job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Recorded on the job and the task.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1817,7 +1787,7 @@ type SkipTaskRequest struct {
 
 func (x *SkipTaskRequest) Reset() {
 	*x = SkipTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1799,7 @@ func (x *SkipTaskRequest) String() string {
 func (*SkipTaskRequest) ProtoMessage() {}
 
 func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,12 +1812,12 @@ func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *SkipTaskRequest) GetJobId() string {
+func (x *SkipTaskRequest) GetId() string {
 	if x != nil {
-		return x.JobId
+		return x.Id
 	}
 	return ""
 }
@@ -1868,7 +1838,7 @@ type SkipTaskResponse struct {
 
 func (x *SkipTaskResponse) Reset() {
 	*x = SkipTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1850,7 @@ func (x *SkipTaskResponse) String() string {
 func (*SkipTaskResponse) ProtoMessage() {}
 
 func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1863,7 @@ func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SkipTaskResponse) GetJob() *Job {
@@ -1905,7 +1875,8 @@ func (x *SkipTaskResponse) GetJob() *Job {
 
 type ResolveTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The HUMAN_NEEDED job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Required: what the human did, recorded on the job and in memory.
 	Note          string `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1914,7 +1885,7 @@ type ResolveTaskRequest struct {
 
 func (x *ResolveTaskRequest) Reset() {
 	*x = ResolveTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1897,7 @@ func (x *ResolveTaskRequest) String() string {
 func (*ResolveTaskRequest) ProtoMessage() {}
 
 func (x *ResolveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,12 +1910,12 @@ func (x *ResolveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *ResolveTaskRequest) GetJobId() string {
+func (x *ResolveTaskRequest) GetId() string {
 	if x != nil {
-		return x.JobId
+		return x.Id
 	}
 	return ""
 }
@@ -1965,7 +1936,7 @@ type ResolveTaskResponse struct {
 
 func (x *ResolveTaskResponse) Reset() {
 	*x = ResolveTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1977,7 +1948,7 @@ func (x *ResolveTaskResponse) String() string {
 func (*ResolveTaskResponse) ProtoMessage() {}
 
 func (x *ResolveTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1990,7 +1961,7 @@ func (x *ResolveTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ResolveTaskResponse) GetJob() *Job {
@@ -2002,7 +1973,8 @@ func (x *ResolveTaskResponse) GetJob() *Job {
 
 type RespondToClarificationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The WAITING_CLARIFICATION job's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Required.
 	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2011,7 +1983,7 @@ type RespondToClarificationRequest struct {
 
 func (x *RespondToClarificationRequest) Reset() {
 	*x = RespondToClarificationRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +1995,7 @@ func (x *RespondToClarificationRequest) String() string {
 func (*RespondToClarificationRequest) ProtoMessage() {}
 
 func (x *RespondToClarificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,12 +2008,12 @@ func (x *RespondToClarificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToClarificationRequest.ProtoReflect.Descriptor instead.
 func (*RespondToClarificationRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *RespondToClarificationRequest) GetJobId() string {
+func (x *RespondToClarificationRequest) GetId() string {
 	if x != nil {
-		return x.JobId
+		return x.Id
 	}
 	return ""
 }
@@ -2062,7 +2034,7 @@ type RespondToClarificationResponse struct {
 
 func (x *RespondToClarificationResponse) Reset() {
 	*x = RespondToClarificationResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2046,7 @@ func (x *RespondToClarificationResponse) String() string {
 func (*RespondToClarificationResponse) ProtoMessage() {}
 
 func (x *RespondToClarificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2059,7 @@ func (x *RespondToClarificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToClarificationResponse.ProtoReflect.Descriptor instead.
 func (*RespondToClarificationResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RespondToClarificationResponse) GetJob() *Job {
@@ -2097,13 +2069,237 @@ func (x *RespondToClarificationResponse) GetJob() *Job {
 	return nil
 }
 
+// JobSummary is the small view of a job carried by a CREATED event.
+type JobSummary struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Empty for a standalone job.
+	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// "owner/name".
+	Repo          string                 `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
+	BaseBranch    string                 `protobuf:"bytes,5,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	Status        JobStatus              `protobuf:"varint,6,opt,name=status,proto3,enum=thefold.agent.v1.JobStatus" json:"status,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobSummary) Reset() {
+	*x = JobSummary{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobSummary) ProtoMessage() {}
+
+func (x *JobSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobSummary.ProtoReflect.Descriptor instead.
+func (*JobSummary) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JobSummary) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobSummary) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *JobSummary) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *JobSummary) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *JobSummary) GetBaseBranch() string {
+	if x != nil {
+		return x.BaseBranch
+	}
+	return ""
+}
+
+func (x *JobSummary) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *JobSummary) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// JobStatusChange is the payload of a STATUS_CHANGED event.
+type JobStatusChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The status before.
+	PreviousStatus JobStatus `protobuf:"varint,1,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.agent.v1.JobStatus" json:"previous_status,omitempty"`
+	// The status after.
+	Status JobStatus `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.agent.v1.JobStatus" json:"status,omitempty"`
+	// The job's status_reason after the change (why paused, failed, skipped, …); may be empty.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStatusChange) Reset() {
+	*x = JobStatusChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStatusChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStatusChange) ProtoMessage() {}
+
+func (x *JobStatusChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStatusChange.ProtoReflect.Descriptor instead.
+func (*JobStatusChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *JobStatusChange) GetPreviousStatus() JobStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *JobStatusChange) GetStatus() JobStatus {
+	if x != nil {
+		return x.Status
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *JobStatusChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// JobPhaseChange is the payload of a PHASE_CHANGED event.
+type JobPhaseChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The phase before.
+	PreviousPhase JobPhase `protobuf:"varint,1,opt,name=previous_phase,json=previousPhase,proto3,enum=thefold.agent.v1.JobPhase" json:"previous_phase,omitempty"`
+	// The phase entered.
+	Phase JobPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
+	// The attempt in progress, 1-based.
+	Attempt       int32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPhaseChange) Reset() {
+	*x = JobPhaseChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPhaseChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPhaseChange) ProtoMessage() {}
+
+func (x *JobPhaseChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPhaseChange.ProtoReflect.Descriptor instead.
+func (*JobPhaseChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *JobPhaseChange) GetPreviousPhase() JobPhase {
+	if x != nil {
+		return x.PreviousPhase
+	}
+	return JobPhase_JOB_PHASE_UNSPECIFIED
+}
+
+func (x *JobPhaseChange) GetPhase() JobPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return JobPhase_JOB_PHASE_UNSPECIFIED
+}
+
+func (x *JobPhaseChange) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 // JobProgress is build progress within the BUILDING phase.
 type JobProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Builder phase name, e.g. "implement".
-	BuildPhase  string `protobuf:"bytes,1,opt,name=build_phase,json=buildPhase,proto3" json:"build_phase,omitempty"`
-	CurrentStep int32  `protobuf:"varint,2,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
-	TotalSteps  int32  `protobuf:"varint,3,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	// Builder pipeline stage.
+	BuildPhase v11.BuildPhase `protobuf:"varint,1,opt,name=build_phase,json=buildPhase,proto3,enum=thefold.builder.v1.BuildPhase" json:"build_phase,omitempty"`
+	// Step being run, 1-based, of total_steps known so far.
+	CurrentStep int32 `protobuf:"varint,2,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	TotalSteps  int32 `protobuf:"varint,3,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
 	// File being worked on, if any.
 	FilePath      string `protobuf:"bytes,4,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2112,7 +2308,7 @@ type JobProgress struct {
 
 func (x *JobProgress) Reset() {
 	*x = JobProgress{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2320,7 @@ func (x *JobProgress) String() string {
 func (*JobProgress) ProtoMessage() {}
 
 func (x *JobProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,14 +2333,14 @@ func (x *JobProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
 func (*JobProgress) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *JobProgress) GetBuildPhase() string {
+func (x *JobProgress) GetBuildPhase() v11.BuildPhase {
 	if x != nil {
 		return x.BuildPhase
 	}
-	return ""
+	return v11.BuildPhase(0)
 }
 
 func (x *JobProgress) GetCurrentStep() int32 {
@@ -2168,45 +2364,29 @@ func (x *JobProgress) GetFilePath() string {
 	return ""
 }
 
-// JobEvent is one entry of a job's event stream.
-type JobEvent struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Event id, the cursor to resume from.
-	EventId int64        `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Type    JobEventType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.agent.v1.JobEventType" json:"type,omitempty"`
-	JobId   string       `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Phase the job was in when the event happened.
-	Phase JobPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
-	// Human-readable line.
-	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// For STATUS_CHANGED, the status before.
-	PreviousStatus JobStatus `protobuf:"varint,6,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.agent.v1.JobStatus" json:"previous_status,omitempty"`
-	// For PROGRESS.
-	Progress *JobProgress `protobuf:"bytes,7,opt,name=progress,proto3" json:"progress,omitempty"`
-	// For DIAGNOSED.
-	Diagnosis *Diagnosis `protobuf:"bytes,8,opt,name=diagnosis,proto3" json:"diagnosis,omitempty"`
-	// The job as of this event.
-	Job           *Job                   `protobuf:"bytes,9,opt,name=job,proto3" json:"job,omitempty"`
-	EventTime     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+// JobThought is one human-readable line of the agent's reasoning or activity.
+type JobThought struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *JobEvent) Reset() {
-	*x = JobEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+func (x *JobThought) Reset() {
+	*x = JobThought{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *JobEvent) String() string {
+func (x *JobThought) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*JobEvent) ProtoMessage() {}
+func (*JobThought) ProtoMessage() {}
 
-func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+func (x *JobThought) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,77 +2397,326 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
-func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+// Deprecated: Use JobThought.ProtoReflect.Descriptor instead.
+func (*JobThought) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
-func (x *JobEvent) GetEventId() int64 {
+func (x *JobThought) GetText() string {
 	if x != nil {
-		return x.EventId
+		return x.Text
+	}
+	return ""
+}
+
+// ClarificationRequested is the payload of a CLARIFICATION_REQUESTED event: the job is
+// WAITING_CLARIFICATION until RespondToClarification.
+type ClarificationRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the agent needs to know.
+	Question      string `protobuf:"bytes,1,opt,name=question,proto3" json:"question,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClarificationRequested) Reset() {
+	*x = ClarificationRequested{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClarificationRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClarificationRequested) ProtoMessage() {}
+
+func (x *ClarificationRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClarificationRequested.ProtoReflect.Descriptor instead.
+func (*ClarificationRequested) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClarificationRequested) GetQuestion() string {
+	if x != nil {
+		return x.Question
+	}
+	return ""
+}
+
+// SubtasksCreated is the payload of a SUBTASKS_CREATED event: the task was broken down.
+type SubtasksCreated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new tasks in the tasks service, in order.
+	TaskIds       []string `protobuf:"bytes,1,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubtasksCreated) Reset() {
+	*x = SubtasksCreated{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubtasksCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubtasksCreated) ProtoMessage() {}
+
+func (x *SubtasksCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubtasksCreated.ProtoReflect.Descriptor instead.
+func (*SubtasksCreated) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SubtasksCreated) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+// JobPlanChange is the payload of PLAN_CREATED and PLAN_REVISED events.
+type JobPlanChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 for the first plan, then 1, 2 after BAD_PLAN diagnoses.
+	Revision int32 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The plan now in force.
+	Plan          *v1.Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobPlanChange) Reset() {
+	*x = JobPlanChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobPlanChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobPlanChange) ProtoMessage() {}
+
+func (x *JobPlanChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobPlanChange.ProtoReflect.Descriptor instead.
+func (*JobPlanChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *JobPlanChange) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
 	}
 	return 0
 }
 
-func (x *JobEvent) GetType() JobEventType {
+func (x *JobPlanChange) GetPlan() *v1.Plan {
 	if x != nil {
-		return x.Type
+		return x.Plan
 	}
-	return JobEventType_JOB_EVENT_TYPE_UNSPECIFIED
+	return nil
 }
 
-func (x *JobEvent) GetJobId() string {
+// JobIntervention is the payload of an INTERVENED event.
+type JobIntervention struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action InterventionAction     `protobuf:"varint,1,opt,name=action,proto3,enum=thefold.agent.v1.InterventionAction" json:"action,omitempty"`
+	// Why, in the model's words; for ESCALATE, what the human should look at.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobIntervention) Reset() {
+	*x = JobIntervention{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobIntervention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobIntervention) ProtoMessage() {}
+
+func (x *JobIntervention) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
-		return x.JobId
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobIntervention.ProtoReflect.Descriptor instead.
+func (*JobIntervention) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *JobIntervention) GetAction() InterventionAction {
+	if x != nil {
+		return x.Action
+	}
+	return InterventionAction_INTERVENTION_ACTION_UNSPECIFIED
+}
+
+func (x *JobIntervention) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
 
-func (x *JobEvent) GetPhase() JobPhase {
-	if x != nil {
-		return x.Phase
-	}
-	return JobPhase_JOB_PHASE_UNSPECIFIED
+// ReviewSubmitted is the payload of a REVIEW_SUBMITTED event (jobs and projects).
+type ReviewSubmitted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The review, PENDING; GetReview has its files.
+	ReviewId string `protobuf:"bytes,1,opt,name=review_id,json=reviewId,proto3" json:"review_id,omitempty"`
+	// From ai.ReviewCode (ai.ReviewProject for projects), 1–10.
+	QualityScore  int32 `protobuf:"varint,2,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *JobEvent) GetMessage() string {
+func (x *ReviewSubmitted) Reset() {
+	*x = ReviewSubmitted{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewSubmitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewSubmitted) ProtoMessage() {}
+
+func (x *ReviewSubmitted) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
-		return x.Message
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewSubmitted.ProtoReflect.Descriptor instead.
+func (*ReviewSubmitted) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReviewSubmitted) GetReviewId() string {
+	if x != nil {
+		return x.ReviewId
 	}
 	return ""
 }
 
-func (x *JobEvent) GetPreviousStatus() JobStatus {
+func (x *ReviewSubmitted) GetQualityScore() int32 {
 	if x != nil {
-		return x.PreviousStatus
+		return x.QualityScore
 	}
-	return JobStatus_JOB_STATUS_UNSPECIFIED
+	return 0
 }
 
-func (x *JobEvent) GetProgress() *JobProgress {
+// BudgetExhausted is the payload of a BUDGET_EXHAUSTED event (jobs and projects).
+type BudgetExhausted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What was spent when the work stopped.
+	Usage *v1.Usage `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The caps that applied.
+	Budget        *v1.Budget `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetExhausted) Reset() {
+	*x = BudgetExhausted{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetExhausted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetExhausted) ProtoMessage() {}
+
+func (x *BudgetExhausted) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
-		return x.Progress
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetExhausted.ProtoReflect.Descriptor instead.
+func (*BudgetExhausted) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BudgetExhausted) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
 
-func (x *JobEvent) GetDiagnosis() *Diagnosis {
+func (x *BudgetExhausted) GetBudget() *v1.Budget {
 	if x != nil {
-		return x.Diagnosis
-	}
-	return nil
-}
-
-func (x *JobEvent) GetJob() *Job {
-	if x != nil {
-		return x.Job
-	}
-	return nil
-}
-
-func (x *JobEvent) GetEventTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.EventTime
+		return x.Budget
 	}
 	return nil
 }
@@ -2295,16 +2724,19 @@ func (x *JobEvent) GetEventTime() *timestamppb.Timestamp {
 type WatchJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job to watch; empty watches all of the caller's jobs (that stream does not end).
-	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Deliver events with id greater than this; 0 delivers the retained history.
-	AfterId       int64 `protobuf:"varint,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Deliver events with a greater id; 0 replays the retained history. An id older than the
+	// retained history is OUT_OF_RANGE.
+	AfterId int64 `protobuf:"varint,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// Ignore after_id and start with the next event that commits.
+	FromNow       bool `protobuf:"varint,3,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2748,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,12 +2761,12 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
-func (x *WatchJobRequest) GetJobId() string {
+func (x *WatchJobRequest) GetId() string {
 	if x != nil {
-		return x.JobId
+		return x.Id
 	}
 	return ""
 }
@@ -2346,16 +2778,51 @@ func (x *WatchJobRequest) GetAfterId() int64 {
 	return 0
 }
 
+func (x *WatchJobRequest) GetFromNow() bool {
+	if x != nil {
+		return x.FromNow
+	}
+	return false
+}
+
+// WatchJobResponse is one message of a job stream: the shared envelope of
+// thefold/type/v1/event.proto. A heartbeat has id 0, type UNSPECIFIED and no job_id.
 type WatchJobResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Event         *JobEvent              `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event id, the cursor to resume from (after_id); 0 for a heartbeat.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the change committed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// What happened; names the payload member set.
+	Type JobEventType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.agent.v1.JobEventType" json:"type,omitempty"`
+	// The job the event concerns.
+	JobId string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The changed fields or a small resource, per type.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*WatchJobResponse_Created
+	//	*WatchJobResponse_StatusChanged
+	//	*WatchJobResponse_PhaseChanged
+	//	*WatchJobResponse_Progress
+	//	*WatchJobResponse_Thought
+	//	*WatchJobResponse_ClarificationRequested
+	//	*WatchJobResponse_SubtasksCreated
+	//	*WatchJobResponse_Plan
+	//	*WatchJobResponse_Diagnosis
+	//	*WatchJobResponse_Intervention
+	//	*WatchJobResponse_Heartbeat
+	//	*WatchJobResponse_ReviewSubmitted
+	//	*WatchJobResponse_PullRequest
+	//	*WatchJobResponse_BudgetExhausted
+	Payload       isWatchJobResponse_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2834,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,35 +2847,276 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
-func (x *WatchJobResponse) GetEvent() *JobEvent {
+func (x *WatchJobResponse) GetId() int64 {
 	if x != nil {
-		return x.Event
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WatchJobResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
 	}
 	return nil
 }
 
+func (x *WatchJobResponse) GetType() JobEventType {
+	if x != nil {
+		return x.Type
+	}
+	return JobEventType_JOB_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchJobResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WatchJobResponse) GetPayload() isWatchJobResponse_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetCreated() *JobSummary {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Created); ok {
+			return x.Created
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetStatusChanged() *JobStatusChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_StatusChanged); ok {
+			return x.StatusChanged
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetPhaseChanged() *JobPhaseChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_PhaseChanged); ok {
+			return x.PhaseChanged
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetProgress() *JobProgress {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetThought() *JobThought {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Thought); ok {
+			return x.Thought
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetClarificationRequested() *ClarificationRequested {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_ClarificationRequested); ok {
+			return x.ClarificationRequested
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetSubtasksCreated() *SubtasksCreated {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_SubtasksCreated); ok {
+			return x.SubtasksCreated
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetPlan() *JobPlanChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Plan); ok {
+			return x.Plan
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetDiagnosis() *Diagnosis {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Diagnosis); ok {
+			return x.Diagnosis
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetIntervention() *JobIntervention {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Intervention); ok {
+			return x.Intervention
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetHeartbeat() *v1.Heartbeat {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetReviewSubmitted() *ReviewSubmitted {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_ReviewSubmitted); ok {
+			return x.ReviewSubmitted
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_PullRequest); ok {
+			return x.PullRequest
+		}
+	}
+	return nil
+}
+
+func (x *WatchJobResponse) GetBudgetExhausted() *BudgetExhausted {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_BudgetExhausted); ok {
+			return x.BudgetExhausted
+		}
+	}
+	return nil
+}
+
+type isWatchJobResponse_Payload interface {
+	isWatchJobResponse_Payload()
+}
+
+type WatchJobResponse_Created struct {
+	Created *JobSummary `protobuf:"bytes,5,opt,name=created,proto3,oneof"`
+}
+
+type WatchJobResponse_StatusChanged struct {
+	StatusChanged *JobStatusChange `protobuf:"bytes,6,opt,name=status_changed,json=statusChanged,proto3,oneof"`
+}
+
+type WatchJobResponse_PhaseChanged struct {
+	PhaseChanged *JobPhaseChange `protobuf:"bytes,7,opt,name=phase_changed,json=phaseChanged,proto3,oneof"`
+}
+
+type WatchJobResponse_Progress struct {
+	Progress *JobProgress `protobuf:"bytes,8,opt,name=progress,proto3,oneof"`
+}
+
+type WatchJobResponse_Thought struct {
+	Thought *JobThought `protobuf:"bytes,9,opt,name=thought,proto3,oneof"`
+}
+
+type WatchJobResponse_ClarificationRequested struct {
+	ClarificationRequested *ClarificationRequested `protobuf:"bytes,10,opt,name=clarification_requested,json=clarificationRequested,proto3,oneof"`
+}
+
+type WatchJobResponse_SubtasksCreated struct {
+	SubtasksCreated *SubtasksCreated `protobuf:"bytes,11,opt,name=subtasks_created,json=subtasksCreated,proto3,oneof"`
+}
+
+type WatchJobResponse_Plan struct {
+	Plan *JobPlanChange `protobuf:"bytes,12,opt,name=plan,proto3,oneof"`
+}
+
+type WatchJobResponse_Diagnosis struct {
+	Diagnosis *Diagnosis `protobuf:"bytes,13,opt,name=diagnosis,proto3,oneof"`
+}
+
+type WatchJobResponse_Intervention struct {
+	Intervention *JobIntervention `protobuf:"bytes,14,opt,name=intervention,proto3,oneof"`
+}
+
+type WatchJobResponse_Heartbeat struct {
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
+}
+
+type WatchJobResponse_ReviewSubmitted struct {
+	ReviewSubmitted *ReviewSubmitted `protobuf:"bytes,16,opt,name=review_submitted,json=reviewSubmitted,proto3,oneof"`
+}
+
+type WatchJobResponse_PullRequest struct {
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,17,opt,name=pull_request,json=pullRequest,proto3,oneof"`
+}
+
+type WatchJobResponse_BudgetExhausted struct {
+	BudgetExhausted *BudgetExhausted `protobuf:"bytes,18,opt,name=budget_exhausted,json=budgetExhausted,proto3,oneof"`
+}
+
+func (*WatchJobResponse_Created) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_StatusChanged) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_PhaseChanged) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Progress) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Thought) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_ClarificationRequested) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_SubtasksCreated) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Plan) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Diagnosis) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Intervention) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_Heartbeat) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_ReviewSubmitted) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_PullRequest) isWatchJobResponse_Payload() {}
+
+func (*WatchJobResponse_BudgetExhausted) isWatchJobResponse_Payload() {}
+
 // PhaseMetrics is what one phase of a job cost, summed over its attempts.
 type PhaseMetrics struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Phase        JobPhase               `protobuf:"varint,1,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
-	InputTokens  int64                  `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens int64                  `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	CostUsd      float64                `protobuf:"fixed64,4,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Duration     *durationpb.Duration   `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
-	// LLM calls made in the phase.
-	AiCalls int32 `protobuf:"varint,6,opt,name=ai_calls,json=aiCalls,proto3" json:"ai_calls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Phase JobPhase               `protobuf:"varint,1,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
+	// Tokens, cost and LLM calls of the phase (usage.calls); usage.model is the model that
+	// did most of it.
+	Usage *v1.Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Wall time spent in the phase.
+	Duration *durationpb.Duration `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
 	// Model ids used in the phase.
-	Models        []string `protobuf:"bytes,7,rep,name=models,proto3" json:"models,omitempty"`
+	Models        []string `protobuf:"bytes,4,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PhaseMetrics) Reset() {
 	*x = PhaseMetrics{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +3128,7 @@ func (x *PhaseMetrics) String() string {
 func (*PhaseMetrics) ProtoMessage() {}
 
 func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +3141,7 @@ func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseMetrics.ProtoReflect.Descriptor instead.
 func (*PhaseMetrics) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PhaseMetrics) GetPhase() JobPhase {
@@ -2443,25 +3151,11 @@ func (x *PhaseMetrics) GetPhase() JobPhase {
 	return JobPhase_JOB_PHASE_UNSPECIFIED
 }
 
-func (x *PhaseMetrics) GetInputTokens() int64 {
+func (x *PhaseMetrics) GetUsage() *v1.Usage {
 	if x != nil {
-		return x.InputTokens
+		return x.Usage
 	}
-	return 0
-}
-
-func (x *PhaseMetrics) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
-	}
-	return 0
-}
-
-func (x *PhaseMetrics) GetCostUsd() float64 {
-	if x != nil {
-		return x.CostUsd
-	}
-	return 0
+	return nil
 }
 
 func (x *PhaseMetrics) GetDuration() *durationpb.Duration {
@@ -2469,13 +3163,6 @@ func (x *PhaseMetrics) GetDuration() *durationpb.Duration {
 		return x.Duration
 	}
 	return nil
-}
-
-func (x *PhaseMetrics) GetAiCalls() int32 {
-	if x != nil {
-		return x.AiCalls
-	}
-	return 0
 }
 
 func (x *PhaseMetrics) GetModels() []string {
@@ -2486,15 +3173,16 @@ func (x *PhaseMetrics) GetModels() []string {
 }
 
 type GetJobMetricsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetJobMetricsRequest) Reset() {
 	*x = GetJobMetricsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +3194,7 @@ func (x *GetJobMetricsRequest) String() string {
 func (*GetJobMetricsRequest) ProtoMessage() {}
 
 func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,22 +3207,24 @@ func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *GetJobMetricsRequest) GetJobId() string {
+func (x *GetJobMetricsRequest) GetId() string {
 	if x != nil {
-		return x.JobId
+		return x.Id
 	}
 	return ""
 }
 
 type GetJobMetricsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The job's id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Phases that ran, in loop order.
 	Phases []*PhaseMetrics `protobuf:"bytes,2,rep,name=phases,proto3" json:"phases,omitempty"`
-	Total  *JobUsage       `protobuf:"bytes,3,opt,name=total,proto3" json:"total,omitempty"`
+	// Sum of the phases: the job's usage.
+	Total *v1.Usage `protobuf:"bytes,3,opt,name=total,proto3" json:"total,omitempty"`
 	// Wall time so far, not counting time PAUSED or waiting for a human.
 	TotalDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=total_duration,json=totalDuration,proto3" json:"total_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2543,7 +3233,7 @@ type GetJobMetricsResponse struct {
 
 func (x *GetJobMetricsResponse) Reset() {
 	*x = GetJobMetricsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +3245,7 @@ func (x *GetJobMetricsResponse) String() string {
 func (*GetJobMetricsResponse) ProtoMessage() {}
 
 func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +3258,7 @@ func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetJobMetricsResponse) GetJobId() string {
@@ -2585,7 +3275,7 @@ func (x *GetJobMetricsResponse) GetPhases() []*PhaseMetrics {
 	return nil
 }
 
-func (x *GetJobMetricsResponse) GetTotal() *JobUsage {
+func (x *GetJobMetricsResponse) GetTotal() *v1.Usage {
 	if x != nil {
 		return x.Total
 	}
@@ -2601,10 +3291,11 @@ func (x *GetJobMetricsResponse) GetTotalDuration() *durationpb.Duration {
 
 // AuditLogEntry records one audited step of a job.
 type AuditLogEntry struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	JobId  string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	TaskId string                 `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned id.
+	Id     string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	JobId  string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Owner of the job.
 	OwnerId string `protobuf:"bytes,4,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Who acted: "agent", or "user:<id>" for human controls and review decisions.
@@ -2615,7 +3306,8 @@ type AuditLogEntry struct {
 	Details *structpb.Struct `protobuf:"bytes,7,opt,name=details,proto3" json:"details,omitempty"`
 	Success bool             `protobuf:"varint,8,opt,name=success,proto3" json:"success,omitempty"`
 	// Why it failed, when success is false.
-	Error         string                 `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the step took.
 	Duration      *durationpb.Duration   `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2624,7 +3316,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +3328,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +3341,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditLogEntry) GetId() string {
@@ -2741,7 +3433,8 @@ type ListAuditLogRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// 1–500, default 100.
-	PageSize      int32  `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
 	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2749,7 +3442,7 @@ type ListAuditLogRequest struct {
 
 func (x *ListAuditLogRequest) Reset() {
 	*x = ListAuditLogRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3454,7 @@ func (x *ListAuditLogRequest) String() string {
 func (*ListAuditLogRequest) ProtoMessage() {}
 
 func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3467,7 @@ func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditLogRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListAuditLogRequest) GetJobId() string {
@@ -2834,16 +3527,18 @@ func (x *ListAuditLogRequest) GetPageToken() string {
 }
 
 type ListAuditLogResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entries       []*AuditLogEntry       `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Entries []*AuditLogEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAuditLogResponse) Reset() {
 	*x = ListAuditLogResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3550,7 @@ func (x *ListAuditLogResponse) String() string {
 func (*ListAuditLogResponse) ProtoMessage() {}
 
 func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3563,7 @@ func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditLogResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListAuditLogResponse) GetEntries() []*AuditLogEntry {
@@ -2887,20 +3582,19 @@ func (x *ListAuditLogResponse) GetNextPageToken() string {
 
 // ReviewFile is one changed file under review.
 type ReviewFile struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Action FileAction             `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.agent.v1.FileAction" json:"action,omitempty"`
-	// Full new content; empty for DELETE.
-	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// Unified diff against the base commit.
-	Diff          string `protobuf:"bytes,4,opt,name=diff,proto3" json:"diff,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Path, action (create, modify, delete), rename, line counts and the unified diff against
+	// the base commit. In ListReviews, unified_diff is empty.
+	Diff *v1.FileDiff `protobuf:"bytes,1,opt,name=diff,proto3" json:"diff,omitempty"`
+	// Full new content; empty for DELETE, for binary files and in ListReviews.
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviewFile) Reset() {
 	*x = ReviewFile{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3606,7 @@ func (x *ReviewFile) String() string {
 func (*ReviewFile) ProtoMessage() {}
 
 func (x *ReviewFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,21 +3619,14 @@ func (x *ReviewFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewFile.ProtoReflect.Descriptor instead.
 func (*ReviewFile) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *ReviewFile) GetPath() string {
+func (x *ReviewFile) GetDiff() *v1.FileDiff {
 	if x != nil {
-		return x.Path
+		return x.Diff
 	}
-	return ""
-}
-
-func (x *ReviewFile) GetAction() FileAction {
-	if x != nil {
-		return x.Action
-	}
-	return FileAction_FILE_ACTION_UNSPECIFIED
+	return nil
 }
 
 func (x *ReviewFile) GetContent() string {
@@ -2949,50 +3636,51 @@ func (x *ReviewFile) GetContent() string {
 	return ""
 }
 
-func (x *ReviewFile) GetDiff() string {
-	if x != nil {
-		return x.Diff
-	}
-	return ""
-}
-
 // Review is the work of a job (or a whole project) waiting at the human review gate.
 type Review struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned UUID.
-	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// User id of the owner of the job or project.
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	JobId   string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	TaskId  string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Set for a project's aggregated review; job_id and task_id are then empty.
-	ProjectId string       `protobuf:"bytes,5,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	Repo      string       `protobuf:"bytes,6,opt,name=repo,proto3" json:"repo,omitempty"`
-	Status    ReviewStatus `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.agent.v1.ReviewStatus" json:"status,omitempty"`
+	ProjectId string `protobuf:"bytes,5,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// Repository, "owner/name".
+	Repo   string       `protobuf:"bytes,6,opt,name=repo,proto3" json:"repo,omitempty"`
+	Status ReviewStatus `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.agent.v1.ReviewStatus" json:"status,omitempty"`
 	// From ai.ReviewCode (ai.ReviewProject for projects), 1–10.
-	QualityScore int32    `protobuf:"varint,8,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
-	Concerns     []string `protobuf:"bytes,9,rep,name=concerns,proto3" json:"concerns,omitempty"`
+	QualityScore int32 `protobuf:"varint,8,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
+	// What the reviewing model found worth a human's attention, most serious first
+	// (tool "review"; path and line set when tied to a place in the code).
+	Concerns []*v1.Diagnostic `protobuf:"bytes,9,rep,name=concerns,proto3" json:"concerns,omitempty"`
 	// Documentation of the change, proposed as the pull request description.
 	Documentation string `protobuf:"bytes,10,opt,name=documentation,proto3" json:"documentation,omitempty"`
 	// Key design choices, mainly for project reviews.
-	ArchitecturalDecisions []string      `protobuf:"bytes,11,rep,name=architectural_decisions,json=architecturalDecisions,proto3" json:"architectural_decisions,omitempty"`
-	Files                  []*ReviewFile `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
+	ArchitecturalDecisions []string `protobuf:"bytes,11,rep,name=architectural_decisions,json=architecturalDecisions,proto3" json:"architectural_decisions,omitempty"`
+	// The changed files.
+	Files []*ReviewFile `protobuf:"bytes,12,rep,name=files,proto3" json:"files,omitempty"`
+	// Sum of the files' line counts.
+	Stats *v1.DiffStats `protobuf:"bytes,13,opt,name=stats,proto3" json:"stats,omitempty"`
 	// The reviewer's words: the changes requested, or why it was rejected or approved.
-	Feedback string `protobuf:"bytes,13,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	Feedback string `protobuf:"bytes,14,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	// Set once the pull request is opened after approval.
-	PullRequestUrl string `protobuf:"bytes,14,opt,name=pull_request_url,json=pullRequestUrl,proto3" json:"pull_request_url,omitempty"`
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,15,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
 	// Review this one replaces after RequestChanges, if any.
-	PreviousReviewId string                 `protobuf:"bytes,15,opt,name=previous_review_id,json=previousReviewId,proto3" json:"previous_review_id,omitempty"`
-	CreateTime       *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime       *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	PreviousReviewId string `protobuf:"bytes,16,opt,name=previous_review_id,json=previousReviewId,proto3" json:"previous_review_id,omitempty"`
+	// When the agent submitted the review.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When a human decided.
-	DecideTime    *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
+	DecideTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=decide_time,json=decideTime,proto3" json:"decide_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Review) Reset() {
 	*x = Review{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3692,7 @@ func (x *Review) String() string {
 func (*Review) ProtoMessage() {}
 
 func (x *Review) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3705,7 @@ func (x *Review) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Review.ProtoReflect.Descriptor instead.
 func (*Review) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Review) GetId() string {
@@ -3076,7 +3764,7 @@ func (x *Review) GetQualityScore() int32 {
 	return 0
 }
 
-func (x *Review) GetConcerns() []string {
+func (x *Review) GetConcerns() []*v1.Diagnostic {
 	if x != nil {
 		return x.Concerns
 	}
@@ -3104,6 +3792,13 @@ func (x *Review) GetFiles() []*ReviewFile {
 	return nil
 }
 
+func (x *Review) GetStats() *v1.DiffStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 func (x *Review) GetFeedback() string {
 	if x != nil {
 		return x.Feedback
@@ -3111,11 +3806,11 @@ func (x *Review) GetFeedback() string {
 	return ""
 }
 
-func (x *Review) GetPullRequestUrl() string {
+func (x *Review) GetPullRequest() *v1.PullRequestRef {
 	if x != nil {
-		return x.PullRequestUrl
+		return x.PullRequest
 	}
-	return ""
+	return nil
 }
 
 func (x *Review) GetPreviousReviewId() string {
@@ -3147,15 +3842,16 @@ func (x *Review) GetDecideTime() *timestamppb.Timestamp {
 }
 
 type GetReviewRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The review's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetReviewRequest) Reset() {
 	*x = GetReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3863,7 @@ func (x *GetReviewRequest) String() string {
 func (*GetReviewRequest) ProtoMessage() {}
 
 func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3876,7 @@ func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetReviewRequest) GetId() string {
@@ -3199,7 +3895,7 @@ type GetReviewResponse struct {
 
 func (x *GetReviewResponse) Reset() {
 	*x = GetReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3907,7 @@ func (x *GetReviewResponse) String() string {
 func (*GetReviewResponse) ProtoMessage() {}
 
 func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3920,7 @@ func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetReviewResponse) GetReview() *Review {
@@ -3237,13 +3933,15 @@ func (x *GetReviewResponse) GetReview() *Review {
 type ListReviewsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
-	JobId     string         `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	TaskId    string         `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	ProjectId string         `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	Repo      string         `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
-	Statuses  []ReviewStatus `protobuf:"varint,5,rep,packed,name=statuses,proto3,enum=thefold.agent.v1.ReviewStatus" json:"statuses,omitempty"`
+	JobId     string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId    string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// "owner/name".
+	Repo     string         `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
+	Statuses []ReviewStatus `protobuf:"varint,5,rep,packed,name=statuses,proto3,enum=thefold.agent.v1.ReviewStatus" json:"statuses,omitempty"`
 	// 1–200, default 50.
-	PageSize      int32  `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
 	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3251,7 +3949,7 @@ type ListReviewsRequest struct {
 
 func (x *ListReviewsRequest) Reset() {
 	*x = ListReviewsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3263,7 +3961,7 @@ func (x *ListReviewsRequest) String() string {
 func (*ListReviewsRequest) ProtoMessage() {}
 
 func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3276,7 +3974,7 @@ func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsRequest.ProtoReflect.Descriptor instead.
 func (*ListReviewsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListReviewsRequest) GetJobId() string {
@@ -3329,16 +4027,18 @@ func (x *ListReviewsRequest) GetPageToken() string {
 }
 
 type ListReviewsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reviews       []*Review              `protobuf:"bytes,1,rep,name=reviews,proto3" json:"reviews,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first; files without content or unified diff.
+	Reviews []*Review `protobuf:"bytes,1,rep,name=reviews,proto3" json:"reviews,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListReviewsResponse) Reset() {
 	*x = ListReviewsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3350,7 +4050,7 @@ func (x *ListReviewsResponse) String() string {
 func (*ListReviewsResponse) ProtoMessage() {}
 
 func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3363,7 +4063,7 @@ func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsResponse.ProtoReflect.Descriptor instead.
 func (*ListReviewsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListReviewsResponse) GetReviews() []*Review {
@@ -3382,7 +4082,8 @@ func (x *ListReviewsResponse) GetNextPageToken() string {
 
 type ApproveReviewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The review's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Optional comment, recorded as feedback.
 	Comment       string `protobuf:"bytes,2,opt,name=comment,proto3" json:"comment,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3391,7 +4092,7 @@ type ApproveReviewRequest struct {
 
 func (x *ApproveReviewRequest) Reset() {
 	*x = ApproveReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +4104,7 @@ func (x *ApproveReviewRequest) String() string {
 func (*ApproveReviewRequest) ProtoMessage() {}
 
 func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +4117,7 @@ func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewRequest.ProtoReflect.Descriptor instead.
 func (*ApproveReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ApproveReviewRequest) GetId() string {
@@ -3442,7 +4143,7 @@ type ApproveReviewResponse struct {
 
 func (x *ApproveReviewResponse) Reset() {
 	*x = ApproveReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +4155,7 @@ func (x *ApproveReviewResponse) String() string {
 func (*ApproveReviewResponse) ProtoMessage() {}
 
 func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +4168,7 @@ func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewResponse.ProtoReflect.Descriptor instead.
 func (*ApproveReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ApproveReviewResponse) GetReview() *Review {
@@ -3479,11 +4180,12 @@ func (x *ApproveReviewResponse) GetReview() *Review {
 
 type RequestChangesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The review's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Required: what to change; given to the next attempt.
 	Feedback string `protobuf:"bytes,2,opt,name=feedback,proto3" json:"feedback,omitempty"`
-	// For a project review: ids of project tasks to run again; empty lets the agent choose
-	// from the feedback.
+	// For a project review: ids of project tasks (ProjectTask.id) to run again; empty lets
+	// the agent choose from the feedback.
 	ProjectTaskIds []string `protobuf:"bytes,3,rep,name=project_task_ids,json=projectTaskIds,proto3" json:"project_task_ids,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -3491,7 +4193,7 @@ type RequestChangesRequest struct {
 
 func (x *RequestChangesRequest) Reset() {
 	*x = RequestChangesRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +4205,7 @@ func (x *RequestChangesRequest) String() string {
 func (*RequestChangesRequest) ProtoMessage() {}
 
 func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +4218,7 @@ func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesRequest.ProtoReflect.Descriptor instead.
 func (*RequestChangesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RequestChangesRequest) GetId() string {
@@ -3549,7 +4251,7 @@ type RequestChangesResponse struct {
 
 func (x *RequestChangesResponse) Reset() {
 	*x = RequestChangesResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +4263,7 @@ func (x *RequestChangesResponse) String() string {
 func (*RequestChangesResponse) ProtoMessage() {}
 
 func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +4276,7 @@ func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesResponse.ProtoReflect.Descriptor instead.
 func (*RequestChangesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RequestChangesResponse) GetReview() *Review {
@@ -3585,16 +4287,18 @@ func (x *RequestChangesResponse) GetReview() *Review {
 }
 
 type RejectReviewRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The review's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Recorded as feedback.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RejectReviewRequest) Reset() {
 	*x = RejectReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3606,7 +4310,7 @@ func (x *RejectReviewRequest) String() string {
 func (*RejectReviewRequest) ProtoMessage() {}
 
 func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3619,7 +4323,7 @@ func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewRequest.ProtoReflect.Descriptor instead.
 func (*RejectReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RejectReviewRequest) GetId() string {
@@ -3645,7 +4349,7 @@ type RejectReviewResponse struct {
 
 func (x *RejectReviewResponse) Reset() {
 	*x = RejectReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +4361,7 @@ func (x *RejectReviewResponse) String() string {
 func (*RejectReviewResponse) ProtoMessage() {}
 
 func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +4374,7 @@ func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewResponse.ProtoReflect.Descriptor instead.
 func (*RejectReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RejectReviewResponse) GetReview() *Review {
@@ -3683,11 +4387,14 @@ func (x *RejectReviewResponse) GetReview() *Review {
 // ProjectTask is one atomic task of a project plan.
 type ProjectTask struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Server-assigned UUID, stable across phase revisions.
+	// Server-assigned UUID, stable across phase revisions. In UpdateProject, a new task may
+	// carry an id of the caller's choosing, unique within the project (depends_on can then
+	// name it); empty gets a UUID.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Task in the tasks service, created by StartProject; empty while PLANNED.
-	TaskId      string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Title       string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Title  string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// What the task must do: the task description its job works from.
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// Ids of project tasks that must complete first.
 	DependsOn []string          `protobuf:"bytes,5,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
@@ -3695,18 +4402,22 @@ type ProjectTask struct {
 	// Estimated complexity 1–10.
 	Complexity int32 `protobuf:"varint,7,opt,name=complexity,proto3" json:"complexity,omitempty"`
 	// Current (or last) job running this task.
-	JobId   string  `protobuf:"bytes,8,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	CostUsd float64 `protobuf:"fixed64,9,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	JobId string `protobuf:"bytes,8,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// What the task's jobs have spent, all attempts.
+	Usage *v1.Usage `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`
 	// Paths the task wrote, accumulated into the project's review.
-	OutputFiles   []string `protobuf:"bytes,10,rep,name=output_files,json=outputFiles,proto3" json:"output_files,omitempty"`
-	Error         string   `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	OutputFiles []string `protobuf:"bytes,10,rep,name=output_files,json=outputFiles,proto3" json:"output_files,omitempty"`
+	// Last error, for FAILED.
+	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// The skip reason, the resolution note or the retry guidance, whichever came last.
+	StatusReason  string `protobuf:"bytes,12,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProjectTask) Reset() {
 	*x = ProjectTask{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3718,7 +4429,7 @@ func (x *ProjectTask) String() string {
 func (*ProjectTask) ProtoMessage() {}
 
 func (x *ProjectTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3731,7 +4442,7 @@ func (x *ProjectTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTask.ProtoReflect.Descriptor instead.
 func (*ProjectTask) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ProjectTask) GetId() string {
@@ -3790,11 +4501,11 @@ func (x *ProjectTask) GetJobId() string {
 	return ""
 }
 
-func (x *ProjectTask) GetCostUsd() float64 {
+func (x *ProjectTask) GetUsage() *v1.Usage {
 	if x != nil {
-		return x.CostUsd
+		return x.Usage
 	}
-	return 0
+	return nil
 }
 
 func (x *ProjectTask) GetOutputFiles() []string {
@@ -3807,6 +4518,13 @@ func (x *ProjectTask) GetOutputFiles() []string {
 func (x *ProjectTask) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *ProjectTask) GetStatusReason() string {
+	if x != nil {
+		return x.StatusReason
 	}
 	return ""
 }
@@ -3825,7 +4543,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +4555,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +4568,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ProjectPhase) GetNumber() int32 {
@@ -3885,7 +4603,8 @@ func (x *ProjectPhase) GetTasks() []*ProjectTask {
 type Project struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned UUID.
-	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// User id of the owner (the caller of PlanProject).
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Repository, "owner/name".
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -3895,8 +4614,9 @@ type Project struct {
 	Description string        `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	Status      ProjectStatus `protobuf:"varint,6,opt,name=status,proto3,enum=thefold.agent.v1.ProjectStatus" json:"status,omitempty"`
 	// Why the project is paused, failed or rejected.
-	StatusReason string          `protobuf:"bytes,7,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
-	Phases       []*ProjectPhase `protobuf:"bytes,8,rep,name=phases,proto3" json:"phases,omitempty"`
+	StatusReason string `protobuf:"bytes,7,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	// The plan: phases in order, each with its tasks.
+	Phases []*ProjectPhase `protobuf:"bytes,8,rep,name=phases,proto3" json:"phases,omitempty"`
 	// Number of the phase running (or next), 0 before start.
 	CurrentPhase int32 `protobuf:"varint,9,opt,name=current_phase,json=currentPhase,proto3" json:"current_phase,omitempty"`
 	// Conventions every task follows (stack, layout, style), injected first into each task's
@@ -3905,21 +4625,28 @@ type Project struct {
 	// The one sandbox all tasks share.
 	SandboxId string `protobuf:"bytes,11,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// The aggregated review, once submitted.
-	ReviewId       string                 `protobuf:"bytes,12,opt,name=review_id,json=reviewId,proto3" json:"review_id,omitempty"`
-	PullRequestUrl string                 `protobuf:"bytes,13,opt,name=pull_request_url,json=pullRequestUrl,proto3" json:"pull_request_url,omitempty"`
-	Budget         *JobBudget             `protobuf:"bytes,14,opt,name=budget,proto3" json:"budget,omitempty"`
-	Usage          *JobUsage              `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
-	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	StartTime      *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	EndTime        *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	ReviewId string `protobuf:"bytes,12,opt,name=review_id,json=reviewId,proto3" json:"review_id,omitempty"`
+	// The one pull request, once opened.
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,13,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// Caps for the whole project (server defaults filled in once started).
+	Budget *v1.Budget `protobuf:"bytes,14,opt,name=budget,proto3" json:"budget,omitempty"`
+	// What the project has spent so far: planning, every task, revisions and review.
+	Usage *v1.Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	// When PlanProject created it.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// When StartProject started it.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When anything on the project last changed.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// When it reached a terminal status.
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4658,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4671,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Project) GetId() string {
@@ -4031,21 +4758,21 @@ func (x *Project) GetReviewId() string {
 	return ""
 }
 
-func (x *Project) GetPullRequestUrl() string {
+func (x *Project) GetPullRequest() *v1.PullRequestRef {
 	if x != nil {
-		return x.PullRequestUrl
+		return x.PullRequest
 	}
-	return ""
+	return nil
 }
 
-func (x *Project) GetBudget() *JobBudget {
+func (x *Project) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
 	return nil
 }
 
-func (x *Project) GetUsage() *JobUsage {
+func (x *Project) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -4082,19 +4809,23 @@ func (x *Project) GetEndTime() *timestamppb.Timestamp {
 
 type PlanProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the project the first call planned and plans
+	// nothing. Reusing it for a different request is INVALID_ARGUMENT. Empty: no idempotency.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Required, "owner/name".
-	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Required: what to build.
-	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	Request string `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
 	// Optional conventions to follow; empty lets the planner derive them from the repository.
-	Conventions   string `protobuf:"bytes,3,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	Conventions   string `protobuf:"bytes,4,opt,name=conventions,proto3" json:"conventions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanProjectRequest) Reset() {
 	*x = PlanProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4106,7 +4837,7 @@ func (x *PlanProjectRequest) String() string {
 func (*PlanProjectRequest) ProtoMessage() {}
 
 func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4119,7 +4850,14 @@ func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectRequest.ProtoReflect.Descriptor instead.
 func (*PlanProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *PlanProjectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *PlanProjectRequest) GetRepo() string {
@@ -4144,15 +4882,16 @@ func (x *PlanProjectRequest) GetConventions() string {
 }
 
 type PlanProjectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The PLANNED project.
+	Project       *Project `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanProjectResponse) Reset() {
 	*x = PlanProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4164,7 +4903,7 @@ func (x *PlanProjectResponse) String() string {
 func (*PlanProjectResponse) ProtoMessage() {}
 
 func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4177,7 +4916,7 @@ func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectResponse.ProtoReflect.Descriptor instead.
 func (*PlanProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PlanProjectResponse) GetProject() *Project {
@@ -4187,20 +4926,137 @@ func (x *PlanProjectResponse) GetProject() *Project {
 	return nil
 }
 
+type UpdateProjectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id. id names the resource; project.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask; other fields are ignored. For
+	// phases, the whole plan is replaced: phases are renumbered in the order given, tasks keep
+	// their id when it names an existing task of the project, depends_on must name tasks of
+	// the new plan and form no cycle (otherwise INVALID_ARGUMENT), and only a task's title,
+	// description, depends_on and complexity are taken.
+	Project *Project `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// Paths among "description", "conventions", "phases", "budget"; required.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectRequest) Reset() {
+	*x = UpdateProjectRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectRequest) ProtoMessage() {}
+
+func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateProjectRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateProjectRequest) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+func (x *UpdateProjectRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+type UpdateProjectResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProjectResponse) Reset() {
+	*x = UpdateProjectResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProjectResponse) ProtoMessage() {}
+
+func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *UpdateProjectResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
 type StartProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Optional caps for the whole project; unset takes the server defaults.
-	Budget *JobBudget `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	// The PLANNED project's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the project instead of FAILED_PRECONDITION and
+	// starts nothing again. Empty: no idempotency.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Optional caps for the whole project; unset keeps the project's budget (UpdateProject),
+	// zero fields take the server defaults.
+	Budget *v1.Budget `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Model id to use instead of automatic selection for every task.
-	Model         string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartProjectRequest) Reset() {
 	*x = StartProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +5068,7 @@ func (x *StartProjectRequest) String() string {
 func (*StartProjectRequest) ProtoMessage() {}
 
 func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +5081,7 @@ func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectRequest.ProtoReflect.Descriptor instead.
 func (*StartProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StartProjectRequest) GetId() string {
@@ -4235,7 +5091,14 @@ func (x *StartProjectRequest) GetId() string {
 	return ""
 }
 
-func (x *StartProjectRequest) GetBudget() *JobBudget {
+func (x *StartProjectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *StartProjectRequest) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
@@ -4258,7 +5121,7 @@ type StartProjectResponse struct {
 
 func (x *StartProjectResponse) Reset() {
 	*x = StartProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +5133,7 @@ func (x *StartProjectResponse) String() string {
 func (*StartProjectResponse) ProtoMessage() {}
 
 func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +5146,7 @@ func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectResponse.ProtoReflect.Descriptor instead.
 func (*StartProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StartProjectResponse) GetProject() *Project {
@@ -4294,15 +5157,16 @@ func (x *StartProjectResponse) GetProject() *Project {
 }
 
 type GetProjectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4314,7 +5178,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4327,7 +5191,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -4346,7 +5210,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +5222,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +5235,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -4383,11 +5247,12 @@ func (x *GetProjectResponse) GetProject() *Project {
 
 type ListProjectsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty means any.
+	// Filters; empty means any. "owner/name".
 	Repo     string          `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	Statuses []ProjectStatus `protobuf:"varint,2,rep,packed,name=statuses,proto3,enum=thefold.agent.v1.ProjectStatus" json:"statuses,omitempty"`
 	// 1–200, default 50.
-	PageSize      int32  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
 	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4395,7 +5260,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +5272,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +5285,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListProjectsRequest) GetRepo() string {
@@ -4452,16 +5317,18 @@ func (x *ListProjectsRequest) GetPageToken() string {
 }
 
 type ListProjectsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Projects      []*Project             `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Projects []*Project `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4473,7 +5340,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4486,7 +5353,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -4504,16 +5371,18 @@ func (x *ListProjectsResponse) GetNextPageToken() string {
 }
 
 type PauseProjectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Recorded as the project's status_reason.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PauseProjectRequest) Reset() {
 	*x = PauseProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4525,7 +5394,7 @@ func (x *PauseProjectRequest) String() string {
 func (*PauseProjectRequest) ProtoMessage() {}
 
 func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4538,7 +5407,7 @@ func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectRequest.ProtoReflect.Descriptor instead.
 func (*PauseProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PauseProjectRequest) GetId() string {
@@ -4564,7 +5433,7 @@ type PauseProjectResponse struct {
 
 func (x *PauseProjectResponse) Reset() {
 	*x = PauseProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4576,7 +5445,7 @@ func (x *PauseProjectResponse) String() string {
 func (*PauseProjectResponse) ProtoMessage() {}
 
 func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4589,7 +5458,7 @@ func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectResponse.ProtoReflect.Descriptor instead.
 func (*PauseProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *PauseProjectResponse) GetProject() *Project {
@@ -4600,15 +5469,16 @@ func (x *PauseProjectResponse) GetProject() *Project {
 }
 
 type ResumeProjectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResumeProjectRequest) Reset() {
 	*x = ResumeProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4620,7 +5490,7 @@ func (x *ResumeProjectRequest) String() string {
 func (*ResumeProjectRequest) ProtoMessage() {}
 
 func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4633,7 +5503,7 @@ func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectRequest.ProtoReflect.Descriptor instead.
 func (*ResumeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ResumeProjectRequest) GetId() string {
@@ -4652,7 +5522,7 @@ type ResumeProjectResponse struct {
 
 func (x *ResumeProjectResponse) Reset() {
 	*x = ResumeProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4664,7 +5534,7 @@ func (x *ResumeProjectResponse) String() string {
 func (*ResumeProjectResponse) ProtoMessage() {}
 
 func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4677,7 +5547,7 @@ func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectResponse.ProtoReflect.Descriptor instead.
 func (*ResumeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ResumeProjectResponse) GetProject() *Project {
@@ -4688,16 +5558,18 @@ func (x *ResumeProjectResponse) GetProject() *Project {
 }
 
 type CancelProjectRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Recorded as the project's status_reason.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelProjectRequest) Reset() {
 	*x = CancelProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4709,7 +5581,7 @@ func (x *CancelProjectRequest) String() string {
 func (*CancelProjectRequest) ProtoMessage() {}
 
 func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4722,7 +5594,7 @@ func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CancelProjectRequest) GetId() string {
@@ -4748,7 +5620,7 @@ type CancelProjectResponse struct {
 
 func (x *CancelProjectResponse) Reset() {
 	*x = CancelProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4760,7 +5632,7 @@ func (x *CancelProjectResponse) String() string {
 func (*CancelProjectResponse) ProtoMessage() {}
 
 func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4773,7 +5645,7 @@ func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CancelProjectResponse) GetProject() *Project {
@@ -4783,44 +5655,33 @@ func (x *CancelProjectResponse) GetProject() *Project {
 	return nil
 }
 
-// ProjectEvent is one entry of a project's event stream.
-type ProjectEvent struct {
+type SkipProjectTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Event id, the cursor to resume from.
-	EventId   int64            `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Type      ProjectEventType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.agent.v1.ProjectEventType" json:"type,omitempty"`
-	ProjectId string           `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// Phase the event concerns, 0 for none.
-	PhaseNumber int32 `protobuf:"varint,4,opt,name=phase_number,json=phaseNumber,proto3" json:"phase_number,omitempty"`
-	// For TASK_* events: the project task and the job running it.
-	ProjectTaskId string `protobuf:"bytes,5,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
-	JobId         string `protobuf:"bytes,6,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Human-readable line.
-	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
-	// For STATUS_CHANGED, the status before.
-	PreviousStatus ProjectStatus `protobuf:"varint,8,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.agent.v1.ProjectStatus" json:"previous_status,omitempty"`
-	// The project as of this event.
-	Project       *Project               `protobuf:"bytes,9,opt,name=project,proto3" json:"project,omitempty"`
-	EventTime     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
+	// The project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The project task's id (ProjectTask.id, not its tasks-service task_id).
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Recorded as the project task's status_reason and on the task.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ProjectEvent) Reset() {
-	*x = ProjectEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+func (x *SkipProjectTaskRequest) Reset() {
+	*x = SkipProjectTaskRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ProjectEvent) String() string {
+func (x *SkipProjectTaskRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ProjectEvent) ProtoMessage() {}
+func (*SkipProjectTaskRequest) ProtoMessage() {}
 
-func (x *ProjectEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4831,94 +5692,731 @@ func (x *ProjectEvent) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ProjectEvent.ProtoReflect.Descriptor instead.
-func (*ProjectEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+// Deprecated: Use SkipProjectTaskRequest.ProtoReflect.Descriptor instead.
+func (*SkipProjectTaskRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
-func (x *ProjectEvent) GetEventId() int64 {
-	if x != nil {
-		return x.EventId
-	}
-	return 0
-}
-
-func (x *ProjectEvent) GetType() ProjectEventType {
-	if x != nil {
-		return x.Type
-	}
-	return ProjectEventType_PROJECT_EVENT_TYPE_UNSPECIFIED
-}
-
-func (x *ProjectEvent) GetProjectId() string {
+func (x *SkipProjectTaskRequest) GetProjectId() string {
 	if x != nil {
 		return x.ProjectId
 	}
 	return ""
 }
 
-func (x *ProjectEvent) GetPhaseNumber() int32 {
+func (x *SkipProjectTaskRequest) GetTaskId() string {
 	if x != nil {
-		return x.PhaseNumber
-	}
-	return 0
-}
-
-func (x *ProjectEvent) GetProjectTaskId() string {
-	if x != nil {
-		return x.ProjectTaskId
+		return x.TaskId
 	}
 	return ""
 }
 
-func (x *ProjectEvent) GetJobId() string {
+func (x *SkipProjectTaskRequest) GetReason() string {
 	if x != nil {
-		return x.JobId
+		return x.Reason
 	}
 	return ""
 }
 
-func (x *ProjectEvent) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
+type SkipProjectTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ProjectEvent) GetPreviousStatus() ProjectStatus {
-	if x != nil {
-		return x.PreviousStatus
-	}
-	return ProjectStatus_PROJECT_STATUS_UNSPECIFIED
+func (x *SkipProjectTaskResponse) Reset() {
+	*x = SkipProjectTaskResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
 }
 
-func (x *ProjectEvent) GetProject() *Project {
+func (x *SkipProjectTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipProjectTaskResponse) ProtoMessage() {}
+
+func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipProjectTaskResponse.ProtoReflect.Descriptor instead.
+func (*SkipProjectTaskResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SkipProjectTaskResponse) GetProject() *Project {
 	if x != nil {
 		return x.Project
 	}
 	return nil
 }
 
-func (x *ProjectEvent) GetEventTime() *timestamppb.Timestamp {
+type ResolveProjectTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The project task's id (ProjectTask.id, not its tasks-service task_id).
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Required: what the human did; recorded as status_reason, in memory, and given to the
+	// tasks that depend on it.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveProjectTaskRequest) Reset() {
+	*x = ResolveProjectTaskRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveProjectTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveProjectTaskRequest) ProtoMessage() {}
+
+func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	if x != nil {
-		return x.EventTime
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveProjectTaskRequest.ProtoReflect.Descriptor instead.
+func (*ResolveProjectTaskRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ResolveProjectTaskRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ResolveProjectTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ResolveProjectTaskRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ResolveProjectTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveProjectTaskResponse) Reset() {
+	*x = ResolveProjectTaskResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveProjectTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveProjectTaskResponse) ProtoMessage() {}
+
+func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveProjectTaskResponse.ProtoReflect.Descriptor instead.
+func (*ResolveProjectTaskResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ResolveProjectTaskResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+type RetryProjectTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The project task's id (ProjectTask.id, not its tasks-service task_id).
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Optional hint added to the task context for the new job.
+	Guidance      string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryProjectTaskRequest) Reset() {
+	*x = RetryProjectTaskRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryProjectTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryProjectTaskRequest) ProtoMessage() {}
+
+func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryProjectTaskRequest.ProtoReflect.Descriptor instead.
+func (*RetryProjectTaskRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *RetryProjectTaskRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *RetryProjectTaskRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *RetryProjectTaskRequest) GetGuidance() string {
+	if x != nil {
+		return x.Guidance
+	}
+	return ""
+}
+
+type RetryProjectTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Project       *Project               `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryProjectTaskResponse) Reset() {
+	*x = RetryProjectTaskResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryProjectTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryProjectTaskResponse) ProtoMessage() {}
+
+func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryProjectTaskResponse.ProtoReflect.Descriptor instead.
+func (*RetryProjectTaskResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *RetryProjectTaskResponse) GetProject() *Project {
+	if x != nil {
+		return x.Project
+	}
+	return nil
+}
+
+// ProjectSummary is the small view of a project carried by a CREATED event.
+type ProjectSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// "owner/name".
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// The planner's summary.
+	Description string        `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Status      ProjectStatus `protobuf:"varint,4,opt,name=status,proto3,enum=thefold.agent.v1.ProjectStatus" json:"status,omitempty"`
+	// Number of phases and of tasks in the plan.
+	PhaseCount    int32                  `protobuf:"varint,5,opt,name=phase_count,json=phaseCount,proto3" json:"phase_count,omitempty"`
+	TaskCount     int32                  `protobuf:"varint,6,opt,name=task_count,json=taskCount,proto3" json:"task_count,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectSummary) Reset() {
+	*x = ProjectSummary{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectSummary) ProtoMessage() {}
+
+func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
+func (*ProjectSummary) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ProjectSummary) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProjectSummary) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *ProjectSummary) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ProjectSummary) GetStatus() ProjectStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProjectStatus_PROJECT_STATUS_UNSPECIFIED
+}
+
+func (x *ProjectSummary) GetPhaseCount() int32 {
+	if x != nil {
+		return x.PhaseCount
+	}
+	return 0
+}
+
+func (x *ProjectSummary) GetTaskCount() int32 {
+	if x != nil {
+		return x.TaskCount
+	}
+	return 0
+}
+
+func (x *ProjectSummary) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// ProjectStatusChange is the payload of a STATUS_CHANGED event.
+type ProjectStatusChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The status before.
+	PreviousStatus ProjectStatus `protobuf:"varint,1,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.agent.v1.ProjectStatus" json:"previous_status,omitempty"`
+	// The status after.
+	Status ProjectStatus `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.agent.v1.ProjectStatus" json:"status,omitempty"`
+	// The project's status_reason after the change; may be empty.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectStatusChange) Reset() {
+	*x = ProjectStatusChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectStatusChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectStatusChange) ProtoMessage() {}
+
+func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectStatusChange.ProtoReflect.Descriptor instead.
+func (*ProjectStatusChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *ProjectStatusChange) GetPreviousStatus() ProjectStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return ProjectStatus_PROJECT_STATUS_UNSPECIFIED
+}
+
+func (x *ProjectStatusChange) GetStatus() ProjectStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProjectStatus_PROJECT_STATUS_UNSPECIFIED
+}
+
+func (x *ProjectStatusChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ProjectPhaseChange is the payload of PHASE_STARTED and PHASE_COMPLETED events.
+type ProjectPhaseChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-based.
+	Number        int32  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectPhaseChange) Reset() {
+	*x = ProjectPhaseChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectPhaseChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectPhaseChange) ProtoMessage() {}
+
+func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectPhaseChange.ProtoReflect.Descriptor instead.
+func (*ProjectPhaseChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ProjectPhaseChange) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *ProjectPhaseChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ProjectPhaseRevision is the payload of a PHASE_REVISED event.
+type ProjectPhaseRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The phase as revised, with its tasks.
+	Phase *ProjectPhase `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Why, in the planner's words.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectPhaseRevision) Reset() {
+	*x = ProjectPhaseRevision{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectPhaseRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectPhaseRevision) ProtoMessage() {}
+
+func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectPhaseRevision.ProtoReflect.Descriptor instead.
+func (*ProjectPhaseRevision) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ProjectPhaseRevision) GetPhase() *ProjectPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return nil
+}
+
+func (x *ProjectPhaseRevision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ProjectTaskChange is the payload of TASK_* events: one project task's new state.
+type ProjectTaskChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project task (ProjectTask.id).
+	ProjectTaskId string `protobuf:"bytes,1,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	// Its task in the tasks service.
+	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The job running (or that ran) it; empty for SKIPPED before running, RESOLVED, RETRIED.
+	JobId string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The phase it belongs to, 1-based.
+	PhaseNumber int32             `protobuf:"varint,4,opt,name=phase_number,json=phaseNumber,proto3" json:"phase_number,omitempty"`
+	Status      ProjectTaskStatus `protobuf:"varint,5,opt,name=status,proto3,enum=thefold.agent.v1.ProjectTaskStatus" json:"status,omitempty"`
+	// The error (FAILED), skip reason, resolution note or retry guidance.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the task has spent so far; set for COMPLETED and FAILED.
+	Usage         *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectTaskChange) Reset() {
+	*x = ProjectTaskChange{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectTaskChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectTaskChange) ProtoMessage() {}
+
+func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectTaskChange.ProtoReflect.Descriptor instead.
+func (*ProjectTaskChange) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ProjectTaskChange) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *ProjectTaskChange) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProjectTaskChange) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ProjectTaskChange) GetPhaseNumber() int32 {
+	if x != nil {
+		return x.PhaseNumber
+	}
+	return 0
+}
+
+func (x *ProjectTaskChange) GetStatus() ProjectTaskStatus {
+	if x != nil {
+		return x.Status
+	}
+	return ProjectTaskStatus_PROJECT_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *ProjectTaskChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProjectTaskChange) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// ProjectUpdate is the payload of an UPDATED event.
+type ProjectUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The paths UpdateProject changed.
+	UpdateMask *fieldmaskpb.FieldMask `protobuf:"bytes,1,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Only the fields named in update_mask are set.
+	Project       *Project `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectUpdate) Reset() {
+	*x = ProjectUpdate{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectUpdate) ProtoMessage() {}
+
+func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectUpdate.ProtoReflect.Descriptor instead.
+func (*ProjectUpdate) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ProjectUpdate) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+func (x *ProjectUpdate) GetProject() *Project {
+	if x != nil {
+		return x.Project
 	}
 	return nil
 }
 
 type WatchProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required.
-	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// Deliver events with id greater than this; 0 delivers the retained history.
-	AfterId       int64 `protobuf:"varint,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// The project to watch; empty watches all of the caller's projects (that stream does not
+	// end).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Deliver events with a greater id; 0 replays the retained history. An id older than the
+	// retained history is OUT_OF_RANGE.
+	AfterId int64 `protobuf:"varint,2,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// Ignore after_id and start with the next event that commits.
+	FromNow       bool `protobuf:"varint,3,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4930,7 +6428,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4943,12 +6441,12 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
 }
 
-func (x *WatchProjectRequest) GetProjectId() string {
+func (x *WatchProjectRequest) GetId() string {
 	if x != nil {
-		return x.ProjectId
+		return x.Id
 	}
 	return ""
 }
@@ -4960,16 +6458,47 @@ func (x *WatchProjectRequest) GetAfterId() int64 {
 	return 0
 }
 
+func (x *WatchProjectRequest) GetFromNow() bool {
+	if x != nil {
+		return x.FromNow
+	}
+	return false
+}
+
+// WatchProjectResponse is one message of a project stream: the shared envelope of
+// thefold/type/v1/event.proto. A heartbeat has id 0, type UNSPECIFIED and no project_id.
 type WatchProjectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Event         *ProjectEvent          `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event id, the cursor to resume from (after_id); 0 for a heartbeat.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the change committed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// What happened; names the payload member set.
+	Type ProjectEventType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.agent.v1.ProjectEventType" json:"type,omitempty"`
+	// The project the event concerns.
+	ProjectId string `protobuf:"bytes,4,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The changed fields or a small resource, per type.
+	//
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*WatchProjectResponse_Created
+	//	*WatchProjectResponse_StatusChanged
+	//	*WatchProjectResponse_Phase
+	//	*WatchProjectResponse_PhaseRevised
+	//	*WatchProjectResponse_Task
+	//	*WatchProjectResponse_ReviewSubmitted
+	//	*WatchProjectResponse_Updated
+	//	*WatchProjectResponse_PullRequest
+	//	*WatchProjectResponse_BudgetExhausted
+	//	*WatchProjectResponse_Heartbeat
+	Payload       isWatchProjectResponse_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4981,7 +6510,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4994,38 +6523,210 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
 }
 
-func (x *WatchProjectResponse) GetEvent() *ProjectEvent {
+func (x *WatchProjectResponse) GetId() int64 {
 	if x != nil {
-		return x.Event
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WatchProjectResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
 	}
 	return nil
 }
+
+func (x *WatchProjectResponse) GetType() ProjectEventType {
+	if x != nil {
+		return x.Type
+	}
+	return ProjectEventType_PROJECT_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchProjectResponse) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *WatchProjectResponse) GetPayload() isWatchProjectResponse_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetCreated() *ProjectSummary {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Created); ok {
+			return x.Created
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetStatusChanged() *ProjectStatusChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_StatusChanged); ok {
+			return x.StatusChanged
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetPhase() *ProjectPhaseChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Phase); ok {
+			return x.Phase
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetPhaseRevised() *ProjectPhaseRevision {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_PhaseRevised); ok {
+			return x.PhaseRevised
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetTask() *ProjectTaskChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Task); ok {
+			return x.Task
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetReviewSubmitted() *ReviewSubmitted {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_ReviewSubmitted); ok {
+			return x.ReviewSubmitted
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetUpdated() *ProjectUpdate {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Updated); ok {
+			return x.Updated
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_PullRequest); ok {
+			return x.PullRequest
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetBudgetExhausted() *BudgetExhausted {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_BudgetExhausted); ok {
+			return x.BudgetExhausted
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetHeartbeat() *v1.Heartbeat {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchProjectResponse_Payload interface {
+	isWatchProjectResponse_Payload()
+}
+
+type WatchProjectResponse_Created struct {
+	Created *ProjectSummary `protobuf:"bytes,5,opt,name=created,proto3,oneof"`
+}
+
+type WatchProjectResponse_StatusChanged struct {
+	StatusChanged *ProjectStatusChange `protobuf:"bytes,6,opt,name=status_changed,json=statusChanged,proto3,oneof"`
+}
+
+type WatchProjectResponse_Phase struct {
+	Phase *ProjectPhaseChange `protobuf:"bytes,7,opt,name=phase,proto3,oneof"`
+}
+
+type WatchProjectResponse_PhaseRevised struct {
+	PhaseRevised *ProjectPhaseRevision `protobuf:"bytes,8,opt,name=phase_revised,json=phaseRevised,proto3,oneof"`
+}
+
+type WatchProjectResponse_Task struct {
+	Task *ProjectTaskChange `protobuf:"bytes,9,opt,name=task,proto3,oneof"`
+}
+
+type WatchProjectResponse_ReviewSubmitted struct {
+	ReviewSubmitted *ReviewSubmitted `protobuf:"bytes,10,opt,name=review_submitted,json=reviewSubmitted,proto3,oneof"`
+}
+
+type WatchProjectResponse_Updated struct {
+	Updated *ProjectUpdate `protobuf:"bytes,11,opt,name=updated,proto3,oneof"`
+}
+
+type WatchProjectResponse_PullRequest struct {
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,12,opt,name=pull_request,json=pullRequest,proto3,oneof"`
+}
+
+type WatchProjectResponse_BudgetExhausted struct {
+	BudgetExhausted *BudgetExhausted `protobuf:"bytes,13,opt,name=budget_exhausted,json=budgetExhausted,proto3,oneof"`
+}
+
+type WatchProjectResponse_Heartbeat struct {
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchProjectResponse_Created) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_StatusChanged) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_Phase) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_PhaseRevised) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_Task) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_ReviewSubmitted) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_Updated) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_PullRequest) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_BudgetExhausted) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_Heartbeat) isWatchProjectResponse_Payload() {}
 
 var File_thefold_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x01\n" +
+	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/builder/v1/builder.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x19thefold/type/v1/ref.proto\x1a\x1bthefold/type/v1/usage.proto\"\xd7\x01\n" +
 	"\tDiagnosis\x12?\n" +
 	"\bcategory\x18\x01 \x01(\x0e2#.thefold.agent.v1.DiagnosisCategoryR\bcategory\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\brecovery\x18\x03 \x01(\tR\brecovery\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x8b\x01\n" +
-	"\tJobBudget\x12\x1d\n" +
-	"\n" +
-	"max_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12 \n" +
-	"\fmax_cost_usd\x18\x02 \x01(\x01R\n" +
-	"maxCostUsd\x12=\n" +
-	"\rmax_wall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vmaxWallTime\"m\n" +
-	"\bJobUsage\x12!\n" +
-	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12\x19\n" +
-	"\bcost_usd\x18\x03 \x01(\x01R\acostUsd\"\xf1\b\n" +
+	"createTime\"\xae\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
@@ -5050,28 +6751,31 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x14clarification_answer\x18\x10 \x01(\tR\x13clarificationAnswer\x12\x1f\n" +
 	"\vsubtask_ids\x18\x11 \x03(\tR\n" +
 	"subtaskIds\x12B\n" +
-	"\x0elast_diagnosis\x18\x12 \x01(\v2\x1b.thefold.agent.v1.DiagnosisR\rlastDiagnosis\x123\n" +
-	"\x06budget\x18\x13 \x01(\v2\x1b.thefold.agent.v1.JobBudgetR\x06budget\x120\n" +
-	"\x05usage\x18\x14 \x01(\v2\x1a.thefold.agent.v1.JobUsageR\x05usage\x12\x14\n" +
+	"\x0elast_diagnosis\x18\x12 \x01(\v2\x1b.thefold.agent.v1.DiagnosisR\rlastDiagnosis\x12/\n" +
+	"\x06budget\x18\x13 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12,\n" +
+	"\x05usage\x18\x14 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12\x14\n" +
 	"\x05error\x18\x15 \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x16 \x01(\tR\tsandboxId\x12\x19\n" +
 	"\bbuild_id\x18\x17 \x01(\tR\abuildId\x12\x1b\n" +
-	"\treview_id\x18\x18 \x01(\tR\breviewId\x12(\n" +
-	"\x10pull_request_url\x18\x19 \x01(\tR\x0epullRequestUrl\x12;\n" +
-	"\vcreate_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\treview_id\x18\x18 \x01(\tR\breviewId\x12B\n" +
+	"\fpull_request\x18\x19 \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12)\n" +
+	"\x04plan\x18\x1a \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12;\n" +
+	"\vcreate_time\x18\x1b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x129\n" +
 	"\n" +
-	"start_time\x18\x1b \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
-	"\vupdate_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
+	"\vupdate_time\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x97\x01\n" +
-	"\x10StartTaskRequest\x12\x17\n" +
-	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
-	"\vbase_branch\x18\x02 \x01(\tR\n" +
-	"baseBranch\x123\n" +
-	"\x06budget\x18\x03 \x01(\v2\x1b.thefold.agent.v1.JobBudgetR\x06budget\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\tR\x05model\"<\n" +
+	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xb2\x01\n" +
+	"\x10StartTaskRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1f\n" +
+	"\vbase_branch\x18\x03 \x01(\tR\n" +
+	"baseBranch\x12/\n" +
+	"\x06budget\x18\x04 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\"<\n" +
 	"\x11StartTaskResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
@@ -5104,61 +6808,104 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bguidance\x18\x02 \x01(\tR\bguidance\"<\n" +
 	"\x11ResumeJobResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"@\n" +
-	"\x0fSkipTaskRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"9\n" +
+	"\x0fSkipTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\";\n" +
 	"\x10SkipTaskResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"?\n" +
-	"\x12ResolveTaskRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"8\n" +
+	"\x12ResolveTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\">\n" +
 	"\x13ResolveTaskResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"N\n" +
-	"\x1dRespondToClarificationRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"G\n" +
+	"\x1dRespondToClarificationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\"I\n" +
 	"\x1eRespondToClarificationResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\x8f\x01\n" +
-	"\vJobProgress\x12\x1f\n" +
-	"\vbuild_phase\x18\x01 \x01(\tR\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\xfb\x01\n" +
+	"\n" +
+	"JobSummary\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04repo\x18\x04 \x01(\tR\x04repo\x12\x1f\n" +
+	"\vbase_branch\x18\x05 \x01(\tR\n" +
+	"baseBranch\x123\n" +
+	"\x06status\x18\x06 \x01(\x0e2\x1b.thefold.agent.v1.JobStatusR\x06status\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xa4\x01\n" +
+	"\x0fJobStatusChange\x12D\n" +
+	"\x0fprevious_status\x18\x01 \x01(\x0e2\x1b.thefold.agent.v1.JobStatusR\x0epreviousStatus\x123\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1b.thefold.agent.v1.JobStatusR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x9f\x01\n" +
+	"\x0eJobPhaseChange\x12A\n" +
+	"\x0eprevious_phase\x18\x01 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\rpreviousPhase\x120\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xaf\x01\n" +
+	"\vJobProgress\x12?\n" +
+	"\vbuild_phase\x18\x01 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\n" +
 	"buildPhase\x12!\n" +
 	"\fcurrent_step\x18\x02 \x01(\x05R\vcurrentStep\x12\x1f\n" +
 	"\vtotal_steps\x18\x03 \x01(\x05R\n" +
 	"totalSteps\x12\x1b\n" +
-	"\tfile_path\x18\x04 \x01(\tR\bfilePath\"\xdc\x03\n" +
-	"\bJobEvent\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x122\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x1e.thefold.agent.v1.JobEventTypeR\x04type\x12\x15\n" +
-	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x120\n" +
-	"\x05phase\x18\x04 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\x12D\n" +
-	"\x0fprevious_status\x18\x06 \x01(\x0e2\x1b.thefold.agent.v1.JobStatusR\x0epreviousStatus\x129\n" +
-	"\bprogress\x18\a \x01(\v2\x1d.thefold.agent.v1.JobProgressR\bprogress\x129\n" +
-	"\tdiagnosis\x18\b \x01(\v2\x1b.thefold.agent.v1.DiagnosisR\tdiagnosis\x12'\n" +
-	"\x03job\x18\t \x01(\v2\x15.thefold.agent.v1.JobR\x03job\x129\n" +
+	"\tfile_path\x18\x04 \x01(\tR\bfilePath\" \n" +
 	"\n" +
-	"event_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\"C\n" +
-	"\x0fWatchJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x19\n" +
-	"\bafter_id\x18\x02 \x01(\x03R\aafterId\"D\n" +
-	"\x10WatchJobResponse\x120\n" +
-	"\x05event\x18\x01 \x01(\v2\x1a.thefold.agent.v1.JobEventR\x05event\"\x8d\x02\n" +
+	"JobThought\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"4\n" +
+	"\x16ClarificationRequested\x12\x1a\n" +
+	"\bquestion\x18\x01 \x01(\tR\bquestion\",\n" +
+	"\x0fSubtasksCreated\x12\x19\n" +
+	"\btask_ids\x18\x01 \x03(\tR\ataskIds\"V\n" +
+	"\rJobPlanChange\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\x12)\n" +
+	"\x04plan\x18\x02 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\"g\n" +
+	"\x0fJobIntervention\x12<\n" +
+	"\x06action\x18\x01 \x01(\x0e2$.thefold.agent.v1.InterventionActionR\x06action\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"S\n" +
+	"\x0fReviewSubmitted\x12\x1b\n" +
+	"\treview_id\x18\x01 \x01(\tR\breviewId\x12#\n" +
+	"\rquality_score\x18\x02 \x01(\x05R\fqualityScore\"p\n" +
+	"\x0fBudgetExhausted\x12,\n" +
+	"\x05usage\x18\x01 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12/\n" +
+	"\x06budget\x18\x02 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\"W\n" +
+	"\x0fWatchJobRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\x82\t\n" +
+	"\x10WatchJobResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x122\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1e.thefold.agent.v1.JobEventTypeR\x04type\x12\x15\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x128\n" +
+	"\acreated\x18\x05 \x01(\v2\x1c.thefold.agent.v1.JobSummaryH\x00R\acreated\x12J\n" +
+	"\x0estatus_changed\x18\x06 \x01(\v2!.thefold.agent.v1.JobStatusChangeH\x00R\rstatusChanged\x12G\n" +
+	"\rphase_changed\x18\a \x01(\v2 .thefold.agent.v1.JobPhaseChangeH\x00R\fphaseChanged\x12;\n" +
+	"\bprogress\x18\b \x01(\v2\x1d.thefold.agent.v1.JobProgressH\x00R\bprogress\x128\n" +
+	"\athought\x18\t \x01(\v2\x1c.thefold.agent.v1.JobThoughtH\x00R\athought\x12c\n" +
+	"\x17clarification_requested\x18\n" +
+	" \x01(\v2(.thefold.agent.v1.ClarificationRequestedH\x00R\x16clarificationRequested\x12N\n" +
+	"\x10subtasks_created\x18\v \x01(\v2!.thefold.agent.v1.SubtasksCreatedH\x00R\x0fsubtasksCreated\x125\n" +
+	"\x04plan\x18\f \x01(\v2\x1f.thefold.agent.v1.JobPlanChangeH\x00R\x04plan\x12;\n" +
+	"\tdiagnosis\x18\r \x01(\v2\x1b.thefold.agent.v1.DiagnosisH\x00R\tdiagnosis\x12G\n" +
+	"\fintervention\x18\x0e \x01(\v2!.thefold.agent.v1.JobInterventionH\x00R\fintervention\x12:\n" +
+	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeat\x12N\n" +
+	"\x10review_submitted\x18\x10 \x01(\v2!.thefold.agent.v1.ReviewSubmittedH\x00R\x0freviewSubmitted\x12D\n" +
+	"\fpull_request\x18\x11 \x01(\v2\x1f.thefold.type.v1.PullRequestRefH\x00R\vpullRequest\x12N\n" +
+	"\x10budget_exhausted\x18\x12 \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhaustedB\t\n" +
+	"\apayload\"\xbd\x01\n" +
 	"\fPhaseMetrics\x120\n" +
-	"\x05phase\x18\x01 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12!\n" +
-	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x12\x19\n" +
-	"\bcost_usd\x18\x04 \x01(\x01R\acostUsd\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x19\n" +
-	"\bai_calls\x18\x06 \x01(\x05R\aaiCalls\x12\x16\n" +
-	"\x06models\x18\a \x03(\tR\x06models\"-\n" +
-	"\x14GetJobMetricsRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xda\x01\n" +
+	"\x05phase\x18\x01 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12,\n" +
+	"\x05usage\x18\x02 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x125\n" +
+	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x16\n" +
+	"\x06models\x18\x04 \x03(\tR\x06models\"&\n" +
+	"\x14GetJobMetricsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xd6\x01\n" +
 	"\x15GetJobMetricsResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
-	"\x06phases\x18\x02 \x03(\v2\x1e.thefold.agent.v1.PhaseMetricsR\x06phases\x120\n" +
-	"\x05total\x18\x03 \x01(\v2\x1a.thefold.agent.v1.JobUsageR\x05total\x12@\n" +
+	"\x06phases\x18\x02 \x03(\v2\x1e.thefold.agent.v1.PhaseMetricsR\x06phases\x12,\n" +
+	"\x05total\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05total\x12@\n" +
 	"\x0etotal_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rtotalDuration\"\xef\x02\n" +
 	"\rAuditLogEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
@@ -5187,13 +6934,11 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"page_token\x18\b \x01(\tR\tpageToken\"y\n" +
 	"\x14ListAuditLogResponse\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.thefold.agent.v1.AuditLogEntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x84\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +
 	"\n" +
-	"ReviewFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x124\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x1c.thefold.agent.v1.FileActionR\x06action\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\tR\acontent\x12\x12\n" +
-	"\x04diff\x18\x04 \x01(\tR\x04diff\"\xcd\x05\n" +
+	"ReviewFile\x12-\n" +
+	"\x04diff\x18\x01 \x01(\v2\x19.thefold.type.v1.FileDiffR\x04diff\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xb6\x06\n" +
 	"\x06Review\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x15\n" +
@@ -5203,20 +6948,21 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"project_id\x18\x05 \x01(\tR\tprojectId\x12\x12\n" +
 	"\x04repo\x18\x06 \x01(\tR\x04repo\x126\n" +
 	"\x06status\x18\a \x01(\x0e2\x1e.thefold.agent.v1.ReviewStatusR\x06status\x12#\n" +
-	"\rquality_score\x18\b \x01(\x05R\fqualityScore\x12\x1a\n" +
-	"\bconcerns\x18\t \x03(\tR\bconcerns\x12$\n" +
+	"\rquality_score\x18\b \x01(\x05R\fqualityScore\x127\n" +
+	"\bconcerns\x18\t \x03(\v2\x1b.thefold.type.v1.DiagnosticR\bconcerns\x12$\n" +
 	"\rdocumentation\x18\n" +
 	" \x01(\tR\rdocumentation\x127\n" +
 	"\x17architectural_decisions\x18\v \x03(\tR\x16architecturalDecisions\x122\n" +
-	"\x05files\x18\f \x03(\v2\x1c.thefold.agent.v1.ReviewFileR\x05files\x12\x1a\n" +
-	"\bfeedback\x18\r \x01(\tR\bfeedback\x12(\n" +
-	"\x10pull_request_url\x18\x0e \x01(\tR\x0epullRequestUrl\x12,\n" +
-	"\x12previous_review_id\x18\x0f \x01(\tR\x10previousReviewId\x12;\n" +
-	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\x05files\x18\f \x03(\v2\x1c.thefold.agent.v1.ReviewFileR\x05files\x120\n" +
+	"\x05stats\x18\r \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats\x12\x1a\n" +
+	"\bfeedback\x18\x0e \x01(\tR\bfeedback\x12B\n" +
+	"\fpull_request\x18\x0f \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12,\n" +
+	"\x12previous_review_id\x18\x10 \x01(\tR\x10previousReviewId\x12;\n" +
+	"\vcreate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
-	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12;\n" +
-	"\vdecide_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\vdecide_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"decideTime\"\"\n" +
 	"\x10GetReviewRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"E\n" +
@@ -5250,7 +6996,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
 	"\x14RejectReviewResponse\x120\n" +
-	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\xd5\x02\n" +
+	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\x8d\x03\n" +
 	"\vProjectTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -5262,16 +7008,17 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"complexity\x18\a \x01(\x05R\n" +
 	"complexity\x12\x15\n" +
-	"\x06job_id\x18\b \x01(\tR\x05jobId\x12\x19\n" +
-	"\bcost_usd\x18\t \x01(\x01R\acostUsd\x12!\n" +
+	"\x06job_id\x18\b \x01(\tR\x05jobId\x12,\n" +
+	"\x05usage\x18\t \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12!\n" +
 	"\foutput_files\x18\n" +
 	" \x03(\tR\voutputFiles\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\x91\x01\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12#\n" +
+	"\rstatus_reason\x18\f \x01(\tR\fstatusReason\"\x91\x01\n" +
 	"\fProjectPhase\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x123\n" +
-	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\x9a\x06\n" +
+	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xac\x06\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -5286,27 +7033,38 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	" \x01(\tR\vconventions\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\v \x01(\tR\tsandboxId\x12\x1b\n" +
-	"\treview_id\x18\f \x01(\tR\breviewId\x12(\n" +
-	"\x10pull_request_url\x18\r \x01(\tR\x0epullRequestUrl\x123\n" +
-	"\x06budget\x18\x0e \x01(\v2\x1b.thefold.agent.v1.JobBudgetR\x06budget\x120\n" +
-	"\x05usage\x18\x0f \x01(\v2\x1a.thefold.agent.v1.JobUsageR\x05usage\x12;\n" +
+	"\treview_id\x18\f \x01(\tR\breviewId\x12B\n" +
+	"\fpull_request\x18\r \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12/\n" +
+	"\x06budget\x18\x0e \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12,\n" +
+	"\x05usage\x18\x0f \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12;\n" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x129\n" +
 	"\n" +
 	"start_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"d\n" +
-	"\x12PlanProjectRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x18\n" +
-	"\arequest\x18\x02 \x01(\tR\arequest\x12 \n" +
-	"\vconventions\x18\x03 \x01(\tR\vconventions\"J\n" +
+	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x83\x01\n" +
+	"\x12PlanProjectRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x18\n" +
+	"\arequest\x18\x03 \x01(\tR\arequest\x12 \n" +
+	"\vconventions\x18\x04 \x01(\tR\vconventions\"J\n" +
 	"\x13PlanProjectResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"p\n" +
-	"\x13StartProjectRequest\x12\x0e\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x98\x01\n" +
+	"\x14UpdateProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
-	"\x06budget\x18\x02 \x01(\v2\x1b.thefold.agent.v1.JobBudgetR\x06budget\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"K\n" +
+	"\aproject\x18\x02 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"L\n" +
+	"\x15UpdateProjectResponse\x123\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x8b\x01\n" +
+	"\x13StartProjectRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12/\n" +
+	"\x06budget\x18\x03 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\"K\n" +
 	"\x14StartProjectResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"#\n" +
 	"\x11GetProjectRequest\x12\x0e\n" +
@@ -5335,27 +7093,83 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"L\n" +
 	"\x15CancelProjectResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\xb6\x03\n" +
-	"\fProjectEvent\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x126\n" +
-	"\x04type\x18\x02 \x01(\x0e2\".thefold.agent.v1.ProjectEventTypeR\x04type\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"h\n" +
+	"\x16SkipProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x03 \x01(\tR\tprojectId\x12!\n" +
-	"\fphase_number\x18\x04 \x01(\x05R\vphaseNumber\x12&\n" +
-	"\x0fproject_task_id\x18\x05 \x01(\tR\rprojectTaskId\x12\x15\n" +
-	"\x06job_id\x18\x06 \x01(\tR\x05jobId\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\x12H\n" +
-	"\x0fprevious_status\x18\b \x01(\x0e2\x1f.thefold.agent.v1.ProjectStatusR\x0epreviousStatus\x123\n" +
-	"\aproject\x18\t \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\x129\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"N\n" +
+	"\x17SkipProjectTaskResponse\x123\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"g\n" +
+	"\x19ResolveProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"event_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\"O\n" +
-	"\x13WatchProjectRequest\x12\x1d\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"Q\n" +
+	"\x1aResolveProjectTaskResponse\x123\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"m\n" +
+	"\x17RetryProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x19\n" +
-	"\bafter_id\x18\x02 \x01(\x03R\aafterId\"L\n" +
-	"\x14WatchProjectResponse\x124\n" +
-	"\x05event\x18\x01 \x01(\v2\x1e.thefold.agent.v1.ProjectEventR\x05event*\xcb\x02\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
+	"\bguidance\x18\x03 \x01(\tR\bguidance\"O\n" +
+	"\x18RetryProjectTaskResponse\x123\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x8c\x02\n" +
+	"\x0eProjectSummary\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x127\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1f.thefold.agent.v1.ProjectStatusR\x06status\x12\x1f\n" +
+	"\vphase_count\x18\x05 \x01(\x05R\n" +
+	"phaseCount\x12\x1d\n" +
+	"\n" +
+	"task_count\x18\x06 \x01(\x05R\ttaskCount\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xb0\x01\n" +
+	"\x13ProjectStatusChange\x12H\n" +
+	"\x0fprevious_status\x18\x01 \x01(\x0e2\x1f.thefold.agent.v1.ProjectStatusR\x0epreviousStatus\x127\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1f.thefold.agent.v1.ProjectStatusR\x06status\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"@\n" +
+	"\x12ProjectPhaseChange\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"d\n" +
+	"\x14ProjectPhaseRevision\x124\n" +
+	"\x05phase\x18\x01 \x01(\v2\x1e.thefold.agent.v1.ProjectPhaseR\x05phase\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x91\x02\n" +
+	"\x11ProjectTaskChange\x12&\n" +
+	"\x0fproject_task_id\x18\x01 \x01(\tR\rprojectTaskId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12!\n" +
+	"\fphase_number\x18\x04 \x01(\x05R\vphaseNumber\x12;\n" +
+	"\x06status\x18\x05 \x01(\x0e2#.thefold.agent.v1.ProjectTaskStatusR\x06status\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12,\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x81\x01\n" +
+	"\rProjectUpdate\x12;\n" +
+	"\vupdate_mask\x18\x01 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x123\n" +
+	"\aproject\x18\x02 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"[\n" +
+	"\x13WatchProjectRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xed\x06\n" +
+	"\x14WatchProjectResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x126\n" +
+	"\x04type\x18\x03 \x01(\x0e2\".thefold.agent.v1.ProjectEventTypeR\x04type\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x04 \x01(\tR\tprojectId\x12<\n" +
+	"\acreated\x18\x05 \x01(\v2 .thefold.agent.v1.ProjectSummaryH\x00R\acreated\x12N\n" +
+	"\x0estatus_changed\x18\x06 \x01(\v2%.thefold.agent.v1.ProjectStatusChangeH\x00R\rstatusChanged\x12<\n" +
+	"\x05phase\x18\a \x01(\v2$.thefold.agent.v1.ProjectPhaseChangeH\x00R\x05phase\x12M\n" +
+	"\rphase_revised\x18\b \x01(\v2&.thefold.agent.v1.ProjectPhaseRevisionH\x00R\fphaseRevised\x129\n" +
+	"\x04task\x18\t \x01(\v2#.thefold.agent.v1.ProjectTaskChangeH\x00R\x04task\x12N\n" +
+	"\x10review_submitted\x18\n" +
+	" \x01(\v2!.thefold.agent.v1.ReviewSubmittedH\x00R\x0freviewSubmitted\x12;\n" +
+	"\aupdated\x18\v \x01(\v2\x1f.thefold.agent.v1.ProjectUpdateH\x00R\aupdated\x12D\n" +
+	"\fpull_request\x18\f \x01(\v2\x1f.thefold.type.v1.PullRequestRefH\x00R\vpullRequest\x12N\n" +
+	"\x10budget_exhausted\x18\r \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhausted\x12:\n" +
+	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\apayload*\xcb\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATUS_QUEUED\x10\x01\x12\x16\n" +
@@ -5391,7 +7205,12 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"'DIAGNOSIS_CATEGORY_IMPLEMENTATION_ERROR\x10\x02\x12&\n" +
 	"\"DIAGNOSIS_CATEGORY_MISSING_CONTEXT\x10\x03\x12&\n" +
 	"\"DIAGNOSIS_CATEGORY_IMPOSSIBLE_TASK\x10\x04\x12(\n" +
-	"$DIAGNOSIS_CATEGORY_ENVIRONMENT_ERROR\x10\x05*\x8a\x04\n" +
+	"$DIAGNOSIS_CATEGORY_ENVIRONMENT_ERROR\x10\x05*\xa5\x01\n" +
+	"\x12InterventionAction\x12#\n" +
+	"\x1fINTERVENTION_ACTION_UNSPECIFIED\x10\x00\x12$\n" +
+	" INTERVENTION_ACTION_REWRITE_TASK\x10\x01\x12\"\n" +
+	"\x1eINTERVENTION_ACTION_SPLIT_TASK\x10\x02\x12 \n" +
+	"\x1cINTERVENTION_ACTION_ESCALATE\x10\x03*\x8a\x04\n" +
 	"\fJobEventType\x12\x1e\n" +
 	"\x1aJOB_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_EVENT_TYPE_CREATED\x10\x01\x12!\n" +
@@ -5414,13 +7233,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x15REVIEW_STATUS_PENDING\x10\x01\x12\x1a\n" +
 	"\x16REVIEW_STATUS_APPROVED\x10\x02\x12#\n" +
 	"\x1fREVIEW_STATUS_CHANGES_REQUESTED\x10\x03\x12\x1a\n" +
-	"\x16REVIEW_STATUS_REJECTED\x10\x04*q\n" +
-	"\n" +
-	"FileAction\x12\x1b\n" +
-	"\x17FILE_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12FILE_ACTION_CREATE\x10\x01\x12\x16\n" +
-	"\x12FILE_ACTION_MODIFY\x10\x02\x12\x16\n" +
-	"\x12FILE_ACTION_DELETE\x10\x03*\x99\x02\n" +
+	"\x16REVIEW_STATUS_REJECTED\x10\x04*\x99\x02\n" +
 	"\rProjectStatus\x12\x1e\n" +
 	"\x1aPROJECT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROJECT_STATUS_PLANNED\x10\x01\x12\x1a\n" +
@@ -5437,7 +7250,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1bPROJECT_TASK_STATUS_RUNNING\x10\x02\x12!\n" +
 	"\x1dPROJECT_TASK_STATUS_COMPLETED\x10\x03\x12\x1e\n" +
 	"\x1aPROJECT_TASK_STATUS_FAILED\x10\x04\x12\x1f\n" +
-	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05*\xaf\x03\n" +
+	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05*\xef\x04\n" +
 	"\x10ProjectEventType\x12\"\n" +
 	"\x1ePROJECT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPROJECT_EVENT_TYPE_CREATED\x10\x01\x12%\n" +
@@ -5450,36 +7263,45 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1ePROJECT_EVENT_TYPE_TASK_FAILED\x10\b\x12#\n" +
 	"\x1fPROJECT_EVENT_TYPE_TASK_SKIPPED\x10\t\x12'\n" +
 	"#PROJECT_EVENT_TYPE_REVIEW_SUBMITTED\x10\n" +
-	"2\xc5\b\n" +
+	"\x12$\n" +
+	" PROJECT_EVENT_TYPE_TASK_RESOLVED\x10\v\x12#\n" +
+	"\x1fPROJECT_EVENT_TYPE_TASK_RETRIED\x10\f\x12\x1e\n" +
+	"\x1aPROJECT_EVENT_TYPE_UPDATED\x10\r\x12*\n" +
+	"&PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED\x10\x0e\x12'\n" +
+	"#PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0f2\xde\b\n" +
 	"\fAgentService\x12T\n" +
-	"\tStartTask\x12\".thefold.agent.v1.StartTaskRequest\x1a#.thefold.agent.v1.StartTaskResponse\x12K\n" +
-	"\x06GetJob\x12\x1f.thefold.agent.v1.GetJobRequest\x1a .thefold.agent.v1.GetJobResponse\x12Q\n" +
-	"\bListJobs\x12!.thefold.agent.v1.ListJobsRequest\x1a\".thefold.agent.v1.ListJobsResponse\x12T\n" +
+	"\tStartTask\x12\".thefold.agent.v1.StartTaskRequest\x1a#.thefold.agent.v1.StartTaskResponse\x12P\n" +
+	"\x06GetJob\x12\x1f.thefold.agent.v1.GetJobRequest\x1a .thefold.agent.v1.GetJobResponse\"\x03\x90\x02\x01\x12V\n" +
+	"\bListJobs\x12!.thefold.agent.v1.ListJobsRequest\x1a\".thefold.agent.v1.ListJobsResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\tCancelJob\x12\".thefold.agent.v1.CancelJobRequest\x1a#.thefold.agent.v1.CancelJobResponse\x12Q\n" +
 	"\bPauseJob\x12!.thefold.agent.v1.PauseJobRequest\x1a\".thefold.agent.v1.PauseJobResponse\x12T\n" +
 	"\tResumeJob\x12\".thefold.agent.v1.ResumeJobRequest\x1a#.thefold.agent.v1.ResumeJobResponse\x12Q\n" +
 	"\bSkipTask\x12!.thefold.agent.v1.SkipTaskRequest\x1a\".thefold.agent.v1.SkipTaskResponse\x12Z\n" +
 	"\vResolveTask\x12$.thefold.agent.v1.ResolveTaskRequest\x1a%.thefold.agent.v1.ResolveTaskResponse\x12{\n" +
-	"\x16RespondToClarification\x12/.thefold.agent.v1.RespondToClarificationRequest\x1a0.thefold.agent.v1.RespondToClarificationResponse\x12S\n" +
-	"\bWatchJob\x12!.thefold.agent.v1.WatchJobRequest\x1a\".thefold.agent.v1.WatchJobResponse0\x01\x12`\n" +
-	"\rGetJobMetrics\x12&.thefold.agent.v1.GetJobMetricsRequest\x1a'.thefold.agent.v1.GetJobMetricsResponse\x12]\n" +
-	"\fListAuditLog\x12%.thefold.agent.v1.ListAuditLogRequest\x1a&.thefold.agent.v1.ListAuditLogResponse2\xe7\x03\n" +
-	"\rReviewService\x12T\n" +
-	"\tGetReview\x12\".thefold.agent.v1.GetReviewRequest\x1a#.thefold.agent.v1.GetReviewResponse\x12Z\n" +
-	"\vListReviews\x12$.thefold.agent.v1.ListReviewsRequest\x1a%.thefold.agent.v1.ListReviewsResponse\x12`\n" +
+	"\x16RespondToClarification\x12/.thefold.agent.v1.RespondToClarificationRequest\x1a0.thefold.agent.v1.RespondToClarificationResponse\x12X\n" +
+	"\bWatchJob\x12!.thefold.agent.v1.WatchJobRequest\x1a\".thefold.agent.v1.WatchJobResponse\"\x03\x90\x02\x010\x01\x12e\n" +
+	"\rGetJobMetrics\x12&.thefold.agent.v1.GetJobMetricsRequest\x1a'.thefold.agent.v1.GetJobMetricsResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\fListAuditLog\x12%.thefold.agent.v1.ListAuditLogRequest\x1a&.thefold.agent.v1.ListAuditLogResponse\"\x03\x90\x02\x012\xf1\x03\n" +
+	"\rReviewService\x12Y\n" +
+	"\tGetReview\x12\".thefold.agent.v1.GetReviewRequest\x1a#.thefold.agent.v1.GetReviewResponse\"\x03\x90\x02\x01\x12_\n" +
+	"\vListReviews\x12$.thefold.agent.v1.ListReviewsRequest\x1a%.thefold.agent.v1.ListReviewsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\rApproveReview\x12&.thefold.agent.v1.ApproveReviewRequest\x1a'.thefold.agent.v1.ApproveReviewResponse\x12c\n" +
 	"\x0eRequestChanges\x12'.thefold.agent.v1.RequestChangesRequest\x1a(.thefold.agent.v1.RequestChangesResponse\x12]\n" +
-	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\x87\x06\n" +
+	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\xbc\t\n" +
 	"\x0eProjectService\x12Z\n" +
-	"\vPlanProject\x12$.thefold.agent.v1.PlanProjectRequest\x1a%.thefold.agent.v1.PlanProjectResponse\x12]\n" +
-	"\fStartProject\x12%.thefold.agent.v1.StartProjectRequest\x1a&.thefold.agent.v1.StartProjectResponse\x12W\n" +
+	"\vPlanProject\x12$.thefold.agent.v1.PlanProjectRequest\x1a%.thefold.agent.v1.PlanProjectResponse\x12`\n" +
+	"\rUpdateProject\x12&.thefold.agent.v1.UpdateProjectRequest\x1a'.thefold.agent.v1.UpdateProjectResponse\x12]\n" +
+	"\fStartProject\x12%.thefold.agent.v1.StartProjectRequest\x1a&.thefold.agent.v1.StartProjectResponse\x12\\\n" +
 	"\n" +
-	"GetProject\x12#.thefold.agent.v1.GetProjectRequest\x1a$.thefold.agent.v1.GetProjectResponse\x12]\n" +
-	"\fListProjects\x12%.thefold.agent.v1.ListProjectsRequest\x1a&.thefold.agent.v1.ListProjectsResponse\x12]\n" +
+	"GetProject\x12#.thefold.agent.v1.GetProjectRequest\x1a$.thefold.agent.v1.GetProjectResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\fListProjects\x12%.thefold.agent.v1.ListProjectsRequest\x1a&.thefold.agent.v1.ListProjectsResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\fPauseProject\x12%.thefold.agent.v1.PauseProjectRequest\x1a&.thefold.agent.v1.PauseProjectResponse\x12`\n" +
 	"\rResumeProject\x12&.thefold.agent.v1.ResumeProjectRequest\x1a'.thefold.agent.v1.ResumeProjectResponse\x12`\n" +
-	"\rCancelProject\x12&.thefold.agent.v1.CancelProjectRequest\x1a'.thefold.agent.v1.CancelProjectResponse\x12_\n" +
-	"\fWatchProject\x12%.thefold.agent.v1.WatchProjectRequest\x1a&.thefold.agent.v1.WatchProjectResponse0\x01B\xc1\x01\n" +
+	"\rCancelProject\x12&.thefold.agent.v1.CancelProjectRequest\x1a'.thefold.agent.v1.CancelProjectResponse\x12f\n" +
+	"\x0fSkipProjectTask\x12(.thefold.agent.v1.SkipProjectTaskRequest\x1a).thefold.agent.v1.SkipProjectTaskResponse\x12o\n" +
+	"\x12ResolveProjectTask\x12+.thefold.agent.v1.ResolveProjectTaskRequest\x1a,.thefold.agent.v1.ResolveProjectTaskResponse\x12i\n" +
+	"\x10RetryProjectTask\x12).thefold.agent.v1.RetryProjectTaskRequest\x1a*.thefold.agent.v1.RetryProjectTaskResponse\x12d\n" +
+	"\fWatchProject\x12%.thefold.agent.v1.WatchProjectRequest\x1a&.thefold.agent.v1.WatchProjectResponse\"\x03\x90\x02\x010\x01B\xc1\x01\n" +
 	"\x14com.thefold.agent.v1B\n" +
 	"AgentProtoP\x01Z;github.com/thefold/thefold/pkg/gen/thefold/agent/v1;agentv1\xa2\x02\x03TAX\xaa\x02\x10Thefold.Agent.V1\xca\x02\x10Thefold\\Agent\\V1\xe2\x02\x1cThefold\\Agent\\V1\\GPBMetadata\xea\x02\x12Thefold::Agent::V1b\x06proto3"
 
@@ -5496,219 +7318,305 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
 	(DiagnosisCategory)(0),                 // 2: thefold.agent.v1.DiagnosisCategory
-	(JobEventType)(0),                      // 3: thefold.agent.v1.JobEventType
-	(ReviewStatus)(0),                      // 4: thefold.agent.v1.ReviewStatus
-	(FileAction)(0),                        // 5: thefold.agent.v1.FileAction
+	(InterventionAction)(0),                // 3: thefold.agent.v1.InterventionAction
+	(JobEventType)(0),                      // 4: thefold.agent.v1.JobEventType
+	(ReviewStatus)(0),                      // 5: thefold.agent.v1.ReviewStatus
 	(ProjectStatus)(0),                     // 6: thefold.agent.v1.ProjectStatus
 	(ProjectTaskStatus)(0),                 // 7: thefold.agent.v1.ProjectTaskStatus
 	(ProjectEventType)(0),                  // 8: thefold.agent.v1.ProjectEventType
 	(*Diagnosis)(nil),                      // 9: thefold.agent.v1.Diagnosis
-	(*JobBudget)(nil),                      // 10: thefold.agent.v1.JobBudget
-	(*JobUsage)(nil),                       // 11: thefold.agent.v1.JobUsage
-	(*Job)(nil),                            // 12: thefold.agent.v1.Job
-	(*StartTaskRequest)(nil),               // 13: thefold.agent.v1.StartTaskRequest
-	(*StartTaskResponse)(nil),              // 14: thefold.agent.v1.StartTaskResponse
-	(*GetJobRequest)(nil),                  // 15: thefold.agent.v1.GetJobRequest
-	(*GetJobResponse)(nil),                 // 16: thefold.agent.v1.GetJobResponse
-	(*ListJobsRequest)(nil),                // 17: thefold.agent.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),               // 18: thefold.agent.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),               // 19: thefold.agent.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),              // 20: thefold.agent.v1.CancelJobResponse
-	(*PauseJobRequest)(nil),                // 21: thefold.agent.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),               // 22: thefold.agent.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),               // 23: thefold.agent.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),              // 24: thefold.agent.v1.ResumeJobResponse
-	(*SkipTaskRequest)(nil),                // 25: thefold.agent.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),               // 26: thefold.agent.v1.SkipTaskResponse
-	(*ResolveTaskRequest)(nil),             // 27: thefold.agent.v1.ResolveTaskRequest
-	(*ResolveTaskResponse)(nil),            // 28: thefold.agent.v1.ResolveTaskResponse
-	(*RespondToClarificationRequest)(nil),  // 29: thefold.agent.v1.RespondToClarificationRequest
-	(*RespondToClarificationResponse)(nil), // 30: thefold.agent.v1.RespondToClarificationResponse
-	(*JobProgress)(nil),                    // 31: thefold.agent.v1.JobProgress
-	(*JobEvent)(nil),                       // 32: thefold.agent.v1.JobEvent
-	(*WatchJobRequest)(nil),                // 33: thefold.agent.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),               // 34: thefold.agent.v1.WatchJobResponse
-	(*PhaseMetrics)(nil),                   // 35: thefold.agent.v1.PhaseMetrics
-	(*GetJobMetricsRequest)(nil),           // 36: thefold.agent.v1.GetJobMetricsRequest
-	(*GetJobMetricsResponse)(nil),          // 37: thefold.agent.v1.GetJobMetricsResponse
-	(*AuditLogEntry)(nil),                  // 38: thefold.agent.v1.AuditLogEntry
-	(*ListAuditLogRequest)(nil),            // 39: thefold.agent.v1.ListAuditLogRequest
-	(*ListAuditLogResponse)(nil),           // 40: thefold.agent.v1.ListAuditLogResponse
-	(*ReviewFile)(nil),                     // 41: thefold.agent.v1.ReviewFile
-	(*Review)(nil),                         // 42: thefold.agent.v1.Review
-	(*GetReviewRequest)(nil),               // 43: thefold.agent.v1.GetReviewRequest
-	(*GetReviewResponse)(nil),              // 44: thefold.agent.v1.GetReviewResponse
-	(*ListReviewsRequest)(nil),             // 45: thefold.agent.v1.ListReviewsRequest
-	(*ListReviewsResponse)(nil),            // 46: thefold.agent.v1.ListReviewsResponse
-	(*ApproveReviewRequest)(nil),           // 47: thefold.agent.v1.ApproveReviewRequest
-	(*ApproveReviewResponse)(nil),          // 48: thefold.agent.v1.ApproveReviewResponse
-	(*RequestChangesRequest)(nil),          // 49: thefold.agent.v1.RequestChangesRequest
-	(*RequestChangesResponse)(nil),         // 50: thefold.agent.v1.RequestChangesResponse
-	(*RejectReviewRequest)(nil),            // 51: thefold.agent.v1.RejectReviewRequest
-	(*RejectReviewResponse)(nil),           // 52: thefold.agent.v1.RejectReviewResponse
-	(*ProjectTask)(nil),                    // 53: thefold.agent.v1.ProjectTask
-	(*ProjectPhase)(nil),                   // 54: thefold.agent.v1.ProjectPhase
-	(*Project)(nil),                        // 55: thefold.agent.v1.Project
-	(*PlanProjectRequest)(nil),             // 56: thefold.agent.v1.PlanProjectRequest
-	(*PlanProjectResponse)(nil),            // 57: thefold.agent.v1.PlanProjectResponse
-	(*StartProjectRequest)(nil),            // 58: thefold.agent.v1.StartProjectRequest
-	(*StartProjectResponse)(nil),           // 59: thefold.agent.v1.StartProjectResponse
-	(*GetProjectRequest)(nil),              // 60: thefold.agent.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),             // 61: thefold.agent.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),            // 62: thefold.agent.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),           // 63: thefold.agent.v1.ListProjectsResponse
-	(*PauseProjectRequest)(nil),            // 64: thefold.agent.v1.PauseProjectRequest
-	(*PauseProjectResponse)(nil),           // 65: thefold.agent.v1.PauseProjectResponse
-	(*ResumeProjectRequest)(nil),           // 66: thefold.agent.v1.ResumeProjectRequest
-	(*ResumeProjectResponse)(nil),          // 67: thefold.agent.v1.ResumeProjectResponse
-	(*CancelProjectRequest)(nil),           // 68: thefold.agent.v1.CancelProjectRequest
-	(*CancelProjectResponse)(nil),          // 69: thefold.agent.v1.CancelProjectResponse
-	(*ProjectEvent)(nil),                   // 70: thefold.agent.v1.ProjectEvent
-	(*WatchProjectRequest)(nil),            // 71: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 72: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 73: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 74: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 75: google.protobuf.Struct
+	(*Job)(nil),                            // 10: thefold.agent.v1.Job
+	(*StartTaskRequest)(nil),               // 11: thefold.agent.v1.StartTaskRequest
+	(*StartTaskResponse)(nil),              // 12: thefold.agent.v1.StartTaskResponse
+	(*GetJobRequest)(nil),                  // 13: thefold.agent.v1.GetJobRequest
+	(*GetJobResponse)(nil),                 // 14: thefold.agent.v1.GetJobResponse
+	(*ListJobsRequest)(nil),                // 15: thefold.agent.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),               // 16: thefold.agent.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),               // 17: thefold.agent.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),              // 18: thefold.agent.v1.CancelJobResponse
+	(*PauseJobRequest)(nil),                // 19: thefold.agent.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),               // 20: thefold.agent.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),               // 21: thefold.agent.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),              // 22: thefold.agent.v1.ResumeJobResponse
+	(*SkipTaskRequest)(nil),                // 23: thefold.agent.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),               // 24: thefold.agent.v1.SkipTaskResponse
+	(*ResolveTaskRequest)(nil),             // 25: thefold.agent.v1.ResolveTaskRequest
+	(*ResolveTaskResponse)(nil),            // 26: thefold.agent.v1.ResolveTaskResponse
+	(*RespondToClarificationRequest)(nil),  // 27: thefold.agent.v1.RespondToClarificationRequest
+	(*RespondToClarificationResponse)(nil), // 28: thefold.agent.v1.RespondToClarificationResponse
+	(*JobSummary)(nil),                     // 29: thefold.agent.v1.JobSummary
+	(*JobStatusChange)(nil),                // 30: thefold.agent.v1.JobStatusChange
+	(*JobPhaseChange)(nil),                 // 31: thefold.agent.v1.JobPhaseChange
+	(*JobProgress)(nil),                    // 32: thefold.agent.v1.JobProgress
+	(*JobThought)(nil),                     // 33: thefold.agent.v1.JobThought
+	(*ClarificationRequested)(nil),         // 34: thefold.agent.v1.ClarificationRequested
+	(*SubtasksCreated)(nil),                // 35: thefold.agent.v1.SubtasksCreated
+	(*JobPlanChange)(nil),                  // 36: thefold.agent.v1.JobPlanChange
+	(*JobIntervention)(nil),                // 37: thefold.agent.v1.JobIntervention
+	(*ReviewSubmitted)(nil),                // 38: thefold.agent.v1.ReviewSubmitted
+	(*BudgetExhausted)(nil),                // 39: thefold.agent.v1.BudgetExhausted
+	(*WatchJobRequest)(nil),                // 40: thefold.agent.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),               // 41: thefold.agent.v1.WatchJobResponse
+	(*PhaseMetrics)(nil),                   // 42: thefold.agent.v1.PhaseMetrics
+	(*GetJobMetricsRequest)(nil),           // 43: thefold.agent.v1.GetJobMetricsRequest
+	(*GetJobMetricsResponse)(nil),          // 44: thefold.agent.v1.GetJobMetricsResponse
+	(*AuditLogEntry)(nil),                  // 45: thefold.agent.v1.AuditLogEntry
+	(*ListAuditLogRequest)(nil),            // 46: thefold.agent.v1.ListAuditLogRequest
+	(*ListAuditLogResponse)(nil),           // 47: thefold.agent.v1.ListAuditLogResponse
+	(*ReviewFile)(nil),                     // 48: thefold.agent.v1.ReviewFile
+	(*Review)(nil),                         // 49: thefold.agent.v1.Review
+	(*GetReviewRequest)(nil),               // 50: thefold.agent.v1.GetReviewRequest
+	(*GetReviewResponse)(nil),              // 51: thefold.agent.v1.GetReviewResponse
+	(*ListReviewsRequest)(nil),             // 52: thefold.agent.v1.ListReviewsRequest
+	(*ListReviewsResponse)(nil),            // 53: thefold.agent.v1.ListReviewsResponse
+	(*ApproveReviewRequest)(nil),           // 54: thefold.agent.v1.ApproveReviewRequest
+	(*ApproveReviewResponse)(nil),          // 55: thefold.agent.v1.ApproveReviewResponse
+	(*RequestChangesRequest)(nil),          // 56: thefold.agent.v1.RequestChangesRequest
+	(*RequestChangesResponse)(nil),         // 57: thefold.agent.v1.RequestChangesResponse
+	(*RejectReviewRequest)(nil),            // 58: thefold.agent.v1.RejectReviewRequest
+	(*RejectReviewResponse)(nil),           // 59: thefold.agent.v1.RejectReviewResponse
+	(*ProjectTask)(nil),                    // 60: thefold.agent.v1.ProjectTask
+	(*ProjectPhase)(nil),                   // 61: thefold.agent.v1.ProjectPhase
+	(*Project)(nil),                        // 62: thefold.agent.v1.Project
+	(*PlanProjectRequest)(nil),             // 63: thefold.agent.v1.PlanProjectRequest
+	(*PlanProjectResponse)(nil),            // 64: thefold.agent.v1.PlanProjectResponse
+	(*UpdateProjectRequest)(nil),           // 65: thefold.agent.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),          // 66: thefold.agent.v1.UpdateProjectResponse
+	(*StartProjectRequest)(nil),            // 67: thefold.agent.v1.StartProjectRequest
+	(*StartProjectResponse)(nil),           // 68: thefold.agent.v1.StartProjectResponse
+	(*GetProjectRequest)(nil),              // 69: thefold.agent.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),             // 70: thefold.agent.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),            // 71: thefold.agent.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),           // 72: thefold.agent.v1.ListProjectsResponse
+	(*PauseProjectRequest)(nil),            // 73: thefold.agent.v1.PauseProjectRequest
+	(*PauseProjectResponse)(nil),           // 74: thefold.agent.v1.PauseProjectResponse
+	(*ResumeProjectRequest)(nil),           // 75: thefold.agent.v1.ResumeProjectRequest
+	(*ResumeProjectResponse)(nil),          // 76: thefold.agent.v1.ResumeProjectResponse
+	(*CancelProjectRequest)(nil),           // 77: thefold.agent.v1.CancelProjectRequest
+	(*CancelProjectResponse)(nil),          // 78: thefold.agent.v1.CancelProjectResponse
+	(*SkipProjectTaskRequest)(nil),         // 79: thefold.agent.v1.SkipProjectTaskRequest
+	(*SkipProjectTaskResponse)(nil),        // 80: thefold.agent.v1.SkipProjectTaskResponse
+	(*ResolveProjectTaskRequest)(nil),      // 81: thefold.agent.v1.ResolveProjectTaskRequest
+	(*ResolveProjectTaskResponse)(nil),     // 82: thefold.agent.v1.ResolveProjectTaskResponse
+	(*RetryProjectTaskRequest)(nil),        // 83: thefold.agent.v1.RetryProjectTaskRequest
+	(*RetryProjectTaskResponse)(nil),       // 84: thefold.agent.v1.RetryProjectTaskResponse
+	(*ProjectSummary)(nil),                 // 85: thefold.agent.v1.ProjectSummary
+	(*ProjectStatusChange)(nil),            // 86: thefold.agent.v1.ProjectStatusChange
+	(*ProjectPhaseChange)(nil),             // 87: thefold.agent.v1.ProjectPhaseChange
+	(*ProjectPhaseRevision)(nil),           // 88: thefold.agent.v1.ProjectPhaseRevision
+	(*ProjectTaskChange)(nil),              // 89: thefold.agent.v1.ProjectTaskChange
+	(*ProjectUpdate)(nil),                  // 90: thefold.agent.v1.ProjectUpdate
+	(*WatchProjectRequest)(nil),            // 91: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 92: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
+	(*v1.Budget)(nil),                      // 94: thefold.type.v1.Budget
+	(*v1.Usage)(nil),                       // 95: thefold.type.v1.Usage
+	(*v1.PullRequestRef)(nil),              // 96: thefold.type.v1.PullRequestRef
+	(*v1.Plan)(nil),                        // 97: thefold.type.v1.Plan
+	(v11.BuildPhase)(0),                    // 98: thefold.builder.v1.BuildPhase
+	(*v1.Heartbeat)(nil),                   // 99: thefold.type.v1.Heartbeat
+	(*durationpb.Duration)(nil),            // 100: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 101: google.protobuf.Struct
+	(*v1.FileDiff)(nil),                    // 102: thefold.type.v1.FileDiff
+	(*v1.Diagnostic)(nil),                  // 103: thefold.type.v1.Diagnostic
+	(*v1.DiffStats)(nil),                   // 104: thefold.type.v1.DiffStats
+	(*fieldmaskpb.FieldMask)(nil),          // 105: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	73,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
-	74,  // 2: thefold.agent.v1.JobBudget.max_wall_time:type_name -> google.protobuf.Duration
-	0,   // 3: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
-	1,   // 4: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
-	9,   // 5: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	10,  // 6: thefold.agent.v1.Job.budget:type_name -> thefold.agent.v1.JobBudget
-	11,  // 7: thefold.agent.v1.Job.usage:type_name -> thefold.agent.v1.JobUsage
-	73,  // 8: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 9: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	73,  // 10: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	73,  // 11: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
-	10,  // 12: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.agent.v1.JobBudget
-	12,  // 13: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 14: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
-	0,   // 15: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
-	12,  // 16: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
-	12,  // 17: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 18: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 19: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 20: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 21: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
-	12,  // 22: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
-	3,   // 23: thefold.agent.v1.JobEvent.type:type_name -> thefold.agent.v1.JobEventType
-	1,   // 24: thefold.agent.v1.JobEvent.phase:type_name -> thefold.agent.v1.JobPhase
-	0,   // 25: thefold.agent.v1.JobEvent.previous_status:type_name -> thefold.agent.v1.JobStatus
-	31,  // 26: thefold.agent.v1.JobEvent.progress:type_name -> thefold.agent.v1.JobProgress
-	9,   // 27: thefold.agent.v1.JobEvent.diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	12,  // 28: thefold.agent.v1.JobEvent.job:type_name -> thefold.agent.v1.Job
-	73,  // 29: thefold.agent.v1.JobEvent.event_time:type_name -> google.protobuf.Timestamp
-	32,  // 30: thefold.agent.v1.WatchJobResponse.event:type_name -> thefold.agent.v1.JobEvent
-	1,   // 31: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	74,  // 32: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
-	35,  // 33: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
-	11,  // 34: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.agent.v1.JobUsage
-	74,  // 35: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	75,  // 36: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	74,  // 37: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	73,  // 38: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 39: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	73,  // 40: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
-	38,  // 41: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
-	5,   // 42: thefold.agent.v1.ReviewFile.action:type_name -> thefold.agent.v1.FileAction
-	4,   // 43: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
-	41,  // 44: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	73,  // 45: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 46: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	73,  // 47: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
-	42,  // 48: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
-	4,   // 49: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
-	42,  // 50: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
-	42,  // 51: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
-	42,  // 52: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
-	42,  // 53: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
-	7,   // 54: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	53,  // 55: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
-	6,   // 56: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
-	54,  // 57: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
-	10,  // 58: thefold.agent.v1.Project.budget:type_name -> thefold.agent.v1.JobBudget
-	11,  // 59: thefold.agent.v1.Project.usage:type_name -> thefold.agent.v1.JobUsage
-	73,  // 60: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	73,  // 61: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	73,  // 62: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	73,  // 63: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
-	55,  // 64: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
-	10,  // 65: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.agent.v1.JobBudget
-	55,  // 66: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
-	55,  // 67: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
-	6,   // 68: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
-	55,  // 69: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
-	55,  // 70: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
-	55,  // 71: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
-	55,  // 72: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
-	8,   // 73: thefold.agent.v1.ProjectEvent.type:type_name -> thefold.agent.v1.ProjectEventType
-	6,   // 74: thefold.agent.v1.ProjectEvent.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	55,  // 75: thefold.agent.v1.ProjectEvent.project:type_name -> thefold.agent.v1.Project
-	73,  // 76: thefold.agent.v1.ProjectEvent.event_time:type_name -> google.protobuf.Timestamp
-	70,  // 77: thefold.agent.v1.WatchProjectResponse.event:type_name -> thefold.agent.v1.ProjectEvent
-	13,  // 78: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	15,  // 79: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	17,  // 80: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	19,  // 81: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	21,  // 82: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	23,  // 83: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	25,  // 84: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	27,  // 85: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	29,  // 86: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	33,  // 87: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	36,  // 88: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	39,  // 89: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	43,  // 90: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	45,  // 91: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	47,  // 92: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	49,  // 93: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	51,  // 94: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	56,  // 95: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	58,  // 96: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	60,  // 97: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	62,  // 98: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	64,  // 99: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	66,  // 100: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	68,  // 101: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
-	71,  // 102: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	14,  // 103: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	16,  // 104: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	18,  // 105: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	20,  // 106: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	22,  // 107: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	24,  // 108: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	26,  // 109: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	28,  // 110: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	30,  // 111: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	34,  // 112: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	37,  // 113: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	40,  // 114: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	44,  // 115: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	46,  // 116: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	48,  // 117: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	50,  // 118: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	52,  // 119: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	57,  // 120: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	59,  // 121: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	61,  // 122: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	63,  // 123: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	65,  // 124: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	67,  // 125: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	69,  // 126: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
-	72,  // 127: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	103, // [103:128] is the sub-list for method output_type
-	78,  // [78:103] is the sub-list for method input_type
-	78,  // [78:78] is the sub-list for extension type_name
-	78,  // [78:78] is the sub-list for extension extendee
-	0,   // [0:78] is the sub-list for field type_name
+	93,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	0,   // 2: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 3: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
+	9,   // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	94,  // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
+	95,  // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
+	96,  // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	97,  // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
+	93,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	93,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	94,  // 13: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
+	10,  // 14: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 15: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
+	0,   // 16: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
+	10,  // 17: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
+	10,  // 18: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 19: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 20: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 21: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 22: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 23: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
+	0,   // 24: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
+	93,  // 25: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
+	0,   // 26: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
+	0,   // 27: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 28: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
+	1,   // 29: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
+	98,  // 30: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
+	97,  // 31: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
+	3,   // 32: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
+	95,  // 33: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
+	94,  // 34: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
+	93,  // 35: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
+	4,   // 36: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
+	29,  // 37: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
+	30,  // 38: thefold.agent.v1.WatchJobResponse.status_changed:type_name -> thefold.agent.v1.JobStatusChange
+	31,  // 39: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
+	32,  // 40: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
+	33,  // 41: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
+	34,  // 42: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
+	35,  // 43: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
+	36,  // 44: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
+	9,   // 45: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	37,  // 46: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
+	99,  // 47: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	38,  // 48: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	96,  // 49: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	39,  // 50: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	1,   // 51: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
+	95,  // 52: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
+	100, // 53: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	42,  // 54: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
+	95,  // 55: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
+	100, // 56: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	101, // 57: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	100, // 58: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	93,  // 59: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 60: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	93,  // 61: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	45,  // 62: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
+	102, // 63: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
+	5,   // 64: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
+	103, // 65: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
+	48,  // 66: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
+	104, // 67: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
+	96,  // 68: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	93,  // 69: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 70: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 71: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	49,  // 72: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
+	5,   // 73: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
+	49,  // 74: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
+	49,  // 75: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
+	49,  // 76: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
+	49,  // 77: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
+	7,   // 78: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	95,  // 79: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
+	60,  // 80: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
+	6,   // 81: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
+	61,  // 82: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
+	96,  // 83: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	94,  // 84: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
+	95,  // 85: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
+	93,  // 86: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 87: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	93,  // 88: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 89: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	62,  // 90: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 91: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
+	105, // 92: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	62,  // 93: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
+	94,  // 94: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	62,  // 95: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 96: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
+	6,   // 97: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
+	62,  // 98: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
+	62,  // 99: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 100: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 101: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 102: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 103: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	62,  // 104: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	6,   // 105: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
+	93,  // 106: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
+	6,   // 107: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	6,   // 108: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
+	61,  // 109: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
+	7,   // 110: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	95,  // 111: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
+	105, // 112: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
+	62,  // 113: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
+	93,  // 114: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
+	8,   // 115: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
+	85,  // 116: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
+	86,  // 117: thefold.agent.v1.WatchProjectResponse.status_changed:type_name -> thefold.agent.v1.ProjectStatusChange
+	87,  // 118: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
+	88,  // 119: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
+	89,  // 120: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
+	38,  // 121: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	90,  // 122: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
+	96,  // 123: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	39,  // 124: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	99,  // 125: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	11,  // 126: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	13,  // 127: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	15,  // 128: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	17,  // 129: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	19,  // 130: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	21,  // 131: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	23,  // 132: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	25,  // 133: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	27,  // 134: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	40,  // 135: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	43,  // 136: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	46,  // 137: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	50,  // 138: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	52,  // 139: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	54,  // 140: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	56,  // 141: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	58,  // 142: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	63,  // 143: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	65,  // 144: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
+	67,  // 145: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	69,  // 146: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	71,  // 147: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	73,  // 148: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	75,  // 149: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	77,  // 150: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	79,  // 151: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
+	81,  // 152: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
+	83,  // 153: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
+	91,  // 154: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	12,  // 155: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	14,  // 156: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	16,  // 157: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	18,  // 158: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	20,  // 159: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	22,  // 160: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	24,  // 161: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	26,  // 162: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	28,  // 163: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	41,  // 164: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	44,  // 165: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	47,  // 166: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	51,  // 167: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	53,  // 168: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	55,  // 169: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	57,  // 170: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	59,  // 171: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	64,  // 172: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	66,  // 173: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
+	68,  // 174: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	70,  // 175: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	72,  // 176: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	74,  // 177: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	76,  // 178: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	78,  // 179: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	80,  // 180: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
+	82,  // 181: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
+	84,  // 182: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
+	92,  // 183: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	155, // [155:184] is the sub-list for method output_type
+	126, // [126:155] is the sub-list for method input_type
+	126, // [126:126] is the sub-list for extension type_name
+	126, // [126:126] is the sub-list for extension extendee
+	0,   // [0:126] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -5716,13 +7624,41 @@ func file_thefold_agent_v1_agent_proto_init() {
 	if File_thefold_agent_v1_agent_proto != nil {
 		return
 	}
+	file_thefold_agent_v1_agent_proto_msgTypes[32].OneofWrappers = []any{
+		(*WatchJobResponse_Created)(nil),
+		(*WatchJobResponse_StatusChanged)(nil),
+		(*WatchJobResponse_PhaseChanged)(nil),
+		(*WatchJobResponse_Progress)(nil),
+		(*WatchJobResponse_Thought)(nil),
+		(*WatchJobResponse_ClarificationRequested)(nil),
+		(*WatchJobResponse_SubtasksCreated)(nil),
+		(*WatchJobResponse_Plan)(nil),
+		(*WatchJobResponse_Diagnosis)(nil),
+		(*WatchJobResponse_Intervention)(nil),
+		(*WatchJobResponse_Heartbeat)(nil),
+		(*WatchJobResponse_ReviewSubmitted)(nil),
+		(*WatchJobResponse_PullRequest)(nil),
+		(*WatchJobResponse_BudgetExhausted)(nil),
+	}
+	file_thefold_agent_v1_agent_proto_msgTypes[83].OneofWrappers = []any{
+		(*WatchProjectResponse_Created)(nil),
+		(*WatchProjectResponse_StatusChanged)(nil),
+		(*WatchProjectResponse_Phase)(nil),
+		(*WatchProjectResponse_PhaseRevised)(nil),
+		(*WatchProjectResponse_Task)(nil),
+		(*WatchProjectResponse_ReviewSubmitted)(nil),
+		(*WatchProjectResponse_Updated)(nil),
+		(*WatchProjectResponse_PullRequest)(nil),
+		(*WatchProjectResponse_BudgetExhausted)(nil),
+		(*WatchProjectResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   64,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

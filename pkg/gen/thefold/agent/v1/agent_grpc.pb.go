@@ -41,37 +41,50 @@ const (
 // confidence, complexity, planning, sandbox, build, validation, diagnosis, review gate,
 // completion), checkpointing every step so a restarted agent resumes where it stopped.
 // Humans steer jobs with pause, resume, cancel, skip, resolve and clarification answers.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's job (or task) is NOT_FOUND;
+// a job in the wrong status for the operation (cancel a finished job, skip a running one) is
+// FAILED_PRECONDITION; a Watch cursor older than the retained events is OUT_OF_RANGE.
 type AgentServiceClient interface {
 	// StartTask starts a job for one of the caller's tasks. The job is QUEUED until the
 	// repository branch lock is free (one active job per repository branch), then RUNNING.
-	// A task that already has an active job is ALREADY_EXISTS; a done or cancelled task is
-	// FAILED_PRECONDITION; the caller's rate limit spent is RESOURCE_EXHAUSTED.
+	// A task that already has an active job is ALREADY_EXISTS — except for a retry with the
+	// same request_id, which returns the job the first call started; a done or cancelled task
+	// is FAILED_PRECONDITION; the caller's rate limit spent is RESOURCE_EXHAUSTED.
 	StartTask(ctx context.Context, in *StartTaskRequest, opts ...grpc.CallOption) (*StartTaskResponse, error)
-	// GetJob returns one of the caller's jobs. Another user's job is NOT_FOUND.
+	// GetJob returns one of the caller's jobs, with its current plan. Another user's job is
+	// NOT_FOUND.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
-	// ListJobs lists the caller's jobs, newest first, filtered and paginated.
+	// ListJobs lists the caller's jobs, newest first, filtered and paginated. Jobs in the list
+	// carry no plan (GetJob has it).
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// CancelJob stops a job that is not finished: the sandbox is destroyed, the repository
 	// lock released and the task returned to BACKLOG. A finished job is FAILED_PRECONDITION.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// PauseJob pauses a QUEUED or RUNNING job at its next checkpoint; the sandbox is kept.
+	// Any other status is FAILED_PRECONDITION.
 	PauseJob(ctx context.Context, in *PauseJobRequest, opts ...grpc.CallOption) (*PauseJobResponse, error)
 	// ResumeJob continues a PAUSED job from its last checkpoint, or retries a HUMAN_NEEDED job
-	// with the human's guidance (attempts start again).
+	// with the human's guidance (attempts start again). Any other status is
+	// FAILED_PRECONDITION.
 	ResumeJob(ctx context.Context, in *ResumeJobRequest, opts ...grpc.CallOption) (*ResumeJobResponse, error)
 	// SkipTask gives up on a HUMAN_NEEDED job: the job ends SKIPPED, its sandbox is destroyed
-	// and the task is CANCELLED with the reason.
+	// and the task is CANCELLED with the reason. Any other status is FAILED_PRECONDITION.
 	SkipTask(ctx context.Context, in *SkipTaskRequest, opts ...grpc.CallOption) (*SkipTaskResponse, error)
 	// ResolveTask records that a human solved a HUMAN_NEEDED job's task by hand: the job ends
-	// COMPLETED with the note, its sandbox is destroyed and the task is DONE.
+	// COMPLETED with the note, its sandbox is destroyed and the task is DONE. Any other status
+	// is FAILED_PRECONDITION.
 	ResolveTask(ctx context.Context, in *ResolveTaskRequest, opts ...grpc.CallOption) (*ResolveTaskResponse, error)
 	// RespondToClarification answers the question of a WAITING_CLARIFICATION job; the answer
-	// joins the task context and the job runs again from the confidence phase.
+	// joins the task context and the job runs again from the confidence phase. Any other
+	// status is FAILED_PRECONDITION.
 	RespondToClarification(ctx context.Context, in *RespondToClarificationRequest, opts ...grpc.CallOption) (*RespondToClarificationResponse, error)
-	// WatchJob streams job events after a cursor; a client that reconnects with the last event
-	// id it saw misses nothing. The stream ends after the event that finishes a watched job.
+	// WatchJob streams the events of one job, or of all the caller's jobs, in the envelope of
+	// thefold/type/v1/event.proto: after a cursor, from now, with heartbeats. A client that
+	// reconnects with the last event id it saw misses nothing. The stream of one job ends
+	// after the event that finishes it; the stream of all jobs does not end.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
-	// GetJobMetrics returns tokens, cost and duration per phase of one job.
+	// GetJobMetrics returns the usage (tokens, cost, calls) and duration per phase of one job.
 	GetJobMetrics(ctx context.Context, in *GetJobMetricsRequest, opts ...grpc.CallOption) (*GetJobMetricsResponse, error)
 	// ListAuditLog lists the audit trail of the caller's jobs (every side-effecting step the
 	// agent took, e.g. plan_created, github_write), newest first.
@@ -223,37 +236,50 @@ func (c *agentServiceClient) ListAuditLog(ctx context.Context, in *ListAuditLogR
 // confidence, complexity, planning, sandbox, build, validation, diagnosis, review gate,
 // completion), checkpointing every step so a restarted agent resumes where it stopped.
 // Humans steer jobs with pause, resume, cancel, skip, resolve and clarification answers.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's job (or task) is NOT_FOUND;
+// a job in the wrong status for the operation (cancel a finished job, skip a running one) is
+// FAILED_PRECONDITION; a Watch cursor older than the retained events is OUT_OF_RANGE.
 type AgentServiceServer interface {
 	// StartTask starts a job for one of the caller's tasks. The job is QUEUED until the
 	// repository branch lock is free (one active job per repository branch), then RUNNING.
-	// A task that already has an active job is ALREADY_EXISTS; a done or cancelled task is
-	// FAILED_PRECONDITION; the caller's rate limit spent is RESOURCE_EXHAUSTED.
+	// A task that already has an active job is ALREADY_EXISTS — except for a retry with the
+	// same request_id, which returns the job the first call started; a done or cancelled task
+	// is FAILED_PRECONDITION; the caller's rate limit spent is RESOURCE_EXHAUSTED.
 	StartTask(context.Context, *StartTaskRequest) (*StartTaskResponse, error)
-	// GetJob returns one of the caller's jobs. Another user's job is NOT_FOUND.
+	// GetJob returns one of the caller's jobs, with its current plan. Another user's job is
+	// NOT_FOUND.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
-	// ListJobs lists the caller's jobs, newest first, filtered and paginated.
+	// ListJobs lists the caller's jobs, newest first, filtered and paginated. Jobs in the list
+	// carry no plan (GetJob has it).
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// CancelJob stops a job that is not finished: the sandbox is destroyed, the repository
 	// lock released and the task returned to BACKLOG. A finished job is FAILED_PRECONDITION.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// PauseJob pauses a QUEUED or RUNNING job at its next checkpoint; the sandbox is kept.
+	// Any other status is FAILED_PRECONDITION.
 	PauseJob(context.Context, *PauseJobRequest) (*PauseJobResponse, error)
 	// ResumeJob continues a PAUSED job from its last checkpoint, or retries a HUMAN_NEEDED job
-	// with the human's guidance (attempts start again).
+	// with the human's guidance (attempts start again). Any other status is
+	// FAILED_PRECONDITION.
 	ResumeJob(context.Context, *ResumeJobRequest) (*ResumeJobResponse, error)
 	// SkipTask gives up on a HUMAN_NEEDED job: the job ends SKIPPED, its sandbox is destroyed
-	// and the task is CANCELLED with the reason.
+	// and the task is CANCELLED with the reason. Any other status is FAILED_PRECONDITION.
 	SkipTask(context.Context, *SkipTaskRequest) (*SkipTaskResponse, error)
 	// ResolveTask records that a human solved a HUMAN_NEEDED job's task by hand: the job ends
-	// COMPLETED with the note, its sandbox is destroyed and the task is DONE.
+	// COMPLETED with the note, its sandbox is destroyed and the task is DONE. Any other status
+	// is FAILED_PRECONDITION.
 	ResolveTask(context.Context, *ResolveTaskRequest) (*ResolveTaskResponse, error)
 	// RespondToClarification answers the question of a WAITING_CLARIFICATION job; the answer
-	// joins the task context and the job runs again from the confidence phase.
+	// joins the task context and the job runs again from the confidence phase. Any other
+	// status is FAILED_PRECONDITION.
 	RespondToClarification(context.Context, *RespondToClarificationRequest) (*RespondToClarificationResponse, error)
-	// WatchJob streams job events after a cursor; a client that reconnects with the last event
-	// id it saw misses nothing. The stream ends after the event that finishes a watched job.
+	// WatchJob streams the events of one job, or of all the caller's jobs, in the envelope of
+	// thefold/type/v1/event.proto: after a cursor, from now, with heartbeats. A client that
+	// reconnects with the last event id it saw misses nothing. The stream of one job ends
+	// after the event that finishes it; the stream of all jobs does not end.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
-	// GetJobMetrics returns tokens, cost and duration per phase of one job.
+	// GetJobMetrics returns the usage (tokens, cost, calls) and duration per phase of one job.
 	GetJobMetrics(context.Context, *GetJobMetricsRequest) (*GetJobMetricsResponse, error)
 	// ListAuditLog lists the audit trail of the caller's jobs (every side-effecting step the
 	// agent took, e.g. plan_created, github_write), newest first.
@@ -612,15 +638,22 @@ const (
 // alive; the person approves (pull request opened), requests changes (the loop runs again
 // with the feedback and produces a new review) or rejects (sandbox destroyed, task back to
 // BACKLOG). Reviews are created by the agent itself, so there is no public submit RPC.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's review is NOT_FOUND; a
+// decision on a review that is no longer PENDING (approve a rejected review, reject an
+// approved one) is FAILED_PRECONDITION.
 type ReviewServiceClient interface {
 	// GetReview returns one of the caller's reviews, with file contents and diffs.
 	GetReview(ctx context.Context, in *GetReviewRequest, opts ...grpc.CallOption) (*GetReviewResponse, error)
-	// ListReviews lists the caller's reviews, newest first. Files carry path and action only.
+	// ListReviews lists the caller's reviews, newest first. Files carry path, action and line
+	// counts only (no content, no unified diff).
 	ListReviews(ctx context.Context, in *ListReviewsRequest, opts ...grpc.CallOption) (*ListReviewsResponse, error)
 	// ApproveReview approves a PENDING review; the job (or project) goes on to open the pull
-	// request, whose URL appears on the review when opened. Approving again is a no-op.
+	// request, which appears on the review (pull_request) when opened. Approving an APPROVED
+	// review again is a no-op that returns it.
 	ApproveReview(ctx context.Context, in *ApproveReviewRequest, opts ...grpc.CallOption) (*ApproveReviewResponse, error)
-	// RequestChanges sends a PENDING review back with feedback; the job runs again.
+	// RequestChanges sends a PENDING review back with feedback; the job runs again and
+	// submits a new review (previous_review_id points back at this one).
 	RequestChanges(ctx context.Context, in *RequestChangesRequest, opts ...grpc.CallOption) (*RequestChangesResponse, error)
 	// RejectReview rejects a PENDING review: the sandbox is destroyed, the job ends REJECTED
 	// and the task returns to BACKLOG.
@@ -693,15 +726,22 @@ func (c *reviewServiceClient) RejectReview(ctx context.Context, in *RejectReview
 // alive; the person approves (pull request opened), requests changes (the loop runs again
 // with the feedback and produces a new review) or rejects (sandbox destroyed, task back to
 // BACKLOG). Reviews are created by the agent itself, so there is no public submit RPC.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's review is NOT_FOUND; a
+// decision on a review that is no longer PENDING (approve a rejected review, reject an
+// approved one) is FAILED_PRECONDITION.
 type ReviewServiceServer interface {
 	// GetReview returns one of the caller's reviews, with file contents and diffs.
 	GetReview(context.Context, *GetReviewRequest) (*GetReviewResponse, error)
-	// ListReviews lists the caller's reviews, newest first. Files carry path and action only.
+	// ListReviews lists the caller's reviews, newest first. Files carry path, action and line
+	// counts only (no content, no unified diff).
 	ListReviews(context.Context, *ListReviewsRequest) (*ListReviewsResponse, error)
 	// ApproveReview approves a PENDING review; the job (or project) goes on to open the pull
-	// request, whose URL appears on the review when opened. Approving again is a no-op.
+	// request, which appears on the review (pull_request) when opened. Approving an APPROVED
+	// review again is a no-op that returns it.
 	ApproveReview(context.Context, *ApproveReviewRequest) (*ApproveReviewResponse, error)
-	// RequestChanges sends a PENDING review back with feedback; the job runs again.
+	// RequestChanges sends a PENDING review back with feedback; the job runs again and
+	// submits a new review (previous_review_id points back at this one).
 	RequestChanges(context.Context, *RequestChangesRequest) (*RequestChangesResponse, error)
 	// RejectReview rejects a PENDING review: the sandbox is destroyed, the job ends REJECTED
 	// and the task returns to BACKLOG.
@@ -875,14 +915,18 @@ var ReviewService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	ProjectService_PlanProject_FullMethodName   = "/thefold.agent.v1.ProjectService/PlanProject"
-	ProjectService_StartProject_FullMethodName  = "/thefold.agent.v1.ProjectService/StartProject"
-	ProjectService_GetProject_FullMethodName    = "/thefold.agent.v1.ProjectService/GetProject"
-	ProjectService_ListProjects_FullMethodName  = "/thefold.agent.v1.ProjectService/ListProjects"
-	ProjectService_PauseProject_FullMethodName  = "/thefold.agent.v1.ProjectService/PauseProject"
-	ProjectService_ResumeProject_FullMethodName = "/thefold.agent.v1.ProjectService/ResumeProject"
-	ProjectService_CancelProject_FullMethodName = "/thefold.agent.v1.ProjectService/CancelProject"
-	ProjectService_WatchProject_FullMethodName  = "/thefold.agent.v1.ProjectService/WatchProject"
+	ProjectService_PlanProject_FullMethodName        = "/thefold.agent.v1.ProjectService/PlanProject"
+	ProjectService_UpdateProject_FullMethodName      = "/thefold.agent.v1.ProjectService/UpdateProject"
+	ProjectService_StartProject_FullMethodName       = "/thefold.agent.v1.ProjectService/StartProject"
+	ProjectService_GetProject_FullMethodName         = "/thefold.agent.v1.ProjectService/GetProject"
+	ProjectService_ListProjects_FullMethodName       = "/thefold.agent.v1.ProjectService/ListProjects"
+	ProjectService_PauseProject_FullMethodName       = "/thefold.agent.v1.ProjectService/PauseProject"
+	ProjectService_ResumeProject_FullMethodName      = "/thefold.agent.v1.ProjectService/ResumeProject"
+	ProjectService_CancelProject_FullMethodName      = "/thefold.agent.v1.ProjectService/CancelProject"
+	ProjectService_SkipProjectTask_FullMethodName    = "/thefold.agent.v1.ProjectService/SkipProjectTask"
+	ProjectService_ResolveProjectTask_FullMethodName = "/thefold.agent.v1.ProjectService/ResolveProjectTask"
+	ProjectService_RetryProjectTask_FullMethodName   = "/thefold.agent.v1.ProjectService/RetryProjectTask"
+	ProjectService_WatchProject_FullMethodName       = "/thefold.agent.v1.ProjectService/WatchProject"
 )
 
 // ProjectServiceClient is the client API for ProjectService service.
@@ -893,26 +937,58 @@ const (
 // tasks, run one after another in one shared sandbox (each task as a job that stops after
 // validation), revised between phases, and submitted as ONE aggregated review and ONE pull
 // request.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's project is NOT_FOUND (and
+// so is a project task id that is not in the named project); a project or project task in
+// the wrong status for the operation (start a running project, update a started one, skip a
+// running task) is FAILED_PRECONDITION; a Watch cursor older than the retained events is
+// OUT_OF_RANGE.
 type ProjectServiceClient interface {
 	// PlanProject decomposes a request into phases and tasks (ai.DecomposeProject) and stores
-	// the plan as a PLANNED project. Nothing runs until StartProject.
+	// the plan as a PLANNED project. Nothing runs until StartProject. A retry with the same
+	// request_id returns the project the first call planned.
 	PlanProject(ctx context.Context, in *PlanProjectRequest, opts ...grpc.CallOption) (*PlanProjectResponse, error)
+	// UpdateProject edits a PLANNED project before it starts: the fields named in update_mask
+	// among description, conventions, phases (the whole plan: phases and their tasks) and
+	// budget; any other path is INVALID_ARGUMENT. A project that is no longer PLANNED is
+	// FAILED_PRECONDITION.
+	UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error)
 	// StartProject confirms a PLANNED project: its tasks are created in the tasks service (with
-	// their blocked-by links) and run phase by phase.
+	// their blocked-by links) and run phase by phase. A project that is not PLANNED is
+	// FAILED_PRECONDITION, except for a retry with the same request_id, which returns the
+	// project.
 	StartProject(ctx context.Context, in *StartProjectRequest, opts ...grpc.CallOption) (*StartProjectResponse, error)
 	// GetProject returns one of the caller's projects with its phases and tasks.
 	GetProject(ctx context.Context, in *GetProjectRequest, opts ...grpc.CallOption) (*GetProjectResponse, error)
 	// ListProjects lists the caller's projects, newest first.
 	ListProjects(ctx context.Context, in *ListProjectsRequest, opts ...grpc.CallOption) (*ListProjectsResponse, error)
-	// PauseProject pauses a RUNNING project after the task in progress finishes.
+	// PauseProject pauses a RUNNING project after the task in progress finishes. Any other
+	// status is FAILED_PRECONDITION.
 	PauseProject(ctx context.Context, in *PauseProjectRequest, opts ...grpc.CallOption) (*PauseProjectResponse, error)
-	// ResumeProject continues a PAUSED project; completed tasks are not run again.
+	// ResumeProject continues a PAUSED project; completed tasks are not run again. Any other
+	// status is FAILED_PRECONDITION.
 	ResumeProject(ctx context.Context, in *ResumeProjectRequest, opts ...grpc.CallOption) (*ResumeProjectResponse, error)
 	// CancelProject stops a PLANNED, RUNNING or PAUSED project: the running job is cancelled,
-	// tasks not yet run are cancelled in the tasks service, finished work is kept.
+	// tasks not yet run are cancelled in the tasks service, finished work is kept. Any other
+	// status is FAILED_PRECONDITION.
 	CancelProject(ctx context.Context, in *CancelProjectRequest, opts ...grpc.CallOption) (*CancelProjectResponse, error)
-	// WatchProject streams project events after a cursor, like WatchJob. The stream ends after
-	// the event that finishes the project.
+	// SkipProjectTask gives up on one PENDING or FAILED task of a RUNNING or PAUSED project:
+	// it becomes SKIPPED with the reason, its task in the tasks service is CANCELLED, and the
+	// tasks that depend on it run without its work. The project's status does not change.
+	SkipProjectTask(ctx context.Context, in *SkipProjectTaskRequest, opts ...grpc.CallOption) (*SkipProjectTaskResponse, error)
+	// ResolveProjectTask records that a human did one PENDING or FAILED task of a RUNNING or
+	// PAUSED project by hand: it becomes COMPLETED with the note (given to the context of the
+	// tasks that depend on it), its task in the tasks service is DONE, and its dependents may
+	// run. The project's status does not change.
+	ResolveProjectTask(ctx context.Context, in *ResolveProjectTaskRequest, opts ...grpc.CallOption) (*ResolveProjectTaskResponse, error)
+	// RetryProjectTask runs one FAILED or SKIPPED task of a RUNNING or PAUSED project again,
+	// as a new job, with optional guidance added to its context; it is PENDING until it runs.
+	// Its attempts start again. The project's status does not change: in a PAUSED project the
+	// task runs after ResumeProject.
+	RetryProjectTask(ctx context.Context, in *RetryProjectTaskRequest, opts ...grpc.CallOption) (*RetryProjectTaskResponse, error)
+	// WatchProject streams the events of one project, or of all the caller's projects, like
+	// WatchJob (thefold/type/v1/event.proto). The stream of one project ends after the event
+	// that finishes it; the stream of all projects does not end.
 	WatchProject(ctx context.Context, in *WatchProjectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProjectResponse], error)
 }
 
@@ -928,6 +1004,16 @@ func (c *projectServiceClient) PlanProject(ctx context.Context, in *PlanProjectR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PlanProjectResponse)
 	err := c.cc.Invoke(ctx, ProjectService_PlanProject_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) UpdateProject(ctx context.Context, in *UpdateProjectRequest, opts ...grpc.CallOption) (*UpdateProjectResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateProjectResponse)
+	err := c.cc.Invoke(ctx, ProjectService_UpdateProject_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -994,6 +1080,36 @@ func (c *projectServiceClient) CancelProject(ctx context.Context, in *CancelProj
 	return out, nil
 }
 
+func (c *projectServiceClient) SkipProjectTask(ctx context.Context, in *SkipProjectTaskRequest, opts ...grpc.CallOption) (*SkipProjectTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SkipProjectTaskResponse)
+	err := c.cc.Invoke(ctx, ProjectService_SkipProjectTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) ResolveProjectTask(ctx context.Context, in *ResolveProjectTaskRequest, opts ...grpc.CallOption) (*ResolveProjectTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveProjectTaskResponse)
+	err := c.cc.Invoke(ctx, ProjectService_ResolveProjectTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) RetryProjectTask(ctx context.Context, in *RetryProjectTaskRequest, opts ...grpc.CallOption) (*RetryProjectTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryProjectTaskResponse)
+	err := c.cc.Invoke(ctx, ProjectService_RetryProjectTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *projectServiceClient) WatchProject(ctx context.Context, in *WatchProjectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProjectResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ProjectService_ServiceDesc.Streams[0], ProjectService_WatchProject_FullMethodName, cOpts...)
@@ -1021,26 +1137,58 @@ type ProjectService_WatchProjectClient = grpc.ServerStreamingClient[WatchProject
 // tasks, run one after another in one shared sandbox (each task as a job that stops after
 // validation), revised between phases, and submitted as ONE aggregated review and ONE pull
 // request.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's project is NOT_FOUND (and
+// so is a project task id that is not in the named project); a project or project task in
+// the wrong status for the operation (start a running project, update a started one, skip a
+// running task) is FAILED_PRECONDITION; a Watch cursor older than the retained events is
+// OUT_OF_RANGE.
 type ProjectServiceServer interface {
 	// PlanProject decomposes a request into phases and tasks (ai.DecomposeProject) and stores
-	// the plan as a PLANNED project. Nothing runs until StartProject.
+	// the plan as a PLANNED project. Nothing runs until StartProject. A retry with the same
+	// request_id returns the project the first call planned.
 	PlanProject(context.Context, *PlanProjectRequest) (*PlanProjectResponse, error)
+	// UpdateProject edits a PLANNED project before it starts: the fields named in update_mask
+	// among description, conventions, phases (the whole plan: phases and their tasks) and
+	// budget; any other path is INVALID_ARGUMENT. A project that is no longer PLANNED is
+	// FAILED_PRECONDITION.
+	UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error)
 	// StartProject confirms a PLANNED project: its tasks are created in the tasks service (with
-	// their blocked-by links) and run phase by phase.
+	// their blocked-by links) and run phase by phase. A project that is not PLANNED is
+	// FAILED_PRECONDITION, except for a retry with the same request_id, which returns the
+	// project.
 	StartProject(context.Context, *StartProjectRequest) (*StartProjectResponse, error)
 	// GetProject returns one of the caller's projects with its phases and tasks.
 	GetProject(context.Context, *GetProjectRequest) (*GetProjectResponse, error)
 	// ListProjects lists the caller's projects, newest first.
 	ListProjects(context.Context, *ListProjectsRequest) (*ListProjectsResponse, error)
-	// PauseProject pauses a RUNNING project after the task in progress finishes.
+	// PauseProject pauses a RUNNING project after the task in progress finishes. Any other
+	// status is FAILED_PRECONDITION.
 	PauseProject(context.Context, *PauseProjectRequest) (*PauseProjectResponse, error)
-	// ResumeProject continues a PAUSED project; completed tasks are not run again.
+	// ResumeProject continues a PAUSED project; completed tasks are not run again. Any other
+	// status is FAILED_PRECONDITION.
 	ResumeProject(context.Context, *ResumeProjectRequest) (*ResumeProjectResponse, error)
 	// CancelProject stops a PLANNED, RUNNING or PAUSED project: the running job is cancelled,
-	// tasks not yet run are cancelled in the tasks service, finished work is kept.
+	// tasks not yet run are cancelled in the tasks service, finished work is kept. Any other
+	// status is FAILED_PRECONDITION.
 	CancelProject(context.Context, *CancelProjectRequest) (*CancelProjectResponse, error)
-	// WatchProject streams project events after a cursor, like WatchJob. The stream ends after
-	// the event that finishes the project.
+	// SkipProjectTask gives up on one PENDING or FAILED task of a RUNNING or PAUSED project:
+	// it becomes SKIPPED with the reason, its task in the tasks service is CANCELLED, and the
+	// tasks that depend on it run without its work. The project's status does not change.
+	SkipProjectTask(context.Context, *SkipProjectTaskRequest) (*SkipProjectTaskResponse, error)
+	// ResolveProjectTask records that a human did one PENDING or FAILED task of a RUNNING or
+	// PAUSED project by hand: it becomes COMPLETED with the note (given to the context of the
+	// tasks that depend on it), its task in the tasks service is DONE, and its dependents may
+	// run. The project's status does not change.
+	ResolveProjectTask(context.Context, *ResolveProjectTaskRequest) (*ResolveProjectTaskResponse, error)
+	// RetryProjectTask runs one FAILED or SKIPPED task of a RUNNING or PAUSED project again,
+	// as a new job, with optional guidance added to its context; it is PENDING until it runs.
+	// Its attempts start again. The project's status does not change: in a PAUSED project the
+	// task runs after ResumeProject.
+	RetryProjectTask(context.Context, *RetryProjectTaskRequest) (*RetryProjectTaskResponse, error)
+	// WatchProject streams the events of one project, or of all the caller's projects, like
+	// WatchJob (thefold/type/v1/event.proto). The stream of one project ends after the event
+	// that finishes it; the stream of all projects does not end.
 	WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error
 	mustEmbedUnimplementedProjectServiceServer()
 }
@@ -1054,6 +1202,9 @@ type UnimplementedProjectServiceServer struct{}
 
 func (UnimplementedProjectServiceServer) PlanProject(context.Context, *PlanProjectRequest) (*PlanProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PlanProject not implemented")
+}
+func (UnimplementedProjectServiceServer) UpdateProject(context.Context, *UpdateProjectRequest) (*UpdateProjectResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateProject not implemented")
 }
 func (UnimplementedProjectServiceServer) StartProject(context.Context, *StartProjectRequest) (*StartProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StartProject not implemented")
@@ -1072,6 +1223,15 @@ func (UnimplementedProjectServiceServer) ResumeProject(context.Context, *ResumeP
 }
 func (UnimplementedProjectServiceServer) CancelProject(context.Context, *CancelProjectRequest) (*CancelProjectResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelProject not implemented")
+}
+func (UnimplementedProjectServiceServer) SkipProjectTask(context.Context, *SkipProjectTaskRequest) (*SkipProjectTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SkipProjectTask not implemented")
+}
+func (UnimplementedProjectServiceServer) ResolveProjectTask(context.Context, *ResolveProjectTaskRequest) (*ResolveProjectTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveProjectTask not implemented")
+}
+func (UnimplementedProjectServiceServer) RetryProjectTask(context.Context, *RetryProjectTaskRequest) (*RetryProjectTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryProjectTask not implemented")
 }
 func (UnimplementedProjectServiceServer) WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchProject not implemented")
@@ -1111,6 +1271,24 @@ func _ProjectService_PlanProject_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ProjectServiceServer).PlanProject(ctx, req.(*PlanProjectRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_UpdateProject_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateProjectRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).UpdateProject(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_UpdateProject_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).UpdateProject(ctx, req.(*UpdateProjectRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1223,6 +1401,60 @@ func _ProjectService_CancelProject_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProjectService_SkipProjectTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SkipProjectTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).SkipProjectTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_SkipProjectTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).SkipProjectTask(ctx, req.(*SkipProjectTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_ResolveProjectTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveProjectTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).ResolveProjectTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_ResolveProjectTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).ResolveProjectTask(ctx, req.(*ResolveProjectTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_RetryProjectTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryProjectTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).RetryProjectTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_RetryProjectTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).RetryProjectTask(ctx, req.(*RetryProjectTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ProjectService_WatchProject_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchProjectRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1244,6 +1476,10 @@ var ProjectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PlanProject",
 			Handler:    _ProjectService_PlanProject_Handler,
+		},
+		{
+			MethodName: "UpdateProject",
+			Handler:    _ProjectService_UpdateProject_Handler,
 		},
 		{
 			MethodName: "StartProject",
@@ -1268,6 +1504,18 @@ var ProjectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelProject",
 			Handler:    _ProjectService_CancelProject_Handler,
+		},
+		{
+			MethodName: "SkipProjectTask",
+			Handler:    _ProjectService_SkipProjectTask_Handler,
+		},
+		{
+			MethodName: "ResolveProjectTask",
+			Handler:    _ProjectService_ResolveProjectTask_Handler,
+		},
+		{
+			MethodName: "RetryProjectTask",
+			Handler:    _ProjectService_RetryProjectTask_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -7,9 +7,11 @@
 package aiv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -80,166 +82,98 @@ func (BudgetMode) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{0}
 }
 
-// DiagnosticSeverity is how serious a diagnostic is.
-type DiagnosticSeverity int32
+// CallPhase is what a model call was for: the phase it is filed under in the usage ledger
+// and grouped by in GetUsage. Unset in an Attribution, a call is filed under its RPC's own
+// phase (given on each value).
+type CallPhase int32
 
 const (
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_UNSPECIFIED DiagnosticSeverity = 0
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR       DiagnosticSeverity = 1
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_WARNING     DiagnosticSeverity = 2
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_INFO        DiagnosticSeverity = 3
+	CallPhase_CALL_PHASE_UNSPECIFIED CallPhase = 0
+	// AssessConfidence.
+	CallPhase_CALL_PHASE_CONFIDENCE CallPhase = 1
+	// AssessComplexity.
+	CallPhase_CALL_PHASE_COMPLEXITY CallPhase = 2
+	// PlanTask.
+	CallPhase_CALL_PHASE_PLANNING CallPhase = 3
+	// GenerateFile.
+	CallPhase_CALL_PHASE_GENERATION CallPhase = 4
+	// FixFile.
+	CallPhase_CALL_PHASE_FIXING CallPhase = 5
+	// DiagnoseFailure.
+	CallPhase_CALL_PHASE_DIAGNOSIS CallPhase = 6
+	// Intervene.
+	CallPhase_CALL_PHASE_INTERVENTION CallPhase = 7
+	// ReviewCode.
+	CallPhase_CALL_PHASE_REVIEW CallPhase = 8
+	// DecomposeProject, ReviseProjectPhase, ReviewProject.
+	CallPhase_CALL_PHASE_PROJECT CallPhase = 9
+	// PlanTaskOrder.
+	CallPhase_CALL_PHASE_ORDERING CallPhase = 10
+	// Embed.
+	CallPhase_CALL_PHASE_EMBEDDING CallPhase = 11
+	// Complete.
+	CallPhase_CALL_PHASE_COMPLETION CallPhase = 12
 )
 
-// Enum value maps for DiagnosticSeverity.
+// Enum value maps for CallPhase.
 var (
-	DiagnosticSeverity_name = map[int32]string{
-		0: "DIAGNOSTIC_SEVERITY_UNSPECIFIED",
-		1: "DIAGNOSTIC_SEVERITY_ERROR",
-		2: "DIAGNOSTIC_SEVERITY_WARNING",
-		3: "DIAGNOSTIC_SEVERITY_INFO",
+	CallPhase_name = map[int32]string{
+		0:  "CALL_PHASE_UNSPECIFIED",
+		1:  "CALL_PHASE_CONFIDENCE",
+		2:  "CALL_PHASE_COMPLEXITY",
+		3:  "CALL_PHASE_PLANNING",
+		4:  "CALL_PHASE_GENERATION",
+		5:  "CALL_PHASE_FIXING",
+		6:  "CALL_PHASE_DIAGNOSIS",
+		7:  "CALL_PHASE_INTERVENTION",
+		8:  "CALL_PHASE_REVIEW",
+		9:  "CALL_PHASE_PROJECT",
+		10: "CALL_PHASE_ORDERING",
+		11: "CALL_PHASE_EMBEDDING",
+		12: "CALL_PHASE_COMPLETION",
 	}
-	DiagnosticSeverity_value = map[string]int32{
-		"DIAGNOSTIC_SEVERITY_UNSPECIFIED": 0,
-		"DIAGNOSTIC_SEVERITY_ERROR":       1,
-		"DIAGNOSTIC_SEVERITY_WARNING":     2,
-		"DIAGNOSTIC_SEVERITY_INFO":        3,
+	CallPhase_value = map[string]int32{
+		"CALL_PHASE_UNSPECIFIED":  0,
+		"CALL_PHASE_CONFIDENCE":   1,
+		"CALL_PHASE_COMPLEXITY":   2,
+		"CALL_PHASE_PLANNING":     3,
+		"CALL_PHASE_GENERATION":   4,
+		"CALL_PHASE_FIXING":       5,
+		"CALL_PHASE_DIAGNOSIS":    6,
+		"CALL_PHASE_INTERVENTION": 7,
+		"CALL_PHASE_REVIEW":       8,
+		"CALL_PHASE_PROJECT":      9,
+		"CALL_PHASE_ORDERING":     10,
+		"CALL_PHASE_EMBEDDING":    11,
+		"CALL_PHASE_COMPLETION":   12,
 	}
 )
 
-func (x DiagnosticSeverity) Enum() *DiagnosticSeverity {
-	p := new(DiagnosticSeverity)
+func (x CallPhase) Enum() *CallPhase {
+	p := new(CallPhase)
 	*p = x
 	return p
 }
 
-func (x DiagnosticSeverity) String() string {
+func (x CallPhase) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (DiagnosticSeverity) Descriptor() protoreflect.EnumDescriptor {
+func (CallPhase) Descriptor() protoreflect.EnumDescriptor {
 	return file_thefold_ai_v1_ai_proto_enumTypes[1].Descriptor()
 }
 
-func (DiagnosticSeverity) Type() protoreflect.EnumType {
+func (CallPhase) Type() protoreflect.EnumType {
 	return &file_thefold_ai_v1_ai_proto_enumTypes[1]
 }
 
-func (x DiagnosticSeverity) Number() protoreflect.EnumNumber {
+func (x CallPhase) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use DiagnosticSeverity.Descriptor instead.
-func (DiagnosticSeverity) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use CallPhase.Descriptor instead.
+func (CallPhase) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{1}
-}
-
-// PlanAction is what a plan step does.
-type PlanAction int32
-
-const (
-	PlanAction_PLAN_ACTION_UNSPECIFIED PlanAction = 0
-	PlanAction_PLAN_ACTION_CREATE      PlanAction = 1
-	PlanAction_PLAN_ACTION_MODIFY      PlanAction = 2
-	PlanAction_PLAN_ACTION_DELETE      PlanAction = 3
-	PlanAction_PLAN_ACTION_RUN_COMMAND PlanAction = 4
-)
-
-// Enum value maps for PlanAction.
-var (
-	PlanAction_name = map[int32]string{
-		0: "PLAN_ACTION_UNSPECIFIED",
-		1: "PLAN_ACTION_CREATE",
-		2: "PLAN_ACTION_MODIFY",
-		3: "PLAN_ACTION_DELETE",
-		4: "PLAN_ACTION_RUN_COMMAND",
-	}
-	PlanAction_value = map[string]int32{
-		"PLAN_ACTION_UNSPECIFIED": 0,
-		"PLAN_ACTION_CREATE":      1,
-		"PLAN_ACTION_MODIFY":      2,
-		"PLAN_ACTION_DELETE":      3,
-		"PLAN_ACTION_RUN_COMMAND": 4,
-	}
-)
-
-func (x PlanAction) Enum() *PlanAction {
-	p := new(PlanAction)
-	*p = x
-	return p
-}
-
-func (x PlanAction) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (PlanAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
-}
-
-func (PlanAction) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
-}
-
-func (x PlanAction) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use PlanAction.Descriptor instead.
-func (PlanAction) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
-}
-
-// ConcernSeverity is how serious a review concern is.
-type ConcernSeverity int32
-
-const (
-	ConcernSeverity_CONCERN_SEVERITY_UNSPECIFIED ConcernSeverity = 0
-	ConcernSeverity_CONCERN_SEVERITY_LOW         ConcernSeverity = 1
-	ConcernSeverity_CONCERN_SEVERITY_MEDIUM      ConcernSeverity = 2
-	ConcernSeverity_CONCERN_SEVERITY_HIGH        ConcernSeverity = 3
-)
-
-// Enum value maps for ConcernSeverity.
-var (
-	ConcernSeverity_name = map[int32]string{
-		0: "CONCERN_SEVERITY_UNSPECIFIED",
-		1: "CONCERN_SEVERITY_LOW",
-		2: "CONCERN_SEVERITY_MEDIUM",
-		3: "CONCERN_SEVERITY_HIGH",
-	}
-	ConcernSeverity_value = map[string]int32{
-		"CONCERN_SEVERITY_UNSPECIFIED": 0,
-		"CONCERN_SEVERITY_LOW":         1,
-		"CONCERN_SEVERITY_MEDIUM":      2,
-		"CONCERN_SEVERITY_HIGH":        3,
-	}
-)
-
-func (x ConcernSeverity) Enum() *ConcernSeverity {
-	p := new(ConcernSeverity)
-	*p = x
-	return p
-}
-
-func (x ConcernSeverity) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (ConcernSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
-}
-
-func (ConcernSeverity) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
-}
-
-func (x ConcernSeverity) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use ConcernSeverity.Descriptor instead.
-func (ConcernSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 // ConfidenceDecision is what to do with a task after assessing it.
@@ -282,11 +216,11 @@ func (x ConfidenceDecision) String() string {
 }
 
 func (ConfidenceDecision) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
 }
 
 func (ConfidenceDecision) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
 }
 
 func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
@@ -295,7 +229,7 @@ func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfidenceDecision.Descriptor instead.
 func (ConfidenceDecision) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
 }
 
 // FailureCategory is why an attempt failed.
@@ -346,11 +280,11 @@ func (x FailureCategory) String() string {
 }
 
 func (FailureCategory) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
 }
 
 func (FailureCategory) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
 }
 
 func (x FailureCategory) Number() protoreflect.EnumNumber {
@@ -359,7 +293,7 @@ func (x FailureCategory) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureCategory.Descriptor instead.
 func (FailureCategory) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 // InterventionAction is what an intervention decides.
@@ -402,11 +336,11 @@ func (x InterventionAction) String() string {
 }
 
 func (InterventionAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
 }
 
 func (InterventionAction) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
 }
 
 func (x InterventionAction) Number() protoreflect.EnumNumber {
@@ -415,7 +349,7 @@ func (x InterventionAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InterventionAction.Descriptor instead.
 func (InterventionAction) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
 }
 
 // MessageRole is who wrote a chat message.
@@ -452,11 +386,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -465,7 +399,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
 }
 
 // StopReason is why the model stopped.
@@ -506,11 +440,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -519,7 +453,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
 }
 
 // ProviderKind is the wire protocol a provider speaks.
@@ -563,11 +497,11 @@ func (x ProviderKind) String() string {
 }
 
 func (ProviderKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[9].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
 }
 
 func (ProviderKind) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[9]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
 }
 
 func (x ProviderKind) Number() protoreflect.EnumNumber {
@@ -576,7 +510,7 @@ func (x ProviderKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProviderKind.Descriptor instead.
 func (ProviderKind) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
 }
 
 // UsageGroupBy is a dimension to group usage by.
@@ -586,7 +520,8 @@ const (
 	UsageGroupBy_USAGE_GROUP_BY_UNSPECIFIED UsageGroupBy = 0
 	UsageGroupBy_USAGE_GROUP_BY_MODEL       UsageGroupBy = 1
 	// UTC day.
-	UsageGroupBy_USAGE_GROUP_BY_DAY   UsageGroupBy = 2
+	UsageGroupBy_USAGE_GROUP_BY_DAY UsageGroupBy = 2
+	// CallPhase.
 	UsageGroupBy_USAGE_GROUP_BY_PHASE UsageGroupBy = 3
 )
 
@@ -617,11 +552,11 @@ func (x UsageGroupBy) String() string {
 }
 
 func (UsageGroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[10].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
 }
 
 func (UsageGroupBy) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[10]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
 }
 
 func (x UsageGroupBy) Number() protoreflect.EnumNumber {
@@ -630,133 +565,7 @@ func (x UsageGroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UsageGroupBy.Descriptor instead.
 func (UsageGroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
-}
-
-// Usage is what one RPC cost. When the RPC made several provider calls (retries, fallbacks,
-// structured-output repair) the counts are summed and model is the one that answered.
-type Usage struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Provider model name, e.g. "claude-sonnet-4-5".
-	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	// Registry model id.
-	ModelId string `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
-	// Provider name, e.g. "anthropic".
-	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
-	// Input tokens, including cached ones.
-	InputTokens  int64 `protobuf:"varint,4,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens int64 `protobuf:"varint,5,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	// Input tokens read from the provider's prompt cache.
-	CacheReadTokens int64 `protobuf:"varint,6,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
-	// Input tokens written to the provider's prompt cache.
-	CacheWriteTokens int64   `protobuf:"varint,7,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
-	CostUsd          float64 `protobuf:"fixed64,8,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	// Wall time of the RPC, provider calls included.
-	Latency *durationpb.Duration `protobuf:"bytes,9,opt,name=latency,proto3" json:"latency,omitempty"`
-	// Provider calls made; more than 1 after retries, fallbacks or repairs.
-	Calls         int32 `protobuf:"varint,10,opt,name=calls,proto3" json:"calls,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Usage) Reset() {
-	*x = Usage{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Usage) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Usage) ProtoMessage() {}
-
-func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
-func (*Usage) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *Usage) GetModel() string {
-	if x != nil {
-		return x.Model
-	}
-	return ""
-}
-
-func (x *Usage) GetModelId() string {
-	if x != nil {
-		return x.ModelId
-	}
-	return ""
-}
-
-func (x *Usage) GetProvider() string {
-	if x != nil {
-		return x.Provider
-	}
-	return ""
-}
-
-func (x *Usage) GetInputTokens() int64 {
-	if x != nil {
-		return x.InputTokens
-	}
-	return 0
-}
-
-func (x *Usage) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
-	}
-	return 0
-}
-
-func (x *Usage) GetCacheReadTokens() int64 {
-	if x != nil {
-		return x.CacheReadTokens
-	}
-	return 0
-}
-
-func (x *Usage) GetCacheWriteTokens() int64 {
-	if x != nil {
-		return x.CacheWriteTokens
-	}
-	return 0
-}
-
-func (x *Usage) GetCostUsd() float64 {
-	if x != nil {
-		return x.CostUsd
-	}
-	return 0
-}
-
-func (x *Usage) GetLatency() *durationpb.Duration {
-	if x != nil {
-		return x.Latency
-	}
-	return nil
-}
-
-func (x *Usage) GetCalls() int32 {
-	if x != nil {
-		return x.Calls
-	}
-	return 0
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
 }
 
 // ModelChoice says which model a call uses: an explicit model, or hints to select one.
@@ -775,7 +584,7 @@ type ModelChoice struct {
 
 func (x *ModelChoice) Reset() {
 	*x = ModelChoice{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[1]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +596,7 @@ func (x *ModelChoice) String() string {
 func (*ModelChoice) ProtoMessage() {}
 
 func (x *ModelChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[1]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +609,7 @@ func (x *ModelChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChoice.ProtoReflect.Descriptor instead.
 func (*ModelChoice) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{1}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ModelChoice) GetModel() string {
@@ -838,16 +647,15 @@ type Attribution struct {
 	TaskId string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Repository, "owner/name".
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
-	// Job phase, e.g. "confidence", "complexity", "planning", "building", "diagnosis",
-	// "review", "project".
-	Phase         string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
+	// What the call was for; unset files it under the RPC's own phase (see CallPhase).
+	Phase         CallPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attribution) Reset() {
 	*x = Attribution{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[2]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +667,7 @@ func (x *Attribution) String() string {
 func (*Attribution) ProtoMessage() {}
 
 func (x *Attribution) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[2]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +680,7 @@ func (x *Attribution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attribution.ProtoReflect.Descriptor instead.
 func (*Attribution) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Attribution) GetJobId() string {
@@ -896,11 +704,11 @@ func (x *Attribution) GetRepo() string {
 	return ""
 }
 
-func (x *Attribution) GetPhase() string {
+func (x *Attribution) GetPhase() CallPhase {
 	if x != nil {
 		return x.Phase
 	}
-	return ""
+	return CallPhase_CALL_PHASE_UNSPECIFIED
 }
 
 // TaskSpec is a task as the model sees it.
@@ -916,7 +724,7 @@ type TaskSpec struct {
 
 func (x *TaskSpec) Reset() {
 	*x = TaskSpec{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[3]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +736,7 @@ func (x *TaskSpec) String() string {
 func (*TaskSpec) ProtoMessage() {}
 
 func (x *TaskSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[3]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +749,7 @@ func (x *TaskSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskSpec.ProtoReflect.Descriptor instead.
 func (*TaskSpec) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *TaskSpec) GetTitle() string {
@@ -967,9 +775,10 @@ func (x *TaskSpec) GetLabels() []string {
 
 // ContextFile is a repository file given to the model as context.
 type ContextFile struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Path    string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Content string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the repository root.
+	Path    string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// The content was cut to fit a token budget.
 	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -978,7 +787,7 @@ type ContextFile struct {
 
 func (x *ContextFile) Reset() {
 	*x = ContextFile{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[4]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +799,7 @@ func (x *ContextFile) String() string {
 func (*ContextFile) ProtoMessage() {}
 
 func (x *ContextFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[4]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +812,7 @@ func (x *ContextFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextFile.ProtoReflect.Descriptor instead.
 func (*ContextFile) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ContextFile) GetPath() string {
@@ -1029,11 +838,12 @@ func (x *ContextFile) GetTruncated() bool {
 
 // MemoryFragment is a memory retrieved from the memory service.
 type MemoryFragment struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Content string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	// Memory type, e.g. "decision", "error_pattern", "strategy".
-	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Memory id in the memory service.
+	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// Memory type (decision, error pattern, strategy…).
+	Type v1.MemoryType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
 	// Search score, higher is more relevant.
 	Relevance     float64 `protobuf:"fixed64,4,opt,name=relevance,proto3" json:"relevance,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1042,7 +852,7 @@ type MemoryFragment struct {
 
 func (x *MemoryFragment) Reset() {
 	*x = MemoryFragment{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[5]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +864,7 @@ func (x *MemoryFragment) String() string {
 func (*MemoryFragment) ProtoMessage() {}
 
 func (x *MemoryFragment) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[5]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +877,7 @@ func (x *MemoryFragment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryFragment.ProtoReflect.Descriptor instead.
 func (*MemoryFragment) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MemoryFragment) GetId() string {
@@ -1084,11 +894,11 @@ func (x *MemoryFragment) GetContent() string {
 	return ""
 }
 
-func (x *MemoryFragment) GetType() string {
+func (x *MemoryFragment) GetType() v1.MemoryType {
 	if x != nil {
 		return x.Type
 	}
-	return ""
+	return v1.MemoryType(0)
 }
 
 func (x *MemoryFragment) GetRelevance() float64 {
@@ -1101,8 +911,9 @@ func (x *MemoryFragment) GetRelevance() float64 {
 // SkillFragment is a prompt fragment resolved by the skills service for injection.
 type SkillFragment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Skill id in the skills service.
+	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Prompt text to inject into the system prompt.
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Higher first when the prompt budget runs out.
@@ -1113,7 +924,7 @@ type SkillFragment struct {
 
 func (x *SkillFragment) Reset() {
 	*x = SkillFragment{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[6]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +936,7 @@ func (x *SkillFragment) String() string {
 func (*SkillFragment) ProtoMessage() {}
 
 func (x *SkillFragment) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[6]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +949,7 @@ func (x *SkillFragment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillFragment.ProtoReflect.Descriptor instead.
 func (*SkillFragment) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SkillFragment) GetId() string {
@@ -1172,11 +983,13 @@ func (x *SkillFragment) GetPriority() int32 {
 // CodePattern is a known code pattern from the memory service.
 type CodePattern struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Pattern id in the memory service.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// What the pattern solves.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// Example code.
-	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	// e.g. "go", "typescript".
 	Language      string `protobuf:"bytes,4,opt,name=language,proto3" json:"language,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1184,7 +997,7 @@ type CodePattern struct {
 
 func (x *CodePattern) Reset() {
 	*x = CodePattern{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[7]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1009,7 @@ func (x *CodePattern) String() string {
 func (*CodePattern) ProtoMessage() {}
 
 func (x *CodePattern) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[7]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1022,7 @@ func (x *CodePattern) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CodePattern.ProtoReflect.Descriptor instead.
 func (*CodePattern) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CodePattern) GetId() string {
@@ -1240,248 +1053,6 @@ func (x *CodePattern) GetLanguage() string {
 	return ""
 }
 
-// Diagnostic is one problem reported by the toolchain (mirrors thefold.sandbox.v1.Diagnostic).
-type Diagnostic struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Path relative to the repository root; empty when not tied to a file.
-	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// 1-based; 0 when unknown.
-	Line     int32              `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
-	Column   int32              `protobuf:"varint,3,opt,name=column,proto3" json:"column,omitempty"`
-	Severity DiagnosticSeverity `protobuf:"varint,4,opt,name=severity,proto3,enum=thefold.ai.v1.DiagnosticSeverity" json:"severity,omitempty"`
-	Message  string             `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Tool that reported it, e.g. "tsc", "eslint", "go vet", "pytest".
-	Source        string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Diagnostic) Reset() {
-	*x = Diagnostic{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[8]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Diagnostic) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Diagnostic) ProtoMessage() {}
-
-func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[8]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
-func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
-}
-
-func (x *Diagnostic) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *Diagnostic) GetLine() int32 {
-	if x != nil {
-		return x.Line
-	}
-	return 0
-}
-
-func (x *Diagnostic) GetColumn() int32 {
-	if x != nil {
-		return x.Column
-	}
-	return 0
-}
-
-func (x *Diagnostic) GetSeverity() DiagnosticSeverity {
-	if x != nil {
-		return x.Severity
-	}
-	return DiagnosticSeverity_DIAGNOSTIC_SEVERITY_UNSPECIFIED
-}
-
-func (x *Diagnostic) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *Diagnostic) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
-// PlanStep is one step of a plan.
-type PlanStep struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unique within the plan, e.g. "1", "2"; referenced by depends_on.
-	Id     string     `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Action PlanAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.ai.v1.PlanAction" json:"action,omitempty"`
-	// File path for CREATE, MODIFY and DELETE, relative to the repository root.
-	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
-	// What to do; for files, what the file must contain.
-	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
-	// Shell command for RUN_COMMAND.
-	Command string `protobuf:"bytes,5,opt,name=command,proto3" json:"command,omitempty"`
-	// Ids of steps that must be done first (in addition to dependencies the builder finds
-	// by parsing imports).
-	DependsOn     []string `protobuf:"bytes,6,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PlanStep) Reset() {
-	*x = PlanStep{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[9]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PlanStep) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PlanStep) ProtoMessage() {}
-
-func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[9]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
-func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
-}
-
-func (x *PlanStep) GetId() string {
-	if x != nil {
-		return x.Id
-	}
-	return ""
-}
-
-func (x *PlanStep) GetAction() PlanAction {
-	if x != nil {
-		return x.Action
-	}
-	return PlanAction_PLAN_ACTION_UNSPECIFIED
-}
-
-func (x *PlanStep) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *PlanStep) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *PlanStep) GetCommand() string {
-	if x != nil {
-		return x.Command
-	}
-	return ""
-}
-
-func (x *PlanStep) GetDependsOn() []string {
-	if x != nil {
-		return x.DependsOn
-	}
-	return nil
-}
-
-// Plan is the structured plan for a task.
-type Plan struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Summary string                 `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
-	Steps   []*PlanStep            `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
-	// Packages the plan needs (e.g. "zod@3", "github.com/google/uuid"), installed in one
-	// batch in the build's dependencies phase.
-	Packages      []string `protobuf:"bytes,3,rep,name=packages,proto3" json:"packages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Plan) Reset() {
-	*x = Plan{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Plan) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Plan) ProtoMessage() {}
-
-func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Plan.ProtoReflect.Descriptor instead.
-func (*Plan) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *Plan) GetSummary() string {
-	if x != nil {
-		return x.Summary
-	}
-	return ""
-}
-
-func (x *Plan) GetSteps() []*PlanStep {
-	if x != nil {
-		return x.Steps
-	}
-	return nil
-}
-
-func (x *Plan) GetPackages() []string {
-	if x != nil {
-		return x.Packages
-	}
-	return nil
-}
-
 // TaskProposal is a task proposed by the model (a subtask or a project task).
 type TaskProposal struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1502,7 +1073,7 @@ type TaskProposal struct {
 
 func (x *TaskProposal) Reset() {
 	*x = TaskProposal{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[11]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1085,7 @@ func (x *TaskProposal) String() string {
 func (*TaskProposal) ProtoMessage() {}
 
 func (x *TaskProposal) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[11]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1098,7 @@ func (x *TaskProposal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProposal.ProtoReflect.Descriptor instead.
 func (*TaskProposal) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{11}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TaskProposal) GetKey() string {
@@ -1572,74 +1143,13 @@ func (x *TaskProposal) GetContextHints() []string {
 	return nil
 }
 
-// Concern is one issue raised by a review.
-type Concern struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Severity ConcernSeverity        `protobuf:"varint,1,opt,name=severity,proto3,enum=thefold.ai.v1.ConcernSeverity" json:"severity,omitempty"`
-	// File the concern is about; empty for general concerns.
-	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Concern) Reset() {
-	*x = Concern{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[12]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Concern) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Concern) ProtoMessage() {}
-
-func (x *Concern) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[12]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Concern.ProtoReflect.Descriptor instead.
-func (*Concern) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{12}
-}
-
-func (x *Concern) GetSeverity() ConcernSeverity {
-	if x != nil {
-		return x.Severity
-	}
-	return ConcernSeverity_CONCERN_SEVERITY_UNSPECIFIED
-}
-
-func (x *Concern) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *Concern) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
 // ReviewFile is a changed file under review.
 type ReviewFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// CREATE, MODIFY or DELETE.
-	Action PlanAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.ai.v1.PlanAction" json:"action,omitempty"`
+	Action v1.FileAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
 	// Content after the change (empty for DELETE).
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Unified diff against the base, when available.
@@ -1650,7 +1160,7 @@ type ReviewFile struct {
 
 func (x *ReviewFile) Reset() {
 	*x = ReviewFile{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[13]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1172,7 @@ func (x *ReviewFile) String() string {
 func (*ReviewFile) ProtoMessage() {}
 
 func (x *ReviewFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[13]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1185,7 @@ func (x *ReviewFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewFile.ProtoReflect.Descriptor instead.
 func (*ReviewFile) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{13}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReviewFile) GetPath() string {
@@ -1685,11 +1195,11 @@ func (x *ReviewFile) GetPath() string {
 	return ""
 }
 
-func (x *ReviewFile) GetAction() PlanAction {
+func (x *ReviewFile) GetAction() v1.FileAction {
 	if x != nil {
 		return x.Action
 	}
-	return PlanAction_PLAN_ACTION_UNSPECIFIED
+	return v1.FileAction(0)
 }
 
 func (x *ReviewFile) GetContent() string {
@@ -1706,22 +1216,25 @@ func (x *ReviewFile) GetDiff() string {
 	return ""
 }
 
+// AssessConfidenceRequest is the input of AssessConfidence.
 type AssessConfidenceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// Repository file paths.
-	ProjectTree   []string          `protobuf:"bytes,2,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
-	ContextFiles  []*ContextFile    `protobuf:"bytes,3,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
-	Memories      []*MemoryFragment `protobuf:"bytes,4,rep,name=memories,proto3" json:"memories,omitempty"`
-	Model         *ModelChoice      `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution      `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	ProjectTree   []string          `protobuf:"bytes,3,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
+	ContextFiles  []*ContextFile    `protobuf:"bytes,4,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	Memories      []*MemoryFragment `protobuf:"bytes,5,rep,name=memories,proto3" json:"memories,omitempty"`
+	Model         *ModelChoice      `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution      `protobuf:"bytes,7,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssessConfidenceRequest) Reset() {
 	*x = AssessConfidenceRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[14]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1246,7 @@ func (x *AssessConfidenceRequest) String() string {
 func (*AssessConfidenceRequest) ProtoMessage() {}
 
 func (x *AssessConfidenceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[14]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1259,14 @@ func (x *AssessConfidenceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssessConfidenceRequest.ProtoReflect.Descriptor instead.
 func (*AssessConfidenceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{14}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AssessConfidenceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *AssessConfidenceRequest) GetTask() *TaskSpec {
@@ -1791,6 +1311,7 @@ func (x *AssessConfidenceRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// AssessConfidenceResponse is the verdict of AssessConfidence.
 type AssessConfidenceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0–100.
@@ -1801,14 +1322,14 @@ type AssessConfidenceResponse struct {
 	Questions []string `protobuf:"bytes,4,rep,name=questions,proto3" json:"questions,omitempty"`
 	// For BREAK_DOWN: the subtasks, in order.
 	SuggestedSubtasks []*TaskProposal `protobuf:"bytes,5,rep,name=suggested_subtasks,json=suggestedSubtasks,proto3" json:"suggested_subtasks,omitempty"`
-	Usage             *Usage          `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage             *v1.Usage       `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AssessConfidenceResponse) Reset() {
 	*x = AssessConfidenceResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[15]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1341,7 @@ func (x *AssessConfidenceResponse) String() string {
 func (*AssessConfidenceResponse) ProtoMessage() {}
 
 func (x *AssessConfidenceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[15]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1354,7 @@ func (x *AssessConfidenceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssessConfidenceResponse.ProtoReflect.Descriptor instead.
 func (*AssessConfidenceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{15}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AssessConfidenceResponse) GetConfidence() int32 {
@@ -1871,27 +1392,31 @@ func (x *AssessConfidenceResponse) GetSuggestedSubtasks() []*TaskProposal {
 	return nil
 }
 
-func (x *AssessConfidenceResponse) GetUsage() *Usage {
+func (x *AssessConfidenceResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// AssessComplexityRequest is the input of AssessComplexity.
 type AssessComplexityRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	ProjectTree   []string               `protobuf:"bytes,2,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
-	ContextFiles  []*ContextFile         `protobuf:"bytes,3,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
-	Model         *ModelChoice           `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution           `protobuf:"bytes,5,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// Repository file paths.
+	ProjectTree   []string       `protobuf:"bytes,3,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
+	ContextFiles  []*ContextFile `protobuf:"bytes,4,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	Model         *ModelChoice   `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution   `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssessComplexityRequest) Reset() {
 	*x = AssessComplexityRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[16]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1428,7 @@ func (x *AssessComplexityRequest) String() string {
 func (*AssessComplexityRequest) ProtoMessage() {}
 
 func (x *AssessComplexityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[16]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +1441,14 @@ func (x *AssessComplexityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssessComplexityRequest.ProtoReflect.Descriptor instead.
 func (*AssessComplexityRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{16}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AssessComplexityRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *AssessComplexityRequest) GetTask() *TaskSpec {
@@ -1954,6 +1486,7 @@ func (x *AssessComplexityRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// AssessComplexityResponse is the rating of AssessComplexity.
 type AssessComplexityResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1–10.
@@ -1964,16 +1497,16 @@ type AssessComplexityResponse struct {
 	Tags       []string   `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
 	BudgetMode BudgetMode `protobuf:"varint,4,opt,name=budget_mode,json=budgetMode,proto3,enum=thefold.ai.v1.BudgetMode" json:"budget_mode,omitempty"`
 	// Rough total tokens the task will take.
-	EstimatedTokens int64  `protobuf:"varint,5,opt,name=estimated_tokens,json=estimatedTokens,proto3" json:"estimated_tokens,omitempty"`
-	Reasoning       string `protobuf:"bytes,6,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
-	Usage           *Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	EstimatedTokens int64     `protobuf:"varint,5,opt,name=estimated_tokens,json=estimatedTokens,proto3" json:"estimated_tokens,omitempty"`
+	Reasoning       string    `protobuf:"bytes,6,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Usage           *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AssessComplexityResponse) Reset() {
 	*x = AssessComplexityResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[17]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +1518,7 @@ func (x *AssessComplexityResponse) String() string {
 func (*AssessComplexityResponse) ProtoMessage() {}
 
 func (x *AssessComplexityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[17]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +1531,7 @@ func (x *AssessComplexityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssessComplexityResponse.ProtoReflect.Descriptor instead.
 func (*AssessComplexityResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{17}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AssessComplexityResponse) GetComplexity() int32 {
@@ -2043,38 +1576,42 @@ func (x *AssessComplexityResponse) GetReasoning() string {
 	return ""
 }
 
-func (x *AssessComplexityResponse) GetUsage() *Usage {
+func (x *AssessComplexityResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// PlanTaskRequest is the input of PlanTask.
 type PlanTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// Repository file paths; empty for an empty repository.
-	ProjectTree  []string          `protobuf:"bytes,2,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
-	ContextFiles []*ContextFile    `protobuf:"bytes,3,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
-	Memories     []*MemoryFragment `protobuf:"bytes,4,rep,name=memories,proto3" json:"memories,omitempty"`
-	Skills       []*SkillFragment  `protobuf:"bytes,5,rep,name=skills,proto3" json:"skills,omitempty"`
+	ProjectTree  []string          `protobuf:"bytes,3,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
+	ContextFiles []*ContextFile    `protobuf:"bytes,4,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	Memories     []*MemoryFragment `protobuf:"bytes,5,rep,name=memories,proto3" json:"memories,omitempty"`
+	Skills       []*SkillFragment  `protobuf:"bytes,6,rep,name=skills,proto3" json:"skills,omitempty"`
 	// Approach that worked on a similar task; injected marked as a hint, not an order.
-	StrategyHint string `protobuf:"bytes,6,opt,name=strategy_hint,json=strategyHint,proto3" json:"strategy_hint,omitempty"`
-	// Errors of earlier attempts, e.g. validation output or a diagnosis.
-	PreviousErrors []string `protobuf:"bytes,7,rep,name=previous_errors,json=previousErrors,proto3" json:"previous_errors,omitempty"`
+	StrategyHint string `protobuf:"bytes,7,opt,name=strategy_hint,json=strategyHint,proto3" json:"strategy_hint,omitempty"`
+	// Earlier failed attempts at this task, oldest first: their diagnostics, failure output
+	// and diagnosis.
+	PreviousAttempts []*AttemptRecord `protobuf:"bytes,8,rep,name=previous_attempts,json=previousAttempts,proto3" json:"previous_attempts,omitempty"`
 	// Human review feedback when changes were requested.
-	Feedback string `protobuf:"bytes,8,opt,name=feedback,proto3" json:"feedback,omitempty"`
+	Feedback string `protobuf:"bytes,9,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	// The plan being revised, after a BAD_PLAN diagnosis.
-	PreviousPlan  *Plan        `protobuf:"bytes,9,opt,name=previous_plan,json=previousPlan,proto3" json:"previous_plan,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,10,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,11,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	PreviousPlan  *v1.Plan     `protobuf:"bytes,10,opt,name=previous_plan,json=previousPlan,proto3" json:"previous_plan,omitempty"`
+	Model         *ModelChoice `protobuf:"bytes,11,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,12,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanTaskRequest) Reset() {
 	*x = PlanTaskRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[18]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +1623,7 @@ func (x *PlanTaskRequest) String() string {
 func (*PlanTaskRequest) ProtoMessage() {}
 
 func (x *PlanTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[18]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +1636,14 @@ func (x *PlanTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskRequest.ProtoReflect.Descriptor instead.
 func (*PlanTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{18}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanTaskRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *PlanTaskRequest) GetTask() *TaskSpec {
@@ -2144,9 +1688,9 @@ func (x *PlanTaskRequest) GetStrategyHint() string {
 	return ""
 }
 
-func (x *PlanTaskRequest) GetPreviousErrors() []string {
+func (x *PlanTaskRequest) GetPreviousAttempts() []*AttemptRecord {
 	if x != nil {
-		return x.PreviousErrors
+		return x.PreviousAttempts
 	}
 	return nil
 }
@@ -2158,7 +1702,7 @@ func (x *PlanTaskRequest) GetFeedback() string {
 	return ""
 }
 
-func (x *PlanTaskRequest) GetPreviousPlan() *Plan {
+func (x *PlanTaskRequest) GetPreviousPlan() *v1.Plan {
 	if x != nil {
 		return x.PreviousPlan
 	}
@@ -2179,17 +1723,19 @@ func (x *PlanTaskRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// PlanTaskResponse is the plan PlanTask made.
 type PlanTaskResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Plan          *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step ids are unique and every depends_on names a step of the plan.
+	Plan          *v1.Plan  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	Usage         *v1.Usage `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanTaskResponse) Reset() {
 	*x = PlanTaskResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +1747,7 @@ func (x *PlanTaskResponse) String() string {
 func (*PlanTaskResponse) ProtoMessage() {}
 
 func (x *PlanTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,17 +1760,17 @@ func (x *PlanTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskResponse.ProtoReflect.Descriptor instead.
 func (*PlanTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{19}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{14}
 }
 
-func (x *PlanTaskResponse) GetPlan() *Plan {
+func (x *PlanTaskResponse) GetPlan() *v1.Plan {
 	if x != nil {
 		return x.Plan
 	}
 	return nil
 }
 
-func (x *PlanTaskResponse) GetUsage() *Usage {
+func (x *PlanTaskResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -2234,11 +1780,12 @@ func (x *PlanTaskResponse) GetUsage() *Usage {
 // FileSpec is the file GenerateFile must write.
 type FileSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// What the file must contain, from the plan step.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// CREATE or MODIFY.
-	Action PlanAction `protobuf:"varint,3,opt,name=action,proto3,enum=thefold.ai.v1.PlanAction" json:"action,omitempty"`
+	// CREATE or MODIFY; anything else is INVALID_ARGUMENT.
+	Action v1.FileAction `protobuf:"varint,3,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
 	// Current content, for MODIFY.
 	ExistingContent string `protobuf:"bytes,4,opt,name=existing_content,json=existingContent,proto3" json:"existing_content,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -2247,7 +1794,7 @@ type FileSpec struct {
 
 func (x *FileSpec) Reset() {
 	*x = FileSpec{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +1806,7 @@ func (x *FileSpec) String() string {
 func (*FileSpec) ProtoMessage() {}
 
 func (x *FileSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +1819,7 @@ func (x *FileSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileSpec.ProtoReflect.Descriptor instead.
 func (*FileSpec) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{20}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *FileSpec) GetPath() string {
@@ -2289,11 +1836,11 @@ func (x *FileSpec) GetDescription() string {
 	return ""
 }
 
-func (x *FileSpec) GetAction() PlanAction {
+func (x *FileSpec) GetAction() v1.FileAction {
 	if x != nil {
 		return x.Action
 	}
-	return PlanAction_PLAN_ACTION_UNSPECIFIED
+	return v1.FileAction(0)
 }
 
 func (x *FileSpec) GetExistingContent() string {
@@ -2303,80 +1850,30 @@ func (x *FileSpec) GetExistingContent() string {
 	return ""
 }
 
-// TextEdit replaces old_text (which occurs exactly once) with new_text.
-type TextEdit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OldText       string                 `protobuf:"bytes,1,opt,name=old_text,json=oldText,proto3" json:"old_text,omitempty"`
-	NewText       string                 `protobuf:"bytes,2,opt,name=new_text,json=newText,proto3" json:"new_text,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TextEdit) Reset() {
-	*x = TextEdit{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TextEdit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TextEdit) ProtoMessage() {}
-
-func (x *TextEdit) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TextEdit.ProtoReflect.Descriptor instead.
-func (*TextEdit) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{21}
-}
-
-func (x *TextEdit) GetOldText() string {
-	if x != nil {
-		return x.OldText
-	}
-	return ""
-}
-
-func (x *TextEdit) GetNewText() string {
-	if x != nil {
-		return x.NewText
-	}
-	return ""
-}
-
+// GenerateFileRequest is the input of GenerateFile.
 type GenerateFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	File  *FileSpec              `protobuf:"bytes,2,opt,name=file,proto3" json:"file,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	File      *FileSpec `protobuf:"bytes,3,opt,name=file,proto3" json:"file,omitempty"`
 	// Already built files this file depends on, path → content.
-	DependencyFiles map[string]string `protobuf:"bytes,3,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DependencyFiles map[string]string `protobuf:"bytes,4,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Repository file paths (after scaffolding).
-	ProjectStructure []string         `protobuf:"bytes,4,rep,name=project_structure,json=projectStructure,proto3" json:"project_structure,omitempty"`
-	Skills           []*SkillFragment `protobuf:"bytes,5,rep,name=skills,proto3" json:"skills,omitempty"`
-	Patterns         []*CodePattern   `protobuf:"bytes,6,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	ProjectStructure []string         `protobuf:"bytes,5,rep,name=project_structure,json=projectStructure,proto3" json:"project_structure,omitempty"`
+	Skills           []*SkillFragment `protobuf:"bytes,6,rep,name=skills,proto3" json:"skills,omitempty"`
+	Patterns         []*CodePattern   `protobuf:"bytes,7,rep,name=patterns,proto3" json:"patterns,omitempty"`
 	// Project conventions, for project tasks.
-	Conventions   string       `protobuf:"bytes,7,opt,name=conventions,proto3" json:"conventions,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,9,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Conventions   string       `protobuf:"bytes,8,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	Model         *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateFileRequest) Reset() {
 	*x = GenerateFileRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +1885,7 @@ func (x *GenerateFileRequest) String() string {
 func (*GenerateFileRequest) ProtoMessage() {}
 
 func (x *GenerateFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +1898,14 @@ func (x *GenerateFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateFileRequest.ProtoReflect.Descriptor instead.
 func (*GenerateFileRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{22}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GenerateFileRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *GenerateFileRequest) GetTask() *TaskSpec {
@@ -2467,21 +1971,25 @@ func (x *GenerateFileRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// GenerateFileResponse is the file GenerateFile wrote.
 type GenerateFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The complete file. For MODIFY, existing_content with edits applied.
-	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
-	// For MODIFY: targeted edits against existing_content, checked by the service to apply
-	// cleanly, in order. Empty when the model rewrote the file.
-	Edits         []*TextEdit `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
-	Usage         *Usage      `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The change, path and action as in the FileSpec. For CREATE, content is the whole file.
+	// For MODIFY, either edits (targeted search/replace edits against existing_content,
+	// checked by the service to apply cleanly, in order) or content (the model rewrote the
+	// whole file); exactly one is set.
+	Change *v1.FileChange `protobuf:"bytes,1,opt,name=change,proto3" json:"change,omitempty"`
+	// The complete resulting file, whichever form change takes: for MODIFY with edits,
+	// existing_content with the edits applied.
+	Content       string    `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Usage         *v1.Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateFileResponse) Reset() {
 	*x = GenerateFileResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +2001,7 @@ func (x *GenerateFileResponse) String() string {
 func (*GenerateFileResponse) ProtoMessage() {}
 
 func (x *GenerateFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +2014,14 @@ func (x *GenerateFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateFileResponse.ProtoReflect.Descriptor instead.
 func (*GenerateFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{23}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GenerateFileResponse) GetChange() *v1.FileChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
 }
 
 func (x *GenerateFileResponse) GetContent() string {
@@ -2516,41 +2031,41 @@ func (x *GenerateFileResponse) GetContent() string {
 	return ""
 }
 
-func (x *GenerateFileResponse) GetEdits() []*TextEdit {
-	if x != nil {
-		return x.Edits
-	}
-	return nil
-}
-
-func (x *GenerateFileResponse) GetUsage() *Usage {
+func (x *GenerateFileResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// FixFileRequest is the input of FixFile.
 type FixFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	Path  string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	// Current content.
-	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// Errors to fix, usually from sandbox validation.
-	Errors []*Diagnostic `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
+	Content string `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
+	// Diagnostics to fix, usually from sandbox validation.
+	Errors []*v1.Diagnostic `protobuf:"bytes,5,rep,name=errors,proto3" json:"errors,omitempty"`
+	// Raw failure output not captured as diagnostics (tail of the validation or command
+	// output); may be empty.
+	ErrorOutput string `protobuf:"bytes,6,opt,name=error_output,json=errorOutput,proto3" json:"error_output,omitempty"`
 	// Files it depends on, path → content.
-	DependencyFiles map[string]string `protobuf:"bytes,5,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	DependencyFiles map[string]string `protobuf:"bytes,7,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// 1-based fix attempt for this file; later attempts are told earlier ones failed.
-	Attempt       int32        `protobuf:"varint,6,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,8,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Attempt       int32        `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Model         *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FixFileRequest) Reset() {
 	*x = FixFileRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2077,7 @@ func (x *FixFileRequest) String() string {
 func (*FixFileRequest) ProtoMessage() {}
 
 func (x *FixFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2090,14 @@ func (x *FixFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixFileRequest.ProtoReflect.Descriptor instead.
 func (*FixFileRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{24}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FixFileRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *FixFileRequest) GetTask() *TaskSpec {
@@ -2599,11 +2121,18 @@ func (x *FixFileRequest) GetContent() string {
 	return ""
 }
 
-func (x *FixFileRequest) GetErrors() []*Diagnostic {
+func (x *FixFileRequest) GetErrors() []*v1.Diagnostic {
 	if x != nil {
 		return x.Errors
 	}
 	return nil
+}
+
+func (x *FixFileRequest) GetErrorOutput() string {
+	if x != nil {
+		return x.ErrorOutput
+	}
+	return ""
 }
 
 func (x *FixFileRequest) GetDependencyFiles() map[string]string {
@@ -2634,20 +2163,21 @@ func (x *FixFileRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// FixFileResponse is the fixed file.
 type FixFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The complete fixed file.
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
 	// What was changed and why.
-	Explanation   string `protobuf:"bytes,2,opt,name=explanation,proto3" json:"explanation,omitempty"`
-	Usage         *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Explanation   string    `protobuf:"bytes,2,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	Usage         *v1.Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FixFileResponse) Reset() {
 	*x = FixFileResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2659,7 +2189,7 @@ func (x *FixFileResponse) String() string {
 func (*FixFileResponse) ProtoMessage() {}
 
 func (x *FixFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2672,7 +2202,7 @@ func (x *FixFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixFileResponse.ProtoReflect.Descriptor instead.
 func (*FixFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{25}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FixFileResponse) GetContent() string {
@@ -2689,28 +2219,31 @@ func (x *FixFileResponse) GetExplanation() string {
 	return ""
 }
 
-func (x *FixFileResponse) GetUsage() *Usage {
+func (x *FixFileResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// ReviewCodeRequest is the input of ReviewCode.
 type ReviewCodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
-	Files []*ReviewFile          `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string        `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec     `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Files     []*ReviewFile `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	// Summary of the last validation run.
-	ValidationSummary string       `protobuf:"bytes,3,opt,name=validation_summary,json=validationSummary,proto3" json:"validation_summary,omitempty"`
-	Model             *ModelChoice `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution       *Attribution `protobuf:"bytes,5,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	ValidationSummary string       `protobuf:"bytes,4,opt,name=validation_summary,json=validationSummary,proto3" json:"validation_summary,omitempty"`
+	Model             *ModelChoice `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution       *Attribution `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReviewCodeRequest) Reset() {
 	*x = ReviewCodeRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2722,7 +2255,7 @@ func (x *ReviewCodeRequest) String() string {
 func (*ReviewCodeRequest) ProtoMessage() {}
 
 func (x *ReviewCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2735,7 +2268,14 @@ func (x *ReviewCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewCodeRequest.ProtoReflect.Descriptor instead.
 func (*ReviewCodeRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{26}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReviewCodeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *ReviewCodeRequest) GetTask() *TaskSpec {
@@ -2773,24 +2313,28 @@ func (x *ReviewCodeRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// ReviewCodeResponse is the review of one task's changes.
 type ReviewCodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1–10.
-	QualityScore int32      `protobuf:"varint,1,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
-	Concerns     []*Concern `protobuf:"bytes,2,rep,name=concerns,proto3" json:"concerns,omitempty"`
+	QualityScore int32 `protobuf:"varint,1,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
+	// Concerns raised by the review, most serious first: severity, the file and line they are
+	// about (path empty for general concerns, line 0 for a whole file), message; tool is
+	// "review".
+	Concerns []*v1.Diagnostic `protobuf:"bytes,2,rep,name=concerns,proto3" json:"concerns,omitempty"`
 	// Markdown documentation of the change (pull request body, README notes).
 	Documentation string `protobuf:"bytes,3,opt,name=documentation,proto3" json:"documentation,omitempty"`
 	Summary       string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
 	// Lessons worth storing as memories (decisions, error patterns).
-	MemoriesExtracted []string `protobuf:"bytes,5,rep,name=memories_extracted,json=memoriesExtracted,proto3" json:"memories_extracted,omitempty"`
-	Usage             *Usage   `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	MemoriesExtracted []string  `protobuf:"bytes,5,rep,name=memories_extracted,json=memoriesExtracted,proto3" json:"memories_extracted,omitempty"`
+	Usage             *v1.Usage `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReviewCodeResponse) Reset() {
 	*x = ReviewCodeResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2802,7 +2346,7 @@ func (x *ReviewCodeResponse) String() string {
 func (*ReviewCodeResponse) ProtoMessage() {}
 
 func (x *ReviewCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2815,7 +2359,7 @@ func (x *ReviewCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewCodeResponse.ProtoReflect.Descriptor instead.
 func (*ReviewCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{27}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReviewCodeResponse) GetQualityScore() int32 {
@@ -2825,7 +2369,7 @@ func (x *ReviewCodeResponse) GetQualityScore() int32 {
 	return 0
 }
 
-func (x *ReviewCodeResponse) GetConcerns() []*Concern {
+func (x *ReviewCodeResponse) GetConcerns() []*v1.Diagnostic {
 	if x != nil {
 		return x.Concerns
 	}
@@ -2853,7 +2397,7 @@ func (x *ReviewCodeResponse) GetMemoriesExtracted() []string {
 	return nil
 }
 
-func (x *ReviewCodeResponse) GetUsage() *Usage {
+func (x *ReviewCodeResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -2866,20 +2410,22 @@ type AttemptRecord struct {
 	// 1-based.
 	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// What was tried.
-	Summary string        `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
-	Errors  []*Diagnostic `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	Summary string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Diagnostics the attempt ended with.
+	Errors []*v1.Diagnostic `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Failure text not tied to a diagnostic, e.g. a crashed command's output.
 	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	// The diagnosis made after the attempt, if any.
-	Category      FailureCategory `protobuf:"varint,5,opt,name=category,proto3,enum=thefold.ai.v1.FailureCategory" json:"category,omitempty"`
-	Diagnosis     string          `protobuf:"bytes,6,opt,name=diagnosis,proto3" json:"diagnosis,omitempty"`
+	Category FailureCategory `protobuf:"varint,5,opt,name=category,proto3,enum=thefold.ai.v1.FailureCategory" json:"category,omitempty"`
+	// The diagnosis' reason and recommended recovery, if any.
+	Diagnosis     string `protobuf:"bytes,6,opt,name=diagnosis,proto3" json:"diagnosis,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +2437,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +2450,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{28}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AttemptRecord) GetAttempt() int32 {
@@ -2921,7 +2467,7 @@ func (x *AttemptRecord) GetSummary() string {
 	return ""
 }
 
-func (x *AttemptRecord) GetErrors() []*Diagnostic {
+func (x *AttemptRecord) GetErrors() []*v1.Diagnostic {
 	if x != nil {
 		return x.Errors
 	}
@@ -2949,28 +2495,31 @@ func (x *AttemptRecord) GetDiagnosis() string {
 	return ""
 }
 
+// DiagnoseFailureRequest is the input of DiagnoseFailure.
 type DiagnoseFailureRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// The plan that was attempted.
-	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
-	// Errors of the failed attempt.
-	Errors []*Diagnostic `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	Plan *v1.Plan `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Diagnostics of the failed attempt.
+	Errors []*v1.Diagnostic `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Raw failure output (tail of validation or command output).
-	ErrorOutput string `protobuf:"bytes,4,opt,name=error_output,json=errorOutput,proto3" json:"error_output,omitempty"`
+	ErrorOutput string `protobuf:"bytes,5,opt,name=error_output,json=errorOutput,proto3" json:"error_output,omitempty"`
 	// Earlier attempts, oldest first.
-	Attempts []*AttemptRecord `protobuf:"bytes,5,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*AttemptRecord `protobuf:"bytes,6,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// Contents of the files the errors point at.
-	Files         []*ContextFile `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
-	Model         *ModelChoice   `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution   `protobuf:"bytes,8,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Files         []*ContextFile `protobuf:"bytes,7,rep,name=files,proto3" json:"files,omitempty"`
+	Model         *ModelChoice   `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution   `protobuf:"bytes,9,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiagnoseFailureRequest) Reset() {
 	*x = DiagnoseFailureRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +2531,7 @@ func (x *DiagnoseFailureRequest) String() string {
 func (*DiagnoseFailureRequest) ProtoMessage() {}
 
 func (x *DiagnoseFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +2544,14 @@ func (x *DiagnoseFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseFailureRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseFailureRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{29}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DiagnoseFailureRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *DiagnoseFailureRequest) GetTask() *TaskSpec {
@@ -3005,14 +2561,14 @@ func (x *DiagnoseFailureRequest) GetTask() *TaskSpec {
 	return nil
 }
 
-func (x *DiagnoseFailureRequest) GetPlan() *Plan {
+func (x *DiagnoseFailureRequest) GetPlan() *v1.Plan {
 	if x != nil {
 		return x.Plan
 	}
 	return nil
 }
 
-func (x *DiagnoseFailureRequest) GetErrors() []*Diagnostic {
+func (x *DiagnoseFailureRequest) GetErrors() []*v1.Diagnostic {
 	if x != nil {
 		return x.Errors
 	}
@@ -3054,6 +2610,7 @@ func (x *DiagnoseFailureRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// DiagnoseFailureResponse is the diagnosis of a failed attempt.
 type DiagnoseFailureResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Category FailureCategory        `protobuf:"varint,1,opt,name=category,proto3,enum=thefold.ai.v1.FailureCategory" json:"category,omitempty"`
@@ -3064,14 +2621,14 @@ type DiagnoseFailureResponse struct {
 	ContextRequests []string `protobuf:"bytes,4,rep,name=context_requests,json=contextRequests,proto3" json:"context_requests,omitempty"`
 	// For ENVIRONMENT_ERROR: how long to wait before retrying.
 	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	Usage         *Usage               `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage         *v1.Usage            `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiagnoseFailureResponse) Reset() {
 	*x = DiagnoseFailureResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +2640,7 @@ func (x *DiagnoseFailureResponse) String() string {
 func (*DiagnoseFailureResponse) ProtoMessage() {}
 
 func (x *DiagnoseFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +2653,7 @@ func (x *DiagnoseFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseFailureResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseFailureResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{30}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DiagnoseFailureResponse) GetCategory() FailureCategory {
@@ -3134,29 +2691,32 @@ func (x *DiagnoseFailureResponse) GetRetryAfter() *durationpb.Duration {
 	return nil
 }
 
-func (x *DiagnoseFailureResponse) GetUsage() *Usage {
+func (x *DiagnoseFailureResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// InterveneRequest is the input of Intervene.
 type InterveneRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Task  *TaskSpec              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// All failed attempts, oldest first.
-	Attempts []*AttemptRecord `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts []*AttemptRecord `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// The last plan tried.
-	LastPlan      *Plan        `protobuf:"bytes,3,opt,name=last_plan,json=lastPlan,proto3" json:"last_plan,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,5,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	LastPlan      *v1.Plan     `protobuf:"bytes,4,opt,name=last_plan,json=lastPlan,proto3" json:"last_plan,omitempty"`
+	Model         *ModelChoice `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InterveneRequest) Reset() {
 	*x = InterveneRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +2728,7 @@ func (x *InterveneRequest) String() string {
 func (*InterveneRequest) ProtoMessage() {}
 
 func (x *InterveneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +2741,14 @@ func (x *InterveneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterveneRequest.ProtoReflect.Descriptor instead.
 func (*InterveneRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{31}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *InterveneRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *InterveneRequest) GetTask() *TaskSpec {
@@ -3198,7 +2765,7 @@ func (x *InterveneRequest) GetAttempts() []*AttemptRecord {
 	return nil
 }
 
-func (x *InterveneRequest) GetLastPlan() *Plan {
+func (x *InterveneRequest) GetLastPlan() *v1.Plan {
 	if x != nil {
 		return x.LastPlan
 	}
@@ -3219,6 +2786,7 @@ func (x *InterveneRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// InterveneResponse is the decision of Intervene.
 type InterveneResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Action InterventionAction     `protobuf:"varint,1,opt,name=action,proto3,enum=thefold.ai.v1.InterventionAction" json:"action,omitempty"`
@@ -3229,14 +2797,14 @@ type InterveneResponse struct {
 	NewDescription string `protobuf:"bytes,4,opt,name=new_description,json=newDescription,proto3" json:"new_description,omitempty"`
 	// For SPLIT_TASK, in order.
 	Subtasks      []*TaskProposal `protobuf:"bytes,5,rep,name=subtasks,proto3" json:"subtasks,omitempty"`
-	Usage         *Usage          `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage         *v1.Usage       `protobuf:"bytes,6,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InterveneResponse) Reset() {
 	*x = InterveneResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +2816,7 @@ func (x *InterveneResponse) String() string {
 func (*InterveneResponse) ProtoMessage() {}
 
 func (x *InterveneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +2829,7 @@ func (x *InterveneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterveneResponse.ProtoReflect.Descriptor instead.
 func (*InterveneResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{32}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InterveneResponse) GetAction() InterventionAction {
@@ -3299,7 +2867,7 @@ func (x *InterveneResponse) GetSubtasks() []*TaskProposal {
 	return nil
 }
 
-func (x *InterveneResponse) GetUsage() *Usage {
+func (x *InterveneResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -3318,7 +2886,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +2898,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +2911,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{33}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ProjectPhase) GetName() string {
@@ -3380,7 +2948,7 @@ type ProjectPlan struct {
 
 func (x *ProjectPlan) Reset() {
 	*x = ProjectPlan{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +2960,7 @@ func (x *ProjectPlan) String() string {
 func (*ProjectPlan) ProtoMessage() {}
 
 func (x *ProjectPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +2973,7 @@ func (x *ProjectPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPlan.ProtoReflect.Descriptor instead.
 func (*ProjectPlan) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{34}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProjectPlan) GetSummary() string {
@@ -3446,7 +3014,7 @@ type TaskOutcome struct {
 
 func (x *TaskOutcome) Reset() {
 	*x = TaskOutcome{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3458,7 +3026,7 @@ func (x *TaskOutcome) String() string {
 func (*TaskOutcome) ProtoMessage() {}
 
 func (x *TaskOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3471,7 +3039,7 @@ func (x *TaskOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOutcome.ProtoReflect.Descriptor instead.
 func (*TaskOutcome) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{35}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TaskOutcome) GetKey() string {
@@ -3509,23 +3077,26 @@ func (x *TaskOutcome) GetFiles() []string {
 	return nil
 }
 
+// DecomposeProjectRequest is the input of DecomposeProject.
 type DecomposeProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The user's project request.
-	Request string `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
 	// Repository file paths; empty for a new project.
-	ProjectTree   []string          `protobuf:"bytes,2,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
-	ContextFiles  []*ContextFile    `protobuf:"bytes,3,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
-	Memories      []*MemoryFragment `protobuf:"bytes,4,rep,name=memories,proto3" json:"memories,omitempty"`
-	Model         *ModelChoice      `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution      `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	ProjectTree   []string          `protobuf:"bytes,3,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
+	ContextFiles  []*ContextFile    `protobuf:"bytes,4,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	Memories      []*MemoryFragment `protobuf:"bytes,5,rep,name=memories,proto3" json:"memories,omitempty"`
+	Model         *ModelChoice      `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution      `protobuf:"bytes,7,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecomposeProjectRequest) Reset() {
 	*x = DecomposeProjectRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3537,7 +3108,7 @@ func (x *DecomposeProjectRequest) String() string {
 func (*DecomposeProjectRequest) ProtoMessage() {}
 
 func (x *DecomposeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3550,7 +3121,14 @@ func (x *DecomposeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecomposeProjectRequest.ProtoReflect.Descriptor instead.
 func (*DecomposeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{36}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DecomposeProjectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *DecomposeProjectRequest) GetRequest() string {
@@ -3595,17 +3173,18 @@ func (x *DecomposeProjectRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// DecomposeProjectResponse is the project plan.
 type DecomposeProjectResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Plan          *ProjectPlan           `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage         *v1.Usage              `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecomposeProjectResponse) Reset() {
 	*x = DecomposeProjectResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3196,7 @@ func (x *DecomposeProjectResponse) String() string {
 func (*DecomposeProjectResponse) ProtoMessage() {}
 
 func (x *DecomposeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3209,7 @@ func (x *DecomposeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecomposeProjectResponse.ProtoReflect.Descriptor instead.
 func (*DecomposeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{37}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecomposeProjectResponse) GetPlan() *ProjectPlan {
@@ -3640,31 +3219,35 @@ func (x *DecomposeProjectResponse) GetPlan() *ProjectPlan {
 	return nil
 }
 
-func (x *DecomposeProjectResponse) GetUsage() *Usage {
+func (x *DecomposeProjectResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// ReviseProjectPhaseRequest is the input of ReviseProjectPhase.
 type ReviseProjectPhaseRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Request string                 `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The user's project request.
+	Request string `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
 	// The plan as it stands, with task keys set to the caller's task ids.
-	Plan *ProjectPlan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	Plan *ProjectPlan `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
 	// 0-based index in plan.phases of the phase to revise.
-	PhaseIndex int32 `protobuf:"varint,3,opt,name=phase_index,json=phaseIndex,proto3" json:"phase_index,omitempty"`
+	PhaseIndex int32 `protobuf:"varint,4,opt,name=phase_index,json=phaseIndex,proto3" json:"phase_index,omitempty"`
 	// Outcomes of the tasks completed so far.
-	Completed     []*TaskOutcome `protobuf:"bytes,4,rep,name=completed,proto3" json:"completed,omitempty"`
-	Model         *ModelChoice   `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution   `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Completed     []*TaskOutcome `protobuf:"bytes,5,rep,name=completed,proto3" json:"completed,omitempty"`
+	Model         *ModelChoice   `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution   `protobuf:"bytes,7,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviseProjectPhaseRequest) Reset() {
 	*x = ReviseProjectPhaseRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3259,7 @@ func (x *ReviseProjectPhaseRequest) String() string {
 func (*ReviseProjectPhaseRequest) ProtoMessage() {}
 
 func (x *ReviseProjectPhaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3272,14 @@ func (x *ReviseProjectPhaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviseProjectPhaseRequest.ProtoReflect.Descriptor instead.
 func (*ReviseProjectPhaseRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{38}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReviseProjectPhaseRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *ReviseProjectPhaseRequest) GetRequest() string {
@@ -3734,22 +3324,23 @@ func (x *ReviseProjectPhaseRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// ReviseProjectPhaseResponse is the revised phase.
 type ReviseProjectPhaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The revised phase. Kept tasks keep their key; new tasks get new keys; tasks left out
 	// are dropped.
 	Phase *ProjectPhase `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
 	// False when the phase was left as it was.
-	Changed       bool   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
-	Reasoning     string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
-	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Changed       bool      `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	Reasoning     string    `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviseProjectPhaseResponse) Reset() {
 	*x = ReviseProjectPhaseResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +3352,7 @@ func (x *ReviseProjectPhaseResponse) String() string {
 func (*ReviseProjectPhaseResponse) ProtoMessage() {}
 
 func (x *ReviseProjectPhaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +3365,7 @@ func (x *ReviseProjectPhaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviseProjectPhaseResponse.ProtoReflect.Descriptor instead.
 func (*ReviseProjectPhaseResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{39}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReviseProjectPhaseResponse) GetPhase() *ProjectPhase {
@@ -3798,29 +3389,33 @@ func (x *ReviseProjectPhaseResponse) GetReasoning() string {
 	return ""
 }
 
-func (x *ReviseProjectPhaseResponse) GetUsage() *Usage {
+func (x *ReviseProjectPhaseResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// ReviewProjectRequest is the input of ReviewProject.
 type ReviewProjectRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Request  string                 `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	Plan     *ProjectPlan           `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
-	Outcomes []*TaskOutcome         `protobuf:"bytes,3,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The user's project request.
+	Request  string         `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	Plan     *ProjectPlan   `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
+	Outcomes []*TaskOutcome `protobuf:"bytes,4,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
 	// All files changed by the project.
-	Files         []*ReviewFile `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
-	Model         *ModelChoice  `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution  `protobuf:"bytes,6,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Files         []*ReviewFile `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
+	Model         *ModelChoice  `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution  `protobuf:"bytes,7,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviewProjectRequest) Reset() {
 	*x = ReviewProjectRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3427,7 @@ func (x *ReviewProjectRequest) String() string {
 func (*ReviewProjectRequest) ProtoMessage() {}
 
 func (x *ReviewProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +3440,14 @@ func (x *ReviewProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewProjectRequest.ProtoReflect.Descriptor instead.
 func (*ReviewProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{40}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReviewProjectRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *ReviewProjectRequest) GetRequest() string {
@@ -3890,24 +3492,28 @@ func (x *ReviewProjectRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// ReviewProjectResponse is the review of a whole project.
 type ReviewProjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1–10.
-	QualityScore int32      `protobuf:"varint,1,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
-	Concerns     []*Concern `protobuf:"bytes,2,rep,name=concerns,proto3" json:"concerns,omitempty"`
+	QualityScore int32 `protobuf:"varint,1,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
+	// Concerns raised by the review, most serious first: severity, the file and line they are
+	// about (path empty for general concerns, line 0 for a whole file), message; tool is
+	// "review".
+	Concerns []*v1.Diagnostic `protobuf:"bytes,2,rep,name=concerns,proto3" json:"concerns,omitempty"`
 	// Markdown documentation of the project.
-	Documentation          string   `protobuf:"bytes,3,opt,name=documentation,proto3" json:"documentation,omitempty"`
-	Summary                string   `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
-	ArchitecturalDecisions []string `protobuf:"bytes,5,rep,name=architectural_decisions,json=architecturalDecisions,proto3" json:"architectural_decisions,omitempty"`
-	MemoriesExtracted      []string `protobuf:"bytes,6,rep,name=memories_extracted,json=memoriesExtracted,proto3" json:"memories_extracted,omitempty"`
-	Usage                  *Usage   `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	Documentation          string    `protobuf:"bytes,3,opt,name=documentation,proto3" json:"documentation,omitempty"`
+	Summary                string    `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	ArchitecturalDecisions []string  `protobuf:"bytes,5,rep,name=architectural_decisions,json=architecturalDecisions,proto3" json:"architectural_decisions,omitempty"`
+	MemoriesExtracted      []string  `protobuf:"bytes,6,rep,name=memories_extracted,json=memoriesExtracted,proto3" json:"memories_extracted,omitempty"`
+	Usage                  *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
 
 func (x *ReviewProjectResponse) Reset() {
 	*x = ReviewProjectResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3919,7 +3525,7 @@ func (x *ReviewProjectResponse) String() string {
 func (*ReviewProjectResponse) ProtoMessage() {}
 
 func (x *ReviewProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3932,7 +3538,7 @@ func (x *ReviewProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewProjectResponse.ProtoReflect.Descriptor instead.
 func (*ReviewProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReviewProjectResponse) GetQualityScore() int32 {
@@ -3942,7 +3548,7 @@ func (x *ReviewProjectResponse) GetQualityScore() int32 {
 	return 0
 }
 
-func (x *ReviewProjectResponse) GetConcerns() []*Concern {
+func (x *ReviewProjectResponse) GetConcerns() []*v1.Diagnostic {
 	if x != nil {
 		return x.Concerns
 	}
@@ -3977,7 +3583,7 @@ func (x *ReviewProjectResponse) GetMemoriesExtracted() []string {
 	return nil
 }
 
-func (x *ReviewProjectResponse) GetUsage() *Usage {
+func (x *ReviewProjectResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -3986,13 +3592,13 @@ func (x *ReviewProjectResponse) GetUsage() *Usage {
 
 // OrderableTask is a task to be ordered.
 type OrderableTask struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Title       string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
-	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	// thefold.tasks.v1.TaskPriority number: 1 low … 4 urgent.
-	Priority int32    `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
-	Labels   []string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Task id in the tasks service.
+	Id          string      `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Title       string      `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	Description string      `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	Priority    v1.Priority `protobuf:"varint,4,opt,name=priority,proto3,enum=thefold.type.v1.Priority" json:"priority,omitempty"`
+	Labels      []string    `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Ids of tasks that must be done first.
 	BlockedBy []string `protobuf:"bytes,6,rep,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
 	// 1–10, 0 when not assessed.
@@ -4003,7 +3609,7 @@ type OrderableTask struct {
 
 func (x *OrderableTask) Reset() {
 	*x = OrderableTask{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +3621,7 @@ func (x *OrderableTask) String() string {
 func (*OrderableTask) ProtoMessage() {}
 
 func (x *OrderableTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +3634,7 @@ func (x *OrderableTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderableTask.ProtoReflect.Descriptor instead.
 func (*OrderableTask) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *OrderableTask) GetId() string {
@@ -4052,11 +3658,11 @@ func (x *OrderableTask) GetDescription() string {
 	return ""
 }
 
-func (x *OrderableTask) GetPriority() int32 {
+func (x *OrderableTask) GetPriority() v1.Priority {
 	if x != nil {
 		return x.Priority
 	}
-	return 0
+	return v1.Priority(0)
 }
 
 func (x *OrderableTask) GetLabels() []string {
@@ -4096,7 +3702,7 @@ type TaskOrder struct {
 
 func (x *TaskOrder) Reset() {
 	*x = TaskOrder{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4108,7 +3714,7 @@ func (x *TaskOrder) String() string {
 func (*TaskOrder) ProtoMessage() {}
 
 func (x *TaskOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4121,7 +3727,7 @@ func (x *TaskOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOrder.ProtoReflect.Descriptor instead.
 func (*TaskOrder) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TaskOrder) GetTaskId() string {
@@ -4159,18 +3765,21 @@ func (x *TaskOrder) GetReasoning() string {
 	return ""
 }
 
+// PlanTaskOrderRequest is the input of PlanTaskOrder.
 type PlanTaskOrderRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         []*OrderableTask       `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	Model         *ModelChoice           `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution           `protobuf:"bytes,3,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId     string           `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Tasks         []*OrderableTask `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Model         *ModelChoice     `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution   *Attribution     `protobuf:"bytes,4,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanTaskOrderRequest) Reset() {
 	*x = PlanTaskOrderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4182,7 +3791,7 @@ func (x *PlanTaskOrderRequest) String() string {
 func (*PlanTaskOrderRequest) ProtoMessage() {}
 
 func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4195,7 +3804,14 @@ func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderRequest.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PlanTaskOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *PlanTaskOrderRequest) GetTasks() []*OrderableTask {
@@ -4219,19 +3835,20 @@ func (x *PlanTaskOrderRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// PlanTaskOrderResponse is the order.
 type PlanTaskOrderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every requested task once, in execution order; never before a task it is blocked by.
 	Tasks         []*TaskOrder `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	Reasoning     string       `protobuf:"bytes,2,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
-	Usage         *Usage       `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage         *v1.Usage    `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanTaskOrderResponse) Reset() {
 	*x = PlanTaskOrderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +3860,7 @@ func (x *PlanTaskOrderResponse) String() string {
 func (*PlanTaskOrderResponse) ProtoMessage() {}
 
 func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +3873,7 @@ func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderResponse.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlanTaskOrderResponse) GetTasks() []*TaskOrder {
@@ -4273,7 +3890,7 @@ func (x *PlanTaskOrderResponse) GetReasoning() string {
 	return ""
 }
 
-func (x *PlanTaskOrderResponse) GetUsage() *Usage {
+func (x *PlanTaskOrderResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -4291,7 +3908,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4303,7 +3920,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4316,7 +3933,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ChatMessage) GetRole() MessageRole {
@@ -4333,29 +3950,32 @@ func (x *ChatMessage) GetContent() string {
 	return ""
 }
 
+// CompleteRequest is the input of Complete.
 type CompleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// System prompt; cached by the provider where supported.
-	System string `protobuf:"bytes,1,opt,name=system,proto3" json:"system,omitempty"`
+	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
 	// At least one; the last is from the user.
-	Messages []*ChatMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	Model    *ModelChoice   `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Messages []*ChatMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	Model    *ModelChoice   `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
 	// 0 uses the model's default.
-	MaxTokens int32 `protobuf:"varint,4,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	MaxTokens int32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// Unset uses the provider's default.
-	Temperature *float64 `protobuf:"fixed64,5,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	Temperature *float64 `protobuf:"fixed64,6,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	// JSON Schema the reply must match. When set, the reply is parsed (and repaired if
 	// malformed) into CompleteResponse.json; an unrepairable reply is INTERNAL.
-	JsonSchema    *structpb.Struct `protobuf:"bytes,6,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
-	StopSequences []string         `protobuf:"bytes,7,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
-	Attribution   *Attribution     `protobuf:"bytes,8,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	JsonSchema    *structpb.Struct `protobuf:"bytes,7,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
+	StopSequences []string         `protobuf:"bytes,8,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	Attribution   *Attribution     `protobuf:"bytes,9,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +3987,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4000,14 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CompleteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *CompleteRequest) GetSystem() string {
@@ -4439,6 +4066,7 @@ func (x *CompleteRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// CompleteResponse is the model's reply.
 type CompleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reply text (the raw JSON text when json_schema was set).
@@ -4446,14 +4074,14 @@ type CompleteResponse struct {
 	// The parsed reply, when json_schema was set.
 	Json          *structpb.Struct `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
 	StopReason    StopReason       `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=thefold.ai.v1.StopReason" json:"stop_reason,omitempty"`
-	Usage         *Usage           `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage         *v1.Usage        `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4465,7 +4093,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4478,7 +4106,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CompleteResponse) GetContent() string {
@@ -4502,7 +4130,7 @@ func (x *CompleteResponse) GetStopReason() StopReason {
 	return StopReason_STOP_REASON_UNSPECIFIED
 }
 
-func (x *CompleteResponse) GetUsage() *Usage {
+func (x *CompleteResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
@@ -4519,7 +4147,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4531,7 +4159,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4544,7 +4172,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -4554,23 +4182,26 @@ func (x *Embedding) GetValues() []float32 {
 	return nil
 }
 
+// EmbedRequest is the input of Embed.
 type EmbedRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// At least one.
-	Texts []string `protobuf:"bytes,1,rep,name=texts,proto3" json:"texts,omitempty"`
+	Texts []string `protobuf:"bytes,2,rep,name=texts,proto3" json:"texts,omitempty"`
 	// Registry model id or name of an embedding model; empty uses the configured default
 	// (the deterministic "local" feature-hashing embedder when no provider is set up).
-	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// Requested vector size; 0 uses the model's size.
-	Dimensions    int32        `protobuf:"varint,3,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,4,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Dimensions    int32        `protobuf:"varint,4,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,5,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4213,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4226,14 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *EmbedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *EmbedRequest) GetTexts() []string {
@@ -4626,21 +4264,22 @@ func (x *EmbedRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+// EmbedResponse holds the vectors.
 type EmbedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per text, in order.
 	Embeddings []*Embedding `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
 	// Model that embedded, e.g. "local" or "text-embedding-3-small".
-	Model         string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Dimensions    int32  `protobuf:"varint,3,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
-	Usage         *Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Model         string    `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Dimensions    int32     `protobuf:"varint,3,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4291,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4304,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -4689,28 +4328,33 @@ func (x *EmbedResponse) GetDimensions() int32 {
 	return 0
 }
 
-func (x *EmbedResponse) GetUsage() *Usage {
+func (x *EmbedResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
 	}
 	return nil
 }
 
+// EstimateCostRequest names a model and token counts to price.
 type EstimateCostRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Registry model id or provider model name.
-	Model        string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	InputTokens  int64  `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens int64  `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	// Part of input_tokens expected from the prompt cache.
-	CachedInputTokens int64 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Input tokens, including the cache-read and cache-write ones below (as in
+	// thefold.type.v1.Usage).
+	InputTokens  int64 `protobuf:"varint,2,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens int64 `protobuf:"varint,3,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Part of input_tokens expected to be read from the prompt cache.
+	CacheReadTokens int64 `protobuf:"varint,4,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	// Part of input_tokens expected to be written to the prompt cache.
+	CacheWriteTokens int64 `protobuf:"varint,5,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *EstimateCostRequest) Reset() {
 	*x = EstimateCostRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +4366,7 @@ func (x *EstimateCostRequest) String() string {
 func (*EstimateCostRequest) ProtoMessage() {}
 
 func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +4379,7 @@ func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostRequest.ProtoReflect.Descriptor instead.
 func (*EstimateCostRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *EstimateCostRequest) GetModel() string {
@@ -4759,27 +4403,45 @@ func (x *EstimateCostRequest) GetOutputTokens() int64 {
 	return 0
 }
 
-func (x *EstimateCostRequest) GetCachedInputTokens() int64 {
+func (x *EstimateCostRequest) GetCacheReadTokens() int64 {
 	if x != nil {
-		return x.CachedInputTokens
+		return x.CacheReadTokens
 	}
 	return 0
 }
 
+func (x *EstimateCostRequest) GetCacheWriteTokens() int64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
+// EstimateCostResponse is the price in micro-dollars, in total and by kind of token. Each
+// part is its tokens × the model's price per million tokens / 1,000,000, rounded half up to
+// a whole micro-dollar; cost_micros is the sum of the parts. The usage ledger prices real
+// calls the same way.
 type EstimateCostResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CostUsd       float64                `protobuf:"fixed64,1,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	InputCostUsd  float64                `protobuf:"fixed64,2,opt,name=input_cost_usd,json=inputCostUsd,proto3" json:"input_cost_usd,omitempty"`
-	OutputCostUsd float64                `protobuf:"fixed64,3,opt,name=output_cost_usd,json=outputCostUsd,proto3" json:"output_cost_usd,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Total, micro-dollars.
+	CostMicros int64 `protobuf:"varint,1,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	// Input tokens neither read from nor written to the cache, at the input price.
+	InputCostMicros int64 `protobuf:"varint,2,opt,name=input_cost_micros,json=inputCostMicros,proto3" json:"input_cost_micros,omitempty"`
+	// Output tokens at the output price.
+	OutputCostMicros int64 `protobuf:"varint,3,opt,name=output_cost_micros,json=outputCostMicros,proto3" json:"output_cost_micros,omitempty"`
+	// Cache-read tokens at the cache-read price.
+	CacheReadCostMicros int64 `protobuf:"varint,4,opt,name=cache_read_cost_micros,json=cacheReadCostMicros,proto3" json:"cache_read_cost_micros,omitempty"`
+	// Cache-write tokens at the cache-write price.
+	CacheWriteCostMicros int64 `protobuf:"varint,5,opt,name=cache_write_cost_micros,json=cacheWriteCostMicros,proto3" json:"cache_write_cost_micros,omitempty"`
 	// The model priced.
-	Model         *Model `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Model         *Model `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EstimateCostResponse) Reset() {
 	*x = EstimateCostResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4791,7 +4453,7 @@ func (x *EstimateCostResponse) String() string {
 func (*EstimateCostResponse) ProtoMessage() {}
 
 func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4804,26 +4466,40 @@ func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostResponse.ProtoReflect.Descriptor instead.
 func (*EstimateCostResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
 }
 
-func (x *EstimateCostResponse) GetCostUsd() float64 {
+func (x *EstimateCostResponse) GetCostMicros() int64 {
 	if x != nil {
-		return x.CostUsd
+		return x.CostMicros
 	}
 	return 0
 }
 
-func (x *EstimateCostResponse) GetInputCostUsd() float64 {
+func (x *EstimateCostResponse) GetInputCostMicros() int64 {
 	if x != nil {
-		return x.InputCostUsd
+		return x.InputCostMicros
 	}
 	return 0
 }
 
-func (x *EstimateCostResponse) GetOutputCostUsd() float64 {
+func (x *EstimateCostResponse) GetOutputCostMicros() int64 {
 	if x != nil {
-		return x.OutputCostUsd
+		return x.OutputCostMicros
+	}
+	return 0
+}
+
+func (x *EstimateCostResponse) GetCacheReadCostMicros() int64 {
+	if x != nil {
+		return x.CacheReadCostMicros
+	}
+	return 0
+}
+
+func (x *EstimateCostResponse) GetCacheWriteCostMicros() int64 {
+	if x != nil {
+		return x.CacheWriteCostMicros
 	}
 	return 0
 }
@@ -4838,9 +4514,11 @@ func (x *EstimateCostResponse) GetModel() *Model {
 // Provider is an LLM provider account. Secrets are never returned.
 type Provider struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Unique, e.g. "anthropic", "ollama".
-	Name string       `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Output only, assigned on create.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Required, unique, e.g. "anthropic", "ollama".
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required.
 	Kind ProviderKind `protobuf:"varint,3,opt,name=kind,proto3,enum=thefold.ai.v1.ProviderKind" json:"kind,omitempty"`
 	// API base URL; empty uses the kind's public endpoint.
 	BaseUrl string `protobuf:"bytes,4,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
@@ -4848,10 +4526,13 @@ type Provider struct {
 	ApiKeyRef string `protobuf:"bytes,5,opt,name=api_key_ref,json=apiKeyRef,proto3" json:"api_key_ref,omitempty"`
 	// Output only: api_key_ref resolves to a non-empty key.
 	ApiKeyConfigured bool `protobuf:"varint,6,opt,name=api_key_configured,json=apiKeyConfigured,proto3" json:"api_key_configured,omitempty"`
-	Enabled          bool `protobuf:"varint,7,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	// Output only, in ListProviders.
-	Models        []*Model               `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Its models can be selected and called.
+	Enabled bool `protobuf:"varint,7,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Output only, in ListProviders and GetProvider.
+	Models []*Model `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
+	// Output only.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Output only.
 	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4859,7 +4540,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +4552,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +4565,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Provider) GetId() string {
@@ -4958,37 +4639,56 @@ func (x *Provider) GetUpdateTime() *timestamppb.Timestamp {
 }
 
 // Model is a model offered by a provider.
+//
+// Prices are integer micro-dollars per million tokens (1 USD = 1,000,000 micros; $3 per
+// million tokens is 3000000). Input tokens read from or written to the prompt cache are
+// priced by the cache prices; a cache price of 0 prices them as input.
 type Model struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	ProviderId string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	// Name sent to the provider, e.g. "claude-sonnet-4-5"; unique per provider.
-	Name        string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only, assigned on create.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Required on create; a model cannot move to another provider (UpdateModel rejects it).
+	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// Required. Name sent to the provider, e.g. "claude-sonnet-4-5"; unique per provider.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Name shown to people, e.g. "Claude Sonnet 4.5".
 	DisplayName string `protobuf:"bytes,4,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	// 1 (cheapest, fastest) – 5 (most capable).
+	// 1 (cheapest, fastest) – 5 (most capable); selection maps complexity to a tier.
 	Tier int32 `protobuf:"varint,5,opt,name=tier,proto3" json:"tier,omitempty"`
-	// USD per million tokens.
-	InputCostPerMillionUsd  float64 `protobuf:"fixed64,6,opt,name=input_cost_per_million_usd,json=inputCostPerMillionUsd,proto3" json:"input_cost_per_million_usd,omitempty"`
-	OutputCostPerMillionUsd float64 `protobuf:"fixed64,7,opt,name=output_cost_per_million_usd,json=outputCostPerMillionUsd,proto3" json:"output_cost_per_million_usd,omitempty"`
-	// USD per million input tokens read from the prompt cache; 0 prices them as input.
-	CachedInputCostPerMillionUsd float64 `protobuf:"fixed64,8,opt,name=cached_input_cost_per_million_usd,json=cachedInputCostPerMillionUsd,proto3" json:"cached_input_cost_per_million_usd,omitempty"`
-	// Tokens.
-	ContextWindow   int32 `protobuf:"varint,9,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
-	MaxOutputTokens int32 `protobuf:"varint,10,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
-	// e.g. "chat", "coding", "analysis", "planning", "embedding".
-	Tags           []string               `protobuf:"bytes,11,rep,name=tags,proto3" json:"tags,omitempty"`
-	SupportsTools  bool                   `protobuf:"varint,12,opt,name=supports_tools,json=supportsTools,proto3" json:"supports_tools,omitempty"`
-	SupportsVision bool                   `protobuf:"varint,13,opt,name=supports_vision,json=supportsVision,proto3" json:"supports_vision,omitempty"`
-	Enabled        bool                   `protobuf:"varint,14,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Micro-dollars per million input tokens.
+	InputMicrosPerMtok int64 `protobuf:"varint,6,opt,name=input_micros_per_mtok,json=inputMicrosPerMtok,proto3" json:"input_micros_per_mtok,omitempty"`
+	// Micro-dollars per million output tokens.
+	OutputMicrosPerMtok int64 `protobuf:"varint,7,opt,name=output_micros_per_mtok,json=outputMicrosPerMtok,proto3" json:"output_micros_per_mtok,omitempty"`
+	// Micro-dollars per million input tokens read from the prompt cache; 0 prices them as
+	// input.
+	CacheReadMicrosPerMtok int64 `protobuf:"varint,8,opt,name=cache_read_micros_per_mtok,json=cacheReadMicrosPerMtok,proto3" json:"cache_read_micros_per_mtok,omitempty"`
+	// Micro-dollars per million input tokens written to the prompt cache; 0 prices them as
+	// input.
+	CacheWriteMicrosPerMtok int64 `protobuf:"varint,9,opt,name=cache_write_micros_per_mtok,json=cacheWriteMicrosPerMtok,proto3" json:"cache_write_micros_per_mtok,omitempty"`
+	// Tokens the model reads (prompt and output together).
+	ContextWindow int32 `protobuf:"varint,10,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// Most tokens one reply can have.
+	MaxOutputTokens int32 `protobuf:"varint,11,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	// For embedding models: the vector size; 0 for others.
+	EmbeddingDimensions int32 `protobuf:"varint,12,opt,name=embedding_dimensions,json=embeddingDimensions,proto3" json:"embedding_dimensions,omitempty"`
+	// What the model is good for, e.g. "chat", "coding", "analysis", "planning",
+	// "embedding"; selection requires the tags a call asks for.
+	Tags           []string `protobuf:"bytes,13,rep,name=tags,proto3" json:"tags,omitempty"`
+	SupportsTools  bool     `protobuf:"varint,14,opt,name=supports_tools,json=supportsTools,proto3" json:"supports_tools,omitempty"`
+	SupportsVision bool     `protobuf:"varint,15,opt,name=supports_vision,json=supportsVision,proto3" json:"supports_vision,omitempty"`
+	// Can be selected and called (its provider must be enabled too).
+	Enabled bool `protobuf:"varint,16,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	// Output only.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Output only.
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5000,7 +4700,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5013,7 +4713,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Model) GetId() string {
@@ -5051,23 +4751,30 @@ func (x *Model) GetTier() int32 {
 	return 0
 }
 
-func (x *Model) GetInputCostPerMillionUsd() float64 {
+func (x *Model) GetInputMicrosPerMtok() int64 {
 	if x != nil {
-		return x.InputCostPerMillionUsd
+		return x.InputMicrosPerMtok
 	}
 	return 0
 }
 
-func (x *Model) GetOutputCostPerMillionUsd() float64 {
+func (x *Model) GetOutputMicrosPerMtok() int64 {
 	if x != nil {
-		return x.OutputCostPerMillionUsd
+		return x.OutputMicrosPerMtok
 	}
 	return 0
 }
 
-func (x *Model) GetCachedInputCostPerMillionUsd() float64 {
+func (x *Model) GetCacheReadMicrosPerMtok() int64 {
 	if x != nil {
-		return x.CachedInputCostPerMillionUsd
+		return x.CacheReadMicrosPerMtok
+	}
+	return 0
+}
+
+func (x *Model) GetCacheWriteMicrosPerMtok() int64 {
+	if x != nil {
+		return x.CacheWriteMicrosPerMtok
 	}
 	return 0
 }
@@ -5082,6 +4789,13 @@ func (x *Model) GetContextWindow() int32 {
 func (x *Model) GetMaxOutputTokens() int32 {
 	if x != nil {
 		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *Model) GetEmbeddingDimensions() int32 {
+	if x != nil {
+		return x.EmbeddingDimensions
 	}
 	return 0
 }
@@ -5128,17 +4842,24 @@ func (x *Model) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListProvidersRequest filters and pages providers.
 type ListProvidersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Leave out disabled providers and models.
-	EnabledOnly   bool `protobuf:"varint,1,opt,name=enabled_only,json=enabledOnly,proto3" json:"enabled_only,omitempty"`
+	EnabledOnly bool `protobuf:"varint,1,opt,name=enabled_only,json=enabledOnly,proto3" json:"enabled_only,omitempty"`
+	// Only the provider of this exact name; empty means any.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// At most this many providers; 0 uses the default of 50, at most 200.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5150,7 +4871,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5163,7 +4884,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListProvidersRequest) GetEnabledOnly() bool {
@@ -5173,17 +4894,41 @@ func (x *ListProvidersRequest) GetEnabledOnly() bool {
 	return false
 }
 
+func (x *ListProvidersRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListProvidersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProvidersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListProvidersResponse is one page of providers.
 type ListProvidersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// With their models.
-	Providers     []*Provider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers []*Provider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5195,7 +4940,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5208,7 +4953,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -5218,35 +4963,36 @@ func (x *ListProvidersResponse) GetProviders() []*Provider {
 	return nil
 }
 
-type SaveProviderRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Empty creates a provider.
-	Id      string       `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name    string       `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Kind    ProviderKind `protobuf:"varint,3,opt,name=kind,proto3,enum=thefold.ai.v1.ProviderKind" json:"kind,omitempty"`
-	BaseUrl string       `protobuf:"bytes,4,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
-	// "env:NAME" or a secret name; the key itself is never sent here.
-	ApiKeyRef     string `protobuf:"bytes,5,opt,name=api_key_ref,json=apiKeyRef,proto3" json:"api_key_ref,omitempty"`
-	Enabled       bool   `protobuf:"varint,6,opt,name=enabled,proto3" json:"enabled,omitempty"`
+func (x *ListProvidersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetProviderRequest names a provider.
+type GetProviderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SaveProviderRequest) Reset() {
-	*x = SaveProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+func (x *GetProviderRequest) Reset() {
+	*x = GetProviderRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveProviderRequest) String() string {
+func (x *GetProviderRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SaveProviderRequest) ProtoMessage() {}
+func (*GetProviderRequest) ProtoMessage() {}
 
-func (x *SaveProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5257,74 +5003,332 @@ func (x *SaveProviderRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SaveProviderRequest.ProtoReflect.Descriptor instead.
-func (*SaveProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+// Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
+func (*GetProviderRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
 }
 
-func (x *SaveProviderRequest) GetId() string {
+func (x *GetProviderRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
 }
 
-func (x *SaveProviderRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
+// GetProviderResponse holds the provider.
+type GetProviderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With its models.
+	Provider      *Provider `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SaveProviderRequest) GetKind() ProviderKind {
-	if x != nil {
-		return x.Kind
-	}
-	return ProviderKind_PROVIDER_KIND_UNSPECIFIED
+func (x *GetProviderResponse) Reset() {
+	*x = GetProviderResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveProviderRequest) GetBaseUrl() string {
-	if x != nil {
-		return x.BaseUrl
-	}
-	return ""
+func (x *GetProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
 }
 
-func (x *SaveProviderRequest) GetApiKeyRef() string {
+func (*GetProviderResponse) ProtoMessage() {}
+
+func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	if x != nil {
-		return x.ApiKeyRef
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
 	}
-	return ""
+	return mi.MessageOf(x)
 }
 
-func (x *SaveProviderRequest) GetEnabled() bool {
-	if x != nil {
-		return x.Enabled
-	}
-	return false
+// Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
+func (*GetProviderResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
 }
 
-type SaveProviderResponse struct {
+func (x *GetProviderResponse) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// CreateProviderRequest holds the provider to create.
+type CreateProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider; output-only fields are ignored. api_key_ref names where the key lives;
+	// the key itself is never sent here.
+	Provider      *Provider `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProviderRequest) Reset() {
+	*x = CreateProviderRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProviderRequest) ProtoMessage() {}
+
+func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
+func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CreateProviderRequest) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// CreateProviderResponse is the created provider.
+type CreateProviderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Provider      *Provider              `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SaveProviderResponse) Reset() {
-	*x = SaveProviderResponse{}
+func (x *CreateProviderResponse) Reset() {
+	*x = CreateProviderResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProviderResponse) ProtoMessage() {}
+
+func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProviderResponse.ProtoReflect.Descriptor instead.
+func (*CreateProviderResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *CreateProviderResponse) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// UpdateProviderRequest changes some fields of a provider.
+type UpdateProviderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the resource; provider.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Provider *Provider `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	// Updatable: name, kind, base_url, api_key_ref, enabled. Required on gRPC (empty is
+	// INVALID_ARGUMENT); on REST an absent mask is the fields present in the body.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProviderRequest) Reset() {
+	*x = UpdateProviderRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderRequest) ProtoMessage() {}
+
+func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateProviderRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateProviderRequest) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+func (x *UpdateProviderRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateProviderResponse is the provider after the update.
+type UpdateProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Provider      *Provider              `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProviderResponse) Reset() {
+	*x = UpdateProviderResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProviderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProviderResponse) ProtoMessage() {}
+
+func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *UpdateProviderResponse) GetProvider() *Provider {
+	if x != nil {
+		return x.Provider
+	}
+	return nil
+}
+
+// DeleteProviderRequest names the provider to delete.
+type DeleteProviderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProviderRequest) Reset() {
+	*x = DeleteProviderRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProviderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProviderRequest) ProtoMessage() {}
+
+func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *DeleteProviderRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// DeleteProviderResponse is empty.
+type DeleteProviderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProviderResponse) Reset() {
+	*x = DeleteProviderResponse{}
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveProviderResponse) String() string {
+func (x *DeleteProviderResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SaveProviderResponse) ProtoMessage() {}
+func (*DeleteProviderResponse) ProtoMessage() {}
 
-func (x *SaveProviderResponse) ProtoReflect() protoreflect.Message {
+func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5336,18 +5340,12 @@ func (x *SaveProviderResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SaveProviderResponse.ProtoReflect.Descriptor instead.
-func (*SaveProviderResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
 }
 
-func (x *SaveProviderResponse) GetProvider() *Provider {
-	if x != nil {
-		return x.Provider
-	}
-	return nil
-}
-
+// ListModelsRequest filters and pages models.
 type ListModelsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
@@ -5355,8 +5353,15 @@ type ListModelsRequest struct {
 	// Models carrying this tag.
 	Tag string `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
 	// 1–5; 0 means any.
-	Tier          int32 `protobuf:"varint,3,opt,name=tier,proto3" json:"tier,omitempty"`
-	EnabledOnly   bool  `protobuf:"varint,4,opt,name=enabled_only,json=enabledOnly,proto3" json:"enabled_only,omitempty"`
+	Tier int32 `protobuf:"varint,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	// Leave out disabled models and models of disabled providers.
+	EnabledOnly bool `protobuf:"varint,4,opt,name=enabled_only,json=enabledOnly,proto3" json:"enabled_only,omitempty"`
+	// Only models of this exact provider model name.
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// At most this many models; 0 uses the default of 50, at most 200.
+	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5419,9 +5424,33 @@ func (x *ListModelsRequest) GetEnabledOnly() bool {
 	return false
 }
 
+func (x *ListModelsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListModelsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListModelsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListModelsResponse is one page of models.
 type ListModelsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Models        []*Model               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Models []*Model               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5463,41 +5492,35 @@ func (x *ListModelsResponse) GetModels() []*Model {
 	return nil
 }
 
-type SaveModelRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Empty creates a model.
-	Id                           string   `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	ProviderId                   string   `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	Name                         string   `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	DisplayName                  string   `protobuf:"bytes,4,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	Tier                         int32    `protobuf:"varint,5,opt,name=tier,proto3" json:"tier,omitempty"`
-	InputCostPerMillionUsd       float64  `protobuf:"fixed64,6,opt,name=input_cost_per_million_usd,json=inputCostPerMillionUsd,proto3" json:"input_cost_per_million_usd,omitempty"`
-	OutputCostPerMillionUsd      float64  `protobuf:"fixed64,7,opt,name=output_cost_per_million_usd,json=outputCostPerMillionUsd,proto3" json:"output_cost_per_million_usd,omitempty"`
-	CachedInputCostPerMillionUsd float64  `protobuf:"fixed64,8,opt,name=cached_input_cost_per_million_usd,json=cachedInputCostPerMillionUsd,proto3" json:"cached_input_cost_per_million_usd,omitempty"`
-	ContextWindow                int32    `protobuf:"varint,9,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
-	MaxOutputTokens              int32    `protobuf:"varint,10,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
-	Tags                         []string `protobuf:"bytes,11,rep,name=tags,proto3" json:"tags,omitempty"`
-	SupportsTools                bool     `protobuf:"varint,12,opt,name=supports_tools,json=supportsTools,proto3" json:"supports_tools,omitempty"`
-	SupportsVision               bool     `protobuf:"varint,13,opt,name=supports_vision,json=supportsVision,proto3" json:"supports_vision,omitempty"`
-	Enabled                      bool     `protobuf:"varint,14,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	unknownFields                protoimpl.UnknownFields
-	sizeCache                    protoimpl.SizeCache
+func (x *ListModelsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
-func (x *SaveModelRequest) Reset() {
-	*x = SaveModelRequest{}
+// GetModelRequest names a model.
+type GetModelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelRequest) Reset() {
+	*x = GetModelRequest{}
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveModelRequest) String() string {
+func (x *GetModelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SaveModelRequest) ProtoMessage() {}
+func (*GetModelRequest) ProtoMessage() {}
 
-func (x *SaveModelRequest) ProtoReflect() protoreflect.Message {
+func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5509,130 +5532,40 @@ func (x *SaveModelRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SaveModelRequest.ProtoReflect.Descriptor instead.
-func (*SaveModelRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
+func (*GetModelRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
 }
 
-func (x *SaveModelRequest) GetId() string {
+func (x *GetModelRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
 }
 
-func (x *SaveModelRequest) GetProviderId() string {
-	if x != nil {
-		return x.ProviderId
-	}
-	return ""
-}
-
-func (x *SaveModelRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
-func (x *SaveModelRequest) GetDisplayName() string {
-	if x != nil {
-		return x.DisplayName
-	}
-	return ""
-}
-
-func (x *SaveModelRequest) GetTier() int32 {
-	if x != nil {
-		return x.Tier
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetInputCostPerMillionUsd() float64 {
-	if x != nil {
-		return x.InputCostPerMillionUsd
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetOutputCostPerMillionUsd() float64 {
-	if x != nil {
-		return x.OutputCostPerMillionUsd
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetCachedInputCostPerMillionUsd() float64 {
-	if x != nil {
-		return x.CachedInputCostPerMillionUsd
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetContextWindow() int32 {
-	if x != nil {
-		return x.ContextWindow
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetMaxOutputTokens() int32 {
-	if x != nil {
-		return x.MaxOutputTokens
-	}
-	return 0
-}
-
-func (x *SaveModelRequest) GetTags() []string {
-	if x != nil {
-		return x.Tags
-	}
-	return nil
-}
-
-func (x *SaveModelRequest) GetSupportsTools() bool {
-	if x != nil {
-		return x.SupportsTools
-	}
-	return false
-}
-
-func (x *SaveModelRequest) GetSupportsVision() bool {
-	if x != nil {
-		return x.SupportsVision
-	}
-	return false
-}
-
-func (x *SaveModelRequest) GetEnabled() bool {
-	if x != nil {
-		return x.Enabled
-	}
-	return false
-}
-
-type SaveModelResponse struct {
+// GetModelResponse holds the model.
+type GetModelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SaveModelResponse) Reset() {
-	*x = SaveModelResponse{}
+func (x *GetModelResponse) Reset() {
+	*x = GetModelResponse{}
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SaveModelResponse) String() string {
+func (x *GetModelResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SaveModelResponse) ProtoMessage() {}
+func (*GetModelResponse) ProtoMessage() {}
 
-func (x *SaveModelResponse) ProtoReflect() protoreflect.Message {
+func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5644,40 +5577,41 @@ func (x *SaveModelResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SaveModelResponse.ProtoReflect.Descriptor instead.
-func (*SaveModelResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
+func (*GetModelResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
 }
 
-func (x *SaveModelResponse) GetModel() *Model {
+func (x *GetModelResponse) GetModel() *Model {
 	if x != nil {
 		return x.Model
 	}
 	return nil
 }
 
-type SetModelEnabledRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Enabled       bool                   `protobuf:"varint,2,opt,name=enabled,proto3" json:"enabled,omitempty"`
+// CreateModelRequest holds the model to create.
+type CreateModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model, provider_id and name set; output-only fields are ignored.
+	Model         *Model `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SetModelEnabledRequest) Reset() {
-	*x = SetModelEnabledRequest{}
+func (x *CreateModelRequest) Reset() {
+	*x = CreateModelRequest{}
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SetModelEnabledRequest) String() string {
+func (x *CreateModelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SetModelEnabledRequest) ProtoMessage() {}
+func (*CreateModelRequest) ProtoMessage() {}
 
-func (x *SetModelEnabledRequest) ProtoReflect() protoreflect.Message {
+func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5689,46 +5623,40 @@ func (x *SetModelEnabledRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SetModelEnabledRequest.ProtoReflect.Descriptor instead.
-func (*SetModelEnabledRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
+func (*CreateModelRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
 }
 
-func (x *SetModelEnabledRequest) GetId() string {
+func (x *CreateModelRequest) GetModel() *Model {
 	if x != nil {
-		return x.Id
+		return x.Model
 	}
-	return ""
+	return nil
 }
 
-func (x *SetModelEnabledRequest) GetEnabled() bool {
-	if x != nil {
-		return x.Enabled
-	}
-	return false
-}
-
-type SetModelEnabledResponse struct {
+// CreateModelResponse is the created model.
+type CreateModelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SetModelEnabledResponse) Reset() {
-	*x = SetModelEnabledResponse{}
+func (x *CreateModelResponse) Reset() {
+	*x = CreateModelResponse{}
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SetModelEnabledResponse) String() string {
+func (x *CreateModelResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SetModelEnabledResponse) ProtoMessage() {}
+func (*CreateModelResponse) ProtoMessage() {}
 
-func (x *SetModelEnabledResponse) ProtoReflect() protoreflect.Message {
+func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5740,18 +5668,132 @@ func (x *SetModelEnabledResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SetModelEnabledResponse.ProtoReflect.Descriptor instead.
-func (*SetModelEnabledResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use CreateModelResponse.ProtoReflect.Descriptor instead.
+func (*CreateModelResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
 }
 
-func (x *SetModelEnabledResponse) GetModel() *Model {
+func (x *CreateModelResponse) GetModel() *Model {
 	if x != nil {
 		return x.Model
 	}
 	return nil
 }
 
+// UpdateModelRequest changes some fields of a model.
+type UpdateModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the resource; model.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Model *Model `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Updatable: name, display_name, tier, input_micros_per_mtok, output_micros_per_mtok,
+	// cache_read_micros_per_mtok, cache_write_micros_per_mtok, context_window,
+	// max_output_tokens, embedding_dimensions, tags, supports_tools, supports_vision, enabled.
+	// Required on gRPC (empty is INVALID_ARGUMENT); on REST an absent mask is the fields
+	// present in the body.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateModelRequest) Reset() {
+	*x = UpdateModelRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateModelRequest) ProtoMessage() {}
+
+func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
+func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *UpdateModelRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateModelRequest) GetModel() *Model {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *UpdateModelRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateModelResponse is the model after the update.
+type UpdateModelResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Model         *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateModelResponse) Reset() {
+	*x = UpdateModelResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateModelResponse) ProtoMessage() {}
+
+func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateModelResponse.ProtoReflect.Descriptor instead.
+func (*UpdateModelResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *UpdateModelResponse) GetModel() *Model {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+// DeleteModelRequest names the model to delete.
 type DeleteModelRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -5761,7 +5803,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5773,7 +5815,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5786,7 +5828,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DeleteModelRequest) GetId() string {
@@ -5796,6 +5838,7 @@ func (x *DeleteModelRequest) GetId() string {
 	return ""
 }
 
+// DeleteModelResponse is empty.
 type DeleteModelResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5804,7 +5847,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5816,7 +5859,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5829,9 +5872,10 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
 }
 
+// SelectModelRequest describes the call a model is wanted for.
 type SelectModelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1–10.
@@ -5851,7 +5895,7 @@ type SelectModelRequest struct {
 
 func (x *SelectModelRequest) Reset() {
 	*x = SelectModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5863,7 +5907,7 @@ func (x *SelectModelRequest) String() string {
 func (*SelectModelRequest) ProtoMessage() {}
 
 func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5876,7 +5920,7 @@ func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelRequest.ProtoReflect.Descriptor instead.
 func (*SelectModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SelectModelRequest) GetComplexity() int32 {
@@ -5928,6 +5972,7 @@ func (x *SelectModelRequest) GetExcludeModelIds() []string {
 	return nil
 }
 
+// SelectModelResponse is the chosen model and its fallbacks.
 type SelectModelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Model *Model                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -5941,7 +5986,7 @@ type SelectModelResponse struct {
 
 func (x *SelectModelResponse) Reset() {
 	*x = SelectModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5953,7 +5998,7 @@ func (x *SelectModelResponse) String() string {
 func (*SelectModelResponse) ProtoMessage() {}
 
 func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5966,7 +6011,7 @@ func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelResponse.ProtoReflect.Descriptor instead.
 func (*SelectModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *SelectModelResponse) GetModel() *Model {
@@ -5990,6 +6035,7 @@ func (x *SelectModelResponse) GetFallbacks() []*Model {
 	return nil
 }
 
+// GetUsageRequest selects and groups ledger entries.
 type GetUsageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Inclusive; unset means the beginning.
@@ -5999,18 +6045,21 @@ type GetUsageRequest struct {
 	// Dimensions to group by; empty gives one total row.
 	GroupBy []UsageGroupBy `protobuf:"varint,3,rep,packed,name=group_by,json=groupBy,proto3,enum=thefold.ai.v1.UsageGroupBy" json:"group_by,omitempty"`
 	// Filters; empty means any.
-	UserId        string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	ModelId       string `protobuf:"bytes,5,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
-	Repo          string `protobuf:"bytes,6,opt,name=repo,proto3" json:"repo,omitempty"`
-	JobId         string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	TaskId        string `protobuf:"bytes,8,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	UserId  string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ModelId string `protobuf:"bytes,5,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	// "owner/name".
+	Repo   string `protobuf:"bytes,6,opt,name=repo,proto3" json:"repo,omitempty"`
+	JobId  string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string `protobuf:"bytes,8,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// UNSPECIFIED means any.
+	Phase         CallPhase `protobuf:"varint,9,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6022,7 +6071,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6035,7 +6084,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetUsageRequest) GetStartTime() *timestamppb.Timestamp {
@@ -6094,6 +6143,13 @@ func (x *GetUsageRequest) GetTaskId() string {
 	return ""
 }
 
+func (x *GetUsageRequest) GetPhase() CallPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return CallPhase_CALL_PHASE_UNSPECIFIED
+}
+
 // UsageRow is usage summed over one group; only the grouped dimensions are set.
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6101,22 +6157,23 @@ type UsageRow struct {
 	Model    string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
 	// "YYYY-MM-DD", UTC.
-	Day   string `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
-	Phase string `protobuf:"bytes,4,opt,name=phase,proto3" json:"phase,omitempty"`
-	// Provider calls.
-	Calls            int64   `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
-	InputTokens      int64   `protobuf:"varint,6,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens     int64   `protobuf:"varint,7,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	CacheReadTokens  int64   `protobuf:"varint,8,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int64   `protobuf:"varint,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
-	CostUsd          float64 `protobuf:"fixed64,10,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	Day   string    `protobuf:"bytes,3,opt,name=day,proto3" json:"day,omitempty"`
+	Phase CallPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	// Provider calls; a retry answered from a recorded request_id is no call.
+	Calls            int64 `protobuf:"varint,5,opt,name=calls,proto3" json:"calls,omitempty"`
+	InputTokens      int64 `protobuf:"varint,6,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens     int64 `protobuf:"varint,7,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	CacheReadTokens  int64 `protobuf:"varint,8,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `protobuf:"varint,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	// Micro-dollars.
+	CostMicros    int64 `protobuf:"varint,10,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6128,7 +6185,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6141,7 +6198,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UsageRow) GetModel() string {
@@ -6165,11 +6222,11 @@ func (x *UsageRow) GetDay() string {
 	return ""
 }
 
-func (x *UsageRow) GetPhase() string {
+func (x *UsageRow) GetPhase() CallPhase {
 	if x != nil {
 		return x.Phase
 	}
-	return ""
+	return CallPhase_CALL_PHASE_UNSPECIFIED
 }
 
 func (x *UsageRow) GetCalls() int64 {
@@ -6207,13 +6264,14 @@ func (x *UsageRow) GetCacheWriteTokens() int64 {
 	return 0
 }
 
-func (x *UsageRow) GetCostUsd() float64 {
+func (x *UsageRow) GetCostMicros() int64 {
 	if x != nil {
-		return x.CostUsd
+		return x.CostMicros
 	}
 	return 0
 }
 
+// GetUsageResponse is the grouped usage.
 type GetUsageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Ordered by the group_by dimensions (days ascending).
@@ -6226,7 +6284,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6238,7 +6296,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6251,7 +6309,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -6272,19 +6330,7 @@ var File_thefold_ai_v1_ai_proto protoreflect.FileDescriptor
 
 const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\n" +
-	"\x16thefold/ai/v1/ai.proto\x12\rthefold.ai.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\x02\n" +
-	"\x05Usage\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\x12!\n" +
-	"\finput_tokens\x18\x04 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x05 \x01(\x03R\foutputTokens\x12*\n" +
-	"\x11cache_read_tokens\x18\x06 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
-	"\x12cache_write_tokens\x18\a \x01(\x03R\x10cacheWriteTokens\x12\x19\n" +
-	"\bcost_usd\x18\b \x01(\x01R\acostUsd\x123\n" +
-	"\alatency\x18\t \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x14\n" +
-	"\x05calls\x18\n" +
-	" \x01(\x05R\x05calls\"\x93\x01\n" +
+	"\x16thefold/ai/v1/ai.proto\x12\rthefold.ai.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1cthefold/type/v1/memory.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x1ethefold/type/v1/priority.proto\x1a\x1bthefold/type/v1/usage.proto\"\x93\x01\n" +
 	"\vModelChoice\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1e\n" +
 	"\n" +
@@ -6292,12 +6338,12 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"complexity\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\tR\x04tags\x12:\n" +
 	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
-	"budgetMode\"g\n" +
+	"budgetMode\"\x81\x01\n" +
 	"\vAttribution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
-	"\x04repo\x18\x03 \x01(\tR\x04repo\x12\x14\n" +
-	"\x05phase\x18\x04 \x01(\tR\x05phase\"Z\n" +
+	"\x04repo\x18\x03 \x01(\tR\x04repo\x12.\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\"Z\n" +
 	"\bTaskSpec\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
@@ -6305,11 +6351,11 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vContextFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"l\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x89\x01\n" +
 	"\x0eMemoryFragment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\x12\x12\n" +
-	"\x04type\x18\x03 \x01(\tR\x04type\x12\x1c\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12/\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x12\x1c\n" +
 	"\trelevance\x18\x04 \x01(\x01R\trelevance\"i\n" +
 	"\rSkillFragment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -6320,27 +6366,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12\x1a\n" +
-	"\blanguage\x18\x04 \x01(\tR\blanguage\"\xbd\x01\n" +
-	"\n" +
-	"Diagnostic\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x16\n" +
-	"\x06column\x18\x03 \x01(\x05R\x06column\x12=\n" +
-	"\bseverity\x18\x04 \x01(\x0e2!.thefold.ai.v1.DiagnosticSeverityR\bseverity\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\x12\x16\n" +
-	"\x06source\x18\x06 \x01(\tR\x06source\"\xbc\x01\n" +
-	"\bPlanStep\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x121\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x19.thefold.ai.v1.PlanActionR\x06action\x12\x12\n" +
-	"\x04path\x18\x03 \x01(\tR\x04path\x12 \n" +
-	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x18\n" +
-	"\acommand\x18\x05 \x01(\tR\acommand\x12\x1d\n" +
-	"\n" +
-	"depends_on\x18\x06 \x03(\tR\tdependsOn\"k\n" +
-	"\x04Plan\x12\x18\n" +
-	"\asummary\x18\x01 \x01(\tR\asummary\x12-\n" +
-	"\x05steps\x18\x02 \x03(\v2\x17.thefold.ai.v1.PlanStepR\x05steps\x12\x1a\n" +
-	"\bpackages\x18\x03 \x03(\tR\bpackages\"\xbc\x01\n" +
+	"\blanguage\x18\x04 \x01(\tR\blanguage\"\xbc\x01\n" +
 	"\fTaskProposal\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
@@ -6350,24 +6376,22 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\n" +
 	"complexity\x18\x05 \x01(\x05R\n" +
 	"complexity\x12#\n" +
-	"\rcontext_hints\x18\x06 \x03(\tR\fcontextHints\"s\n" +
-	"\aConcern\x12:\n" +
-	"\bseverity\x18\x01 \x01(\x0e2\x1e.thefold.ai.v1.ConcernSeverityR\bseverity\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"\x81\x01\n" +
+	"\rcontext_hints\x18\x06 \x03(\tR\fcontextHints\"\x83\x01\n" +
 	"\n" +
 	"ReviewFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x121\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x19.thefold.ai.v1.PlanActionR\x06action\x12\x18\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x12\n" +
-	"\x04diff\x18\x04 \x01(\tR\x04diff\"\xd5\x02\n" +
-	"\x17AssessConfidenceRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
-	"\fproject_tree\x18\x02 \x03(\tR\vprojectTree\x12?\n" +
-	"\rcontext_files\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
-	"\bmemories\x18\x04 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x120\n" +
-	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xad\x02\n" +
+	"\x04diff\x18\x04 \x01(\tR\x04diff\"\xf4\x02\n" +
+	"\x17AssessConfidenceRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
+	"\fproject_tree\x18\x03 \x03(\tR\vprojectTree\x12?\n" +
+	"\rcontext_files\x18\x04 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
+	"\bmemories\x18\x05 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x120\n" +
+	"\x05model\x18\x06 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\a \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xaf\x02\n" +
 	"\x18AssessConfidenceResponse\x12\x1e\n" +
 	"\n" +
 	"confidence\x18\x01 \x01(\x05R\n" +
@@ -6375,14 +6399,16 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\bdecision\x18\x02 \x01(\x0e2!.thefold.ai.v1.ConfidenceDecisionR\bdecision\x12\x1c\n" +
 	"\treasoning\x18\x03 \x01(\tR\treasoning\x12\x1c\n" +
 	"\tquestions\x18\x04 \x03(\tR\tquestions\x12J\n" +
-	"\x12suggested_subtasks\x18\x05 \x03(\v2\x1b.thefold.ai.v1.TaskProposalR\x11suggestedSubtasks\x12*\n" +
-	"\x05usage\x18\x06 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\x9a\x02\n" +
-	"\x17AssessComplexityRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
-	"\fproject_tree\x18\x02 \x03(\tR\vprojectTree\x12?\n" +
-	"\rcontext_files\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x120\n" +
-	"\x05model\x18\x04 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x05 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x93\x02\n" +
+	"\x12suggested_subtasks\x18\x05 \x03(\v2\x1b.thefold.ai.v1.TaskProposalR\x11suggestedSubtasks\x12,\n" +
+	"\x05usage\x18\x06 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xb9\x02\n" +
+	"\x17AssessComplexityRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
+	"\fproject_tree\x18\x03 \x03(\tR\vprojectTree\x12?\n" +
+	"\rcontext_files\x18\x04 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x120\n" +
+	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x95\x02\n" +
 	"\x18AssessComplexityResponse\x12\x1e\n" +
 	"\n" +
 	"complexity\x18\x01 \x01(\x05R\n" +
@@ -6392,115 +6418,127 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
 	"budgetMode\x12)\n" +
 	"\x10estimated_tokens\x18\x05 \x01(\x03R\x0festimatedTokens\x12\x1c\n" +
-	"\treasoning\x18\x06 \x01(\tR\treasoning\x12*\n" +
-	"\x05usage\x18\a \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xa7\x04\n" +
-	"\x0fPlanTaskRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
-	"\fproject_tree\x18\x02 \x03(\tR\vprojectTree\x12?\n" +
-	"\rcontext_files\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
-	"\bmemories\x18\x04 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x124\n" +
-	"\x06skills\x18\x05 \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x12#\n" +
-	"\rstrategy_hint\x18\x06 \x01(\tR\fstrategyHint\x12'\n" +
-	"\x0fprevious_errors\x18\a \x03(\tR\x0epreviousErrors\x12\x1a\n" +
-	"\bfeedback\x18\b \x01(\tR\bfeedback\x128\n" +
-	"\rprevious_plan\x18\t \x01(\v2\x13.thefold.ai.v1.PlanR\fpreviousPlan\x120\n" +
-	"\x05model\x18\n" +
-	" \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\v \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"g\n" +
-	"\x10PlanTaskResponse\x12'\n" +
-	"\x04plan\x18\x01 \x01(\v2\x13.thefold.ai.v1.PlanR\x04plan\x12*\n" +
-	"\x05usage\x18\x02 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\x9e\x01\n" +
+	"\treasoning\x18\x06 \x01(\tR\treasoning\x12,\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xea\x04\n" +
+	"\x0fPlanTaskRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12!\n" +
+	"\fproject_tree\x18\x03 \x03(\tR\vprojectTree\x12?\n" +
+	"\rcontext_files\x18\x04 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
+	"\bmemories\x18\x05 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x124\n" +
+	"\x06skills\x18\x06 \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x12#\n" +
+	"\rstrategy_hint\x18\a \x01(\tR\fstrategyHint\x12I\n" +
+	"\x11previous_attempts\x18\b \x03(\v2\x1c.thefold.ai.v1.AttemptRecordR\x10previousAttempts\x12\x1a\n" +
+	"\bfeedback\x18\t \x01(\tR\bfeedback\x12:\n" +
+	"\rprevious_plan\x18\n" +
+	" \x01(\v2\x15.thefold.type.v1.PlanR\fpreviousPlan\x120\n" +
+	"\x05model\x18\v \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\f \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"k\n" +
+	"\x10PlanTaskResponse\x12)\n" +
+	"\x04plan\x18\x01 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12,\n" +
+	"\x05usage\x18\x02 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xa0\x01\n" +
 	"\bFileSpec\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\x121\n" +
-	"\x06action\x18\x03 \x01(\x0e2\x19.thefold.ai.v1.PlanActionR\x06action\x12)\n" +
-	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"@\n" +
-	"\bTextEdit\x12\x19\n" +
-	"\bold_text\x18\x01 \x01(\tR\aoldText\x12\x19\n" +
-	"\bnew_text\x18\x02 \x01(\tR\anewText\"\xc4\x04\n" +
-	"\x13GenerateFileRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12+\n" +
-	"\x04file\x18\x02 \x01(\v2\x17.thefold.ai.v1.FileSpecR\x04file\x12b\n" +
-	"\x10dependency_files\x18\x03 \x03(\v27.thefold.ai.v1.GenerateFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12+\n" +
-	"\x11project_structure\x18\x04 \x03(\tR\x10projectStructure\x124\n" +
-	"\x06skills\x18\x05 \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x126\n" +
-	"\bpatterns\x18\x06 \x03(\v2\x1a.thefold.ai.v1.CodePatternR\bpatterns\x12 \n" +
-	"\vconventions\x18\a \x01(\tR\vconventions\x120\n" +
-	"\x05model\x18\b \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\t \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x123\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12)\n" +
+	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"\xe3\x04\n" +
+	"\x13GenerateFileRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12+\n" +
+	"\x04file\x18\x03 \x01(\v2\x17.thefold.ai.v1.FileSpecR\x04file\x12b\n" +
+	"\x10dependency_files\x18\x04 \x03(\v27.thefold.ai.v1.GenerateFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12+\n" +
+	"\x11project_structure\x18\x05 \x03(\tR\x10projectStructure\x124\n" +
+	"\x06skills\x18\x06 \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x126\n" +
+	"\bpatterns\x18\a \x03(\v2\x1a.thefold.ai.v1.CodePatternR\bpatterns\x12 \n" +
+	"\vconventions\x18\b \x01(\tR\vconventions\x120\n" +
+	"\x05model\x18\t \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\n" +
+	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
 	"\x14DependencyFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
-	"\x14GenerateFileResponse\x12\x18\n" +
-	"\acontent\x18\x01 \x01(\tR\acontent\x12-\n" +
-	"\x05edits\x18\x02 \x03(\v2\x17.thefold.ai.v1.TextEditR\x05edits\x12*\n" +
-	"\x05usage\x18\x03 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xcb\x03\n" +
-	"\x0eFixFileRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\tR\acontent\x121\n" +
-	"\x06errors\x18\x04 \x03(\v2\x19.thefold.ai.v1.DiagnosticR\x06errors\x12]\n" +
-	"\x10dependency_files\x18\x05 \x03(\v22.thefold.ai.v1.FixFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12\x18\n" +
-	"\aattempt\x18\x06 \x01(\x05R\aattempt\x120\n" +
-	"\x05model\x18\a \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\b \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
+	"\x14GenerateFileResponse\x123\n" +
+	"\x06change\x18\x01 \x01(\v2\x1b.thefold.type.v1.FileChangeR\x06change\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12,\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x8f\x04\n" +
+	"\x0eFixFileRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
+	"\acontent\x18\x04 \x01(\tR\acontent\x123\n" +
+	"\x06errors\x18\x05 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x06errors\x12!\n" +
+	"\ferror_output\x18\x06 \x01(\tR\verrorOutput\x12]\n" +
+	"\x10dependency_files\x18\a \x03(\v22.thefold.ai.v1.FixFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12\x18\n" +
+	"\aattempt\x18\b \x01(\x05R\aattempt\x120\n" +
+	"\x05model\x18\t \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\n" +
+	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
 	"\x14DependencyFilesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
 	"\x0fFixFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12 \n" +
-	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12*\n" +
-	"\x05usage\x18\x03 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\x90\x02\n" +
-	"\x11ReviewCodeRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12/\n" +
-	"\x05files\x18\x02 \x03(\v2\x19.thefold.ai.v1.ReviewFileR\x05files\x12-\n" +
-	"\x12validation_summary\x18\x03 \x01(\tR\x11validationSummary\x120\n" +
-	"\x05model\x18\x04 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x05 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x88\x02\n" +
+	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12,\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xaf\x02\n" +
+	"\x11ReviewCodeRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12/\n" +
+	"\x05files\x18\x03 \x03(\v2\x19.thefold.ai.v1.ReviewFileR\x05files\x12-\n" +
+	"\x12validation_summary\x18\x04 \x01(\tR\x11validationSummary\x120\n" +
+	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x8f\x02\n" +
 	"\x12ReviewCodeResponse\x12#\n" +
-	"\rquality_score\x18\x01 \x01(\x05R\fqualityScore\x122\n" +
-	"\bconcerns\x18\x02 \x03(\v2\x16.thefold.ai.v1.ConcernR\bconcerns\x12$\n" +
+	"\rquality_score\x18\x01 \x01(\x05R\fqualityScore\x127\n" +
+	"\bconcerns\x18\x02 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\bconcerns\x12$\n" +
 	"\rdocumentation\x18\x03 \x01(\tR\rdocumentation\x12\x18\n" +
 	"\asummary\x18\x04 \x01(\tR\asummary\x12-\n" +
-	"\x12memories_extracted\x18\x05 \x03(\tR\x11memoriesExtracted\x12*\n" +
-	"\x05usage\x18\x06 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xe6\x01\n" +
+	"\x12memories_extracted\x18\x05 \x03(\tR\x11memoriesExtracted\x12,\n" +
+	"\x05usage\x18\x06 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xe8\x01\n" +
 	"\rAttemptRecord\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x18\n" +
-	"\asummary\x18\x02 \x01(\tR\asummary\x121\n" +
-	"\x06errors\x18\x03 \x03(\v2\x19.thefold.ai.v1.DiagnosticR\x06errors\x12\x14\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\x123\n" +
+	"\x06errors\x18\x03 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x06errors\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12:\n" +
 	"\bcategory\x18\x05 \x01(\x0e2\x1e.thefold.ai.v1.FailureCategoryR\bcategory\x12\x1c\n" +
-	"\tdiagnosis\x18\x06 \x01(\tR\tdiagnosis\"\xa0\x03\n" +
-	"\x16DiagnoseFailureRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12'\n" +
-	"\x04plan\x18\x02 \x01(\v2\x13.thefold.ai.v1.PlanR\x04plan\x121\n" +
-	"\x06errors\x18\x03 \x03(\v2\x19.thefold.ai.v1.DiagnosticR\x06errors\x12!\n" +
-	"\ferror_output\x18\x04 \x01(\tR\verrorOutput\x128\n" +
-	"\battempts\x18\x05 \x03(\v2\x1c.thefold.ai.v1.AttemptRecordR\battempts\x120\n" +
-	"\x05files\x18\x06 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x05files\x120\n" +
-	"\x05model\x18\a \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\b \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xb3\x02\n" +
+	"\tdiagnosis\x18\x06 \x01(\tR\tdiagnosis\"\xc3\x03\n" +
+	"\x16DiagnoseFailureRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12)\n" +
+	"\x04plan\x18\x03 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x123\n" +
+	"\x06errors\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x06errors\x12!\n" +
+	"\ferror_output\x18\x05 \x01(\tR\verrorOutput\x128\n" +
+	"\battempts\x18\x06 \x03(\v2\x1c.thefold.ai.v1.AttemptRecordR\battempts\x120\n" +
+	"\x05files\x18\a \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x05files\x120\n" +
+	"\x05model\x18\b \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\t \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xb5\x02\n" +
 	"\x17DiagnoseFailureResponse\x12:\n" +
 	"\bcategory\x18\x01 \x01(\x0e2\x1e.thefold.ai.v1.FailureCategoryR\bcategory\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x121\n" +
 	"\x14recommended_recovery\x18\x03 \x01(\tR\x13recommendedRecovery\x12)\n" +
 	"\x10context_requests\x18\x04 \x03(\tR\x0fcontextRequests\x12:\n" +
 	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\x12*\n" +
-	"\x05usage\x18\x06 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\x9b\x02\n" +
-	"\x10InterveneRequest\x12+\n" +
-	"\x04task\x18\x01 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x128\n" +
-	"\battempts\x18\x02 \x03(\v2\x1c.thefold.ai.v1.AttemptRecordR\battempts\x120\n" +
-	"\tlast_plan\x18\x03 \x01(\v2\x13.thefold.ai.v1.PlanR\blastPlan\x120\n" +
-	"\x05model\x18\x04 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x05 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x91\x02\n" +
+	"retryAfter\x12,\n" +
+	"\x05usage\x18\x06 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xbc\x02\n" +
+	"\x10InterveneRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x128\n" +
+	"\battempts\x18\x03 \x03(\v2\x1c.thefold.ai.v1.AttemptRecordR\battempts\x122\n" +
+	"\tlast_plan\x18\x04 \x01(\v2\x15.thefold.type.v1.PlanR\blastPlan\x120\n" +
+	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x93\x02\n" +
 	"\x11InterveneResponse\x129\n" +
 	"\x06action\x18\x01 \x01(\x0e2!.thefold.ai.v1.InterventionActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tnew_title\x18\x03 \x01(\tR\bnewTitle\x12'\n" +
 	"\x0fnew_description\x18\x04 \x01(\tR\x0enewDescription\x127\n" +
-	"\bsubtasks\x18\x05 \x03(\v2\x1b.thefold.ai.v1.TaskProposalR\bsubtasks\x12*\n" +
-	"\x05usage\x18\x06 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"w\n" +
+	"\bsubtasks\x18\x05 \x03(\v2\x1b.thefold.ai.v1.TaskProposalR\bsubtasks\x12,\n" +
+	"\x05usage\x18\x06 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"w\n" +
 	"\fProjectPhase\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x121\n" +
@@ -6514,50 +6552,56 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12\x1c\n" +
 	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x18\n" +
 	"\asummary\x18\x04 \x01(\tR\asummary\x12\x14\n" +
-	"\x05files\x18\x05 \x03(\tR\x05files\"\xc2\x02\n" +
-	"\x17DecomposeProjectRequest\x12\x18\n" +
-	"\arequest\x18\x01 \x01(\tR\arequest\x12!\n" +
-	"\fproject_tree\x18\x02 \x03(\tR\vprojectTree\x12?\n" +
-	"\rcontext_files\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
-	"\bmemories\x18\x04 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x120\n" +
-	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"v\n" +
+	"\x05files\x18\x05 \x03(\tR\x05files\"\xe1\x02\n" +
+	"\x17DecomposeProjectRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x12!\n" +
+	"\fproject_tree\x18\x03 \x03(\tR\vprojectTree\x12?\n" +
+	"\rcontext_files\x18\x04 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
+	"\bmemories\x18\x05 \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x120\n" +
+	"\x05model\x18\x06 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\a \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"x\n" +
 	"\x18DecomposeProjectResponse\x12.\n" +
-	"\x04plan\x18\x01 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x12*\n" +
-	"\x05usage\x18\x02 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xb0\x02\n" +
-	"\x19ReviseProjectPhaseRequest\x12\x18\n" +
-	"\arequest\x18\x01 \x01(\tR\arequest\x12.\n" +
-	"\x04plan\x18\x02 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x12\x1f\n" +
-	"\vphase_index\x18\x03 \x01(\x05R\n" +
+	"\x04plan\x18\x01 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x12,\n" +
+	"\x05usage\x18\x02 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xcf\x02\n" +
+	"\x19ReviseProjectPhaseRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x12.\n" +
+	"\x04plan\x18\x03 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x12\x1f\n" +
+	"\vphase_index\x18\x04 \x01(\x05R\n" +
 	"phaseIndex\x128\n" +
-	"\tcompleted\x18\x04 \x03(\v2\x1a.thefold.ai.v1.TaskOutcomeR\tcompleted\x120\n" +
-	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xb3\x01\n" +
+	"\tcompleted\x18\x05 \x03(\v2\x1a.thefold.ai.v1.TaskOutcomeR\tcompleted\x120\n" +
+	"\x05model\x18\x06 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\a \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xb5\x01\n" +
 	"\x1aReviseProjectPhaseResponse\x121\n" +
 	"\x05phase\x18\x01 \x01(\v2\x1b.thefold.ai.v1.ProjectPhaseR\x05phase\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1c\n" +
-	"\treasoning\x18\x03 \x01(\tR\treasoning\x12*\n" +
-	"\x05usage\x18\x04 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xb9\x02\n" +
-	"\x14ReviewProjectRequest\x12\x18\n" +
-	"\arequest\x18\x01 \x01(\tR\arequest\x12.\n" +
-	"\x04plan\x18\x02 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x126\n" +
-	"\boutcomes\x18\x03 \x03(\v2\x1a.thefold.ai.v1.TaskOutcomeR\boutcomes\x12/\n" +
-	"\x05files\x18\x04 \x03(\v2\x19.thefold.ai.v1.ReviewFileR\x05files\x120\n" +
-	"\x05model\x18\x05 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x06 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xc4\x02\n" +
+	"\treasoning\x18\x03 \x01(\tR\treasoning\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xd8\x02\n" +
+	"\x14ReviewProjectRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\tR\arequest\x12.\n" +
+	"\x04plan\x18\x03 \x01(\v2\x1a.thefold.ai.v1.ProjectPlanR\x04plan\x126\n" +
+	"\boutcomes\x18\x04 \x03(\v2\x1a.thefold.ai.v1.TaskOutcomeR\boutcomes\x12/\n" +
+	"\x05files\x18\x05 \x03(\v2\x19.thefold.ai.v1.ReviewFileR\x05files\x120\n" +
+	"\x05model\x18\x06 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\a \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xcb\x02\n" +
 	"\x15ReviewProjectResponse\x12#\n" +
-	"\rquality_score\x18\x01 \x01(\x05R\fqualityScore\x122\n" +
-	"\bconcerns\x18\x02 \x03(\v2\x16.thefold.ai.v1.ConcernR\bconcerns\x12$\n" +
+	"\rquality_score\x18\x01 \x01(\x05R\fqualityScore\x127\n" +
+	"\bconcerns\x18\x02 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\bconcerns\x12$\n" +
 	"\rdocumentation\x18\x03 \x01(\tR\rdocumentation\x12\x18\n" +
 	"\asummary\x18\x04 \x01(\tR\asummary\x127\n" +
 	"\x17architectural_decisions\x18\x05 \x03(\tR\x16architecturalDecisions\x12-\n" +
-	"\x12memories_extracted\x18\x06 \x03(\tR\x11memoriesExtracted\x12*\n" +
-	"\x05usage\x18\a \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xca\x01\n" +
+	"\x12memories_extracted\x18\x06 \x03(\tR\x11memoriesExtracted\x12,\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xe5\x01\n" +
 	"\rOrderableTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
-	"\bpriority\x18\x04 \x01(\x05R\bpriority\x12\x16\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x125\n" +
+	"\bpriority\x18\x04 \x01(\x0e2\x19.thefold.type.v1.PriorityR\bpriority\x12\x16\n" +
 	"\x06labels\x18\x05 \x03(\tR\x06labels\x12\x1d\n" +
 	"\n" +
 	"blocked_by\x18\x06 \x03(\tR\tblockedBy\x12\x1e\n" +
@@ -6571,45 +6615,51 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"complexity\x18\x03 \x01(\x05R\n" +
 	"complexity\x12)\n" +
 	"\x10estimated_tokens\x18\x04 \x01(\x03R\x0festimatedTokens\x12\x1c\n" +
-	"\treasoning\x18\x05 \x01(\tR\treasoning\"\xba\x01\n" +
-	"\x14PlanTaskOrderRequest\x122\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x1c.thefold.ai.v1.OrderableTaskR\x05tasks\x120\n" +
-	"\x05model\x18\x02 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\x03 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x91\x01\n" +
+	"\treasoning\x18\x05 \x01(\tR\treasoning\"\xd9\x01\n" +
+	"\x14PlanTaskOrderRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x1c.thefold.ai.v1.OrderableTaskR\x05tasks\x120\n" +
+	"\x05model\x18\x03 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
+	"\vattribution\x18\x04 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\x93\x01\n" +
 	"\x15PlanTaskOrderResponse\x12.\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x18.thefold.ai.v1.TaskOrderR\x05tasks\x12\x1c\n" +
-	"\treasoning\x18\x02 \x01(\tR\treasoning\x12*\n" +
-	"\x05usage\x18\x03 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"W\n" +
+	"\treasoning\x18\x02 \x01(\tR\treasoning\x12,\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"W\n" +
 	"\vChatMessage\x12.\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1a.thefold.ai.v1.MessageRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\x88\x03\n" +
-	"\x0fCompleteRequest\x12\x16\n" +
-	"\x06system\x18\x01 \x01(\tR\x06system\x126\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1a.thefold.ai.v1.ChatMessageR\bmessages\x120\n" +
-	"\x05model\x18\x03 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12\x1d\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xa7\x03\n" +
+	"\x0fCompleteRequest\x12\x1d\n" +
 	"\n" +
-	"max_tokens\x18\x04 \x01(\x05R\tmaxTokens\x12%\n" +
-	"\vtemperature\x18\x05 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x128\n" +
-	"\vjson_schema\x18\x06 \x01(\v2\x17.google.protobuf.StructR\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06system\x18\x02 \x01(\tR\x06system\x126\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ChatMessageR\bmessages\x120\n" +
+	"\x05model\x18\x04 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12%\n" +
+	"\vtemperature\x18\x06 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x128\n" +
+	"\vjson_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\n" +
 	"jsonSchema\x12%\n" +
-	"\x0estop_sequences\x18\a \x03(\tR\rstopSequences\x12<\n" +
-	"\vattribution\x18\b \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattributionB\x0e\n" +
-	"\f_temperature\"\xc1\x01\n" +
+	"\x0estop_sequences\x18\b \x03(\tR\rstopSequences\x12<\n" +
+	"\vattribution\x18\t \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattributionB\x0e\n" +
+	"\f_temperature\"\xc3\x01\n" +
 	"\x10CompleteResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12+\n" +
 	"\x04json\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04json\x12:\n" +
 	"\vstop_reason\x18\x03 \x01(\x0e2\x19.thefold.ai.v1.StopReasonR\n" +
-	"stopReason\x12*\n" +
-	"\x05usage\x18\x04 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"#\n" +
+	"stopReason\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"#\n" +
 	"\tEmbedding\x12\x16\n" +
-	"\x06values\x18\x01 \x03(\x02R\x06values\"\x98\x01\n" +
-	"\fEmbedRequest\x12\x14\n" +
-	"\x05texts\x18\x01 \x03(\tR\x05texts\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"\xb7\x01\n" +
+	"\fEmbedRequest\x12\x1d\n" +
 	"\n" +
-	"dimensions\x18\x03 \x01(\x05R\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05texts\x18\x02 \x03(\tR\x05texts\x12\x14\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x04 \x01(\x05R\n" +
 	"dimensions\x12<\n" +
-	"\vattribution\x18\x04 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xab\x01\n" +
+	"\vattribution\x18\x05 \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xad\x01\n" +
 	"\rEmbedResponse\x128\n" +
 	"\n" +
 	"embeddings\x18\x01 \x03(\v2\x18.thefold.ai.v1.EmbeddingR\n" +
@@ -6617,18 +6667,22 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
 	"\n" +
 	"dimensions\x18\x03 \x01(\x05R\n" +
-	"dimensions\x12*\n" +
-	"\x05usage\x18\x04 \x01(\v2\x14.thefold.ai.v1.UsageR\x05usage\"\xa3\x01\n" +
+	"dimensions\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xcd\x01\n" +
 	"\x13EstimateCostRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x12.\n" +
-	"\x13cached_input_tokens\x18\x04 \x01(\x03R\x11cachedInputTokens\"\xab\x01\n" +
-	"\x14EstimateCostResponse\x12\x19\n" +
-	"\bcost_usd\x18\x01 \x01(\x01R\acostUsd\x12$\n" +
-	"\x0einput_cost_usd\x18\x02 \x01(\x01R\finputCostUsd\x12&\n" +
-	"\x0foutput_cost_usd\x18\x03 \x01(\x01R\routputCostUsd\x12*\n" +
-	"\x05model\x18\x04 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"\x8a\x03\n" +
+	"\routput_tokens\x18\x03 \x01(\x03R\foutputTokens\x12*\n" +
+	"\x11cache_read_tokens\x18\x04 \x01(\x03R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\x05 \x01(\x03R\x10cacheWriteTokens\"\xa9\x02\n" +
+	"\x14EstimateCostResponse\x12\x1f\n" +
+	"\vcost_micros\x18\x01 \x01(\x03R\n" +
+	"costMicros\x12*\n" +
+	"\x11input_cost_micros\x18\x02 \x01(\x03R\x0finputCostMicros\x12,\n" +
+	"\x12output_cost_micros\x18\x03 \x01(\x03R\x10outputCostMicros\x123\n" +
+	"\x16cache_read_cost_micros\x18\x04 \x01(\x03R\x13cacheReadCostMicros\x125\n" +
+	"\x17cache_write_cost_micros\x18\x05 \x01(\x03R\x14cacheWriteCostMicros\x12*\n" +
+	"\x05model\x18\x06 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"\x8a\x03\n" +
 	"\bProvider\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
@@ -6642,72 +6696,84 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x91\x05\n" +
+	"updateTime\"\xe3\x05\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerId\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
 	"\fdisplay_name\x18\x04 \x01(\tR\vdisplayName\x12\x12\n" +
-	"\x04tier\x18\x05 \x01(\x05R\x04tier\x12:\n" +
-	"\x1ainput_cost_per_million_usd\x18\x06 \x01(\x01R\x16inputCostPerMillionUsd\x12<\n" +
-	"\x1boutput_cost_per_million_usd\x18\a \x01(\x01R\x17outputCostPerMillionUsd\x12G\n" +
-	"!cached_input_cost_per_million_usd\x18\b \x01(\x01R\x1ccachedInputCostPerMillionUsd\x12%\n" +
-	"\x0econtext_window\x18\t \x01(\x05R\rcontextWindow\x12*\n" +
-	"\x11max_output_tokens\x18\n" +
-	" \x01(\x05R\x0fmaxOutputTokens\x12\x12\n" +
-	"\x04tags\x18\v \x03(\tR\x04tags\x12%\n" +
-	"\x0esupports_tools\x18\f \x01(\bR\rsupportsTools\x12'\n" +
-	"\x0fsupports_vision\x18\r \x01(\bR\x0esupportsVision\x12\x18\n" +
-	"\aenabled\x18\x0e \x01(\bR\aenabled\x12;\n" +
-	"\vcreate_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\x04tier\x18\x05 \x01(\x05R\x04tier\x121\n" +
+	"\x15input_micros_per_mtok\x18\x06 \x01(\x03R\x12inputMicrosPerMtok\x123\n" +
+	"\x16output_micros_per_mtok\x18\a \x01(\x03R\x13outputMicrosPerMtok\x12:\n" +
+	"\x1acache_read_micros_per_mtok\x18\b \x01(\x03R\x16cacheReadMicrosPerMtok\x12<\n" +
+	"\x1bcache_write_micros_per_mtok\x18\t \x01(\x03R\x17cacheWriteMicrosPerMtok\x12%\n" +
+	"\x0econtext_window\x18\n" +
+	" \x01(\x05R\rcontextWindow\x12*\n" +
+	"\x11max_output_tokens\x18\v \x01(\x05R\x0fmaxOutputTokens\x121\n" +
+	"\x14embedding_dimensions\x18\f \x01(\x05R\x13embeddingDimensions\x12\x12\n" +
+	"\x04tags\x18\r \x03(\tR\x04tags\x12%\n" +
+	"\x0esupports_tools\x18\x0e \x01(\bR\rsupportsTools\x12'\n" +
+	"\x0fsupports_vision\x18\x0f \x01(\bR\x0esupportsVision\x12\x18\n" +
+	"\aenabled\x18\x10 \x01(\bR\aenabled\x12;\n" +
+	"\vcreate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
-	"\vupdate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"9\n" +
+	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\x89\x01\n" +
 	"\x14ListProvidersRequest\x12!\n" +
-	"\fenabled_only\x18\x01 \x01(\bR\venabledOnly\"N\n" +
+	"\fenabled_only\x18\x01 \x01(\bR\venabledOnly\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"v\n" +
 	"\x15ListProvidersResponse\x125\n" +
-	"\tproviders\x18\x01 \x03(\v2\x17.thefold.ai.v1.ProviderR\tproviders\"\xbf\x01\n" +
-	"\x13SaveProviderRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
-	"\x04kind\x18\x03 \x01(\x0e2\x1b.thefold.ai.v1.ProviderKindR\x04kind\x12\x19\n" +
-	"\bbase_url\x18\x04 \x01(\tR\abaseUrl\x12\x1e\n" +
-	"\vapi_key_ref\x18\x05 \x01(\tR\tapiKeyRef\x12\x18\n" +
-	"\aenabled\x18\x06 \x01(\bR\aenabled\"K\n" +
-	"\x14SaveProviderResponse\x123\n" +
-	"\bprovider\x18\x01 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\"}\n" +
+	"\tproviders\x18\x01 \x03(\v2\x17.thefold.ai.v1.ProviderR\tproviders\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
+	"\x12GetProviderRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
+	"\x13GetProviderResponse\x123\n" +
+	"\bprovider\x18\x01 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\"L\n" +
+	"\x15CreateProviderRequest\x123\n" +
+	"\bprovider\x18\x01 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\"M\n" +
+	"\x16CreateProviderResponse\x123\n" +
+	"\bprovider\x18\x01 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\"\x99\x01\n" +
+	"\x15UpdateProviderRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
+	"\bprovider\x18\x02 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"M\n" +
+	"\x16UpdateProviderResponse\x123\n" +
+	"\bprovider\x18\x01 \x01(\v2\x17.thefold.ai.v1.ProviderR\bprovider\"'\n" +
+	"\x15DeleteProviderRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
+	"\x16DeleteProviderResponse\"\xcd\x01\n" +
 	"\x11ListModelsRequest\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerId\x12\x10\n" +
 	"\x03tag\x18\x02 \x01(\tR\x03tag\x12\x12\n" +
 	"\x04tier\x18\x03 \x01(\x05R\x04tier\x12!\n" +
-	"\fenabled_only\x18\x04 \x01(\bR\venabledOnly\"B\n" +
+	"\fenabled_only\x18\x04 \x01(\bR\venabledOnly\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"j\n" +
 	"\x12ListModelsResponse\x12,\n" +
-	"\x06models\x18\x01 \x03(\v2\x14.thefold.ai.v1.ModelR\x06models\"\xa2\x04\n" +
-	"\x10SaveModelRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
-	"\vprovider_id\x18\x02 \x01(\tR\n" +
-	"providerId\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
-	"\fdisplay_name\x18\x04 \x01(\tR\vdisplayName\x12\x12\n" +
-	"\x04tier\x18\x05 \x01(\x05R\x04tier\x12:\n" +
-	"\x1ainput_cost_per_million_usd\x18\x06 \x01(\x01R\x16inputCostPerMillionUsd\x12<\n" +
-	"\x1boutput_cost_per_million_usd\x18\a \x01(\x01R\x17outputCostPerMillionUsd\x12G\n" +
-	"!cached_input_cost_per_million_usd\x18\b \x01(\x01R\x1ccachedInputCostPerMillionUsd\x12%\n" +
-	"\x0econtext_window\x18\t \x01(\x05R\rcontextWindow\x12*\n" +
-	"\x11max_output_tokens\x18\n" +
-	" \x01(\x05R\x0fmaxOutputTokens\x12\x12\n" +
-	"\x04tags\x18\v \x03(\tR\x04tags\x12%\n" +
-	"\x0esupports_tools\x18\f \x01(\bR\rsupportsTools\x12'\n" +
-	"\x0fsupports_vision\x18\r \x01(\bR\x0esupportsVision\x12\x18\n" +
-	"\aenabled\x18\x0e \x01(\bR\aenabled\"?\n" +
-	"\x11SaveModelResponse\x12*\n" +
-	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"B\n" +
-	"\x16SetModelEnabledRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
-	"\aenabled\x18\x02 \x01(\bR\aenabled\"E\n" +
-	"\x17SetModelEnabledResponse\x12*\n" +
+	"\x06models\x18\x01 \x03(\v2\x14.thefold.ai.v1.ModelR\x06models\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"!\n" +
+	"\x0fGetModelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\">\n" +
+	"\x10GetModelResponse\x12*\n" +
+	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"@\n" +
+	"\x12CreateModelRequest\x12*\n" +
+	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"A\n" +
+	"\x13CreateModelResponse\x12*\n" +
+	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"\x8d\x01\n" +
+	"\x12UpdateModelRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12*\n" +
+	"\x05model\x18\x02 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"A\n" +
+	"\x13UpdateModelResponse\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\"$\n" +
 	"\x12DeleteModelRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x15\n" +
@@ -6726,7 +6792,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13SelectModelResponse\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x122\n" +
-	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xb3\x02\n" +
+	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xe3\x02\n" +
 	"\x0fGetUsageRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -6736,19 +6802,21 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\bmodel_id\x18\x05 \x01(\tR\amodelId\x12\x12\n" +
 	"\x04repo\x18\x06 \x01(\tR\x04repo\x12\x15\n" +
 	"\x06job_id\x18\a \x01(\tR\x05jobId\x12\x17\n" +
-	"\atask_id\x18\b \x01(\tR\x06taskId\"\xb7\x02\n" +
+	"\atask_id\x18\b \x01(\tR\x06taskId\x12.\n" +
+	"\x05phase\x18\t \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\"\xd7\x02\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x10\n" +
-	"\x03day\x18\x03 \x01(\tR\x03day\x12\x14\n" +
-	"\x05phase\x18\x04 \x01(\tR\x05phase\x12\x14\n" +
+	"\x03day\x18\x03 \x01(\tR\x03day\x12.\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x14\n" +
 	"\x05calls\x18\x05 \x01(\x03R\x05calls\x12!\n" +
 	"\finput_tokens\x18\x06 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\a \x01(\x03R\foutputTokens\x12*\n" +
 	"\x11cache_read_tokens\x18\b \x01(\x03R\x0fcacheReadTokens\x12,\n" +
-	"\x12cache_write_tokens\x18\t \x01(\x03R\x10cacheWriteTokens\x12\x19\n" +
-	"\bcost_usd\x18\n" +
-	" \x01(\x01R\acostUsd\"n\n" +
+	"\x12cache_write_tokens\x18\t \x01(\x03R\x10cacheWriteTokens\x12\x1f\n" +
+	"\vcost_micros\x18\n" +
+	" \x01(\x03R\n" +
+	"costMicros\"n\n" +
 	"\x10GetUsageResponse\x12+\n" +
 	"\x04rows\x18\x01 \x03(\v2\x17.thefold.ai.v1.UsageRowR\x04rows\x12-\n" +
 	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total*\x83\x01\n" +
@@ -6757,24 +6825,22 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x17BUDGET_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BUDGET_MODE_BALANCED\x10\x01\x12\x1d\n" +
 	"\x19BUDGET_MODE_QUALITY_FIRST\x10\x02\x12\x1f\n" +
-	"\x1bBUDGET_MODE_AGGRESSIVE_SAVE\x10\x03*\x97\x01\n" +
-	"\x12DiagnosticSeverity\x12#\n" +
-	"\x1fDIAGNOSTIC_SEVERITY_UNSPECIFIED\x10\x00\x12\x1d\n" +
-	"\x19DIAGNOSTIC_SEVERITY_ERROR\x10\x01\x12\x1f\n" +
-	"\x1bDIAGNOSTIC_SEVERITY_WARNING\x10\x02\x12\x1c\n" +
-	"\x18DIAGNOSTIC_SEVERITY_INFO\x10\x03*\x8e\x01\n" +
-	"\n" +
-	"PlanAction\x12\x1b\n" +
-	"\x17PLAN_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12PLAN_ACTION_CREATE\x10\x01\x12\x16\n" +
-	"\x12PLAN_ACTION_MODIFY\x10\x02\x12\x16\n" +
-	"\x12PLAN_ACTION_DELETE\x10\x03\x12\x1b\n" +
-	"\x17PLAN_ACTION_RUN_COMMAND\x10\x04*\x85\x01\n" +
-	"\x0fConcernSeverity\x12 \n" +
-	"\x1cCONCERN_SEVERITY_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14CONCERN_SEVERITY_LOW\x10\x01\x12\x1b\n" +
-	"\x17CONCERN_SEVERITY_MEDIUM\x10\x02\x12\x19\n" +
-	"\x15CONCERN_SEVERITY_HIGH\x10\x03*\x9f\x01\n" +
+	"\x1bBUDGET_MODE_AGGRESSIVE_SAVE\x10\x03*\xdc\x02\n" +
+	"\tCallPhase\x12\x1a\n" +
+	"\x16CALL_PHASE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CALL_PHASE_CONFIDENCE\x10\x01\x12\x19\n" +
+	"\x15CALL_PHASE_COMPLEXITY\x10\x02\x12\x17\n" +
+	"\x13CALL_PHASE_PLANNING\x10\x03\x12\x19\n" +
+	"\x15CALL_PHASE_GENERATION\x10\x04\x12\x15\n" +
+	"\x11CALL_PHASE_FIXING\x10\x05\x12\x18\n" +
+	"\x14CALL_PHASE_DIAGNOSIS\x10\x06\x12\x1b\n" +
+	"\x17CALL_PHASE_INTERVENTION\x10\a\x12\x15\n" +
+	"\x11CALL_PHASE_REVIEW\x10\b\x12\x16\n" +
+	"\x12CALL_PHASE_PROJECT\x10\t\x12\x17\n" +
+	"\x13CALL_PHASE_ORDERING\x10\n" +
+	"\x12\x18\n" +
+	"\x14CALL_PHASE_EMBEDDING\x10\v\x12\x19\n" +
+	"\x15CALL_PHASE_COMPLETION\x10\f*\x9f\x01\n" +
 	"\x12ConfidenceDecision\x12#\n" +
 	"\x1fCONFIDENCE_DECISION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCONFIDENCE_DECISION_PROCEED\x10\x01\x12\x1f\n" +
@@ -6812,7 +6878,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x1aUSAGE_GROUP_BY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14USAGE_GROUP_BY_MODEL\x10\x01\x12\x16\n" +
 	"\x12USAGE_GROUP_BY_DAY\x10\x02\x12\x18\n" +
-	"\x14USAGE_GROUP_BY_PHASE\x10\x032\xbc\n" +
+	"\x14USAGE_GROUP_BY_PHASE\x10\x032\xc1\n" +
 	"\n" +
 	"\tAIService\x12c\n" +
 	"\x10AssessConfidence\x12&.thefold.ai.v1.AssessConfidenceRequest\x1a'.thefold.ai.v1.AssessConfidenceResponse\x12c\n" +
@@ -6829,18 +6895,22 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\rReviewProject\x12#.thefold.ai.v1.ReviewProjectRequest\x1a$.thefold.ai.v1.ReviewProjectResponse\x12Z\n" +
 	"\rPlanTaskOrder\x12#.thefold.ai.v1.PlanTaskOrderRequest\x1a$.thefold.ai.v1.PlanTaskOrderResponse\x12K\n" +
 	"\bComplete\x12\x1e.thefold.ai.v1.CompleteRequest\x1a\x1f.thefold.ai.v1.CompleteResponse\x12B\n" +
-	"\x05Embed\x12\x1b.thefold.ai.v1.EmbedRequest\x1a\x1c.thefold.ai.v1.EmbedResponse\x12W\n" +
-	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse2\xc9\x05\n" +
-	"\x14ModelRegistryService\x12Z\n" +
-	"\rListProviders\x12#.thefold.ai.v1.ListProvidersRequest\x1a$.thefold.ai.v1.ListProvidersResponse\x12W\n" +
-	"\fSaveProvider\x12\".thefold.ai.v1.SaveProviderRequest\x1a#.thefold.ai.v1.SaveProviderResponse\x12Q\n" +
+	"\x05Embed\x12\x1b.thefold.ai.v1.EmbedRequest\x1a\x1c.thefold.ai.v1.EmbedResponse\x12\\\n" +
+	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse\"\x03\x90\x02\x012\xc8\b\n" +
+	"\x14ModelRegistryService\x12_\n" +
+	"\rListProviders\x12#.thefold.ai.v1.ListProvidersRequest\x1a$.thefold.ai.v1.ListProvidersResponse\"\x03\x90\x02\x01\x12Y\n" +
+	"\vGetProvider\x12!.thefold.ai.v1.GetProviderRequest\x1a\".thefold.ai.v1.GetProviderResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\x0eCreateProvider\x12$.thefold.ai.v1.CreateProviderRequest\x1a%.thefold.ai.v1.CreateProviderResponse\x12]\n" +
+	"\x0eUpdateProvider\x12$.thefold.ai.v1.UpdateProviderRequest\x1a%.thefold.ai.v1.UpdateProviderResponse\x12]\n" +
+	"\x0eDeleteProvider\x12$.thefold.ai.v1.DeleteProviderRequest\x1a%.thefold.ai.v1.DeleteProviderResponse\x12V\n" +
 	"\n" +
-	"ListModels\x12 .thefold.ai.v1.ListModelsRequest\x1a!.thefold.ai.v1.ListModelsResponse\x12N\n" +
-	"\tSaveModel\x12\x1f.thefold.ai.v1.SaveModelRequest\x1a .thefold.ai.v1.SaveModelResponse\x12`\n" +
-	"\x0fSetModelEnabled\x12%.thefold.ai.v1.SetModelEnabledRequest\x1a&.thefold.ai.v1.SetModelEnabledResponse\x12T\n" +
-	"\vDeleteModel\x12!.thefold.ai.v1.DeleteModelRequest\x1a\".thefold.ai.v1.DeleteModelResponse\x12T\n" +
-	"\vSelectModel\x12!.thefold.ai.v1.SelectModelRequest\x1a\".thefold.ai.v1.SelectModelResponse\x12K\n" +
-	"\bGetUsage\x12\x1e.thefold.ai.v1.GetUsageRequest\x1a\x1f.thefold.ai.v1.GetUsageResponseB\xa9\x01\n" +
+	"ListModels\x12 .thefold.ai.v1.ListModelsRequest\x1a!.thefold.ai.v1.ListModelsResponse\"\x03\x90\x02\x01\x12P\n" +
+	"\bGetModel\x12\x1e.thefold.ai.v1.GetModelRequest\x1a\x1f.thefold.ai.v1.GetModelResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\vCreateModel\x12!.thefold.ai.v1.CreateModelRequest\x1a\".thefold.ai.v1.CreateModelResponse\x12T\n" +
+	"\vUpdateModel\x12!.thefold.ai.v1.UpdateModelRequest\x1a\".thefold.ai.v1.UpdateModelResponse\x12T\n" +
+	"\vDeleteModel\x12!.thefold.ai.v1.DeleteModelRequest\x1a\".thefold.ai.v1.DeleteModelResponse\x12Y\n" +
+	"\vSelectModel\x12!.thefold.ai.v1.SelectModelRequest\x1a\".thefold.ai.v1.SelectModelResponse\"\x03\x90\x02\x01\x12P\n" +
+	"\bGetUsage\x12\x1e.thefold.ai.v1.GetUsageRequest\x1a\x1f.thefold.ai.v1.GetUsageResponse\"\x03\x90\x02\x01B\xa9\x01\n" +
 	"\x11com.thefold.ai.v1B\aAiProtoP\x01Z5github.com/thefold/thefold/pkg/gen/thefold/ai/v1;aiv1\xa2\x02\x03TAX\xaa\x02\rThefold.Ai.V1\xca\x02\rThefold\\Ai\\V1\xe2\x02\x19Thefold\\Ai\\V1\\GPBMetadata\xea\x02\x0fThefold::Ai::V1b\x06proto3"
 
 var (
@@ -6855,86 +6925,86 @@ func file_thefold_ai_v1_ai_proto_rawDescGZIP() []byte {
 	return file_thefold_ai_v1_ai_proto_rawDescData
 }
 
-var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(BudgetMode)(0),                    // 0: thefold.ai.v1.BudgetMode
-	(DiagnosticSeverity)(0),            // 1: thefold.ai.v1.DiagnosticSeverity
-	(PlanAction)(0),                    // 2: thefold.ai.v1.PlanAction
-	(ConcernSeverity)(0),               // 3: thefold.ai.v1.ConcernSeverity
-	(ConfidenceDecision)(0),            // 4: thefold.ai.v1.ConfidenceDecision
-	(FailureCategory)(0),               // 5: thefold.ai.v1.FailureCategory
-	(InterventionAction)(0),            // 6: thefold.ai.v1.InterventionAction
-	(MessageRole)(0),                   // 7: thefold.ai.v1.MessageRole
-	(StopReason)(0),                    // 8: thefold.ai.v1.StopReason
-	(ProviderKind)(0),                  // 9: thefold.ai.v1.ProviderKind
-	(UsageGroupBy)(0),                  // 10: thefold.ai.v1.UsageGroupBy
-	(*Usage)(nil),                      // 11: thefold.ai.v1.Usage
-	(*ModelChoice)(nil),                // 12: thefold.ai.v1.ModelChoice
-	(*Attribution)(nil),                // 13: thefold.ai.v1.Attribution
-	(*TaskSpec)(nil),                   // 14: thefold.ai.v1.TaskSpec
-	(*ContextFile)(nil),                // 15: thefold.ai.v1.ContextFile
-	(*MemoryFragment)(nil),             // 16: thefold.ai.v1.MemoryFragment
-	(*SkillFragment)(nil),              // 17: thefold.ai.v1.SkillFragment
-	(*CodePattern)(nil),                // 18: thefold.ai.v1.CodePattern
-	(*Diagnostic)(nil),                 // 19: thefold.ai.v1.Diagnostic
-	(*PlanStep)(nil),                   // 20: thefold.ai.v1.PlanStep
-	(*Plan)(nil),                       // 21: thefold.ai.v1.Plan
-	(*TaskProposal)(nil),               // 22: thefold.ai.v1.TaskProposal
-	(*Concern)(nil),                    // 23: thefold.ai.v1.Concern
-	(*ReviewFile)(nil),                 // 24: thefold.ai.v1.ReviewFile
-	(*AssessConfidenceRequest)(nil),    // 25: thefold.ai.v1.AssessConfidenceRequest
-	(*AssessConfidenceResponse)(nil),   // 26: thefold.ai.v1.AssessConfidenceResponse
-	(*AssessComplexityRequest)(nil),    // 27: thefold.ai.v1.AssessComplexityRequest
-	(*AssessComplexityResponse)(nil),   // 28: thefold.ai.v1.AssessComplexityResponse
-	(*PlanTaskRequest)(nil),            // 29: thefold.ai.v1.PlanTaskRequest
-	(*PlanTaskResponse)(nil),           // 30: thefold.ai.v1.PlanTaskResponse
-	(*FileSpec)(nil),                   // 31: thefold.ai.v1.FileSpec
-	(*TextEdit)(nil),                   // 32: thefold.ai.v1.TextEdit
-	(*GenerateFileRequest)(nil),        // 33: thefold.ai.v1.GenerateFileRequest
-	(*GenerateFileResponse)(nil),       // 34: thefold.ai.v1.GenerateFileResponse
-	(*FixFileRequest)(nil),             // 35: thefold.ai.v1.FixFileRequest
-	(*FixFileResponse)(nil),            // 36: thefold.ai.v1.FixFileResponse
-	(*ReviewCodeRequest)(nil),          // 37: thefold.ai.v1.ReviewCodeRequest
-	(*ReviewCodeResponse)(nil),         // 38: thefold.ai.v1.ReviewCodeResponse
-	(*AttemptRecord)(nil),              // 39: thefold.ai.v1.AttemptRecord
-	(*DiagnoseFailureRequest)(nil),     // 40: thefold.ai.v1.DiagnoseFailureRequest
-	(*DiagnoseFailureResponse)(nil),    // 41: thefold.ai.v1.DiagnoseFailureResponse
-	(*InterveneRequest)(nil),           // 42: thefold.ai.v1.InterveneRequest
-	(*InterveneResponse)(nil),          // 43: thefold.ai.v1.InterveneResponse
-	(*ProjectPhase)(nil),               // 44: thefold.ai.v1.ProjectPhase
-	(*ProjectPlan)(nil),                // 45: thefold.ai.v1.ProjectPlan
-	(*TaskOutcome)(nil),                // 46: thefold.ai.v1.TaskOutcome
-	(*DecomposeProjectRequest)(nil),    // 47: thefold.ai.v1.DecomposeProjectRequest
-	(*DecomposeProjectResponse)(nil),   // 48: thefold.ai.v1.DecomposeProjectResponse
-	(*ReviseProjectPhaseRequest)(nil),  // 49: thefold.ai.v1.ReviseProjectPhaseRequest
-	(*ReviseProjectPhaseResponse)(nil), // 50: thefold.ai.v1.ReviseProjectPhaseResponse
-	(*ReviewProjectRequest)(nil),       // 51: thefold.ai.v1.ReviewProjectRequest
-	(*ReviewProjectResponse)(nil),      // 52: thefold.ai.v1.ReviewProjectResponse
-	(*OrderableTask)(nil),              // 53: thefold.ai.v1.OrderableTask
-	(*TaskOrder)(nil),                  // 54: thefold.ai.v1.TaskOrder
-	(*PlanTaskOrderRequest)(nil),       // 55: thefold.ai.v1.PlanTaskOrderRequest
-	(*PlanTaskOrderResponse)(nil),      // 56: thefold.ai.v1.PlanTaskOrderResponse
-	(*ChatMessage)(nil),                // 57: thefold.ai.v1.ChatMessage
-	(*CompleteRequest)(nil),            // 58: thefold.ai.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 59: thefold.ai.v1.CompleteResponse
-	(*Embedding)(nil),                  // 60: thefold.ai.v1.Embedding
-	(*EmbedRequest)(nil),               // 61: thefold.ai.v1.EmbedRequest
-	(*EmbedResponse)(nil),              // 62: thefold.ai.v1.EmbedResponse
-	(*EstimateCostRequest)(nil),        // 63: thefold.ai.v1.EstimateCostRequest
-	(*EstimateCostResponse)(nil),       // 64: thefold.ai.v1.EstimateCostResponse
-	(*Provider)(nil),                   // 65: thefold.ai.v1.Provider
-	(*Model)(nil),                      // 66: thefold.ai.v1.Model
-	(*ListProvidersRequest)(nil),       // 67: thefold.ai.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),      // 68: thefold.ai.v1.ListProvidersResponse
-	(*SaveProviderRequest)(nil),        // 69: thefold.ai.v1.SaveProviderRequest
-	(*SaveProviderResponse)(nil),       // 70: thefold.ai.v1.SaveProviderResponse
-	(*ListModelsRequest)(nil),          // 71: thefold.ai.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 72: thefold.ai.v1.ListModelsResponse
-	(*SaveModelRequest)(nil),           // 73: thefold.ai.v1.SaveModelRequest
-	(*SaveModelResponse)(nil),          // 74: thefold.ai.v1.SaveModelResponse
-	(*SetModelEnabledRequest)(nil),     // 75: thefold.ai.v1.SetModelEnabledRequest
-	(*SetModelEnabledResponse)(nil),    // 76: thefold.ai.v1.SetModelEnabledResponse
+	(CallPhase)(0),                     // 1: thefold.ai.v1.CallPhase
+	(ConfidenceDecision)(0),            // 2: thefold.ai.v1.ConfidenceDecision
+	(FailureCategory)(0),               // 3: thefold.ai.v1.FailureCategory
+	(InterventionAction)(0),            // 4: thefold.ai.v1.InterventionAction
+	(MessageRole)(0),                   // 5: thefold.ai.v1.MessageRole
+	(StopReason)(0),                    // 6: thefold.ai.v1.StopReason
+	(ProviderKind)(0),                  // 7: thefold.ai.v1.ProviderKind
+	(UsageGroupBy)(0),                  // 8: thefold.ai.v1.UsageGroupBy
+	(*ModelChoice)(nil),                // 9: thefold.ai.v1.ModelChoice
+	(*Attribution)(nil),                // 10: thefold.ai.v1.Attribution
+	(*TaskSpec)(nil),                   // 11: thefold.ai.v1.TaskSpec
+	(*ContextFile)(nil),                // 12: thefold.ai.v1.ContextFile
+	(*MemoryFragment)(nil),             // 13: thefold.ai.v1.MemoryFragment
+	(*SkillFragment)(nil),              // 14: thefold.ai.v1.SkillFragment
+	(*CodePattern)(nil),                // 15: thefold.ai.v1.CodePattern
+	(*TaskProposal)(nil),               // 16: thefold.ai.v1.TaskProposal
+	(*ReviewFile)(nil),                 // 17: thefold.ai.v1.ReviewFile
+	(*AssessConfidenceRequest)(nil),    // 18: thefold.ai.v1.AssessConfidenceRequest
+	(*AssessConfidenceResponse)(nil),   // 19: thefold.ai.v1.AssessConfidenceResponse
+	(*AssessComplexityRequest)(nil),    // 20: thefold.ai.v1.AssessComplexityRequest
+	(*AssessComplexityResponse)(nil),   // 21: thefold.ai.v1.AssessComplexityResponse
+	(*PlanTaskRequest)(nil),            // 22: thefold.ai.v1.PlanTaskRequest
+	(*PlanTaskResponse)(nil),           // 23: thefold.ai.v1.PlanTaskResponse
+	(*FileSpec)(nil),                   // 24: thefold.ai.v1.FileSpec
+	(*GenerateFileRequest)(nil),        // 25: thefold.ai.v1.GenerateFileRequest
+	(*GenerateFileResponse)(nil),       // 26: thefold.ai.v1.GenerateFileResponse
+	(*FixFileRequest)(nil),             // 27: thefold.ai.v1.FixFileRequest
+	(*FixFileResponse)(nil),            // 28: thefold.ai.v1.FixFileResponse
+	(*ReviewCodeRequest)(nil),          // 29: thefold.ai.v1.ReviewCodeRequest
+	(*ReviewCodeResponse)(nil),         // 30: thefold.ai.v1.ReviewCodeResponse
+	(*AttemptRecord)(nil),              // 31: thefold.ai.v1.AttemptRecord
+	(*DiagnoseFailureRequest)(nil),     // 32: thefold.ai.v1.DiagnoseFailureRequest
+	(*DiagnoseFailureResponse)(nil),    // 33: thefold.ai.v1.DiagnoseFailureResponse
+	(*InterveneRequest)(nil),           // 34: thefold.ai.v1.InterveneRequest
+	(*InterveneResponse)(nil),          // 35: thefold.ai.v1.InterveneResponse
+	(*ProjectPhase)(nil),               // 36: thefold.ai.v1.ProjectPhase
+	(*ProjectPlan)(nil),                // 37: thefold.ai.v1.ProjectPlan
+	(*TaskOutcome)(nil),                // 38: thefold.ai.v1.TaskOutcome
+	(*DecomposeProjectRequest)(nil),    // 39: thefold.ai.v1.DecomposeProjectRequest
+	(*DecomposeProjectResponse)(nil),   // 40: thefold.ai.v1.DecomposeProjectResponse
+	(*ReviseProjectPhaseRequest)(nil),  // 41: thefold.ai.v1.ReviseProjectPhaseRequest
+	(*ReviseProjectPhaseResponse)(nil), // 42: thefold.ai.v1.ReviseProjectPhaseResponse
+	(*ReviewProjectRequest)(nil),       // 43: thefold.ai.v1.ReviewProjectRequest
+	(*ReviewProjectResponse)(nil),      // 44: thefold.ai.v1.ReviewProjectResponse
+	(*OrderableTask)(nil),              // 45: thefold.ai.v1.OrderableTask
+	(*TaskOrder)(nil),                  // 46: thefold.ai.v1.TaskOrder
+	(*PlanTaskOrderRequest)(nil),       // 47: thefold.ai.v1.PlanTaskOrderRequest
+	(*PlanTaskOrderResponse)(nil),      // 48: thefold.ai.v1.PlanTaskOrderResponse
+	(*ChatMessage)(nil),                // 49: thefold.ai.v1.ChatMessage
+	(*CompleteRequest)(nil),            // 50: thefold.ai.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 51: thefold.ai.v1.CompleteResponse
+	(*Embedding)(nil),                  // 52: thefold.ai.v1.Embedding
+	(*EmbedRequest)(nil),               // 53: thefold.ai.v1.EmbedRequest
+	(*EmbedResponse)(nil),              // 54: thefold.ai.v1.EmbedResponse
+	(*EstimateCostRequest)(nil),        // 55: thefold.ai.v1.EstimateCostRequest
+	(*EstimateCostResponse)(nil),       // 56: thefold.ai.v1.EstimateCostResponse
+	(*Provider)(nil),                   // 57: thefold.ai.v1.Provider
+	(*Model)(nil),                      // 58: thefold.ai.v1.Model
+	(*ListProvidersRequest)(nil),       // 59: thefold.ai.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),      // 60: thefold.ai.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),         // 61: thefold.ai.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),        // 62: thefold.ai.v1.GetProviderResponse
+	(*CreateProviderRequest)(nil),      // 63: thefold.ai.v1.CreateProviderRequest
+	(*CreateProviderResponse)(nil),     // 64: thefold.ai.v1.CreateProviderResponse
+	(*UpdateProviderRequest)(nil),      // 65: thefold.ai.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),     // 66: thefold.ai.v1.UpdateProviderResponse
+	(*DeleteProviderRequest)(nil),      // 67: thefold.ai.v1.DeleteProviderRequest
+	(*DeleteProviderResponse)(nil),     // 68: thefold.ai.v1.DeleteProviderResponse
+	(*ListModelsRequest)(nil),          // 69: thefold.ai.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 70: thefold.ai.v1.ListModelsResponse
+	(*GetModelRequest)(nil),            // 71: thefold.ai.v1.GetModelRequest
+	(*GetModelResponse)(nil),           // 72: thefold.ai.v1.GetModelResponse
+	(*CreateModelRequest)(nil),         // 73: thefold.ai.v1.CreateModelRequest
+	(*CreateModelResponse)(nil),        // 74: thefold.ai.v1.CreateModelResponse
+	(*UpdateModelRequest)(nil),         // 75: thefold.ai.v1.UpdateModelRequest
+	(*UpdateModelResponse)(nil),        // 76: thefold.ai.v1.UpdateModelResponse
 	(*DeleteModelRequest)(nil),         // 77: thefold.ai.v1.DeleteModelRequest
 	(*DeleteModelResponse)(nil),        // 78: thefold.ai.v1.DeleteModelResponse
 	(*SelectModelRequest)(nil),         // 79: thefold.ai.v1.SelectModelRequest
@@ -6944,192 +7014,217 @@ var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(*GetUsageResponse)(nil),           // 83: thefold.ai.v1.GetUsageResponse
 	nil,                                // 84: thefold.ai.v1.GenerateFileRequest.DependencyFilesEntry
 	nil,                                // 85: thefold.ai.v1.FixFileRequest.DependencyFilesEntry
-	(*durationpb.Duration)(nil),        // 86: google.protobuf.Duration
-	(*structpb.Struct)(nil),            // 87: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 88: google.protobuf.Timestamp
+	(v1.MemoryType)(0),                 // 86: thefold.type.v1.MemoryType
+	(v1.FileAction)(0),                 // 87: thefold.type.v1.FileAction
+	(*v1.Usage)(nil),                   // 88: thefold.type.v1.Usage
+	(*v1.Plan)(nil),                    // 89: thefold.type.v1.Plan
+	(*v1.FileChange)(nil),              // 90: thefold.type.v1.FileChange
+	(*v1.Diagnostic)(nil),              // 91: thefold.type.v1.Diagnostic
+	(*durationpb.Duration)(nil),        // 92: google.protobuf.Duration
+	(v1.Priority)(0),                   // 93: thefold.type.v1.Priority
+	(*structpb.Struct)(nil),            // 94: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 95: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 96: google.protobuf.FieldMask
 }
 var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
-	86,  // 0: thefold.ai.v1.Usage.latency:type_name -> google.protobuf.Duration
-	0,   // 1: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	1,   // 2: thefold.ai.v1.Diagnostic.severity:type_name -> thefold.ai.v1.DiagnosticSeverity
-	2,   // 3: thefold.ai.v1.PlanStep.action:type_name -> thefold.ai.v1.PlanAction
-	20,  // 4: thefold.ai.v1.Plan.steps:type_name -> thefold.ai.v1.PlanStep
-	3,   // 5: thefold.ai.v1.Concern.severity:type_name -> thefold.ai.v1.ConcernSeverity
-	2,   // 6: thefold.ai.v1.ReviewFile.action:type_name -> thefold.ai.v1.PlanAction
-	14,  // 7: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 8: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 9: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 10: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 11: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	4,   // 12: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
-	22,  // 13: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
-	11,  // 14: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.ai.v1.Usage
-	14,  // 15: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 16: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 17: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 18: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	0,   // 19: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	11,  // 20: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.ai.v1.Usage
-	14,  // 21: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 22: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 23: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	17,  // 24: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	21,  // 25: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.ai.v1.Plan
-	12,  // 26: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 27: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	21,  // 28: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.ai.v1.Plan
-	11,  // 29: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.ai.v1.Usage
-	2,   // 30: thefold.ai.v1.FileSpec.action:type_name -> thefold.ai.v1.PlanAction
-	14,  // 31: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	31,  // 32: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
-	84,  // 33: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.GenerateFileRequest.DependencyFilesEntry
-	17,  // 34: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	18,  // 35: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	12,  // 36: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 37: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	32,  // 38: thefold.ai.v1.GenerateFileResponse.edits:type_name -> thefold.ai.v1.TextEdit
-	11,  // 39: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.ai.v1.Usage
-	14,  // 40: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	19,  // 41: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.ai.v1.Diagnostic
-	85,  // 42: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.FixFileRequest.DependencyFilesEntry
-	12,  // 43: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 44: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	11,  // 45: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.ai.v1.Usage
-	14,  // 46: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	24,  // 47: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 48: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 49: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	23,  // 50: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.ai.v1.Concern
-	11,  // 51: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.ai.v1.Usage
-	19,  // 52: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.ai.v1.Diagnostic
-	5,   // 53: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
-	14,  // 54: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	21,  // 55: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.ai.v1.Plan
-	19,  // 56: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.ai.v1.Diagnostic
-	39,  // 57: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	15,  // 58: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 59: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 60: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	5,   // 61: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	86,  // 62: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	11,  // 63: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.ai.v1.Usage
-	14,  // 64: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	39,  // 65: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	21,  // 66: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.ai.v1.Plan
-	12,  // 67: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 68: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	6,   // 69: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
-	22,  // 70: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	11,  // 71: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.ai.v1.Usage
-	22,  // 72: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
-	44,  // 73: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
-	15,  // 74: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 75: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 76: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 77: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	45,  // 78: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	11,  // 79: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.ai.v1.Usage
-	45,  // 80: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	46,  // 81: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
-	12,  // 82: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 83: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	44,  // 84: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	11,  // 85: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.ai.v1.Usage
-	45,  // 86: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	46,  // 87: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
-	24,  // 88: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 89: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 90: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	23,  // 91: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.ai.v1.Concern
-	11,  // 92: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.ai.v1.Usage
-	53,  // 93: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
-	12,  // 94: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 95: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	54,  // 96: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	11,  // 97: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.ai.v1.Usage
-	7,   // 98: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
-	57,  // 99: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 100: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	87,  // 101: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	13,  // 102: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	87,  // 103: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	8,   // 104: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	11,  // 105: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.ai.v1.Usage
-	13,  // 106: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	60,  // 107: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	11,  // 108: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.ai.v1.Usage
-	66,  // 109: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	9,   // 110: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	66,  // 111: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	88,  // 112: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	88,  // 113: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	88,  // 114: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	88,  // 115: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	65,  // 116: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	9,   // 117: thefold.ai.v1.SaveProviderRequest.kind:type_name -> thefold.ai.v1.ProviderKind
-	65,  // 118: thefold.ai.v1.SaveProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 119: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	66,  // 120: thefold.ai.v1.SaveModelResponse.model:type_name -> thefold.ai.v1.Model
-	66,  // 121: thefold.ai.v1.SetModelEnabledResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 122: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	66,  // 123: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	66,  // 124: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	88,  // 125: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	88,  // 126: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	10,  // 127: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	82,  // 128: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	82,  // 129: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	25,  // 130: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	27,  // 131: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	29,  // 132: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	33,  // 133: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	35,  // 134: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	37,  // 135: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	40,  // 136: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	42,  // 137: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	47,  // 138: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	49,  // 139: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	51,  // 140: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	55,  // 141: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	58,  // 142: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	61,  // 143: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	63,  // 144: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	67,  // 145: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	69,  // 146: thefold.ai.v1.ModelRegistryService.SaveProvider:input_type -> thefold.ai.v1.SaveProviderRequest
-	71,  // 147: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	73,  // 148: thefold.ai.v1.ModelRegistryService.SaveModel:input_type -> thefold.ai.v1.SaveModelRequest
-	75,  // 149: thefold.ai.v1.ModelRegistryService.SetModelEnabled:input_type -> thefold.ai.v1.SetModelEnabledRequest
-	77,  // 150: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	79,  // 151: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	81,  // 152: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	26,  // 153: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	28,  // 154: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	30,  // 155: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	34,  // 156: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	36,  // 157: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	38,  // 158: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	41,  // 159: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	43,  // 160: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	48,  // 161: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	50,  // 162: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	52,  // 163: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	56,  // 164: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	59,  // 165: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	62,  // 166: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	64,  // 167: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	68,  // 168: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	70,  // 169: thefold.ai.v1.ModelRegistryService.SaveProvider:output_type -> thefold.ai.v1.SaveProviderResponse
-	72,  // 170: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	74,  // 171: thefold.ai.v1.ModelRegistryService.SaveModel:output_type -> thefold.ai.v1.SaveModelResponse
-	76,  // 172: thefold.ai.v1.ModelRegistryService.SetModelEnabled:output_type -> thefold.ai.v1.SetModelEnabledResponse
-	78,  // 173: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	80,  // 174: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	83,  // 175: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	153, // [153:176] is the sub-list for method output_type
-	130, // [130:153] is the sub-list for method input_type
-	130, // [130:130] is the sub-list for extension type_name
-	130, // [130:130] is the sub-list for extension extendee
-	0,   // [0:130] is the sub-list for field type_name
+	0,   // 0: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	1,   // 1: thefold.ai.v1.Attribution.phase:type_name -> thefold.ai.v1.CallPhase
+	86,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
+	87,  // 3: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
+	11,  // 4: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	12,  // 5: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	13,  // 6: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	9,   // 7: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 8: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	2,   // 9: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
+	16,  // 10: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
+	88,  // 11: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
+	11,  // 12: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	12,  // 13: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	9,   // 14: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 15: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	0,   // 16: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	88,  // 17: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
+	11,  // 18: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	12,  // 19: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	13,  // 20: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	14,  // 21: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	31,  // 22: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
+	89,  // 23: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
+	9,   // 24: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 25: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	89,  // 26: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
+	88,  // 27: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
+	87,  // 28: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
+	11,  // 29: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	24,  // 30: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
+	84,  // 31: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.GenerateFileRequest.DependencyFilesEntry
+	14,  // 32: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	15,  // 33: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	9,   // 34: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 35: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	90,  // 36: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
+	88,  // 37: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
+	11,  // 38: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	91,  // 39: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	85,  // 40: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.FixFileRequest.DependencyFilesEntry
+	9,   // 41: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 42: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	88,  // 43: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	11,  // 44: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	17,  // 45: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	9,   // 46: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 47: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	91,  // 48: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	88,  // 49: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	91,  // 50: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	3,   // 51: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
+	11,  // 52: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	89,  // 53: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	91,  // 54: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	31,  // 55: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	12,  // 56: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
+	9,   // 57: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 58: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	3,   // 59: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
+	92,  // 60: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	88,  // 61: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	11,  // 62: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	31,  // 63: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	89,  // 64: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	9,   // 65: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 66: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 67: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
+	16,  // 68: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
+	88,  // 69: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 70: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
+	36,  // 71: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
+	12,  // 72: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	13,  // 73: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	9,   // 74: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 75: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	37,  // 76: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
+	88,  // 77: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	37,  // 78: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	38,  // 79: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
+	9,   // 80: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 81: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	36,  // 82: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
+	88,  // 83: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	37,  // 84: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	38,  // 85: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
+	17,  // 86: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	9,   // 87: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 88: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	91,  // 89: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	88,  // 90: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	93,  // 91: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	45,  // 92: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
+	9,   // 93: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	10,  // 94: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	46,  // 95: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
+	88,  // 96: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	5,   // 97: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
+	49,  // 98: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	9,   // 99: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	94,  // 100: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	10,  // 101: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	94,  // 102: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	6,   // 103: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	88,  // 104: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	10,  // 105: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	52,  // 106: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	88,  // 107: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	58,  // 108: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	7,   // 109: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	58,  // 110: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	95,  // 111: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	95,  // 112: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	95,  // 113: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	95,  // 114: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	57,  // 115: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	57,  // 116: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	57,  // 117: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	57,  // 118: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	57,  // 119: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	96,  // 120: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	57,  // 121: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	58,  // 122: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	58,  // 123: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	58,  // 124: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	58,  // 125: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	58,  // 126: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	96,  // 127: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	58,  // 128: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 129: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	58,  // 130: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	58,  // 131: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	95,  // 132: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	95,  // 133: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	8,   // 134: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 135: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 136: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	82,  // 137: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	82,  // 138: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	18,  // 139: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	20,  // 140: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	22,  // 141: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	25,  // 142: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	27,  // 143: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	29,  // 144: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	32,  // 145: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	34,  // 146: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	39,  // 147: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	41,  // 148: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	43,  // 149: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	47,  // 150: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	50,  // 151: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	53,  // 152: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	55,  // 153: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	59,  // 154: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	61,  // 155: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	63,  // 156: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	65,  // 157: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	67,  // 158: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	69,  // 159: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	71,  // 160: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	73,  // 161: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	75,  // 162: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	77,  // 163: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	79,  // 164: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	81,  // 165: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	19,  // 166: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	21,  // 167: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	23,  // 168: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	26,  // 169: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	28,  // 170: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	30,  // 171: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	33,  // 172: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	35,  // 173: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	40,  // 174: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	42,  // 175: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	44,  // 176: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	48,  // 177: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	51,  // 178: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	54,  // 179: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	56,  // 180: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	60,  // 181: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	62,  // 182: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	64,  // 183: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	66,  // 184: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	68,  // 185: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	70,  // 186: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	72,  // 187: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	74,  // 188: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	76,  // 189: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	78,  // 190: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	80,  // 191: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	83,  // 192: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	166, // [166:193] is the sub-list for method output_type
+	139, // [139:166] is the sub-list for method input_type
+	139, // [139:139] is the sub-list for extension type_name
+	139, // [139:139] is the sub-list for extension extendee
+	0,   // [0:139] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
@@ -7137,14 +7232,14 @@ func file_thefold_ai_v1_ai_proto_init() {
 	if File_thefold_ai_v1_ai_proto != nil {
 		return
 	}
-	file_thefold_ai_v1_ai_proto_msgTypes[47].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[41].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_ai_v1_ai_proto_rawDesc), len(file_thefold_ai_v1_ai_proto_rawDesc)),
-			NumEnums:      11,
-			NumMessages:   75,
+			NumEnums:      9,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -43,7 +43,23 @@ const (
 // AIService makes every LLM call in TheFold: it builds the prompts (with prompt caching),
 // picks a model from the registry unless told which, calls the provider, parses and repairs
 // structured output, and records tokens and cost in the usage ledger. Callers are the agent,
-// the builder and tasks; every generating response carries the Usage of the call.
+// the builder, tasks and memory; every response of an RPC that calls a model carries the
+// thefold.type.v1.Usage of the call. These RPCs are internal (no REST) except EstimateCost.
+//
+// Idempotency: every RPC that calls a model (all but EstimateCost) takes a caller-chosen
+// `request_id` (a UUID is a good choice, at most 128 characters). The answer is recorded
+// with it: a retry with the same request_id by the same caller returns the recorded answer
+// without calling a model again, and the usage ledger counts the call once (the returned
+// Usage is the first call's). A retry while the first call still runs waits for its answer.
+// Only answers are recorded: a call that failed runs again when retried. Reusing a
+// request_id for a different request is INVALID_ARGUMENT. Empty: no idempotency, every call
+// is a new call and is billed. Recorded answers are kept at least 24 hours.
+//
+// Errors follow thefold/type/v1/conventions.proto: bad input (an empty task, a DELETE file
+// spec, a malformed JSON schema) is INVALID_ARGUMENT; an unknown explicit model is NOT_FOUND
+// and a disabled one FAILED_PRECONDITION; a provider rate limit that every fallback also
+// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a reply
+// that cannot be parsed or repaired into the response is INTERNAL.
 type AIServiceClient interface {
 	// AssessConfidence judges whether the task is clear enough to start: proceed, ask the
 	// user clarifying questions, or break it into subtasks.
@@ -51,15 +67,17 @@ type AIServiceClient interface {
 	// AssessComplexity rates the task 1–10 and suggests the model tier, tags and budget mode
 	// used to select the model for the rest of the job.
 	AssessComplexity(ctx context.Context, in *AssessComplexityRequest, opts ...grpc.CallOption) (*AssessComplexityResponse, error)
-	// PlanTask produces the structured plan the builder executes. With previous_plan and
-	// previous_errors or feedback set it revises a plan.
+	// PlanTask produces the structured plan (thefold.type.v1.Plan) the builder executes. With
+	// previous_plan and previous_attempts or feedback set it revises a plan.
 	PlanTask(ctx context.Context, in *PlanTaskRequest, opts ...grpc.CallOption) (*PlanTaskResponse, error)
-	// GenerateFile writes one planned file, given the files it depends on. For MODIFY it
-	// returns targeted edits against the existing content as well as the result.
+	// GenerateFile writes one planned file, given the files it depends on. It answers a
+	// thefold.type.v1.FileChange: the whole content, or for MODIFY targeted edits against the
+	// existing content; the complete resulting file comes with it either way.
 	GenerateFile(ctx context.Context, in *GenerateFileRequest, opts ...grpc.CallOption) (*GenerateFileResponse, error)
-	// FixFile rewrites a file so that the given validation errors go away.
+	// FixFile rewrites a file so that the given diagnostics go away.
 	FixFile(ctx context.Context, in *FixFileRequest, opts ...grpc.CallOption) (*FixFileResponse, error)
-	// ReviewCode reviews the changes of one task: quality score, concerns, documentation.
+	// ReviewCode reviews the changes of one task: quality score, concerns (as Diagnostics with
+	// tool "review"), documentation.
 	ReviewCode(ctx context.Context, in *ReviewCodeRequest, opts ...grpc.CallOption) (*ReviewCodeResponse, error)
 	// DiagnoseFailure classifies why an attempt failed and recommends how to recover.
 	DiagnoseFailure(ctx context.Context, in *DiagnoseFailureRequest, opts ...grpc.CallOption) (*DiagnoseFailureResponse, error)
@@ -80,7 +98,8 @@ type AIServiceClient interface {
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// Embed returns one embedding vector per text.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
-	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call.
+	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call and
+	// records nothing. REST: GET /v1/ai/cost:estimate.
 	EstimateCost(ctx context.Context, in *EstimateCostRequest, opts ...grpc.CallOption) (*EstimateCostResponse, error)
 }
 
@@ -249,7 +268,23 @@ func (c *aIServiceClient) EstimateCost(ctx context.Context, in *EstimateCostRequ
 // AIService makes every LLM call in TheFold: it builds the prompts (with prompt caching),
 // picks a model from the registry unless told which, calls the provider, parses and repairs
 // structured output, and records tokens and cost in the usage ledger. Callers are the agent,
-// the builder and tasks; every generating response carries the Usage of the call.
+// the builder, tasks and memory; every response of an RPC that calls a model carries the
+// thefold.type.v1.Usage of the call. These RPCs are internal (no REST) except EstimateCost.
+//
+// Idempotency: every RPC that calls a model (all but EstimateCost) takes a caller-chosen
+// `request_id` (a UUID is a good choice, at most 128 characters). The answer is recorded
+// with it: a retry with the same request_id by the same caller returns the recorded answer
+// without calling a model again, and the usage ledger counts the call once (the returned
+// Usage is the first call's). A retry while the first call still runs waits for its answer.
+// Only answers are recorded: a call that failed runs again when retried. Reusing a
+// request_id for a different request is INVALID_ARGUMENT. Empty: no idempotency, every call
+// is a new call and is billed. Recorded answers are kept at least 24 hours.
+//
+// Errors follow thefold/type/v1/conventions.proto: bad input (an empty task, a DELETE file
+// spec, a malformed JSON schema) is INVALID_ARGUMENT; an unknown explicit model is NOT_FOUND
+// and a disabled one FAILED_PRECONDITION; a provider rate limit that every fallback also
+// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a reply
+// that cannot be parsed or repaired into the response is INTERNAL.
 type AIServiceServer interface {
 	// AssessConfidence judges whether the task is clear enough to start: proceed, ask the
 	// user clarifying questions, or break it into subtasks.
@@ -257,15 +292,17 @@ type AIServiceServer interface {
 	// AssessComplexity rates the task 1–10 and suggests the model tier, tags and budget mode
 	// used to select the model for the rest of the job.
 	AssessComplexity(context.Context, *AssessComplexityRequest) (*AssessComplexityResponse, error)
-	// PlanTask produces the structured plan the builder executes. With previous_plan and
-	// previous_errors or feedback set it revises a plan.
+	// PlanTask produces the structured plan (thefold.type.v1.Plan) the builder executes. With
+	// previous_plan and previous_attempts or feedback set it revises a plan.
 	PlanTask(context.Context, *PlanTaskRequest) (*PlanTaskResponse, error)
-	// GenerateFile writes one planned file, given the files it depends on. For MODIFY it
-	// returns targeted edits against the existing content as well as the result.
+	// GenerateFile writes one planned file, given the files it depends on. It answers a
+	// thefold.type.v1.FileChange: the whole content, or for MODIFY targeted edits against the
+	// existing content; the complete resulting file comes with it either way.
 	GenerateFile(context.Context, *GenerateFileRequest) (*GenerateFileResponse, error)
-	// FixFile rewrites a file so that the given validation errors go away.
+	// FixFile rewrites a file so that the given diagnostics go away.
 	FixFile(context.Context, *FixFileRequest) (*FixFileResponse, error)
-	// ReviewCode reviews the changes of one task: quality score, concerns, documentation.
+	// ReviewCode reviews the changes of one task: quality score, concerns (as Diagnostics with
+	// tool "review"), documentation.
 	ReviewCode(context.Context, *ReviewCodeRequest) (*ReviewCodeResponse, error)
 	// DiagnoseFailure classifies why an attempt failed and recommends how to recover.
 	DiagnoseFailure(context.Context, *DiagnoseFailureRequest) (*DiagnoseFailureResponse, error)
@@ -286,7 +323,8 @@ type AIServiceServer interface {
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// Embed returns one embedding vector per text.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
-	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call.
+	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call and
+	// records nothing. REST: GET /v1/ai/cost:estimate.
 	EstimateCost(context.Context, *EstimateCostRequest) (*EstimateCostResponse, error)
 	mustEmbedUnimplementedAIServiceServer()
 }
@@ -707,14 +745,18 @@ var AIService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	ModelRegistryService_ListProviders_FullMethodName   = "/thefold.ai.v1.ModelRegistryService/ListProviders"
-	ModelRegistryService_SaveProvider_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/SaveProvider"
-	ModelRegistryService_ListModels_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/ListModels"
-	ModelRegistryService_SaveModel_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/SaveModel"
-	ModelRegistryService_SetModelEnabled_FullMethodName = "/thefold.ai.v1.ModelRegistryService/SetModelEnabled"
-	ModelRegistryService_DeleteModel_FullMethodName     = "/thefold.ai.v1.ModelRegistryService/DeleteModel"
-	ModelRegistryService_SelectModel_FullMethodName     = "/thefold.ai.v1.ModelRegistryService/SelectModel"
-	ModelRegistryService_GetUsage_FullMethodName        = "/thefold.ai.v1.ModelRegistryService/GetUsage"
+	ModelRegistryService_ListProviders_FullMethodName  = "/thefold.ai.v1.ModelRegistryService/ListProviders"
+	ModelRegistryService_GetProvider_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/GetProvider"
+	ModelRegistryService_CreateProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/CreateProvider"
+	ModelRegistryService_UpdateProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/UpdateProvider"
+	ModelRegistryService_DeleteProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/DeleteProvider"
+	ModelRegistryService_ListModels_FullMethodName     = "/thefold.ai.v1.ModelRegistryService/ListModels"
+	ModelRegistryService_GetModel_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/GetModel"
+	ModelRegistryService_CreateModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/CreateModel"
+	ModelRegistryService_UpdateModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/UpdateModel"
+	ModelRegistryService_DeleteModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/DeleteModel"
+	ModelRegistryService_SelectModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/SelectModel"
+	ModelRegistryService_GetUsage_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/GetUsage"
 )
 
 // ModelRegistryServiceClient is the client API for ModelRegistryService service.
@@ -724,17 +766,37 @@ const (
 // ModelRegistryService is the database-backed registry of LLM providers and models, the
 // model selection policy and the usage ledger. All RPCs need the admin role except
 // SelectModel, which internal callers use too.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown provider or model id is
+// NOT_FOUND; a name already taken (a provider's name, a model's name within its provider)
+// is ALREADY_EXISTS; deleting a provider that still has models is FAILED_PRECONDITION; no
+// enabled model matching a selection is FAILED_PRECONDITION.
 type ModelRegistryServiceClient interface {
-	// ListProviders lists providers, each with its models.
+	// ListProviders lists providers by name, each with its models, paginated.
 	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
-	// SaveProvider creates a provider (id empty) or replaces the provider with that id.
-	SaveProvider(ctx context.Context, in *SaveProviderRequest, opts ...grpc.CallOption) (*SaveProviderResponse, error)
-	// ListModels lists models across providers, filtered.
+	// GetProvider returns one provider with its models.
+	GetProvider(ctx context.Context, in *GetProviderRequest, opts ...grpc.CallOption) (*GetProviderResponse, error)
+	// CreateProvider creates a provider. Idempotent by its natural key, the name: a provider
+	// of that name already exists → ALREADY_EXISTS (a retry after a lost answer finds it with
+	// ListProviders' name filter).
+	CreateProvider(ctx context.Context, in *CreateProviderRequest, opts ...grpc.CallOption) (*CreateProviderResponse, error)
+	// UpdateProvider changes the fields named in update_mask.
+	UpdateProvider(ctx context.Context, in *UpdateProviderRequest, opts ...grpc.CallOption) (*UpdateProviderResponse, error)
+	// DeleteProvider deletes a provider that has no models left (FAILED_PRECONDITION
+	// otherwise: delete its models first). Usage records are kept.
+	DeleteProvider(ctx context.Context, in *DeleteProviderRequest, opts ...grpc.CallOption) (*DeleteProviderResponse, error)
+	// ListModels lists models across providers, filtered and paginated, ordered by provider
+	// name, then tier, then name.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
-	// SaveModel creates a model (id empty) or replaces the model with that id.
-	SaveModel(ctx context.Context, in *SaveModelRequest, opts ...grpc.CallOption) (*SaveModelResponse, error)
-	// SetModelEnabled enables or disables a model for selection.
-	SetModelEnabled(ctx context.Context, in *SetModelEnabledRequest, opts ...grpc.CallOption) (*SetModelEnabledResponse, error)
+	// GetModel returns one model.
+	GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error)
+	// CreateModel creates a model of a provider. Idempotent by its natural key, the provider
+	// and the model name: that provider already has a model of that name → ALREADY_EXISTS (a
+	// retry after a lost answer finds it with ListModels' provider_id and name filters).
+	CreateModel(ctx context.Context, in *CreateModelRequest, opts ...grpc.CallOption) (*CreateModelResponse, error)
+	// UpdateModel changes the fields named in update_mask. Enabling or disabling a model for
+	// selection is an update of `enabled`.
+	UpdateModel(ctx context.Context, in *UpdateModelRequest, opts ...grpc.CallOption) (*UpdateModelResponse, error)
 	// DeleteModel deletes a model. Its usage records are kept.
 	DeleteModel(ctx context.Context, in *DeleteModelRequest, opts ...grpc.CallOption) (*DeleteModelResponse, error)
 	// SelectModel picks the model for a call from complexity, tags and budget mode, with the
@@ -762,10 +824,40 @@ func (c *modelRegistryServiceClient) ListProviders(ctx context.Context, in *List
 	return out, nil
 }
 
-func (c *modelRegistryServiceClient) SaveProvider(ctx context.Context, in *SaveProviderRequest, opts ...grpc.CallOption) (*SaveProviderResponse, error) {
+func (c *modelRegistryServiceClient) GetProvider(ctx context.Context, in *GetProviderRequest, opts ...grpc.CallOption) (*GetProviderResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SaveProviderResponse)
-	err := c.cc.Invoke(ctx, ModelRegistryService_SaveProvider_FullMethodName, in, out, cOpts...)
+	out := new(GetProviderResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_GetProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *modelRegistryServiceClient) CreateProvider(ctx context.Context, in *CreateProviderRequest, opts ...grpc.CallOption) (*CreateProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateProviderResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_CreateProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *modelRegistryServiceClient) UpdateProvider(ctx context.Context, in *UpdateProviderRequest, opts ...grpc.CallOption) (*UpdateProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateProviderResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_UpdateProvider_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *modelRegistryServiceClient) DeleteProvider(ctx context.Context, in *DeleteProviderRequest, opts ...grpc.CallOption) (*DeleteProviderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteProviderResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_DeleteProvider_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -782,20 +874,30 @@ func (c *modelRegistryServiceClient) ListModels(ctx context.Context, in *ListMod
 	return out, nil
 }
 
-func (c *modelRegistryServiceClient) SaveModel(ctx context.Context, in *SaveModelRequest, opts ...grpc.CallOption) (*SaveModelResponse, error) {
+func (c *modelRegistryServiceClient) GetModel(ctx context.Context, in *GetModelRequest, opts ...grpc.CallOption) (*GetModelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SaveModelResponse)
-	err := c.cc.Invoke(ctx, ModelRegistryService_SaveModel_FullMethodName, in, out, cOpts...)
+	out := new(GetModelResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_GetModel_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (c *modelRegistryServiceClient) SetModelEnabled(ctx context.Context, in *SetModelEnabledRequest, opts ...grpc.CallOption) (*SetModelEnabledResponse, error) {
+func (c *modelRegistryServiceClient) CreateModel(ctx context.Context, in *CreateModelRequest, opts ...grpc.CallOption) (*CreateModelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SetModelEnabledResponse)
-	err := c.cc.Invoke(ctx, ModelRegistryService_SetModelEnabled_FullMethodName, in, out, cOpts...)
+	out := new(CreateModelResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_CreateModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *modelRegistryServiceClient) UpdateModel(ctx context.Context, in *UpdateModelRequest, opts ...grpc.CallOption) (*UpdateModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateModelResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_UpdateModel_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -839,17 +941,37 @@ func (c *modelRegistryServiceClient) GetUsage(ctx context.Context, in *GetUsageR
 // ModelRegistryService is the database-backed registry of LLM providers and models, the
 // model selection policy and the usage ledger. All RPCs need the admin role except
 // SelectModel, which internal callers use too.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown provider or model id is
+// NOT_FOUND; a name already taken (a provider's name, a model's name within its provider)
+// is ALREADY_EXISTS; deleting a provider that still has models is FAILED_PRECONDITION; no
+// enabled model matching a selection is FAILED_PRECONDITION.
 type ModelRegistryServiceServer interface {
-	// ListProviders lists providers, each with its models.
+	// ListProviders lists providers by name, each with its models, paginated.
 	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
-	// SaveProvider creates a provider (id empty) or replaces the provider with that id.
-	SaveProvider(context.Context, *SaveProviderRequest) (*SaveProviderResponse, error)
-	// ListModels lists models across providers, filtered.
+	// GetProvider returns one provider with its models.
+	GetProvider(context.Context, *GetProviderRequest) (*GetProviderResponse, error)
+	// CreateProvider creates a provider. Idempotent by its natural key, the name: a provider
+	// of that name already exists → ALREADY_EXISTS (a retry after a lost answer finds it with
+	// ListProviders' name filter).
+	CreateProvider(context.Context, *CreateProviderRequest) (*CreateProviderResponse, error)
+	// UpdateProvider changes the fields named in update_mask.
+	UpdateProvider(context.Context, *UpdateProviderRequest) (*UpdateProviderResponse, error)
+	// DeleteProvider deletes a provider that has no models left (FAILED_PRECONDITION
+	// otherwise: delete its models first). Usage records are kept.
+	DeleteProvider(context.Context, *DeleteProviderRequest) (*DeleteProviderResponse, error)
+	// ListModels lists models across providers, filtered and paginated, ordered by provider
+	// name, then tier, then name.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
-	// SaveModel creates a model (id empty) or replaces the model with that id.
-	SaveModel(context.Context, *SaveModelRequest) (*SaveModelResponse, error)
-	// SetModelEnabled enables or disables a model for selection.
-	SetModelEnabled(context.Context, *SetModelEnabledRequest) (*SetModelEnabledResponse, error)
+	// GetModel returns one model.
+	GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error)
+	// CreateModel creates a model of a provider. Idempotent by its natural key, the provider
+	// and the model name: that provider already has a model of that name → ALREADY_EXISTS (a
+	// retry after a lost answer finds it with ListModels' provider_id and name filters).
+	CreateModel(context.Context, *CreateModelRequest) (*CreateModelResponse, error)
+	// UpdateModel changes the fields named in update_mask. Enabling or disabling a model for
+	// selection is an update of `enabled`.
+	UpdateModel(context.Context, *UpdateModelRequest) (*UpdateModelResponse, error)
 	// DeleteModel deletes a model. Its usage records are kept.
 	DeleteModel(context.Context, *DeleteModelRequest) (*DeleteModelResponse, error)
 	// SelectModel picks the model for a call from complexity, tags and budget mode, with the
@@ -870,17 +992,29 @@ type UnimplementedModelRegistryServiceServer struct{}
 func (UnimplementedModelRegistryServiceServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
 }
-func (UnimplementedModelRegistryServiceServer) SaveProvider(context.Context, *SaveProviderRequest) (*SaveProviderResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SaveProvider not implemented")
+func (UnimplementedModelRegistryServiceServer) GetProvider(context.Context, *GetProviderRequest) (*GetProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProvider not implemented")
+}
+func (UnimplementedModelRegistryServiceServer) CreateProvider(context.Context, *CreateProviderRequest) (*CreateProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateProvider not implemented")
+}
+func (UnimplementedModelRegistryServiceServer) UpdateProvider(context.Context, *UpdateProviderRequest) (*UpdateProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateProvider not implemented")
+}
+func (UnimplementedModelRegistryServiceServer) DeleteProvider(context.Context, *DeleteProviderRequest) (*DeleteProviderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteProvider not implemented")
 }
 func (UnimplementedModelRegistryServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
 }
-func (UnimplementedModelRegistryServiceServer) SaveModel(context.Context, *SaveModelRequest) (*SaveModelResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SaveModel not implemented")
+func (UnimplementedModelRegistryServiceServer) GetModel(context.Context, *GetModelRequest) (*GetModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModel not implemented")
 }
-func (UnimplementedModelRegistryServiceServer) SetModelEnabled(context.Context, *SetModelEnabledRequest) (*SetModelEnabledResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SetModelEnabled not implemented")
+func (UnimplementedModelRegistryServiceServer) CreateModel(context.Context, *CreateModelRequest) (*CreateModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateModel not implemented")
+}
+func (UnimplementedModelRegistryServiceServer) UpdateModel(context.Context, *UpdateModelRequest) (*UpdateModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateModel not implemented")
 }
 func (UnimplementedModelRegistryServiceServer) DeleteModel(context.Context, *DeleteModelRequest) (*DeleteModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteModel not implemented")
@@ -930,20 +1064,74 @@ func _ModelRegistryService_ListProviders_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ModelRegistryService_SaveProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SaveProviderRequest)
+func _ModelRegistryService_GetProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProviderRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ModelRegistryServiceServer).SaveProvider(ctx, in)
+		return srv.(ModelRegistryServiceServer).GetProvider(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ModelRegistryService_SaveProvider_FullMethodName,
+		FullMethod: ModelRegistryService_GetProvider_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ModelRegistryServiceServer).SaveProvider(ctx, req.(*SaveProviderRequest))
+		return srv.(ModelRegistryServiceServer).GetProvider(ctx, req.(*GetProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ModelRegistryService_CreateProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelRegistryServiceServer).CreateProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelRegistryService_CreateProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelRegistryServiceServer).CreateProvider(ctx, req.(*CreateProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ModelRegistryService_UpdateProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelRegistryServiceServer).UpdateProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelRegistryService_UpdateProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelRegistryServiceServer).UpdateProvider(ctx, req.(*UpdateProviderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ModelRegistryService_DeleteProvider_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteProviderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelRegistryServiceServer).DeleteProvider(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelRegistryService_DeleteProvider_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelRegistryServiceServer).DeleteProvider(ctx, req.(*DeleteProviderRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -966,38 +1154,56 @@ func _ModelRegistryService_ListModels_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ModelRegistryService_SaveModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SaveModelRequest)
+func _ModelRegistryService_GetModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ModelRegistryServiceServer).SaveModel(ctx, in)
+		return srv.(ModelRegistryServiceServer).GetModel(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ModelRegistryService_SaveModel_FullMethodName,
+		FullMethod: ModelRegistryService_GetModel_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ModelRegistryServiceServer).SaveModel(ctx, req.(*SaveModelRequest))
+		return srv.(ModelRegistryServiceServer).GetModel(ctx, req.(*GetModelRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
 
-func _ModelRegistryService_SetModelEnabled_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SetModelEnabledRequest)
+func _ModelRegistryService_CreateModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateModelRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(ModelRegistryServiceServer).SetModelEnabled(ctx, in)
+		return srv.(ModelRegistryServiceServer).CreateModel(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: ModelRegistryService_SetModelEnabled_FullMethodName,
+		FullMethod: ModelRegistryService_CreateModel_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ModelRegistryServiceServer).SetModelEnabled(ctx, req.(*SetModelEnabledRequest))
+		return srv.(ModelRegistryServiceServer).CreateModel(ctx, req.(*CreateModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ModelRegistryService_UpdateModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelRegistryServiceServer).UpdateModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelRegistryService_UpdateModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelRegistryServiceServer).UpdateModel(ctx, req.(*UpdateModelRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1068,20 +1274,36 @@ var ModelRegistryService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ModelRegistryService_ListProviders_Handler,
 		},
 		{
-			MethodName: "SaveProvider",
-			Handler:    _ModelRegistryService_SaveProvider_Handler,
+			MethodName: "GetProvider",
+			Handler:    _ModelRegistryService_GetProvider_Handler,
+		},
+		{
+			MethodName: "CreateProvider",
+			Handler:    _ModelRegistryService_CreateProvider_Handler,
+		},
+		{
+			MethodName: "UpdateProvider",
+			Handler:    _ModelRegistryService_UpdateProvider_Handler,
+		},
+		{
+			MethodName: "DeleteProvider",
+			Handler:    _ModelRegistryService_DeleteProvider_Handler,
 		},
 		{
 			MethodName: "ListModels",
 			Handler:    _ModelRegistryService_ListModels_Handler,
 		},
 		{
-			MethodName: "SaveModel",
-			Handler:    _ModelRegistryService_SaveModel_Handler,
+			MethodName: "GetModel",
+			Handler:    _ModelRegistryService_GetModel_Handler,
 		},
 		{
-			MethodName: "SetModelEnabled",
-			Handler:    _ModelRegistryService_SetModelEnabled_Handler,
+			MethodName: "CreateModel",
+			Handler:    _ModelRegistryService_CreateModel_Handler,
+		},
+		{
+			MethodName: "UpdateModel",
+			Handler:    _ModelRegistryService_UpdateModel_Handler,
 		},
 		{
 			MethodName: "DeleteModel",

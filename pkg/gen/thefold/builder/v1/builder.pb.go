@@ -7,9 +7,9 @@
 package builderv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
-	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -23,73 +23,74 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// BuildAction is what a step does. Plans use CREATE, MODIFY, DELETE and RUN_COMMAND; the
-// builder adds INSTALL_PACKAGES, VALIDATE and REVIEW steps of its own.
-type BuildAction int32
+// StepKind is what a build step does. Plan steps become FILE or COMMAND steps; the builder
+// adds the others itself. What a FILE step does to its file is a thefold.type.v1.FileAction.
+type StepKind int32
 
 const (
-	BuildAction_BUILD_ACTION_UNSPECIFIED BuildAction = 0
-	BuildAction_BUILD_ACTION_CREATE      BuildAction = 1
-	// Targeted edits of the current content, not a blind rewrite.
-	BuildAction_BUILD_ACTION_MODIFY      BuildAction = 2
-	BuildAction_BUILD_ACTION_DELETE      BuildAction = 3
-	BuildAction_BUILD_ACTION_RUN_COMMAND BuildAction = 4
-	// The plan's packages, installed in one batch.
-	BuildAction_BUILD_ACTION_INSTALL_PACKAGES BuildAction = 5
+	StepKind_STEP_KIND_UNSPECIFIED StepKind = 0
+	// Create, modify (targeted edits of the current content, not a blind rewrite) or delete
+	// one file, then validate it incrementally and fix it (at most 3 rounds).
+	StepKind_STEP_KIND_FILE StepKind = 1
+	// A command step of the plan (argv), run in the sandbox.
+	StepKind_STEP_KIND_COMMAND StepKind = 2
+	// The plan's packages, installed in one batch (dependencies phase).
+	StepKind_STEP_KIND_INSTALL_PACKAGES StepKind = 3
 	// Full sandbox validation (integrate phase).
-	BuildAction_BUILD_ACTION_VALIDATE BuildAction = 6
+	StepKind_STEP_KIND_VALIDATE StepKind = 4
+	// A fix of one file (or of the build as a whole) for the diagnostics of a VALIDATE step
+	// (integrate phase); it holds one fix round.
+	StepKind_STEP_KIND_FIX StepKind = 5
 	// ai.ReviewCode and documentation (finalize phase).
-	BuildAction_BUILD_ACTION_REVIEW BuildAction = 7
+	StepKind_STEP_KIND_REVIEW StepKind = 6
 )
 
-// Enum value maps for BuildAction.
+// Enum value maps for StepKind.
 var (
-	BuildAction_name = map[int32]string{
-		0: "BUILD_ACTION_UNSPECIFIED",
-		1: "BUILD_ACTION_CREATE",
-		2: "BUILD_ACTION_MODIFY",
-		3: "BUILD_ACTION_DELETE",
-		4: "BUILD_ACTION_RUN_COMMAND",
-		5: "BUILD_ACTION_INSTALL_PACKAGES",
-		6: "BUILD_ACTION_VALIDATE",
-		7: "BUILD_ACTION_REVIEW",
+	StepKind_name = map[int32]string{
+		0: "STEP_KIND_UNSPECIFIED",
+		1: "STEP_KIND_FILE",
+		2: "STEP_KIND_COMMAND",
+		3: "STEP_KIND_INSTALL_PACKAGES",
+		4: "STEP_KIND_VALIDATE",
+		5: "STEP_KIND_FIX",
+		6: "STEP_KIND_REVIEW",
 	}
-	BuildAction_value = map[string]int32{
-		"BUILD_ACTION_UNSPECIFIED":      0,
-		"BUILD_ACTION_CREATE":           1,
-		"BUILD_ACTION_MODIFY":           2,
-		"BUILD_ACTION_DELETE":           3,
-		"BUILD_ACTION_RUN_COMMAND":      4,
-		"BUILD_ACTION_INSTALL_PACKAGES": 5,
-		"BUILD_ACTION_VALIDATE":         6,
-		"BUILD_ACTION_REVIEW":           7,
+	StepKind_value = map[string]int32{
+		"STEP_KIND_UNSPECIFIED":      0,
+		"STEP_KIND_FILE":             1,
+		"STEP_KIND_COMMAND":          2,
+		"STEP_KIND_INSTALL_PACKAGES": 3,
+		"STEP_KIND_VALIDATE":         4,
+		"STEP_KIND_FIX":              5,
+		"STEP_KIND_REVIEW":           6,
 	}
 )
 
-func (x BuildAction) Enum() *BuildAction {
-	p := new(BuildAction)
+func (x StepKind) Enum() *StepKind {
+	p := new(StepKind)
 	*p = x
 	return p
 }
 
-func (x BuildAction) String() string {
+func (x StepKind) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (BuildAction) Descriptor() protoreflect.EnumDescriptor {
+func (StepKind) Descriptor() protoreflect.EnumDescriptor {
 	return file_thefold_builder_v1_builder_proto_enumTypes[0].Descriptor()
 }
 
-func (BuildAction) Type() protoreflect.EnumType {
+func (StepKind) Type() protoreflect.EnumType {
 	return &file_thefold_builder_v1_builder_proto_enumTypes[0]
 }
 
-func (x BuildAction) Number() protoreflect.EnumNumber {
+func (x StepKind) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use BuildAction.Descriptor instead.
-func (BuildAction) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use StepKind.Descriptor instead.
+func (StepKind) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{0}
 }
 
@@ -104,7 +105,7 @@ const (
 	BuildPhase_BUILD_PHASE_SCAFFOLD BuildPhase = 2
 	// Packages the plan needs, installed in one batch.
 	BuildPhase_BUILD_PHASE_DEPENDENCIES BuildPhase = 3
-	// Each file in order: generate, write, validate incrementally, fix (at most 3 times).
+	// Each file in order: generate, write, validate incrementally, fix (at most 3 rounds).
 	BuildPhase_BUILD_PHASE_IMPLEMENT BuildPhase = 4
 	// Full validation, errors mapped to files, fixes; at most 3 iterations.
 	BuildPhase_BUILD_PHASE_INTEGRATE BuildPhase = 5
@@ -290,7 +291,7 @@ const (
 	BuildStepStatus_BUILD_STEP_STATUS_RUNNING     BuildStepStatus = 2
 	BuildStepStatus_BUILD_STEP_STATUS_SUCCEEDED   BuildStepStatus = 3
 	BuildStepStatus_BUILD_STEP_STATUS_FAILED      BuildStepStatus = 4
-	// Not run (build cancelled, or a file it depends on failed).
+	// Not run (build cancelled, or a step it depends on failed).
 	BuildStepStatus_BUILD_STEP_STATUS_SKIPPED BuildStepStatus = 5
 )
 
@@ -341,7 +342,8 @@ func (BuildStepStatus) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{4}
 }
 
-// BuildFileStatus is where one planned file is.
+// BuildFileStatus is where one planned file is (its progress, not what is done to it: that
+// is its FileAction).
 type BuildFileStatus int32
 
 const (
@@ -351,8 +353,9 @@ const (
 	BuildFileStatus_BUILD_FILE_STATUS_IN_PROGRESS BuildFileStatus = 2
 	// Written and passed incremental validation.
 	BuildFileStatus_BUILD_FILE_STATUS_VALID BuildFileStatus = 3
-	// Still invalid after the fix attempts.
-	BuildFileStatus_BUILD_FILE_STATUS_FAILED  BuildFileStatus = 4
+	// Still invalid after the fix rounds.
+	BuildFileStatus_BUILD_FILE_STATUS_FAILED BuildFileStatus = 4
+	// Not built (build cancelled, or a step it depends on failed).
 	BuildFileStatus_BUILD_FILE_STATUS_SKIPPED BuildFileStatus = 5
 )
 
@@ -407,35 +410,44 @@ func (BuildFileStatus) EnumDescriptor() ([]byte, []int) {
 type BuildEventType int32
 
 const (
+	// Heartbeats carry no event type.
 	BuildEventType_BUILD_EVENT_TYPE_UNSPECIFIED BuildEventType = 0
-	BuildEventType_BUILD_EVENT_TYPE_CREATED     BuildEventType = 1
-	// previous_status says from what.
+	// payload: created.
+	BuildEventType_BUILD_EVENT_TYPE_CREATED BuildEventType = 1
+	// payload: status_change.
 	BuildEventType_BUILD_EVENT_TYPE_STATUS_CHANGED BuildEventType = 2
-	BuildEventType_BUILD_EVENT_TYPE_PHASE_CHANGED  BuildEventType = 3
-	BuildEventType_BUILD_EVENT_TYPE_STEP_STARTED   BuildEventType = 4
+	// payload: phase_change.
+	BuildEventType_BUILD_EVENT_TYPE_PHASE_CHANGED BuildEventType = 3
+	// payload: step.
+	BuildEventType_BUILD_EVENT_TYPE_STEP_STARTED BuildEventType = 4
+	// payload: step.
 	BuildEventType_BUILD_EVENT_TYPE_STEP_SUCCEEDED BuildEventType = 5
-	BuildEventType_BUILD_EVENT_TYPE_STEP_FAILED    BuildEventType = 6
-	// A file passed or failed incremental validation; message has the outcome.
-	BuildEventType_BUILD_EVENT_TYPE_FILE_VALIDATED BuildEventType = 7
-	// An ai.FixFile attempt started.
-	BuildEventType_BUILD_EVENT_TYPE_FIX_ATTEMPTED BuildEventType = 8
-	// A line of progress or command output for people watching.
-	BuildEventType_BUILD_EVENT_TYPE_LOG BuildEventType = 9
+	// payload: step.
+	BuildEventType_BUILD_EVENT_TYPE_STEP_FAILED BuildEventType = 6
+	// A step was not run (build cancelled, or a step it depends on failed); payload: step.
+	BuildEventType_BUILD_EVENT_TYPE_STEP_SKIPPED BuildEventType = 7
+	// A file passed or failed incremental validation; payload: file_validated.
+	BuildEventType_BUILD_EVENT_TYPE_FILE_VALIDATED BuildEventType = 8
+	// A fix round ended (the fix written and validated again); payload: fix_round.
+	BuildEventType_BUILD_EVENT_TYPE_FIX_ATTEMPTED BuildEventType = 9
+	// A line of progress or command output for people watching; payload: log.
+	BuildEventType_BUILD_EVENT_TYPE_LOG BuildEventType = 10
 )
 
 // Enum value maps for BuildEventType.
 var (
 	BuildEventType_name = map[int32]string{
-		0: "BUILD_EVENT_TYPE_UNSPECIFIED",
-		1: "BUILD_EVENT_TYPE_CREATED",
-		2: "BUILD_EVENT_TYPE_STATUS_CHANGED",
-		3: "BUILD_EVENT_TYPE_PHASE_CHANGED",
-		4: "BUILD_EVENT_TYPE_STEP_STARTED",
-		5: "BUILD_EVENT_TYPE_STEP_SUCCEEDED",
-		6: "BUILD_EVENT_TYPE_STEP_FAILED",
-		7: "BUILD_EVENT_TYPE_FILE_VALIDATED",
-		8: "BUILD_EVENT_TYPE_FIX_ATTEMPTED",
-		9: "BUILD_EVENT_TYPE_LOG",
+		0:  "BUILD_EVENT_TYPE_UNSPECIFIED",
+		1:  "BUILD_EVENT_TYPE_CREATED",
+		2:  "BUILD_EVENT_TYPE_STATUS_CHANGED",
+		3:  "BUILD_EVENT_TYPE_PHASE_CHANGED",
+		4:  "BUILD_EVENT_TYPE_STEP_STARTED",
+		5:  "BUILD_EVENT_TYPE_STEP_SUCCEEDED",
+		6:  "BUILD_EVENT_TYPE_STEP_FAILED",
+		7:  "BUILD_EVENT_TYPE_STEP_SKIPPED",
+		8:  "BUILD_EVENT_TYPE_FILE_VALIDATED",
+		9:  "BUILD_EVENT_TYPE_FIX_ATTEMPTED",
+		10: "BUILD_EVENT_TYPE_LOG",
 	}
 	BuildEventType_value = map[string]int32{
 		"BUILD_EVENT_TYPE_UNSPECIFIED":    0,
@@ -445,9 +457,10 @@ var (
 		"BUILD_EVENT_TYPE_STEP_STARTED":   4,
 		"BUILD_EVENT_TYPE_STEP_SUCCEEDED": 5,
 		"BUILD_EVENT_TYPE_STEP_FAILED":    6,
-		"BUILD_EVENT_TYPE_FILE_VALIDATED": 7,
-		"BUILD_EVENT_TYPE_FIX_ATTEMPTED":  8,
-		"BUILD_EVENT_TYPE_LOG":            9,
+		"BUILD_EVENT_TYPE_STEP_SKIPPED":   7,
+		"BUILD_EVENT_TYPE_FILE_VALIDATED": 8,
+		"BUILD_EVENT_TYPE_FIX_ATTEMPTED":  9,
+		"BUILD_EVENT_TYPE_LOG":            10,
 	}
 )
 
@@ -478,229 +491,11 @@ func (BuildEventType) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{6}
 }
 
-// BuildPlanStep is one step of a plan.
-type BuildPlanStep struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// CREATE, MODIFY, DELETE or RUN_COMMAND.
-	Action BuildAction `protobuf:"varint,1,opt,name=action,proto3,enum=thefold.builder.v1.BuildAction" json:"action,omitempty"`
-	// File path relative to the repository root; empty for RUN_COMMAND.
-	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// What the file must contain or the change must achieve; the spec given to the model.
-	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	// For RUN_COMMAND: the command line, run in the sandbox.
-	Command string `protobuf:"bytes,4,opt,name=command,proto3" json:"command,omitempty"`
-	// Paths of planned files this step needs first (the plan's own dependencies; import
-	// analysis adds more). A RUN_COMMAND step runs after the files it names.
-	DependsOn []string `protobuf:"bytes,5,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
-	// Where the step runs, e.g. SCAFFOLD for "go mod init"; UNSPECIFIED lets the builder
-	// decide (files and commands in IMPLEMENT).
-	Phase         BuildPhase `protobuf:"varint,6,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *BuildPlanStep) Reset() {
-	*x = BuildPlanStep{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *BuildPlanStep) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*BuildPlanStep) ProtoMessage() {}
-
-func (x *BuildPlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use BuildPlanStep.ProtoReflect.Descriptor instead.
-func (*BuildPlanStep) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *BuildPlanStep) GetAction() BuildAction {
-	if x != nil {
-		return x.Action
-	}
-	return BuildAction_BUILD_ACTION_UNSPECIFIED
-}
-
-func (x *BuildPlanStep) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *BuildPlanStep) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *BuildPlanStep) GetCommand() string {
-	if x != nil {
-		return x.Command
-	}
-	return ""
-}
-
-func (x *BuildPlanStep) GetDependsOn() []string {
-	if x != nil {
-		return x.DependsOn
-	}
-	return nil
-}
-
-func (x *BuildPlanStep) GetPhase() BuildPhase {
-	if x != nil {
-		return x.Phase
-	}
-	return BuildPhase_BUILD_PHASE_UNSPECIFIED
-}
-
-// BuildPlan is the structured plan the agent hands to the builder (from ai.PlanTask).
-type BuildPlan struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the whole change does; the task given to every file generation.
-	Description string           `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
-	Steps       []*BuildPlanStep `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
-	// Packages to install in the dependencies phase, in the ecosystem's own syntax
-	// (e.g. "github.com/go-chi/chi/v5@v5.0.12", "zod"); the package manager is detected.
-	Packages      []string `protobuf:"bytes,3,rep,name=packages,proto3" json:"packages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *BuildPlan) Reset() {
-	*x = BuildPlan{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *BuildPlan) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*BuildPlan) ProtoMessage() {}
-
-func (x *BuildPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use BuildPlan.ProtoReflect.Descriptor instead.
-func (*BuildPlan) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *BuildPlan) GetDescription() string {
-	if x != nil {
-		return x.Description
-	}
-	return ""
-}
-
-func (x *BuildPlan) GetSteps() []*BuildPlanStep {
-	if x != nil {
-		return x.Steps
-	}
-	return nil
-}
-
-func (x *BuildPlan) GetPackages() []string {
-	if x != nil {
-		return x.Packages
-	}
-	return nil
-}
-
-// BuildBudget caps a build; the agent passes what is left of its job's budget. Zero fields
-// mean no cap beyond the server defaults.
-type BuildBudget struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MaxTokens     int64                  `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	MaxCostUsd    float64                `protobuf:"fixed64,2,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
-	MaxWallTime   *durationpb.Duration   `protobuf:"bytes,3,opt,name=max_wall_time,json=maxWallTime,proto3" json:"max_wall_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *BuildBudget) Reset() {
-	*x = BuildBudget{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *BuildBudget) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*BuildBudget) ProtoMessage() {}
-
-func (x *BuildBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use BuildBudget.ProtoReflect.Descriptor instead.
-func (*BuildBudget) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *BuildBudget) GetMaxTokens() int64 {
-	if x != nil {
-		return x.MaxTokens
-	}
-	return 0
-}
-
-func (x *BuildBudget) GetMaxCostUsd() float64 {
-	if x != nil {
-		return x.MaxCostUsd
-	}
-	return 0
-}
-
-func (x *BuildBudget) GetMaxWallTime() *durationpb.Duration {
-	if x != nil {
-		return x.MaxWallTime
-	}
-	return nil
-}
-
 // DependencyNode is one planned file and the planned files it depends on.
 type DependencyNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// Planned files only; files that already exist need no ordering.
 	DependsOn     []string `protobuf:"bytes,2,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -709,7 +504,7 @@ type DependencyNode struct {
 
 func (x *DependencyNode) Reset() {
 	*x = DependencyNode{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +516,7 @@ func (x *DependencyNode) String() string {
 func (*DependencyNode) ProtoMessage() {}
 
 func (x *DependencyNode) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +529,7 @@ func (x *DependencyNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyNode.ProtoReflect.Descriptor instead.
 func (*DependencyNode) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{3}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *DependencyNode) GetPath() string {
@@ -762,7 +557,7 @@ type DependencyCycle struct {
 
 func (x *DependencyCycle) Reset() {
 	*x = DependencyCycle{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +569,7 @@ func (x *DependencyCycle) String() string {
 func (*DependencyCycle) ProtoMessage() {}
 
 func (x *DependencyCycle) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +582,7 @@ func (x *DependencyCycle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyCycle.ProtoReflect.Descriptor instead.
 func (*DependencyCycle) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{4}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *DependencyCycle) GetPaths() []string {
@@ -800,9 +595,11 @@ func (x *DependencyCycle) GetPaths() []string {
 // DependencyGraph is the analysed file graph of a plan.
 type DependencyGraph struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Nodes []*DependencyNode      `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// One per planned file.
+	Nodes []*DependencyNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Every planned path, each after the files it depends on; cycles are broken in plan order.
-	Order         []string           `protobuf:"bytes,2,rep,name=order,proto3" json:"order,omitempty"`
+	Order []string `protobuf:"bytes,2,rep,name=order,proto3" json:"order,omitempty"`
+	// Rings of mutually dependent files; their files are generated together.
 	Cycles        []*DependencyCycle `protobuf:"bytes,3,rep,name=cycles,proto3" json:"cycles,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -810,7 +607,7 @@ type DependencyGraph struct {
 
 func (x *DependencyGraph) Reset() {
 	*x = DependencyGraph{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +619,7 @@ func (x *DependencyGraph) String() string {
 func (*DependencyGraph) ProtoMessage() {}
 
 func (x *DependencyGraph) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +632,7 @@ func (x *DependencyGraph) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DependencyGraph.ProtoReflect.Descriptor instead.
 func (*DependencyGraph) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{5}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *DependencyGraph) GetNodes() []*DependencyNode {
@@ -861,21 +658,23 @@ func (x *DependencyGraph) GetCycles() []*DependencyCycle {
 
 // BuildFile is the progress of one planned file.
 type BuildFile struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Action BuildAction            `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.builder.v1.BuildAction" json:"action,omitempty"`
-	Status BuildFileStatus        `protobuf:"varint,3,opt,name=status,proto3,enum=thefold.builder.v1.BuildFileStatus" json:"status,omitempty"`
-	// Generations plus fix attempts so far.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// What the plan does to the file: CREATE, MODIFY or DELETE.
+	Action v1.FileAction   `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
+	Status BuildFileStatus `protobuf:"varint,3,opt,name=status,proto3,enum=thefold.builder.v1.BuildFileStatus" json:"status,omitempty"`
+	// Generations plus fix rounds so far.
 	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
-	// Errors of the last validation, empty when valid.
-	Errors        []string `protobuf:"bytes,5,rep,name=errors,proto3" json:"errors,omitempty"`
+	// Diagnostics of the file's last validation; empty when valid.
+	Diagnostics   []*v1.Diagnostic `protobuf:"bytes,5,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BuildFile) Reset() {
 	*x = BuildFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +686,7 @@ func (x *BuildFile) String() string {
 func (*BuildFile) ProtoMessage() {}
 
 func (x *BuildFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +699,7 @@ func (x *BuildFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildFile.ProtoReflect.Descriptor instead.
 func (*BuildFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{6}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BuildFile) GetPath() string {
@@ -910,11 +709,11 @@ func (x *BuildFile) GetPath() string {
 	return ""
 }
 
-func (x *BuildFile) GetAction() BuildAction {
+func (x *BuildFile) GetAction() v1.FileAction {
 	if x != nil {
 		return x.Action
 	}
-	return BuildAction_BUILD_ACTION_UNSPECIFIED
+	return v1.FileAction(0)
 }
 
 func (x *BuildFile) GetStatus() BuildFileStatus {
@@ -931,38 +730,42 @@ func (x *BuildFile) GetAttempts() int32 {
 	return 0
 }
 
-func (x *BuildFile) GetErrors() []string {
+func (x *BuildFile) GetDiagnostics() []*v1.Diagnostic {
 	if x != nil {
-		return x.Errors
+		return x.Diagnostics
 	}
 	return nil
 }
 
-// ChangedFile is a file the build changed, as listed in its report.
-type ChangedFile struct {
+// ValidationResult is the outcome of a sandbox validation within a step (incremental for a
+// FILE step, full for a VALIDATE step).
+type ValidationResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// CREATE, MODIFY or DELETE.
-	Action        BuildAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.builder.v1.BuildAction" json:"action,omitempty"`
+	// No error diagnostics (for an incremental validation: none in the step's file).
+	Passed bool `protobuf:"varint,1,opt,name=passed,proto3" json:"passed,omitempty"`
+	// Parsed from the toolchain's output, as the sandbox reported them.
+	Diagnostics []*v1.Diagnostic `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// Raw tool output (trimmed).
+	Output        string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ChangedFile) Reset() {
-	*x = ChangedFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
+func (x *ValidationResult) Reset() {
+	*x = ValidationResult{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ChangedFile) String() string {
+func (x *ValidationResult) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ChangedFile) ProtoMessage() {}
+func (*ValidationResult) ProtoMessage() {}
 
-func (x *ChangedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
+func (x *ValidationResult) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,47 +776,233 @@ func (x *ChangedFile) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ChangedFile.ProtoReflect.Descriptor instead.
-func (*ChangedFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{7}
+// Deprecated: Use ValidationResult.ProtoReflect.Descriptor instead.
+func (*ValidationResult) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ChangedFile) GetPath() string {
+func (x *ValidationResult) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *ValidationResult) GetDiagnostics() []*v1.Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+func (x *ValidationResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+// FixRound is one round of fixing: ai.FixFile given the diagnostics, the fix written, the
+// file (implement phase) or the build (integrate phase) validated again. A FILE step holds
+// the rounds of its file (at most 3); a FIX step of the integrate phase holds one.
+type FixRound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build.
+	BuildId string `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// The step the round belongs to.
+	StepNumber int32 `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	// 1-based: the file's round in the implement phase, the iteration in the integrate phase.
+	Round int32 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// IMPLEMENT or INTEGRATE.
+	Phase BuildPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	// The file fixed; empty for a whole-build integrate round (diagnostics not tied to one
+	// file, e.g. a module or manifest error).
+	Path string `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
+	// Files the fix rewrote (for a file round, path alone).
+	ChangedPaths []string `protobuf:"bytes,6,rep,name=changed_paths,json=changedPaths,proto3" json:"changed_paths,omitempty"`
+	// The diagnostics the fix was asked to resolve.
+	DiagnosticsBefore []*v1.Diagnostic `protobuf:"bytes,7,rep,name=diagnostics_before,json=diagnosticsBefore,proto3" json:"diagnostics_before,omitempty"`
+	// The diagnostics of the validation after the fix (same scope as before); empty when it
+	// passed.
+	DiagnosticsAfter []*v1.Diagnostic `protobuf:"bytes,8,rep,name=diagnostics_after,json=diagnosticsAfter,proto3" json:"diagnostics_after,omitempty"`
+	// Model that wrote the fix.
+	Model string `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	// LLM usage of the round.
+	Usage *v1.Usage `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The validation after the fix passed (no error diagnostics left in scope).
+	Resolved bool `protobuf:"varint,11,opt,name=resolved,proto3" json:"resolved,omitempty"`
+	// Why the round could not run or finish (e.g. the fix call failed, an edit did not apply);
+	// empty otherwise.
+	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FixRound) Reset() {
+	*x = FixRound{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FixRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FixRound) ProtoMessage() {}
+
+func (x *FixRound) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FixRound.ProtoReflect.Descriptor instead.
+func (*FixRound) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *FixRound) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *FixRound) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *FixRound) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *FixRound) GetPhase() BuildPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return BuildPhase_BUILD_PHASE_UNSPECIFIED
+}
+
+func (x *FixRound) GetPath() string {
 	if x != nil {
 		return x.Path
 	}
 	return ""
 }
 
-func (x *ChangedFile) GetAction() BuildAction {
+func (x *FixRound) GetChangedPaths() []string {
 	if x != nil {
-		return x.Action
+		return x.ChangedPaths
 	}
-	return BuildAction_BUILD_ACTION_UNSPECIFIED
+	return nil
+}
+
+func (x *FixRound) GetDiagnosticsBefore() []*v1.Diagnostic {
+	if x != nil {
+		return x.DiagnosticsBefore
+	}
+	return nil
+}
+
+func (x *FixRound) GetDiagnosticsAfter() []*v1.Diagnostic {
+	if x != nil {
+		return x.DiagnosticsAfter
+	}
+	return nil
+}
+
+func (x *FixRound) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *FixRound) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *FixRound) GetResolved() bool {
+	if x != nil {
+		return x.Resolved
+	}
+	return false
+}
+
+func (x *FixRound) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *FixRound) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *FixRound) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
 }
 
 // BuildReport is the outcome of a build, written in the finalize phase (or on failure, as
 // far as the build got).
 type BuildReport struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Summary      string                 `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
-	FilesChanged []*ChangedFile         `protobuf:"bytes,2,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Summary string                 `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The files the build changed, from sandbox.Diff against the sandbox's base (stats only:
+	// unified_diff is empty; the sandbox's Diff gives it).
+	FilesChanged []*v1.FileDiff `protobuf:"bytes,2,rep,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	// Sum of files_changed.
+	DiffStats *v1.DiffStats `protobuf:"bytes,3,opt,name=diff_stats,json=diffStats,proto3" json:"diff_stats,omitempty"`
 	// Whether the last full validation passed.
-	ValidationPassed bool `protobuf:"varint,3,opt,name=validation_passed,json=validationPassed,proto3" json:"validation_passed,omitempty"`
+	ValidationPassed bool `protobuf:"varint,4,opt,name=validation_passed,json=validationPassed,proto3" json:"validation_passed,omitempty"`
+	// Diagnostics of the last full validation.
+	Diagnostics []*v1.Diagnostic `protobuf:"bytes,5,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	// Output of the last full validation (trimmed).
-	ValidationOutput string `protobuf:"bytes,4,opt,name=validation_output,json=validationOutput,proto3" json:"validation_output,omitempty"`
+	ValidationOutput string `protobuf:"bytes,6,opt,name=validation_output,json=validationOutput,proto3" json:"validation_output,omitempty"`
 	// From ai.ReviewCode in finalize, 1–10; 0 when not reviewed.
-	QualityScore int32    `protobuf:"varint,5,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
-	Concerns     []string `protobuf:"bytes,6,rep,name=concerns,proto3" json:"concerns,omitempty"`
+	QualityScore int32 `protobuf:"varint,7,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
+	// The review's concerns, tool "review".
+	Concerns []*v1.Diagnostic `protobuf:"bytes,8,rep,name=concerns,proto3" json:"concerns,omitempty"`
 	// Documentation of the change (pull request description material).
-	Documentation string `protobuf:"bytes,7,opt,name=documentation,proto3" json:"documentation,omitempty"`
+	Documentation string `protobuf:"bytes,9,opt,name=documentation,proto3" json:"documentation,omitempty"`
+	// Fix rounds run over the whole build (implement and integrate), and how many of them
+	// resolved their diagnostics.
+	FixRounds         int32 `protobuf:"varint,10,opt,name=fix_rounds,json=fixRounds,proto3" json:"fix_rounds,omitempty"`
+	FixRoundsResolved int32 `protobuf:"varint,11,opt,name=fix_rounds_resolved,json=fixRoundsResolved,proto3" json:"fix_rounds_resolved,omitempty"`
+	// Planned files still FAILED at the end.
+	FailedPaths   []string `protobuf:"bytes,12,rep,name=failed_paths,json=failedPaths,proto3" json:"failed_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BuildReport) Reset() {
 	*x = BuildReport{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1014,7 @@ func (x *BuildReport) String() string {
 func (*BuildReport) ProtoMessage() {}
 
 func (x *BuildReport) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1027,7 @@ func (x *BuildReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildReport.ProtoReflect.Descriptor instead.
 func (*BuildReport) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{8}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BuildReport) GetSummary() string {
@@ -1048,9 +1037,16 @@ func (x *BuildReport) GetSummary() string {
 	return ""
 }
 
-func (x *BuildReport) GetFilesChanged() []*ChangedFile {
+func (x *BuildReport) GetFilesChanged() []*v1.FileDiff {
 	if x != nil {
 		return x.FilesChanged
+	}
+	return nil
+}
+
+func (x *BuildReport) GetDiffStats() *v1.DiffStats {
+	if x != nil {
+		return x.DiffStats
 	}
 	return nil
 }
@@ -1060,6 +1056,13 @@ func (x *BuildReport) GetValidationPassed() bool {
 		return x.ValidationPassed
 	}
 	return false
+}
+
+func (x *BuildReport) GetDiagnostics() []*v1.Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
 }
 
 func (x *BuildReport) GetValidationOutput() string {
@@ -1076,7 +1079,7 @@ func (x *BuildReport) GetQualityScore() int32 {
 	return 0
 }
 
-func (x *BuildReport) GetConcerns() []string {
+func (x *BuildReport) GetConcerns() []*v1.Diagnostic {
 	if x != nil {
 		return x.Concerns
 	}
@@ -1090,6 +1093,27 @@ func (x *BuildReport) GetDocumentation() string {
 	return ""
 }
 
+func (x *BuildReport) GetFixRounds() int32 {
+	if x != nil {
+		return x.FixRounds
+	}
+	return 0
+}
+
+func (x *BuildReport) GetFixRoundsResolved() int32 {
+	if x != nil {
+		return x.FixRoundsResolved
+	}
+	return 0
+}
+
+func (x *BuildReport) GetFailedPaths() []string {
+	if x != nil {
+		return x.FailedPaths
+	}
+	return nil
+}
+
 // BuildJob is one build of one plan in one sandbox.
 type BuildJob struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1097,45 +1121,49 @@ type BuildJob struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// User id of the owner (the identity the agent called with).
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
-	TaskId  string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The StartBuild request_id that created it.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TaskId    string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Agent job this build belongs to.
-	JobId     string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	SandboxId string `protobuf:"bytes,5,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	JobId     string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	SandboxId string `protobuf:"bytes,6,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// Repository, "owner/name".
-	Repo     string        `protobuf:"bytes,6,opt,name=repo,proto3" json:"repo,omitempty"`
-	Status   BuildStatus   `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.builder.v1.BuildStatus" json:"status,omitempty"`
-	Strategy BuildStrategy `protobuf:"varint,8,opt,name=strategy,proto3,enum=thefold.builder.v1.BuildStrategy" json:"strategy,omitempty"`
-	Phase    BuildPhase    `protobuf:"varint,9,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
-	Plan     *BuildPlan    `protobuf:"bytes,10,opt,name=plan,proto3" json:"plan,omitempty"`
+	Repo     string        `protobuf:"bytes,7,opt,name=repo,proto3" json:"repo,omitempty"`
+	Status   BuildStatus   `protobuf:"varint,8,opt,name=status,proto3,enum=thefold.builder.v1.BuildStatus" json:"status,omitempty"`
+	Strategy BuildStrategy `protobuf:"varint,9,opt,name=strategy,proto3,enum=thefold.builder.v1.BuildStrategy" json:"strategy,omitempty"`
+	Phase    BuildPhase    `protobuf:"varint,10,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	// The plan being built.
+	Plan *v1.Plan `protobuf:"bytes,11,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Model used for file generation and fixes.
-	Model string `protobuf:"bytes,11,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,12,opt,name=model,proto3" json:"model,omitempty"`
 	// Step being run, 1-based, and the steps known so far (grows as fix steps are added).
-	CurrentStep int32        `protobuf:"varint,12,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
-	TotalSteps  int32        `protobuf:"varint,13,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
-	Files       []*BuildFile `protobuf:"bytes,14,rep,name=files,proto3" json:"files,omitempty"`
+	CurrentStep int32 `protobuf:"varint,13,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
+	TotalSteps  int32 `protobuf:"varint,14,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	// One per planned file, in build order.
+	Files []*BuildFile `protobuf:"bytes,15,rep,name=files,proto3" json:"files,omitempty"`
 	// Set after the init phase.
-	Graph *DependencyGraph `protobuf:"bytes,15,opt,name=graph,proto3" json:"graph,omitempty"`
+	Graph *DependencyGraph `protobuf:"bytes,16,opt,name=graph,proto3" json:"graph,omitempty"`
 	// Integrate-phase validate→fix iterations so far (at most 3).
-	Iterations   int32        `protobuf:"varint,16,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	InputTokens  int64        `protobuf:"varint,17,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens int64        `protobuf:"varint,18,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	CostUsd      float64      `protobuf:"fixed64,19,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Budget       *BuildBudget `protobuf:"bytes,20,opt,name=budget,proto3" json:"budget,omitempty"`
+	Iterations int32 `protobuf:"varint,17,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// LLM usage of the whole build so far (the sum of its steps').
+	Usage *v1.Usage `protobuf:"bytes,18,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The cap the build runs under; spending it fails the build.
+	Budget *v1.Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Set when the build ends.
-	Report *BuildReport `protobuf:"bytes,21,opt,name=report,proto3" json:"report,omitempty"`
+	Report *BuildReport `protobuf:"bytes,20,opt,name=report,proto3" json:"report,omitempty"`
 	// Why the build failed or was cancelled.
-	Error         string                 `protobuf:"bytes,22,opt,name=error,proto3" json:"error,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Error         string                 `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BuildJob) Reset() {
 	*x = BuildJob{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1175,7 @@ func (x *BuildJob) String() string {
 func (*BuildJob) ProtoMessage() {}
 
 func (x *BuildJob) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1188,7 @@ func (x *BuildJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildJob.ProtoReflect.Descriptor instead.
 func (*BuildJob) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BuildJob) GetId() string {
@@ -1173,6 +1201,13 @@ func (x *BuildJob) GetId() string {
 func (x *BuildJob) GetOwnerId() string {
 	if x != nil {
 		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *BuildJob) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1226,7 +1261,7 @@ func (x *BuildJob) GetPhase() BuildPhase {
 	return BuildPhase_BUILD_PHASE_UNSPECIFIED
 }
 
-func (x *BuildJob) GetPlan() *BuildPlan {
+func (x *BuildJob) GetPlan() *v1.Plan {
 	if x != nil {
 		return x.Plan
 	}
@@ -1275,28 +1310,14 @@ func (x *BuildJob) GetIterations() int32 {
 	return 0
 }
 
-func (x *BuildJob) GetInputTokens() int64 {
+func (x *BuildJob) GetUsage() *v1.Usage {
 	if x != nil {
-		return x.InputTokens
+		return x.Usage
 	}
-	return 0
+	return nil
 }
 
-func (x *BuildJob) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
-	}
-	return 0
-}
-
-func (x *BuildJob) GetCostUsd() float64 {
-	if x != nil {
-		return x.CostUsd
-	}
-	return 0
-}
-
-func (x *BuildJob) GetBudget() *BuildBudget {
+func (x *BuildJob) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
@@ -1345,168 +1366,39 @@ func (x *BuildJob) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// ValidationIssue is one error or warning found by a validation check.
-type ValidationIssue struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// File the issue is in, when known.
-	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// 1-based, 0 when unknown.
-	Line    int32  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
-	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	// The check that reported it, e.g. "typecheck", "lint", "test".
-	Check         string `protobuf:"bytes,4,opt,name=check,proto3" json:"check,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ValidationIssue) Reset() {
-	*x = ValidationIssue{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ValidationIssue) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ValidationIssue) ProtoMessage() {}
-
-func (x *ValidationIssue) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ValidationIssue.ProtoReflect.Descriptor instead.
-func (*ValidationIssue) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
-}
-
-func (x *ValidationIssue) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *ValidationIssue) GetLine() int32 {
-	if x != nil {
-		return x.Line
-	}
-	return 0
-}
-
-func (x *ValidationIssue) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *ValidationIssue) GetCheck() string {
-	if x != nil {
-		return x.Check
-	}
-	return ""
-}
-
-// ValidationResult is the outcome of a sandbox validation within a step.
-type ValidationResult struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Valid  bool                   `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
-	Issues []*ValidationIssue     `protobuf:"bytes,2,rep,name=issues,proto3" json:"issues,omitempty"`
-	// Raw tool output (trimmed).
-	Output        string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ValidationResult) Reset() {
-	*x = ValidationResult{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ValidationResult) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ValidationResult) ProtoMessage() {}
-
-func (x *ValidationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ValidationResult.ProtoReflect.Descriptor instead.
-func (*ValidationResult) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
-}
-
-func (x *ValidationResult) GetValid() bool {
-	if x != nil {
-		return x.Valid
-	}
-	return false
-}
-
-func (x *ValidationResult) GetIssues() []*ValidationIssue {
-	if x != nil {
-		return x.Issues
-	}
-	return nil
-}
-
-func (x *ValidationResult) GetOutput() string {
-	if x != nil {
-		return x.Output
-	}
-	return ""
-}
-
 // BuildStep is one persisted step of a build.
 type BuildStep struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	BuildId string                 `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
 	// 1-based, unique within the build.
-	StepNumber int32       `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
-	Phase      BuildPhase  `protobuf:"varint,3,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
-	Action     BuildAction `protobuf:"varint,4,opt,name=action,proto3,enum=thefold.builder.v1.BuildAction" json:"action,omitempty"`
+	StepNumber int32      `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	Phase      BuildPhase `protobuf:"varint,3,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	Kind       StepKind   `protobuf:"varint,4,opt,name=kind,proto3,enum=thefold.builder.v1.StepKind" json:"kind,omitempty"`
+	// The plan step it carries out (PlanStep.id); empty for the builder's own steps.
+	PlanStepId string `protobuf:"bytes,5,opt,name=plan_step_id,json=planStepId,proto3" json:"plan_step_id,omitempty"`
+	// For FILE and FIX steps: what is done to the file.
+	Action v1.FileAction `protobuf:"varint,6,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
 	// File the step works on; empty for commands and whole-build steps.
-	FilePath string `protobuf:"bytes,5,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
-	// For RUN_COMMAND and INSTALL_PACKAGES: the command line run.
-	Command string `protobuf:"bytes,6,opt,name=command,proto3" json:"command,omitempty"`
+	Path string `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
+	// For COMMAND and INSTALL_PACKAGES: the argv run in the sandbox, without a shell.
+	Command []string `protobuf:"bytes,8,rep,name=command,proto3" json:"command,omitempty"`
 	// Model that generated the content; empty when no LLM was called.
-	Model string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	Model string `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
 	// Files given to the model as context (the already-built files this one depends on).
-	ContextFiles []string        `protobuf:"bytes,8,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
-	InputTokens  int64           `protobuf:"varint,9,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens int64           `protobuf:"varint,10,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
-	CostUsd      float64         `protobuf:"fixed64,11,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
-	Status       BuildStepStatus `protobuf:"varint,12,opt,name=status,proto3,enum=thefold.builder.v1.BuildStepStatus" json:"status,omitempty"`
-	// Content written (for CREATE and MODIFY).
+	ContextFiles []string `protobuf:"bytes,10,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	// LLM usage of the step, its fix rounds included.
+	Usage  *v1.Usage       `protobuf:"bytes,11,opt,name=usage,proto3" json:"usage,omitempty"`
+	Status BuildStepStatus `protobuf:"varint,12,opt,name=status,proto3,enum=thefold.builder.v1.BuildStepStatus" json:"status,omitempty"`
+	// Content written (for CREATE and MODIFY: the file after the step).
 	Content string `protobuf:"bytes,13,opt,name=content,proto3" json:"content,omitempty"`
 	// Command output (trimmed).
-	Output     string            `protobuf:"bytes,14,opt,name=output,proto3" json:"output,omitempty"`
-	Error      string            `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	Output string `protobuf:"bytes,14,opt,name=output,proto3" json:"output,omitempty"`
+	// Why the step failed; empty otherwise.
+	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	// The step's last validation.
 	Validation *ValidationResult `protobuf:"bytes,16,opt,name=validation,proto3" json:"validation,omitempty"`
-	// ai.FixFile attempts made (at most 3).
-	FixAttempts   int32                  `protobuf:"varint,17,opt,name=fix_attempts,json=fixAttempts,proto3" json:"fix_attempts,omitempty"`
+	// The fix rounds of this step, in order: up to 3 for a FILE step, one for a FIX step.
+	FixRounds     []*FixRound            `protobuf:"bytes,17,rep,name=fix_rounds,json=fixRounds,proto3" json:"fix_rounds,omitempty"`
 	StartTime     *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime       *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1515,7 +1407,7 @@ type BuildStep struct {
 
 func (x *BuildStep) Reset() {
 	*x = BuildStep{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1419,7 @@ func (x *BuildStep) String() string {
 func (*BuildStep) ProtoMessage() {}
 
 func (x *BuildStep) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1432,7 @@ func (x *BuildStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
 func (*BuildStep) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BuildStep) GetBuildId() string {
@@ -1564,25 +1456,39 @@ func (x *BuildStep) GetPhase() BuildPhase {
 	return BuildPhase_BUILD_PHASE_UNSPECIFIED
 }
 
-func (x *BuildStep) GetAction() BuildAction {
+func (x *BuildStep) GetKind() StepKind {
+	if x != nil {
+		return x.Kind
+	}
+	return StepKind_STEP_KIND_UNSPECIFIED
+}
+
+func (x *BuildStep) GetPlanStepId() string {
+	if x != nil {
+		return x.PlanStepId
+	}
+	return ""
+}
+
+func (x *BuildStep) GetAction() v1.FileAction {
 	if x != nil {
 		return x.Action
 	}
-	return BuildAction_BUILD_ACTION_UNSPECIFIED
+	return v1.FileAction(0)
 }
 
-func (x *BuildStep) GetFilePath() string {
+func (x *BuildStep) GetPath() string {
 	if x != nil {
-		return x.FilePath
+		return x.Path
 	}
 	return ""
 }
 
-func (x *BuildStep) GetCommand() string {
+func (x *BuildStep) GetCommand() []string {
 	if x != nil {
 		return x.Command
 	}
-	return ""
+	return nil
 }
 
 func (x *BuildStep) GetModel() string {
@@ -1599,25 +1505,11 @@ func (x *BuildStep) GetContextFiles() []string {
 	return nil
 }
 
-func (x *BuildStep) GetInputTokens() int64 {
+func (x *BuildStep) GetUsage() *v1.Usage {
 	if x != nil {
-		return x.InputTokens
+		return x.Usage
 	}
-	return 0
-}
-
-func (x *BuildStep) GetOutputTokens() int64 {
-	if x != nil {
-		return x.OutputTokens
-	}
-	return 0
-}
-
-func (x *BuildStep) GetCostUsd() float64 {
-	if x != nil {
-		return x.CostUsd
-	}
-	return 0
+	return nil
 }
 
 func (x *BuildStep) GetStatus() BuildStepStatus {
@@ -1655,11 +1547,11 @@ func (x *BuildStep) GetValidation() *ValidationResult {
 	return nil
 }
 
-func (x *BuildStep) GetFixAttempts() int32 {
+func (x *BuildStep) GetFixRounds() []*FixRound {
 	if x != nil {
-		return x.FixAttempts
+		return x.FixRounds
 	}
-	return 0
+	return nil
 }
 
 func (x *BuildStep) GetStartTime() *timestamppb.Timestamp {
@@ -1678,32 +1570,40 @@ func (x *BuildStep) GetEndTime() *timestamppb.Timestamp {
 
 type StartBuildRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required: the agent job; used with attempt as the idempotency key, so a repeated call
-	// (e.g. after an agent crash) returns the existing build instead of starting another.
-	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// The job's attempt number, 1-based.
-	Attempt int32  `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	TaskId  string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// Required: the sandbox to build in, already holding the repository.
+	// Required. Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id (e.g. after an agent crash) returns the build the first call started and
+	// starts nothing. Reusing it for a different request is INVALID_ARGUMENT. The agent
+	// derives it from its job and the job's build round.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Agent job the build belongs to (data; the idempotency key is request_id).
+	JobId  string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Required: the sandbox to build in, already holding the repository; READY, else
+	// FAILED_PRECONDITION.
 	SandboxId string `protobuf:"bytes,4,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// Repository, "owner/name", for memory patterns and skills.
 	Repo string `protobuf:"bytes,5,opt,name=repo,proto3" json:"repo,omitempty"`
-	// Required.
-	Plan *BuildPlan `protobuf:"bytes,6,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Required, at least one step; step ids unique, depends_on naming steps of the plan, file
+	// paths relative without "..", command steps with a non-empty argv (else
+	// INVALID_ARGUMENT). The builder chooses each step's phase: in a new project, command
+	// steps that depend on no file step run in SCAFFOLD; other steps run in IMPLEMENT in
+	// dependency order.
+	Plan *v1.Plan `protobuf:"bytes,6,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Model id for generation; empty lets the ai service select.
 	Model string `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
 	// UNSPECIFIED lets the init phase choose.
 	Strategy BuildStrategy `protobuf:"varint,8,opt,name=strategy,proto3,enum=thefold.builder.v1.BuildStrategy" json:"strategy,omitempty"`
 	// Extra context for every generation: review feedback, diagnosis, sub-agent output.
-	AdditionalContext string       `protobuf:"bytes,9,opt,name=additional_context,json=additionalContext,proto3" json:"additional_context,omitempty"`
-	Budget            *BuildBudget `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	AdditionalContext string `protobuf:"bytes,9,opt,name=additional_context,json=additionalContext,proto3" json:"additional_context,omitempty"`
+	// What is left of the job's budget; zero fields mean the server defaults.
+	Budget        *v1.Budget `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartBuildRequest) Reset() {
 	*x = StartBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1615,7 @@ func (x *StartBuildRequest) String() string {
 func (*StartBuildRequest) ProtoMessage() {}
 
 func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1628,14 @@ func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StartBuildRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 func (x *StartBuildRequest) GetJobId() string {
@@ -1736,13 +1643,6 @@ func (x *StartBuildRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
-}
-
-func (x *StartBuildRequest) GetAttempt() int32 {
-	if x != nil {
-		return x.Attempt
-	}
-	return 0
 }
 
 func (x *StartBuildRequest) GetTaskId() string {
@@ -1766,7 +1666,7 @@ func (x *StartBuildRequest) GetRepo() string {
 	return ""
 }
 
-func (x *StartBuildRequest) GetPlan() *BuildPlan {
+func (x *StartBuildRequest) GetPlan() *v1.Plan {
 	if x != nil {
 		return x.Plan
 	}
@@ -1794,7 +1694,7 @@ func (x *StartBuildRequest) GetAdditionalContext() string {
 	return ""
 }
 
-func (x *StartBuildRequest) GetBudget() *BuildBudget {
+func (x *StartBuildRequest) GetBudget() *v1.Budget {
 	if x != nil {
 		return x.Budget
 	}
@@ -1810,7 +1710,7 @@ type StartBuildResponse struct {
 
 func (x *StartBuildResponse) Reset() {
 	*x = StartBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1722,7 @@ func (x *StartBuildResponse) String() string {
 func (*StartBuildResponse) ProtoMessage() {}
 
 func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1735,7 @@ func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartBuildResponse) GetBuild() *BuildJob {
@@ -1854,7 +1754,7 @@ type GetBuildRequest struct {
 
 func (x *GetBuildRequest) Reset() {
 	*x = GetBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1766,7 @@ func (x *GetBuildRequest) String() string {
 func (*GetBuildRequest) ProtoMessage() {}
 
 func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1779,7 @@ func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBuildRequest) GetId() string {
@@ -1892,7 +1792,7 @@ func (x *GetBuildRequest) GetId() string {
 type GetBuildResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Build *BuildJob              `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
-	// In step_number order.
+	// In step_number order, each with its fix rounds.
 	Steps         []*BuildStep `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1900,7 +1800,7 @@ type GetBuildResponse struct {
 
 func (x *GetBuildResponse) Reset() {
 	*x = GetBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +1812,7 @@ func (x *GetBuildResponse) String() string {
 func (*GetBuildResponse) ProtoMessage() {}
 
 func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +1825,7 @@ func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetBuildResponse) GetBuild() *BuildJob {
@@ -1945,8 +1845,9 @@ func (x *GetBuildResponse) GetSteps() []*BuildStep {
 type ListBuildsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
-	TaskId   string        `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	JobId    string        `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	JobId  string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// "owner/name".
 	Repo     string        `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
 	Statuses []BuildStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=thefold.builder.v1.BuildStatus" json:"statuses,omitempty"`
 	// 1–200, default 50.
@@ -1959,7 +1860,7 @@ type ListBuildsRequest struct {
 
 func (x *ListBuildsRequest) Reset() {
 	*x = ListBuildsRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +1872,7 @@ func (x *ListBuildsRequest) String() string {
 func (*ListBuildsRequest) ProtoMessage() {}
 
 func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +1885,7 @@ func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListBuildsRequest) GetTaskId() string {
@@ -2030,16 +1931,18 @@ func (x *ListBuildsRequest) GetPageToken() string {
 }
 
 type ListBuildsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Builds        []*BuildJob            `protobuf:"bytes,1,rep,name=builds,proto3" json:"builds,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first; plan, files and report included, steps not.
+	Builds []*BuildJob `protobuf:"bytes,1,rep,name=builds,proto3" json:"builds,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListBuildsResponse) Reset() {
 	*x = ListBuildsResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +1954,7 @@ func (x *ListBuildsResponse) String() string {
 func (*ListBuildsResponse) ProtoMessage() {}
 
 func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +1967,7 @@ func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListBuildsResponse) GetBuilds() []*BuildJob {
@@ -2082,16 +1985,17 @@ func (x *ListBuildsResponse) GetNextPageToken() string {
 }
 
 type CancelBuildRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Why; recorded as the build's error.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CancelBuildRequest) Reset() {
 	*x = CancelBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2007,7 @@ func (x *CancelBuildRequest) String() string {
 func (*CancelBuildRequest) ProtoMessage() {}
 
 func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2020,7 @@ func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelBuildRequest) GetId() string {
@@ -2142,7 +2046,7 @@ type CancelBuildResponse struct {
 
 func (x *CancelBuildResponse) Reset() {
 	*x = CancelBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2058,7 @@ func (x *CancelBuildResponse) String() string {
 func (*CancelBuildResponse) ProtoMessage() {}
 
 func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2071,7 @@ func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelBuildResponse) GetBuild() *BuildJob {
@@ -2178,9 +2082,11 @@ func (x *CancelBuildResponse) GetBuild() *BuildJob {
 }
 
 type RetryStepRequest struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	BuildId    string                 `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	StepNumber int32                  `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build (FAILED).
+	BuildId string `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// The step to run again (FAILED).
+	StepNumber int32 `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
 	// Extra context for the retry, e.g. the diagnosis.
 	Guidance      string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2189,7 +2095,7 @@ type RetryStepRequest struct {
 
 func (x *RetryStepRequest) Reset() {
 	*x = RetryStepRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2107,7 @@ func (x *RetryStepRequest) String() string {
 func (*RetryStepRequest) ProtoMessage() {}
 
 func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2120,7 @@ func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepRequest.ProtoReflect.Descriptor instead.
 func (*RetryStepRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RetryStepRequest) GetBuildId() string {
@@ -2247,7 +2153,7 @@ type RetryStepResponse struct {
 
 func (x *RetryStepResponse) Reset() {
 	*x = RetryStepResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2165,7 @@ func (x *RetryStepResponse) String() string {
 func (*RetryStepResponse) ProtoMessage() {}
 
 func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2178,7 @@ func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepResponse.ProtoReflect.Descriptor instead.
 func (*RetryStepResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryStepResponse) GetBuild() *BuildJob {
@@ -2282,151 +2188,24 @@ func (x *RetryStepResponse) GetBuild() *BuildJob {
 	return nil
 }
 
-// BuildEvent is one entry of a build's event stream.
-type BuildEvent struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Event id, the cursor to resume from.
-	EventId int64          `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Type    BuildEventType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.builder.v1.BuildEventType" json:"type,omitempty"`
-	BuildId string         `protobuf:"bytes,3,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	JobId   string         `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Phase   BuildPhase     `protobuf:"varint,5,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
-	// Step concerned, 0 for none.
-	StepNumber int32  `protobuf:"varint,6,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
-	FilePath   string `protobuf:"bytes,7,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
-	// Human-readable line.
-	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
-	// For STATUS_CHANGED, the status before.
-	PreviousStatus BuildStatus `protobuf:"varint,9,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.builder.v1.BuildStatus" json:"previous_status,omitempty"`
-	// The build as of this event (plan and report included, steps not).
-	Build         *BuildJob              `protobuf:"bytes,10,opt,name=build,proto3" json:"build,omitempty"`
-	EventTime     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *BuildEvent) Reset() {
-	*x = BuildEvent{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *BuildEvent) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*BuildEvent) ProtoMessage() {}
-
-func (x *BuildEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use BuildEvent.ProtoReflect.Descriptor instead.
-func (*BuildEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *BuildEvent) GetEventId() int64 {
-	if x != nil {
-		return x.EventId
-	}
-	return 0
-}
-
-func (x *BuildEvent) GetType() BuildEventType {
-	if x != nil {
-		return x.Type
-	}
-	return BuildEventType_BUILD_EVENT_TYPE_UNSPECIFIED
-}
-
-func (x *BuildEvent) GetBuildId() string {
-	if x != nil {
-		return x.BuildId
-	}
-	return ""
-}
-
-func (x *BuildEvent) GetJobId() string {
-	if x != nil {
-		return x.JobId
-	}
-	return ""
-}
-
-func (x *BuildEvent) GetPhase() BuildPhase {
-	if x != nil {
-		return x.Phase
-	}
-	return BuildPhase_BUILD_PHASE_UNSPECIFIED
-}
-
-func (x *BuildEvent) GetStepNumber() int32 {
-	if x != nil {
-		return x.StepNumber
-	}
-	return 0
-}
-
-func (x *BuildEvent) GetFilePath() string {
-	if x != nil {
-		return x.FilePath
-	}
-	return ""
-}
-
-func (x *BuildEvent) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *BuildEvent) GetPreviousStatus() BuildStatus {
-	if x != nil {
-		return x.PreviousStatus
-	}
-	return BuildStatus_BUILD_STATUS_UNSPECIFIED
-}
-
-func (x *BuildEvent) GetBuild() *BuildJob {
-	if x != nil {
-		return x.Build
-	}
-	return nil
-}
-
-func (x *BuildEvent) GetEventTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.EventTime
-	}
-	return nil
-}
-
 type WatchBuildRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The build to watch; empty watches all of the caller's builds, optionally of one job.
-	BuildId string `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
-	// Optional filter when build_id is empty.
+	// The build to watch; empty watches all of the caller's builds (optionally of one job).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional filter when id is empty: builds of this agent job.
 	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Deliver events with id greater than this; 0 delivers the retained history.
-	AfterId       int64 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// Deliver events with id greater than this; 0 delivers the retained history. An id older
+	// than the retained history is OUT_OF_RANGE.
+	AfterId int64 `protobuf:"varint,3,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// Ignore after_id and deliver only events that commit after the stream starts.
+	FromNow       bool `protobuf:"varint,4,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchBuildRequest) Reset() {
 	*x = WatchBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2217,7 @@ func (x *WatchBuildRequest) String() string {
 func (*WatchBuildRequest) ProtoMessage() {}
 
 func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,12 +2230,12 @@ func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildRequest.ProtoReflect.Descriptor instead.
 func (*WatchBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
 }
 
-func (x *WatchBuildRequest) GetBuildId() string {
+func (x *WatchBuildRequest) GetId() string {
 	if x != nil {
-		return x.BuildId
+		return x.Id
 	}
 	return ""
 }
@@ -2475,16 +2254,596 @@ func (x *WatchBuildRequest) GetAfterId() int64 {
 	return 0
 }
 
-type WatchBuildResponse struct {
+func (x *WatchBuildRequest) GetFromNow() bool {
+	if x != nil {
+		return x.FromNow
+	}
+	return false
+}
+
+// BuildCreated is the payload of CREATED: a small summary of the new build.
+type BuildCreated struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	JobId     string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId    string                 `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	SandboxId string                 `protobuf:"bytes,3,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// "owner/name".
+	Repo string `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
+	// The plan's summary.
+	PlanSummary string `protobuf:"bytes,5,opt,name=plan_summary,json=planSummary,proto3" json:"plan_summary,omitempty"`
+	// Steps in the plan.
+	PlanSteps int32 `protobuf:"varint,6,opt,name=plan_steps,json=planSteps,proto3" json:"plan_steps,omitempty"`
+	// Requested; UNSPECIFIED until init chooses.
+	Strategy      BuildStrategy `protobuf:"varint,7,opt,name=strategy,proto3,enum=thefold.builder.v1.BuildStrategy" json:"strategy,omitempty"`
+	Model         string        `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildCreated) Reset() {
+	*x = BuildCreated{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildCreated) ProtoMessage() {}
+
+func (x *BuildCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildCreated.ProtoReflect.Descriptor instead.
+func (*BuildCreated) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *BuildCreated) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *BuildCreated) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *BuildCreated) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *BuildCreated) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *BuildCreated) GetPlanSummary() string {
+	if x != nil {
+		return x.PlanSummary
+	}
+	return ""
+}
+
+func (x *BuildCreated) GetPlanSteps() int32 {
+	if x != nil {
+		return x.PlanSteps
+	}
+	return 0
+}
+
+func (x *BuildCreated) GetStrategy() BuildStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return BuildStrategy_BUILD_STRATEGY_UNSPECIFIED
+}
+
+func (x *BuildCreated) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+// BuildStatusChange is the payload of STATUS_CHANGED.
+type BuildStatusChange struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PreviousStatus BuildStatus            `protobuf:"varint,1,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.builder.v1.BuildStatus" json:"previous_status,omitempty"`
+	Status         BuildStatus            `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.builder.v1.BuildStatus" json:"status,omitempty"`
+	// For FAILED and CANCELLED: why.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The build's usage so far.
+	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildStatusChange) Reset() {
+	*x = BuildStatusChange{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildStatusChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildStatusChange) ProtoMessage() {}
+
+func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildStatusChange.ProtoReflect.Descriptor instead.
+func (*BuildStatusChange) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BuildStatusChange) GetPreviousStatus() BuildStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return BuildStatus_BUILD_STATUS_UNSPECIFIED
+}
+
+func (x *BuildStatusChange) GetStatus() BuildStatus {
+	if x != nil {
+		return x.Status
+	}
+	return BuildStatus_BUILD_STATUS_UNSPECIFIED
+}
+
+func (x *BuildStatusChange) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *BuildStatusChange) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// BuildPhaseChange is the payload of PHASE_CHANGED.
+type BuildPhaseChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Event         *BuildEvent            `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	PreviousPhase BuildPhase             `protobuf:"varint,1,opt,name=previous_phase,json=previousPhase,proto3,enum=thefold.builder.v1.BuildPhase" json:"previous_phase,omitempty"`
+	Phase         BuildPhase             `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	// The strategy, once init has chosen it.
+	Strategy BuildStrategy `protobuf:"varint,3,opt,name=strategy,proto3,enum=thefold.builder.v1.BuildStrategy" json:"strategy,omitempty"`
+	// Steps known so far.
+	TotalSteps    int32 `protobuf:"varint,4,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildPhaseChange) Reset() {
+	*x = BuildPhaseChange{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildPhaseChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildPhaseChange) ProtoMessage() {}
+
+func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildPhaseChange.ProtoReflect.Descriptor instead.
+func (*BuildPhaseChange) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BuildPhaseChange) GetPreviousPhase() BuildPhase {
+	if x != nil {
+		return x.PreviousPhase
+	}
+	return BuildPhase_BUILD_PHASE_UNSPECIFIED
+}
+
+func (x *BuildPhaseChange) GetPhase() BuildPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return BuildPhase_BUILD_PHASE_UNSPECIFIED
+}
+
+func (x *BuildPhaseChange) GetStrategy() BuildStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return BuildStrategy_BUILD_STRATEGY_UNSPECIFIED
+}
+
+func (x *BuildPhaseChange) GetTotalSteps() int32 {
+	if x != nil {
+		return x.TotalSteps
+	}
+	return 0
+}
+
+// StepSummary is the payload of the STEP_* events: a step without its content, output or
+// fix rounds (GetBuild has them).
+type StepSummary struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	StepNumber int32                  `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	Phase      BuildPhase             `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	Kind       StepKind               `protobuf:"varint,3,opt,name=kind,proto3,enum=thefold.builder.v1.StepKind" json:"kind,omitempty"`
+	PlanStepId string                 `protobuf:"bytes,4,opt,name=plan_step_id,json=planStepId,proto3" json:"plan_step_id,omitempty"`
+	Action     v1.FileAction          `protobuf:"varint,5,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
+	Path       string                 `protobuf:"bytes,6,opt,name=path,proto3" json:"path,omitempty"`
+	Command    []string               `protobuf:"bytes,7,rep,name=command,proto3" json:"command,omitempty"`
+	Status     BuildStepStatus        `protobuf:"varint,8,opt,name=status,proto3,enum=thefold.builder.v1.BuildStepStatus" json:"status,omitempty"`
+	Model      string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	// The step's usage (set when it ended).
+	Usage *v1.Usage `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The build's usage after the step, so watchers follow tokens and cost.
+	BuildUsage *v1.Usage `protobuf:"bytes,11,opt,name=build_usage,json=buildUsage,proto3" json:"build_usage,omitempty"`
+	// Fix rounds the step ran.
+	FixRounds int32 `protobuf:"varint,12,opt,name=fix_rounds,json=fixRounds,proto3" json:"fix_rounds,omitempty"`
+	// Why the step failed or was skipped.
+	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepSummary) Reset() {
+	*x = StepSummary{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepSummary) ProtoMessage() {}
+
+func (x *StepSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepSummary.ProtoReflect.Descriptor instead.
+func (*StepSummary) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StepSummary) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *StepSummary) GetPhase() BuildPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return BuildPhase_BUILD_PHASE_UNSPECIFIED
+}
+
+func (x *StepSummary) GetKind() StepKind {
+	if x != nil {
+		return x.Kind
+	}
+	return StepKind_STEP_KIND_UNSPECIFIED
+}
+
+func (x *StepSummary) GetPlanStepId() string {
+	if x != nil {
+		return x.PlanStepId
+	}
+	return ""
+}
+
+func (x *StepSummary) GetAction() v1.FileAction {
+	if x != nil {
+		return x.Action
+	}
+	return v1.FileAction(0)
+}
+
+func (x *StepSummary) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *StepSummary) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *StepSummary) GetStatus() BuildStepStatus {
+	if x != nil {
+		return x.Status
+	}
+	return BuildStepStatus_BUILD_STEP_STATUS_UNSPECIFIED
+}
+
+func (x *StepSummary) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *StepSummary) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *StepSummary) GetBuildUsage() *v1.Usage {
+	if x != nil {
+		return x.BuildUsage
+	}
+	return nil
+}
+
+func (x *StepSummary) GetFixRounds() int32 {
+	if x != nil {
+		return x.FixRounds
+	}
+	return 0
+}
+
+func (x *StepSummary) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *StepSummary) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *StepSummary) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// FileValidated is the payload of FILE_VALIDATED.
+type FileValidated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The step validating the file.
+	StepNumber int32  `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	Path       string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// 0 after generation, n after fix round n.
+	Round  int32 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Passed bool  `protobuf:"varint,4,opt,name=passed,proto3" json:"passed,omitempty"`
+	// The file's diagnostics; empty when it passed cleanly.
+	Diagnostics   []*v1.Diagnostic `protobuf:"bytes,5,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileValidated) Reset() {
+	*x = FileValidated{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileValidated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileValidated) ProtoMessage() {}
+
+func (x *FileValidated) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileValidated.ProtoReflect.Descriptor instead.
+func (*FileValidated) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *FileValidated) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *FileValidated) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *FileValidated) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *FileValidated) GetPassed() bool {
+	if x != nil {
+		return x.Passed
+	}
+	return false
+}
+
+func (x *FileValidated) GetDiagnostics() []*v1.Diagnostic {
+	if x != nil {
+		return x.Diagnostics
+	}
+	return nil
+}
+
+// BuildLog is the payload of LOG.
+type BuildLog struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step concerned, 0 for none.
+	StepNumber int32      `protobuf:"varint,1,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	Phase      BuildPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.builder.v1.BuildPhase" json:"phase,omitempty"`
+	// Human-readable line.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildLog) Reset() {
+	*x = BuildLog{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildLog) ProtoMessage() {}
+
+func (x *BuildLog) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
+func (*BuildLog) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BuildLog) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
+func (x *BuildLog) GetPhase() BuildPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return BuildPhase_BUILD_PHASE_UNSPECIFIED
+}
+
+func (x *BuildLog) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// WatchBuildResponse is one message of the stream: an event, or a heartbeat (id 0) while
+// nothing happens. The envelope is the one of thefold/type/v1/event.proto.
+type WatchBuildResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event id, the cursor to resume from; 0 for a heartbeat.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the change committed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Type BuildEventType         `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.builder.v1.BuildEventType" json:"type,omitempty"`
+	// The build the event is about; empty for a heartbeat.
+	BuildId string `protobuf:"bytes,4,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// Its agent job; empty for a heartbeat or a build without one.
+	JobId string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*WatchBuildResponse_Created
+	//	*WatchBuildResponse_StatusChange
+	//	*WatchBuildResponse_PhaseChange
+	//	*WatchBuildResponse_Step
+	//	*WatchBuildResponse_FileValidated
+	//	*WatchBuildResponse_FixRound
+	//	*WatchBuildResponse_Log
+	//	*WatchBuildResponse_Heartbeat
+	Payload       isWatchBuildResponse_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchBuildResponse) Reset() {
 	*x = WatchBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2855,7 @@ func (x *WatchBuildResponse) String() string {
 func (*WatchBuildResponse) ProtoMessage() {}
 
 func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,22 +2868,182 @@ func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildResponse.ProtoReflect.Descriptor instead.
 func (*WatchBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
 }
 
-func (x *WatchBuildResponse) GetEvent() *BuildEvent {
+func (x *WatchBuildResponse) GetId() int64 {
 	if x != nil {
-		return x.Event
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WatchBuildResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
 	}
 	return nil
 }
 
+func (x *WatchBuildResponse) GetType() BuildEventType {
+	if x != nil {
+		return x.Type
+	}
+	return BuildEventType_BUILD_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *WatchBuildResponse) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *WatchBuildResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *WatchBuildResponse) GetPayload() isWatchBuildResponse_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetCreated() *BuildCreated {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_Created); ok {
+			return x.Created
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetStatusChange() *BuildStatusChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_StatusChange); ok {
+			return x.StatusChange
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetPhaseChange() *BuildPhaseChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_PhaseChange); ok {
+			return x.PhaseChange
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetStep() *StepSummary {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_Step); ok {
+			return x.Step
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetFileValidated() *FileValidated {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_FileValidated); ok {
+			return x.FileValidated
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetFixRound() *FixRound {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_FixRound); ok {
+			return x.FixRound
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetLog() *BuildLog {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
+func (x *WatchBuildResponse) GetHeartbeat() *v1.Heartbeat {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchBuildResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchBuildResponse_Payload interface {
+	isWatchBuildResponse_Payload()
+}
+
+type WatchBuildResponse_Created struct {
+	Created *BuildCreated `protobuf:"bytes,8,opt,name=created,proto3,oneof"`
+}
+
+type WatchBuildResponse_StatusChange struct {
+	StatusChange *BuildStatusChange `protobuf:"bytes,9,opt,name=status_change,json=statusChange,proto3,oneof"`
+}
+
+type WatchBuildResponse_PhaseChange struct {
+	PhaseChange *BuildPhaseChange `protobuf:"bytes,10,opt,name=phase_change,json=phaseChange,proto3,oneof"`
+}
+
+type WatchBuildResponse_Step struct {
+	Step *StepSummary `protobuf:"bytes,11,opt,name=step,proto3,oneof"`
+}
+
+type WatchBuildResponse_FileValidated struct {
+	FileValidated *FileValidated `protobuf:"bytes,12,opt,name=file_validated,json=fileValidated,proto3,oneof"`
+}
+
+type WatchBuildResponse_FixRound struct {
+	FixRound *FixRound `protobuf:"bytes,13,opt,name=fix_round,json=fixRound,proto3,oneof"`
+}
+
+type WatchBuildResponse_Log struct {
+	Log *BuildLog `protobuf:"bytes,14,opt,name=log,proto3,oneof"`
+}
+
+type WatchBuildResponse_Heartbeat struct {
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchBuildResponse_Created) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_StatusChange) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_PhaseChange) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_Step) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_FileValidated) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_FixRound) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_Log) isWatchBuildResponse_Payload() {}
+
+func (*WatchBuildResponse_Heartbeat) isWatchBuildResponse_Payload() {}
+
 // PlannedFile is one file of a plan to analyse.
 type PlannedFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// CREATE, MODIFY or DELETE.
-	Action BuildAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.builder.v1.BuildAction" json:"action,omitempty"`
+	Action v1.FileAction `protobuf:"varint,2,opt,name=action,proto3,enum=thefold.type.v1.FileAction" json:"action,omitempty"`
 	// Optional content to parse imports from (a draft, or for MODIFY the current content).
 	// When empty and sandbox_id is set, the current file is read from the sandbox.
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
@@ -2536,7 +3055,7 @@ type PlannedFile struct {
 
 func (x *PlannedFile) Reset() {
 	*x = PlannedFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +3067,7 @@ func (x *PlannedFile) String() string {
 func (*PlannedFile) ProtoMessage() {}
 
 func (x *PlannedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +3080,7 @@ func (x *PlannedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedFile.ProtoReflect.Descriptor instead.
 func (*PlannedFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlannedFile) GetPath() string {
@@ -2571,11 +3090,11 @@ func (x *PlannedFile) GetPath() string {
 	return ""
 }
 
-func (x *PlannedFile) GetAction() BuildAction {
+func (x *PlannedFile) GetAction() v1.FileAction {
 	if x != nil {
 		return x.Action
 	}
-	return BuildAction_BUILD_ACTION_UNSPECIFIED
+	return v1.FileAction(0)
 }
 
 func (x *PlannedFile) GetContent() string {
@@ -2594,7 +3113,8 @@ func (x *PlannedFile) GetDependsOn() []string {
 
 type AnalyzeDependenciesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Files []*PlannedFile         `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// Required, at least one.
+	Files []*PlannedFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// Optional sandbox to read current content of MODIFY files from.
 	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// The workspace is empty (favours SCAFFOLD_FIRST).
@@ -2605,7 +3125,7 @@ type AnalyzeDependenciesRequest struct {
 
 func (x *AnalyzeDependenciesRequest) Reset() {
 	*x = AnalyzeDependenciesRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +3137,7 @@ func (x *AnalyzeDependenciesRequest) String() string {
 func (*AnalyzeDependenciesRequest) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +3150,7 @@ func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AnalyzeDependenciesRequest) GetFiles() []*PlannedFile {
@@ -2666,7 +3186,7 @@ type AnalyzeDependenciesResponse struct {
 
 func (x *AnalyzeDependenciesResponse) Reset() {
 	*x = AnalyzeDependenciesResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +3198,7 @@ func (x *AnalyzeDependenciesResponse) String() string {
 func (*AnalyzeDependenciesResponse) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +3211,7 @@ func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AnalyzeDependenciesResponse) GetGraph() *DependencyGraph {
@@ -2719,25 +3239,7 @@ var File_thefold_builder_v1_builder_proto protoreflect.FileDescriptor
 
 const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\n" +
-	" thefold/builder/v1/builder.proto\x12\x12thefold.builder.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xed\x01\n" +
-	"\rBuildPlanStep\x127\n" +
-	"\x06action\x18\x01 \x01(\x0e2\x1f.thefold.builder.v1.BuildActionR\x06action\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
-	"\acommand\x18\x04 \x01(\tR\acommand\x12\x1d\n" +
-	"\n" +
-	"depends_on\x18\x05 \x03(\tR\tdependsOn\x124\n" +
-	"\x05phase\x18\x06 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\"\x82\x01\n" +
-	"\tBuildPlan\x12 \n" +
-	"\vdescription\x18\x01 \x01(\tR\vdescription\x127\n" +
-	"\x05steps\x18\x02 \x03(\v2!.thefold.builder.v1.BuildPlanStepR\x05steps\x12\x1a\n" +
-	"\bpackages\x18\x03 \x03(\tR\bpackages\"\x8d\x01\n" +
-	"\vBuildBudget\x12\x1d\n" +
-	"\n" +
-	"max_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12 \n" +
-	"\fmax_cost_usd\x18\x02 \x01(\x01R\n" +
-	"maxCostUsd\x12=\n" +
-	"\rmax_wall_time\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vmaxWallTime\"C\n" +
+	" thefold/builder/v1/builder.proto\x12\x12thefold.builder.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x1bthefold/type/v1/usage.proto\"C\n" +
 	"\x0eDependencyNode\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
@@ -2747,106 +3249,127 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x0fDependencyGraph\x128\n" +
 	"\x05nodes\x18\x01 \x03(\v2\".thefold.builder.v1.DependencyNodeR\x05nodes\x12\x14\n" +
 	"\x05order\x18\x02 \x03(\tR\x05order\x12;\n" +
-	"\x06cycles\x18\x03 \x03(\v2#.thefold.builder.v1.DependencyCycleR\x06cycles\"\xc9\x01\n" +
+	"\x06cycles\x18\x03 \x03(\v2#.thefold.builder.v1.DependencyCycleR\x06cycles\"\xec\x01\n" +
 	"\tBuildFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x127\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x1f.thefold.builder.v1.BuildActionR\x06action\x12;\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12;\n" +
 	"\x06status\x18\x03 \x01(\x0e2#.thefold.builder.v1.BuildFileStatusR\x06status\x12\x1a\n" +
-	"\battempts\x18\x04 \x01(\x05R\battempts\x12\x16\n" +
-	"\x06errors\x18\x05 \x03(\tR\x06errors\"Z\n" +
-	"\vChangedFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x127\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x1f.thefold.builder.v1.BuildActionR\x06action\"\xae\x02\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12=\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\"\x81\x01\n" +
+	"\x10ValidationResult\x12\x16\n" +
+	"\x06passed\x18\x01 \x01(\bR\x06passed\x12=\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\"\xc9\x04\n" +
+	"\bFixRound\x12\x19\n" +
+	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
+	"\vstep_number\x18\x02 \x01(\x05R\n" +
+	"stepNumber\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x05R\x05round\x124\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x12\x12\n" +
+	"\x04path\x18\x05 \x01(\tR\x04path\x12#\n" +
+	"\rchanged_paths\x18\x06 \x03(\tR\fchangedPaths\x12J\n" +
+	"\x12diagnostics_before\x18\a \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x11diagnosticsBefore\x12H\n" +
+	"\x11diagnostics_after\x18\b \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x10diagnosticsAfter\x12\x14\n" +
+	"\x05model\x18\t \x01(\tR\x05model\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12\x1a\n" +
+	"\bresolved\x18\v \x01(\bR\bresolved\x12\x14\n" +
+	"\x05error\x18\f \x01(\tR\x05error\x129\n" +
+	"\n" +
+	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xb1\x04\n" +
 	"\vBuildReport\x12\x18\n" +
-	"\asummary\x18\x01 \x01(\tR\asummary\x12D\n" +
-	"\rfiles_changed\x18\x02 \x03(\v2\x1f.thefold.builder.v1.ChangedFileR\ffilesChanged\x12+\n" +
-	"\x11validation_passed\x18\x03 \x01(\bR\x10validationPassed\x12+\n" +
-	"\x11validation_output\x18\x04 \x01(\tR\x10validationOutput\x12#\n" +
-	"\rquality_score\x18\x05 \x01(\x05R\fqualityScore\x12\x1a\n" +
-	"\bconcerns\x18\x06 \x03(\tR\bconcerns\x12$\n" +
-	"\rdocumentation\x18\a \x01(\tR\rdocumentation\"\xba\b\n" +
+	"\asummary\x18\x01 \x01(\tR\asummary\x12>\n" +
+	"\rfiles_changed\x18\x02 \x03(\v2\x19.thefold.type.v1.FileDiffR\ffilesChanged\x129\n" +
+	"\n" +
+	"diff_stats\x18\x03 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\tdiffStats\x12+\n" +
+	"\x11validation_passed\x18\x04 \x01(\bR\x10validationPassed\x12=\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12+\n" +
+	"\x11validation_output\x18\x06 \x01(\tR\x10validationOutput\x12#\n" +
+	"\rquality_score\x18\a \x01(\x05R\fqualityScore\x127\n" +
+	"\bconcerns\x18\b \x03(\v2\x1b.thefold.type.v1.DiagnosticR\bconcerns\x12$\n" +
+	"\rdocumentation\x18\t \x01(\tR\rdocumentation\x12\x1d\n" +
+	"\n" +
+	"fix_rounds\x18\n" +
+	" \x01(\x05R\tfixRounds\x12.\n" +
+	"\x13fix_rounds_resolved\x18\v \x01(\x05R\x11fixRoundsResolved\x12!\n" +
+	"\ffailed_paths\x18\f \x03(\tR\vfailedPaths\"\x94\b\n" +
 	"\bBuildJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x15\n" +
-	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x1d\n" +
 	"\n" +
-	"sandbox_id\x18\x05 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04repo\x18\x06 \x01(\tR\x04repo\x127\n" +
-	"\x06status\x18\a \x01(\x0e2\x1f.thefold.builder.v1.BuildStatusR\x06status\x12=\n" +
-	"\bstrategy\x18\b \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x124\n" +
-	"\x05phase\x18\t \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x121\n" +
-	"\x04plan\x18\n" +
-	" \x01(\v2\x1d.thefold.builder.v1.BuildPlanR\x04plan\x12\x14\n" +
-	"\x05model\x18\v \x01(\tR\x05model\x12!\n" +
-	"\fcurrent_step\x18\f \x01(\x05R\vcurrentStep\x12\x1f\n" +
-	"\vtotal_steps\x18\r \x01(\x05R\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x06 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04repo\x18\a \x01(\tR\x04repo\x127\n" +
+	"\x06status\x18\b \x01(\x0e2\x1f.thefold.builder.v1.BuildStatusR\x06status\x12=\n" +
+	"\bstrategy\x18\t \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x124\n" +
+	"\x05phase\x18\n" +
+	" \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x12)\n" +
+	"\x04plan\x18\v \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12\x14\n" +
+	"\x05model\x18\f \x01(\tR\x05model\x12!\n" +
+	"\fcurrent_step\x18\r \x01(\x05R\vcurrentStep\x12\x1f\n" +
+	"\vtotal_steps\x18\x0e \x01(\x05R\n" +
 	"totalSteps\x123\n" +
-	"\x05files\x18\x0e \x03(\v2\x1d.thefold.builder.v1.BuildFileR\x05files\x129\n" +
-	"\x05graph\x18\x0f \x01(\v2#.thefold.builder.v1.DependencyGraphR\x05graph\x12\x1e\n" +
+	"\x05files\x18\x0f \x03(\v2\x1d.thefold.builder.v1.BuildFileR\x05files\x129\n" +
+	"\x05graph\x18\x10 \x01(\v2#.thefold.builder.v1.DependencyGraphR\x05graph\x12\x1e\n" +
 	"\n" +
-	"iterations\x18\x10 \x01(\x05R\n" +
-	"iterations\x12!\n" +
-	"\finput_tokens\x18\x11 \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x12 \x01(\x03R\foutputTokens\x12\x19\n" +
-	"\bcost_usd\x18\x13 \x01(\x01R\acostUsd\x127\n" +
-	"\x06budget\x18\x14 \x01(\v2\x1f.thefold.builder.v1.BuildBudgetR\x06budget\x127\n" +
-	"\x06report\x18\x15 \x01(\v2\x1f.thefold.builder.v1.BuildReportR\x06report\x12\x14\n" +
-	"\x05error\x18\x16 \x01(\tR\x05error\x12;\n" +
-	"\vcreate_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"iterations\x18\x11 \x01(\x05R\n" +
+	"iterations\x12,\n" +
+	"\x05usage\x18\x12 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12/\n" +
+	"\x06budget\x18\x13 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x127\n" +
+	"\x06report\x18\x14 \x01(\v2\x1f.thefold.builder.v1.BuildReportR\x06report\x12\x14\n" +
+	"\x05error\x18\x15 \x01(\tR\x05error\x12;\n" +
+	"\vcreate_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x129\n" +
 	"\n" +
-	"start_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
-	"\vupdate_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"start_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
+	"\vupdate_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"i\n" +
-	"\x0fValidationIssue\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
-	"\x05check\x18\x04 \x01(\tR\x05check\"}\n" +
-	"\x10ValidationResult\x12\x14\n" +
-	"\x05valid\x18\x01 \x01(\bR\x05valid\x12;\n" +
-	"\x06issues\x18\x02 \x03(\v2#.thefold.builder.v1.ValidationIssueR\x06issues\x12\x16\n" +
-	"\x06output\x18\x03 \x01(\tR\x06output\"\xeb\x05\n" +
+	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x97\x06\n" +
 	"\tBuildStep\x12\x19\n" +
 	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
 	"\vstep_number\x18\x02 \x01(\x05R\n" +
 	"stepNumber\x124\n" +
-	"\x05phase\x18\x03 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x127\n" +
-	"\x06action\x18\x04 \x01(\x0e2\x1f.thefold.builder.v1.BuildActionR\x06action\x12\x1b\n" +
-	"\tfile_path\x18\x05 \x01(\tR\bfilePath\x12\x18\n" +
-	"\acommand\x18\x06 \x01(\tR\acommand\x12\x14\n" +
-	"\x05model\x18\a \x01(\tR\x05model\x12#\n" +
-	"\rcontext_files\x18\b \x03(\tR\fcontextFiles\x12!\n" +
-	"\finput_tokens\x18\t \x01(\x03R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\n" +
-	" \x01(\x03R\foutputTokens\x12\x19\n" +
-	"\bcost_usd\x18\v \x01(\x01R\acostUsd\x12;\n" +
+	"\x05phase\x18\x03 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x120\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1c.thefold.builder.v1.StepKindR\x04kind\x12 \n" +
+	"\fplan_step_id\x18\x05 \x01(\tR\n" +
+	"planStepId\x123\n" +
+	"\x06action\x18\x06 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12\x12\n" +
+	"\x04path\x18\a \x01(\tR\x04path\x12\x18\n" +
+	"\acommand\x18\b \x03(\tR\acommand\x12\x14\n" +
+	"\x05model\x18\t \x01(\tR\x05model\x12#\n" +
+	"\rcontext_files\x18\n" +
+	" \x03(\tR\fcontextFiles\x12,\n" +
+	"\x05usage\x18\v \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12;\n" +
 	"\x06status\x18\f \x01(\x0e2#.thefold.builder.v1.BuildStepStatusR\x06status\x12\x18\n" +
 	"\acontent\x18\r \x01(\tR\acontent\x12\x16\n" +
 	"\x06output\x18\x0e \x01(\tR\x06output\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12D\n" +
 	"\n" +
 	"validation\x18\x10 \x01(\v2$.thefold.builder.v1.ValidationResultR\n" +
-	"validation\x12!\n" +
-	"\ffix_attempts\x18\x11 \x01(\x05R\vfixAttempts\x129\n" +
+	"validation\x12;\n" +
+	"\n" +
+	"fix_rounds\x18\x11 \x03(\v2\x1c.thefold.builder.v1.FixRoundR\tfixRounds\x129\n" +
 	"\n" +
 	"start_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x80\x03\n" +
-	"\x11StartBuildRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
-	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x17\n" +
+	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xf5\x02\n" +
+	"\x11StartBuildRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x04 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04repo\x18\x05 \x01(\tR\x04repo\x121\n" +
-	"\x04plan\x18\x06 \x01(\v2\x1d.thefold.builder.v1.BuildPlanR\x04plan\x12\x14\n" +
+	"\x04repo\x18\x05 \x01(\tR\x04repo\x12)\n" +
+	"\x04plan\x18\x06 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12\x14\n" +
 	"\x05model\x18\a \x01(\tR\x05model\x12=\n" +
 	"\bstrategy\x18\b \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12-\n" +
-	"\x12additional_context\x18\t \x01(\tR\x11additionalContext\x127\n" +
+	"\x12additional_context\x18\t \x01(\tR\x11additionalContext\x12/\n" +
 	"\x06budget\x18\n" +
-	" \x01(\v2\x1f.thefold.builder.v1.BuildBudgetR\x06budget\"H\n" +
+	" \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\"H\n" +
 	"\x12StartBuildResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"!\n" +
 	"\x0fGetBuildRequest\x12\x0e\n" +
@@ -2876,32 +3399,87 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"stepNumber\x12\x1a\n" +
 	"\bguidance\x18\x03 \x01(\tR\bguidance\"G\n" +
 	"\x11RetryStepResponse\x122\n" +
-	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"\xd8\x03\n" +
-	"\n" +
-	"BuildEvent\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x126\n" +
-	"\x04type\x18\x02 \x01(\x0e2\".thefold.builder.v1.BuildEventTypeR\x04type\x12\x19\n" +
-	"\bbuild_id\x18\x03 \x01(\tR\abuildId\x12\x15\n" +
-	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x124\n" +
-	"\x05phase\x18\x05 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x12\x1f\n" +
-	"\vstep_number\x18\x06 \x01(\x05R\n" +
-	"stepNumber\x12\x1b\n" +
-	"\tfile_path\x18\a \x01(\tR\bfilePath\x12\x18\n" +
-	"\amessage\x18\b \x01(\tR\amessage\x12H\n" +
-	"\x0fprevious_status\x18\t \x01(\x0e2\x1f.thefold.builder.v1.BuildStatusR\x0epreviousStatus\x122\n" +
-	"\x05build\x18\n" +
-	" \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\x129\n" +
-	"\n" +
-	"event_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\teventTime\"`\n" +
-	"\x11WatchBuildRequest\x12\x19\n" +
-	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x15\n" +
+	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"p\n" +
+	"\x11WatchBuildRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x19\n" +
-	"\bafter_id\x18\x03 \x01(\x03R\aafterId\"J\n" +
-	"\x12WatchBuildResponse\x124\n" +
-	"\x05event\x18\x01 \x01(\v2\x1e.thefold.builder.v1.BuildEventR\x05event\"\x93\x01\n" +
+	"\bafter_id\x18\x03 \x01(\x03R\aafterId\x12\x19\n" +
+	"\bfrom_now\x18\x04 \x01(\bR\afromNow\"\x88\x02\n" +
+	"\fBuildCreated\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x03 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04repo\x18\x04 \x01(\tR\x04repo\x12!\n" +
+	"\fplan_summary\x18\x05 \x01(\tR\vplanSummary\x12\x1d\n" +
+	"\n" +
+	"plan_steps\x18\x06 \x01(\x05R\tplanSteps\x12=\n" +
+	"\bstrategy\x18\a \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12\x14\n" +
+	"\x05model\x18\b \x01(\tR\x05model\"\xda\x01\n" +
+	"\x11BuildStatusChange\x12H\n" +
+	"\x0fprevious_status\x18\x01 \x01(\x0e2\x1f.thefold.builder.v1.BuildStatusR\x0epreviousStatus\x127\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1f.thefold.builder.v1.BuildStatusR\x06status\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xef\x01\n" +
+	"\x10BuildPhaseChange\x12E\n" +
+	"\x0eprevious_phase\x18\x01 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\rpreviousPhase\x124\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x12=\n" +
+	"\bstrategy\x18\x03 \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12\x1f\n" +
+	"\vtotal_steps\x18\x04 \x01(\x05R\n" +
+	"totalSteps\"\xfc\x04\n" +
+	"\vStepSummary\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x124\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x120\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x1c.thefold.builder.v1.StepKindR\x04kind\x12 \n" +
+	"\fplan_step_id\x18\x04 \x01(\tR\n" +
+	"planStepId\x123\n" +
+	"\x06action\x18\x05 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12\x12\n" +
+	"\x04path\x18\x06 \x01(\tR\x04path\x12\x18\n" +
+	"\acommand\x18\a \x03(\tR\acommand\x12;\n" +
+	"\x06status\x18\b \x01(\x0e2#.thefold.builder.v1.BuildStepStatusR\x06status\x12\x14\n" +
+	"\x05model\x18\t \x01(\tR\x05model\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x127\n" +
+	"\vbuild_usage\x18\v \x01(\v2\x16.thefold.type.v1.UsageR\n" +
+	"buildUsage\x12\x1d\n" +
+	"\n" +
+	"fix_rounds\x18\f \x01(\x05R\tfixRounds\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x129\n" +
+	"\n" +
+	"start_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xb1\x01\n" +
+	"\rFileValidated\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x05R\x05round\x12\x16\n" +
+	"\x06passed\x18\x04 \x01(\bR\x06passed\x12=\n" +
+	"\vdiagnostics\x18\x05 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\"{\n" +
+	"\bBuildLog\x12\x1f\n" +
+	"\vstep_number\x18\x01 \x01(\x05R\n" +
+	"stepNumber\x124\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\x05phase\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xce\x05\n" +
+	"\x12WatchBuildResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x126\n" +
+	"\x04type\x18\x03 \x01(\x0e2\".thefold.builder.v1.BuildEventTypeR\x04type\x12\x19\n" +
+	"\bbuild_id\x18\x04 \x01(\tR\abuildId\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12<\n" +
+	"\acreated\x18\b \x01(\v2 .thefold.builder.v1.BuildCreatedH\x00R\acreated\x12L\n" +
+	"\rstatus_change\x18\t \x01(\v2%.thefold.builder.v1.BuildStatusChangeH\x00R\fstatusChange\x12I\n" +
+	"\fphase_change\x18\n" +
+	" \x01(\v2$.thefold.builder.v1.BuildPhaseChangeH\x00R\vphaseChange\x125\n" +
+	"\x04step\x18\v \x01(\v2\x1f.thefold.builder.v1.StepSummaryH\x00R\x04step\x12J\n" +
+	"\x0efile_validated\x18\f \x01(\v2!.thefold.builder.v1.FileValidatedH\x00R\rfileValidated\x12;\n" +
+	"\tfix_round\x18\r \x01(\v2\x1c.thefold.builder.v1.FixRoundH\x00R\bfixRound\x120\n" +
+	"\x03log\x18\x0e \x01(\v2\x1c.thefold.builder.v1.BuildLogH\x00R\x03log\x12:\n" +
+	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\apayload\"\x8f\x01\n" +
 	"\vPlannedFile\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x127\n" +
-	"\x06action\x18\x02 \x01(\x0e2\x1f.thefold.builder.v1.BuildActionR\x06action\x12\x18\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x1d\n" +
 	"\n" +
 	"depends_on\x18\x04 \x03(\tR\tdependsOn\"\x93\x01\n" +
@@ -2914,16 +3492,15 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1bAnalyzeDependenciesResponse\x129\n" +
 	"\x05graph\x18\x01 \x01(\v2#.thefold.builder.v1.DependencyGraphR\x05graph\x12=\n" +
 	"\bstrategy\x18\x02 \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12'\n" +
-	"\x0fstrategy_reason\x18\x03 \x01(\tR\x0estrategyReason*\xeb\x01\n" +
-	"\vBuildAction\x12\x1c\n" +
-	"\x18BUILD_ACTION_UNSPECIFIED\x10\x00\x12\x17\n" +
-	"\x13BUILD_ACTION_CREATE\x10\x01\x12\x17\n" +
-	"\x13BUILD_ACTION_MODIFY\x10\x02\x12\x17\n" +
-	"\x13BUILD_ACTION_DELETE\x10\x03\x12\x1c\n" +
-	"\x18BUILD_ACTION_RUN_COMMAND\x10\x04\x12!\n" +
-	"\x1dBUILD_ACTION_INSTALL_PACKAGES\x10\x05\x12\x19\n" +
-	"\x15BUILD_ACTION_VALIDATE\x10\x06\x12\x17\n" +
-	"\x13BUILD_ACTION_REVIEW\x10\a*\xc7\x01\n" +
+	"\x0fstrategy_reason\x18\x03 \x01(\tR\x0estrategyReason*\xb1\x01\n" +
+	"\bStepKind\x12\x19\n" +
+	"\x15STEP_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eSTEP_KIND_FILE\x10\x01\x12\x15\n" +
+	"\x11STEP_KIND_COMMAND\x10\x02\x12\x1e\n" +
+	"\x1aSTEP_KIND_INSTALL_PACKAGES\x10\x03\x12\x16\n" +
+	"\x12STEP_KIND_VALIDATE\x10\x04\x12\x11\n" +
+	"\rSTEP_KIND_FIX\x10\x05\x12\x14\n" +
+	"\x10STEP_KIND_REVIEW\x10\x06*\xc7\x01\n" +
 	"\n" +
 	"BuildPhase\x12\x1b\n" +
 	"\x17BUILD_PHASE_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -2958,7 +3535,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1dBUILD_FILE_STATUS_IN_PROGRESS\x10\x02\x12\x1b\n" +
 	"\x17BUILD_FILE_STATUS_VALID\x10\x03\x12\x1c\n" +
 	"\x18BUILD_FILE_STATUS_FAILED\x10\x04\x12\x1d\n" +
-	"\x19BUILD_FILE_STATUS_SKIPPED\x10\x05*\xe6\x02\n" +
+	"\x19BUILD_FILE_STATUS_SKIPPED\x10\x05*\x89\x03\n" +
 	"\x0eBuildEventType\x12 \n" +
 	"\x1cBUILD_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18BUILD_EVENT_TYPE_CREATED\x10\x01\x12#\n" +
@@ -2966,21 +3543,23 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1eBUILD_EVENT_TYPE_PHASE_CHANGED\x10\x03\x12!\n" +
 	"\x1dBUILD_EVENT_TYPE_STEP_STARTED\x10\x04\x12#\n" +
 	"\x1fBUILD_EVENT_TYPE_STEP_SUCCEEDED\x10\x05\x12 \n" +
-	"\x1cBUILD_EVENT_TYPE_STEP_FAILED\x10\x06\x12#\n" +
-	"\x1fBUILD_EVENT_TYPE_FILE_VALIDATED\x10\a\x12\"\n" +
-	"\x1eBUILD_EVENT_TYPE_FIX_ATTEMPTED\x10\b\x12\x18\n" +
-	"\x14BUILD_EVENT_TYPE_LOG\x10\t2\xb2\x05\n" +
+	"\x1cBUILD_EVENT_TYPE_STEP_FAILED\x10\x06\x12!\n" +
+	"\x1dBUILD_EVENT_TYPE_STEP_SKIPPED\x10\a\x12#\n" +
+	"\x1fBUILD_EVENT_TYPE_FILE_VALIDATED\x10\b\x12\"\n" +
+	"\x1eBUILD_EVENT_TYPE_FIX_ATTEMPTED\x10\t\x12\x18\n" +
+	"\x14BUILD_EVENT_TYPE_LOG\x10\n" +
+	"2\xc6\x05\n" +
 	"\x0eBuilderService\x12[\n" +
 	"\n" +
-	"StartBuild\x12%.thefold.builder.v1.StartBuildRequest\x1a&.thefold.builder.v1.StartBuildResponse\x12U\n" +
-	"\bGetBuild\x12#.thefold.builder.v1.GetBuildRequest\x1a$.thefold.builder.v1.GetBuildResponse\x12[\n" +
+	"StartBuild\x12%.thefold.builder.v1.StartBuildRequest\x1a&.thefold.builder.v1.StartBuildResponse\x12Z\n" +
+	"\bGetBuild\x12#.thefold.builder.v1.GetBuildRequest\x1a$.thefold.builder.v1.GetBuildResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\n" +
-	"ListBuilds\x12%.thefold.builder.v1.ListBuildsRequest\x1a&.thefold.builder.v1.ListBuildsResponse\x12^\n" +
+	"ListBuilds\x12%.thefold.builder.v1.ListBuildsRequest\x1a&.thefold.builder.v1.ListBuildsResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\vCancelBuild\x12&.thefold.builder.v1.CancelBuildRequest\x1a'.thefold.builder.v1.CancelBuildResponse\x12X\n" +
-	"\tRetryStep\x12$.thefold.builder.v1.RetryStepRequest\x1a%.thefold.builder.v1.RetryStepResponse\x12]\n" +
+	"\tRetryStep\x12$.thefold.builder.v1.RetryStepRequest\x1a%.thefold.builder.v1.RetryStepResponse\x12b\n" +
 	"\n" +
-	"WatchBuild\x12%.thefold.builder.v1.WatchBuildRequest\x1a&.thefold.builder.v1.WatchBuildResponse0\x01\x12v\n" +
-	"\x13AnalyzeDependencies\x12..thefold.builder.v1.AnalyzeDependenciesRequest\x1a/.thefold.builder.v1.AnalyzeDependenciesResponseB\xd1\x01\n" +
+	"WatchBuild\x12%.thefold.builder.v1.WatchBuildRequest\x1a&.thefold.builder.v1.WatchBuildResponse\"\x03\x90\x02\x010\x01\x12{\n" +
+	"\x13AnalyzeDependencies\x12..thefold.builder.v1.AnalyzeDependenciesRequest\x1a/.thefold.builder.v1.AnalyzeDependenciesResponse\"\x03\x90\x02\x01B\xd1\x01\n" +
 	"\x16com.thefold.builder.v1B\fBuilderProtoP\x01Z?github.com/thefold/thefold/pkg/gen/thefold/builder/v1;builderv1\xa2\x02\x03TBX\xaa\x02\x12Thefold.Builder.V1\xca\x02\x12Thefold\\Builder\\V1\xe2\x02\x1eThefold\\Builder\\V1\\GPBMetadata\xea\x02\x14Thefold::Builder::V1b\x06proto3"
 
 var (
@@ -2996,116 +3575,154 @@ func file_thefold_builder_v1_builder_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_builder_v1_builder_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_thefold_builder_v1_builder_proto_goTypes = []any{
-	(BuildAction)(0),                    // 0: thefold.builder.v1.BuildAction
+	(StepKind)(0),                       // 0: thefold.builder.v1.StepKind
 	(BuildPhase)(0),                     // 1: thefold.builder.v1.BuildPhase
 	(BuildStrategy)(0),                  // 2: thefold.builder.v1.BuildStrategy
 	(BuildStatus)(0),                    // 3: thefold.builder.v1.BuildStatus
 	(BuildStepStatus)(0),                // 4: thefold.builder.v1.BuildStepStatus
 	(BuildFileStatus)(0),                // 5: thefold.builder.v1.BuildFileStatus
 	(BuildEventType)(0),                 // 6: thefold.builder.v1.BuildEventType
-	(*BuildPlanStep)(nil),               // 7: thefold.builder.v1.BuildPlanStep
-	(*BuildPlan)(nil),                   // 8: thefold.builder.v1.BuildPlan
-	(*BuildBudget)(nil),                 // 9: thefold.builder.v1.BuildBudget
-	(*DependencyNode)(nil),              // 10: thefold.builder.v1.DependencyNode
-	(*DependencyCycle)(nil),             // 11: thefold.builder.v1.DependencyCycle
-	(*DependencyGraph)(nil),             // 12: thefold.builder.v1.DependencyGraph
-	(*BuildFile)(nil),                   // 13: thefold.builder.v1.BuildFile
-	(*ChangedFile)(nil),                 // 14: thefold.builder.v1.ChangedFile
-	(*BuildReport)(nil),                 // 15: thefold.builder.v1.BuildReport
-	(*BuildJob)(nil),                    // 16: thefold.builder.v1.BuildJob
-	(*ValidationIssue)(nil),             // 17: thefold.builder.v1.ValidationIssue
-	(*ValidationResult)(nil),            // 18: thefold.builder.v1.ValidationResult
-	(*BuildStep)(nil),                   // 19: thefold.builder.v1.BuildStep
-	(*StartBuildRequest)(nil),           // 20: thefold.builder.v1.StartBuildRequest
-	(*StartBuildResponse)(nil),          // 21: thefold.builder.v1.StartBuildResponse
-	(*GetBuildRequest)(nil),             // 22: thefold.builder.v1.GetBuildRequest
-	(*GetBuildResponse)(nil),            // 23: thefold.builder.v1.GetBuildResponse
-	(*ListBuildsRequest)(nil),           // 24: thefold.builder.v1.ListBuildsRequest
-	(*ListBuildsResponse)(nil),          // 25: thefold.builder.v1.ListBuildsResponse
-	(*CancelBuildRequest)(nil),          // 26: thefold.builder.v1.CancelBuildRequest
-	(*CancelBuildResponse)(nil),         // 27: thefold.builder.v1.CancelBuildResponse
-	(*RetryStepRequest)(nil),            // 28: thefold.builder.v1.RetryStepRequest
-	(*RetryStepResponse)(nil),           // 29: thefold.builder.v1.RetryStepResponse
-	(*BuildEvent)(nil),                  // 30: thefold.builder.v1.BuildEvent
-	(*WatchBuildRequest)(nil),           // 31: thefold.builder.v1.WatchBuildRequest
-	(*WatchBuildResponse)(nil),          // 32: thefold.builder.v1.WatchBuildResponse
-	(*PlannedFile)(nil),                 // 33: thefold.builder.v1.PlannedFile
-	(*AnalyzeDependenciesRequest)(nil),  // 34: thefold.builder.v1.AnalyzeDependenciesRequest
-	(*AnalyzeDependenciesResponse)(nil), // 35: thefold.builder.v1.AnalyzeDependenciesResponse
-	(*durationpb.Duration)(nil),         // 36: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 37: google.protobuf.Timestamp
+	(*DependencyNode)(nil),              // 7: thefold.builder.v1.DependencyNode
+	(*DependencyCycle)(nil),             // 8: thefold.builder.v1.DependencyCycle
+	(*DependencyGraph)(nil),             // 9: thefold.builder.v1.DependencyGraph
+	(*BuildFile)(nil),                   // 10: thefold.builder.v1.BuildFile
+	(*ValidationResult)(nil),            // 11: thefold.builder.v1.ValidationResult
+	(*FixRound)(nil),                    // 12: thefold.builder.v1.FixRound
+	(*BuildReport)(nil),                 // 13: thefold.builder.v1.BuildReport
+	(*BuildJob)(nil),                    // 14: thefold.builder.v1.BuildJob
+	(*BuildStep)(nil),                   // 15: thefold.builder.v1.BuildStep
+	(*StartBuildRequest)(nil),           // 16: thefold.builder.v1.StartBuildRequest
+	(*StartBuildResponse)(nil),          // 17: thefold.builder.v1.StartBuildResponse
+	(*GetBuildRequest)(nil),             // 18: thefold.builder.v1.GetBuildRequest
+	(*GetBuildResponse)(nil),            // 19: thefold.builder.v1.GetBuildResponse
+	(*ListBuildsRequest)(nil),           // 20: thefold.builder.v1.ListBuildsRequest
+	(*ListBuildsResponse)(nil),          // 21: thefold.builder.v1.ListBuildsResponse
+	(*CancelBuildRequest)(nil),          // 22: thefold.builder.v1.CancelBuildRequest
+	(*CancelBuildResponse)(nil),         // 23: thefold.builder.v1.CancelBuildResponse
+	(*RetryStepRequest)(nil),            // 24: thefold.builder.v1.RetryStepRequest
+	(*RetryStepResponse)(nil),           // 25: thefold.builder.v1.RetryStepResponse
+	(*WatchBuildRequest)(nil),           // 26: thefold.builder.v1.WatchBuildRequest
+	(*BuildCreated)(nil),                // 27: thefold.builder.v1.BuildCreated
+	(*BuildStatusChange)(nil),           // 28: thefold.builder.v1.BuildStatusChange
+	(*BuildPhaseChange)(nil),            // 29: thefold.builder.v1.BuildPhaseChange
+	(*StepSummary)(nil),                 // 30: thefold.builder.v1.StepSummary
+	(*FileValidated)(nil),               // 31: thefold.builder.v1.FileValidated
+	(*BuildLog)(nil),                    // 32: thefold.builder.v1.BuildLog
+	(*WatchBuildResponse)(nil),          // 33: thefold.builder.v1.WatchBuildResponse
+	(*PlannedFile)(nil),                 // 34: thefold.builder.v1.PlannedFile
+	(*AnalyzeDependenciesRequest)(nil),  // 35: thefold.builder.v1.AnalyzeDependenciesRequest
+	(*AnalyzeDependenciesResponse)(nil), // 36: thefold.builder.v1.AnalyzeDependenciesResponse
+	(v1.FileAction)(0),                  // 37: thefold.type.v1.FileAction
+	(*v1.Diagnostic)(nil),               // 38: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),                    // 39: thefold.type.v1.Usage
+	(*timestamppb.Timestamp)(nil),       // 40: google.protobuf.Timestamp
+	(*v1.FileDiff)(nil),                 // 41: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 42: thefold.type.v1.DiffStats
+	(*v1.Plan)(nil),                     // 43: thefold.type.v1.Plan
+	(*v1.Budget)(nil),                   // 44: thefold.type.v1.Budget
+	(*v1.Heartbeat)(nil),                // 45: thefold.type.v1.Heartbeat
 }
 var file_thefold_builder_v1_builder_proto_depIdxs = []int32{
-	0,  // 0: thefold.builder.v1.BuildPlanStep.action:type_name -> thefold.builder.v1.BuildAction
-	1,  // 1: thefold.builder.v1.BuildPlanStep.phase:type_name -> thefold.builder.v1.BuildPhase
-	7,  // 2: thefold.builder.v1.BuildPlan.steps:type_name -> thefold.builder.v1.BuildPlanStep
-	36, // 3: thefold.builder.v1.BuildBudget.max_wall_time:type_name -> google.protobuf.Duration
-	10, // 4: thefold.builder.v1.DependencyGraph.nodes:type_name -> thefold.builder.v1.DependencyNode
-	11, // 5: thefold.builder.v1.DependencyGraph.cycles:type_name -> thefold.builder.v1.DependencyCycle
-	0,  // 6: thefold.builder.v1.BuildFile.action:type_name -> thefold.builder.v1.BuildAction
-	5,  // 7: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
-	0,  // 8: thefold.builder.v1.ChangedFile.action:type_name -> thefold.builder.v1.BuildAction
-	14, // 9: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.builder.v1.ChangedFile
-	3,  // 10: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
-	2,  // 11: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	1,  // 12: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
-	8,  // 13: thefold.builder.v1.BuildJob.plan:type_name -> thefold.builder.v1.BuildPlan
-	13, // 14: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
-	12, // 15: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
-	9,  // 16: thefold.builder.v1.BuildJob.budget:type_name -> thefold.builder.v1.BuildBudget
-	15, // 17: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
-	37, // 18: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
-	37, // 19: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
-	37, // 20: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
-	37, // 21: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
-	17, // 22: thefold.builder.v1.ValidationResult.issues:type_name -> thefold.builder.v1.ValidationIssue
-	1,  // 23: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 24: thefold.builder.v1.BuildStep.action:type_name -> thefold.builder.v1.BuildAction
-	4,  // 25: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
-	18, // 26: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
-	37, // 27: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
-	37, // 28: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
-	8,  // 29: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.builder.v1.BuildPlan
-	2,  // 30: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	9,  // 31: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.builder.v1.BuildBudget
-	16, // 32: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	16, // 33: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	19, // 34: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
-	3,  // 35: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
-	16, // 36: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
-	16, // 37: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	16, // 38: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
-	6,  // 39: thefold.builder.v1.BuildEvent.type:type_name -> thefold.builder.v1.BuildEventType
-	1,  // 40: thefold.builder.v1.BuildEvent.phase:type_name -> thefold.builder.v1.BuildPhase
-	3,  // 41: thefold.builder.v1.BuildEvent.previous_status:type_name -> thefold.builder.v1.BuildStatus
-	16, // 42: thefold.builder.v1.BuildEvent.build:type_name -> thefold.builder.v1.BuildJob
-	37, // 43: thefold.builder.v1.BuildEvent.event_time:type_name -> google.protobuf.Timestamp
-	30, // 44: thefold.builder.v1.WatchBuildResponse.event:type_name -> thefold.builder.v1.BuildEvent
-	0,  // 45: thefold.builder.v1.PlannedFile.action:type_name -> thefold.builder.v1.BuildAction
-	33, // 46: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
-	12, // 47: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
-	2,  // 48: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	20, // 49: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
-	22, // 50: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
-	24, // 51: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
-	26, // 52: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
-	28, // 53: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
-	31, // 54: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
-	34, // 55: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
-	21, // 56: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
-	23, // 57: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
-	25, // 58: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
-	27, // 59: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
-	29, // 60: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
-	32, // 61: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
-	35, // 62: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
-	56, // [56:63] is the sub-list for method output_type
-	49, // [49:56] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	7,  // 0: thefold.builder.v1.DependencyGraph.nodes:type_name -> thefold.builder.v1.DependencyNode
+	8,  // 1: thefold.builder.v1.DependencyGraph.cycles:type_name -> thefold.builder.v1.DependencyCycle
+	37, // 2: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
+	5,  // 3: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
+	38, // 4: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	38, // 5: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 6: thefold.builder.v1.FixRound.phase:type_name -> thefold.builder.v1.BuildPhase
+	38, // 7: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
+	38, // 8: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
+	39, // 9: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
+	40, // 10: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
+	40, // 11: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
+	41, // 12: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
+	42, // 13: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
+	38, // 14: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	38, // 15: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
+	3,  // 16: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
+	2,  // 17: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 18: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
+	43, // 19: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
+	10, // 20: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
+	9,  // 21: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
+	39, // 22: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
+	44, // 23: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
+	13, // 24: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
+	40, // 25: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
+	40, // 26: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
+	40, // 27: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
+	40, // 28: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
+	1,  // 29: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 30: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
+	37, // 31: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
+	39, // 32: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
+	4,  // 33: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
+	11, // 34: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
+	12, // 35: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
+	40, // 36: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
+	40, // 37: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
+	43, // 38: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
+	2,  // 39: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	44, // 40: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
+	14, // 41: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	14, // 42: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 43: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
+	3,  // 44: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
+	14, // 45: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
+	14, // 46: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	14, // 47: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
+	2,  // 48: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	3,  // 49: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
+	3,  // 50: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
+	39, // 51: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
+	1,  // 52: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
+	1,  // 53: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
+	2,  // 54: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 55: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 56: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
+	37, // 57: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
+	4,  // 58: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
+	39, // 59: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
+	39, // 60: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
+	40, // 61: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
+	40, // 62: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
+	38, // 63: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 64: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
+	40, // 65: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
+	6,  // 66: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
+	27, // 67: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
+	28, // 68: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
+	29, // 69: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
+	30, // 70: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
+	31, // 71: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
+	12, // 72: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
+	32, // 73: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
+	45, // 74: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	37, // 75: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
+	34, // 76: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
+	9,  // 77: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
+	2,  // 78: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	16, // 79: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
+	18, // 80: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
+	20, // 81: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
+	22, // 82: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
+	24, // 83: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
+	26, // 84: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
+	35, // 85: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
+	17, // 86: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
+	19, // 87: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
+	21, // 88: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
+	23, // 89: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
+	25, // 90: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
+	33, // 91: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
+	36, // 92: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
+	86, // [86:93] is the sub-list for method output_type
+	79, // [79:86] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_thefold_builder_v1_builder_proto_init() }
@@ -3113,13 +3730,23 @@ func file_thefold_builder_v1_builder_proto_init() {
 	if File_thefold_builder_v1_builder_proto != nil {
 		return
 	}
+	file_thefold_builder_v1_builder_proto_msgTypes[26].OneofWrappers = []any{
+		(*WatchBuildResponse_Created)(nil),
+		(*WatchBuildResponse_StatusChange)(nil),
+		(*WatchBuildResponse_PhaseChange)(nil),
+		(*WatchBuildResponse_Step)(nil),
+		(*WatchBuildResponse_FileValidated)(nil),
+		(*WatchBuildResponse_FixRound)(nil),
+		(*WatchBuildResponse_Log)(nil),
+		(*WatchBuildResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_builder_v1_builder_proto_rawDesc), len(file_thefold_builder_v1_builder_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   29,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

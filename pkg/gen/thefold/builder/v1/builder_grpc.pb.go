@@ -35,29 +35,41 @@ const (
 // BuilderService is TheFold's hands: it turns a plan into files in a sandbox, phase by phase
 // (init → scaffold → dependencies → implement → integrate → finalize), file by file in
 // dependency order, validating each file with the real toolchain and fixing what fails.
-// Builds run as durable jobs; every build and step is persisted and progress is streamed.
+// Builds run as durable jobs; every build, step and fix round is persisted and progress is
+// streamed.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's build or sandbox is
+// NOT_FOUND; an operation on a build or step in the wrong state (cancel a finished build,
+// retry a step that did not fail, build in a sandbox that is not ready) is
+// FAILED_PRECONDITION; a Watch cursor older than the retained events is OUT_OF_RANGE.
 type BuilderServiceClient interface {
 	// StartBuild starts a build of a plan in an existing sandbox and returns at once (status
-	// PENDING); the caller follows WatchBuild. Internal: called by the agent.
+	// PENDING); the caller follows WatchBuild. A retry with the same request_id returns the
+	// build the first call started and starts nothing. Called by the agent; also on REST.
 	StartBuild(ctx context.Context, in *StartBuildRequest, opts ...grpc.CallOption) (*StartBuildResponse, error)
-	// GetBuild returns one of the caller's builds with all its steps.
+	// GetBuild returns one of the caller's builds with all its steps and their fix rounds.
 	GetBuild(ctx context.Context, in *GetBuildRequest, opts ...grpc.CallOption) (*GetBuildResponse, error)
 	// ListBuilds lists the caller's builds, newest first, without steps.
 	ListBuilds(ctx context.Context, in *ListBuildsRequest, opts ...grpc.CallOption) (*ListBuildsResponse, error)
 	// CancelBuild stops a build that is not finished; files already written stay in the
-	// sandbox. Internal: the agent cancels builds when its job is cancelled.
+	// sandbox. Cancelling a CANCELLED build returns it unchanged; cancelling a COMPLETED or
+	// FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
+	// users can stop a runaway build over REST.
 	CancelBuild(ctx context.Context, in *CancelBuildRequest, opts ...grpc.CallOption) (*CancelBuildResponse, error)
-	// RetryStep runs a FAILED step again (fix attempts start again) in a FAILED build and, if
-	// it succeeds, continues the build after it. Internal: called by the agent.
+	// RetryStep runs a FAILED step again (fix rounds start again) in a FAILED build and, if
+	// it succeeds, continues the build after it. Another state of build or step is
+	// FAILED_PRECONDITION. Internal: called by the agent.
 	RetryStep(ctx context.Context, in *RetryStepRequest, opts ...grpc.CallOption) (*RetryStepResponse, error)
-	// WatchBuild streams build events after a cursor; a client that reconnects with the last
-	// event id it saw misses nothing. The stream ends after the event that finishes a watched
-	// build.
+	// WatchBuild streams build events after a cursor, in the envelope of
+	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
+	// misses nothing. With an id, the stream ends after the event that finishes that build;
+	// without, it follows all of the caller's builds until the client leaves.
 	WatchBuild(ctx context.Context, in *WatchBuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBuildResponse], error)
 	// AnalyzeDependencies computes the dependency graph of planned files (imports parsed per
 	// language — Go, TypeScript/JavaScript, Python at least — plus the plan's own
 	// dependencies), a topological order (Kahn), the cycles and the strategy the builder
-	// would choose. It has no side effects. Internal: the init phase and the agent use it.
+	// would choose. It only reads (the sandbox, when given). Internal: the init phase and the
+	// agent use it.
 	AnalyzeDependencies(ctx context.Context, in *AnalyzeDependenciesRequest, opts ...grpc.CallOption) (*AnalyzeDependenciesResponse, error)
 }
 
@@ -155,29 +167,41 @@ func (c *builderServiceClient) AnalyzeDependencies(ctx context.Context, in *Anal
 // BuilderService is TheFold's hands: it turns a plan into files in a sandbox, phase by phase
 // (init → scaffold → dependencies → implement → integrate → finalize), file by file in
 // dependency order, validating each file with the real toolchain and fixing what fails.
-// Builds run as durable jobs; every build and step is persisted and progress is streamed.
+// Builds run as durable jobs; every build, step and fix round is persisted and progress is
+// streamed.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's build or sandbox is
+// NOT_FOUND; an operation on a build or step in the wrong state (cancel a finished build,
+// retry a step that did not fail, build in a sandbox that is not ready) is
+// FAILED_PRECONDITION; a Watch cursor older than the retained events is OUT_OF_RANGE.
 type BuilderServiceServer interface {
 	// StartBuild starts a build of a plan in an existing sandbox and returns at once (status
-	// PENDING); the caller follows WatchBuild. Internal: called by the agent.
+	// PENDING); the caller follows WatchBuild. A retry with the same request_id returns the
+	// build the first call started and starts nothing. Called by the agent; also on REST.
 	StartBuild(context.Context, *StartBuildRequest) (*StartBuildResponse, error)
-	// GetBuild returns one of the caller's builds with all its steps.
+	// GetBuild returns one of the caller's builds with all its steps and their fix rounds.
 	GetBuild(context.Context, *GetBuildRequest) (*GetBuildResponse, error)
 	// ListBuilds lists the caller's builds, newest first, without steps.
 	ListBuilds(context.Context, *ListBuildsRequest) (*ListBuildsResponse, error)
 	// CancelBuild stops a build that is not finished; files already written stay in the
-	// sandbox. Internal: the agent cancels builds when its job is cancelled.
+	// sandbox. Cancelling a CANCELLED build returns it unchanged; cancelling a COMPLETED or
+	// FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
+	// users can stop a runaway build over REST.
 	CancelBuild(context.Context, *CancelBuildRequest) (*CancelBuildResponse, error)
-	// RetryStep runs a FAILED step again (fix attempts start again) in a FAILED build and, if
-	// it succeeds, continues the build after it. Internal: called by the agent.
+	// RetryStep runs a FAILED step again (fix rounds start again) in a FAILED build and, if
+	// it succeeds, continues the build after it. Another state of build or step is
+	// FAILED_PRECONDITION. Internal: called by the agent.
 	RetryStep(context.Context, *RetryStepRequest) (*RetryStepResponse, error)
-	// WatchBuild streams build events after a cursor; a client that reconnects with the last
-	// event id it saw misses nothing. The stream ends after the event that finishes a watched
-	// build.
+	// WatchBuild streams build events after a cursor, in the envelope of
+	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
+	// misses nothing. With an id, the stream ends after the event that finishes that build;
+	// without, it follows all of the caller's builds until the client leaves.
 	WatchBuild(*WatchBuildRequest, grpc.ServerStreamingServer[WatchBuildResponse]) error
 	// AnalyzeDependencies computes the dependency graph of planned files (imports parsed per
 	// language — Go, TypeScript/JavaScript, Python at least — plus the plan's own
 	// dependencies), a topological order (Kahn), the cycles and the strategy the builder
-	// would choose. It has no side effects. Internal: the init phase and the agent use it.
+	// would choose. It only reads (the sandbox, when given). Internal: the init phase and the
+	// agent use it.
 	AnalyzeDependencies(context.Context, *AnalyzeDependenciesRequest) (*AnalyzeDependenciesResponse, error)
 	mustEmbedUnimplementedBuilderServiceServer()
 }

@@ -9,6 +9,7 @@ package gatewayv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -22,222 +23,82 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-type RequestLoginCodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Email         string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
+// Role is what a user may do. A token carries its user's role; an API key acts with its
+// owner's current role, narrowed by its scopes.
+type Role int32
 
-func (x *RequestLoginCodeRequest) Reset() {
-	*x = RequestLoginCodeRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	// Everything a member may, plus user administration and skill administration.
+	Role_ROLE_ADMIN Role = 1
+	// Works with their own tasks, jobs, memories and keys, and the repositories they reach.
+	Role_ROLE_MEMBER Role = 2
+)
 
-func (x *RequestLoginCodeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RequestLoginCodeRequest) ProtoMessage() {}
-
-func (x *RequestLoginCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_ADMIN",
+		2: "ROLE_MEMBER",
 	}
-	return mi.MessageOf(x)
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_ADMIN":       1,
+		"ROLE_MEMBER":      2,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
 }
 
-// Deprecated: Use RequestLoginCodeRequest.ProtoReflect.Descriptor instead.
-func (*RequestLoginCodeRequest) Descriptor() ([]byte, []int) {
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_gateway_v1_auth_proto_enumTypes[0].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_thefold_gateway_v1_auth_proto_enumTypes[0]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *RequestLoginCodeRequest) GetEmail() string {
-	if x != nil {
-		return x.Email
-	}
-	return ""
-}
-
-type RequestLoginCodeResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// When the code expires.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RequestLoginCodeResponse) Reset() {
-	*x = RequestLoginCodeResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RequestLoginCodeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RequestLoginCodeResponse) ProtoMessage() {}
-
-func (x *RequestLoginCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RequestLoginCodeResponse.ProtoReflect.Descriptor instead.
-func (*RequestLoginCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *RequestLoginCodeResponse) GetExpireTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.ExpireTime
-	}
-	return nil
-}
-
-type VerifyLoginCodeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Email         string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
-	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *VerifyLoginCodeRequest) Reset() {
-	*x = VerifyLoginCodeRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *VerifyLoginCodeRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*VerifyLoginCodeRequest) ProtoMessage() {}
-
-func (x *VerifyLoginCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use VerifyLoginCodeRequest.ProtoReflect.Descriptor instead.
-func (*VerifyLoginCodeRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *VerifyLoginCodeRequest) GetEmail() string {
-	if x != nil {
-		return x.Email
-	}
-	return ""
-}
-
-func (x *VerifyLoginCodeRequest) GetCode() string {
-	if x != nil {
-		return x.Code
-	}
-	return ""
-}
-
-type VerifyLoginCodeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AccessToken   string                 `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	User          *User                  `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *VerifyLoginCodeResponse) Reset() {
-	*x = VerifyLoginCodeResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *VerifyLoginCodeResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*VerifyLoginCodeResponse) ProtoMessage() {}
-
-func (x *VerifyLoginCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use VerifyLoginCodeResponse.ProtoReflect.Descriptor instead.
-func (*VerifyLoginCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *VerifyLoginCodeResponse) GetAccessToken() string {
-	if x != nil {
-		return x.AccessToken
-	}
-	return ""
-}
-
-func (x *VerifyLoginCodeResponse) GetExpireTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.ExpireTime
-	}
-	return nil
-}
-
-func (x *VerifyLoginCodeResponse) GetUser() *User {
-	if x != nil {
-		return x.User
-	}
-	return nil
 }
 
 // User is a person known to TheFold.
 type User struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Email         string                 `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
-	DisplayName   string                 `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
-	Roles         []string               `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned UUID.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Where login codes are sent; unique, compared case-insensitively.
+	Email string `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
+	// Name shown in the UI and in commits' and comments' attributions.
+	DisplayName string `protobuf:"bytes,3,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	Role        Role   `protobuf:"varint,4,opt,name=role,proto3,enum=thefold.gateway.v1.Role" json:"role,omitempty"`
+	// A disabled user cannot log in and their tokens and API keys are refused.
+	Disabled   bool                   `protobuf:"varint,5,opt,name=disabled,proto3" json:"disabled,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Last successful VerifyLoginCode; unset if never.
+	LastLoginTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_login_time,json=lastLoginTime,proto3" json:"last_login_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +110,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +123,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *User) GetId() string {
@@ -286,11 +147,18 @@ func (x *User) GetDisplayName() string {
 	return ""
 }
 
-func (x *User) GetRoles() []string {
+func (x *User) GetRole() Role {
 	if x != nil {
-		return x.Roles
+		return x.Role
 	}
-	return nil
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *User) GetDisabled() bool {
+	if x != nil {
+		return x.Disabled
+	}
+	return false
 }
 
 func (x *User) GetCreateTime() *timestamppb.Timestamp {
@@ -300,25 +168,413 @@ func (x *User) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *User) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *User) GetLastLoginTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastLoginTime
+	}
+	return nil
+}
+
+// RequestLoginCodeRequest names who wants to log in.
+type RequestLoginCodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the user's e-mail address.
+	Email         string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestLoginCodeRequest) Reset() {
+	*x = RequestLoginCodeRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestLoginCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestLoginCodeRequest) ProtoMessage() {}
+
+func (x *RequestLoginCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestLoginCodeRequest.ProtoReflect.Descriptor instead.
+func (*RequestLoginCodeRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RequestLoginCodeRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+// RequestLoginCodeResponse says how long a code (if one was sent) stays valid.
+type RequestLoginCodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the code expires.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestLoginCodeResponse) Reset() {
+	*x = RequestLoginCodeResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestLoginCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestLoginCodeResponse) ProtoMessage() {}
+
+func (x *RequestLoginCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestLoginCodeResponse.ProtoReflect.Descriptor instead.
+func (*RequestLoginCodeResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RequestLoginCodeResponse) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+// VerifyLoginCodeRequest is a code to exchange.
+type VerifyLoginCodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the address the code was sent to.
+	Email string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	// Required, the code from the e-mail.
+	Code          string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyLoginCodeRequest) Reset() {
+	*x = VerifyLoginCodeRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyLoginCodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyLoginCodeRequest) ProtoMessage() {}
+
+func (x *VerifyLoginCodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyLoginCodeRequest.ProtoReflect.Descriptor instead.
+func (*VerifyLoginCodeRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *VerifyLoginCodeRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *VerifyLoginCodeRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+// TokenPair is what a login or a refresh gives: an access token for every RPC and a refresh
+// token for the next pair.
+type TokenPair struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bearer token (JWT) for the Authorization header of every call.
+	AccessToken string `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	// When access_token expires (minutes from issue).
+	AccessExpireTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=access_expire_time,json=accessExpireTime,proto3" json:"access_expire_time,omitempty"`
+	// Opaque, single-use: pass it to RefreshToken before it expires. Keep it secret and out of
+	// logs.
+	RefreshToken string `protobuf:"bytes,3,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	// When refresh_token expires (days from issue); the session ends then unless refreshed.
+	RefreshExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=refresh_expire_time,json=refreshExpireTime,proto3" json:"refresh_expire_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TokenPair) Reset() {
+	*x = TokenPair{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenPair) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenPair) ProtoMessage() {}
+
+func (x *TokenPair) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenPair.ProtoReflect.Descriptor instead.
+func (*TokenPair) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TokenPair) GetAccessToken() string {
+	if x != nil {
+		return x.AccessToken
+	}
+	return ""
+}
+
+func (x *TokenPair) GetAccessExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AccessExpireTime
+	}
+	return nil
+}
+
+func (x *TokenPair) GetRefreshToken() string {
+	if x != nil {
+		return x.RefreshToken
+	}
+	return ""
+}
+
+func (x *TokenPair) GetRefreshExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshExpireTime
+	}
+	return nil
+}
+
+// VerifyLoginCodeResponse is a new session.
+type VerifyLoginCodeResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Tokens *TokenPair             `protobuf:"bytes,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// The user who logged in.
+	User          *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyLoginCodeResponse) Reset() {
+	*x = VerifyLoginCodeResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyLoginCodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyLoginCodeResponse) ProtoMessage() {}
+
+func (x *VerifyLoginCodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyLoginCodeResponse.ProtoReflect.Descriptor instead.
+func (*VerifyLoginCodeResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *VerifyLoginCodeResponse) GetTokens() *TokenPair {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *VerifyLoginCodeResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// RefreshTokenRequest is a refresh token to exchange.
+type RefreshTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the refresh_token of the latest TokenPair.
+	RefreshToken  string `protobuf:"bytes,1,opt,name=refresh_token,json=refreshToken,proto3" json:"refresh_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshTokenRequest) Reset() {
+	*x = RefreshTokenRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshTokenRequest) ProtoMessage() {}
+
+func (x *RefreshTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshTokenRequest.ProtoReflect.Descriptor instead.
+func (*RefreshTokenRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RefreshTokenRequest) GetRefreshToken() string {
+	if x != nil {
+		return x.RefreshToken
+	}
+	return ""
+}
+
+// RefreshTokenResponse is the session's next token pair.
+type RefreshTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        *TokenPair             `protobuf:"bytes,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefreshTokenResponse) Reset() {
+	*x = RefreshTokenResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefreshTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefreshTokenResponse) ProtoMessage() {}
+
+func (x *RefreshTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefreshTokenResponse.ProtoReflect.Descriptor instead.
+func (*RefreshTokenResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RefreshTokenResponse) GetTokens() *TokenPair {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 // APIKey is a long-lived credential; its secret is never stored in clear.
 type APIKey struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Server-assigned UUID.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The owner's label for it, e.g. "ci".
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The first characters of the key, to recognise it.
-	Prefix        string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Roles         []string               `protobuf:"bytes,4,rep,name=roles,proto3" json:"roles,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	LastUsedTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
-	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// What the key may do; see CreateAPIKeyRequest.scopes.
+	Scopes []string `protobuf:"bytes,4,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// User id of the owner; the key acts as this user.
+	UserId     string                 `protobuf:"bytes,5,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Unset means no expiry.
+	ExpireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
+	// Set once revoked.
+	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +586,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +599,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *APIKey) GetId() string {
@@ -367,11 +623,18 @@ func (x *APIKey) GetPrefix() string {
 	return ""
 }
 
-func (x *APIKey) GetRoles() []string {
+func (x *APIKey) GetScopes() []string {
 	if x != nil {
-		return x.Roles
+		return x.Scopes
 	}
 	return nil
+}
+
+func (x *APIKey) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
 }
 
 func (x *APIKey) GetCreateTime() *timestamppb.Timestamp {
@@ -402,20 +665,30 @@ func (x *APIKey) GetRevokeTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// CreateAPIKeyRequest describes a key to create for the caller.
 type CreateAPIKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Roles for the key; at most the caller's own. Empty means the caller's roles.
-	Roles []string `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
-	// Lifetime in days; 0 means no expiry.
-	TtlDays       int32 `protobuf:"varint,3,opt,name=ttl_days,json=ttlDays,proto3" json:"ttl_days,omitempty"`
+	// Required, the owner's label for it, e.g. "ci"; at most 100 characters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the key may do, each "<area>:<access>". area is a service's short name ("tasks",
+	// "agent", "builder", "github", "memory", "skills", "ai", "sandbox"; "auth" for
+	// AuthService and UserService) or "*". access is "read" (only the RPCs marked
+	// NO_SIDE_EFFECTS) or "write" (every RPC of the area, reads included). Empty means
+	// ["*:write"]. A key never exceeds its owner's role; an unknown scope is INVALID_ARGUMENT.
+	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	// When the key stops working; unset means no expiry. Must be in the future.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first call's key (see the RPC
+	// comment for its secret) and creates nothing again. Empty means no idempotency.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateAPIKeyRequest) Reset() {
 	*x = CreateAPIKeyRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +700,7 @@ func (x *CreateAPIKeyRequest) String() string {
 func (*CreateAPIKeyRequest) ProtoMessage() {}
 
 func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +713,7 @@ func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateAPIKeyRequest) GetName() string {
@@ -450,24 +723,32 @@ func (x *CreateAPIKeyRequest) GetName() string {
 	return ""
 }
 
-func (x *CreateAPIKeyRequest) GetRoles() []string {
+func (x *CreateAPIKeyRequest) GetScopes() []string {
 	if x != nil {
-		return x.Roles
+		return x.Scopes
 	}
 	return nil
 }
 
-func (x *CreateAPIKeyRequest) GetTtlDays() int32 {
+func (x *CreateAPIKeyRequest) GetExpireTime() *timestamppb.Timestamp {
 	if x != nil {
-		return x.TtlDays
+		return x.ExpireTime
 	}
-	return 0
+	return nil
 }
 
+func (x *CreateAPIKeyRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CreateAPIKeyResponse is the key and its secret.
 type CreateAPIKeyResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	ApiKey *APIKey                `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
-	// The secret, shown once.
+	// The secret, shown once (and on a retry within 15 minutes); send it as a bearer token.
 	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -475,7 +756,7 @@ type CreateAPIKeyResponse struct {
 
 func (x *CreateAPIKeyResponse) Reset() {
 	*x = CreateAPIKeyResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +768,7 @@ func (x *CreateAPIKeyResponse) String() string {
 func (*CreateAPIKeyResponse) ProtoMessage() {}
 
 func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +781,7 @@ func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateAPIKeyResponse) GetApiKey() *APIKey {
@@ -517,15 +798,22 @@ func (x *CreateAPIKeyResponse) GetSecret() string {
 	return ""
 }
 
+// ListAPIKeysRequest pages the caller's keys.
 type ListAPIKeysRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Include revoked and expired keys.
+	ShowInactive bool `protobuf:"varint,1,opt,name=show_inactive,json=showInactive,proto3" json:"show_inactive,omitempty"`
+	// 1–200, default 50.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAPIKeysRequest) Reset() {
 	*x = ListAPIKeysRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +825,7 @@ func (x *ListAPIKeysRequest) String() string {
 func (*ListAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,19 +838,43 @@ func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
+func (x *ListAPIKeysRequest) GetShowInactive() bool {
+	if x != nil {
+		return x.ShowInactive
+	}
+	return false
+}
+
+func (x *ListAPIKeysRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAPIKeysRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListAPIKeysResponse is one page of keys, newest first.
 type ListAPIKeysResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ApiKeys       []*APIKey              `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	ApiKeys []*APIKey              `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAPIKeysResponse) Reset() {
 	*x = ListAPIKeysResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +886,7 @@ func (x *ListAPIKeysResponse) String() string {
 func (*ListAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +899,7 @@ func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListAPIKeysResponse) GetApiKeys() []*APIKey {
@@ -597,16 +909,25 @@ func (x *ListAPIKeysResponse) GetApiKeys() []*APIKey {
 	return nil
 }
 
+func (x *ListAPIKeysResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RevokeAPIKeyRequest names a key to revoke.
 type RevokeAPIKeyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the key's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RevokeAPIKeyRequest) Reset() {
 	*x = RevokeAPIKeyRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +939,7 @@ func (x *RevokeAPIKeyRequest) String() string {
 func (*RevokeAPIKeyRequest) ProtoMessage() {}
 
 func (x *RevokeAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +952,7 @@ func (x *RevokeAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RevokeAPIKeyRequest) GetId() string {
@@ -641,15 +962,17 @@ func (x *RevokeAPIKeyRequest) GetId() string {
 	return ""
 }
 
+// RevokeAPIKeyResponse is the revoked key.
 type RevokeAPIKeyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	ApiKey        *APIKey                `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RevokeAPIKeyResponse) Reset() {
 	*x = RevokeAPIKeyResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +984,7 @@ func (x *RevokeAPIKeyResponse) String() string {
 func (*RevokeAPIKeyResponse) ProtoMessage() {}
 
 func (x *RevokeAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,12 +997,21 @@ func (x *RevokeAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
+func (x *RevokeAPIKeyResponse) GetApiKey() *APIKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
+// RevokeTokenRequest names a token to revoke.
 type RevokeTokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The token to revoke; empty revokes the one the call is made with.
+	// An access token or a refresh token; empty revokes the access token the call is made
+	// with.
 	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -687,7 +1019,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +1031,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +1044,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeTokenRequest) GetToken() string {
@@ -722,6 +1054,7 @@ func (x *RevokeTokenRequest) GetToken() string {
 	return ""
 }
 
+// RevokeTokenResponse is empty.
 type RevokeTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -730,7 +1063,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1075,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,9 +1088,10 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{16}
 }
 
+// WhoAmIRequest is empty.
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -766,7 +1100,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +1112,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,23 +1125,28 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{14}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{17}
 }
 
+// WhoAmIResponse is the caller as every service sees it.
 type WhoAmIResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Roles  []string               `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user the credential acts for.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Role   Role   `protobuf:"varint,2,opt,name=role,proto3,enum=thefold.gateway.v1.Role" json:"role,omitempty"`
 	// Token id (jti) of the credential used.
-	TokenId       string                 `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	TokenId string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// When the credential expires; unset when it does not.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// For an API key, its scopes; empty for a login session (no narrowing).
+	Scopes        []string `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -819,7 +1158,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -832,7 +1171,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{15}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WhoAmIResponse) GetUserId() string {
@@ -842,11 +1181,11 @@ func (x *WhoAmIResponse) GetUserId() string {
 	return ""
 }
 
-func (x *WhoAmIResponse) GetRoles() []string {
+func (x *WhoAmIResponse) GetRole() Role {
 	if x != nil {
-		return x.Roles
+		return x.Role
 	}
-	return nil
+	return Role_ROLE_UNSPECIFIED
 }
 
 func (x *WhoAmIResponse) GetTokenId() string {
@@ -863,11 +1202,465 @@ func (x *WhoAmIResponse) GetExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WhoAmIResponse) GetScopes() []string {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+// CreateUserRequest describes a person to add.
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required; the natural key that makes the call idempotent.
+	Email string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	// Defaults to the part of email before '@'.
+	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
+	// Defaults to MEMBER.
+	Role          Role `protobuf:"varint,3,opt,name=role,proto3,enum=thefold.gateway.v1.Role" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CreateUserRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetDisplayName() string {
+	if x != nil {
+		return x.DisplayName
+	}
+	return ""
+}
+
+func (x *CreateUserRequest) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+// CreateUserResponse is the created user.
+type CreateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *User                  `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreateUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// GetUserRequest names a user.
+type GetUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the user's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserRequest) Reset() {
+	*x = GetUserRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserRequest) ProtoMessage() {}
+
+func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
+func (*GetUserRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetUserRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// GetUserResponse is the user.
+type GetUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *User                  `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUserResponse) Reset() {
+	*x = GetUserResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUserResponse) ProtoMessage() {}
+
+func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
+func (*GetUserResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+// ListUsersRequest filters and pages users.
+type ListUsersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Filter by role; UNSPECIFIED means any.
+	Role Role `protobuf:"varint,1,opt,name=role,proto3,enum=thefold.gateway.v1.Role" json:"role,omitempty"`
+	// Only disabled (true) or only enabled (false) users; unset means both.
+	Disabled *bool `protobuf:"varint,2,opt,name=disabled,proto3,oneof" json:"disabled,omitempty"`
+	// 1–200, default 50.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListUsersRequest) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *ListUsersRequest) GetDisabled() bool {
+	if x != nil && x.Disabled != nil {
+		return *x.Disabled
+	}
+	return false
+}
+
+func (x *ListUsersRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUsersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListUsersResponse is one page of users, by e-mail address.
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Users []*User                `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListUsersResponse) GetUsers() []*User {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *ListUsersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// UpdateUserRequest changes some fields of a user.
+type UpdateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. id names the resource; user.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	User *User `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// Required. Updatable: display_name, role, disabled. Any other path is INVALID_ARGUMENT.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserRequest) Reset() {
+	*x = UpdateUserRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserRequest) ProtoMessage() {}
+
+func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
+func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UpdateUserRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateUserRequest) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *UpdateUserRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateUserResponse is the user after the update.
+type UpdateUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          *User                  `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateUserResponse) Reset() {
+	*x = UpdateUserResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateUserResponse) ProtoMessage() {}
+
+func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
+func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *UpdateUserResponse) GetUser() *User {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
 var File_thefold_gateway_v1_auth_proto protoreflect.FileDescriptor
 
 const file_thefold_gateway_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x1dthefold/gateway/v1/auth.proto\x12\x12thefold.gateway.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
+	"\x1dthefold/gateway/v1/auth.proto\x12\x12thefold.gateway.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x02\n" +
+	"\x04User\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05email\x18\x02 \x01(\tR\x05email\x12!\n" +
+	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\x12,\n" +
+	"\x04role\x18\x04 \x01(\x0e2\x18.thefold.gateway.v1.RoleR\x04role\x12\x1a\n" +
+	"\bdisabled\x18\x05 \x01(\bR\bdisabled\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12B\n" +
+	"\x0flast_login_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rlastLoginTime\"/\n" +
 	"\x17RequestLoginCodeRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\"W\n" +
 	"\x18RequestLoginCodeResponse\x12;\n" +
@@ -875,62 +1668,113 @@ const file_thefold_gateway_v1_auth_proto_rawDesc = "" +
 	"expireTime\"B\n" +
 	"\x16VerifyLoginCodeRequest\x12\x14\n" +
 	"\x05email\x18\x01 \x01(\tR\x05email\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xa7\x01\n" +
-	"\x17VerifyLoginCodeResponse\x12!\n" +
-	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12;\n" +
-	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\x12,\n" +
-	"\x04user\x18\x03 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user\"\xa2\x01\n" +
-	"\x04User\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05email\x18\x02 \x01(\tR\x05email\x12!\n" +
-	"\fdisplay_name\x18\x03 \x01(\tR\vdisplayName\x12\x14\n" +
-	"\x05roles\x18\x04 \x03(\tR\x05roles\x12;\n" +
-	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xd3\x02\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xe9\x01\n" +
+	"\tTokenPair\x12!\n" +
+	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12H\n" +
+	"\x12access_expire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10accessExpireTime\x12#\n" +
+	"\rrefresh_token\x18\x03 \x01(\tR\frefreshToken\x12J\n" +
+	"\x13refresh_expire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11refreshExpireTime\"~\n" +
+	"\x17VerifyLoginCodeResponse\x125\n" +
+	"\x06tokens\x18\x01 \x01(\v2\x1d.thefold.gateway.v1.TokenPairR\x06tokens\x12,\n" +
+	"\x04user\x18\x02 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user\":\n" +
+	"\x13RefreshTokenRequest\x12#\n" +
+	"\rrefresh_token\x18\x01 \x01(\tR\frefreshToken\"M\n" +
+	"\x14RefreshTokenResponse\x125\n" +
+	"\x06tokens\x18\x01 \x01(\v2\x1d.thefold.gateway.v1.TokenPairR\x06tokens\"\xee\x02\n" +
 	"\x06APIKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x14\n" +
-	"\x05roles\x18\x04 \x03(\tR\x05roles\x12;\n" +
-	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x16\n" +
+	"\x06scopes\x18\x04 \x03(\tR\x06scopes\x12\x17\n" +
+	"\auser_id\x18\x05 \x01(\tR\x06userId\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
-	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\vexpire_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12@\n" +
-	"\x0elast_used_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12;\n" +
-	"\vrevoke_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"revokeTime\"Z\n" +
+	"\x0elast_used_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12;\n" +
+	"\vrevoke_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"revokeTime\"\x9d\x01\n" +
 	"\x13CreateAPIKeyRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05roles\x18\x02 \x03(\tR\x05roles\x12\x19\n" +
-	"\bttl_days\x18\x03 \x01(\x05R\attlDays\"c\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06scopes\x18\x02 \x03(\tR\x06scopes\x12;\n" +
+	"\vexpire_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"c\n" +
 	"\x14CreateAPIKeyResponse\x123\n" +
 	"\aapi_key\x18\x01 \x01(\v2\x1a.thefold.gateway.v1.APIKeyR\x06apiKey\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x14\n" +
-	"\x12ListAPIKeysRequest\"L\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"u\n" +
+	"\x12ListAPIKeysRequest\x12#\n" +
+	"\rshow_inactive\x18\x01 \x01(\bR\fshowInactive\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"t\n" +
 	"\x13ListAPIKeysResponse\x125\n" +
-	"\bapi_keys\x18\x01 \x03(\v2\x1a.thefold.gateway.v1.APIKeyR\aapiKeys\"%\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x1a.thefold.gateway.v1.APIKeyR\aapiKeys\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"%\n" +
 	"\x13RevokeAPIKeyRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RevokeAPIKeyResponse\"*\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
+	"\x14RevokeAPIKeyResponse\x123\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1a.thefold.gateway.v1.APIKeyR\x06apiKey\"*\n" +
 	"\x12RevokeTokenRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"\x15\n" +
 	"\x13RevokeTokenResponse\"\x0f\n" +
-	"\rWhoAmIRequest\"\x97\x01\n" +
+	"\rWhoAmIRequest\"\xc7\x01\n" +
 	"\x0eWhoAmIResponse\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
-	"\x05roles\x18\x02 \x03(\tR\x05roles\x12\x19\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x18.thefold.gateway.v1.RoleR\x04role\x12\x19\n" +
 	"\btoken_id\x18\x03 \x01(\tR\atokenId\x12;\n" +
 	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime2\xbf\x05\n" +
+	"expireTime\x12\x16\n" +
+	"\x06scopes\x18\x05 \x03(\tR\x06scopes\"z\n" +
+	"\x11CreateUserRequest\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\x12!\n" +
+	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12,\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x18.thefold.gateway.v1.RoleR\x04role\"B\n" +
+	"\x12CreateUserResponse\x12,\n" +
+	"\x04user\x18\x01 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user\" \n" +
+	"\x0eGetUserRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"?\n" +
+	"\x0fGetUserResponse\x12,\n" +
+	"\x04user\x18\x01 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user\"\xaa\x01\n" +
+	"\x10ListUsersRequest\x12,\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x18.thefold.gateway.v1.RoleR\x04role\x12\x1f\n" +
+	"\bdisabled\x18\x02 \x01(\bH\x00R\bdisabled\x88\x01\x01\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageTokenB\v\n" +
+	"\t_disabled\"k\n" +
+	"\x11ListUsersResponse\x12.\n" +
+	"\x05users\x18\x01 \x03(\v2\x18.thefold.gateway.v1.UserR\x05users\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8e\x01\n" +
+	"\x11UpdateUserRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12,\n" +
+	"\x04user\x18\x02 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"B\n" +
+	"\x12UpdateUserResponse\x12,\n" +
+	"\x04user\x18\x01 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user*=\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"ROLE_ADMIN\x10\x01\x12\x0f\n" +
+	"\vROLE_MEMBER\x10\x022\xac\x06\n" +
 	"\vAuthService\x12m\n" +
 	"\x10RequestLoginCode\x12+.thefold.gateway.v1.RequestLoginCodeRequest\x1a,.thefold.gateway.v1.RequestLoginCodeResponse\x12j\n" +
 	"\x0fVerifyLoginCode\x12*.thefold.gateway.v1.VerifyLoginCodeRequest\x1a+.thefold.gateway.v1.VerifyLoginCodeResponse\x12a\n" +
-	"\fCreateAPIKey\x12'.thefold.gateway.v1.CreateAPIKeyRequest\x1a(.thefold.gateway.v1.CreateAPIKeyResponse\x12^\n" +
-	"\vListAPIKeys\x12&.thefold.gateway.v1.ListAPIKeysRequest\x1a'.thefold.gateway.v1.ListAPIKeysResponse\x12a\n" +
+	"\fRefreshToken\x12'.thefold.gateway.v1.RefreshTokenRequest\x1a(.thefold.gateway.v1.RefreshTokenResponse\x12a\n" +
+	"\fCreateAPIKey\x12'.thefold.gateway.v1.CreateAPIKeyRequest\x1a(.thefold.gateway.v1.CreateAPIKeyResponse\x12c\n" +
+	"\vListAPIKeys\x12&.thefold.gateway.v1.ListAPIKeysRequest\x1a'.thefold.gateway.v1.ListAPIKeysResponse\"\x03\x90\x02\x01\x12a\n" +
 	"\fRevokeAPIKey\x12'.thefold.gateway.v1.RevokeAPIKeyRequest\x1a(.thefold.gateway.v1.RevokeAPIKeyResponse\x12^\n" +
-	"\vRevokeToken\x12&.thefold.gateway.v1.RevokeTokenRequest\x1a'.thefold.gateway.v1.RevokeTokenResponse\x12O\n" +
-	"\x06WhoAmI\x12!.thefold.gateway.v1.WhoAmIRequest\x1a\".thefold.gateway.v1.WhoAmIResponseB\xce\x01\n" +
+	"\vRevokeToken\x12&.thefold.gateway.v1.RevokeTokenRequest\x1a'.thefold.gateway.v1.RevokeTokenResponse\x12T\n" +
+	"\x06WhoAmI\x12!.thefold.gateway.v1.WhoAmIRequest\x1a\".thefold.gateway.v1.WhoAmIResponse\"\x03\x90\x02\x012\xff\x02\n" +
+	"\vUserService\x12[\n" +
+	"\n" +
+	"CreateUser\x12%.thefold.gateway.v1.CreateUserRequest\x1a&.thefold.gateway.v1.CreateUserResponse\x12W\n" +
+	"\aGetUser\x12\".thefold.gateway.v1.GetUserRequest\x1a#.thefold.gateway.v1.GetUserResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\tListUsers\x12$.thefold.gateway.v1.ListUsersRequest\x1a%.thefold.gateway.v1.ListUsersResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\n" +
+	"UpdateUser\x12%.thefold.gateway.v1.UpdateUserRequest\x1a&.thefold.gateway.v1.UpdateUserResponseB\xce\x01\n" +
 	"\x16com.thefold.gateway.v1B\tAuthProtoP\x01Z?github.com/thefold/thefold/pkg/gen/thefold/gateway/v1;gatewayv1\xa2\x02\x03TGX\xaa\x02\x12Thefold.Gateway.V1\xca\x02\x12Thefold\\Gateway\\V1\xe2\x02\x1eThefold\\Gateway\\V1\\GPBMetadata\xea\x02\x14Thefold::Gateway::V1b\x06proto3"
 
 var (
@@ -945,57 +1789,98 @@ func file_thefold_gateway_v1_auth_proto_rawDescGZIP() []byte {
 	return file_thefold_gateway_v1_auth_proto_rawDescData
 }
 
-var file_thefold_gateway_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_thefold_gateway_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_thefold_gateway_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_thefold_gateway_v1_auth_proto_goTypes = []any{
-	(*RequestLoginCodeRequest)(nil),  // 0: thefold.gateway.v1.RequestLoginCodeRequest
-	(*RequestLoginCodeResponse)(nil), // 1: thefold.gateway.v1.RequestLoginCodeResponse
-	(*VerifyLoginCodeRequest)(nil),   // 2: thefold.gateway.v1.VerifyLoginCodeRequest
-	(*VerifyLoginCodeResponse)(nil),  // 3: thefold.gateway.v1.VerifyLoginCodeResponse
-	(*User)(nil),                     // 4: thefold.gateway.v1.User
-	(*APIKey)(nil),                   // 5: thefold.gateway.v1.APIKey
-	(*CreateAPIKeyRequest)(nil),      // 6: thefold.gateway.v1.CreateAPIKeyRequest
-	(*CreateAPIKeyResponse)(nil),     // 7: thefold.gateway.v1.CreateAPIKeyResponse
-	(*ListAPIKeysRequest)(nil),       // 8: thefold.gateway.v1.ListAPIKeysRequest
-	(*ListAPIKeysResponse)(nil),      // 9: thefold.gateway.v1.ListAPIKeysResponse
-	(*RevokeAPIKeyRequest)(nil),      // 10: thefold.gateway.v1.RevokeAPIKeyRequest
-	(*RevokeAPIKeyResponse)(nil),     // 11: thefold.gateway.v1.RevokeAPIKeyResponse
-	(*RevokeTokenRequest)(nil),       // 12: thefold.gateway.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),      // 13: thefold.gateway.v1.RevokeTokenResponse
-	(*WhoAmIRequest)(nil),            // 14: thefold.gateway.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 15: thefold.gateway.v1.WhoAmIResponse
-	(*timestamppb.Timestamp)(nil),    // 16: google.protobuf.Timestamp
+	(Role)(0),                        // 0: thefold.gateway.v1.Role
+	(*User)(nil),                     // 1: thefold.gateway.v1.User
+	(*RequestLoginCodeRequest)(nil),  // 2: thefold.gateway.v1.RequestLoginCodeRequest
+	(*RequestLoginCodeResponse)(nil), // 3: thefold.gateway.v1.RequestLoginCodeResponse
+	(*VerifyLoginCodeRequest)(nil),   // 4: thefold.gateway.v1.VerifyLoginCodeRequest
+	(*TokenPair)(nil),                // 5: thefold.gateway.v1.TokenPair
+	(*VerifyLoginCodeResponse)(nil),  // 6: thefold.gateway.v1.VerifyLoginCodeResponse
+	(*RefreshTokenRequest)(nil),      // 7: thefold.gateway.v1.RefreshTokenRequest
+	(*RefreshTokenResponse)(nil),     // 8: thefold.gateway.v1.RefreshTokenResponse
+	(*APIKey)(nil),                   // 9: thefold.gateway.v1.APIKey
+	(*CreateAPIKeyRequest)(nil),      // 10: thefold.gateway.v1.CreateAPIKeyRequest
+	(*CreateAPIKeyResponse)(nil),     // 11: thefold.gateway.v1.CreateAPIKeyResponse
+	(*ListAPIKeysRequest)(nil),       // 12: thefold.gateway.v1.ListAPIKeysRequest
+	(*ListAPIKeysResponse)(nil),      // 13: thefold.gateway.v1.ListAPIKeysResponse
+	(*RevokeAPIKeyRequest)(nil),      // 14: thefold.gateway.v1.RevokeAPIKeyRequest
+	(*RevokeAPIKeyResponse)(nil),     // 15: thefold.gateway.v1.RevokeAPIKeyResponse
+	(*RevokeTokenRequest)(nil),       // 16: thefold.gateway.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),      // 17: thefold.gateway.v1.RevokeTokenResponse
+	(*WhoAmIRequest)(nil),            // 18: thefold.gateway.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 19: thefold.gateway.v1.WhoAmIResponse
+	(*CreateUserRequest)(nil),        // 20: thefold.gateway.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),       // 21: thefold.gateway.v1.CreateUserResponse
+	(*GetUserRequest)(nil),           // 22: thefold.gateway.v1.GetUserRequest
+	(*GetUserResponse)(nil),          // 23: thefold.gateway.v1.GetUserResponse
+	(*ListUsersRequest)(nil),         // 24: thefold.gateway.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),        // 25: thefold.gateway.v1.ListUsersResponse
+	(*UpdateUserRequest)(nil),        // 26: thefold.gateway.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),       // 27: thefold.gateway.v1.UpdateUserResponse
+	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 29: google.protobuf.FieldMask
 }
 var file_thefold_gateway_v1_auth_proto_depIdxs = []int32{
-	16, // 0: thefold.gateway.v1.RequestLoginCodeResponse.expire_time:type_name -> google.protobuf.Timestamp
-	16, // 1: thefold.gateway.v1.VerifyLoginCodeResponse.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 2: thefold.gateway.v1.VerifyLoginCodeResponse.user:type_name -> thefold.gateway.v1.User
-	16, // 3: thefold.gateway.v1.User.create_time:type_name -> google.protobuf.Timestamp
-	16, // 4: thefold.gateway.v1.APIKey.create_time:type_name -> google.protobuf.Timestamp
-	16, // 5: thefold.gateway.v1.APIKey.expire_time:type_name -> google.protobuf.Timestamp
-	16, // 6: thefold.gateway.v1.APIKey.last_used_time:type_name -> google.protobuf.Timestamp
-	16, // 7: thefold.gateway.v1.APIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	5,  // 8: thefold.gateway.v1.CreateAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
-	5,  // 9: thefold.gateway.v1.ListAPIKeysResponse.api_keys:type_name -> thefold.gateway.v1.APIKey
-	16, // 10: thefold.gateway.v1.WhoAmIResponse.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 11: thefold.gateway.v1.AuthService.RequestLoginCode:input_type -> thefold.gateway.v1.RequestLoginCodeRequest
-	2,  // 12: thefold.gateway.v1.AuthService.VerifyLoginCode:input_type -> thefold.gateway.v1.VerifyLoginCodeRequest
-	6,  // 13: thefold.gateway.v1.AuthService.CreateAPIKey:input_type -> thefold.gateway.v1.CreateAPIKeyRequest
-	8,  // 14: thefold.gateway.v1.AuthService.ListAPIKeys:input_type -> thefold.gateway.v1.ListAPIKeysRequest
-	10, // 15: thefold.gateway.v1.AuthService.RevokeAPIKey:input_type -> thefold.gateway.v1.RevokeAPIKeyRequest
-	12, // 16: thefold.gateway.v1.AuthService.RevokeToken:input_type -> thefold.gateway.v1.RevokeTokenRequest
-	14, // 17: thefold.gateway.v1.AuthService.WhoAmI:input_type -> thefold.gateway.v1.WhoAmIRequest
-	1,  // 18: thefold.gateway.v1.AuthService.RequestLoginCode:output_type -> thefold.gateway.v1.RequestLoginCodeResponse
-	3,  // 19: thefold.gateway.v1.AuthService.VerifyLoginCode:output_type -> thefold.gateway.v1.VerifyLoginCodeResponse
-	7,  // 20: thefold.gateway.v1.AuthService.CreateAPIKey:output_type -> thefold.gateway.v1.CreateAPIKeyResponse
-	9,  // 21: thefold.gateway.v1.AuthService.ListAPIKeys:output_type -> thefold.gateway.v1.ListAPIKeysResponse
-	11, // 22: thefold.gateway.v1.AuthService.RevokeAPIKey:output_type -> thefold.gateway.v1.RevokeAPIKeyResponse
-	13, // 23: thefold.gateway.v1.AuthService.RevokeToken:output_type -> thefold.gateway.v1.RevokeTokenResponse
-	15, // 24: thefold.gateway.v1.AuthService.WhoAmI:output_type -> thefold.gateway.v1.WhoAmIResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 0: thefold.gateway.v1.User.role:type_name -> thefold.gateway.v1.Role
+	28, // 1: thefold.gateway.v1.User.create_time:type_name -> google.protobuf.Timestamp
+	28, // 2: thefold.gateway.v1.User.update_time:type_name -> google.protobuf.Timestamp
+	28, // 3: thefold.gateway.v1.User.last_login_time:type_name -> google.protobuf.Timestamp
+	28, // 4: thefold.gateway.v1.RequestLoginCodeResponse.expire_time:type_name -> google.protobuf.Timestamp
+	28, // 5: thefold.gateway.v1.TokenPair.access_expire_time:type_name -> google.protobuf.Timestamp
+	28, // 6: thefold.gateway.v1.TokenPair.refresh_expire_time:type_name -> google.protobuf.Timestamp
+	5,  // 7: thefold.gateway.v1.VerifyLoginCodeResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
+	1,  // 8: thefold.gateway.v1.VerifyLoginCodeResponse.user:type_name -> thefold.gateway.v1.User
+	5,  // 9: thefold.gateway.v1.RefreshTokenResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
+	28, // 10: thefold.gateway.v1.APIKey.create_time:type_name -> google.protobuf.Timestamp
+	28, // 11: thefold.gateway.v1.APIKey.expire_time:type_name -> google.protobuf.Timestamp
+	28, // 12: thefold.gateway.v1.APIKey.last_used_time:type_name -> google.protobuf.Timestamp
+	28, // 13: thefold.gateway.v1.APIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	28, // 14: thefold.gateway.v1.CreateAPIKeyRequest.expire_time:type_name -> google.protobuf.Timestamp
+	9,  // 15: thefold.gateway.v1.CreateAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
+	9,  // 16: thefold.gateway.v1.ListAPIKeysResponse.api_keys:type_name -> thefold.gateway.v1.APIKey
+	9,  // 17: thefold.gateway.v1.RevokeAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
+	0,  // 18: thefold.gateway.v1.WhoAmIResponse.role:type_name -> thefold.gateway.v1.Role
+	28, // 19: thefold.gateway.v1.WhoAmIResponse.expire_time:type_name -> google.protobuf.Timestamp
+	0,  // 20: thefold.gateway.v1.CreateUserRequest.role:type_name -> thefold.gateway.v1.Role
+	1,  // 21: thefold.gateway.v1.CreateUserResponse.user:type_name -> thefold.gateway.v1.User
+	1,  // 22: thefold.gateway.v1.GetUserResponse.user:type_name -> thefold.gateway.v1.User
+	0,  // 23: thefold.gateway.v1.ListUsersRequest.role:type_name -> thefold.gateway.v1.Role
+	1,  // 24: thefold.gateway.v1.ListUsersResponse.users:type_name -> thefold.gateway.v1.User
+	1,  // 25: thefold.gateway.v1.UpdateUserRequest.user:type_name -> thefold.gateway.v1.User
+	29, // 26: thefold.gateway.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 27: thefold.gateway.v1.UpdateUserResponse.user:type_name -> thefold.gateway.v1.User
+	2,  // 28: thefold.gateway.v1.AuthService.RequestLoginCode:input_type -> thefold.gateway.v1.RequestLoginCodeRequest
+	4,  // 29: thefold.gateway.v1.AuthService.VerifyLoginCode:input_type -> thefold.gateway.v1.VerifyLoginCodeRequest
+	7,  // 30: thefold.gateway.v1.AuthService.RefreshToken:input_type -> thefold.gateway.v1.RefreshTokenRequest
+	10, // 31: thefold.gateway.v1.AuthService.CreateAPIKey:input_type -> thefold.gateway.v1.CreateAPIKeyRequest
+	12, // 32: thefold.gateway.v1.AuthService.ListAPIKeys:input_type -> thefold.gateway.v1.ListAPIKeysRequest
+	14, // 33: thefold.gateway.v1.AuthService.RevokeAPIKey:input_type -> thefold.gateway.v1.RevokeAPIKeyRequest
+	16, // 34: thefold.gateway.v1.AuthService.RevokeToken:input_type -> thefold.gateway.v1.RevokeTokenRequest
+	18, // 35: thefold.gateway.v1.AuthService.WhoAmI:input_type -> thefold.gateway.v1.WhoAmIRequest
+	20, // 36: thefold.gateway.v1.UserService.CreateUser:input_type -> thefold.gateway.v1.CreateUserRequest
+	22, // 37: thefold.gateway.v1.UserService.GetUser:input_type -> thefold.gateway.v1.GetUserRequest
+	24, // 38: thefold.gateway.v1.UserService.ListUsers:input_type -> thefold.gateway.v1.ListUsersRequest
+	26, // 39: thefold.gateway.v1.UserService.UpdateUser:input_type -> thefold.gateway.v1.UpdateUserRequest
+	3,  // 40: thefold.gateway.v1.AuthService.RequestLoginCode:output_type -> thefold.gateway.v1.RequestLoginCodeResponse
+	6,  // 41: thefold.gateway.v1.AuthService.VerifyLoginCode:output_type -> thefold.gateway.v1.VerifyLoginCodeResponse
+	8,  // 42: thefold.gateway.v1.AuthService.RefreshToken:output_type -> thefold.gateway.v1.RefreshTokenResponse
+	11, // 43: thefold.gateway.v1.AuthService.CreateAPIKey:output_type -> thefold.gateway.v1.CreateAPIKeyResponse
+	13, // 44: thefold.gateway.v1.AuthService.ListAPIKeys:output_type -> thefold.gateway.v1.ListAPIKeysResponse
+	15, // 45: thefold.gateway.v1.AuthService.RevokeAPIKey:output_type -> thefold.gateway.v1.RevokeAPIKeyResponse
+	17, // 46: thefold.gateway.v1.AuthService.RevokeToken:output_type -> thefold.gateway.v1.RevokeTokenResponse
+	19, // 47: thefold.gateway.v1.AuthService.WhoAmI:output_type -> thefold.gateway.v1.WhoAmIResponse
+	21, // 48: thefold.gateway.v1.UserService.CreateUser:output_type -> thefold.gateway.v1.CreateUserResponse
+	23, // 49: thefold.gateway.v1.UserService.GetUser:output_type -> thefold.gateway.v1.GetUserResponse
+	25, // 50: thefold.gateway.v1.UserService.ListUsers:output_type -> thefold.gateway.v1.ListUsersResponse
+	27, // 51: thefold.gateway.v1.UserService.UpdateUser:output_type -> thefold.gateway.v1.UpdateUserResponse
+	40, // [40:52] is the sub-list for method output_type
+	28, // [28:40] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_thefold_gateway_v1_auth_proto_init() }
@@ -1003,18 +1888,20 @@ func file_thefold_gateway_v1_auth_proto_init() {
 	if File_thefold_gateway_v1_auth_proto != nil {
 		return
 	}
+	file_thefold_gateway_v1_auth_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_gateway_v1_auth_proto_rawDesc), len(file_thefold_gateway_v1_auth_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   16,
+			NumEnums:      1,
+			NumMessages:   27,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_thefold_gateway_v1_auth_proto_goTypes,
 		DependencyIndexes: file_thefold_gateway_v1_auth_proto_depIdxs,
+		EnumInfos:         file_thefold_gateway_v1_auth_proto_enumTypes,
 		MessageInfos:      file_thefold_gateway_v1_auth_proto_msgTypes,
 	}.Build()
 	File_thefold_gateway_v1_auth_proto = out.File

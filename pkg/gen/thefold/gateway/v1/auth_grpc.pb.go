@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AuthService_RequestLoginCode_FullMethodName = "/thefold.gateway.v1.AuthService/RequestLoginCode"
 	AuthService_VerifyLoginCode_FullMethodName  = "/thefold.gateway.v1.AuthService/VerifyLoginCode"
+	AuthService_RefreshToken_FullMethodName     = "/thefold.gateway.v1.AuthService/RefreshToken"
 	AuthService_CreateAPIKey_FullMethodName     = "/thefold.gateway.v1.AuthService/CreateAPIKey"
 	AuthService_ListAPIKeys_FullMethodName      = "/thefold.gateway.v1.AuthService/ListAPIKeys"
 	AuthService_RevokeAPIKey_FullMethodName     = "/thefold.gateway.v1.AuthService/RevokeAPIKey"
@@ -33,20 +34,41 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // AuthService authenticates people and tools. The gateway issues signed access tokens
-// (Ed25519 JWTs) that every service verifies on every RPC.
+// (Ed25519 JWTs, short-lived) that every service verifies on every RPC, and refresh tokens
+// (opaque, long-lived, single-use) that buy new access tokens. RequestLoginCode,
+// VerifyLoginCode and RefreshToken are public (called without an access token); every other
+// RPC acts for the caller.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's API key is NOT_FOUND; a
+// wrong, expired or spent code or token is UNAUTHENTICATED with a message that does not say
+// which; too many login attempts are RESOURCE_EXHAUSTED.
 type AuthServiceClient interface {
-	// RequestLoginCode sends a one-time code to the e-mail address of a known user. The response
-	// is the same whether or not the address is known, so it reveals nothing.
+	// RequestLoginCode sends a one-time code to the e-mail address of a known, enabled user.
+	// The response is the same whether or not the address is known, so it reveals nothing.
 	RequestLoginCode(ctx context.Context, in *RequestLoginCodeRequest, opts ...grpc.CallOption) (*RequestLoginCodeResponse, error)
-	// VerifyLoginCode exchanges a one-time code for an access token.
+	// VerifyLoginCode exchanges a one-time code for an access token and a refresh token (a new
+	// session). A code works once.
 	VerifyLoginCode(ctx context.Context, in *VerifyLoginCodeRequest, opts ...grpc.CallOption) (*VerifyLoginCodeResponse, error)
-	// CreateAPIKey creates a long-lived key for a tool; the secret is shown only in this response.
+	// RefreshToken exchanges a refresh token for a new access token and a new refresh token
+	// (rotation): the one presented is spent. Presenting a spent refresh token again within a
+	// short grace period (30 seconds) returns the same successor, so a lost response can be
+	// retried; later, it is treated as theft: the whole session is revoked and the call is
+	// UNAUTHENTICATED. A disabled user's refresh is UNAUTHENTICATED.
+	RefreshToken(ctx context.Context, in *RefreshTokenRequest, opts ...grpc.CallOption) (*RefreshTokenResponse, error)
+	// CreateAPIKey creates a long-lived key for a tool, acting as the caller within the
+	// scopes given. The secret is returned only by this RPC. A retry with the same request_id
+	// by the same caller returns the first call's key: with its secret within 15 minutes of
+	// creation (held encrypted for that window only), with an empty secret after that (revoke
+	// it and create another).
 	CreateAPIKey(ctx context.Context, in *CreateAPIKeyRequest, opts ...grpc.CallOption) (*CreateAPIKeyResponse, error)
-	// ListAPIKeys lists the caller's keys (never their secrets).
+	// ListAPIKeys lists the caller's keys (never their secrets), newest first.
 	ListAPIKeys(ctx context.Context, in *ListAPIKeysRequest, opts ...grpc.CallOption) (*ListAPIKeysResponse, error)
-	// RevokeAPIKey revokes one of the caller's keys.
+	// RevokeAPIKey revokes one of the caller's keys. Revoking a revoked key returns it
+	// unchanged.
 	RevokeAPIKey(ctx context.Context, in *RevokeAPIKeyRequest, opts ...grpc.CallOption) (*RevokeAPIKeyResponse, error)
-	// RevokeToken revokes an access token (the caller's own when token is empty) before it expires.
+	// RevokeToken revokes an access token or a refresh token before it expires (the one the
+	// call is made with when token is empty). Revoking a refresh token ends its session: the
+	// session's access tokens are refused from then on (logout).
 	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
 	// WhoAmI returns the caller's identity as the services see it.
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
@@ -74,6 +96,16 @@ func (c *authServiceClient) VerifyLoginCode(ctx context.Context, in *VerifyLogin
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(VerifyLoginCodeResponse)
 	err := c.cc.Invoke(ctx, AuthService_VerifyLoginCode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authServiceClient) RefreshToken(ctx context.Context, in *RefreshTokenRequest, opts ...grpc.CallOption) (*RefreshTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefreshTokenResponse)
+	err := c.cc.Invoke(ctx, AuthService_RefreshToken_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,20 +167,41 @@ func (c *authServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts 
 // for forward compatibility.
 //
 // AuthService authenticates people and tools. The gateway issues signed access tokens
-// (Ed25519 JWTs) that every service verifies on every RPC.
+// (Ed25519 JWTs, short-lived) that every service verifies on every RPC, and refresh tokens
+// (opaque, long-lived, single-use) that buy new access tokens. RequestLoginCode,
+// VerifyLoginCode and RefreshToken are public (called without an access token); every other
+// RPC acts for the caller.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's API key is NOT_FOUND; a
+// wrong, expired or spent code or token is UNAUTHENTICATED with a message that does not say
+// which; too many login attempts are RESOURCE_EXHAUSTED.
 type AuthServiceServer interface {
-	// RequestLoginCode sends a one-time code to the e-mail address of a known user. The response
-	// is the same whether or not the address is known, so it reveals nothing.
+	// RequestLoginCode sends a one-time code to the e-mail address of a known, enabled user.
+	// The response is the same whether or not the address is known, so it reveals nothing.
 	RequestLoginCode(context.Context, *RequestLoginCodeRequest) (*RequestLoginCodeResponse, error)
-	// VerifyLoginCode exchanges a one-time code for an access token.
+	// VerifyLoginCode exchanges a one-time code for an access token and a refresh token (a new
+	// session). A code works once.
 	VerifyLoginCode(context.Context, *VerifyLoginCodeRequest) (*VerifyLoginCodeResponse, error)
-	// CreateAPIKey creates a long-lived key for a tool; the secret is shown only in this response.
+	// RefreshToken exchanges a refresh token for a new access token and a new refresh token
+	// (rotation): the one presented is spent. Presenting a spent refresh token again within a
+	// short grace period (30 seconds) returns the same successor, so a lost response can be
+	// retried; later, it is treated as theft: the whole session is revoked and the call is
+	// UNAUTHENTICATED. A disabled user's refresh is UNAUTHENTICATED.
+	RefreshToken(context.Context, *RefreshTokenRequest) (*RefreshTokenResponse, error)
+	// CreateAPIKey creates a long-lived key for a tool, acting as the caller within the
+	// scopes given. The secret is returned only by this RPC. A retry with the same request_id
+	// by the same caller returns the first call's key: with its secret within 15 minutes of
+	// creation (held encrypted for that window only), with an empty secret after that (revoke
+	// it and create another).
 	CreateAPIKey(context.Context, *CreateAPIKeyRequest) (*CreateAPIKeyResponse, error)
-	// ListAPIKeys lists the caller's keys (never their secrets).
+	// ListAPIKeys lists the caller's keys (never their secrets), newest first.
 	ListAPIKeys(context.Context, *ListAPIKeysRequest) (*ListAPIKeysResponse, error)
-	// RevokeAPIKey revokes one of the caller's keys.
+	// RevokeAPIKey revokes one of the caller's keys. Revoking a revoked key returns it
+	// unchanged.
 	RevokeAPIKey(context.Context, *RevokeAPIKeyRequest) (*RevokeAPIKeyResponse, error)
-	// RevokeToken revokes an access token (the caller's own when token is empty) before it expires.
+	// RevokeToken revokes an access token or a refresh token before it expires (the one the
+	// call is made with when token is empty). Revoking a refresh token ends its session: the
+	// session's access tokens are refused from then on (logout).
 	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
 	// WhoAmI returns the caller's identity as the services see it.
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
@@ -167,6 +220,9 @@ func (UnimplementedAuthServiceServer) RequestLoginCode(context.Context, *Request
 }
 func (UnimplementedAuthServiceServer) VerifyLoginCode(context.Context, *VerifyLoginCodeRequest) (*VerifyLoginCodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VerifyLoginCode not implemented")
+}
+func (UnimplementedAuthServiceServer) RefreshToken(context.Context, *RefreshTokenRequest) (*RefreshTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefreshToken not implemented")
 }
 func (UnimplementedAuthServiceServer) CreateAPIKey(context.Context, *CreateAPIKeyRequest) (*CreateAPIKeyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateAPIKey not implemented")
@@ -236,6 +292,24 @@ func _AuthService_VerifyLoginCode_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AuthServiceServer).VerifyLoginCode(ctx, req.(*VerifyLoginCodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AuthService_RefreshToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefreshTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServiceServer).RefreshToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AuthService_RefreshToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServiceServer).RefreshToken(ctx, req.(*RefreshTokenRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -346,6 +420,10 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AuthService_VerifyLoginCode_Handler,
 		},
 		{
+			MethodName: "RefreshToken",
+			Handler:    _AuthService_RefreshToken_Handler,
+		},
+		{
 			MethodName: "CreateAPIKey",
 			Handler:    _AuthService_CreateAPIKey_Handler,
 		},
@@ -364,6 +442,260 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "WhoAmI",
 			Handler:    _AuthService_WhoAmI_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "thefold/gateway/v1/auth.proto",
+}
+
+const (
+	UserService_CreateUser_FullMethodName = "/thefold.gateway.v1.UserService/CreateUser"
+	UserService_GetUser_FullMethodName    = "/thefold.gateway.v1.UserService/GetUser"
+	UserService_ListUsers_FullMethodName  = "/thefold.gateway.v1.UserService/ListUsers"
+	UserService_UpdateUser_FullMethodName = "/thefold.gateway.v1.UserService/UpdateUser"
+)
+
+// UserServiceClient is the client API for UserService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// UserService administers the people who can log in. Every RPC needs the ADMIN role
+// (PERMISSION_DENIED otherwise), except GetUser of the caller's own id.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown user id is NOT_FOUND (so is
+// another user's id for a MEMBER calling GetUser); a taken e-mail address is ALREADY_EXISTS;
+// demoting or disabling the last enabled admin is FAILED_PRECONDITION.
+type UserServiceClient interface {
+	// CreateUser adds a person who can then log in with a code sent to their e-mail address.
+	// It is idempotent by its natural key, the e-mail address (compared case-insensitively):
+	// an address already taken is ALREADY_EXISTS and nothing is created, so a retried call
+	// never makes a second user (a caller retrying after a lost response finds the user with
+	// ListUsers).
+	CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error)
+	// GetUser returns one user.
+	GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error)
+	// ListUsers lists users by e-mail address, filtered and paginated.
+	ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error)
+	// UpdateUser changes the fields named in update_mask. Disabling a user ends their
+	// sessions and refuses their access tokens and API keys from then on; enabling them again
+	// does not bring those back (the user logs in anew), but their API keys work again unless
+	// revoked. A role change applies to tokens issued afterwards; the user's current sessions
+	// are ended so it takes effect at once.
+	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
+}
+
+type userServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewUserServiceClient(cc grpc.ClientConnInterface) UserServiceClient {
+	return &userServiceClient{cc}
+}
+
+func (c *userServiceClient) CreateUser(ctx context.Context, in *CreateUserRequest, opts ...grpc.CallOption) (*CreateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateUserResponse)
+	err := c.cc.Invoke(ctx, UserService_CreateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) GetUser(ctx context.Context, in *GetUserRequest, opts ...grpc.CallOption) (*GetUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetUserResponse)
+	err := c.cc.Invoke(ctx, UserService_GetUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) ListUsers(ctx context.Context, in *ListUsersRequest, opts ...grpc.CallOption) (*ListUsersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsersResponse)
+	err := c.cc.Invoke(ctx, UserService_ListUsers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateUserResponse)
+	err := c.cc.Invoke(ctx, UserService_UpdateUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UserServiceServer is the server API for UserService service.
+// All implementations must embed UnimplementedUserServiceServer
+// for forward compatibility.
+//
+// UserService administers the people who can log in. Every RPC needs the ADMIN role
+// (PERMISSION_DENIED otherwise), except GetUser of the caller's own id.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown user id is NOT_FOUND (so is
+// another user's id for a MEMBER calling GetUser); a taken e-mail address is ALREADY_EXISTS;
+// demoting or disabling the last enabled admin is FAILED_PRECONDITION.
+type UserServiceServer interface {
+	// CreateUser adds a person who can then log in with a code sent to their e-mail address.
+	// It is idempotent by its natural key, the e-mail address (compared case-insensitively):
+	// an address already taken is ALREADY_EXISTS and nothing is created, so a retried call
+	// never makes a second user (a caller retrying after a lost response finds the user with
+	// ListUsers).
+	CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error)
+	// GetUser returns one user.
+	GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error)
+	// ListUsers lists users by e-mail address, filtered and paginated.
+	ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error)
+	// UpdateUser changes the fields named in update_mask. Disabling a user ends their
+	// sessions and refuses their access tokens and API keys from then on; enabling them again
+	// does not bring those back (the user logs in anew), but their API keys work again unless
+	// revoked. A role change applies to tokens issued afterwards; the user's current sessions
+	// are ended so it takes effect at once.
+	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
+	mustEmbedUnimplementedUserServiceServer()
+}
+
+// UnimplementedUserServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedUserServiceServer struct{}
+
+func (UnimplementedUserServiceServer) CreateUser(context.Context, *CreateUserRequest) (*CreateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateUser not implemented")
+}
+func (UnimplementedUserServiceServer) GetUser(context.Context, *GetUserRequest) (*GetUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetUser not implemented")
+}
+func (UnimplementedUserServiceServer) ListUsers(context.Context, *ListUsersRequest) (*ListUsersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsers not implemented")
+}
+func (UnimplementedUserServiceServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
+}
+func (UnimplementedUserServiceServer) mustEmbedUnimplementedUserServiceServer() {}
+func (UnimplementedUserServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeUserServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to UserServiceServer will
+// result in compilation errors.
+type UnsafeUserServiceServer interface {
+	mustEmbedUnimplementedUserServiceServer()
+}
+
+func RegisterUserServiceServer(s grpc.ServiceRegistrar, srv UserServiceServer) {
+	// If the following call panics, it indicates UnimplementedUserServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&UserService_ServiceDesc, srv)
+}
+
+func _UserService_CreateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).CreateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_CreateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).CreateUser(ctx, req.(*CreateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_GetUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).GetUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_GetUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).GetUser(ctx, req.(*GetUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_ListUsers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).ListUsers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_ListUsers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).ListUsers(ctx, req.(*ListUsersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_UpdateUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).UpdateUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_UpdateUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).UpdateUser(ctx, req.(*UpdateUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// UserService_ServiceDesc is the grpc.ServiceDesc for UserService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var UserService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "thefold.gateway.v1.UserService",
+	HandlerType: (*UserServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CreateUser",
+			Handler:    _UserService_CreateUser_Handler,
+		},
+		{
+			MethodName: "GetUser",
+			Handler:    _UserService_GetUser_Handler,
+		},
+		{
+			MethodName: "ListUsers",
+			Handler:    _UserService_ListUsers_Handler,
+		},
+		{
+			MethodName: "UpdateUser",
+			Handler:    _UserService_UpdateUser_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

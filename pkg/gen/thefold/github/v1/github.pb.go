@@ -7,8 +7,10 @@
 package githubv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -293,10 +295,13 @@ func (IssueState) EnumDescriptor() ([]byte, []int) {
 // Repo is a source repository.
 type Repo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// "owner/name".
-	FullName      string       `protobuf:"bytes,3,opt,name=full_name,json=fullName,proto3" json:"full_name,omitempty"`
+	// "owner/name": the string every request uses to name this repository.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// The owner part of repo.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// The name part of repo.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Branch pull requests target and refs default to.
 	DefaultBranch string       `protobuf:"bytes,4,opt,name=default_branch,json=defaultBranch,proto3" json:"default_branch,omitempty"`
 	Provider      RepoProvider `protobuf:"varint,5,opt,name=provider,proto3,enum=thefold.github.v1.RepoProvider" json:"provider,omitempty"`
 	Private       bool         `protobuf:"varint,6,opt,name=private,proto3" json:"private,omitempty"`
@@ -344,6 +349,13 @@ func (*Repo) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{0}
 }
 
+func (x *Repo) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
 func (x *Repo) GetOwner() string {
 	if x != nil {
 		return x.Owner
@@ -354,13 +366,6 @@ func (x *Repo) GetOwner() string {
 func (x *Repo) GetName() string {
 	if x != nil {
 		return x.Name
-	}
-	return ""
-}
-
-func (x *Repo) GetFullName() string {
-	if x != nil {
-		return x.FullName
 	}
 	return ""
 }
@@ -428,11 +433,13 @@ func (x *Repo) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListReposRequest filters and pages the caller's repositories.
 type ListReposRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty means any.
+	// Filter by provider; UNSPECIFIED means any.
 	Provider RepoProvider `protobuf:"varint,1,opt,name=provider,proto3,enum=thefold.github.v1.RepoProvider" json:"provider,omitempty"`
-	Owner    string       `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Filter by owner (the part of "owner/name" before the slash); empty means any.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// 1–200, default 50.
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
@@ -499,10 +506,12 @@ func (x *ListReposRequest) GetPageToken() string {
 	return ""
 }
 
+// ListReposResponse is one page of repositories, ordered by repo.
 type ListReposResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Repos         []*Repo                `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Repos []*Repo                `protobuf:"bytes,1,rep,name=repos,proto3" json:"repos,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -551,10 +560,11 @@ func (x *ListReposResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetRepoRequest names a repository.
 type GetRepoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo          string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -589,20 +599,14 @@ func (*GetRepoRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *GetRepoRequest) GetOwner() string {
+func (x *GetRepoRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
+		return x.Repo
 	}
 	return ""
 }
 
-func (x *GetRepoRequest) GetName() string {
-	if x != nil {
-		return x.Name
-	}
-	return ""
-}
-
+// GetRepoResponse is the repository.
 type GetRepoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Repo          *Repo                  `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -647,18 +651,19 @@ func (x *GetRepoResponse) GetRepo() *Repo {
 	return nil
 }
 
+// CreateRepoRequest describes a new repository.
 type CreateRepoRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Defaults to the account the provider authenticates as (GitHub) or "local" (LOCAL).
-	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	// Required; letters, digits, '-', '_' and '.'.
-	Name        string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	Private     bool   `protobuf:"varint,4,opt,name=private,proto3" json:"private,omitempty"`
+	// Required, "owner/name"; the name part has letters, digits, '-', '_' and '.'. A bare name
+	// (no '/') gets the default owner: the account the provider authenticates as (GitHub) or
+	// "local" (LOCAL).
+	Repo        string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Private     bool   `protobuf:"varint,3,opt,name=private,proto3" json:"private,omitempty"`
 	// Defaults to the server's default forge.
-	Provider RepoProvider `protobuf:"varint,5,opt,name=provider,proto3,enum=thefold.github.v1.RepoProvider" json:"provider,omitempty"`
+	Provider RepoProvider `protobuf:"varint,4,opt,name=provider,proto3,enum=thefold.github.v1.RepoProvider" json:"provider,omitempty"`
 	// Also make an initial commit, as InitRepo does with no files.
-	AutoInit      bool `protobuf:"varint,6,opt,name=auto_init,json=autoInit,proto3" json:"auto_init,omitempty"`
+	AutoInit      bool `protobuf:"varint,5,opt,name=auto_init,json=autoInit,proto3" json:"auto_init,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,16 +698,9 @@ func (*CreateRepoRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *CreateRepoRequest) GetOwner() string {
+func (x *CreateRepoRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CreateRepoRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -735,6 +733,7 @@ func (x *CreateRepoRequest) GetAutoInit() bool {
 	return false
 }
 
+// CreateRepoResponse is the created repository.
 type CreateRepoResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Repo          *Repo                  `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -779,16 +778,18 @@ func (x *CreateRepoResponse) GetRepo() *Repo {
 	return nil
 }
 
+// InitRepoRequest describes the initial commit of an empty repository.
 type InitRepoRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Branch for the initial commit; defaults to the repository's default branch, else "main".
-	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
-	// Files of the initial commit; when empty, a README.md and a .gitignore.
-	Files []*FileChange `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
+	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
+	// Files of the initial commit, all with action CREATE; when empty, a README.md and a
+	// .gitignore.
+	Files []*v1.FileChange `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	// Defaults to "Initial commit".
-	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -823,16 +824,9 @@ func (*InitRepoRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *InitRepoRequest) GetOwner() string {
+func (x *InitRepoRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *InitRepoRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -844,7 +838,7 @@ func (x *InitRepoRequest) GetBranch() string {
 	return ""
 }
 
-func (x *InitRepoRequest) GetFiles() []*FileChange {
+func (x *InitRepoRequest) GetFiles() []*v1.FileChange {
 	if x != nil {
 		return x.Files
 	}
@@ -858,6 +852,7 @@ func (x *InitRepoRequest) GetMessage() string {
 	return ""
 }
 
+// InitRepoResponse says what the initial commit is.
 type InitRepoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Repo  *Repo                  `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -1000,14 +995,20 @@ func (x *TreeEntry) GetSha() string {
 	return ""
 }
 
+// GetTreeRequest names a tree and a page of its entries.
 type GetTreeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Branch, tag or commit sha; defaults to the default branch.
-	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Branch, tag or commit sha; defaults to the default branch. Ignored after the first page:
+	// a page_token pins the commit the first page resolved to, so every page lists one tree.
+	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Only entries under this directory (e.g. "src/api"); empty for the whole tree.
-	PathPrefix    string `protobuf:"bytes,4,opt,name=path_prefix,json=pathPrefix,proto3" json:"path_prefix,omitempty"`
+	PathPrefix string `protobuf:"bytes,3,opt,name=path_prefix,json=pathPrefix,proto3" json:"path_prefix,omitempty"`
+	// Entries per page, 1–10,000, default 1,000.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token; the other fields must be unchanged.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1042,16 +1043,9 @@ func (*GetTreeRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{10}
 }
 
-func (x *GetTreeRequest) GetOwner() string {
+func (x *GetTreeRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *GetTreeRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -1070,6 +1064,21 @@ func (x *GetTreeRequest) GetPathPrefix() string {
 	return ""
 }
 
+func (x *GetTreeRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetTreeRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GetTreeResponse is one page of a tree's entries, in path order.
 type GetTreeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The commit ref resolved to; empty when the repository is empty.
@@ -1077,8 +1086,9 @@ type GetTreeResponse struct {
 	Entries   []*TreeEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
 	// True when the repository has no commits (entries is empty).
 	Empty bool `protobuf:"varint,3,opt,name=empty,proto3" json:"empty,omitempty"`
-	// True when the provider cut the listing short.
-	Truncated     bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Set while more entries follow (including when a provider lists a large tree in parts);
+	// empty on the last page.
+	NextPageToken string `protobuf:"bytes,4,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,22 +1144,24 @@ func (x *GetTreeResponse) GetEmpty() bool {
 	return false
 }
 
-func (x *GetTreeResponse) GetTruncated() bool {
+func (x *GetTreeResponse) GetNextPageToken() string {
 	if x != nil {
-		return x.Truncated
+		return x.NextPageToken
 	}
-	return false
+	return ""
 }
 
 // File is a file's content at a ref.
 type File struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root, '/'-separated.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// UTF-8 text; empty when binary.
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// True for files that are not valid UTF-8; their content is not returned.
-	Binary bool  `protobuf:"varint,3,opt,name=binary,proto3" json:"binary,omitempty"`
-	Size   int64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	Binary bool `protobuf:"varint,3,opt,name=binary,proto3" json:"binary,omitempty"`
+	// Bytes.
+	Size int64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
 	// Git blob id.
 	Sha           string `protobuf:"bytes,5,opt,name=sha,proto3" json:"sha,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1221,14 +1233,15 @@ func (x *File) GetSha() string {
 	return ""
 }
 
+// GetFilesRequest names files at a ref.
 type GetFilesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Branch, tag or commit sha; defaults to the default branch.
-	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Required, 1–100 paths.
-	Paths         []string `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
+	Paths         []string `protobuf:"bytes,3,rep,name=paths,proto3" json:"paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1263,16 +1276,9 @@ func (*GetFilesRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *GetFilesRequest) GetOwner() string {
+func (x *GetFilesRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *GetFilesRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -1291,9 +1297,11 @@ func (x *GetFilesRequest) GetPaths() []string {
 	return nil
 }
 
+// GetFilesResponse holds the files that exist and names the ones that do not.
 type GetFilesResponse struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	CommitSha string                 `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit ref resolved to.
+	CommitSha string `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
 	// In the order of the request's paths, without the missing ones.
 	Files []*File `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// Requested paths that do not exist at the ref (or are not files).
@@ -1353,12 +1361,13 @@ func (x *GetFilesResponse) GetMissingPaths() []string {
 	return nil
 }
 
+// GetArchiveRequest names the ref to archive.
 type GetArchiveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Branch, tag or commit sha; defaults to the default branch.
-	Ref           string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref           string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1393,16 +1402,9 @@ func (*GetArchiveRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{15}
 }
 
-func (x *GetArchiveRequest) GetOwner() string {
+func (x *GetArchiveRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *GetArchiveRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -1469,6 +1471,7 @@ func (x *ArchiveMetadata) GetSize() int64 {
 	return 0
 }
 
+// GetArchiveResponse is one message of the archive stream.
 type GetArchiveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// metadata in the first message, chunk in every later one.
@@ -1556,20 +1559,21 @@ func (*GetArchiveResponse_Metadata) isGetArchiveResponse_Payload() {}
 
 func (*GetArchiveResponse_Chunk) isGetArchiveResponse_Payload() {}
 
+// FindRelevantFilesRequest describes a task to rank a ref's files against.
 type FindRelevantFilesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Branch, tag or commit sha; defaults to the default branch.
-	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Required: the task description (and any context) files are ranked against.
-	Task string `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	Task string `protobuf:"bytes,3,opt,name=task,proto3" json:"task,omitempty"`
 	// Estimated tokens of file content to include; default 30,000.
-	TokenBudget int32 `protobuf:"varint,5,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
+	TokenBudget int32 `protobuf:"varint,4,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
 	// Most files to return, included or not; default 20, at most 100.
-	MaxFiles int32 `protobuf:"varint,6,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
+	MaxFiles int32 `protobuf:"varint,5,opt,name=max_files,json=maxFiles,proto3" json:"max_files,omitempty"`
 	// Paths ranked first regardless of score (e.g. files named in the task).
-	IncludePaths  []string `protobuf:"bytes,7,rep,name=include_paths,json=includePaths,proto3" json:"include_paths,omitempty"`
+	IncludePaths  []string `protobuf:"bytes,6,rep,name=include_paths,json=includePaths,proto3" json:"include_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1604,16 +1608,9 @@ func (*FindRelevantFilesRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *FindRelevantFilesRequest) GetOwner() string {
+func (x *FindRelevantFilesRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *FindRelevantFilesRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -1656,7 +1653,8 @@ func (x *FindRelevantFilesRequest) GetIncludePaths() []string {
 // RelevantFile is one ranked file.
 type RelevantFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	// Relevance, 0–1.
 	Score float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
 	// Why it was chosen (e.g. "path matches 'auth'", "imported by handler.go").
@@ -1742,9 +1740,11 @@ func (x *RelevantFile) GetTokens() int32 {
 	return 0
 }
 
+// FindRelevantFilesResponse is the ranking.
 type FindRelevantFilesResponse struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	CommitSha string                 `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commit ref resolved to.
+	CommitSha string `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
 	// Best first.
 	Files []*RelevantFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// Estimated tokens of the included contents; at most token_budget.
@@ -1804,14 +1804,15 @@ func (x *FindRelevantFilesResponse) GetTokensUsed() int32 {
 	return 0
 }
 
+// CreateBranchRequest names a new branch and where it starts.
 type CreateBranchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Required, e.g. "thefold/task-123".
-	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, e.g. "thefold/task-123"; the natural key that makes the call idempotent.
+	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
 	// Branch, tag or commit sha to start from; defaults to the default branch.
-	FromRef       string `protobuf:"bytes,4,opt,name=from_ref,json=fromRef,proto3" json:"from_ref,omitempty"`
+	FromRef       string `protobuf:"bytes,3,opt,name=from_ref,json=fromRef,proto3" json:"from_ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1846,16 +1847,9 @@ func (*CreateBranchRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{21}
 }
 
-func (x *CreateBranchRequest) GetOwner() string {
+func (x *CreateBranchRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CreateBranchRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -1874,6 +1868,7 @@ func (x *CreateBranchRequest) GetFromRef() string {
 	return ""
 }
 
+// CreateBranchResponse is the branch.
 type CreateBranchResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Branch string                 `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
@@ -1936,103 +1931,36 @@ func (x *CreateBranchResponse) GetCreated() bool {
 	return false
 }
 
-// FileChange is one file written or deleted by a commit.
-type FileChange struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Relative to the repository root, '/'-separated.
-	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// UTF-8 content; ignored when delete is set.
-	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	// Delete the file instead of writing it.
-	Delete bool `protobuf:"varint,3,opt,name=delete,proto3" json:"delete,omitempty"`
-	// Mark the file executable (mode 100755).
-	Executable    bool `protobuf:"varint,4,opt,name=executable,proto3" json:"executable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FileChange) Reset() {
-	*x = FileChange{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[23]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FileChange) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FileChange) ProtoMessage() {}
-
-func (x *FileChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[23]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FileChange.ProtoReflect.Descriptor instead.
-func (*FileChange) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{23}
-}
-
-func (x *FileChange) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *FileChange) GetContent() string {
-	if x != nil {
-		return x.Content
-	}
-	return ""
-}
-
-func (x *FileChange) GetDelete() bool {
-	if x != nil {
-		return x.Delete
-	}
-	return false
-}
-
-func (x *FileChange) GetExecutable() bool {
-	if x != nil {
-		return x.Executable
-	}
-	return false
-}
-
+// CommitFilesRequest is one commit to make on a branch.
 type CommitFilesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Required; the branch must exist.
-	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required; the branch must exist (NOT_FOUND otherwise).
+	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
 	// Required commit message.
-	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	// Required, at least one.
-	Files []*FileChange `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// Required, at least one, at most one per path. CREATE and MODIFY with content write the
+	// whole file; MODIFY with edits applies them to the file at the branch head (all or
+	// nothing: an edit whose old_text does not occur as expected is FAILED_PRECONDITION);
+	// DELETE removes the file.
+	Files []*v1.FileChange `protobuf:"bytes,4,rep,name=files,proto3" json:"files,omitempty"`
 	// When set, the commit is made only if the branch head is this sha; otherwise ABORTED.
-	ExpectedParentSha string `protobuf:"bytes,6,opt,name=expected_parent_sha,json=expectedParentSha,proto3" json:"expected_parent_sha,omitempty"`
-	// A retry with the same key returns the first commit instead of committing again.
-	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	ExpectedParentSha string `protobuf:"bytes,5,opt,name=expected_parent_sha,json=expectedParentSha,proto3" json:"expected_parent_sha,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first commit (replayed = true)
+	// and commits nothing again. Empty means no idempotency.
+	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Commit author; defaults to the TheFold bot identity.
-	AuthorName    string `protobuf:"bytes,8,opt,name=author_name,json=authorName,proto3" json:"author_name,omitempty"`
-	AuthorEmail   string `protobuf:"bytes,9,opt,name=author_email,json=authorEmail,proto3" json:"author_email,omitempty"`
+	AuthorName    string `protobuf:"bytes,7,opt,name=author_name,json=authorName,proto3" json:"author_name,omitempty"`
+	AuthorEmail   string `protobuf:"bytes,8,opt,name=author_email,json=authorEmail,proto3" json:"author_email,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitFilesRequest) Reset() {
 	*x = CommitFilesRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[24]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +1972,7 @@ func (x *CommitFilesRequest) String() string {
 func (*CommitFilesRequest) ProtoMessage() {}
 
 func (x *CommitFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[24]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,19 +1985,12 @@ func (x *CommitFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitFilesRequest.ProtoReflect.Descriptor instead.
 func (*CommitFilesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{24}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *CommitFilesRequest) GetOwner() string {
+func (x *CommitFilesRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CommitFilesRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -2088,7 +2009,7 @@ func (x *CommitFilesRequest) GetMessage() string {
 	return ""
 }
 
-func (x *CommitFilesRequest) GetFiles() []*FileChange {
+func (x *CommitFilesRequest) GetFiles() []*v1.FileChange {
 	if x != nil {
 		return x.Files
 	}
@@ -2102,9 +2023,9 @@ func (x *CommitFilesRequest) GetExpectedParentSha() string {
 	return ""
 }
 
-func (x *CommitFilesRequest) GetIdempotencyKey() string {
+func (x *CommitFilesRequest) GetRequestId() string {
 	if x != nil {
-		return x.IdempotencyKey
+		return x.RequestId
 	}
 	return ""
 }
@@ -2123,20 +2044,23 @@ func (x *CommitFilesRequest) GetAuthorEmail() string {
 	return ""
 }
 
+// CommitFilesResponse is the commit made (or the first one, on a replay).
 type CommitFilesResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	CommitSha string                 `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
 	ParentSha string                 `protobuf:"bytes,2,opt,name=parent_sha,json=parentSha,proto3" json:"parent_sha,omitempty"`
 	Branch    string                 `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
-	// True when idempotency_key matched an earlier commit and nothing new was written.
-	Replayed      bool `protobuf:"varint,4,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// True when request_id matched an earlier commit and nothing new was written.
+	Replayed bool `protobuf:"varint,4,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// What the commit changed against its parent.
+	Stats         *v1.DiffStats `protobuf:"bytes,5,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitFilesResponse) Reset() {
 	*x = CommitFilesResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[25]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2072,7 @@ func (x *CommitFilesResponse) String() string {
 func (*CommitFilesResponse) ProtoMessage() {}
 
 func (x *CommitFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[25]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2085,7 @@ func (x *CommitFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitFilesResponse.ProtoReflect.Descriptor instead.
 func (*CommitFilesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{25}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommitFilesResponse) GetCommitSha() string {
@@ -2192,42 +2116,60 @@ func (x *CommitFilesResponse) GetReplayed() bool {
 	return false
 }
 
-// PullRequest is a proposed merge of head into base.
+func (x *CommitFilesResponse) GetStats() *v1.DiffStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// PullRequest is a proposed merge of head into base. Its repo, number and url are the fields
+// of the thefold.type.v1.PullRequestRef that tasks, jobs and reviews store to point at it.
 type PullRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per-repository number.
-	Number int32 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
-	// "owner/name".
-	Repo  string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
-	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
-	Body  string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// "owner/name" (PullRequestRef.repo).
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Per-repository number, 1-based (PullRequestRef.number).
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// Web page of the pull request; for the local forge, the gateway URL of its REST resource
+	// (PullRequestRef.url).
+	Url   string `protobuf:"bytes,3,opt,name=url,proto3" json:"url,omitempty"`
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// Markdown.
+	Body string `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
 	// Source branch.
-	Head string `protobuf:"bytes,5,opt,name=head,proto3" json:"head,omitempty"`
+	Head string `protobuf:"bytes,6,opt,name=head,proto3" json:"head,omitempty"`
 	// Target branch.
-	Base string `protobuf:"bytes,6,opt,name=base,proto3" json:"base,omitempty"`
+	Base string `protobuf:"bytes,7,opt,name=base,proto3" json:"base,omitempty"`
 	// Current head commit.
-	HeadSha string           `protobuf:"bytes,7,opt,name=head_sha,json=headSha,proto3" json:"head_sha,omitempty"`
-	State   PullRequestState `protobuf:"varint,8,opt,name=state,proto3,enum=thefold.github.v1.PullRequestState" json:"state,omitempty"`
-	Draft   bool             `protobuf:"varint,9,opt,name=draft,proto3" json:"draft,omitempty"`
-	Url     string           `protobuf:"bytes,10,opt,name=url,proto3" json:"url,omitempty"`
+	HeadSha string `protobuf:"bytes,8,opt,name=head_sha,json=headSha,proto3" json:"head_sha,omitempty"`
+	// The merge base of head and base that the diff and stats are computed against.
+	BaseSha string           `protobuf:"bytes,9,opt,name=base_sha,json=baseSha,proto3" json:"base_sha,omitempty"`
+	State   PullRequestState `protobuf:"varint,10,opt,name=state,proto3,enum=thefold.github.v1.PullRequestState" json:"state,omitempty"`
+	Draft   bool             `protobuf:"varint,11,opt,name=draft,proto3" json:"draft,omitempty"`
 	// Login (GitHub) or user id (LOCAL) of the author.
-	Author string   `protobuf:"bytes,11,opt,name=author,proto3" json:"author,omitempty"`
-	Labels []string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty"`
+	Author string   `protobuf:"bytes,12,opt,name=author,proto3" json:"author,omitempty"`
+	Labels []string `protobuf:"bytes,13,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Whether it can merge without conflicts; unset while unknown.
-	Mergeable *bool `protobuf:"varint,13,opt,name=mergeable,proto3,oneof" json:"mergeable,omitempty"`
+	Mergeable *bool `protobuf:"varint,14,opt,name=mergeable,proto3,oneof" json:"mergeable,omitempty"`
+	// What the pull request changes against base_sha; unset while unknown (GetPullRequestDiff
+	// always has it).
+	Stats *v1.DiffStats `protobuf:"bytes,15,opt,name=stats,proto3" json:"stats,omitempty"`
 	// Set once merged.
-	MergeCommitSha string                 `protobuf:"bytes,14,opt,name=merge_commit_sha,json=mergeCommitSha,proto3" json:"merge_commit_sha,omitempty"`
-	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	MergeTime      *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=merge_time,json=mergeTime,proto3" json:"merge_time,omitempty"`
-	CloseTime      *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	MergeCommitSha string                 `protobuf:"bytes,16,opt,name=merge_commit_sha,json=mergeCommitSha,proto3" json:"merge_commit_sha,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Set once merged.
+	MergeTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=merge_time,json=mergeTime,proto3" json:"merge_time,omitempty"`
+	// Set once closed or merged.
+	CloseTime     *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[26]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2181,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[26]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2194,14 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{26}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PullRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
 }
 
 func (x *PullRequest) GetNumber() int32 {
@@ -2262,9 +2211,9 @@ func (x *PullRequest) GetNumber() int32 {
 	return 0
 }
 
-func (x *PullRequest) GetRepo() string {
+func (x *PullRequest) GetUrl() string {
 	if x != nil {
-		return x.Repo
+		return x.Url
 	}
 	return ""
 }
@@ -2304,6 +2253,13 @@ func (x *PullRequest) GetHeadSha() string {
 	return ""
 }
 
+func (x *PullRequest) GetBaseSha() string {
+	if x != nil {
+		return x.BaseSha
+	}
+	return ""
+}
+
 func (x *PullRequest) GetState() PullRequestState {
 	if x != nil {
 		return x.State
@@ -2316,13 +2272,6 @@ func (x *PullRequest) GetDraft() bool {
 		return x.Draft
 	}
 	return false
-}
-
-func (x *PullRequest) GetUrl() string {
-	if x != nil {
-		return x.Url
-	}
-	return ""
 }
 
 func (x *PullRequest) GetAuthor() string {
@@ -2344,6 +2293,13 @@ func (x *PullRequest) GetMergeable() bool {
 		return *x.Mergeable
 	}
 	return false
+}
+
+func (x *PullRequest) GetStats() *v1.DiffStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
 }
 
 func (x *PullRequest) GetMergeCommitSha() string {
@@ -2381,28 +2337,33 @@ func (x *PullRequest) GetCloseTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// CreatePullRequestRequest describes a pull request to open.
 type CreatePullRequestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Required source branch.
-	Head string `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
+	Head string `protobuf:"bytes,2,opt,name=head,proto3" json:"head,omitempty"`
 	// Target branch; defaults to the default branch.
-	Base string `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
+	Base string `protobuf:"bytes,3,opt,name=base,proto3" json:"base,omitempty"`
 	// Required.
-	Title  string   `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
-	Body   string   `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
-	Draft  bool     `protobuf:"varint,7,opt,name=draft,proto3" json:"draft,omitempty"`
-	Labels []string `protobuf:"bytes,8,rep,name=labels,proto3" json:"labels,omitempty"`
-	// A retry with the same key returns the first pull request.
-	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// Markdown.
+	Body   string   `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
+	Draft  bool     `protobuf:"varint,6,opt,name=draft,proto3" json:"draft,omitempty"`
+	Labels []string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first pull request and opens
+	// nothing again. Empty means no key (an open pull request from head to base is still
+	// returned instead of a second one).
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreatePullRequestRequest) Reset() {
 	*x = CreatePullRequestRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[27]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2375,7 @@ func (x *CreatePullRequestRequest) String() string {
 func (*CreatePullRequestRequest) ProtoMessage() {}
 
 func (x *CreatePullRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[27]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,19 +2388,12 @@ func (x *CreatePullRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePullRequestRequest.ProtoReflect.Descriptor instead.
 func (*CreatePullRequestRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{27}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{26}
 }
 
-func (x *CreatePullRequestRequest) GetOwner() string {
+func (x *CreatePullRequestRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CreatePullRequestRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -2486,13 +2440,14 @@ func (x *CreatePullRequestRequest) GetLabels() []string {
 	return nil
 }
 
-func (x *CreatePullRequestRequest) GetIdempotencyKey() string {
+func (x *CreatePullRequestRequest) GetRequestId() string {
 	if x != nil {
-		return x.IdempotencyKey
+		return x.RequestId
 	}
 	return ""
 }
 
+// CreatePullRequestResponse is the pull request.
 type CreatePullRequestResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	PullRequest *PullRequest           `protobuf:"bytes,1,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
@@ -2504,7 +2459,7 @@ type CreatePullRequestResponse struct {
 
 func (x *CreatePullRequestResponse) Reset() {
 	*x = CreatePullRequestResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[28]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2471,7 @@ func (x *CreatePullRequestResponse) String() string {
 func (*CreatePullRequestResponse) ProtoMessage() {}
 
 func (x *CreatePullRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[28]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2484,7 @@ func (x *CreatePullRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePullRequestResponse.ProtoReflect.Descriptor instead.
 func (*CreatePullRequestResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{28}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreatePullRequestResponse) GetPullRequest() *PullRequest {
@@ -2546,18 +2501,20 @@ func (x *CreatePullRequestResponse) GetCreated() bool {
 	return false
 }
 
+// GetPullRequestRequest names a pull request.
 type GetPullRequestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Number        int32                  `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the pull request's number.
+	Number        int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPullRequestRequest) Reset() {
 	*x = GetPullRequestRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[29]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2526,7 @@ func (x *GetPullRequestRequest) String() string {
 func (*GetPullRequestRequest) ProtoMessage() {}
 
 func (x *GetPullRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[29]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,19 +2539,12 @@ func (x *GetPullRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestRequest.ProtoReflect.Descriptor instead.
 func (*GetPullRequestRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{29}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{28}
 }
 
-func (x *GetPullRequestRequest) GetOwner() string {
+func (x *GetPullRequestRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *GetPullRequestRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -2606,6 +2556,7 @@ func (x *GetPullRequestRequest) GetNumber() int32 {
 	return 0
 }
 
+// GetPullRequestResponse is the pull request.
 type GetPullRequestResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PullRequest   *PullRequest           `protobuf:"bytes,1,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
@@ -2615,7 +2566,7 @@ type GetPullRequestResponse struct {
 
 func (x *GetPullRequestResponse) Reset() {
 	*x = GetPullRequestResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[30]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2578,7 @@ func (x *GetPullRequestResponse) String() string {
 func (*GetPullRequestResponse) ProtoMessage() {}
 
 func (x *GetPullRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[30]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2591,7 @@ func (x *GetPullRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestResponse.ProtoReflect.Descriptor instead.
 func (*GetPullRequestResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{30}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPullRequestResponse) GetPullRequest() *PullRequest {
@@ -2650,25 +2601,28 @@ func (x *GetPullRequestResponse) GetPullRequest() *PullRequest {
 	return nil
 }
 
+// ListPullRequestsRequest filters and pages a repository's pull requests.
 type ListPullRequestsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Filters; empty means any.
-	State PullRequestState `protobuf:"varint,3,opt,name=state,proto3,enum=thefold.github.v1.PullRequestState" json:"state,omitempty"`
-	Head  string           `protobuf:"bytes,4,opt,name=head,proto3" json:"head,omitempty"`
-	Base  string           `protobuf:"bytes,5,opt,name=base,proto3" json:"base,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by state; UNSPECIFIED means any.
+	State PullRequestState `protobuf:"varint,2,opt,name=state,proto3,enum=thefold.github.v1.PullRequestState" json:"state,omitempty"`
+	// Filter by source branch; empty means any.
+	Head string `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
+	// Filter by target branch; empty means any.
+	Base string `protobuf:"bytes,4,opt,name=base,proto3" json:"base,omitempty"`
 	// 1–200, default 50.
-	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListPullRequestsRequest) Reset() {
 	*x = ListPullRequestsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[31]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2634,7 @@ func (x *ListPullRequestsRequest) String() string {
 func (*ListPullRequestsRequest) ProtoMessage() {}
 
 func (x *ListPullRequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[31]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,19 +2647,12 @@ func (x *ListPullRequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPullRequestsRequest.ProtoReflect.Descriptor instead.
 func (*ListPullRequestsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{31}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{30}
 }
 
-func (x *ListPullRequestsRequest) GetOwner() string {
+func (x *ListPullRequestsRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *ListPullRequestsRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -2745,17 +2692,19 @@ func (x *ListPullRequestsRequest) GetPageToken() string {
 	return ""
 }
 
+// ListPullRequestsResponse is one page of pull requests, newest first.
 type ListPullRequestsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PullRequests  []*PullRequest         `protobuf:"bytes,1,rep,name=pull_requests,json=pullRequests,proto3" json:"pull_requests,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	PullRequests []*PullRequest         `protobuf:"bytes,1,rep,name=pull_requests,json=pullRequests,proto3" json:"pull_requests,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListPullRequestsResponse) Reset() {
 	*x = ListPullRequestsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[32]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2716,7 @@ func (x *ListPullRequestsResponse) String() string {
 func (*ListPullRequestsResponse) ProtoMessage() {}
 
 func (x *ListPullRequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[32]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2729,7 @@ func (x *ListPullRequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPullRequestsResponse.ProtoReflect.Descriptor instead.
 func (*ListPullRequestsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{32}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListPullRequestsResponse) GetPullRequests() []*PullRequest {
@@ -2797,27 +2746,205 @@ func (x *ListPullRequestsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetPullRequestDiffRequest names a pull request and a page of its changed files.
+type GetPullRequestDiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the pull request's number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// Only these paths (exact, relative to the repository root); empty means every changed
+	// file.
+	Paths []string `protobuf:"bytes,3,rep,name=paths,proto3" json:"paths,omitempty"`
+	// Leave FileDiff.unified_diff empty: only the list of files and their counts.
+	StatsOnly bool `protobuf:"varint,4,opt,name=stats_only,json=statsOnly,proto3" json:"stats_only,omitempty"`
+	// Files per page, 1–300, default 100.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token; it pins base_sha and head_sha, so every page
+	// describes one diff even if the pull request moves meanwhile.
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPullRequestDiffRequest) Reset() {
+	*x = GetPullRequestDiffRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPullRequestDiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPullRequestDiffRequest) ProtoMessage() {}
+
+func (x *GetPullRequestDiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPullRequestDiffRequest.ProtoReflect.Descriptor instead.
+func (*GetPullRequestDiffRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetPullRequestDiffRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *GetPullRequestDiffRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *GetPullRequestDiffRequest) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+func (x *GetPullRequestDiffRequest) GetStatsOnly() bool {
+	if x != nil {
+		return x.StatsOnly
+	}
+	return false
+}
+
+func (x *GetPullRequestDiffRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetPullRequestDiffRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// GetPullRequestDiffResponse is one page of a pull request's changed files.
+type GetPullRequestDiffResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The commits the diff is computed between: the merge base and the head.
+	BaseSha string `protobuf:"bytes,1,opt,name=base_sha,json=baseSha,proto3" json:"base_sha,omitempty"`
+	HeadSha string `protobuf:"bytes,2,opt,name=head_sha,json=headSha,proto3" json:"head_sha,omitempty"`
+	// In path order. unified_diff is empty for binary files, with stats_only, and for a file
+	// whose diff is larger than the server's limit (1 MiB); additions and deletions are still
+	// set.
+	Files []*v1.FileDiff `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// The whole pull request (every page, whatever the paths filter).
+	Stats *v1.DiffStats `protobuf:"bytes,4,opt,name=stats,proto3" json:"stats,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPullRequestDiffResponse) Reset() {
+	*x = GetPullRequestDiffResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPullRequestDiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPullRequestDiffResponse) ProtoMessage() {}
+
+func (x *GetPullRequestDiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPullRequestDiffResponse.ProtoReflect.Descriptor instead.
+func (*GetPullRequestDiffResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetPullRequestDiffResponse) GetBaseSha() string {
+	if x != nil {
+		return x.BaseSha
+	}
+	return ""
+}
+
+func (x *GetPullRequestDiffResponse) GetHeadSha() string {
+	if x != nil {
+		return x.HeadSha
+	}
+	return ""
+}
+
+func (x *GetPullRequestDiffResponse) GetFiles() []*v1.FileDiff {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *GetPullRequestDiffResponse) GetStats() *v1.DiffStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+func (x *GetPullRequestDiffResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// MergePullRequestRequest names a pull request to merge and how.
 type MergePullRequestRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Owner  string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Number int32                  `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the pull request's number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
 	// Defaults to MERGE_METHOD_SQUASH.
-	Method MergeMethod `protobuf:"varint,4,opt,name=method,proto3,enum=thefold.github.v1.MergeMethod" json:"method,omitempty"`
+	Method MergeMethod `protobuf:"varint,3,opt,name=method,proto3,enum=thefold.github.v1.MergeMethod" json:"method,omitempty"`
 	// Defaults to the pull request's title and body.
-	CommitTitle   string `protobuf:"bytes,5,opt,name=commit_title,json=commitTitle,proto3" json:"commit_title,omitempty"`
-	CommitMessage string `protobuf:"bytes,6,opt,name=commit_message,json=commitMessage,proto3" json:"commit_message,omitempty"`
+	CommitTitle   string `protobuf:"bytes,4,opt,name=commit_title,json=commitTitle,proto3" json:"commit_title,omitempty"`
+	CommitMessage string `protobuf:"bytes,5,opt,name=commit_message,json=commitMessage,proto3" json:"commit_message,omitempty"`
 	// When set, merges only if the head is this sha; otherwise ABORTED.
-	ExpectedHeadSha string `protobuf:"bytes,7,opt,name=expected_head_sha,json=expectedHeadSha,proto3" json:"expected_head_sha,omitempty"`
+	ExpectedHeadSha string `protobuf:"bytes,6,opt,name=expected_head_sha,json=expectedHeadSha,proto3" json:"expected_head_sha,omitempty"`
 	// Delete the head branch after merging.
-	DeleteBranch  bool `protobuf:"varint,8,opt,name=delete_branch,json=deleteBranch,proto3" json:"delete_branch,omitempty"`
+	DeleteBranch  bool `protobuf:"varint,7,opt,name=delete_branch,json=deleteBranch,proto3" json:"delete_branch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MergePullRequestRequest) Reset() {
 	*x = MergePullRequestRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[33]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2956,7 @@ func (x *MergePullRequestRequest) String() string {
 func (*MergePullRequestRequest) ProtoMessage() {}
 
 func (x *MergePullRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[33]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,19 +2969,12 @@ func (x *MergePullRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePullRequestRequest.ProtoReflect.Descriptor instead.
 func (*MergePullRequestRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{33}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *MergePullRequestRequest) GetOwner() string {
+func (x *MergePullRequestRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *MergePullRequestRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -2901,6 +3021,7 @@ func (x *MergePullRequestRequest) GetDeleteBranch() bool {
 	return false
 }
 
+// MergePullRequestResponse is the merged pull request.
 type MergePullRequestResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	PullRequest    *PullRequest           `protobuf:"bytes,1,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
@@ -2911,7 +3032,7 @@ type MergePullRequestResponse struct {
 
 func (x *MergePullRequestResponse) Reset() {
 	*x = MergePullRequestResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[34]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2923,7 +3044,7 @@ func (x *MergePullRequestResponse) String() string {
 func (*MergePullRequestResponse) ProtoMessage() {}
 
 func (x *MergePullRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[34]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2936,7 +3057,7 @@ func (x *MergePullRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MergePullRequestResponse.ProtoReflect.Descriptor instead.
 func (*MergePullRequestResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{34}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MergePullRequestResponse) GetPullRequest() *PullRequest {
@@ -2953,26 +3074,139 @@ func (x *MergePullRequestResponse) GetMergeCommitSha() string {
 	return ""
 }
 
+// ClosePullRequestRequest names a pull request to close without merging.
+type ClosePullRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the pull request's number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// Delete the head branch after closing.
+	DeleteBranch  bool `protobuf:"varint,3,opt,name=delete_branch,json=deleteBranch,proto3" json:"delete_branch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosePullRequestRequest) Reset() {
+	*x = ClosePullRequestRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosePullRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosePullRequestRequest) ProtoMessage() {}
+
+func (x *ClosePullRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosePullRequestRequest.ProtoReflect.Descriptor instead.
+func (*ClosePullRequestRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ClosePullRequestRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *ClosePullRequestRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *ClosePullRequestRequest) GetDeleteBranch() bool {
+	if x != nil {
+		return x.DeleteBranch
+	}
+	return false
+}
+
+// ClosePullRequestResponse is the closed pull request.
+type ClosePullRequestResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PullRequest   *PullRequest           `protobuf:"bytes,1,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClosePullRequestResponse) Reset() {
+	*x = ClosePullRequestResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClosePullRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClosePullRequestResponse) ProtoMessage() {}
+
+func (x *ClosePullRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClosePullRequestResponse.ProtoReflect.Descriptor instead.
+func (*ClosePullRequestResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ClosePullRequestResponse) GetPullRequest() *PullRequest {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
 // Issue is a repository issue.
 type Issue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per-repository number.
-	Number int32 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
 	// "owner/name".
-	Repo   string     `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
-	Title  string     `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Per-repository number, 1-based.
+	Number int32  `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	Title  string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// Markdown.
 	Body   string     `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
 	Labels []string   `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty"`
 	State  IssueState `protobuf:"varint,6,opt,name=state,proto3,enum=thefold.github.v1.IssueState" json:"state,omitempty"`
 	// Numbers of issues that block this one, from the provider's issue dependencies and
 	// "blocked by #N" / "depends on #N" lines in the body.
-	BlockedBy     []int32                `protobuf:"varint,7,rep,packed,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
-	Url           string                 `protobuf:"bytes,8,opt,name=url,proto3" json:"url,omitempty"`
-	Author        string                 `protobuf:"bytes,9,opt,name=author,proto3" json:"author,omitempty"`
-	Assignees     []string               `protobuf:"bytes,10,rep,name=assignees,proto3" json:"assignees,omitempty"`
-	CommentCount  int32                  `protobuf:"varint,11,opt,name=comment_count,json=commentCount,proto3" json:"comment_count,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	BlockedBy []int32 `protobuf:"varint,7,rep,packed,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	// Web page of the issue; for the local forge, the gateway URL of its REST resource.
+	Url string `protobuf:"bytes,8,opt,name=url,proto3" json:"url,omitempty"`
+	// Login (GitHub) or user id (LOCAL) of the author.
+	Author       string                 `protobuf:"bytes,9,opt,name=author,proto3" json:"author,omitempty"`
+	Assignees    []string               `protobuf:"bytes,10,rep,name=assignees,proto3" json:"assignees,omitempty"`
+	CommentCount int32                  `protobuf:"varint,11,opt,name=comment_count,json=commentCount,proto3" json:"comment_count,omitempty"`
+	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// Set while closed.
 	CloseTime     *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=close_time,json=closeTime,proto3" json:"close_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2980,7 +3214,7 @@ type Issue struct {
 
 func (x *Issue) Reset() {
 	*x = Issue{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[35]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3226,7 @@ func (x *Issue) String() string {
 func (*Issue) ProtoMessage() {}
 
 func (x *Issue) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[35]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,14 +3239,7 @@ func (x *Issue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Issue.ProtoReflect.Descriptor instead.
 func (*Issue) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{35}
-}
-
-func (x *Issue) GetNumber() int32 {
-	if x != nil {
-		return x.Number
-	}
-	return 0
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Issue) GetRepo() string {
@@ -3020,6 +3247,13 @@ func (x *Issue) GetRepo() string {
 		return x.Repo
 	}
 	return ""
+}
+
+func (x *Issue) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
 }
 
 func (x *Issue) GetTitle() string {
@@ -3106,25 +3340,26 @@ func (x *Issue) GetCloseTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// ListIssuesRequest filters and pages a repository's issues.
 type ListIssuesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Filters; empty means any.
-	State IssueState `protobuf:"varint,3,opt,name=state,proto3,enum=thefold.github.v1.IssueState" json:"state,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by state; UNSPECIFIED means any.
+	State IssueState `protobuf:"varint,2,opt,name=state,proto3,enum=thefold.github.v1.IssueState" json:"state,omitempty"`
 	// Issues that carry all of these labels.
-	Labels []string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty"`
 	// 1–200, default 50.
-	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListIssuesRequest) Reset() {
 	*x = ListIssuesRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3371,7 @@ func (x *ListIssuesRequest) String() string {
 func (*ListIssuesRequest) ProtoMessage() {}
 
 func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,19 +3384,12 @@ func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesRequest.ProtoReflect.Descriptor instead.
 func (*ListIssuesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{36}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *ListIssuesRequest) GetOwner() string {
+func (x *ListIssuesRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *ListIssuesRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -3194,17 +3422,19 @@ func (x *ListIssuesRequest) GetPageToken() string {
 	return ""
 }
 
+// ListIssuesResponse is one page of issues, newest first.
 type ListIssuesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Issues        []*Issue               `protobuf:"bytes,1,rep,name=issues,proto3" json:"issues,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Issues []*Issue               `protobuf:"bytes,1,rep,name=issues,proto3" json:"issues,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListIssuesResponse) Reset() {
 	*x = ListIssuesResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3216,7 +3446,7 @@ func (x *ListIssuesResponse) String() string {
 func (*ListIssuesResponse) ProtoMessage() {}
 
 func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3229,7 +3459,7 @@ func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesResponse.ProtoReflect.Descriptor instead.
 func (*ListIssuesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{37}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListIssuesResponse) GetIssues() []*Issue {
@@ -3246,24 +3476,130 @@ func (x *ListIssuesResponse) GetNextPageToken() string {
 	return ""
 }
 
+// GetIssueRequest names an issue.
+type GetIssueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the issue's number.
+	Number        int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetIssueRequest) Reset() {
+	*x = GetIssueRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIssueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIssueRequest) ProtoMessage() {}
+
+func (x *GetIssueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIssueRequest.ProtoReflect.Descriptor instead.
+func (*GetIssueRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetIssueRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *GetIssueRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+// GetIssueResponse is the issue.
+type GetIssueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Issue         *Issue                 `protobuf:"bytes,1,opt,name=issue,proto3" json:"issue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetIssueResponse) Reset() {
+	*x = GetIssueResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetIssueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetIssueResponse) ProtoMessage() {}
+
+func (x *GetIssueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetIssueResponse.ProtoReflect.Descriptor instead.
+func (*GetIssueResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GetIssueResponse) GetIssue() *Issue {
+	if x != nil {
+		return x.Issue
+	}
+	return nil
+}
+
+// CreateIssueRequest describes an issue to open.
 type CreateIssueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Required.
-	Title  string   `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
-	Body   string   `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
-	Labels []string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty"`
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// Markdown.
+	Body   string   `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	Labels []string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Issue numbers that block the new issue; recorded as provider dependencies where
 	// supported, and as "Blocked by #N" lines in the body.
-	BlockedBy     []int32 `protobuf:"varint,6,rep,packed,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	BlockedBy []int32 `protobuf:"varint,5,rep,packed,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first issue and opens nothing
+	// again. Empty means no idempotency.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateIssueRequest) Reset() {
 	*x = CreateIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3611,7 @@ func (x *CreateIssueRequest) String() string {
 func (*CreateIssueRequest) ProtoMessage() {}
 
 func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,19 +3624,12 @@ func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueRequest.ProtoReflect.Descriptor instead.
 func (*CreateIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{43}
 }
 
-func (x *CreateIssueRequest) GetOwner() string {
+func (x *CreateIssueRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CreateIssueRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -3333,6 +3662,14 @@ func (x *CreateIssueRequest) GetBlockedBy() []int32 {
 	return nil
 }
 
+func (x *CreateIssueRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CreateIssueResponse is the issue.
 type CreateIssueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Issue         *Issue                 `protobuf:"bytes,1,opt,name=issue,proto3" json:"issue,omitempty"`
@@ -3342,7 +3679,7 @@ type CreateIssueResponse struct {
 
 func (x *CreateIssueResponse) Reset() {
 	*x = CreateIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3691,7 @@ func (x *CreateIssueResponse) String() string {
 func (*CreateIssueResponse) ProtoMessage() {}
 
 func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3704,7 @@ func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueResponse.ProtoReflect.Descriptor instead.
 func (*CreateIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateIssueResponse) GetIssue() *Issue {
@@ -3377,11 +3714,135 @@ func (x *CreateIssueResponse) GetIssue() *Issue {
 	return nil
 }
 
+// UpdateIssueRequest changes some fields of an issue.
+type UpdateIssueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name". repo and number name the issue; issue.repo and issue.number,
+	// when set, must equal them.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the issue's number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// The new values of the fields named in update_mask.
+	Issue *Issue `protobuf:"bytes,3,opt,name=issue,proto3" json:"issue,omitempty"`
+	// Required. Updatable: state (OPEN or CLOSED: reopen or close), labels (the whole set),
+	// title, body, blocked_by (the whole set; provider dependencies where supported, and the
+	// "Blocked by #N" lines of the body). Any other path is INVALID_ARGUMENT.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,4,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateIssueRequest) Reset() {
+	*x = UpdateIssueRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateIssueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateIssueRequest) ProtoMessage() {}
+
+func (x *UpdateIssueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateIssueRequest.ProtoReflect.Descriptor instead.
+func (*UpdateIssueRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateIssueRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *UpdateIssueRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *UpdateIssueRequest) GetIssue() *Issue {
+	if x != nil {
+		return x.Issue
+	}
+	return nil
+}
+
+func (x *UpdateIssueRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateIssueResponse is the issue after the update.
+type UpdateIssueResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Issue         *Issue                 `protobuf:"bytes,1,opt,name=issue,proto3" json:"issue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateIssueResponse) Reset() {
+	*x = UpdateIssueResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateIssueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateIssueResponse) ProtoMessage() {}
+
+func (x *UpdateIssueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateIssueResponse.ProtoReflect.Descriptor instead.
+func (*UpdateIssueResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UpdateIssueResponse) GetIssue() *Issue {
+	if x != nil {
+		return x.Issue
+	}
+	return nil
+}
+
 // IssueComment is a comment on an issue or pull request.
 type IssueComment struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Body          string                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Provider's comment id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Markdown.
+	Body string `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
+	// Login (GitHub) or user id (LOCAL) of the author.
 	Author        string                 `protobuf:"bytes,3,opt,name=author,proto3" json:"author,omitempty"`
 	Url           string                 `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
@@ -3391,7 +3852,7 @@ type IssueComment struct {
 
 func (x *IssueComment) Reset() {
 	*x = IssueComment{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3403,7 +3864,7 @@ func (x *IssueComment) String() string {
 func (*IssueComment) ProtoMessage() {}
 
 func (x *IssueComment) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3416,7 +3877,7 @@ func (x *IssueComment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueComment.ProtoReflect.Descriptor instead.
 func (*IssueComment) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *IssueComment) GetId() string {
@@ -3454,21 +3915,26 @@ func (x *IssueComment) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// CommentOnIssueRequest is a comment to add.
 type CommentOnIssueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// Issue or pull request number.
-	Number int32 `protobuf:"varint,3,opt,name=number,proto3" json:"number,omitempty"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the issue or pull request number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
 	// Required, Markdown.
-	Body          string `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	Body string `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first comment and posts nothing
+	// again. Empty means no idempotency.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommentOnIssueRequest) Reset() {
 	*x = CommentOnIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3946,7 @@ func (x *CommentOnIssueRequest) String() string {
 func (*CommentOnIssueRequest) ProtoMessage() {}
 
 func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,19 +3959,12 @@ func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueRequest.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{48}
 }
 
-func (x *CommentOnIssueRequest) GetOwner() string {
+func (x *CommentOnIssueRequest) GetRepo() string {
 	if x != nil {
-		return x.Owner
-	}
-	return ""
-}
-
-func (x *CommentOnIssueRequest) GetName() string {
-	if x != nil {
-		return x.Name
+		return x.Repo
 	}
 	return ""
 }
@@ -3524,6 +3983,14 @@ func (x *CommentOnIssueRequest) GetBody() string {
 	return ""
 }
 
+func (x *CommentOnIssueRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CommentOnIssueResponse is the comment.
 type CommentOnIssueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Comment       *IssueComment          `protobuf:"bytes,1,opt,name=comment,proto3" json:"comment,omitempty"`
@@ -3533,7 +4000,7 @@ type CommentOnIssueResponse struct {
 
 func (x *CommentOnIssueResponse) Reset() {
 	*x = CommentOnIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +4012,7 @@ func (x *CommentOnIssueResponse) String() string {
 func (*CommentOnIssueResponse) ProtoMessage() {}
 
 func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +4025,7 @@ func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueResponse.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommentOnIssueResponse) GetComment() *IssueComment {
@@ -3572,11 +4039,11 @@ var File_thefold_github_v1_github_proto protoreflect.FileDescriptor
 
 const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x03\n" +
-	"\x04Repo\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
-	"\tfull_name\x18\x03 \x01(\tR\bfullName\x12%\n" +
+	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1athefold/type/v1/file.proto\"\xac\x03\n" +
+	"\x04Repo\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12%\n" +
 	"\x0edefault_branch\x18\x04 \x01(\tR\rdefaultBranch\x12;\n" +
 	"\bprovider\x18\x05 \x01(\x0e2\x1f.thefold.github.v1.RepoProviderR\bprovider\x12\x18\n" +
 	"\aprivate\x18\x06 \x01(\bR\aprivate\x12\x1b\n" +
@@ -3597,27 +4064,24 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"j\n" +
 	"\x11ListReposResponse\x12-\n" +
 	"\x05repos\x18\x01 \x03(\v2\x17.thefold.github.v1.RepoR\x05repos\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\":\n" +
-	"\x0eGetRepoRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\">\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"$\n" +
+	"\x0eGetRepoRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\">\n" +
 	"\x0fGetRepoResponse\x12+\n" +
-	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\xd3\x01\n" +
-	"\x11CreateRepoRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x18\n" +
-	"\aprivate\x18\x04 \x01(\bR\aprivate\x12;\n" +
-	"\bprovider\x18\x05 \x01(\x0e2\x1f.thefold.github.v1.RepoProviderR\bprovider\x12\x1b\n" +
-	"\tauto_init\x18\x06 \x01(\bR\bautoInit\"A\n" +
+	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\xbd\x01\n" +
+	"\x11CreateRepoRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x18\n" +
+	"\aprivate\x18\x03 \x01(\bR\aprivate\x12;\n" +
+	"\bprovider\x18\x04 \x01(\x0e2\x1f.thefold.github.v1.RepoProviderR\bprovider\x12\x1b\n" +
+	"\tauto_init\x18\x05 \x01(\bR\bautoInit\"A\n" +
 	"\x12CreateRepoResponse\x12+\n" +
-	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\xa2\x01\n" +
-	"\x0fInitRepoRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06branch\x18\x03 \x01(\tR\x06branch\x123\n" +
-	"\x05files\x18\x04 \x03(\v2\x1d.thefold.github.v1.FileChangeR\x05files\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"\xa7\x01\n" +
+	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\x8a\x01\n" +
+	"\x0fInitRepoRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\x121\n" +
+	"\x05files\x18\x03 \x03(\v2\x1b.thefold.type.v1.FileChangeR\x05files\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xa7\x01\n" +
 	"\x10InitRepoResponse\x12+\n" +
 	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\x12\x1d\n" +
 	"\n" +
@@ -3628,39 +4092,39 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x124\n" +
 	"\x04type\x18\x02 \x01(\x0e2 .thefold.github.v1.TreeEntryTypeR\x04type\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x10\n" +
-	"\x03sha\x18\x04 \x01(\tR\x03sha\"m\n" +
-	"\x0eGetTreeRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x1f\n" +
-	"\vpath_prefix\x18\x04 \x01(\tR\n" +
-	"pathPrefix\"\x9c\x01\n" +
+	"\x03sha\x18\x04 \x01(\tR\x03sha\"\x93\x01\n" +
+	"\x0eGetTreeRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x1f\n" +
+	"\vpath_prefix\x18\x03 \x01(\tR\n" +
+	"pathPrefix\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xa6\x01\n" +
 	"\x0fGetTreeResponse\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x126\n" +
 	"\aentries\x18\x02 \x03(\v2\x1c.thefold.github.v1.TreeEntryR\aentries\x12\x14\n" +
-	"\x05empty\x18\x03 \x01(\bR\x05empty\x12\x1c\n" +
-	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"r\n" +
+	"\x05empty\x18\x03 \x01(\bR\x05empty\x12&\n" +
+	"\x0fnext_page_token\x18\x04 \x01(\tR\rnextPageToken\"r\n" +
 	"\x04File\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x16\n" +
 	"\x06binary\x18\x03 \x01(\bR\x06binary\x12\x12\n" +
 	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x10\n" +
-	"\x03sha\x18\x05 \x01(\tR\x03sha\"c\n" +
-	"\x0fGetFilesRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x14\n" +
-	"\x05paths\x18\x04 \x03(\tR\x05paths\"\x85\x01\n" +
+	"\x03sha\x18\x05 \x01(\tR\x03sha\"M\n" +
+	"\x0fGetFilesRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x14\n" +
+	"\x05paths\x18\x03 \x03(\tR\x05paths\"\x85\x01\n" +
 	"\x10GetFilesResponse\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x12-\n" +
 	"\x05files\x18\x02 \x03(\v2\x17.thefold.github.v1.FileR\x05files\x12#\n" +
-	"\rmissing_paths\x18\x03 \x03(\tR\fmissingPaths\"O\n" +
-	"\x11GetArchiveRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\"D\n" +
+	"\rmissing_paths\x18\x03 \x03(\tR\fmissingPaths\"9\n" +
+	"\x11GetArchiveRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\"D\n" +
 	"\x0fArchiveMetadata\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x12\x12\n" +
@@ -3668,15 +4132,14 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x12GetArchiveResponse\x12@\n" +
 	"\bmetadata\x18\x01 \x01(\v2\".thefold.github.v1.ArchiveMetadataH\x00R\bmetadata\x12\x16\n" +
 	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunkB\t\n" +
-	"\apayload\"\xcf\x01\n" +
-	"\x18FindRelevantFilesRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x12\n" +
-	"\x04task\x18\x04 \x01(\tR\x04task\x12!\n" +
-	"\ftoken_budget\x18\x05 \x01(\x05R\vtokenBudget\x12\x1b\n" +
-	"\tmax_files\x18\x06 \x01(\x05R\bmaxFiles\x12#\n" +
-	"\rinclude_paths\x18\a \x03(\tR\fincludePaths\"\xad\x01\n" +
+	"\apayload\"\xb9\x01\n" +
+	"\x18FindRelevantFilesRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x12\n" +
+	"\x04task\x18\x03 \x01(\tR\x04task\x12!\n" +
+	"\ftoken_budget\x18\x04 \x01(\x05R\vtokenBudget\x12\x1b\n" +
+	"\tmax_files\x18\x05 \x01(\x05R\bmaxFiles\x12#\n" +
+	"\rinclude_paths\x18\x06 \x03(\tR\fincludePaths\"\xad\x01\n" +
 	"\fRelevantFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
@@ -3689,115 +4152,127 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x125\n" +
 	"\x05files\x18\x02 \x03(\v2\x1f.thefold.github.v1.RelevantFileR\x05files\x12\x1f\n" +
 	"\vtokens_used\x18\x03 \x01(\x05R\n" +
-	"tokensUsed\"r\n" +
-	"\x13CreateBranchRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x19\n" +
-	"\bfrom_ref\x18\x04 \x01(\tR\afromRef\"g\n" +
+	"tokensUsed\"\\\n" +
+	"\x13CreateBranchRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x19\n" +
+	"\bfrom_ref\x18\x03 \x01(\tR\afromRef\"g\n" +
 	"\x14CreateBranchResponse\x12\x16\n" +
 	"\x06branch\x18\x01 \x01(\tR\x06branch\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x02 \x01(\tR\tcommitSha\x12\x18\n" +
-	"\acreated\x18\x03 \x01(\bR\acreated\"r\n" +
+	"\acreated\x18\x03 \x01(\bR\acreated\"\xa0\x02\n" +
+	"\x12CommitFilesRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x121\n" +
+	"\x05files\x18\x04 \x03(\v2\x1b.thefold.type.v1.FileChangeR\x05files\x12.\n" +
+	"\x13expected_parent_sha\x18\x05 \x01(\tR\x11expectedParentSha\x12\x1d\n" +
 	"\n" +
-	"FileChange\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\x12\x16\n" +
-	"\x06delete\x18\x03 \x01(\bR\x06delete\x12\x1e\n" +
-	"\n" +
-	"executable\x18\x04 \x01(\bR\n" +
-	"executable\"\xc2\x02\n" +
-	"\x12CommitFilesRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\x123\n" +
-	"\x05files\x18\x05 \x03(\v2\x1d.thefold.github.v1.FileChangeR\x05files\x12.\n" +
-	"\x13expected_parent_sha\x18\x06 \x01(\tR\x11expectedParentSha\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x1f\n" +
-	"\vauthor_name\x18\b \x01(\tR\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vauthor_name\x18\a \x01(\tR\n" +
 	"authorName\x12!\n" +
-	"\fauthor_email\x18\t \x01(\tR\vauthorEmail\"\x87\x01\n" +
+	"\fauthor_email\x18\b \x01(\tR\vauthorEmail\"\xb9\x01\n" +
 	"\x13CommitFilesResponse\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x12\x1d\n" +
 	"\n" +
 	"parent_sha\x18\x02 \x01(\tR\tparentSha\x12\x16\n" +
 	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x1a\n" +
-	"\breplayed\x18\x04 \x01(\bR\breplayed\"\x84\x05\n" +
-	"\vPullRequest\x12\x16\n" +
-	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
-	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\tR\x04body\x12\x12\n" +
-	"\x04head\x18\x05 \x01(\tR\x04head\x12\x12\n" +
-	"\x04base\x18\x06 \x01(\tR\x04base\x12\x19\n" +
-	"\bhead_sha\x18\a \x01(\tR\aheadSha\x129\n" +
-	"\x05state\x18\b \x01(\x0e2#.thefold.github.v1.PullRequestStateR\x05state\x12\x14\n" +
-	"\x05draft\x18\t \x01(\bR\x05draft\x12\x10\n" +
-	"\x03url\x18\n" +
-	" \x01(\tR\x03url\x12\x16\n" +
-	"\x06author\x18\v \x01(\tR\x06author\x12\x16\n" +
-	"\x06labels\x18\f \x03(\tR\x06labels\x12!\n" +
-	"\tmergeable\x18\r \x01(\bH\x00R\tmergeable\x88\x01\x01\x12(\n" +
-	"\x10merge_commit_sha\x18\x0e \x01(\tR\x0emergeCommitSha\x12;\n" +
-	"\vcreate_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\breplayed\x18\x04 \x01(\bR\breplayed\x120\n" +
+	"\x05stats\x18\x05 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats\"\xd1\x05\n" +
+	"\vPullRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x10\n" +
+	"\x03url\x18\x03 \x01(\tR\x03url\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\tR\x04body\x12\x12\n" +
+	"\x04head\x18\x06 \x01(\tR\x04head\x12\x12\n" +
+	"\x04base\x18\a \x01(\tR\x04base\x12\x19\n" +
+	"\bhead_sha\x18\b \x01(\tR\aheadSha\x12\x19\n" +
+	"\bbase_sha\x18\t \x01(\tR\abaseSha\x129\n" +
+	"\x05state\x18\n" +
+	" \x01(\x0e2#.thefold.github.v1.PullRequestStateR\x05state\x12\x14\n" +
+	"\x05draft\x18\v \x01(\bR\x05draft\x12\x16\n" +
+	"\x06author\x18\f \x01(\tR\x06author\x12\x16\n" +
+	"\x06labels\x18\r \x03(\tR\x06labels\x12!\n" +
+	"\tmergeable\x18\x0e \x01(\bH\x00R\tmergeable\x88\x01\x01\x120\n" +
+	"\x05stats\x18\x0f \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats\x12(\n" +
+	"\x10merge_commit_sha\x18\x10 \x01(\tR\x0emergeCommitSha\x12;\n" +
+	"\vcreate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
-	"\vupdate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x129\n" +
 	"\n" +
-	"merge_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tmergeTime\x129\n" +
+	"merge_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tmergeTime\x129\n" +
 	"\n" +
-	"close_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTimeB\f\n" +
+	"close_time\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTimeB\f\n" +
 	"\n" +
-	"_mergeable\"\xed\x01\n" +
-	"\x18CreatePullRequestRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
-	"\x04head\x18\x03 \x01(\tR\x04head\x12\x12\n" +
-	"\x04base\x18\x04 \x01(\tR\x04base\x12\x14\n" +
-	"\x05title\x18\x05 \x01(\tR\x05title\x12\x12\n" +
-	"\x04body\x18\x06 \x01(\tR\x04body\x12\x14\n" +
-	"\x05draft\x18\a \x01(\bR\x05draft\x12\x16\n" +
-	"\x06labels\x18\b \x03(\tR\x06labels\x12'\n" +
-	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"x\n" +
+	"_mergeable\"\xcd\x01\n" +
+	"\x18CreatePullRequestRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
+	"\x04head\x18\x02 \x01(\tR\x04head\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\tR\x04base\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x05 \x01(\tR\x04body\x12\x14\n" +
+	"\x05draft\x18\x06 \x01(\bR\x05draft\x12\x16\n" +
+	"\x06labels\x18\a \x03(\tR\x06labels\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"x\n" +
 	"\x19CreatePullRequestResponse\x12A\n" +
 	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated\"Y\n" +
-	"\x15GetPullRequestRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06number\x18\x03 \x01(\x05R\x06number\"[\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"C\n" +
+	"\x15GetPullRequestRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\"[\n" +
 	"\x16GetPullRequestResponse\x12A\n" +
-	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\"\xe2\x01\n" +
-	"\x17ListPullRequestsRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
-	"\x05state\x18\x03 \x01(\x0e2#.thefold.github.v1.PullRequestStateR\x05state\x12\x12\n" +
-	"\x04head\x18\x04 \x01(\tR\x04head\x12\x12\n" +
-	"\x04base\x18\x05 \x01(\tR\x04base\x12\x1b\n" +
-	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\"\xcc\x01\n" +
+	"\x17ListPullRequestsRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x129\n" +
+	"\x05state\x18\x02 \x01(\x0e2#.thefold.github.v1.PullRequestStateR\x05state\x12\x12\n" +
+	"\x04head\x18\x03 \x01(\tR\x04head\x12\x12\n" +
+	"\x04base\x18\x04 \x01(\tR\x04base\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"\x87\x01\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"\x87\x01\n" +
 	"\x18ListPullRequestsResponse\x12C\n" +
 	"\rpull_requests\x18\x01 \x03(\v2\x1e.thefold.github.v1.PullRequestR\fpullRequests\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xae\x02\n" +
-	"\x17MergePullRequestRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06number\x18\x03 \x01(\x05R\x06number\x126\n" +
-	"\x06method\x18\x04 \x01(\x0e2\x1e.thefold.github.v1.MergeMethodR\x06method\x12!\n" +
-	"\fcommit_title\x18\x05 \x01(\tR\vcommitTitle\x12%\n" +
-	"\x0ecommit_message\x18\x06 \x01(\tR\rcommitMessage\x12*\n" +
-	"\x11expected_head_sha\x18\a \x01(\tR\x0fexpectedHeadSha\x12#\n" +
-	"\rdelete_branch\x18\b \x01(\bR\fdeleteBranch\"\x87\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb8\x01\n" +
+	"\x19GetPullRequestDiffRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x14\n" +
+	"\x05paths\x18\x03 \x03(\tR\x05paths\x12\x1d\n" +
+	"\n" +
+	"stats_only\x18\x04 \x01(\bR\tstatsOnly\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"\xdd\x01\n" +
+	"\x1aGetPullRequestDiffResponse\x12\x19\n" +
+	"\bbase_sha\x18\x01 \x01(\tR\abaseSha\x12\x19\n" +
+	"\bhead_sha\x18\x02 \x01(\tR\aheadSha\x12/\n" +
+	"\x05files\x18\x03 \x03(\v2\x19.thefold.type.v1.FileDiffR\x05files\x120\n" +
+	"\x05stats\x18\x04 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"\x98\x02\n" +
+	"\x17MergePullRequestRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x126\n" +
+	"\x06method\x18\x03 \x01(\x0e2\x1e.thefold.github.v1.MergeMethodR\x06method\x12!\n" +
+	"\fcommit_title\x18\x04 \x01(\tR\vcommitTitle\x12%\n" +
+	"\x0ecommit_message\x18\x05 \x01(\tR\rcommitMessage\x12*\n" +
+	"\x11expected_head_sha\x18\x06 \x01(\tR\x0fexpectedHeadSha\x12#\n" +
+	"\rdelete_branch\x18\a \x01(\bR\fdeleteBranch\"\x87\x01\n" +
 	"\x18MergePullRequestResponse\x12A\n" +
 	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\x12(\n" +
-	"\x10merge_commit_sha\x18\x02 \x01(\tR\x0emergeCommitSha\"\xeb\x03\n" +
-	"\x05Issue\x12\x16\n" +
-	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
-	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x14\n" +
+	"\x10merge_commit_sha\x18\x02 \x01(\tR\x0emergeCommitSha\"j\n" +
+	"\x17ClosePullRequestRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12#\n" +
+	"\rdelete_branch\x18\x03 \x01(\bR\fdeleteBranch\"]\n" +
+	"\x18ClosePullRequestResponse\x12A\n" +
+	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\"\xeb\x03\n" +
+	"\x05Issue\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x14\n" +
 	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
 	"\x04body\x18\x04 \x01(\tR\x04body\x12\x16\n" +
 	"\x06labels\x18\x05 \x03(\tR\x06labels\x123\n" +
@@ -3814,27 +4289,40 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x129\n" +
 	"\n" +
-	"close_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\"\xc6\x01\n" +
-	"\x11ListIssuesRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x123\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x1d.thefold.github.v1.IssueStateR\x05state\x12\x16\n" +
-	"\x06labels\x18\x04 \x03(\tR\x06labels\x12\x1b\n" +
-	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"close_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tcloseTime\"\xb0\x01\n" +
+	"\x11ListIssuesRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.thefold.github.v1.IssueStateR\x05state\x12\x16\n" +
+	"\x06labels\x18\x03 \x03(\tR\x06labels\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x06 \x01(\tR\tpageToken\"n\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"n\n" +
 	"\x12ListIssuesResponse\x120\n" +
 	"\x06issues\x18\x01 \x03(\v2\x18.thefold.github.v1.IssueR\x06issues\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\x01\n" +
-	"\x12CreateIssueRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
-	"\x05title\x18\x03 \x01(\tR\x05title\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\tR\x04body\x12\x16\n" +
-	"\x06labels\x18\x05 \x03(\tR\x06labels\x12\x1d\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"=\n" +
+	"\x0fGetIssueRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\"B\n" +
+	"\x10GetIssueResponse\x12.\n" +
+	"\x05issue\x18\x01 \x01(\v2\x18.thefold.github.v1.IssueR\x05issue\"\xa8\x01\n" +
+	"\x12CreateIssueRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x12\x16\n" +
+	"\x06labels\x18\x04 \x03(\tR\x06labels\x12\x1d\n" +
 	"\n" +
-	"blocked_by\x18\x06 \x03(\x05R\tblockedBy\"E\n" +
+	"blocked_by\x18\x05 \x03(\x05R\tblockedBy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"E\n" +
 	"\x13CreateIssueResponse\x12.\n" +
+	"\x05issue\x18\x01 \x01(\v2\x18.thefold.github.v1.IssueR\x05issue\"\xad\x01\n" +
+	"\x12UpdateIssueRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12.\n" +
+	"\x05issue\x18\x03 \x01(\v2\x18.thefold.github.v1.IssueR\x05issue\x12;\n" +
+	"\vupdate_mask\x18\x04 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"E\n" +
+	"\x13UpdateIssueResponse\x12.\n" +
 	"\x05issue\x18\x01 \x01(\v2\x18.thefold.github.v1.IssueR\x05issue\"\x99\x01\n" +
 	"\fIssueComment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
@@ -3842,12 +4330,13 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x06author\x18\x03 \x01(\tR\x06author\x12\x10\n" +
 	"\x03url\x18\x04 \x01(\tR\x03url\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"m\n" +
-	"\x15CommentOnIssueRequest\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
-	"\x06number\x18\x03 \x01(\x05R\x06number\x12\x12\n" +
-	"\x04body\x18\x04 \x01(\tR\x04body\"S\n" +
+	"createTime\"v\n" +
+	"\x15CommentOnIssueRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\tR\x04body\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"S\n" +
 	"\x16CommentOnIssueResponse\x129\n" +
 	"\acomment\x18\x01 \x01(\v2\x1f.thefold.github.v1.IssueCommentR\acomment*`\n" +
 	"\fRepoProvider\x12\x1d\n" +
@@ -3874,27 +4363,31 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"IssueState\x12\x1b\n" +
 	"\x17ISSUE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ISSUE_STATE_OPEN\x10\x01\x12\x16\n" +
-	"\x12ISSUE_STATE_CLOSED\x10\x022\xeb\f\n" +
-	"\vRepoService\x12V\n" +
-	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\x12P\n" +
-	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\x12Y\n" +
+	"\x12ISSUE_STATE_CLOSED\x10\x022\xb5\x10\n" +
+	"\vRepoService\x12[\n" +
+	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
+	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
 	"\n" +
 	"CreateRepo\x12$.thefold.github.v1.CreateRepoRequest\x1a%.thefold.github.v1.CreateRepoResponse\x12S\n" +
-	"\bInitRepo\x12\".thefold.github.v1.InitRepoRequest\x1a#.thefold.github.v1.InitRepoResponse\x12P\n" +
-	"\aGetTree\x12!.thefold.github.v1.GetTreeRequest\x1a\".thefold.github.v1.GetTreeResponse\x12S\n" +
-	"\bGetFiles\x12\".thefold.github.v1.GetFilesRequest\x1a#.thefold.github.v1.GetFilesResponse\x12[\n" +
+	"\bInitRepo\x12\".thefold.github.v1.InitRepoRequest\x1a#.thefold.github.v1.InitRepoResponse\x12U\n" +
+	"\aGetTree\x12!.thefold.github.v1.GetTreeRequest\x1a\".thefold.github.v1.GetTreeResponse\"\x03\x90\x02\x01\x12X\n" +
+	"\bGetFiles\x12\".thefold.github.v1.GetFilesRequest\x1a#.thefold.github.v1.GetFilesResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\n" +
-	"GetArchive\x12$.thefold.github.v1.GetArchiveRequest\x1a%.thefold.github.v1.GetArchiveResponse0\x01\x12n\n" +
-	"\x11FindRelevantFiles\x12+.thefold.github.v1.FindRelevantFilesRequest\x1a,.thefold.github.v1.FindRelevantFilesResponse\x12_\n" +
+	"GetArchive\x12$.thefold.github.v1.GetArchiveRequest\x1a%.thefold.github.v1.GetArchiveResponse\"\x03\x90\x02\x010\x01\x12s\n" +
+	"\x11FindRelevantFiles\x12+.thefold.github.v1.FindRelevantFilesRequest\x1a,.thefold.github.v1.FindRelevantFilesResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\fCreateBranch\x12&.thefold.github.v1.CreateBranchRequest\x1a'.thefold.github.v1.CreateBranchResponse\x12\\\n" +
 	"\vCommitFiles\x12%.thefold.github.v1.CommitFilesRequest\x1a&.thefold.github.v1.CommitFilesResponse\x12n\n" +
-	"\x11CreatePullRequest\x12+.thefold.github.v1.CreatePullRequestRequest\x1a,.thefold.github.v1.CreatePullRequestResponse\x12e\n" +
-	"\x0eGetPullRequest\x12(.thefold.github.v1.GetPullRequestRequest\x1a).thefold.github.v1.GetPullRequestResponse\x12k\n" +
-	"\x10ListPullRequests\x12*.thefold.github.v1.ListPullRequestsRequest\x1a+.thefold.github.v1.ListPullRequestsResponse\x12k\n" +
-	"\x10MergePullRequest\x12*.thefold.github.v1.MergePullRequestRequest\x1a+.thefold.github.v1.MergePullRequestResponse\x12Y\n" +
+	"\x11CreatePullRequest\x12+.thefold.github.v1.CreatePullRequestRequest\x1a,.thefold.github.v1.CreatePullRequestResponse\x12j\n" +
+	"\x0eGetPullRequest\x12(.thefold.github.v1.GetPullRequestRequest\x1a).thefold.github.v1.GetPullRequestResponse\"\x03\x90\x02\x01\x12p\n" +
+	"\x10ListPullRequests\x12*.thefold.github.v1.ListPullRequestsRequest\x1a+.thefold.github.v1.ListPullRequestsResponse\"\x03\x90\x02\x01\x12v\n" +
+	"\x12GetPullRequestDiff\x12,.thefold.github.v1.GetPullRequestDiffRequest\x1a-.thefold.github.v1.GetPullRequestDiffResponse\"\x03\x90\x02\x01\x12k\n" +
+	"\x10MergePullRequest\x12*.thefold.github.v1.MergePullRequestRequest\x1a+.thefold.github.v1.MergePullRequestResponse\x12k\n" +
+	"\x10ClosePullRequest\x12*.thefold.github.v1.ClosePullRequestRequest\x1a+.thefold.github.v1.ClosePullRequestResponse\x12^\n" +
 	"\n" +
-	"ListIssues\x12$.thefold.github.v1.ListIssuesRequest\x1a%.thefold.github.v1.ListIssuesResponse\x12\\\n" +
-	"\vCreateIssue\x12%.thefold.github.v1.CreateIssueRequest\x1a&.thefold.github.v1.CreateIssueResponse\x12e\n" +
+	"ListIssues\x12$.thefold.github.v1.ListIssuesRequest\x1a%.thefold.github.v1.ListIssuesResponse\"\x03\x90\x02\x01\x12X\n" +
+	"\bGetIssue\x12\".thefold.github.v1.GetIssueRequest\x1a#.thefold.github.v1.GetIssueResponse\"\x03\x90\x02\x01\x12\\\n" +
+	"\vCreateIssue\x12%.thefold.github.v1.CreateIssueRequest\x1a&.thefold.github.v1.CreateIssueResponse\x12\\\n" +
+	"\vUpdateIssue\x12%.thefold.github.v1.UpdateIssueRequest\x1a&.thefold.github.v1.UpdateIssueResponse\x12e\n" +
 	"\x0eCommentOnIssue\x12(.thefold.github.v1.CommentOnIssueRequest\x1a).thefold.github.v1.CommentOnIssueResponseB\xc9\x01\n" +
 	"\x15com.thefold.github.v1B\vGithubProtoP\x01Z=github.com/thefold/thefold/pkg/gen/thefold/github/v1;githubv1\xa2\x02\x03TGX\xaa\x02\x11Thefold.Github.V1\xca\x02\x11Thefold\\Github\\V1\xe2\x02\x1dThefold\\Github\\V1\\GPBMetadata\xea\x02\x13Thefold::Github::V1b\x06proto3"
 
@@ -3911,134 +4404,162 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_thefold_github_v1_github_proto_goTypes = []any{
-	(RepoProvider)(0),                 // 0: thefold.github.v1.RepoProvider
-	(TreeEntryType)(0),                // 1: thefold.github.v1.TreeEntryType
-	(PullRequestState)(0),             // 2: thefold.github.v1.PullRequestState
-	(MergeMethod)(0),                  // 3: thefold.github.v1.MergeMethod
-	(IssueState)(0),                   // 4: thefold.github.v1.IssueState
-	(*Repo)(nil),                      // 5: thefold.github.v1.Repo
-	(*ListReposRequest)(nil),          // 6: thefold.github.v1.ListReposRequest
-	(*ListReposResponse)(nil),         // 7: thefold.github.v1.ListReposResponse
-	(*GetRepoRequest)(nil),            // 8: thefold.github.v1.GetRepoRequest
-	(*GetRepoResponse)(nil),           // 9: thefold.github.v1.GetRepoResponse
-	(*CreateRepoRequest)(nil),         // 10: thefold.github.v1.CreateRepoRequest
-	(*CreateRepoResponse)(nil),        // 11: thefold.github.v1.CreateRepoResponse
-	(*InitRepoRequest)(nil),           // 12: thefold.github.v1.InitRepoRequest
-	(*InitRepoResponse)(nil),          // 13: thefold.github.v1.InitRepoResponse
-	(*TreeEntry)(nil),                 // 14: thefold.github.v1.TreeEntry
-	(*GetTreeRequest)(nil),            // 15: thefold.github.v1.GetTreeRequest
-	(*GetTreeResponse)(nil),           // 16: thefold.github.v1.GetTreeResponse
-	(*File)(nil),                      // 17: thefold.github.v1.File
-	(*GetFilesRequest)(nil),           // 18: thefold.github.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),          // 19: thefold.github.v1.GetFilesResponse
-	(*GetArchiveRequest)(nil),         // 20: thefold.github.v1.GetArchiveRequest
-	(*ArchiveMetadata)(nil),           // 21: thefold.github.v1.ArchiveMetadata
-	(*GetArchiveResponse)(nil),        // 22: thefold.github.v1.GetArchiveResponse
-	(*FindRelevantFilesRequest)(nil),  // 23: thefold.github.v1.FindRelevantFilesRequest
-	(*RelevantFile)(nil),              // 24: thefold.github.v1.RelevantFile
-	(*FindRelevantFilesResponse)(nil), // 25: thefold.github.v1.FindRelevantFilesResponse
-	(*CreateBranchRequest)(nil),       // 26: thefold.github.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),      // 27: thefold.github.v1.CreateBranchResponse
-	(*FileChange)(nil),                // 28: thefold.github.v1.FileChange
-	(*CommitFilesRequest)(nil),        // 29: thefold.github.v1.CommitFilesRequest
-	(*CommitFilesResponse)(nil),       // 30: thefold.github.v1.CommitFilesResponse
-	(*PullRequest)(nil),               // 31: thefold.github.v1.PullRequest
-	(*CreatePullRequestRequest)(nil),  // 32: thefold.github.v1.CreatePullRequestRequest
-	(*CreatePullRequestResponse)(nil), // 33: thefold.github.v1.CreatePullRequestResponse
-	(*GetPullRequestRequest)(nil),     // 34: thefold.github.v1.GetPullRequestRequest
-	(*GetPullRequestResponse)(nil),    // 35: thefold.github.v1.GetPullRequestResponse
-	(*ListPullRequestsRequest)(nil),   // 36: thefold.github.v1.ListPullRequestsRequest
-	(*ListPullRequestsResponse)(nil),  // 37: thefold.github.v1.ListPullRequestsResponse
-	(*MergePullRequestRequest)(nil),   // 38: thefold.github.v1.MergePullRequestRequest
-	(*MergePullRequestResponse)(nil),  // 39: thefold.github.v1.MergePullRequestResponse
-	(*Issue)(nil),                     // 40: thefold.github.v1.Issue
-	(*ListIssuesRequest)(nil),         // 41: thefold.github.v1.ListIssuesRequest
-	(*ListIssuesResponse)(nil),        // 42: thefold.github.v1.ListIssuesResponse
-	(*CreateIssueRequest)(nil),        // 43: thefold.github.v1.CreateIssueRequest
-	(*CreateIssueResponse)(nil),       // 44: thefold.github.v1.CreateIssueResponse
-	(*IssueComment)(nil),              // 45: thefold.github.v1.IssueComment
-	(*CommentOnIssueRequest)(nil),     // 46: thefold.github.v1.CommentOnIssueRequest
-	(*CommentOnIssueResponse)(nil),    // 47: thefold.github.v1.CommentOnIssueResponse
-	(*timestamppb.Timestamp)(nil),     // 48: google.protobuf.Timestamp
+	(RepoProvider)(0),                  // 0: thefold.github.v1.RepoProvider
+	(TreeEntryType)(0),                 // 1: thefold.github.v1.TreeEntryType
+	(PullRequestState)(0),              // 2: thefold.github.v1.PullRequestState
+	(MergeMethod)(0),                   // 3: thefold.github.v1.MergeMethod
+	(IssueState)(0),                    // 4: thefold.github.v1.IssueState
+	(*Repo)(nil),                       // 5: thefold.github.v1.Repo
+	(*ListReposRequest)(nil),           // 6: thefold.github.v1.ListReposRequest
+	(*ListReposResponse)(nil),          // 7: thefold.github.v1.ListReposResponse
+	(*GetRepoRequest)(nil),             // 8: thefold.github.v1.GetRepoRequest
+	(*GetRepoResponse)(nil),            // 9: thefold.github.v1.GetRepoResponse
+	(*CreateRepoRequest)(nil),          // 10: thefold.github.v1.CreateRepoRequest
+	(*CreateRepoResponse)(nil),         // 11: thefold.github.v1.CreateRepoResponse
+	(*InitRepoRequest)(nil),            // 12: thefold.github.v1.InitRepoRequest
+	(*InitRepoResponse)(nil),           // 13: thefold.github.v1.InitRepoResponse
+	(*TreeEntry)(nil),                  // 14: thefold.github.v1.TreeEntry
+	(*GetTreeRequest)(nil),             // 15: thefold.github.v1.GetTreeRequest
+	(*GetTreeResponse)(nil),            // 16: thefold.github.v1.GetTreeResponse
+	(*File)(nil),                       // 17: thefold.github.v1.File
+	(*GetFilesRequest)(nil),            // 18: thefold.github.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),           // 19: thefold.github.v1.GetFilesResponse
+	(*GetArchiveRequest)(nil),          // 20: thefold.github.v1.GetArchiveRequest
+	(*ArchiveMetadata)(nil),            // 21: thefold.github.v1.ArchiveMetadata
+	(*GetArchiveResponse)(nil),         // 22: thefold.github.v1.GetArchiveResponse
+	(*FindRelevantFilesRequest)(nil),   // 23: thefold.github.v1.FindRelevantFilesRequest
+	(*RelevantFile)(nil),               // 24: thefold.github.v1.RelevantFile
+	(*FindRelevantFilesResponse)(nil),  // 25: thefold.github.v1.FindRelevantFilesResponse
+	(*CreateBranchRequest)(nil),        // 26: thefold.github.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),       // 27: thefold.github.v1.CreateBranchResponse
+	(*CommitFilesRequest)(nil),         // 28: thefold.github.v1.CommitFilesRequest
+	(*CommitFilesResponse)(nil),        // 29: thefold.github.v1.CommitFilesResponse
+	(*PullRequest)(nil),                // 30: thefold.github.v1.PullRequest
+	(*CreatePullRequestRequest)(nil),   // 31: thefold.github.v1.CreatePullRequestRequest
+	(*CreatePullRequestResponse)(nil),  // 32: thefold.github.v1.CreatePullRequestResponse
+	(*GetPullRequestRequest)(nil),      // 33: thefold.github.v1.GetPullRequestRequest
+	(*GetPullRequestResponse)(nil),     // 34: thefold.github.v1.GetPullRequestResponse
+	(*ListPullRequestsRequest)(nil),    // 35: thefold.github.v1.ListPullRequestsRequest
+	(*ListPullRequestsResponse)(nil),   // 36: thefold.github.v1.ListPullRequestsResponse
+	(*GetPullRequestDiffRequest)(nil),  // 37: thefold.github.v1.GetPullRequestDiffRequest
+	(*GetPullRequestDiffResponse)(nil), // 38: thefold.github.v1.GetPullRequestDiffResponse
+	(*MergePullRequestRequest)(nil),    // 39: thefold.github.v1.MergePullRequestRequest
+	(*MergePullRequestResponse)(nil),   // 40: thefold.github.v1.MergePullRequestResponse
+	(*ClosePullRequestRequest)(nil),    // 41: thefold.github.v1.ClosePullRequestRequest
+	(*ClosePullRequestResponse)(nil),   // 42: thefold.github.v1.ClosePullRequestResponse
+	(*Issue)(nil),                      // 43: thefold.github.v1.Issue
+	(*ListIssuesRequest)(nil),          // 44: thefold.github.v1.ListIssuesRequest
+	(*ListIssuesResponse)(nil),         // 45: thefold.github.v1.ListIssuesResponse
+	(*GetIssueRequest)(nil),            // 46: thefold.github.v1.GetIssueRequest
+	(*GetIssueResponse)(nil),           // 47: thefold.github.v1.GetIssueResponse
+	(*CreateIssueRequest)(nil),         // 48: thefold.github.v1.CreateIssueRequest
+	(*CreateIssueResponse)(nil),        // 49: thefold.github.v1.CreateIssueResponse
+	(*UpdateIssueRequest)(nil),         // 50: thefold.github.v1.UpdateIssueRequest
+	(*UpdateIssueResponse)(nil),        // 51: thefold.github.v1.UpdateIssueResponse
+	(*IssueComment)(nil),               // 52: thefold.github.v1.IssueComment
+	(*CommentOnIssueRequest)(nil),      // 53: thefold.github.v1.CommentOnIssueRequest
+	(*CommentOnIssueResponse)(nil),     // 54: thefold.github.v1.CommentOnIssueResponse
+	(*timestamppb.Timestamp)(nil),      // 55: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),              // 56: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),               // 57: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                // 58: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),      // 59: google.protobuf.FieldMask
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,  // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	48, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	48, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	55, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	55, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 3: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	5,  // 4: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
 	5,  // 5: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	0,  // 6: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	5,  // 7: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	28, // 8: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.github.v1.FileChange
+	56, // 8: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
 	5,  // 9: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	1,  // 10: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
 	14, // 11: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
 	17, // 12: thefold.github.v1.GetFilesResponse.files:type_name -> thefold.github.v1.File
 	21, // 13: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
 	24, // 14: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	28, // 15: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.github.v1.FileChange
-	2,  // 16: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	48, // 17: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	48, // 18: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	48, // 19: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	48, // 20: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
-	31, // 21: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	31, // 22: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	2,  // 23: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
-	31, // 24: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	3,  // 25: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
-	31, // 26: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	4,  // 27: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	48, // 28: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	48, // 29: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	48, // 30: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
-	4,  // 31: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
-	40, // 32: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
-	40, // 33: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	48, // 34: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
-	45, // 35: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
-	6,  // 36: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	8,  // 37: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	10, // 38: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	12, // 39: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	15, // 40: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	18, // 41: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	20, // 42: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	23, // 43: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	26, // 44: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	29, // 45: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	32, // 46: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	34, // 47: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	36, // 48: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	38, // 49: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	41, // 50: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	43, // 51: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	46, // 52: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	7,  // 53: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	9,  // 54: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	11, // 55: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	13, // 56: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	16, // 57: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	19, // 58: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	22, // 59: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	25, // 60: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	27, // 61: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	30, // 62: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	33, // 63: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	35, // 64: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	37, // 65: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	39, // 66: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	42, // 67: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	44, // 68: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	47, // 69: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	53, // [53:70] is the sub-list for method output_type
-	36, // [36:53] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	56, // 15: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	57, // 16: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	2,  // 17: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
+	57, // 18: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	55, // 19: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	55, // 20: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	55, // 21: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	55, // 22: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	30, // 23: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	30, // 24: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	2,  // 25: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
+	30, // 26: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
+	58, // 27: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	57, // 28: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	3,  // 29: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
+	30, // 30: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	30, // 31: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	4,  // 32: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
+	55, // 33: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	55, // 34: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	55, // 35: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	4,  // 36: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
+	43, // 37: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
+	43, // 38: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	43, // 39: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	43, // 40: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
+	59, // 41: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	43, // 42: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	55, // 43: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	52, // 44: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
+	6,  // 45: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	8,  // 46: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	10, // 47: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	12, // 48: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	15, // 49: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	18, // 50: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	20, // 51: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	23, // 52: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	26, // 53: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	28, // 54: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	31, // 55: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	33, // 56: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	35, // 57: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	37, // 58: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	39, // 59: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	41, // 60: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	44, // 61: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	46, // 62: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	48, // 63: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	50, // 64: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	53, // 65: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	7,  // 66: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	9,  // 67: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	11, // 68: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	13, // 69: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	16, // 70: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	19, // 71: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	22, // 72: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	25, // 73: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	27, // 74: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	29, // 75: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	32, // 76: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	34, // 77: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	36, // 78: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	38, // 79: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	40, // 80: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	42, // 81: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	45, // 82: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	47, // 83: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	49, // 84: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	51, // 85: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	54, // 86: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	66, // [66:87] is the sub-list for method output_type
+	45, // [45:66] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -4050,14 +4571,14 @@ func file_thefold_github_v1_github_proto_init() {
 		(*GetArchiveResponse_Metadata)(nil),
 		(*GetArchiveResponse_Chunk)(nil),
 	}
-	file_thefold_github_v1_github_proto_msgTypes[26].OneofWrappers = []any{}
+	file_thefold_github_v1_github_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   43,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,23 +19,27 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RepoService_ListRepos_FullMethodName         = "/thefold.github.v1.RepoService/ListRepos"
-	RepoService_GetRepo_FullMethodName           = "/thefold.github.v1.RepoService/GetRepo"
-	RepoService_CreateRepo_FullMethodName        = "/thefold.github.v1.RepoService/CreateRepo"
-	RepoService_InitRepo_FullMethodName          = "/thefold.github.v1.RepoService/InitRepo"
-	RepoService_GetTree_FullMethodName           = "/thefold.github.v1.RepoService/GetTree"
-	RepoService_GetFiles_FullMethodName          = "/thefold.github.v1.RepoService/GetFiles"
-	RepoService_GetArchive_FullMethodName        = "/thefold.github.v1.RepoService/GetArchive"
-	RepoService_FindRelevantFiles_FullMethodName = "/thefold.github.v1.RepoService/FindRelevantFiles"
-	RepoService_CreateBranch_FullMethodName      = "/thefold.github.v1.RepoService/CreateBranch"
-	RepoService_CommitFiles_FullMethodName       = "/thefold.github.v1.RepoService/CommitFiles"
-	RepoService_CreatePullRequest_FullMethodName = "/thefold.github.v1.RepoService/CreatePullRequest"
-	RepoService_GetPullRequest_FullMethodName    = "/thefold.github.v1.RepoService/GetPullRequest"
-	RepoService_ListPullRequests_FullMethodName  = "/thefold.github.v1.RepoService/ListPullRequests"
-	RepoService_MergePullRequest_FullMethodName  = "/thefold.github.v1.RepoService/MergePullRequest"
-	RepoService_ListIssues_FullMethodName        = "/thefold.github.v1.RepoService/ListIssues"
-	RepoService_CreateIssue_FullMethodName       = "/thefold.github.v1.RepoService/CreateIssue"
-	RepoService_CommentOnIssue_FullMethodName    = "/thefold.github.v1.RepoService/CommentOnIssue"
+	RepoService_ListRepos_FullMethodName          = "/thefold.github.v1.RepoService/ListRepos"
+	RepoService_GetRepo_FullMethodName            = "/thefold.github.v1.RepoService/GetRepo"
+	RepoService_CreateRepo_FullMethodName         = "/thefold.github.v1.RepoService/CreateRepo"
+	RepoService_InitRepo_FullMethodName           = "/thefold.github.v1.RepoService/InitRepo"
+	RepoService_GetTree_FullMethodName            = "/thefold.github.v1.RepoService/GetTree"
+	RepoService_GetFiles_FullMethodName           = "/thefold.github.v1.RepoService/GetFiles"
+	RepoService_GetArchive_FullMethodName         = "/thefold.github.v1.RepoService/GetArchive"
+	RepoService_FindRelevantFiles_FullMethodName  = "/thefold.github.v1.RepoService/FindRelevantFiles"
+	RepoService_CreateBranch_FullMethodName       = "/thefold.github.v1.RepoService/CreateBranch"
+	RepoService_CommitFiles_FullMethodName        = "/thefold.github.v1.RepoService/CommitFiles"
+	RepoService_CreatePullRequest_FullMethodName  = "/thefold.github.v1.RepoService/CreatePullRequest"
+	RepoService_GetPullRequest_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequest"
+	RepoService_ListPullRequests_FullMethodName   = "/thefold.github.v1.RepoService/ListPullRequests"
+	RepoService_GetPullRequestDiff_FullMethodName = "/thefold.github.v1.RepoService/GetPullRequestDiff"
+	RepoService_MergePullRequest_FullMethodName   = "/thefold.github.v1.RepoService/MergePullRequest"
+	RepoService_ClosePullRequest_FullMethodName   = "/thefold.github.v1.RepoService/ClosePullRequest"
+	RepoService_ListIssues_FullMethodName         = "/thefold.github.v1.RepoService/ListIssues"
+	RepoService_GetIssue_FullMethodName           = "/thefold.github.v1.RepoService/GetIssue"
+	RepoService_CreateIssue_FullMethodName        = "/thefold.github.v1.RepoService/CreateIssue"
+	RepoService_UpdateIssue_FullMethodName        = "/thefold.github.v1.RepoService/UpdateIssue"
+	RepoService_CommentOnIssue_FullMethodName     = "/thefold.github.v1.RepoService/CommentOnIssue"
 )
 
 // RepoServiceClient is the client API for RepoService service.
@@ -45,19 +49,32 @@ const (
 // RepoService is TheFold's access to source repositories: trees, files, relevant-file
 // selection within a token budget, branches, commits, pull requests and issues. A
 // repository is served by one provider: GitHub (REST API) or the local forge (bare git
-// repositories on disk, pull requests in the github schema). Repositories are addressed
-// by owner and name; the server's configuration decides which provider serves an owner.
+// repositories on disk, pull requests and issues in the github schema). Every request names
+// its repository by one string, `repo` = "owner/name"; the server's configuration decides
+// which provider serves an owner.
+//
+// Errors follow thefold/type/v1/conventions.proto: a repository the caller cannot reach is
+// NOT_FOUND (never PERMISSION_DENIED, so names cannot be probed); an operation on a pull
+// request or issue in the wrong state (merging a closed pull request) is
+// FAILED_PRECONDITION; a stale expected_parent_sha or expected_head_sha is ABORTED; a taken
+// repository name is ALREADY_EXISTS. A provider's (GitHub's) errors are mapped on purpose,
+// never passed through.
 type RepoServiceClient interface {
 	// ListRepos lists the repositories the caller can reach, by full name.
 	ListRepos(ctx context.Context, in *ListReposRequest, opts ...grpc.CallOption) (*ListReposResponse, error)
 	// GetRepo returns one repository, including whether it is still empty.
 	GetRepo(ctx context.Context, in *GetRepoRequest, opts ...grpc.CallOption) (*GetRepoResponse, error)
-	// CreateRepo creates a repository. An existing name is ALREADY_EXISTS.
+	// CreateRepo creates a repository. It is idempotent by its natural key, the repository
+	// name: a name that is taken is ALREADY_EXISTS and nothing is created, so a retried call
+	// never makes a second repository (a caller retrying after a lost response reads it with
+	// GetRepo).
 	CreateRepo(ctx context.Context, in *CreateRepoRequest, opts ...grpc.CallOption) (*CreateRepoResponse, error)
 	// InitRepo scaffolds an empty repository with an initial commit on its default branch.
-	// A repository that already has commits is left alone (already_initialized).
+	// A repository that already has commits is left alone (already_initialized), so a retry is
+	// harmless.
 	InitRepo(ctx context.Context, in *InitRepoRequest, opts ...grpc.CallOption) (*InitRepoResponse, error)
-	// GetTree lists the entries of a ref's tree, recursively, under an optional path prefix.
+	// GetTree lists the entries of a ref's tree, recursively, under an optional path prefix,
+	// in path order, one page at a time.
 	GetTree(ctx context.Context, in *GetTreeRequest, opts ...grpc.CallOption) (*GetTreeResponse, error)
 	// GetFiles returns the contents of files at a ref.
 	GetFiles(ctx context.Context, in *GetFilesRequest, opts ...grpc.CallOption) (*GetFilesResponse, error)
@@ -66,25 +83,43 @@ type RepoServiceClient interface {
 	// FindRelevantFiles ranks a ref's files by relevance to a task and includes their
 	// contents, best first, until the token budget is spent.
 	FindRelevantFiles(ctx context.Context, in *FindRelevantFilesRequest, opts ...grpc.CallOption) (*FindRelevantFilesResponse, error)
-	// CreateBranch creates a branch from a ref. An existing branch is returned unchanged.
+	// CreateBranch creates a branch from a ref. It is idempotent by its natural key, the
+	// branch name: an existing branch is returned unchanged (created = false, never moved).
 	CreateBranch(ctx context.Context, in *CreateBranchRequest, opts ...grpc.CallOption) (*CreateBranchResponse, error)
-	// CommitFiles commits file changes to a branch as one commit.
+	// CommitFiles commits file changes to a branch as one commit. A retry with the same
+	// request_id returns the first commit (replayed = true) instead of committing again.
 	CommitFiles(ctx context.Context, in *CommitFilesRequest, opts ...grpc.CallOption) (*CommitFilesResponse, error)
-	// CreatePullRequest opens a pull request. An open pull request from the same head to the
-	// same base is returned instead of a second one.
+	// CreatePullRequest opens a pull request. A retry with the same request_id returns the
+	// first pull request; besides, an open pull request from the same head to the same base is
+	// returned (created = false) instead of a second one.
 	CreatePullRequest(ctx context.Context, in *CreatePullRequestRequest, opts ...grpc.CallOption) (*CreatePullRequestResponse, error)
 	// GetPullRequest returns one pull request.
 	GetPullRequest(ctx context.Context, in *GetPullRequestRequest, opts ...grpc.CallOption) (*GetPullRequestResponse, error)
 	// ListPullRequests lists a repository's pull requests, newest first.
 	ListPullRequests(ctx context.Context, in *ListPullRequestsRequest, opts ...grpc.CallOption) (*ListPullRequestsResponse, error)
+	// GetPullRequestDiff returns how a pull request's head differs from its base: the changed
+	// files with their unified diffs, one page of files at a time, and the stats of the whole
+	// pull request.
+	GetPullRequestDiff(ctx context.Context, in *GetPullRequestDiffRequest, opts ...grpc.CallOption) (*GetPullRequestDiffResponse, error)
 	// MergePullRequest merges an open pull request. An already merged one is returned as is;
-	// a closed or unmergeable one is FAILED_PRECONDITION.
+	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
+	// expected_head_sha is ABORTED.
 	MergePullRequest(ctx context.Context, in *MergePullRequestRequest, opts ...grpc.CallOption) (*MergePullRequestResponse, error)
+	// ClosePullRequest closes an open pull request without merging it. An already closed one
+	// is returned as is; a merged one is FAILED_PRECONDITION.
+	ClosePullRequest(ctx context.Context, in *ClosePullRequestRequest, opts ...grpc.CallOption) (*ClosePullRequestResponse, error)
 	// ListIssues lists a repository's issues (not pull requests), newest first.
 	ListIssues(ctx context.Context, in *ListIssuesRequest, opts ...grpc.CallOption) (*ListIssuesResponse, error)
-	// CreateIssue opens an issue.
+	// GetIssue returns one issue. A pull request's number is NOT_FOUND here.
+	GetIssue(ctx context.Context, in *GetIssueRequest, opts ...grpc.CallOption) (*GetIssueResponse, error)
+	// CreateIssue opens an issue. A retry with the same request_id returns the first issue.
 	CreateIssue(ctx context.Context, in *CreateIssueRequest, opts ...grpc.CallOption) (*CreateIssueResponse, error)
-	// CommentOnIssue adds a comment to an issue or pull request.
+	// UpdateIssue changes the fields of an issue named in update_mask: close or reopen it,
+	// replace its labels, title, body or blocked-by list. A pull request's number is NOT_FOUND
+	// here (use ClosePullRequest).
+	UpdateIssue(ctx context.Context, in *UpdateIssueRequest, opts ...grpc.CallOption) (*UpdateIssueResponse, error)
+	// CommentOnIssue adds a comment to an issue or pull request. A retry with the same
+	// request_id returns the first comment instead of posting another.
 	CommentOnIssue(ctx context.Context, in *CommentOnIssueRequest, opts ...grpc.CallOption) (*CommentOnIssueResponse, error)
 }
 
@@ -235,10 +270,30 @@ func (c *repoServiceClient) ListPullRequests(ctx context.Context, in *ListPullRe
 	return out, nil
 }
 
+func (c *repoServiceClient) GetPullRequestDiff(ctx context.Context, in *GetPullRequestDiffRequest, opts ...grpc.CallOption) (*GetPullRequestDiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPullRequestDiffResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetPullRequestDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *repoServiceClient) MergePullRequest(ctx context.Context, in *MergePullRequestRequest, opts ...grpc.CallOption) (*MergePullRequestResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MergePullRequestResponse)
 	err := c.cc.Invoke(ctx, RepoService_MergePullRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) ClosePullRequest(ctx context.Context, in *ClosePullRequestRequest, opts ...grpc.CallOption) (*ClosePullRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClosePullRequestResponse)
+	err := c.cc.Invoke(ctx, RepoService_ClosePullRequest_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -255,10 +310,30 @@ func (c *repoServiceClient) ListIssues(ctx context.Context, in *ListIssuesReques
 	return out, nil
 }
 
+func (c *repoServiceClient) GetIssue(ctx context.Context, in *GetIssueRequest, opts ...grpc.CallOption) (*GetIssueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetIssueResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetIssue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *repoServiceClient) CreateIssue(ctx context.Context, in *CreateIssueRequest, opts ...grpc.CallOption) (*CreateIssueResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateIssueResponse)
 	err := c.cc.Invoke(ctx, RepoService_CreateIssue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) UpdateIssue(ctx context.Context, in *UpdateIssueRequest, opts ...grpc.CallOption) (*UpdateIssueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateIssueResponse)
+	err := c.cc.Invoke(ctx, RepoService_UpdateIssue_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -282,19 +357,32 @@ func (c *repoServiceClient) CommentOnIssue(ctx context.Context, in *CommentOnIss
 // RepoService is TheFold's access to source repositories: trees, files, relevant-file
 // selection within a token budget, branches, commits, pull requests and issues. A
 // repository is served by one provider: GitHub (REST API) or the local forge (bare git
-// repositories on disk, pull requests in the github schema). Repositories are addressed
-// by owner and name; the server's configuration decides which provider serves an owner.
+// repositories on disk, pull requests and issues in the github schema). Every request names
+// its repository by one string, `repo` = "owner/name"; the server's configuration decides
+// which provider serves an owner.
+//
+// Errors follow thefold/type/v1/conventions.proto: a repository the caller cannot reach is
+// NOT_FOUND (never PERMISSION_DENIED, so names cannot be probed); an operation on a pull
+// request or issue in the wrong state (merging a closed pull request) is
+// FAILED_PRECONDITION; a stale expected_parent_sha or expected_head_sha is ABORTED; a taken
+// repository name is ALREADY_EXISTS. A provider's (GitHub's) errors are mapped on purpose,
+// never passed through.
 type RepoServiceServer interface {
 	// ListRepos lists the repositories the caller can reach, by full name.
 	ListRepos(context.Context, *ListReposRequest) (*ListReposResponse, error)
 	// GetRepo returns one repository, including whether it is still empty.
 	GetRepo(context.Context, *GetRepoRequest) (*GetRepoResponse, error)
-	// CreateRepo creates a repository. An existing name is ALREADY_EXISTS.
+	// CreateRepo creates a repository. It is idempotent by its natural key, the repository
+	// name: a name that is taken is ALREADY_EXISTS and nothing is created, so a retried call
+	// never makes a second repository (a caller retrying after a lost response reads it with
+	// GetRepo).
 	CreateRepo(context.Context, *CreateRepoRequest) (*CreateRepoResponse, error)
 	// InitRepo scaffolds an empty repository with an initial commit on its default branch.
-	// A repository that already has commits is left alone (already_initialized).
+	// A repository that already has commits is left alone (already_initialized), so a retry is
+	// harmless.
 	InitRepo(context.Context, *InitRepoRequest) (*InitRepoResponse, error)
-	// GetTree lists the entries of a ref's tree, recursively, under an optional path prefix.
+	// GetTree lists the entries of a ref's tree, recursively, under an optional path prefix,
+	// in path order, one page at a time.
 	GetTree(context.Context, *GetTreeRequest) (*GetTreeResponse, error)
 	// GetFiles returns the contents of files at a ref.
 	GetFiles(context.Context, *GetFilesRequest) (*GetFilesResponse, error)
@@ -303,25 +391,43 @@ type RepoServiceServer interface {
 	// FindRelevantFiles ranks a ref's files by relevance to a task and includes their
 	// contents, best first, until the token budget is spent.
 	FindRelevantFiles(context.Context, *FindRelevantFilesRequest) (*FindRelevantFilesResponse, error)
-	// CreateBranch creates a branch from a ref. An existing branch is returned unchanged.
+	// CreateBranch creates a branch from a ref. It is idempotent by its natural key, the
+	// branch name: an existing branch is returned unchanged (created = false, never moved).
 	CreateBranch(context.Context, *CreateBranchRequest) (*CreateBranchResponse, error)
-	// CommitFiles commits file changes to a branch as one commit.
+	// CommitFiles commits file changes to a branch as one commit. A retry with the same
+	// request_id returns the first commit (replayed = true) instead of committing again.
 	CommitFiles(context.Context, *CommitFilesRequest) (*CommitFilesResponse, error)
-	// CreatePullRequest opens a pull request. An open pull request from the same head to the
-	// same base is returned instead of a second one.
+	// CreatePullRequest opens a pull request. A retry with the same request_id returns the
+	// first pull request; besides, an open pull request from the same head to the same base is
+	// returned (created = false) instead of a second one.
 	CreatePullRequest(context.Context, *CreatePullRequestRequest) (*CreatePullRequestResponse, error)
 	// GetPullRequest returns one pull request.
 	GetPullRequest(context.Context, *GetPullRequestRequest) (*GetPullRequestResponse, error)
 	// ListPullRequests lists a repository's pull requests, newest first.
 	ListPullRequests(context.Context, *ListPullRequestsRequest) (*ListPullRequestsResponse, error)
+	// GetPullRequestDiff returns how a pull request's head differs from its base: the changed
+	// files with their unified diffs, one page of files at a time, and the stats of the whole
+	// pull request.
+	GetPullRequestDiff(context.Context, *GetPullRequestDiffRequest) (*GetPullRequestDiffResponse, error)
 	// MergePullRequest merges an open pull request. An already merged one is returned as is;
-	// a closed or unmergeable one is FAILED_PRECONDITION.
+	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
+	// expected_head_sha is ABORTED.
 	MergePullRequest(context.Context, *MergePullRequestRequest) (*MergePullRequestResponse, error)
+	// ClosePullRequest closes an open pull request without merging it. An already closed one
+	// is returned as is; a merged one is FAILED_PRECONDITION.
+	ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error)
 	// ListIssues lists a repository's issues (not pull requests), newest first.
 	ListIssues(context.Context, *ListIssuesRequest) (*ListIssuesResponse, error)
-	// CreateIssue opens an issue.
+	// GetIssue returns one issue. A pull request's number is NOT_FOUND here.
+	GetIssue(context.Context, *GetIssueRequest) (*GetIssueResponse, error)
+	// CreateIssue opens an issue. A retry with the same request_id returns the first issue.
 	CreateIssue(context.Context, *CreateIssueRequest) (*CreateIssueResponse, error)
-	// CommentOnIssue adds a comment to an issue or pull request.
+	// UpdateIssue changes the fields of an issue named in update_mask: close or reopen it,
+	// replace its labels, title, body or blocked-by list. A pull request's number is NOT_FOUND
+	// here (use ClosePullRequest).
+	UpdateIssue(context.Context, *UpdateIssueRequest) (*UpdateIssueResponse, error)
+	// CommentOnIssue adds a comment to an issue or pull request. A retry with the same
+	// request_id returns the first comment instead of posting another.
 	CommentOnIssue(context.Context, *CommentOnIssueRequest) (*CommentOnIssueResponse, error)
 	mustEmbedUnimplementedRepoServiceServer()
 }
@@ -372,14 +478,26 @@ func (UnimplementedRepoServiceServer) GetPullRequest(context.Context, *GetPullRe
 func (UnimplementedRepoServiceServer) ListPullRequests(context.Context, *ListPullRequestsRequest) (*ListPullRequestsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPullRequests not implemented")
 }
+func (UnimplementedRepoServiceServer) GetPullRequestDiff(context.Context, *GetPullRequestDiffRequest) (*GetPullRequestDiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPullRequestDiff not implemented")
+}
 func (UnimplementedRepoServiceServer) MergePullRequest(context.Context, *MergePullRequestRequest) (*MergePullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergePullRequest not implemented")
+}
+func (UnimplementedRepoServiceServer) ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClosePullRequest not implemented")
 }
 func (UnimplementedRepoServiceServer) ListIssues(context.Context, *ListIssuesRequest) (*ListIssuesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListIssues not implemented")
 }
+func (UnimplementedRepoServiceServer) GetIssue(context.Context, *GetIssueRequest) (*GetIssueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetIssue not implemented")
+}
 func (UnimplementedRepoServiceServer) CreateIssue(context.Context, *CreateIssueRequest) (*CreateIssueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateIssue not implemented")
+}
+func (UnimplementedRepoServiceServer) UpdateIssue(context.Context, *UpdateIssueRequest) (*UpdateIssueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateIssue not implemented")
 }
 func (UnimplementedRepoServiceServer) CommentOnIssue(context.Context, *CommentOnIssueRequest) (*CommentOnIssueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommentOnIssue not implemented")
@@ -632,6 +750,24 @@ func _RepoService_ListPullRequests_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RepoService_GetPullRequestDiff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPullRequestDiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetPullRequestDiff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetPullRequestDiff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetPullRequestDiff(ctx, req.(*GetPullRequestDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RepoService_MergePullRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MergePullRequestRequest)
 	if err := dec(in); err != nil {
@@ -646,6 +782,24 @@ func _RepoService_MergePullRequest_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RepoServiceServer).MergePullRequest(ctx, req.(*MergePullRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_ClosePullRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClosePullRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).ClosePullRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_ClosePullRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).ClosePullRequest(ctx, req.(*ClosePullRequestRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -668,6 +822,24 @@ func _RepoService_ListIssues_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RepoService_GetIssue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetIssueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetIssue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetIssue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetIssue(ctx, req.(*GetIssueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RepoService_CreateIssue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateIssueRequest)
 	if err := dec(in); err != nil {
@@ -682,6 +854,24 @@ func _RepoService_CreateIssue_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RepoServiceServer).CreateIssue(ctx, req.(*CreateIssueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_UpdateIssue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateIssueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).UpdateIssue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_UpdateIssue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).UpdateIssue(ctx, req.(*UpdateIssueRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -760,16 +950,32 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RepoService_ListPullRequests_Handler,
 		},
 		{
+			MethodName: "GetPullRequestDiff",
+			Handler:    _RepoService_GetPullRequestDiff_Handler,
+		},
+		{
 			MethodName: "MergePullRequest",
 			Handler:    _RepoService_MergePullRequest_Handler,
+		},
+		{
+			MethodName: "ClosePullRequest",
+			Handler:    _RepoService_ClosePullRequest_Handler,
 		},
 		{
 			MethodName: "ListIssues",
 			Handler:    _RepoService_ListIssues_Handler,
 		},
 		{
+			MethodName: "GetIssue",
+			Handler:    _RepoService_GetIssue_Handler,
+		},
+		{
 			MethodName: "CreateIssue",
 			Handler:    _RepoService_CreateIssue_Handler,
+		},
+		{
+			MethodName: "UpdateIssue",
+			Handler:    _RepoService_UpdateIssue_Handler,
 		},
 		{
 			MethodName: "CommentOnIssue",

@@ -7,6 +7,7 @@
 package memoryv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -24,89 +25,14 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// MemoryType says what kind of knowledge a memory holds.
-type MemoryType int32
-
-const (
-	MemoryType_MEMORY_TYPE_UNSPECIFIED MemoryType = 0
-	// Default for unclassified memories.
-	MemoryType_MEMORY_TYPE_GENERAL MemoryType = 1
-	// Architectural decisions and key choices.
-	MemoryType_MEMORY_TYPE_DECISION MemoryType = 2
-	// An error and how it was resolved, for cross-task learning.
-	MemoryType_MEMORY_TYPE_ERROR_PATTERN MemoryType = 3
-	// A reusable piece of code or technique (structured ones are CodePatterns).
-	MemoryType_MEMORY_TYPE_CODE_PATTERN MemoryType = 4
-	// A procedure that worked on the first attempt with high quality; given to planning as
-	// a hint, never as an instruction.
-	MemoryType_MEMORY_TYPE_STRATEGY MemoryType = 5
-	// Task-specific context.
-	MemoryType_MEMORY_TYPE_TASK MemoryType = 6
-	// Extracts from conversations (chat sessions).
-	MemoryType_MEMORY_TYPE_CONVERSATION MemoryType = 7
-	// Learned skills and capabilities.
-	MemoryType_MEMORY_TYPE_SKILL MemoryType = 8
-)
-
-// Enum value maps for MemoryType.
-var (
-	MemoryType_name = map[int32]string{
-		0: "MEMORY_TYPE_UNSPECIFIED",
-		1: "MEMORY_TYPE_GENERAL",
-		2: "MEMORY_TYPE_DECISION",
-		3: "MEMORY_TYPE_ERROR_PATTERN",
-		4: "MEMORY_TYPE_CODE_PATTERN",
-		5: "MEMORY_TYPE_STRATEGY",
-		6: "MEMORY_TYPE_TASK",
-		7: "MEMORY_TYPE_CONVERSATION",
-		8: "MEMORY_TYPE_SKILL",
-	}
-	MemoryType_value = map[string]int32{
-		"MEMORY_TYPE_UNSPECIFIED":   0,
-		"MEMORY_TYPE_GENERAL":       1,
-		"MEMORY_TYPE_DECISION":      2,
-		"MEMORY_TYPE_ERROR_PATTERN": 3,
-		"MEMORY_TYPE_CODE_PATTERN":  4,
-		"MEMORY_TYPE_STRATEGY":      5,
-		"MEMORY_TYPE_TASK":          6,
-		"MEMORY_TYPE_CONVERSATION":  7,
-		"MEMORY_TYPE_SKILL":         8,
-	}
-)
-
-func (x MemoryType) Enum() *MemoryType {
-	p := new(MemoryType)
-	*p = x
-	return p
-}
-
-func (x MemoryType) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (MemoryType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_memory_v1_memory_proto_enumTypes[0].Descriptor()
-}
-
-func (MemoryType) Type() protoreflect.EnumType {
-	return &file_thefold_memory_v1_memory_proto_enumTypes[0]
-}
-
-func (x MemoryType) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use MemoryType.Descriptor instead.
-func (MemoryType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{0}
-}
-
-// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most.
+// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most. It decides
+// how a memory may be used: USER and AGENT memories are given to prompts as knowledge,
+// EXTERNAL ones as quoted, untrusted material.
 type MemoryTrustLevel int32
 
 const (
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED MemoryTrustLevel = 0
-	// Written or confirmed by a person.
+	// Written or confirmed by a person: every memory a person stores through the API.
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER MemoryTrustLevel = 1
 	// Derived by the agent from its own work.
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT MemoryTrustLevel = 2
@@ -141,11 +67,11 @@ func (x MemoryTrustLevel) String() string {
 }
 
 func (MemoryTrustLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_memory_v1_memory_proto_enumTypes[1].Descriptor()
+	return file_thefold_memory_v1_memory_proto_enumTypes[0].Descriptor()
 }
 
 func (MemoryTrustLevel) Type() protoreflect.EnumType {
-	return &file_thefold_memory_v1_memory_proto_enumTypes[1]
+	return &file_thefold_memory_v1_memory_proto_enumTypes[0]
 }
 
 func (x MemoryTrustLevel) Number() protoreflect.EnumNumber {
@@ -154,7 +80,7 @@ func (x MemoryTrustLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MemoryTrustLevel.Descriptor instead.
 func (MemoryTrustLevel) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{1}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{0}
 }
 
 // Memory is one piece of long-term knowledge.
@@ -165,27 +91,32 @@ type Memory struct {
 	// User id of the owner.
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Repository, "owner/name"; empty for memories that apply to every repository.
-	Repo string     `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
-	Type MemoryType `protobuf:"varint,4,opt,name=type,proto3,enum=thefold.memory.v1.MemoryType" json:"type,omitempty"`
+	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
+	// What kind of knowledge it is; decides how fast it decays.
+	Type v1.MemoryType `protobuf:"varint,4,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
 	// Sanitized content (secrets and prompt-injection markers removed before storage).
 	Content string `protobuf:"bytes,5,opt,name=content,proto3" json:"content,omitempty"`
 	// Short summary for prompts and lists.
-	Summary    string           `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
-	Tags       []string         `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	Summary string `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Free labels for filtering.
+	Tags []string `protobuf:"bytes,7,rep,name=tags,proto3" json:"tags,omitempty"`
+	// Who vouches for the content; set by the server from the caller that stored it.
 	TrustLevel MemoryTrustLevel `protobuf:"varint,8,opt,name=trust_level,json=trustLevel,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_level,omitempty"`
 	// 0–1; weighs decay (important memories fade slower) and consolidation.
 	Importance float64 `protobuf:"fixed64,9,opt,name=importance,proto3" json:"importance,omitempty"`
 	// Times the memory was returned by GetMemory or SearchMemories.
-	AccessCount      int64                  `protobuf:"varint,10,opt,name=access_count,json=accessCount,proto3" json:"access_count,omitempty"`
+	AccessCount int64 `protobuf:"varint,10,opt,name=access_count,json=accessCount,proto3" json:"access_count,omitempty"`
+	// Last time it was returned by GetMemory or SearchMemories.
 	LastAccessedTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_accessed_time,json=lastAccessedTime,proto3" json:"last_accessed_time,omitempty"`
 	// Lower-case hex SHA-256 of content, checked on every read.
 	ContentHash string `protobuf:"bytes,12,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	// Model that produced the stored embedding (e.g. "local-hash-v1"); vectors of different
 	// models are never compared.
 	EmbeddingModel string `protobuf:"bytes,13,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
-	// Task and agent job the memory was learned from, if any.
+	// Task the memory was learned from, if any.
 	SourceTaskId string `protobuf:"bytes,14,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
-	SourceJobId  string `protobuf:"bytes,15,opt,name=source_job_id,json=sourceJobId,proto3" json:"source_job_id,omitempty"`
+	// Agent job the memory was learned from, if any.
+	SourceJobId string `protobuf:"bytes,15,opt,name=source_job_id,json=sourceJobId,proto3" json:"source_job_id,omitempty"`
 	// Free-form structured data (e.g. a strategy's task pattern and steps).
 	Metadata   *structpb.Struct       `protobuf:"bytes,16,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
@@ -247,11 +178,11 @@ func (x *Memory) GetRepo() string {
 	return ""
 }
 
-func (x *Memory) GetType() MemoryType {
+func (x *Memory) GetType() v1.MemoryType {
 	if x != nil {
 		return x.Type
 	}
-	return MemoryType_MEMORY_TYPE_UNSPECIFIED
+	return v1.MemoryType(0)
 }
 
 func (x *Memory) GetContent() string {
@@ -359,6 +290,7 @@ func (x *Memory) GetExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// StoreMemoryRequest is a memory to store for the caller.
 type StoreMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, at most 32,000 characters.
@@ -366,20 +298,31 @@ type StoreMemoryRequest struct {
 	// "owner/name"; empty for a memory that applies to every repository.
 	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Defaults to MEMORY_TYPE_GENERAL.
-	Type MemoryType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.memory.v1.MemoryType" json:"type,omitempty"`
+	Type v1.MemoryType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
 	// Generated from content when empty.
-	Summary string   `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
-	Tags    []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
-	// Defaults to USER for a person and AGENT for a service call. A caller cannot claim USER
-	// on behalf of someone else: services store AGENT or EXTERNAL.
+	Summary string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Free labels for filtering.
+	Tags []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
+	// The server sets trust from the caller, not from this field, unless the caller is a
+	// TheFold service. A person (a user's access token or API key, e.g. POST /v1/memories
+	// through the gateway) always stores USER and this field is ignored. A service storing on
+	// a user's behalf (the agent, the builder) may set AGENT (its default) or EXTERNAL; USER
+	// from a service is INVALID_ARGUMENT, since a service cannot vouch for a person.
 	TrustLevel MemoryTrustLevel `protobuf:"varint,6,opt,name=trust_level,json=trustLevel,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_level,omitempty"`
 	// 0–1, default 0.5.
-	Importance   *float64         `protobuf:"fixed64,7,opt,name=importance,proto3,oneof" json:"importance,omitempty"`
-	SourceTaskId string           `protobuf:"bytes,8,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
-	SourceJobId  string           `protobuf:"bytes,9,opt,name=source_job_id,json=sourceJobId,proto3" json:"source_job_id,omitempty"`
-	Metadata     *structpb.Struct `protobuf:"bytes,10,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Importance *float64 `protobuf:"fixed64,7,opt,name=importance,proto3,oneof" json:"importance,omitempty"`
+	// Task the memory was learned from, if any.
+	SourceTaskId string `protobuf:"bytes,8,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
+	// Agent job the memory was learned from, if any.
+	SourceJobId string `protobuf:"bytes,9,opt,name=source_job_id,json=sourceJobId,proto3" json:"source_job_id,omitempty"`
+	// Free-form structured data.
+	Metadata *structpb.Struct `protobuf:"bytes,10,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// When set, the memory expires this long after it is stored.
-	Ttl           *durationpb.Duration `protobuf:"bytes,11,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,11,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first call's memory and stores
+	// nothing again. Empty means no key (content de-duplication still applies).
+	RequestId     string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,11 +371,11 @@ func (x *StoreMemoryRequest) GetRepo() string {
 	return ""
 }
 
-func (x *StoreMemoryRequest) GetType() MemoryType {
+func (x *StoreMemoryRequest) GetType() v1.MemoryType {
 	if x != nil {
 		return x.Type
 	}
-	return MemoryType_MEMORY_TYPE_UNSPECIFIED
+	return v1.MemoryType(0)
 }
 
 func (x *StoreMemoryRequest) GetSummary() string {
@@ -491,10 +434,19 @@ func (x *StoreMemoryRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *StoreMemoryRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// StoreMemoryResponse is the stored (or existing) memory.
 type StoreMemoryResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Memory *Memory                `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
-	// True when a memory with the same content_hash already existed and was returned.
+	// True when a memory with the same content_hash already existed and was returned, or when
+	// request_id matched an earlier call.
 	Deduplicated  bool `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -544,9 +496,11 @@ func (x *StoreMemoryResponse) GetDeduplicated() bool {
 	return false
 }
 
+// GetMemoryRequest names a memory.
 type GetMemoryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the memory's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +542,7 @@ func (x *GetMemoryRequest) GetId() string {
 	return ""
 }
 
+// GetMemoryResponse is the memory.
 type GetMemoryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Memory        *Memory                `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
@@ -632,13 +587,16 @@ func (x *GetMemoryResponse) GetMemory() *Memory {
 	return nil
 }
 
+// ListMemoriesRequest filters and pages the caller's memories.
 type ListMemoriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty means any.
-	Repo  string       `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
-	Types []MemoryType `protobuf:"varint,2,rep,packed,name=types,proto3,enum=thefold.memory.v1.MemoryType" json:"types,omitempty"`
+	// Filter by repository, "owner/name"; empty means any.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by type; empty means any.
+	Types []v1.MemoryType `protobuf:"varint,2,rep,packed,name=types,proto3,enum=thefold.type.v1.MemoryType" json:"types,omitempty"`
 	// Memories that carry all of these tags.
-	Tags        []string           `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
+	Tags []string `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
+	// Filter by trust level; empty means any.
 	TrustLevels []MemoryTrustLevel `protobuf:"varint,4,rep,packed,name=trust_levels,json=trustLevels,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_levels,omitempty"`
 	// 1–200, default 50.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
@@ -685,7 +643,7 @@ func (x *ListMemoriesRequest) GetRepo() string {
 	return ""
 }
 
-func (x *ListMemoriesRequest) GetTypes() []MemoryType {
+func (x *ListMemoriesRequest) GetTypes() []v1.MemoryType {
 	if x != nil {
 		return x.Types
 	}
@@ -720,10 +678,12 @@ func (x *ListMemoriesRequest) GetPageToken() string {
 	return ""
 }
 
+// ListMemoriesResponse is one page of memories, newest first.
 type ListMemoriesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Memories      []*Memory              `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Memories []*Memory              `protobuf:"bytes,1,rep,name=memories,proto3" json:"memories,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -772,17 +732,21 @@ func (x *ListMemoriesResponse) GetNextPageToken() string {
 	return ""
 }
 
+// SearchMemoriesRequest is a query and its filters. A search answers the best `limit`
+// results, not a paginated list.
 type SearchMemoriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the text to find memories for (e.g. a task description).
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Filters; empty means any. repo matches exactly ("" matches every repository).
-	Repo  string       `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
-	Types []MemoryType `protobuf:"varint,3,rep,packed,name=types,proto3,enum=thefold.memory.v1.MemoryType" json:"types,omitempty"`
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by type; empty means any.
+	Types []v1.MemoryType `protobuf:"varint,3,rep,packed,name=types,proto3,enum=thefold.type.v1.MemoryType" json:"types,omitempty"`
 	// Memories that carry all of these tags.
-	Tags        []string           `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
+	Tags []string `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
+	// Filter by trust level; empty means any.
 	TrustLevels []MemoryTrustLevel `protobuf:"varint,5,rep,packed,name=trust_levels,json=trustLevels,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_levels,omitempty"`
-	// 1–50, default 10.
+	// Most results, 1–50, default 10.
 	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	// 0–1; results whose blended similarity (MemoryScore.similarity) is lower are dropped.
 	MinSimilarity float64 `protobuf:"fixed64,7,opt,name=min_similarity,json=minSimilarity,proto3" json:"min_similarity,omitempty"`
@@ -837,7 +801,7 @@ func (x *SearchMemoriesRequest) GetRepo() string {
 	return ""
 }
 
-func (x *SearchMemoriesRequest) GetTypes() []MemoryType {
+func (x *SearchMemoriesRequest) GetTypes() []v1.MemoryType {
 	if x != nil {
 		return x.Types
 	}
@@ -1015,6 +979,7 @@ func (x *MemorySearchResult) GetScore() *MemoryScore {
 	return nil
 }
 
+// SearchMemoriesResponse is the ranked results, best first.
 type SearchMemoriesResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*MemorySearchResult  `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1077,9 +1042,11 @@ func (x *SearchMemoriesResponse) GetIntegrityFailures() int32 {
 	return 0
 }
 
+// DeleteMemoryRequest names a memory to delete.
 type DeleteMemoryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the memory's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1121,6 +1088,7 @@ func (x *DeleteMemoryRequest) GetId() string {
 	return ""
 }
 
+// DeleteMemoryResponse is empty.
 type DeleteMemoryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1157,12 +1125,13 @@ func (*DeleteMemoryResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{12}
 }
 
+// ConsolidateRequest names the memories to consolidate.
 type ConsolidateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required, "owner/name"; "" consolidates the memories that apply to every repository.
+	// "owner/name"; "" consolidates the memories that apply to every repository.
 	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Only memories of this type; UNSPECIFIED consolidates each type separately.
-	Type MemoryType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.memory.v1.MemoryType" json:"type,omitempty"`
+	Type v1.MemoryType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
 	// Blended similarity at or above which two memories are near-duplicates. Default 0.92.
 	SimilarityThreshold float64 `protobuf:"fixed64,3,opt,name=similarity_threshold,json=similarityThreshold,proto3" json:"similarity_threshold,omitempty"`
 	// Report the groups without changing anything.
@@ -1208,11 +1177,11 @@ func (x *ConsolidateRequest) GetRepo() string {
 	return ""
 }
 
-func (x *ConsolidateRequest) GetType() MemoryType {
+func (x *ConsolidateRequest) GetType() v1.MemoryType {
 	if x != nil {
 		return x.Type
 	}
-	return MemoryType_MEMORY_TYPE_UNSPECIFIED
+	return v1.MemoryType(0)
 }
 
 func (x *ConsolidateRequest) GetSimilarityThreshold() float64 {
@@ -1233,7 +1202,8 @@ func (x *ConsolidateRequest) GetDryRun() bool {
 type ConsolidatedGroup struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The memory that was kept and absorbed the others.
-	KeptId        string   `protobuf:"bytes,1,opt,name=kept_id,json=keptId,proto3" json:"kept_id,omitempty"`
+	KeptId string `protobuf:"bytes,1,opt,name=kept_id,json=keptId,proto3" json:"kept_id,omitempty"`
+	// The memories merged into it and deleted.
 	RemovedIds    []string `protobuf:"bytes,2,rep,name=removed_ids,json=removedIds,proto3" json:"removed_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1283,6 +1253,7 @@ func (x *ConsolidatedGroup) GetRemovedIds() []string {
 	return nil
 }
 
+// ConsolidateResponse says what was (or, with dry_run, would be) merged.
 type ConsolidateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Number of groups merged.
@@ -1349,7 +1320,8 @@ func (x *ConsolidateResponse) GetGroups() []*ConsolidatedGroup {
 type CodePattern struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned UUID.
-	Id      string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// User id of the owner.
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Repository the pattern was learned in, "owner/name".
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -1361,17 +1333,21 @@ type CodePattern struct {
 	Language string `protobuf:"bytes,6,opt,name=language,proto3" json:"language,omitempty"`
 	// Files the solution touched.
 	FilePaths []string `protobuf:"bytes,7,rep,name=file_paths,json=filePaths,proto3" json:"file_paths,omitempty"`
-	Tags      []string `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
-	// Optional code snippets before and after the change.
-	CodeBefore   string `protobuf:"bytes,9,opt,name=code_before,json=codeBefore,proto3" json:"code_before,omitempty"`
-	CodeAfter    string `protobuf:"bytes,10,opt,name=code_after,json=codeAfter,proto3" json:"code_after,omitempty"`
+	// Free labels for filtering.
+	Tags []string `protobuf:"bytes,8,rep,name=tags,proto3" json:"tags,omitempty"`
+	// Optional code snippet before the change.
+	CodeBefore string `protobuf:"bytes,9,opt,name=code_before,json=codeBefore,proto3" json:"code_before,omitempty"`
+	// Optional code snippet after the change.
+	CodeAfter string `protobuf:"bytes,10,opt,name=code_after,json=codeAfter,proto3" json:"code_after,omitempty"`
+	// Task the pattern was learned from, if any.
 	SourceTaskId string `protobuf:"bytes,11,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
 	// 0–1, how well the solution worked (e.g. from the review's quality score).
 	Confidence float64 `protobuf:"fixed64,12,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	// Times the pattern was returned by SearchCodePatterns.
 	ReuseCount int64 `protobuf:"varint,13,opt,name=reuse_count,json=reuseCount,proto3" json:"reuse_count,omitempty"`
 	// Lower-case hex SHA-256 of problem, solution and code, checked on every read.
-	ContentHash    string                 `protobuf:"bytes,14,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	ContentHash string `protobuf:"bytes,14,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// Model that produced the stored embedding.
 	EmbeddingModel string                 `protobuf:"bytes,15,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
 	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
@@ -1528,22 +1504,33 @@ func (x *CodePattern) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// StoreCodePatternRequest is a code pattern to store for the caller.
 type StoreCodePatternRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required.
 	Problem string `protobuf:"bytes,1,opt,name=problem,proto3" json:"problem,omitempty"`
 	// Required.
 	Solution string `protobuf:"bytes,2,opt,name=solution,proto3" json:"solution,omitempty"`
+	// Lower case, e.g. "go".
 	Language string `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
 	// "owner/name".
-	Repo         string   `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
-	FilePaths    []string `protobuf:"bytes,5,rep,name=file_paths,json=filePaths,proto3" json:"file_paths,omitempty"`
-	Tags         []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
-	CodeBefore   string   `protobuf:"bytes,7,opt,name=code_before,json=codeBefore,proto3" json:"code_before,omitempty"`
-	CodeAfter    string   `protobuf:"bytes,8,opt,name=code_after,json=codeAfter,proto3" json:"code_after,omitempty"`
-	SourceTaskId string   `protobuf:"bytes,9,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
+	Repo string `protobuf:"bytes,4,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Files the solution touched.
+	FilePaths []string `protobuf:"bytes,5,rep,name=file_paths,json=filePaths,proto3" json:"file_paths,omitempty"`
+	// Free labels for filtering.
+	Tags []string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty"`
+	// Optional code snippet before the change.
+	CodeBefore string `protobuf:"bytes,7,opt,name=code_before,json=codeBefore,proto3" json:"code_before,omitempty"`
+	// Optional code snippet after the change.
+	CodeAfter string `protobuf:"bytes,8,opt,name=code_after,json=codeAfter,proto3" json:"code_after,omitempty"`
+	// Task the pattern was learned from, if any.
+	SourceTaskId string `protobuf:"bytes,9,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
 	// 0–1, default 0.5.
-	Confidence    *float64 `protobuf:"fixed64,10,opt,name=confidence,proto3,oneof" json:"confidence,omitempty"`
+	Confidence *float64 `protobuf:"fixed64,10,opt,name=confidence,proto3,oneof" json:"confidence,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
+	// with the same request_id by the same caller returns the first call's pattern and stores
+	// nothing again. Empty means no key (content de-duplication still applies).
+	RequestId     string `protobuf:"bytes,11,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1648,10 +1635,19 @@ func (x *StoreCodePatternRequest) GetConfidence() float64 {
 	return 0
 }
 
+func (x *StoreCodePatternRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// StoreCodePatternResponse is the stored (or existing) pattern.
 type StoreCodePatternResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Pattern *CodePattern           `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
-	// True when the same pattern (same content_hash) already existed and was returned.
+	// True when the same pattern (same content_hash) already existed and was returned, or when
+	// request_id matched an earlier call.
 	Deduplicated  bool `protobuf:"varint,2,opt,name=deduplicated,proto3" json:"deduplicated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1701,16 +1697,19 @@ func (x *StoreCodePatternResponse) GetDeduplicated() bool {
 	return false
 }
 
+// SearchCodePatternsRequest is a problem and its filters. A search answers the best `limit`
+// results, not a paginated list.
 type SearchCodePatternsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the problem to find patterns for.
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
-	// Filters; empty means any.
-	Repo     string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by repository, "owner/name"; empty means any.
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Filter by language; empty means any.
 	Language string `protobuf:"bytes,3,opt,name=language,proto3" json:"language,omitempty"`
 	// Patterns that carry all of these tags.
 	Tags []string `protobuf:"bytes,4,rep,name=tags,proto3" json:"tags,omitempty"`
-	// 1–50, default 5.
+	// Most results, 1–50, default 5.
 	Limit int32 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
 	// 0–1; results with a lower score are dropped.
 	MinSimilarity float64 `protobuf:"fixed64,6,opt,name=min_similarity,json=minSimilarity,proto3" json:"min_similarity,omitempty"`
@@ -1844,6 +1843,7 @@ func (x *CodePatternResult) GetScore() float64 {
 	return 0
 }
 
+// SearchCodePatternsResponse is the ranked results, best first.
 type SearchCodePatternsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*CodePatternResult   `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -1888,9 +1888,10 @@ func (x *SearchCodePatternsResponse) GetResults() []*CodePatternResult {
 	return nil
 }
 
+// GetStatsRequest filters the statistics.
 type GetStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Optional repository filter.
+	// Optional repository filter, "owner/name".
 	Repo          string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1933,17 +1934,128 @@ func (x *GetStatsRequest) GetRepo() string {
 	return ""
 }
 
+// MemoryTypeCount is how many memories have one type.
+type MemoryTypeCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          v1.MemoryType          `protobuf:"varint,1,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemoryTypeCount) Reset() {
+	*x = MemoryTypeCount{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemoryTypeCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemoryTypeCount) ProtoMessage() {}
+
+func (x *MemoryTypeCount) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemoryTypeCount.ProtoReflect.Descriptor instead.
+func (*MemoryTypeCount) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *MemoryTypeCount) GetType() v1.MemoryType {
+	if x != nil {
+		return x.Type
+	}
+	return v1.MemoryType(0)
+}
+
+func (x *MemoryTypeCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// TrustLevelCount is how many memories have one trust level.
+type TrustLevelCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TrustLevel    MemoryTrustLevel       `protobuf:"varint,1,opt,name=trust_level,json=trustLevel,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_level,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrustLevelCount) Reset() {
+	*x = TrustLevelCount{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrustLevelCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrustLevelCount) ProtoMessage() {}
+
+func (x *TrustLevelCount) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrustLevelCount.ProtoReflect.Descriptor instead.
+func (*TrustLevelCount) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TrustLevelCount) GetTrustLevel() MemoryTrustLevel {
+	if x != nil {
+		return x.TrustLevel
+	}
+	return MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED
+}
+
+func (x *TrustLevelCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// GetStatsResponse summarizes the caller's memories.
 type GetStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Total int64                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
-	// Keyed by the enum name without prefix in lower case, e.g. "error_pattern".
-	ByType       map[string]int64 `protobuf:"bytes,2,rep,name=by_type,json=byType,proto3" json:"by_type,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	ByTrustLevel map[string]int64 `protobuf:"bytes,3,rep,name=by_trust_level,json=byTrustLevel,proto3" json:"by_trust_level,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Memories in total.
+	Total int64 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// One entry per type that has memories, in enum order.
+	ByType []*MemoryTypeCount `protobuf:"bytes,2,rep,name=by_type,json=byType,proto3" json:"by_type,omitempty"`
+	// One entry per trust level that has memories, in enum order.
+	ByTrustLevel []*TrustLevelCount `protobuf:"bytes,3,rep,name=by_trust_level,json=byTrustLevel,proto3" json:"by_trust_level,omitempty"`
 	// Keyed by embedding model; more than one key means some memories need re-embedding.
-	ByEmbeddingModel  map[string]int64 `protobuf:"bytes,4,rep,name=by_embedding_model,json=byEmbeddingModel,proto3" json:"by_embedding_model,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	AverageImportance float64          `protobuf:"fixed64,5,opt,name=average_importance,json=averageImportance,proto3" json:"average_importance,omitempty"`
+	ByEmbeddingModel map[string]int64 `protobuf:"bytes,4,rep,name=by_embedding_model,json=byEmbeddingModel,proto3" json:"by_embedding_model,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Mean importance, 0–1.
+	AverageImportance float64 `protobuf:"fixed64,5,opt,name=average_importance,json=averageImportance,proto3" json:"average_importance,omitempty"`
 	// Mean of importance × current decay, 0–1.
-	AverageRelevance float64                `protobuf:"fixed64,6,opt,name=average_relevance,json=averageRelevance,proto3" json:"average_relevance,omitempty"`
+	AverageRelevance float64 `protobuf:"fixed64,6,opt,name=average_relevance,json=averageRelevance,proto3" json:"average_relevance,omitempty"`
+	// Code patterns in total.
 	CodePatternCount int64                  `protobuf:"varint,7,opt,name=code_pattern_count,json=codePatternCount,proto3" json:"code_pattern_count,omitempty"`
 	OldestCreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=oldest_create_time,json=oldestCreateTime,proto3" json:"oldest_create_time,omitempty"`
 	NewestCreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=newest_create_time,json=newestCreateTime,proto3" json:"newest_create_time,omitempty"`
@@ -1953,7 +2065,7 @@ type GetStatsResponse struct {
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[23]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2077,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[23]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2090,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{23}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetStatsResponse) GetTotal() int64 {
@@ -1988,14 +2100,14 @@ func (x *GetStatsResponse) GetTotal() int64 {
 	return 0
 }
 
-func (x *GetStatsResponse) GetByType() map[string]int64 {
+func (x *GetStatsResponse) GetByType() []*MemoryTypeCount {
 	if x != nil {
 		return x.ByType
 	}
 	return nil
 }
 
-func (x *GetStatsResponse) GetByTrustLevel() map[string]int64 {
+func (x *GetStatsResponse) GetByTrustLevel() []*TrustLevelCount {
 	if x != nil {
 		return x.ByTrustLevel
 	}
@@ -2048,12 +2160,12 @@ var File_thefold_memory_v1_memory_proto protoreflect.FileDescriptor
 
 const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x97\x06\n" +
+	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthefold/type/v1/memory.proto\"\x95\x06\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
-	"\x04repo\x18\x03 \x01(\tR\x04repo\x121\n" +
-	"\x04type\x18\x04 \x01(\x0e2\x1d.thefold.memory.v1.MemoryTypeR\x04type\x12\x18\n" +
+	"\x04repo\x18\x03 \x01(\tR\x04repo\x12/\n" +
+	"\x04type\x18\x04 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x12\x18\n" +
 	"\acontent\x18\x05 \x01(\tR\acontent\x12\x18\n" +
 	"\asummary\x18\x06 \x01(\tR\asummary\x12\x12\n" +
 	"\x04tags\x18\a \x03(\tR\x04tags\x12D\n" +
@@ -2075,11 +2187,11 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12;\n" +
 	"\vexpire_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"\xc9\x03\n" +
+	"expireTime\"\xe6\x03\n" +
 	"\x12StoreMemoryRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
-	"\x04repo\x18\x02 \x01(\tR\x04repo\x121\n" +
-	"\x04type\x18\x03 \x01(\x0e2\x1d.thefold.memory.v1.MemoryTypeR\x04type\x12\x18\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x12\x18\n" +
 	"\asummary\x18\x04 \x01(\tR\asummary\x12\x12\n" +
 	"\x04tags\x18\x05 \x03(\tR\x04tags\x12D\n" +
 	"\vtrust_level\x18\x06 \x01(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\n" +
@@ -2091,7 +2203,9 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\rsource_job_id\x18\t \x01(\tR\vsourceJobId\x123\n" +
 	"\bmetadata\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12+\n" +
-	"\x03ttl\x18\v \x01(\v2\x19.google.protobuf.DurationR\x03ttlB\r\n" +
+	"\x03ttl\x18\v \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\f \x01(\tR\trequestIdB\r\n" +
 	"\v_importance\"l\n" +
 	"\x13StoreMemoryResponse\x121\n" +
 	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\x12\"\n" +
@@ -2099,10 +2213,10 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x10GetMemoryRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"F\n" +
 	"\x11GetMemoryResponse\x121\n" +
-	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"\xf6\x01\n" +
+	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"\xf4\x01\n" +
 	"\x13ListMemoriesRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\x123\n" +
-	"\x05types\x18\x02 \x03(\x0e2\x1d.thefold.memory.v1.MemoryTypeR\x05types\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x121\n" +
+	"\x05types\x18\x02 \x03(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x05types\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\tR\x04tags\x12F\n" +
 	"\ftrust_levels\x18\x04 \x03(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\vtrustLevels\x12\x1b\n" +
 	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2110,11 +2224,11 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"u\n" +
 	"\x14ListMemoriesResponse\x125\n" +
 	"\bmemories\x18\x01 \x03(\v2\x19.thefold.memory.v1.MemoryR\bmemories\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xcb\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x02\n" +
 	"\x15SearchMemoriesRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x12\n" +
-	"\x04repo\x18\x02 \x01(\tR\x04repo\x123\n" +
-	"\x05types\x18\x03 \x03(\x0e2\x1d.thefold.memory.v1.MemoryTypeR\x05types\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x121\n" +
+	"\x05types\x18\x03 \x03(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x05types\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12F\n" +
 	"\ftrust_levels\x18\x05 \x03(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\vtrustLevels\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12%\n" +
@@ -2138,10 +2252,10 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x12integrity_failures\x18\x03 \x01(\x05R\x11integrityFailures\"%\n" +
 	"\x13DeleteMemoryRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14DeleteMemoryResponse\"\xa7\x01\n" +
+	"\x14DeleteMemoryResponse\"\xa5\x01\n" +
 	"\x12ConsolidateRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\x121\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x1d.thefold.memory.v1.MemoryTypeR\x04type\x121\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12/\n" +
+	"\x04type\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x121\n" +
 	"\x14similarity_threshold\x18\x03 \x01(\x01R\x13similarityThreshold\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"M\n" +
 	"\x11ConsolidatedGroup\x12\x17\n" +
@@ -2178,7 +2292,7 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xcc\x02\n" +
+	"updateTime\"\xeb\x02\n" +
 	"\x17StoreCodePatternRequest\x12\x18\n" +
 	"\aproblem\x18\x01 \x01(\tR\aproblem\x12\x1a\n" +
 	"\bsolution\x18\x02 \x01(\tR\bsolution\x12\x1a\n" +
@@ -2195,7 +2309,9 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\n" +
 	"confidence\x18\n" +
 	" \x01(\x01H\x00R\n" +
-	"confidence\x88\x01\x01B\r\n" +
+	"confidence\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\v \x01(\tR\trequestIdB\r\n" +
 	"\v_confidence\"x\n" +
 	"\x18StoreCodePatternResponse\x128\n" +
 	"\apattern\x18\x01 \x01(\v2\x1e.thefold.memory.v1.CodePatternR\apattern\x12\"\n" +
@@ -2213,52 +2329,42 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x1aSearchCodePatternsResponse\x12>\n" +
 	"\aresults\x18\x01 \x03(\v2$.thefold.memory.v1.CodePatternResultR\aresults\"%\n" +
 	"\x0fGetStatsRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\"\x97\x06\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\"X\n" +
+	"\x0fMemoryTypeCount\x12/\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"m\n" +
+	"\x0fTrustLevelCount\x12D\n" +
+	"\vtrust_level\x18\x01 \x01(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\n" +
+	"trustLevel\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xfb\x04\n" +
 	"\x10GetStatsResponse\x12\x14\n" +
-	"\x05total\x18\x01 \x01(\x03R\x05total\x12H\n" +
-	"\aby_type\x18\x02 \x03(\v2/.thefold.memory.v1.GetStatsResponse.ByTypeEntryR\x06byType\x12[\n" +
-	"\x0eby_trust_level\x18\x03 \x03(\v25.thefold.memory.v1.GetStatsResponse.ByTrustLevelEntryR\fbyTrustLevel\x12g\n" +
+	"\x05total\x18\x01 \x01(\x03R\x05total\x12;\n" +
+	"\aby_type\x18\x02 \x03(\v2\".thefold.memory.v1.MemoryTypeCountR\x06byType\x12H\n" +
+	"\x0eby_trust_level\x18\x03 \x03(\v2\".thefold.memory.v1.TrustLevelCountR\fbyTrustLevel\x12g\n" +
 	"\x12by_embedding_model\x18\x04 \x03(\v29.thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntryR\x10byEmbeddingModel\x12-\n" +
 	"\x12average_importance\x18\x05 \x01(\x01R\x11averageImportance\x12+\n" +
 	"\x11average_relevance\x18\x06 \x01(\x01R\x10averageRelevance\x12,\n" +
 	"\x12code_pattern_count\x18\a \x01(\x03R\x10codePatternCount\x12H\n" +
 	"\x12oldest_create_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCreateTime\x12H\n" +
-	"\x12newest_create_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCreateTime\x1a9\n" +
-	"\vByTypeEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a?\n" +
-	"\x11ByTrustLevelEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1aC\n" +
+	"\x12newest_create_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCreateTime\x1aC\n" +
 	"\x15ByEmbeddingModelEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\xfe\x01\n" +
-	"\n" +
-	"MemoryType\x12\x1b\n" +
-	"\x17MEMORY_TYPE_UNSPECIFIED\x10\x00\x12\x17\n" +
-	"\x13MEMORY_TYPE_GENERAL\x10\x01\x12\x18\n" +
-	"\x14MEMORY_TYPE_DECISION\x10\x02\x12\x1d\n" +
-	"\x19MEMORY_TYPE_ERROR_PATTERN\x10\x03\x12\x1c\n" +
-	"\x18MEMORY_TYPE_CODE_PATTERN\x10\x04\x12\x18\n" +
-	"\x14MEMORY_TYPE_STRATEGY\x10\x05\x12\x14\n" +
-	"\x10MEMORY_TYPE_TASK\x10\x06\x12\x1c\n" +
-	"\x18MEMORY_TYPE_CONVERSATION\x10\a\x12\x15\n" +
-	"\x11MEMORY_TYPE_SKILL\x10\b*\x92\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x92\x01\n" +
 	"\x10MemoryTrustLevel\x12\"\n" +
 	"\x1eMEMORY_TRUST_LEVEL_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MEMORY_TRUST_LEVEL_USER\x10\x01\x12\x1c\n" +
 	"\x18MEMORY_TRUST_LEVEL_AGENT\x10\x02\x12\x1f\n" +
-	"\x1bMEMORY_TRUST_LEVEL_EXTERNAL\x10\x032\x81\a\n" +
+	"\x1bMEMORY_TRUST_LEVEL_EXTERNAL\x10\x032\x9a\a\n" +
 	"\rMemoryService\x12\\\n" +
-	"\vStoreMemory\x12%.thefold.memory.v1.StoreMemoryRequest\x1a&.thefold.memory.v1.StoreMemoryResponse\x12V\n" +
-	"\tGetMemory\x12#.thefold.memory.v1.GetMemoryRequest\x1a$.thefold.memory.v1.GetMemoryResponse\x12_\n" +
-	"\fListMemories\x12&.thefold.memory.v1.ListMemoriesRequest\x1a'.thefold.memory.v1.ListMemoriesResponse\x12e\n" +
-	"\x0eSearchMemories\x12(.thefold.memory.v1.SearchMemoriesRequest\x1a).thefold.memory.v1.SearchMemoriesResponse\x12_\n" +
+	"\vStoreMemory\x12%.thefold.memory.v1.StoreMemoryRequest\x1a&.thefold.memory.v1.StoreMemoryResponse\x12[\n" +
+	"\tGetMemory\x12#.thefold.memory.v1.GetMemoryRequest\x1a$.thefold.memory.v1.GetMemoryResponse\"\x03\x90\x02\x01\x12d\n" +
+	"\fListMemories\x12&.thefold.memory.v1.ListMemoriesRequest\x1a'.thefold.memory.v1.ListMemoriesResponse\"\x03\x90\x02\x01\x12j\n" +
+	"\x0eSearchMemories\x12(.thefold.memory.v1.SearchMemoriesRequest\x1a).thefold.memory.v1.SearchMemoriesResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\fDeleteMemory\x12&.thefold.memory.v1.DeleteMemoryRequest\x1a'.thefold.memory.v1.DeleteMemoryResponse\x12\\\n" +
 	"\vConsolidate\x12%.thefold.memory.v1.ConsolidateRequest\x1a&.thefold.memory.v1.ConsolidateResponse\x12k\n" +
-	"\x10StoreCodePattern\x12*.thefold.memory.v1.StoreCodePatternRequest\x1a+.thefold.memory.v1.StoreCodePatternResponse\x12q\n" +
-	"\x12SearchCodePatterns\x12,.thefold.memory.v1.SearchCodePatternsRequest\x1a-.thefold.memory.v1.SearchCodePatternsResponse\x12S\n" +
-	"\bGetStats\x12\".thefold.memory.v1.GetStatsRequest\x1a#.thefold.memory.v1.GetStatsResponseB\xc9\x01\n" +
+	"\x10StoreCodePattern\x12*.thefold.memory.v1.StoreCodePatternRequest\x1a+.thefold.memory.v1.StoreCodePatternResponse\x12v\n" +
+	"\x12SearchCodePatterns\x12,.thefold.memory.v1.SearchCodePatternsRequest\x1a-.thefold.memory.v1.SearchCodePatternsResponse\"\x03\x90\x02\x01\x12X\n" +
+	"\bGetStats\x12\".thefold.memory.v1.GetStatsRequest\x1a#.thefold.memory.v1.GetStatsResponse\"\x03\x90\x02\x01B\xc9\x01\n" +
 	"\x15com.thefold.memory.v1B\vMemoryProtoP\x01Z=github.com/thefold/thefold/pkg/gen/thefold/memory/v1;memoryv1\xa2\x02\x03TMX\xaa\x02\x11Thefold.Memory.V1\xca\x02\x11Thefold\\Memory\\V1\xe2\x02\x1dThefold\\Memory\\V1\\GPBMetadata\xea\x02\x13Thefold::Memory::V1b\x06proto3"
 
 var (
@@ -2273,99 +2379,101 @@ func file_thefold_memory_v1_memory_proto_rawDescGZIP() []byte {
 	return file_thefold_memory_v1_memory_proto_rawDescData
 }
 
-var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_thefold_memory_v1_memory_proto_goTypes = []any{
-	(MemoryType)(0),                    // 0: thefold.memory.v1.MemoryType
-	(MemoryTrustLevel)(0),              // 1: thefold.memory.v1.MemoryTrustLevel
-	(*Memory)(nil),                     // 2: thefold.memory.v1.Memory
-	(*StoreMemoryRequest)(nil),         // 3: thefold.memory.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),        // 4: thefold.memory.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),           // 5: thefold.memory.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),          // 6: thefold.memory.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),        // 7: thefold.memory.v1.ListMemoriesRequest
-	(*ListMemoriesResponse)(nil),       // 8: thefold.memory.v1.ListMemoriesResponse
-	(*SearchMemoriesRequest)(nil),      // 9: thefold.memory.v1.SearchMemoriesRequest
-	(*MemoryScore)(nil),                // 10: thefold.memory.v1.MemoryScore
-	(*MemorySearchResult)(nil),         // 11: thefold.memory.v1.MemorySearchResult
-	(*SearchMemoriesResponse)(nil),     // 12: thefold.memory.v1.SearchMemoriesResponse
-	(*DeleteMemoryRequest)(nil),        // 13: thefold.memory.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),       // 14: thefold.memory.v1.DeleteMemoryResponse
-	(*ConsolidateRequest)(nil),         // 15: thefold.memory.v1.ConsolidateRequest
-	(*ConsolidatedGroup)(nil),          // 16: thefold.memory.v1.ConsolidatedGroup
-	(*ConsolidateResponse)(nil),        // 17: thefold.memory.v1.ConsolidateResponse
-	(*CodePattern)(nil),                // 18: thefold.memory.v1.CodePattern
-	(*StoreCodePatternRequest)(nil),    // 19: thefold.memory.v1.StoreCodePatternRequest
-	(*StoreCodePatternResponse)(nil),   // 20: thefold.memory.v1.StoreCodePatternResponse
-	(*SearchCodePatternsRequest)(nil),  // 21: thefold.memory.v1.SearchCodePatternsRequest
-	(*CodePatternResult)(nil),          // 22: thefold.memory.v1.CodePatternResult
-	(*SearchCodePatternsResponse)(nil), // 23: thefold.memory.v1.SearchCodePatternsResponse
-	(*GetStatsRequest)(nil),            // 24: thefold.memory.v1.GetStatsRequest
-	(*GetStatsResponse)(nil),           // 25: thefold.memory.v1.GetStatsResponse
-	nil,                                // 26: thefold.memory.v1.GetStatsResponse.ByTypeEntry
-	nil,                                // 27: thefold.memory.v1.GetStatsResponse.ByTrustLevelEntry
-	nil,                                // 28: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	(MemoryTrustLevel)(0),              // 0: thefold.memory.v1.MemoryTrustLevel
+	(*Memory)(nil),                     // 1: thefold.memory.v1.Memory
+	(*StoreMemoryRequest)(nil),         // 2: thefold.memory.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),        // 3: thefold.memory.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),           // 4: thefold.memory.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),          // 5: thefold.memory.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),        // 6: thefold.memory.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),       // 7: thefold.memory.v1.ListMemoriesResponse
+	(*SearchMemoriesRequest)(nil),      // 8: thefold.memory.v1.SearchMemoriesRequest
+	(*MemoryScore)(nil),                // 9: thefold.memory.v1.MemoryScore
+	(*MemorySearchResult)(nil),         // 10: thefold.memory.v1.MemorySearchResult
+	(*SearchMemoriesResponse)(nil),     // 11: thefold.memory.v1.SearchMemoriesResponse
+	(*DeleteMemoryRequest)(nil),        // 12: thefold.memory.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),       // 13: thefold.memory.v1.DeleteMemoryResponse
+	(*ConsolidateRequest)(nil),         // 14: thefold.memory.v1.ConsolidateRequest
+	(*ConsolidatedGroup)(nil),          // 15: thefold.memory.v1.ConsolidatedGroup
+	(*ConsolidateResponse)(nil),        // 16: thefold.memory.v1.ConsolidateResponse
+	(*CodePattern)(nil),                // 17: thefold.memory.v1.CodePattern
+	(*StoreCodePatternRequest)(nil),    // 18: thefold.memory.v1.StoreCodePatternRequest
+	(*StoreCodePatternResponse)(nil),   // 19: thefold.memory.v1.StoreCodePatternResponse
+	(*SearchCodePatternsRequest)(nil),  // 20: thefold.memory.v1.SearchCodePatternsRequest
+	(*CodePatternResult)(nil),          // 21: thefold.memory.v1.CodePatternResult
+	(*SearchCodePatternsResponse)(nil), // 22: thefold.memory.v1.SearchCodePatternsResponse
+	(*GetStatsRequest)(nil),            // 23: thefold.memory.v1.GetStatsRequest
+	(*MemoryTypeCount)(nil),            // 24: thefold.memory.v1.MemoryTypeCount
+	(*TrustLevelCount)(nil),            // 25: thefold.memory.v1.TrustLevelCount
+	(*GetStatsResponse)(nil),           // 26: thefold.memory.v1.GetStatsResponse
+	nil,                                // 27: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	(v1.MemoryType)(0),                 // 28: thefold.type.v1.MemoryType
 	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
 	(*structpb.Struct)(nil),            // 30: google.protobuf.Struct
 	(*durationpb.Duration)(nil),        // 31: google.protobuf.Duration
 }
 var file_thefold_memory_v1_memory_proto_depIdxs = []int32{
-	0,  // 0: thefold.memory.v1.Memory.type:type_name -> thefold.memory.v1.MemoryType
-	1,  // 1: thefold.memory.v1.Memory.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	28, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 1: thefold.memory.v1.Memory.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
 	29, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
 	30, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
 	29, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
 	29, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
 	29, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 7: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.memory.v1.MemoryType
-	1,  // 8: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	28, // 7: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 8: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
 	30, // 9: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
 	31, // 10: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
-	2,  // 11: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	2,  // 12: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	0,  // 13: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.memory.v1.MemoryType
-	1,  // 14: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	2,  // 15: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
-	0,  // 16: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.memory.v1.MemoryType
-	1,  // 17: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	2,  // 18: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
-	10, // 19: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
-	11, // 20: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
-	0,  // 21: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.memory.v1.MemoryType
-	16, // 22: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
+	1,  // 11: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	1,  // 12: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	28, // 13: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 14: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	1,  // 15: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
+	28, // 16: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 17: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	1,  // 18: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
+	9,  // 19: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
+	10, // 20: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
+	28, // 21: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
+	15, // 22: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
 	29, // 23: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
 	29, // 24: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
-	18, // 25: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
-	18, // 26: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
-	22, // 27: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
-	26, // 28: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.GetStatsResponse.ByTypeEntry
-	27, // 29: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.GetStatsResponse.ByTrustLevelEntry
-	28, // 30: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	29, // 31: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
-	29, // 32: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
-	3,  // 33: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
-	5,  // 34: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
-	7,  // 35: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
-	9,  // 36: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
-	13, // 37: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
-	15, // 38: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
-	19, // 39: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
-	21, // 40: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
-	24, // 41: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
-	4,  // 42: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
-	6,  // 43: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
-	8,  // 44: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
-	12, // 45: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
-	14, // 46: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
-	17, // 47: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
-	20, // 48: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
-	23, // 49: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
-	25, // 50: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	17, // 25: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
+	17, // 26: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
+	21, // 27: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
+	28, // 28: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 29: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	24, // 30: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
+	25, // 31: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
+	27, // 32: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	29, // 33: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
+	29, // 34: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
+	2,  // 35: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
+	4,  // 36: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
+	6,  // 37: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
+	8,  // 38: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
+	12, // 39: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
+	14, // 40: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
+	18, // 41: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
+	20, // 42: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
+	23, // 43: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
+	3,  // 44: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
+	5,  // 45: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
+	7,  // 46: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
+	11, // 47: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
+	13, // 48: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
+	16, // 49: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
+	19, // 50: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
+	22, // 51: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
+	26, // 52: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
+	44, // [44:53] is the sub-list for method output_type
+	35, // [35:44] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_thefold_memory_v1_memory_proto_init() }
@@ -2381,7 +2489,7 @@ func file_thefold_memory_v1_memory_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_memory_v1_memory_proto_rawDesc), len(file_thefold_memory_v1_memory_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      1,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -35,31 +35,50 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // MemoryService is TheFold's long-term memory: what the agent learned (decisions, error
-// patterns, strategies, code patterns) stored with embeddings and found again by hybrid
-// vector + full-text search with temporal decay. Memories are owned by the user on whose
-// behalf they were stored; another user's memory is NOT_FOUND.
+// patterns, strategies, code patterns) and what people told it, stored with embeddings and
+// found again by hybrid vector + full-text search with temporal decay. Memories are owned by
+// the user on whose behalf they were stored.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's memory or code pattern is
+// NOT_FOUND (never PERMISSION_DENIED); bad input is INVALID_ARGUMENT naming the field; the
+// embedding provider being down is UNAVAILABLE.
+//
+// Access bookkeeping: GetMemory, SearchMemories and SearchCodePatterns record an access
+// (access_count, last_accessed_time; reuse_count for code patterns), which slows the
+// memory's decay. That counter is bookkeeping, not an effect a caller asks for or observes
+// as a result: a retried read may count one access twice, which only slows decay a little.
+// These RPCs are therefore marked NO_SIDE_EFFECTS, so clients retry them on UNAVAILABLE.
 type MemoryServiceClient interface {
-	// StoreMemory sanitizes, hashes, embeds and stores a memory. Storing the same content
-	// (same content_hash) for the same owner, repo and type again returns the existing
-	// memory instead of a duplicate.
+	// StoreMemory sanitizes, hashes, embeds and stores a memory. Two keys make it safe to
+	// retry: a retry with the same request_id by the same caller returns the first call's
+	// memory; and, independently, storing the same content (same content_hash) for the same
+	// owner, repo and type again returns the existing memory (deduplicated = true) instead of
+	// a duplicate. The trust level is set by the server from the caller (see
+	// StoreMemoryRequest.trust_level).
 	StoreMemory(ctx context.Context, in *StoreMemoryRequest, opts ...grpc.CallOption) (*StoreMemoryResponse, error)
 	// GetMemory returns one of the caller's memories and records an access.
 	GetMemory(ctx context.Context, in *GetMemoryRequest, opts ...grpc.CallOption) (*GetMemoryResponse, error)
-	// ListMemories lists the caller's memories, newest first, filtered and paginated.
+	// ListMemories lists the caller's memories, newest first, filtered and paginated. It
+	// records no access.
 	ListMemories(ctx context.Context, in *ListMemoriesRequest, opts ...grpc.CallOption) (*ListMemoriesResponse, error)
 	// SearchMemories ranks memories by a blend of vector similarity and full-text rank,
 	// weighted by temporal decay. Memories whose content no longer matches content_hash are
-	// dropped from the results. Returned memories have an access recorded.
+	// dropped from the results. Returned memories have an access recorded (bookkeeping only,
+	// see the service comment).
 	SearchMemories(ctx context.Context, in *SearchMemoriesRequest, opts ...grpc.CallOption) (*SearchMemoriesResponse, error)
 	// DeleteMemory deletes one of the caller's memories.
 	DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error)
 	// Consolidate merges near-duplicate memories of a repository (and optionally one type):
 	// each group keeps its most important memory, which absorbs the others' tags and access
-	// counts; the others are deleted.
+	// counts; the others are deleted. Running it again finds nothing more to merge.
 	Consolidate(ctx context.Context, in *ConsolidateRequest, opts ...grpc.CallOption) (*ConsolidateResponse, error)
-	// StoreCodePattern stores a problem → solution pair learned from a finished task.
+	// StoreCodePattern stores a problem → solution pair learned from a finished task. A retry
+	// with the same request_id by the same caller returns the first call's pattern; the same
+	// pattern (same content_hash) for the same owner is returned (deduplicated = true) instead
+	// of a duplicate.
 	StoreCodePattern(ctx context.Context, in *StoreCodePatternRequest, opts ...grpc.CallOption) (*StoreCodePatternResponse, error)
-	// SearchCodePatterns finds code patterns similar to a problem description.
+	// SearchCodePatterns finds code patterns similar to a problem description. Returned
+	// patterns have their reuse_count incremented (bookkeeping only, see the service comment).
 	SearchCodePatterns(ctx context.Context, in *SearchCodePatternsRequest, opts ...grpc.CallOption) (*SearchCodePatternsResponse, error)
 	// GetStats summarizes the caller's memories.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
@@ -168,31 +187,50 @@ func (c *memoryServiceClient) GetStats(ctx context.Context, in *GetStatsRequest,
 // for forward compatibility.
 //
 // MemoryService is TheFold's long-term memory: what the agent learned (decisions, error
-// patterns, strategies, code patterns) stored with embeddings and found again by hybrid
-// vector + full-text search with temporal decay. Memories are owned by the user on whose
-// behalf they were stored; another user's memory is NOT_FOUND.
+// patterns, strategies, code patterns) and what people told it, stored with embeddings and
+// found again by hybrid vector + full-text search with temporal decay. Memories are owned by
+// the user on whose behalf they were stored.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's memory or code pattern is
+// NOT_FOUND (never PERMISSION_DENIED); bad input is INVALID_ARGUMENT naming the field; the
+// embedding provider being down is UNAVAILABLE.
+//
+// Access bookkeeping: GetMemory, SearchMemories and SearchCodePatterns record an access
+// (access_count, last_accessed_time; reuse_count for code patterns), which slows the
+// memory's decay. That counter is bookkeeping, not an effect a caller asks for or observes
+// as a result: a retried read may count one access twice, which only slows decay a little.
+// These RPCs are therefore marked NO_SIDE_EFFECTS, so clients retry them on UNAVAILABLE.
 type MemoryServiceServer interface {
-	// StoreMemory sanitizes, hashes, embeds and stores a memory. Storing the same content
-	// (same content_hash) for the same owner, repo and type again returns the existing
-	// memory instead of a duplicate.
+	// StoreMemory sanitizes, hashes, embeds and stores a memory. Two keys make it safe to
+	// retry: a retry with the same request_id by the same caller returns the first call's
+	// memory; and, independently, storing the same content (same content_hash) for the same
+	// owner, repo and type again returns the existing memory (deduplicated = true) instead of
+	// a duplicate. The trust level is set by the server from the caller (see
+	// StoreMemoryRequest.trust_level).
 	StoreMemory(context.Context, *StoreMemoryRequest) (*StoreMemoryResponse, error)
 	// GetMemory returns one of the caller's memories and records an access.
 	GetMemory(context.Context, *GetMemoryRequest) (*GetMemoryResponse, error)
-	// ListMemories lists the caller's memories, newest first, filtered and paginated.
+	// ListMemories lists the caller's memories, newest first, filtered and paginated. It
+	// records no access.
 	ListMemories(context.Context, *ListMemoriesRequest) (*ListMemoriesResponse, error)
 	// SearchMemories ranks memories by a blend of vector similarity and full-text rank,
 	// weighted by temporal decay. Memories whose content no longer matches content_hash are
-	// dropped from the results. Returned memories have an access recorded.
+	// dropped from the results. Returned memories have an access recorded (bookkeeping only,
+	// see the service comment).
 	SearchMemories(context.Context, *SearchMemoriesRequest) (*SearchMemoriesResponse, error)
 	// DeleteMemory deletes one of the caller's memories.
 	DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error)
 	// Consolidate merges near-duplicate memories of a repository (and optionally one type):
 	// each group keeps its most important memory, which absorbs the others' tags and access
-	// counts; the others are deleted.
+	// counts; the others are deleted. Running it again finds nothing more to merge.
 	Consolidate(context.Context, *ConsolidateRequest) (*ConsolidateResponse, error)
-	// StoreCodePattern stores a problem → solution pair learned from a finished task.
+	// StoreCodePattern stores a problem → solution pair learned from a finished task. A retry
+	// with the same request_id by the same caller returns the first call's pattern; the same
+	// pattern (same content_hash) for the same owner is returned (deduplicated = true) instead
+	// of a duplicate.
 	StoreCodePattern(context.Context, *StoreCodePatternRequest) (*StoreCodePatternResponse, error)
-	// SearchCodePatterns finds code patterns similar to a problem description.
+	// SearchCodePatterns finds code patterns similar to a problem description. Returned
+	// patterns have their reuse_count incremented (bookkeeping only, see the service comment).
 	SearchCodePatterns(context.Context, *SearchCodePatternsRequest) (*SearchCodePatternsResponse, error)
 	// GetStats summarizes the caller's memories.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)

@@ -7,6 +7,7 @@
 package sandboxv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -302,112 +303,6 @@ func (StepStatus) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
-// DiagnosticSeverity is how serious a diagnostic is.
-type DiagnosticSeverity int32
-
-const (
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_UNSPECIFIED DiagnosticSeverity = 0
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_ERROR       DiagnosticSeverity = 1
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_WARNING     DiagnosticSeverity = 2
-	DiagnosticSeverity_DIAGNOSTIC_SEVERITY_INFO        DiagnosticSeverity = 3
-)
-
-// Enum value maps for DiagnosticSeverity.
-var (
-	DiagnosticSeverity_name = map[int32]string{
-		0: "DIAGNOSTIC_SEVERITY_UNSPECIFIED",
-		1: "DIAGNOSTIC_SEVERITY_ERROR",
-		2: "DIAGNOSTIC_SEVERITY_WARNING",
-		3: "DIAGNOSTIC_SEVERITY_INFO",
-	}
-	DiagnosticSeverity_value = map[string]int32{
-		"DIAGNOSTIC_SEVERITY_UNSPECIFIED": 0,
-		"DIAGNOSTIC_SEVERITY_ERROR":       1,
-		"DIAGNOSTIC_SEVERITY_WARNING":     2,
-		"DIAGNOSTIC_SEVERITY_INFO":        3,
-	}
-)
-
-func (x DiagnosticSeverity) Enum() *DiagnosticSeverity {
-	p := new(DiagnosticSeverity)
-	*p = x
-	return p
-}
-
-func (x DiagnosticSeverity) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (DiagnosticSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[5].Descriptor()
-}
-
-func (DiagnosticSeverity) Type() protoreflect.EnumType {
-	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[5]
-}
-
-func (x DiagnosticSeverity) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use DiagnosticSeverity.Descriptor instead.
-func (DiagnosticSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
-}
-
-// FileStatus is how a file changed.
-type FileStatus int32
-
-const (
-	FileStatus_FILE_STATUS_UNSPECIFIED FileStatus = 0
-	FileStatus_FILE_STATUS_ADDED       FileStatus = 1
-	FileStatus_FILE_STATUS_MODIFIED    FileStatus = 2
-	FileStatus_FILE_STATUS_DELETED     FileStatus = 3
-)
-
-// Enum value maps for FileStatus.
-var (
-	FileStatus_name = map[int32]string{
-		0: "FILE_STATUS_UNSPECIFIED",
-		1: "FILE_STATUS_ADDED",
-		2: "FILE_STATUS_MODIFIED",
-		3: "FILE_STATUS_DELETED",
-	}
-	FileStatus_value = map[string]int32{
-		"FILE_STATUS_UNSPECIFIED": 0,
-		"FILE_STATUS_ADDED":       1,
-		"FILE_STATUS_MODIFIED":    2,
-		"FILE_STATUS_DELETED":     3,
-	}
-)
-
-func (x FileStatus) Enum() *FileStatus {
-	p := new(FileStatus)
-	*p = x
-	return p
-}
-
-func (x FileStatus) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (FileStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[6].Descriptor()
-}
-
-func (FileStatus) Type() protoreflect.EnumType {
-	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[6]
-}
-
-func (x FileStatus) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use FileStatus.Descriptor instead.
-func (FileStatus) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{6}
-}
-
 // ResourceLimits bound a sandbox. Zero values take the server defaults. The local backend
 // enforces only timeout.
 type ResourceLimits struct {
@@ -501,7 +396,8 @@ type Sandbox struct {
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Ref asked for (branch, tag or commit).
 	Ref string `protobuf:"bytes,4,opt,name=ref,proto3" json:"ref,omitempty"`
-	// Commit the workspace was checked out at; the base of Diff.
+	// Commit the workspace was checked out at; empty for a blank or archive sandbox. The
+	// workspace as created (checkout, archive or empty) is the base of Diff.
 	BaseCommit string         `protobuf:"bytes,5,opt,name=base_commit,json=baseCommit,proto3" json:"base_commit,omitempty"`
 	Backend    SandboxBackend `protobuf:"varint,6,opt,name=backend,proto3,enum=thefold.sandbox.v1.SandboxBackend" json:"backend,omitempty"`
 	Status     SandboxStatus  `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.sandbox.v1.SandboxStatus" json:"status,omitempty"`
@@ -640,26 +536,39 @@ func (x *Sandbox) GetDestroyTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// CreateSandboxRequest creates a workspace from one of three sources: nothing (repo and
+// archive empty: a blank workspace, e.g. for scaffolding), an uploaded archive (archive
+// set), or a repository ref fetched through the github service's GetArchive (repo set,
+// archive empty).
 type CreateSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Repository, "owner/name"; empty creates a blank workspace (e.g. for scaffolding).
-	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
-	// Branch, tag or commit; empty means the default branch.
-	Ref string `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`
-	// Exact commit to check out; overrides ref.
-	BaseCommit string `protobuf:"bytes,3,opt,name=base_commit,json=baseCommit,proto3" json:"base_commit,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id returns the sandbox the first call created and creates nothing. Reusing it
+	// for a different request is INVALID_ARGUMENT. Empty: no idempotency.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Repository, "owner/name". Without archive: the repository to check out. With archive:
+	// only recorded on the sandbox (nothing is fetched).
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Branch, tag or commit; empty means the default branch. Must be empty with archive.
+	Ref string `protobuf:"bytes,3,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Exact commit to check out; overrides ref. Must be empty with archive.
+	BaseCommit string `protobuf:"bytes,4,opt,name=base_commit,json=baseCommit,proto3" json:"base_commit,omitempty"`
+	// The workspace's initial files: a tar archive, optionally gzip-compressed (detected from
+	// its first bytes), unpacked at the workspace root with the same path rules as WriteFile.
+	// Bounded by the server's maximum request size; larger trees come from a repository or
+	// are written file by file.
+	Archive []byte `protobuf:"bytes,5,opt,name=archive,proto3" json:"archive,omitempty"`
 	// Unspecified: the server default (docker if configured, else bwrap where it works,
 	// else local with a warning).
-	Backend SandboxBackend  `protobuf:"varint,4,opt,name=backend,proto3,enum=thefold.sandbox.v1.SandboxBackend" json:"backend,omitempty"`
-	Limits  *ResourceLimits `protobuf:"bytes,5,opt,name=limits,proto3" json:"limits,omitempty"`
+	Backend SandboxBackend `protobuf:"varint,6,opt,name=backend,proto3,enum=thefold.sandbox.v1.SandboxBackend" json:"backend,omitempty"`
+	// Zero fields take the server defaults.
+	Limits *ResourceLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
 	// Lifetime; 0 means until destroyed.
-	Ttl *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Agent job the sandbox is for.
-	JobId string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// A repeated create with the same key returns the sandbox created first.
-	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	JobId         string `protobuf:"bytes,9,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
@@ -692,6 +601,13 @@ func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *CreateSandboxRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 func (x *CreateSandboxRequest) GetRepo() string {
 	if x != nil {
 		return x.Repo
@@ -711,6 +627,13 @@ func (x *CreateSandboxRequest) GetBaseCommit() string {
 		return x.BaseCommit
 	}
 	return ""
+}
+
+func (x *CreateSandboxRequest) GetArchive() []byte {
+	if x != nil {
+		return x.Archive
+	}
+	return nil
 }
 
 func (x *CreateSandboxRequest) GetBackend() SandboxBackend {
@@ -737,13 +660,6 @@ func (x *CreateSandboxRequest) GetTtl() *durationpb.Duration {
 func (x *CreateSandboxRequest) GetJobId() string {
 	if x != nil {
 		return x.JobId
-	}
-	return ""
-}
-
-func (x *CreateSandboxRequest) GetIdempotencyKey() string {
-	if x != nil {
-		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -891,7 +807,7 @@ func (x *GetSandboxResponse) GetSandbox() *Sandbox {
 
 type ListSandboxesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty means any.
+	// Filters; empty means any. repo is "owner/name".
 	Repo     string          `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	JobId    string          `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Statuses []SandboxStatus `protobuf:"varint,3,rep,packed,name=statuses,proto3,enum=thefold.sandbox.v1.SandboxStatus" json:"statuses,omitempty"`
@@ -969,9 +885,11 @@ func (x *ListSandboxesRequest) GetPageToken() string {
 }
 
 type ListSandboxesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Sandboxes []*Sandbox `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1103,8 +1021,10 @@ func (*DestroySandboxResponse) Descriptor() ([]byte, []int) {
 type WriteFileRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Content   []byte                 `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// The file to write.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// The whole new content.
+	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Set the executable bit.
 	Executable    bool `protobuf:"varint,4,opt,name=executable,proto3" json:"executable,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1171,7 +1091,8 @@ func (x *WriteFileRequest) GetExecutable() bool {
 
 type WriteFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Size  int64                  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	// Bytes written.
+	Size int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
 	// Hex SHA-256 of the content.
 	Sha256        string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1223,9 +1144,10 @@ func (x *WriteFileResponse) GetSha256() string {
 }
 
 type ReadFileRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// The file to read.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1275,10 +1197,12 @@ func (x *ReadFileRequest) GetPath() string {
 }
 
 type ReadFileResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Content       []byte                 `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
-	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
-	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Content []byte                 `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
+	// Bytes.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Hex SHA-256 of the content.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,7 +1261,8 @@ func (x *ReadFileResponse) GetSha256() string {
 type DeleteFileRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	// The file or directory to delete.
+	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// Required to delete a non-empty directory.
 	Recursive     bool `protobuf:"varint,3,opt,name=recursive,proto3" json:"recursive,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1434,8 +1359,9 @@ func (*DeleteFileResponse) Descriptor() ([]byte, []int) {
 // FileInfo describes one entry of the workspace.
 type FileInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	IsDir bool                   `protobuf:"varint,2,opt,name=is_dir,json=isDir,proto3" json:"is_dir,omitempty"`
+	// Relative to the workspace root.
+	Path  string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	IsDir bool   `protobuf:"varint,2,opt,name=is_dir,json=isDir,proto3" json:"is_dir,omitempty"`
 	// Bytes; 0 for directories.
 	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
 	ModifyTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=modify_time,json=modifyTime,proto3" json:"modify_time,omitempty"`
@@ -1511,8 +1437,10 @@ type ListFilesRequest struct {
 	// Include what is normally skipped: .git, dependency folders (node_modules, vendor,
 	// .venv) and build output.
 	IncludeIgnored bool `protobuf:"varint,4,opt,name=include_ignored,json=includeIgnored,proto3" json:"include_ignored,omitempty"`
-	// 0 means the server maximum (10000).
-	MaxEntries    int32 `protobuf:"varint,5,opt,name=max_entries,json=maxEntries,proto3" json:"max_entries,omitempty"`
+	// 1–10000, default 1000.
+	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token (with the same other fields).
+	PageToken     string `protobuf:"bytes,6,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1575,19 +1503,26 @@ func (x *ListFilesRequest) GetIncludeIgnored() bool {
 	return false
 }
 
-func (x *ListFilesRequest) GetMaxEntries() int32 {
+func (x *ListFilesRequest) GetPageSize() int32 {
 	if x != nil {
-		return x.MaxEntries
+		return x.PageSize
 	}
 	return 0
+}
+
+func (x *ListFilesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 type ListFilesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by path.
 	Files []*FileInfo `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
-	// More entries existed than were returned.
-	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1629,74 +1564,11 @@ func (x *ListFilesResponse) GetFiles() []*FileInfo {
 	return nil
 }
 
-func (x *ListFilesResponse) GetTruncated() bool {
+func (x *ListFilesResponse) GetNextPageToken() string {
 	if x != nil {
-		return x.Truncated
-	}
-	return false
-}
-
-// Edit replaces occurrences of old_text with new_text.
-type Edit struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Must be non-empty.
-	OldText string `protobuf:"bytes,1,opt,name=old_text,json=oldText,proto3" json:"old_text,omitempty"`
-	NewText string `protobuf:"bytes,2,opt,name=new_text,json=newText,proto3" json:"new_text,omitempty"`
-	// How many times old_text must occur; every occurrence is replaced. 0 means exactly once.
-	ExpectedCount int32 `protobuf:"varint,3,opt,name=expected_count,json=expectedCount,proto3" json:"expected_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Edit) Reset() {
-	*x = Edit{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Edit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Edit) ProtoMessage() {}
-
-func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Edit.ProtoReflect.Descriptor instead.
-func (*Edit) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
-}
-
-func (x *Edit) GetOldText() string {
-	if x != nil {
-		return x.OldText
+		return x.NextPageToken
 	}
 	return ""
-}
-
-func (x *Edit) GetNewText() string {
-	if x != nil {
-		return x.NewText
-	}
-	return ""
-}
-
-func (x *Edit) GetExpectedCount() int32 {
-	if x != nil {
-		return x.ExpectedCount
-	}
-	return 0
 }
 
 // EditResult is how one edit went.
@@ -1716,7 +1588,7 @@ type EditResult struct {
 
 func (x *EditResult) Reset() {
 	*x = EditResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1600,7 @@ func (x *EditResult) String() string {
 func (*EditResult) ProtoMessage() {}
 
 func (x *EditResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1613,7 @@ func (x *EditResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResult.ProtoReflect.Descriptor instead.
 func (*EditResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EditResult) GetIndex() int32 {
@@ -1778,7 +1650,7 @@ type ApplyEditsRequest struct {
 	// An existing UTF-8 text file.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
 	// Applied in order, each to the result of the previous ones.
-	Edits []*Edit `protobuf:"bytes,3,rep,name=edits,proto3" json:"edits,omitempty"`
+	Edits []*v1.Edit `protobuf:"bytes,3,rep,name=edits,proto3" json:"edits,omitempty"`
 	// Check the edits without writing the file.
 	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1787,7 +1659,7 @@ type ApplyEditsRequest struct {
 
 func (x *ApplyEditsRequest) Reset() {
 	*x = ApplyEditsRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1671,7 @@ func (x *ApplyEditsRequest) String() string {
 func (*ApplyEditsRequest) ProtoMessage() {}
 
 func (x *ApplyEditsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1684,7 @@ func (x *ApplyEditsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyEditsRequest.ProtoReflect.Descriptor instead.
 func (*ApplyEditsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ApplyEditsRequest) GetSandboxId() string {
@@ -1829,7 +1701,7 @@ func (x *ApplyEditsRequest) GetPath() string {
 	return ""
 }
 
-func (x *ApplyEditsRequest) GetEdits() []*Edit {
+func (x *ApplyEditsRequest) GetEdits() []*v1.Edit {
 	if x != nil {
 		return x.Edits
 	}
@@ -1851,7 +1723,8 @@ type ApplyEditsResponse struct {
 	// One per edit, in order.
 	Results []*EditResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
 	// The content after the edits (the current content when not applied).
-	Content       string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	// Hex SHA-256 of content.
 	Sha256        string `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1859,7 +1732,7 @@ type ApplyEditsResponse struct {
 
 func (x *ApplyEditsResponse) Reset() {
 	*x = ApplyEditsResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1744,7 @@ func (x *ApplyEditsResponse) String() string {
 func (*ApplyEditsResponse) ProtoMessage() {}
 
 func (x *ApplyEditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1757,7 @@ func (x *ApplyEditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyEditsResponse.ProtoReflect.Descriptor instead.
 func (*ApplyEditsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApplyEditsResponse) GetApplied() bool {
@@ -1918,8 +1791,12 @@ func (x *ApplyEditsResponse) GetSha256() string {
 type RunCommandRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// Run with /bin/sh -c.
-	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	// The argv, run without a shell: command[0] is the program (looked up on the sandbox's
+	// PATH), the rest its arguments, passed as they are (no globbing, quoting, pipes or
+	// redirections; run ["sh", "-c", ...] explicitly where allowed). Required. The sandbox
+	// issue adds a per-language allowlist of programs (go, gofmt, node, npm, tsc, python3,
+	// pytest, git, make, …, configurable); a program not on it is INVALID_ARGUMENT.
+	Command []string `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
 	// Working directory relative to the workspace root; empty is the root.
 	Workdir string `protobuf:"bytes,3,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	// Extra environment variables.
@@ -1934,7 +1811,7 @@ type RunCommandRequest struct {
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +1823,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +1836,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RunCommandRequest) GetSandboxId() string {
@@ -1969,11 +1846,11 @@ func (x *RunCommandRequest) GetSandboxId() string {
 	return ""
 }
 
-func (x *RunCommandRequest) GetCommand() string {
+func (x *RunCommandRequest) GetCommand() []string {
 	if x != nil {
 		return x.Command
 	}
-	return ""
+	return nil
 }
 
 func (x *RunCommandRequest) GetWorkdir() string {
@@ -2006,16 +1883,17 @@ func (x *RunCommandRequest) GetStdin() []byte {
 
 // OutputChunk is a piece of the command's output, in the order it was produced.
 type OutputChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        OutputStream           `protobuf:"varint,1,opt,name=stream,proto3,enum=thefold.sandbox.v1.OutputStream" json:"stream,omitempty"`
-	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream OutputStream           `protobuf:"varint,1,opt,name=stream,proto3,enum=thefold.sandbox.v1.OutputStream" json:"stream,omitempty"`
+	// Raw bytes as the command wrote them.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +1905,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +1918,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OutputChunk) GetStream() OutputStream {
@@ -2074,7 +1952,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +1964,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +1977,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -2137,6 +2015,7 @@ func (x *CommandResult) GetOutputTruncated() bool {
 	return false
 }
 
+// RunCommandResponse is one message of a command's stream: output, then the result.
 type RunCommandResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -2150,7 +2029,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2041,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2054,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunCommandResponse) GetEvent() isRunCommandResponse_Event {
@@ -2220,105 +2099,18 @@ func (*RunCommandResponse_Output) isRunCommandResponse_Event() {}
 
 func (*RunCommandResponse_Result) isRunCommandResponse_Event() {}
 
-// Diagnostic is one problem reported by a tool.
-type Diagnostic struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Relative to the workspace root; empty when not tied to a file.
-	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	// 1-based; 0 when unknown.
-	Line     int32              `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"`
-	Column   int32              `protobuf:"varint,3,opt,name=column,proto3" json:"column,omitempty"`
-	Severity DiagnosticSeverity `protobuf:"varint,4,opt,name=severity,proto3,enum=thefold.sandbox.v1.DiagnosticSeverity" json:"severity,omitempty"`
-	Message  string             `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Tool that reported it, e.g. "tsc", "eslint", "go vet", "pytest".
-	Source        string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Diagnostic) Reset() {
-	*x = Diagnostic{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Diagnostic) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Diagnostic) ProtoMessage() {}
-
-func (x *Diagnostic) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Diagnostic.ProtoReflect.Descriptor instead.
-func (*Diagnostic) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
-}
-
-func (x *Diagnostic) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *Diagnostic) GetLine() int32 {
-	if x != nil {
-		return x.Line
-	}
-	return 0
-}
-
-func (x *Diagnostic) GetColumn() int32 {
-	if x != nil {
-		return x.Column
-	}
-	return 0
-}
-
-func (x *Diagnostic) GetSeverity() DiagnosticSeverity {
-	if x != nil {
-		return x.Severity
-	}
-	return DiagnosticSeverity_DIAGNOSTIC_SEVERITY_UNSPECIFIED
-}
-
-func (x *Diagnostic) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *Diagnostic) GetSource() string {
-	if x != nil {
-		return x.Source
-	}
-	return ""
-}
-
 // StepResult is the outcome of one validation step.
 type StepResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Kind   ValidationStepKind     `protobuf:"varint,1,opt,name=kind,proto3,enum=thefold.sandbox.v1.ValidationStepKind" json:"kind,omitempty"`
 	Status StepStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.sandbox.v1.StepStatus" json:"status,omitempty"`
-	// The command that ran.
-	Command  string               `protobuf:"bytes,3,opt,name=command,proto3" json:"command,omitempty"`
+	// The argv that ran.
+	Command  []string             `protobuf:"bytes,3,rep,name=command,proto3" json:"command,omitempty"`
 	ExitCode int32                `protobuf:"varint,4,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Duration *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
-	// Parsed diagnostics.
-	Diagnostics []*Diagnostic `protobuf:"bytes,6,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// Parsed from the tool's own output format; tool names the tool (e.g. "tsc", "eslint",
+	// "go vet", "pytest").
+	Diagnostics []*v1.Diagnostic `protobuf:"bytes,6,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
 	// Tail of the combined output.
 	Output string `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"`
 	// Why the step was skipped or errored.
@@ -2329,7 +2121,7 @@ type StepResult struct {
 
 func (x *StepResult) Reset() {
 	*x = StepResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2133,7 @@ func (x *StepResult) String() string {
 func (*StepResult) ProtoMessage() {}
 
 func (x *StepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2146,7 @@ func (x *StepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepResult.ProtoReflect.Descriptor instead.
 func (*StepResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StepResult) GetKind() ValidationStepKind {
@@ -2371,11 +2163,11 @@ func (x *StepResult) GetStatus() StepStatus {
 	return StepStatus_STEP_STATUS_UNSPECIFIED
 }
 
-func (x *StepResult) GetCommand() string {
+func (x *StepResult) GetCommand() []string {
 	if x != nil {
 		return x.Command
 	}
-	return ""
+	return nil
 }
 
 func (x *StepResult) GetExitCode() int32 {
@@ -2392,7 +2184,7 @@ func (x *StepResult) GetDuration() *durationpb.Duration {
 	return nil
 }
 
-func (x *StepResult) GetDiagnostics() []*Diagnostic {
+func (x *StepResult) GetDiagnostics() []*v1.Diagnostic {
 	if x != nil {
 		return x.Diagnostics
 	}
@@ -2426,7 +2218,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2230,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2243,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ValidateRequest) GetSandboxId() string {
@@ -2478,8 +2270,9 @@ func (x *ValidateRequest) GetFailFast() bool {
 type ValidateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every step passed or was skipped.
-	Passed bool          `protobuf:"varint,1,opt,name=passed,proto3" json:"passed,omitempty"`
-	Steps  []*StepResult `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	Passed bool `protobuf:"varint,1,opt,name=passed,proto3" json:"passed,omitempty"`
+	// In the order run.
+	Steps []*StepResult `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Detected toolchain, e.g. "node", "go", "python".
 	Toolchain     string               `protobuf:"bytes,3,opt,name=toolchain,proto3" json:"toolchain,omitempty"`
 	Duration      *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
@@ -2489,7 +2282,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2294,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2307,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ValidateResponse) GetPassed() bool {
@@ -2556,7 +2349,7 @@ type ValidateIncrementalRequest struct {
 
 func (x *ValidateIncrementalRequest) Reset() {
 	*x = ValidateIncrementalRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2361,7 @@ func (x *ValidateIncrementalRequest) String() string {
 func (*ValidateIncrementalRequest) ProtoMessage() {}
 
 func (x *ValidateIncrementalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2374,7 @@ func (x *ValidateIncrementalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateIncrementalRequest.ProtoReflect.Descriptor instead.
 func (*ValidateIncrementalRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ValidateIncrementalRequest) GetSandboxId() string {
@@ -2605,7 +2398,8 @@ type ValidateIncrementalResponse struct {
 	// Steps run (typically typecheck and lint); diagnostics limited to paths.
 	Steps []*StepResult `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Error diagnostics found in other files.
-	OtherErrors   int32                `protobuf:"varint,3,opt,name=other_errors,json=otherErrors,proto3" json:"other_errors,omitempty"`
+	OtherErrors int32 `protobuf:"varint,3,opt,name=other_errors,json=otherErrors,proto3" json:"other_errors,omitempty"`
+	// Detected toolchain, e.g. "node", "go", "python".
 	Toolchain     string               `protobuf:"bytes,4,opt,name=toolchain,proto3" json:"toolchain,omitempty"`
 	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2614,7 +2408,7 @@ type ValidateIncrementalResponse struct {
 
 func (x *ValidateIncrementalResponse) Reset() {
 	*x = ValidateIncrementalResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2626,7 +2420,7 @@ func (x *ValidateIncrementalResponse) String() string {
 func (*ValidateIncrementalResponse) ProtoMessage() {}
 
 func (x *ValidateIncrementalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2639,7 +2433,7 @@ func (x *ValidateIncrementalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateIncrementalResponse.ProtoReflect.Descriptor instead.
 func (*ValidateIncrementalResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ValidateIncrementalResponse) GetPassed() bool {
@@ -2679,11 +2473,15 @@ func (x *ValidateIncrementalResponse) GetDuration() *durationpb.Duration {
 
 // SnapshotInfo is a recorded state of a workspace.
 type SnapshotInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	SandboxId     string                 `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	FileCount     int32                  `protobuf:"varint,4,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned; DiffRequest.snapshot_id refers to it.
+	Id        string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	// Unique within the sandbox.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Files recorded (ignored paths left out).
+	FileCount int32 `protobuf:"varint,4,opt,name=file_count,json=fileCount,proto3" json:"file_count,omitempty"`
+	// Their total size.
 	TotalBytes    int64                  `protobuf:"varint,5,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2692,7 +2490,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2502,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2515,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SnapshotInfo) GetId() string {
@@ -2773,7 +2571,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +2583,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +2596,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SnapshotRequest) GetSandboxId() string {
@@ -2824,7 +2622,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2634,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2647,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotInfo {
@@ -2859,96 +2657,12 @@ func (x *SnapshotResponse) GetSnapshot() *SnapshotInfo {
 	return nil
 }
 
-// FileDiff is one changed file.
-type FileDiff struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Path   string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Status FileStatus             `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.sandbox.v1.FileStatus" json:"status,omitempty"`
-	// Unified diff; empty for binary files or with stat_only.
-	UnifiedDiff   string `protobuf:"bytes,3,opt,name=unified_diff,json=unifiedDiff,proto3" json:"unified_diff,omitempty"`
-	Additions     int32  `protobuf:"varint,4,opt,name=additions,proto3" json:"additions,omitempty"`
-	Deletions     int32  `protobuf:"varint,5,opt,name=deletions,proto3" json:"deletions,omitempty"`
-	Binary        bool   `protobuf:"varint,6,opt,name=binary,proto3" json:"binary,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *FileDiff) Reset() {
-	*x = FileDiff{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[36]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *FileDiff) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*FileDiff) ProtoMessage() {}
-
-func (x *FileDiff) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[36]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use FileDiff.ProtoReflect.Descriptor instead.
-func (*FileDiff) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
-}
-
-func (x *FileDiff) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *FileDiff) GetStatus() FileStatus {
-	if x != nil {
-		return x.Status
-	}
-	return FileStatus_FILE_STATUS_UNSPECIFIED
-}
-
-func (x *FileDiff) GetUnifiedDiff() string {
-	if x != nil {
-		return x.UnifiedDiff
-	}
-	return ""
-}
-
-func (x *FileDiff) GetAdditions() int32 {
-	if x != nil {
-		return x.Additions
-	}
-	return 0
-}
-
-func (x *FileDiff) GetDeletions() int32 {
-	if x != nil {
-		return x.Deletions
-	}
-	return 0
-}
-
-func (x *FileDiff) GetBinary() bool {
-	if x != nil {
-		return x.Binary
-	}
-	return false
-}
-
 type DiffRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// Compare with this snapshot; empty compares with the base commit.
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Compare with this snapshot of the sandbox; empty compares with the workspace as it was
+	// created (its base commit, archive or emptiness).
 	SnapshotId string `protobuf:"bytes,2,opt,name=snapshot_id,json=snapshotId,proto3" json:"snapshot_id,omitempty"`
 	// Only these paths or path prefixes; empty means all.
 	Paths []string `protobuf:"bytes,3,rep,name=paths,proto3" json:"paths,omitempty"`
@@ -2962,7 +2676,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +2688,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[37]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,12 +2701,12 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *DiffRequest) GetSandboxId() string {
+func (x *DiffRequest) GetId() string {
 	if x != nil {
-		return x.SandboxId
+		return x.Id
 	}
 	return ""
 }
@@ -3028,16 +2742,21 @@ func (x *DiffRequest) GetContextLines() int32 {
 type DiffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by path. Ignored paths (.git, dependency folders, build output) are left out.
-	Files []*FileDiff `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
-	// What was compared against: the base commit or the snapshot id.
-	Base          string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// Files are compared by SHA-256: a rename is a DELETE and a CREATE (previous_path stays
+	// empty); unified_diff is empty for binary files or with stat_only.
+	Files []*v1.FileDiff `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// What was compared against: the base commit, "initial" (a blank or archive sandbox's
+	// starting state) or the snapshot id.
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// Sum of files.
+	Stats         *v1.DiffStats `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3049,7 +2768,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[38]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3062,10 +2781,10 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{38}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
-func (x *DiffResponse) GetFiles() []*FileDiff {
+func (x *DiffResponse) GetFiles() []*v1.FileDiff {
 	if x != nil {
 		return x.Files
 	}
@@ -3079,11 +2798,18 @@ func (x *DiffResponse) GetBase() string {
 	return ""
 }
 
+func (x *DiffResponse) GetStats() *v1.DiffStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 var File_thefold_sandbox_v1_sandbox_proto protoreflect.FileDescriptor
 
 const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\n" +
-	" thefold/sandbox/v1/sandbox.proto\x12\x12thefold.sandbox.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb9\x01\n" +
+	" thefold/sandbox/v1/sandbox.proto\x12\x12thefold.sandbox.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1athefold/type/v1/file.proto\"\xb9\x01\n" +
 	"\x0eResourceLimits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
@@ -3107,17 +2833,19 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vexpire_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12=\n" +
-	"\fdestroy_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vdestroyTime\"\xc4\x02\n" +
-	"\x14CreateSandboxRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x10\n" +
-	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x1f\n" +
-	"\vbase_commit\x18\x03 \x01(\tR\n" +
-	"baseCommit\x12<\n" +
-	"\abackend\x18\x04 \x01(\x0e2\".thefold.sandbox.v1.SandboxBackendR\abackend\x12:\n" +
-	"\x06limits\x18\x05 \x01(\v2\".thefold.sandbox.v1.ResourceLimitsR\x06limits\x12+\n" +
-	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x15\n" +
-	"\x06job_id\x18\a \x01(\tR\x05jobId\x12'\n" +
-	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\"j\n" +
+	"\fdestroy_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vdestroyTime\"\xd4\x02\n" +
+	"\x14CreateSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x10\n" +
+	"\x03ref\x18\x03 \x01(\tR\x03ref\x12\x1f\n" +
+	"\vbase_commit\x18\x04 \x01(\tR\n" +
+	"baseCommit\x12\x18\n" +
+	"\aarchive\x18\x05 \x01(\fR\aarchive\x12<\n" +
+	"\abackend\x18\x06 \x01(\x0e2\".thefold.sandbox.v1.SandboxBackendR\abackend\x12:\n" +
+	"\x06limits\x18\a \x01(\v2\".thefold.sandbox.v1.ResourceLimitsR\x06limits\x12+\n" +
+	"\x03ttl\x18\b \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x15\n" +
+	"\x06job_id\x18\t \x01(\tR\x05jobId\"j\n" +
 	"\x15CreateSandboxResponse\x125\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1b.thefold.sandbox.v1.SandboxR\asandbox\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"#\n" +
@@ -3168,35 +2896,32 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x06is_dir\x18\x02 \x01(\bR\x05isDir\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12;\n" +
 	"\vmodify_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"modifyTime\"\xba\x01\n" +
+	"modifyTime\"\xd5\x01\n" +
 	"\x10ListFilesRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1f\n" +
 	"\vpath_prefix\x18\x02 \x01(\tR\n" +
 	"pathPrefix\x12\x1c\n" +
 	"\trecursive\x18\x03 \x01(\bR\trecursive\x12'\n" +
-	"\x0finclude_ignored\x18\x04 \x01(\bR\x0eincludeIgnored\x12\x1f\n" +
-	"\vmax_entries\x18\x05 \x01(\x05R\n" +
-	"maxEntries\"e\n" +
+	"\x0finclude_ignored\x18\x04 \x01(\bR\x0eincludeIgnored\x12\x1b\n" +
+	"\tpage_size\x18\x05 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x06 \x01(\tR\tpageToken\"o\n" +
 	"\x11ListFilesResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.thefold.sandbox.v1.FileInfoR\x05files\x12\x1c\n" +
-	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"c\n" +
-	"\x04Edit\x12\x19\n" +
-	"\bold_text\x18\x01 \x01(\tR\aoldText\x12\x19\n" +
-	"\bnew_text\x18\x02 \x01(\tR\anewText\x12%\n" +
-	"\x0eexpected_count\x18\x03 \x01(\x05R\rexpectedCount\"i\n" +
+	"\x05files\x18\x01 \x03(\v2\x1c.thefold.sandbox.v1.FileInfoR\x05files\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"i\n" +
 	"\n" +
 	"EditResult\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1f\n" +
 	"\vmatch_count\x18\x02 \x01(\x05R\n" +
 	"matchCount\x12\x0e\n" +
 	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x8f\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x8c\x01\n" +
 	"\x11ApplyEditsRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
-	"\x04path\x18\x02 \x01(\tR\x04path\x12.\n" +
-	"\x05edits\x18\x03 \x03(\v2\x18.thefold.sandbox.v1.EditR\x05edits\x12\x17\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12+\n" +
+	"\x05edits\x18\x03 \x03(\v2\x15.thefold.type.v1.EditR\x05edits\x12\x17\n" +
 	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\x9a\x01\n" +
 	"\x12ApplyEditsResponse\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x128\n" +
@@ -3206,7 +2931,7 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x11RunCommandRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
-	"\acommand\x18\x02 \x01(\tR\acommand\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x18\n" +
 	"\aworkdir\x18\x03 \x01(\tR\aworkdir\x12@\n" +
 	"\x03env\x18\x04 \x03(\v2..thefold.sandbox.v1.RunCommandRequest.EnvEntryR\x03env\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
@@ -3227,23 +2952,15 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x12RunCommandResponse\x129\n" +
 	"\x06output\x18\x01 \x01(\v2\x1f.thefold.sandbox.v1.OutputChunkH\x00R\x06output\x12;\n" +
 	"\x06result\x18\x02 \x01(\v2!.thefold.sandbox.v1.CommandResultH\x00R\x06resultB\a\n" +
-	"\x05event\"\xc2\x01\n" +
-	"\n" +
-	"Diagnostic\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x16\n" +
-	"\x06column\x18\x03 \x01(\x05R\x06column\x12B\n" +
-	"\bseverity\x18\x04 \x01(\x0e2&.thefold.sandbox.v1.DiagnosticSeverityR\bseverity\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\x12\x16\n" +
-	"\x06source\x18\x06 \x01(\tR\x06source\"\xe2\x02\n" +
+	"\x05event\"\xdf\x02\n" +
 	"\n" +
 	"StepResult\x12:\n" +
 	"\x04kind\x18\x01 \x01(\x0e2&.thefold.sandbox.v1.ValidationStepKindR\x04kind\x126\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1e.thefold.sandbox.v1.StepStatusR\x06status\x12\x18\n" +
-	"\acommand\x18\x03 \x01(\tR\acommand\x12\x1b\n" +
+	"\acommand\x18\x03 \x03(\tR\acommand\x12\x1b\n" +
 	"\texit_code\x18\x04 \x01(\x05R\bexitCode\x125\n" +
-	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12@\n" +
-	"\vdiagnostics\x18\x06 \x03(\v2\x1e.thefold.sandbox.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12=\n" +
+	"\vdiagnostics\x18\x06 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
 	"\x06output\x18\a \x01(\tR\x06output\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\"\x8b\x01\n" +
 	"\x0fValidateRequest\x12\x1d\n" +
@@ -3282,25 +2999,18 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"P\n" +
 	"\x10SnapshotResponse\x12<\n" +
-	"\bsnapshot\x18\x01 \x01(\v2 .thefold.sandbox.v1.SnapshotInfoR\bsnapshot\"\xcd\x01\n" +
-	"\bFileDiff\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\x126\n" +
-	"\x06status\x18\x02 \x01(\x0e2\x1e.thefold.sandbox.v1.FileStatusR\x06status\x12!\n" +
-	"\funified_diff\x18\x03 \x01(\tR\vunifiedDiff\x12\x1c\n" +
-	"\tadditions\x18\x04 \x01(\x05R\tadditions\x12\x1c\n" +
-	"\tdeletions\x18\x05 \x01(\x05R\tdeletions\x12\x16\n" +
-	"\x06binary\x18\x06 \x01(\bR\x06binary\"\xa5\x01\n" +
-	"\vDiffRequest\x12\x1d\n" +
-	"\n" +
-	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1f\n" +
+	"\bsnapshot\x18\x01 \x01(\v2 .thefold.sandbox.v1.SnapshotInfoR\bsnapshot\"\x96\x01\n" +
+	"\vDiffRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
 	"\x05paths\x18\x03 \x03(\tR\x05paths\x12\x1b\n" +
 	"\tstat_only\x18\x04 \x01(\bR\bstatOnly\x12#\n" +
-	"\rcontext_lines\x18\x05 \x01(\x05R\fcontextLines\"V\n" +
-	"\fDiffResponse\x122\n" +
-	"\x05files\x18\x01 \x03(\v2\x1c.thefold.sandbox.v1.FileDiffR\x05files\x12\x12\n" +
-	"\x04base\x18\x02 \x01(\tR\x04base*\x83\x01\n" +
+	"\rcontext_lines\x18\x05 \x01(\x05R\fcontextLines\"\x85\x01\n" +
+	"\fDiffResponse\x12/\n" +
+	"\x05files\x18\x01 \x03(\v2\x19.thefold.type.v1.FileDiffR\x05files\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x120\n" +
+	"\x05stats\x18\x03 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats*\x83\x01\n" +
 	"\x0eSandboxBackend\x12\x1f\n" +
 	"\x1bSANDBOX_BACKEND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_BACKEND_DOCKER\x10\x01\x12\x19\n" +
@@ -3328,38 +3038,27 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x12STEP_STATUS_PASSED\x10\x01\x12\x16\n" +
 	"\x12STEP_STATUS_FAILED\x10\x02\x12\x17\n" +
 	"\x13STEP_STATUS_SKIPPED\x10\x03\x12\x15\n" +
-	"\x11STEP_STATUS_ERROR\x10\x04*\x97\x01\n" +
-	"\x12DiagnosticSeverity\x12#\n" +
-	"\x1fDIAGNOSTIC_SEVERITY_UNSPECIFIED\x10\x00\x12\x1d\n" +
-	"\x19DIAGNOSTIC_SEVERITY_ERROR\x10\x01\x12\x1f\n" +
-	"\x1bDIAGNOSTIC_SEVERITY_WARNING\x10\x02\x12\x1c\n" +
-	"\x18DIAGNOSTIC_SEVERITY_INFO\x10\x03*s\n" +
-	"\n" +
-	"FileStatus\x12\x1b\n" +
-	"\x17FILE_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
-	"\x11FILE_STATUS_ADDED\x10\x01\x12\x18\n" +
-	"\x14FILE_STATUS_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13FILE_STATUS_DELETED\x10\x032\xb7\n" +
+	"\x11STEP_STATUS_ERROR\x10\x042\xd0\n" +
 	"\n" +
 	"\x0eSandboxService\x12d\n" +
-	"\rCreateSandbox\x12(.thefold.sandbox.v1.CreateSandboxRequest\x1a).thefold.sandbox.v1.CreateSandboxResponse\x12[\n" +
+	"\rCreateSandbox\x12(.thefold.sandbox.v1.CreateSandboxRequest\x1a).thefold.sandbox.v1.CreateSandboxResponse\x12`\n" +
 	"\n" +
-	"GetSandbox\x12%.thefold.sandbox.v1.GetSandboxRequest\x1a&.thefold.sandbox.v1.GetSandboxResponse\x12d\n" +
-	"\rListSandboxes\x12(.thefold.sandbox.v1.ListSandboxesRequest\x1a).thefold.sandbox.v1.ListSandboxesResponse\x12g\n" +
+	"GetSandbox\x12%.thefold.sandbox.v1.GetSandboxRequest\x1a&.thefold.sandbox.v1.GetSandboxResponse\"\x03\x90\x02\x01\x12i\n" +
+	"\rListSandboxes\x12(.thefold.sandbox.v1.ListSandboxesRequest\x1a).thefold.sandbox.v1.ListSandboxesResponse\"\x03\x90\x02\x01\x12g\n" +
 	"\x0eDestroySandbox\x12).thefold.sandbox.v1.DestroySandboxRequest\x1a*.thefold.sandbox.v1.DestroySandboxResponse\x12X\n" +
-	"\tWriteFile\x12$.thefold.sandbox.v1.WriteFileRequest\x1a%.thefold.sandbox.v1.WriteFileResponse\x12U\n" +
-	"\bReadFile\x12#.thefold.sandbox.v1.ReadFileRequest\x1a$.thefold.sandbox.v1.ReadFileResponse\x12[\n" +
+	"\tWriteFile\x12$.thefold.sandbox.v1.WriteFileRequest\x1a%.thefold.sandbox.v1.WriteFileResponse\x12Z\n" +
+	"\bReadFile\x12#.thefold.sandbox.v1.ReadFileRequest\x1a$.thefold.sandbox.v1.ReadFileResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\n" +
-	"DeleteFile\x12%.thefold.sandbox.v1.DeleteFileRequest\x1a&.thefold.sandbox.v1.DeleteFileResponse\x12X\n" +
-	"\tListFiles\x12$.thefold.sandbox.v1.ListFilesRequest\x1a%.thefold.sandbox.v1.ListFilesResponse\x12[\n" +
+	"DeleteFile\x12%.thefold.sandbox.v1.DeleteFileRequest\x1a&.thefold.sandbox.v1.DeleteFileResponse\x12]\n" +
+	"\tListFiles\x12$.thefold.sandbox.v1.ListFilesRequest\x1a%.thefold.sandbox.v1.ListFilesResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\n" +
 	"ApplyEdits\x12%.thefold.sandbox.v1.ApplyEditsRequest\x1a&.thefold.sandbox.v1.ApplyEditsResponse\x12]\n" +
 	"\n" +
 	"RunCommand\x12%.thefold.sandbox.v1.RunCommandRequest\x1a&.thefold.sandbox.v1.RunCommandResponse0\x01\x12U\n" +
 	"\bValidate\x12#.thefold.sandbox.v1.ValidateRequest\x1a$.thefold.sandbox.v1.ValidateResponse\x12v\n" +
 	"\x13ValidateIncremental\x12..thefold.sandbox.v1.ValidateIncrementalRequest\x1a/.thefold.sandbox.v1.ValidateIncrementalResponse\x12U\n" +
-	"\bSnapshot\x12#.thefold.sandbox.v1.SnapshotRequest\x1a$.thefold.sandbox.v1.SnapshotResponse\x12I\n" +
-	"\x04Diff\x12\x1f.thefold.sandbox.v1.DiffRequest\x1a .thefold.sandbox.v1.DiffResponseB\xd1\x01\n" +
+	"\bSnapshot\x12#.thefold.sandbox.v1.SnapshotRequest\x1a$.thefold.sandbox.v1.SnapshotResponse\x12N\n" +
+	"\x04Diff\x12\x1f.thefold.sandbox.v1.DiffRequest\x1a .thefold.sandbox.v1.DiffResponse\"\x03\x90\x02\x01B\xd1\x01\n" +
 	"\x16com.thefold.sandbox.v1B\fSandboxProtoP\x01Z?github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1;sandboxv1\xa2\x02\x03TSX\xaa\x02\x12Thefold.Sandbox.V1\xca\x02\x12Thefold\\Sandbox\\V1\xe2\x02\x1eThefold\\Sandbox\\V1\\GPBMetadata\xea\x02\x14Thefold::Sandbox::V1b\x06proto3"
 
 var (
@@ -3374,131 +3073,129 @@ func file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_thefold_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_thefold_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_thefold_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_thefold_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_thefold_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SandboxBackend)(0),                 // 0: thefold.sandbox.v1.SandboxBackend
 	(SandboxStatus)(0),                  // 1: thefold.sandbox.v1.SandboxStatus
 	(OutputStream)(0),                   // 2: thefold.sandbox.v1.OutputStream
 	(ValidationStepKind)(0),             // 3: thefold.sandbox.v1.ValidationStepKind
 	(StepStatus)(0),                     // 4: thefold.sandbox.v1.StepStatus
-	(DiagnosticSeverity)(0),             // 5: thefold.sandbox.v1.DiagnosticSeverity
-	(FileStatus)(0),                     // 6: thefold.sandbox.v1.FileStatus
-	(*ResourceLimits)(nil),              // 7: thefold.sandbox.v1.ResourceLimits
-	(*Sandbox)(nil),                     // 8: thefold.sandbox.v1.Sandbox
-	(*CreateSandboxRequest)(nil),        // 9: thefold.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),       // 10: thefold.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),           // 11: thefold.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),          // 12: thefold.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),        // 13: thefold.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),       // 14: thefold.sandbox.v1.ListSandboxesResponse
-	(*DestroySandboxRequest)(nil),       // 15: thefold.sandbox.v1.DestroySandboxRequest
-	(*DestroySandboxResponse)(nil),      // 16: thefold.sandbox.v1.DestroySandboxResponse
-	(*WriteFileRequest)(nil),            // 17: thefold.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),           // 18: thefold.sandbox.v1.WriteFileResponse
-	(*ReadFileRequest)(nil),             // 19: thefold.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),            // 20: thefold.sandbox.v1.ReadFileResponse
-	(*DeleteFileRequest)(nil),           // 21: thefold.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),          // 22: thefold.sandbox.v1.DeleteFileResponse
-	(*FileInfo)(nil),                    // 23: thefold.sandbox.v1.FileInfo
-	(*ListFilesRequest)(nil),            // 24: thefold.sandbox.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),           // 25: thefold.sandbox.v1.ListFilesResponse
-	(*Edit)(nil),                        // 26: thefold.sandbox.v1.Edit
-	(*EditResult)(nil),                  // 27: thefold.sandbox.v1.EditResult
-	(*ApplyEditsRequest)(nil),           // 28: thefold.sandbox.v1.ApplyEditsRequest
-	(*ApplyEditsResponse)(nil),          // 29: thefold.sandbox.v1.ApplyEditsResponse
-	(*RunCommandRequest)(nil),           // 30: thefold.sandbox.v1.RunCommandRequest
-	(*OutputChunk)(nil),                 // 31: thefold.sandbox.v1.OutputChunk
-	(*CommandResult)(nil),               // 32: thefold.sandbox.v1.CommandResult
-	(*RunCommandResponse)(nil),          // 33: thefold.sandbox.v1.RunCommandResponse
-	(*Diagnostic)(nil),                  // 34: thefold.sandbox.v1.Diagnostic
-	(*StepResult)(nil),                  // 35: thefold.sandbox.v1.StepResult
-	(*ValidateRequest)(nil),             // 36: thefold.sandbox.v1.ValidateRequest
-	(*ValidateResponse)(nil),            // 37: thefold.sandbox.v1.ValidateResponse
-	(*ValidateIncrementalRequest)(nil),  // 38: thefold.sandbox.v1.ValidateIncrementalRequest
-	(*ValidateIncrementalResponse)(nil), // 39: thefold.sandbox.v1.ValidateIncrementalResponse
-	(*SnapshotInfo)(nil),                // 40: thefold.sandbox.v1.SnapshotInfo
-	(*SnapshotRequest)(nil),             // 41: thefold.sandbox.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),            // 42: thefold.sandbox.v1.SnapshotResponse
-	(*FileDiff)(nil),                    // 43: thefold.sandbox.v1.FileDiff
-	(*DiffRequest)(nil),                 // 44: thefold.sandbox.v1.DiffRequest
-	(*DiffResponse)(nil),                // 45: thefold.sandbox.v1.DiffResponse
-	nil,                                 // 46: thefold.sandbox.v1.RunCommandRequest.EnvEntry
-	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
+	(*ResourceLimits)(nil),              // 5: thefold.sandbox.v1.ResourceLimits
+	(*Sandbox)(nil),                     // 6: thefold.sandbox.v1.Sandbox
+	(*CreateSandboxRequest)(nil),        // 7: thefold.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),       // 8: thefold.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),           // 9: thefold.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),          // 10: thefold.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),        // 11: thefold.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),       // 12: thefold.sandbox.v1.ListSandboxesResponse
+	(*DestroySandboxRequest)(nil),       // 13: thefold.sandbox.v1.DestroySandboxRequest
+	(*DestroySandboxResponse)(nil),      // 14: thefold.sandbox.v1.DestroySandboxResponse
+	(*WriteFileRequest)(nil),            // 15: thefold.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),           // 16: thefold.sandbox.v1.WriteFileResponse
+	(*ReadFileRequest)(nil),             // 17: thefold.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),            // 18: thefold.sandbox.v1.ReadFileResponse
+	(*DeleteFileRequest)(nil),           // 19: thefold.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),          // 20: thefold.sandbox.v1.DeleteFileResponse
+	(*FileInfo)(nil),                    // 21: thefold.sandbox.v1.FileInfo
+	(*ListFilesRequest)(nil),            // 22: thefold.sandbox.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),           // 23: thefold.sandbox.v1.ListFilesResponse
+	(*EditResult)(nil),                  // 24: thefold.sandbox.v1.EditResult
+	(*ApplyEditsRequest)(nil),           // 25: thefold.sandbox.v1.ApplyEditsRequest
+	(*ApplyEditsResponse)(nil),          // 26: thefold.sandbox.v1.ApplyEditsResponse
+	(*RunCommandRequest)(nil),           // 27: thefold.sandbox.v1.RunCommandRequest
+	(*OutputChunk)(nil),                 // 28: thefold.sandbox.v1.OutputChunk
+	(*CommandResult)(nil),               // 29: thefold.sandbox.v1.CommandResult
+	(*RunCommandResponse)(nil),          // 30: thefold.sandbox.v1.RunCommandResponse
+	(*StepResult)(nil),                  // 31: thefold.sandbox.v1.StepResult
+	(*ValidateRequest)(nil),             // 32: thefold.sandbox.v1.ValidateRequest
+	(*ValidateResponse)(nil),            // 33: thefold.sandbox.v1.ValidateResponse
+	(*ValidateIncrementalRequest)(nil),  // 34: thefold.sandbox.v1.ValidateIncrementalRequest
+	(*ValidateIncrementalResponse)(nil), // 35: thefold.sandbox.v1.ValidateIncrementalResponse
+	(*SnapshotInfo)(nil),                // 36: thefold.sandbox.v1.SnapshotInfo
+	(*SnapshotRequest)(nil),             // 37: thefold.sandbox.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),            // 38: thefold.sandbox.v1.SnapshotResponse
+	(*DiffRequest)(nil),                 // 39: thefold.sandbox.v1.DiffRequest
+	(*DiffResponse)(nil),                // 40: thefold.sandbox.v1.DiffResponse
+	nil,                                 // 41: thefold.sandbox.v1.RunCommandRequest.EnvEntry
+	(*durationpb.Duration)(nil),         // 42: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 43: google.protobuf.Timestamp
+	(*v1.Edit)(nil),                     // 44: thefold.type.v1.Edit
+	(*v1.Diagnostic)(nil),               // 45: thefold.type.v1.Diagnostic
+	(*v1.FileDiff)(nil),                 // 46: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 47: thefold.type.v1.DiffStats
 }
 var file_thefold_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	47, // 0: thefold.sandbox.v1.ResourceLimits.timeout:type_name -> google.protobuf.Duration
+	42, // 0: thefold.sandbox.v1.ResourceLimits.timeout:type_name -> google.protobuf.Duration
 	0,  // 1: thefold.sandbox.v1.Sandbox.backend:type_name -> thefold.sandbox.v1.SandboxBackend
 	1,  // 2: thefold.sandbox.v1.Sandbox.status:type_name -> thefold.sandbox.v1.SandboxStatus
-	7,  // 3: thefold.sandbox.v1.Sandbox.limits:type_name -> thefold.sandbox.v1.ResourceLimits
-	48, // 4: thefold.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	48, // 5: thefold.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
-	48, // 6: thefold.sandbox.v1.Sandbox.destroy_time:type_name -> google.protobuf.Timestamp
+	5,  // 3: thefold.sandbox.v1.Sandbox.limits:type_name -> thefold.sandbox.v1.ResourceLimits
+	43, // 4: thefold.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	43, // 5: thefold.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
+	43, // 6: thefold.sandbox.v1.Sandbox.destroy_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: thefold.sandbox.v1.CreateSandboxRequest.backend:type_name -> thefold.sandbox.v1.SandboxBackend
-	7,  // 8: thefold.sandbox.v1.CreateSandboxRequest.limits:type_name -> thefold.sandbox.v1.ResourceLimits
-	47, // 9: thefold.sandbox.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	8,  // 10: thefold.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
-	8,  // 11: thefold.sandbox.v1.GetSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
+	5,  // 8: thefold.sandbox.v1.CreateSandboxRequest.limits:type_name -> thefold.sandbox.v1.ResourceLimits
+	42, // 9: thefold.sandbox.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	6,  // 10: thefold.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
+	6,  // 11: thefold.sandbox.v1.GetSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
 	1,  // 12: thefold.sandbox.v1.ListSandboxesRequest.statuses:type_name -> thefold.sandbox.v1.SandboxStatus
-	8,  // 13: thefold.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> thefold.sandbox.v1.Sandbox
-	48, // 14: thefold.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	23, // 15: thefold.sandbox.v1.ListFilesResponse.files:type_name -> thefold.sandbox.v1.FileInfo
-	26, // 16: thefold.sandbox.v1.ApplyEditsRequest.edits:type_name -> thefold.sandbox.v1.Edit
-	27, // 17: thefold.sandbox.v1.ApplyEditsResponse.results:type_name -> thefold.sandbox.v1.EditResult
-	46, // 18: thefold.sandbox.v1.RunCommandRequest.env:type_name -> thefold.sandbox.v1.RunCommandRequest.EnvEntry
-	47, // 19: thefold.sandbox.v1.RunCommandRequest.timeout:type_name -> google.protobuf.Duration
+	6,  // 13: thefold.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> thefold.sandbox.v1.Sandbox
+	43, // 14: thefold.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	21, // 15: thefold.sandbox.v1.ListFilesResponse.files:type_name -> thefold.sandbox.v1.FileInfo
+	44, // 16: thefold.sandbox.v1.ApplyEditsRequest.edits:type_name -> thefold.type.v1.Edit
+	24, // 17: thefold.sandbox.v1.ApplyEditsResponse.results:type_name -> thefold.sandbox.v1.EditResult
+	41, // 18: thefold.sandbox.v1.RunCommandRequest.env:type_name -> thefold.sandbox.v1.RunCommandRequest.EnvEntry
+	42, // 19: thefold.sandbox.v1.RunCommandRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 20: thefold.sandbox.v1.OutputChunk.stream:type_name -> thefold.sandbox.v1.OutputStream
-	47, // 21: thefold.sandbox.v1.CommandResult.duration:type_name -> google.protobuf.Duration
-	31, // 22: thefold.sandbox.v1.RunCommandResponse.output:type_name -> thefold.sandbox.v1.OutputChunk
-	32, // 23: thefold.sandbox.v1.RunCommandResponse.result:type_name -> thefold.sandbox.v1.CommandResult
-	5,  // 24: thefold.sandbox.v1.Diagnostic.severity:type_name -> thefold.sandbox.v1.DiagnosticSeverity
-	3,  // 25: thefold.sandbox.v1.StepResult.kind:type_name -> thefold.sandbox.v1.ValidationStepKind
-	4,  // 26: thefold.sandbox.v1.StepResult.status:type_name -> thefold.sandbox.v1.StepStatus
-	47, // 27: thefold.sandbox.v1.StepResult.duration:type_name -> google.protobuf.Duration
-	34, // 28: thefold.sandbox.v1.StepResult.diagnostics:type_name -> thefold.sandbox.v1.Diagnostic
-	3,  // 29: thefold.sandbox.v1.ValidateRequest.steps:type_name -> thefold.sandbox.v1.ValidationStepKind
-	35, // 30: thefold.sandbox.v1.ValidateResponse.steps:type_name -> thefold.sandbox.v1.StepResult
-	47, // 31: thefold.sandbox.v1.ValidateResponse.duration:type_name -> google.protobuf.Duration
-	35, // 32: thefold.sandbox.v1.ValidateIncrementalResponse.steps:type_name -> thefold.sandbox.v1.StepResult
-	47, // 33: thefold.sandbox.v1.ValidateIncrementalResponse.duration:type_name -> google.protobuf.Duration
-	48, // 34: thefold.sandbox.v1.SnapshotInfo.create_time:type_name -> google.protobuf.Timestamp
-	40, // 35: thefold.sandbox.v1.SnapshotResponse.snapshot:type_name -> thefold.sandbox.v1.SnapshotInfo
-	6,  // 36: thefold.sandbox.v1.FileDiff.status:type_name -> thefold.sandbox.v1.FileStatus
-	43, // 37: thefold.sandbox.v1.DiffResponse.files:type_name -> thefold.sandbox.v1.FileDiff
-	9,  // 38: thefold.sandbox.v1.SandboxService.CreateSandbox:input_type -> thefold.sandbox.v1.CreateSandboxRequest
-	11, // 39: thefold.sandbox.v1.SandboxService.GetSandbox:input_type -> thefold.sandbox.v1.GetSandboxRequest
-	13, // 40: thefold.sandbox.v1.SandboxService.ListSandboxes:input_type -> thefold.sandbox.v1.ListSandboxesRequest
-	15, // 41: thefold.sandbox.v1.SandboxService.DestroySandbox:input_type -> thefold.sandbox.v1.DestroySandboxRequest
-	17, // 42: thefold.sandbox.v1.SandboxService.WriteFile:input_type -> thefold.sandbox.v1.WriteFileRequest
-	19, // 43: thefold.sandbox.v1.SandboxService.ReadFile:input_type -> thefold.sandbox.v1.ReadFileRequest
-	21, // 44: thefold.sandbox.v1.SandboxService.DeleteFile:input_type -> thefold.sandbox.v1.DeleteFileRequest
-	24, // 45: thefold.sandbox.v1.SandboxService.ListFiles:input_type -> thefold.sandbox.v1.ListFilesRequest
-	28, // 46: thefold.sandbox.v1.SandboxService.ApplyEdits:input_type -> thefold.sandbox.v1.ApplyEditsRequest
-	30, // 47: thefold.sandbox.v1.SandboxService.RunCommand:input_type -> thefold.sandbox.v1.RunCommandRequest
-	36, // 48: thefold.sandbox.v1.SandboxService.Validate:input_type -> thefold.sandbox.v1.ValidateRequest
-	38, // 49: thefold.sandbox.v1.SandboxService.ValidateIncremental:input_type -> thefold.sandbox.v1.ValidateIncrementalRequest
-	41, // 50: thefold.sandbox.v1.SandboxService.Snapshot:input_type -> thefold.sandbox.v1.SnapshotRequest
-	44, // 51: thefold.sandbox.v1.SandboxService.Diff:input_type -> thefold.sandbox.v1.DiffRequest
-	10, // 52: thefold.sandbox.v1.SandboxService.CreateSandbox:output_type -> thefold.sandbox.v1.CreateSandboxResponse
-	12, // 53: thefold.sandbox.v1.SandboxService.GetSandbox:output_type -> thefold.sandbox.v1.GetSandboxResponse
-	14, // 54: thefold.sandbox.v1.SandboxService.ListSandboxes:output_type -> thefold.sandbox.v1.ListSandboxesResponse
-	16, // 55: thefold.sandbox.v1.SandboxService.DestroySandbox:output_type -> thefold.sandbox.v1.DestroySandboxResponse
-	18, // 56: thefold.sandbox.v1.SandboxService.WriteFile:output_type -> thefold.sandbox.v1.WriteFileResponse
-	20, // 57: thefold.sandbox.v1.SandboxService.ReadFile:output_type -> thefold.sandbox.v1.ReadFileResponse
-	22, // 58: thefold.sandbox.v1.SandboxService.DeleteFile:output_type -> thefold.sandbox.v1.DeleteFileResponse
-	25, // 59: thefold.sandbox.v1.SandboxService.ListFiles:output_type -> thefold.sandbox.v1.ListFilesResponse
-	29, // 60: thefold.sandbox.v1.SandboxService.ApplyEdits:output_type -> thefold.sandbox.v1.ApplyEditsResponse
-	33, // 61: thefold.sandbox.v1.SandboxService.RunCommand:output_type -> thefold.sandbox.v1.RunCommandResponse
-	37, // 62: thefold.sandbox.v1.SandboxService.Validate:output_type -> thefold.sandbox.v1.ValidateResponse
-	39, // 63: thefold.sandbox.v1.SandboxService.ValidateIncremental:output_type -> thefold.sandbox.v1.ValidateIncrementalResponse
-	42, // 64: thefold.sandbox.v1.SandboxService.Snapshot:output_type -> thefold.sandbox.v1.SnapshotResponse
-	45, // 65: thefold.sandbox.v1.SandboxService.Diff:output_type -> thefold.sandbox.v1.DiffResponse
-	52, // [52:66] is the sub-list for method output_type
-	38, // [38:52] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	42, // 21: thefold.sandbox.v1.CommandResult.duration:type_name -> google.protobuf.Duration
+	28, // 22: thefold.sandbox.v1.RunCommandResponse.output:type_name -> thefold.sandbox.v1.OutputChunk
+	29, // 23: thefold.sandbox.v1.RunCommandResponse.result:type_name -> thefold.sandbox.v1.CommandResult
+	3,  // 24: thefold.sandbox.v1.StepResult.kind:type_name -> thefold.sandbox.v1.ValidationStepKind
+	4,  // 25: thefold.sandbox.v1.StepResult.status:type_name -> thefold.sandbox.v1.StepStatus
+	42, // 26: thefold.sandbox.v1.StepResult.duration:type_name -> google.protobuf.Duration
+	45, // 27: thefold.sandbox.v1.StepResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	3,  // 28: thefold.sandbox.v1.ValidateRequest.steps:type_name -> thefold.sandbox.v1.ValidationStepKind
+	31, // 29: thefold.sandbox.v1.ValidateResponse.steps:type_name -> thefold.sandbox.v1.StepResult
+	42, // 30: thefold.sandbox.v1.ValidateResponse.duration:type_name -> google.protobuf.Duration
+	31, // 31: thefold.sandbox.v1.ValidateIncrementalResponse.steps:type_name -> thefold.sandbox.v1.StepResult
+	42, // 32: thefold.sandbox.v1.ValidateIncrementalResponse.duration:type_name -> google.protobuf.Duration
+	43, // 33: thefold.sandbox.v1.SnapshotInfo.create_time:type_name -> google.protobuf.Timestamp
+	36, // 34: thefold.sandbox.v1.SnapshotResponse.snapshot:type_name -> thefold.sandbox.v1.SnapshotInfo
+	46, // 35: thefold.sandbox.v1.DiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	47, // 36: thefold.sandbox.v1.DiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	7,  // 37: thefold.sandbox.v1.SandboxService.CreateSandbox:input_type -> thefold.sandbox.v1.CreateSandboxRequest
+	9,  // 38: thefold.sandbox.v1.SandboxService.GetSandbox:input_type -> thefold.sandbox.v1.GetSandboxRequest
+	11, // 39: thefold.sandbox.v1.SandboxService.ListSandboxes:input_type -> thefold.sandbox.v1.ListSandboxesRequest
+	13, // 40: thefold.sandbox.v1.SandboxService.DestroySandbox:input_type -> thefold.sandbox.v1.DestroySandboxRequest
+	15, // 41: thefold.sandbox.v1.SandboxService.WriteFile:input_type -> thefold.sandbox.v1.WriteFileRequest
+	17, // 42: thefold.sandbox.v1.SandboxService.ReadFile:input_type -> thefold.sandbox.v1.ReadFileRequest
+	19, // 43: thefold.sandbox.v1.SandboxService.DeleteFile:input_type -> thefold.sandbox.v1.DeleteFileRequest
+	22, // 44: thefold.sandbox.v1.SandboxService.ListFiles:input_type -> thefold.sandbox.v1.ListFilesRequest
+	25, // 45: thefold.sandbox.v1.SandboxService.ApplyEdits:input_type -> thefold.sandbox.v1.ApplyEditsRequest
+	27, // 46: thefold.sandbox.v1.SandboxService.RunCommand:input_type -> thefold.sandbox.v1.RunCommandRequest
+	32, // 47: thefold.sandbox.v1.SandboxService.Validate:input_type -> thefold.sandbox.v1.ValidateRequest
+	34, // 48: thefold.sandbox.v1.SandboxService.ValidateIncremental:input_type -> thefold.sandbox.v1.ValidateIncrementalRequest
+	37, // 49: thefold.sandbox.v1.SandboxService.Snapshot:input_type -> thefold.sandbox.v1.SnapshotRequest
+	39, // 50: thefold.sandbox.v1.SandboxService.Diff:input_type -> thefold.sandbox.v1.DiffRequest
+	8,  // 51: thefold.sandbox.v1.SandboxService.CreateSandbox:output_type -> thefold.sandbox.v1.CreateSandboxResponse
+	10, // 52: thefold.sandbox.v1.SandboxService.GetSandbox:output_type -> thefold.sandbox.v1.GetSandboxResponse
+	12, // 53: thefold.sandbox.v1.SandboxService.ListSandboxes:output_type -> thefold.sandbox.v1.ListSandboxesResponse
+	14, // 54: thefold.sandbox.v1.SandboxService.DestroySandbox:output_type -> thefold.sandbox.v1.DestroySandboxResponse
+	16, // 55: thefold.sandbox.v1.SandboxService.WriteFile:output_type -> thefold.sandbox.v1.WriteFileResponse
+	18, // 56: thefold.sandbox.v1.SandboxService.ReadFile:output_type -> thefold.sandbox.v1.ReadFileResponse
+	20, // 57: thefold.sandbox.v1.SandboxService.DeleteFile:output_type -> thefold.sandbox.v1.DeleteFileResponse
+	23, // 58: thefold.sandbox.v1.SandboxService.ListFiles:output_type -> thefold.sandbox.v1.ListFilesResponse
+	26, // 59: thefold.sandbox.v1.SandboxService.ApplyEdits:output_type -> thefold.sandbox.v1.ApplyEditsResponse
+	30, // 60: thefold.sandbox.v1.SandboxService.RunCommand:output_type -> thefold.sandbox.v1.RunCommandResponse
+	33, // 61: thefold.sandbox.v1.SandboxService.Validate:output_type -> thefold.sandbox.v1.ValidateResponse
+	35, // 62: thefold.sandbox.v1.SandboxService.ValidateIncremental:output_type -> thefold.sandbox.v1.ValidateIncrementalResponse
+	38, // 63: thefold.sandbox.v1.SandboxService.Snapshot:output_type -> thefold.sandbox.v1.SnapshotResponse
+	40, // 64: thefold.sandbox.v1.SandboxService.Diff:output_type -> thefold.sandbox.v1.DiffResponse
+	51, // [51:65] is the sub-list for method output_type
+	37, // [37:51] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_thefold_sandbox_v1_sandbox_proto_init() }
@@ -3506,7 +3203,7 @@ func file_thefold_sandbox_v1_sandbox_proto_init() {
 	if File_thefold_sandbox_v1_sandbox_proto != nil {
 		return
 	}
-	file_thefold_sandbox_v1_sandbox_proto_msgTypes[26].OneofWrappers = []any{
+	file_thefold_sandbox_v1_sandbox_proto_msgTypes[25].OneofWrappers = []any{
 		(*RunCommandResponse_Output)(nil),
 		(*RunCommandResponse_Result)(nil),
 	}
@@ -3515,8 +3212,8 @@ func file_thefold_sandbox_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_sandbox_v1_sandbox_proto_rawDesc), len(file_thefold_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   40,
+			NumEnums:      5,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

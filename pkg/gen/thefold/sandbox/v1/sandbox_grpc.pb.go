@@ -42,10 +42,21 @@ const (
 // SandboxService runs isolated workspaces: a repository checked out at a base commit, file
 // operations, commands, the validation pipeline, snapshots and diffs. Backends are docker
 // (no network, read-only root, tmpfs, resource limits, no capabilities), bwrap and local.
-// Sandboxes have owners; someone else's sandbox is NOT_FOUND. Paths are relative to the
-// workspace root; a path that escapes it is INVALID_ARGUMENT.
+// Paths are relative to the workspace root, '/'-separated.
+//
+// Ids (thefold/type/v1/conventions.proto, Names): an RPC on the sandbox as a whole
+// (GetSandbox, DestroySandbox, Diff) names it `id`; an RPC on something inside it (its
+// files, commands, validation runs and snapshots) names it `sandbox_id` next to the child's
+// key (a path, a snapshot name).
+//
+// Errors follow thefold/type/v1/conventions.proto: someone else's sandbox is NOT_FOUND; a
+// path that escapes the workspace (absolute, "..", a symlink pointing outside), a device
+// file or an oversized file is INVALID_ARGUMENT; an operation inside a sandbox that is not
+// READY (creating, failed, destroyed) is FAILED_PRECONDITION.
 type SandboxServiceClient interface {
-	// CreateSandbox creates a workspace with the repository at its base commit.
+	// CreateSandbox creates a workspace: empty, from an uploaded archive, or with a
+	// repository checked out at its base commit. A retry with the same request_id returns the
+	// sandbox the first call created and creates nothing.
 	CreateSandbox(ctx context.Context, in *CreateSandboxRequest, opts ...grpc.CallOption) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox.
 	GetSandbox(ctx context.Context, in *GetSandboxRequest, opts ...grpc.CallOption) (*GetSandboxResponse, error)
@@ -59,20 +70,26 @@ type SandboxServiceClient interface {
 	ReadFile(ctx context.Context, in *ReadFileRequest, opts ...grpc.CallOption) (*ReadFileResponse, error)
 	// DeleteFile deletes a file (or a directory, with recursive). A missing path is NOT_FOUND.
 	DeleteFile(ctx context.Context, in *DeleteFileRequest, opts ...grpc.CallOption) (*DeleteFileResponse, error)
-	// ListFiles lists files and directories under a prefix.
+	// ListFiles lists files and directories under a prefix, sorted by path, a page at a time.
 	ListFiles(ctx context.Context, in *ListFilesRequest, opts ...grpc.CallOption) (*ListFilesResponse, error)
 	// ApplyEdits applies targeted search/replace edits to one text file, all or nothing.
 	ApplyEdits(ctx context.Context, in *ApplyEditsRequest, opts ...grpc.CallOption) (*ApplyEditsResponse, error)
-	// RunCommand runs a shell command in the workspace and streams its output, then one
+	// RunCommand runs an argv (no shell) in the workspace and streams its output, then one
 	// final message with the exit status. Every command is recorded in the command log.
 	RunCommand(ctx context.Context, in *RunCommandRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunCommandResponse], error)
-	// Validate runs the full validation pipeline for the workspace's toolchain.
+	// Validate runs the full validation pipeline for the workspace's toolchain. Not marked
+	// side-effect free: it runs the toolchain and the workspace's own tests (code an LLM
+	// wrote), which write build caches and may write files, and it is recorded in the command
+	// log; a client must not retry it blindly.
 	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
-	// ValidateIncremental validates one or a few files, as fast as the toolchain allows.
+	// ValidateIncremental validates one or a few files, as fast as the toolchain allows. Not
+	// marked side-effect free, for the same reasons as Validate.
 	ValidateIncremental(ctx context.Context, in *ValidateIncrementalRequest, opts ...grpc.CallOption) (*ValidateIncrementalResponse, error)
-	// Snapshot records the workspace's current files under a name.
+	// Snapshot records the workspace's current files under a name. The name is the natural
+	// key: a Snapshot with a name the sandbox already has is ALREADY_EXISTS and leaves that
+	// snapshot as it was (a retry after a lost answer can read it so).
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
-	// Diff lists the files changed since the base commit or a snapshot, with unified diffs.
+	// Diff lists the files changed since the base or a snapshot, with unified diffs.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
 }
 
@@ -240,10 +257,21 @@ func (c *sandboxServiceClient) Diff(ctx context.Context, in *DiffRequest, opts .
 // SandboxService runs isolated workspaces: a repository checked out at a base commit, file
 // operations, commands, the validation pipeline, snapshots and diffs. Backends are docker
 // (no network, read-only root, tmpfs, resource limits, no capabilities), bwrap and local.
-// Sandboxes have owners; someone else's sandbox is NOT_FOUND. Paths are relative to the
-// workspace root; a path that escapes it is INVALID_ARGUMENT.
+// Paths are relative to the workspace root, '/'-separated.
+//
+// Ids (thefold/type/v1/conventions.proto, Names): an RPC on the sandbox as a whole
+// (GetSandbox, DestroySandbox, Diff) names it `id`; an RPC on something inside it (its
+// files, commands, validation runs and snapshots) names it `sandbox_id` next to the child's
+// key (a path, a snapshot name).
+//
+// Errors follow thefold/type/v1/conventions.proto: someone else's sandbox is NOT_FOUND; a
+// path that escapes the workspace (absolute, "..", a symlink pointing outside), a device
+// file or an oversized file is INVALID_ARGUMENT; an operation inside a sandbox that is not
+// READY (creating, failed, destroyed) is FAILED_PRECONDITION.
 type SandboxServiceServer interface {
-	// CreateSandbox creates a workspace with the repository at its base commit.
+	// CreateSandbox creates a workspace: empty, from an uploaded archive, or with a
+	// repository checked out at its base commit. A retry with the same request_id returns the
+	// sandbox the first call created and creates nothing.
 	CreateSandbox(context.Context, *CreateSandboxRequest) (*CreateSandboxResponse, error)
 	// GetSandbox returns one sandbox.
 	GetSandbox(context.Context, *GetSandboxRequest) (*GetSandboxResponse, error)
@@ -257,20 +285,26 @@ type SandboxServiceServer interface {
 	ReadFile(context.Context, *ReadFileRequest) (*ReadFileResponse, error)
 	// DeleteFile deletes a file (or a directory, with recursive). A missing path is NOT_FOUND.
 	DeleteFile(context.Context, *DeleteFileRequest) (*DeleteFileResponse, error)
-	// ListFiles lists files and directories under a prefix.
+	// ListFiles lists files and directories under a prefix, sorted by path, a page at a time.
 	ListFiles(context.Context, *ListFilesRequest) (*ListFilesResponse, error)
 	// ApplyEdits applies targeted search/replace edits to one text file, all or nothing.
 	ApplyEdits(context.Context, *ApplyEditsRequest) (*ApplyEditsResponse, error)
-	// RunCommand runs a shell command in the workspace and streams its output, then one
+	// RunCommand runs an argv (no shell) in the workspace and streams its output, then one
 	// final message with the exit status. Every command is recorded in the command log.
 	RunCommand(*RunCommandRequest, grpc.ServerStreamingServer[RunCommandResponse]) error
-	// Validate runs the full validation pipeline for the workspace's toolchain.
+	// Validate runs the full validation pipeline for the workspace's toolchain. Not marked
+	// side-effect free: it runs the toolchain and the workspace's own tests (code an LLM
+	// wrote), which write build caches and may write files, and it is recorded in the command
+	// log; a client must not retry it blindly.
 	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
-	// ValidateIncremental validates one or a few files, as fast as the toolchain allows.
+	// ValidateIncremental validates one or a few files, as fast as the toolchain allows. Not
+	// marked side-effect free, for the same reasons as Validate.
 	ValidateIncremental(context.Context, *ValidateIncrementalRequest) (*ValidateIncrementalResponse, error)
-	// Snapshot records the workspace's current files under a name.
+	// Snapshot records the workspace's current files under a name. The name is the natural
+	// key: a Snapshot with a name the sandbox already has is ALREADY_EXISTS and leaves that
+	// snapshot as it was (a retry after a lost answer can read it so).
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
-	// Diff lists the files changed since the base commit or a snapshot, with unified diffs.
+	// Diff lists the files changed since the base or a snapshot, with unified diffs.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
 	mustEmbedUnimplementedSandboxServiceServer()
 }

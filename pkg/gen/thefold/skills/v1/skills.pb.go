@@ -7,6 +7,7 @@
 package skillsv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -193,59 +194,6 @@ func (SkillScope) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{2}
 }
 
-// FindingSeverity is how serious a finding is; ERROR fails the check.
-type FindingSeverity int32
-
-const (
-	FindingSeverity_FINDING_SEVERITY_UNSPECIFIED FindingSeverity = 0
-	FindingSeverity_FINDING_SEVERITY_INFO        FindingSeverity = 1
-	FindingSeverity_FINDING_SEVERITY_WARNING     FindingSeverity = 2
-	FindingSeverity_FINDING_SEVERITY_ERROR       FindingSeverity = 3
-)
-
-// Enum value maps for FindingSeverity.
-var (
-	FindingSeverity_name = map[int32]string{
-		0: "FINDING_SEVERITY_UNSPECIFIED",
-		1: "FINDING_SEVERITY_INFO",
-		2: "FINDING_SEVERITY_WARNING",
-		3: "FINDING_SEVERITY_ERROR",
-	}
-	FindingSeverity_value = map[string]int32{
-		"FINDING_SEVERITY_UNSPECIFIED": 0,
-		"FINDING_SEVERITY_INFO":        1,
-		"FINDING_SEVERITY_WARNING":     2,
-		"FINDING_SEVERITY_ERROR":       3,
-	}
-)
-
-func (x FindingSeverity) Enum() *FindingSeverity {
-	p := new(FindingSeverity)
-	*p = x
-	return p
-}
-
-func (x FindingSeverity) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (FindingSeverity) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_skills_v1_skills_proto_enumTypes[3].Descriptor()
-}
-
-func (FindingSeverity) Type() protoreflect.EnumType {
-	return &file_thefold_skills_v1_skills_proto_enumTypes[3]
-}
-
-func (x FindingSeverity) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use FindingSeverity.Descriptor instead.
-func (FindingSeverity) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{3}
-}
-
 // SkipReason is why a skill in scope was not selected.
 type SkipReason int32
 
@@ -286,11 +234,11 @@ func (x SkipReason) String() string {
 }
 
 func (SkipReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_skills_v1_skills_proto_enumTypes[4].Descriptor()
+	return file_thefold_skills_v1_skills_proto_enumTypes[3].Descriptor()
 }
 
 func (SkipReason) Type() protoreflect.EnumType {
-	return &file_thefold_skills_v1_skills_proto_enumTypes[4]
+	return &file_thefold_skills_v1_skills_proto_enumTypes[3]
 }
 
 func (x SkipReason) Number() protoreflect.EnumNumber {
@@ -299,7 +247,7 @@ func (x SkipReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkipReason.Descriptor instead.
 func (SkipReason) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{4}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{3}
 }
 
 // SkillRouting decides which tasks a skill matches. Each non-empty list must match (any of
@@ -388,16 +336,19 @@ func (x *SkillRouting) GetLabels() []string {
 // SkillRule is a deterministic check of a PRE_RUN or POST_RUN skill, run without an AI call.
 type SkillRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, unique within the skill, e.g. "aws-key"; reported as Diagnostic.rule.
+	// Lower-case letters, digits, '-', '_' and '/'.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// RE2 regular expression.
-	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Pattern string `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
 	// False: a match is a finding (e.g. a hard-coded secret). True: no match is a finding.
-	MustMatch bool `protobuf:"varint,2,opt,name=must_match,json=mustMatch,proto3" json:"must_match,omitempty"`
+	MustMatch bool `protobuf:"varint,3,opt,name=must_match,json=mustMatch,proto3" json:"must_match,omitempty"`
 	// Files the rule applies to (POST_RUN); empty means every file, or the input text (PRE_RUN).
-	FileGlobs []string `protobuf:"bytes,3,rep,name=file_globs,json=fileGlobs,proto3" json:"file_globs,omitempty"`
+	FileGlobs []string `protobuf:"bytes,4,rep,name=file_globs,json=fileGlobs,proto3" json:"file_globs,omitempty"`
 	// Message of the finding.
-	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	// Defaults to FINDING_SEVERITY_ERROR.
-	Severity      FindingSeverity `protobuf:"varint,5,opt,name=severity,proto3,enum=thefold.skills.v1.FindingSeverity" json:"severity,omitempty"`
+	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	// Severity of the finding; defaults to SEVERITY_ERROR.
+	Severity      v1.Severity `protobuf:"varint,6,opt,name=severity,proto3,enum=thefold.type.v1.Severity" json:"severity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -432,6 +383,13 @@ func (*SkillRule) Descriptor() ([]byte, []int) {
 	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{1}
 }
 
+func (x *SkillRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 func (x *SkillRule) GetPattern() string {
 	if x != nil {
 		return x.Pattern
@@ -460,11 +418,11 @@ func (x *SkillRule) GetMessage() string {
 	return ""
 }
 
-func (x *SkillRule) GetSeverity() FindingSeverity {
+func (x *SkillRule) GetSeverity() v1.Severity {
 	if x != nil {
 		return x.Severity
 	}
-	return FindingSeverity_FINDING_SEVERITY_UNSPECIFIED
+	return v1.Severity(0)
 }
 
 // Skill is a reusable prompt fragment with the rules that decide when it applies.
@@ -495,7 +453,8 @@ type Skill struct {
 	FailureCount int64  `protobuf:"varint,15,opt,name=failure_count,json=failureCount,proto3" json:"failure_count,omitempty"`
 	// success_count / (success_count + failure_count); 0 when there are no results.
 	SuccessRate float64 `protobuf:"fixed64,16,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
-	// Starts at 1, incremented by every update.
+	// Starts at 1, incremented by every update. On UpdateSkill, a non-zero value is the
+	// version the caller read: the update applies only if it is still current (else ABORTED).
 	Version int32 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
 	// User id of the creator.
 	OwnerId       string                 `protobuf:"bytes,18,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
@@ -675,11 +634,13 @@ func (x *Skill) GetUpdateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// CreateSkillRequest is a skill to create.
 type CreateSkillRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The skill to create. Required: name, phase, and prompt_fragment or rules. Server-set
 	// fields (id, counts, success_rate, version, owner_id, times) are ignored. scope defaults
-	// to GLOBAL, category to GENERAL.
+	// to GLOBAL, category to GENERAL. The name (within its scope) is the natural key that
+	// makes the call idempotent.
 	Skill         *Skill `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -722,6 +683,7 @@ func (x *CreateSkillRequest) GetSkill() *Skill {
 	return nil
 }
 
+// CreateSkillResponse is the created skill.
 type CreateSkillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Skill         *Skill                 `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
@@ -766,9 +728,11 @@ func (x *CreateSkillResponse) GetSkill() *Skill {
 	return nil
 }
 
+// GetSkillRequest names a skill.
 type GetSkillRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the skill's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +774,7 @@ func (x *GetSkillRequest) GetId() string {
 	return ""
 }
 
+// GetSkillResponse is the skill.
 type GetSkillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Skill         *Skill                 `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
@@ -854,11 +819,13 @@ func (x *GetSkillResponse) GetSkill() *Skill {
 	return nil
 }
 
+// ListSkillsRequest filters and pages skills.
 type ListSkillsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Filters; empty means any.
+	// Filter by category; UNSPECIFIED means any.
 	Category SkillCategory `protobuf:"varint,1,opt,name=category,proto3,enum=thefold.skills.v1.SkillCategory" json:"category,omitempty"`
-	Phase    SkillPhase    `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
+	// Filter by phase; UNSPECIFIED means any.
+	Phase SkillPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
 	// Skills that apply to this repository: global ones and this repo's.
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Only enabled (true) or only disabled (false) skills.
@@ -943,10 +910,12 @@ func (x *ListSkillsRequest) GetPageToken() string {
 	return ""
 }
 
+// ListSkillsResponse is one page of skills, highest priority first.
 type ListSkillsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Skills        []*Skill               `protobuf:"bytes,1,rep,name=skills,proto3" json:"skills,omitempty"`
-	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Skills []*Skill               `protobuf:"bytes,1,rep,name=skills,proto3" json:"skills,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -995,14 +964,18 @@ func (x *ListSkillsResponse) GetNextPageToken() string {
 	return ""
 }
 
+// UpdateSkillRequest changes some fields of a skill.
 type UpdateSkillRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The skill with its id set and the fields to change. When version is non-zero, the update
-	// applies only if it is the current version; otherwise ABORTED.
-	Skill *Skill `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
-	// Updatable: name, description, category, phase, prompt_fragment, routing, rules,
-	// priority, token_estimate, enabled, scope, repo.
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	// Required. id names the resource; skill.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask. When skill.version is non-zero, the
+	// update applies only if it is the current version; otherwise ABORTED.
+	Skill *Skill `protobuf:"bytes,2,opt,name=skill,proto3" json:"skill,omitempty"`
+	// Required. Updatable: name, description, category, phase, prompt_fragment, routing,
+	// rules, priority, token_estimate, enabled, scope, repo. Any other path is
+	// INVALID_ARGUMENT.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1037,6 +1010,13 @@ func (*UpdateSkillRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{9}
 }
 
+func (x *UpdateSkillRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
 func (x *UpdateSkillRequest) GetSkill() *Skill {
 	if x != nil {
 		return x.Skill
@@ -1051,6 +1031,7 @@ func (x *UpdateSkillRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
 	return nil
 }
 
+// UpdateSkillResponse is the skill after the update.
 type UpdateSkillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Skill         *Skill                 `protobuf:"bytes,1,opt,name=skill,proto3" json:"skill,omitempty"`
@@ -1095,9 +1076,11 @@ func (x *UpdateSkillResponse) GetSkill() *Skill {
 	return nil
 }
 
+// DeleteSkillRequest names a skill to delete.
 type DeleteSkillRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the skill's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1139,6 +1122,7 @@ func (x *DeleteSkillRequest) GetId() string {
 	return ""
 }
 
+// DeleteSkillResponse is empty.
 type DeleteSkillResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1256,9 +1240,11 @@ func (x *TaskContext) GetLabels() []string {
 	return nil
 }
 
+// ResolveSkillsRequest is a task context to choose skills for.
 type ResolveSkillsRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Context *TaskContext           `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: what the skills are routed on.
+	Context *TaskContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Only skills of this phase; UNSPECIFIED resolves every phase.
 	Phase SkillPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
 	// Most prompt_fragment tokens to select (INJECT skills count); default 4,000.
@@ -1320,13 +1306,15 @@ func (x *ResolveSkillsRequest) GetTokenBudget() int32 {
 
 // ResolvedSkill is a selected skill with what the caller needs to apply it.
 type ResolvedSkill struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	SkillId        string                 `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
-	Name           string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Phase          SkillPhase             `protobuf:"varint,3,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
-	PromptFragment string                 `protobuf:"bytes,4,opt,name=prompt_fragment,json=promptFragment,proto3" json:"prompt_fragment,omitempty"`
-	Priority       int32                  `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
-	Tokens         int32                  `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill's id (pass it in skill_ids of ExecutePreRun/ExecutePostRun).
+	SkillId        string     `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
+	Name           string     `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Phase          SkillPhase `protobuf:"varint,3,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
+	PromptFragment string     `protobuf:"bytes,4,opt,name=prompt_fragment,json=promptFragment,proto3" json:"prompt_fragment,omitempty"`
+	Priority       int32      `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Estimated tokens of prompt_fragment.
+	Tokens int32 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
 	// Which routing rule matched (e.g. "keyword 'migration'", "no rules").
 	MatchReason   string `protobuf:"bytes,7,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1414,10 +1402,11 @@ func (x *ResolvedSkill) GetMatchReason() string {
 
 // SkippedSkill is a skill in scope that was not selected.
 type SkippedSkill struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	SkillId string                 `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
-	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Reason  SkipReason             `protobuf:"varint,3,opt,name=reason,proto3,enum=thefold.skills.v1.SkipReason" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill's id.
+	SkillId string     `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
+	Name    string     `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Reason  SkipReason `protobuf:"varint,3,opt,name=reason,proto3,enum=thefold.skills.v1.SkipReason" json:"reason,omitempty"`
 	// Human-readable detail (e.g. "needs 900 tokens, 400 left").
 	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1482,6 +1471,7 @@ func (x *SkippedSkill) GetDetail() string {
 	return ""
 }
 
+// ResolveSkillsResponse is the chosen skills and why the others were not chosen.
 type ResolveSkillsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// In priority order; a skill that does not fit is skipped and smaller ones may still fit.
@@ -1544,95 +1534,11 @@ func (x *ResolveSkillsResponse) GetSkipped() []*SkippedSkill {
 	return nil
 }
 
-// Finding is one result of a pre_run or post_run check.
-type Finding struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	SkillId   string                 `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
-	SkillName string                 `protobuf:"bytes,2,opt,name=skill_name,json=skillName,proto3" json:"skill_name,omitempty"`
-	Severity  FindingSeverity        `protobuf:"varint,3,opt,name=severity,proto3,enum=thefold.skills.v1.FindingSeverity" json:"severity,omitempty"`
-	Message   string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	// File and 1-based line the finding is about, when known.
-	Path          string `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
-	Line          int32  `protobuf:"varint,6,opt,name=line,proto3" json:"line,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Finding) Reset() {
-	*x = Finding{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[18]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Finding) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Finding) ProtoMessage() {}
-
-func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[18]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
-func (*Finding) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{18}
-}
-
-func (x *Finding) GetSkillId() string {
-	if x != nil {
-		return x.SkillId
-	}
-	return ""
-}
-
-func (x *Finding) GetSkillName() string {
-	if x != nil {
-		return x.SkillName
-	}
-	return ""
-}
-
-func (x *Finding) GetSeverity() FindingSeverity {
-	if x != nil {
-		return x.Severity
-	}
-	return FindingSeverity_FINDING_SEVERITY_UNSPECIFIED
-}
-
-func (x *Finding) GetMessage() string {
-	if x != nil {
-		return x.Message
-	}
-	return ""
-}
-
-func (x *Finding) GetPath() string {
-	if x != nil {
-		return x.Path
-	}
-	return ""
-}
-
-func (x *Finding) GetLine() int32 {
-	if x != nil {
-		return x.Line
-	}
-	return 0
-}
-
+// ExecutePreRunRequest is an AI call's input to check before the call.
 type ExecutePreRunRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Context *TaskContext           `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: what the skills are routed on.
+	Context *TaskContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// The input the AI call is about to receive (e.g. the task text or prompt).
 	Input string `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
 	// Use only these skills (e.g. from ResolveSkills); empty resolves PRE_RUN skills from context.
@@ -1645,7 +1551,7 @@ type ExecutePreRunRequest struct {
 
 func (x *ExecutePreRunRequest) Reset() {
 	*x = ExecutePreRunRequest{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[19]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1563,7 @@ func (x *ExecutePreRunRequest) String() string {
 func (*ExecutePreRunRequest) ProtoMessage() {}
 
 func (x *ExecutePreRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[19]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1576,7 @@ func (x *ExecutePreRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutePreRunRequest.ProtoReflect.Descriptor instead.
 func (*ExecutePreRunRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{19}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecutePreRunRequest) GetContext() *TaskContext {
@@ -1701,25 +1607,32 @@ func (x *ExecutePreRunRequest) GetJobId() string {
 	return ""
 }
 
+// ExecutePreRunResponse is the checked (and possibly transformed) input.
 type ExecutePreRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The input after transforms; equal to the request's input when nothing changed.
-	Input    string `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
-	Modified bool   `protobuf:"varint,2,opt,name=modified,proto3" json:"modified,omitempty"`
+	Input string `protobuf:"bytes,1,opt,name=input,proto3" json:"input,omitempty"`
+	// True when a transform changed the input.
+	Modified bool `protobuf:"varint,2,opt,name=modified,proto3" json:"modified,omitempty"`
 	// Notes from the skills to pass along (e.g. "repository uses sqlc; edit queries, not Go").
-	Notes    []string   `protobuf:"bytes,3,rep,name=notes,proto3" json:"notes,omitempty"`
-	Findings []*Finding `protobuf:"bytes,4,rep,name=findings,proto3" json:"findings,omitempty"`
-	// False when any finding has severity ERROR; the caller should not proceed as is.
+	Notes []string `protobuf:"bytes,3,rep,name=notes,proto3" json:"notes,omitempty"`
+	// Findings, tool "skills:<skill name>"; path and line are empty/0 for findings about the
+	// input text.
+	Diagnostics []*v1.Diagnostic `protobuf:"bytes,4,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// False when any diagnostic has severity ERROR or above; the caller should not proceed as
+	// is.
 	Passed bool `protobuf:"varint,5,opt,name=passed,proto3" json:"passed,omitempty"`
-	// Skills that ran.
-	SkillIds      []string `protobuf:"bytes,6,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
+	// Ids of the skills that ran.
+	SkillIds []string `protobuf:"bytes,6,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
+	// LLM work of the skills' AI checks and transforms; empty when only rules ran.
+	Usage         *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutePreRunResponse) Reset() {
 	*x = ExecutePreRunResponse{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1644,7 @@ func (x *ExecutePreRunResponse) String() string {
 func (*ExecutePreRunResponse) ProtoMessage() {}
 
 func (x *ExecutePreRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1657,7 @@ func (x *ExecutePreRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutePreRunResponse.ProtoReflect.Descriptor instead.
 func (*ExecutePreRunResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{20}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecutePreRunResponse) GetInput() string {
@@ -1768,9 +1681,9 @@ func (x *ExecutePreRunResponse) GetNotes() []string {
 	return nil
 }
 
-func (x *ExecutePreRunResponse) GetFindings() []*Finding {
+func (x *ExecutePreRunResponse) GetDiagnostics() []*v1.Diagnostic {
 	if x != nil {
-		return x.Findings
+		return x.Diagnostics
 	}
 	return nil
 }
@@ -1789,18 +1702,27 @@ func (x *ExecutePreRunResponse) GetSkillIds() []string {
 	return nil
 }
 
+func (x *ExecutePreRunResponse) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 // OutputFile is a produced file to check.
 type OutputFile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the repository root, '/'-separated; Diagnostic.path refers to it.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The whole file, UTF-8.
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OutputFile) Reset() {
 	*x = OutputFile{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[21]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1734,7 @@ func (x *OutputFile) String() string {
 func (*OutputFile) ProtoMessage() {}
 
 func (x *OutputFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[21]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1747,7 @@ func (x *OutputFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
 func (*OutputFile) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{21}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OutputFile) GetPath() string {
@@ -1842,9 +1764,11 @@ func (x *OutputFile) GetContent() string {
 	return ""
 }
 
+// ExecutePostRunRequest is produced output to check after an AI call.
 type ExecutePostRunRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Context *TaskContext           `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: what the skills are routed on.
+	Context *TaskContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Produced files to check.
 	Files []*OutputFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// Produced text to check (e.g. a plan or a review), if any.
@@ -1861,7 +1785,7 @@ type ExecutePostRunRequest struct {
 
 func (x *ExecutePostRunRequest) Reset() {
 	*x = ExecutePostRunRequest{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[22]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1797,7 @@ func (x *ExecutePostRunRequest) String() string {
 func (*ExecutePostRunRequest) ProtoMessage() {}
 
 func (x *ExecutePostRunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[22]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1810,7 @@ func (x *ExecutePostRunRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutePostRunRequest.ProtoReflect.Descriptor instead.
 func (*ExecutePostRunRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{22}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecutePostRunRequest) GetContext() *TaskContext {
@@ -1931,20 +1855,24 @@ func (x *ExecutePostRunRequest) GetRulesOnly() bool {
 	return false
 }
 
+// ExecutePostRunResponse is the checks' verdict and findings.
 type ExecutePostRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// False when any finding has severity ERROR.
-	Passed   bool       `protobuf:"varint,1,opt,name=passed,proto3" json:"passed,omitempty"`
-	Findings []*Finding `protobuf:"bytes,2,rep,name=findings,proto3" json:"findings,omitempty"`
-	// Skills that ran.
-	SkillIds      []string `protobuf:"bytes,3,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
+	// False when any diagnostic has severity ERROR or above.
+	Passed bool `protobuf:"varint,1,opt,name=passed,proto3" json:"passed,omitempty"`
+	// Findings, tool "skills:<skill name>", most severe first, then by path and line.
+	Diagnostics []*v1.Diagnostic `protobuf:"bytes,2,rep,name=diagnostics,proto3" json:"diagnostics,omitempty"`
+	// Ids of the skills that ran.
+	SkillIds []string `protobuf:"bytes,3,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
+	// LLM work of the skills' AI checks; empty when only rules ran (rules_only).
+	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutePostRunResponse) Reset() {
 	*x = ExecutePostRunResponse{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[23]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +1884,7 @@ func (x *ExecutePostRunResponse) String() string {
 func (*ExecutePostRunResponse) ProtoMessage() {}
 
 func (x *ExecutePostRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[23]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +1897,7 @@ func (x *ExecutePostRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutePostRunResponse.ProtoReflect.Descriptor instead.
 func (*ExecutePostRunResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{23}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecutePostRunResponse) GetPassed() bool {
@@ -1979,9 +1907,9 @@ func (x *ExecutePostRunResponse) GetPassed() bool {
 	return false
 }
 
-func (x *ExecutePostRunResponse) GetFindings() []*Finding {
+func (x *ExecutePostRunResponse) GetDiagnostics() []*v1.Diagnostic {
 	if x != nil {
-		return x.Findings
+		return x.Diagnostics
 	}
 	return nil
 }
@@ -1993,14 +1921,24 @@ func (x *ExecutePostRunResponse) GetSkillIds() []string {
 	return nil
 }
 
+func (x *ExecutePostRunResponse) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// LogResultRequest is how a job that used skills went.
 type LogResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Skills that were used.
 	SkillIds []string `protobuf:"bytes,1,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
 	// Required; a result is recorded once per job and skill, so a repeat is ignored.
-	JobId   string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	TaskId  string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	Success bool   `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Task the job worked on, if any.
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Whether the job succeeded; counts toward each skill's success_rate.
+	Success bool `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`
 	// Review quality score 1–10; 0 when not reviewed.
 	QualityScore  int32 `protobuf:"varint,5,opt,name=quality_score,json=qualityScore,proto3" json:"quality_score,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2009,7 +1947,7 @@ type LogResultRequest struct {
 
 func (x *LogResultRequest) Reset() {
 	*x = LogResultRequest{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[24]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +1959,7 @@ func (x *LogResultRequest) String() string {
 func (*LogResultRequest) ProtoMessage() {}
 
 func (x *LogResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[24]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +1972,7 @@ func (x *LogResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogResultRequest.ProtoReflect.Descriptor instead.
 func (*LogResultRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{24}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LogResultRequest) GetSkillIds() []string {
@@ -2074,18 +2012,20 @@ func (x *LogResultRequest) GetQualityScore() int32 {
 
 // SkillScore is a skill's success record after a result was logged.
 type SkillScore struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SkillId       string                 `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
-	SuccessCount  int64                  `protobuf:"varint,2,opt,name=success_count,json=successCount,proto3" json:"success_count,omitempty"`
-	FailureCount  int64                  `protobuf:"varint,3,opt,name=failure_count,json=failureCount,proto3" json:"failure_count,omitempty"`
-	SuccessRate   float64                `protobuf:"fixed64,4,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The skill's id.
+	SkillId      string `protobuf:"bytes,1,opt,name=skill_id,json=skillId,proto3" json:"skill_id,omitempty"`
+	SuccessCount int64  `protobuf:"varint,2,opt,name=success_count,json=successCount,proto3" json:"success_count,omitempty"`
+	FailureCount int64  `protobuf:"varint,3,opt,name=failure_count,json=failureCount,proto3" json:"failure_count,omitempty"`
+	// success_count / (success_count + failure_count).
+	SuccessRate   float64 `protobuf:"fixed64,4,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SkillScore) Reset() {
 	*x = SkillScore{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[25]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2037,7 @@ func (x *SkillScore) String() string {
 func (*SkillScore) ProtoMessage() {}
 
 func (x *SkillScore) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[25]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2050,7 @@ func (x *SkillScore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkillScore.ProtoReflect.Descriptor instead.
 func (*SkillScore) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{25}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SkillScore) GetSkillId() string {
@@ -2141,6 +2081,7 @@ func (x *SkillScore) GetSuccessRate() float64 {
 	return 0
 }
 
+// LogResultResponse is the skills' records after the result.
 type LogResultResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scores        []*SkillScore          `protobuf:"bytes,1,rep,name=scores,proto3" json:"scores,omitempty"`
@@ -2150,7 +2091,7 @@ type LogResultResponse struct {
 
 func (x *LogResultResponse) Reset() {
 	*x = LogResultResponse{}
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[26]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2103,7 @@ func (x *LogResultResponse) String() string {
 func (*LogResultResponse) ProtoMessage() {}
 
 func (x *LogResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_skills_v1_skills_proto_msgTypes[26]
+	mi := &file_thefold_skills_v1_skills_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2116,7 @@ func (x *LogResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogResultResponse.ProtoReflect.Descriptor instead.
 func (*LogResultResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{26}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LogResultResponse) GetScores() []*SkillScore {
@@ -2189,22 +2130,23 @@ var File_thefold_skills_v1_skills_proto protoreflect.FileDescriptor
 
 const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/skills/v1/skills.proto\x12\x11thefold.skills.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x01\n" +
+	"\x1ethefold/skills/v1/skills.proto\x12\x11thefold.skills.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/usage.proto\"\x95\x01\n" +
 	"\fSkillRouting\x12\x1a\n" +
 	"\bkeywords\x18\x01 \x03(\tR\bkeywords\x12\x1d\n" +
 	"\n" +
 	"file_globs\x18\x02 \x03(\tR\tfileGlobs\x12\x1c\n" +
 	"\tlanguages\x18\x03 \x03(\tR\tlanguages\x12\x14\n" +
 	"\x05repos\x18\x04 \x03(\tR\x05repos\x12\x16\n" +
-	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xbd\x01\n" +
-	"\tSkillRule\x12\x18\n" +
-	"\apattern\x18\x01 \x01(\tR\apattern\x12\x1d\n" +
+	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xc4\x01\n" +
+	"\tSkillRule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\apattern\x18\x02 \x01(\tR\apattern\x12\x1d\n" +
 	"\n" +
-	"must_match\x18\x02 \x01(\bR\tmustMatch\x12\x1d\n" +
+	"must_match\x18\x03 \x01(\bR\tmustMatch\x12\x1d\n" +
 	"\n" +
-	"file_globs\x18\x03 \x03(\tR\tfileGlobs\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\x12>\n" +
-	"\bseverity\x18\x05 \x01(\x0e2\".thefold.skills.v1.FindingSeverityR\bseverity\"\x9a\x06\n" +
+	"file_globs\x18\x04 \x03(\tR\tfileGlobs\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x125\n" +
+	"\bseverity\x18\x06 \x01(\x0e2\x19.thefold.type.v1.SeverityR\bseverity\"\x9a\x06\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2249,10 +2191,11 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\b_enabled\"n\n" +
 	"\x12ListSkillsResponse\x120\n" +
 	"\x06skills\x18\x01 \x03(\v2\x18.thefold.skills.v1.SkillR\x06skills\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x81\x01\n" +
-	"\x12UpdateSkillRequest\x12.\n" +
-	"\x05skill\x18\x01 \x01(\v2\x18.thefold.skills.v1.SkillR\x05skill\x12;\n" +
-	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x91\x01\n" +
+	"\x12UpdateSkillRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
+	"\x05skill\x18\x02 \x01(\v2\x18.thefold.skills.v1.SkillR\x05skill\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"E\n" +
 	"\x13UpdateSkillResponse\x12.\n" +
 	"\x05skill\x18\x01 \x01(\v2\x18.thefold.skills.v1.SkillR\x05skill\"$\n" +
@@ -2287,27 +2230,20 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\bselected\x18\x01 \x03(\v2 .thefold.skills.v1.ResolvedSkillR\bselected\x12\x1f\n" +
 	"\vtokens_used\x18\x02 \x01(\x05R\n" +
 	"tokensUsed\x129\n" +
-	"\askipped\x18\x03 \x03(\v2\x1f.thefold.skills.v1.SkippedSkillR\askipped\"\xc5\x01\n" +
-	"\aFinding\x12\x19\n" +
-	"\bskill_id\x18\x01 \x01(\tR\askillId\x12\x1d\n" +
-	"\n" +
-	"skill_name\x18\x02 \x01(\tR\tskillName\x12>\n" +
-	"\bseverity\x18\x03 \x01(\x0e2\".thefold.skills.v1.FindingSeverityR\bseverity\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\x12\x12\n" +
-	"\x04path\x18\x05 \x01(\tR\x04path\x12\x12\n" +
-	"\x04line\x18\x06 \x01(\x05R\x04line\"\x9a\x01\n" +
+	"\askipped\x18\x03 \x03(\v2\x1f.thefold.skills.v1.SkippedSkillR\askipped\"\x9a\x01\n" +
 	"\x14ExecutePreRunRequest\x128\n" +
 	"\acontext\x18\x01 \x01(\v2\x1e.thefold.skills.v1.TaskContextR\acontext\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\tR\x05input\x12\x1b\n" +
 	"\tskill_ids\x18\x03 \x03(\tR\bskillIds\x12\x15\n" +
-	"\x06job_id\x18\x04 \x01(\tR\x05jobId\"\xcc\x01\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\"\x81\x02\n" +
 	"\x15ExecutePreRunResponse\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12\x1a\n" +
 	"\bmodified\x18\x02 \x01(\bR\bmodified\x12\x14\n" +
-	"\x05notes\x18\x03 \x03(\tR\x05notes\x126\n" +
-	"\bfindings\x18\x04 \x03(\v2\x1a.thefold.skills.v1.FindingR\bfindings\x12\x16\n" +
+	"\x05notes\x18\x03 \x03(\tR\x05notes\x12=\n" +
+	"\vdiagnostics\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
 	"\x06passed\x18\x05 \x01(\bR\x06passed\x12\x1b\n" +
-	"\tskill_ids\x18\x06 \x03(\tR\bskillIds\":\n" +
+	"\tskill_ids\x18\x06 \x03(\tR\bskillIds\x12,\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\":\n" +
 	"\n" +
 	"OutputFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
@@ -2319,11 +2255,12 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\tskill_ids\x18\x04 \x03(\tR\bskillIds\x12\x15\n" +
 	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
-	"rules_only\x18\x06 \x01(\bR\trulesOnly\"\x85\x01\n" +
+	"rules_only\x18\x06 \x01(\bR\trulesOnly\"\xba\x01\n" +
 	"\x16ExecutePostRunResponse\x12\x16\n" +
-	"\x06passed\x18\x01 \x01(\bR\x06passed\x126\n" +
-	"\bfindings\x18\x02 \x03(\v2\x1a.thefold.skills.v1.FindingR\bfindings\x12\x1b\n" +
-	"\tskill_ids\x18\x03 \x03(\tR\bskillIds\"\x9e\x01\n" +
+	"\x06passed\x18\x01 \x01(\bR\x06passed\x12=\n" +
+	"\vdiagnostics\x18\x02 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x1b\n" +
+	"\tskill_ids\x18\x03 \x03(\tR\bskillIds\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x9e\x01\n" +
 	"\x10LogResultRequest\x12\x1b\n" +
 	"\tskill_ids\x18\x01 \x03(\tR\bskillIds\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
@@ -2356,26 +2293,21 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"SkillScope\x12\x1b\n" +
 	"\x17SKILL_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SKILL_SCOPE_GLOBAL\x10\x01\x12\x14\n" +
-	"\x10SKILL_SCOPE_REPO\x10\x02*\x88\x01\n" +
-	"\x0fFindingSeverity\x12 \n" +
-	"\x1cFINDING_SEVERITY_UNSPECIFIED\x10\x00\x12\x19\n" +
-	"\x15FINDING_SEVERITY_INFO\x10\x01\x12\x1c\n" +
-	"\x18FINDING_SEVERITY_WARNING\x10\x02\x12\x1a\n" +
-	"\x16FINDING_SEVERITY_ERROR\x10\x03*{\n" +
+	"\x10SKILL_SCOPE_REPO\x10\x02*{\n" +
 	"\n" +
 	"SkipReason\x12\x1b\n" +
 	"\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SKIP_REASON_NO_MATCH\x10\x01\x12\x1c\n" +
 	"\x18SKIP_REASON_TOKEN_BUDGET\x10\x02\x12\x18\n" +
-	"\x14SKIP_REASON_DISABLED\x10\x032\xdf\x06\n" +
+	"\x14SKIP_REASON_DISABLED\x10\x032\xee\x06\n" +
 	"\fSkillService\x12\\\n" +
-	"\vCreateSkill\x12%.thefold.skills.v1.CreateSkillRequest\x1a&.thefold.skills.v1.CreateSkillResponse\x12S\n" +
-	"\bGetSkill\x12\".thefold.skills.v1.GetSkillRequest\x1a#.thefold.skills.v1.GetSkillResponse\x12Y\n" +
+	"\vCreateSkill\x12%.thefold.skills.v1.CreateSkillRequest\x1a&.thefold.skills.v1.CreateSkillResponse\x12X\n" +
+	"\bGetSkill\x12\".thefold.skills.v1.GetSkillRequest\x1a#.thefold.skills.v1.GetSkillResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\n" +
-	"ListSkills\x12$.thefold.skills.v1.ListSkillsRequest\x1a%.thefold.skills.v1.ListSkillsResponse\x12\\\n" +
+	"ListSkills\x12$.thefold.skills.v1.ListSkillsRequest\x1a%.thefold.skills.v1.ListSkillsResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\vUpdateSkill\x12%.thefold.skills.v1.UpdateSkillRequest\x1a&.thefold.skills.v1.UpdateSkillResponse\x12\\\n" +
-	"\vDeleteSkill\x12%.thefold.skills.v1.DeleteSkillRequest\x1a&.thefold.skills.v1.DeleteSkillResponse\x12b\n" +
-	"\rResolveSkills\x12'.thefold.skills.v1.ResolveSkillsRequest\x1a(.thefold.skills.v1.ResolveSkillsResponse\x12b\n" +
+	"\vDeleteSkill\x12%.thefold.skills.v1.DeleteSkillRequest\x1a&.thefold.skills.v1.DeleteSkillResponse\x12g\n" +
+	"\rResolveSkills\x12'.thefold.skills.v1.ResolveSkillsRequest\x1a(.thefold.skills.v1.ResolveSkillsResponse\"\x03\x90\x02\x01\x12b\n" +
 	"\rExecutePreRun\x12'.thefold.skills.v1.ExecutePreRunRequest\x1a(.thefold.skills.v1.ExecutePreRunResponse\x12e\n" +
 	"\x0eExecutePostRun\x12(.thefold.skills.v1.ExecutePostRunRequest\x1a).thefold.skills.v1.ExecutePostRunResponse\x12V\n" +
 	"\tLogResult\x12#.thefold.skills.v1.LogResultRequest\x1a$.thefold.skills.v1.LogResultResponseB\xc9\x01\n" +
@@ -2393,98 +2325,100 @@ func file_thefold_skills_v1_skills_proto_rawDescGZIP() []byte {
 	return file_thefold_skills_v1_skills_proto_rawDescData
 }
 
-var file_thefold_skills_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_thefold_skills_v1_skills_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_thefold_skills_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_thefold_skills_v1_skills_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_thefold_skills_v1_skills_proto_goTypes = []any{
 	(SkillPhase)(0),                // 0: thefold.skills.v1.SkillPhase
 	(SkillCategory)(0),             // 1: thefold.skills.v1.SkillCategory
 	(SkillScope)(0),                // 2: thefold.skills.v1.SkillScope
-	(FindingSeverity)(0),           // 3: thefold.skills.v1.FindingSeverity
-	(SkipReason)(0),                // 4: thefold.skills.v1.SkipReason
-	(*SkillRouting)(nil),           // 5: thefold.skills.v1.SkillRouting
-	(*SkillRule)(nil),              // 6: thefold.skills.v1.SkillRule
-	(*Skill)(nil),                  // 7: thefold.skills.v1.Skill
-	(*CreateSkillRequest)(nil),     // 8: thefold.skills.v1.CreateSkillRequest
-	(*CreateSkillResponse)(nil),    // 9: thefold.skills.v1.CreateSkillResponse
-	(*GetSkillRequest)(nil),        // 10: thefold.skills.v1.GetSkillRequest
-	(*GetSkillResponse)(nil),       // 11: thefold.skills.v1.GetSkillResponse
-	(*ListSkillsRequest)(nil),      // 12: thefold.skills.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),     // 13: thefold.skills.v1.ListSkillsResponse
-	(*UpdateSkillRequest)(nil),     // 14: thefold.skills.v1.UpdateSkillRequest
-	(*UpdateSkillResponse)(nil),    // 15: thefold.skills.v1.UpdateSkillResponse
-	(*DeleteSkillRequest)(nil),     // 16: thefold.skills.v1.DeleteSkillRequest
-	(*DeleteSkillResponse)(nil),    // 17: thefold.skills.v1.DeleteSkillResponse
-	(*TaskContext)(nil),            // 18: thefold.skills.v1.TaskContext
-	(*ResolveSkillsRequest)(nil),   // 19: thefold.skills.v1.ResolveSkillsRequest
-	(*ResolvedSkill)(nil),          // 20: thefold.skills.v1.ResolvedSkill
-	(*SkippedSkill)(nil),           // 21: thefold.skills.v1.SkippedSkill
-	(*ResolveSkillsResponse)(nil),  // 22: thefold.skills.v1.ResolveSkillsResponse
-	(*Finding)(nil),                // 23: thefold.skills.v1.Finding
-	(*ExecutePreRunRequest)(nil),   // 24: thefold.skills.v1.ExecutePreRunRequest
-	(*ExecutePreRunResponse)(nil),  // 25: thefold.skills.v1.ExecutePreRunResponse
-	(*OutputFile)(nil),             // 26: thefold.skills.v1.OutputFile
-	(*ExecutePostRunRequest)(nil),  // 27: thefold.skills.v1.ExecutePostRunRequest
-	(*ExecutePostRunResponse)(nil), // 28: thefold.skills.v1.ExecutePostRunResponse
-	(*LogResultRequest)(nil),       // 29: thefold.skills.v1.LogResultRequest
-	(*SkillScore)(nil),             // 30: thefold.skills.v1.SkillScore
-	(*LogResultResponse)(nil),      // 31: thefold.skills.v1.LogResultResponse
-	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 33: google.protobuf.FieldMask
+	(SkipReason)(0),                // 3: thefold.skills.v1.SkipReason
+	(*SkillRouting)(nil),           // 4: thefold.skills.v1.SkillRouting
+	(*SkillRule)(nil),              // 5: thefold.skills.v1.SkillRule
+	(*Skill)(nil),                  // 6: thefold.skills.v1.Skill
+	(*CreateSkillRequest)(nil),     // 7: thefold.skills.v1.CreateSkillRequest
+	(*CreateSkillResponse)(nil),    // 8: thefold.skills.v1.CreateSkillResponse
+	(*GetSkillRequest)(nil),        // 9: thefold.skills.v1.GetSkillRequest
+	(*GetSkillResponse)(nil),       // 10: thefold.skills.v1.GetSkillResponse
+	(*ListSkillsRequest)(nil),      // 11: thefold.skills.v1.ListSkillsRequest
+	(*ListSkillsResponse)(nil),     // 12: thefold.skills.v1.ListSkillsResponse
+	(*UpdateSkillRequest)(nil),     // 13: thefold.skills.v1.UpdateSkillRequest
+	(*UpdateSkillResponse)(nil),    // 14: thefold.skills.v1.UpdateSkillResponse
+	(*DeleteSkillRequest)(nil),     // 15: thefold.skills.v1.DeleteSkillRequest
+	(*DeleteSkillResponse)(nil),    // 16: thefold.skills.v1.DeleteSkillResponse
+	(*TaskContext)(nil),            // 17: thefold.skills.v1.TaskContext
+	(*ResolveSkillsRequest)(nil),   // 18: thefold.skills.v1.ResolveSkillsRequest
+	(*ResolvedSkill)(nil),          // 19: thefold.skills.v1.ResolvedSkill
+	(*SkippedSkill)(nil),           // 20: thefold.skills.v1.SkippedSkill
+	(*ResolveSkillsResponse)(nil),  // 21: thefold.skills.v1.ResolveSkillsResponse
+	(*ExecutePreRunRequest)(nil),   // 22: thefold.skills.v1.ExecutePreRunRequest
+	(*ExecutePreRunResponse)(nil),  // 23: thefold.skills.v1.ExecutePreRunResponse
+	(*OutputFile)(nil),             // 24: thefold.skills.v1.OutputFile
+	(*ExecutePostRunRequest)(nil),  // 25: thefold.skills.v1.ExecutePostRunRequest
+	(*ExecutePostRunResponse)(nil), // 26: thefold.skills.v1.ExecutePostRunResponse
+	(*LogResultRequest)(nil),       // 27: thefold.skills.v1.LogResultRequest
+	(*SkillScore)(nil),             // 28: thefold.skills.v1.SkillScore
+	(*LogResultResponse)(nil),      // 29: thefold.skills.v1.LogResultResponse
+	(v1.Severity)(0),               // 30: thefold.type.v1.Severity
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 32: google.protobuf.FieldMask
+	(*v1.Diagnostic)(nil),          // 33: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),               // 34: thefold.type.v1.Usage
 }
 var file_thefold_skills_v1_skills_proto_depIdxs = []int32{
-	3,  // 0: thefold.skills.v1.SkillRule.severity:type_name -> thefold.skills.v1.FindingSeverity
+	30, // 0: thefold.skills.v1.SkillRule.severity:type_name -> thefold.type.v1.Severity
 	1,  // 1: thefold.skills.v1.Skill.category:type_name -> thefold.skills.v1.SkillCategory
 	0,  // 2: thefold.skills.v1.Skill.phase:type_name -> thefold.skills.v1.SkillPhase
-	5,  // 3: thefold.skills.v1.Skill.routing:type_name -> thefold.skills.v1.SkillRouting
-	6,  // 4: thefold.skills.v1.Skill.rules:type_name -> thefold.skills.v1.SkillRule
+	4,  // 3: thefold.skills.v1.Skill.routing:type_name -> thefold.skills.v1.SkillRouting
+	5,  // 4: thefold.skills.v1.Skill.rules:type_name -> thefold.skills.v1.SkillRule
 	2,  // 5: thefold.skills.v1.Skill.scope:type_name -> thefold.skills.v1.SkillScope
-	32, // 6: thefold.skills.v1.Skill.create_time:type_name -> google.protobuf.Timestamp
-	32, // 7: thefold.skills.v1.Skill.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 8: thefold.skills.v1.CreateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
-	7,  // 9: thefold.skills.v1.CreateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
-	7,  // 10: thefold.skills.v1.GetSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	31, // 6: thefold.skills.v1.Skill.create_time:type_name -> google.protobuf.Timestamp
+	31, // 7: thefold.skills.v1.Skill.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 8: thefold.skills.v1.CreateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
+	6,  // 9: thefold.skills.v1.CreateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	6,  // 10: thefold.skills.v1.GetSkillResponse.skill:type_name -> thefold.skills.v1.Skill
 	1,  // 11: thefold.skills.v1.ListSkillsRequest.category:type_name -> thefold.skills.v1.SkillCategory
 	0,  // 12: thefold.skills.v1.ListSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
-	7,  // 13: thefold.skills.v1.ListSkillsResponse.skills:type_name -> thefold.skills.v1.Skill
-	7,  // 14: thefold.skills.v1.UpdateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
-	33, // 15: thefold.skills.v1.UpdateSkillRequest.update_mask:type_name -> google.protobuf.FieldMask
-	7,  // 16: thefold.skills.v1.UpdateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
-	18, // 17: thefold.skills.v1.ResolveSkillsRequest.context:type_name -> thefold.skills.v1.TaskContext
+	6,  // 13: thefold.skills.v1.ListSkillsResponse.skills:type_name -> thefold.skills.v1.Skill
+	6,  // 14: thefold.skills.v1.UpdateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
+	32, // 15: thefold.skills.v1.UpdateSkillRequest.update_mask:type_name -> google.protobuf.FieldMask
+	6,  // 16: thefold.skills.v1.UpdateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	17, // 17: thefold.skills.v1.ResolveSkillsRequest.context:type_name -> thefold.skills.v1.TaskContext
 	0,  // 18: thefold.skills.v1.ResolveSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
 	0,  // 19: thefold.skills.v1.ResolvedSkill.phase:type_name -> thefold.skills.v1.SkillPhase
-	4,  // 20: thefold.skills.v1.SkippedSkill.reason:type_name -> thefold.skills.v1.SkipReason
-	20, // 21: thefold.skills.v1.ResolveSkillsResponse.selected:type_name -> thefold.skills.v1.ResolvedSkill
-	21, // 22: thefold.skills.v1.ResolveSkillsResponse.skipped:type_name -> thefold.skills.v1.SkippedSkill
-	3,  // 23: thefold.skills.v1.Finding.severity:type_name -> thefold.skills.v1.FindingSeverity
-	18, // 24: thefold.skills.v1.ExecutePreRunRequest.context:type_name -> thefold.skills.v1.TaskContext
-	23, // 25: thefold.skills.v1.ExecutePreRunResponse.findings:type_name -> thefold.skills.v1.Finding
-	18, // 26: thefold.skills.v1.ExecutePostRunRequest.context:type_name -> thefold.skills.v1.TaskContext
-	26, // 27: thefold.skills.v1.ExecutePostRunRequest.files:type_name -> thefold.skills.v1.OutputFile
-	23, // 28: thefold.skills.v1.ExecutePostRunResponse.findings:type_name -> thefold.skills.v1.Finding
-	30, // 29: thefold.skills.v1.LogResultResponse.scores:type_name -> thefold.skills.v1.SkillScore
-	8,  // 30: thefold.skills.v1.SkillService.CreateSkill:input_type -> thefold.skills.v1.CreateSkillRequest
-	10, // 31: thefold.skills.v1.SkillService.GetSkill:input_type -> thefold.skills.v1.GetSkillRequest
-	12, // 32: thefold.skills.v1.SkillService.ListSkills:input_type -> thefold.skills.v1.ListSkillsRequest
-	14, // 33: thefold.skills.v1.SkillService.UpdateSkill:input_type -> thefold.skills.v1.UpdateSkillRequest
-	16, // 34: thefold.skills.v1.SkillService.DeleteSkill:input_type -> thefold.skills.v1.DeleteSkillRequest
-	19, // 35: thefold.skills.v1.SkillService.ResolveSkills:input_type -> thefold.skills.v1.ResolveSkillsRequest
-	24, // 36: thefold.skills.v1.SkillService.ExecutePreRun:input_type -> thefold.skills.v1.ExecutePreRunRequest
-	27, // 37: thefold.skills.v1.SkillService.ExecutePostRun:input_type -> thefold.skills.v1.ExecutePostRunRequest
-	29, // 38: thefold.skills.v1.SkillService.LogResult:input_type -> thefold.skills.v1.LogResultRequest
-	9,  // 39: thefold.skills.v1.SkillService.CreateSkill:output_type -> thefold.skills.v1.CreateSkillResponse
-	11, // 40: thefold.skills.v1.SkillService.GetSkill:output_type -> thefold.skills.v1.GetSkillResponse
-	13, // 41: thefold.skills.v1.SkillService.ListSkills:output_type -> thefold.skills.v1.ListSkillsResponse
-	15, // 42: thefold.skills.v1.SkillService.UpdateSkill:output_type -> thefold.skills.v1.UpdateSkillResponse
-	17, // 43: thefold.skills.v1.SkillService.DeleteSkill:output_type -> thefold.skills.v1.DeleteSkillResponse
-	22, // 44: thefold.skills.v1.SkillService.ResolveSkills:output_type -> thefold.skills.v1.ResolveSkillsResponse
-	25, // 45: thefold.skills.v1.SkillService.ExecutePreRun:output_type -> thefold.skills.v1.ExecutePreRunResponse
-	28, // 46: thefold.skills.v1.SkillService.ExecutePostRun:output_type -> thefold.skills.v1.ExecutePostRunResponse
-	31, // 47: thefold.skills.v1.SkillService.LogResult:output_type -> thefold.skills.v1.LogResultResponse
-	39, // [39:48] is the sub-list for method output_type
-	30, // [30:39] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	3,  // 20: thefold.skills.v1.SkippedSkill.reason:type_name -> thefold.skills.v1.SkipReason
+	19, // 21: thefold.skills.v1.ResolveSkillsResponse.selected:type_name -> thefold.skills.v1.ResolvedSkill
+	20, // 22: thefold.skills.v1.ResolveSkillsResponse.skipped:type_name -> thefold.skills.v1.SkippedSkill
+	17, // 23: thefold.skills.v1.ExecutePreRunRequest.context:type_name -> thefold.skills.v1.TaskContext
+	33, // 24: thefold.skills.v1.ExecutePreRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	34, // 25: thefold.skills.v1.ExecutePreRunResponse.usage:type_name -> thefold.type.v1.Usage
+	17, // 26: thefold.skills.v1.ExecutePostRunRequest.context:type_name -> thefold.skills.v1.TaskContext
+	24, // 27: thefold.skills.v1.ExecutePostRunRequest.files:type_name -> thefold.skills.v1.OutputFile
+	33, // 28: thefold.skills.v1.ExecutePostRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	34, // 29: thefold.skills.v1.ExecutePostRunResponse.usage:type_name -> thefold.type.v1.Usage
+	28, // 30: thefold.skills.v1.LogResultResponse.scores:type_name -> thefold.skills.v1.SkillScore
+	7,  // 31: thefold.skills.v1.SkillService.CreateSkill:input_type -> thefold.skills.v1.CreateSkillRequest
+	9,  // 32: thefold.skills.v1.SkillService.GetSkill:input_type -> thefold.skills.v1.GetSkillRequest
+	11, // 33: thefold.skills.v1.SkillService.ListSkills:input_type -> thefold.skills.v1.ListSkillsRequest
+	13, // 34: thefold.skills.v1.SkillService.UpdateSkill:input_type -> thefold.skills.v1.UpdateSkillRequest
+	15, // 35: thefold.skills.v1.SkillService.DeleteSkill:input_type -> thefold.skills.v1.DeleteSkillRequest
+	18, // 36: thefold.skills.v1.SkillService.ResolveSkills:input_type -> thefold.skills.v1.ResolveSkillsRequest
+	22, // 37: thefold.skills.v1.SkillService.ExecutePreRun:input_type -> thefold.skills.v1.ExecutePreRunRequest
+	25, // 38: thefold.skills.v1.SkillService.ExecutePostRun:input_type -> thefold.skills.v1.ExecutePostRunRequest
+	27, // 39: thefold.skills.v1.SkillService.LogResult:input_type -> thefold.skills.v1.LogResultRequest
+	8,  // 40: thefold.skills.v1.SkillService.CreateSkill:output_type -> thefold.skills.v1.CreateSkillResponse
+	10, // 41: thefold.skills.v1.SkillService.GetSkill:output_type -> thefold.skills.v1.GetSkillResponse
+	12, // 42: thefold.skills.v1.SkillService.ListSkills:output_type -> thefold.skills.v1.ListSkillsResponse
+	14, // 43: thefold.skills.v1.SkillService.UpdateSkill:output_type -> thefold.skills.v1.UpdateSkillResponse
+	16, // 44: thefold.skills.v1.SkillService.DeleteSkill:output_type -> thefold.skills.v1.DeleteSkillResponse
+	21, // 45: thefold.skills.v1.SkillService.ResolveSkills:output_type -> thefold.skills.v1.ResolveSkillsResponse
+	23, // 46: thefold.skills.v1.SkillService.ExecutePreRun:output_type -> thefold.skills.v1.ExecutePreRunResponse
+	26, // 47: thefold.skills.v1.SkillService.ExecutePostRun:output_type -> thefold.skills.v1.ExecutePostRunResponse
+	29, // 48: thefold.skills.v1.SkillService.LogResult:output_type -> thefold.skills.v1.LogResultResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_thefold_skills_v1_skills_proto_init() }
@@ -2498,8 +2432,8 @@ func file_thefold_skills_v1_skills_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_skills_v1_skills_proto_rawDesc), len(file_thefold_skills_v1_skills_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   27,
+			NumEnums:      4,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,9 +37,21 @@ const (
 // SkillService holds TheFold's skills: modular prompt fragments with routing rules, run in
 // three phases around an AI call (pre_run checks the input, inject adds to the system
 // prompt, post_run checks the output), chosen within a token budget and scored by results.
-// Creating, changing and deleting skills needs the admin role.
+// Creating, changing and deleting skills needs the admin role (PERMISSION_DENIED otherwise).
+//
+// Findings of pre_run and post_run checks are thefold.type.v1.Diagnostics with tool
+// "skills:<skill name>", rule the SkillRule's id (empty for a finding of an AI check), and
+// the shared Severity; a check fails on a finding of severity ERROR or above.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
+// taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
+// bad input (an invalid RE2 pattern, a REPO scope without repo) is INVALID_ARGUMENT naming
+// the field.
 type SkillServiceClient interface {
-	// CreateSkill creates a skill. A name already used in the same scope is ALREADY_EXISTS.
+	// CreateSkill creates a skill. It is idempotent by its natural key, the name within its
+	// scope: a name already used in the same scope is ALREADY_EXISTS and nothing is created,
+	// so a retried call never makes a second skill (a caller retrying after a lost response
+	// finds it with ListSkills).
 	CreateSkill(ctx context.Context, in *CreateSkillRequest, opts ...grpc.CallOption) (*CreateSkillResponse, error)
 	// GetSkill returns one skill.
 	GetSkill(ctx context.Context, in *GetSkillRequest, opts ...grpc.CallOption) (*GetSkillResponse, error)
@@ -50,15 +62,17 @@ type SkillServiceClient interface {
 	// DeleteSkill deletes a skill; its logged results are kept.
 	DeleteSkill(ctx context.Context, in *DeleteSkillRequest, opts ...grpc.CallOption) (*DeleteSkillResponse, error)
 	// ResolveSkills picks the enabled skills whose routing matches a task context, highest
-	// priority first, within a token budget.
+	// priority first, within a token budget. It only reads.
 	ResolveSkills(ctx context.Context, in *ResolveSkillsRequest, opts ...grpc.CallOption) (*ResolveSkillsResponse, error)
 	// ExecutePreRun runs the matching PRE_RUN skills on a task's input before the AI call:
 	// checks that may fail it and transforms that may rewrite it.
 	ExecutePreRun(ctx context.Context, in *ExecutePreRunRequest, opts ...grpc.CallOption) (*ExecutePreRunResponse, error)
 	// ExecutePostRun runs the matching POST_RUN skills on produced output (files or text)
-	// and reports findings.
+	// and reports their findings as diagnostics. It changes no skill; its AI checks spend
+	// tokens (reported in usage) and the run is logged under job_id.
 	ExecutePostRun(ctx context.Context, in *ExecutePostRunRequest, opts ...grpc.CallOption) (*ExecutePostRunResponse, error)
 	// LogResult records how a job that used skills went, and updates their success scores.
+	// A result is recorded once per job and skill, so a retry changes nothing.
 	LogResult(ctx context.Context, in *LogResultRequest, opts ...grpc.CallOption) (*LogResultResponse, error)
 }
 
@@ -167,9 +181,21 @@ func (c *skillServiceClient) LogResult(ctx context.Context, in *LogResultRequest
 // SkillService holds TheFold's skills: modular prompt fragments with routing rules, run in
 // three phases around an AI call (pre_run checks the input, inject adds to the system
 // prompt, post_run checks the output), chosen within a token budget and scored by results.
-// Creating, changing and deleting skills needs the admin role.
+// Creating, changing and deleting skills needs the admin role (PERMISSION_DENIED otherwise).
+//
+// Findings of pre_run and post_run checks are thefold.type.v1.Diagnostics with tool
+// "skills:<skill name>", rule the SkillRule's id (empty for a finding of an AI check), and
+// the shared Severity; a check fails on a finding of severity ERROR or above.
+//
+// Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
+// taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
+// bad input (an invalid RE2 pattern, a REPO scope without repo) is INVALID_ARGUMENT naming
+// the field.
 type SkillServiceServer interface {
-	// CreateSkill creates a skill. A name already used in the same scope is ALREADY_EXISTS.
+	// CreateSkill creates a skill. It is idempotent by its natural key, the name within its
+	// scope: a name already used in the same scope is ALREADY_EXISTS and nothing is created,
+	// so a retried call never makes a second skill (a caller retrying after a lost response
+	// finds it with ListSkills).
 	CreateSkill(context.Context, *CreateSkillRequest) (*CreateSkillResponse, error)
 	// GetSkill returns one skill.
 	GetSkill(context.Context, *GetSkillRequest) (*GetSkillResponse, error)
@@ -180,15 +206,17 @@ type SkillServiceServer interface {
 	// DeleteSkill deletes a skill; its logged results are kept.
 	DeleteSkill(context.Context, *DeleteSkillRequest) (*DeleteSkillResponse, error)
 	// ResolveSkills picks the enabled skills whose routing matches a task context, highest
-	// priority first, within a token budget.
+	// priority first, within a token budget. It only reads.
 	ResolveSkills(context.Context, *ResolveSkillsRequest) (*ResolveSkillsResponse, error)
 	// ExecutePreRun runs the matching PRE_RUN skills on a task's input before the AI call:
 	// checks that may fail it and transforms that may rewrite it.
 	ExecutePreRun(context.Context, *ExecutePreRunRequest) (*ExecutePreRunResponse, error)
 	// ExecutePostRun runs the matching POST_RUN skills on produced output (files or text)
-	// and reports findings.
+	// and reports their findings as diagnostics. It changes no skill; its AI checks spend
+	// tokens (reported in usage) and the run is logged under job_id.
 	ExecutePostRun(context.Context, *ExecutePostRunRequest) (*ExecutePostRunResponse, error)
 	// LogResult records how a job that used skills went, and updates their success scores.
+	// A result is recorded once per job and skill, so a retry changes nothing.
 	LogResult(context.Context, *LogResultRequest) (*LogResultResponse, error)
 	mustEmbedUnimplementedSkillServiceServer()
 }

@@ -7,6 +7,7 @@
 package tasksv1
 
 import (
+	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -151,70 +152,19 @@ func (TaskSource) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{1}
 }
 
-// TaskPriority orders work; URGENT first.
-type TaskPriority int32
-
-const (
-	TaskPriority_TASK_PRIORITY_UNSPECIFIED TaskPriority = 0
-	TaskPriority_TASK_PRIORITY_LOW         TaskPriority = 1
-	TaskPriority_TASK_PRIORITY_MEDIUM      TaskPriority = 2
-	TaskPriority_TASK_PRIORITY_HIGH        TaskPriority = 3
-	TaskPriority_TASK_PRIORITY_URGENT      TaskPriority = 4
-)
-
-// Enum value maps for TaskPriority.
-var (
-	TaskPriority_name = map[int32]string{
-		0: "TASK_PRIORITY_UNSPECIFIED",
-		1: "TASK_PRIORITY_LOW",
-		2: "TASK_PRIORITY_MEDIUM",
-		3: "TASK_PRIORITY_HIGH",
-		4: "TASK_PRIORITY_URGENT",
-	}
-	TaskPriority_value = map[string]int32{
-		"TASK_PRIORITY_UNSPECIFIED": 0,
-		"TASK_PRIORITY_LOW":         1,
-		"TASK_PRIORITY_MEDIUM":      2,
-		"TASK_PRIORITY_HIGH":        3,
-		"TASK_PRIORITY_URGENT":      4,
-	}
-)
-
-func (x TaskPriority) Enum() *TaskPriority {
-	p := new(TaskPriority)
-	*p = x
-	return p
-}
-
-func (x TaskPriority) String() string {
-	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
-}
-
-func (TaskPriority) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_tasks_v1_tasks_proto_enumTypes[2].Descriptor()
-}
-
-func (TaskPriority) Type() protoreflect.EnumType {
-	return &file_thefold_tasks_v1_tasks_proto_enumTypes[2]
-}
-
-func (x TaskPriority) Number() protoreflect.EnumNumber {
-	return protoreflect.EnumNumber(x)
-}
-
-// Deprecated: Use TaskPriority.Descriptor instead.
-func (TaskPriority) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{2}
-}
-
 // TaskEventType is what happened to a task.
 type TaskEventType int32
 
 const (
-	TaskEventType_TASK_EVENT_TYPE_UNSPECIFIED    TaskEventType = 0
-	TaskEventType_TASK_EVENT_TYPE_CREATED        TaskEventType = 1
-	TaskEventType_TASK_EVENT_TYPE_UPDATED        TaskEventType = 2
-	TaskEventType_TASK_EVENT_TYPE_DELETED        TaskEventType = 3
+	// Heartbeats carry no event type.
+	TaskEventType_TASK_EVENT_TYPE_UNSPECIFIED TaskEventType = 0
+	// payload: task.
+	TaskEventType_TASK_EVENT_TYPE_CREATED TaskEventType = 1
+	// Fields other than status changed (including blocked_by); payload: updated.
+	TaskEventType_TASK_EVENT_TYPE_UPDATED TaskEventType = 2
+	// payload: deleted.
+	TaskEventType_TASK_EVENT_TYPE_DELETED TaskEventType = 3
+	// payload: status_change.
 	TaskEventType_TASK_EVENT_TYPE_STATUS_CHANGED TaskEventType = 4
 )
 
@@ -247,11 +197,11 @@ func (x TaskEventType) String() string {
 }
 
 func (TaskEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_tasks_v1_tasks_proto_enumTypes[3].Descriptor()
+	return file_thefold_tasks_v1_tasks_proto_enumTypes[2].Descriptor()
 }
 
 func (TaskEventType) Type() protoreflect.EnumType {
-	return &file_thefold_tasks_v1_tasks_proto_enumTypes[3]
+	return &file_thefold_tasks_v1_tasks_proto_enumTypes[2]
 }
 
 func (x TaskEventType) Number() protoreflect.EnumNumber {
@@ -260,7 +210,7 @@ func (x TaskEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TaskEventType.Descriptor instead.
 func (TaskEventType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{3}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{2}
 }
 
 // Task is one unit of work.
@@ -271,13 +221,13 @@ type Task struct {
 	// User id of the owner (the creator).
 	OwnerId string `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	// Repository, "owner/name" (e.g. "local/demo").
-	Repo        string       `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
-	Title       string       `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
-	Description string       `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
-	Status      TaskStatus   `protobuf:"varint,6,opt,name=status,proto3,enum=thefold.tasks.v1.TaskStatus" json:"status,omitempty"`
-	Source      TaskSource   `protobuf:"varint,7,opt,name=source,proto3,enum=thefold.tasks.v1.TaskSource" json:"source,omitempty"`
-	Priority    TaskPriority `protobuf:"varint,8,opt,name=priority,proto3,enum=thefold.tasks.v1.TaskPriority" json:"priority,omitempty"`
-	Labels      []string     `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty"`
+	Repo        string      `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
+	Title       string      `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	Description string      `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
+	Status      TaskStatus  `protobuf:"varint,6,opt,name=status,proto3,enum=thefold.tasks.v1.TaskStatus" json:"status,omitempty"`
+	Source      TaskSource  `protobuf:"varint,7,opt,name=source,proto3,enum=thefold.tasks.v1.TaskSource" json:"source,omitempty"`
+	Priority    v1.Priority `protobuf:"varint,8,opt,name=priority,proto3,enum=thefold.type.v1.Priority" json:"priority,omitempty"`
+	Labels      []string    `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Ids of tasks that must be done before this one.
 	BlockedBy []string `protobuf:"bytes,10,rep,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
 	// Id of the parent task when this task is a subtask.
@@ -288,7 +238,7 @@ type Task struct {
 	// Agent job currently or last working on this task.
 	JobId string `protobuf:"bytes,14,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// Pull request opened for this task, if any.
-	PullRequestUrl string `protobuf:"bytes,15,opt,name=pull_request_url,json=pullRequestUrl,proto3" json:"pull_request_url,omitempty"`
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,15,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
 	// Estimated complexity 1–10, 0 when not assessed.
 	Complexity      int32 `protobuf:"varint,16,opt,name=complexity,proto3" json:"complexity,omitempty"`
 	EstimatedTokens int64 `protobuf:"varint,17,opt,name=estimated_tokens,json=estimatedTokens,proto3" json:"estimated_tokens,omitempty"`
@@ -382,11 +332,11 @@ func (x *Task) GetSource() TaskSource {
 	return TaskSource_TASK_SOURCE_UNSPECIFIED
 }
 
-func (x *Task) GetPriority() TaskPriority {
+func (x *Task) GetPriority() v1.Priority {
 	if x != nil {
 		return x.Priority
 	}
-	return TaskPriority_TASK_PRIORITY_UNSPECIFIED
+	return v1.Priority(0)
 }
 
 func (x *Task) GetLabels() []string {
@@ -431,11 +381,11 @@ func (x *Task) GetJobId() string {
 	return ""
 }
 
-func (x *Task) GetPullRequestUrl() string {
+func (x *Task) GetPullRequest() *v1.PullRequestRef {
 	if x != nil {
-		return x.PullRequestUrl
+		return x.PullRequest
 	}
-	return ""
+	return nil
 }
 
 func (x *Task) GetComplexity() int32 {
@@ -489,6 +439,10 @@ func (x *Task) GetCompleteTime() *timestamppb.Timestamp {
 
 type CreateTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id returns the task the first call created and creates nothing. Reusing it for
+	// a different request is INVALID_ARGUMENT. Empty: no idempotency.
+	RequestId string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Required, at most 500 characters.
 	Title string `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
 	// Required, "owner/name".
@@ -496,9 +450,9 @@ type CreateTaskRequest struct {
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
 	// Defaults to TASK_SOURCE_API.
 	Source TaskSource `protobuf:"varint,4,opt,name=source,proto3,enum=thefold.tasks.v1.TaskSource" json:"source,omitempty"`
-	// Defaults to TASK_PRIORITY_MEDIUM.
-	Priority TaskPriority `protobuf:"varint,5,opt,name=priority,proto3,enum=thefold.tasks.v1.TaskPriority" json:"priority,omitempty"`
-	Labels   []string     `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
+	// Defaults to PRIORITY_MEDIUM.
+	Priority v1.Priority `protobuf:"varint,5,opt,name=priority,proto3,enum=thefold.type.v1.Priority" json:"priority,omitempty"`
+	Labels   []string    `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Initial status: BACKLOG (default) or PLANNED.
 	Status        TaskStatus `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.tasks.v1.TaskStatus" json:"status,omitempty"`
 	BlockedBy     []string   `protobuf:"bytes,8,rep,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
@@ -539,6 +493,13 @@ func (*CreateTaskRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{1}
 }
 
+func (x *CreateTaskRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 func (x *CreateTaskRequest) GetTitle() string {
 	if x != nil {
 		return x.Title
@@ -567,11 +528,11 @@ func (x *CreateTaskRequest) GetSource() TaskSource {
 	return TaskSource_TASK_SOURCE_UNSPECIFIED
 }
 
-func (x *CreateTaskRequest) GetPriority() TaskPriority {
+func (x *CreateTaskRequest) GetPriority() v1.Priority {
 	if x != nil {
 		return x.Priority
 	}
-	return TaskPriority_TASK_PRIORITY_UNSPECIFIED
+	return v1.Priority(0)
 }
 
 func (x *CreateTaskRequest) GetLabels() []string {
@@ -660,6 +621,171 @@ func (x *CreateTaskResponse) GetTask() *Task {
 	return nil
 }
 
+// BatchTask is one task of a BatchCreateTasks request.
+type BatchTask struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the task within the request (e.g. "t1"); other tasks' blocked_by_keys refer to it.
+	// Required, unique within the request.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The task; its request_id is ignored (the batch has one). blocked_by may name existing
+	// tasks of the caller.
+	Task *CreateTaskRequest `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// Keys of tasks of this request that block this one. Must not form a cycle.
+	BlockedByKeys []string `protobuf:"bytes,3,rep,name=blocked_by_keys,json=blockedByKeys,proto3" json:"blocked_by_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchTask) Reset() {
+	*x = BatchTask{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchTask) ProtoMessage() {}
+
+func (x *BatchTask) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchTask.ProtoReflect.Descriptor instead.
+func (*BatchTask) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BatchTask) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BatchTask) GetTask() *CreateTaskRequest {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *BatchTask) GetBlockedByKeys() []string {
+	if x != nil {
+		return x.BlockedByKeys
+	}
+	return nil
+}
+
+type BatchCreateTasksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Caller-chosen idempotency key, as in CreateTaskRequest.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// 1–100 tasks, created in this order.
+	Tasks         []*BatchTask `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateTasksRequest) Reset() {
+	*x = BatchCreateTasksRequest{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateTasksRequest) ProtoMessage() {}
+
+func (x *BatchCreateTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateTasksRequest.ProtoReflect.Descriptor instead.
+func (*BatchCreateTasksRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *BatchCreateTasksRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *BatchCreateTasksRequest) GetTasks() []*BatchTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type BatchCreateTasksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The created tasks, in request order.
+	Tasks         []*Task `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchCreateTasksResponse) Reset() {
+	*x = BatchCreateTasksResponse{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchCreateTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchCreateTasksResponse) ProtoMessage() {}
+
+func (x *BatchCreateTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchCreateTasksResponse.ProtoReflect.Descriptor instead.
+func (*BatchCreateTasksResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BatchCreateTasksResponse) GetTasks() []*Task {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
 type GetTaskRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -669,7 +795,7 @@ type GetTaskRequest struct {
 
 func (x *GetTaskRequest) Reset() {
 	*x = GetTaskRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[3]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +807,7 @@ func (x *GetTaskRequest) String() string {
 func (*GetTaskRequest) ProtoMessage() {}
 
 func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[3]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +820,7 @@ func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{3}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetTaskRequest) GetId() string {
@@ -713,7 +839,7 @@ type GetTaskResponse struct {
 
 func (x *GetTaskResponse) Reset() {
 	*x = GetTaskResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[4]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +851,7 @@ func (x *GetTaskResponse) String() string {
 func (*GetTaskResponse) ProtoMessage() {}
 
 func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[4]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +864,7 @@ func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{4}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTaskResponse) GetTask() *Task {
@@ -767,7 +893,7 @@ type ListTasksRequest struct {
 
 func (x *ListTasksRequest) Reset() {
 	*x = ListTasksRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[5]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +905,7 @@ func (x *ListTasksRequest) String() string {
 func (*ListTasksRequest) ProtoMessage() {}
 
 func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[5]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +918,7 @@ func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
 func (*ListTasksRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{5}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTasksRequest) GetRepo() string {
@@ -854,7 +980,7 @@ type ListTasksResponse struct {
 
 func (x *ListTasksResponse) Reset() {
 	*x = ListTasksResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[6]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +992,7 @@ func (x *ListTasksResponse) String() string {
 func (*ListTasksResponse) ProtoMessage() {}
 
 func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[6]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1005,7 @@ func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
 func (*ListTasksResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{6}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListTasksResponse) GetTasks() []*Task {
@@ -898,10 +1024,13 @@ func (x *ListTasksResponse) GetNextPageToken() string {
 
 type UpdateTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The task with its id set and the fields to change.
+	// Names the task to update. task.id, when set, must equal it.
+	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// The fields to change.
 	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// Updatable: title, description, priority, labels, repo, external_url, job_id,
-	// pull_request_url, complexity, estimated_tokens, planned_order.
+	// pull_request, complexity, estimated_tokens, planned_order. On REST an absent mask is
+	// the fields present in the body.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -909,7 +1038,7 @@ type UpdateTaskRequest struct {
 
 func (x *UpdateTaskRequest) Reset() {
 	*x = UpdateTaskRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[7]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1050,7 @@ func (x *UpdateTaskRequest) String() string {
 func (*UpdateTaskRequest) ProtoMessage() {}
 
 func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[7]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1063,14 @@ func (x *UpdateTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskRequest.ProtoReflect.Descriptor instead.
 func (*UpdateTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{7}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateTaskRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
 }
 
 func (x *UpdateTaskRequest) GetTask() *Task {
@@ -960,7 +1096,7 @@ type UpdateTaskResponse struct {
 
 func (x *UpdateTaskResponse) Reset() {
 	*x = UpdateTaskResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[8]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1108,7 @@ func (x *UpdateTaskResponse) String() string {
 func (*UpdateTaskResponse) ProtoMessage() {}
 
 func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[8]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1121,7 @@ func (x *UpdateTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateTaskResponse.ProtoReflect.Descriptor instead.
 func (*UpdateTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{8}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateTaskResponse) GetTask() *Task {
@@ -1004,7 +1140,7 @@ type DeleteTaskRequest struct {
 
 func (x *DeleteTaskRequest) Reset() {
 	*x = DeleteTaskRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[9]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1152,7 @@ func (x *DeleteTaskRequest) String() string {
 func (*DeleteTaskRequest) ProtoMessage() {}
 
 func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[9]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1165,7 @@ func (x *DeleteTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{9}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteTaskRequest) GetId() string {
@@ -1047,7 +1183,7 @@ type DeleteTaskResponse struct {
 
 func (x *DeleteTaskResponse) Reset() {
 	*x = DeleteTaskResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[10]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1195,7 @@ func (x *DeleteTaskResponse) String() string {
 func (*DeleteTaskResponse) ProtoMessage() {}
 
 func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[10]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1208,7 @@ func (x *DeleteTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTaskResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{10}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{13}
 }
 
 type SetTaskStatusRequest struct {
@@ -1089,7 +1225,7 @@ type SetTaskStatusRequest struct {
 
 func (x *SetTaskStatusRequest) Reset() {
 	*x = SetTaskStatusRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[11]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1237,7 @@ func (x *SetTaskStatusRequest) String() string {
 func (*SetTaskStatusRequest) ProtoMessage() {}
 
 func (x *SetTaskStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[11]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1250,7 @@ func (x *SetTaskStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTaskStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetTaskStatusRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{11}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetTaskStatusRequest) GetId() string {
@@ -1154,7 +1290,7 @@ type SetTaskStatusResponse struct {
 
 func (x *SetTaskStatusResponse) Reset() {
 	*x = SetTaskStatusResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[12]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1302,7 @@ func (x *SetTaskStatusResponse) String() string {
 func (*SetTaskStatusResponse) ProtoMessage() {}
 
 func (x *SetTaskStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[12]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1315,7 @@ func (x *SetTaskStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTaskStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetTaskStatusResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{12}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetTaskStatusResponse) GetTask() *Task {
@@ -1199,7 +1335,7 @@ type AddDependencyRequest struct {
 
 func (x *AddDependencyRequest) Reset() {
 	*x = AddDependencyRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[13]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1347,7 @@ func (x *AddDependencyRequest) String() string {
 func (*AddDependencyRequest) ProtoMessage() {}
 
 func (x *AddDependencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[13]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1360,7 @@ func (x *AddDependencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDependencyRequest.ProtoReflect.Descriptor instead.
 func (*AddDependencyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{13}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddDependencyRequest) GetTaskId() string {
@@ -1250,7 +1386,7 @@ type AddDependencyResponse struct {
 
 func (x *AddDependencyResponse) Reset() {
 	*x = AddDependencyResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[14]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1398,7 @@ func (x *AddDependencyResponse) String() string {
 func (*AddDependencyResponse) ProtoMessage() {}
 
 func (x *AddDependencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[14]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1411,7 @@ func (x *AddDependencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddDependencyResponse.ProtoReflect.Descriptor instead.
 func (*AddDependencyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{14}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AddDependencyResponse) GetTask() *Task {
@@ -1295,7 +1431,7 @@ type RemoveDependencyRequest struct {
 
 func (x *RemoveDependencyRequest) Reset() {
 	*x = RemoveDependencyRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[15]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1443,7 @@ func (x *RemoveDependencyRequest) String() string {
 func (*RemoveDependencyRequest) ProtoMessage() {}
 
 func (x *RemoveDependencyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[15]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1456,7 @@ func (x *RemoveDependencyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDependencyRequest.ProtoReflect.Descriptor instead.
 func (*RemoveDependencyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{15}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveDependencyRequest) GetTaskId() string {
@@ -1346,7 +1482,7 @@ type RemoveDependencyResponse struct {
 
 func (x *RemoveDependencyResponse) Reset() {
 	*x = RemoveDependencyResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[16]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1494,7 @@ func (x *RemoveDependencyResponse) String() string {
 func (*RemoveDependencyResponse) ProtoMessage() {}
 
 func (x *RemoveDependencyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[16]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1507,7 @@ func (x *RemoveDependencyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveDependencyResponse.ProtoReflect.Descriptor instead.
 func (*RemoveDependencyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{16}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemoveDependencyResponse) GetTask() *Task {
@@ -1393,7 +1529,7 @@ type GetTaskGraphRequest struct {
 
 func (x *GetTaskGraphRequest) Reset() {
 	*x = GetTaskGraphRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[17]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1541,7 @@ func (x *GetTaskGraphRequest) String() string {
 func (*GetTaskGraphRequest) ProtoMessage() {}
 
 func (x *GetTaskGraphRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[17]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1554,7 @@ func (x *GetTaskGraphRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskGraphRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskGraphRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{17}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetTaskGraphRequest) GetRepo() string {
@@ -1446,7 +1582,7 @@ type TaskEdge struct {
 
 func (x *TaskEdge) Reset() {
 	*x = TaskEdge{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[18]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1594,7 @@ func (x *TaskEdge) String() string {
 func (*TaskEdge) ProtoMessage() {}
 
 func (x *TaskEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[18]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1607,7 @@ func (x *TaskEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskEdge.ProtoReflect.Descriptor instead.
 func (*TaskEdge) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{18}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskEdge) GetTaskId() string {
@@ -1502,7 +1638,7 @@ type GetTaskGraphResponse struct {
 
 func (x *GetTaskGraphResponse) Reset() {
 	*x = GetTaskGraphResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[19]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1650,7 @@ func (x *GetTaskGraphResponse) String() string {
 func (*GetTaskGraphResponse) ProtoMessage() {}
 
 func (x *GetTaskGraphResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[19]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1663,7 @@ func (x *GetTaskGraphResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskGraphResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskGraphResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{19}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetTaskGraphResponse) GetTasks() []*Task {
@@ -1568,7 +1704,7 @@ type GetTaskStatsRequest struct {
 
 func (x *GetTaskStatsRequest) Reset() {
 	*x = GetTaskStatsRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[20]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1716,7 @@ func (x *GetTaskStatsRequest) String() string {
 func (*GetTaskStatsRequest) ProtoMessage() {}
 
 func (x *GetTaskStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[20]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1729,7 @@ func (x *GetTaskStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetTaskStatsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{20}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetTaskStatsRequest) GetRepo() string {
@@ -1618,7 +1754,7 @@ type GetTaskStatsResponse struct {
 
 func (x *GetTaskStatsResponse) Reset() {
 	*x = GetTaskStatsResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[21]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1766,7 @@ func (x *GetTaskStatsResponse) String() string {
 func (*GetTaskStatsResponse) ProtoMessage() {}
 
 func (x *GetTaskStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[21]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1779,7 @@ func (x *GetTaskStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTaskStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetTaskStatsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{21}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTaskStatsResponse) GetTotal() int64 {
@@ -1682,15 +1818,19 @@ func (x *GetTaskStatsResponse) GetBlockedByOpen() int64 {
 }
 
 type PlanTaskOrderRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Repo          string                 `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name": the open tasks of this repository are ordered.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Caller-chosen idempotency key: ordering calls a model; a retry with the same request_id
+	// returns the first answer and is charged once.
+	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanTaskOrderRequest) Reset() {
 	*x = PlanTaskOrderRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[22]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1842,7 @@ func (x *PlanTaskOrderRequest) String() string {
 func (*PlanTaskOrderRequest) ProtoMessage() {}
 
 func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[22]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,12 +1855,19 @@ func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderRequest.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{22}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PlanTaskOrderRequest) GetRepo() string {
 	if x != nil {
 		return x.Repo
+	}
+	return ""
+}
+
+func (x *PlanTaskOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1738,7 +1885,7 @@ type PlannedTask struct {
 
 func (x *PlannedTask) Reset() {
 	*x = PlannedTask{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[23]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1897,7 @@ func (x *PlannedTask) String() string {
 func (*PlannedTask) ProtoMessage() {}
 
 func (x *PlannedTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[23]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1910,7 @@ func (x *PlannedTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedTask.ProtoReflect.Descriptor instead.
 func (*PlannedTask) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{23}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlannedTask) GetTaskId() string {
@@ -1804,7 +1951,7 @@ type PlanTaskOrderResponse struct {
 
 func (x *PlanTaskOrderResponse) Reset() {
 	*x = PlanTaskOrderResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[24]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1963,7 @@ func (x *PlanTaskOrderResponse) String() string {
 func (*PlanTaskOrderResponse) ProtoMessage() {}
 
 func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[24]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1976,7 @@ func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderResponse.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{24}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PlanTaskOrderResponse) GetTasks() []*PlannedTask {
@@ -1858,7 +2005,7 @@ type ImportIssuesRequest struct {
 
 func (x *ImportIssuesRequest) Reset() {
 	*x = ImportIssuesRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[25]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2017,7 @@ func (x *ImportIssuesRequest) String() string {
 func (*ImportIssuesRequest) ProtoMessage() {}
 
 func (x *ImportIssuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[25]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2030,7 @@ func (x *ImportIssuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportIssuesRequest.ProtoReflect.Descriptor instead.
 func (*ImportIssuesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{25}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ImportIssuesRequest) GetRepo() string {
@@ -1911,7 +2058,7 @@ type ImportIssuesResponse struct {
 
 func (x *ImportIssuesResponse) Reset() {
 	*x = ImportIssuesResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[26]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2070,7 @@ func (x *ImportIssuesResponse) String() string {
 func (*ImportIssuesResponse) ProtoMessage() {}
 
 func (x *ImportIssuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[26]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2083,7 @@ func (x *ImportIssuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportIssuesResponse.ProtoReflect.Descriptor instead.
 func (*ImportIssuesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{26}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImportIssuesResponse) GetCreated() []*Task {
@@ -1962,9 +2109,13 @@ func (x *ImportIssuesResponse) GetSkipped() int32 {
 
 type WatchTasksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Deliver events with id greater than this; 0 delivers the retained history.
+	// Deliver events with id greater than this; 0 delivers the retained history. An id older
+	// than the retained history is OUT_OF_RANGE.
 	AfterId int64 `protobuf:"varint,1,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
-	// Optional filters.
+	// Ignore after_id and deliver only events that commit after the stream starts.
+	FromNow bool `protobuf:"varint,4,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
+	// Optional filters. A task that moves to another repository is seen by watchers of
+	// either repository.
 	Repo          string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
 	TaskId        string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1973,7 +2124,7 @@ type WatchTasksRequest struct {
 
 func (x *WatchTasksRequest) Reset() {
 	*x = WatchTasksRequest{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[27]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2136,7 @@ func (x *WatchTasksRequest) String() string {
 func (*WatchTasksRequest) ProtoMessage() {}
 
 func (x *WatchTasksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[27]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2149,7 @@ func (x *WatchTasksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTasksRequest.ProtoReflect.Descriptor instead.
 func (*WatchTasksRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{27}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchTasksRequest) GetAfterId() int64 {
@@ -2006,6 +2157,13 @@ func (x *WatchTasksRequest) GetAfterId() int64 {
 		return x.AfterId
 	}
 	return 0
+}
+
+func (x *WatchTasksRequest) GetFromNow() bool {
+	if x != nil {
+		return x.FromNow
+	}
+	return false
 }
 
 func (x *WatchTasksRequest) GetRepo() string {
@@ -2022,23 +2180,203 @@ func (x *WatchTasksRequest) GetTaskId() string {
 	return ""
 }
 
+// TaskUpdate is the payload of UPDATED.
+type TaskUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The task after the change.
+	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	// The fields that changed, by their proto names (e.g. "title", "blocked_by").
+	ChangedFields *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=changed_fields,json=changedFields,proto3" json:"changed_fields,omitempty"`
+	// The repository before, when repo changed.
+	PreviousRepo  string `protobuf:"bytes,3,opt,name=previous_repo,json=previousRepo,proto3" json:"previous_repo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskUpdate) Reset() {
+	*x = TaskUpdate{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskUpdate) ProtoMessage() {}
+
+func (x *TaskUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskUpdate.ProtoReflect.Descriptor instead.
+func (*TaskUpdate) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TaskUpdate) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *TaskUpdate) GetChangedFields() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ChangedFields
+	}
+	return nil
+}
+
+func (x *TaskUpdate) GetPreviousRepo() string {
+	if x != nil {
+		return x.PreviousRepo
+	}
+	return ""
+}
+
+// TaskStatusChange is the payload of STATUS_CHANGED.
+type TaskStatusChange struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PreviousStatus TaskStatus             `protobuf:"varint,1,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.tasks.v1.TaskStatus" json:"previous_status,omitempty"`
+	// The task after the change (status, status_reason and complete_time are new).
+	Task          *Task `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskStatusChange) Reset() {
+	*x = TaskStatusChange{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskStatusChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskStatusChange) ProtoMessage() {}
+
+func (x *TaskStatusChange) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskStatusChange.ProtoReflect.Descriptor instead.
+func (*TaskStatusChange) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TaskStatusChange) GetPreviousStatus() TaskStatus {
+	if x != nil {
+		return x.PreviousStatus
+	}
+	return TaskStatus_TASK_STATUS_UNSPECIFIED
+}
+
+func (x *TaskStatusChange) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// TaskDeleted is the payload of DELETED.
+type TaskDeleted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        string                 `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Repo          string                 `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDeleted) Reset() {
+	*x = TaskDeleted{}
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDeleted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDeleted) ProtoMessage() {}
+
+func (x *TaskDeleted) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDeleted.ProtoReflect.Descriptor instead.
+func (*TaskDeleted) Descriptor() ([]byte, []int) {
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TaskDeleted) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *TaskDeleted) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+// WatchTasksResponse is one message of the stream: an event, or a heartbeat (id 0) while
+// nothing happens. The envelope is the one of thefold/type/v1/event.proto.
 type WatchTasksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Event id, the cursor to resume from.
-	EventId int64         `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
-	Type    TaskEventType `protobuf:"varint,2,opt,name=type,proto3,enum=thefold.tasks.v1.TaskEventType" json:"type,omitempty"`
-	// The task after the change (for DELETED, as it was).
-	Task *Task `protobuf:"bytes,3,opt,name=task,proto3" json:"task,omitempty"`
-	// For STATUS_CHANGED, the status before.
-	PreviousStatus TaskStatus             `protobuf:"varint,4,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.tasks.v1.TaskStatus" json:"previous_status,omitempty"`
-	EventTime      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=event_time,json=eventTime,proto3" json:"event_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Event id, the cursor to resume from; 0 for a heartbeat.
+	Id int64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// When the change committed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Type TaskEventType          `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.tasks.v1.TaskEventType" json:"type,omitempty"`
+	// The task the event is about; empty for a heartbeat.
+	TaskId string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Types that are valid to be assigned to Payload:
+	//
+	//	*WatchTasksResponse_Task
+	//	*WatchTasksResponse_Updated
+	//	*WatchTasksResponse_StatusChange
+	//	*WatchTasksResponse_Deleted
+	//	*WatchTasksResponse_Heartbeat
+	Payload       isWatchTasksResponse_Payload `protobuf_oneof:"payload"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchTasksResponse) Reset() {
 	*x = WatchTasksResponse{}
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[28]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2388,7 @@ func (x *WatchTasksResponse) String() string {
 func (*WatchTasksResponse) ProtoMessage() {}
 
 func (x *WatchTasksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[28]
+	mi := &file_thefold_tasks_v1_tasks_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,14 +2401,21 @@ func (x *WatchTasksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchTasksResponse.ProtoReflect.Descriptor instead.
 func (*WatchTasksResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{28}
+	return file_thefold_tasks_v1_tasks_proto_rawDescGZIP(), []int{34}
 }
 
-func (x *WatchTasksResponse) GetEventId() int64 {
+func (x *WatchTasksResponse) GetId() int64 {
 	if x != nil {
-		return x.EventId
+		return x.Id
 	}
 	return 0
+}
+
+func (x *WatchTasksResponse) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
 }
 
 func (x *WatchTasksResponse) GetType() TaskEventType {
@@ -2080,32 +2425,104 @@ func (x *WatchTasksResponse) GetType() TaskEventType {
 	return TaskEventType_TASK_EVENT_TYPE_UNSPECIFIED
 }
 
+func (x *WatchTasksResponse) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *WatchTasksResponse) GetPayload() isWatchTasksResponse_Payload {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 func (x *WatchTasksResponse) GetTask() *Task {
 	if x != nil {
-		return x.Task
+		if x, ok := x.Payload.(*WatchTasksResponse_Task); ok {
+			return x.Task
+		}
 	}
 	return nil
 }
 
-func (x *WatchTasksResponse) GetPreviousStatus() TaskStatus {
+func (x *WatchTasksResponse) GetUpdated() *TaskUpdate {
 	if x != nil {
-		return x.PreviousStatus
-	}
-	return TaskStatus_TASK_STATUS_UNSPECIFIED
-}
-
-func (x *WatchTasksResponse) GetEventTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.EventTime
+		if x, ok := x.Payload.(*WatchTasksResponse_Updated); ok {
+			return x.Updated
+		}
 	}
 	return nil
 }
+
+func (x *WatchTasksResponse) GetStatusChange() *TaskStatusChange {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchTasksResponse_StatusChange); ok {
+			return x.StatusChange
+		}
+	}
+	return nil
+}
+
+func (x *WatchTasksResponse) GetDeleted() *TaskDeleted {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchTasksResponse_Deleted); ok {
+			return x.Deleted
+		}
+	}
+	return nil
+}
+
+func (x *WatchTasksResponse) GetHeartbeat() *v1.Heartbeat {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchTasksResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchTasksResponse_Payload interface {
+	isWatchTasksResponse_Payload()
+}
+
+type WatchTasksResponse_Task struct {
+	Task *Task `protobuf:"bytes,10,opt,name=task,proto3,oneof"`
+}
+
+type WatchTasksResponse_Updated struct {
+	Updated *TaskUpdate `protobuf:"bytes,11,opt,name=updated,proto3,oneof"`
+}
+
+type WatchTasksResponse_StatusChange struct {
+	StatusChange *TaskStatusChange `protobuf:"bytes,12,opt,name=status_change,json=statusChange,proto3,oneof"`
+}
+
+type WatchTasksResponse_Deleted struct {
+	Deleted *TaskDeleted `protobuf:"bytes,13,opt,name=deleted,proto3,oneof"`
+}
+
+type WatchTasksResponse_Heartbeat struct {
+	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchTasksResponse_Task) isWatchTasksResponse_Payload() {}
+
+func (*WatchTasksResponse_Updated) isWatchTasksResponse_Payload() {}
+
+func (*WatchTasksResponse_StatusChange) isWatchTasksResponse_Payload() {}
+
+func (*WatchTasksResponse_Deleted) isWatchTasksResponse_Payload() {}
+
+func (*WatchTasksResponse_Heartbeat) isWatchTasksResponse_Payload() {}
 
 var File_thefold_tasks_v1_tasks_proto protoreflect.FileDescriptor
 
 const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
-	"\x1cthefold/tasks/v1/tasks.proto\x12\x10thefold.tasks.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x06\n" +
+	"\x1cthefold/tasks/v1/tasks.proto\x12\x10thefold.tasks.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1ethefold/type/v1/priority.proto\x1a\x19thefold/type/v1/ref.proto\"\xe3\x06\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2113,8 +2530,8 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x05title\x18\x04 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x05 \x01(\tR\vdescription\x124\n" +
 	"\x06status\x18\x06 \x01(\x0e2\x1c.thefold.tasks.v1.TaskStatusR\x06status\x124\n" +
-	"\x06source\x18\a \x01(\x0e2\x1c.thefold.tasks.v1.TaskSourceR\x06source\x12:\n" +
-	"\bpriority\x18\b \x01(\x0e2\x1e.thefold.tasks.v1.TaskPriorityR\bpriority\x12\x16\n" +
+	"\x06source\x18\a \x01(\x0e2\x1c.thefold.tasks.v1.TaskSourceR\x06source\x125\n" +
+	"\bpriority\x18\b \x01(\x0e2\x19.thefold.type.v1.PriorityR\bpriority\x12\x16\n" +
 	"\x06labels\x18\t \x03(\tR\x06labels\x12\x1d\n" +
 	"\n" +
 	"blocked_by\x18\n" +
@@ -2123,8 +2540,8 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\vexternal_id\x18\f \x01(\tR\n" +
 	"externalId\x12!\n" +
 	"\fexternal_url\x18\r \x01(\tR\vexternalUrl\x12\x15\n" +
-	"\x06job_id\x18\x0e \x01(\tR\x05jobId\x12(\n" +
-	"\x10pull_request_url\x18\x0f \x01(\tR\x0epullRequestUrl\x12\x1e\n" +
+	"\x06job_id\x18\x0e \x01(\tR\x05jobId\x12B\n" +
+	"\fpull_request\x18\x0f \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12\x1e\n" +
 	"\n" +
 	"complexity\x18\x10 \x01(\x05R\n" +
 	"complexity\x12)\n" +
@@ -2135,13 +2552,15 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
-	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\x9f\x03\n" +
-	"\x11CreateTaskRequest\x12\x14\n" +
+	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\xb9\x03\n" +
+	"\x11CreateTaskRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\f \x01(\tR\trequestId\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x124\n" +
-	"\x06source\x18\x04 \x01(\x0e2\x1c.thefold.tasks.v1.TaskSourceR\x06source\x12:\n" +
-	"\bpriority\x18\x05 \x01(\x0e2\x1e.thefold.tasks.v1.TaskPriorityR\bpriority\x12\x16\n" +
+	"\x06source\x18\x04 \x01(\x0e2\x1c.thefold.tasks.v1.TaskSourceR\x06source\x125\n" +
+	"\bpriority\x18\x05 \x01(\x0e2\x19.thefold.type.v1.PriorityR\bpriority\x12\x16\n" +
 	"\x06labels\x18\x06 \x03(\tR\x06labels\x124\n" +
 	"\x06status\x18\a \x01(\x0e2\x1c.thefold.tasks.v1.TaskStatusR\x06status\x12\x1d\n" +
 	"\n" +
@@ -2152,7 +2571,17 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"externalId\x12!\n" +
 	"\fexternal_url\x18\v \x01(\tR\vexternalUrl\"@\n" +
 	"\x12CreateTaskResponse\x12*\n" +
-	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\" \n" +
+	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\"~\n" +
+	"\tBatchTask\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x127\n" +
+	"\x04task\x18\x02 \x01(\v2#.thefold.tasks.v1.CreateTaskRequestR\x04task\x12&\n" +
+	"\x0fblocked_by_keys\x18\x03 \x03(\tR\rblockedByKeys\"k\n" +
+	"\x17BatchCreateTasksRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x121\n" +
+	"\x05tasks\x18\x02 \x03(\v2\x1b.thefold.tasks.v1.BatchTaskR\x05tasks\"H\n" +
+	"\x18BatchCreateTasksResponse\x12,\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\x05tasks\" \n" +
 	"\x0eGetTaskRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"=\n" +
 	"\x0fGetTaskResponse\x12*\n" +
@@ -2168,8 +2597,9 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"page_token\x18\a \x01(\tR\tpageToken\"i\n" +
 	"\x11ListTasksResponse\x12,\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\x05tasks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"|\n" +
-	"\x11UpdateTaskRequest\x12*\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x01\n" +
+	"\x11UpdateTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12*\n" +
 	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\x12;\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"@\n" +
@@ -2223,9 +2653,11 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a=\n" +
 	"\x0fByPriorityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"*\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"I\n" +
 	"\x14PlanTaskOrderRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\"z\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"z\n" +
 	"\vPlannedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x14\n" +
 	"\x05order\x18\x02 \x01(\x05R\x05order\x12\x1e\n" +
@@ -2242,18 +2674,35 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x14ImportIssuesResponse\x120\n" +
 	"\acreated\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\acreated\x120\n" +
 	"\aupdated\x18\x02 \x03(\v2\x16.thefold.tasks.v1.TaskR\aupdated\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x05R\askipped\"[\n" +
+	"\askipped\x18\x03 \x01(\x05R\askipped\"v\n" +
 	"\x11WatchTasksRequest\x12\x19\n" +
-	"\bafter_id\x18\x01 \x01(\x03R\aafterId\x12\x12\n" +
+	"\bafter_id\x18\x01 \x01(\x03R\aafterId\x12\x19\n" +
+	"\bfrom_now\x18\x04 \x01(\bR\afromNow\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\x92\x02\n" +
-	"\x12WatchTasksResponse\x12\x19\n" +
-	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x123\n" +
-	"\x04type\x18\x02 \x01(\x0e2\x1f.thefold.tasks.v1.TaskEventTypeR\x04type\x12*\n" +
-	"\x04task\x18\x03 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\x12E\n" +
-	"\x0fprevious_status\x18\x04 \x01(\x0e2\x1c.thefold.tasks.v1.TaskStatusR\x0epreviousStatus\x129\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\xa0\x01\n" +
 	"\n" +
-	"event_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\teventTime*\xdd\x01\n" +
+	"TaskUpdate\x12*\n" +
+	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\x12A\n" +
+	"\x0echanged_fields\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\rchangedFields\x12#\n" +
+	"\rprevious_repo\x18\x03 \x01(\tR\fpreviousRepo\"\x85\x01\n" +
+	"\x10TaskStatusChange\x12E\n" +
+	"\x0fprevious_status\x18\x01 \x01(\x0e2\x1c.thefold.tasks.v1.TaskStatusR\x0epreviousStatus\x12*\n" +
+	"\x04task\x18\x02 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\":\n" +
+	"\vTaskDeleted\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\"\xd7\x03\n" +
+	"\x12WatchTasksResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x123\n" +
+	"\x04type\x18\x03 \x01(\x0e2\x1f.thefold.tasks.v1.TaskEventTypeR\x04type\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12,\n" +
+	"\x04task\x18\n" +
+	" \x01(\v2\x16.thefold.tasks.v1.TaskH\x00R\x04task\x128\n" +
+	"\aupdated\x18\v \x01(\v2\x1c.thefold.tasks.v1.TaskUpdateH\x00R\aupdated\x12I\n" +
+	"\rstatus_change\x18\f \x01(\v2\".thefold.tasks.v1.TaskStatusChangeH\x00R\fstatusChange\x129\n" +
+	"\adeleted\x18\r \x01(\v2\x1d.thefold.tasks.v1.TaskDeletedH\x00R\adeleted\x12:\n" +
+	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\apayload*\xdd\x01\n" +
 	"\n" +
 	"TaskStatus\x12\x1b\n" +
 	"\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -2272,37 +2721,33 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x12TASK_SOURCE_GITHUB\x10\x03\x12\x16\n" +
 	"\x12TASK_SOURCE_LINEAR\x10\x04\x12\x14\n" +
 	"\x10TASK_SOURCE_CHAT\x10\x05\x12\x17\n" +
-	"\x13TASK_SOURCE_HEALING\x10\x06*\x90\x01\n" +
-	"\fTaskPriority\x12\x1d\n" +
-	"\x19TASK_PRIORITY_UNSPECIFIED\x10\x00\x12\x15\n" +
-	"\x11TASK_PRIORITY_LOW\x10\x01\x12\x18\n" +
-	"\x14TASK_PRIORITY_MEDIUM\x10\x02\x12\x16\n" +
-	"\x12TASK_PRIORITY_HIGH\x10\x03\x12\x18\n" +
-	"\x14TASK_PRIORITY_URGENT\x10\x04*\xab\x01\n" +
+	"\x13TASK_SOURCE_HEALING\x10\x06*\xab\x01\n" +
 	"\rTaskEventType\x12\x1f\n" +
 	"\x1bTASK_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TASK_EVENT_TYPE_CREATED\x10\x01\x12\x1b\n" +
 	"\x17TASK_EVENT_TYPE_UPDATED\x10\x02\x12\x1b\n" +
 	"\x17TASK_EVENT_TYPE_DELETED\x10\x03\x12\"\n" +
-	"\x1eTASK_EVENT_TYPE_STATUS_CHANGED\x10\x042\xc7\t\n" +
+	"\x1eTASK_EVENT_TYPE_STATUS_CHANGED\x10\x042\xcb\n" +
+	"\n" +
 	"\vTaskService\x12W\n" +
 	"\n" +
-	"CreateTask\x12#.thefold.tasks.v1.CreateTaskRequest\x1a$.thefold.tasks.v1.CreateTaskResponse\x12N\n" +
-	"\aGetTask\x12 .thefold.tasks.v1.GetTaskRequest\x1a!.thefold.tasks.v1.GetTaskResponse\x12T\n" +
-	"\tListTasks\x12\".thefold.tasks.v1.ListTasksRequest\x1a#.thefold.tasks.v1.ListTasksResponse\x12W\n" +
+	"CreateTask\x12#.thefold.tasks.v1.CreateTaskRequest\x1a$.thefold.tasks.v1.CreateTaskResponse\x12i\n" +
+	"\x10BatchCreateTasks\x12).thefold.tasks.v1.BatchCreateTasksRequest\x1a*.thefold.tasks.v1.BatchCreateTasksResponse\x12S\n" +
+	"\aGetTask\x12 .thefold.tasks.v1.GetTaskRequest\x1a!.thefold.tasks.v1.GetTaskResponse\"\x03\x90\x02\x01\x12Y\n" +
+	"\tListTasks\x12\".thefold.tasks.v1.ListTasksRequest\x1a#.thefold.tasks.v1.ListTasksResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\n" +
 	"UpdateTask\x12#.thefold.tasks.v1.UpdateTaskRequest\x1a$.thefold.tasks.v1.UpdateTaskResponse\x12W\n" +
 	"\n" +
 	"DeleteTask\x12#.thefold.tasks.v1.DeleteTaskRequest\x1a$.thefold.tasks.v1.DeleteTaskResponse\x12`\n" +
 	"\rSetTaskStatus\x12&.thefold.tasks.v1.SetTaskStatusRequest\x1a'.thefold.tasks.v1.SetTaskStatusResponse\x12`\n" +
 	"\rAddDependency\x12&.thefold.tasks.v1.AddDependencyRequest\x1a'.thefold.tasks.v1.AddDependencyResponse\x12i\n" +
-	"\x10RemoveDependency\x12).thefold.tasks.v1.RemoveDependencyRequest\x1a*.thefold.tasks.v1.RemoveDependencyResponse\x12]\n" +
-	"\fGetTaskGraph\x12%.thefold.tasks.v1.GetTaskGraphRequest\x1a&.thefold.tasks.v1.GetTaskGraphResponse\x12]\n" +
-	"\fGetTaskStats\x12%.thefold.tasks.v1.GetTaskStatsRequest\x1a&.thefold.tasks.v1.GetTaskStatsResponse\x12`\n" +
+	"\x10RemoveDependency\x12).thefold.tasks.v1.RemoveDependencyRequest\x1a*.thefold.tasks.v1.RemoveDependencyResponse\x12b\n" +
+	"\fGetTaskGraph\x12%.thefold.tasks.v1.GetTaskGraphRequest\x1a&.thefold.tasks.v1.GetTaskGraphResponse\"\x03\x90\x02\x01\x12b\n" +
+	"\fGetTaskStats\x12%.thefold.tasks.v1.GetTaskStatsRequest\x1a&.thefold.tasks.v1.GetTaskStatsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\rPlanTaskOrder\x12&.thefold.tasks.v1.PlanTaskOrderRequest\x1a'.thefold.tasks.v1.PlanTaskOrderResponse\x12]\n" +
-	"\fImportIssues\x12%.thefold.tasks.v1.ImportIssuesRequest\x1a&.thefold.tasks.v1.ImportIssuesResponse\x12Y\n" +
+	"\fImportIssues\x12%.thefold.tasks.v1.ImportIssuesRequest\x1a&.thefold.tasks.v1.ImportIssuesResponse\x12^\n" +
 	"\n" +
-	"WatchTasks\x12#.thefold.tasks.v1.WatchTasksRequest\x1a$.thefold.tasks.v1.WatchTasksResponse0\x01B\xc1\x01\n" +
+	"WatchTasks\x12#.thefold.tasks.v1.WatchTasksRequest\x1a$.thefold.tasks.v1.WatchTasksResponse\"\x03\x90\x02\x010\x01B\xc1\x01\n" +
 	"\x14com.thefold.tasks.v1B\n" +
 	"TasksProtoP\x01Z;github.com/thefold/thefold/pkg/gen/thefold/tasks/v1;tasksv1\xa2\x02\x03TTX\xaa\x02\x10Thefold.Tasks.V1\xca\x02\x10Thefold\\Tasks\\V1\xe2\x02\x1cThefold\\Tasks\\V1\\GPBMetadata\xea\x02\x12Thefold::Tasks::V1b\x06proto3"
 
@@ -2318,114 +2763,135 @@ func file_thefold_tasks_v1_tasks_proto_rawDescGZIP() []byte {
 	return file_thefold_tasks_v1_tasks_proto_rawDescData
 }
 
-var file_thefold_tasks_v1_tasks_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_thefold_tasks_v1_tasks_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_thefold_tasks_v1_tasks_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_thefold_tasks_v1_tasks_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_thefold_tasks_v1_tasks_proto_goTypes = []any{
 	(TaskStatus)(0),                  // 0: thefold.tasks.v1.TaskStatus
 	(TaskSource)(0),                  // 1: thefold.tasks.v1.TaskSource
-	(TaskPriority)(0),                // 2: thefold.tasks.v1.TaskPriority
-	(TaskEventType)(0),               // 3: thefold.tasks.v1.TaskEventType
-	(*Task)(nil),                     // 4: thefold.tasks.v1.Task
-	(*CreateTaskRequest)(nil),        // 5: thefold.tasks.v1.CreateTaskRequest
-	(*CreateTaskResponse)(nil),       // 6: thefold.tasks.v1.CreateTaskResponse
-	(*GetTaskRequest)(nil),           // 7: thefold.tasks.v1.GetTaskRequest
-	(*GetTaskResponse)(nil),          // 8: thefold.tasks.v1.GetTaskResponse
-	(*ListTasksRequest)(nil),         // 9: thefold.tasks.v1.ListTasksRequest
-	(*ListTasksResponse)(nil),        // 10: thefold.tasks.v1.ListTasksResponse
-	(*UpdateTaskRequest)(nil),        // 11: thefold.tasks.v1.UpdateTaskRequest
-	(*UpdateTaskResponse)(nil),       // 12: thefold.tasks.v1.UpdateTaskResponse
-	(*DeleteTaskRequest)(nil),        // 13: thefold.tasks.v1.DeleteTaskRequest
-	(*DeleteTaskResponse)(nil),       // 14: thefold.tasks.v1.DeleteTaskResponse
-	(*SetTaskStatusRequest)(nil),     // 15: thefold.tasks.v1.SetTaskStatusRequest
-	(*SetTaskStatusResponse)(nil),    // 16: thefold.tasks.v1.SetTaskStatusResponse
-	(*AddDependencyRequest)(nil),     // 17: thefold.tasks.v1.AddDependencyRequest
-	(*AddDependencyResponse)(nil),    // 18: thefold.tasks.v1.AddDependencyResponse
-	(*RemoveDependencyRequest)(nil),  // 19: thefold.tasks.v1.RemoveDependencyRequest
-	(*RemoveDependencyResponse)(nil), // 20: thefold.tasks.v1.RemoveDependencyResponse
-	(*GetTaskGraphRequest)(nil),      // 21: thefold.tasks.v1.GetTaskGraphRequest
-	(*TaskEdge)(nil),                 // 22: thefold.tasks.v1.TaskEdge
-	(*GetTaskGraphResponse)(nil),     // 23: thefold.tasks.v1.GetTaskGraphResponse
-	(*GetTaskStatsRequest)(nil),      // 24: thefold.tasks.v1.GetTaskStatsRequest
-	(*GetTaskStatsResponse)(nil),     // 25: thefold.tasks.v1.GetTaskStatsResponse
-	(*PlanTaskOrderRequest)(nil),     // 26: thefold.tasks.v1.PlanTaskOrderRequest
-	(*PlannedTask)(nil),              // 27: thefold.tasks.v1.PlannedTask
-	(*PlanTaskOrderResponse)(nil),    // 28: thefold.tasks.v1.PlanTaskOrderResponse
-	(*ImportIssuesRequest)(nil),      // 29: thefold.tasks.v1.ImportIssuesRequest
-	(*ImportIssuesResponse)(nil),     // 30: thefold.tasks.v1.ImportIssuesResponse
-	(*WatchTasksRequest)(nil),        // 31: thefold.tasks.v1.WatchTasksRequest
-	(*WatchTasksResponse)(nil),       // 32: thefold.tasks.v1.WatchTasksResponse
-	nil,                              // 33: thefold.tasks.v1.GetTaskStatsResponse.ByStatusEntry
-	nil,                              // 34: thefold.tasks.v1.GetTaskStatsResponse.BySourceEntry
-	nil,                              // 35: thefold.tasks.v1.GetTaskStatsResponse.ByPriorityEntry
-	(*timestamppb.Timestamp)(nil),    // 36: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 37: google.protobuf.FieldMask
+	(TaskEventType)(0),               // 2: thefold.tasks.v1.TaskEventType
+	(*Task)(nil),                     // 3: thefold.tasks.v1.Task
+	(*CreateTaskRequest)(nil),        // 4: thefold.tasks.v1.CreateTaskRequest
+	(*CreateTaskResponse)(nil),       // 5: thefold.tasks.v1.CreateTaskResponse
+	(*BatchTask)(nil),                // 6: thefold.tasks.v1.BatchTask
+	(*BatchCreateTasksRequest)(nil),  // 7: thefold.tasks.v1.BatchCreateTasksRequest
+	(*BatchCreateTasksResponse)(nil), // 8: thefold.tasks.v1.BatchCreateTasksResponse
+	(*GetTaskRequest)(nil),           // 9: thefold.tasks.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),          // 10: thefold.tasks.v1.GetTaskResponse
+	(*ListTasksRequest)(nil),         // 11: thefold.tasks.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),        // 12: thefold.tasks.v1.ListTasksResponse
+	(*UpdateTaskRequest)(nil),        // 13: thefold.tasks.v1.UpdateTaskRequest
+	(*UpdateTaskResponse)(nil),       // 14: thefold.tasks.v1.UpdateTaskResponse
+	(*DeleteTaskRequest)(nil),        // 15: thefold.tasks.v1.DeleteTaskRequest
+	(*DeleteTaskResponse)(nil),       // 16: thefold.tasks.v1.DeleteTaskResponse
+	(*SetTaskStatusRequest)(nil),     // 17: thefold.tasks.v1.SetTaskStatusRequest
+	(*SetTaskStatusResponse)(nil),    // 18: thefold.tasks.v1.SetTaskStatusResponse
+	(*AddDependencyRequest)(nil),     // 19: thefold.tasks.v1.AddDependencyRequest
+	(*AddDependencyResponse)(nil),    // 20: thefold.tasks.v1.AddDependencyResponse
+	(*RemoveDependencyRequest)(nil),  // 21: thefold.tasks.v1.RemoveDependencyRequest
+	(*RemoveDependencyResponse)(nil), // 22: thefold.tasks.v1.RemoveDependencyResponse
+	(*GetTaskGraphRequest)(nil),      // 23: thefold.tasks.v1.GetTaskGraphRequest
+	(*TaskEdge)(nil),                 // 24: thefold.tasks.v1.TaskEdge
+	(*GetTaskGraphResponse)(nil),     // 25: thefold.tasks.v1.GetTaskGraphResponse
+	(*GetTaskStatsRequest)(nil),      // 26: thefold.tasks.v1.GetTaskStatsRequest
+	(*GetTaskStatsResponse)(nil),     // 27: thefold.tasks.v1.GetTaskStatsResponse
+	(*PlanTaskOrderRequest)(nil),     // 28: thefold.tasks.v1.PlanTaskOrderRequest
+	(*PlannedTask)(nil),              // 29: thefold.tasks.v1.PlannedTask
+	(*PlanTaskOrderResponse)(nil),    // 30: thefold.tasks.v1.PlanTaskOrderResponse
+	(*ImportIssuesRequest)(nil),      // 31: thefold.tasks.v1.ImportIssuesRequest
+	(*ImportIssuesResponse)(nil),     // 32: thefold.tasks.v1.ImportIssuesResponse
+	(*WatchTasksRequest)(nil),        // 33: thefold.tasks.v1.WatchTasksRequest
+	(*TaskUpdate)(nil),               // 34: thefold.tasks.v1.TaskUpdate
+	(*TaskStatusChange)(nil),         // 35: thefold.tasks.v1.TaskStatusChange
+	(*TaskDeleted)(nil),              // 36: thefold.tasks.v1.TaskDeleted
+	(*WatchTasksResponse)(nil),       // 37: thefold.tasks.v1.WatchTasksResponse
+	nil,                              // 38: thefold.tasks.v1.GetTaskStatsResponse.ByStatusEntry
+	nil,                              // 39: thefold.tasks.v1.GetTaskStatsResponse.BySourceEntry
+	nil,                              // 40: thefold.tasks.v1.GetTaskStatsResponse.ByPriorityEntry
+	(v1.Priority)(0),                 // 41: thefold.type.v1.Priority
+	(*v1.PullRequestRef)(nil),        // 42: thefold.type.v1.PullRequestRef
+	(*timestamppb.Timestamp)(nil),    // 43: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 44: google.protobuf.FieldMask
+	(*v1.Heartbeat)(nil),             // 45: thefold.type.v1.Heartbeat
 }
 var file_thefold_tasks_v1_tasks_proto_depIdxs = []int32{
 	0,  // 0: thefold.tasks.v1.Task.status:type_name -> thefold.tasks.v1.TaskStatus
 	1,  // 1: thefold.tasks.v1.Task.source:type_name -> thefold.tasks.v1.TaskSource
-	2,  // 2: thefold.tasks.v1.Task.priority:type_name -> thefold.tasks.v1.TaskPriority
-	36, // 3: thefold.tasks.v1.Task.create_time:type_name -> google.protobuf.Timestamp
-	36, // 4: thefold.tasks.v1.Task.update_time:type_name -> google.protobuf.Timestamp
-	36, // 5: thefold.tasks.v1.Task.complete_time:type_name -> google.protobuf.Timestamp
-	1,  // 6: thefold.tasks.v1.CreateTaskRequest.source:type_name -> thefold.tasks.v1.TaskSource
-	2,  // 7: thefold.tasks.v1.CreateTaskRequest.priority:type_name -> thefold.tasks.v1.TaskPriority
-	0,  // 8: thefold.tasks.v1.CreateTaskRequest.status:type_name -> thefold.tasks.v1.TaskStatus
-	4,  // 9: thefold.tasks.v1.CreateTaskResponse.task:type_name -> thefold.tasks.v1.Task
-	4,  // 10: thefold.tasks.v1.GetTaskResponse.task:type_name -> thefold.tasks.v1.Task
-	0,  // 11: thefold.tasks.v1.ListTasksRequest.statuses:type_name -> thefold.tasks.v1.TaskStatus
-	1,  // 12: thefold.tasks.v1.ListTasksRequest.source:type_name -> thefold.tasks.v1.TaskSource
-	4,  // 13: thefold.tasks.v1.ListTasksResponse.tasks:type_name -> thefold.tasks.v1.Task
-	4,  // 14: thefold.tasks.v1.UpdateTaskRequest.task:type_name -> thefold.tasks.v1.Task
-	37, // 15: thefold.tasks.v1.UpdateTaskRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 16: thefold.tasks.v1.UpdateTaskResponse.task:type_name -> thefold.tasks.v1.Task
-	0,  // 17: thefold.tasks.v1.SetTaskStatusRequest.status:type_name -> thefold.tasks.v1.TaskStatus
-	0,  // 18: thefold.tasks.v1.SetTaskStatusRequest.expected_status:type_name -> thefold.tasks.v1.TaskStatus
-	4,  // 19: thefold.tasks.v1.SetTaskStatusResponse.task:type_name -> thefold.tasks.v1.Task
-	4,  // 20: thefold.tasks.v1.AddDependencyResponse.task:type_name -> thefold.tasks.v1.Task
-	4,  // 21: thefold.tasks.v1.RemoveDependencyResponse.task:type_name -> thefold.tasks.v1.Task
-	4,  // 22: thefold.tasks.v1.GetTaskGraphResponse.tasks:type_name -> thefold.tasks.v1.Task
-	22, // 23: thefold.tasks.v1.GetTaskGraphResponse.edges:type_name -> thefold.tasks.v1.TaskEdge
-	33, // 24: thefold.tasks.v1.GetTaskStatsResponse.by_status:type_name -> thefold.tasks.v1.GetTaskStatsResponse.ByStatusEntry
-	34, // 25: thefold.tasks.v1.GetTaskStatsResponse.by_source:type_name -> thefold.tasks.v1.GetTaskStatsResponse.BySourceEntry
-	35, // 26: thefold.tasks.v1.GetTaskStatsResponse.by_priority:type_name -> thefold.tasks.v1.GetTaskStatsResponse.ByPriorityEntry
-	27, // 27: thefold.tasks.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.tasks.v1.PlannedTask
-	4,  // 28: thefold.tasks.v1.ImportIssuesResponse.created:type_name -> thefold.tasks.v1.Task
-	4,  // 29: thefold.tasks.v1.ImportIssuesResponse.updated:type_name -> thefold.tasks.v1.Task
-	3,  // 30: thefold.tasks.v1.WatchTasksResponse.type:type_name -> thefold.tasks.v1.TaskEventType
-	4,  // 31: thefold.tasks.v1.WatchTasksResponse.task:type_name -> thefold.tasks.v1.Task
-	0,  // 32: thefold.tasks.v1.WatchTasksResponse.previous_status:type_name -> thefold.tasks.v1.TaskStatus
-	36, // 33: thefold.tasks.v1.WatchTasksResponse.event_time:type_name -> google.protobuf.Timestamp
-	5,  // 34: thefold.tasks.v1.TaskService.CreateTask:input_type -> thefold.tasks.v1.CreateTaskRequest
-	7,  // 35: thefold.tasks.v1.TaskService.GetTask:input_type -> thefold.tasks.v1.GetTaskRequest
-	9,  // 36: thefold.tasks.v1.TaskService.ListTasks:input_type -> thefold.tasks.v1.ListTasksRequest
-	11, // 37: thefold.tasks.v1.TaskService.UpdateTask:input_type -> thefold.tasks.v1.UpdateTaskRequest
-	13, // 38: thefold.tasks.v1.TaskService.DeleteTask:input_type -> thefold.tasks.v1.DeleteTaskRequest
-	15, // 39: thefold.tasks.v1.TaskService.SetTaskStatus:input_type -> thefold.tasks.v1.SetTaskStatusRequest
-	17, // 40: thefold.tasks.v1.TaskService.AddDependency:input_type -> thefold.tasks.v1.AddDependencyRequest
-	19, // 41: thefold.tasks.v1.TaskService.RemoveDependency:input_type -> thefold.tasks.v1.RemoveDependencyRequest
-	21, // 42: thefold.tasks.v1.TaskService.GetTaskGraph:input_type -> thefold.tasks.v1.GetTaskGraphRequest
-	24, // 43: thefold.tasks.v1.TaskService.GetTaskStats:input_type -> thefold.tasks.v1.GetTaskStatsRequest
-	26, // 44: thefold.tasks.v1.TaskService.PlanTaskOrder:input_type -> thefold.tasks.v1.PlanTaskOrderRequest
-	29, // 45: thefold.tasks.v1.TaskService.ImportIssues:input_type -> thefold.tasks.v1.ImportIssuesRequest
-	31, // 46: thefold.tasks.v1.TaskService.WatchTasks:input_type -> thefold.tasks.v1.WatchTasksRequest
-	6,  // 47: thefold.tasks.v1.TaskService.CreateTask:output_type -> thefold.tasks.v1.CreateTaskResponse
-	8,  // 48: thefold.tasks.v1.TaskService.GetTask:output_type -> thefold.tasks.v1.GetTaskResponse
-	10, // 49: thefold.tasks.v1.TaskService.ListTasks:output_type -> thefold.tasks.v1.ListTasksResponse
-	12, // 50: thefold.tasks.v1.TaskService.UpdateTask:output_type -> thefold.tasks.v1.UpdateTaskResponse
-	14, // 51: thefold.tasks.v1.TaskService.DeleteTask:output_type -> thefold.tasks.v1.DeleteTaskResponse
-	16, // 52: thefold.tasks.v1.TaskService.SetTaskStatus:output_type -> thefold.tasks.v1.SetTaskStatusResponse
-	18, // 53: thefold.tasks.v1.TaskService.AddDependency:output_type -> thefold.tasks.v1.AddDependencyResponse
-	20, // 54: thefold.tasks.v1.TaskService.RemoveDependency:output_type -> thefold.tasks.v1.RemoveDependencyResponse
-	23, // 55: thefold.tasks.v1.TaskService.GetTaskGraph:output_type -> thefold.tasks.v1.GetTaskGraphResponse
-	25, // 56: thefold.tasks.v1.TaskService.GetTaskStats:output_type -> thefold.tasks.v1.GetTaskStatsResponse
-	28, // 57: thefold.tasks.v1.TaskService.PlanTaskOrder:output_type -> thefold.tasks.v1.PlanTaskOrderResponse
-	30, // 58: thefold.tasks.v1.TaskService.ImportIssues:output_type -> thefold.tasks.v1.ImportIssuesResponse
-	32, // 59: thefold.tasks.v1.TaskService.WatchTasks:output_type -> thefold.tasks.v1.WatchTasksResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	41, // 2: thefold.tasks.v1.Task.priority:type_name -> thefold.type.v1.Priority
+	42, // 3: thefold.tasks.v1.Task.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	43, // 4: thefold.tasks.v1.Task.create_time:type_name -> google.protobuf.Timestamp
+	43, // 5: thefold.tasks.v1.Task.update_time:type_name -> google.protobuf.Timestamp
+	43, // 6: thefold.tasks.v1.Task.complete_time:type_name -> google.protobuf.Timestamp
+	1,  // 7: thefold.tasks.v1.CreateTaskRequest.source:type_name -> thefold.tasks.v1.TaskSource
+	41, // 8: thefold.tasks.v1.CreateTaskRequest.priority:type_name -> thefold.type.v1.Priority
+	0,  // 9: thefold.tasks.v1.CreateTaskRequest.status:type_name -> thefold.tasks.v1.TaskStatus
+	3,  // 10: thefold.tasks.v1.CreateTaskResponse.task:type_name -> thefold.tasks.v1.Task
+	4,  // 11: thefold.tasks.v1.BatchTask.task:type_name -> thefold.tasks.v1.CreateTaskRequest
+	6,  // 12: thefold.tasks.v1.BatchCreateTasksRequest.tasks:type_name -> thefold.tasks.v1.BatchTask
+	3,  // 13: thefold.tasks.v1.BatchCreateTasksResponse.tasks:type_name -> thefold.tasks.v1.Task
+	3,  // 14: thefold.tasks.v1.GetTaskResponse.task:type_name -> thefold.tasks.v1.Task
+	0,  // 15: thefold.tasks.v1.ListTasksRequest.statuses:type_name -> thefold.tasks.v1.TaskStatus
+	1,  // 16: thefold.tasks.v1.ListTasksRequest.source:type_name -> thefold.tasks.v1.TaskSource
+	3,  // 17: thefold.tasks.v1.ListTasksResponse.tasks:type_name -> thefold.tasks.v1.Task
+	3,  // 18: thefold.tasks.v1.UpdateTaskRequest.task:type_name -> thefold.tasks.v1.Task
+	44, // 19: thefold.tasks.v1.UpdateTaskRequest.update_mask:type_name -> google.protobuf.FieldMask
+	3,  // 20: thefold.tasks.v1.UpdateTaskResponse.task:type_name -> thefold.tasks.v1.Task
+	0,  // 21: thefold.tasks.v1.SetTaskStatusRequest.status:type_name -> thefold.tasks.v1.TaskStatus
+	0,  // 22: thefold.tasks.v1.SetTaskStatusRequest.expected_status:type_name -> thefold.tasks.v1.TaskStatus
+	3,  // 23: thefold.tasks.v1.SetTaskStatusResponse.task:type_name -> thefold.tasks.v1.Task
+	3,  // 24: thefold.tasks.v1.AddDependencyResponse.task:type_name -> thefold.tasks.v1.Task
+	3,  // 25: thefold.tasks.v1.RemoveDependencyResponse.task:type_name -> thefold.tasks.v1.Task
+	3,  // 26: thefold.tasks.v1.GetTaskGraphResponse.tasks:type_name -> thefold.tasks.v1.Task
+	24, // 27: thefold.tasks.v1.GetTaskGraphResponse.edges:type_name -> thefold.tasks.v1.TaskEdge
+	38, // 28: thefold.tasks.v1.GetTaskStatsResponse.by_status:type_name -> thefold.tasks.v1.GetTaskStatsResponse.ByStatusEntry
+	39, // 29: thefold.tasks.v1.GetTaskStatsResponse.by_source:type_name -> thefold.tasks.v1.GetTaskStatsResponse.BySourceEntry
+	40, // 30: thefold.tasks.v1.GetTaskStatsResponse.by_priority:type_name -> thefold.tasks.v1.GetTaskStatsResponse.ByPriorityEntry
+	29, // 31: thefold.tasks.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.tasks.v1.PlannedTask
+	3,  // 32: thefold.tasks.v1.ImportIssuesResponse.created:type_name -> thefold.tasks.v1.Task
+	3,  // 33: thefold.tasks.v1.ImportIssuesResponse.updated:type_name -> thefold.tasks.v1.Task
+	3,  // 34: thefold.tasks.v1.TaskUpdate.task:type_name -> thefold.tasks.v1.Task
+	44, // 35: thefold.tasks.v1.TaskUpdate.changed_fields:type_name -> google.protobuf.FieldMask
+	0,  // 36: thefold.tasks.v1.TaskStatusChange.previous_status:type_name -> thefold.tasks.v1.TaskStatus
+	3,  // 37: thefold.tasks.v1.TaskStatusChange.task:type_name -> thefold.tasks.v1.Task
+	43, // 38: thefold.tasks.v1.WatchTasksResponse.time:type_name -> google.protobuf.Timestamp
+	2,  // 39: thefold.tasks.v1.WatchTasksResponse.type:type_name -> thefold.tasks.v1.TaskEventType
+	3,  // 40: thefold.tasks.v1.WatchTasksResponse.task:type_name -> thefold.tasks.v1.Task
+	34, // 41: thefold.tasks.v1.WatchTasksResponse.updated:type_name -> thefold.tasks.v1.TaskUpdate
+	35, // 42: thefold.tasks.v1.WatchTasksResponse.status_change:type_name -> thefold.tasks.v1.TaskStatusChange
+	36, // 43: thefold.tasks.v1.WatchTasksResponse.deleted:type_name -> thefold.tasks.v1.TaskDeleted
+	45, // 44: thefold.tasks.v1.WatchTasksResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	4,  // 45: thefold.tasks.v1.TaskService.CreateTask:input_type -> thefold.tasks.v1.CreateTaskRequest
+	7,  // 46: thefold.tasks.v1.TaskService.BatchCreateTasks:input_type -> thefold.tasks.v1.BatchCreateTasksRequest
+	9,  // 47: thefold.tasks.v1.TaskService.GetTask:input_type -> thefold.tasks.v1.GetTaskRequest
+	11, // 48: thefold.tasks.v1.TaskService.ListTasks:input_type -> thefold.tasks.v1.ListTasksRequest
+	13, // 49: thefold.tasks.v1.TaskService.UpdateTask:input_type -> thefold.tasks.v1.UpdateTaskRequest
+	15, // 50: thefold.tasks.v1.TaskService.DeleteTask:input_type -> thefold.tasks.v1.DeleteTaskRequest
+	17, // 51: thefold.tasks.v1.TaskService.SetTaskStatus:input_type -> thefold.tasks.v1.SetTaskStatusRequest
+	19, // 52: thefold.tasks.v1.TaskService.AddDependency:input_type -> thefold.tasks.v1.AddDependencyRequest
+	21, // 53: thefold.tasks.v1.TaskService.RemoveDependency:input_type -> thefold.tasks.v1.RemoveDependencyRequest
+	23, // 54: thefold.tasks.v1.TaskService.GetTaskGraph:input_type -> thefold.tasks.v1.GetTaskGraphRequest
+	26, // 55: thefold.tasks.v1.TaskService.GetTaskStats:input_type -> thefold.tasks.v1.GetTaskStatsRequest
+	28, // 56: thefold.tasks.v1.TaskService.PlanTaskOrder:input_type -> thefold.tasks.v1.PlanTaskOrderRequest
+	31, // 57: thefold.tasks.v1.TaskService.ImportIssues:input_type -> thefold.tasks.v1.ImportIssuesRequest
+	33, // 58: thefold.tasks.v1.TaskService.WatchTasks:input_type -> thefold.tasks.v1.WatchTasksRequest
+	5,  // 59: thefold.tasks.v1.TaskService.CreateTask:output_type -> thefold.tasks.v1.CreateTaskResponse
+	8,  // 60: thefold.tasks.v1.TaskService.BatchCreateTasks:output_type -> thefold.tasks.v1.BatchCreateTasksResponse
+	10, // 61: thefold.tasks.v1.TaskService.GetTask:output_type -> thefold.tasks.v1.GetTaskResponse
+	12, // 62: thefold.tasks.v1.TaskService.ListTasks:output_type -> thefold.tasks.v1.ListTasksResponse
+	14, // 63: thefold.tasks.v1.TaskService.UpdateTask:output_type -> thefold.tasks.v1.UpdateTaskResponse
+	16, // 64: thefold.tasks.v1.TaskService.DeleteTask:output_type -> thefold.tasks.v1.DeleteTaskResponse
+	18, // 65: thefold.tasks.v1.TaskService.SetTaskStatus:output_type -> thefold.tasks.v1.SetTaskStatusResponse
+	20, // 66: thefold.tasks.v1.TaskService.AddDependency:output_type -> thefold.tasks.v1.AddDependencyResponse
+	22, // 67: thefold.tasks.v1.TaskService.RemoveDependency:output_type -> thefold.tasks.v1.RemoveDependencyResponse
+	25, // 68: thefold.tasks.v1.TaskService.GetTaskGraph:output_type -> thefold.tasks.v1.GetTaskGraphResponse
+	27, // 69: thefold.tasks.v1.TaskService.GetTaskStats:output_type -> thefold.tasks.v1.GetTaskStatsResponse
+	30, // 70: thefold.tasks.v1.TaskService.PlanTaskOrder:output_type -> thefold.tasks.v1.PlanTaskOrderResponse
+	32, // 71: thefold.tasks.v1.TaskService.ImportIssues:output_type -> thefold.tasks.v1.ImportIssuesResponse
+	37, // 72: thefold.tasks.v1.TaskService.WatchTasks:output_type -> thefold.tasks.v1.WatchTasksResponse
+	59, // [59:73] is the sub-list for method output_type
+	45, // [45:59] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_thefold_tasks_v1_tasks_proto_init() }
@@ -2433,13 +2899,20 @@ func file_thefold_tasks_v1_tasks_proto_init() {
 	if File_thefold_tasks_v1_tasks_proto != nil {
 		return
 	}
+	file_thefold_tasks_v1_tasks_proto_msgTypes[34].OneofWrappers = []any{
+		(*WatchTasksResponse_Task)(nil),
+		(*WatchTasksResponse_Updated)(nil),
+		(*WatchTasksResponse_StatusChange)(nil),
+		(*WatchTasksResponse_Deleted)(nil),
+		(*WatchTasksResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_tasks_v1_tasks_proto_rawDesc), len(file_thefold_tasks_v1_tasks_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   32,
+			NumEnums:      3,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	TaskService_CreateTask_FullMethodName       = "/thefold.tasks.v1.TaskService/CreateTask"
+	TaskService_BatchCreateTasks_FullMethodName = "/thefold.tasks.v1.TaskService/BatchCreateTasks"
 	TaskService_GetTask_FullMethodName          = "/thefold.tasks.v1.TaskService/GetTask"
 	TaskService_ListTasks_FullMethodName        = "/thefold.tasks.v1.TaskService/ListTasks"
 	TaskService_UpdateTask_FullMethodName       = "/thefold.tasks.v1.TaskService/UpdateTask"
@@ -40,9 +41,19 @@ const (
 //
 // TaskService is TheFold's task engine: every unit of work the agent can pick up
 // lives here, with its status, its place in the blocked-by graph and its history.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's task is NOT_FOUND, an
+// illegal status transition or a dependency cycle is FAILED_PRECONDITION, a stale
+// expected_status is ABORTED, a Watch cursor older than the retained events is OUT_OF_RANGE.
 type TaskServiceClient interface {
-	// CreateTask creates a task owned by the caller, in status BACKLOG unless given.
+	// CreateTask creates a task owned by the caller, in status BACKLOG unless given. A retry
+	// with the same request_id returns the task the first call created.
 	CreateTask(ctx context.Context, in *CreateTaskRequest, opts ...grpc.CallOption) (*CreateTaskResponse, error)
+	// BatchCreateTasks creates several tasks at once, with blocked-by links among themselves
+	// (by key) and to existing tasks, all or nothing: subtasks of a broken-down task, a
+	// project's tasks, imported issues. A retry with the same request_id returns the tasks the
+	// first call created.
+	BatchCreateTasks(ctx context.Context, in *BatchCreateTasksRequest, opts ...grpc.CallOption) (*BatchCreateTasksResponse, error)
 	// GetTask returns one of the caller's tasks. Another user's task is NOT_FOUND.
 	GetTask(ctx context.Context, in *GetTaskRequest, opts ...grpc.CallOption) (*GetTaskResponse, error)
 	// ListTasks lists the caller's tasks, newest first, filtered and paginated.
@@ -66,8 +77,9 @@ type TaskServiceClient interface {
 	PlanTaskOrder(ctx context.Context, in *PlanTaskOrderRequest, opts ...grpc.CallOption) (*PlanTaskOrderResponse, error)
 	// ImportIssues imports a repository's open issues as tasks, with their blocked-by links.
 	ImportIssues(ctx context.Context, in *ImportIssuesRequest, opts ...grpc.CallOption) (*ImportIssuesResponse, error)
-	// WatchTasks streams task events after a cursor; a client that reconnects with the last
-	// event id it saw misses nothing.
+	// WatchTasks streams the caller's task events after a cursor, in the envelope of
+	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
+	// misses nothing.
 	WatchTasks(ctx context.Context, in *WatchTasksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchTasksResponse], error)
 }
 
@@ -83,6 +95,16 @@ func (c *taskServiceClient) CreateTask(ctx context.Context, in *CreateTaskReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateTaskResponse)
 	err := c.cc.Invoke(ctx, TaskService_CreateTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *taskServiceClient) BatchCreateTasks(ctx context.Context, in *BatchCreateTasksRequest, opts ...grpc.CallOption) (*BatchCreateTasksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BatchCreateTasksResponse)
+	err := c.cc.Invoke(ctx, TaskService_BatchCreateTasks_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -224,9 +246,19 @@ type TaskService_WatchTasksClient = grpc.ServerStreamingClient[WatchTasksRespons
 //
 // TaskService is TheFold's task engine: every unit of work the agent can pick up
 // lives here, with its status, its place in the blocked-by graph and its history.
+//
+// Errors follow thefold/type/v1/conventions.proto: another user's task is NOT_FOUND, an
+// illegal status transition or a dependency cycle is FAILED_PRECONDITION, a stale
+// expected_status is ABORTED, a Watch cursor older than the retained events is OUT_OF_RANGE.
 type TaskServiceServer interface {
-	// CreateTask creates a task owned by the caller, in status BACKLOG unless given.
+	// CreateTask creates a task owned by the caller, in status BACKLOG unless given. A retry
+	// with the same request_id returns the task the first call created.
 	CreateTask(context.Context, *CreateTaskRequest) (*CreateTaskResponse, error)
+	// BatchCreateTasks creates several tasks at once, with blocked-by links among themselves
+	// (by key) and to existing tasks, all or nothing: subtasks of a broken-down task, a
+	// project's tasks, imported issues. A retry with the same request_id returns the tasks the
+	// first call created.
+	BatchCreateTasks(context.Context, *BatchCreateTasksRequest) (*BatchCreateTasksResponse, error)
 	// GetTask returns one of the caller's tasks. Another user's task is NOT_FOUND.
 	GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error)
 	// ListTasks lists the caller's tasks, newest first, filtered and paginated.
@@ -250,8 +282,9 @@ type TaskServiceServer interface {
 	PlanTaskOrder(context.Context, *PlanTaskOrderRequest) (*PlanTaskOrderResponse, error)
 	// ImportIssues imports a repository's open issues as tasks, with their blocked-by links.
 	ImportIssues(context.Context, *ImportIssuesRequest) (*ImportIssuesResponse, error)
-	// WatchTasks streams task events after a cursor; a client that reconnects with the last
-	// event id it saw misses nothing.
+	// WatchTasks streams the caller's task events after a cursor, in the envelope of
+	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
+	// misses nothing.
 	WatchTasks(*WatchTasksRequest, grpc.ServerStreamingServer[WatchTasksResponse]) error
 	mustEmbedUnimplementedTaskServiceServer()
 }
@@ -265,6 +298,9 @@ type UnimplementedTaskServiceServer struct{}
 
 func (UnimplementedTaskServiceServer) CreateTask(context.Context, *CreateTaskRequest) (*CreateTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateTask not implemented")
+}
+func (UnimplementedTaskServiceServer) BatchCreateTasks(context.Context, *BatchCreateTasksRequest) (*BatchCreateTasksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BatchCreateTasks not implemented")
 }
 func (UnimplementedTaskServiceServer) GetTask(context.Context, *GetTaskRequest) (*GetTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTask not implemented")
@@ -337,6 +373,24 @@ func _TaskService_CreateTask_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(TaskServiceServer).CreateTask(ctx, req.(*CreateTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _TaskService_BatchCreateTasks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BatchCreateTasksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TaskServiceServer).BatchCreateTasks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: TaskService_BatchCreateTasks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TaskServiceServer).BatchCreateTasks(ctx, req.(*BatchCreateTasksRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -560,6 +614,10 @@ var TaskService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CreateTask",
 			Handler:    _TaskService_CreateTask_Handler,
+		},
+		{
+			MethodName: "BatchCreateTasks",
+			Handler:    _TaskService_BatchCreateTasks_Handler,
 		},
 		{
 			MethodName: "GetTask",
