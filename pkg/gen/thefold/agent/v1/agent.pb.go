@@ -5659,8 +5659,8 @@ type SkipProjectTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project's id.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The project task's id (ProjectTask.id, not its tasks-service task_id).
-	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The project task: ProjectTask.id (not its tasks-service task_id).
+	ProjectTaskId string `protobuf:"bytes,2,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	// Recorded as the project task's status_reason and on the task.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -5704,9 +5704,9 @@ func (x *SkipProjectTaskRequest) GetProjectId() string {
 	return ""
 }
 
-func (x *SkipProjectTaskRequest) GetTaskId() string {
+func (x *SkipProjectTaskRequest) GetProjectTaskId() string {
 	if x != nil {
-		return x.TaskId
+		return x.ProjectTaskId
 	}
 	return ""
 }
@@ -5766,8 +5766,8 @@ type ResolveProjectTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project's id.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The project task's id (ProjectTask.id, not its tasks-service task_id).
-	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The project task: ProjectTask.id (not its tasks-service task_id).
+	ProjectTaskId string `protobuf:"bytes,2,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	// Required: what the human did; recorded as status_reason, in memory, and given to the
 	// tasks that depend on it.
 	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
@@ -5812,9 +5812,9 @@ func (x *ResolveProjectTaskRequest) GetProjectId() string {
 	return ""
 }
 
-func (x *ResolveProjectTaskRequest) GetTaskId() string {
+func (x *ResolveProjectTaskRequest) GetProjectTaskId() string {
 	if x != nil {
-		return x.TaskId
+		return x.ProjectTaskId
 	}
 	return ""
 }
@@ -5874,8 +5874,8 @@ type RetryProjectTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project's id.
 	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
-	// The project task's id (ProjectTask.id, not its tasks-service task_id).
-	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// The project task: ProjectTask.id (not its tasks-service task_id).
+	ProjectTaskId string `protobuf:"bytes,2,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	// Optional hint added to the task context for the new job.
 	Guidance      string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -5919,9 +5919,9 @@ func (x *RetryProjectTaskRequest) GetProjectId() string {
 	return ""
 }
 
-func (x *RetryProjectTaskRequest) GetTaskId() string {
+func (x *RetryProjectTaskRequest) GetProjectTaskId() string {
 	if x != nil {
-		return x.TaskId
+		return x.ProjectTaskId
 	}
 	return ""
 }
@@ -7093,25 +7093,25 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"L\n" +
 	"\x15CancelProjectResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"h\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"w\n" +
 	"\x16SkipProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
+	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"N\n" +
 	"\x17SkipProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"g\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"v\n" +
 	"\x19ResolveProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
+	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"Q\n" +
 	"\x1aResolveProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"m\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"|\n" +
 	"\x17RetryProjectTaskRequest\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x1a\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
+	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12\x1a\n" +
 	"\bguidance\x18\x03 \x01(\tR\bguidance\"O\n" +
 	"\x18RetryProjectTaskResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x8c\x02\n" +

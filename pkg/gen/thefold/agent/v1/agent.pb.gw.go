@@ -1133,13 +1133,13 @@ func request_ProjectService_SkipProjectTask_0(ctx context.Context, marshaler run
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1165,13 +1165,13 @@ func local_request_ProjectService_SkipProjectTask_0(ctx context.Context, marshal
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	msg, err := server.SkipProjectTask(ctx, &protoReq)
 	return msg, metadata, err
@@ -1194,13 +1194,13 @@ func request_ProjectService_ResolveProjectTask_0(ctx context.Context, marshaler 
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1226,13 +1226,13 @@ func local_request_ProjectService_ResolveProjectTask_0(ctx context.Context, mars
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	msg, err := server.ResolveProjectTask(ctx, &protoReq)
 	return msg, metadata, err
@@ -1255,13 +1255,13 @@ func request_ProjectService_RetryProjectTask_0(ctx context.Context, marshaler ru
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
@@ -1287,13 +1287,13 @@ func local_request_ProjectService_RetryProjectTask_0(ctx context.Context, marsha
 	if err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_id", err)
 	}
-	val, ok = pathParams["task_id"]
+	val, ok = pathParams["project_task_id"]
 	if !ok {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "task_id")
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "project_task_id")
 	}
-	protoReq.TaskId, err = runtime.String(val)
+	protoReq.ProjectTaskId, err = runtime.String(val)
 	if err != nil {
-		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "task_id", err)
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "project_task_id", err)
 	}
 	msg, err := server.RetryProjectTask(ctx, &protoReq)
 	return msg, metadata, err
@@ -1890,7 +1890,7 @@ func RegisterProjectServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/SkipProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:skip"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/SkipProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:skip"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -1910,7 +1910,7 @@ func RegisterProjectServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/ResolveProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:resolve"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/ResolveProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:resolve"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -1930,7 +1930,7 @@ func RegisterProjectServiceHandlerServer(ctx context.Context, mux *runtime.Serve
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/RetryProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:retry"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/RetryProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:retry"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -2570,7 +2570,7 @@ func RegisterProjectServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/SkipProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:skip"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/SkipProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:skip"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -2587,7 +2587,7 @@ func RegisterProjectServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/ResolveProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:resolve"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/ResolveProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:resolve"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -2604,7 +2604,7 @@ func RegisterProjectServiceHandlerClient(ctx context.Context, mux *runtime.Serve
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/RetryProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{task_id}:retry"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.agent.v1.ProjectService/RetryProjectTask", runtime.WithHTTPPathPattern("/v1/projects/{project_id}/tasks/{project_task_id}:retry"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -2663,9 +2663,9 @@ var (
 	pattern_ProjectService_PauseProject_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "projects", "id"}, "pause"))
 	pattern_ProjectService_ResumeProject_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "projects", "id"}, "resume"))
 	pattern_ProjectService_CancelProject_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "projects", "id"}, "cancel"))
-	pattern_ProjectService_SkipProjectTask_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "task_id"}, "skip"))
-	pattern_ProjectService_ResolveProjectTask_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "task_id"}, "resolve"))
-	pattern_ProjectService_RetryProjectTask_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "task_id"}, "retry"))
+	pattern_ProjectService_SkipProjectTask_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "project_task_id"}, "skip"))
+	pattern_ProjectService_ResolveProjectTask_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "project_task_id"}, "resolve"))
+	pattern_ProjectService_RetryProjectTask_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "projects", "project_id", "tasks", "project_task_id"}, "retry"))
 	pattern_ProjectService_WatchProject_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "projects", "id"}, "watch"))
 	pattern_ProjectService_WatchProject_1       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "projects"}, "watch"))
 )
