@@ -3,7 +3,7 @@
 //	thefold up       build the nine services, start them as processes, wait until healthy
 //	thefold down     stop them gracefully
 //	thefold status   show which services run
-//	thefold token    print the admin token
+//	thefold token    issue, save and print a fresh admin token
 //	thefold init     create the signing keys and the admin token only (for docker compose)
 package main
 
@@ -39,12 +39,15 @@ commands:
   up       build and start the nine services, wait until all are healthy
   down     stop the services
   status   show which services are running
-  token    print the admin token
+  token    issue, save and print a fresh admin token
   init     create the signing keys and admin token only (docker compose uses them)
 
 flags:
   -data-dir DIR   where binaries, keys, logs and pids live (THEFOLD_DATA_DIR; default <src>/.thefold)
   -src DIR        source tree holding go.work (default: found from the working directory)
+  -token-ttl D    admin token lifetime (THEFOLD_ADMIN_TOKEN_TTL; default 720h, at most
+                  THEFOLD_AUTH_MAX_TOKEN_LIFETIME, default 720h); up reissues it when it
+                  is missing, expired or has less than a quarter of its lifetime left
 `
 
 func run(ctx context.Context, args []string, out io.Writer) error {
@@ -57,8 +60,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	dataDir := fs.String("data-dir", os.Getenv("THEFOLD_DATA_DIR"), "data directory")
 	src := fs.String("src", "", "source tree (holds go.work)")
 	timeout := fs.Duration("timeout", 90*time.Second, "how long up waits for health")
+	defaultTTL, err := envDuration("THEFOLD_ADMIN_TOKEN_TTL")
+	if err != nil {
+		return err
+	}
+	maxLifetime, err := envDuration("THEFOLD_AUTH_MAX_TOKEN_LIFETIME")
+	if err != nil {
+		return err
+	}
+	tokenTTL := fs.Duration("token-ttl", defaultTTL, "admin token lifetime (0: 720h or the maximum lifetime if smaller)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if *tokenTTL < 0 {
+		return fmt.Errorf("-token-ttl: want a positive duration, got %s", *tokenTTL)
 	}
 	if *src == "" {
 		root, err := findSourceRoot()
@@ -74,7 +89,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st := &stack.Stack{DataDir: abs, DatabaseURL: os.Getenv("THEFOLD_DATABASE_URL"), Ports: stack.DefaultPorts()}
+	st := &stack.Stack{DataDir: abs, DatabaseURL: os.Getenv("THEFOLD_DATABASE_URL"), Ports: stack.DefaultPorts(),
+		AdminTokenTTL: *tokenTTL, MaxTokenLifetime: maxLifetime}
 
 	switch cmd {
 	case "up":
@@ -107,11 +123,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "signing keys  %s\nadmin token   %s\n", st.KeyDir(), st.TokenPath())
 		return nil
 	case "token":
-		b, err := os.ReadFile(st.TokenPath())
+		tok, err := st.IssueAdminToken()
 		if err != nil {
-			return fmt.Errorf("no admin token yet (run thefold up): %w", err)
+			return err
 		}
-		fmt.Fprint(out, string(b))
+		fmt.Fprintln(out, tok)
 		return nil
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
@@ -119,6 +135,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration, out io.Writer) error {
+	// Every up leaves a usable admin token behind, also when the stack is already running.
+	if _, err := st.EnsureCredentials(); err != nil {
+		return err
+	}
 	switch n := st.Running(); {
 	case n == len(platform.ServiceNames):
 		// Already up: running `make run` twice is not an error.
@@ -131,9 +151,6 @@ func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration,
 	default:
 		fmt.Fprintf(out, "building services from %s …\n", src)
 		if err := st.Build(ctx, src); err != nil {
-			return err
-		}
-		if _, err := st.EnsureCredentials(); err != nil {
 			return err
 		}
 		if err := st.Start(); err != nil {
@@ -159,6 +176,19 @@ Stop with: thefold down
 `, len(platform.ServiceNames), st.GatewayURL(), st.GatewayURL(), st.GRPCAddr("tasks"), st.GRPCAddr("agent"),
 		st.TokenPath(), st.KeyDir(), filepath.Dir(st.LogPath("x")), st.TokenPath(), st.GatewayURL())
 	return nil
+}
+
+// envDuration reads a duration variable; unset is 0 (the default applies).
+func envDuration(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s: want a positive duration such as 720h, got %q", name, v)
+	}
+	return d, nil
 }
 
 // findSourceRoot walks up from the working directory to the directory holding go.work.

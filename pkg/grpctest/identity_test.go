@@ -6,43 +6,13 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/grpctest"
 )
-
-// whoAmI is a one-method service that answers with the principal its handler sees, so the
-// test observes identity exactly where a real handler would.
-var whoAmIDesc = grpc.ServiceDesc{
-	ServiceName: "thefold.test.Identity",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "WhoAmI",
-		Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
-			in := new(emptypb.Empty)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			h := func(ctx context.Context, _ any) (any, error) {
-				p, err := auth.MustFromContext(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return structpb.NewStruct(map[string]any{"user": p.UserID, "service": p.Service, "admin": p.HasRole(auth.RoleAdmin)})
-			}
-			if icpt == nil {
-				return h(ctx, in)
-			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/thefold.test.Identity/WhoAmI"}, h)
-		},
-	}},
-}
 
 func withBearer(tok string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
@@ -50,7 +20,7 @@ func withBearer(tok string) context.Context {
 
 func TestServiceIdentityReachesHandlers(t *testing.T) {
 	t.Parallel()
-	env := grpctest.Start(t, func(s *grpc.Server) { s.RegisterService(&whoAmIDesc, struct{}{}) })
+	env := grpctest.Start(t, grpctest.RegisterIdentityProbe)
 	now := time.Now()
 
 	// A token signed by the user key claiming to be the agent acting for an owner.
@@ -99,17 +69,15 @@ func TestServiceIdentityReachesHandlers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			out := new(structpb.Struct)
-			err := env.Conn.Invoke(tc.ctx, "/thefold.test.Identity/WhoAmI", &emptypb.Empty{}, out)
+			got, err := grpctest.WhoAmI(tc.ctx, env.Conn)
 			if status.Code(err) != tc.wantCode {
 				t.Fatalf("code = %v (%v), want %v", status.Code(err), err, tc.wantCode)
 			}
 			if err != nil {
 				return
 			}
-			got := out.AsMap()
-			if got["user"] != tc.wantUser || got["service"] != tc.wantService || got["admin"] != false {
-				t.Fatalf("handler saw %v, want user %q service %q, not admin", got, tc.wantUser, tc.wantService)
+			if want := (grpctest.Identity{UserID: tc.wantUser, Service: tc.wantService}); got != want {
+				t.Fatalf("handler saw %+v, want %+v", got, want)
 			}
 		})
 	}

@@ -62,6 +62,10 @@ type Deps struct {
 	Server *server.Server
 	// Lookup reads service-specific configuration (config.Load(ctx, &cfg, d.Lookup)).
 	Lookup config.Lookuper
+	// ServiceSigner is the service's own identity, for calls made for an owner whose
+	// token may have expired (auth.OnBehalfOf); nil unless THEFOLD_AUTH_SERVICE_KEY_FILE
+	// is set (agent, builder).
+	ServiceSigner *auth.ServiceSigner
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -242,7 +246,11 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	}
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
-	pub, err := auth.LoadPublicKey(cfg.Auth.PublicKeyFile)
+	verifier, err := cfg.Auth.NewVerifier()
+	if err != nil {
+		return err
+	}
+	serviceSigner, err := cfg.Auth.NewServiceSigner(svc.Name)
 	if err != nil {
 		return err
 	}
@@ -261,7 +269,7 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 		Name:   svc.Name,
 		Config: cfg.Server,
 		Logger: log,
-		Auth:   auth.NewAuthenticator(auth.NewVerifier(pub), svc.PublicMethods...),
+		Auth:   auth.NewAuthenticator(verifier, svc.PublicMethods...),
 		Ready:  pool.Ping,
 	})
 	if err != nil {
@@ -275,6 +283,7 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	defer stopRun(nil)
 	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup,
 		fail: stopRun}
+	d.ServiceSigner = serviceSigner
 	// Background work ends after the drain (Close), not at the signal: see Deps.
 	defer d.Close()
 	if svc.Register != nil {

@@ -6,7 +6,6 @@ package stack
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -20,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/platform"
 )
 
@@ -79,6 +77,10 @@ type Stack struct {
 	Ports       Ports
 	// Env is added to every service's environment (e.g. THEFOLD_LOG_LEVEL).
 	Env []string
+	// AdminTokenTTL is the admin token's lifetime (0: DefaultAdminTokenTTL); it may not
+	// exceed MaxTokenLifetime (0: auth.DefaultMaxLifetime), which services are given too.
+	AdminTokenTTL    time.Duration
+	MaxTokenLifetime time.Duration
 }
 
 // Paths inside the data directory.
@@ -112,41 +114,18 @@ func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	return nil
 }
 
-// EnsureCredentials creates the signing key pair and the admin token on first start, and
-// replaces a token that no longer verifies (e.g. the keys were regenerated).
-func (s *Stack) EnsureCredentials() (token string, err error) {
-	priv, _, err := auth.EnsureKeyPair(s.KeyDir())
-	if err != nil {
-		return "", err
-	}
-	if b, err := os.ReadFile(s.TokenPath()); err == nil {
-		tok := strings.TrimSpace(string(b))
-		if _, err := auth.NewVerifier(priv.Public().(ed25519.PublicKey)).Verify(tok); err == nil {
-			return tok, nil
-		}
-	}
-	tok, _, err := auth.NewSigner(priv).Issue("admin", []string{auth.RoleAdmin}, 0)
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(s.TokenPath(), []byte(tok+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	return tok, nil
-}
-
 func (s *Stack) env(svc string) []string {
 	env := append(os.Environ(), s.Env...)
 	env = append(env,
 		"THEFOLD_GRPC_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]),
 		"THEFOLD_ADMIN_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.Admin[svc]),
-		"THEFOLD_AUTH_PUBLIC_KEY_FILE="+filepath.Join(s.KeyDir(), auth.PublicKeyFile),
 		"THEFOLD_HTTP_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GatewayHTTP),
 		"THEFOLD_DATA_DIR="+s.DataDir,
 	)
 	if s.DatabaseURL != "" {
 		env = append(env, "THEFOLD_DATABASE_URL="+s.DatabaseURL)
 	}
+	env = append(env, s.authEnv(svc)...)
 	for _, other := range platform.ServiceNames {
 		env = append(env, platform.AddrEnv(other)+"="+s.GRPCAddr(other))
 	}

@@ -1,0 +1,105 @@
+package stack
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/thefold/thefold/pkg/auth"
+)
+
+// DefaultAdminTokenTTL is how long an admin token from `thefold up` / `thefold token` lives.
+const DefaultAdminTokenTTL = auth.DefaultMaxLifetime
+
+// ServiceIdentities are the services that call others for an owner after the owner's
+// token may have expired (agent jobs, builds). Each gets its own key pair; only it is
+// given its private key, every service the public keys.
+var ServiceIdentities = []string{"agent", "builder"}
+
+func (s *Stack) maxLifetime() time.Duration {
+	if s.MaxTokenLifetime > 0 {
+		return s.MaxTokenLifetime
+	}
+	return auth.DefaultMaxLifetime
+}
+
+func (s *Stack) adminTTL() time.Duration {
+	if s.AdminTokenTTL > 0 {
+		return s.AdminTokenTTL
+	}
+	return min(DefaultAdminTokenTTL, s.maxLifetime())
+}
+
+// EnsureCredentials creates the key pairs on first start (the user-token signing key, one
+// per service identity) and returns the admin token, issuing a new one when the saved one
+// is missing, no longer verifies (keys regenerated, expired, an old token without expiry)
+// or has less than a quarter of its lifetime left — so `thefold up` always leaves a usable
+// token behind.
+func (s *Stack) EnsureCredentials() (token string, err error) {
+	priv, _, err := auth.EnsureKeyPair(s.KeyDir())
+	if err != nil {
+		return "", err
+	}
+	for _, svc := range ServiceIdentities {
+		if _, _, err := auth.EnsureServiceKeyPair(s.KeyDir(), svc); err != nil {
+			return "", err
+		}
+	}
+	if b, err := os.ReadFile(s.TokenPath()); err == nil {
+		tok := strings.TrimSpace(string(b))
+		v := auth.NewVerifier(priv.Public().(ed25519.PublicKey), auth.WithMaxLifetime(s.maxLifetime()))
+		if p, err := v.Verify(tok); err == nil && time.Until(p.ExpiresAt) > s.adminTTL()/4 {
+			return tok, nil
+		}
+	}
+	return s.issueAdminToken(priv)
+}
+
+// IssueAdminToken saves and returns a fresh admin token (`thefold token`); the signing key
+// must exist already (thefold up or thefold init create it).
+func (s *Stack) IssueAdminToken() (string, error) {
+	priv, err := auth.LoadPrivateKey(filepath.Join(s.KeyDir(), auth.PrivateKeyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("no signing key yet (run thefold up or thefold init): %w", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return s.issueAdminToken(priv)
+}
+
+func (s *Stack) issueAdminToken(priv ed25519.PrivateKey) (string, error) {
+	tok, _, err := auth.NewSigner(priv, auth.WithMaxLifetime(s.maxLifetime())).Issue("admin", []string{auth.RoleAdmin}, s.adminTTL())
+	if err != nil {
+		return "", fmt.Errorf("admin token: %w", err)
+	}
+	// Written whole and renamed, so a concurrent reader never sees half a token.
+	tmp := s.TokenPath() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, s.TokenPath()); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// authEnv is the identity configuration of svc: the keys that verify tokens, the lifetime
+// the admin token was issued under, and — for a service identity — its own private key.
+func (s *Stack) authEnv(svc string) []string {
+	own := "" // set explicitly, so an inherited value cannot give a service an identity
+	if slices.Contains(ServiceIdentities, svc) {
+		own = auth.ServicePrivateKeyPath(s.KeyDir(), svc)
+	}
+	return []string{
+		"THEFOLD_AUTH_PUBLIC_KEY_FILE=" + filepath.Join(s.KeyDir(), auth.PublicKeyFile),
+		"THEFOLD_AUTH_MAX_TOKEN_LIFETIME=" + s.maxLifetime().String(),
+		"THEFOLD_AUTH_SERVICE_KEYS_DIR=" + filepath.Join(s.KeyDir(), auth.ServiceKeysDir),
+		"THEFOLD_AUTH_SERVICE_KEY_FILE=" + own,
+	}
+}
