@@ -55,8 +55,8 @@ func TestMigrateIsIdempotent(t *testing.T) {
 			t.Fatalf("Migrate #%d: %v", i+1, err)
 		}
 	}
-	if got := versions(t, url, "svc", "platform_db_version"); !equal(got, []int64{1}) {
-		t.Errorf("platform versions = %v, want [1]", got)
+	if got := versions(t, url, "svc", "platform_db_version"); !equal(got, []int64{1, 2}) {
+		t.Errorf("platform versions = %v, want [1 2]", got)
 	}
 	if got := versions(t, url, "svc", "goose_db_version"); !equal(got, []int64{1, 2}) {
 		t.Errorf("service versions = %v, want [1 2]", got)
@@ -81,8 +81,8 @@ func TestMigrateWithoutServiceMigrations(t *testing.T) {
 	if err := db.Migrate(t.Context(), url, "bare", nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if got := versions(t, url, "bare", "platform_db_version"); !equal(got, []int64{1}) {
-		t.Errorf("platform versions = %v, want [1]", got)
+	if got := versions(t, url, "bare", "platform_db_version"); !equal(got, []int64{1, 2}) {
+		t.Errorf("platform versions = %v, want [1 2]", got)
 	}
 }
 
@@ -117,8 +117,8 @@ func TestMigrateSchemasAreIndependent(t *testing.T) {
 	if err := db.Migrate(ctx, url, "two", nil); err != nil {
 		t.Fatalf("Migrate two: %v", err)
 	}
-	if got := versions(t, url, "two", "platform_db_version"); !equal(got, []int64{1}) {
-		t.Errorf("two platform versions = %v, want [1]", got)
+	if got := versions(t, url, "two", "platform_db_version"); !equal(got, []int64{1, 2}) {
+		t.Errorf("two platform versions = %v, want [1 2]", got)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/thefold/thefold/pkg/events"
 )
 
 // Sentinel errors for stores and domain logic. Wrap them with fmt.Errorf("…: %w", ErrX);
@@ -62,6 +64,8 @@ var sentinelCodes = []struct {
 	{ErrPermissionDenied, codes.PermissionDenied},
 	{ErrInvalid, codes.InvalidArgument},
 	{ErrUnavailable, codes.Unavailable},
+	// A Watch cursor older than retention kept; the message names the oldest id kept.
+	{events.ErrCursorExpired, codes.OutOfRange},
 }
 
 // ToStatus maps err to the status a client sees. Unknown errors become Internal with a

@@ -2,12 +2,15 @@
 // schema, and the ordered reader behind the Watch… streaming RPCs.
 //
 // A service appends an event in the same transaction as the change it
-// describes; a watcher reads events after a cursor in id order and is woken
-// by LISTEN/NOTIFY, so a client that reconnects with its last id misses
-// nothing and sees nothing twice. The table is created by the platform
-// migrations of package db; connections must use the service's search_path
-// (db.Open), because the table, the lock and the channel are all resolved
-// through current_schema().
+// describes; a watcher reads events after a cursor in id order, so a client
+// that reconnects with its last id misses nothing and sees nothing twice. A
+// Hub (hub.go) listens for the schema's notifications on one session and
+// reads each wake-up's new events once for all its watchers (watch.go).
+// Retention (retention.go) prunes old events; a cursor older than what is
+// kept fails with ErrCursorExpired rather than skipping silently. The tables
+// are created by the platform migrations of package db; connections must use
+// the service's search_path (db.Open), because the tables, the lock and the
+// channel are all resolved through current_schema().
 package events
 
 import (
@@ -25,14 +28,30 @@ type Event struct {
 	AggregateID string // which one
 	OwnerID     string // who may see it; "" if nobody in particular
 	Scope       string // an extra grouping, e.g. a repository; may be ""
-	Type        string // what happened, within the stream, e.g. "status_changed"
-	Payload     []byte // opaque to this package (typically protojson)
-	CreateTime  time.Time
+	// PrevScope is the scope the aggregate had before this event when the event moved it
+	// (a task moved to another repository), else "". A watcher filtered on a scope sees
+	// the events whose Scope or PrevScope is that scope, so it learns that a task left.
+	PrevScope string
+	Type      string // what happened, within the stream, e.g. "status_changed"
+	// Payload is opaque to this package; its owner versions its form. Watchers share
+	// one copy of each event, so a Watch callback must not modify it.
+	Payload    []byte
+	CreateTime time.Time
 }
 
-// Filter narrows a Watch; an empty field matches any value.
+// Filter narrows a Watch; an empty field matches any value. Scope matches an event's
+// Scope or its PrevScope.
 type Filter struct {
 	Stream, AggregateID, OwnerID, Scope string
+}
+
+// Match reports whether e passes f. It is the in-memory twin of selectSQL: the hub reads
+// new events once and hands each watcher those Match accepts.
+func (f Filter) Match(e Event) bool {
+	return (f.Stream == "" || e.Stream == f.Stream) &&
+		(f.AggregateID == "" || e.AggregateID == f.AggregateID) &&
+		(f.OwnerID == "" || e.OwnerID == f.OwnerID) &&
+		(f.Scope == "" || e.Scope == f.Scope || (e.PrevScope != "" && e.PrevScope == f.Scope))
 }
 
 // RowQuerier is what Latest needs: a pool, a connection or a transaction.
@@ -62,17 +81,20 @@ func Append(ctx context.Context, tx pgx.Tx, e Event) (int64, error) {
 	if e.Payload == nil {
 		e.Payload = []byte{}
 	}
+	if e.PrevScope == e.Scope {
+		e.PrevScope = "" // not a move
+	}
 	// One round trip: lock, then insert and notify. NOTIFY is delivered at
 	// commit and dropped on rollback, like the row.
 	b := &pgx.Batch{}
 	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended('thefold_events_' || current_schema(), 0))")
 	b.Queue(`WITH ins AS (
-		INSERT INTO events (stream, aggregate_id, owner_id, scope, type, payload)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		INSERT INTO events (stream, aggregate_id, owner_id, scope, prev_scope, type, payload)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		RETURNING id
 	)
 	SELECT id, pg_notify('thefold_events_' || current_schema(), id::text)::text FROM ins`,
-		e.Stream, e.AggregateID, e.OwnerID, e.Scope, e.Type, e.Payload)
+		e.Stream, e.AggregateID, e.OwnerID, e.Scope, e.PrevScope, e.Type, e.Payload)
 	br := tx.SendBatch(ctx, b)
 	var id int64
 	if _, err := br.Exec(); err != nil {
@@ -89,12 +111,26 @@ func Append(ctx context.Context, tx pgx.Tx, e Event) (int64, error) {
 	return id, nil
 }
 
-// Latest returns the highest event id (0 if none): a cursor to watch "from
-// now on".
+// Latest returns a cursor to watch "from now on": the highest event id, or the retention
+// horizon if that is higher (retention may have emptied the table, and a cursor below the
+// horizon has expired), or 0.
 func Latest(ctx context.Context, q RowQuerier) (int64, error) {
 	var id int64
-	if err := q.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&id); err != nil {
+	if err := q.QueryRow(ctx, latestSQL).Scan(&id); err != nil {
 		return 0, fmt.Errorf("events: latest id: %w", err)
 	}
 	return id, nil
+}
+
+const latestSQL = `SELECT greatest(
+	(SELECT coalesce(max(id), 0) FROM events),
+	(SELECT pruned_through FROM events_horizon))`
+
+// eventColumns are read by scanEvent, in its order.
+const eventColumns = "id, stream, aggregate_id, owner_id, scope, prev_scope, type, payload, create_time"
+
+func scanEvent(row pgx.CollectableRow) (Event, error) {
+	var e Event
+	err := row.Scan(&e.ID, &e.Stream, &e.AggregateID, &e.OwnerID, &e.Scope, &e.PrevScope, &e.Type, &e.Payload, &e.CreateTime)
+	return e, err
 }

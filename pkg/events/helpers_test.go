@@ -26,15 +26,16 @@ var (
 	hubs   = map[*pgxpool.Pool]*events.Hub{}
 )
 
-// hubFor returns the running Hub of pool, starting it (until the test ends) on first use.
-func hubFor(t *testing.T, pool *pgxpool.Pool) *events.Hub {
+// hubFor returns the running Hub of pool, starting it (until the test ends) with opts on
+// first use.
+func hubFor(t *testing.T, pool *pgxpool.Pool, opts ...events.HubOption) *events.Hub {
 	t.Helper()
 	hubsMu.Lock()
 	defer hubsMu.Unlock()
 	if h, ok := hubs[pool]; ok {
 		return h
 	}
-	h := events.NewHub(pool)
+	h := events.NewHub(pool, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()

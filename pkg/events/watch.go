@@ -5,224 +5,275 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // batchSize bounds the rows held in memory per read.
 const batchSize = 500
 
-// defaultPollInterval is the fallback when a notification is lost (say, while the hub
-// reconnects); normally NOTIFY wakes watchers.
-const defaultPollInterval = 2 * time.Second
+// WatchOption configures one Watch.
+type WatchOption func(*watcher)
 
-// Hub shares one LISTEN session among every watcher of a pool's schema. Without it each
-// Watch stream would hold a database session of its own for its whole life — sessions that
-// live outside the pool's limit — so the number of open streams would be bounded only by the
-// server's max_connections. With a Hub, a watcher holds no session between reads: it reads
-// through the pool and sleeps on a channel the Hub signals when a notification arrives.
-type Hub struct {
-	pool *pgxpool.Pool
-	poll time.Duration
-
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
-}
-
-// NewHub returns a Hub over pool (opened with db.Open, so current_schema() is the
-// service's). Call Run to start listening; until it listens, watchers fall back to polling.
-func NewHub(pool *pgxpool.Pool) *Hub {
-	return &Hub{pool: pool, poll: defaultPollInterval, subs: map[chan struct{}]struct{}{}}
-}
-
-// Run listens for the schema's notifications until ctx ends, reconnecting after failures,
-// and returns ctx's error. Each (re)connection wakes every watcher, so whatever committed
-// while nobody listened is read then.
-func (h *Hub) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
-	for {
-		err := h.listen(ctx)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			backoff = min(backoff*2, 5*time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+// WithHeartbeat makes Watch call fn(cursor) when no event was delivered (and no heartbeat
+// sent) for every (> 0). cursor is the highest id delivered or skipped as not matching: a
+// client that reconnects after it misses nothing and reads nothing it has already passed.
+// A stream uses it to tell a quiet client that it is alive and how far it has looked.
+// An error from fn ends the Watch and is returned as is.
+func WithHeartbeat(every time.Duration, fn func(cursor int64) error) WatchOption {
+	return func(w *watcher) {
+		if every > 0 && fn != nil {
+			w.hbEvery, w.hb = every, fn
 		}
 	}
-}
-
-func (h *Hub) listen(ctx context.Context) error {
-	pc, err := h.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("events: hub: acquire connection: %w", err)
-	}
-	// A session that has LISTENed must never go back to the pool: it would hand its
-	// notifications to the next user. Hijack takes it out; we close it ourselves.
-	conn := pc.Hijack()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	var channel *string
-	if err := conn.QueryRow(ctx, "SELECT 'thefold_events_' || current_schema()").Scan(&channel); err != nil {
-		return fmt.Errorf("events: hub: %w", err)
-	}
-	if channel == nil {
-		return errors.New("events: hub: no current schema; open the pool with db.Open")
-	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{*channel}.Sanitize()); err != nil {
-		return fmt.Errorf("events: hub: listen on %s: %w", *channel, err)
-	}
-	h.wakeAll()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("events: hub: wait for notification: %w", err)
-		}
-		h.wakeAll()
-	}
-}
-
-// wakeAll signals every watcher. The channels hold one signal: a burst of notifications
-// costs a watcher one read, not one read each.
-func (h *Hub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for c := range h.subs {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (h *Hub) subscribe() (chan struct{}, func()) {
-	c := make(chan struct{}, 1)
-	h.mu.Lock()
-	h.subs[c] = struct{}{}
-	h.mu.Unlock()
-	return c, func() {
-		h.mu.Lock()
-		delete(h.subs, c)
-		h.mu.Unlock()
-	}
-}
-
-// Watchers returns the number of active watchers.
-func (h *Hub) Watchers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
 }
 
 // Watch calls fn, in id order, for every event matching f with an id greater than afterID:
 // first the history, then each new event as it commits. It returns ctx.Err() when ctx ends,
-// fn's error as is when fn fails, or a database error. Between reads it holds no database
-// session.
-func (h *Hub) Watch(ctx context.Context, afterID int64, f Filter, fn func(Event) error) error {
-	// Subscribe before the first read: an event committed after that read is then sure to
-	// leave a signal for us.
-	wake, unsubscribe := h.subscribe()
-	defer unsubscribe()
-	w := &watcher{pool: h.pool, filter: f, cursor: afterID}
-	for {
-		if err := w.catchUp(ctx, fn); err != nil {
-			if fe, ok := errors.AsType[fnError](err); ok {
-				return fe.err
-			}
-			return ctxOr(ctx, err)
-		}
-		timer := time.NewTimer(h.poll)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-wake:
-		case <-timer.C:
-		}
-		timer.Stop()
+// fn's (or a heartbeat's) error as is when it fails, an error matching ErrCursorExpired
+// when retention has removed events after afterID, or a database error. Between reads it
+// holds no database session. fn must not modify the event's Payload, which watchers share.
+func (h *Hub) Watch(ctx context.Context, afterID int64, f Filter, fn func(Event) error, opts ...WatchOption) error {
+	h.watchers.Add(1)
+	defer h.watchers.Add(-1)
+	w := &watcher{hub: h, filter: f, cursor: afterID, fn: fn, sub: newSub(f), lastSent: time.Now()}
+	for _, o := range opts {
+		o(w)
 	}
+	defer h.leave(w.sub)
+	err := w.run(ctx)
+	if ce, ok := errors.AsType[callerError](err); ok {
+		return ce.err
+	}
+	return ctxOr(ctx, err)
 }
 
 type watcher struct {
-	pool   *pgxpool.Pool
+	hub    *Hub
 	filter Filter
-	cursor int64 // every id <= cursor has been read (or never will exist)
+	fn     func(Event) error
+	sub    *sub
+	cursor int64 // every id <= cursor has been delivered or skipped (or never will exist)
+
+	hbEvery  time.Duration
+	hb       func(int64) error
+	lastSent time.Time // of the last event or heartbeat
 }
 
-// catchUp delivers every matching event committed so far. The upper bound hi
-// is the largest id visible now; since ids become visible in id order (see
-// Append), every id <= hi is settled, and the cursor may jump to hi even
-// past rows that did not match.
-func (w *watcher) catchUp(ctx context.Context, fn func(Event) error) error {
+// run alternates between catching up on its own and following the hub's fan-out, which
+// it leaves only when the hub drops it (it overflowed its buffer, or the hub stopped).
+func (w *watcher) run(ctx context.Context) error {
 	for {
-		var hi int64
-		if err := w.pool.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM events").Scan(&hi); err != nil {
-			return fmt.Errorf("events: watch: read latest id: %w", err)
+		if err := w.catchUp(ctx); err != nil {
+			return err
 		}
-		if hi <= w.cursor {
+		if err := w.follow(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp reads history from the cursor through the pool until the cursor reaches the
+// hub's position, then joins the fan-out. The join happens under the hub's lock, with
+// the cursor at or past the position, so the fan-out starts exactly where the history
+// ended: no gap, and the ids <= cursor it may repeat are skipped by follow.
+func (w *watcher) catchUp(ctx context.Context) error {
+	var poll *time.Timer
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	for {
+		joined, ready, hi, readyCh := w.hub.join(w.sub, w.cursor)
+		if joined {
 			return nil
 		}
-		query, args := selectSQL(w.filter, w.cursor, hi)
-		rows, err := w.pool.Query(ctx, query, args...)
-		if err != nil {
-			return fmt.Errorf("events: watch: read after %d: %w", w.cursor, err)
+		if !ready {
+			// Nobody runs the hub (yet): read up to what is committed now and poll.
+			var err error
+			if hi, err = Latest(ctx, w.hub.pool); err != nil {
+				return fmt.Errorf("events: watch: read latest id: %w", err)
+			}
 		}
-		batch, err := pgx.CollectRows(rows, scanEvent)
-		if err != nil {
-			return fmt.Errorf("events: watch: read after %d: %w", w.cursor, err)
-		}
-		for _, e := range batch {
-			if err := ctx.Err(); err != nil {
+		if w.cursor < hi {
+			if err := w.readHistory(ctx, hi); err != nil {
 				return err
 			}
-			if err := fn(e); err != nil {
-				return fnError{err}
-			}
-			w.cursor = e.ID
+			continue
+		}
+		if poll == nil {
+			poll = time.NewTimer(w.hub.pollInterval())
+		} else {
+			poll.Reset(w.hub.pollInterval())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-readyCh:
+		case <-poll.C:
+		case <-w.heartbeatDue():
+		}
+		if err := w.heartbeat(); err != nil {
+			return err
+		}
+	}
+}
+
+// readHistory delivers the matching events in (cursor, hi]. Every id <= hi is settled
+// (ids become visible in id order, see Append), so the cursor may jump to hi past rows
+// that did not match.
+func (w *watcher) readHistory(ctx context.Context, hi int64) error {
+	for w.cursor < hi {
+		batch, horizon, err := readAfter(ctx, w.hub.pool, w.filter, w.cursor, hi)
+		if err != nil {
+			return err
+		}
+		// The horizon is read after the batch: if retention removed anything past the
+		// cursor before the batch was read, it shows here, and nothing with a gap is
+		// delivered.
+		if horizon > w.cursor {
+			return &CursorExpiredError{After: w.cursor, PrunedThrough: horizon}
+		}
+		if err := w.deliver(ctx, batch); err != nil {
+			return err
 		}
 		if len(batch) < batchSize {
 			w.cursor = hi
 		}
+		if err := w.heartbeat(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow delivers what the hub hands this watcher until the hub drops it.
+func (w *watcher) follow(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.sub.wake:
+		case <-w.heartbeatDue():
+			// Take the mailbox first: its upTo is the cursor a heartbeat reports.
+		}
+		pending, upTo, evicted := w.sub.take()
+		if evicted {
+			return nil // read from the cursor again
+		}
+		if err := w.deliver(ctx, pending); err != nil {
+			return err
+		}
+		w.cursor = max(w.cursor, upTo)
+		if err := w.heartbeat(); err != nil {
+			return err
+		}
 	}
 }
 
-// selectSQL reads the next batch in (after, hi]. Only the filters in use
-// appear in the SQL, so each combination gets its own prepared statement
-// and plan, and the planner can pick the matching (column, id) index.
+// deliver calls fn for each event past the cursor, in order.
+func (w *watcher) deliver(ctx context.Context, es []Event) error {
+	for _, e := range es {
+		if e.ID <= w.cursor {
+			continue // handed out by the hub before this watcher's history read ended
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.fn(e); err != nil {
+			return callerError{err}
+		}
+		w.cursor = e.ID
+		w.lastSent = time.Now()
+	}
+	return nil
+}
+
+// heartbeatDue returns a channel that fires when a heartbeat is due, nil without one.
+func (w *watcher) heartbeatDue() <-chan time.Time {
+	if w.hb == nil {
+		return nil
+	}
+	return time.After(time.Until(w.lastSent.Add(w.hbEvery)))
+}
+
+// heartbeat sends one if none was sent and no event delivered for the interval.
+func (w *watcher) heartbeat() error {
+	if w.hb == nil || time.Since(w.lastSent) < w.hbEvery {
+		return nil
+	}
+	w.lastSent = time.Now()
+	if err := w.hb(w.cursor); err != nil {
+		return callerError{err}
+	}
+	return nil
+}
+
+// readAfter reads the next batch of events matching f in (after, hi] (hi 0: no bound),
+// then the retention horizon, in one round trip. The two statements run in this order,
+// so a horizon at or below after proves the batch missed nothing to retention.
+func readAfter(ctx context.Context, q batchSender, f Filter, after, hi int64) ([]Event, int64, error) {
+	query, args := selectSQL(f, after, hi)
+	b := &pgx.Batch{}
+	b.Queue(query, args...)
+	b.Queue("SELECT pruned_through FROM events_horizon")
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, 0, fmt.Errorf("events: read after %d: %w", after, err)
+	}
+	batch, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, 0, fmt.Errorf("events: read after %d: %w", after, err)
+	}
+	var horizon int64
+	if err := br.QueryRow().Scan(&horizon); err != nil {
+		return nil, 0, fmt.Errorf("events: read retention horizon: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, 0, fmt.Errorf("events: read after %d: %w", after, err)
+	}
+	return batch, horizon, nil
+}
+
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// selectSQL reads the next batch in (after, hi] (hi 0: no upper bound). Only the filters
+// in use appear in the SQL, so each combination gets its own prepared statement and plan,
+// and the planner can pick the matching (column, id) index. The scope filter repeats
+// prev_scope <> ” so the partial index on prev_scope applies.
 func selectSQL(f Filter, after, hi int64) (string, []any) {
-	q := `SELECT id, stream, aggregate_id, owner_id, scope, type, payload, create_time
-		FROM events WHERE id > $1 AND id <= $2`
-	args := []any{after, hi}
+	q := "SELECT " + eventColumns + " FROM events WHERE id > $1"
+	args := []any{after}
+	if hi > 0 {
+		args = append(args, hi)
+		q += " AND id <= $2"
+	}
 	for _, c := range []struct{ col, val string }{
-		{"stream", f.Stream}, {"aggregate_id", f.AggregateID}, {"owner_id", f.OwnerID}, {"scope", f.Scope},
+		{"stream", f.Stream}, {"aggregate_id", f.AggregateID}, {"owner_id", f.OwnerID},
 	} {
 		if c.val != "" {
 			args = append(args, c.val)
 			q += " AND " + c.col + " = $" + strconv.Itoa(len(args))
 		}
 	}
+	if f.Scope != "" {
+		args = append(args, f.Scope)
+		n := "$" + strconv.Itoa(len(args))
+		q += " AND (scope = " + n + " OR (prev_scope = " + n + " AND prev_scope <> ''))"
+	}
 	return q + " ORDER BY id LIMIT " + strconv.Itoa(batchSize), args
 }
 
-func scanEvent(row pgx.CollectableRow) (Event, error) {
-	var e Event
-	err := row.Scan(&e.ID, &e.Stream, &e.AggregateID, &e.OwnerID, &e.Scope, &e.Type, &e.Payload, &e.CreateTime)
-	return e, err
-}
+// callerError carries an error of the caller's callback (fn or heartbeat) out unchanged.
+type callerError struct{ err error }
 
-// fnError carries the callback's error out unchanged.
-type fnError struct{ err error }
-
-func (e fnError) Error() string { return e.err.Error() }
+func (e callerError) Error() string { return e.err.Error() }
 
 // ctxOr prefers ctx's error: once ctx ends, whatever failed failed because of it.
 func ctxOr(ctx context.Context, err error) error {
