@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -74,8 +75,8 @@ func walkValidators(v reflect.Value, errs *[]error) {
 }
 
 // Redacted returns the effective configuration as name → value for logging. Fields tagged
-// `secret:"true"` are shown as "***" (or "" when unset); secrets embedded in URLs
-// (postgres://user:password@host) have the password masked.
+// `secret:"true"` are shown as "***" (or "" when unset); passwords inside any other value
+// (connection strings: URL userinfo, ?password=, key=value) are masked by MaskSecrets.
 func Redacted(cfg any) map[string]string {
 	out := map[string]string{}
 	redact(reflect.ValueOf(cfg), out)
@@ -114,29 +115,58 @@ func redact(v reflect.Value, out map[string]string) {
 				val = "***"
 			}
 		default:
-			val = MaskURLPassword(val)
+			val = MaskSecrets(val)
 		}
 		out[name] = val
 	}
 }
 
-// MaskURLPassword hides the password of a URL-shaped string (scheme://user:pass@host…).
-func MaskURLPassword(s string) string {
-	scheme := strings.Index(s, "://")
-	if scheme < 0 {
-		return s
+// MaskSecrets hides the passwords in a connection string of any form libpq and pgx accept,
+// leaving the rest readable for the start-up log:
+//
+//	postgres://user:***@host/db                    (URL userinfo)
+//	postgres://host/db?password=***&sslpassword=***   (URL query parameters)
+//	host=db user=u password=*** sslpassword=***    (key=value, quoted values too)
+//
+// Anything else is returned unchanged. When in doubt it masks more, never less.
+func MaskSecrets(s string) string {
+	if scheme := strings.Index(s, "://"); scheme >= 0 {
+		s = maskUserinfo(s, scheme+3)
+		return queryPassword.ReplaceAllString(s, "${1}***")
 	}
-	rest := s[scheme+3:]
-	at := strings.Index(rest, "@")
+	return kvPassword.ReplaceAllString(s, "${1}***")
+}
+
+var (
+	// queryPassword matches password and sslpassword parameters of a URL's query
+	// (percent-encoded values never contain & or #).
+	queryPassword = regexp.MustCompile(`(?i)([?&](?:ssl)?password=)[^&#]*`)
+	// kvPassword matches password and sslpassword in a key=value connection string: the
+	// value runs to the next space, or is single-quoted with backslash escapes.
+	kvPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|\S*)`)
+)
+
+// maskUserinfo masks the password of the userinfo that starts at offset from (just after
+// "scheme://"). The userinfo ends at the authority's last '@' (a password may hold an
+// unescaped '@'); if a '/', '?' or '#' in the password hides it, the first '@' is used.
+func maskUserinfo(s string, from int) string {
+	rest := s[from:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		at = strings.Index(rest, "@")
+	}
 	if at < 0 {
 		return s
 	}
-	userinfo := rest[:at]
-	colon := strings.Index(userinfo, ":")
+	colon := strings.Index(rest[:at], ":")
 	if colon < 0 {
 		return s
 	}
-	return s[:scheme+3] + userinfo[:colon] + ":***" + rest[at:]
+	return s[:from] + rest[:colon] + ":***" + rest[at:]
 }
 
 // SortedKeys returns m's keys in order, for stable log output.

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/thefold/thefold/pkg/auth"
 )
@@ -111,29 +111,36 @@ func serviceConfig(retry []string) (string, error) {
 	return string(b), nil
 }
 
-// readOnlyPrefixes name the RPCs that only read; by contract convention they are safe to
-// retry. Anything that changes state (Create, Update, Start, Commit, …) is never retried
-// by the transport: its own idempotency key decides.
-var readOnlyPrefixes = []string{"Get", "List", "Search", "Find", "Watch", "Estimate"}
-
-// ReadOnlyMethods returns "package.Service/Method" for every read-only RPC of the services
-// in proto package pkg (e.g. "thefold.tasks.v1") linked into this binary.
+// ReadOnlyMethods returns "package.Service/Method" for every RPC of the services in proto
+// package pkg (e.g. "thefold.tasks.v1") linked into this binary whose contract declares
+// `option idempotency_level = NO_SIDE_EFFECTS`. The contract says what is safe to retry,
+// not the method's name: a GetOrCreate… or a Get… with a side effect is not retried unless
+// its proto says so, and anything that changes state (Create, Update, Start, Commit, …) is
+// never retried by the transport: its own request_id decides.
 func ReadOnlyMethods(pkg string) []string {
+	return readOnlyMethodsIn(protoregistry.GlobalFiles, pkg)
+}
+
+func readOnlyMethodsIn(files *protoregistry.Files, pkg string) []string {
 	var out []string
-	protoregistry.GlobalFiles.RangeFilesByPackage(protoreflect.FullName(pkg), func(fd protoreflect.FileDescriptor) bool {
+	files.RangeFilesByPackage(protoreflect.FullName(pkg), func(fd protoreflect.FileDescriptor) bool {
 		for i := 0; i < fd.Services().Len(); i++ {
 			sd := fd.Services().Get(i)
 			for j := 0; j < sd.Methods().Len(); j++ {
-				name := string(sd.Methods().Get(j).Name())
-				for _, p := range readOnlyPrefixes {
-					if strings.HasPrefix(name, p) {
-						out = append(out, string(sd.FullName())+"/"+name)
-						break
-					}
+				md := sd.Methods().Get(j)
+				if noSideEffects(md) {
+					out = append(out, string(sd.FullName())+"/"+string(md.Name()))
 				}
 			}
 		}
 		return true
 	})
 	return out
+}
+
+// noSideEffects reports whether md's options say it only reads. IDEMPOTENT (repeatable,
+// but with an effect) is deliberately not enough: the conventions retry only reads.
+func noSideEffects(md protoreflect.MethodDescriptor) bool {
+	opts, ok := md.Options().(*descriptorpb.MethodOptions)
+	return ok && opts.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS
 }

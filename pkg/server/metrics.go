@@ -1,55 +1,36 @@
 package server
 
 import (
-	"context"
-	"time"
-
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
-// rpcMetrics counts handled RPCs and their latency by method and status code.
+// rpcMetrics are the standard gRPC server metrics of go-grpc-middleware's Prometheus
+// provider: grpc_server_started_total, grpc_server_handled_total,
+// grpc_server_msg_{received,sent}_total and grpc_server_handling_seconds, labelled
+// grpc_type, grpc_service, grpc_method (and grpc_code where it applies). The standard names
+// and labels are what existing dashboards and alerts (the grpc-ecosystem mixins) expect, so
+// we use the provider instead of our own collectors.
 type rpcMetrics struct {
-	handled *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	m *grpcprom.ServerMetrics
 }
+
+// handlingBuckets span 0.5 ms to ~30 min: most RPCs take milliseconds, Watch streams live
+// for their whole connection (the provider's default buckets stop at 10 s).
+var handlingBuckets = prometheus.ExponentialBuckets(0.0005, 2.5, 14)
 
 func newRPCMetrics(reg prometheus.Registerer) *rpcMetrics {
-	m := &rpcMetrics{
-		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "grpc_server_handled_total",
-			Help: "RPCs completed on the server, by method and status code.",
-		}, []string{"grpc_method", "grpc_code"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "grpc_server_handling_seconds",
-			Help:    "Time to handle an RPC (for streams, its whole life).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
-		}, []string{"grpc_method"}),
-	}
-	reg.MustRegister(m.handled, m.latency)
-	return m
+	m := grpcprom.NewServerMetrics(
+		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramBuckets(handlingBuckets)),
+	)
+	reg.MustRegister(m)
+	return &rpcMetrics{m: m}
 }
 
-func (m *rpcMetrics) observe(method string, start time.Time, err error) {
-	m.handled.WithLabelValues(method, status.Code(err).String()).Inc()
-	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
-}
+func (m *rpcMetrics) unary() grpc.UnaryServerInterceptor   { return m.m.UnaryServerInterceptor() }
+func (m *rpcMetrics) stream() grpc.StreamServerInterceptor { return m.m.StreamServerInterceptor() }
 
-func (m *rpcMetrics) unary() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := h(ctx, req)
-		m.observe(info.FullMethod, start, err)
-		return resp, err
-	}
-}
-
-func (m *rpcMetrics) stream() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		start := time.Now()
-		err := h(srv, ss)
-		m.observe(info.FullMethod, start, err)
-		return err
-	}
-}
+// initialize creates every registered method's series at zero, so a rate over an RPC that
+// has not been called yet is 0 rather than absent. It runs once services are registered.
+func (m *rpcMetrics) initialize(s *grpc.Server) { m.m.InitializeMetrics(s) }

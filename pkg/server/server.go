@@ -72,6 +72,7 @@ type Server struct {
 	grpc     *grpc.Server
 	health   *health.Server
 	registry *prometheus.Registry
+	metrics  *rpcMetrics
 	lis      net.Listener
 	adminLis net.Listener
 	// stopping is closed when shutdown begins; long-lived streams (Watch RPCs) end then
@@ -129,7 +130,7 @@ func New(opts Options) (*Server, error) {
 			errs.StreamServerInterceptor(log),
 		),
 	)
-	srv := &Server{opts: opts, registry: reg, stopping: make(chan struct{})}
+	srv := &Server{opts: opts, registry: reg, metrics: metrics, stopping: make(chan struct{})}
 	srvStreams.stopping = srv.stopping
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -188,6 +189,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	log := s.opts.Logger
+	s.metrics.initialize(s.grpc) // every method's series exists (at 0) before its first call
 	errc := make(chan error, 2)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 
