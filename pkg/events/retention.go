@@ -126,3 +126,21 @@ func (h *Hub) RunRetention(ctx context.Context, every, maxAge time.Duration) err
 		}
 	}
 }
+
+// CheckCursor fails with a *CursorExpiredError when retention has removed events after
+// afterID; 0 (the retained history) always passes. A stream checks its cursor with it
+// before it answers anything, so a client learns at once that it must start over; Watch
+// checks again as it reads.
+func CheckCursor(ctx context.Context, q RowQuerier, afterID int64) error {
+	if afterID == 0 {
+		return nil
+	}
+	var horizon int64
+	if err := q.QueryRow(ctx, "SELECT pruned_through FROM events_horizon").Scan(&horizon); err != nil {
+		return fmt.Errorf("events: read retention horizon: %w", err)
+	}
+	if horizon > afterID {
+		return &CursorExpiredError{After: afterID, PrunedThrough: horizon}
+	}
+	return nil
+}

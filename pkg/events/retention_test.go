@@ -87,14 +87,19 @@ func TestPruneAndExpiredCursors(t *testing.T) {
 		after   int64
 		expired bool
 	}{
-		{"from the start", 0, true},
+		// 0 is "the retained history": it starts where the kept events begin.
+		{"from the start", 0, false},
 		{"just below the horizon", horizon - 1, true},
 		{"at the horizon", horizon, false},
 		{"after the horizon", ids[7], false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			want := ids[sortSearch(ids, c.after):]
+			from := c.after
+			if from == 0 {
+				from = horizon
+			}
+			want := ids[sortSearch(ids, from):]
 			got, err := watchErr(t, pool, c.after, len(want))
 			if !c.expired {
 				if err != nil {
@@ -211,5 +216,23 @@ func TestRetentionConfig(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCheckCursor: a cursor below the horizon is expired before anything is read; 0 and
+// cursors at or above it pass.
+func TestCheckCursor(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	ids := appendCommitted(t, pool, ev("task", "t1", "", "", "x"), ev("task", "t1", "", "", "y"), ev("task", "t1", "", "", "z"))
+	age(t, pool, ids[0], ids[1], 48*time.Hour)
+	if _, err := events.Prune(t.Context(), pool, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for after, expired := range map[int64]bool{0: false, ids[0]: true, ids[1]: false, ids[2]: false} {
+		err := events.CheckCursor(t.Context(), pool, after)
+		if got := errors.Is(err, events.ErrCursorExpired); got != expired || (!expired && err != nil) {
+			t.Errorf("CheckCursor(%d) = %v, want expired %v", after, err, expired)
+		}
 	}
 }

@@ -30,14 +30,15 @@ func WithHeartbeat(every time.Duration, fn func(cursor int64) error) WatchOption
 }
 
 // Watch calls fn, in id order, for every event matching f with an id greater than afterID:
-// first the history, then each new event as it commits. It returns ctx.Err() when ctx ends,
+// first the history, then each new event as it commits. An afterID of 0 is the retained
+// history: it starts after whatever retention removed. It returns ctx.Err() when ctx ends,
 // fn's (or a heartbeat's) error as is when it fails, an error matching ErrCursorExpired
 // when retention has removed events after afterID, or a database error. Between reads it
 // holds no database session. fn must not modify the event's Payload, which watchers share.
 func (h *Hub) Watch(ctx context.Context, afterID int64, f Filter, fn func(Event) error, opts ...WatchOption) error {
 	h.watchers.Add(1)
 	defer h.watchers.Add(-1)
-	w := &watcher{hub: h, filter: f, cursor: afterID, fn: fn, sub: newSub(f), lastSent: time.Now()}
+	w := &watcher{hub: h, filter: f, cursor: afterID, fromOldest: afterID == 0, fn: fn, sub: newSub(f), lastSent: time.Now()}
 	for _, o := range opts {
 		o(w)
 	}
@@ -55,6 +56,8 @@ type watcher struct {
 	fn     func(Event) error
 	sub    *sub
 	cursor int64 // every id <= cursor has been delivered or skipped (or never will exist)
+	// fromOldest: the watch started at 0, "the retained history"; delivered: fn was called.
+	fromOldest, delivered bool
 
 	hbEvery  time.Duration
 	hb       func(int64) error
@@ -134,6 +137,13 @@ func (w *watcher) readHistory(ctx context.Context, hi int64) error {
 		// cursor before the batch was read, it shows here, and nothing with a gap is
 		// delivered.
 		if horizon > w.cursor {
+			if w.fromOldest && !w.delivered {
+				// afterID 0 asks for the retained history, whatever retention has removed:
+				// start where the kept events begin. Once something was delivered, a
+				// prune under the reader is a real gap and is reported.
+				w.cursor = horizon
+				continue
+			}
 			return &CursorExpiredError{After: w.cursor, PrunedThrough: horizon}
 		}
 		if err := w.deliver(ctx, batch); err != nil {
@@ -186,6 +196,7 @@ func (w *watcher) deliver(ctx context.Context, es []Event) error {
 			return callerError{err}
 		}
 		w.cursor = e.ID
+		w.delivered = true
 		w.lastSent = time.Now()
 	}
 	return nil

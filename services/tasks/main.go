@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/events"
@@ -24,14 +25,22 @@ type tasksConfig struct {
 	// session (events.Hub) and read through the pool, so the bound is about goroutines and
 	// read load, not sessions.
 	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=1024"`
+	// WatchHeartbeat is how long a WatchTasks stream stays silent before a heartbeat.
+	WatchHeartbeat time.Duration `env:"THEFOLD_TASKS_WATCH_HEARTBEAT, default=15s"`
+	// Events is how long task events are kept for watchers resuming from a cursor.
+	Events events.RetentionConfig
 }
 
 // Validate reports a limit that would refuse every watch.
 func (c *tasksConfig) Validate() error {
+	var problems []error
 	if c.MaxWatches <= 0 {
-		return errors.New("THEFOLD_TASKS_MAX_WATCHES: must be positive")
+		problems = append(problems, errors.New("THEFOLD_TASKS_MAX_WATCHES: must be positive"))
 	}
-	return nil
+	if c.WatchHeartbeat <= 0 {
+		problems = append(problems, errors.New("THEFOLD_TASKS_WATCH_HEARTBEAT: must be positive"))
+	}
+	return errors.Join(append(problems, c.Events.Validate())...)
 }
 
 // tasksService wires pool → store → service onto the platform's gRPC server.
@@ -45,9 +54,13 @@ func tasksService() platform.Service {
 			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
 				return err
 			}
-			hub := events.NewHub(d.Pool)
+			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
 			d.Go("events hub", hub.Run)
-			svc := service.New(store.New(d.Pool, hub), service.WithMaxWatches(cfg.MaxWatches))
+			d.Go("events retention", func(ctx context.Context) error {
+				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
+			})
+			svc := service.New(store.New(d.Pool, hub),
+				service.WithMaxWatches(cfg.MaxWatches), service.WithHeartbeat(cfg.WatchHeartbeat))
 			tasksv1.RegisterTaskServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
@@ -26,6 +28,7 @@ type env struct {
 	alice  context.Context
 	bob    context.Context
 	anon   context.Context
+	pool   *pgxpool.Pool
 }
 
 func start(t *testing.T, opts ...service.Option) *env {
@@ -43,6 +46,7 @@ func start(t *testing.T, opts ...service.Option) *env {
 		alice:  e.Context(t, "alice"),
 		bob:    e.Context(t, "bob"),
 		anon:   t.Context(),
+		pool:   pool,
 	}
 }
 

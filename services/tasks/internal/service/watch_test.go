@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 
 	"github.com/thefold/thefold/services/tasks/internal/service"
@@ -302,5 +304,33 @@ func TestWatchTasksMovedRepo(t *testing.T) {
 	marker := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "marker", Repo: "local/old"})
 	if ev := recvN(t, s, 1)[0]; ev.TaskId != marker.Id {
 		t.Errorf("next event of local/old = %v, want the marker", ev)
+	}
+}
+
+// TestWatchTasksRetention: a cursor older than the retained events is OUT_OF_RANGE naming
+// the oldest id kept; after_id 0 still replays what is kept.
+func TestWatchTasksRetention(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "old 1"})
+	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "old 2"})
+	hist := recvN(t, watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{}), 2)
+	// Age what was committed so far past the retention.
+	if _, err := e.pool.Exec(t.Context(), "UPDATE events SET create_time = now() - interval '2 days'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := events.Prune(t.Context(), e.pool, 24*time.Hour); err != nil || n != 2 {
+		t.Fatalf("Prune = %d, %v; want 2", n, err)
+	}
+	kept := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "kept"})
+
+	err := watchErr(e.alice, e.client, &tasksv1.WatchTasksRequest{AfterId: hist[0].Id})
+	wantCode(t, err, codes.OutOfRange, fmt.Sprintf("the oldest id kept is %d", hist[1].Id+1))
+
+	if ev := recvN(t, watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{}), 1)[0]; ev.TaskId != kept.Id {
+		t.Errorf("after_id 0 replayed %v, want the kept task", ev)
+	}
+	if ev := recvN(t, watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{AfterId: hist[1].Id}), 1)[0]; ev.TaskId != kept.Id {
+		t.Errorf("a cursor at the horizon replayed %v, want the kept task", ev)
 	}
 }

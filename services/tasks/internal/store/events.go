@@ -192,6 +192,9 @@ func (s *Store) Watch(ctx context.Context, owner string, afterID int64, f WatchF
 		return errors.New("store: watch: owner is required")
 	}
 	filter := events.Filter{Stream: EventStream, OwnerID: owner, Scope: f.Repo, AggregateID: f.TaskID}
+	if err := events.CheckCursor(ctx, s.pool, afterID); err != nil {
+		return err
+	}
 	var opts []events.WatchOption
 	if o.Heartbeat != nil {
 		if err := o.Heartbeat(afterID); err != nil {
