@@ -68,18 +68,34 @@ var sentinelCodes = []struct {
 	{events.ErrCursorExpired, codes.OutOfRange},
 }
 
-// ToStatus maps err to the status a client sees. Unknown errors become Internal with a
-// reference id; the full error is logged under that reference.
+// ToStatus maps err to the status a client sees, showing only public text:
+//   - the outermost status in err's chain — an *Error (its public message, never its
+//     cause), a *Downstream (mapped by downstreamCodes, its text never shown) or a gRPC
+//     status (its own message, not the text of what wraps it);
+//   - else a sentinel's code, with the text around it when nothing but sentinels is wrapped;
+//   - Unknown, Internal and DataLoss, and anything else, are masked: "internal error (ref
+//     <id>)" to the client, the full error logged under that reference.
 func ToStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
+	if gs, ok := publicStatus(err); ok {
+		if d, ok := gs.(*Downstream); ok {
+			return fromDownstream(ctx, log, method, d, err)
+		}
+		st := gs.GRPCStatus()
+		if masked(st.Code()) {
+			return Mask(ctx, log, method, st.Code(), err)
+		}
+		return st.Err()
+	}
+	// Its text names only ids and tells the client where the kept events begin.
+	if ce, ok := errors.AsType[*events.CursorExpiredError](err); ok {
+		return status.Error(codes.OutOfRange, ce.Error())
 	}
 	for _, s := range sentinelCodes {
 		if errors.Is(err, s.err) {
-			return status.Error(s.code, err.Error())
+			return status.Error(s.code, sentinelText(err, s.err))
 		}
 	}
 	switch {
@@ -88,9 +104,7 @@ func ToStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	}
-	ref := newRef()
-	log.ErrorContext(ctx, "internal error", "method", method, "ref", ref, "err", err)
-	return status.Errorf(codes.Internal, "internal error (ref %s)", ref)
+	return Mask(ctx, log, method, codes.Internal, err)
 }
 
 func newRef() string {

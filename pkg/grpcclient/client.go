@@ -50,10 +50,13 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultServiceConfig(sc),
 		// A service restarting (deploy, crash) is absorbed: calls wait for the connection
-		// within their deadline instead of failing at once while it reconnects.
+		// within their deadline instead of failing at once while it reconnects. Callers
+		// that answer people (the REST edge) opt out per call with FailFast.
 		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
-		grpc.WithChainUnaryInterceptor(deadlineUnary(timeout), auth.UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(auth.StreamClientInterceptor()),
+		// Outermost first: errors of the call (whatever failed below) are marked as a
+		// downstream's; a FailFast context turns WaitForReady off before anything waits.
+		grpc.WithChainUnaryInterceptor(downstreamUnary(), failFastUnary(), deadlineUnary(timeout), auth.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(downstreamStream(), failFastStream(), auth.StreamClientInterceptor()),
 	}
 	opts = append(opts, o.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)

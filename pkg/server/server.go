@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
@@ -97,8 +96,8 @@ func New(opts Options) (*Server, error) {
 
 	srvStreams := &streamCanceler{}
 	panicHandler := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-		return status.Error(codes.Internal, "internal error")
+		// Masked like any internal error: a reference in the answer, the panic in the log.
+		return errs.Mask(ctx, log, "", codes.Internal, fmt.Errorf("panic in handler: %v\n%s", p, debug.Stack()))
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
 
@@ -108,16 +107,20 @@ func New(opts Options) (*Server, error) {
 	//   metrics    – counts what clients actually see (after error mapping below);
 	//   logging    – one line per call with the final code;
 	//   auth       – nothing below runs for an unauthenticated caller;
+	//   input      – NUL bytes and invalid UTF-8 are InvalidArgument naming the field
+	//                (with inputCodec, which keeps grpc-go from calling them Internal);
 	//   errors     – innermost, so everything above sees mapped, masked statuses.
 	// Tracing is the otelgrpc stats handler, which wraps the whole chain.
 	s := grpc.NewServer(
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
+		grpc.ForceServerCodecV2(newInputCodec()),
 		grpc.ChainUnaryInterceptor(
 			recovery.UnaryServerInterceptor(panicHandler),
 			requestIDUnary(),
 			metrics.unary(),
 			logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
 			opts.Auth.UnaryServerInterceptor(),
+			inputUnary(),
 			errs.UnaryServerInterceptor(log),
 		),
 		grpc.ChainStreamInterceptor(
@@ -127,6 +130,7 @@ func New(opts Options) (*Server, error) {
 			metrics.stream(),
 			logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
 			opts.Auth.StreamServerInterceptor(),
+			inputStream(),
 			errs.StreamServerInterceptor(log),
 		),
 	)
