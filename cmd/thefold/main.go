@@ -1,10 +1,12 @@
 // Command thefold runs and manages a local TheFold stack:
 //
-//	thefold up       build the nine services, start them as processes, wait until healthy
-//	thefold down     stop them gracefully
-//	thefold status   show which services run
-//	thefold token    issue, save and print a fresh admin token
-//	thefold init     create the signing keys and the admin token only (for docker compose)
+//	thefold up         build the nine services, start whatever is not running under a
+//	                   supervisor that restarts a service that dies, wait until healthy
+//	thefold down       stop the supervisor, then the services, gracefully
+//	thefold status     show which services run and which are down
+//	thefold supervise  the supervisor itself (thefold up starts it in the background)
+//	thefold token      issue, save and print a fresh admin token
+//	thefold init       create the signing keys and the admin token only (for docker compose)
 package main
 
 import (
@@ -13,13 +15,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/thefold/thefold/pkg/logging"
 	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/stack"
 )
@@ -36,9 +41,10 @@ func main() {
 const usage = `usage: thefold <command> [flags]
 
 commands:
-  up       build and start the nine services, wait until all are healthy
-  down     stop the services
-  status   show which services are running
+  up       build and start whatever is not running (a supervisor restarts a service
+           that dies), wait until all nine are healthy
+  down     stop the supervisor, then the services
+  status   show which services are running and which are down
   token    issue, save and print a fresh admin token
   init     create the signing keys and admin token only (docker compose uses them)
 
@@ -91,6 +97,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	st := &stack.Stack{DataDir: abs, DatabaseURL: os.Getenv("THEFOLD_DATABASE_URL"), Ports: stack.DefaultPorts(),
 		AdminTokenTTL: *tokenTTL, MaxTokenLifetime: maxLifetime}
+	if saved, err := stack.Load(abs); err == nil {
+		// The stack as it was started: its ports and extra environment. The environment's
+		// database URL, when set, still wins.
+		if st.DatabaseURL == "" {
+			st.DatabaseURL = saved.DatabaseURL
+		}
+		st.Ports, st.Env = saved.Ports, saved.Env
+	}
 
 	switch cmd {
 	case "up":
@@ -102,20 +116,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out, "stopped")
 		return nil
 	case "status":
-		running := 0
-		for _, svc := range platform.ServiceNames {
-			pid := st.Status()[svc]
-			state := "stopped"
-			if pid > 0 {
-				state = fmt.Sprintf("running (pid %d)", pid)
-				running++
-			}
-			fmt.Fprintf(out, "%-8s :%-5d %s\n", svc, st.Ports.GRPC[svc], state)
-		}
-		if running == 0 {
-			return errors.New("not running")
-		}
-		return nil
+		return status(st, out)
+	case "supervise":
+		return supervise(ctx, abs, out)
 	case "init":
 		if _, err := st.EnsureCredentials(); err != nil {
 			return err
@@ -139,26 +142,38 @@ func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration,
 	if _, err := st.EnsureCredentials(); err != nil {
 		return err
 	}
-	switch n := st.Running(); {
-	case n == len(platform.ServiceNames):
-		// Already up: running `make run` twice is not an error.
+	down := downServices(st)
+	supervised := st.SupervisorRunning()
+	switch {
+	case len(down) == 0 && supervised:
+		// Already up: running `make run` twice is not an error, and it is quick.
 		if err := st.WaitReady(ctx, timeout); err != nil {
 			return err
 		}
 		fmt.Fprintln(out, "already running (thefold down stops it)")
-	case n > 0:
-		return fmt.Errorf("%d of %d services are running; run thefold down first", n, len(platform.ServiceNames))
 	default:
-		fmt.Fprintf(out, "building services from %s …\n", src)
-		if err := st.Build(ctx, src); err != nil {
+		// Start whatever is not running: a crashed service, a dead supervisor, or all of it.
+		fresh := len(down) == len(platform.ServiceNames)
+		if _, err := os.Stat(filepath.Join(st.BinDir(), stack.SupervisorExe)); len(down) > 0 || err != nil {
+			fmt.Fprintf(out, "building services from %s …\n", src)
+			if err := st.Build(ctx, src); err != nil {
+				return err
+			}
+		}
+		if !fresh && len(down) > 0 {
+			fmt.Fprintf(out, "starting %s (the other services are running)\n", strings.Join(down, ", "))
+		}
+		if !supervised {
+			fmt.Fprintf(out, "starting the supervisor (restarts a service that dies; log %s)\n", st.SupervisorLogPath())
+		}
+		if err := st.StartSupervisor(); err != nil {
 			return err
 		}
-		if err := st.Start(); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "started; waiting for health …")
+		fmt.Fprintln(out, "waiting for health …")
 		if err := st.WaitReady(ctx, timeout); err != nil {
-			_ = st.Stop(10 * time.Second)
+			if fresh {
+				_ = st.Stop(10 * time.Second) // no half-started stack left behind
+			}
 			return err
 		}
 	}
@@ -207,4 +222,57 @@ func findSourceRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// downServices names the services whose process is not running.
+func downServices(st *stack.Stack) []string {
+	var down []string
+	for svc, pid := range st.Status() {
+		if pid == 0 {
+			down = append(down, svc)
+		}
+	}
+	slices.SortFunc(down, func(a, b string) int {
+		return slices.Index(platform.ServiceNames, a) - slices.Index(platform.ServiceNames, b)
+	})
+	return down
+}
+
+// status prints each service's state and the supervisor's; it fails when any service is
+// down, naming them, so scripts can check the stack with it.
+func status(st *stack.Stack, out io.Writer) error {
+	pids := st.Status()
+	for _, svc := range platform.ServiceNames {
+		state := "down"
+		if pid := pids[svc]; pid > 0 {
+			state = fmt.Sprintf("running (pid %d)", pid)
+		}
+		fmt.Fprintf(out, "%-10s :%-5d %s\n", svc, st.Ports.GRPC[svc], state)
+	}
+	sup := "not running: a service that dies stays down (thefold up starts it)"
+	if st.SupervisorRunning() {
+		sup = "running (restarts a service that dies)"
+	}
+	fmt.Fprintf(out, "%-10s        %s\n", "supervisor", sup)
+	down := downServices(st)
+	switch {
+	case len(down) == len(platform.ServiceNames):
+		return errors.New("not running")
+	case len(down) > 0:
+		return fmt.Errorf("%d of %d services down: %s (thefold up starts them)", len(down), len(platform.ServiceNames), strings.Join(down, ", "))
+	}
+	return nil
+}
+
+// supervise runs the supervisor in the foreground (thefold up starts it detached): it
+// restarts a service that dies until SIGTERM, and starts what is down at once on SIGHUP.
+func supervise(ctx context.Context, dataDir string, out io.Writer) error {
+	st, err := stack.Load(dataDir)
+	if err != nil {
+		return fmt.Errorf("supervise: no saved stack in %s (thefold up writes it): %w", dataDir, err)
+	}
+	wake := make(chan os.Signal, 1)
+	signal.Notify(wake, syscall.SIGHUP)
+	defer signal.Stop(wake)
+	return st.Supervise(ctx, logging.New(out, "supervisor", slog.LevelInfo), wake)
 }

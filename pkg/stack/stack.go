@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +87,7 @@ func (s *Stack) BinDir() string          { return filepath.Join(s.DataDir, "bin"
 func (s *Stack) KeyDir() string          { return filepath.Join(s.DataDir, "keys") }
 func (s *Stack) LogPath(n string) string { return filepath.Join(s.DataDir, "logs", n+".log") }
 func (s *Stack) pidPath(n string) string { return filepath.Join(s.DataDir, "run", n+".pid") }
+func (s *Stack) exePath(n string) string { return filepath.Join(s.BinDir(), n) }
 func (s *Stack) TokenPath() string       { return filepath.Join(s.DataDir, "admin.token") }
 func (s *Stack) GatewayURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d", s.Ports.GatewayHTTP)
@@ -96,7 +96,7 @@ func (s *Stack) GatewayURL() string {
 // GRPCAddr is a service's gRPC address.
 func (s *Stack) GRPCAddr(svc string) string { return fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]) }
 
-// Build compiles the nine binaries from the source tree at srcRoot (which holds go.work).
+// Build compiles the nine binaries and the launcher (bin/thefold) from the source tree at srcRoot (which holds go.work).
 func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	if err := os.MkdirAll(s.BinDir(), 0o755); err != nil {
 		return err
@@ -105,6 +105,9 @@ func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	for _, svc := range platform.ServiceNames {
 		args = append(args, "./services/"+svc)
 	}
+	// The supervisor runs from bin/thefold: a stable path its pid file can be checked
+	// against (`go run` deletes its binary when it exits).
+	args = append(args, "./cmd/thefold")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = srcRoot
 	out, err := cmd.CombinedOutput()
@@ -132,17 +135,12 @@ func (s *Stack) env(svc string) []string {
 	return env
 }
 
-// Start launches every service as its own process (in its own session, so it outlives the
+// Start launches every service that is not running as its own process (in its own session, so it outlives the
 // launcher), logging to logs/<service>.log and recording its pid in run/<service>.pid.
 func (s *Stack) Start() error {
 	for _, d := range []string{"logs", "run"} {
 		if err := os.MkdirAll(filepath.Join(s.DataDir, d), 0o755); err != nil {
 			return err
-		}
-	}
-	for _, svc := range platform.ServiceNames {
-		if pid, ok := s.runningPID(svc); ok {
-			return fmt.Errorf("stack: %s already running (pid %d); run `thefold down` first", svc, pid)
 		}
 	}
 	started := false
@@ -152,18 +150,24 @@ func (s *Stack) Start() error {
 		}
 	}()
 	for _, svc := range platform.ServiceNames {
-		if err := s.startOne(svc); err != nil {
+		if _, ok := s.runningPID(svc); ok {
+			continue
+		}
+		cmd, err := s.startOne(svc)
+		if err != nil {
 			return err
 		}
+		go func() { _ = cmd.Wait() }() // reap if it dies while we still run
 	}
 	started = true
 	return nil
 }
 
-func (s *Stack) startOne(svc string) error {
+// startOne starts svc and records its pid; the caller waits for (reaps) the process.
+func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
 	logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(s.BinDir(), svc))
 	cmd.Env = s.env(svc)
@@ -172,23 +176,31 @@ func (s *Stack) startOne(svc string) error {
 	err = cmd.Start()
 	_ = logf.Close()
 	if err != nil {
-		return fmt.Errorf("stack: start %s: %w", svc, err)
+		return nil, fmt.Errorf("stack: start %s: %w", svc, err)
 	}
-	if err := os.WriteFile(s.pidPath(svc), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		return err
+	if err := writePIDFile(s.pidPath(svc), cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
 	}
-	go func() { _ = cmd.Wait() }() // reap if it dies while we still run
-	return nil
+	return cmd, nil
 }
 
 // Restart stops one service gracefully (SIGTERM, then SIGKILL after timeout), starts it
-// again and waits until it is ready; the rest of the stack keeps running.
+// again and waits until it is ready; the rest of the stack keeps running. Under a
+// supervisor, the supervisor starts it again.
 func (s *Stack) Restart(ctx context.Context, svc string, timeout time.Duration) error {
 	if err := s.stopOne(svc, time.Now().Add(timeout)); err != nil {
 		return err
 	}
-	if err := s.startOne(svc); err != nil {
-		return err
+	if s.SupervisorRunning() {
+		s.wakeSupervisor()
+	} else {
+		cmd, err := s.startOne(svc)
+		if err != nil {
+			return err
+		}
+		go func() { _ = cmd.Wait() }()
 	}
 	return s.WaitReady(ctx, timeout)
 }
@@ -204,8 +216,9 @@ func (s *Stack) Running() int {
 	return n
 }
 
-// WaitReady polls every service's /readyz until all answer 200. A service whose process
-// exits fails the wait at once, naming its log.
+// WaitReady polls every service's /readyz until all answer 200. Without a supervisor, a
+// service whose process exits fails the wait at once, naming its log; under one, it is
+// waited for (the supervisor starts it again) and the timeout error shows its log.
 func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -219,7 +232,10 @@ func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
 	for {
 		for svc := range pending {
 			if _, ok := s.runningPID(svc); !ok {
-				return fmt.Errorf("stack: %s exited; see %s:\n%s", svc, s.LogPath(svc), tail(s.LogPath(svc), 15))
+				if !s.SupervisorRunning() {
+					return fmt.Errorf("stack: %s exited; see %s:\n%s", svc, s.LogPath(svc), tail(s.LogPath(svc), 15))
+				}
+				continue
 			}
 			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.Ports.Admin[svc]))
 			if err == nil {
@@ -234,11 +250,12 @@ func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-ctx.Done():
-			var names []string
+			var names, logs []string
 			for svc := range pending {
 				names = append(names, svc)
+				logs = append(logs, fmt.Sprintf("%s (%s):\n%s", svc, s.LogPath(svc), tail(s.LogPath(svc), 10)))
 			}
-			return fmt.Errorf("stack: not ready after %s: %s", timeout, strings.Join(names, ", "))
+			return fmt.Errorf("stack: not ready after %s: %s\n%s", timeout, strings.Join(names, ", "), strings.Join(logs, "\n"))
 		case <-tick.C:
 		}
 	}
@@ -254,62 +271,60 @@ func (s *Stack) Status() map[string]int {
 	return out
 }
 
-// Stop sends SIGTERM to every service (gateway first), waits for graceful shutdown, and
-// kills what is left after timeout.
+// Stop stops the supervisor first (so nothing is restarted), then sends SIGTERM to every
+// service (gateway first), waits for graceful shutdown, and kills what is left after
+// timeout. Only processes this stack started are signalled: see pidFile.
 func (s *Stack) Stop(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	errList := []error{s.stopSupervisor(deadline)}
 	order := append([]string(nil), platform.ServiceNames...)
 	slices.Reverse(order)
 	for _, svc := range order {
-		if pid, ok := s.runningPID(svc); ok {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
+		if pf, err := readPIDFile(s.pidPath(svc)); err == nil {
+			errList = append(errList, signalOwn(pf, s.exePath(svc), syscall.SIGTERM))
 		}
 	}
-	deadline := time.Now().Add(timeout)
-	var errList []error
 	for _, svc := range order {
 		errList = append(errList, s.stopOne(svc, deadline))
 	}
 	return errors.Join(errList...)
 }
 
-// stopOne sends svc SIGTERM, waits until deadline for it to exit, then kills it.
+// stopOne sends svc SIGTERM, waits until deadline for it to exit, then kills it. A pid
+// file whose process is gone or is not ours (stale) is removed without signalling anything.
 func (s *Stack) stopOne(svc string, deadline time.Time) error {
-	pid, ok := s.runningPID(svc)
-	if ok {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	for ok && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		pid, ok = s.runningPID(svc)
-	}
-	defer os.Remove(s.pidPath(svc))
-	if ok {
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("kill %s: %w", svc, err)
+	return stopProcess(s.pidPath(svc), s.exePath(svc), deadline)
+}
+
+func stopProcess(pidPath, exe string, deadline time.Time) error {
+	pf, err := readPIDFile(pidPath)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
 		}
+		return os.Remove(pidPath) // unreadable: nothing we can safely signal
+	}
+	defer os.Remove(pidPath)
+	if err := signalOwn(pf, exe, syscall.SIGTERM); err != nil {
+		return err
+	}
+	for liveProcess(pf, exe) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := signalOwn(pf, exe, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill %s: %w", filepath.Base(exe), err)
 	}
 	return nil
 }
 
-// runningPID returns the recorded pid of svc if that process is alive and not a zombie.
+// runningPID returns the recorded pid of svc if that process is alive, not a zombie, and
+// still the one this stack started (same executable and start time).
 func (s *Stack) runningPID(svc string) (int, bool) {
-	b, err := os.ReadFile(s.pidPath(svc))
-	if err != nil {
+	pf, err := readPIDFile(s.pidPath(svc))
+	if err != nil || !liveProcess(pf, s.exePath(svc)) {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		return 0, false
-	}
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if f := strings.Fields(string(st)); len(f) > 2 && f[2] == "Z" {
-			return 0, false
-		}
-	}
-	return pid, true
+	return pf.pid, true
 }
 
 func tail(path string, n int) string {
