@@ -22,14 +22,34 @@ import (
 // Config is the gateway's own configuration.
 type Config struct {
 	HTTPAddr string `env:"THEFOLD_HTTP_ADDR"`
+	// The REST edge's limits: a slow or huge request must not hold a connection or memory.
+	// The write timeout must exceed the longest unary call (grpcclient.DefaultTimeout);
+	// Watch streams are exempt from it and from the read timeout.
+	HTTPMaxBodyBytes      int64         `env:"THEFOLD_HTTP_MAX_BODY_BYTES, default=4194304"`
+	HTTPReadHeaderTimeout time.Duration `env:"THEFOLD_HTTP_READ_HEADER_TIMEOUT, default=10s"`
+	HTTPReadTimeout       time.Duration `env:"THEFOLD_HTTP_READ_TIMEOUT, default=30s"`
+	HTTPWriteTimeout      time.Duration `env:"THEFOLD_HTTP_WRITE_TIMEOUT, default=60s"`
+	HTTPIdleTimeout       time.Duration `env:"THEFOLD_HTTP_IDLE_TIMEOUT, default=120s"`
 }
 
-// Validate reports a missing HTTP address.
+// Validate reports a missing HTTP address and limits that are not positive.
 func (c *Config) Validate() error {
+	var errList []error
 	if c.HTTPAddr == "" {
-		return errors.New("THEFOLD_HTTP_ADDR: required")
+		errList = append(errList, errors.New("THEFOLD_HTTP_ADDR: required"))
 	}
-	return nil
+	if c.HTTPMaxBodyBytes <= 0 {
+		errList = append(errList, errors.New("THEFOLD_HTTP_MAX_BODY_BYTES: must be positive"))
+	}
+	for name, d := range map[string]time.Duration{
+		"THEFOLD_HTTP_READ_HEADER_TIMEOUT": c.HTTPReadHeaderTimeout, "THEFOLD_HTTP_READ_TIMEOUT": c.HTTPReadTimeout,
+		"THEFOLD_HTTP_WRITE_TIMEOUT": c.HTTPWriteTimeout, "THEFOLD_HTTP_IDLE_TIMEOUT": c.HTTPIdleTimeout,
+	} {
+		if d <= 0 {
+			errList = append(errList, fmt.Errorf("%s: must be positive, got %s", name, d))
+		}
+	}
+	return errors.Join(errList...)
 }
 
 func main() {
@@ -59,7 +79,7 @@ func register(ctx context.Context, d *platform.Deps) error {
 		}
 		conns[svc] = c
 	}
-	h, err := edge.New(ctx, d.Logger, d.Server.Registry(), conns)
+	h, err := edge.New(ctx, d.Logger, d.Server.Registry(), conns, edge.Limits{MaxBodyBytes: cfg.HTTPMaxBodyBytes})
 	if err != nil {
 		return err
 	}
@@ -67,7 +87,13 @@ func register(ctx context.Context, d *platform.Deps) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout,
+		IdleTimeout:       cfg.HTTPIdleTimeout,
+	}
 	d.Logger.Info("REST edge serving", "http", lis.Addr().String())
 	// The edge is part of the service's group: if it fails the gateway exits instead of
 	// staying half up. It stops taking requests as soon as shutdown begins, while the gRPC

@@ -22,6 +22,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/gen/openapi"
+	"github.com/thefold/thefold/pkg/validate"
 )
 
 // Services lists the services the edge fronts.
@@ -35,7 +36,7 @@ func Services() []string {
 
 // New returns the edge handler. conns has a client connection for each service in
 // Services(); the caller owns them. Request metrics are registered on reg.
-func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn) (http.Handler, error) {
+func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn, lim Limits) (http.Handler, error) {
 	metrics, err := newHTTPMetrics(reg, log)
 	if err != nil {
 		return nil, fmt.Errorf("edge: metrics: %w", err)
@@ -87,18 +88,19 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		_, _ = w.Write(openapi.Spec)
 	})
 	root.Handle("/", mux)
-	return otelhttp.NewHandler(withRequestID(securityHeaders(root)), "gateway"), nil
+	return streamDeadlines(otelhttp.NewHandler(withRequestID(securityHeaders(guard(lim, root))), "gateway")), nil
 }
 
-// withRequestID gives every request an id (the caller's X-Request-Id when sensible), echoed
-// in the response and passed to the services, so one request can be followed in every log.
+// withRequestID gives every request an id (the caller's X-Request-Id when sensible: at most
+// 128 bytes of printable ASCII, which gRPC metadata and log lines carry safely), echoed in
+// the response and passed to the services, so one request can be followed in every log.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 128 {
+		if id == "" || len(id) > 128 || !validate.PrintableASCII(id, true) {
 			id = uuid.NewString()
-			r.Header.Set("X-Request-Id", id)
 		}
+		r.Header.Set("X-Request-Id", id) // one value, the one echoed
 		w.Header().Set("X-Request-Id", id)
 		next.ServeHTTP(w, r)
 	})

@@ -36,7 +36,7 @@ func newEdgeWithRegistry(t *testing.T) (*httptest.Server, *grpctest.Env, *promet
 		conns[svc] = env.Conn
 	}
 	reg := prometheus.NewRegistry()
-	h, err := edge.New(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), reg, conns)
+	h, err := edge.New(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), reg, conns, edge.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,16 @@ func TestOpenAPIHasOnlyPublicRPCs(t *testing.T) {
 			ops[op.OperationID] = true
 		}
 	}
-	for _, public := range []string{"TaskService_CreateTask", "TaskService_WatchTasks", "AuthService_WhoAmI", "AgentService_StartTask", "ReviewService_ApproveReview"} {
+	for _, public := range []string{"TaskService_CreateTask", "TaskService_WatchTasks", "AuthService_WhoAmI", "AgentService_StartTask",
+		"ReviewService_ApproveReview", "UserService_CreateUser", "MemoryService_StoreMemory", "SkillService_ResolveSkills",
+		"SkillService_ExecutePostRun", "RepoService_CreatePullRequest", "RepoService_GetPullRequestDiff", "BuilderService_StartBuild",
+		"AgentService_WatchJob", "BuilderService_WatchBuild"} {
 		if !ops[public] {
 			t.Errorf("public RPC %s missing", public)
 		}
 	}
-	for _, internal := range []string{"BuilderService_StartBuild", "MemoryService_StoreMemory", "SandboxService_RunCommand", "AIService_GenerateFile"} {
+	for _, internal := range []string{"SandboxService_RunCommand", "SandboxService_WriteFile", "AIService_GenerateFile",
+		"AIService_Embed", "BuilderService_RetryStep", "SkillService_LogResult"} {
 		if ops[internal] {
 			t.Errorf("internal RPC %s exposed", internal)
 		}

@@ -1,0 +1,127 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/thefold/thefold/pkg/grpcclient"
+	"github.com/thefold/thefold/pkg/validate"
+)
+
+// DefaultMaxBodyBytes bounds a request body when Limits.MaxBodyBytes is 0.
+const DefaultMaxBodyBytes = 4 << 20
+
+// Limits are what the edge refuses before a request reaches a service.
+type Limits struct {
+	// MaxBodyBytes bounds a request body (413 above it); 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// guard refuses what must not reach grpc-gateway:
+//   - a body above the limit: 413, before it is held in memory whole;
+//   - header bytes gRPC metadata cannot carry (control or non-ASCII), which grpc-go refuses
+//     with an INTERNAL error (a 500 for every such request): Authorization is refused with
+//     401, other headers are dropped (withRequestID already replaced a bad X-Request-Id);
+//
+// and marks the request's calls fail-fast: a service that is down answers 503 at once
+// instead of after the whole deadline (internal calls keep waiting for a restarting peer).
+func guard(lim Limits, next http.Handler) http.Handler {
+	max := lim.MaxBodyBytes
+	if max <= 0 {
+		max = DefaultMaxBodyBytes
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, v := range r.Header.Values("Authorization") {
+			if !validate.PrintableASCII(v, true) {
+				writeError(w, http.StatusUnauthorized, codes.Unauthenticated,
+					"Authorization header: control or non-ASCII characters are not allowed")
+				return
+			}
+		}
+		scrubHeaders(r.Header)
+		if r.ContentLength > max {
+			tooLarge(w, max)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			// Read at most max+1 bytes: a chunked body has no Content-Length to check.
+			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			if err != nil {
+				writeError(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
+				return
+			}
+			if int64(len(body)) > max {
+				tooLarge(w, max)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		next.ServeHTTP(w, r.WithContext(grpcclient.FailFast(r.Context())))
+	})
+}
+
+// streamDeadlines lifts the server's read and write timeouts for Watch routes (AIP custom
+// method ":watch"): a stream lives as long as its client wants, the timeouts are for
+// ordinary requests. It must see the connection's own ResponseWriter (otelhttp's wrapper
+// cannot set deadlines), so it is the outermost layer.
+func streamDeadlines(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ":watch") {
+			rc := http.NewResponseController(w)
+			_ = rc.SetWriteDeadline(time.Time{})
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// scrubHeaders drops header values gRPC metadata cannot carry and Grpc-Metadata-* headers
+// whose names are not valid metadata keys.
+func scrubHeaders(h http.Header) {
+	for k, vs := range h {
+		if name, ok := strings.CutPrefix(strings.ToLower(k), "grpc-metadata-"); ok && !validKey(name) {
+			delete(h, k)
+			continue
+		}
+		for _, v := range vs {
+			if !validate.PrintableASCII(v, true) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+func validKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func tooLarge(w http.ResponseWriter, max int64) {
+	// The client may still be sending; do not keep the connection for its next request.
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
+		fmt.Sprintf("request body too large: at most %d bytes", max))
+}
+
+// writeError answers in grpc-gateway's error shape, so clients parse one format.
+func writeError(w http.ResponseWriter, httpCode int, code codes.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(httpCode)
+	_ = json.NewEncoder(w).Encode(map[string]any{"code": int(code), "message": msg, "details": []any{}})
+}
