@@ -20,6 +20,7 @@ import (
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/validate"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -136,7 +137,7 @@ func (s *Server) BatchCreateTasks(ctx context.Context, req *tasksv1.BatchCreateT
 			return nil, errs.Invalid(field, "not valid UTF-8")
 		default:
 			if _, dup := index[k]; dup {
-				return nil, errs.Invalid(field, "%q is used by another task of the batch", truncate(k, 64))
+				return nil, errs.Invalid(field, "%q is used by another task of the batch", validate.Truncate(k, 64))
 			}
 			index[k] = i
 		}
@@ -156,7 +157,7 @@ func (s *Server) BatchCreateTasks(ctx context.Context, req *tasksv1.BatchCreateT
 			j, ok := index[k]
 			switch {
 			case !ok:
-				return nil, errs.Invalid(prefix+"blocked_by_keys", "no task of the batch has key %q", truncate(k, 64))
+				return nil, errs.Invalid(prefix+"blocked_by_keys", "no task of the batch has key %q", validate.Truncate(k, 64))
 			case j == i:
 				return nil, errs.Invalid(prefix+"blocked_by_keys", "a task cannot block itself")
 			case !slices.Contains(items[i].BlockedBy, j):
@@ -248,30 +249,30 @@ func newTask(prefix, owner string, req *tasksv1.CreateTaskRequest) (*tasksv1.Tas
 	default:
 		return nil, errs.Invalid(prefix+"status", "a task starts in backlog or planned")
 	}
-	if err := checkSource(prefix+"source", t.Source); err != nil {
+	if err := validate.Enum(prefix+"source", t.Source, true); err != nil {
 		return nil, err
 	}
 	if t.Source == tasksv1.TaskSource_TASK_SOURCE_UNSPECIFIED {
 		t.Source = tasksv1.TaskSource_TASK_SOURCE_API
 	}
-	if err := checkPriority(prefix+"priority", t.Priority, true); err != nil {
+	if err := validate.Enum(prefix+"priority", t.Priority, true); err != nil {
 		return nil, err
 	}
 	if t.Priority == typev1.Priority_PRIORITY_UNSPECIFIED {
 		t.Priority = typev1.Priority_PRIORITY_MEDIUM
 	}
-	if err := checkLen(prefix+"external_id", t.ExternalId, maxExternalID); err != nil {
+	if err := validate.MaxLen(prefix+"external_id", t.ExternalId, maxExternalID); err != nil {
 		return nil, err
 	}
 	var err error
-	if t.ParentId, err = parseID(prefix+"parent_id", req.GetParentId(), false); err != nil {
+	if t.ParentId, err = validate.UUID(prefix+"parent_id", req.GetParentId(), false); err != nil {
 		return nil, err
 	}
 	if len(req.GetBlockedBy()) > maxBlockedBy {
 		return nil, errs.Invalid(prefix+"blocked_by", "at most %d tasks", maxBlockedBy)
 	}
 	for _, b := range req.GetBlockedBy() {
-		id, err := parseID(prefix+"blocked_by", b, true)
+		id, err := validate.UUID(prefix+"blocked_by", b, true)
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +293,7 @@ type requestWithID interface {
 // fingerprint hashes req without its request_id, deterministically marshalled, so only a
 // byte-identical retry is answered with the first result.
 func request(field, id, method string, req requestWithID) (*store.Request, error) {
-	if err := checkRequestID(field, id); err != nil {
+	if err := validate.RequestID(field, id); err != nil {
 		return nil, err
 	}
 	if id == "" {
@@ -315,7 +316,7 @@ func (s *Server) GetTask(ctx context.Context, req *tasksv1.GetTaskRequest) (*tas
 	if err != nil {
 		return nil, err
 	}
-	id, err := parseID("id", req.GetId(), true)
+	id, err := validate.UUID("id", req.GetId(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -333,29 +334,29 @@ func (s *Server) ListTasks(ctx context.Context, req *tasksv1.ListTasksRequest) (
 		return nil, err
 	}
 	f := store.ListFilter{Repo: req.GetRepo(), Source: req.GetSource()}
-	if err := checkRepo("repo", f.Repo, false); err != nil {
+	if err := validate.Repo("repo", f.Repo, false); err != nil {
 		return nil, err
 	}
 	for _, st := range req.GetStatuses() {
-		if err := checkStatus("statuses", st, false); err != nil {
+		if err := validate.Enum("statuses", st, false); err != nil {
 			return nil, err
 		}
 		if !slices.Contains(f.Statuses, st) {
 			f.Statuses = append(f.Statuses, st)
 		}
 	}
-	if err := checkSource("source", f.Source); err != nil {
+	if err := validate.Enum("source", f.Source, true); err != nil {
 		return nil, err
 	}
-	if labels, err := normalizeLabels("label", []string{req.GetLabel()}); err != nil {
+	if labels, err := validate.Labels("label", []string{req.GetLabel()}, maxLabel, maxLabels); err != nil {
 		return nil, err
 	} else if len(labels) == 1 {
 		f.Label = labels[0]
 	}
-	if f.ParentID, err = parseID("parent_id", req.GetParentId(), false); err != nil {
+	if f.ParentID, err = validate.UUID("parent_id", req.GetParentId(), false); err != nil {
 		return nil, err
 	}
-	if f.PageSize, err = checkPageSize(req.GetPageSize()); err != nil {
+	if f.PageSize, err = validate.PageSize(req.GetPageSize(), defaultPage, maxPageSize); err != nil {
 		return nil, err
 	}
 	if f.After, err = decodePageToken(req.GetPageToken()); err != nil {
@@ -383,7 +384,7 @@ func (s *Server) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest)
 	}
 	for _, p := range paths {
 		if !slices.Contains(store.UpdatableFields, p) {
-			return nil, errs.Invalid("update_mask", "%q is not updatable; updatable: %v (status: use SetTaskStatus)", truncate(p, 64), store.UpdatableFields)
+			return nil, errs.Invalid("update_mask", "%q is not updatable; updatable: %v (status: use SetTaskStatus)", validate.Truncate(p, 64), store.UpdatableFields)
 		}
 	}
 	// Work on a copy: the request belongs to the caller (and to gRPC's interceptors).
@@ -393,11 +394,11 @@ func (s *Server) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest)
 		JobId: req.Task.JobId, PullRequest: req.Task.PullRequest, Complexity: req.Task.Complexity,
 		EstimatedTokens: req.Task.EstimatedTokens, PlannedOrder: req.Task.PlannedOrder,
 	}
-	if t.Id, err = parseID("id", req.GetId(), true); err != nil {
+	if t.Id, err = validate.UUID("id", req.GetId(), true); err != nil {
 		return nil, err
 	}
 	if req.Task.GetId() != "" {
-		if tid, err := parseID("task.id", req.Task.GetId(), false); err != nil {
+		if tid, err := validate.UUID("task.id", req.Task.GetId(), false); err != nil {
 			return nil, err
 		} else if tid != t.Id {
 			return nil, errs.Invalid("task.id", "names another task than id (%s); leave it empty", t.Id)
@@ -419,7 +420,7 @@ func (s *Server) DeleteTask(ctx context.Context, req *tasksv1.DeleteTaskRequest)
 	if err != nil {
 		return nil, err
 	}
-	id, err := parseID("id", req.GetId(), true)
+	id, err := validate.UUID("id", req.GetId(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -435,17 +436,17 @@ func (s *Server) SetTaskStatus(ctx context.Context, req *tasksv1.SetTaskStatusRe
 	if err != nil {
 		return nil, err
 	}
-	id, err := parseID("id", req.GetId(), true)
+	id, err := validate.UUID("id", req.GetId(), true)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStatus("status", req.GetStatus(), false); err != nil {
+	if err := validate.Enum("status", req.GetStatus(), false); err != nil {
 		return nil, err
 	}
-	if err := checkStatus("expected_status", req.GetExpectedStatus(), true); err != nil {
+	if err := validate.Enum("expected_status", req.GetExpectedStatus(), true); err != nil {
 		return nil, err
 	}
-	if err := checkLen("reason", req.GetReason(), maxReason); err != nil {
+	if err := validate.MaxLen("reason", req.GetReason(), maxReason); err != nil {
 		return nil, err
 	}
 	t, err := s.store.SetStatus(ctx, owner, id, req.GetStatus(), req.GetReason(), req.GetExpectedStatus())
@@ -457,11 +458,11 @@ func (s *Server) SetTaskStatus(ctx context.Context, req *tasksv1.SetTaskStatusRe
 
 // edgeIDs validates the two ids of a dependency request.
 func edgeIDs(taskID, blockerID string) (string, string, error) {
-	t, err := parseID("task_id", taskID, true)
+	t, err := validate.UUID("task_id", taskID, true)
 	if err != nil {
 		return "", "", err
 	}
-	b, err := parseID("blocked_by_id", blockerID, true)
+	b, err := validate.UUID("blocked_by_id", blockerID, true)
 	if err != nil {
 		return "", "", err
 	}
@@ -508,7 +509,7 @@ func (s *Server) GetTaskGraph(ctx context.Context, req *tasksv1.GetTaskGraphRequ
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRepo("repo", req.GetRepo(), true); err != nil {
+	if err := validate.Repo("repo", req.GetRepo(), true); err != nil {
 		return nil, err
 	}
 	g, err := s.store.Graph(ctx, owner, req.GetRepo(), req.GetIncludeClosed())
@@ -528,7 +529,7 @@ func (s *Server) GetTaskStats(ctx context.Context, req *tasksv1.GetTaskStatsRequ
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRepo("repo", req.GetRepo(), false); err != nil {
+	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
 		return nil, err
 	}
 	st, err := s.store.Stats(ctx, owner, req.GetRepo())
@@ -549,7 +550,7 @@ func (s *Server) PlanTaskOrder(ctx context.Context, req *tasksv1.PlanTaskOrderRe
 	if _, err := caller(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkRepo("repo", req.GetRepo(), true); err != nil {
+	if err := validate.Repo("repo", req.GetRepo(), true); err != nil {
 		return nil, err
 	}
 	return nil, status.Error(codes.Unimplemented,
@@ -561,10 +562,10 @@ func (s *Server) ImportIssues(ctx context.Context, req *tasksv1.ImportIssuesRequ
 	if _, err := caller(ctx); err != nil {
 		return nil, err
 	}
-	if err := checkRepo("repo", req.GetRepo(), true); err != nil {
+	if err := validate.Repo("repo", req.GetRepo(), true); err != nil {
 		return nil, err
 	}
-	if _, err := normalizeLabels("labels", req.GetLabels()); err != nil {
+	if _, err := validate.Labels("labels", req.GetLabels(), maxLabel, maxLabels); err != nil {
 		return nil, err
 	}
 	return nil, status.Error(codes.Unimplemented,
@@ -581,10 +582,10 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	if req.GetAfterId() < 0 {
 		return errs.Invalid("after_id", "must not be negative")
 	}
-	if err := checkRepo("repo", req.GetRepo(), false); err != nil {
+	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
 		return err
 	}
-	taskID, err := parseID("task_id", req.GetTaskId(), false)
+	taskID, err := validate.UUID("task_id", req.GetTaskId(), false)
 	if err != nil {
 		return err
 	}
