@@ -2,7 +2,13 @@
 # Idempotently installs what TheFold needs on a Debian bookworm machine (run as root):
 # protobuf tooling (go install, cached in GOPATH/bin), PostgreSQL 15 with pgvector (built from
 # Debian's trixie source package when no binary package exists), bubblewrap and git; then
-# starts PostgreSQL and creates the thefold role and database. Safe to run again and again.
+# starts PostgreSQL and creates the thefold role and database, and one role per service
+# owning that service's schema. Safe to run again and again.
+#
+# CI=true or THEFOLD_TEST_FAST_PG=1: the cluster is for throw-away test data, so fsync,
+# synchronous_commit and full_page_writes are turned off (a crash of the machine can then
+# corrupt it; a reload, no restart). Without either, setup turns them back on: a
+# developer's cluster, which `make run` uses too, never stays non-durable by accident.
 set -euo pipefail
 
 log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
@@ -11,6 +17,9 @@ PG_VERSION=15
 DB_USER=${THEFOLD_DB_USER:-thefold}
 DB_PASS=${THEFOLD_DB_PASSWORD:-thefold}
 DB_NAME=${THEFOLD_DB_NAME:-thefold}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DATA_DIR=${THEFOLD_DATA_DIR:-$ROOT/.thefold}
+SERVICES=(tasks memory skills ai sandbox github builder agent gateway)
 GOBIN=$(go env GOPATH)/bin
 export PATH="$GOBIN:$PATH"
 
@@ -86,5 +95,37 @@ if [ "$(psql_admin "-c \"SELECT 1 FROM pg_database WHERE datname='$DB_NAME'\"")"
   psql_admin "-c \"CREATE DATABASE $DB_NAME OWNER $DB_USER\""
 fi
 psql_admin "-d $DB_NAME -c \"CREATE EXTENSION IF NOT EXISTS vector\""
+
+# --- one role per service ---------------------------------------------------------------------
+# Role <db>_<service> owns schema <service> and nothing else; its password is kept in the
+# data directory (db/<service>.password), where `thefold up` reads it (THEFOLD_<SVC>_DB_PASSWORD
+# overrides both). `thefold up` also creates missing roles and hands over objects created
+# before roles existed (pkg/db.EnsureServiceRole); deploy/db-roles.sh is the SQL.
+mkdir -p "$DATA_DIR/db" && chmod 700 "$DATA_DIR/db"
+for svc in "${SERVICES[@]}"; do
+  var="THEFOLD_${svc^^}_DB_PASSWORD" file="$DATA_DIR/db/$svc.password"
+  if [ -z "${!var:-}" ]; then
+    if [ ! -s "$file" ]; then
+      (umask 077 && head -c 18 /dev/urandom | base64 | tr '+/' '-_' >"$file")
+    fi
+    export "$var=$(tr -d '[:space:]' <"$file")"
+  fi
+done
+bash "$ROOT/deploy/db-roles.sh" "$DB_NAME" "${SERVICES[@]}" |
+  (cd / && as_root su postgres -c "PGOPTIONS=--client-min-messages=warning psql -v ON_ERROR_STOP=1 -qtA -d $DB_NAME" >/dev/null)
+
+# --- durability of the test cluster -----------------------------------------------------------
+fast_settings=(fsync synchronous_commit full_page_writes)
+if [ "${CI:-}" = "true" ] || [ "${THEFOLD_TEST_FAST_PG:-}" = "1" ]; then
+  if [ "$(psql_admin "-c \"SHOW fsync\"")" != "off" ]; then
+    log "test cluster: fsync, synchronous_commit, full_page_writes off (CI=true or THEFOLD_TEST_FAST_PG=1; not crash-safe)"
+    for k in "${fast_settings[@]}"; do psql_admin "-c \"ALTER SYSTEM SET $k = off\""; done
+    psql_admin "-c \"SELECT pg_reload_conf()\"" >/dev/null
+  fi
+elif [ -n "$(psql_admin "-c \"SELECT name FROM pg_file_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes') AND sourcefile LIKE '%postgresql.auto.conf' LIMIT 1\"")" ]; then
+  log "restoring durability (fsync, synchronous_commit, full_page_writes back to their defaults)"
+  for k in "${fast_settings[@]}"; do psql_admin "-c \"ALTER SYSTEM RESET $k\""; done
+  psql_admin "-c \"SELECT pg_reload_conf()\"" >/dev/null
+fi
 
 log "ready: postgres://$DB_USER:***@127.0.0.1:5432/$DB_NAME"

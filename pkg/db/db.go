@@ -17,7 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Config is the database part of a service's configuration.
+// DefaultURL is THEFOLD_DATABASE_URL's default (repeated in Config's tag): the local
+// server and administrator that scripts/setup.sh creates.
+const DefaultURL = "postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"
+
+// Config is the database part of a service's configuration. In a deployment each service's
+// URL names its own role (see roles.go); the default, the administrator, suits tests.
 type Config struct {
 	URL      string `env:"THEFOLD_DATABASE_URL, default=postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"`
 	MaxConns int32  `env:"THEFOLD_DATABASE_MAX_CONNS, default=10"`

@@ -95,9 +95,19 @@ func lockSchema(ctx context.Context, cfg *pgx.ConnConfig, schema string) (unlock
 		closeConn()
 		return nil, fmt.Errorf("db: migrate schema %s: take migration lock: %w", schema, err)
 	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	// A service's own role owns its schema but may not create schemas (see roles.go), and
+	// PostgreSQL checks that right before IF NOT EXISTS: look first, create only if missing.
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
 		closeConn()
-		return nil, fmt.Errorf("db: migrate schema %s: create schema: %w", schema, err)
+		return nil, fmt.Errorf("db: migrate schema %s: look up schema: %w", schema, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+			closeConn()
+			return nil, fmt.Errorf("db: migrate schema %s: create schema (as role %s; the service roles are created by scripts/setup.sh or thefold up): %w",
+				schema, cfg.User, err)
+		}
 	}
 	return func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

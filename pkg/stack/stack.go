@@ -125,9 +125,8 @@ func (s *Stack) env(svc string) []string {
 		"THEFOLD_HTTP_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GatewayHTTP),
 		"THEFOLD_DATA_DIR="+s.DataDir,
 	)
-	if s.DatabaseURL != "" {
-		env = append(env, "THEFOLD_DATABASE_URL="+s.DatabaseURL)
-	}
+	// THEFOLD_DATABASE_URL is the service's own role, added by startOne (dbroles.go): the
+	// administrator's URL is never given to a service.
 	env = append(env, s.authEnv(svc)...)
 	for _, other := range platform.ServiceNames {
 		env = append(env, platform.AddrEnv(other)+"="+s.GRPCAddr(other))
@@ -170,7 +169,13 @@ func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(s.BinDir(), svc))
-	cmd.Env = s.env(svc)
+	dbURL, err := s.ServiceDatabaseURL(context.Background(), svc)
+	if err != nil {
+		fmt.Fprintf(logf, "not started: %v\n", err) // where `thefold up` points when it gives up
+		_ = logf.Close()
+		return nil, fmt.Errorf("stack: start %s: %w", svc, err)
+	}
+	cmd.Env = append(s.env(svc), "THEFOLD_DATABASE_URL="+dbURL)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()

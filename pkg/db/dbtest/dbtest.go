@@ -37,6 +37,17 @@ const EnvURL = "THEFOLD_TEST_DATABASE_URL"
 // DefaultURL is used when EnvURL is unset.
 const DefaultURL = "postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"
 
+// PoolMaxConns caps the pool NewDatabase returns. Test connections add up across the
+// whole run: `go test ./...` runs up to GOMAXPROCS test binaries at once (-p), each up to
+// GOMAXPROCS parallel tests (-parallel), and pgxpool's own default is max(4, NumCPU) per
+// pool, so on a 64-core runner uncapped pools could ask for 64×64×64 connections. A test
+// rarely needs more than a few at once; with this cap the worst case is -p × -parallel × 4
+// (plus one admin session per test while it creates its database), so keep
+// -p × -parallel × 5 under the server's max_connections (100 by default) — on a big
+// runner, raise max_connections (it takes a server restart) or lower -p/-parallel. A test that really needs more opens its own
+// pool with db.Open on the URL NewDatabase returns.
+const PoolMaxConns = 4
+
 // templateVersion is mixed into the template hash; bump it when the way
 // templates are prepared changes, so stale templates are not reused.
 const templateVersion = "dbtest/v1 vector"
@@ -66,7 +77,7 @@ func NewDatabase(tb testing.TB, schema string, migrations fs.FS) (pool *pgxpool.
 		tb.Fatalf("dbtest: template %s: %v", tpl, err)
 	}
 	dbURL = s.createDatabase(ctx, tb, admin, tpl)
-	pool, err = db.Open(ctx, dbURL, schema, 0)
+	pool, err = db.Open(ctx, dbURL, schema, PoolMaxConns)
 	if err != nil {
 		tb.Fatalf("dbtest: %v", err)
 	}

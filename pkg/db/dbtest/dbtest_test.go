@@ -185,3 +185,13 @@ func TestTemplateBuiltOnceUnderContention(t *testing.T) {
 		t.Errorf("%d scratch databases left", scratch)
 	}
 }
+
+// TestPoolIsCapped: a test's pool stays small whatever the core count, so a many-core
+// runner's parallel tests do not exhaust max_connections (see PoolMaxConns).
+func TestPoolIsCapped(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDatabase(t, "dbtest_bare", nil)
+	if got := pool.Config().MaxConns; got != dbtest.PoolMaxConns || got > 4 {
+		t.Errorf("pool MaxConns = %d, want %d (at most 4)", got, dbtest.PoolMaxConns)
+	}
+}
