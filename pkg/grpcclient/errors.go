@@ -5,9 +5,11 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -77,17 +79,44 @@ func unencodable(req any, err error) error {
 
 type failFastKey struct{}
 
-// FailFast marks ctx so that its calls fail at once with UNAVAILABLE when the service is
-// down, instead of waiting for it within their deadline (the default for calls between
-// services, which absorbs a restart). The REST edge uses it: a person or a script waiting
-// for an answer is better served by a quick 503 than by a hang until the deadline.
+// FailFast marks ctx so that its calls fail soon with UNAVAILABLE when the service is down,
+// instead of waiting for it within their deadline (the default for calls between services,
+// which absorbs a restart). The REST edge uses it: a person or a script waiting for an
+// answer is better served by a quick 503 than by a hang until the deadline.
+//
+// Failing fast must not mean failing stale: after an outage the connection sits in
+// TRANSIENT_FAILURE until its backoff (up to two minutes) ends, and every call would fail
+// although the service is back. So a FailFast call first resets the backoff and waits up to
+// failFastWait for the connection to become ready, then goes ahead without waiting further.
 func FailFast(ctx context.Context) context.Context {
 	return context.WithValue(ctx, failFastKey{}, true)
 }
 
+// failFastWait bounds how long a FailFast call waits for a connection: long enough to
+// connect to a service that is up, short enough to answer "down" within about a second.
+const failFastWait = 500 * time.Millisecond
+
 func isFailFast(ctx context.Context) bool {
 	v, _ := ctx.Value(failFastKey{}).(bool)
 	return v
+}
+
+// awaitReady reconnects cc at once if it is not ready and waits up to failFastWait for it.
+func awaitReady(ctx context.Context, cc *grpc.ClientConn) {
+	s := cc.GetState()
+	switch s {
+	case connectivity.Ready, connectivity.Shutdown:
+		return
+	case connectivity.Idle:
+		cc.Connect()
+	case connectivity.TransientFailure:
+		cc.ResetConnectBackoff()
+	}
+	wctx, cancel := context.WithTimeout(ctx, failFastWait)
+	defer cancel()
+	for s != connectivity.Ready && s != connectivity.Shutdown && cc.WaitForStateChange(wctx, s) {
+		s = cc.GetState()
+	}
 }
 
 // failFastUnary and failFastStream turn WaitForReady off for a FailFast context. The call
@@ -95,6 +124,7 @@ func isFailFast(ctx context.Context) bool {
 func failFastUnary() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if isFailFast(ctx) {
+			awaitReady(ctx, cc)
 			opts = append(opts, grpc.WaitForReady(false))
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -104,6 +134,7 @@ func failFastUnary() grpc.UnaryClientInterceptor {
 func failFastStream() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if isFailFast(ctx) {
+			awaitReady(ctx, cc)
 			opts = append(opts, grpc.WaitForReady(false))
 		}
 		return streamer(ctx, desc, cc, method, opts...)
