@@ -8,15 +8,24 @@ GO_TEST_FLAGS ?= -count=1 -race -timeout 15m
 
 .PHONY: images
 ## images: one FROM-scratch image per service (static binaries), for docker-compose.yml.
+## The build context (.thefold/images) also gets this machine's CA bundle and time zone
+## database (ai and github call HTTPS; schedules need zones): no base image is pulled.
 IMAGE_TAG ?= dev
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+ZONEINFO ?= /usr/share/zoneinfo
 images:
-	@mkdir -p .thefold/images
+	@test -s $(CA_BUNDLE) || { echo "images: no CA bundle at $(CA_BUNDLE) (apt-get install ca-certificates, or set CA_BUNDLE)"; exit 1; }
+	@test -d $(ZONEINFO) || { echo "images: no time zone database at $(ZONEINFO) (apt-get install tzdata, or set ZONEINFO)"; exit 1; }
+	@rm -rf .thefold/images && mkdir -p .thefold/images/rootfs/etc/ssl/certs .thefold/images/rootfs/usr/share .thefold/images/rootfs/tmp
+	@cp -L $(CA_BUNDLE) .thefold/images/rootfs/etc/ssl/certs/ca-certificates.crt
+	@cp -rL $(ZONEINFO) .thefold/images/rootfs/usr/share/zoneinfo
+	@chmod 1777 .thefold/images/rootfs/tmp
 	@CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES))
 	@for s in $(SERVICES); do \
 		out=$$(docker build -q -f deploy/Dockerfile --build-arg SERVICE=$$s -t thefold/$$s:$(IMAGE_TAG) .thefold/images 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "thefold/$$s:$(IMAGE_TAG)"; done
 
-.PHONY: all setup generate check-generate lint test test-unit test-e2e bench run down status build
+.PHONY: all setup generate require-git check-generate lint test test-make test-unit test-e2e bench run down status build
 
 all: build
 
@@ -29,8 +38,14 @@ generate:
 	@buf generate
 	@bash scripts/gen-openapi-embed.sh
 
+# check-generate and lint compare with what git tracks: outside a git checkout (a source
+# tarball) they would compare with nothing and pass, so they refuse instead.
+require-git:
+	@git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { \
+		echo "$(or $(filter check-generate lint,$(MAKECMDGOALS)),this target) needs a git checkout: it compares with what git tracks, and $(CURDIR) is not one (clone the repository, or git init && git add -A && git commit)"; exit 1; }
+
 ## check-generate: fail when committed generated code differs from what the contracts produce.
-check-generate: generate
+check-generate: require-git generate
 	@if [ -n "$$(git status --porcelain -- pkg/gen proto/thefold/http.yaml)" ]; then \
 		echo "generated code is stale; run 'make generate' and commit:"; \
 		git status --porcelain -- pkg/gen proto/thefold/http.yaml; exit 1; \
@@ -38,7 +53,7 @@ check-generate: generate
 	@echo "generated code is fresh"
 
 ## lint: buf lint, gofmt, go vet on every module.
-lint:
+lint: require-git
 	@buf lint
 	@unformatted=$$(git ls-files '*.go' | grep -v '^pkg/gen/' | xargs gofmt -l); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
@@ -49,15 +64,23 @@ lint:
 build:
 	@for m in $(MODULES); do (cd $$m && go build ./...) || exit 1; done
 
+# One go test over every module (go.work resolves ./<module>/... from the root): packages of
+# all modules build and run side by side (-p), instead of module after module.
+UNIT_MODULES := $(filter-out tests/e2e,$(MODULES))
 test-unit:
-	@for m in $(filter-out tests/e2e,$(MODULES)); do echo "== go test $$m"; (cd $$m && go test $(GO_TEST_FLAGS) ./...) || exit 1; done
+	@echo "== go test $(UNIT_MODULES)"
+	@go test $(GO_TEST_FLAGS) $(foreach m,$(UNIT_MODULES),./$(m)/...)
+
+## test-make: the checks above refuse to run outside a git checkout (scripts/test-make.sh).
+test-make:
+	@bash scripts/test-make.sh
 
 test-e2e:
 	@echo "== go test tests/e2e"
 	@cd tests/e2e && go test -count=1 -timeout 15m -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs.
-test: setup check-generate lint test-unit test-e2e
+test: setup test-make check-generate lint test-unit test-e2e
 
 ## bench: GetTask latency/throughput over gRPC and through the gateway (prints figures).
 bench: setup
