@@ -34,8 +34,6 @@ var naturalKeyCreates = map[string]string{
 	"thefold.ai.v1.ModelRegistryService.CreateProvider": "the provider name",
 	"thefold.ai.v1.ModelRegistryService.CreateModel":    "the provider and model name",
 	"thefold.gateway.v1.UserService.CreateUser":         "the e-mail address",
-	"thefold.agent.v1.ProjectService.StartProject":      "the project: starting a running project is FAILED_PRECONDITION",
-	"thefold.github.v1.RepoService.CreatePullRequest":   "the head branch: one open pull request per head and base",
 	"thefold.tasks.v1.TaskService.ImportIssues":         "each issue's external id: re-importing updates the task it became",
 }
 
