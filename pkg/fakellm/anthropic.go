@@ -1,0 +1,241 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// anthropicMaxBreakpoints is Anthropic's limit on cache_control blocks per request.
+const anthropicMaxBreakpoints = 4
+
+type anthropicRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens int             `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools         []json.RawMessage `json:"tools"`
+	StopSequences []string          `json:"stop_sequences"`
+	Stream        bool              `json:"stream"`
+}
+
+// anthropicBlock is the part of a content block fakellm reads.
+type anthropicBlock struct {
+	Type         string          `json:"type"`
+	Text         string          `json:"text"`
+	Name         string          `json:"name"`
+	Input        json.RawMessage `json:"input"`
+	Content      json.RawMessage `json:"content"`
+	CacheControl json.RawMessage `json:"cache_control"`
+}
+
+// anthropicPrompt is a parsed request: its cacheable units in Anthropic's cache order
+// (tools, system, messages), the breakpoints among them, and the text scripts match.
+type anthropicPrompt struct {
+	units       []unit
+	breakpoints []int
+	text        strings.Builder
+}
+
+func (p *anthropicPrompt) add(scope string, raw json.RawMessage, chars int, cache bool) error {
+	key, err := canonical(scope, raw)
+	if err != nil {
+		return err
+	}
+	if cache {
+		p.breakpoints = append(p.breakpoints, len(p.units))
+	}
+	p.units = append(p.units, unit{key: key, chars: chars})
+	return nil
+}
+
+func parseAnthropic(body []byte) (*anthropicRequest, *anthropicPrompt, error) {
+	var req anthropicRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, nil, fmt.Errorf("request body: %v", err)
+	}
+	switch {
+	case req.Model == "":
+		return nil, nil, fmt.Errorf("model: Field required")
+	case req.MaxTokens <= 0:
+		return nil, nil, fmt.Errorf("max_tokens: must be at least 1")
+	case len(req.Messages) == 0:
+		return nil, nil, fmt.Errorf("messages: at least one message is required")
+	case req.Stream:
+		return nil, nil, fmt.Errorf("stream: fakellm does not stream; send stream false")
+	}
+	p := &anthropicPrompt{}
+	for i, raw := range req.Tools {
+		var t struct {
+			Name         string          `json:"name"`
+			Description  string          `json:"description"`
+			InputSchema  json.RawMessage `json:"input_schema"`
+			CacheControl json.RawMessage `json:"cache_control"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, nil, fmt.Errorf("tools.%d: %v", i, err)
+		}
+		chars := len(t.Name) + len(t.Description) + len(t.InputSchema)
+		if err := p.add("tool", raw, chars, hasCacheControl(t.CacheControl)); err != nil {
+			return nil, nil, fmt.Errorf("tools.%d: %v", i, err)
+		}
+	}
+	system, err := anthropicBlocks(req.System)
+	if err != nil {
+		return nil, nil, fmt.Errorf("system: %v", err)
+	}
+	for i, b := range system {
+		if err := p.addBlock("system", b); err != nil {
+			return nil, nil, fmt.Errorf("system.%d: %v", i, err)
+		}
+	}
+	for i, m := range req.Messages {
+		if m.Role != "user" && m.Role != "assistant" {
+			return nil, nil, fmt.Errorf("messages.%d.role: must be user or assistant", i)
+		}
+		blocks, err := anthropicBlocks(m.Content)
+		if err != nil || len(blocks) == 0 {
+			return nil, nil, fmt.Errorf("messages.%d.content: a string or a non-empty list of blocks is required", i)
+		}
+		for j, b := range blocks {
+			// The scope marks where a message starts, so two messages never hash like one
+			// message with two blocks.
+			scope := m.Role
+			if j == 0 {
+				scope = "new " + m.Role
+			}
+			if err := p.addBlock(scope, b); err != nil {
+				return nil, nil, fmt.Errorf("messages.%d.content.%d: %v", i, j, err)
+			}
+		}
+	}
+	if n := len(p.breakpoints); n > anthropicMaxBreakpoints {
+		return nil, nil, fmt.Errorf("A maximum of %d blocks with cache_control may be provided. Found %d.", anthropicMaxBreakpoints, n)
+	}
+	return &req, p, nil
+}
+
+func (p *anthropicPrompt) addBlock(scope string, raw json.RawMessage) error {
+	var b anthropicBlock
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return err
+	}
+	var text string
+	switch b.Type {
+	case "text":
+		text = b.Text
+	case "tool_use":
+		text = b.Name + string(b.Input)
+	case "tool_result":
+		inner, err := anthropicBlocks(b.Content)
+		if err != nil {
+			return fmt.Errorf("content: %v", err)
+		}
+		var parts []string
+		for _, in := range inner {
+			var ib anthropicBlock
+			if json.Unmarshal(in, &ib) == nil && ib.Type == "text" {
+				parts = append(parts, ib.Text)
+			}
+		}
+		text = strings.Join(parts, "\n")
+	case "":
+		return fmt.Errorf("type: Field required")
+	default:
+		// Images, documents and the like: their JSON stands in for their size.
+		text = string(raw)
+	}
+	if p.text.Len() > 0 {
+		p.text.WriteByte('\n')
+	}
+	p.text.WriteString(text)
+	return p.add(scope, raw, len(text), hasCacheControl(b.CacheControl))
+}
+
+// anthropicBlocks reads a content (or system) value: a string is one text block.
+func anthropicBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
+		}
+		b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+		return []json.RawMessage{b}, nil
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, fmt.Errorf("must be a string or a list of blocks")
+	}
+	return blocks, nil
+}
+
+func hasCacheControl(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
+}
+
+func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, w)
+	rec := s.begin(EndpointAnthropicMessages, body)
+	if err != nil {
+		s.finish(rec, "", http.StatusRequestEntityTooLarge, tokens{})
+		writeError(w, dialectAnthropic, apiError{status: http.StatusRequestEntityTooLarge, message: err.Error(), noRetry: true})
+		return
+	}
+	req, prompt, err := parseAnthropic(body)
+	if err != nil {
+		s.finish(rec, "", http.StatusBadRequest, tokens{})
+		writeError(w, dialectAnthropic, badRequest(err.Error()))
+		return
+	}
+	s.mu.Lock()
+	entry, failure := s.pick(familyAnthropic, EndpointAnthropicMessages, prompt.text.String())
+	var t tokens
+	if failure == nil && entry.Error == nil {
+		t = s.anthropicCache(req.Model, prompt.units, prompt.breakpoints)
+	}
+	s.mu.Unlock()
+	s.reply(w, r, rec, req.Model, dialectAnthropic, entry, failure, t, func(t *tokens) any {
+		return s.anthropicAnswer(req, entry, t)
+	})
+}
+
+func (s *Server) anthropicAnswer(req *anthropicRequest, e Response, t *tokens) any {
+	content := []map[string]any{}
+	reply := e.Text
+	if e.Text != "" {
+		content = append(content, map[string]any{"type": "text", "text": e.Text})
+	}
+	for _, tc := range e.ToolCalls {
+		input := toolInput(tc)
+		reply += tc.Name + string(input)
+		content = append(content, map[string]any{
+			"type": "tool_use", "id": s.nextID("toolu"), "name": tc.Name, "input": input,
+		})
+	}
+	t.output = outputTokens(reply, e.OutputTokens)
+	var stopSeq any
+	stop := stopReason(e)
+	if stop == stopSequence && len(req.StopSequences) > 0 {
+		stopSeq = req.StopSequences[0]
+	}
+	return map[string]any{
+		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": req.Model,
+		"content": content, "stop_reason": stop.anthropic(), "stop_sequence": stopSeq,
+		"usage": map[string]any{
+			// Anthropic's input_tokens leaves out what was read from or written to the cache.
+			"input_tokens":                t.input - t.cacheRead - t.cacheWrite,
+			"output_tokens":               t.output,
+			"cache_creation_input_tokens": t.cacheWrite,
+			"cache_read_input_tokens":     t.cacheRead,
+			"cache_creation":              map[string]any{"ephemeral_5m_input_tokens": t.cacheWrite, "ephemeral_1h_input_tokens": 0},
+			"service_tier":                "standard",
+		},
+	}
+}

@@ -1,0 +1,180 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+type openAIRequest struct {
+	Model    string            `json:"model"`
+	Messages []json.RawMessage `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+	Stream   bool              `json:"stream"`
+}
+
+type openAIMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+var openAIRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
+
+// parseOpenAI reads a chat request into cacheable units (the tools, then one per message,
+// as OpenAI caches whole-prompt prefixes) and the text scripts match.
+func parseOpenAI(body []byte) (*openAIRequest, []unit, string, error) {
+	var req openAIRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, nil, "", fmt.Errorf("We could not parse the JSON body of your request: %v", err)
+	}
+	switch {
+	case req.Stream:
+		return nil, nil, "", fmt.Errorf("stream: fakellm does not stream; send stream false")
+	case req.Model == "":
+		return nil, nil, "", fmt.Errorf("you must provide a model parameter")
+	case len(req.Messages) == 0:
+		return nil, nil, "", fmt.Errorf("'messages': must contain at least one message")
+	}
+	var units []unit
+	if len(req.Tools) > 0 {
+		chars := 0
+		for i, raw := range req.Tools {
+			var t struct {
+				Function struct {
+					Name        string          `json:"name"`
+					Description string          `json:"description"`
+					Parameters  json.RawMessage `json:"parameters"`
+				} `json:"function"`
+			}
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return nil, nil, "", fmt.Errorf("'tools.%d': %v", i, err)
+			}
+			chars += len(t.Function.Name) + len(t.Function.Description) + len(t.Function.Parameters)
+		}
+		raw, _ := json.Marshal(req.Tools)
+		key, err := canonical("tools", raw)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		units = append(units, unit{key: key, chars: chars})
+	}
+	var text []string
+	for i, raw := range req.Messages {
+		var m openAIMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, nil, "", fmt.Errorf("'messages.%d': %v", i, err)
+		}
+		if !openAIRoles[m.Role] {
+			return nil, nil, "", fmt.Errorf("'messages.%d.role': %q is not one of system, developer, user, assistant, tool", i, m.Role)
+		}
+		parts, err := openAIContent(m.Content)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("'messages.%d.content': %v", i, err)
+		}
+		for _, tc := range m.ToolCalls {
+			parts = append(parts, tc.Function.Name+tc.Function.Arguments)
+		}
+		msgText := strings.Join(parts, "\n")
+		text = append(text, msgText)
+		key, err := canonical("message", raw)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		units = append(units, unit{key: key, chars: len(msgText)})
+	}
+	return &req, units, strings.Join(text, "\n"), nil
+}
+
+// openAIContent reads a message's content: a string, null, or a list of parts of which the
+// text parts count.
+func openAIContent(raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []string{s}, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, fmt.Errorf("must be a string or a list of content parts")
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Type == "text" {
+			out = append(out, p.Text)
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r, w)
+	rec := s.begin(EndpointOpenAIChat, body)
+	if err != nil {
+		s.finish(rec, "", http.StatusRequestEntityTooLarge, tokens{})
+		writeError(w, dialectOpenAI, apiError{status: http.StatusRequestEntityTooLarge, message: err.Error(), noRetry: true})
+		return
+	}
+	req, units, text, err := parseOpenAI(body)
+	if err != nil {
+		s.finish(rec, "", http.StatusBadRequest, tokens{})
+		writeError(w, dialectOpenAI, badRequest(err.Error()))
+		return
+	}
+	s.mu.Lock()
+	entry, failure := s.pick(familyOpenAI, EndpointOpenAIChat, text)
+	var t tokens
+	if failure == nil && entry.Error == nil {
+		t = s.automaticCache(familyOpenAI, req.Model, units)
+	}
+	s.mu.Unlock()
+	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(t *tokens) any {
+		return s.openAIAnswer(req.Model, entry, t)
+	})
+}
+
+func (s *Server) openAIAnswer(model string, e Response, t *tokens) any {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	reply := e.Text
+	if e.Text != "" {
+		msg["content"] = e.Text
+	}
+	if len(e.ToolCalls) > 0 {
+		calls := make([]map[string]any, len(e.ToolCalls))
+		for i, tc := range e.ToolCalls {
+			args := string(toolInput(tc))
+			reply += tc.Name + args
+			calls[i] = map[string]any{
+				"id": s.nextID("call"), "type": "function",
+				"function": map[string]any{"name": tc.Name, "arguments": args},
+			}
+		}
+		msg["tool_calls"] = calls
+	}
+	t.output = outputTokens(reply, e.OutputTokens)
+	return map[string]any{
+		"id": s.nextID("chatcmpl"), "object": "chat.completion", "created": s.now().Unix(),
+		"model": model, "system_fingerprint": "fakellm-scripted",
+		"choices": []map[string]any{{
+			"index": 0, "message": msg, "finish_reason": stopReason(e).openAI(), "logprobs": nil,
+		}},
+		"usage": map[string]any{
+			"prompt_tokens":             t.input,
+			"completion_tokens":         t.output,
+			"total_tokens":              t.input + t.output,
+			"prompt_tokens_details":     map[string]any{"cached_tokens": t.cacheRead, "audio_tokens": 0},
+			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+		},
+	}
+}

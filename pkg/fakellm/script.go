@@ -1,0 +1,238 @@
+// Package fakellm is an HTTP server that replays scripted answers in the wire formats of the
+// Anthropic Messages, OpenAI Chat Completions and Embeddings, and Gemini generateContent and
+// embedding APIs, so the official SDKs run unchanged in tests and in the demo. It is not a
+// language model: every answer comes from a script (or, for embeddings, from a hash of the
+// text), every id says "fakellm", and a request the script does not cover is refused with an
+// error instead of being answered. It also counts tokens and prompt-cache hits the way the
+// providers report them, and records every request for inspection.
+package fakellm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Script says what the server answers, per endpoint family. Matched entries (Match set) are
+// tried first, in order; then ordered entries are served one after another. A chat family
+// whose ordered entries are used up answers 500 "fakellm: script exhausted for <endpoint>"
+// unless its last entry has RepeatLast. Embeddings are computed from the text when the
+// Embeddings list is empty; entries there inject errors, latency or raw bodies.
+type Script struct {
+	Anthropic  []Response `json:"anthropic,omitempty"`
+	OpenAI     []Response `json:"openai,omitempty"`
+	Gemini     []Response `json:"gemini,omitempty"`
+	Embeddings []Response `json:"embeddings,omitempty"`
+	// EmbeddingDimensions is the vector size when the request names none (default 1536).
+	EmbeddingDimensions int `json:"embedding_dimensions,omitempty"`
+	// MinCacheTokens is the smallest prefix (in tokens) that is cached; real providers use
+	// 1024 or so. An empty prefix is never cached whatever the setting.
+	MinCacheTokens int `json:"min_cache_tokens,omitempty"`
+}
+
+// Response is one scripted answer: Text and/or ToolCalls, or Raw, or Error.
+type Response struct {
+	// Match makes the entry a matched one: it applies when the request's text (system and
+	// messages; for embeddings the inputs) contains Match, or when Match is a regular
+	// expression that matches the text. A matched entry with Times 0 applies every time.
+	Match     string     `json:"match,omitempty"`
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// Raw is sent as the 200 body verbatim, to feed clients malformed or odd JSON.
+	Raw string `json:"raw,omitempty"`
+	// StopReason in any provider's vocabulary (end_turn, stop, STOP, max_tokens, length,
+	// MAX_TOKENS, stop_sequence, tool_use, tool_calls); it is translated per endpoint. Empty:
+	// tool_use when there are tool calls, end_turn otherwise.
+	StopReason string `json:"stop_reason,omitempty"`
+	// OutputTokens overrides the estimated output token count.
+	OutputTokens int    `json:"output_tokens,omitempty"`
+	Error        *Error `json:"error,omitempty"`
+	// Latency delays the answer; a request cancelled meanwhile gets none (recorded as 499).
+	Latency Duration `json:"latency,omitempty"`
+	// Times serves the entry this many times before moving on (0 means once for an ordered
+	// entry, without limit for a matched one).
+	Times int `json:"times,omitempty"`
+	// RepeatLast, on the last ordered entry, serves it forever instead of running out.
+	RepeatLast bool `json:"repeat_last,omitempty"`
+}
+
+// ToolCall is a tool the scripted model calls; Input is a JSON object ({} when empty).
+type ToolCall struct {
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Error is a scripted failure, written in the endpoint's own error shape. Status 0 is
+// derived from Type (rate_limit_error → 429, overloaded_error → 529, …; else 500); Type ""
+// is derived from Status per endpoint. Type is written verbatim as Anthropic's error.type,
+// OpenAI's type and code, and Gemini's status.
+type Error struct {
+	Status  int    `json:"status,omitempty"`
+	Type    string `json:"type,omitempty"`
+	Message string `json:"message,omitempty"`
+	// RetryAfter in seconds sets the retry-after header (and retry-after-ms for OpenAI).
+	RetryAfter float64 `json:"retry_after,omitempty"`
+}
+
+// Duration is a time.Duration written in JSON as a Go duration string ("200ms").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"200ms\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LoadScript reads and checks a JSON script file.
+func LoadScript(path string) (*Script, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := ParseScript(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// ParseScript decodes and checks a JSON script. Unknown fields are refused, so a misspelt
+// key fails here instead of silently changing what is served.
+func ParseScript(b []byte) (*Script, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Script
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("fakellm script: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+var knownStopReasons = map[string]stopKind{
+	"": stopDefault, "end_turn": stopEnd, "stop": stopEnd, "STOP": stopEnd,
+	"max_tokens": stopLength, "length": stopLength, "MAX_TOKENS": stopLength,
+	"stop_sequence": stopSequence, "tool_use": stopTool, "tool_calls": stopTool,
+}
+
+// Validate reports every problem in the script.
+func (s *Script) Validate() error {
+	var problems []error
+	if s.EmbeddingDimensions < 0 || s.EmbeddingDimensions > maxDimensions {
+		problems = append(problems, fmt.Errorf("embedding_dimensions: must be between 1 and %d", maxDimensions))
+	}
+	if s.MinCacheTokens < 0 {
+		problems = append(problems, errors.New("min_cache_tokens: must not be negative"))
+	}
+	for _, f := range []struct {
+		name    string
+		entries []Response
+	}{{"anthropic", s.Anthropic}, {"openai", s.OpenAI}, {"gemini", s.Gemini}, {"embeddings", s.Embeddings}} {
+		lastOrdered := -1
+		for i, r := range f.entries {
+			if r.Match == "" {
+				lastOrdered = i
+			}
+		}
+		for i, r := range f.entries {
+			if err := r.validate(f.name == "embeddings", i == lastOrdered); err != nil {
+				problems = append(problems, fmt.Errorf("%s[%d]: %w", f.name, i, err))
+			}
+		}
+	}
+	return errors.Join(problems...)
+}
+
+func (r *Response) validate(embeddings, lastOrdered bool) error {
+	var problems []error
+	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	hasReply := r.Text != "" || len(r.ToolCalls) > 0
+	kinds := 0
+	for _, set := range []bool{hasReply, r.Raw != "", r.Error != nil} {
+		if set {
+			kinds++
+		}
+	}
+	switch {
+	case embeddings && hasReply:
+		add("embeddings entries take no text or tool_calls (vectors are computed from the input)")
+	case kinds > 1:
+		add("text/tool_calls, raw and error exclude each other")
+	case kinds == 0 && !embeddings:
+		add("one of text, tool_calls, raw or error is required")
+	}
+	if _, ok := knownStopReasons[r.StopReason]; !ok {
+		add("stop_reason %q: not one of end_turn, stop, max_tokens, length, stop_sequence, tool_use, tool_calls", r.StopReason)
+	}
+	for j, tc := range r.ToolCalls {
+		if tc.Name == "" {
+			add("tool_calls[%d].name: required", j)
+		}
+		if len(tc.Input) > 0 {
+			var obj map[string]any
+			if err := json.Unmarshal(tc.Input, &obj); err != nil || obj == nil {
+				add("tool_calls[%d].input: must be a JSON object", j)
+			}
+		}
+	}
+	if r.OutputTokens < 0 {
+		add("output_tokens: must not be negative")
+	}
+	if r.Latency < 0 {
+		add("latency: must not be negative")
+	}
+	if r.Times < 0 {
+		add("times: must not be negative")
+	}
+	if r.RepeatLast && !lastOrdered {
+		add("repeat_last: only the last entry without match can repeat")
+	}
+	if e := r.Error; e != nil {
+		if e.Status != 0 && (e.Status < 400 || e.Status > 599) {
+			add("error.status: must be between 400 and 599")
+		}
+		if e.RetryAfter < 0 {
+			add("error.retry_after: must not be negative")
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// matcher is a compiled Match: a literal substring, and the same string as a regular
+// expression when it compiles.
+type matcher struct {
+	literal string
+	re      *regexp.Regexp
+}
+
+func newMatcher(m string) matcher {
+	re, err := regexp.Compile(m)
+	if err != nil {
+		re = nil // not a regular expression: only the literal applies
+	}
+	return matcher{literal: m, re: re}
+}
+
+func (m matcher) matches(text string) bool {
+	return strings.Contains(text, m.literal) || (m.re != nil && m.re.MatchString(text))
+}

@@ -1,0 +1,124 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseScript(t *testing.T) {
+	t.Parallel()
+	const full = `{
+	  "anthropic": [
+	    {"match": "plan", "text": "{\"steps\":[]}", "times": 2},
+	    {"error": {"status": 429, "type": "rate_limit_error", "message": "slow", "retry_after": 1.5}, "times": 2},
+	    {"text": "done", "tool_calls": [{"name": "write_file", "input": {"path": "a.go"}}], "stop_reason": "tool_use",
+	     "output_tokens": 7, "latency": "200ms", "repeat_last": true}
+	  ],
+	  "openai": [{"raw": "{not json"}],
+	  "embeddings": [{"latency": "1s"}],
+	  "embedding_dimensions": 384,
+	  "min_cache_tokens": 1024
+	}`
+	want := &Script{
+		Anthropic: []Response{
+			{Match: "plan", Text: `{"steps":[]}`, Times: 2},
+			{Error: &Error{Status: 429, Type: "rate_limit_error", Message: "slow", RetryAfter: 1.5}, Times: 2},
+			{Text: "done", ToolCalls: []ToolCall{{Name: "write_file", Input: json.RawMessage(`{"path": "a.go"}`)}},
+				StopReason: "tool_use", OutputTokens: 7, Latency: Duration(200 * time.Millisecond), RepeatLast: true},
+		},
+		OpenAI:              []Response{{Raw: "{not json"}},
+		Embeddings:          []Response{{Latency: Duration(time.Second)}},
+		EmbeddingDimensions: 384,
+		MinCacheTokens:      1024,
+	}
+	got, err := ParseScript([]byte(full))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("script (-want +got):\n%s", diff)
+	}
+
+	bad := []struct{ name, script, want string }{
+		{"unknown field", `{"anthropic":[{"txt":"x"}]}`, `unknown field "txt"`},
+		{"not JSON", `{`, "fakellm script"},
+		{"empty entry", `{"openai":[{}]}`, "openai[0]: one of text, tool_calls, raw or error is required"},
+		{"text and raw", `{"gemini":[{"text":"a","raw":"b"}]}`, "exclude each other"},
+		{"text and error", `{"gemini":[{"text":"a","error":{"status":500}}]}`, "exclude each other"},
+		{"embedding text", `{"embeddings":[{"text":"a"}]}`, "embeddings[0]: embeddings entries take no text"},
+		{"stop reason", `{"anthropic":[{"text":"a","stop_reason":"done"}]}`, `stop_reason "done"`},
+		{"tool without name", `{"anthropic":[{"tool_calls":[{"input":{}}]}]}`, "tool_calls[0].name"},
+		{"tool input not an object", `{"anthropic":[{"tool_calls":[{"name":"x","input":[1]}]}]}`, "tool_calls[0].input"},
+		{"negative times", `{"anthropic":[{"text":"a","times":-1}]}`, "times"},
+		{"negative latency", `{"anthropic":[{"text":"a","latency":"-1s"}]}`, "latency"},
+		{"latency not a duration", `{"anthropic":[{"text":"a","latency":"soon"}]}`, "soon"},
+		{"latency a number", `{"anthropic":[{"text":"a","latency":200}]}`, "duration must be a string"},
+		{"repeat_last not last", `{"anthropic":[{"text":"a","repeat_last":true},{"text":"b"}]}`, "anthropic[0]: repeat_last"},
+		{"repeat_last on a matched entry", `{"anthropic":[{"text":"b"},{"match":"x","text":"a","repeat_last":true}]}`, "anthropic[1]: repeat_last"},
+		{"error status", `{"openai":[{"error":{"status":200}}]}`, "error.status"},
+		{"negative retry_after", `{"openai":[{"error":{"status":429,"retry_after":-1}}]}`, "retry_after"},
+		{"dimensions", `{"embedding_dimensions":-1}`, "embedding_dimensions"},
+		{"min cache", `{"min_cache_tokens":-1}`, "min_cache_tokens"},
+	}
+	for _, b := range bad {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseScript([]byte(b.script))
+			if err == nil || !strings.Contains(err.Error(), b.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, b.want)
+			}
+		})
+	}
+}
+
+func TestParseScriptCollectsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := ParseScript([]byte(`{"anthropic":[{}],"openai":[{"text":"a","times":-1}]}`))
+	if err == nil || !strings.Contains(err.Error(), "anthropic[0]") || !strings.Contains(err.Error(), "openai[0]: times") {
+		t.Errorf("err = %v, want both problems", err)
+	}
+}
+
+func TestLoadScript(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`{"anthropic":[{"text":"hi"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadScript(good)
+	if err != nil || len(s.Anthropic) != 1 || s.Anthropic[0].Text != "hi" {
+		t.Errorf("LoadScript = %+v, %v", s, err)
+	}
+	badPath := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(badPath, []byte(`{"anthropic":[{}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadScript(badPath); err == nil || !strings.Contains(err.Error(), "bad.json") {
+		t.Errorf("err = %v, want one naming the file", err)
+	}
+	if _, err := LoadScript(filepath.Join(dir, "missing.json")); err == nil {
+		t.Error("a missing file should fail")
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(Response{Text: "a", Latency: Duration(1500 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"latency":"1.5s"`) {
+		t.Errorf("marshalled %s", b)
+	}
+	var r Response
+	if err := json.Unmarshal(b, &r); err != nil || r.Latency != Duration(1500*time.Millisecond) {
+		t.Errorf("round trip = %v, %v", r.Latency, err)
+	}
+}
