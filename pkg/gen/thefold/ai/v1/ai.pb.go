@@ -176,6 +176,62 @@ func (CallPhase) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{1}
 }
 
+// ChangeForm is how GenerateFile and FixFile answer a change to an existing file.
+type ChangeForm int32
+
+const (
+	// The service decides: targeted edits for a MODIFY of a file long enough that rewriting it
+	// costs more output than editing it (over 80 lines), the whole file otherwise.
+	ChangeForm_CHANGE_FORM_UNSPECIFIED ChangeForm = 0
+	// The whole file.
+	ChangeForm_CHANGE_FORM_WHOLE_FILE ChangeForm = 1
+	// Search/replace edits against the current content. The service applies them; edits
+	// that do not apply cleanly get one repair round, then fall back to asking for the whole
+	// file.
+	ChangeForm_CHANGE_FORM_EDITS ChangeForm = 2
+)
+
+// Enum value maps for ChangeForm.
+var (
+	ChangeForm_name = map[int32]string{
+		0: "CHANGE_FORM_UNSPECIFIED",
+		1: "CHANGE_FORM_WHOLE_FILE",
+		2: "CHANGE_FORM_EDITS",
+	}
+	ChangeForm_value = map[string]int32{
+		"CHANGE_FORM_UNSPECIFIED": 0,
+		"CHANGE_FORM_WHOLE_FILE":  1,
+		"CHANGE_FORM_EDITS":       2,
+	}
+)
+
+func (x ChangeForm) Enum() *ChangeForm {
+	p := new(ChangeForm)
+	*p = x
+	return p
+}
+
+func (x ChangeForm) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeForm) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
+}
+
+func (ChangeForm) Type() protoreflect.EnumType {
+	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
+}
+
+func (x ChangeForm) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeForm.Descriptor instead.
+func (ChangeForm) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+}
+
 // ConfidenceDecision is what to do with a task after assessing it.
 type ConfidenceDecision int32
 
@@ -216,11 +272,11 @@ func (x ConfidenceDecision) String() string {
 }
 
 func (ConfidenceDecision) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
 }
 
 func (ConfidenceDecision) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
 }
 
 func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
@@ -229,7 +285,7 @@ func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfidenceDecision.Descriptor instead.
 func (ConfidenceDecision) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 // FailureCategory is why an attempt failed.
@@ -280,11 +336,11 @@ func (x FailureCategory) String() string {
 }
 
 func (FailureCategory) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
 }
 
 func (FailureCategory) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
 }
 
 func (x FailureCategory) Number() protoreflect.EnumNumber {
@@ -293,7 +349,7 @@ func (x FailureCategory) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureCategory.Descriptor instead.
 func (FailureCategory) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
 }
 
 // InterventionAction is what an intervention decides.
@@ -336,11 +392,11 @@ func (x InterventionAction) String() string {
 }
 
 func (InterventionAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
 }
 
 func (InterventionAction) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
 }
 
 func (x InterventionAction) Number() protoreflect.EnumNumber {
@@ -349,7 +405,7 @@ func (x InterventionAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InterventionAction.Descriptor instead.
 func (InterventionAction) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
 }
 
 // MessageRole is who wrote a chat message.
@@ -386,11 +442,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -399,7 +455,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
 }
 
 // StopReason is why the model stopped.
@@ -411,6 +467,8 @@ const (
 	// Cut off at max_tokens.
 	StopReason_STOP_REASON_MAX_TOKENS    StopReason = 2
 	StopReason_STOP_REASON_STOP_SEQUENCE StopReason = 3
+	// The model called tools (CompleteResponse.tool_uses) and waits for their results.
+	StopReason_STOP_REASON_TOOL_USE StopReason = 4
 )
 
 // Enum value maps for StopReason.
@@ -420,12 +478,14 @@ var (
 		1: "STOP_REASON_END_TURN",
 		2: "STOP_REASON_MAX_TOKENS",
 		3: "STOP_REASON_STOP_SEQUENCE",
+		4: "STOP_REASON_TOOL_USE",
 	}
 	StopReason_value = map[string]int32{
 		"STOP_REASON_UNSPECIFIED":   0,
 		"STOP_REASON_END_TURN":      1,
 		"STOP_REASON_MAX_TOKENS":    2,
 		"STOP_REASON_STOP_SEQUENCE": 3,
+		"STOP_REASON_TOOL_USE":      4,
 	}
 )
 
@@ -440,11 +500,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -453,7 +513,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
 }
 
 // ProviderKind is the wire protocol a provider speaks.
@@ -497,11 +557,11 @@ func (x ProviderKind) String() string {
 }
 
 func (ProviderKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
 }
 
 func (ProviderKind) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
 }
 
 func (x ProviderKind) Number() protoreflect.EnumNumber {
@@ -510,7 +570,7 @@ func (x ProviderKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProviderKind.Descriptor instead.
 func (ProviderKind) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
 }
 
 // UsageGroupBy is a dimension to group usage by.
@@ -522,7 +582,13 @@ const (
 	// UTC day.
 	UsageGroupBy_USAGE_GROUP_BY_DAY UsageGroupBy = 2
 	// CallPhase.
-	UsageGroupBy_USAGE_GROUP_BY_PHASE UsageGroupBy = 3
+	UsageGroupBy_USAGE_GROUP_BY_PHASE   UsageGroupBy = 3
+	UsageGroupBy_USAGE_GROUP_BY_JOB     UsageGroupBy = 4
+	UsageGroupBy_USAGE_GROUP_BY_TASK    UsageGroupBy = 5
+	UsageGroupBy_USAGE_GROUP_BY_BUILD   UsageGroupBy = 6
+	UsageGroupBy_USAGE_GROUP_BY_PROJECT UsageGroupBy = 7
+	// The AIService RPC, e.g. "GenerateFile".
+	UsageGroupBy_USAGE_GROUP_BY_RPC UsageGroupBy = 8
 )
 
 // Enum value maps for UsageGroupBy.
@@ -532,12 +598,22 @@ var (
 		1: "USAGE_GROUP_BY_MODEL",
 		2: "USAGE_GROUP_BY_DAY",
 		3: "USAGE_GROUP_BY_PHASE",
+		4: "USAGE_GROUP_BY_JOB",
+		5: "USAGE_GROUP_BY_TASK",
+		6: "USAGE_GROUP_BY_BUILD",
+		7: "USAGE_GROUP_BY_PROJECT",
+		8: "USAGE_GROUP_BY_RPC",
 	}
 	UsageGroupBy_value = map[string]int32{
 		"USAGE_GROUP_BY_UNSPECIFIED": 0,
 		"USAGE_GROUP_BY_MODEL":       1,
 		"USAGE_GROUP_BY_DAY":         2,
 		"USAGE_GROUP_BY_PHASE":       3,
+		"USAGE_GROUP_BY_JOB":         4,
+		"USAGE_GROUP_BY_TASK":        5,
+		"USAGE_GROUP_BY_BUILD":       6,
+		"USAGE_GROUP_BY_PROJECT":     7,
+		"USAGE_GROUP_BY_RPC":         8,
 	}
 )
 
@@ -552,11 +628,11 @@ func (x UsageGroupBy) String() string {
 }
 
 func (UsageGroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[9].Descriptor()
 }
 
 func (UsageGroupBy) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[9]
 }
 
 func (x UsageGroupBy) Number() protoreflect.EnumNumber {
@@ -565,7 +641,123 @@ func (x UsageGroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UsageGroupBy.Descriptor instead.
 func (UsageGroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
+}
+
+// CallOutcome is how a ledger entry's call ended.
+type CallOutcome int32
+
+const (
+	CallOutcome_CALL_OUTCOME_UNSPECIFIED CallOutcome = 0
+	// The provider answered and the answer was used.
+	CallOutcome_CALL_OUTCOME_OK CallOutcome = 1
+	// The provider answered but the answer could not be parsed or repaired.
+	CallOutcome_CALL_OUTCOME_INVALID_OUTPUT CallOutcome = 2
+	// The provider failed (rate limit, overload, error, timeout) after retries.
+	CallOutcome_CALL_OUTCOME_PROVIDER_ERROR CallOutcome = 3
+	// The caller cancelled or its deadline passed.
+	CallOutcome_CALL_OUTCOME_CANCELLED CallOutcome = 4
+)
+
+// Enum value maps for CallOutcome.
+var (
+	CallOutcome_name = map[int32]string{
+		0: "CALL_OUTCOME_UNSPECIFIED",
+		1: "CALL_OUTCOME_OK",
+		2: "CALL_OUTCOME_INVALID_OUTPUT",
+		3: "CALL_OUTCOME_PROVIDER_ERROR",
+		4: "CALL_OUTCOME_CANCELLED",
+	}
+	CallOutcome_value = map[string]int32{
+		"CALL_OUTCOME_UNSPECIFIED":    0,
+		"CALL_OUTCOME_OK":             1,
+		"CALL_OUTCOME_INVALID_OUTPUT": 2,
+		"CALL_OUTCOME_PROVIDER_ERROR": 3,
+		"CALL_OUTCOME_CANCELLED":      4,
+	}
+)
+
+func (x CallOutcome) Enum() *CallOutcome {
+	p := new(CallOutcome)
+	*p = x
+	return p
+}
+
+func (x CallOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CallOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_ai_v1_ai_proto_enumTypes[10].Descriptor()
+}
+
+func (CallOutcome) Type() protoreflect.EnumType {
+	return &file_thefold_ai_v1_ai_proto_enumTypes[10]
+}
+
+func (x CallOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CallOutcome.Descriptor instead.
+func (CallOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
+}
+
+type ToolChoice_Mode int32
+
+const (
+	// The model decides (auto).
+	ToolChoice_MODE_UNSPECIFIED ToolChoice_Mode = 0
+	// The model must call some tool.
+	ToolChoice_MODE_ANY ToolChoice_Mode = 1
+	// The model must call the named tool.
+	ToolChoice_MODE_TOOL ToolChoice_Mode = 2
+	// The model may not call tools.
+	ToolChoice_MODE_NONE ToolChoice_Mode = 3
+)
+
+// Enum value maps for ToolChoice_Mode.
+var (
+	ToolChoice_Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "MODE_ANY",
+		2: "MODE_TOOL",
+		3: "MODE_NONE",
+	}
+	ToolChoice_Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED": 0,
+		"MODE_ANY":         1,
+		"MODE_TOOL":        2,
+		"MODE_NONE":        3,
+	}
+)
+
+func (x ToolChoice_Mode) Enum() *ToolChoice_Mode {
+	p := new(ToolChoice_Mode)
+	*p = x
+	return p
+}
+
+func (x ToolChoice_Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoice_Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_ai_v1_ai_proto_enumTypes[11].Descriptor()
+}
+
+func (ToolChoice_Mode) Type() protoreflect.EnumType {
+	return &file_thefold_ai_v1_ai_proto_enumTypes[11]
+}
+
+func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoice_Mode.Descriptor instead.
+func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45, 0}
 }
 
 // ModelChoice says which model a call uses: an explicit model, or hints to select one.
@@ -648,7 +840,11 @@ type Attribution struct {
 	// Repository, "owner/name".
 	Repo string `protobuf:"bytes,3,opt,name=repo,proto3" json:"repo,omitempty"`
 	// What the call was for; unset files it under the RPC's own phase (see CallPhase).
-	Phase         CallPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	Phase CallPhase `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	// Build in the builder service, when the call is a build step's.
+	BuildId string `protobuf:"bytes,5,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// Project in the agent service, when the call is for a project.
+	ProjectId     string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -709,6 +905,20 @@ func (x *Attribution) GetPhase() CallPhase {
 		return x.Phase
 	}
 	return CallPhase_CALL_PHASE_UNSPECIFIED
+}
+
+func (x *Attribution) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *Attribution) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
 }
 
 // TaskSpec is a task as the model sees it.
@@ -845,7 +1055,10 @@ type MemoryFragment struct {
 	// Memory type (decision, error pattern, strategy…).
 	Type v1.MemoryType `protobuf:"varint,3,opt,name=type,proto3,enum=thefold.type.v1.MemoryType" json:"type,omitempty"`
 	// Search score, higher is more relevant.
-	Relevance     float64 `protobuf:"fixed64,4,opt,name=relevance,proto3" json:"relevance,omitempty"`
+	Relevance float64 `protobuf:"fixed64,4,opt,name=relevance,proto3" json:"relevance,omitempty"`
+	// UNTRUSTED (and UNSPECIFIED) fragments are fenced as data in the prompt; TRUSTED ones are
+	// given as guidance.
+	Trust         v1.Trust `protobuf:"varint,5,opt,name=trust,proto3,enum=thefold.type.v1.Trust" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +1119,13 @@ func (x *MemoryFragment) GetRelevance() float64 {
 		return x.Relevance
 	}
 	return 0
+}
+
+func (x *MemoryFragment) GetTrust() v1.Trust {
+	if x != nil {
+		return x.Trust
+	}
+	return v1.Trust(0)
 }
 
 // SkillFragment is a prompt fragment resolved by the skills service for injection.
@@ -1857,16 +2077,20 @@ type GenerateFileRequest struct {
 	RequestId string    `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Task      *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	File      *FileSpec `protobuf:"bytes,3,opt,name=file,proto3" json:"file,omitempty"`
-	// Already built files this file depends on, path → content.
-	DependencyFiles map[string]string `protobuf:"bytes,4,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Already built files this file depends on, in dependency order (a file after the files
+	// it imports). The order is kept in the prompt, so the same list gives the same prompt
+	// prefix, which the provider's prompt cache serves on the next call of the build.
+	DependencyFiles []*ContextFile `protobuf:"bytes,12,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty"`
 	// Repository file paths (after scaffolding).
 	ProjectStructure []string         `protobuf:"bytes,5,rep,name=project_structure,json=projectStructure,proto3" json:"project_structure,omitempty"`
 	Skills           []*SkillFragment `protobuf:"bytes,6,rep,name=skills,proto3" json:"skills,omitempty"`
 	Patterns         []*CodePattern   `protobuf:"bytes,7,rep,name=patterns,proto3" json:"patterns,omitempty"`
 	// Project conventions, for project tasks.
-	Conventions   string       `protobuf:"bytes,8,opt,name=conventions,proto3" json:"conventions,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Conventions string       `protobuf:"bytes,8,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	Model       *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	// Whole file or edits, for MODIFY; CREATE is always the whole file.
+	Form          ChangeForm `protobuf:"varint,11,opt,name=form,proto3,enum=thefold.ai.v1.ChangeForm" json:"form,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1922,7 +2146,7 @@ func (x *GenerateFileRequest) GetFile() *FileSpec {
 	return nil
 }
 
-func (x *GenerateFileRequest) GetDependencyFiles() map[string]string {
+func (x *GenerateFileRequest) GetDependencyFiles() []*ContextFile {
 	if x != nil {
 		return x.DependencyFiles
 	}
@@ -1969,6 +2193,13 @@ func (x *GenerateFileRequest) GetAttribution() *Attribution {
 		return x.Attribution
 	}
 	return nil
+}
+
+func (x *GenerateFileRequest) GetForm() ChangeForm {
+	if x != nil {
+		return x.Form
+	}
+	return ChangeForm_CHANGE_FORM_UNSPECIFIED
 }
 
 // GenerateFileResponse is the file GenerateFile wrote.
@@ -2053,12 +2284,21 @@ type FixFileRequest struct {
 	// Raw failure output not captured as diagnostics (tail of the validation or command
 	// output); may be empty.
 	ErrorOutput string `protobuf:"bytes,6,opt,name=error_output,json=errorOutput,proto3" json:"error_output,omitempty"`
-	// Files it depends on, path → content.
-	DependencyFiles map[string]string `protobuf:"bytes,7,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Files it depends on, in dependency order, as in GenerateFileRequest.dependency_files
+	// (the same list across the fix loop keeps the prompt prefix cacheable).
+	DependencyFiles []*ContextFile `protobuf:"bytes,12,rep,name=dependency_files,json=dependencyFiles,proto3" json:"dependency_files,omitempty"`
 	// 1-based fix attempt for this file; later attempts are told earlier ones failed.
-	Attempt       int32        `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	Attempt     int32        `protobuf:"varint,8,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Model       *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	// Whole file or edits against content.
+	Form ChangeForm `protobuf:"varint,11,opt,name=form,proto3,enum=thefold.ai.v1.ChangeForm" json:"form,omitempty"`
+	// The same skills, patterns and conventions the file was generated with: they are part of
+	// the prompt prefix GenerateFile cached, so passing them again lets the fix loop read it
+	// from the provider's cache, and keeps the guidance in force while fixing.
+	Skills        []*SkillFragment `protobuf:"bytes,13,rep,name=skills,proto3" json:"skills,omitempty"`
+	Patterns      []*CodePattern   `protobuf:"bytes,14,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	Conventions   string           `protobuf:"bytes,15,opt,name=conventions,proto3" json:"conventions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2135,7 +2375,7 @@ func (x *FixFileRequest) GetErrorOutput() string {
 	return ""
 }
 
-func (x *FixFileRequest) GetDependencyFiles() map[string]string {
+func (x *FixFileRequest) GetDependencyFiles() []*ContextFile {
 	if x != nil {
 		return x.DependencyFiles
 	}
@@ -2163,14 +2403,45 @@ func (x *FixFileRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+func (x *FixFileRequest) GetForm() ChangeForm {
+	if x != nil {
+		return x.Form
+	}
+	return ChangeForm_CHANGE_FORM_UNSPECIFIED
+}
+
+func (x *FixFileRequest) GetSkills() []*SkillFragment {
+	if x != nil {
+		return x.Skills
+	}
+	return nil
+}
+
+func (x *FixFileRequest) GetPatterns() []*CodePattern {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+func (x *FixFileRequest) GetConventions() string {
+	if x != nil {
+		return x.Conventions
+	}
+	return ""
+}
+
 // FixFileResponse is the fixed file.
 type FixFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The complete fixed file.
+	// The complete fixed file: content with the edits applied when the answer was edits.
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
 	// What was changed and why.
-	Explanation   string    `protobuf:"bytes,2,opt,name=explanation,proto3" json:"explanation,omitempty"`
-	Usage         *v1.Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Explanation string    `protobuf:"bytes,2,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	Usage       *v1.Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The edits the model answered with, applied in order to the request's content; empty
+	// when it answered the whole file.
+	Edits         []*v1.Edit `protobuf:"bytes,4,rep,name=edits,proto3" json:"edits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2222,6 +2493,13 @@ func (x *FixFileResponse) GetExplanation() string {
 func (x *FixFileResponse) GetUsage() *v1.Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *FixFileResponse) GetEdits() []*v1.Edit {
+	if x != nil {
+		return x.Edits
 	}
 	return nil
 }
@@ -3897,11 +4175,13 @@ func (x *PlanTaskOrderResponse) GetUsage() *v1.Usage {
 	return nil
 }
 
-// ChatMessage is one turn of a conversation.
+// ChatMessage is one turn of a conversation: text, or blocks (text, the assistant's tool
+// calls, the user's tool results). content and blocks may not both be set.
 type ChatMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          MessageRole            `protobuf:"varint,1,opt,name=role,proto3,enum=thefold.ai.v1.MessageRole" json:"role,omitempty"`
 	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	Blocks        []*ContentBlock        `protobuf:"bytes,3,rep,name=blocks,proto3" json:"blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3950,6 +4230,357 @@ func (x *ChatMessage) GetContent() string {
 	return ""
 }
 
+func (x *ChatMessage) GetBlocks() []*ContentBlock {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+// ContentBlock is one part of a message.
+type ContentBlock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Block:
+	//
+	//	*ContentBlock_Text
+	//	*ContentBlock_ToolUse
+	//	*ContentBlock_ToolResult
+	Block         isContentBlock_Block `protobuf_oneof:"block"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentBlock) Reset() {
+	*x = ContentBlock{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentBlock) ProtoMessage() {}
+
+func (x *ContentBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
+func (*ContentBlock) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ContentBlock) GetBlock() isContentBlock_Block {
+	if x != nil {
+		return x.Block
+	}
+	return nil
+}
+
+func (x *ContentBlock) GetText() string {
+	if x != nil {
+		if x, ok := x.Block.(*ContentBlock_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *ContentBlock) GetToolUse() *ToolUse {
+	if x != nil {
+		if x, ok := x.Block.(*ContentBlock_ToolUse); ok {
+			return x.ToolUse
+		}
+	}
+	return nil
+}
+
+func (x *ContentBlock) GetToolResult() *ToolResult {
+	if x != nil {
+		if x, ok := x.Block.(*ContentBlock_ToolResult); ok {
+			return x.ToolResult
+		}
+	}
+	return nil
+}
+
+type isContentBlock_Block interface {
+	isContentBlock_Block()
+}
+
+type ContentBlock_Text struct {
+	Text string `protobuf:"bytes,1,opt,name=text,proto3,oneof"`
+}
+
+type ContentBlock_ToolUse struct {
+	// In an assistant message: a tool the model called.
+	ToolUse *ToolUse `protobuf:"bytes,2,opt,name=tool_use,json=toolUse,proto3,oneof"`
+}
+
+type ContentBlock_ToolResult struct {
+	// In a user message: the answer to a tool_use of the previous assistant message.
+	ToolResult *ToolResult `protobuf:"bytes,3,opt,name=tool_result,json=toolResult,proto3,oneof"`
+}
+
+func (*ContentBlock_Text) isContentBlock_Block() {}
+
+func (*ContentBlock_ToolUse) isContentBlock_Block() {}
+
+func (*ContentBlock_ToolResult) isContentBlock_Block() {}
+
+// Tool is a function the model may call.
+type Tool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required; letters, digits, '_' and '-', at most 64 characters; unique in a request.
+	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// JSON Schema of the tool's input (an object schema); required.
+	InputSchema   *structpb.Struct `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+// ToolUse is a call of a tool by the model.
+type ToolUse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Provider-assigned; a ToolResult answers it by this id.
+	Id   string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The arguments, matching the tool's input_schema.
+	Input         *structpb.Struct `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolUse) Reset() {
+	*x = ToolUse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolUse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolUse) ProtoMessage() {}
+
+func (x *ToolUse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
+func (*ToolUse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ToolUse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolUse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolUse) GetInput() *structpb.Struct {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+// ToolResult is what running a tool gave.
+type ToolResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ToolUse.id answered.
+	ToolUseId string `protobuf:"bytes,1,opt,name=tool_use_id,json=toolUseId,proto3" json:"tool_use_id,omitempty"`
+	Content   string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// The tool failed; content says why.
+	IsError       bool `protobuf:"varint,3,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResult) Reset() {
+	*x = ToolResult{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResult) ProtoMessage() {}
+
+func (x *ToolResult) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
+func (*ToolResult) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ToolResult) GetToolUseId() string {
+	if x != nil {
+		return x.ToolUseId
+	}
+	return ""
+}
+
+func (x *ToolResult) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
+func (x *ToolResult) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// ToolChoice says whether the model must call a tool.
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  ToolChoice_Mode        `protobuf:"varint,1,opt,name=mode,proto3,enum=thefold.ai.v1.ToolChoice_Mode" json:"mode,omitempty"`
+	// For MODE_TOOL.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ToolChoice) GetMode() ToolChoice_Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return ToolChoice_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 // CompleteRequest is the input of Complete.
 type CompleteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3969,13 +4600,16 @@ type CompleteRequest struct {
 	JsonSchema    *structpb.Struct `protobuf:"bytes,7,opt,name=json_schema,json=jsonSchema,proto3" json:"json_schema,omitempty"`
 	StopSequences []string         `protobuf:"bytes,8,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
 	Attribution   *Attribution     `protobuf:"bytes,9,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	// Tools the model may call; not together with json_schema.
+	Tools         []*Tool     `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
+	ToolChoice    *ToolChoice `protobuf:"bytes,11,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3987,7 +4621,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4000,7 +4634,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CompleteRequest) GetRequestId() string {
@@ -4066,22 +4700,38 @@ func (x *CompleteRequest) GetAttribution() *Attribution {
 	return nil
 }
 
+func (x *CompleteRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
 // CompleteResponse is the model's reply.
 type CompleteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reply text (the raw JSON text when json_schema was set).
 	Content string `protobuf:"bytes,1,opt,name=content,proto3" json:"content,omitempty"`
 	// The parsed reply, when json_schema was set.
-	Json          *structpb.Struct `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
-	StopReason    StopReason       `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=thefold.ai.v1.StopReason" json:"stop_reason,omitempty"`
-	Usage         *v1.Usage        `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Json       *structpb.Struct `protobuf:"bytes,2,opt,name=json,proto3" json:"json,omitempty"`
+	StopReason StopReason       `protobuf:"varint,3,opt,name=stop_reason,json=stopReason,proto3,enum=thefold.ai.v1.StopReason" json:"stop_reason,omitempty"`
+	Usage      *v1.Usage        `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The tools the model called, in order (stop_reason TOOL_USE).
+	ToolUses      []*ToolUse `protobuf:"bytes,5,rep,name=tool_uses,json=toolUses,proto3" json:"tool_uses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4743,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4756,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompleteResponse) GetContent() string {
@@ -4137,6 +4787,13 @@ func (x *CompleteResponse) GetUsage() *v1.Usage {
 	return nil
 }
 
+func (x *CompleteResponse) GetToolUses() []*ToolUse {
+	if x != nil {
+		return x.ToolUses
+	}
+	return nil
+}
+
 // Embedding is one vector.
 type Embedding struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4147,7 +4804,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4816,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4829,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -4201,7 +4858,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4870,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4883,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -4279,7 +4936,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4291,7 +4948,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4304,7 +4961,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -4354,7 +5011,7 @@ type EstimateCostRequest struct {
 
 func (x *EstimateCostRequest) Reset() {
 	*x = EstimateCostRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4366,7 +5023,7 @@ func (x *EstimateCostRequest) String() string {
 func (*EstimateCostRequest) ProtoMessage() {}
 
 func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4379,7 +5036,7 @@ func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostRequest.ProtoReflect.Descriptor instead.
 func (*EstimateCostRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EstimateCostRequest) GetModel() string {
@@ -4441,7 +5098,7 @@ type EstimateCostResponse struct {
 
 func (x *EstimateCostResponse) Reset() {
 	*x = EstimateCostResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4453,7 +5110,7 @@ func (x *EstimateCostResponse) String() string {
 func (*EstimateCostResponse) ProtoMessage() {}
 
 func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4466,7 +5123,7 @@ func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostResponse.ProtoReflect.Descriptor instead.
 func (*EstimateCostResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EstimateCostResponse) GetCostMicros() int64 {
@@ -4540,7 +5197,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +5209,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +5222,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Provider) GetId() string {
@@ -4688,7 +5345,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4700,7 +5357,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4713,7 +5370,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Model) GetId() string {
@@ -4859,7 +5516,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5528,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5541,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListProvidersRequest) GetEnabledOnly() bool {
@@ -4928,7 +5585,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5597,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5610,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -4980,7 +5637,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4992,7 +5649,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5005,7 +5662,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetProviderRequest) GetId() string {
@@ -5026,7 +5683,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5038,7 +5695,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5051,7 +5708,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetProviderResponse) GetProvider() *Provider {
@@ -5073,7 +5730,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5085,7 +5742,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5098,7 +5755,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateProviderRequest) GetProvider() *Provider {
@@ -5118,7 +5775,7 @@ type CreateProviderResponse struct {
 
 func (x *CreateProviderResponse) Reset() {
 	*x = CreateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5130,7 +5787,7 @@ func (x *CreateProviderResponse) String() string {
 func (*CreateProviderResponse) ProtoMessage() {}
 
 func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5143,7 +5800,7 @@ func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateProviderResponse) GetProvider() *Provider {
@@ -5169,7 +5826,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5181,7 +5838,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5194,7 +5851,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateProviderRequest) GetId() string {
@@ -5228,7 +5885,7 @@ type UpdateProviderResponse struct {
 
 func (x *UpdateProviderResponse) Reset() {
 	*x = UpdateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5240,7 +5897,7 @@ func (x *UpdateProviderResponse) String() string {
 func (*UpdateProviderResponse) ProtoMessage() {}
 
 func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5253,7 +5910,7 @@ func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateProviderResponse) GetProvider() *Provider {
@@ -5273,7 +5930,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5285,7 +5942,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5298,7 +5955,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteProviderRequest) GetId() string {
@@ -5317,7 +5974,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5329,7 +5986,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5342,7 +5999,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
 }
 
 // ListModelsRequest filters and pages models.
@@ -5368,7 +6025,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5380,7 +6037,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5393,7 +6050,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListModelsRequest) GetProviderId() string {
@@ -5457,7 +6114,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5469,7 +6126,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5482,7 +6139,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -5509,7 +6166,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5521,7 +6178,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5534,7 +6191,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetModelRequest) GetId() string {
@@ -5554,7 +6211,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +6223,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +6236,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetModelResponse) GetModel() *Model {
@@ -5600,7 +6257,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5612,7 +6269,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5625,7 +6282,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -5645,7 +6302,7 @@ type CreateModelResponse struct {
 
 func (x *CreateModelResponse) Reset() {
 	*x = CreateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5657,7 +6314,7 @@ func (x *CreateModelResponse) String() string {
 func (*CreateModelResponse) ProtoMessage() {}
 
 func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5670,7 +6327,7 @@ func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelResponse.ProtoReflect.Descriptor instead.
 func (*CreateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateModelResponse) GetModel() *Model {
@@ -5699,7 +6356,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +6368,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +6381,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateModelRequest) GetId() string {
@@ -5758,7 +6415,7 @@ type UpdateModelResponse struct {
 
 func (x *UpdateModelResponse) Reset() {
 	*x = UpdateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5770,7 +6427,7 @@ func (x *UpdateModelResponse) String() string {
 func (*UpdateModelResponse) ProtoMessage() {}
 
 func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5783,7 +6440,7 @@ func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateModelResponse) GetModel() *Model {
@@ -5803,7 +6460,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5815,7 +6472,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5828,7 +6485,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteModelRequest) GetId() string {
@@ -5847,7 +6504,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5859,7 +6516,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5872,7 +6529,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
 }
 
 // SelectModelRequest describes the call a model is wanted for.
@@ -5895,7 +6552,7 @@ type SelectModelRequest struct {
 
 func (x *SelectModelRequest) Reset() {
 	*x = SelectModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5907,7 +6564,7 @@ func (x *SelectModelRequest) String() string {
 func (*SelectModelRequest) ProtoMessage() {}
 
 func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5920,7 +6577,7 @@ func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelRequest.ProtoReflect.Descriptor instead.
 func (*SelectModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SelectModelRequest) GetComplexity() int32 {
@@ -5986,7 +6643,7 @@ type SelectModelResponse struct {
 
 func (x *SelectModelResponse) Reset() {
 	*x = SelectModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5998,7 +6655,7 @@ func (x *SelectModelResponse) String() string {
 func (*SelectModelResponse) ProtoMessage() {}
 
 func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6011,7 +6668,7 @@ func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelResponse.ProtoReflect.Descriptor instead.
 func (*SelectModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SelectModelResponse) GetModel() *Model {
@@ -6052,14 +6709,18 @@ type GetUsageRequest struct {
 	JobId  string `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	TaskId string `protobuf:"bytes,8,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// UNSPECIFIED means any.
-	Phase         CallPhase `protobuf:"varint,9,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	Phase     CallPhase `protobuf:"varint,9,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	BuildId   string    `protobuf:"bytes,10,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	ProjectId string    `protobuf:"bytes,11,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// AIService RPC name, e.g. "FixFile".
+	Rpc           string `protobuf:"bytes,12,opt,name=rpc,proto3" json:"rpc,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6071,7 +6732,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6084,7 +6745,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetUsageRequest) GetStartTime() *timestamppb.Timestamp {
@@ -6150,6 +6811,27 @@ func (x *GetUsageRequest) GetPhase() CallPhase {
 	return CallPhase_CALL_PHASE_UNSPECIFIED
 }
 
+func (x *GetUsageRequest) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *GetUsageRequest) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
 // UsageRow is usage summed over one group; only the grouped dimensions are set.
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6166,14 +6848,21 @@ type UsageRow struct {
 	CacheReadTokens  int64 `protobuf:"varint,8,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64 `protobuf:"varint,9,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
 	// Micro-dollars.
-	CostMicros    int64 `protobuf:"varint,10,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	CostMicros int64  `protobuf:"varint,10,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	JobId      string `protobuf:"bytes,11,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId     string `protobuf:"bytes,12,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	BuildId    string `protobuf:"bytes,13,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	ProjectId  string `protobuf:"bytes,14,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Rpc        string `protobuf:"bytes,15,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// Calls that failed (no answer), included in calls.
+	FailedCalls   int64 `protobuf:"varint,16,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6185,7 +6874,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6198,7 +6887,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UsageRow) GetModel() string {
@@ -6271,6 +6960,48 @@ func (x *UsageRow) GetCostMicros() int64 {
 	return 0
 }
 
+func (x *UsageRow) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *UsageRow) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
+func (x *UsageRow) GetFailedCalls() int64 {
+	if x != nil {
+		return x.FailedCalls
+	}
+	return 0
+}
+
 // GetUsageResponse is the grouped usage.
 type GetUsageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6284,7 +7015,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6296,7 +7027,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6309,7 +7040,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -6326,6 +7057,381 @@ func (x *GetUsageResponse) GetTotal() *UsageRow {
 	return nil
 }
 
+// UsageRecord is one entry of the usage ledger: one AIService RPC (all its provider calls,
+// retries and repair rounds included).
+type UsageRecord struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The user the call was made for.
+	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The service or user that made the call (the token's subject).
+	Caller string `protobuf:"bytes,4,opt,name=caller,proto3" json:"caller,omitempty"`
+	// AIService RPC name, e.g. "GenerateFile".
+	Rpc       string    `protobuf:"bytes,5,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	Phase     CallPhase `protobuf:"varint,6,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	JobId     string    `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId    string    `protobuf:"bytes,8,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	BuildId   string    `protobuf:"bytes,9,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	ProjectId string    `protobuf:"bytes,10,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// "owner/name".
+	Repo string `protobuf:"bytes,11,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Registry model id; empty when the model is not in the registry (e.g. "local").
+	ModelId string `protobuf:"bytes,12,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	// model and provider name, tokens, cost, latency and provider calls.
+	Usage   *v1.Usage   `protobuf:"bytes,13,opt,name=usage,proto3" json:"usage,omitempty"`
+	Outcome CallOutcome `protobuf:"varint,14,opt,name=outcome,proto3,enum=thefold.ai.v1.CallOutcome" json:"outcome,omitempty"`
+	// For a failed call, the public error message.
+	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	// The request_id the call was made with, if any.
+	RequestId     string `protobuf:"bytes,16,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRecord) Reset() {
+	*x = UsageRecord{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRecord) ProtoMessage() {}
+
+func (x *UsageRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRecord.ProtoReflect.Descriptor instead.
+func (*UsageRecord) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *UsageRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *UsageRecord) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetCaller() string {
+	if x != nil {
+		return x.Caller
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetPhase() CallPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return CallPhase_CALL_PHASE_UNSPECIFIED
+}
+
+func (x *UsageRecord) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *UsageRecord) GetOutcome() CallOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return CallOutcome_CALL_OUTCOME_UNSPECIFIED
+}
+
+func (x *UsageRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *UsageRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// ListUsageRecordsRequest filters and pages ledger entries.
+type ListUsageRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Inclusive; unset means the beginning.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// Exclusive; unset means now.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Filters; empty means any.
+	UserId    string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ModelId   string `protobuf:"bytes,4,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	Repo      string `protobuf:"bytes,5,opt,name=repo,proto3" json:"repo,omitempty"`
+	JobId     string `protobuf:"bytes,6,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId    string `protobuf:"bytes,7,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	BuildId   string `protobuf:"bytes,8,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	ProjectId string `protobuf:"bytes,9,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	Rpc       string `protobuf:"bytes,10,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// UNSPECIFIED means any.
+	Phase CallPhase `protobuf:"varint,11,opt,name=phase,proto3,enum=thefold.ai.v1.CallPhase" json:"phase,omitempty"`
+	// At most this many entries; 0 uses the default of 50, at most 200.
+	PageSize int32 `protobuf:"varint,12,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,13,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageRecordsRequest) Reset() {
+	*x = ListUsageRecordsRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageRecordsRequest) ProtoMessage() {}
+
+func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageRecordsRequest.ProtoReflect.Descriptor instead.
+func (*ListUsageRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListUsageRecordsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListUsageRecordsRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListUsageRecordsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetModelId() string {
+	if x != nil {
+		return x.ModelId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
+}
+
+func (x *ListUsageRecordsRequest) GetPhase() CallPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return CallPhase_CALL_PHASE_UNSPECIFIED
+}
+
+func (x *ListUsageRecordsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListUsageRecordsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListUsageRecordsResponse is one page of ledger entries.
+type ListUsageRecordsResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*UsageRecord         `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsageRecordsResponse) Reset() {
+	*x = ListUsageRecordsResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsageRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsageRecordsResponse) ProtoMessage() {}
+
+func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsageRecordsResponse.ProtoReflect.Descriptor instead.
+func (*ListUsageRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *ListUsageRecordsResponse) GetRecords() []*UsageRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListUsageRecordsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_thefold_ai_v1_ai_proto protoreflect.FileDescriptor
 
 const file_thefold_ai_v1_ai_proto_rawDesc = "" +
@@ -6338,12 +7444,15 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"complexity\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\tR\x04tags\x12:\n" +
 	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
-	"budgetMode\"\x81\x01\n" +
+	"budgetMode\"\xbb\x01\n" +
 	"\vAttribution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
 	"\x04repo\x18\x03 \x01(\tR\x04repo\x12.\n" +
-	"\x05phase\x18\x04 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\"Z\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x19\n" +
+	"\bbuild_id\x18\x05 \x01(\tR\abuildId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x06 \x01(\tR\tprojectId\"Z\n" +
 	"\bTaskSpec\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
@@ -6351,12 +7460,13 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vContextFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
-	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\x89\x01\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xb7\x01\n" +
 	"\x0eMemoryFragment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12/\n" +
 	"\x04type\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.MemoryTypeR\x04type\x12\x1c\n" +
-	"\trelevance\x18\x04 \x01(\x01R\trelevance\"i\n" +
+	"\trelevance\x18\x04 \x01(\x01R\trelevance\x12,\n" +
+	"\x05trust\x18\x05 \x01(\x0e2\x16.thefold.type.v1.TrustR\x05trust\"i\n" +
 	"\rSkillFragment\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -6442,27 +7552,25 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x123\n" +
 	"\x06action\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12)\n" +
-	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"\xe3\x04\n" +
+	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"\xb7\x04\n" +
 	"\x13GenerateFileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
 	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12+\n" +
-	"\x04file\x18\x03 \x01(\v2\x17.thefold.ai.v1.FileSpecR\x04file\x12b\n" +
-	"\x10dependency_files\x18\x04 \x03(\v27.thefold.ai.v1.GenerateFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12+\n" +
+	"\x04file\x18\x03 \x01(\v2\x17.thefold.ai.v1.FileSpecR\x04file\x12E\n" +
+	"\x10dependency_files\x18\f \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x0fdependencyFiles\x12+\n" +
 	"\x11project_structure\x18\x05 \x03(\tR\x10projectStructure\x124\n" +
 	"\x06skills\x18\x06 \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x126\n" +
 	"\bpatterns\x18\a \x03(\v2\x1a.thefold.ai.v1.CodePatternR\bpatterns\x12 \n" +
 	"\vconventions\x18\b \x01(\tR\vconventions\x120\n" +
 	"\x05model\x18\t \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
 	"\vattribution\x18\n" +
-	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
-	"\x14DependencyFilesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x93\x01\n" +
+	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12-\n" +
+	"\x04form\x18\v \x01(\x0e2\x19.thefold.ai.v1.ChangeFormR\x04formJ\x04\b\x04\x10\x05\"\x93\x01\n" +
 	"\x14GenerateFileResponse\x123\n" +
 	"\x06change\x18\x01 \x01(\v2\x1b.thefold.type.v1.FileChangeR\x06change\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12,\n" +
-	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x8f\x04\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xf8\x04\n" +
 	"\x0eFixFileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -6470,19 +7578,21 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04path\x18\x03 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x04 \x01(\tR\acontent\x123\n" +
 	"\x06errors\x18\x05 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x06errors\x12!\n" +
-	"\ferror_output\x18\x06 \x01(\tR\verrorOutput\x12]\n" +
-	"\x10dependency_files\x18\a \x03(\v22.thefold.ai.v1.FixFileRequest.DependencyFilesEntryR\x0fdependencyFiles\x12\x18\n" +
+	"\ferror_output\x18\x06 \x01(\tR\verrorOutput\x12E\n" +
+	"\x10dependency_files\x18\f \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x0fdependencyFiles\x12\x18\n" +
 	"\aattempt\x18\b \x01(\x05R\aattempt\x120\n" +
 	"\x05model\x18\t \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
 	"\vattribution\x18\n" +
-	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x1aB\n" +
-	"\x14DependencyFilesEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
+	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12-\n" +
+	"\x04form\x18\v \x01(\x0e2\x19.thefold.ai.v1.ChangeFormR\x04form\x124\n" +
+	"\x06skills\x18\r \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x126\n" +
+	"\bpatterns\x18\x0e \x03(\v2\x1a.thefold.ai.v1.CodePatternR\bpatterns\x12 \n" +
+	"\vconventions\x18\x0f \x01(\tR\vconventionsJ\x04\b\a\x10\b\"\xa8\x01\n" +
 	"\x0fFixFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12 \n" +
 	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12,\n" +
-	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xaf\x02\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12+\n" +
+	"\x05edits\x18\x04 \x03(\v2\x15.thefold.type.v1.EditR\x05edits\"\xaf\x02\n" +
 	"\x11ReviewCodeRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -6625,10 +7735,39 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x15PlanTaskOrderResponse\x12.\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x18.thefold.ai.v1.TaskOrderR\x05tasks\x12\x1c\n" +
 	"\treasoning\x18\x02 \x01(\tR\treasoning\x12,\n" +
-	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"W\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x8c\x01\n" +
 	"\vChatMessage\x12.\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1a.thefold.ai.v1.MessageRoleR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xa7\x03\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x123\n" +
+	"\x06blocks\x18\x03 \x03(\v2\x1b.thefold.ai.v1.ContentBlockR\x06blocks\"\xa0\x01\n" +
+	"\fContentBlock\x12\x14\n" +
+	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
+	"\btool_use\x18\x02 \x01(\v2\x16.thefold.ai.v1.ToolUseH\x00R\atoolUse\x12<\n" +
+	"\vtool_result\x18\x03 \x01(\v2\x19.thefold.ai.v1.ToolResultH\x00R\n" +
+	"toolResultB\a\n" +
+	"\x05block\"x\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\"\\\n" +
+	"\aToolUse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12-\n" +
+	"\x05input\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x05input\"a\n" +
+	"\n" +
+	"ToolResult\x12\x1e\n" +
+	"\vtool_use_id\x18\x01 \x01(\tR\ttoolUseId\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x19\n" +
+	"\bis_error\x18\x03 \x01(\bR\aisError\"\x9e\x01\n" +
+	"\n" +
+	"ToolChoice\x122\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1e.thefold.ai.v1.ToolChoice.ModeR\x04mode\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"H\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bMODE_ANY\x10\x01\x12\r\n" +
+	"\tMODE_TOOL\x10\x02\x12\r\n" +
+	"\tMODE_NONE\x10\x03\"\x8e\x04\n" +
 	"\x0fCompleteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
@@ -6641,14 +7780,19 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vjson_schema\x18\a \x01(\v2\x17.google.protobuf.StructR\n" +
 	"jsonSchema\x12%\n" +
 	"\x0estop_sequences\x18\b \x03(\tR\rstopSequences\x12<\n" +
-	"\vattribution\x18\t \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattributionB\x0e\n" +
-	"\f_temperature\"\xc3\x01\n" +
+	"\vattribution\x18\t \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12)\n" +
+	"\x05tools\x18\n" +
+	" \x03(\v2\x13.thefold.ai.v1.ToolR\x05tools\x12:\n" +
+	"\vtool_choice\x18\v \x01(\v2\x19.thefold.ai.v1.ToolChoiceR\n" +
+	"toolChoiceB\x0e\n" +
+	"\f_temperature\"\xf8\x01\n" +
 	"\x10CompleteResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12+\n" +
 	"\x04json\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x04json\x12:\n" +
 	"\vstop_reason\x18\x03 \x01(\x0e2\x19.thefold.ai.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
-	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"#\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x123\n" +
+	"\ttool_uses\x18\x05 \x03(\v2\x16.thefold.ai.v1.ToolUseR\btoolUses\"#\n" +
 	"\tEmbedding\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\x02R\x06values\"\xb7\x01\n" +
 	"\fEmbedRequest\x12\x1d\n" +
@@ -6792,7 +7936,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13SelectModelResponse\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x122\n" +
-	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xe3\x02\n" +
+	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xaf\x03\n" +
 	"\x0fGetUsageRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -6803,7 +7947,12 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04repo\x18\x06 \x01(\tR\x04repo\x12\x15\n" +
 	"\x06job_id\x18\a \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\b \x01(\tR\x06taskId\x12.\n" +
-	"\x05phase\x18\t \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\"\xd7\x02\n" +
+	"\x05phase\x18\t \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x19\n" +
+	"\bbuild_id\x18\n" +
+	" \x01(\tR\abuildId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\v \x01(\tR\tprojectId\x12\x10\n" +
+	"\x03rpc\x18\f \x01(\tR\x03rpc\"\xf6\x03\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x10\n" +
@@ -6816,10 +7965,59 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x12cache_write_tokens\x18\t \x01(\x03R\x10cacheWriteTokens\x12\x1f\n" +
 	"\vcost_micros\x18\n" +
 	" \x01(\x03R\n" +
-	"costMicros\"n\n" +
+	"costMicros\x12\x15\n" +
+	"\x06job_id\x18\v \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\f \x01(\tR\x06taskId\x12\x19\n" +
+	"\bbuild_id\x18\r \x01(\tR\abuildId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x0e \x01(\tR\tprojectId\x12\x10\n" +
+	"\x03rpc\x18\x0f \x01(\tR\x03rpc\x12!\n" +
+	"\ffailed_calls\x18\x10 \x01(\x03R\vfailedCalls\"n\n" +
 	"\x10GetUsageResponse\x12+\n" +
 	"\x04rows\x18\x01 \x03(\v2\x17.thefold.ai.v1.UsageRowR\x04rows\x12-\n" +
-	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total*\x83\x01\n" +
+	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total\"\xff\x03\n" +
+	"\vUsageRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12;\n" +
+	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06caller\x18\x04 \x01(\tR\x06caller\x12\x10\n" +
+	"\x03rpc\x18\x05 \x01(\tR\x03rpc\x12.\n" +
+	"\x05phase\x18\x06 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x15\n" +
+	"\x06job_id\x18\a \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\b \x01(\tR\x06taskId\x12\x19\n" +
+	"\bbuild_id\x18\t \x01(\tR\abuildId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\n" +
+	" \x01(\tR\tprojectId\x12\x12\n" +
+	"\x04repo\x18\v \x01(\tR\x04repo\x12\x19\n" +
+	"\bmodel_id\x18\f \x01(\tR\amodelId\x12,\n" +
+	"\x05usage\x18\r \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x124\n" +
+	"\aoutcome\x18\x0e \x01(\x0e2\x1a.thefold.ai.v1.CallOutcomeR\aoutcome\x12\x14\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x10 \x01(\tR\trequestId\"\xbb\x03\n" +
+	"\x17ListUsageRecordsRequest\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x19\n" +
+	"\bmodel_id\x18\x04 \x01(\tR\amodelId\x12\x12\n" +
+	"\x04repo\x18\x05 \x01(\tR\x04repo\x12\x15\n" +
+	"\x06job_id\x18\x06 \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\a \x01(\tR\x06taskId\x12\x19\n" +
+	"\bbuild_id\x18\b \x01(\tR\abuildId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\t \x01(\tR\tprojectId\x12\x10\n" +
+	"\x03rpc\x18\n" +
+	" \x01(\tR\x03rpc\x12.\n" +
+	"\x05phase\x18\v \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x1b\n" +
+	"\tpage_size\x18\f \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\r \x01(\tR\tpageToken\"x\n" +
+	"\x18ListUsageRecordsResponse\x124\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.thefold.ai.v1.UsageRecordR\arecords\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x83\x01\n" +
 	"\n" +
 	"BudgetMode\x12\x1b\n" +
 	"\x17BUDGET_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -6840,7 +8038,12 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13CALL_PHASE_ORDERING\x10\n" +
 	"\x12\x18\n" +
 	"\x14CALL_PHASE_EMBEDDING\x10\v\x12\x19\n" +
-	"\x15CALL_PHASE_COMPLETION\x10\f*\x9f\x01\n" +
+	"\x15CALL_PHASE_COMPLETION\x10\f*\\\n" +
+	"\n" +
+	"ChangeForm\x12\x1b\n" +
+	"\x17CHANGE_FORM_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CHANGE_FORM_WHOLE_FILE\x10\x01\x12\x15\n" +
+	"\x11CHANGE_FORM_EDITS\x10\x02*\x9f\x01\n" +
 	"\x12ConfidenceDecision\x12#\n" +
 	"\x1fCONFIDENCE_DECISION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bCONFIDENCE_DECISION_PROCEED\x10\x01\x12\x1f\n" +
@@ -6861,24 +8064,36 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vMessageRole\x12\x1c\n" +
 	"\x18MESSAGE_ROLE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_ROLE_USER\x10\x01\x12\x1a\n" +
-	"\x16MESSAGE_ROLE_ASSISTANT\x10\x02*~\n" +
+	"\x16MESSAGE_ROLE_ASSISTANT\x10\x02*\x98\x01\n" +
 	"\n" +
 	"StopReason\x12\x1b\n" +
 	"\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14STOP_REASON_END_TURN\x10\x01\x12\x1a\n" +
 	"\x16STOP_REASON_MAX_TOKENS\x10\x02\x12\x1d\n" +
-	"\x19STOP_REASON_STOP_SEQUENCE\x10\x03*\xa3\x01\n" +
+	"\x19STOP_REASON_STOP_SEQUENCE\x10\x03\x12\x18\n" +
+	"\x14STOP_REASON_TOOL_USE\x10\x04*\xa3\x01\n" +
 	"\fProviderKind\x12\x1d\n" +
 	"\x19PROVIDER_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PROVIDER_KIND_ANTHROPIC\x10\x01\x12\x18\n" +
 	"\x14PROVIDER_KIND_OPENAI\x10\x02\x12\x18\n" +
 	"\x14PROVIDER_KIND_GEMINI\x10\x03\x12#\n" +
-	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*z\n" +
+	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*\xf9\x01\n" +
 	"\fUsageGroupBy\x12\x1e\n" +
 	"\x1aUSAGE_GROUP_BY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14USAGE_GROUP_BY_MODEL\x10\x01\x12\x16\n" +
 	"\x12USAGE_GROUP_BY_DAY\x10\x02\x12\x18\n" +
-	"\x14USAGE_GROUP_BY_PHASE\x10\x032\xc1\n" +
+	"\x14USAGE_GROUP_BY_PHASE\x10\x03\x12\x16\n" +
+	"\x12USAGE_GROUP_BY_JOB\x10\x04\x12\x17\n" +
+	"\x13USAGE_GROUP_BY_TASK\x10\x05\x12\x18\n" +
+	"\x14USAGE_GROUP_BY_BUILD\x10\x06\x12\x1a\n" +
+	"\x16USAGE_GROUP_BY_PROJECT\x10\a\x12\x16\n" +
+	"\x12USAGE_GROUP_BY_RPC\x10\b*\x9e\x01\n" +
+	"\vCallOutcome\x12\x1c\n" +
+	"\x18CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fCALL_OUTCOME_OK\x10\x01\x12\x1f\n" +
+	"\x1bCALL_OUTCOME_INVALID_OUTPUT\x10\x02\x12\x1f\n" +
+	"\x1bCALL_OUTCOME_PROVIDER_ERROR\x10\x03\x12\x1a\n" +
+	"\x16CALL_OUTCOME_CANCELLED\x10\x042\xc1\n" +
 	"\n" +
 	"\tAIService\x12c\n" +
 	"\x10AssessConfidence\x12&.thefold.ai.v1.AssessConfidenceRequest\x1a'.thefold.ai.v1.AssessConfidenceResponse\x12c\n" +
@@ -6896,7 +8111,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\rPlanTaskOrder\x12#.thefold.ai.v1.PlanTaskOrderRequest\x1a$.thefold.ai.v1.PlanTaskOrderResponse\x12K\n" +
 	"\bComplete\x12\x1e.thefold.ai.v1.CompleteRequest\x1a\x1f.thefold.ai.v1.CompleteResponse\x12B\n" +
 	"\x05Embed\x12\x1b.thefold.ai.v1.EmbedRequest\x1a\x1c.thefold.ai.v1.EmbedResponse\x12\\\n" +
-	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse\"\x03\x90\x02\x012\xc8\b\n" +
+	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse\"\x03\x90\x02\x012\xb2\t\n" +
 	"\x14ModelRegistryService\x12_\n" +
 	"\rListProviders\x12#.thefold.ai.v1.ListProvidersRequest\x1a$.thefold.ai.v1.ListProvidersResponse\"\x03\x90\x02\x01\x12Y\n" +
 	"\vGetProvider\x12!.thefold.ai.v1.GetProviderRequest\x1a\".thefold.ai.v1.GetProviderResponse\"\x03\x90\x02\x01\x12]\n" +
@@ -6910,7 +8125,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vUpdateModel\x12!.thefold.ai.v1.UpdateModelRequest\x1a\".thefold.ai.v1.UpdateModelResponse\x12T\n" +
 	"\vDeleteModel\x12!.thefold.ai.v1.DeleteModelRequest\x1a\".thefold.ai.v1.DeleteModelResponse\x12Y\n" +
 	"\vSelectModel\x12!.thefold.ai.v1.SelectModelRequest\x1a\".thefold.ai.v1.SelectModelResponse\"\x03\x90\x02\x01\x12P\n" +
-	"\bGetUsage\x12\x1e.thefold.ai.v1.GetUsageRequest\x1a\x1f.thefold.ai.v1.GetUsageResponse\"\x03\x90\x02\x01B\xa9\x01\n" +
+	"\bGetUsage\x12\x1e.thefold.ai.v1.GetUsageRequest\x1a\x1f.thefold.ai.v1.GetUsageResponse\"\x03\x90\x02\x01\x12h\n" +
+	"\x10ListUsageRecords\x12&.thefold.ai.v1.ListUsageRecordsRequest\x1a'.thefold.ai.v1.ListUsageRecordsResponse\"\x03\x90\x02\x01B\xa9\x01\n" +
 	"\x11com.thefold.ai.v1B\aAiProtoP\x01Z5github.com/thefold/thefold/pkg/gen/thefold/ai/v1;aiv1\xa2\x02\x03TAX\xaa\x02\rThefold.Ai.V1\xca\x02\rThefold\\Ai\\V1\xe2\x02\x19Thefold\\Ai\\V1\\GPBMetadata\xea\x02\x0fThefold::Ai::V1b\x06proto3"
 
 var (
@@ -6925,306 +8141,342 @@ func file_thefold_ai_v1_ai_proto_rawDescGZIP() []byte {
 	return file_thefold_ai_v1_ai_proto_rawDescData
 }
 
-var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(BudgetMode)(0),                    // 0: thefold.ai.v1.BudgetMode
 	(CallPhase)(0),                     // 1: thefold.ai.v1.CallPhase
-	(ConfidenceDecision)(0),            // 2: thefold.ai.v1.ConfidenceDecision
-	(FailureCategory)(0),               // 3: thefold.ai.v1.FailureCategory
-	(InterventionAction)(0),            // 4: thefold.ai.v1.InterventionAction
-	(MessageRole)(0),                   // 5: thefold.ai.v1.MessageRole
-	(StopReason)(0),                    // 6: thefold.ai.v1.StopReason
-	(ProviderKind)(0),                  // 7: thefold.ai.v1.ProviderKind
-	(UsageGroupBy)(0),                  // 8: thefold.ai.v1.UsageGroupBy
-	(*ModelChoice)(nil),                // 9: thefold.ai.v1.ModelChoice
-	(*Attribution)(nil),                // 10: thefold.ai.v1.Attribution
-	(*TaskSpec)(nil),                   // 11: thefold.ai.v1.TaskSpec
-	(*ContextFile)(nil),                // 12: thefold.ai.v1.ContextFile
-	(*MemoryFragment)(nil),             // 13: thefold.ai.v1.MemoryFragment
-	(*SkillFragment)(nil),              // 14: thefold.ai.v1.SkillFragment
-	(*CodePattern)(nil),                // 15: thefold.ai.v1.CodePattern
-	(*TaskProposal)(nil),               // 16: thefold.ai.v1.TaskProposal
-	(*ReviewFile)(nil),                 // 17: thefold.ai.v1.ReviewFile
-	(*AssessConfidenceRequest)(nil),    // 18: thefold.ai.v1.AssessConfidenceRequest
-	(*AssessConfidenceResponse)(nil),   // 19: thefold.ai.v1.AssessConfidenceResponse
-	(*AssessComplexityRequest)(nil),    // 20: thefold.ai.v1.AssessComplexityRequest
-	(*AssessComplexityResponse)(nil),   // 21: thefold.ai.v1.AssessComplexityResponse
-	(*PlanTaskRequest)(nil),            // 22: thefold.ai.v1.PlanTaskRequest
-	(*PlanTaskResponse)(nil),           // 23: thefold.ai.v1.PlanTaskResponse
-	(*FileSpec)(nil),                   // 24: thefold.ai.v1.FileSpec
-	(*GenerateFileRequest)(nil),        // 25: thefold.ai.v1.GenerateFileRequest
-	(*GenerateFileResponse)(nil),       // 26: thefold.ai.v1.GenerateFileResponse
-	(*FixFileRequest)(nil),             // 27: thefold.ai.v1.FixFileRequest
-	(*FixFileResponse)(nil),            // 28: thefold.ai.v1.FixFileResponse
-	(*ReviewCodeRequest)(nil),          // 29: thefold.ai.v1.ReviewCodeRequest
-	(*ReviewCodeResponse)(nil),         // 30: thefold.ai.v1.ReviewCodeResponse
-	(*AttemptRecord)(nil),              // 31: thefold.ai.v1.AttemptRecord
-	(*DiagnoseFailureRequest)(nil),     // 32: thefold.ai.v1.DiagnoseFailureRequest
-	(*DiagnoseFailureResponse)(nil),    // 33: thefold.ai.v1.DiagnoseFailureResponse
-	(*InterveneRequest)(nil),           // 34: thefold.ai.v1.InterveneRequest
-	(*InterveneResponse)(nil),          // 35: thefold.ai.v1.InterveneResponse
-	(*ProjectPhase)(nil),               // 36: thefold.ai.v1.ProjectPhase
-	(*ProjectPlan)(nil),                // 37: thefold.ai.v1.ProjectPlan
-	(*TaskOutcome)(nil),                // 38: thefold.ai.v1.TaskOutcome
-	(*DecomposeProjectRequest)(nil),    // 39: thefold.ai.v1.DecomposeProjectRequest
-	(*DecomposeProjectResponse)(nil),   // 40: thefold.ai.v1.DecomposeProjectResponse
-	(*ReviseProjectPhaseRequest)(nil),  // 41: thefold.ai.v1.ReviseProjectPhaseRequest
-	(*ReviseProjectPhaseResponse)(nil), // 42: thefold.ai.v1.ReviseProjectPhaseResponse
-	(*ReviewProjectRequest)(nil),       // 43: thefold.ai.v1.ReviewProjectRequest
-	(*ReviewProjectResponse)(nil),      // 44: thefold.ai.v1.ReviewProjectResponse
-	(*OrderableTask)(nil),              // 45: thefold.ai.v1.OrderableTask
-	(*TaskOrder)(nil),                  // 46: thefold.ai.v1.TaskOrder
-	(*PlanTaskOrderRequest)(nil),       // 47: thefold.ai.v1.PlanTaskOrderRequest
-	(*PlanTaskOrderResponse)(nil),      // 48: thefold.ai.v1.PlanTaskOrderResponse
-	(*ChatMessage)(nil),                // 49: thefold.ai.v1.ChatMessage
-	(*CompleteRequest)(nil),            // 50: thefold.ai.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 51: thefold.ai.v1.CompleteResponse
-	(*Embedding)(nil),                  // 52: thefold.ai.v1.Embedding
-	(*EmbedRequest)(nil),               // 53: thefold.ai.v1.EmbedRequest
-	(*EmbedResponse)(nil),              // 54: thefold.ai.v1.EmbedResponse
-	(*EstimateCostRequest)(nil),        // 55: thefold.ai.v1.EstimateCostRequest
-	(*EstimateCostResponse)(nil),       // 56: thefold.ai.v1.EstimateCostResponse
-	(*Provider)(nil),                   // 57: thefold.ai.v1.Provider
-	(*Model)(nil),                      // 58: thefold.ai.v1.Model
-	(*ListProvidersRequest)(nil),       // 59: thefold.ai.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),      // 60: thefold.ai.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),         // 61: thefold.ai.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),        // 62: thefold.ai.v1.GetProviderResponse
-	(*CreateProviderRequest)(nil),      // 63: thefold.ai.v1.CreateProviderRequest
-	(*CreateProviderResponse)(nil),     // 64: thefold.ai.v1.CreateProviderResponse
-	(*UpdateProviderRequest)(nil),      // 65: thefold.ai.v1.UpdateProviderRequest
-	(*UpdateProviderResponse)(nil),     // 66: thefold.ai.v1.UpdateProviderResponse
-	(*DeleteProviderRequest)(nil),      // 67: thefold.ai.v1.DeleteProviderRequest
-	(*DeleteProviderResponse)(nil),     // 68: thefold.ai.v1.DeleteProviderResponse
-	(*ListModelsRequest)(nil),          // 69: thefold.ai.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 70: thefold.ai.v1.ListModelsResponse
-	(*GetModelRequest)(nil),            // 71: thefold.ai.v1.GetModelRequest
-	(*GetModelResponse)(nil),           // 72: thefold.ai.v1.GetModelResponse
-	(*CreateModelRequest)(nil),         // 73: thefold.ai.v1.CreateModelRequest
-	(*CreateModelResponse)(nil),        // 74: thefold.ai.v1.CreateModelResponse
-	(*UpdateModelRequest)(nil),         // 75: thefold.ai.v1.UpdateModelRequest
-	(*UpdateModelResponse)(nil),        // 76: thefold.ai.v1.UpdateModelResponse
-	(*DeleteModelRequest)(nil),         // 77: thefold.ai.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),        // 78: thefold.ai.v1.DeleteModelResponse
-	(*SelectModelRequest)(nil),         // 79: thefold.ai.v1.SelectModelRequest
-	(*SelectModelResponse)(nil),        // 80: thefold.ai.v1.SelectModelResponse
-	(*GetUsageRequest)(nil),            // 81: thefold.ai.v1.GetUsageRequest
-	(*UsageRow)(nil),                   // 82: thefold.ai.v1.UsageRow
-	(*GetUsageResponse)(nil),           // 83: thefold.ai.v1.GetUsageResponse
-	nil,                                // 84: thefold.ai.v1.GenerateFileRequest.DependencyFilesEntry
-	nil,                                // 85: thefold.ai.v1.FixFileRequest.DependencyFilesEntry
-	(v1.MemoryType)(0),                 // 86: thefold.type.v1.MemoryType
-	(v1.FileAction)(0),                 // 87: thefold.type.v1.FileAction
-	(*v1.Usage)(nil),                   // 88: thefold.type.v1.Usage
-	(*v1.Plan)(nil),                    // 89: thefold.type.v1.Plan
-	(*v1.FileChange)(nil),              // 90: thefold.type.v1.FileChange
-	(*v1.Diagnostic)(nil),              // 91: thefold.type.v1.Diagnostic
-	(*durationpb.Duration)(nil),        // 92: google.protobuf.Duration
-	(v1.Priority)(0),                   // 93: thefold.type.v1.Priority
-	(*structpb.Struct)(nil),            // 94: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 95: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 96: google.protobuf.FieldMask
+	(ChangeForm)(0),                    // 2: thefold.ai.v1.ChangeForm
+	(ConfidenceDecision)(0),            // 3: thefold.ai.v1.ConfidenceDecision
+	(FailureCategory)(0),               // 4: thefold.ai.v1.FailureCategory
+	(InterventionAction)(0),            // 5: thefold.ai.v1.InterventionAction
+	(MessageRole)(0),                   // 6: thefold.ai.v1.MessageRole
+	(StopReason)(0),                    // 7: thefold.ai.v1.StopReason
+	(ProviderKind)(0),                  // 8: thefold.ai.v1.ProviderKind
+	(UsageGroupBy)(0),                  // 9: thefold.ai.v1.UsageGroupBy
+	(CallOutcome)(0),                   // 10: thefold.ai.v1.CallOutcome
+	(ToolChoice_Mode)(0),               // 11: thefold.ai.v1.ToolChoice.Mode
+	(*ModelChoice)(nil),                // 12: thefold.ai.v1.ModelChoice
+	(*Attribution)(nil),                // 13: thefold.ai.v1.Attribution
+	(*TaskSpec)(nil),                   // 14: thefold.ai.v1.TaskSpec
+	(*ContextFile)(nil),                // 15: thefold.ai.v1.ContextFile
+	(*MemoryFragment)(nil),             // 16: thefold.ai.v1.MemoryFragment
+	(*SkillFragment)(nil),              // 17: thefold.ai.v1.SkillFragment
+	(*CodePattern)(nil),                // 18: thefold.ai.v1.CodePattern
+	(*TaskProposal)(nil),               // 19: thefold.ai.v1.TaskProposal
+	(*ReviewFile)(nil),                 // 20: thefold.ai.v1.ReviewFile
+	(*AssessConfidenceRequest)(nil),    // 21: thefold.ai.v1.AssessConfidenceRequest
+	(*AssessConfidenceResponse)(nil),   // 22: thefold.ai.v1.AssessConfidenceResponse
+	(*AssessComplexityRequest)(nil),    // 23: thefold.ai.v1.AssessComplexityRequest
+	(*AssessComplexityResponse)(nil),   // 24: thefold.ai.v1.AssessComplexityResponse
+	(*PlanTaskRequest)(nil),            // 25: thefold.ai.v1.PlanTaskRequest
+	(*PlanTaskResponse)(nil),           // 26: thefold.ai.v1.PlanTaskResponse
+	(*FileSpec)(nil),                   // 27: thefold.ai.v1.FileSpec
+	(*GenerateFileRequest)(nil),        // 28: thefold.ai.v1.GenerateFileRequest
+	(*GenerateFileResponse)(nil),       // 29: thefold.ai.v1.GenerateFileResponse
+	(*FixFileRequest)(nil),             // 30: thefold.ai.v1.FixFileRequest
+	(*FixFileResponse)(nil),            // 31: thefold.ai.v1.FixFileResponse
+	(*ReviewCodeRequest)(nil),          // 32: thefold.ai.v1.ReviewCodeRequest
+	(*ReviewCodeResponse)(nil),         // 33: thefold.ai.v1.ReviewCodeResponse
+	(*AttemptRecord)(nil),              // 34: thefold.ai.v1.AttemptRecord
+	(*DiagnoseFailureRequest)(nil),     // 35: thefold.ai.v1.DiagnoseFailureRequest
+	(*DiagnoseFailureResponse)(nil),    // 36: thefold.ai.v1.DiagnoseFailureResponse
+	(*InterveneRequest)(nil),           // 37: thefold.ai.v1.InterveneRequest
+	(*InterveneResponse)(nil),          // 38: thefold.ai.v1.InterveneResponse
+	(*ProjectPhase)(nil),               // 39: thefold.ai.v1.ProjectPhase
+	(*ProjectPlan)(nil),                // 40: thefold.ai.v1.ProjectPlan
+	(*TaskOutcome)(nil),                // 41: thefold.ai.v1.TaskOutcome
+	(*DecomposeProjectRequest)(nil),    // 42: thefold.ai.v1.DecomposeProjectRequest
+	(*DecomposeProjectResponse)(nil),   // 43: thefold.ai.v1.DecomposeProjectResponse
+	(*ReviseProjectPhaseRequest)(nil),  // 44: thefold.ai.v1.ReviseProjectPhaseRequest
+	(*ReviseProjectPhaseResponse)(nil), // 45: thefold.ai.v1.ReviseProjectPhaseResponse
+	(*ReviewProjectRequest)(nil),       // 46: thefold.ai.v1.ReviewProjectRequest
+	(*ReviewProjectResponse)(nil),      // 47: thefold.ai.v1.ReviewProjectResponse
+	(*OrderableTask)(nil),              // 48: thefold.ai.v1.OrderableTask
+	(*TaskOrder)(nil),                  // 49: thefold.ai.v1.TaskOrder
+	(*PlanTaskOrderRequest)(nil),       // 50: thefold.ai.v1.PlanTaskOrderRequest
+	(*PlanTaskOrderResponse)(nil),      // 51: thefold.ai.v1.PlanTaskOrderResponse
+	(*ChatMessage)(nil),                // 52: thefold.ai.v1.ChatMessage
+	(*ContentBlock)(nil),               // 53: thefold.ai.v1.ContentBlock
+	(*Tool)(nil),                       // 54: thefold.ai.v1.Tool
+	(*ToolUse)(nil),                    // 55: thefold.ai.v1.ToolUse
+	(*ToolResult)(nil),                 // 56: thefold.ai.v1.ToolResult
+	(*ToolChoice)(nil),                 // 57: thefold.ai.v1.ToolChoice
+	(*CompleteRequest)(nil),            // 58: thefold.ai.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 59: thefold.ai.v1.CompleteResponse
+	(*Embedding)(nil),                  // 60: thefold.ai.v1.Embedding
+	(*EmbedRequest)(nil),               // 61: thefold.ai.v1.EmbedRequest
+	(*EmbedResponse)(nil),              // 62: thefold.ai.v1.EmbedResponse
+	(*EstimateCostRequest)(nil),        // 63: thefold.ai.v1.EstimateCostRequest
+	(*EstimateCostResponse)(nil),       // 64: thefold.ai.v1.EstimateCostResponse
+	(*Provider)(nil),                   // 65: thefold.ai.v1.Provider
+	(*Model)(nil),                      // 66: thefold.ai.v1.Model
+	(*ListProvidersRequest)(nil),       // 67: thefold.ai.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),      // 68: thefold.ai.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),         // 69: thefold.ai.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),        // 70: thefold.ai.v1.GetProviderResponse
+	(*CreateProviderRequest)(nil),      // 71: thefold.ai.v1.CreateProviderRequest
+	(*CreateProviderResponse)(nil),     // 72: thefold.ai.v1.CreateProviderResponse
+	(*UpdateProviderRequest)(nil),      // 73: thefold.ai.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),     // 74: thefold.ai.v1.UpdateProviderResponse
+	(*DeleteProviderRequest)(nil),      // 75: thefold.ai.v1.DeleteProviderRequest
+	(*DeleteProviderResponse)(nil),     // 76: thefold.ai.v1.DeleteProviderResponse
+	(*ListModelsRequest)(nil),          // 77: thefold.ai.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 78: thefold.ai.v1.ListModelsResponse
+	(*GetModelRequest)(nil),            // 79: thefold.ai.v1.GetModelRequest
+	(*GetModelResponse)(nil),           // 80: thefold.ai.v1.GetModelResponse
+	(*CreateModelRequest)(nil),         // 81: thefold.ai.v1.CreateModelRequest
+	(*CreateModelResponse)(nil),        // 82: thefold.ai.v1.CreateModelResponse
+	(*UpdateModelRequest)(nil),         // 83: thefold.ai.v1.UpdateModelRequest
+	(*UpdateModelResponse)(nil),        // 84: thefold.ai.v1.UpdateModelResponse
+	(*DeleteModelRequest)(nil),         // 85: thefold.ai.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),        // 86: thefold.ai.v1.DeleteModelResponse
+	(*SelectModelRequest)(nil),         // 87: thefold.ai.v1.SelectModelRequest
+	(*SelectModelResponse)(nil),        // 88: thefold.ai.v1.SelectModelResponse
+	(*GetUsageRequest)(nil),            // 89: thefold.ai.v1.GetUsageRequest
+	(*UsageRow)(nil),                   // 90: thefold.ai.v1.UsageRow
+	(*GetUsageResponse)(nil),           // 91: thefold.ai.v1.GetUsageResponse
+	(*UsageRecord)(nil),                // 92: thefold.ai.v1.UsageRecord
+	(*ListUsageRecordsRequest)(nil),    // 93: thefold.ai.v1.ListUsageRecordsRequest
+	(*ListUsageRecordsResponse)(nil),   // 94: thefold.ai.v1.ListUsageRecordsResponse
+	(v1.MemoryType)(0),                 // 95: thefold.type.v1.MemoryType
+	(v1.Trust)(0),                      // 96: thefold.type.v1.Trust
+	(v1.FileAction)(0),                 // 97: thefold.type.v1.FileAction
+	(*v1.Usage)(nil),                   // 98: thefold.type.v1.Usage
+	(*v1.Plan)(nil),                    // 99: thefold.type.v1.Plan
+	(*v1.FileChange)(nil),              // 100: thefold.type.v1.FileChange
+	(*v1.Diagnostic)(nil),              // 101: thefold.type.v1.Diagnostic
+	(*v1.Edit)(nil),                    // 102: thefold.type.v1.Edit
+	(*durationpb.Duration)(nil),        // 103: google.protobuf.Duration
+	(v1.Priority)(0),                   // 104: thefold.type.v1.Priority
+	(*structpb.Struct)(nil),            // 105: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 106: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 107: google.protobuf.FieldMask
 }
 var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	0,   // 0: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
 	1,   // 1: thefold.ai.v1.Attribution.phase:type_name -> thefold.ai.v1.CallPhase
-	86,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
-	87,  // 3: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
-	11,  // 4: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	12,  // 5: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	13,  // 6: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	9,   // 7: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 8: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	2,   // 9: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
-	16,  // 10: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
-	88,  // 11: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
-	11,  // 12: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	12,  // 13: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	9,   // 14: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 15: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	0,   // 16: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	88,  // 17: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
-	11,  // 18: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	12,  // 19: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	13,  // 20: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	14,  // 21: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	31,  // 22: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
-	89,  // 23: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
-	9,   // 24: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 25: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	89,  // 26: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
-	88,  // 27: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
-	87,  // 28: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
-	11,  // 29: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	24,  // 30: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
-	84,  // 31: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.GenerateFileRequest.DependencyFilesEntry
-	14,  // 32: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	15,  // 33: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	9,   // 34: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 35: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	90,  // 36: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
-	88,  // 37: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
-	11,  // 38: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	91,  // 39: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	85,  // 40: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.FixFileRequest.DependencyFilesEntry
-	9,   // 41: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 42: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	88,  // 43: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
-	11,  // 44: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	17,  // 45: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	9,   // 46: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 47: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	91,  // 48: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	88,  // 49: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
-	91,  // 50: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
-	3,   // 51: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
-	11,  // 52: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	89,  // 53: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
-	91,  // 54: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	31,  // 55: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	12,  // 56: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
-	9,   // 57: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 58: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	3,   // 59: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	92,  // 60: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	88,  // 61: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
-	11,  // 62: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	31,  // 63: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	89,  // 64: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
-	9,   // 65: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 66: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	4,   // 67: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
-	16,  // 68: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	88,  // 69: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
-	16,  // 70: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
-	36,  // 71: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
-	12,  // 72: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	13,  // 73: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	9,   // 74: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 75: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	37,  // 76: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	88,  // 77: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	37,  // 78: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	38,  // 79: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
-	9,   // 80: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 81: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	36,  // 82: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	88,  // 83: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
-	37,  // 84: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	38,  // 85: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
-	17,  // 86: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	9,   // 87: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 88: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	91,  // 89: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	88,  // 90: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	93,  // 91: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
-	45,  // 92: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
-	9,   // 93: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	10,  // 94: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	46,  // 95: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	88,  // 96: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
-	5,   // 97: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
-	49,  // 98: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	9,   // 99: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	94,  // 100: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	10,  // 101: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	94,  // 102: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	6,   // 103: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	88,  // 104: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
-	10,  // 105: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	52,  // 106: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	88,  // 107: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
-	58,  // 108: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	7,   // 109: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	58,  // 110: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	95,  // 111: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 112: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	95,  // 113: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 114: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	57,  // 115: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	57,  // 116: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	57,  // 117: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	57,  // 118: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	57,  // 119: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	96,  // 120: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
-	57,  // 121: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	58,  // 122: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	58,  // 123: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
-	58,  // 124: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
-	58,  // 125: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
-	58,  // 126: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
-	96,  // 127: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
-	58,  // 128: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 129: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	58,  // 130: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	58,  // 131: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	95,  // 132: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	95,  // 133: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	8,   // 134: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	1,   // 135: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	1,   // 136: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
-	82,  // 137: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	82,  // 138: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	18,  // 139: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	20,  // 140: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	22,  // 141: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	25,  // 142: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	27,  // 143: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	29,  // 144: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	32,  // 145: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	34,  // 146: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	39,  // 147: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	41,  // 148: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	43,  // 149: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	47,  // 150: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	50,  // 151: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	53,  // 152: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	55,  // 153: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	59,  // 154: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	61,  // 155: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
-	63,  // 156: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
-	65,  // 157: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
-	67,  // 158: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
-	69,  // 159: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	71,  // 160: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
-	73,  // 161: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
-	75,  // 162: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
-	77,  // 163: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	79,  // 164: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	81,  // 165: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	19,  // 166: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	21,  // 167: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	23,  // 168: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	26,  // 169: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	28,  // 170: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	30,  // 171: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	33,  // 172: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	35,  // 173: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	40,  // 174: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	42,  // 175: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	44,  // 176: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	48,  // 177: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	51,  // 178: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	54,  // 179: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	56,  // 180: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	60,  // 181: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	62,  // 182: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
-	64,  // 183: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
-	66,  // 184: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
-	68,  // 185: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
-	70,  // 186: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	72,  // 187: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
-	74,  // 188: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
-	76,  // 189: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
-	78,  // 190: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	80,  // 191: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	83,  // 192: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	166, // [166:193] is the sub-list for method output_type
-	139, // [139:166] is the sub-list for method input_type
-	139, // [139:139] is the sub-list for extension type_name
-	139, // [139:139] is the sub-list for extension extendee
-	0,   // [0:139] is the sub-list for field type_name
+	95,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
+	96,  // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
+	97,  // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
+	14,  // 5: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	15,  // 6: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	16,  // 7: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	12,  // 8: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 9: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	3,   // 10: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
+	19,  // 11: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
+	98,  // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 13: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	15,  // 14: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 15: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 16: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	0,   // 17: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	98,  // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 19: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	15,  // 20: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	16,  // 21: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	17,  // 22: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	34,  // 23: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
+	99,  // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
+	12,  // 25: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 26: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	99,  // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
+	98,  // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
+	97,  // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
+	14,  // 30: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	27,  // 31: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
+	15,  // 32: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
+	17,  // 33: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	18,  // 34: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	12,  // 35: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 36: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	2,   // 37: thefold.ai.v1.GenerateFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
+	100, // 38: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
+	98,  // 39: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 40: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	101, // 41: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	15,  // 42: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 43: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 44: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	2,   // 45: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
+	17,  // 46: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	18,  // 47: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	98,  // 48: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 49: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
+	14,  // 50: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	20,  // 51: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 52: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 53: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	101, // 54: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	98,  // 55: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	101, // 56: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	4,   // 57: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
+	14,  // 58: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	99,  // 59: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	101, // 60: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	34,  // 61: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	15,  // 62: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 63: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 64: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 65: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
+	103, // 66: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	98,  // 67: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 68: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	34,  // 69: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	99,  // 70: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	12,  // 71: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 72: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	5,   // 73: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
+	19,  // 74: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
+	98,  // 75: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	19,  // 76: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
+	39,  // 77: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
+	15,  // 78: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	16,  // 79: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	12,  // 80: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 81: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	40,  // 82: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
+	98,  // 83: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	40,  // 84: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	41,  // 85: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
+	12,  // 86: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 87: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	39,  // 88: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
+	98,  // 89: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	40,  // 90: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	41,  // 91: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
+	20,  // 92: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 93: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 94: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	101, // 95: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	98,  // 96: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	104, // 97: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	48,  // 98: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
+	12,  // 99: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 100: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	49,  // 101: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
+	98,  // 102: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	6,   // 103: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
+	53,  // 104: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
+	55,  // 105: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
+	56,  // 106: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
+	105, // 107: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	105, // 108: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
+	11,  // 109: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
+	52,  // 110: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	12,  // 111: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	105, // 112: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	13,  // 113: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	54,  // 114: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	57,  // 115: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	105, // 116: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	7,   // 117: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	98,  // 118: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	55,  // 119: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
+	13,  // 120: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	60,  // 121: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	98,  // 122: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	66,  // 123: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	8,   // 124: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	66,  // 125: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	106, // 126: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	106, // 127: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	106, // 128: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	106, // 129: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	65,  // 130: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	65,  // 131: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	65,  // 132: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	65,  // 133: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	65,  // 134: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	107, // 135: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	65,  // 136: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 137: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	66,  // 138: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	66,  // 139: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	66,  // 140: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	66,  // 141: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	107, // 142: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	66,  // 143: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 144: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	66,  // 145: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	66,  // 146: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	106, // 147: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	106, // 148: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 149: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 150: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 151: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	90,  // 152: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	90,  // 153: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	106, // 154: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 155: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
+	98,  // 156: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
+	10,  // 157: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
+	106, // 158: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	106, // 159: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	1,   // 160: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	92,  // 161: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
+	21,  // 162: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	23,  // 163: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	25,  // 164: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	28,  // 165: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	30,  // 166: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	32,  // 167: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	35,  // 168: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	37,  // 169: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	42,  // 170: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	44,  // 171: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	46,  // 172: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	50,  // 173: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	58,  // 174: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	61,  // 175: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	63,  // 176: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	67,  // 177: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	69,  // 178: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	71,  // 179: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	73,  // 180: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	75,  // 181: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	77,  // 182: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	79,  // 183: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	81,  // 184: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	83,  // 185: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	85,  // 186: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	87,  // 187: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	89,  // 188: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	93,  // 189: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
+	22,  // 190: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	24,  // 191: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	26,  // 192: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	29,  // 193: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	31,  // 194: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	33,  // 195: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	36,  // 196: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	38,  // 197: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	43,  // 198: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	45,  // 199: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	47,  // 200: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	51,  // 201: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	59,  // 202: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	62,  // 203: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	64,  // 204: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	68,  // 205: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	70,  // 206: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	72,  // 207: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	74,  // 208: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	76,  // 209: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	78,  // 210: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	80,  // 211: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	82,  // 212: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	84,  // 213: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	86,  // 214: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	88,  // 215: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	91,  // 216: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	94,  // 217: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
+	190, // [190:218] is the sub-list for method output_type
+	162, // [162:190] is the sub-list for method input_type
+	162, // [162:162] is the sub-list for extension type_name
+	162, // [162:162] is the sub-list for extension extendee
+	0,   // [0:162] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
@@ -7232,14 +8484,19 @@ func file_thefold_ai_v1_ai_proto_init() {
 	if File_thefold_ai_v1_ai_proto != nil {
 		return
 	}
-	file_thefold_ai_v1_ai_proto_msgTypes[41].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[41].OneofWrappers = []any{
+		(*ContentBlock_Text)(nil),
+		(*ContentBlock_ToolUse)(nil),
+		(*ContentBlock_ToolResult)(nil),
+	}
+	file_thefold_ai_v1_ai_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_ai_v1_ai_proto_rawDesc), len(file_thefold_ai_v1_ai_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   77,
+			NumEnums:      12,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -582,6 +582,41 @@ func local_request_ModelRegistryService_GetUsage_0(ctx context.Context, marshale
 	return msg, metadata, err
 }
 
+var filter_ModelRegistryService_ListUsageRecords_0 = &utilities.DoubleArray{Encoding: map[string]int{}, Base: []int(nil), Check: []int(nil)}
+
+func request_ModelRegistryService_ListUsageRecords_0(ctx context.Context, marshaler runtime.Marshaler, client ModelRegistryServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListUsageRecordsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ModelRegistryService_ListUsageRecords_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListUsageRecords(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_ModelRegistryService_ListUsageRecords_0(ctx context.Context, marshaler runtime.Marshaler, server ModelRegistryServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListUsageRecordsRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := req.ParseForm(); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_ModelRegistryService_ListUsageRecords_0); err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListUsageRecords(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterAIServiceHandlerServer registers the http handlers for service AIService to "mux".
 // UnaryRPC     :call AIServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -857,6 +892,26 @@ func RegisterModelRegistryServiceHandlerServer(ctx context.Context, mux *runtime
 			return
 		}
 		forward_ModelRegistryService_GetUsage_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodGet, pattern_ModelRegistryService_ListUsageRecords_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.ai.v1.ModelRegistryService/ListUsageRecords", runtime.WithHTTPPathPattern("/v1/ai/usage/records"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_ModelRegistryService_ListUsageRecords_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ModelRegistryService_ListUsageRecords_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -1166,35 +1221,54 @@ func RegisterModelRegistryServiceHandlerClient(ctx context.Context, mux *runtime
 		}
 		forward_ModelRegistryService_GetUsage_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodGet, pattern_ModelRegistryService_ListUsageRecords_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.ai.v1.ModelRegistryService/ListUsageRecords", runtime.WithHTTPPathPattern("/v1/ai/usage/records"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_ModelRegistryService_ListUsageRecords_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_ModelRegistryService_ListUsageRecords_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_ModelRegistryService_ListProviders_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "providers"}, ""))
-	pattern_ModelRegistryService_GetProvider_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
-	pattern_ModelRegistryService_CreateProvider_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "providers"}, ""))
-	pattern_ModelRegistryService_UpdateProvider_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
-	pattern_ModelRegistryService_DeleteProvider_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
-	pattern_ModelRegistryService_ListModels_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, ""))
-	pattern_ModelRegistryService_GetModel_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
-	pattern_ModelRegistryService_CreateModel_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, ""))
-	pattern_ModelRegistryService_UpdateModel_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
-	pattern_ModelRegistryService_DeleteModel_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
-	pattern_ModelRegistryService_SelectModel_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, "select"))
-	pattern_ModelRegistryService_GetUsage_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "usage"}, ""))
+	pattern_ModelRegistryService_ListProviders_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "providers"}, ""))
+	pattern_ModelRegistryService_GetProvider_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
+	pattern_ModelRegistryService_CreateProvider_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "providers"}, ""))
+	pattern_ModelRegistryService_UpdateProvider_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
+	pattern_ModelRegistryService_DeleteProvider_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "providers", "id"}, ""))
+	pattern_ModelRegistryService_ListModels_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, ""))
+	pattern_ModelRegistryService_GetModel_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
+	pattern_ModelRegistryService_CreateModel_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, ""))
+	pattern_ModelRegistryService_UpdateModel_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
+	pattern_ModelRegistryService_DeleteModel_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 1, 0, 4, 1, 5, 3}, []string{"v1", "ai", "models", "id"}, ""))
+	pattern_ModelRegistryService_SelectModel_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "models"}, "select"))
+	pattern_ModelRegistryService_GetUsage_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "ai", "usage"}, ""))
+	pattern_ModelRegistryService_ListUsageRecords_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2, 2, 3}, []string{"v1", "ai", "usage", "records"}, ""))
 )
 
 var (
-	forward_ModelRegistryService_ListProviders_0  = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_GetProvider_0    = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_CreateProvider_0 = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_UpdateProvider_0 = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_DeleteProvider_0 = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_ListModels_0     = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_GetModel_0       = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_CreateModel_0    = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_UpdateModel_0    = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_DeleteModel_0    = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_SelectModel_0    = runtime.ForwardResponseMessage
-	forward_ModelRegistryService_GetUsage_0       = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_ListProviders_0    = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_GetProvider_0      = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_CreateProvider_0   = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_UpdateProvider_0   = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_DeleteProvider_0   = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_ListModels_0       = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_GetModel_0         = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_CreateModel_0      = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_UpdateModel_0      = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_DeleteModel_0      = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_SelectModel_0      = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_GetUsage_0         = runtime.ForwardResponseMessage
+	forward_ModelRegistryService_ListUsageRecords_0 = runtime.ForwardResponseMessage
 )

@@ -58,8 +58,14 @@ const (
 // Errors follow thefold/type/v1/conventions.proto: bad input (an empty task, a DELETE file
 // spec, a malformed JSON schema) is INVALID_ARGUMENT; an unknown explicit model is NOT_FOUND
 // and a disabled one FAILED_PRECONDITION; a provider rate limit that every fallback also
-// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a reply
-// that cannot be parsed or repaired into the response is INTERNAL.
+// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a refused key is
+// FAILED_PRECONDITION; no provider configured at all is FAILED_PRECONDITION naming the
+// settings to set. A reply that cannot be parsed or repaired into the response (one repair
+// round) is UNAVAILABLE with a google.rpc.ErrorInfo of reason MODEL_OUTPUT_INVALID and a
+// message saying what was wrong: a retry, or a stronger model, may answer well. Provider
+// failures carry ErrorInfo reasons PROVIDER_RATE_LIMITED (with a RetryInfo when the provider
+// said how long to wait), PROVIDER_UNAVAILABLE, PROVIDER_AUTH_FAILED and
+// PROVIDER_REJECTED_REQUEST, in the domain ai.thefold.dev.
 type AIServiceClient interface {
 	// AssessConfidence judges whether the task is clear enough to start: proceed, ask the
 	// user clarifying questions, or break it into subtasks.
@@ -283,8 +289,14 @@ func (c *aIServiceClient) EstimateCost(ctx context.Context, in *EstimateCostRequ
 // Errors follow thefold/type/v1/conventions.proto: bad input (an empty task, a DELETE file
 // spec, a malformed JSON schema) is INVALID_ARGUMENT; an unknown explicit model is NOT_FOUND
 // and a disabled one FAILED_PRECONDITION; a provider rate limit that every fallback also
-// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a reply
-// that cannot be parsed or repaired into the response is INTERNAL.
+// hit is RESOURCE_EXHAUSTED; no provider answering is UNAVAILABLE; a refused key is
+// FAILED_PRECONDITION; no provider configured at all is FAILED_PRECONDITION naming the
+// settings to set. A reply that cannot be parsed or repaired into the response (one repair
+// round) is UNAVAILABLE with a google.rpc.ErrorInfo of reason MODEL_OUTPUT_INVALID and a
+// message saying what was wrong: a retry, or a stronger model, may answer well. Provider
+// failures carry ErrorInfo reasons PROVIDER_RATE_LIMITED (with a RetryInfo when the provider
+// said how long to wait), PROVIDER_UNAVAILABLE, PROVIDER_AUTH_FAILED and
+// PROVIDER_REJECTED_REQUEST, in the domain ai.thefold.dev.
 type AIServiceServer interface {
 	// AssessConfidence judges whether the task is clear enough to start: proceed, ask the
 	// user clarifying questions, or break it into subtasks.
@@ -745,18 +757,19 @@ var AIService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	ModelRegistryService_ListProviders_FullMethodName  = "/thefold.ai.v1.ModelRegistryService/ListProviders"
-	ModelRegistryService_GetProvider_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/GetProvider"
-	ModelRegistryService_CreateProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/CreateProvider"
-	ModelRegistryService_UpdateProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/UpdateProvider"
-	ModelRegistryService_DeleteProvider_FullMethodName = "/thefold.ai.v1.ModelRegistryService/DeleteProvider"
-	ModelRegistryService_ListModels_FullMethodName     = "/thefold.ai.v1.ModelRegistryService/ListModels"
-	ModelRegistryService_GetModel_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/GetModel"
-	ModelRegistryService_CreateModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/CreateModel"
-	ModelRegistryService_UpdateModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/UpdateModel"
-	ModelRegistryService_DeleteModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/DeleteModel"
-	ModelRegistryService_SelectModel_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/SelectModel"
-	ModelRegistryService_GetUsage_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/GetUsage"
+	ModelRegistryService_ListProviders_FullMethodName    = "/thefold.ai.v1.ModelRegistryService/ListProviders"
+	ModelRegistryService_GetProvider_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/GetProvider"
+	ModelRegistryService_CreateProvider_FullMethodName   = "/thefold.ai.v1.ModelRegistryService/CreateProvider"
+	ModelRegistryService_UpdateProvider_FullMethodName   = "/thefold.ai.v1.ModelRegistryService/UpdateProvider"
+	ModelRegistryService_DeleteProvider_FullMethodName   = "/thefold.ai.v1.ModelRegistryService/DeleteProvider"
+	ModelRegistryService_ListModels_FullMethodName       = "/thefold.ai.v1.ModelRegistryService/ListModels"
+	ModelRegistryService_GetModel_FullMethodName         = "/thefold.ai.v1.ModelRegistryService/GetModel"
+	ModelRegistryService_CreateModel_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/CreateModel"
+	ModelRegistryService_UpdateModel_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/UpdateModel"
+	ModelRegistryService_DeleteModel_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/DeleteModel"
+	ModelRegistryService_SelectModel_FullMethodName      = "/thefold.ai.v1.ModelRegistryService/SelectModel"
+	ModelRegistryService_GetUsage_FullMethodName         = "/thefold.ai.v1.ModelRegistryService/GetUsage"
+	ModelRegistryService_ListUsageRecords_FullMethodName = "/thefold.ai.v1.ModelRegistryService/ListUsageRecords"
 )
 
 // ModelRegistryServiceClient is the client API for ModelRegistryService service.
@@ -802,8 +815,11 @@ type ModelRegistryServiceClient interface {
 	// SelectModel picks the model for a call from complexity, tags and budget mode, with the
 	// ordered fallbacks to try when it fails (same provider first when moving up a tier).
 	SelectModel(ctx context.Context, in *SelectModelRequest, opts ...grpc.CallOption) (*SelectModelResponse, error)
-	// GetUsage sums the usage ledger over a time range, grouped by model, day and/or phase.
+	// GetUsage sums the usage ledger over a time range, grouped by any of model, day,
+	// phase, job, task, build, project and RPC.
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
+	// ListUsageRecords lists ledger entries, newest first, with the filters of GetUsage.
+	ListUsageRecords(ctx context.Context, in *ListUsageRecordsRequest, opts ...grpc.CallOption) (*ListUsageRecordsResponse, error)
 }
 
 type modelRegistryServiceClient struct {
@@ -934,6 +950,16 @@ func (c *modelRegistryServiceClient) GetUsage(ctx context.Context, in *GetUsageR
 	return out, nil
 }
 
+func (c *modelRegistryServiceClient) ListUsageRecords(ctx context.Context, in *ListUsageRecordsRequest, opts ...grpc.CallOption) (*ListUsageRecordsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListUsageRecordsResponse)
+	err := c.cc.Invoke(ctx, ModelRegistryService_ListUsageRecords_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ModelRegistryServiceServer is the server API for ModelRegistryService service.
 // All implementations must embed UnimplementedModelRegistryServiceServer
 // for forward compatibility.
@@ -977,8 +1003,11 @@ type ModelRegistryServiceServer interface {
 	// SelectModel picks the model for a call from complexity, tags and budget mode, with the
 	// ordered fallbacks to try when it fails (same provider first when moving up a tier).
 	SelectModel(context.Context, *SelectModelRequest) (*SelectModelResponse, error)
-	// GetUsage sums the usage ledger over a time range, grouped by model, day and/or phase.
+	// GetUsage sums the usage ledger over a time range, grouped by any of model, day,
+	// phase, job, task, build, project and RPC.
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
+	// ListUsageRecords lists ledger entries, newest first, with the filters of GetUsage.
+	ListUsageRecords(context.Context, *ListUsageRecordsRequest) (*ListUsageRecordsResponse, error)
 	mustEmbedUnimplementedModelRegistryServiceServer()
 }
 
@@ -1024,6 +1053,9 @@ func (UnimplementedModelRegistryServiceServer) SelectModel(context.Context, *Sel
 }
 func (UnimplementedModelRegistryServiceServer) GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetUsage not implemented")
+}
+func (UnimplementedModelRegistryServiceServer) ListUsageRecords(context.Context, *ListUsageRecordsRequest) (*ListUsageRecordsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListUsageRecords not implemented")
 }
 func (UnimplementedModelRegistryServiceServer) mustEmbedUnimplementedModelRegistryServiceServer() {}
 func (UnimplementedModelRegistryServiceServer) testEmbeddedByValue()                              {}
@@ -1262,6 +1294,24 @@ func _ModelRegistryService_GetUsage_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ModelRegistryService_ListUsageRecords_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListUsageRecordsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ModelRegistryServiceServer).ListUsageRecords(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ModelRegistryService_ListUsageRecords_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ModelRegistryServiceServer).ListUsageRecords(ctx, req.(*ListUsageRecordsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ModelRegistryService_ServiceDesc is the grpc.ServiceDesc for ModelRegistryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1316,6 +1366,10 @@ var ModelRegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetUsage",
 			Handler:    _ModelRegistryService_GetUsage_Handler,
+		},
+		{
+			MethodName: "ListUsageRecords",
+			Handler:    _ModelRegistryService_ListUsageRecords_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -187,6 +187,60 @@ func (OutputStream) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{2}
 }
 
+// NetworkPolicy is what network one command may use.
+type NetworkPolicy int32
+
+const (
+	// No network (the default).
+	NetworkPolicy_NETWORK_POLICY_UNSPECIFIED NetworkPolicy = 0
+	NetworkPolicy_NETWORK_POLICY_NONE        NetworkPolicy = 1
+	// A dependencies step (go mod download, npm ci, pip install): outbound traffic only to
+	// the package registries or proxy the server allows (configured; INVALID_ARGUMENT where
+	// none is configured). Only for the install programs of the language's allowlist.
+	NetworkPolicy_NETWORK_POLICY_PACKAGES NetworkPolicy = 2
+)
+
+// Enum value maps for NetworkPolicy.
+var (
+	NetworkPolicy_name = map[int32]string{
+		0: "NETWORK_POLICY_UNSPECIFIED",
+		1: "NETWORK_POLICY_NONE",
+		2: "NETWORK_POLICY_PACKAGES",
+	}
+	NetworkPolicy_value = map[string]int32{
+		"NETWORK_POLICY_UNSPECIFIED": 0,
+		"NETWORK_POLICY_NONE":        1,
+		"NETWORK_POLICY_PACKAGES":    2,
+	}
+)
+
+func (x NetworkPolicy) Enum() *NetworkPolicy {
+	p := new(NetworkPolicy)
+	*p = x
+	return p
+}
+
+func (x NetworkPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NetworkPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
+}
+
+func (NetworkPolicy) Type() protoreflect.EnumType {
+	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[3]
+}
+
+func (x NetworkPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NetworkPolicy.Descriptor instead.
+func (NetworkPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
+}
+
 // ValidationStepKind is a validation pipeline step. Which commands run depends on the
 // toolchain detected (e.g. tsc/eslint/npm test for Node, go vet/go test for Go).
 type ValidationStepKind int32
@@ -197,6 +251,12 @@ const (
 	ValidationStepKind_VALIDATION_STEP_KIND_LINT        ValidationStepKind = 2
 	ValidationStepKind_VALIDATION_STEP_KIND_TEST        ValidationStepKind = 3
 	ValidationStepKind_VALIDATION_STEP_KIND_BUILD       ValidationStepKind = 4
+	// Formatting (gofmt -l, prettier --check): each unformatted file is a warning.
+	ValidationStepKind_VALIDATION_STEP_KIND_FORMAT ValidationStepKind = 5
+	// Snapshot tests (updated golden files count as failures). Runs only when asked for.
+	ValidationStepKind_VALIDATION_STEP_KIND_SNAPSHOT ValidationStepKind = 6
+	// Benchmarks, reporting their figures in output. Runs only when asked for.
+	ValidationStepKind_VALIDATION_STEP_KIND_PERFORMANCE ValidationStepKind = 7
 )
 
 // Enum value maps for ValidationStepKind.
@@ -207,6 +267,9 @@ var (
 		2: "VALIDATION_STEP_KIND_LINT",
 		3: "VALIDATION_STEP_KIND_TEST",
 		4: "VALIDATION_STEP_KIND_BUILD",
+		5: "VALIDATION_STEP_KIND_FORMAT",
+		6: "VALIDATION_STEP_KIND_SNAPSHOT",
+		7: "VALIDATION_STEP_KIND_PERFORMANCE",
 	}
 	ValidationStepKind_value = map[string]int32{
 		"VALIDATION_STEP_KIND_UNSPECIFIED": 0,
@@ -214,6 +277,9 @@ var (
 		"VALIDATION_STEP_KIND_LINT":        2,
 		"VALIDATION_STEP_KIND_TEST":        3,
 		"VALIDATION_STEP_KIND_BUILD":       4,
+		"VALIDATION_STEP_KIND_FORMAT":      5,
+		"VALIDATION_STEP_KIND_SNAPSHOT":    6,
+		"VALIDATION_STEP_KIND_PERFORMANCE": 7,
 	}
 )
 
@@ -228,11 +294,11 @@ func (x ValidationStepKind) String() string {
 }
 
 func (ValidationStepKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[3].Descriptor()
+	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[4].Descriptor()
 }
 
 func (ValidationStepKind) Type() protoreflect.EnumType {
-	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[3]
+	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[4]
 }
 
 func (x ValidationStepKind) Number() protoreflect.EnumNumber {
@@ -241,7 +307,7 @@ func (x ValidationStepKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ValidationStepKind.Descriptor instead.
 func (ValidationStepKind) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{3}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
 }
 
 // StepStatus is how a validation step ended.
@@ -287,11 +353,11 @@ func (x StepStatus) String() string {
 }
 
 func (StepStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[4].Descriptor()
+	return file_thefold_sandbox_v1_sandbox_proto_enumTypes[5].Descriptor()
 }
 
 func (StepStatus) Type() protoreflect.EnumType {
-	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[4]
+	return &file_thefold_sandbox_v1_sandbox_proto_enumTypes[5]
 }
 
 func (x StepStatus) Number() protoreflect.EnumNumber {
@@ -300,7 +366,7 @@ func (x StepStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StepStatus.Descriptor instead.
 func (StepStatus) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{4}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{5}
 }
 
 // ResourceLimits bound a sandbox. Zero values take the server defaults. The local backend
@@ -409,8 +475,15 @@ type Sandbox struct {
 	JobId      string                 `protobuf:"bytes,10,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// When the sandbox is destroyed automatically; unset when it lives until destroyed.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	DestroyTime   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=destroy_time,json=destroyTime,proto3" json:"destroy_time,omitempty"`
+	ExpireTime  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	DestroyTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=destroy_time,json=destroyTime,proto3" json:"destroy_time,omitempty"`
+	// Language whose toolchain and image the sandbox has, e.g. "go"; detected from the
+	// workspace when not asked for.
+	Language string `protobuf:"bytes,14,opt,name=language,proto3" json:"language,omitempty"`
+	// Container image (docker backend); empty for the other backends.
+	Image string `protobuf:"bytes,15,opt,name=image,proto3" json:"image,omitempty"`
+	// Pinned by KeepAliveSandbox: does not expire.
+	Pinned        bool `protobuf:"varint,16,opt,name=pinned,proto3" json:"pinned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -536,6 +609,27 @@ func (x *Sandbox) GetDestroyTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Sandbox) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *Sandbox) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *Sandbox) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
 // CreateSandboxRequest creates a workspace from one of three sources: nothing (repo and
 // archive empty: a blank workspace, e.g. for scaffolding), an uploaded archive (archive
 // set), or a repository ref fetched through the github service's GetArchive (repo set,
@@ -563,10 +657,20 @@ type CreateSandboxRequest struct {
 	Backend SandboxBackend `protobuf:"varint,6,opt,name=backend,proto3,enum=thefold.sandbox.v1.SandboxBackend" json:"backend,omitempty"`
 	// Zero fields take the server defaults.
 	Limits *ResourceLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
-	// Lifetime; 0 means until destroyed.
+	// Idle lifetime: the sandbox expires this long after its last use. 0 takes the server
+	// default (30 minutes) — never "forever"; a sandbox that must outlive it is kept alive or
+	// pinned with KeepAliveSandbox.
 	Ttl *durationpb.Duration `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Agent job the sandbox is for.
-	JobId         string `protobuf:"bytes,9,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,9,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Language whose toolchain the sandbox needs ("go", "typescript", "javascript", "python");
+	// empty: detected from the workspace. Chooses the image of the docker backend and the
+	// programs RunCommand allows.
+	Language string `protobuf:"bytes,10,opt,name=language,proto3" json:"language,omitempty"`
+	// Container image for the docker backend, overriding the per-language default (the server
+	// may restrict images to a configured list: INVALID_ARGUMENT otherwise). Empty for the
+	// other backends.
+	Image         string `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +764,20 @@ func (x *CreateSandboxRequest) GetTtl() *durationpb.Duration {
 func (x *CreateSandboxRequest) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetImage() string {
+	if x != nil {
+		return x.Image
 	}
 	return ""
 }
@@ -1018,6 +1136,113 @@ func (*DestroySandboxResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{9}
 }
 
+type KeepAliveSandboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Extend expire_time to now + ttl; 0 uses the sandbox's own ttl.
+	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Pin (true) so the sandbox never expires, or unpin (false, the default) so it expires
+	// again ttl after now.
+	Pin           bool `protobuf:"varint,3,opt,name=pin,proto3" json:"pin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveSandboxRequest) Reset() {
+	*x = KeepAliveSandboxRequest{}
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveSandboxRequest) ProtoMessage() {}
+
+func (x *KeepAliveSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveSandboxRequest.ProtoReflect.Descriptor instead.
+func (*KeepAliveSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *KeepAliveSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *KeepAliveSandboxRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *KeepAliveSandboxRequest) GetPin() bool {
+	if x != nil {
+		return x.Pin
+	}
+	return false
+}
+
+type KeepAliveSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeepAliveSandboxResponse) Reset() {
+	*x = KeepAliveSandboxResponse{}
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeepAliveSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeepAliveSandboxResponse) ProtoMessage() {}
+
+func (x *KeepAliveSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeepAliveSandboxResponse.ProtoReflect.Descriptor instead.
+func (*KeepAliveSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *KeepAliveSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
 type WriteFileRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
@@ -1033,7 +1258,7 @@ type WriteFileRequest struct {
 
 func (x *WriteFileRequest) Reset() {
 	*x = WriteFileRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1270,7 @@ func (x *WriteFileRequest) String() string {
 func (*WriteFileRequest) ProtoMessage() {}
 
 func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[10]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1283,7 @@ func (x *WriteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileRequest.ProtoReflect.Descriptor instead.
 func (*WriteFileRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{10}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WriteFileRequest) GetSandboxId() string {
@@ -1101,7 +1326,7 @@ type WriteFileResponse struct {
 
 func (x *WriteFileResponse) Reset() {
 	*x = WriteFileResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1338,7 @@ func (x *WriteFileResponse) String() string {
 func (*WriteFileResponse) ProtoMessage() {}
 
 func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[11]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1351,7 @@ func (x *WriteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteFileResponse.ProtoReflect.Descriptor instead.
 func (*WriteFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{11}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WriteFileResponse) GetSize() int64 {
@@ -1154,7 +1379,7 @@ type ReadFileRequest struct {
 
 func (x *ReadFileRequest) Reset() {
 	*x = ReadFileRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1391,7 @@ func (x *ReadFileRequest) String() string {
 func (*ReadFileRequest) ProtoMessage() {}
 
 func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[12]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1404,7 @@ func (x *ReadFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileRequest.ProtoReflect.Descriptor instead.
 func (*ReadFileRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{12}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadFileRequest) GetSandboxId() string {
@@ -1209,7 +1434,7 @@ type ReadFileResponse struct {
 
 func (x *ReadFileResponse) Reset() {
 	*x = ReadFileResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1446,7 @@ func (x *ReadFileResponse) String() string {
 func (*ReadFileResponse) ProtoMessage() {}
 
 func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[13]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1459,7 @@ func (x *ReadFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadFileResponse.ProtoReflect.Descriptor instead.
 func (*ReadFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{13}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadFileResponse) GetContent() []byte {
@@ -1271,7 +1496,7 @@ type DeleteFileRequest struct {
 
 func (x *DeleteFileRequest) Reset() {
 	*x = DeleteFileRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1508,7 @@ func (x *DeleteFileRequest) String() string {
 func (*DeleteFileRequest) ProtoMessage() {}
 
 func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[14]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1521,7 @@ func (x *DeleteFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileRequest.ProtoReflect.Descriptor instead.
 func (*DeleteFileRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{14}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteFileRequest) GetSandboxId() string {
@@ -1328,7 +1553,7 @@ type DeleteFileResponse struct {
 
 func (x *DeleteFileResponse) Reset() {
 	*x = DeleteFileResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1565,7 @@ func (x *DeleteFileResponse) String() string {
 func (*DeleteFileResponse) ProtoMessage() {}
 
 func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[15]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1578,7 @@ func (x *DeleteFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteFileResponse.ProtoReflect.Descriptor instead.
 func (*DeleteFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{15}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
 }
 
 // FileInfo describes one entry of the workspace.
@@ -1371,7 +1596,7 @@ type FileInfo struct {
 
 func (x *FileInfo) Reset() {
 	*x = FileInfo{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1608,7 @@ func (x *FileInfo) String() string {
 func (*FileInfo) ProtoMessage() {}
 
 func (x *FileInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[16]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1621,7 @@ func (x *FileInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileInfo.ProtoReflect.Descriptor instead.
 func (*FileInfo) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{16}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FileInfo) GetPath() string {
@@ -1447,7 +1672,7 @@ type ListFilesRequest struct {
 
 func (x *ListFilesRequest) Reset() {
 	*x = ListFilesRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1684,7 @@ func (x *ListFilesRequest) String() string {
 func (*ListFilesRequest) ProtoMessage() {}
 
 func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[17]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1697,7 @@ func (x *ListFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesRequest.ProtoReflect.Descriptor instead.
 func (*ListFilesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{17}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListFilesRequest) GetSandboxId() string {
@@ -1529,7 +1754,7 @@ type ListFilesResponse struct {
 
 func (x *ListFilesResponse) Reset() {
 	*x = ListFilesResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1766,7 @@ func (x *ListFilesResponse) String() string {
 func (*ListFilesResponse) ProtoMessage() {}
 
 func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[18]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1779,7 @@ func (x *ListFilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListFilesResponse.ProtoReflect.Descriptor instead.
 func (*ListFilesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{18}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListFilesResponse) GetFiles() []*FileInfo {
@@ -1588,7 +1813,7 @@ type EditResult struct {
 
 func (x *EditResult) Reset() {
 	*x = EditResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1825,7 @@ func (x *EditResult) String() string {
 func (*EditResult) ProtoMessage() {}
 
 func (x *EditResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[19]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1838,7 @@ func (x *EditResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResult.ProtoReflect.Descriptor instead.
 func (*EditResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{19}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EditResult) GetIndex() int32 {
@@ -1659,7 +1884,7 @@ type ApplyEditsRequest struct {
 
 func (x *ApplyEditsRequest) Reset() {
 	*x = ApplyEditsRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1896,7 @@ func (x *ApplyEditsRequest) String() string {
 func (*ApplyEditsRequest) ProtoMessage() {}
 
 func (x *ApplyEditsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[20]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1909,7 @@ func (x *ApplyEditsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyEditsRequest.ProtoReflect.Descriptor instead.
 func (*ApplyEditsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{20}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyEditsRequest) GetSandboxId() string {
@@ -1732,7 +1957,7 @@ type ApplyEditsResponse struct {
 
 func (x *ApplyEditsResponse) Reset() {
 	*x = ApplyEditsResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1969,7 @@ func (x *ApplyEditsResponse) String() string {
 func (*ApplyEditsResponse) ProtoMessage() {}
 
 func (x *ApplyEditsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[21]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1982,7 @@ func (x *ApplyEditsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyEditsResponse.ProtoReflect.Descriptor instead.
 func (*ApplyEditsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{21}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApplyEditsResponse) GetApplied() bool {
@@ -1804,14 +2029,16 @@ type RunCommandRequest struct {
 	// 0 uses the sandbox's limits.timeout. On timeout the command is killed.
 	Timeout *durationpb.Duration `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Written to the command's standard input, then closed.
-	Stdin         []byte `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdin []byte `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// Network for this command; the default is none. Generated code never has network.
+	Network       NetworkPolicy `protobuf:"varint,7,opt,name=network,proto3,enum=thefold.sandbox.v1.NetworkPolicy" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunCommandRequest) Reset() {
 	*x = RunCommandRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2050,7 @@ func (x *RunCommandRequest) String() string {
 func (*RunCommandRequest) ProtoMessage() {}
 
 func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[22]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2063,7 @@ func (x *RunCommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandRequest.ProtoReflect.Descriptor instead.
 func (*RunCommandRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{22}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunCommandRequest) GetSandboxId() string {
@@ -1881,6 +2108,13 @@ func (x *RunCommandRequest) GetStdin() []byte {
 	return nil
 }
 
+func (x *RunCommandRequest) GetNetwork() NetworkPolicy {
+	if x != nil {
+		return x.Network
+	}
+	return NetworkPolicy_NETWORK_POLICY_UNSPECIFIED
+}
+
 // OutputChunk is a piece of the command's output, in the order it was produced.
 type OutputChunk struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1893,7 +2127,7 @@ type OutputChunk struct {
 
 func (x *OutputChunk) Reset() {
 	*x = OutputChunk{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2139,7 @@ func (x *OutputChunk) String() string {
 func (*OutputChunk) ProtoMessage() {}
 
 func (x *OutputChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[23]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2152,7 @@ func (x *OutputChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputChunk.ProtoReflect.Descriptor instead.
 func (*OutputChunk) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{23}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OutputChunk) GetStream() OutputStream {
@@ -1952,7 +2186,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2198,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[24]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2211,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{24}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CommandResult) GetCommandId() string {
@@ -2029,7 +2263,7 @@ type RunCommandResponse struct {
 
 func (x *RunCommandResponse) Reset() {
 	*x = RunCommandResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2275,7 @@ func (x *RunCommandResponse) String() string {
 func (*RunCommandResponse) ProtoMessage() {}
 
 func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[25]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2288,7 @@ func (x *RunCommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunCommandResponse.ProtoReflect.Descriptor instead.
 func (*RunCommandResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{25}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RunCommandResponse) GetEvent() isRunCommandResponse_Event {
@@ -2121,7 +2355,7 @@ type StepResult struct {
 
 func (x *StepResult) Reset() {
 	*x = StepResult{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2367,7 @@ func (x *StepResult) String() string {
 func (*StepResult) ProtoMessage() {}
 
 func (x *StepResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[26]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2380,7 @@ func (x *StepResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepResult.ProtoReflect.Descriptor instead.
 func (*StepResult) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{26}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StepResult) GetKind() ValidationStepKind {
@@ -2208,7 +2442,8 @@ func (x *StepResult) GetMessage() string {
 type ValidateRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	// Steps to run; empty runs every step that applies.
+	// Steps to run; empty runs every step that applies except SNAPSHOT and PERFORMANCE,
+	// which run only when listed.
 	Steps []ValidationStepKind `protobuf:"varint,2,rep,packed,name=steps,proto3,enum=thefold.sandbox.v1.ValidationStepKind" json:"steps,omitempty"`
 	// Stop at the first failed step; the rest are SKIPPED.
 	FailFast      bool `protobuf:"varint,3,opt,name=fail_fast,json=failFast,proto3" json:"fail_fast,omitempty"`
@@ -2218,7 +2453,7 @@ type ValidateRequest struct {
 
 func (x *ValidateRequest) Reset() {
 	*x = ValidateRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2465,7 @@ func (x *ValidateRequest) String() string {
 func (*ValidateRequest) ProtoMessage() {}
 
 func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[27]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2478,7 @@ func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
 func (*ValidateRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{27}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ValidateRequest) GetSandboxId() string {
@@ -2282,7 +2517,7 @@ type ValidateResponse struct {
 
 func (x *ValidateResponse) Reset() {
 	*x = ValidateResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2529,7 @@ func (x *ValidateResponse) String() string {
 func (*ValidateResponse) ProtoMessage() {}
 
 func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[28]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2542,7 @@ func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
 func (*ValidateResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{28}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ValidateResponse) GetPassed() bool {
@@ -2349,7 +2584,7 @@ type ValidateIncrementalRequest struct {
 
 func (x *ValidateIncrementalRequest) Reset() {
 	*x = ValidateIncrementalRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2596,7 @@ func (x *ValidateIncrementalRequest) String() string {
 func (*ValidateIncrementalRequest) ProtoMessage() {}
 
 func (x *ValidateIncrementalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[29]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2609,7 @@ func (x *ValidateIncrementalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateIncrementalRequest.ProtoReflect.Descriptor instead.
 func (*ValidateIncrementalRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{29}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ValidateIncrementalRequest) GetSandboxId() string {
@@ -2399,6 +2634,10 @@ type ValidateIncrementalResponse struct {
 	Steps []*StepResult `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Error diagnostics found in other files.
 	OtherErrors int32 `protobuf:"varint,3,opt,name=other_errors,json=otherErrors,proto3" json:"other_errors,omitempty"`
+	// Error diagnostics in the files that depend on paths (for Go: the packages of the
+	// module that import theirs), so a change that breaks a caller is seen at once. Counted
+	// in other_errors too.
+	DependentDiagnostics []*v1.Diagnostic `protobuf:"bytes,6,rep,name=dependent_diagnostics,json=dependentDiagnostics,proto3" json:"dependent_diagnostics,omitempty"`
 	// Detected toolchain, e.g. "node", "go", "python".
 	Toolchain     string               `protobuf:"bytes,4,opt,name=toolchain,proto3" json:"toolchain,omitempty"`
 	Duration      *durationpb.Duration `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
@@ -2408,7 +2647,7 @@ type ValidateIncrementalResponse struct {
 
 func (x *ValidateIncrementalResponse) Reset() {
 	*x = ValidateIncrementalResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2659,7 @@ func (x *ValidateIncrementalResponse) String() string {
 func (*ValidateIncrementalResponse) ProtoMessage() {}
 
 func (x *ValidateIncrementalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[30]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2672,7 @@ func (x *ValidateIncrementalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidateIncrementalResponse.ProtoReflect.Descriptor instead.
 func (*ValidateIncrementalResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{30}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ValidateIncrementalResponse) GetPassed() bool {
@@ -2455,6 +2694,13 @@ func (x *ValidateIncrementalResponse) GetOtherErrors() int32 {
 		return x.OtherErrors
 	}
 	return 0
+}
+
+func (x *ValidateIncrementalResponse) GetDependentDiagnostics() []*v1.Diagnostic {
+	if x != nil {
+		return x.DependentDiagnostics
+	}
+	return nil
 }
 
 func (x *ValidateIncrementalResponse) GetToolchain() string {
@@ -2490,7 +2736,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2748,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[31]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2761,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{31}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SnapshotInfo) GetId() string {
@@ -2571,7 +2817,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2829,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[32]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2842,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{32}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SnapshotRequest) GetSandboxId() string {
@@ -2622,7 +2868,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +2880,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[33]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +2893,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{33}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SnapshotResponse) GetSnapshot() *SnapshotInfo {
@@ -2676,7 +2922,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2934,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[34]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2947,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{34}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DiffRequest) GetId() string {
@@ -2756,7 +3002,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +3014,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[35]
+	mi := &file_thefold_sandbox_v1_sandbox_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +3027,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{35}
+	return file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DiffResponse) GetFiles() []*v1.FileDiff {
@@ -2815,7 +3061,7 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x05R\x04pids\x123\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12'\n" +
-	"\x0fnetwork_allowed\x18\x05 \x01(\bR\x0enetworkAllowed\"\xa5\x04\n" +
+	"\x0fnetwork_allowed\x18\x05 \x01(\bR\x0enetworkAllowed\"\xef\x04\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2833,7 +3079,10 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vexpire_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12=\n" +
-	"\fdestroy_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vdestroyTime\"\xd4\x02\n" +
+	"\fdestroy_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vdestroyTime\x12\x1a\n" +
+	"\blanguage\x18\x0e \x01(\tR\blanguage\x12\x14\n" +
+	"\x05image\x18\x0f \x01(\tR\x05image\x12\x16\n" +
+	"\x06pinned\x18\x10 \x01(\bR\x06pinned\"\x86\x03\n" +
 	"\x14CreateSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -2845,7 +3094,10 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\abackend\x18\x06 \x01(\x0e2\".thefold.sandbox.v1.SandboxBackendR\abackend\x12:\n" +
 	"\x06limits\x18\a \x01(\v2\".thefold.sandbox.v1.ResourceLimitsR\x06limits\x12+\n" +
 	"\x03ttl\x18\b \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x15\n" +
-	"\x06job_id\x18\t \x01(\tR\x05jobId\"j\n" +
+	"\x06job_id\x18\t \x01(\tR\x05jobId\x12\x1a\n" +
+	"\blanguage\x18\n" +
+	" \x01(\tR\blanguage\x12\x14\n" +
+	"\x05image\x18\v \x01(\tR\x05image\"j\n" +
 	"\x15CreateSandboxResponse\x125\n" +
 	"\asandbox\x18\x01 \x01(\v2\x1b.thefold.sandbox.v1.SandboxR\asandbox\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"#\n" +
@@ -2865,7 +3117,13 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"'\n" +
 	"\x15DestroySandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16DestroySandboxResponse\"\x7f\n" +
+	"\x16DestroySandboxResponse\"h\n" +
+	"\x17KeepAliveSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x10\n" +
+	"\x03pin\x18\x03 \x01(\bR\x03pin\"Q\n" +
+	"\x18KeepAliveSandboxResponse\x125\n" +
+	"\asandbox\x18\x01 \x01(\v2\x1b.thefold.sandbox.v1.SandboxR\asandbox\"\x7f\n" +
 	"\x10WriteFileRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2927,7 +3185,7 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x128\n" +
 	"\aresults\x18\x02 \x03(\v2\x1e.thefold.sandbox.v1.EditResultR\aresults\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x16\n" +
-	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\xab\x02\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\xe8\x02\n" +
 	"\x11RunCommandRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
@@ -2935,7 +3193,8 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\aworkdir\x18\x03 \x01(\tR\aworkdir\x12@\n" +
 	"\x03env\x18\x04 \x03(\v2..thefold.sandbox.v1.RunCommandRequest.EnvEntryR\x03env\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
-	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x1a6\n" +
+	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12;\n" +
+	"\anetwork\x18\a \x01(\x0e2!.thefold.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
@@ -2976,11 +3235,12 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x1aValidateIncrementalRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
-	"\x05paths\x18\x02 \x03(\tR\x05paths\"\xe3\x01\n" +
+	"\x05paths\x18\x02 \x03(\tR\x05paths\"\xb5\x02\n" +
 	"\x1bValidateIncrementalResponse\x12\x16\n" +
 	"\x06passed\x18\x01 \x01(\bR\x06passed\x124\n" +
 	"\x05steps\x18\x02 \x03(\v2\x1e.thefold.sandbox.v1.StepResultR\x05steps\x12!\n" +
-	"\fother_errors\x18\x03 \x01(\x05R\votherErrors\x12\x1c\n" +
+	"\fother_errors\x18\x03 \x01(\x05R\votherErrors\x12P\n" +
+	"\x15dependent_diagnostics\x18\x06 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x14dependentDiagnostics\x12\x1c\n" +
 	"\ttoolchain\x18\x04 \x01(\tR\ttoolchain\x125\n" +
 	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xce\x01\n" +
 	"\fSnapshotInfo\x12\x0e\n" +
@@ -3025,27 +3285,34 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fOutputStream\x12\x1d\n" +
 	"\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n" +
-	"\x14OUTPUT_STREAM_STDERR\x10\x02*\xbc\x01\n" +
+	"\x14OUTPUT_STREAM_STDERR\x10\x02*e\n" +
+	"\rNetworkPolicy\x12\x1e\n" +
+	"\x1aNETWORK_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NETWORK_POLICY_NONE\x10\x01\x12\x1b\n" +
+	"\x17NETWORK_POLICY_PACKAGES\x10\x02*\xa6\x02\n" +
 	"\x12ValidationStepKind\x12$\n" +
 	" VALIDATION_STEP_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1eVALIDATION_STEP_KIND_TYPECHECK\x10\x01\x12\x1d\n" +
 	"\x19VALIDATION_STEP_KIND_LINT\x10\x02\x12\x1d\n" +
 	"\x19VALIDATION_STEP_KIND_TEST\x10\x03\x12\x1e\n" +
-	"\x1aVALIDATION_STEP_KIND_BUILD\x10\x04*\x89\x01\n" +
+	"\x1aVALIDATION_STEP_KIND_BUILD\x10\x04\x12\x1f\n" +
+	"\x1bVALIDATION_STEP_KIND_FORMAT\x10\x05\x12!\n" +
+	"\x1dVALIDATION_STEP_KIND_SNAPSHOT\x10\x06\x12$\n" +
+	" VALIDATION_STEP_KIND_PERFORMANCE\x10\a*\x89\x01\n" +
 	"\n" +
 	"StepStatus\x12\x1b\n" +
 	"\x17STEP_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12STEP_STATUS_PASSED\x10\x01\x12\x16\n" +
 	"\x12STEP_STATUS_FAILED\x10\x02\x12\x17\n" +
 	"\x13STEP_STATUS_SKIPPED\x10\x03\x12\x15\n" +
-	"\x11STEP_STATUS_ERROR\x10\x042\xd0\n" +
-	"\n" +
+	"\x11STEP_STATUS_ERROR\x10\x042\xbf\v\n" +
 	"\x0eSandboxService\x12d\n" +
 	"\rCreateSandbox\x12(.thefold.sandbox.v1.CreateSandboxRequest\x1a).thefold.sandbox.v1.CreateSandboxResponse\x12`\n" +
 	"\n" +
 	"GetSandbox\x12%.thefold.sandbox.v1.GetSandboxRequest\x1a&.thefold.sandbox.v1.GetSandboxResponse\"\x03\x90\x02\x01\x12i\n" +
 	"\rListSandboxes\x12(.thefold.sandbox.v1.ListSandboxesRequest\x1a).thefold.sandbox.v1.ListSandboxesResponse\"\x03\x90\x02\x01\x12g\n" +
-	"\x0eDestroySandbox\x12).thefold.sandbox.v1.DestroySandboxRequest\x1a*.thefold.sandbox.v1.DestroySandboxResponse\x12X\n" +
+	"\x0eDestroySandbox\x12).thefold.sandbox.v1.DestroySandboxRequest\x1a*.thefold.sandbox.v1.DestroySandboxResponse\x12m\n" +
+	"\x10KeepAliveSandbox\x12+.thefold.sandbox.v1.KeepAliveSandboxRequest\x1a,.thefold.sandbox.v1.KeepAliveSandboxResponse\x12X\n" +
 	"\tWriteFile\x12$.thefold.sandbox.v1.WriteFileRequest\x1a%.thefold.sandbox.v1.WriteFileResponse\x12Z\n" +
 	"\bReadFile\x12#.thefold.sandbox.v1.ReadFileRequest\x1a$.thefold.sandbox.v1.ReadFileResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\n" +
@@ -3073,129 +3340,138 @@ func file_thefold_sandbox_v1_sandbox_proto_rawDescGZIP() []byte {
 	return file_thefold_sandbox_v1_sandbox_proto_rawDescData
 }
 
-var file_thefold_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_thefold_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_thefold_sandbox_v1_sandbox_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_thefold_sandbox_v1_sandbox_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_thefold_sandbox_v1_sandbox_proto_goTypes = []any{
 	(SandboxBackend)(0),                 // 0: thefold.sandbox.v1.SandboxBackend
 	(SandboxStatus)(0),                  // 1: thefold.sandbox.v1.SandboxStatus
 	(OutputStream)(0),                   // 2: thefold.sandbox.v1.OutputStream
-	(ValidationStepKind)(0),             // 3: thefold.sandbox.v1.ValidationStepKind
-	(StepStatus)(0),                     // 4: thefold.sandbox.v1.StepStatus
-	(*ResourceLimits)(nil),              // 5: thefold.sandbox.v1.ResourceLimits
-	(*Sandbox)(nil),                     // 6: thefold.sandbox.v1.Sandbox
-	(*CreateSandboxRequest)(nil),        // 7: thefold.sandbox.v1.CreateSandboxRequest
-	(*CreateSandboxResponse)(nil),       // 8: thefold.sandbox.v1.CreateSandboxResponse
-	(*GetSandboxRequest)(nil),           // 9: thefold.sandbox.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),          // 10: thefold.sandbox.v1.GetSandboxResponse
-	(*ListSandboxesRequest)(nil),        // 11: thefold.sandbox.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),       // 12: thefold.sandbox.v1.ListSandboxesResponse
-	(*DestroySandboxRequest)(nil),       // 13: thefold.sandbox.v1.DestroySandboxRequest
-	(*DestroySandboxResponse)(nil),      // 14: thefold.sandbox.v1.DestroySandboxResponse
-	(*WriteFileRequest)(nil),            // 15: thefold.sandbox.v1.WriteFileRequest
-	(*WriteFileResponse)(nil),           // 16: thefold.sandbox.v1.WriteFileResponse
-	(*ReadFileRequest)(nil),             // 17: thefold.sandbox.v1.ReadFileRequest
-	(*ReadFileResponse)(nil),            // 18: thefold.sandbox.v1.ReadFileResponse
-	(*DeleteFileRequest)(nil),           // 19: thefold.sandbox.v1.DeleteFileRequest
-	(*DeleteFileResponse)(nil),          // 20: thefold.sandbox.v1.DeleteFileResponse
-	(*FileInfo)(nil),                    // 21: thefold.sandbox.v1.FileInfo
-	(*ListFilesRequest)(nil),            // 22: thefold.sandbox.v1.ListFilesRequest
-	(*ListFilesResponse)(nil),           // 23: thefold.sandbox.v1.ListFilesResponse
-	(*EditResult)(nil),                  // 24: thefold.sandbox.v1.EditResult
-	(*ApplyEditsRequest)(nil),           // 25: thefold.sandbox.v1.ApplyEditsRequest
-	(*ApplyEditsResponse)(nil),          // 26: thefold.sandbox.v1.ApplyEditsResponse
-	(*RunCommandRequest)(nil),           // 27: thefold.sandbox.v1.RunCommandRequest
-	(*OutputChunk)(nil),                 // 28: thefold.sandbox.v1.OutputChunk
-	(*CommandResult)(nil),               // 29: thefold.sandbox.v1.CommandResult
-	(*RunCommandResponse)(nil),          // 30: thefold.sandbox.v1.RunCommandResponse
-	(*StepResult)(nil),                  // 31: thefold.sandbox.v1.StepResult
-	(*ValidateRequest)(nil),             // 32: thefold.sandbox.v1.ValidateRequest
-	(*ValidateResponse)(nil),            // 33: thefold.sandbox.v1.ValidateResponse
-	(*ValidateIncrementalRequest)(nil),  // 34: thefold.sandbox.v1.ValidateIncrementalRequest
-	(*ValidateIncrementalResponse)(nil), // 35: thefold.sandbox.v1.ValidateIncrementalResponse
-	(*SnapshotInfo)(nil),                // 36: thefold.sandbox.v1.SnapshotInfo
-	(*SnapshotRequest)(nil),             // 37: thefold.sandbox.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),            // 38: thefold.sandbox.v1.SnapshotResponse
-	(*DiffRequest)(nil),                 // 39: thefold.sandbox.v1.DiffRequest
-	(*DiffResponse)(nil),                // 40: thefold.sandbox.v1.DiffResponse
-	nil,                                 // 41: thefold.sandbox.v1.RunCommandRequest.EnvEntry
-	(*durationpb.Duration)(nil),         // 42: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 43: google.protobuf.Timestamp
-	(*v1.Edit)(nil),                     // 44: thefold.type.v1.Edit
-	(*v1.Diagnostic)(nil),               // 45: thefold.type.v1.Diagnostic
-	(*v1.FileDiff)(nil),                 // 46: thefold.type.v1.FileDiff
-	(*v1.DiffStats)(nil),                // 47: thefold.type.v1.DiffStats
+	(NetworkPolicy)(0),                  // 3: thefold.sandbox.v1.NetworkPolicy
+	(ValidationStepKind)(0),             // 4: thefold.sandbox.v1.ValidationStepKind
+	(StepStatus)(0),                     // 5: thefold.sandbox.v1.StepStatus
+	(*ResourceLimits)(nil),              // 6: thefold.sandbox.v1.ResourceLimits
+	(*Sandbox)(nil),                     // 7: thefold.sandbox.v1.Sandbox
+	(*CreateSandboxRequest)(nil),        // 8: thefold.sandbox.v1.CreateSandboxRequest
+	(*CreateSandboxResponse)(nil),       // 9: thefold.sandbox.v1.CreateSandboxResponse
+	(*GetSandboxRequest)(nil),           // 10: thefold.sandbox.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),          // 11: thefold.sandbox.v1.GetSandboxResponse
+	(*ListSandboxesRequest)(nil),        // 12: thefold.sandbox.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),       // 13: thefold.sandbox.v1.ListSandboxesResponse
+	(*DestroySandboxRequest)(nil),       // 14: thefold.sandbox.v1.DestroySandboxRequest
+	(*DestroySandboxResponse)(nil),      // 15: thefold.sandbox.v1.DestroySandboxResponse
+	(*KeepAliveSandboxRequest)(nil),     // 16: thefold.sandbox.v1.KeepAliveSandboxRequest
+	(*KeepAliveSandboxResponse)(nil),    // 17: thefold.sandbox.v1.KeepAliveSandboxResponse
+	(*WriteFileRequest)(nil),            // 18: thefold.sandbox.v1.WriteFileRequest
+	(*WriteFileResponse)(nil),           // 19: thefold.sandbox.v1.WriteFileResponse
+	(*ReadFileRequest)(nil),             // 20: thefold.sandbox.v1.ReadFileRequest
+	(*ReadFileResponse)(nil),            // 21: thefold.sandbox.v1.ReadFileResponse
+	(*DeleteFileRequest)(nil),           // 22: thefold.sandbox.v1.DeleteFileRequest
+	(*DeleteFileResponse)(nil),          // 23: thefold.sandbox.v1.DeleteFileResponse
+	(*FileInfo)(nil),                    // 24: thefold.sandbox.v1.FileInfo
+	(*ListFilesRequest)(nil),            // 25: thefold.sandbox.v1.ListFilesRequest
+	(*ListFilesResponse)(nil),           // 26: thefold.sandbox.v1.ListFilesResponse
+	(*EditResult)(nil),                  // 27: thefold.sandbox.v1.EditResult
+	(*ApplyEditsRequest)(nil),           // 28: thefold.sandbox.v1.ApplyEditsRequest
+	(*ApplyEditsResponse)(nil),          // 29: thefold.sandbox.v1.ApplyEditsResponse
+	(*RunCommandRequest)(nil),           // 30: thefold.sandbox.v1.RunCommandRequest
+	(*OutputChunk)(nil),                 // 31: thefold.sandbox.v1.OutputChunk
+	(*CommandResult)(nil),               // 32: thefold.sandbox.v1.CommandResult
+	(*RunCommandResponse)(nil),          // 33: thefold.sandbox.v1.RunCommandResponse
+	(*StepResult)(nil),                  // 34: thefold.sandbox.v1.StepResult
+	(*ValidateRequest)(nil),             // 35: thefold.sandbox.v1.ValidateRequest
+	(*ValidateResponse)(nil),            // 36: thefold.sandbox.v1.ValidateResponse
+	(*ValidateIncrementalRequest)(nil),  // 37: thefold.sandbox.v1.ValidateIncrementalRequest
+	(*ValidateIncrementalResponse)(nil), // 38: thefold.sandbox.v1.ValidateIncrementalResponse
+	(*SnapshotInfo)(nil),                // 39: thefold.sandbox.v1.SnapshotInfo
+	(*SnapshotRequest)(nil),             // 40: thefold.sandbox.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),            // 41: thefold.sandbox.v1.SnapshotResponse
+	(*DiffRequest)(nil),                 // 42: thefold.sandbox.v1.DiffRequest
+	(*DiffResponse)(nil),                // 43: thefold.sandbox.v1.DiffResponse
+	nil,                                 // 44: thefold.sandbox.v1.RunCommandRequest.EnvEntry
+	(*durationpb.Duration)(nil),         // 45: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 46: google.protobuf.Timestamp
+	(*v1.Edit)(nil),                     // 47: thefold.type.v1.Edit
+	(*v1.Diagnostic)(nil),               // 48: thefold.type.v1.Diagnostic
+	(*v1.FileDiff)(nil),                 // 49: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 50: thefold.type.v1.DiffStats
 }
 var file_thefold_sandbox_v1_sandbox_proto_depIdxs = []int32{
-	42, // 0: thefold.sandbox.v1.ResourceLimits.timeout:type_name -> google.protobuf.Duration
+	45, // 0: thefold.sandbox.v1.ResourceLimits.timeout:type_name -> google.protobuf.Duration
 	0,  // 1: thefold.sandbox.v1.Sandbox.backend:type_name -> thefold.sandbox.v1.SandboxBackend
 	1,  // 2: thefold.sandbox.v1.Sandbox.status:type_name -> thefold.sandbox.v1.SandboxStatus
-	5,  // 3: thefold.sandbox.v1.Sandbox.limits:type_name -> thefold.sandbox.v1.ResourceLimits
-	43, // 4: thefold.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
-	43, // 5: thefold.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
-	43, // 6: thefold.sandbox.v1.Sandbox.destroy_time:type_name -> google.protobuf.Timestamp
+	6,  // 3: thefold.sandbox.v1.Sandbox.limits:type_name -> thefold.sandbox.v1.ResourceLimits
+	46, // 4: thefold.sandbox.v1.Sandbox.create_time:type_name -> google.protobuf.Timestamp
+	46, // 5: thefold.sandbox.v1.Sandbox.expire_time:type_name -> google.protobuf.Timestamp
+	46, // 6: thefold.sandbox.v1.Sandbox.destroy_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: thefold.sandbox.v1.CreateSandboxRequest.backend:type_name -> thefold.sandbox.v1.SandboxBackend
-	5,  // 8: thefold.sandbox.v1.CreateSandboxRequest.limits:type_name -> thefold.sandbox.v1.ResourceLimits
-	42, // 9: thefold.sandbox.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
-	6,  // 10: thefold.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
-	6,  // 11: thefold.sandbox.v1.GetSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
+	6,  // 8: thefold.sandbox.v1.CreateSandboxRequest.limits:type_name -> thefold.sandbox.v1.ResourceLimits
+	45, // 9: thefold.sandbox.v1.CreateSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	7,  // 10: thefold.sandbox.v1.CreateSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
+	7,  // 11: thefold.sandbox.v1.GetSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
 	1,  // 12: thefold.sandbox.v1.ListSandboxesRequest.statuses:type_name -> thefold.sandbox.v1.SandboxStatus
-	6,  // 13: thefold.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> thefold.sandbox.v1.Sandbox
-	43, // 14: thefold.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
-	21, // 15: thefold.sandbox.v1.ListFilesResponse.files:type_name -> thefold.sandbox.v1.FileInfo
-	44, // 16: thefold.sandbox.v1.ApplyEditsRequest.edits:type_name -> thefold.type.v1.Edit
-	24, // 17: thefold.sandbox.v1.ApplyEditsResponse.results:type_name -> thefold.sandbox.v1.EditResult
-	41, // 18: thefold.sandbox.v1.RunCommandRequest.env:type_name -> thefold.sandbox.v1.RunCommandRequest.EnvEntry
-	42, // 19: thefold.sandbox.v1.RunCommandRequest.timeout:type_name -> google.protobuf.Duration
-	2,  // 20: thefold.sandbox.v1.OutputChunk.stream:type_name -> thefold.sandbox.v1.OutputStream
-	42, // 21: thefold.sandbox.v1.CommandResult.duration:type_name -> google.protobuf.Duration
-	28, // 22: thefold.sandbox.v1.RunCommandResponse.output:type_name -> thefold.sandbox.v1.OutputChunk
-	29, // 23: thefold.sandbox.v1.RunCommandResponse.result:type_name -> thefold.sandbox.v1.CommandResult
-	3,  // 24: thefold.sandbox.v1.StepResult.kind:type_name -> thefold.sandbox.v1.ValidationStepKind
-	4,  // 25: thefold.sandbox.v1.StepResult.status:type_name -> thefold.sandbox.v1.StepStatus
-	42, // 26: thefold.sandbox.v1.StepResult.duration:type_name -> google.protobuf.Duration
-	45, // 27: thefold.sandbox.v1.StepResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	3,  // 28: thefold.sandbox.v1.ValidateRequest.steps:type_name -> thefold.sandbox.v1.ValidationStepKind
-	31, // 29: thefold.sandbox.v1.ValidateResponse.steps:type_name -> thefold.sandbox.v1.StepResult
-	42, // 30: thefold.sandbox.v1.ValidateResponse.duration:type_name -> google.protobuf.Duration
-	31, // 31: thefold.sandbox.v1.ValidateIncrementalResponse.steps:type_name -> thefold.sandbox.v1.StepResult
-	42, // 32: thefold.sandbox.v1.ValidateIncrementalResponse.duration:type_name -> google.protobuf.Duration
-	43, // 33: thefold.sandbox.v1.SnapshotInfo.create_time:type_name -> google.protobuf.Timestamp
-	36, // 34: thefold.sandbox.v1.SnapshotResponse.snapshot:type_name -> thefold.sandbox.v1.SnapshotInfo
-	46, // 35: thefold.sandbox.v1.DiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	47, // 36: thefold.sandbox.v1.DiffResponse.stats:type_name -> thefold.type.v1.DiffStats
-	7,  // 37: thefold.sandbox.v1.SandboxService.CreateSandbox:input_type -> thefold.sandbox.v1.CreateSandboxRequest
-	9,  // 38: thefold.sandbox.v1.SandboxService.GetSandbox:input_type -> thefold.sandbox.v1.GetSandboxRequest
-	11, // 39: thefold.sandbox.v1.SandboxService.ListSandboxes:input_type -> thefold.sandbox.v1.ListSandboxesRequest
-	13, // 40: thefold.sandbox.v1.SandboxService.DestroySandbox:input_type -> thefold.sandbox.v1.DestroySandboxRequest
-	15, // 41: thefold.sandbox.v1.SandboxService.WriteFile:input_type -> thefold.sandbox.v1.WriteFileRequest
-	17, // 42: thefold.sandbox.v1.SandboxService.ReadFile:input_type -> thefold.sandbox.v1.ReadFileRequest
-	19, // 43: thefold.sandbox.v1.SandboxService.DeleteFile:input_type -> thefold.sandbox.v1.DeleteFileRequest
-	22, // 44: thefold.sandbox.v1.SandboxService.ListFiles:input_type -> thefold.sandbox.v1.ListFilesRequest
-	25, // 45: thefold.sandbox.v1.SandboxService.ApplyEdits:input_type -> thefold.sandbox.v1.ApplyEditsRequest
-	27, // 46: thefold.sandbox.v1.SandboxService.RunCommand:input_type -> thefold.sandbox.v1.RunCommandRequest
-	32, // 47: thefold.sandbox.v1.SandboxService.Validate:input_type -> thefold.sandbox.v1.ValidateRequest
-	34, // 48: thefold.sandbox.v1.SandboxService.ValidateIncremental:input_type -> thefold.sandbox.v1.ValidateIncrementalRequest
-	37, // 49: thefold.sandbox.v1.SandboxService.Snapshot:input_type -> thefold.sandbox.v1.SnapshotRequest
-	39, // 50: thefold.sandbox.v1.SandboxService.Diff:input_type -> thefold.sandbox.v1.DiffRequest
-	8,  // 51: thefold.sandbox.v1.SandboxService.CreateSandbox:output_type -> thefold.sandbox.v1.CreateSandboxResponse
-	10, // 52: thefold.sandbox.v1.SandboxService.GetSandbox:output_type -> thefold.sandbox.v1.GetSandboxResponse
-	12, // 53: thefold.sandbox.v1.SandboxService.ListSandboxes:output_type -> thefold.sandbox.v1.ListSandboxesResponse
-	14, // 54: thefold.sandbox.v1.SandboxService.DestroySandbox:output_type -> thefold.sandbox.v1.DestroySandboxResponse
-	16, // 55: thefold.sandbox.v1.SandboxService.WriteFile:output_type -> thefold.sandbox.v1.WriteFileResponse
-	18, // 56: thefold.sandbox.v1.SandboxService.ReadFile:output_type -> thefold.sandbox.v1.ReadFileResponse
-	20, // 57: thefold.sandbox.v1.SandboxService.DeleteFile:output_type -> thefold.sandbox.v1.DeleteFileResponse
-	23, // 58: thefold.sandbox.v1.SandboxService.ListFiles:output_type -> thefold.sandbox.v1.ListFilesResponse
-	26, // 59: thefold.sandbox.v1.SandboxService.ApplyEdits:output_type -> thefold.sandbox.v1.ApplyEditsResponse
-	30, // 60: thefold.sandbox.v1.SandboxService.RunCommand:output_type -> thefold.sandbox.v1.RunCommandResponse
-	33, // 61: thefold.sandbox.v1.SandboxService.Validate:output_type -> thefold.sandbox.v1.ValidateResponse
-	35, // 62: thefold.sandbox.v1.SandboxService.ValidateIncremental:output_type -> thefold.sandbox.v1.ValidateIncrementalResponse
-	38, // 63: thefold.sandbox.v1.SandboxService.Snapshot:output_type -> thefold.sandbox.v1.SnapshotResponse
-	40, // 64: thefold.sandbox.v1.SandboxService.Diff:output_type -> thefold.sandbox.v1.DiffResponse
-	51, // [51:65] is the sub-list for method output_type
-	37, // [37:51] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	7,  // 13: thefold.sandbox.v1.ListSandboxesResponse.sandboxes:type_name -> thefold.sandbox.v1.Sandbox
+	45, // 14: thefold.sandbox.v1.KeepAliveSandboxRequest.ttl:type_name -> google.protobuf.Duration
+	7,  // 15: thefold.sandbox.v1.KeepAliveSandboxResponse.sandbox:type_name -> thefold.sandbox.v1.Sandbox
+	46, // 16: thefold.sandbox.v1.FileInfo.modify_time:type_name -> google.protobuf.Timestamp
+	24, // 17: thefold.sandbox.v1.ListFilesResponse.files:type_name -> thefold.sandbox.v1.FileInfo
+	47, // 18: thefold.sandbox.v1.ApplyEditsRequest.edits:type_name -> thefold.type.v1.Edit
+	27, // 19: thefold.sandbox.v1.ApplyEditsResponse.results:type_name -> thefold.sandbox.v1.EditResult
+	44, // 20: thefold.sandbox.v1.RunCommandRequest.env:type_name -> thefold.sandbox.v1.RunCommandRequest.EnvEntry
+	45, // 21: thefold.sandbox.v1.RunCommandRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 22: thefold.sandbox.v1.RunCommandRequest.network:type_name -> thefold.sandbox.v1.NetworkPolicy
+	2,  // 23: thefold.sandbox.v1.OutputChunk.stream:type_name -> thefold.sandbox.v1.OutputStream
+	45, // 24: thefold.sandbox.v1.CommandResult.duration:type_name -> google.protobuf.Duration
+	31, // 25: thefold.sandbox.v1.RunCommandResponse.output:type_name -> thefold.sandbox.v1.OutputChunk
+	32, // 26: thefold.sandbox.v1.RunCommandResponse.result:type_name -> thefold.sandbox.v1.CommandResult
+	4,  // 27: thefold.sandbox.v1.StepResult.kind:type_name -> thefold.sandbox.v1.ValidationStepKind
+	5,  // 28: thefold.sandbox.v1.StepResult.status:type_name -> thefold.sandbox.v1.StepStatus
+	45, // 29: thefold.sandbox.v1.StepResult.duration:type_name -> google.protobuf.Duration
+	48, // 30: thefold.sandbox.v1.StepResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	4,  // 31: thefold.sandbox.v1.ValidateRequest.steps:type_name -> thefold.sandbox.v1.ValidationStepKind
+	34, // 32: thefold.sandbox.v1.ValidateResponse.steps:type_name -> thefold.sandbox.v1.StepResult
+	45, // 33: thefold.sandbox.v1.ValidateResponse.duration:type_name -> google.protobuf.Duration
+	34, // 34: thefold.sandbox.v1.ValidateIncrementalResponse.steps:type_name -> thefold.sandbox.v1.StepResult
+	48, // 35: thefold.sandbox.v1.ValidateIncrementalResponse.dependent_diagnostics:type_name -> thefold.type.v1.Diagnostic
+	45, // 36: thefold.sandbox.v1.ValidateIncrementalResponse.duration:type_name -> google.protobuf.Duration
+	46, // 37: thefold.sandbox.v1.SnapshotInfo.create_time:type_name -> google.protobuf.Timestamp
+	39, // 38: thefold.sandbox.v1.SnapshotResponse.snapshot:type_name -> thefold.sandbox.v1.SnapshotInfo
+	49, // 39: thefold.sandbox.v1.DiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	50, // 40: thefold.sandbox.v1.DiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	8,  // 41: thefold.sandbox.v1.SandboxService.CreateSandbox:input_type -> thefold.sandbox.v1.CreateSandboxRequest
+	10, // 42: thefold.sandbox.v1.SandboxService.GetSandbox:input_type -> thefold.sandbox.v1.GetSandboxRequest
+	12, // 43: thefold.sandbox.v1.SandboxService.ListSandboxes:input_type -> thefold.sandbox.v1.ListSandboxesRequest
+	14, // 44: thefold.sandbox.v1.SandboxService.DestroySandbox:input_type -> thefold.sandbox.v1.DestroySandboxRequest
+	16, // 45: thefold.sandbox.v1.SandboxService.KeepAliveSandbox:input_type -> thefold.sandbox.v1.KeepAliveSandboxRequest
+	18, // 46: thefold.sandbox.v1.SandboxService.WriteFile:input_type -> thefold.sandbox.v1.WriteFileRequest
+	20, // 47: thefold.sandbox.v1.SandboxService.ReadFile:input_type -> thefold.sandbox.v1.ReadFileRequest
+	22, // 48: thefold.sandbox.v1.SandboxService.DeleteFile:input_type -> thefold.sandbox.v1.DeleteFileRequest
+	25, // 49: thefold.sandbox.v1.SandboxService.ListFiles:input_type -> thefold.sandbox.v1.ListFilesRequest
+	28, // 50: thefold.sandbox.v1.SandboxService.ApplyEdits:input_type -> thefold.sandbox.v1.ApplyEditsRequest
+	30, // 51: thefold.sandbox.v1.SandboxService.RunCommand:input_type -> thefold.sandbox.v1.RunCommandRequest
+	35, // 52: thefold.sandbox.v1.SandboxService.Validate:input_type -> thefold.sandbox.v1.ValidateRequest
+	37, // 53: thefold.sandbox.v1.SandboxService.ValidateIncremental:input_type -> thefold.sandbox.v1.ValidateIncrementalRequest
+	40, // 54: thefold.sandbox.v1.SandboxService.Snapshot:input_type -> thefold.sandbox.v1.SnapshotRequest
+	42, // 55: thefold.sandbox.v1.SandboxService.Diff:input_type -> thefold.sandbox.v1.DiffRequest
+	9,  // 56: thefold.sandbox.v1.SandboxService.CreateSandbox:output_type -> thefold.sandbox.v1.CreateSandboxResponse
+	11, // 57: thefold.sandbox.v1.SandboxService.GetSandbox:output_type -> thefold.sandbox.v1.GetSandboxResponse
+	13, // 58: thefold.sandbox.v1.SandboxService.ListSandboxes:output_type -> thefold.sandbox.v1.ListSandboxesResponse
+	15, // 59: thefold.sandbox.v1.SandboxService.DestroySandbox:output_type -> thefold.sandbox.v1.DestroySandboxResponse
+	17, // 60: thefold.sandbox.v1.SandboxService.KeepAliveSandbox:output_type -> thefold.sandbox.v1.KeepAliveSandboxResponse
+	19, // 61: thefold.sandbox.v1.SandboxService.WriteFile:output_type -> thefold.sandbox.v1.WriteFileResponse
+	21, // 62: thefold.sandbox.v1.SandboxService.ReadFile:output_type -> thefold.sandbox.v1.ReadFileResponse
+	23, // 63: thefold.sandbox.v1.SandboxService.DeleteFile:output_type -> thefold.sandbox.v1.DeleteFileResponse
+	26, // 64: thefold.sandbox.v1.SandboxService.ListFiles:output_type -> thefold.sandbox.v1.ListFilesResponse
+	29, // 65: thefold.sandbox.v1.SandboxService.ApplyEdits:output_type -> thefold.sandbox.v1.ApplyEditsResponse
+	33, // 66: thefold.sandbox.v1.SandboxService.RunCommand:output_type -> thefold.sandbox.v1.RunCommandResponse
+	36, // 67: thefold.sandbox.v1.SandboxService.Validate:output_type -> thefold.sandbox.v1.ValidateResponse
+	38, // 68: thefold.sandbox.v1.SandboxService.ValidateIncremental:output_type -> thefold.sandbox.v1.ValidateIncrementalResponse
+	41, // 69: thefold.sandbox.v1.SandboxService.Snapshot:output_type -> thefold.sandbox.v1.SnapshotResponse
+	43, // 70: thefold.sandbox.v1.SandboxService.Diff:output_type -> thefold.sandbox.v1.DiffResponse
+	56, // [56:71] is the sub-list for method output_type
+	41, // [41:56] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_thefold_sandbox_v1_sandbox_proto_init() }
@@ -3203,7 +3479,7 @@ func file_thefold_sandbox_v1_sandbox_proto_init() {
 	if File_thefold_sandbox_v1_sandbox_proto != nil {
 		return
 	}
-	file_thefold_sandbox_v1_sandbox_proto_msgTypes[25].OneofWrappers = []any{
+	file_thefold_sandbox_v1_sandbox_proto_msgTypes[27].OneofWrappers = []any{
 		(*RunCommandResponse_Output)(nil),
 		(*RunCommandResponse_Result)(nil),
 	}
@@ -3212,8 +3488,8 @@ func file_thefold_sandbox_v1_sandbox_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_sandbox_v1_sandbox_proto_rawDesc), len(file_thefold_sandbox_v1_sandbox_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   37,
+			NumEnums:      6,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	SandboxService_GetSandbox_FullMethodName          = "/thefold.sandbox.v1.SandboxService/GetSandbox"
 	SandboxService_ListSandboxes_FullMethodName       = "/thefold.sandbox.v1.SandboxService/ListSandboxes"
 	SandboxService_DestroySandbox_FullMethodName      = "/thefold.sandbox.v1.SandboxService/DestroySandbox"
+	SandboxService_KeepAliveSandbox_FullMethodName    = "/thefold.sandbox.v1.SandboxService/KeepAliveSandbox"
 	SandboxService_WriteFile_FullMethodName           = "/thefold.sandbox.v1.SandboxService/WriteFile"
 	SandboxService_ReadFile_FullMethodName            = "/thefold.sandbox.v1.SandboxService/ReadFile"
 	SandboxService_DeleteFile_FullMethodName          = "/thefold.sandbox.v1.SandboxService/DeleteFile"
@@ -64,6 +65,9 @@ type SandboxServiceClient interface {
 	ListSandboxes(ctx context.Context, in *ListSandboxesRequest, opts ...grpc.CallOption) (*ListSandboxesResponse, error)
 	// DestroySandbox removes the workspace. Destroying a destroyed sandbox succeeds.
 	DestroySandbox(ctx context.Context, in *DestroySandboxRequest, opts ...grpc.CallOption) (*DestroySandboxResponse, error)
+	// KeepAliveSandbox extends a sandbox's life (a job waiting at the review gate keeps its
+	// sandbox), or pins it so it does not expire until unpinned or destroyed.
+	KeepAliveSandbox(ctx context.Context, in *KeepAliveSandboxRequest, opts ...grpc.CallOption) (*KeepAliveSandboxResponse, error)
 	// WriteFile creates or overwrites a file, creating parent directories.
 	WriteFile(ctx context.Context, in *WriteFileRequest, opts ...grpc.CallOption) (*WriteFileResponse, error)
 	// ReadFile returns a file's content. A missing file is NOT_FOUND.
@@ -135,6 +139,16 @@ func (c *sandboxServiceClient) DestroySandbox(ctx context.Context, in *DestroySa
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DestroySandboxResponse)
 	err := c.cc.Invoke(ctx, SandboxService_DestroySandbox_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sandboxServiceClient) KeepAliveSandbox(ctx context.Context, in *KeepAliveSandboxRequest, opts ...grpc.CallOption) (*KeepAliveSandboxResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KeepAliveSandboxResponse)
+	err := c.cc.Invoke(ctx, SandboxService_KeepAliveSandbox_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +293,9 @@ type SandboxServiceServer interface {
 	ListSandboxes(context.Context, *ListSandboxesRequest) (*ListSandboxesResponse, error)
 	// DestroySandbox removes the workspace. Destroying a destroyed sandbox succeeds.
 	DestroySandbox(context.Context, *DestroySandboxRequest) (*DestroySandboxResponse, error)
+	// KeepAliveSandbox extends a sandbox's life (a job waiting at the review gate keeps its
+	// sandbox), or pins it so it does not expire until unpinned or destroyed.
+	KeepAliveSandbox(context.Context, *KeepAliveSandboxRequest) (*KeepAliveSandboxResponse, error)
 	// WriteFile creates or overwrites a file, creating parent directories.
 	WriteFile(context.Context, *WriteFileRequest) (*WriteFileResponse, error)
 	// ReadFile returns a file's content. A missing file is NOT_FOUND.
@@ -327,6 +344,9 @@ func (UnimplementedSandboxServiceServer) ListSandboxes(context.Context, *ListSan
 }
 func (UnimplementedSandboxServiceServer) DestroySandbox(context.Context, *DestroySandboxRequest) (*DestroySandboxResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DestroySandbox not implemented")
+}
+func (UnimplementedSandboxServiceServer) KeepAliveSandbox(context.Context, *KeepAliveSandboxRequest) (*KeepAliveSandboxResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method KeepAliveSandbox not implemented")
 }
 func (UnimplementedSandboxServiceServer) WriteFile(context.Context, *WriteFileRequest) (*WriteFileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WriteFile not implemented")
@@ -447,6 +467,24 @@ func _SandboxService_DestroySandbox_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(SandboxServiceServer).DestroySandbox(ctx, req.(*DestroySandboxRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SandboxService_KeepAliveSandbox_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KeepAliveSandboxRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SandboxServiceServer).KeepAliveSandbox(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SandboxService_KeepAliveSandbox_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SandboxServiceServer).KeepAliveSandbox(ctx, req.(*KeepAliveSandboxRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -646,6 +684,10 @@ var SandboxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DestroySandbox",
 			Handler:    _SandboxService_DestroySandbox_Handler,
+		},
+		{
+			MethodName: "KeepAliveSandbox",
+			Handler:    _SandboxService_KeepAliveSandbox_Handler,
 		},
 		{
 			MethodName: "WriteFile",

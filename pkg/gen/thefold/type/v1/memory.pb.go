@@ -96,6 +96,60 @@ func (MemoryType) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_type_v1_memory_proto_rawDescGZIP(), []int{0}
 }
 
+// Trust is how far a piece of text may steer a model. Text a person or TheFold itself wrote
+// after review (a decision, a strategy learned from an approved task) is TRUSTED and may be
+// given as guidance. Text that came from outside (repository files, issue bodies, memories
+// extracted from them) is UNTRUSTED: prompts fence it as data, never as instructions.
+// UNSPECIFIED is treated as UNTRUSTED.
+type Trust int32
+
+const (
+	Trust_TRUST_UNSPECIFIED Trust = 0
+	Trust_TRUST_UNTRUSTED   Trust = 1
+	Trust_TRUST_TRUSTED     Trust = 2
+)
+
+// Enum value maps for Trust.
+var (
+	Trust_name = map[int32]string{
+		0: "TRUST_UNSPECIFIED",
+		1: "TRUST_UNTRUSTED",
+		2: "TRUST_TRUSTED",
+	}
+	Trust_value = map[string]int32{
+		"TRUST_UNSPECIFIED": 0,
+		"TRUST_UNTRUSTED":   1,
+		"TRUST_TRUSTED":     2,
+	}
+)
+
+func (x Trust) Enum() *Trust {
+	p := new(Trust)
+	*p = x
+	return p
+}
+
+func (x Trust) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Trust) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_type_v1_memory_proto_enumTypes[1].Descriptor()
+}
+
+func (Trust) Type() protoreflect.EnumType {
+	return &file_thefold_type_v1_memory_proto_enumTypes[1]
+}
+
+func (x Trust) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Trust.Descriptor instead.
+func (Trust) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_type_v1_memory_proto_rawDescGZIP(), []int{1}
+}
+
 var File_thefold_type_v1_memory_proto protoreflect.FileDescriptor
 
 const file_thefold_type_v1_memory_proto_rawDesc = "" +
@@ -111,7 +165,11 @@ const file_thefold_type_v1_memory_proto_rawDesc = "" +
 	"\x19MEMORY_TYPE_ERROR_PATTERN\x10\x05\x12\x18\n" +
 	"\x14MEMORY_TYPE_DECISION\x10\x06\x12\x1c\n" +
 	"\x18MEMORY_TYPE_CODE_PATTERN\x10\a\x12\x18\n" +
-	"\x14MEMORY_TYPE_STRATEGY\x10\bB\xbb\x01\n" +
+	"\x14MEMORY_TYPE_STRATEGY\x10\b*F\n" +
+	"\x05Trust\x12\x15\n" +
+	"\x11TRUST_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fTRUST_UNTRUSTED\x10\x01\x12\x11\n" +
+	"\rTRUST_TRUSTED\x10\x02B\xbb\x01\n" +
 	"\x13com.thefold.type.v1B\vMemoryProtoP\x01Z9github.com/thefold/thefold/pkg/gen/thefold/type/v1;typev1\xa2\x02\x03TTX\xaa\x02\x0fThefold.Type.V1\xca\x02\x0fThefold\\Type\\V1\xe2\x02\x1bThefold\\Type\\V1\\GPBMetadata\xea\x02\x11Thefold::Type::V1b\x06proto3"
 
 var (
@@ -126,9 +184,10 @@ func file_thefold_type_v1_memory_proto_rawDescGZIP() []byte {
 	return file_thefold_type_v1_memory_proto_rawDescData
 }
 
-var file_thefold_type_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_thefold_type_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_thefold_type_v1_memory_proto_goTypes = []any{
 	(MemoryType)(0), // 0: thefold.type.v1.MemoryType
+	(Trust)(0),      // 1: thefold.type.v1.Trust
 }
 var file_thefold_type_v1_memory_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -148,7 +207,7 @@ func file_thefold_type_v1_memory_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_type_v1_memory_proto_rawDesc), len(file_thefold_type_v1_memory_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   0,
 			NumExtensions: 0,
 			NumServices:   0,
