@@ -1,21 +1,60 @@
 package main
 
 import (
+	"context"
+	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-
-	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
-	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/config"
 )
 
-// Until its issue lands, every RPC of the contract is served and answers Unimplemented to an
-// authenticated caller — whatever the input, malformed included — and Unauthenticated to
-// a caller without a token.
-func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
-		aiv1.RegisterAIServiceServer(s, &aIService{})
-		aiv1.RegisterModelRegistryServiceServer(s, &modelRegistryService{})
-	}, codes.Unimplemented, aiv1.AIService_ServiceDesc, aiv1.ModelRegistryService_ServiceDesc)
+// The ai service's configuration: the defaults start a service with no provider, and every
+// bad setting is named.
+func TestConfig(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // in the error; none: valid
+	}{
+		{"defaults: no provider", nil, nil},
+		{"anthropic at fakellm", map[string]string{"THEFOLD_AI_PROVIDER": "anthropic", "THEFOLD_AI_BASE_URL": "http://127.0.0.1:8090", "THEFOLD_AI_API_KEY": "k"}, nil},
+		{"base URL without a provider", map[string]string{"THEFOLD_AI_BASE_URL": "http://127.0.0.1:8090"}, []string{"THEFOLD_AI_BASE_URL", "THEFOLD_AI_PROVIDER"}},
+		{"key without a provider", map[string]string{"THEFOLD_AI_API_KEY": "k"}, []string{"THEFOLD_AI_API_KEY"}},
+		{"not a URL", map[string]string{"THEFOLD_AI_PROVIDER": "ollama", "THEFOLD_AI_BASE_URL": "localhost:11434"}, []string{"THEFOLD_AI_BASE_URL"}},
+		{"every problem at once", map[string]string{"THEFOLD_AI_EMBED_DIMENSIONS": "8", "THEFOLD_AI_MAX_ATTEMPTS": "0", "THEFOLD_AI_PRUNE_INTERVAL": "0s", "THEFOLD_AI_ANSWER_RETENTION": "1m"},
+			[]string{"THEFOLD_AI_EMBED_DIMENSIONS", "THEFOLD_AI_MAX_ATTEMPTS", "THEFOLD_AI_PRUNE_INTERVAL", "THEFOLD_AI_ANSWER_RETENTION"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg aiConfig
+			err := config.Load(context.Background(), &cfg, config.Map(tc.env, nil))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted %v", tc.env)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The secret is masked when the effective configuration is logged.
+func TestAPIKeyIsMasked(t *testing.T) {
+	var cfg aiConfig
+	if err := config.Load(context.Background(), &cfg, config.Map(map[string]string{"THEFOLD_AI_PROVIDER": "anthropic", "THEFOLD_AI_API_KEY": "sk-secret-123"}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range config.Redacted(&cfg) {
+		if strings.Contains(v, "sk-secret-123") {
+			t.Fatalf("%s shows the key: %s", k, v)
+		}
+	}
 }

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+)
+
+// Config is how the ai service reaches providers. The registry (schema ai) says which
+// providers and models exist; this says which of them can be called from this process.
+type Config struct {
+	// Provider restricts calls to one registry provider by name ("anthropic", "openai",
+	// "gemini", "ollama", …). Empty: any enabled provider whose key is configured.
+	Provider string `env:"THEFOLD_AI_PROVIDER"`
+	// BaseURL overrides the base URL of THEFOLD_AI_PROVIDER: a local OpenAI-compatible
+	// server, a proxy, or fakellm in tests and the demo.
+	BaseURL string `env:"THEFOLD_AI_BASE_URL"`
+	// APIKey is the key for THEFOLD_AI_PROVIDER, used instead of the registry's
+	// api_key_ref (e.g. ANTHROPIC_API_KEY).
+	APIKey string `env:"THEFOLD_AI_API_KEY" secret:"true"`
+	// Model is the model used when a call names none and no selection hints apply;
+	// empty selects from the registry.
+	Model string `env:"THEFOLD_AI_MODEL"`
+	// EmbedModel is the embedding model when a call names none: "local" (the built-in
+	// feature-hashing embedder, no network) or a registry embedding model.
+	EmbedModel string `env:"THEFOLD_AI_EMBED_MODEL, default=local"`
+	// EmbedDimensions is the local embedder's vector size.
+	EmbedDimensions int `env:"THEFOLD_AI_EMBED_DIMENSIONS, default=384"`
+	// AttemptTimeout bounds one provider request; a provider that does not answer in it
+	// counts as unavailable and the call is retried or fails over.
+	AttemptTimeout time.Duration `env:"THEFOLD_AI_ATTEMPT_TIMEOUT, default=120s"`
+	// MaxAttempts is how many times one provider request is tried on 429/5xx/overload.
+	MaxAttempts int `env:"THEFOLD_AI_MAX_ATTEMPTS, default=4"`
+	// MaxRetryAfter is the longest retry-after a provider may ask for that is waited;
+	// longer, the call fails over to the next model instead.
+	MaxRetryAfter time.Duration `env:"THEFOLD_AI_MAX_RETRY_AFTER, default=60s"`
+	// AnswerRetention is how long answers recorded under a request_id are kept.
+	AnswerRetention time.Duration `env:"THEFOLD_AI_ANSWER_RETENTION, default=24h"`
+}
+
+// Validate collects every problem.
+func (c *Config) Validate() error {
+	var problems []error
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			problems = append(problems, fmt.Errorf("THEFOLD_AI_BASE_URL: %q is not an http(s) URL", c.BaseURL))
+		}
+		if c.Provider == "" {
+			problems = append(problems, errors.New("THEFOLD_AI_BASE_URL: set THEFOLD_AI_PROVIDER too (the provider whose URL it replaces)"))
+		}
+	}
+	if c.APIKey != "" && c.Provider == "" {
+		problems = append(problems, errors.New("THEFOLD_AI_API_KEY: set THEFOLD_AI_PROVIDER too (the provider the key is for)"))
+	}
+	if c.EmbedDimensions < 16 || c.EmbedDimensions > 4096 {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_EMBED_DIMENSIONS: %d is outside 16–4096", c.EmbedDimensions))
+	}
+	if c.AttemptTimeout <= 0 {
+		problems = append(problems, errors.New("THEFOLD_AI_ATTEMPT_TIMEOUT: must be positive"))
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 10 {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_MAX_ATTEMPTS: %d is outside 1–10", c.MaxAttempts))
+	}
+	if c.MaxRetryAfter < 0 {
+		problems = append(problems, errors.New("THEFOLD_AI_MAX_RETRY_AFTER: must not be negative"))
+	}
+	if c.AnswerRetention < time.Hour {
+		problems = append(problems, errors.New("THEFOLD_AI_ANSWER_RETENTION: at least 1h (the contract keeps answers 24h)"))
+	}
+	return errors.Join(problems...)
+}
+
+// noProviderMessage is the FAILED_PRECONDITION text of a generating call when nothing can
+// be called: it names the settings that fix it.
+const noProviderMessage = "no LLM provider is configured: set THEFOLD_AI_PROVIDER (anthropic, openai, gemini, " +
+	"or another registry provider such as ollama) and its key (THEFOLD_AI_API_KEY, or the provider's " +
+	"own variable such as ANTHROPIC_API_KEY), or THEFOLD_AI_PROVIDER=ollama with THEFOLD_AI_BASE_URL " +
+	"pointing at an OpenAI-compatible server (e.g. http://localhost:11434/v1); embeddings with the " +
+	"local embedder work without one"
+
+// Usable returns the test of whether a provider can be called from this process: it is
+// THEFOLD_AI_PROVIDER, or (when that is unset) its key is configured. Naming a provider in
+// THEFOLD_AI_PROVIDER is the operator's choice of it, so it is usable even where the
+// registry seeds it disabled (the local Ollama entry). The registry filters selection
+// with it.
+func (c *Config) Usable(lookup func(string) (string, bool)) func(*aiv1.Provider) bool {
+	return func(p *aiv1.Provider) bool {
+		if c.Provider != "" {
+			return strings.EqualFold(p.GetName(), c.Provider)
+		}
+		return c.APIKeyFor(p, lookup) != ""
+	}
+}
+
+// APIKeyFor returns p's key: THEFOLD_AI_API_KEY for THEFOLD_AI_PROVIDER, else what the
+// provider's api_key_ref resolves to.
+func (c *Config) APIKeyFor(p *aiv1.Provider, lookup func(string) (string, bool)) string {
+	if c.Provider != "" && c.APIKey != "" && strings.EqualFold(p.GetName(), c.Provider) {
+		return c.APIKey
+	}
+	return ResolveKey(p.GetApiKeyRef(), lookup)
+}
+
+// ResolveKey resolves an api_key_ref: "env:NAME" reads NAME through lookup; anything else
+// (secret stores) is not supported yet and resolves to nothing.
+func ResolveKey(ref string, lookup func(string) (string, bool)) string {
+	name, ok := strings.CutPrefix(ref, "env:")
+	if !ok || name == "" || lookup == nil {
+		return ""
+	}
+	v, _ := lookup(name)
+	return strings.TrimSpace(v)
+}

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/errs"
+
+	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/registry"
+)
+
+// errorDomain is the ErrorInfo domain of the ai service's own failure reasons, so callers
+// (the agent) can tell a model that answered badly from a provider that did not answer.
+const errorDomain = "ai.thefold.dev"
+
+// Reasons in ErrorInfo.reason.
+const (
+	ReasonModelOutputInvalid = "MODEL_OUTPUT_INVALID"
+	ReasonProviderRateLimit  = "PROVIDER_RATE_LIMITED"
+	ReasonProviderDown       = "PROVIDER_UNAVAILABLE"
+	ReasonProviderAuth       = "PROVIDER_AUTH_FAILED"
+	ReasonProviderRejected   = "PROVIDER_REJECTED_REQUEST"
+)
+
+// providerStatus maps the last provider failure to the caller's status. The provider's
+// own text (which can hold request ids, URLs, quotas) is logged, never shown: the message
+// names the provider, what kind of failure it was and the HTTP status.
+func (e *Engine) providerStatus(ctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	pe, ok := llm.AsError(err)
+	if !ok {
+		// Not a provider failure (e.g. a misconfigured provider, already public).
+		return err
+	}
+	e.log.WarnContext(ctx, "provider call failed", "provider", pe.Provider, "kind", pe.Kind.String(), "status", pe.Status, "err", err)
+	what := pe.Kind.String()
+	if pe.Status != 0 {
+		what = fmt.Sprintf("%s, HTTP %d", what, pe.Status)
+	}
+	info := func(reason string) *errdetails.ErrorInfo {
+		return &errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: map[string]string{"provider": pe.Provider}}
+	}
+	switch pe.Kind {
+	case llm.KindRateLimited:
+		pub := errs.Public(codes.ResourceExhausted, "provider %s rate-limited the call (%s) and no fallback model answered", pe.Provider, what).
+			WithDetails(info(ReasonProviderRateLimit))
+		if pe.RetryAfter > 0 {
+			pub = pub.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(pe.RetryAfter.Round(time.Second))})
+		}
+		return pub.Wrap(err)
+	case llm.KindAuth:
+		return errs.Public(codes.FailedPrecondition, "provider %s refused the API key (%s): check THEFOLD_AI_API_KEY or the provider's api_key_ref", pe.Provider, what).
+			WithDetails(info(ReasonProviderAuth)).Wrap(err)
+	case llm.KindBadRequest:
+		return errs.Public(codes.FailedPrecondition, "provider %s refused the request (%s): the model may not exist there, or the prompt exceeds its context window", pe.Provider, what).
+			WithDetails(info(ReasonProviderRejected)).Wrap(err)
+	default:
+		return errs.Public(codes.Unavailable, "provider %s did not answer usably (%s) and no fallback model answered", pe.Provider, what).
+			WithDetails(info(ReasonProviderDown)).Wrap(err)
+	}
+}
+
+// invalidOutput is the answer when the model's reply could not be parsed or repaired. It is
+// UNAVAILABLE (a retry, or a stronger model, may well answer correctly) with the reason
+// MODEL_OUTPUT_INVALID, and names what was wrong with the reply — the model's words are
+// not internal state, and the caller needs them to decide what to do.
+func invalidOutput(rpc string, cand registry.Candidate, perr error) error {
+	msg := perr.Error()
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	return errs.Public(codes.Unavailable, "model %s answered %s with output that does not match its schema, also after a repair round: %s",
+		cand.Model.GetName(), rpc, msg).
+		WithDetails(&errdetails.ErrorInfo{Reason: ReasonModelOutputInvalid, Domain: errorDomain,
+			Metadata: map[string]string{"model": cand.Model.GetName(), "rpc": rpc}}).Wrap(perr)
+}

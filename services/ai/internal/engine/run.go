@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/thefold/thefold/pkg/errs"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/registry"
+)
+
+// Call is one generating RPC's model call.
+type Call struct {
+	// RPC is the AIService method name, e.g. "PlanTask".
+	RPC string
+	// Phase is the RPC's own ledger phase; Attribution.phase overrides it.
+	Phase aiv1.CallPhase
+	// RequestID and Request make the call idempotent (see AIService in ai.proto).
+	RequestID   string
+	Request     proto.Message
+	Model       *aiv1.ModelChoice
+	Attribution *aiv1.Attribution
+	// Defaults apply when the caller gave no selection hints.
+	Defaults Defaults
+	// RequireTools limits selection to models that support tool use (Complete with tools).
+	RequireTools bool
+	// LLM is the request without the model name, which the engine fills per candidate.
+	LLM llm.Request
+}
+
+// Defaults are an RPC's selection hints when the caller gives none.
+type Defaults struct {
+	Complexity int32
+	Tags       []string
+}
+
+// Repairable marks a parse error worth one repair round: the model answered, but not in
+// the required shape. Parse functions return it (prompts.ParseError implements it).
+type Repairable interface {
+	error
+	Repair(req llm.Request, reply string) []llm.Message
+}
+
+// attemptResult is what calling one model produced.
+type attemptResult struct {
+	resp    *llm.Response
+	usage   llm.Usage
+	cost    int64
+	latency time.Duration
+	calls   int
+}
+
+// Run makes c's model call and parses the answer with parse. The returned response carries
+// the call's usage. A retry of a recorded request_id returns the recorded response.
+func Run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*llm.Response) (T, error)) (T, error) {
+	return recorded(ctx, e, c, func(ctx context.Context) (T, *ledgerEntry, error) { return run(ctx, e, c, parse) })
+}
+
+// recorded wraps one RPC's work in what every call gets: its request_id claimed (a retry
+// answered from the record), its ledger entry written, and its answer recorded.
+func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work func(context.Context) (T, *ledgerEntry, error)) (T, error) {
+	var zero T
+	p, err := principalFrom(ctx)
+	if err != nil {
+		return zero, err
+	}
+	release := func() {}
+	if c.RequestID != "" {
+		answer, rel, err := e.claim(ctx, p, c)
+		if err != nil {
+			return zero, err
+		}
+		if answer != nil {
+			return decodeAnswer[T](answer)
+		}
+		release = rel
+	}
+	out, rec, err := work(ctx)
+	e.record(ctx, p, c, rec, err)
+	if err != nil {
+		// Only answers are recorded: the claim goes, and a retry calls again.
+		release()
+		return zero, err
+	}
+	if c.RequestID != "" {
+		if ferr := e.finish(ctx, p, c, out, rec.id); ferr != nil {
+			e.log.WarnContext(ctx, "recording the answer failed; a retry will call the model again",
+				"rpc", c.RPC, "err", ferr)
+		}
+	}
+	return out, nil
+}
+
+func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*llm.Response) (T, error)) (T, *ledgerEntry, error) {
+	var zero T
+	rec := &ledgerEntry{outcome: aiv1.CallOutcome_CALL_OUTCOME_PROVIDER_ERROR}
+	cands, err := e.candidates(ctx, c.Model, c.Defaults, c.RequireTools)
+	if err != nil {
+		return zero, rec, err
+	}
+	var lastErr error
+	for i, cand := range cands {
+		rec.cand = cand
+		res, err := e.attempt(ctx, cand, c.LLM)
+		rec.add(res)
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil || !failOver(err) || i == len(cands)-1 {
+				break
+			}
+			e.log.WarnContext(ctx, "model failed; trying the next", "rpc", c.RPC,
+				"model", cand.Model.GetName(), "provider", cand.Provider.GetName(), "err", err)
+			continue
+		}
+		out, perr := parse(res.resp)
+		if perr != nil {
+			var rp Repairable
+			if !errors.As(perr, &rp) {
+				rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_INVALID_OUTPUT
+				return zero, rec, invalidOutput(c.RPC, cand, perr)
+			}
+			e.log.InfoContext(ctx, "model answer invalid; one repair round", "rpc", c.RPC,
+				"model", cand.Model.GetName(), "problem", perr.Error())
+			repairReq := c.LLM
+			repairReq.Messages = append(append([]llm.Message(nil), c.LLM.Messages...), rp.Repair(c.LLM, res.resp.Text)...)
+			res2, err := e.attempt(ctx, cand, repairReq)
+			rec.add(res2)
+			if err != nil {
+				return zero, rec, e.providerStatus(ctx, err)
+			}
+			out, perr = parse(res2.resp)
+			if perr != nil {
+				rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_INVALID_OUTPUT
+				return zero, rec, invalidOutput(c.RPC, cand, perr)
+			}
+		}
+		rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_OK
+		setUsage(out, rec.wireUsage())
+		return out, rec, nil
+	}
+	if ctx.Err() != nil {
+		rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_CANCELLED
+		return zero, rec, ctx.Err()
+	}
+	return zero, rec, e.providerStatus(ctx, lastErr)
+}
+
+// attempt calls one model (with the provider's retry policy) and prices the answer.
+func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.Request) (attemptResult, error) {
+	client, err := e.client(cand.Provider)
+	if err != nil {
+		return attemptResult{}, errs.Public(codes.FailedPrecondition,
+			"provider %s is misconfigured: %v", cand.Provider.GetName(), err)
+	}
+	req.Model = cand.Model.GetName()
+	if req.MaxTokens <= 0 || (cand.Model.GetMaxOutputTokens() > 0 && int32(req.MaxTokens) > cand.Model.GetMaxOutputTokens()) {
+		if m := cand.Model.GetMaxOutputTokens(); m > 0 {
+			req.MaxTokens = int(m)
+		}
+	}
+	ctx, counter := llm.WithAttemptCounter(ctx)
+	start := e.now()
+	resp, err := client.Complete(ctx, req)
+	res := attemptResult{latency: e.now().Sub(start), calls: max(*counter, 1)}
+	if err != nil {
+		return res, err
+	}
+	res.resp = resp
+	res.usage = resp.Usage
+	res.cost = registry.Price(cand.Model, resp.Usage.InputTokens, resp.Usage.OutputTokens,
+		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens).Total
+	return res, nil
+}
+
+// failOver reports whether another model may succeed where this one failed: the provider
+// was down, overloaded, rate-limited or refused the key. A bad request is ours, and a
+// caller's cancellation ends the call.
+func failOver(err error) bool {
+	pe, ok := llm.AsError(err)
+	if !ok {
+		return false
+	}
+	return pe.Retryable() || pe.Kind == llm.KindAuth
+}
+
+func protoValueOf(u *typev1.Usage) protoreflect.Value {
+	return protoreflect.ValueOfMessage(u.ProtoReflect())
+}
+
+// decodeAnswer decodes a recorded response.
+func decodeAnswer[T proto.Message](b []byte) (T, error) {
+	var zero T
+	out := zero.ProtoReflect().New().Interface().(T)
+	if err := proto.Unmarshal(b, out); err != nil {
+		return zero, fmt.Errorf("decode recorded answer: %w", err)
+	}
+	return out, nil
+}

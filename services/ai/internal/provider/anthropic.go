@@ -1,0 +1,257 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/thefold/thefold/services/ai/internal/llm"
+)
+
+// DefaultMaxTokens is sent to Anthropic when the request sets none (the API requires one).
+const DefaultMaxTokens = 4096
+
+// maxCacheBreakpoints is Anthropic's limit of cache_control blocks per request.
+const maxCacheBreakpoints = 4
+
+type anthropicClient struct {
+	t        transport
+	messages anthropic.MessageService
+}
+
+func newAnthropic(t transport, base, key string) *anthropicClient {
+	// NewMessageService rather than NewClient: NewClient starts from
+	// DefaultClientOptions, which reads ANTHROPIC_* variables and credential files, and a
+	// provider account must be exactly what the registry says.
+	return &anthropicClient{t: t, messages: anthropic.NewMessageService(
+		option.WithBaseURL(base),
+		option.WithAPIKey(key),
+		option.WithHTTPClient(t.http),
+		option.WithMaxRetries(0),
+		// Also stops the SDK refusing large max_tokens without streaming: it only
+		// estimates a duration when no timeout is set.
+		option.WithRequestTimeout(t.timeout),
+	)}
+}
+
+func (c *anthropicClient) Name() string { return c.t.name }
+
+// Embed: Anthropic has no embeddings API.
+func (c *anthropicClient) Embed(context.Context, llm.EmbedRequest) (*llm.EmbedResponse, error) {
+	return nil, llm.ErrUnsupported
+}
+
+func (c *anthropicClient) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	params, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	var msg *anthropic.Message
+	err = c.t.attempt(ctx, anthropicKind, func(ctx context.Context) error {
+		var err error
+		msg, err = c.messages.New(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.response(msg)
+}
+
+// anthropicKind: an overloaded_error is Overloaded whatever its status.
+func anthropicKind(err error) (llm.ErrorKind, bool) {
+	var ae *anthropic.Error
+	if errors.As(err, &ae) && ae.Type() == anthropic.ErrorTypeOverloadedError {
+		return llm.KindOverloaded, true
+	}
+	return 0, false
+}
+
+func (c *anthropicClient) params(req llm.Request) (anthropic.MessageNewParams, error) {
+	p := anthropic.MessageNewParams{
+		Model:         req.Model,
+		MaxTokens:     int64(req.MaxTokens),
+		StopSequences: req.StopSequences,
+	}
+	if p.MaxTokens <= 0 {
+		p.MaxTokens = DefaultMaxTokens
+	}
+	if req.Temperature != nil {
+		p.Temperature = param.NewOpt(*req.Temperature)
+	}
+	// Breakpoints in Anthropic's prefix order (system, then messages); only the last four
+	// are kept, because the longest cached prefix is the one worth paying for.
+	var sysCache []bool
+	for _, s := range req.System {
+		if s.Text == "" {
+			continue // the API refuses empty text blocks
+		}
+		p.System = append(p.System, anthropic.TextBlockParam{Text: s.Text})
+		sysCache = append(sysCache, s.Cache)
+	}
+	var marks []*anthropic.CacheControlEphemeralParam
+	for i := range p.System {
+		if sysCache[i] {
+			marks = append(marks, &p.System[i].CacheControl)
+		}
+	}
+	for i, m := range req.Messages {
+		mp, mmarks, err := c.message(m)
+		if err != nil {
+			return p, c.t.badRequest("message %d: %v", i, err)
+		}
+		p.Messages = append(p.Messages, mp)
+		marks = append(marks, mmarks...)
+	}
+	if len(marks) > maxCacheBreakpoints {
+		marks = marks[len(marks)-maxCacheBreakpoints:]
+	}
+	for _, m := range marks {
+		*m = anthropic.NewCacheControlEphemeralParam()
+	}
+	for _, t := range req.Tools {
+		schema, err := anthropicSchema(t.InputSchema)
+		if err != nil {
+			return p, c.t.badRequest("tool %s: %v", t.Name, err)
+		}
+		tp := &anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tp.Description = param.NewOpt(t.Description)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: tp})
+	}
+	// tool_choice is only valid beside tools; "auto" is the API's default anyway.
+	if len(req.Tools) > 0 {
+		switch req.ToolChoice.Mode {
+		case llm.ToolAny:
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAny: &anthropic.ToolChoiceAnyParam{}}
+		case llm.ToolNamed:
+			p.ToolChoice = anthropic.ToolChoiceParamOfTool(req.ToolChoice.Name)
+		case llm.ToolNone:
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}
+		default:
+			p.ToolChoice = anthropic.ToolChoiceUnionParam{OfAuto: &anthropic.ToolChoiceAutoParam{}}
+		}
+	}
+	return p, nil
+}
+
+// message translates one message and returns the cache_control fields of its blocks
+// marked Cache.
+func (c *anthropicClient) message(m llm.Message) (anthropic.MessageParam, []*anthropic.CacheControlEphemeralParam, error) {
+	mp := anthropic.MessageParam{Role: anthropic.MessageParamRoleUser}
+	if m.Role == llm.RoleAssistant {
+		mp.Role = anthropic.MessageParamRoleAssistant
+	}
+	var marks []*anthropic.CacheControlEphemeralParam
+	for j, b := range m.Blocks {
+		var cc *anthropic.CacheControlEphemeralParam
+		switch b.Kind {
+		case llm.BlockText:
+			if b.Text == "" {
+				continue
+			}
+			tb := &anthropic.TextBlockParam{Text: b.Text}
+			mp.Content = append(mp.Content, anthropic.ContentBlockParamUnion{OfText: tb})
+			cc = &tb.CacheControl
+		case llm.BlockToolUse:
+			input, err := toolInput(b.Input)
+			if err != nil {
+				return mp, nil, errBlock(j, err)
+			}
+			tu := &anthropic.ToolUseBlockParam{ID: b.ToolUseID, Name: b.ToolName, Input: input}
+			mp.Content = append(mp.Content, anthropic.ContentBlockParamUnion{OfToolUse: tu})
+			cc = &tu.CacheControl
+		case llm.BlockToolResult:
+			tr := &anthropic.ToolResultBlockParam{ToolUseID: b.ToolUseID}
+			if b.Text != "" {
+				tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: b.Text}}}
+			}
+			if b.IsError {
+				tr.IsError = param.NewOpt(true)
+			}
+			mp.Content = append(mp.Content, anthropic.ContentBlockParamUnion{OfToolResult: tr})
+			cc = &tr.CacheControl
+		default:
+			return mp, nil, errBlock(j, errors.New("unknown block kind"))
+		}
+		if b.Cache {
+			marks = append(marks, cc)
+		}
+	}
+	return mp, marks, nil
+}
+
+// anthropicSchema splits a JSON Schema object into the SDK's input_schema: properties and
+// required by name, everything else as extra fields.
+func anthropicSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
+	var s anthropic.ToolInputSchemaParam
+	obj, err := schemaObject(raw)
+	if err != nil {
+		return s, err
+	}
+	if v, ok := obj["properties"]; ok {
+		s.Properties = v
+		delete(obj, "properties")
+	}
+	if v, ok := obj["required"]; ok {
+		if err := json.Unmarshal(v, &s.Required); err != nil {
+			return s, errors.New("input schema: required is not a list of names")
+		}
+		delete(obj, "required")
+	}
+	delete(obj, "type")
+	if len(obj) > 0 {
+		s.ExtraFields = make(map[string]any, len(obj))
+		for k, v := range obj {
+			s.ExtraFields[k] = v
+		}
+	}
+	return s, nil
+}
+
+func (c *anthropicClient) response(msg *anthropic.Message) (*llm.Response, error) {
+	if msg == nil || (len(msg.Content) == 0 && msg.StopReason == "") {
+		return nil, c.t.invalid("answer has neither content nor a stop reason")
+	}
+	out := &llm.Response{Model: msg.Model}
+	var text []string
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "tool_use":
+			input := b.Input
+			if len(input) == 0 || string(input) == "null" {
+				input = json.RawMessage("{}")
+			}
+			out.ToolUses = append(out.ToolUses, llm.Block{Kind: llm.BlockToolUse, ToolUseID: b.ID, ToolName: b.Name, Input: input})
+		}
+	}
+	out.Text = strings.Join(text, "")
+	switch msg.StopReason {
+	case anthropic.StopReasonEndTurn:
+		out.StopReason = llm.StopEndTurn
+	case anthropic.StopReasonMaxTokens, anthropic.StopReasonModelContextWindowExceeded:
+		out.StopReason = llm.StopMaxTokens
+	case anthropic.StopReasonStopSequence:
+		out.StopReason = llm.StopSequence
+	case anthropic.StopReasonToolUse:
+		out.StopReason = llm.StopToolUse
+	}
+	u := msg.Usage
+	// Anthropic counts cache reads and writes beside input_tokens; llm.Usage counts them
+	// inside, as every other provider does.
+	out.Usage = llm.Usage{
+		InputTokens:      u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+	}
+	return out, nil
+}

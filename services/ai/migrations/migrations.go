@@ -1,0 +1,11 @@
+// Package migrations holds the ai schema's goose migrations (model registry, usage ledger,
+// recorded answers, seed catalogue), embedded so the binary and the tests migrate from the
+// same files.
+package migrations
+
+import "embed"
+
+// FS holds the SQL files at its root, as db.Migrate expects.
+//
+//go:embed *.sql
+var FS embed.FS
