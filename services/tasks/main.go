@@ -1,5 +1,6 @@
 // Command tasks is TheFold's task engine: tasks, their statuses and blocked-by graph,
-// statistics and a stream of task events, over gRPC in its own PostgreSQL schema.
+// statistics, a stream of task events and an ordering of open tasks made by the ai service,
+// over gRPC in its own PostgreSQL schema.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/events"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
@@ -27,11 +29,13 @@ type tasksConfig struct {
 	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=1024"`
 	// WatchHeartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	WatchHeartbeat time.Duration `env:"THEFOLD_TASKS_WATCH_HEARTBEAT, default=15s"`
+	// OrderTimeout bounds one ai PlanTaskOrder call (a model ordering hundreds of tasks).
+	OrderTimeout time.Duration `env:"THEFOLD_TASKS_ORDER_TIMEOUT, default=5m"`
 	// Events is how long task events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
 }
 
-// Validate reports a limit that would refuse every watch.
+// Validate reports a limit that would refuse every watch or every ordering.
 func (c *tasksConfig) Validate() error {
 	var problems []error
 	if c.MaxWatches <= 0 {
@@ -40,10 +44,14 @@ func (c *tasksConfig) Validate() error {
 	if c.WatchHeartbeat <= 0 {
 		problems = append(problems, errors.New("THEFOLD_TASKS_WATCH_HEARTBEAT: must be positive"))
 	}
+	if c.OrderTimeout <= 0 {
+		problems = append(problems, errors.New("THEFOLD_TASKS_ORDER_TIMEOUT: must be positive"))
+	}
 	return errors.Join(append(problems, c.Events.Validate())...)
 }
 
-// tasksService wires pool → store → service onto the platform's gRPC server.
+// tasksService wires pool → store → service (with a client of the ai service) onto the
+// platform's gRPC server.
 func tasksService() platform.Service {
 	return platform.Service{
 		Name:       "tasks",
@@ -59,8 +67,23 @@ func tasksService() platform.Service {
 			d.Go("events retention", func(ctx context.Context) error {
 				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
 			})
-			svc := service.New(store.New(d.Pool, hub),
-				service.WithMaxWatches(cfg.MaxWatches), service.WithHeartbeat(cfg.WatchHeartbeat))
+			opts := []service.Option{
+				service.WithMaxWatches(cfg.MaxWatches), service.WithHeartbeat(cfg.WatchHeartbeat),
+				service.WithOrderTimeout(cfg.OrderTimeout), service.WithLogger(d.Logger),
+			}
+			// PlanTaskOrder calls the ai service. An address set empty on purpose runs tasks
+			// without it (PlanTaskOrder then answers FAILED_PRECONDITION); the connection is
+			// lazy, so an ai service that is not up yet delays nothing here.
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("ai")); addr != "" {
+				conn, err := d.Conn(ctx, "ai")
+				if err != nil {
+					return err
+				}
+				opts = append(opts, service.WithAI(aiv1.NewAIServiceClient(conn)))
+			} else {
+				d.Logger.WarnContext(ctx, "no ai service address: PlanTaskOrder is off", "env", platform.AddrEnv("ai"))
+			}
+			svc := service.New(store.New(d.Pool, hub), opts...)
 			tasksv1.RegisterTaskServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

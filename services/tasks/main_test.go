@@ -92,12 +92,28 @@ func TestRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := &platform.Deps{Name: "tasks", Pool: pool, Server: srv,
-		Lookup: config.Map(map[string]string{"THEFOLD_TASKS_MAX_WATCHES": "0"}, nil)}
-	if err := tasksService().Register(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "THEFOLD_TASKS_MAX_WATCHES") {
-		t.Errorf("Register with a zero watch limit: err = %v", err)
+	for _, name := range []string{"THEFOLD_TASKS_MAX_WATCHES", "THEFOLD_TASKS_ORDER_TIMEOUT"} {
+		bad := &platform.Deps{Name: "tasks", Pool: pool, Server: srv, Logger: slog.New(slog.DiscardHandler),
+			Lookup: config.Map(map[string]string{name: "0"}, nil)}
+		if err := tasksService().Register(t.Context(), bad); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("Register with %s=0: err = %v", name, err)
+		}
 	}
-	d := &platform.Deps{Name: "tasks", Pool: pool, Server: srv, Lookup: config.Map(nil, nil)}
+	// Without an ai address the service still starts (PlanTaskOrder answers
+	// FAILED_PRECONDITION); with one it dials lazily, so no ai service needs to be up.
+	for _, lookup := range []map[string]string{nil, {"THEFOLD_AI_ADDR": "127.0.0.1:1"}} {
+		other, err := server.New(server.Options{Name: "tasks", Logger: slog.New(slog.DiscardHandler), Auth: auth.NewAuthenticator(auth.NewVerifier(nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &platform.Deps{Name: "tasks", Pool: pool, Server: other, Logger: slog.New(slog.DiscardHandler), Lookup: config.Map(lookup, nil)}
+		err = tasksService().Register(t.Context(), d)
+		d.Close()
+		if err != nil {
+			t.Fatalf("Register with %v: %v", lookup, err)
+		}
+	}
+	d := &platform.Deps{Name: "tasks", Pool: pool, Server: srv, Logger: slog.New(slog.DiscardHandler), Lookup: config.Map(nil, platform.Defaults("tasks"))}
 	t.Cleanup(d.Close)
 	if err := tasksService().Register(t.Context(), d); err != nil {
 		t.Fatal(err)

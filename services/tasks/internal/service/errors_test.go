@@ -163,6 +163,18 @@ func TestInvalidArgument(t *testing.T) {
 		}, "repo"},
 		// PlanTaskOrder
 		{"plan: missing repo", func() error { _, err := c.PlanTaskOrder(ctx, &tasksv1.PlanTaskOrderRequest{}); return err }, "repo"},
+		{"plan: bad repo", func() error {
+			_, err := c.PlanTaskOrder(ctx, &tasksv1.PlanTaskOrderRequest{Repo: "local/../x"})
+			return err
+		}, "repo"},
+		{"plan: request_id with a space", func() error {
+			_, err := c.PlanTaskOrder(ctx, &tasksv1.PlanTaskOrderRequest{Repo: "local/demo", RequestId: "a b"})
+			return err
+		}, "request_id"},
+		{"plan: request_id too long", func() error {
+			_, err := c.PlanTaskOrder(ctx, &tasksv1.PlanTaskOrderRequest{Repo: "local/demo", RequestId: strings.Repeat("r", 129)})
+			return err
+		}, "request_id"},
 		// ImportIssues
 		{"import: bad repo", func() error {
 			_, err := c.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: "nope"})

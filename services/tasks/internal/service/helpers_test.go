@@ -29,6 +29,8 @@ type env struct {
 	bob    context.Context
 	anon   context.Context
 	pool   *pgxpool.Pool
+	// server is the server the tasks service runs on; its signing key is the mesh's.
+	server *grpctest.Env
 }
 
 func start(t *testing.T, opts ...service.Option) *env {
@@ -47,6 +49,7 @@ func start(t *testing.T, opts ...service.Option) *env {
 		bob:    e.Context(t, "bob"),
 		anon:   t.Context(),
 		pool:   pool,
+		server: e,
 	}
 }
 

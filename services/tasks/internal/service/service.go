@@ -1,12 +1,14 @@
 // Package service is the tasks service's gRPC API: it authenticates the caller, validates
 // and normalizes requests (InvalidArgument naming the field), and hands them to the store,
-// whose sentinel errors the shared error interceptor turns into status codes.
+// whose sentinel errors the shared error interceptor turns into status codes. PlanTaskOrder
+// also asks the ai service for the order it stores.
 package service
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
@@ -40,6 +43,11 @@ type Server struct {
 	watches chan struct{}
 	// heartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	heartbeat time.Duration
+	// ai orders tasks (PlanTaskOrder); nil when no ai service is configured.
+	ai aiv1.AIServiceClient
+	// orderTimeout bounds one ai PlanTaskOrder call.
+	orderTimeout time.Duration
+	log          *slog.Logger
 }
 
 // Option configures a Server.
@@ -69,9 +77,22 @@ func WithHeartbeat(d time.Duration) Option {
 	}
 }
 
+// WithLogger sets the logger for what the client is not told (why the ai service failed);
+// nil keeps the default, which discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Server) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
 // New returns a Server backed by st.
 func New(st *store.Store, opts ...Option) *Server {
-	s := &Server{store: st, watches: make(chan struct{}, DefaultMaxWatches), heartbeat: DefaultHeartbeat}
+	s := &Server{
+		store: st, watches: make(chan struct{}, DefaultMaxWatches), heartbeat: DefaultHeartbeat,
+		orderTimeout: DefaultOrderTimeout, log: slog.New(slog.DiscardHandler),
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -543,18 +564,6 @@ func (s *Server) GetTaskStats(ctx context.Context, req *tasksv1.GetTaskStatsRequ
 		ByPriority:    st.ByPriority,
 		BlockedByOpen: st.BlockedByOpen,
 	}, nil
-}
-
-// PlanTaskOrder validates its request; the ordering itself needs the ai service.
-func (s *Server) PlanTaskOrder(ctx context.Context, req *tasksv1.PlanTaskOrderRequest) (*tasksv1.PlanTaskOrderResponse, error) {
-	if _, err := caller(ctx); err != nil {
-		return nil, err
-	}
-	if err := validate.Repo("repo", req.GetRepo(), true); err != nil {
-		return nil, err
-	}
-	return nil, status.Error(codes.Unimplemented,
-		"PlanTaskOrder is not implemented yet: it orders tasks with the ai service and arrives with the ai service's issue; GetTaskGraph gives a dependency order meanwhile")
 }
 
 // ImportIssues validates its request; the import itself needs the github service.

@@ -338,8 +338,6 @@ func TestGetTaskGraphAndStats(t *testing.T) {
 func TestNotYetImplemented(t *testing.T) {
 	t.Parallel()
 	e := start(t)
-	_, err := e.client.PlanTaskOrder(e.alice, &tasksv1.PlanTaskOrderRequest{Repo: "local/demo"})
-	wantCode(t, err, codes.Unimplemented, "ai service")
-	_, err = e.client.ImportIssues(e.alice, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Labels: []string{"bug"}})
+	_, err := e.client.ImportIssues(e.alice, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Labels: []string{"bug"}})
 	wantCode(t, err, codes.Unimplemented, "github service")
 }
