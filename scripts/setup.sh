@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotently installs what TheFold needs on a Debian bookworm machine (run as root):
 # protobuf tooling (go install, cached in GOPATH/bin), PostgreSQL 15 with pgvector (built from
-# Debian's trixie source package when no binary package exists), bubblewrap and git; then
+# Debian's trixie source package when no binary package exists), bubblewrap, busybox-static (the docker sandbox image) and git; then
 # starts PostgreSQL and creates the thefold role and database, and one role per service
 # owning that service's schema. Safe to run again and again.
 #
@@ -37,7 +37,7 @@ apt_install() {
 
 # --- system packages (first: go install needs ca-certificates) ----------------------------
 # gcc: the race detector (make test uses -race) needs cgo.
-apt_install ca-certificates git make gcc libc6-dev bubblewrap postgresql-$PG_VERSION postgresql-contrib
+apt_install ca-certificates git make gcc libc6-dev bubblewrap busybox-static postgresql-$PG_VERSION postgresql-contrib
 
 # --- protobuf tooling -------------------------------------------------------------------------
 # Versions are pinned: generated code records the plugin versions, and the freshness check

@@ -8,6 +8,8 @@ import (
 
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/sandbox/migrations"
 )
 
 // sandboxService returns Unimplemented for every RPC until its own issue lands.
@@ -17,8 +19,9 @@ type sandboxService struct {
 
 func main() {
 	platform.Main(platform.Service{
-		Name:   "sandbox",
-		Schema: "sandbox",
+		Name:       "sandbox",
+		Schema:     "sandbox",
+		Migrations: migrations.FS,
 		Register: func(_ context.Context, d *platform.Deps) error {
 			sandboxv1.RegisterSandboxServiceServer(d.Server.GRPC(), &sandboxService{})
 			return nil

@@ -1,0 +1,162 @@
+// Package backend runs one command at a time inside a sandbox workspace: the local backend
+// (a process group with rlimits and a scrubbed environment, no isolation) and the bwrap
+// backend (bubblewrap namespaces, the toolchains read-only, no network). Both cap output,
+// stream it, and kill everything the command started when it times out. The sandbox service
+// owns workspaces and chooses a backend with Auto; this package only executes.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/thefold/thefold/pkg/errs"
+)
+
+// Spec is one command to run in a sandbox.
+type Spec struct {
+	// Argv is the command; argv[0] is resolved through the sandbox's PATH. Never a shell string.
+	Argv []string
+	// Dir is relative to the workspace root ("" is the root).
+	Dir string
+	// Env is added to the scrubbed base environment (and may override its entries).
+	Env map[string]string
+	// Timeout bounds the run (DefaultTimeout when zero).
+	Timeout time.Duration
+	Stdin   []byte
+	// MaxOutput is how many bytes of stdout+stderr are kept (DefaultMaxOutput when zero);
+	// the rest is dropped, Result.Truncated is set and a marker says how much was dropped.
+	MaxOutput int64
+	// Network lets the command reach the network: only for a dependencies step. The local
+	// backend cannot block the network either way and says so in Result.Warnings.
+	Network bool
+	// Output, when set, receives the kept output as it arrives (stream 1 stdout, 2 stderr),
+	// in order per stream, from one goroutine at a time, and never after Run returns.
+	Output func(stream int, p []byte)
+}
+
+// Result is what a command did.
+type Result struct {
+	ExitCode int
+	// Signal names the signal that ended the command ("killed"), empty when it exited.
+	Signal   string
+	TimedOut bool
+	// OOMKilled is best effort: set when a memory cgroup reports an OOM kill during the run.
+	OOMKilled      bool
+	Stdout, Stderr []byte
+	Truncated      bool
+	Duration       time.Duration
+	// Warnings say which protections did not apply to this run and why.
+	Warnings []string
+}
+
+// Limits bound the resources of one command. Zero fields take the defaults below.
+type Limits struct {
+	MemoryBytes   int64
+	CPUSeconds    int
+	Pids          int
+	FileSizeBytes int64
+	OpenFiles     int
+}
+
+// Defaults for Spec and Limits.
+const (
+	DefaultTimeout       = 5 * time.Minute
+	DefaultMaxOutput     = 1 << 20
+	DefaultMemoryBytes   = 512 << 20
+	DefaultCPUSeconds    = 600
+	DefaultPids          = 256
+	DefaultFileSizeBytes = 256 << 20
+	DefaultOpenFiles     = 1024
+)
+
+// Backend executes commands in a workspace directory.
+type Backend interface {
+	// Name is "local" or "bwrap".
+	Name() string
+	// Run executes one command in workspace (an existing directory on the host). Bad input
+	// (empty argv, a Dir escaping the workspace, a malformed env name) wraps errs.ErrInvalid;
+	// a command that fails or times out is a Result, not an error.
+	Run(ctx context.Context, workspace string, s Spec, l Limits) (*Result, error)
+	// Close removes the per-workspace state (caches, home directories) the backend made.
+	Close() error
+}
+
+// WithDefaults fills the zero fields with the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.CPUSeconds <= 0 {
+		l.CPUSeconds = DefaultCPUSeconds
+	}
+	if l.Pids <= 0 {
+		l.Pids = DefaultPids
+	}
+	if l.FileSizeBytes <= 0 {
+		l.FileSizeBytes = DefaultFileSizeBytes
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	return l
+}
+
+// WithDefaults fills a zero Timeout and MaxOutput with the defaults.
+func (s Spec) WithDefaults() Spec {
+	if s.Timeout <= 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = DefaultMaxOutput
+	}
+	return s
+}
+
+// CheckSpec validates the workspace and the spec, for every backend alike, and returns the
+// workspace's absolute, symlink-free path and Dir cleaned and resolved inside it. Bad input
+// wraps errs.ErrInvalid; a workspace that is not a directory errs.ErrFailedPrecondition.
+func CheckSpec(workspace string, s Spec) (ws, dir string, err error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return "", "", fmt.Errorf("argv: empty command: %w", errs.ErrInvalid)
+	}
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return "", "", fmt.Errorf("argv[%d]: contains a NUL byte: %w", i, errs.ErrInvalid)
+		}
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return "", "", fmt.Errorf("env %q: name must be non-empty without '=' or NUL, value without NUL: %w", k, errs.ErrInvalid)
+		}
+	}
+	ws, err = filepath.Abs(workspace)
+	if err == nil {
+		ws, err = filepath.EvalSymlinks(ws)
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
+	}
+	dir = filepath.Clean(s.Dir)
+	if filepath.IsAbs(s.Dir) || dir == ".." || strings.HasPrefix(dir, "../") {
+		return "", "", fmt.Errorf("dir %q: escapes the workspace: %w", s.Dir, errs.ErrInvalid)
+	}
+	// A symlink inside the workspace may point outside it: resolve and check.
+	real, err := filepath.EvalSymlinks(filepath.Join(ws, dir))
+	if err != nil {
+		return "", "", fmt.Errorf("dir %q: %w: %w", s.Dir, err, errs.ErrInvalid)
+	}
+	if real != ws && !strings.HasPrefix(real, ws+string(filepath.Separator)) {
+		return "", "", fmt.Errorf("dir %q: escapes the workspace: %w", s.Dir, errs.ErrInvalid)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("dir %q: not a directory: %w", s.Dir, errs.ErrInvalid)
+	}
+	return ws, strings.TrimPrefix(real[len(ws):], "/"), nil
+}

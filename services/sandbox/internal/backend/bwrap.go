@@ -1,0 +1,185 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/thefold/thefold/pkg/errs"
+)
+
+// Paths inside the bwrap sandbox.
+const (
+	bwrapWorkspace = "/workspace"
+	bwrapState     = "/state"
+	bwrapModCache  = "/gomodcache"
+	bwrapGoCache   = "/gocache"
+	// bwrapUID is "nobody": inside the user namespace the command holds no capability and
+	// runs as an unprivileged id, mapped back to the service's own user on the host.
+	bwrapUID = "65534"
+
+	wrapperPath = "PATH=/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// Bwrap runs each command in a fresh bubblewrap sandbox: every namespace unshared (the
+// network too, unless Spec.Network), /usr and the Go toolchain read-only, the workspace
+// read-write at /workspace, a tmpfs /tmp, no other host file visible.
+type Bwrap struct {
+	cfg     config
+	st      *state
+	bwrap   string
+	prlimit string
+}
+
+// NewBwrap checks that bubblewrap can make a sandbox on this machine by running `true` in
+// one, and says why not when it cannot (errs.ErrUnavailable).
+func NewBwrap(opts ...Option) (*Bwrap, error) {
+	cfg := newConfig(opts)
+	bin := cfg.bwrap
+	if bin == "" {
+		bin = "bwrap"
+	}
+	p, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap backend: bubblewrap not installed (%v): %w", err, errs.ErrUnavailable)
+	}
+	st, err := newState(cfg.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bwrap{cfg: cfg, st: st, bwrap: p, prlimit: findPrlimit()}
+	if err := b.probe(); err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bwrap) probe() error {
+	ws, err := os.MkdirTemp(b.st.root, "probe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(ws)
+	sd, err := b.st.dir(ws)
+	if err != nil {
+		return err
+	}
+	argv := b.args(ws, "", sd, Spec{Argv: []string{"true"}})
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bwrap backend: a sandbox cannot be made here (%v: %s): %w", err, strings.TrimSpace(string(out)), errs.ErrUnavailable)
+	}
+	return nil
+}
+
+// Name is "bwrap".
+func (b *Bwrap) Name() string { return "bwrap" }
+
+// Close removes the backend's state directories.
+func (b *Bwrap) Close() error { return b.st.close() }
+
+// Release removes the state (home, build cache) kept for workspace, for when its sandbox is
+// destroyed; the workspace itself is the caller's.
+func (b *Bwrap) Release(workspace string) error { return releaseWorkspace(b.st, workspace) }
+
+// Run executes s in a new sandbox over workspace.
+func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*Result, error) {
+	ws, dir, err := CheckSpec(workspace, s)
+	if err != nil {
+		return nil, err
+	}
+	s, l = s.WithDefaults(), l.WithDefaults()
+	sd, err := b.st.dir(ws)
+	if err != nil {
+		return nil, err
+	}
+	cg, warns := newCgroup(l, b.cfg.noCgroup)
+	defer cg.remove()
+	argv := b.args(ws, dir, sd, s)
+	if b.prlimit != "" {
+		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
+	} else {
+		warns = append(warns, "rlimits not applied: prlimit (util-linux) not found")
+	}
+	// The wrappers outside the sandbox get a minimal environment too, not the service's.
+	res, err := execute(ctx, invocation{argv: cg.wrap(argv), env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg}, s)
+	if res != nil {
+		res.Warnings = append(warns, res.Warnings...)
+	}
+	return res, err
+}
+
+// args builds the bwrap command line for s, run in the workspace ws (host path) at dir.
+func (b *Bwrap) args(ws, dir, stateDir string, s Spec) []string {
+	a := []string{b.bwrap, "--unshare-all"}
+	if s.Network {
+		a = append(a, "--share-net")
+	}
+	a = append(a, "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
+		"--ro-bind", "/usr", "/usr")
+	// On merged-/usr systems /bin, /lib… are symlinks into /usr: recreate the link, since
+	// binding a symlink would bind its target a second time.
+	for _, p := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if t, err := os.Readlink(p); err == nil {
+				a = append(a, "--symlink", t, p)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", p, p)
+		}
+	}
+	// Certificates only (no passwords, no host configuration); name resolution only with network.
+	a = append(a, "--ro-bind-try", "/etc/ssl", "/etc/ssl", "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates")
+	if s.Network {
+		for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf"} {
+			a = append(a, "--ro-bind-try", f, f)
+		}
+	}
+	if gr := filepath.Clean(b.cfg.goRoot); gr != "/usr" && !strings.HasPrefix(gr, "/usr/") {
+		a = append(a, "--ro-bind-try", gr, gr)
+	}
+	env := map[string]string{
+		"PATH":        filepath.Join(b.cfg.goRoot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME":        bwrapState + "/home",
+		"TMPDIR":      "/tmp",
+		"GOCACHE":     bwrapState + "/gocache",
+		"GOPATH":      bwrapState + "/gopath",
+		"GOTOOLCHAIN": "local",
+		"GOTELEMETRY": "off",
+		"LANG":        "C.UTF-8",
+	}
+	if b.cfg.goCache != "" {
+		a = append(a, "--bind", b.cfg.goCache, bwrapGoCache)
+		env["GOCACHE"] = bwrapGoCache
+	}
+	if b.cfg.modCache != "" {
+		a = append(a, "--ro-bind", b.cfg.modCache, bwrapModCache)
+		env["GOMODCACHE"] = bwrapModCache
+	}
+	if !s.Network {
+		env["GOPROXY"] = "off"
+	}
+	maps.Copy(env, s.Env)
+	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--bind", stateDir, bwrapState,
+		"--bind", ws, bwrapWorkspace,
+		"--chdir", path.Join(bwrapWorkspace, filepath.ToSlash(dir)),
+		// The root is bwrap's own tmpfs: read-only, so nothing lands in /etc or at the top.
+		"--remount-ro", "/",
+		"--clearenv")
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		a = append(a, "--setenv", k, env[k])
+	}
+	a = append(a, "--")
+	return append(a, s.Argv...)
+}

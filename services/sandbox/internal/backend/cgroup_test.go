@@ -1,0 +1,44 @@
+package backend
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestCgroupLimitsAndRemoval(t *testing.T) {
+	t.Parallel()
+	l := Limits{Pids: 17, MemoryBytes: 96 << 20}.WithDefaults()
+	cg, warns := newCgroup(l, false)
+	if cg.pids == "" || cg.memory == "" {
+		cg.remove()
+		t.Skipf("this machine gives no cgroup v1 pids and memory groups: %q", warns)
+	}
+	read := func(dir, f string) string {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read(cg.pids, "pids.max"); got != "17" {
+		t.Errorf("pids.max %s, want 17", got)
+	}
+	want := strconv.FormatInt(96<<20, 10)
+	if got := read(cg.memory, "memory.limit_in_bytes"); got != want {
+		t.Errorf("memory.limit_in_bytes %s, want %s", got, want)
+	}
+	if _, err := os.Stat(filepath.Join(cg.memory, "memory.memsw.limit_in_bytes")); err == nil {
+		if got := read(cg.memory, "memory.memsw.limit_in_bytes"); got != want {
+			t.Errorf("memory.memsw.limit_in_bytes %s, want %s (swap would lift the limit)", got, want)
+		}
+	}
+	cg.remove()
+	for _, d := range []string{cg.pids, cg.memory} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", d, err)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
+)
+
+// box is one workspace's container. mu serialises the commands of the workspace: each one
+// replaces the container's /workspace with the host copy and copies it back afterwards, so
+// two at once would overwrite each other's files.
+type box struct {
+	mu       sync.Mutex
+	id       string
+	image    string
+	limits   backend.Limits
+	oomKills int64
+}
+
+const (
+	sandboxUser = "65534:65534"
+	keeperUser  = "65533:65533"
+)
+
+// killAll ends every process of the sandbox user (kill(-1) reaches only the processes the
+// caller may signal: not the container's init and keeper, which run as keeperUser). It is how a timed-out command's whole tree dies: exec has no kill of
+// its own, and a command may have left its process group (setsid) or double-forked.
+// Commands of one workspace never overlap, so nothing else is hit.
+var killAll = []string{"/bin/kill", "-9", "-1"}
+
+// resetScript runs before each command: leftovers of the previous one go, and /workspace
+// is emptied (made writable first, in case the command chmod'ed it) for the fresh copy.
+const resetScript = `kill -9 -1 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*`
+
+// ensure creates and starts b's container when it has none, and brings its resource limits
+// to l when they changed since the last command.
+func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Limits) error {
+	if b.id != "" {
+		if b.limits == l {
+			return nil
+		}
+		_, err := d.cli.ContainerUpdate(ctx, b.id, client.ContainerUpdateOptions{Resources: new(d.resources(l))})
+		if err != nil {
+			return fmt.Errorf("update the sandbox container's limits: %w: %w", err, errs.ErrUnavailable)
+		}
+		b.limits = l
+		return nil
+	}
+	tmpOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d", d.cfg.tmpSize, sandboxID, sandboxID)
+	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image: image,
+			// The container's own processes (init and its sleep) run as another user than
+			// the commands, so the commands' kill(-1) cannot end the container itself.
+			User:            keeperUser,
+			WorkingDir:      "/workspace",
+			Cmd:             []string{"/bin/sleep", "2147483647"},
+			NetworkDisabled: true,
+			Labels:          map[string]string{"org.thefold.sandbox": "1"},
+		},
+		HostConfig: &container.HostConfig{
+			// An init reaps what the commands orphan: without it a killed command's
+			// children stay zombies of a PID 1 that never waits, and hold pids forever.
+			Init:           new(true),
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			CapDrop:        []string{"ALL"},
+			SecurityOpt:    []string{"no-new-privileges"},
+			// This engine ignores a tmpfs mode=; uid/gid make it the sandbox user's.
+			Tmpfs:     map[string]string{"/tmp": tmpOpts},
+			Resources: d.resources(l),
+			// /workspace is a tmpfs-backed anonymous volume rather than a plain tmpfs mount:
+			// the engine's archive API (CopyToContainer/CopyFromContainer) sees volumes but
+			// not tmpfs mounts. RemoveVolumes on removal deletes it with the container.
+			Mounts: []mount.Mount{{
+				Type:   mount.TypeVolume,
+				Target: "/workspace",
+				VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{
+					Name: "local",
+					Options: map[string]string{
+						"type":   "tmpfs",
+						"device": "tmpfs",
+						"o":      fmt.Sprintf("size=%d,uid=%d,gid=%d,nosuid,nodev", d.cfg.workspaceSize, sandboxID, sandboxID),
+					},
+				}},
+			}},
+		},
+	})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("sandbox image %q is not there (build it with BuildGoImage): %w", image, errs.ErrFailedPrecondition)
+		}
+		return fmt.Errorf("create the sandbox container: %w: %w", err, errs.ErrUnavailable)
+	}
+	b.id, b.image, b.limits = created.ID, image, l
+	if _, err := d.cli.ContainerStart(ctx, b.id, client.ContainerStartOptions{}); err != nil {
+		_ = d.remove(context.WithoutCancel(ctx), b)
+		return fmt.Errorf("start the sandbox container: %w: %w", err, errs.ErrUnavailable)
+	}
+	return nil
+}
+
+func (d *Docker) resources(l backend.Limits) container.Resources {
+	pids := int64(l.Pids)
+	return container.Resources{
+		Memory:     l.MemoryBytes,
+		MemorySwap: l.MemoryBytes, // equal to Memory: no swap on top
+		NanoCPUs:   d.cfg.nanoCPUs,
+		PidsLimit:  &pids,
+	}
+}
+
+func (d *Docker) remove(ctx context.Context, b *box) error {
+	if b.id == "" {
+		return nil
+	}
+	_, err := d.cli.ContainerRemove(ctx, b.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove the sandbox container %s: %w: %w", b.id[:12], err, errs.ErrUnavailable)
+	}
+	b.id = ""
+	return nil
+}
+
+// run is one command: reset, copy in, exec, copy out.
+func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
+	if s.Timeout <= 0 {
+		s.Timeout = backend.DefaultTimeout
+	}
+	if s.MaxOutput <= 0 {
+		s.MaxOutput = backend.DefaultMaxOutput
+	}
+	start := time.Now()
+	if err := d.reset(ctx, b); err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
+	_, err := d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
+	pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the copy stopped early
+	if err != nil {
+		return nil, fmt.Errorf("copy the workspace into the container: %w: %w", err, errs.ErrUnavailable)
+	}
+
+	res, err := d.execCommand(ctx, b, dir, s, l)
+	if err != nil {
+		return nil, err
+	}
+
+	out, err := d.cli.CopyFromContainer(context.WithoutCancel(ctx), b.id, client.CopyFromContainerOptions{SourcePath: "/workspace/."})
+	if err != nil {
+		return res, fmt.Errorf("the command ran, but copying the workspace out failed: %w: %w", err, errs.ErrUnavailable)
+	}
+	defer out.Content.Close()
+	if err := syncOut(ws, out.Content); err != nil {
+		return res, fmt.Errorf("the command ran, but copying the workspace out failed: %w: %w", err, errs.ErrFailedPrecondition)
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// execCommand runs s under a shell that applies the per-process rlimits and then execs the
+// command itself, so the exit status is the command's.
+func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
+	script := fmt.Sprintf(`ulimit -t %d && ulimit -f %d && ulimit -n %d || exit 126; exec "$@"`,
+		l.CPUSeconds, (l.FileSizeBytes+511)/512, l.OpenFiles)
+	cmd := append([]string{"/bin/sh", "-c", script, "sandbox"}, s.Argv...)
+	env := make([]string, 0, len(s.Env))
+	for _, k := range sortedKeys(s.Env) {
+		env = append(env, k+"="+s.Env[k])
+	}
+	wd := "/workspace"
+	if dir != "." && dir != "" {
+		wd += "/" + dir
+	}
+	ex, err := d.cli.ExecCreate(ctx, b.id, client.ExecCreateOptions{
+		User: sandboxUser, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: env, WorkingDir: wd, Cmd: cmd,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the command in the container: %w: %w", err, errs.ErrUnavailable)
+	}
+	att, err := d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start the command in the container: %w: %w", err, errs.ErrUnavailable)
+	}
+	defer att.Close()
+	go func() {
+		if len(s.Stdin) > 0 {
+			_, _ = att.Conn.Write(s.Stdin)
+		}
+		_ = att.CloseWrite() // EOF on stdin: a command reading it does not wait forever
+	}()
+	o := newOutput(s.MaxOutput, s.Output)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = stdcopy.StdCopy(o.writer(1), o.writer(2), att.Reader)
+	}()
+
+	res := &backend.Result{}
+	timer := time.NewTimer(s.Timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		res.TimedOut = true
+	case <-ctx.Done():
+	}
+	if res.TimedOut || ctx.Err() != nil {
+		if err := d.killCommand(context.WithoutCancel(ctx), b); err != nil {
+			res.Warnings = append(res.Warnings, err.Error())
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			// Everything is dead or the engine is stuck: stop reading either way.
+			att.Close()
+			<-done
+		}
+	}
+	o.finish(res)
+
+	code, err := d.exitCode(context.WithoutCancel(ctx), ex.ID)
+	if err != nil {
+		return nil, err
+	}
+	res.ExitCode = code
+	if code > 128 && code < 128+65 {
+		sig := syscall.Signal(code - 128)
+		res.Signal = sig.String()
+		if sig == syscall.SIGKILL && !res.TimedOut {
+			res.OOMKilled = d.newOOMKill(context.WithoutCancel(ctx), b)
+		}
+	}
+	if err := ctx.Err(); err != nil && !res.TimedOut {
+		return res, fmt.Errorf("command stopped: %w", err)
+	}
+	return res, nil
+}
+
+// reset clears what the previous command left. When that cannot even start (a fork bomb
+// left running holds every pid), the container is restarted and the reset tried again.
+func (d *Docker) reset(ctx context.Context, b *box) error {
+	if _, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", resetScript}); err == nil {
+		return nil
+	}
+	if err := d.restart(ctx, b); err != nil {
+		return err
+	}
+	if _, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", resetScript}); err != nil {
+		return fmt.Errorf("reset the sandbox container: %w", err)
+	}
+	return nil
+}
+
+func (d *Docker) restart(ctx context.Context, b *box) error {
+	zero := 0
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := d.cli.ContainerRestart(rctx, b.id, client.ContainerRestartOptions{Signal: "SIGKILL", Timeout: &zero}); err != nil {
+		return fmt.Errorf("restart the sandbox container: %w: %w", err, errs.ErrUnavailable)
+	}
+	return nil
+}
+
+// killCommand kills every process the command started. The kill itself is an exec, which
+// needs a free pid: when a fork bomb has taken them all, the exec cannot start, and the
+// container is restarted instead (its init killed takes every process with it; /workspace
+// is a volume and survives, /tmp and its caches do not).
+func (d *Docker) killCommand(ctx context.Context, b *box) error {
+	kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// kill exits 1 when nothing was left to kill: that is success too.
+	_, err := d.execOutput(kctx, b.id, killAll, 1)
+	if err == nil {
+		return nil
+	}
+	if rerr := d.restart(ctx, b); rerr != nil {
+		return fmt.Errorf("killing the command failed (%v), and so did restarting its container: %w", err, rerr)
+	}
+	return nil
+}
+
+// exitCode waits (briefly: the streams have closed, so the process is gone or going) for the
+// engine to record the exec's exit.
+func (d *Docker) exitCode(ctx context.Context, execID string) (int, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		in, err := d.cli.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, fmt.Errorf("inspect the command: %w: %w", err, errs.ErrUnavailable)
+		}
+		if !in.Running {
+			return in.ExitCode, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the command's output ended but the engine still reports it running: %w", errs.ErrUnavailable)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// newOOMKill reports whether the container's memory cgroup counted an OOM kill since the
+// last look. Best effort: an engine or kernel that does not expose the counter says no.
+func (d *Docker) newOOMKill(ctx context.Context, b *box) bool {
+	out, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"})
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			if n > b.oomKills {
+				b.oomKills = n
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// execOutput runs a housekeeping command in the container and returns its stdout; an exit
+// other than 0 and okCodes is an error carrying its stderr.
+func (d *Docker) execOutput(ctx context.Context, id string, cmd []string, okCodes ...int) ([]byte, error) {
+	ex, err := d.cli.ExecCreate(ctx, id, client.ExecCreateOptions{User: sandboxUser, AttachStdout: true, AttachStderr: true, Cmd: cmd})
+	if err != nil {
+		return nil, fmt.Errorf("exec %q: %w: %w", cmd[0], err, errs.ErrUnavailable)
+	}
+	att, err := d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("exec %q: %w: %w", cmd[0], err, errs.ErrUnavailable)
+	}
+	defer att.Close()
+	var stdout, stderr bytes.Buffer
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
+		return nil, fmt.Errorf("exec %q: %w: %w", cmd[0], err, errs.ErrUnavailable)
+	}
+	code, err := d.exitCode(ctx, ex.ID)
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 && !slices.Contains(okCodes, code) {
+		return nil, fmt.Errorf("exec %q: exit %d: %s: %w", cmd[0], code, strings.TrimSpace(stderr.String()), errs.ErrUnavailable)
+	}
+	return stdout.Bytes(), nil
+}

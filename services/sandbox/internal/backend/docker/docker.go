@@ -1,0 +1,301 @@
+// Package docker is the sandbox backend that confines commands in a Docker container: one
+// container per sandbox workspace (created on first use, exec'd into per command), with no
+// network, a read-only root, a tmpfs /tmp, memory/CPU/pids limits, every capability dropped,
+// no-new-privileges and an unprivileged user. The workspace is copied in and out through the
+// Engine API, never bind-mounted, so it works when the sandbox service runs in a container.
+package docker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
+)
+
+// DefaultGoImage is the image BuildGoImage makes for Go workspaces.
+const DefaultGoImage = "thefold-sandbox-go:local"
+
+// Defaults for the container-wide settings.
+const (
+	DefaultNanoCPUs      = 500_000_000 // half a CPU
+	DefaultWorkspaceSize = 1 << 30
+	DefaultTmpSize       = 1 << 30
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	cli           *client.Client
+	logger        *slog.Logger
+	images        map[string]string
+	defaultLang   string
+	nanoCPUs      int64
+	workspaceSize int64
+	tmpSize       int64
+}
+
+// WithClient uses an existing Engine API client (New then does not close it).
+func WithClient(cli *client.Client) Option { return func(c *config) { c.cli = cli } }
+
+// WithLogger sets the logger (default: discard; the service always passes its own).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithImages sets the image per language (merged over the default {"go": DefaultGoImage}).
+func WithImages(m map[string]string) Option {
+	return func(c *config) { maps.Copy(c.images, m) }
+}
+
+// WithDefaultLanguage sets the language whose image a workspace gets when Run comes before
+// Prepare (default "go").
+func WithDefaultLanguage(lang string) Option { return func(c *config) { c.defaultLang = lang } }
+
+// WithNanoCPUs sets the CPU share of each container in 1e-9 CPUs (default half a CPU).
+func WithNanoCPUs(n int64) Option { return func(c *config) { c.nanoCPUs = n } }
+
+// WithWorkspaceSize bounds the /workspace tmpfs in bytes (default 1 GiB).
+func WithWorkspaceSize(n int64) Option { return func(c *config) { c.workspaceSize = n } }
+
+// WithTmpSize bounds the /tmp tmpfs (home, Go caches) in bytes (default 1 GiB).
+func WithTmpSize(n int64) Option { return func(c *config) { c.tmpSize = n } }
+
+// Docker runs commands in one container per workspace. Commands in the same workspace run
+// one at a time (the workspace is synchronised around each); different workspaces run in
+// parallel.
+type Docker struct {
+	cfg       config
+	cli       *client.Client
+	ownClient bool
+
+	mu     sync.Mutex
+	boxes  map[string]*box // by the workspace's absolute path
+	closed bool
+}
+
+var _ backend.Backend = (*Docker)(nil)
+
+// New connects to the engine named by the environment (DOCKER_HOST, default the local
+// socket) and checks that it answers; the error says why when it does not.
+func New(ctx context.Context, opts ...Option) (*Docker, error) {
+	cfg := config{
+		logger:        slog.New(slog.DiscardHandler),
+		images:        map[string]string{"go": DefaultGoImage},
+		defaultLang:   "go",
+		nanoCPUs:      DefaultNanoCPUs,
+		workspaceSize: DefaultWorkspaceSize,
+		tmpSize:       DefaultTmpSize,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if _, ok := cfg.images[cfg.defaultLang]; !ok {
+		return nil, fmt.Errorf("default language %q: no image configured: %w", cfg.defaultLang, errs.ErrInvalid)
+	}
+	d := &Docker{cfg: cfg, cli: cfg.cli, boxes: map[string]*box{}}
+	if d.cli == nil {
+		cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("docker client: %w: %w", err, errs.ErrUnavailable)
+		}
+		d.cli, d.ownClient = cli, true
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := d.cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		d.closeClient()
+		return nil, fmt.Errorf("docker engine does not answer: %w: %w", err, errs.ErrUnavailable)
+	}
+	return d, nil
+}
+
+// Client is the Engine API client, for BuildGoImage and checks.
+func (d *Docker) Client() *client.Client { return d.cli }
+
+// Name is "docker".
+func (d *Docker) Name() string { return "docker" }
+
+// Prepare creates the container for workspace with the image of language, so a later Run
+// uses it. A workspace that already has a container keeps it.
+func (d *Docker) Prepare(ctx context.Context, workspace, language string, l backend.Limits) error {
+	img, ok := d.cfg.images[language]
+	if !ok {
+		return fmt.Errorf("language %q: no image configured (have %s): %w", language, strings.Join(sortedKeys(d.cfg.images), ", "), errs.ErrInvalid)
+	}
+	ws, err := absWorkspace(workspace)
+	if err != nil {
+		return err
+	}
+	b, err := d.box(ws)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return d.ensure(ctx, b, img, withDefaults(l))
+}
+
+// Run copies workspace into its container, runs s there, and copies /workspace back.
+func (d *Docker) Run(ctx context.Context, workspace string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
+	if s.Network {
+		return nil, fmt.Errorf("network for one command is not supported by the docker backend (the container has no network; it needs a second network namespace or a proxy): %w", errs.ErrFailedPrecondition)
+	}
+	ws, dir, err := checkSpec(workspace, s)
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.box(ws)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := d.ensure(ctx, b, d.cfg.images[d.cfg.defaultLang], withDefaults(l)); err != nil {
+		return nil, err
+	}
+	return d.run(ctx, b, ws, dir, s, withDefaults(l))
+}
+
+// Destroy removes the container of workspace (and its /workspace volume); the host
+// workspace is left alone. A workspace without a container is not an error.
+func (d *Docker) Destroy(ctx context.Context, workspace string) error {
+	ws, err := absWorkspace(workspace)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	b := d.boxes[ws]
+	delete(d.boxes, ws)
+	d.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return d.remove(ctx, b)
+}
+
+// Close removes every container the backend made and closes the client it opened.
+func (d *Docker) Close() error {
+	d.mu.Lock()
+	boxes := d.boxes
+	d.boxes, d.closed = map[string]*box{}, true
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var firstErr error
+	for _, b := range boxes {
+		b.mu.Lock()
+		if err := d.remove(ctx, b); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		b.mu.Unlock()
+	}
+	d.closeClient()
+	return firstErr
+}
+
+func (d *Docker) closeClient() {
+	if d.ownClient {
+		_ = d.cli.Close()
+	}
+}
+
+func (d *Docker) box(ws string) (*box, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("docker backend is closed: %w", errs.ErrFailedPrecondition)
+	}
+	b := d.boxes[ws]
+	if b == nil {
+		b = &box{}
+		d.boxes[ws] = b
+	}
+	return b, nil
+}
+
+func withDefaults(l backend.Limits) backend.Limits {
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = backend.DefaultMemoryBytes
+	}
+	if l.CPUSeconds <= 0 {
+		l.CPUSeconds = backend.DefaultCPUSeconds
+	}
+	if l.Pids <= 0 {
+		l.Pids = backend.DefaultPids
+	}
+	if l.FileSizeBytes <= 0 {
+		l.FileSizeBytes = backend.DefaultFileSizeBytes
+	}
+	if l.OpenFiles <= 0 {
+		l.OpenFiles = backend.DefaultOpenFiles
+	}
+	return l
+}
+
+func absWorkspace(workspace string) (string, error) {
+	ws, err := filepath.Abs(workspace)
+	if err == nil {
+		ws, err = filepath.EvalSymlinks(ws)
+	}
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
+	}
+	return ws, nil
+}
+
+// checkSpec validates s against workspace and returns the workspace's absolute path and
+// the cleaned, workspace-relative Dir.
+func checkSpec(workspace string, s backend.Spec) (ws, dir string, err error) {
+	if len(s.Argv) == 0 || s.Argv[0] == "" {
+		return "", "", fmt.Errorf("argv: empty command: %w", errs.ErrInvalid)
+	}
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return "", "", fmt.Errorf("argv[%d]: contains a NUL byte: %w", i, errs.ErrInvalid)
+		}
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return "", "", fmt.Errorf("env %q: name must be non-empty without '=' or NUL, value without NUL: %w", k, errs.ErrInvalid)
+		}
+	}
+	if ws, err = absWorkspace(workspace); err != nil {
+		return "", "", err
+	}
+	dir = filepath.ToSlash(filepath.Clean(s.Dir))
+	if filepath.IsAbs(s.Dir) || dir == ".." || strings.HasPrefix(dir, "../") {
+		return "", "", fmt.Errorf("dir %q: escapes the workspace: %w", s.Dir, errs.ErrInvalid)
+	}
+	// Dir is resolved inside the container, where a symlink pointing outside /workspace
+	// would lead into the image: resolve it on the host copy and refuse that.
+	real, err := filepath.EvalSymlinks(filepath.Join(ws, dir))
+	if err != nil {
+		return "", "", fmt.Errorf("dir %q: %w: %w", s.Dir, err, errs.ErrInvalid)
+	}
+	if real != ws && !strings.HasPrefix(real, ws+string(filepath.Separator)) {
+		return "", "", fmt.Errorf("dir %q: escapes the workspace: %w", s.Dir, errs.ErrInvalid)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", "", fmt.Errorf("dir %q: not a directory: %w", s.Dir, errs.ErrInvalid)
+	}
+	return ws, filepath.ToSlash(strings.TrimPrefix(real[len(ws):], "/")), nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,188 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
+)
+
+func TestRunCopiesTheWorkspaceBothWays(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{"in.txt": "hello\n", "gone.txt": "x", "sub/keep.txt": "k"})
+	res := run(t, d, ws, backend.Spec{Argv: sh(`cat in.txt; echo out > new.txt; rm gone.txt; mkdir -p d/e; echo deep > d/e/f; id -u`)}, backend.Limits{})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d, stderr %q", res.ExitCode, res.Stderr)
+	}
+	if got, want := string(res.Stdout), "hello\n65534\n"; got != want {
+		t.Errorf("stdout = %q, want %q (the file copied in, run as the sandbox user)", got, want)
+	}
+	for name, want := range map[string]string{"new.txt": "out\n", "d/e/f": "deep\n", "sub/keep.txt": "k", "in.txt": "hello\n"} {
+		got, err := os.ReadFile(filepath.Join(ws, name))
+		if err != nil || string(got) != want {
+			t.Errorf("host %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gone.txt deleted in the container is still on the host: %v", err)
+	}
+
+	// A file changed on the host between commands is what the next command sees.
+	if err := os.WriteFile(filepath.Join(ws, "in.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "new.txt")); err != nil {
+		t.Fatal(err)
+	}
+	res = run(t, d, ws, backend.Spec{Argv: sh(`cat in.txt; ls`), Dir: "."}, backend.Limits{})
+	if got, want := string(res.Stdout), "changed\nd\nin.txt\nsub\n"; got != want {
+		t.Errorf("second run stdout = %q, want %q", got, want)
+	}
+}
+
+func TestRunDirEnvExitCodeStdinAndStreaming(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{"sub/x": ""})
+	var mu sync.Mutex
+	var streamed [3]bytes.Buffer
+	res := run(t, d, ws, backend.Spec{
+		Argv:  sh(`pwd; echo "$GREETING"; cat; echo oops >&2; exit 3`),
+		Dir:   "sub",
+		Env:   map[string]string{"GREETING": "hi there"},
+		Stdin: []byte("from stdin\n"),
+		Output: func(stream int, p []byte) {
+			mu.Lock()
+			streamed[stream].Write(p)
+			mu.Unlock()
+		},
+	}, backend.Limits{})
+	if res.ExitCode != 3 || res.Signal != "" || res.TimedOut {
+		t.Errorf("exit %d signal %q timedOut %v, want exit 3", res.ExitCode, res.Signal, res.TimedOut)
+	}
+	if got, want := string(res.Stdout), "/workspace/sub\nhi there\nfrom stdin\n"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	if got := string(res.Stderr); got != "oops\n" {
+		t.Errorf("stderr = %q", got)
+	}
+	if streamed[1].String() != string(res.Stdout) || streamed[2].String() != string(res.Stderr) {
+		t.Errorf("streamed %q / %q, result %q / %q", streamed[1].String(), streamed[2].String(), res.Stdout, res.Stderr)
+	}
+	if res.Duration <= 0 {
+		t.Errorf("duration %v", res.Duration)
+	}
+}
+
+func TestGoVetFindingsComeOut(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{
+		"go.mod": "module example.com/m\n\ngo 1.22\n",
+		"main.go": `package main
+
+import "fmt"
+
+func main() {
+	fmt.Printf("%d\n", "not a number")
+}
+`,
+	})
+	res := run(t, d, ws, backend.Spec{Argv: []string{"go", "vet", "./..."}}, backend.Limits{})
+	if res.ExitCode == 0 {
+		t.Fatalf("go vet passed a Printf misuse: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(string(res.Stderr), "main.go:6:") || !strings.Contains(string(res.Stderr), "%d") {
+		t.Errorf("vet's finding with file and line missing from stderr: %q", res.Stderr)
+	}
+	// The build cache lives in the container's /tmp, never in the workspace.
+	if _, err := os.Stat(filepath.Join(ws, "gocache")); err == nil {
+		t.Error("a cache directory appeared in the workspace")
+	}
+}
+
+func TestOutputFloodIsTruncated(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, nil)
+	const max = 64 << 10
+	res := run(t, d, ws, backend.Spec{Argv: sh(`yes flood | head -c 20000000`), MaxOutput: max}, backend.Limits{})
+	if !res.Truncated {
+		t.Fatal("20 MB of output not marked truncated")
+	}
+	if len(res.Stdout) > max+100 {
+		t.Errorf("kept %d bytes, cap %d", len(res.Stdout), max)
+	}
+	if !bytes.Contains(res.Stdout, []byte("[… output truncated: ")) {
+		t.Errorf("no truncation marker at the end: %q", res.Stdout[len(res.Stdout)-80:])
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{"f": ""})
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		spec backend.Spec
+		want error
+	}{
+		{"empty argv", backend.Spec{}, errs.ErrInvalid},
+		{"dir climbs out", backend.Spec{Argv: []string{"true"}, Dir: "../x"}, errs.ErrInvalid},
+		{"absolute dir", backend.Spec{Argv: []string{"true"}, Dir: "/etc"}, errs.ErrInvalid},
+		{"dir through a symlink out", backend.Spec{Argv: []string{"true"}, Dir: "link"}, errs.ErrInvalid},
+		{"dir is a file", backend.Spec{Argv: []string{"true"}, Dir: "f"}, errs.ErrInvalid},
+		{"bad env name", backend.Spec{Argv: []string{"true"}, Env: map[string]string{"A=B": "c"}}, errs.ErrInvalid},
+		{"network asked", backend.Spec{Argv: []string{"true"}, Network: true}, errs.ErrFailedPrecondition},
+	}
+	for _, c := range cases {
+		_, err := d.Run(context.Background(), ws, c.spec, backend.Limits{})
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, err := d.Run(context.Background(), filepath.Join(ws, "missing"), backend.Spec{Argv: []string{"true"}}, backend.Limits{}); !errors.Is(err, errs.ErrFailedPrecondition) {
+		t.Errorf("missing workspace: err = %v", err)
+	}
+	if err := d.Prepare(context.Background(), ws, "cobol", backend.Limits{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "go") {
+		t.Errorf("unknown language: err = %v, want ErrInvalid naming the configured ones", err)
+	}
+}
+
+func TestNewSaysWhyWhenNoEngineAnswers(t *testing.T) {
+	t.Parallel()
+	cli, err := client.New(client.WithHost("unix://" + filepath.Join(t.TempDir(), "no-docker.sock")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	_, err = New(context.Background(), WithClient(cli))
+	if !errors.Is(err, errs.ErrUnavailable) || !strings.Contains(err.Error(), "does not answer") {
+		t.Errorf("err = %v, want ErrUnavailable saying the engine does not answer", err)
+	}
+}
+
+func TestDestroyRemovesTheContainer(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, nil)
+	if err := d.Prepare(context.Background(), ws, "go", backend.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := d.box(ws)
+	id := b.id
+	if err := d.Destroy(context.Background(), ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{}); err == nil {
+		t.Error("container still there after Destroy")
+	}
+}

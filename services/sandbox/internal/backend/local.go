@@ -1,0 +1,99 @@
+package backend
+
+import (
+	"context"
+	"maps"
+	"path/filepath"
+)
+
+// Local runs commands directly on the host, in the workspace directory, in their own process
+// group, with rlimits, cgroup limits when it can make them, and a scrubbed environment. It
+// does not isolate: the command sees the host's files and network.
+type Local struct {
+	cfg     config
+	st      *state
+	prlimit string
+	stErr   error
+}
+
+// NewLocal returns the local backend and logs, loudly, that it does not isolate.
+func NewLocal(opts ...Option) *Local {
+	cfg := newConfig(opts)
+	st, err := newState(cfg.stateDir)
+	cfg.logger.Warn("local backend does not isolate: sandboxed commands can read and write the host's files and reach its network; use bwrap or docker for code you do not trust")
+	return &Local{cfg: cfg, st: st, stErr: err, prlimit: findPrlimit()}
+}
+
+// Name is "local".
+func (b *Local) Name() string { return "local" }
+
+// Close removes the backend's state directories.
+func (b *Local) Close() error {
+	if b.st == nil {
+		return nil
+	}
+	return b.st.close()
+}
+
+// Release removes the state (home, build cache) kept for workspace, for when its sandbox is
+// destroyed; the workspace itself is the caller's.
+func (b *Local) Release(workspace string) error {
+	if b.st == nil {
+		return nil
+	}
+	return releaseWorkspace(b.st, workspace)
+}
+
+// Run executes s in workspace on the host.
+func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*Result, error) {
+	if b.stErr != nil {
+		return nil, b.stErr
+	}
+	ws, dir, err := CheckSpec(workspace, s)
+	if err != nil {
+		return nil, err
+	}
+	s, l = s.WithDefaults(), l.WithDefaults()
+	sd, err := b.st.dir(ws)
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{
+		"PATH":        filepath.Join(b.cfg.goRoot, "bin") + ":/usr/local/bin:/usr/bin:/bin",
+		"HOME":        filepath.Join(sd, "home"),
+		"TMPDIR":      filepath.Join(sd, "tmp"),
+		"GOCACHE":     filepath.Join(sd, "gocache"),
+		"GOPATH":      filepath.Join(sd, "gopath"),
+		"GOTOOLCHAIN": "local",
+		"GOTELEMETRY": "off",
+		"LANG":        "C.UTF-8",
+	}
+	if b.cfg.goCache != "" {
+		env["GOCACHE"] = b.cfg.goCache
+	}
+	if b.cfg.modCache != "" {
+		env["GOMODCACHE"] = b.cfg.modCache
+	}
+	if !s.Network {
+		env["GOPROXY"] = "off"
+	}
+	maps.Copy(env, s.Env)
+
+	warns := []string{"local backend does not isolate: the command can read and write host files outside the workspace", "network not blocked: the local backend cannot block the network"}
+	cg, cgWarns := newCgroup(l, b.cfg.noCgroup)
+	defer cg.remove()
+	warns = append(warns, cgWarns...)
+	argv := s.Argv
+	if b.prlimit != "" {
+		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
+	} else {
+		warns = append(warns, "rlimits not applied: prlimit (util-linux) not found")
+	}
+	res, err := execute(ctx, invocation{
+		argv: cg.wrap(argv), env: envList(env), dir: filepath.Join(ws, dir), grace: b.cfg.grace, cg: cg,
+	}, s)
+	if res != nil {
+		res.Warnings = append(warns, res.Warnings...)
+	}
+	return res, err
+}
