@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,13 +16,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/fakellm"
 	"github.com/thefold/thefold/pkg/stack"
 )
 
-// mesh is the stack every test and benchmark in this package shares.
+// mesh is the stack every test and benchmark in this package shares. Its ai service is
+// configured with THEFOLD_AI_PROVIDER=anthropic pointed at llm, a fakellm serving the demo
+// script (deploy/fakellm/demo.json): scripted answers, not a model.
 var (
 	mesh  *stack.Stack
 	token string
+	llm   *fakellm.Server
 )
 
 func TestMain(m *testing.M) {
@@ -49,8 +54,19 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: ports:", err)
 		return 1
 	}
-	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{"THEFOLD_LOG_LEVEL=warn"}}
 	src, _ := filepath.Abs("../..")
+	script, err := fakellm.LoadScript(filepath.Join(src, "deploy", "fakellm", "demo.json"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	llm = fakellm.New(script)
+	llmServer := httptest.NewServer(llm)
+	defer llmServer.Close()
+	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
+		"THEFOLD_LOG_LEVEL=warn",
+		"THEFOLD_AI_PROVIDER=anthropic", "THEFOLD_AI_BASE_URL=" + llmServer.URL, "THEFOLD_AI_API_KEY=fakellm-e2e",
+	}}
 	start := time.Now()
 	if err := mesh.Build(ctx, src); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

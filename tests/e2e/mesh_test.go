@@ -182,13 +182,18 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 	// Services whose RPCs come with later issues answer Unimplemented (501) through the edge,
 	// which proves the gateway dials them and forwards the caller's identity.
-	for _, path := range []string{"/v1/jobs", "/v1/builds", "/v1/ai/providers", "/v1/sandboxes", "/v1/memories", "/v1/repos", "/v1/skills"} {
+	for _, path := range []string{"/v1/jobs", "/v1/builds", "/v1/sandboxes", "/v1/memories", "/v1/repos", "/v1/skills"} {
 		code, body := rest(t, "GET", path, token, nil)
 		if code != http.StatusNotImplemented {
 			t.Errorf("GET %s = %d %v, want 501", path, code, body)
 		}
 	}
-	code, body := rest(t, "GET", "/v1/auth/whoami", token, nil)
+	// The ai service's registry is served (admin).
+	code, body := rest(t, "GET", "/v1/ai/providers?name=anthropic", token, nil)
+	if ps, _ := body["providers"].([]any); code != http.StatusOK || len(ps) != 1 {
+		t.Errorf("GET /v1/ai/providers?name=anthropic = %d %v", code, body)
+	}
+	code, body = rest(t, "GET", "/v1/auth/whoami", token, nil)
 	if code != http.StatusOK || body["user_id"] != "admin" {
 		t.Errorf("whoami = %d %v", code, body)
 	}
@@ -320,7 +325,10 @@ func TestTaskRESTSurface(t *testing.T) {
 		{"GET", "/v1/tasks?page_size=1000", nil, http.StatusBadRequest},
 		{"POST", "/v1/tasks", map[string]any{"repo": repo}, http.StatusBadRequest},
 		{"POST", "/v1/tasks", map[string]any{"title": "x", "repo": repo, "status": "TASK_STATUS_NOPE"}, http.StatusBadRequest},
-		{"POST", "/v1/tasks:plan-order", map[string]any{"repo": repo}, http.StatusNotImplemented},
+		{"POST", "/v1/tasks:plan-order", map[string]any{}, http.StatusBadRequest},
+		// No open task: an empty order, and no model call (TestTasksPlanTaskOrderThroughAI
+		// orders real tasks).
+		{"POST", "/v1/tasks:plan-order", map[string]any{"repo": "e2e/nothing-open"}, http.StatusOK},
 	} {
 		if code, body := rest(t, tc.method, tc.path, token, tc.body); code != tc.want {
 			t.Errorf("%s %s = %d %v, want %d", tc.method, tc.path, code, body, tc.want)
