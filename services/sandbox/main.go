@@ -1,30 +1,62 @@
-// Command sandbox is TheFold's sandbox service. It starts, migrates its schema and serves
-// health, reflection and metrics; its RPCs return Unimplemented until the issue that
-// implements them lands (see README, "What is not done yet").
+// Command sandbox is TheFold's sandbox service: isolated workspaces (docker, bwrap or local
+// backends), their files, commands, the validation pipeline, snapshots and diffs, over gRPC
+// in its own PostgreSQL schema.
 package main
 
 import (
 	"context"
 
+	"github.com/thefold/thefold/pkg/config"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
+	"github.com/thefold/thefold/services/sandbox/internal/service"
+	"github.com/thefold/thefold/services/sandbox/internal/store"
 	"github.com/thefold/thefold/services/sandbox/migrations"
 )
 
-// sandboxService returns Unimplemented for every RPC until its own issue lands.
-type sandboxService struct {
-	sandboxv1.UnimplementedSandboxServiceServer
-}
+func main() { platform.Main(sandboxService()) }
 
-func main() {
-	platform.Main(platform.Service{
+// sandboxService wires pool → store → backends → service, and the reaper of expired
+// sandboxes.
+func sandboxService() platform.Service {
+	return platform.Service{
 		Name:       "sandbox",
 		Schema:     "sandbox",
 		Migrations: migrations.FS,
-		Register: func(_ context.Context, d *platform.Deps) error {
-			sandboxv1.RegisterSandboxServiceServer(d.Server.GRPC(), &sandboxService{})
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg service.Config
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			bs, err := service.OpenBackends(ctx, cfg, d.Logger)
+			if err != nil {
+				return err
+			}
+			d.OnClose(bs.Close)
+			cfg.Images = bs.Images
+			opts := append(bs.Options, service.WithLogger(d.Logger))
+			// CreateSandbox from a repository calls the github service; without its address
+			// sandboxes are created empty or from an archive only.
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("github")); addr != "" {
+				conn, err := d.Conn(ctx, "github")
+				if err != nil {
+					return err
+				}
+				opts = append(opts, service.WithGitHub(githubv1.NewRepoServiceClient(conn)))
+			}
+			svc, err := service.New(cfg, store.New(d.Pool), opts...)
+			if err != nil {
+				return err
+			}
+			d.Logger.InfoContext(ctx, "sandbox backends", "default", bs.Default.String(), "unavailable", bs.Reasons)
+			if bs.Default == sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL {
+				d.Logger.WarnContext(ctx, "SANDBOXES ARE NOT ISOLATED: the default backend is local (commands run on this host as this user, with network); install bubblewrap or docker", "why", bs.Reasons)
+			}
+			d.Go("sandbox reaper", svc.RunReaper)
+			sandboxv1.RegisterSandboxServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},
-	})
+	}
 }

@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -69,4 +71,67 @@ func BenchmarkRunTrue(b *testing.B) {
 	}
 	b.Run("local", func(b *testing.B) { bench(b, newLocal(b), rawExec("true")) })
 	b.Run("bwrap", func(b *testing.B) { bench(b, newBwrap(b), rawExec(rawBwrap...)) })
+}
+
+// sandboxBackend is a backend that keeps per-workspace state and can drop it.
+type sandboxBackend interface {
+	Backend
+	Release(workspace string) error
+}
+
+// BenchmarkLifecycle prints what a whole sandbox costs through each backend — create (a
+// fresh workspace directory), run `true`, destroy (the backend's per-workspace state and the
+// directory) — and the ratio to the same done raw: mkdir, os/exec `true` (local) or a bare
+// bwrap (bwrap), remove.
+func BenchmarkLifecycle(b *testing.B) {
+	type figure struct{ backend, raw time.Duration }
+	figures := map[string]figure{}
+	bench := func(b *testing.B, be sandboxBackend, raw func() error) {
+		parent := b.TempDir()
+		lifecycle := func(run func(ws string) error) func() error {
+			return func() error {
+				ws, err := os.MkdirTemp(parent, "ws-")
+				if err != nil {
+					return err
+				}
+				if err := run(ws); err != nil {
+					return err
+				}
+				return os.RemoveAll(ws)
+			}
+		}
+		base := perOp(b, 20, lifecycle(func(string) error { return raw() }))
+		sandbox := lifecycle(func(ws string) error {
+			res, err := be.Run(b.Context(), ws, Spec{Argv: []string{"true"}}, Limits{})
+			if err != nil {
+				return err
+			}
+			if res.ExitCode != 0 {
+				return fmt.Errorf("true: exit %d %s", res.ExitCode, res.Stderr)
+			}
+			return be.Release(ws)
+		})
+		b.ResetTimer()
+		for b.Loop() {
+			if err := sandbox(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if b.N > 0 {
+			per := b.Elapsed() / time.Duration(b.N)
+			b.ReportMetric(float64(per)/float64(time.Microsecond), "µs/lifecycle")
+			b.ReportMetric(float64(base)/float64(time.Microsecond), "raw-µs/lifecycle")
+			b.ReportMetric(float64(per)/float64(base), "x-raw")
+			figures[be.Name()] = figure{per, base}
+		}
+	}
+	b.Run("local", func(b *testing.B) { bench(b, newLocal(b), rawExec("true")) })
+	b.Run("bwrap", func(b *testing.B) { bench(b, newBwrap(b), rawExec(rawBwrap...)) })
+	for _, be := range []struct{ name, raw string }{{"local", "os/exec `true`"}, {"bwrap", "a bare bwrap"}} {
+		if f, ok := figures[be.name]; ok {
+			fmt.Printf("sandbox lifecycle (create + run `true` + destroy), %s backend: %v; raw (mkdir, %s, rm) %v; %s/raw = %.2fx\n",
+				be.name, f.backend.Round(time.Microsecond), be.raw, f.raw.Round(time.Microsecond), be.name, float64(f.backend)/float64(f.raw))
+		}
+	}
 }

@@ -17,10 +17,10 @@ import (
 const live = "status IN ('creating', 'ready')"
 
 // MarkReady records that the backend made the sandbox: its handle (a container id, or
-// empty) and base commit.
-func (s *Store) MarkReady(ctx context.Context, id, handle, baseCommit string) error {
-	return s.exec(ctx, "mark ready", id, `UPDATE sandboxes SET status = 'ready', handle = $2, base_commit = $3
-		WHERE id = $1 AND status = 'creating'`, id, handle, baseCommit)
+// empty), base commit and language (detected from the workspace when none was asked for).
+func (s *Store) MarkReady(ctx context.Context, id, handle, baseCommit, language string) error {
+	return s.exec(ctx, "mark ready", id, `UPDATE sandboxes SET status = 'ready', handle = $2, base_commit = $3, language = $4
+		WHERE id = $1 AND status = 'creating'`, id, handle, baseCommit, language)
 }
 
 // MarkFailed records why the sandbox could not be made or broke; it is no longer live.

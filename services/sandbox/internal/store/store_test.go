@@ -53,7 +53,7 @@ func TestCreateGetAndOwnerScope(t *testing.T) {
 		sb.Limits.GetPids() != 256 || sb.Workspace != "/tmp/ws" {
 		t.Fatalf("created %+v", sb)
 	}
-	if err := s.MarkReady(ctx, sb.Id, "", "abc123"); err != nil {
+	if err := s.MarkReady(ctx, sb.Id, "", "abc123", "go"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(ctx, "alice", sb.Id)
@@ -135,7 +135,7 @@ func TestIdleExpiryKeepAliveAndReaper(t *testing.T) {
 	a, _, _ := s.Create(ctx, newSandbox("alice"), 0, nil)
 	b, _, _ := s.Create(ctx, newSandbox("alice"), 0, nil)
 	for _, sb := range []*Sandbox{a, b} {
-		if err := s.MarkReady(ctx, sb.Id, "", ""); err != nil {
+		if err := s.MarkReady(ctx, sb.Id, "", "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -272,3 +272,37 @@ func (w *Workspace) ApplyEdits(rel string, edits []*typev1.Edit) (string, error)
 	}
 	return out, nil
 }
+
+// DeleteDir removes the directory at rel: an empty one, or with recursive everything under
+// it. Like DeleteFile it never goes through a symlink, and os.Root confines the removal to
+// the workspace. A missing directory is errs.ErrNotFound, a file errs.ErrInvalid, and a
+// non-empty directory without recursive errs.ErrFailedPrecondition.
+func (w *Workspace) DeleteDir(rel string, recursive bool) error {
+	clean, err := CleanPath(rel)
+	if err != nil {
+		return err
+	}
+	if clean == "." {
+		return fmt.Errorf("path %q: is the workspace root: %w", rel, errs.ErrInvalid)
+	}
+	if err := w.noLinksOnPath(path.Dir(clean)); err != nil {
+		return fmt.Errorf("path %q: %w", rel, err)
+	}
+	fi, err := w.fsys.Lstat(clean)
+	if err != nil {
+		return w.openError(rel, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("path %q: is not a directory: %w", rel, errs.ErrInvalid)
+	}
+	if !recursive {
+		if err := w.fsys.Remove(clean); err != nil {
+			return fmt.Errorf("path %q: directory is not empty (set recursive to delete it with its contents): %w", rel, errs.ErrFailedPrecondition)
+		}
+		return nil
+	}
+	if err := w.fsys.RemoveAll(clean); err != nil {
+		return w.openError(rel, err)
+	}
+	return nil
+}

@@ -1,0 +1,332 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/errs"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/validate"
+
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
+	"github.com/thefold/thefold/services/sandbox/internal/store"
+	sbvalidate "github.com/thefold/thefold/services/sandbox/internal/validate"
+	"github.com/thefold/thefold/services/sandbox/internal/workspace"
+)
+
+const (
+	maxArgs     = 256
+	maxArgBytes = 1 << 20
+	maxEnv      = 100
+	maxEnvBytes = 64 << 10
+	// logTail is how much of a command's output the command log keeps.
+	logTail = 4 << 10
+	// maxIncrementalPaths bounds ValidateIncremental ("one or a few files").
+	maxIncrementalPaths = 50
+)
+
+// commonPrograms may run in every sandbox: inspection, files, version control, make.
+var commonPrograms = []string{"git", "make", "ls", "cat", "find", "grep", "head", "tail", "wc", "echo", "true",
+	"false", "test", "mkdir", "rm", "cp", "mv", "touch", "sed", "awk", "sort", "uniq", "diff", "pwd", "tr", "cut"}
+
+// languagePrograms are the toolchains of each language.
+var languagePrograms = map[string][]string{
+	"go":         {"go", "gofmt"},
+	"typescript": {"node", "npm", "npx", "tsc", "eslint", "prettier", "jest", "vitest"},
+	"javascript": {"node", "npm", "npx", "eslint", "prettier", "jest", "vitest"},
+	"python":     {"python3", "python", "pytest", "pip", "pip3", "ruff", "mypy"},
+}
+
+// installers are the programs a NETWORK_POLICY_PACKAGES command may be, by package source.
+var installers = map[string][]string{"go": {"go"}, "npm": {"npm", "npx"}, "pip": {"pip", "pip3", "python3", "python"}}
+
+// allowed lists the programs RunCommand runs in a sandbox of the given languages: the
+// configured list when set, else the common programs plus each language's toolchain (every
+// toolchain when no language is known yet, so an empty workspace can be initialised).
+func (s *Server) allowed(langs []string) []string {
+	list := slices.Clone(s.cfg.Allow)
+	if len(list) == 0 {
+		list = slices.Clone(commonPrograms)
+		if len(langs) == 0 {
+			langs = languages
+		}
+		for _, l := range langs {
+			list = append(list, languagePrograms[l]...)
+		}
+	}
+	list = append(list, s.cfg.AllowExtra...)
+	slices.Sort(list)
+	return slices.Compact(list)
+}
+
+// languagesOf is the sandbox's language plus those detected in its workspace now.
+func languagesOf(sb *store.Sandbox, ws *workspace.Workspace) []string {
+	var out []string
+	if sb.Language != "" {
+		out = append(out, sb.Language)
+	}
+	for _, l := range sbvalidate.Detect(ws.Root()) {
+		if !slices.Contains(out, string(l)) {
+			out = append(out, string(l))
+		}
+	}
+	return out
+}
+
+// checkCommand validates argv, env and stdin before anything runs.
+func (s *Server) checkCommand(req *sandboxv1.RunCommandRequest) error {
+	argv := req.GetCommand()
+	if len(argv) == 0 || argv[0] == "" {
+		return errs.Invalid("command", "required: an argv list, command[0] the program (no shell string)")
+	}
+	if len(argv) > maxArgs {
+		return errs.Invalid("command", "at most %d arguments", maxArgs)
+	}
+	total := 0
+	for _, a := range argv {
+		total += len(a)
+	}
+	if total > maxArgBytes {
+		return errs.Invalid("command", "arguments total %d bytes; at most %d", total, maxArgBytes)
+	}
+	if !programName.MatchString(argv[0]) {
+		return errs.Invalid("command", "command[0] %q must be a program name looked up on the sandbox's PATH (no path, no shell syntax)", validate.Truncate(argv[0], 60))
+	}
+	if len(req.GetEnv()) > maxEnv {
+		return errs.Invalid("env", "at most %d variables", maxEnv)
+	}
+	envBytes := 0
+	for k, v := range req.GetEnv() {
+		envBytes += len(k) + len(v)
+		if k == "" || strings.ContainsAny(k, "=\x00") || !validate.PrintableASCII(k, false) {
+			return errs.Invalid("env", "variable name %q: want printable ASCII without '=' or spaces", validate.Truncate(k, 40))
+		}
+	}
+	if envBytes > maxEnvBytes {
+		return errs.Invalid("env", "%d bytes; at most %d", envBytes, maxEnvBytes)
+	}
+	if int64(len(req.GetStdin())) > s.cfg.MaxFileBytes {
+		return errs.Invalid("stdin", "%d bytes; at most %d", len(req.GetStdin()), s.cfg.MaxFileBytes)
+	}
+	return validate.Enum("network", req.GetNetwork(), true)
+}
+
+// packagesEnv is the environment of a dependencies command that may use the network, or an
+// error saying why it may not.
+func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map[string]string, error) {
+	sources := map[string]struct{ url, env string }{
+		"go": {s.cfg.GoProxy, "GOPROXY"}, "npm": {s.cfg.NPMRegistry, "npm_config_registry"}, "pip": {s.cfg.PipIndex, "PIP_INDEX_URL"},
+	}
+	for _, src := range sortedKeys(installers) {
+		if !slices.Contains(installers[src], program) {
+			continue
+		}
+		if sources[src].url == "" {
+			return nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES for %s needs a package source configured on the server (%s); none is", program,
+				map[string]string{"go": "THEFOLD_SANDBOX_GOPROXY", "npm": "THEFOLD_SANDBOX_NPM_REGISTRY", "pip": "THEFOLD_SANDBOX_PIP_INDEX"}[src])
+		}
+		if kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER {
+			return nil, errs.Invalid("network", "the docker backend gives no command network (its containers have none); install dependencies in a bwrap sandbox or bake them into the image")
+		}
+		env := map[string]string{sources[src].env: sources[src].url}
+		if src == "go" {
+			env["GOFLAGS"] = "-mod=mod"
+		}
+		return env, nil
+	}
+	return nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES is only for package installers (go, npm, npx, pip, python3), not %s", program)
+}
+
+// RunCommand runs an argv in the workspace, streams its output and ends with its result.
+func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.ServerStreamingServer[sandboxv1.RunCommandResponse]) error {
+	ctx := stream.Context()
+	if err := s.checkCommand(req); err != nil {
+		return err
+	}
+	dir, err := checkPath("workdir", req.GetWorkdir(), false)
+	if err != nil {
+		return err
+	}
+	timeout, err := s.timeout("timeout", req.GetTimeout())
+	if err != nil {
+		return err
+	}
+	sb, ws, done, err := s.use(ctx, "sandbox_id", req.GetSandboxId())
+	if err != nil {
+		return err
+	}
+	defer done()
+	program := req.GetCommand()[0]
+	if allowed := s.allowed(languagesOf(sb, ws)); !slices.Contains(allowed, program) {
+		return errs.Invalid("command", "%q is not an allowed program in this sandbox (allowed: %s; THEFOLD_SANDBOX_ALLOW_EXTRA adds more)", program, strings.Join(allowed, ", "))
+	}
+	env := map[string]string{}
+	for k, v := range req.GetEnv() {
+		env[k] = v
+	}
+	network := req.GetNetwork() == sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES
+	if network {
+		extra, err := s.packagesEnv(program, sb.Backend)
+		if err != nil {
+			return err
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+	}
+	if timeout == 0 {
+		timeout = timeoutOf(sb.Limits, s.cfg.Timeout)
+	}
+	var sendErr error
+	spec := backend.Spec{Argv: req.GetCommand(), Dir: dir, Env: env, Timeout: timeout, Stdin: req.GetStdin(),
+		MaxOutput: s.cfg.MaxOutput, Network: network,
+		Output: func(streamNo int, p []byte) {
+			if sendErr != nil {
+				return
+			}
+			out := sandboxv1.OutputStream_OUTPUT_STREAM_STDOUT
+			if streamNo == 2 {
+				out = sandboxv1.OutputStream_OUTPUT_STREAM_STDERR
+			}
+			sendErr = stream.Send(&sandboxv1.RunCommandResponse{Event: &sandboxv1.RunCommandResponse_Output{
+				Output: &sandboxv1.OutputChunk{Stream: out, Data: slices.Clone(p)}}})
+		}}
+	res, id, err := s.run(ctx, sb, spec)
+	if err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	return stream.Send(&sandboxv1.RunCommandResponse{Event: &sandboxv1.RunCommandResponse_Result{Result: &sandboxv1.CommandResult{
+		CommandId: id, ExitCode: int32(res.ExitCode), Duration: durationpb.New(res.Duration), TimedOut: res.TimedOut,
+		OutputTruncated: res.Truncated}}})
+}
+
+// run runs one command through the sandbox's backend and records it in the command log.
+func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec) (*backend.Result, string, error) {
+	b := s.backends[sb.Backend]
+	if b == nil {
+		return nil, "", errs.Public(codes.FailedPrecondition, "sandbox %s uses the %s backend, which this server no longer offers; destroy it", sb.Id, backendName(sb.Backend))
+	}
+	res, err := b.Run(ctx, sb.Workspace, spec, limitsOf(sb.Limits))
+	if err != nil {
+		if errors.Is(err, errs.ErrInvalid) {
+			return nil, "", errs.Invalid("command", "%s", publicText(err))
+		}
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		return nil, "", errs.Public(codes.Unavailable, "the %s backend could not run the command", backendName(sb.Backend)).Wrap(err)
+	}
+	out := append(slices.Clone(res.Stdout), res.Stderr...)
+	if len(out) > logTail {
+		out = out[len(out)-logTail:]
+	}
+	exit := res.ExitCode
+	if res.Signal != "" {
+		exit = -1
+	}
+	id, err := s.store.LogCommand(context.WithoutCancel(ctx), &store.Command{SandboxID: sb.Id, Argv: spec.Argv, Workdir: spec.Dir,
+		ExitCode: exit, TimedOut: res.TimedOut, Truncated: res.Truncated, Duration: res.Duration, OutputTail: strings.ToValidUTF8(strings.ReplaceAll(string(out), "\x00", ""), "\uFFFD")})
+	if err != nil {
+		return nil, "", err
+	}
+	res.ExitCode = exit
+	return res, id, nil
+}
+
+// runner is the validation pipeline's way to run a tool in the sandbox: through its
+// backend, recorded in the command log.
+func (s *Server) runner(sb *store.Sandbox) sbvalidate.Runner {
+	return func(ctx context.Context, dir string, argv []string) (int, []byte, []byte, error) {
+		if dir == "." {
+			dir = ""
+		}
+		res, _, err := s.run(ctx, sb, backend.Spec{Argv: argv, Dir: dir, Timeout: timeoutOf(sb.Limits, s.cfg.Timeout), MaxOutput: s.cfg.MaxOutput})
+		if err != nil {
+			return 0, nil, nil, err
+		}
+		if res.TimedOut {
+			return res.ExitCode, res.Stdout, res.Stderr, fmt.Errorf("%s timed out after %s", argv[0], timeoutOf(sb.Limits, s.cfg.Timeout))
+		}
+		return res.ExitCode, res.Stdout, res.Stderr, nil
+	}
+}
+
+// Validate runs the validation pipeline of the workspace's toolchains.
+func (s *Server) Validate(ctx context.Context, req *sandboxv1.ValidateRequest) (*sandboxv1.ValidateResponse, error) {
+	for _, k := range req.GetSteps() {
+		if err := validate.Enum("steps", k, false); err != nil {
+			return nil, err
+		}
+	}
+	sb, ws, done, err := s.use(ctx, "sandbox_id", req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	resp, err := sbvalidate.Validate(ctx, ws.Root(), s.runner(sb), sbvalidate.Options{Steps: req.GetSteps(), FailFast: req.GetFailFast()})
+	if err != nil {
+		return nil, validationError(err)
+	}
+	return resp, nil
+}
+
+// ValidateIncremental runs the cheapest checks covering a few files.
+func (s *Server) ValidateIncremental(ctx context.Context, req *sandboxv1.ValidateIncrementalRequest) (*sandboxv1.ValidateIncrementalResponse, error) {
+	paths := req.GetPaths()
+	if len(paths) == 0 {
+		return nil, errs.Invalid("paths", "at least one file")
+	}
+	if len(paths) > maxIncrementalPaths {
+		return nil, errs.Invalid("paths", "at most %d files (Validate checks the whole workspace)", maxIncrementalPaths)
+	}
+	clean := make([]string, len(paths))
+	for i, p := range paths {
+		c, err := checkPath(fmt.Sprintf("paths[%d]", i), p, true)
+		if err != nil {
+			return nil, err
+		}
+		clean[i] = c
+	}
+	sb, ws, done, err := s.use(ctx, "sandbox_id", req.GetSandboxId())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rep, err := sbvalidate.ValidateIncremental(ctx, ws.Root(), clean, s.runner(sb))
+	if err != nil {
+		if errors.Is(err, errs.ErrInvalid) || errors.Is(err, errs.ErrNotFound) {
+			return nil, errs.Invalid("paths", "%s", publicText(err))
+		}
+		return nil, validationError(err)
+	}
+	resp := rep.Response
+	for _, d := range rep.Others {
+		if d.GetSeverity() >= severityError {
+			resp.DependentDiagnostics = append(resp.DependentDiagnostics, d)
+		}
+	}
+	return resp, nil
+}
+
+// validationError keeps the pipeline's own precondition messages (nothing to validate) and
+// masks the rest.
+func validationError(err error) error {
+	if errors.Is(err, errs.ErrFailedPrecondition) {
+		return errs.Public(codes.FailedPrecondition, "%s", publicText(err)).Wrap(err)
+	}
+	return err
+}
+
+// severityError and above fail a check.
+const severityError = typev1.Severity_SEVERITY_ERROR

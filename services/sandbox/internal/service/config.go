@@ -1,0 +1,158 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Config is the sandbox service's own configuration, beside platform.Config.
+type Config struct {
+	// Backend is the backend of sandboxes that ask for none: auto (docker if an engine
+	// answers and the language's image is there, else bwrap if it works, else local), or
+	// docker, bwrap, local.
+	Backend string `env:"THEFOLD_SANDBOX_BACKEND, default=auto"`
+	// Dir holds the workspaces; empty: $THEFOLD_DATA_DIR/sandboxes, else a directory under
+	// the system's temporary directory.
+	Dir string `env:"THEFOLD_SANDBOX_DIR"`
+	// DataDir is the local stack's data directory (thefold up sets it).
+	DataDir string `env:"THEFOLD_DATA_DIR"`
+	// TTL is how long an idle sandbox lives when CreateSandbox gives no ttl.
+	TTL time.Duration `env:"THEFOLD_SANDBOX_TTL, default=30m"`
+	// MaxTTL bounds the ttl a caller may ask for (a pin is the way to keep one longer).
+	MaxTTL time.Duration `env:"THEFOLD_SANDBOX_MAX_TTL, default=24h"`
+	// MaxPerOwner is how many live sandboxes one owner may have.
+	MaxPerOwner int `env:"THEFOLD_SANDBOX_MAX_PER_OWNER, default=10"`
+	// ReapInterval is how often expired sandboxes are destroyed.
+	ReapInterval time.Duration `env:"THEFOLD_SANDBOX_REAP_INTERVAL, default=1m"`
+	// Timeout is a command's default timeout; MaxTimeout the most a caller may ask for.
+	Timeout    time.Duration `env:"THEFOLD_SANDBOX_TIMEOUT, default=5m"`
+	MaxTimeout time.Duration `env:"THEFOLD_SANDBOX_MAX_TIMEOUT, default=30m"`
+	// MaxOutput caps a command's kept output (stdout and stderr together) in bytes.
+	MaxOutput int64 `env:"THEFOLD_SANDBOX_MAX_OUTPUT, default=1048576"`
+	// Memory, CPUs and Pids are the default limits of a sandbox; the Max… fields bound what
+	// a caller may ask for.
+	Memory    int64   `env:"THEFOLD_SANDBOX_MEMORY, default=536870912"`
+	MaxMemory int64   `env:"THEFOLD_SANDBOX_MAX_MEMORY, default=8589934592"`
+	CPUs      float64 `env:"THEFOLD_SANDBOX_CPUS, default=0.5"`
+	Pids      int32   `env:"THEFOLD_SANDBOX_PIDS, default=256"`
+	MaxPids   int32   `env:"THEFOLD_SANDBOX_MAX_PIDS, default=4096"`
+	// MaxFileBytes caps one file written or read; MaxArchiveBytes what an archive unpacks to.
+	MaxFileBytes    int64 `env:"THEFOLD_SANDBOX_MAX_FILE_BYTES, default=10485760"`
+	MaxArchiveBytes int64 `env:"THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES, default=536870912"`
+	// Allow replaces the per-language program allowlist of RunCommand when set
+	// (comma-separated program names); AllowExtra adds programs to it.
+	Allow      []string `env:"THEFOLD_SANDBOX_ALLOW"`
+	AllowExtra []string `env:"THEFOLD_SANDBOX_ALLOW_EXTRA"`
+	// GoProxy, NPMRegistry and PipIndex are the package sources a command run with
+	// NETWORK_POLICY_PACKAGES is pointed at; a language without one cannot install packages.
+	GoProxy     string `env:"THEFOLD_SANDBOX_GOPROXY"`
+	NPMRegistry string `env:"THEFOLD_SANDBOX_NPM_REGISTRY"`
+	PipIndex    string `env:"THEFOLD_SANDBOX_PIP_INDEX"`
+	// Images maps a language to its docker image (go=thefold-sandbox-go:local,…); Images
+	// a caller may name are these and AllowedImages.
+	Images        map[string]string `env:"THEFOLD_SANDBOX_IMAGES"`
+	AllowedImages []string          `env:"THEFOLD_SANDBOX_ALLOWED_IMAGES"`
+	// DockerBuildImage builds the Go image (busybox + the host's Go toolchain) at start
+	// when it is missing, since no registry may be reachable.
+	DockerBuildImage bool `env:"THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE, default=true"`
+	// GoRoot is the host's Go toolchain, bound read-only into bwrap sandboxes and copied
+	// into the docker image.
+	GoRoot string `env:"THEFOLD_SANDBOX_GOROOT, default=/usr/local/go"`
+}
+
+var programName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+
+// Validate collects every problem.
+func (c *Config) Validate() error {
+	var problems []error
+	if !slices.Contains([]string{"auto", "docker", "bwrap", "local"}, c.Backend) {
+		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %q: want auto, docker, bwrap or local", c.Backend))
+	}
+	positive := map[string]bool{
+		"THEFOLD_SANDBOX_TTL": c.TTL > 0, "THEFOLD_SANDBOX_MAX_TTL": c.MaxTTL >= c.TTL,
+		"THEFOLD_SANDBOX_MAX_PER_OWNER": c.MaxPerOwner > 0, "THEFOLD_SANDBOX_REAP_INTERVAL": c.ReapInterval > 0,
+		"THEFOLD_SANDBOX_TIMEOUT": c.Timeout > 0, "THEFOLD_SANDBOX_MAX_TIMEOUT": c.MaxTimeout >= c.Timeout,
+		"THEFOLD_SANDBOX_MAX_OUTPUT": c.MaxOutput >= 1024, "THEFOLD_SANDBOX_MEMORY": c.Memory >= 16<<20,
+		"THEFOLD_SANDBOX_MAX_MEMORY": c.MaxMemory >= c.Memory, "THEFOLD_SANDBOX_CPUS": c.CPUs > 0,
+		"THEFOLD_SANDBOX_PIDS": c.Pids >= 8, "THEFOLD_SANDBOX_MAX_PIDS": c.MaxPids >= c.Pids,
+		"THEFOLD_SANDBOX_MAX_FILE_BYTES": c.MaxFileBytes > 0, "THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES": c.MaxArchiveBytes >= c.MaxFileBytes,
+	}
+	for _, k := range sortedKeys(positive) {
+		if !positive[k] {
+			problems = append(problems, fmt.Errorf("%s: out of range (positive; a MAX_ at least its default)", k))
+		}
+	}
+	for _, p := range append(slices.Clone(c.Allow), c.AllowExtra...) {
+		if !programName.MatchString(p) {
+			problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_ALLOW(_EXTRA): %q is not a program name", p))
+		}
+	}
+	return errors.Join(problems...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// withDefaults fills what a test's zero Config leaves empty.
+func (c Config) withDefaults() Config {
+	if c.Dir == "" {
+		if c.DataDir != "" {
+			c.Dir = filepath.Join(c.DataDir, "sandboxes")
+		} else {
+			c.Dir = filepath.Join(os.TempDir(), "thefold-sandboxes")
+		}
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.TTL, 30*time.Minute)
+	def(&c.MaxTTL, 24*time.Hour)
+	def(&c.ReapInterval, time.Minute)
+	def(&c.Timeout, 5*time.Minute)
+	def(&c.MaxTimeout, 30*time.Minute)
+	if c.MaxPerOwner <= 0 {
+		c.MaxPerOwner = 10
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 1 << 20
+	}
+	if c.Memory <= 0 {
+		c.Memory = 512 << 20
+	}
+	if c.MaxMemory < c.Memory {
+		c.MaxMemory = max(c.Memory, 8<<30)
+	}
+	if c.CPUs <= 0 {
+		c.CPUs = 0.5
+	}
+	if c.Pids <= 0 {
+		c.Pids = 256
+	}
+	if c.MaxPids < c.Pids {
+		c.MaxPids = max(c.Pids, 4096)
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = 10 << 20
+	}
+	if c.MaxArchiveBytes <= 0 {
+		c.MaxArchiveBytes = 512 << 20
+	}
+	return c
+}
+
+// maxCPUs is the most a sandbox may ask for: the machine's cores.
+func maxCPUs() float64 { return float64(runtime.NumCPU()) }
