@@ -182,7 +182,7 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 	// Services whose RPCs come with later issues answer Unimplemented (501) through the edge,
 	// which proves the gateway dials them and forwards the caller's identity.
-	for _, path := range []string{"/v1/jobs", "/v1/builds", "/v1/sandboxes", "/v1/memories", "/v1/repos", "/v1/skills"} {
+	for _, path := range []string{"/v1/jobs", "/v1/builds", "/v1/memories", "/v1/repos", "/v1/skills"} {
 		code, body := rest(t, "GET", path, token, nil)
 		if code != http.StatusNotImplemented {
 			t.Errorf("GET %s = %d %v, want 501", path, code, body)

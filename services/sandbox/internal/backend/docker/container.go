@@ -62,7 +62,9 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 		b.limits = l
 		return nil
 	}
-	tmpOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d", d.cfg.tmpSize, sandboxID, sandboxID)
+	// exec: go run and go test execute the binaries they build under /tmp (the engine
+	// mounts a tmpfs noexec unless told otherwise).
+	tmpOpts := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,uid=%d,gid=%d", d.cfg.tmpSize, sandboxID, sandboxID)
 	created, err := d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image: image,

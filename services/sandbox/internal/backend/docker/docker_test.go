@@ -108,6 +108,19 @@ func main() {
 	}
 }
 
+// go run and go test execute what they build under /tmp: the container's /tmp must allow it.
+func TestGoRunExecutesWhatItBuilds(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{
+		"go.mod":  "module example.com/m\n\ngo 1.22\n",
+		"main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"ran\") }\n",
+	})
+	res := run(t, d, ws, backend.Spec{Argv: []string{"go", "run", "."}}, backend.Limits{})
+	if res.ExitCode != 0 || string(res.Stdout) != "ran\n" {
+		t.Fatalf("go run: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
 func TestOutputFloodIsTruncated(t *testing.T) {
 	t.Parallel()
 	d, ws := sandbox(t, nil)
