@@ -83,12 +83,13 @@ test-e2e:
 test: setup test-make check-generate lint test-unit test-e2e
 
 ## bench: GetTask latency/throughput over gRPC and through the gateway, append/query
-## latency with 0 and 1,000 idle event watchers, and the ai fix loop's prompt-cache share
-## and cost (prints figures).
+## latency with 0 and 1,000 idle event watchers, the ai fix loop's prompt-cache share
+## and cost, and a sandbox's create + run `true` + destroy per backend against raw (prints figures).
 bench: setup
 	@cd tests/e2e && go test -run '^$$' -bench . -benchtime 2000x -count=1 ./...
 	@cd pkg && go test -run '^$$' -bench RPCLatency -benchtime 1000x -count=1 ./events/
 	@cd services/ai && go test -run '^$$' -bench FixLoopPromptCache -benchtime 3x -count=1 ./internal/service/
+	@cd services/sandbox && go test -run '^$$' -bench Lifecycle -count=1 ./internal/backend/ ./internal/backend/docker/
 
 ## run: build and start the nine services (thefold up).
 run: setup
