@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -125,7 +126,7 @@ func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map
 	sources := map[string]struct{ url, env string }{
 		"go": {s.cfg.GoProxy, "GOPROXY"}, "npm": {s.cfg.NPMRegistry, "npm_config_registry"}, "pip": {s.cfg.PipIndex, "PIP_INDEX_URL"},
 	}
-	for _, src := range sortedKeys(installers) {
+	for _, src := range slices.Sorted(maps.Keys(installers)) {
 		if !slices.Contains(installers[src], program) {
 			continue
 		}

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,7 +84,7 @@ func (c *Config) Validate() error {
 		"THEFOLD_SANDBOX_PIDS": c.Pids >= 8, "THEFOLD_SANDBOX_MAX_PIDS": c.MaxPids >= c.Pids,
 		"THEFOLD_SANDBOX_MAX_FILE_BYTES": c.MaxFileBytes > 0, "THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES": c.MaxArchiveBytes >= c.MaxFileBytes,
 	}
-	for _, k := range sortedKeys(positive) {
+	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if !positive[k] {
 			problems = append(problems, fmt.Errorf("%s: out of range (positive; a MAX_ at least its default)", k))
 		}
@@ -94,15 +95,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(problems...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // withDefaults fills what a test's zero Config leaves empty.

@@ -32,11 +32,7 @@ const (
 // use checks the caller and the sandbox id, marks the sandbox used (its idle expiry moves)
 // and opens its workspace under the sandbox's lock. done releases both.
 func (s *Server) use(ctx context.Context, field, sandboxID string) (sb *store.Sandbox, ws *workspace.Workspace, done func(), err error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	id, err := validate.UUID(field, sandboxID, true)
+	owner, id, err := ownedID(ctx, field, sandboxID)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -481,13 +481,20 @@ func (s *Server) cleanup(ctx context.Context, sb *store.Sandbox) {
 	}
 }
 
+// ownedID is the caller and the sandbox id the request names in field.
+func ownedID(ctx context.Context, field, id string) (owner, uuid string, err error) {
+	if owner, err = caller(ctx); err != nil {
+		return "", "", err
+	}
+	if uuid, err = validate.UUID(field, id, true); err != nil {
+		return "", "", err
+	}
+	return owner, uuid, nil
+}
+
 // GetSandbox returns one of the caller's sandboxes.
 func (s *Server) GetSandbox(ctx context.Context, req *sandboxv1.GetSandboxRequest) (*sandboxv1.GetSandboxResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := validate.UUID("id", req.GetId(), true)
+	owner, id, err := ownedID(ctx, "id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -554,11 +561,7 @@ func (s *Server) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxes
 
 // DestroySandbox frees a sandbox; destroying a destroyed one succeeds.
 func (s *Server) DestroySandbox(ctx context.Context, req *sandboxv1.DestroySandboxRequest) (*sandboxv1.DestroySandboxResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := validate.UUID("id", req.GetId(), true)
+	owner, id, err := ownedID(ctx, "id", req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -588,11 +591,7 @@ func (s *Server) destroy(ctx context.Context, sb *store.Sandbox) error {
 
 // KeepAliveSandbox extends a live sandbox's life, or pins or unpins it.
 func (s *Server) KeepAliveSandbox(ctx context.Context, req *sandboxv1.KeepAliveSandboxRequest) (*sandboxv1.KeepAliveSandboxResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := validate.UUID("id", req.GetId(), true)
+	owner, id, err := ownedID(ctx, "id", req.GetId())
 	if err != nil {
 		return nil, err
 	}

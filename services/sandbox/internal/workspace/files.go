@@ -222,21 +222,9 @@ func (w *Workspace) openError(rel string, err error) error {
 // DeleteFile removes the file (or symlink, not its target) at rel; a missing file is
 // errs.ErrNotFound and a directory errs.ErrInvalid.
 func (w *Workspace) DeleteFile(rel string) error {
-	clean, err := CleanPath(rel)
+	clean, fi, err := w.toDelete(rel)
 	if err != nil {
 		return err
-	}
-	if clean == "." {
-		return fmt.Errorf("path %q: is the workspace root: %w", rel, errs.ErrInvalid)
-	}
-	// Like writes, deletes never go through a symlink: the entry removed is the one the
-	// path names.
-	if err := w.noLinksOnPath(path.Dir(clean)); err != nil {
-		return fmt.Errorf("path %q: %w", rel, err)
-	}
-	fi, err := w.fsys.Lstat(clean)
-	if err != nil {
-		return w.openError(rel, err)
 	}
 	if fi.IsDir() {
 		return fmt.Errorf("path %q: is a directory: %w", rel, errs.ErrInvalid)
@@ -278,19 +266,9 @@ func (w *Workspace) ApplyEdits(rel string, edits []*typev1.Edit) (string, error)
 // the workspace. A missing directory is errs.ErrNotFound, a file errs.ErrInvalid, and a
 // non-empty directory without recursive errs.ErrFailedPrecondition.
 func (w *Workspace) DeleteDir(rel string, recursive bool) error {
-	clean, err := CleanPath(rel)
+	clean, fi, err := w.toDelete(rel)
 	if err != nil {
 		return err
-	}
-	if clean == "." {
-		return fmt.Errorf("path %q: is the workspace root: %w", rel, errs.ErrInvalid)
-	}
-	if err := w.noLinksOnPath(path.Dir(clean)); err != nil {
-		return fmt.Errorf("path %q: %w", rel, err)
-	}
-	fi, err := w.fsys.Lstat(clean)
-	if err != nil {
-		return w.openError(rel, err)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("path %q: is not a directory: %w", rel, errs.ErrInvalid)
@@ -305,4 +283,24 @@ func (w *Workspace) DeleteDir(rel string, recursive bool) error {
 		return w.openError(rel, err)
 	}
 	return nil
+}
+
+// toDelete checks rel for a delete and returns it cleaned with its entry. Like writes,
+// deletes never go through a symlink: the entry removed is the one the path names.
+func (w *Workspace) toDelete(rel string) (string, fs.FileInfo, error) {
+	clean, err := CleanPath(rel)
+	if err != nil {
+		return "", nil, err
+	}
+	if clean == "." {
+		return "", nil, fmt.Errorf("path %q: is the workspace root: %w", rel, errs.ErrInvalid)
+	}
+	if err := w.noLinksOnPath(path.Dir(clean)); err != nil {
+		return "", nil, fmt.Errorf("path %q: %w", rel, err)
+	}
+	fi, err := w.fsys.Lstat(clean)
+	if err != nil {
+		return "", nil, w.openError(rel, err)
+	}
+	return clean, fi, nil
 }
