@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/errs"
@@ -221,45 +220,25 @@ func setModelField(dst, src *aiv1.Model, field string) error {
 // change. check, when set, sees the model before and after the change, under the row lock,
 // and may refuse it (rules that span fields hold for the result).
 func (s *Store) UpdateModel(ctx context.Context, id string, m *aiv1.Model, fields []string, check func(before, after *aiv1.Model) error) (*aiv1.Model, error) {
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("no fields to update: %w", errs.ErrInvalid)
-	}
-	var updated *aiv1.Model
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		before, err := getModel(ctx, tx, id, "FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		after := proto.CloneOf(before)
-		for _, f := range slices.Compact(slices.Sorted(slices.Values(fields))) {
-			if err := setModelField(after, m, f); err != nil {
-				return err
-			}
-		}
-		if check != nil {
-			if err := check(before, after); err != nil {
-				return err
-			}
-		}
-		updated, err = scanModel(tx.QueryRow(ctx, `UPDATE models AS m SET name = $2, display_name = $3, tier = $4,
+	return lockedUpdate(ctx, s, fields, m, check,
+		func(tx pgx.Tx) (*aiv1.Model, error) { return getModel(ctx, tx, id, "FOR UPDATE") },
+		setModelField,
+		func(tx pgx.Tx, after *aiv1.Model) (*aiv1.Model, error) {
+			updated, err := scanModel(tx.QueryRow(ctx, `UPDATE models AS m SET name = $2, display_name = $3, tier = $4,
 				input_micros_per_mtok = $5, output_micros_per_mtok = $6, cache_read_micros_per_mtok = $7,
 				cache_write_micros_per_mtok = $8, context_window = $9, max_output_tokens = $10,
 				embedding_dimensions = $11, tags = $12, supports_tools = $13, supports_vision = $14, enabled = $15,
 				update_time = now()
 			WHERE m.id = $1 RETURNING `+modelColumns,
-			id, after.Name, after.DisplayName, int16(after.Tier),
-			after.InputMicrosPerMtok, after.OutputMicrosPerMtok, after.CacheReadMicrosPerMtok, after.CacheWriteMicrosPerMtok,
-			after.ContextWindow, after.MaxOutputTokens, after.EmbeddingDimensions, nonNil(after.Tags),
-			after.SupportsTools, after.SupportsVision, after.Enabled))
-		if err != nil {
-			return dbError("store: update model", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return updated, nil
+				id, after.Name, after.DisplayName, int16(after.Tier),
+				after.InputMicrosPerMtok, after.OutputMicrosPerMtok, after.CacheReadMicrosPerMtok, after.CacheWriteMicrosPerMtok,
+				after.ContextWindow, after.MaxOutputTokens, after.EmbeddingDimensions, nonNil(after.Tags),
+				after.SupportsTools, after.SupportsVision, after.Enabled))
+			if err != nil {
+				return nil, dbError("store: update model", err)
+			}
+			return updated, nil
+		})
 }
 
 // DeleteModel deletes model id; usage records keep its name.

@@ -203,39 +203,19 @@ func setProviderField(dst, src *aiv1.Provider, field string) error {
 // the change, under the row lock, and may refuse it (a rule that spans fields, such as an
 // OpenAI-compatible provider needing a base URL, holds for the result).
 func (s *Store) UpdateProvider(ctx context.Context, id string, p *aiv1.Provider, fields []string, check func(before, after *aiv1.Provider) error) (*aiv1.Provider, error) {
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("no fields to update: %w", errs.ErrInvalid)
-	}
-	var updated *aiv1.Provider
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		before, err := getProvider(ctx, tx, id, "FOR UPDATE")
-		if err != nil {
-			return err
-		}
-		after := proto.CloneOf(before)
-		for _, f := range slices.Compact(slices.Sorted(slices.Values(fields))) {
-			if err := setProviderField(after, p, f); err != nil {
-				return err
-			}
-		}
-		if check != nil {
-			if err := check(before, after); err != nil {
-				return err
-			}
-		}
-		updated, err = scanProvider(tx.QueryRow(ctx, `UPDATE providers AS p SET name = $2, kind = $3, base_url = $4,
+	return lockedUpdate(ctx, s, fields, p, check,
+		func(tx pgx.Tx) (*aiv1.Provider, error) { return getProvider(ctx, tx, id, "FOR UPDATE") },
+		setProviderField,
+		func(tx pgx.Tx, after *aiv1.Provider) (*aiv1.Provider, error) {
+			updated, err := scanProvider(tx.QueryRow(ctx, `UPDATE providers AS p SET name = $2, kind = $3, base_url = $4,
 				api_key_ref = $5, enabled = $6, update_time = now()
 			WHERE p.id = $1 RETURNING `+providerColumns,
-			id, after.Name, KindName(after.Kind), after.BaseUrl, after.ApiKeyRef, after.Enabled))
-		if err != nil {
-			return dbError("store: update provider", err)
-		}
-		return attachModels(ctx, tx, []*aiv1.Provider{updated}, false)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return updated, nil
+				id, after.Name, KindName(after.Kind), after.BaseUrl, after.ApiKeyRef, after.Enabled))
+			if err != nil {
+				return nil, dbError("store: update provider", err)
+			}
+			return updated, attachModels(ctx, tx, []*aiv1.Provider{updated}, false)
+		})
 }
 
 // DeleteProvider deletes provider id. One that still has models is
@@ -283,4 +263,38 @@ func (s *Store) Catalogue(ctx context.Context) ([]*aiv1.Provider, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// lockedUpdate is the one way a registry row is updated: read it under a row lock, copy
+// fields from src onto a clone, let check refuse the result (rules that span fields hold
+// for it), and write it, all in one transaction.
+func lockedUpdate[T proto.Message](ctx context.Context, s *Store, fields []string, src T, check func(before, after T) error,
+	get func(pgx.Tx) (T, error), set func(dst, src T, field string) error, write func(pgx.Tx, T) (T, error)) (T, error) {
+	var zero, updated T
+	if len(fields) == 0 {
+		return zero, fmt.Errorf("no fields to update: %w", errs.ErrInvalid)
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		before, err := get(tx)
+		if err != nil {
+			return err
+		}
+		after := proto.CloneOf(before)
+		for _, f := range slices.Compact(slices.Sorted(slices.Values(fields))) {
+			if err := set(after, src, f); err != nil {
+				return err
+			}
+		}
+		if check != nil {
+			if err := check(before, after); err != nil {
+				return err
+			}
+		}
+		updated, err = write(tx, after)
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return updated, nil
 }
