@@ -240,11 +240,11 @@ func TestExtractRefuses(t *testing.T) {
 		archive func(t *testing.T) []byte
 		errText string
 	}{
-		{name: "dot-dot", format: FormatTarGz, errText: `"../evil": escapes the workspace`,
+		{name: "dot-dot", format: FormatTarGz, errText: `"../evil": escapes the root`,
 			archive: func(t *testing.T) []byte {
 				return tarball(t, true, member{name: "ok.txt", body: "fine"}, member{name: "../evil", body: "x"})
 			}},
-		{name: "dot-dot inside", format: FormatTar, errText: "escapes the workspace",
+		{name: "dot-dot inside", format: FormatTar, errText: "escapes the root",
 			archive: func(t *testing.T) []byte { return tarball(t, false, member{name: "a/../../evil", body: "x"}) }},
 		{name: "absolute", format: FormatTarGz, errText: "is absolute",
 			archive: func(t *testing.T) []byte { return tarball(t, true, member{name: "/etc/cron.d/evil", body: "x"}) }},
@@ -286,7 +286,7 @@ func TestExtractRefuses(t *testing.T) {
 			archive: func(t *testing.T) []byte {
 				return zipball(t, member{name: "1"}, member{name: "2"}, member{name: "3"}, member{name: "4"})
 			}},
-		{name: "zip dot-dot", format: FormatZip, errText: "escapes the workspace",
+		{name: "zip dot-dot", format: FormatZip, errText: "escapes the root",
 			archive: func(t *testing.T) []byte { return zipball(t, member{name: "../evil", body: "x"}) }},
 		{name: "zip symlink outside", format: FormatZip, errText: "leads outside the workspace",
 			archive: func(t *testing.T) []byte { return zipball(t, member{name: "l", link: "../x"}) }},

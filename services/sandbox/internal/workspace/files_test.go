@@ -59,7 +59,7 @@ func TestWriteFileRefuses(t *testing.T) {
 		t.Fatalf("mknod (the tests run as root here): %v", err)
 	}
 	cases := []struct{ rel, errText string }{
-		{"../x", "escapes the workspace"},
+		{"../x", "escapes the root"},
 		{"/tmp/x", "is absolute"},
 		{"", "workspace root"},
 		{"dir", "is a directory"},

@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/validate"
 )
 
 // Defaults for the zero fields of Limits.
@@ -35,13 +36,6 @@ const (
 	DefaultMaxFileBytes  = 10 << 20
 	DefaultMaxFiles      = 20000
 	DefaultMaxTotalBytes = 512 << 20
-)
-
-// The kernel's limits on a name and a path (NAME_MAX, PATH_MAX less room for the root):
-// longer is bad input, refused before the kernel says ENAMETOOLONG.
-const (
-	maxNameBytes = 255
-	maxPathBytes = 3072
 )
 
 // maxLinks bounds the symlinks followed while resolving one path, as the kernel's ELOOP does.
@@ -131,28 +125,11 @@ func (w *Workspace) Limits() Limits { return w.limits }
 // package uses: "." for the root (given as "" or "."), else rel itself. It does not look at
 // the disk.
 func CleanPath(rel string) (string, error) {
-	switch {
-	case rel == "" || rel == ".":
+	if rel == "" || rel == "." {
 		return ".", nil
-	case strings.IndexByte(rel, 0) >= 0:
-		return "", fmt.Errorf("path %q: contains a NUL byte: %w", rel, errs.ErrInvalid)
-	case strings.Contains(rel, `\`):
-		return "", fmt.Errorf("path %q: contains a backslash; use '/' as the separator: %w", rel, errs.ErrInvalid)
-	case strings.HasPrefix(rel, "/"):
-		return "", fmt.Errorf("path %q: is absolute; paths are relative to the workspace: %w", rel, errs.ErrInvalid)
-	case len(rel) > maxPathBytes:
-		return "", fmt.Errorf("path %q…: is %d bytes, over %d: %w", rel[:64], len(rel), maxPathBytes, errs.ErrInvalid)
 	}
-	for _, c := range strings.Split(rel, "/") {
-		switch c {
-		case "..":
-			return "", fmt.Errorf("path %q: escapes the workspace (\"..\"): %w", rel, errs.ErrInvalid)
-		case "", ".":
-			return "", fmt.Errorf("path %q: is not clean (empty or \".\" component, or a trailing '/'): %w", rel, errs.ErrInvalid)
-		}
-		if len(c) > maxNameBytes {
-			return "", fmt.Errorf("path %q: a component is %d bytes, over %d: %w", rel, len(c), maxNameBytes, errs.ErrInvalid)
-		}
+	if err := validate.RelPath(rel); err != nil {
+		return "", err
 	}
 	return rel, nil
 }
