@@ -132,6 +132,63 @@ func (TreeEntryType) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{1}
 }
 
+// RelevantFileInclusion is how much of a ranked file's content came with it.
+type RelevantFileInclusion int32
+
+const (
+	RelevantFileInclusion_RELEVANT_FILE_INCLUSION_UNSPECIFIED RelevantFileInclusion = 0
+	// Listed without content: the budget was spent.
+	RelevantFileInclusion_RELEVANT_FILE_INCLUSION_NONE RelevantFileInclusion = 1
+	// The whole file.
+	RelevantFileInclusion_RELEVANT_FILE_INCLUSION_WHOLE RelevantFileInclusion = 2
+	// An outline: package, imports, type declarations and function signatures with their
+	// doc comments, no bodies (whole lines, never cut mid-line). Large files come this way.
+	RelevantFileInclusion_RELEVANT_FILE_INCLUSION_OUTLINE RelevantFileInclusion = 3
+)
+
+// Enum value maps for RelevantFileInclusion.
+var (
+	RelevantFileInclusion_name = map[int32]string{
+		0: "RELEVANT_FILE_INCLUSION_UNSPECIFIED",
+		1: "RELEVANT_FILE_INCLUSION_NONE",
+		2: "RELEVANT_FILE_INCLUSION_WHOLE",
+		3: "RELEVANT_FILE_INCLUSION_OUTLINE",
+	}
+	RelevantFileInclusion_value = map[string]int32{
+		"RELEVANT_FILE_INCLUSION_UNSPECIFIED": 0,
+		"RELEVANT_FILE_INCLUSION_NONE":        1,
+		"RELEVANT_FILE_INCLUSION_WHOLE":       2,
+		"RELEVANT_FILE_INCLUSION_OUTLINE":     3,
+	}
+)
+
+func (x RelevantFileInclusion) Enum() *RelevantFileInclusion {
+	p := new(RelevantFileInclusion)
+	*p = x
+	return p
+}
+
+func (x RelevantFileInclusion) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RelevantFileInclusion) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_github_v1_github_proto_enumTypes[2].Descriptor()
+}
+
+func (RelevantFileInclusion) Type() protoreflect.EnumType {
+	return &file_thefold_github_v1_github_proto_enumTypes[2]
+}
+
+func (x RelevantFileInclusion) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RelevantFileInclusion.Descriptor instead.
+func (RelevantFileInclusion) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{2}
+}
+
 // PullRequestState is where a pull request is in its life.
 type PullRequestState int32
 
@@ -170,11 +227,11 @@ func (x PullRequestState) String() string {
 }
 
 func (PullRequestState) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[2].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[3].Descriptor()
 }
 
 func (PullRequestState) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[2]
+	return &file_thefold_github_v1_github_proto_enumTypes[3]
 }
 
 func (x PullRequestState) Number() protoreflect.EnumNumber {
@@ -183,7 +240,7 @@ func (x PullRequestState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PullRequestState.Descriptor instead.
 func (PullRequestState) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{2}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{3}
 }
 
 // MergeMethod is how a pull request's commits land on the base.
@@ -226,11 +283,11 @@ func (x MergeMethod) String() string {
 }
 
 func (MergeMethod) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[3].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[4].Descriptor()
 }
 
 func (MergeMethod) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[3]
+	return &file_thefold_github_v1_github_proto_enumTypes[4]
 }
 
 func (x MergeMethod) Number() protoreflect.EnumNumber {
@@ -239,7 +296,7 @@ func (x MergeMethod) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MergeMethod.Descriptor instead.
 func (MergeMethod) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{3}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{4}
 }
 
 // IssueState is whether an issue is open.
@@ -276,11 +333,11 @@ func (x IssueState) String() string {
 }
 
 func (IssueState) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[4].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[5].Descriptor()
 }
 
 func (IssueState) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[4]
+	return &file_thefold_github_v1_github_proto_enumTypes[5]
 }
 
 func (x IssueState) Number() protoreflect.EnumNumber {
@@ -289,7 +346,7 @@ func (x IssueState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IssueState.Descriptor instead.
 func (IssueState) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{4}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{5}
 }
 
 // Repo is a source repository.
@@ -785,11 +842,15 @@ type InitRepoRequest struct {
 	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Branch for the initial commit; defaults to the repository's default branch, else "main".
 	Branch string `protobuf:"bytes,2,opt,name=branch,proto3" json:"branch,omitempty"`
-	// Files of the initial commit, all with action CREATE; when empty, a README.md and a
-	// .gitignore.
+	// Files of the initial commit, all with action CREATE; when empty, a scaffold (see
+	// language).
 	Files []*v1.FileChange `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	// Defaults to "Initial commit".
-	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// With no files, scaffold for this language: "go" (go.mod), "typescript" or "javascript"
+	// (package.json), "python" (pyproject.toml), besides the README.md and a .gitignore for
+	// the language. Empty: README.md and .gitignore only. Ignored when files are given.
+	Language      string `protobuf:"bytes,5,opt,name=language,proto3" json:"language,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +909,13 @@ func (x *InitRepoRequest) GetFiles() []*v1.FileChange {
 func (x *InitRepoRequest) GetMessage() string {
 	if x != nil {
 		return x.Message
+	}
+	return ""
+}
+
+func (x *InitRepoRequest) GetLanguage() string {
+	if x != nil {
+		return x.Language
 	}
 	return ""
 }
@@ -1659,11 +1727,15 @@ type RelevantFile struct {
 	Score float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
 	// Why it was chosen (e.g. "path matches 'auth'", "imported by handler.go").
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Content, set while the budget lasts; empty when content_included is false.
-	Content         string `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
-	ContentIncluded bool   `protobuf:"varint,5,opt,name=content_included,json=contentIncluded,proto3" json:"content_included,omitempty"`
-	// Estimated tokens of the file's full content.
-	Tokens        int32 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// The whole file or its outline (see inclusion); empty when inclusion is NONE.
+	Content string `protobuf:"bytes,4,opt,name=content,proto3" json:"content,omitempty"`
+	// True when content is set (inclusion WHOLE or OUTLINE).
+	ContentIncluded bool `protobuf:"varint,5,opt,name=content_included,json=contentIncluded,proto3" json:"content_included,omitempty"`
+	// Tokens of the file's full content.
+	Tokens    int32                 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Inclusion RelevantFileInclusion `protobuf:"varint,7,opt,name=inclusion,proto3,enum=thefold.github.v1.RelevantFileInclusion" json:"inclusion,omitempty"`
+	// Tokens of content as returned (the outline's when OUTLINE); 0 when NONE.
+	ContentTokens int32 `protobuf:"varint,8,opt,name=content_tokens,json=contentTokens,proto3" json:"content_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1740,6 +1812,20 @@ func (x *RelevantFile) GetTokens() int32 {
 	return 0
 }
 
+func (x *RelevantFile) GetInclusion() RelevantFileInclusion {
+	if x != nil {
+		return x.Inclusion
+	}
+	return RelevantFileInclusion_RELEVANT_FILE_INCLUSION_UNSPECIFIED
+}
+
+func (x *RelevantFile) GetContentTokens() int32 {
+	if x != nil {
+		return x.ContentTokens
+	}
+	return 0
+}
+
 // FindRelevantFilesResponse is the ranking.
 type FindRelevantFilesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1747,10 +1833,14 @@ type FindRelevantFilesResponse struct {
 	CommitSha string `protobuf:"bytes,1,opt,name=commit_sha,json=commitSha,proto3" json:"commit_sha,omitempty"`
 	// Best first.
 	Files []*RelevantFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
-	// Estimated tokens of the included contents; at most token_budget.
-	TokensUsed    int32 `protobuf:"varint,3,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Tokens of the included contents (the sum of content_tokens); at most token_budget.
+	TokensUsed int32 `protobuf:"varint,3,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
+	// The tokenizer tokens are counted with (e.g. "cl100k_base").
+	Tokenizer string `protobuf:"bytes,4,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
+	// Text files the ranking considered.
+	FilesConsidered int32 `protobuf:"varint,5,opt,name=files_considered,json=filesConsidered,proto3" json:"files_considered,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FindRelevantFilesResponse) Reset() {
@@ -1800,6 +1890,20 @@ func (x *FindRelevantFilesResponse) GetFiles() []*RelevantFile {
 func (x *FindRelevantFilesResponse) GetTokensUsed() int32 {
 	if x != nil {
 		return x.TokensUsed
+	}
+	return 0
+}
+
+func (x *FindRelevantFilesResponse) GetTokenizer() string {
+	if x != nil {
+		return x.Tokenizer
+	}
+	return ""
+}
+
+func (x *FindRelevantFilesResponse) GetFilesConsidered() int32 {
+	if x != nil {
+		return x.FilesConsidered
 	}
 	return 0
 }
@@ -4076,12 +4180,13 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\bprovider\x18\x04 \x01(\x0e2\x1f.thefold.github.v1.RepoProviderR\bprovider\x12\x1b\n" +
 	"\tauto_init\x18\x05 \x01(\bR\bautoInit\"A\n" +
 	"\x12CreateRepoResponse\x12+\n" +
-	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\x8a\x01\n" +
+	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\"\xa6\x01\n" +
 	"\x0fInitRepoRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x121\n" +
 	"\x05files\x18\x03 \x03(\v2\x1b.thefold.type.v1.FileChangeR\x05files\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xa7\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1a\n" +
+	"\blanguage\x18\x05 \x01(\tR\blanguage\"\xa7\x01\n" +
 	"\x10InitRepoResponse\x12+\n" +
 	"\x04repo\x18\x01 \x01(\v2\x17.thefold.github.v1.RepoR\x04repo\x12\x1d\n" +
 	"\n" +
@@ -4139,20 +4244,24 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x04task\x18\x03 \x01(\tR\x04task\x12!\n" +
 	"\ftoken_budget\x18\x04 \x01(\x05R\vtokenBudget\x12\x1b\n" +
 	"\tmax_files\x18\x05 \x01(\x05R\bmaxFiles\x12#\n" +
-	"\rinclude_paths\x18\x06 \x03(\tR\fincludePaths\"\xad\x01\n" +
+	"\rinclude_paths\x18\x06 \x03(\tR\fincludePaths\"\x9c\x02\n" +
 	"\fRelevantFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\acontent\x18\x04 \x01(\tR\acontent\x12)\n" +
 	"\x10content_included\x18\x05 \x01(\bR\x0fcontentIncluded\x12\x16\n" +
-	"\x06tokens\x18\x06 \x01(\x05R\x06tokens\"\x92\x01\n" +
+	"\x06tokens\x18\x06 \x01(\x05R\x06tokens\x12F\n" +
+	"\tinclusion\x18\a \x01(\x0e2(.thefold.github.v1.RelevantFileInclusionR\tinclusion\x12%\n" +
+	"\x0econtent_tokens\x18\b \x01(\x05R\rcontentTokens\"\xdb\x01\n" +
 	"\x19FindRelevantFilesResponse\x12\x1d\n" +
 	"\n" +
 	"commit_sha\x18\x01 \x01(\tR\tcommitSha\x125\n" +
 	"\x05files\x18\x02 \x03(\v2\x1f.thefold.github.v1.RelevantFileR\x05files\x12\x1f\n" +
 	"\vtokens_used\x18\x03 \x01(\x05R\n" +
-	"tokensUsed\"\\\n" +
+	"tokensUsed\x12\x1c\n" +
+	"\ttokenizer\x18\x04 \x01(\tR\ttokenizer\x12)\n" +
+	"\x10files_considered\x18\x05 \x01(\x05R\x0ffilesConsidered\"\\\n" +
 	"\x13CreateBranchRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12\x19\n" +
@@ -4348,7 +4457,12 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x14TREE_ENTRY_TYPE_FILE\x10\x01\x12\x1d\n" +
 	"\x19TREE_ENTRY_TYPE_DIRECTORY\x10\x02\x12\x1b\n" +
 	"\x17TREE_ENTRY_TYPE_SYMLINK\x10\x03\x12\x1d\n" +
-	"\x19TREE_ENTRY_TYPE_SUBMODULE\x10\x04*\x91\x01\n" +
+	"\x19TREE_ENTRY_TYPE_SUBMODULE\x10\x04*\xaa\x01\n" +
+	"\x15RelevantFileInclusion\x12'\n" +
+	"#RELEVANT_FILE_INCLUSION_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cRELEVANT_FILE_INCLUSION_NONE\x10\x01\x12!\n" +
+	"\x1dRELEVANT_FILE_INCLUSION_WHOLE\x10\x02\x12#\n" +
+	"\x1fRELEVANT_FILE_INCLUSION_OUTLINE\x10\x03*\x91\x01\n" +
 	"\x10PullRequestState\x12\"\n" +
 	"\x1ePULL_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17PULL_REQUEST_STATE_OPEN\x10\x01\x12\x1d\n" +
@@ -4403,163 +4517,165 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 	return file_thefold_github_v1_github_proto_rawDescData
 }
 
-var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_thefold_github_v1_github_proto_goTypes = []any{
 	(RepoProvider)(0),                  // 0: thefold.github.v1.RepoProvider
 	(TreeEntryType)(0),                 // 1: thefold.github.v1.TreeEntryType
-	(PullRequestState)(0),              // 2: thefold.github.v1.PullRequestState
-	(MergeMethod)(0),                   // 3: thefold.github.v1.MergeMethod
-	(IssueState)(0),                    // 4: thefold.github.v1.IssueState
-	(*Repo)(nil),                       // 5: thefold.github.v1.Repo
-	(*ListReposRequest)(nil),           // 6: thefold.github.v1.ListReposRequest
-	(*ListReposResponse)(nil),          // 7: thefold.github.v1.ListReposResponse
-	(*GetRepoRequest)(nil),             // 8: thefold.github.v1.GetRepoRequest
-	(*GetRepoResponse)(nil),            // 9: thefold.github.v1.GetRepoResponse
-	(*CreateRepoRequest)(nil),          // 10: thefold.github.v1.CreateRepoRequest
-	(*CreateRepoResponse)(nil),         // 11: thefold.github.v1.CreateRepoResponse
-	(*InitRepoRequest)(nil),            // 12: thefold.github.v1.InitRepoRequest
-	(*InitRepoResponse)(nil),           // 13: thefold.github.v1.InitRepoResponse
-	(*TreeEntry)(nil),                  // 14: thefold.github.v1.TreeEntry
-	(*GetTreeRequest)(nil),             // 15: thefold.github.v1.GetTreeRequest
-	(*GetTreeResponse)(nil),            // 16: thefold.github.v1.GetTreeResponse
-	(*File)(nil),                       // 17: thefold.github.v1.File
-	(*GetFilesRequest)(nil),            // 18: thefold.github.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),           // 19: thefold.github.v1.GetFilesResponse
-	(*GetArchiveRequest)(nil),          // 20: thefold.github.v1.GetArchiveRequest
-	(*ArchiveMetadata)(nil),            // 21: thefold.github.v1.ArchiveMetadata
-	(*GetArchiveResponse)(nil),         // 22: thefold.github.v1.GetArchiveResponse
-	(*FindRelevantFilesRequest)(nil),   // 23: thefold.github.v1.FindRelevantFilesRequest
-	(*RelevantFile)(nil),               // 24: thefold.github.v1.RelevantFile
-	(*FindRelevantFilesResponse)(nil),  // 25: thefold.github.v1.FindRelevantFilesResponse
-	(*CreateBranchRequest)(nil),        // 26: thefold.github.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),       // 27: thefold.github.v1.CreateBranchResponse
-	(*CommitFilesRequest)(nil),         // 28: thefold.github.v1.CommitFilesRequest
-	(*CommitFilesResponse)(nil),        // 29: thefold.github.v1.CommitFilesResponse
-	(*PullRequest)(nil),                // 30: thefold.github.v1.PullRequest
-	(*CreatePullRequestRequest)(nil),   // 31: thefold.github.v1.CreatePullRequestRequest
-	(*CreatePullRequestResponse)(nil),  // 32: thefold.github.v1.CreatePullRequestResponse
-	(*GetPullRequestRequest)(nil),      // 33: thefold.github.v1.GetPullRequestRequest
-	(*GetPullRequestResponse)(nil),     // 34: thefold.github.v1.GetPullRequestResponse
-	(*ListPullRequestsRequest)(nil),    // 35: thefold.github.v1.ListPullRequestsRequest
-	(*ListPullRequestsResponse)(nil),   // 36: thefold.github.v1.ListPullRequestsResponse
-	(*GetPullRequestDiffRequest)(nil),  // 37: thefold.github.v1.GetPullRequestDiffRequest
-	(*GetPullRequestDiffResponse)(nil), // 38: thefold.github.v1.GetPullRequestDiffResponse
-	(*MergePullRequestRequest)(nil),    // 39: thefold.github.v1.MergePullRequestRequest
-	(*MergePullRequestResponse)(nil),   // 40: thefold.github.v1.MergePullRequestResponse
-	(*ClosePullRequestRequest)(nil),    // 41: thefold.github.v1.ClosePullRequestRequest
-	(*ClosePullRequestResponse)(nil),   // 42: thefold.github.v1.ClosePullRequestResponse
-	(*Issue)(nil),                      // 43: thefold.github.v1.Issue
-	(*ListIssuesRequest)(nil),          // 44: thefold.github.v1.ListIssuesRequest
-	(*ListIssuesResponse)(nil),         // 45: thefold.github.v1.ListIssuesResponse
-	(*GetIssueRequest)(nil),            // 46: thefold.github.v1.GetIssueRequest
-	(*GetIssueResponse)(nil),           // 47: thefold.github.v1.GetIssueResponse
-	(*CreateIssueRequest)(nil),         // 48: thefold.github.v1.CreateIssueRequest
-	(*CreateIssueResponse)(nil),        // 49: thefold.github.v1.CreateIssueResponse
-	(*UpdateIssueRequest)(nil),         // 50: thefold.github.v1.UpdateIssueRequest
-	(*UpdateIssueResponse)(nil),        // 51: thefold.github.v1.UpdateIssueResponse
-	(*IssueComment)(nil),               // 52: thefold.github.v1.IssueComment
-	(*CommentOnIssueRequest)(nil),      // 53: thefold.github.v1.CommentOnIssueRequest
-	(*CommentOnIssueResponse)(nil),     // 54: thefold.github.v1.CommentOnIssueResponse
-	(*timestamppb.Timestamp)(nil),      // 55: google.protobuf.Timestamp
-	(*v1.FileChange)(nil),              // 56: thefold.type.v1.FileChange
-	(*v1.DiffStats)(nil),               // 57: thefold.type.v1.DiffStats
-	(*v1.FileDiff)(nil),                // 58: thefold.type.v1.FileDiff
-	(*fieldmaskpb.FieldMask)(nil),      // 59: google.protobuf.FieldMask
+	(RelevantFileInclusion)(0),         // 2: thefold.github.v1.RelevantFileInclusion
+	(PullRequestState)(0),              // 3: thefold.github.v1.PullRequestState
+	(MergeMethod)(0),                   // 4: thefold.github.v1.MergeMethod
+	(IssueState)(0),                    // 5: thefold.github.v1.IssueState
+	(*Repo)(nil),                       // 6: thefold.github.v1.Repo
+	(*ListReposRequest)(nil),           // 7: thefold.github.v1.ListReposRequest
+	(*ListReposResponse)(nil),          // 8: thefold.github.v1.ListReposResponse
+	(*GetRepoRequest)(nil),             // 9: thefold.github.v1.GetRepoRequest
+	(*GetRepoResponse)(nil),            // 10: thefold.github.v1.GetRepoResponse
+	(*CreateRepoRequest)(nil),          // 11: thefold.github.v1.CreateRepoRequest
+	(*CreateRepoResponse)(nil),         // 12: thefold.github.v1.CreateRepoResponse
+	(*InitRepoRequest)(nil),            // 13: thefold.github.v1.InitRepoRequest
+	(*InitRepoResponse)(nil),           // 14: thefold.github.v1.InitRepoResponse
+	(*TreeEntry)(nil),                  // 15: thefold.github.v1.TreeEntry
+	(*GetTreeRequest)(nil),             // 16: thefold.github.v1.GetTreeRequest
+	(*GetTreeResponse)(nil),            // 17: thefold.github.v1.GetTreeResponse
+	(*File)(nil),                       // 18: thefold.github.v1.File
+	(*GetFilesRequest)(nil),            // 19: thefold.github.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),           // 20: thefold.github.v1.GetFilesResponse
+	(*GetArchiveRequest)(nil),          // 21: thefold.github.v1.GetArchiveRequest
+	(*ArchiveMetadata)(nil),            // 22: thefold.github.v1.ArchiveMetadata
+	(*GetArchiveResponse)(nil),         // 23: thefold.github.v1.GetArchiveResponse
+	(*FindRelevantFilesRequest)(nil),   // 24: thefold.github.v1.FindRelevantFilesRequest
+	(*RelevantFile)(nil),               // 25: thefold.github.v1.RelevantFile
+	(*FindRelevantFilesResponse)(nil),  // 26: thefold.github.v1.FindRelevantFilesResponse
+	(*CreateBranchRequest)(nil),        // 27: thefold.github.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),       // 28: thefold.github.v1.CreateBranchResponse
+	(*CommitFilesRequest)(nil),         // 29: thefold.github.v1.CommitFilesRequest
+	(*CommitFilesResponse)(nil),        // 30: thefold.github.v1.CommitFilesResponse
+	(*PullRequest)(nil),                // 31: thefold.github.v1.PullRequest
+	(*CreatePullRequestRequest)(nil),   // 32: thefold.github.v1.CreatePullRequestRequest
+	(*CreatePullRequestResponse)(nil),  // 33: thefold.github.v1.CreatePullRequestResponse
+	(*GetPullRequestRequest)(nil),      // 34: thefold.github.v1.GetPullRequestRequest
+	(*GetPullRequestResponse)(nil),     // 35: thefold.github.v1.GetPullRequestResponse
+	(*ListPullRequestsRequest)(nil),    // 36: thefold.github.v1.ListPullRequestsRequest
+	(*ListPullRequestsResponse)(nil),   // 37: thefold.github.v1.ListPullRequestsResponse
+	(*GetPullRequestDiffRequest)(nil),  // 38: thefold.github.v1.GetPullRequestDiffRequest
+	(*GetPullRequestDiffResponse)(nil), // 39: thefold.github.v1.GetPullRequestDiffResponse
+	(*MergePullRequestRequest)(nil),    // 40: thefold.github.v1.MergePullRequestRequest
+	(*MergePullRequestResponse)(nil),   // 41: thefold.github.v1.MergePullRequestResponse
+	(*ClosePullRequestRequest)(nil),    // 42: thefold.github.v1.ClosePullRequestRequest
+	(*ClosePullRequestResponse)(nil),   // 43: thefold.github.v1.ClosePullRequestResponse
+	(*Issue)(nil),                      // 44: thefold.github.v1.Issue
+	(*ListIssuesRequest)(nil),          // 45: thefold.github.v1.ListIssuesRequest
+	(*ListIssuesResponse)(nil),         // 46: thefold.github.v1.ListIssuesResponse
+	(*GetIssueRequest)(nil),            // 47: thefold.github.v1.GetIssueRequest
+	(*GetIssueResponse)(nil),           // 48: thefold.github.v1.GetIssueResponse
+	(*CreateIssueRequest)(nil),         // 49: thefold.github.v1.CreateIssueRequest
+	(*CreateIssueResponse)(nil),        // 50: thefold.github.v1.CreateIssueResponse
+	(*UpdateIssueRequest)(nil),         // 51: thefold.github.v1.UpdateIssueRequest
+	(*UpdateIssueResponse)(nil),        // 52: thefold.github.v1.UpdateIssueResponse
+	(*IssueComment)(nil),               // 53: thefold.github.v1.IssueComment
+	(*CommentOnIssueRequest)(nil),      // 54: thefold.github.v1.CommentOnIssueRequest
+	(*CommentOnIssueResponse)(nil),     // 55: thefold.github.v1.CommentOnIssueResponse
+	(*timestamppb.Timestamp)(nil),      // 56: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),              // 57: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),               // 58: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                // 59: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),      // 60: google.protobuf.FieldMask
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,  // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	55, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	55, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	56, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	56, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 3: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
-	5,  // 4: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
-	5,  // 5: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	6,  // 4: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
+	6,  // 5: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	0,  // 6: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
-	5,  // 7: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	56, // 8: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
-	5,  // 9: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	6,  // 7: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	57, // 8: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
+	6,  // 9: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	1,  // 10: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
-	14, // 11: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
-	17, // 12: thefold.github.v1.GetFilesResponse.files:type_name -> thefold.github.v1.File
-	21, // 13: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
-	24, // 14: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	56, // 15: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
-	57, // 16: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
-	2,  // 17: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	57, // 18: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
-	55, // 19: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	55, // 20: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	55, // 21: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	55, // 22: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
-	30, // 23: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	30, // 24: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	2,  // 25: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
-	30, // 26: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	58, // 27: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	57, // 28: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
-	3,  // 29: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
-	30, // 30: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	30, // 31: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	4,  // 32: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	55, // 33: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	55, // 34: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	55, // 35: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
-	4,  // 36: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
-	43, // 37: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
-	43, // 38: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	43, // 39: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	43, // 40: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
-	59, // 41: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	43, // 42: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	55, // 43: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
-	52, // 44: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
-	6,  // 45: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	8,  // 46: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	10, // 47: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	12, // 48: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	15, // 49: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	18, // 50: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	20, // 51: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	23, // 52: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	26, // 53: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	28, // 54: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	31, // 55: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	33, // 56: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	35, // 57: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	37, // 58: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
-	39, // 59: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	41, // 60: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
-	44, // 61: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	46, // 62: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
-	48, // 63: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	50, // 64: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
-	53, // 65: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	7,  // 66: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	9,  // 67: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	11, // 68: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	13, // 69: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	16, // 70: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	19, // 71: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	22, // 72: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	25, // 73: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	27, // 74: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	29, // 75: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	32, // 76: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	34, // 77: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	36, // 78: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	38, // 79: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
-	40, // 80: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	42, // 81: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
-	45, // 82: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	47, // 83: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
-	49, // 84: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	51, // 85: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
-	54, // 86: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	66, // [66:87] is the sub-list for method output_type
-	45, // [45:66] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	15, // 11: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
+	18, // 12: thefold.github.v1.GetFilesResponse.files:type_name -> thefold.github.v1.File
+	22, // 13: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
+	2,  // 14: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
+	25, // 15: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
+	57, // 16: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	58, // 17: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	3,  // 18: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
+	58, // 19: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	56, // 20: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	56, // 21: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	56, // 22: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	56, // 23: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	31, // 24: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	31, // 25: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	3,  // 26: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
+	31, // 27: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
+	59, // 28: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	58, // 29: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	4,  // 30: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
+	31, // 31: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	31, // 32: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	5,  // 33: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
+	56, // 34: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	56, // 35: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	56, // 36: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	5,  // 37: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
+	44, // 38: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
+	44, // 39: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	44, // 40: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	44, // 41: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
+	60, // 42: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	44, // 43: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	56, // 44: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	53, // 45: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
+	7,  // 46: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	9,  // 47: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	11, // 48: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	13, // 49: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	16, // 50: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	19, // 51: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	21, // 52: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	24, // 53: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	27, // 54: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	29, // 55: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	32, // 56: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	34, // 57: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	36, // 58: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	38, // 59: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	40, // 60: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	42, // 61: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	45, // 62: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	47, // 63: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	49, // 64: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	51, // 65: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	54, // 66: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	8,  // 67: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	10, // 68: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	12, // 69: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	14, // 70: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	17, // 71: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	20, // 72: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	23, // 73: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	26, // 74: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	28, // 75: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	30, // 76: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	33, // 77: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	35, // 78: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	37, // 79: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	39, // 80: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	41, // 81: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	43, // 82: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	46, // 83: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	48, // 84: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	50, // 85: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	52, // 86: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	55, // 87: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	67, // [67:88] is the sub-list for method output_type
+	46, // [46:67] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -4577,7 +4693,7 @@ func file_thefold_github_v1_github_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
