@@ -1,0 +1,167 @@
+// Package hub is the GitHub provider of the github service: forge.Provider over GitHub's
+// REST API (github.com or GitHub Enterprise) through go-github.
+//
+// Commits are made with the git data API (blobs, a tree on the parent's tree, a commit, a
+// non-forced ref update), so a commit of many files is one atomic commit and a branch that
+// moved meanwhile is ABORTED, never overwritten. GitHub's answers are mapped to the error
+// contract of package forge in one place (mapErr); GitHub's own text is logged, never
+// returned. Read calls wait out a rate limit once when the wait is short (Config.MaxRetryWait).
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-github/v84/github"
+
+	"github.com/thefold/thefold/pkg/errs"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	"github.com/thefold/thefold/services/github/internal/forge"
+)
+
+// Config configures the provider.
+type Config struct {
+	// Token authenticates every call (a personal access token or an installation token).
+	Token string
+	// BaseURL is the REST API root; "" means https://api.github.com/. Set it for GitHub
+	// Enterprise ("https://ghe.example.com/", "/api/v3/" is added) and in tests.
+	BaseURL string
+	// UploadURL is the uploads root of GitHub Enterprise; "" means BaseURL.
+	UploadURL string
+	// HTTPClient carries the calls; nil means a client without an overall timeout (archives
+	// stream for long) whose transport waits at most a minute for response headers.
+	HTTPClient *http.Client
+	// Logger receives GitHub's own error texts and rate-limit waits; nil discards.
+	Logger *slog.Logger
+	// MaxRetryWait is the longest a read waits for a rate limit to reset before retrying
+	// once; a longer wait fails at once with errs.ErrUnavailable. Default 60s.
+	MaxRetryWait time.Duration
+}
+
+// DefaultAuthor is the commit author when a request names none.
+var DefaultAuthor = forge.Signature{Name: "TheFold", Email: "thefold@users.noreply.github.com"}
+
+// Provider is the GitHub forge.
+type Provider struct {
+	gh           *github.Client
+	log          *slog.Logger
+	maxRetryWait time.Duration
+
+	loginMu sync.Mutex
+	login   string // the authenticated user's login, once known
+
+	// depsOff is set once GitHub answered 404/410 on the issue dependencies API: it is not
+	// available on this server, and every issue read would pay one more call to learn it again.
+	depsOff atomic.Bool
+}
+
+var _ forge.Provider = (*Provider)(nil)
+
+// New returns a provider for cfg.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("hub: Token is required")
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = time.Minute
+		hc = &http.Client{Transport: tr}
+	}
+	gh := github.NewClient(hc).WithAuthToken(cfg.Token)
+	if cfg.BaseURL != "" {
+		up := cfg.UploadURL
+		if up == "" {
+			up = cfg.BaseURL
+		}
+		var err error
+		if gh, err = gh.WithEnterpriseURLs(cfg.BaseURL, up); err != nil {
+			return nil, fmt.Errorf("hub: BaseURL: %w", err)
+		}
+	}
+	// Errors of the tarball redirect come back typed (*github.ErrorResponse, rate limits)
+	// instead of as a bare "unexpected status code".
+	gh.RateLimitRedirectionalEndpoints = true
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	wait := cfg.MaxRetryWait
+	if wait <= 0 {
+		wait = 60 * time.Second
+	}
+	return &Provider{gh: gh, log: log, maxRetryWait: wait}, nil
+}
+
+// Kind is GITHUB.
+func (p *Provider) Kind() githubv1.RepoProvider { return githubv1.RepoProvider_REPO_PROVIDER_GITHUB }
+
+// splitRepo splits "owner/name".
+func splitRepo(repo string) (owner, name string, err error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("repository %q: want \"owner/name\": %w", repo, errs.ErrInvalid)
+	}
+	return owner, name, nil
+}
+
+// authLogin returns the login of the token's user (cached once known).
+func (p *Provider) authLogin(ctx context.Context) (string, error) {
+	p.loginMu.Lock()
+	defer p.loginMu.Unlock()
+	if p.login != "" {
+		return p.login, nil
+	}
+	u, _, err := read(ctx, p, func(ctx context.Context) (*github.User, *github.Response, error) {
+		return p.gh.Users.Get(ctx, "")
+	})
+	if err != nil {
+		return "", p.mapErr(ctx, err, "the authenticated user")
+	}
+	p.login = u.GetLogin()
+	return p.login, nil
+}
+
+// maxPerPage is GitHub's largest page.
+const maxPerPage = 100
+
+// pageOpts turns a forge.Page into GitHub's page number and size. The cursor carries both
+// ("<page>.<per_page>"), so a caller changing its page size midway still gets the next
+// items rather than a skip or an overlap.
+func pageOpts(pg forge.Page) (github.ListOptions, error) {
+	per := pg.Size
+	if per <= 0 {
+		per = 50
+	}
+	per = min(per, maxPerPage)
+	if pg.Cursor == "" {
+		return github.ListOptions{Page: 1, PerPage: per}, nil
+	}
+	a, b, ok := strings.Cut(pg.Cursor, ".")
+	page, err1 := strconv.Atoi(a)
+	size, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || page < 1 || size < 1 || size > maxPerPage {
+		return github.ListOptions{}, fmt.Errorf("page token: %w", errs.ErrInvalid)
+	}
+	return github.ListOptions{Page: page, PerPage: size}, nil
+}
+
+// nextCursor is the cursor of the page after resp's, "" on the last.
+func nextCursor(resp *github.Response, per int) string {
+	if resp == nil || resp.NextPage == 0 {
+		return ""
+	}
+	return strconv.Itoa(resp.NextPage) + "." + strconv.Itoa(per)
+}
+
+// maxSkippedPages bounds how many GitHub pages a filtered list (issues without pull
+// requests, merged or closed pull requests) reads to return a non-empty page.
+const maxSkippedPages = 5
