@@ -11,6 +11,7 @@ import (
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/events"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
@@ -82,6 +83,17 @@ func tasksService() platform.Service {
 				opts = append(opts, service.WithAI(aiv1.NewAIServiceClient(conn)))
 			} else {
 				d.Logger.WarnContext(ctx, "no ai service address: PlanTaskOrder is off", "env", platform.AddrEnv("ai"))
+			}
+			// ImportIssues lists issues through the github service; without its address it
+			// answers FAILED_PRECONDITION.
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("github")); addr != "" {
+				conn, err := d.Conn(ctx, "github")
+				if err != nil {
+					return err
+				}
+				opts = append(opts, service.WithGitHub(githubv1.NewRepoServiceClient(conn)))
+			} else {
+				d.Logger.WarnContext(ctx, "no github service address: ImportIssues is off", "env", platform.AddrEnv("github"))
 			}
 			svc := service.New(store.New(d.Pool, hub), opts...)
 			tasksv1.RegisterTaskServiceServer(d.Server.GRPC(), svc)

@@ -21,6 +21,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
@@ -47,7 +48,10 @@ type Server struct {
 	ai aiv1.AIServiceClient
 	// orderTimeout bounds one ai PlanTaskOrder call.
 	orderTimeout time.Duration
-	log          *slog.Logger
+	// github lists a repository's issues (ImportIssues); nil when no github service is
+	// configured.
+	github githubv1.RepoServiceClient
+	log    *slog.Logger
 }
 
 // Option configures a Server.
@@ -564,21 +568,6 @@ func (s *Server) GetTaskStats(ctx context.Context, req *tasksv1.GetTaskStatsRequ
 		ByPriority:    st.ByPriority,
 		BlockedByOpen: st.BlockedByOpen,
 	}, nil
-}
-
-// ImportIssues validates its request; the import itself needs the github service.
-func (s *Server) ImportIssues(ctx context.Context, req *tasksv1.ImportIssuesRequest) (*tasksv1.ImportIssuesResponse, error) {
-	if _, err := caller(ctx); err != nil {
-		return nil, err
-	}
-	if err := validate.Repo("repo", req.GetRepo(), true); err != nil {
-		return nil, err
-	}
-	if _, err := validate.Labels("labels", req.GetLabels(), maxLabel, maxLabels); err != nil {
-		return nil, err
-	}
-	return nil, status.Error(codes.Unimplemented,
-		"ImportIssues is not implemented yet: it reads issues through the github service and arrives with the github service's issue")
 }
 
 // WatchTasks streams the caller's task events after a cursor.

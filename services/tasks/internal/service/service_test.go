@@ -335,9 +335,9 @@ func TestGetTaskGraphAndStats(t *testing.T) {
 	}
 }
 
-func TestNotYetImplemented(t *testing.T) {
+func TestImportIssuesNeedsTheGitHubService(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	_, err := e.client.ImportIssues(e.alice, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Labels: []string{"bug"}})
-	wantCode(t, err, codes.Unimplemented, "github service")
+	wantCode(t, err, codes.FailedPrecondition, "THEFOLD_GITHUB_ADDR")
 }

@@ -41,18 +41,9 @@ func (s *Store) AddDependency(ctx context.Context, owner, taskID, blockerID stri
 				return nil
 			}
 		}
-		// The new edge closes a cycle iff taskID is already reachable from blockerID along
-		// blocked-by edges. UNION (not UNION ALL) visits each task once, so the walk is
-		// linear in the graph even where paths fan out and join again.
-		var cycle bool
-		err = tx.QueryRow(ctx, `WITH RECURSIVE reach(id) AS (
-				SELECT $1::uuid
-				UNION
-				SELECT d.blocked_by_id FROM reach r JOIN task_dependencies d ON d.task_id = r.id
-			)
-			SELECT EXISTS (SELECT 1 FROM reach WHERE id = $2::uuid)`, blockerID, taskID).Scan(&cycle)
+		cycle, err := wouldCycle(ctx, tx, taskID, blockerID)
 		if err != nil {
-			return fmt.Errorf("store: cycle check: %w", err)
+			return err
 		}
 		if cycle {
 			return fmt.Errorf("task %s already depends on task %s, directly or through others: the dependency would form a cycle: %w",
@@ -109,4 +100,22 @@ func touch(ctx context.Context, tx pgx.Tx, owner, id string) (*tasksv1.Task, err
 		return nil, fmt.Errorf("store: touch task: %w", err)
 	}
 	return getTask(ctx, tx, owner, id, "")
+}
+
+// wouldCycle reports whether the edge "taskID is blocked by blockerID" would close a cycle:
+// whether taskID is already reachable from blockerID along blocked-by edges. UNION (not
+// UNION ALL) visits each task once, so the walk is linear in the graph even where paths fan
+// out and join again.
+func wouldCycle(ctx context.Context, tx pgx.Tx, taskID, blockerID string) (bool, error) {
+	var cycle bool
+	err := tx.QueryRow(ctx, `WITH RECURSIVE reach(id) AS (
+			SELECT $1::uuid
+			UNION
+			SELECT d.blocked_by_id FROM reach r JOIN task_dependencies d ON d.task_id = r.id
+		)
+		SELECT EXISTS (SELECT 1 FROM reach WHERE id = $2::uuid)`, blockerID, taskID).Scan(&cycle)
+	if err != nil {
+		return false, fmt.Errorf("store: cycle check: %w", err)
+	}
+	return cycle, nil
 }
