@@ -90,6 +90,9 @@ bench: setup
 	@cd pkg && go test -run '^$$' -bench RPCLatency -benchtime 1000x -count=1 ./events/
 	@cd services/ai && go test -run '^$$' -bench FixLoopPromptCache -benchtime 3x -count=1 ./internal/service/
 	@cd services/sandbox && go test -run '^$$' -bench Lifecycle -count=1 ./internal/backend/ ./internal/backend/docker/
+	@cd services/github && go test -run '^$$' -bench GetTreeAndFindRelevantFiles -benchtime 20x -count=1 ./internal/service/
+	@cd services/github && go test -run '^$$' -bench BuildAndRank -benchtime 3x -count=1 ./internal/relevance/
+	@cd pkg && go test -run '^$$' -bench Count -count=1 ./tokens/
 
 ## run: build and start the nine services (thefold up).
 run: setup
