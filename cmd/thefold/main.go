@@ -123,7 +123,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if _, err := st.EnsureCredentials(); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "signing keys  %s\nadmin token   %s\n", st.KeyDir(), st.TokenPath())
+		// The local forge's repositories: docker-compose mounts this directory into the
+		// github container, which runs as the user who ran init.
+		repos := filepath.Join(st.DataDir, "repos")
+		if err := os.MkdirAll(repos, 0o750); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "signing keys  %s\nadmin token   %s\nrepositories  %s\n", st.KeyDir(), st.TokenPath(), repos)
 		return nil
 	case "token":
 		tok, err := st.IssueAdminToken()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -639,14 +638,6 @@ func merge3(base, ours, theirs map[string]entry) (map[string]entry, []string) {
 	}
 	slices.Sort(conflicts)
 	return out, conflicts
-}
-
-// dirOf is the directory of a repository path ("" at the root).
-func dirOf(p string) string {
-	if d := path.Dir(p); d != "." {
-		return d
-	}
-	return ""
 }
 
 // exists reports whether a bare repository is at dir.
