@@ -541,15 +541,21 @@ func (p *Provider) ListPullRequests(ctx context.Context, q forge.PullRequestQuer
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(rows) > q.Page.Size {
-		rows = rows[:q.Page.Size]
-		next = strconv.Itoa(int(rows[len(rows)-1].GetNumber()))
-	}
+	rows, next := page(rows, q.Page.Size, (*githubv1.PullRequest).GetNumber)
 	for _, pr := range rows {
 		pr.Url = p.url(pr.GetRepo(), "pulls", pr.GetNumber())
 	}
 	return rows, next, nil
+}
+
+// page cuts rows, read with one row more than size, to size and returns the cursor of the
+// next page (the last number shown; "" on the last page).
+func page[T any](rows []T, size int, number func(T) int32) ([]T, string) {
+	if len(rows) <= size {
+		return rows, ""
+	}
+	rows = rows[:size]
+	return rows, strconv.Itoa(int(number(rows[len(rows)-1])))
 }
 
 func cursorNumber(c string) (int32, error) {
@@ -779,11 +785,7 @@ func (p *Provider) ListIssues(ctx context.Context, q forge.IssueQuery, a forge.A
 	if err != nil {
 		return nil, "", err
 	}
-	next := ""
-	if len(rows) > q.Page.Size {
-		rows = rows[:q.Page.Size]
-		next = strconv.Itoa(int(rows[len(rows)-1].GetNumber()))
-	}
+	rows, next := page(rows, q.Page.Size, (*githubv1.Issue).GetNumber)
 	for _, i := range rows {
 		i.Url = p.url(i.GetRepo(), "issues", i.GetNumber())
 	}
