@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -25,19 +26,20 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most. It decides
-// how a memory may be used: USER and AGENT memories are given to prompts as knowledge,
-// EXTERNAL ones as quoted, untrusted material.
+// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most. USER and
+// SYSTEM memories may be given to prompts as guidance; AGENT memories (derived by the agent,
+// possibly from repository or issue text) as knowledge fenced as data.
 type MemoryTrustLevel int32
 
 const (
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED MemoryTrustLevel = 0
-	// Written or confirmed by a person: every memory a person stores through the API.
+	// Written or confirmed by a person: every memory a person stores through the API, and an
+	// agent memory a person promoted with UpdateMemory.
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER MemoryTrustLevel = 1
 	// Derived by the agent from its own work.
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT MemoryTrustLevel = 2
-	// Taken from outside sources (issues, documentation, web); treated as untrusted input.
-	MemoryTrustLevel_MEMORY_TRUST_LEVEL_EXTERNAL MemoryTrustLevel = 3
+	// Written by TheFold itself (built-in knowledge, strategies learned from approved tasks).
+	MemoryTrustLevel_MEMORY_TRUST_LEVEL_SYSTEM MemoryTrustLevel = 3
 )
 
 // Enum value maps for MemoryTrustLevel.
@@ -46,13 +48,13 @@ var (
 		0: "MEMORY_TRUST_LEVEL_UNSPECIFIED",
 		1: "MEMORY_TRUST_LEVEL_USER",
 		2: "MEMORY_TRUST_LEVEL_AGENT",
-		3: "MEMORY_TRUST_LEVEL_EXTERNAL",
+		3: "MEMORY_TRUST_LEVEL_SYSTEM",
 	}
 	MemoryTrustLevel_value = map[string]int32{
 		"MEMORY_TRUST_LEVEL_UNSPECIFIED": 0,
 		"MEMORY_TRUST_LEVEL_USER":        1,
 		"MEMORY_TRUST_LEVEL_AGENT":       2,
-		"MEMORY_TRUST_LEVEL_EXTERNAL":    3,
+		"MEMORY_TRUST_LEVEL_SYSTEM":      3,
 	}
 )
 
@@ -81,6 +83,60 @@ func (x MemoryTrustLevel) Number() protoreflect.EnumNumber {
 // Deprecated: Use MemoryTrustLevel.Descriptor instead.
 func (MemoryTrustLevel) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{0}
+}
+
+// MemoryFusion is how SearchMemories combines vector similarity and full-text rank.
+type MemoryFusion int32
+
+const (
+	MemoryFusion_MEMORY_FUSION_UNSPECIFIED MemoryFusion = 0
+	// vector_weight × vector + (1 − vector_weight) × text (the server's HYBRID_ALPHA by
+	// default).
+	MemoryFusion_MEMORY_FUSION_ALPHA MemoryFusion = 1
+	// Reciprocal-rank fusion: Σ 1/(60 + rank) over the vector and full-text rankings,
+	// normalized to 0–1; insensitive to how either score is scaled.
+	MemoryFusion_MEMORY_FUSION_RRF MemoryFusion = 2
+)
+
+// Enum value maps for MemoryFusion.
+var (
+	MemoryFusion_name = map[int32]string{
+		0: "MEMORY_FUSION_UNSPECIFIED",
+		1: "MEMORY_FUSION_ALPHA",
+		2: "MEMORY_FUSION_RRF",
+	}
+	MemoryFusion_value = map[string]int32{
+		"MEMORY_FUSION_UNSPECIFIED": 0,
+		"MEMORY_FUSION_ALPHA":       1,
+		"MEMORY_FUSION_RRF":         2,
+	}
+)
+
+func (x MemoryFusion) Enum() *MemoryFusion {
+	p := new(MemoryFusion)
+	*p = x
+	return p
+}
+
+func (x MemoryFusion) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MemoryFusion) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_memory_v1_memory_proto_enumTypes[1].Descriptor()
+}
+
+func (MemoryFusion) Type() protoreflect.EnumType {
+	return &file_thefold_memory_v1_memory_proto_enumTypes[1]
+}
+
+func (x MemoryFusion) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MemoryFusion.Descriptor instead.
+func (MemoryFusion) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{1}
 }
 
 // Memory is one piece of long-term knowledge.
@@ -122,7 +178,14 @@ type Memory struct {
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When set, the memory is deleted after this time and never returned once expired.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Free grouping below the type (e.g. "testing", "database", "auth").
+	Category string `protobuf:"bytes,20,opt,name=category,proto3" json:"category,omitempty"`
+	// Times the memory was marked used (MarkMemoriesUsed); drives the usage boost.
+	UseCount     int64                  `protobuf:"varint,21,opt,name=use_count,json=useCount,proto3" json:"use_count,omitempty"`
+	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
+	// Ids of the memories Consolidate merged into this one (provenance).
+	MergedFrom    []string `protobuf:"bytes,23,rep,name=merged_from,json=mergedFrom,proto3" json:"merged_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +353,34 @@ func (x *Memory) GetExpireTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Memory) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *Memory) GetUseCount() int64 {
+	if x != nil {
+		return x.UseCount
+	}
+	return 0
+}
+
+func (x *Memory) GetLastUsedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUsedTime
+	}
+	return nil
+}
+
+func (x *Memory) GetMergedFrom() []string {
+	if x != nil {
+		return x.MergedFrom
+	}
+	return nil
+}
+
 // StoreMemoryRequest is a memory to store for the caller.
 type StoreMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -322,7 +413,9 @@ type StoreMemoryRequest struct {
 	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
 	// with the same request_id by the same caller returns the first call's memory and stores
 	// nothing again. Empty means no key (content de-duplication still applies).
-	RequestId     string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,12,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Free grouping below the type, at most 64 characters.
+	Category      string `protobuf:"bytes,13,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +530,13 @@ func (x *StoreMemoryRequest) GetTtl() *durationpb.Duration {
 func (x *StoreMemoryRequest) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *StoreMemoryRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
 	}
 	return ""
 }
@@ -750,9 +850,14 @@ type SearchMemoriesRequest struct {
 	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
 	// 0–1; results whose blended similarity (MemoryScore.similarity) is lower are dropped.
 	MinSimilarity float64 `protobuf:"fixed64,7,opt,name=min_similarity,json=minSimilarity,proto3" json:"min_similarity,omitempty"`
-	// 0–1, weight of the vector score in the blend; the rest goes to the full-text score.
-	// Default 0.7. 0 is full-text only, 1 vector only.
-	VectorWeight  *float64 `protobuf:"fixed64,8,opt,name=vector_weight,json=vectorWeight,proto3,oneof" json:"vector_weight,omitempty"`
+	// 0–1, weight of the vector score in the ALPHA blend; the rest goes to the full-text
+	// score. Default: the server's HYBRID_ALPHA (0.7). 0 is full-text only, 1 vector only.
+	// Set only with fusion ALPHA (or UNSPECIFIED).
+	VectorWeight *float64 `protobuf:"fixed64,8,opt,name=vector_weight,json=vectorWeight,proto3,oneof" json:"vector_weight,omitempty"`
+	// How the two rankings combine; UNSPECIFIED is the server's default (ALPHA).
+	Fusion MemoryFusion `protobuf:"varint,9,opt,name=fusion,proto3,enum=thefold.memory.v1.MemoryFusion" json:"fusion,omitempty"`
+	// Filter by category; empty means any.
+	Categories    []string `protobuf:"bytes,10,rep,name=categories,proto3" json:"categories,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -843,20 +948,47 @@ func (x *SearchMemoriesRequest) GetVectorWeight() float64 {
 	return 0
 }
 
+func (x *SearchMemoriesRequest) GetFusion() MemoryFusion {
+	if x != nil {
+		return x.Fusion
+	}
+	return MemoryFusion_MEMORY_FUSION_UNSPECIFIED
+}
+
+func (x *SearchMemoriesRequest) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
+}
+
 // MemoryScore explains a search result's rank.
 type MemoryScore struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Cosine similarity of query and memory embeddings, 0–1 (0 when the memory was embedded
 	// by another model).
 	Vector float64 `protobuf:"fixed64,1,opt,name=vector,proto3" json:"vector,omitempty"`
-	// Full-text rank normalized to 0–1.
+	// Full-text rank normalized to 0–1 (0 when the words do not match).
 	Text float64 `protobuf:"fixed64,2,opt,name=text,proto3" json:"text,omitempty"`
-	// vector_weight × vector + (1 − vector_weight) × text.
+	// The fused score, 0–1: for ALPHA vector_weight × vector + (1 − vector_weight) × text; for
+	// RRF the reciprocal-rank sum over its maximum.
 	Similarity float64 `protobuf:"fixed64,3,opt,name=similarity,proto3" json:"similarity,omitempty"`
-	// 0–1 factor from age since last access, slowed by importance and access count.
+	// 0–1 factor from the memory's age since it was last used or stored, by the half-life of
+	// its type (decisions and strategies fade slower than session notes), slowed by
+	// importance.
 	Decay float64 `protobuf:"fixed64,4,opt,name=decay,proto3" json:"decay,omitempty"`
-	// similarity × decay; results are ordered by this, highest first.
-	Final         float64 `protobuf:"fixed64,5,opt,name=final,proto3" json:"final,omitempty"`
+	// similarity × decay × (1 + usage_boost); results are ordered by this, highest first.
+	Final  float64      `protobuf:"fixed64,5,opt,name=final,proto3" json:"final,omitempty"`
+	Fusion MemoryFusion `protobuf:"varint,6,opt,name=fusion,proto3,enum=thefold.memory.v1.MemoryFusion" json:"fusion,omitempty"`
+	// 1-based rank in the vector and the full-text ranking of the candidates; 0 when the
+	// memory was not in that ranking.
+	VectorRank int32 `protobuf:"varint,7,opt,name=vector_rank,json=vectorRank,proto3" json:"vector_rank,omitempty"`
+	TextRank   int32 `protobuf:"varint,8,opt,name=text_rank,json=textRank,proto3" json:"text_rank,omitempty"`
+	// 0–0.5, from the times the memory was marked used.
+	UsageBoost float64 `protobuf:"fixed64,9,opt,name=usage_boost,json=usageBoost,proto3" json:"usage_boost,omitempty"`
+	// One line saying why it ranked, e.g. "text #1 + vector #3 (rrf), decision half-life 180d,
+	// used 4×".
+	Reason        string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -924,6 +1056,41 @@ func (x *MemoryScore) GetFinal() float64 {
 		return x.Final
 	}
 	return 0
+}
+
+func (x *MemoryScore) GetFusion() MemoryFusion {
+	if x != nil {
+		return x.Fusion
+	}
+	return MemoryFusion_MEMORY_FUSION_UNSPECIFIED
+}
+
+func (x *MemoryScore) GetVectorRank() int32 {
+	if x != nil {
+		return x.VectorRank
+	}
+	return 0
+}
+
+func (x *MemoryScore) GetTextRank() int32 {
+	if x != nil {
+		return x.TextRank
+	}
+	return 0
+}
+
+func (x *MemoryScore) GetUsageBoost() float64 {
+	if x != nil {
+		return x.UsageBoost
+	}
+	return 0
+}
+
+func (x *MemoryScore) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // MemorySearchResult is one ranked memory.
@@ -1253,14 +1420,19 @@ func (x *ConsolidatedGroup) GetRemovedIds() []string {
 	return nil
 }
 
-// ConsolidateResponse says what was (or, with dry_run, would be) merged.
+// ConsolidateResponse says what was (or, with dry_run, would be) merged and retired.
 type ConsolidateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Number of groups merged.
 	MergedCount int32 `protobuf:"varint,1,opt,name=merged_count,json=mergedCount,proto3" json:"merged_count,omitempty"`
-	// Number of memories deleted.
-	RemovedCount  int32                `protobuf:"varint,2,opt,name=removed_count,json=removedCount,proto3" json:"removed_count,omitempty"`
-	Groups        []*ConsolidatedGroup `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Number of memories merged into others and deleted.
+	RemovedCount int32                `protobuf:"varint,2,opt,name=removed_count,json=removedCount,proto3" json:"removed_count,omitempty"`
+	Groups       []*ConsolidatedGroup `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Expired memories deleted.
+	ExpiredCount int32 `protobuf:"varint,4,opt,name=expired_count,json=expiredCount,proto3" json:"expired_count,omitempty"`
+	// Low-value memories retired: never used, rarely accessed, low importance, decayed below
+	// the server's floor.
+	RetiredCount  int32 `protobuf:"varint,5,opt,name=retired_count,json=retiredCount,proto3" json:"retired_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1314,6 +1486,20 @@ func (x *ConsolidateResponse) GetGroups() []*ConsolidatedGroup {
 		return x.Groups
 	}
 	return nil
+}
+
+func (x *ConsolidateResponse) GetExpiredCount() int32 {
+	if x != nil {
+		return x.ExpiredCount
+	}
+	return 0
+}
+
+func (x *ConsolidateResponse) GetRetiredCount() int32 {
+	if x != nil {
+		return x.RetiredCount
+	}
+	return 0
 }
 
 // CodePattern is a problem and the code that solved it.
@@ -2040,6 +2226,59 @@ func (x *TrustLevelCount) GetCount() int64 {
 	return 0
 }
 
+// RepoCount is how many memories one repository has ("" for those of every repository).
+type RepoCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Repo          string                 `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepoCount) Reset() {
+	*x = RepoCount{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepoCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepoCount) ProtoMessage() {}
+
+func (x *RepoCount) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepoCount.ProtoReflect.Descriptor instead.
+func (*RepoCount) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RepoCount) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *RepoCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // GetStatsResponse summarizes the caller's memories.
 type GetStatsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2059,13 +2298,17 @@ type GetStatsResponse struct {
 	CodePatternCount int64                  `protobuf:"varint,7,opt,name=code_pattern_count,json=codePatternCount,proto3" json:"code_pattern_count,omitempty"`
 	OldestCreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=oldest_create_time,json=oldestCreateTime,proto3" json:"oldest_create_time,omitempty"`
 	NewestCreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=newest_create_time,json=newestCreateTime,proto3" json:"newest_create_time,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// One entry per repository, most memories first (at most 100).
+	ByRepo []*RepoCount `protobuf:"bytes,10,rep,name=by_repo,json=byRepo,proto3" json:"by_repo,omitempty"`
+	// Memories found with content that no longer matches content_hash (never returned).
+	IntegrityFailures int64 `protobuf:"varint,11,opt,name=integrity_failures,json=integrityFailures,proto3" json:"integrity_failures,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
 	*x = GetStatsResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2320,7 @@ func (x *GetStatsResponse) String() string {
 func (*GetStatsResponse) ProtoMessage() {}
 
 func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[25]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2333,7 @@ func (x *GetStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetStatsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{25}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetStatsResponse) GetTotal() int64 {
@@ -2156,11 +2399,254 @@ func (x *GetStatsResponse) GetNewestCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *GetStatsResponse) GetByRepo() []*RepoCount {
+	if x != nil {
+		return x.ByRepo
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetIntegrityFailures() int64 {
+	if x != nil {
+		return x.IntegrityFailures
+	}
+	return 0
+}
+
+// UpdateMemoryRequest changes some fields of a memory.
+type UpdateMemoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: names the memory to update. memory.id, when set, must equal it.
+	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask.
+	Memory *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	// Required (on REST an absent mask is the fields present in the body). Updatable: content (sanitized, hashed and embedded again), summary, tags,
+	// category, importance, expire_time, trust_level. Trust may be promoted to USER only by a
+	// person (never by a service acting for one). Any other path is INVALID_ARGUMENT.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMemoryRequest) Reset() {
+	*x = UpdateMemoryRequest{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMemoryRequest) ProtoMessage() {}
+
+func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *UpdateMemoryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateMemoryRequest) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+func (x *UpdateMemoryRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateMemoryResponse is the memory after the update.
+type UpdateMemoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Memory        *Memory                `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMemoryResponse) Reset() {
+	*x = UpdateMemoryResponse{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMemoryResponse) ProtoMessage() {}
+
+func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UpdateMemoryResponse) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
+// MarkMemoriesUsedRequest names memories that were used.
+type MarkMemoriesUsedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, 1–100 memory ids.
+	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// The job or task that used them, for the log.
+	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId        string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkMemoriesUsedRequest) Reset() {
+	*x = MarkMemoriesUsedRequest{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkMemoriesUsedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkMemoriesUsedRequest) ProtoMessage() {}
+
+func (x *MarkMemoriesUsedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkMemoriesUsedRequest.ProtoReflect.Descriptor instead.
+func (*MarkMemoriesUsedRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MarkMemoriesUsedRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *MarkMemoriesUsedRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *MarkMemoriesUsedRequest) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+// MarkMemoriesUsedResponse says which were marked.
+type MarkMemoriesUsedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ids of the caller's memories that were marked.
+	MarkedIds []string `protobuf:"bytes,1,rep,name=marked_ids,json=markedIds,proto3" json:"marked_ids,omitempty"`
+	// Ids that name no memory of the caller.
+	UnknownIds    []string `protobuf:"bytes,2,rep,name=unknown_ids,json=unknownIds,proto3" json:"unknown_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkMemoriesUsedResponse) Reset() {
+	*x = MarkMemoriesUsedResponse{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkMemoriesUsedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkMemoriesUsedResponse) ProtoMessage() {}
+
+func (x *MarkMemoriesUsedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkMemoriesUsedResponse.ProtoReflect.Descriptor instead.
+func (*MarkMemoriesUsedResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *MarkMemoriesUsedResponse) GetMarkedIds() []string {
+	if x != nil {
+		return x.MarkedIds
+	}
+	return nil
+}
+
+func (x *MarkMemoriesUsedResponse) GetUnknownIds() []string {
+	if x != nil {
+		return x.UnknownIds
+	}
+	return nil
+}
+
 var File_thefold_memory_v1_memory_proto protoreflect.FileDescriptor
 
 const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthefold/type/v1/memory.proto\"\x95\x06\n" +
+	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthefold/type/v1/memory.proto\"\xb1\a\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2187,7 +2673,12 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12;\n" +
 	"\vexpire_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime\"\xe6\x03\n" +
+	"expireTime\x12\x1a\n" +
+	"\bcategory\x18\x14 \x01(\tR\bcategory\x12\x1b\n" +
+	"\tuse_count\x18\x15 \x01(\x03R\buseCount\x12@\n" +
+	"\x0elast_used_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12\x1f\n" +
+	"\vmerged_from\x18\x17 \x03(\tR\n" +
+	"mergedFrom\"\x82\x04\n" +
 	"\x12StoreMemoryRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
@@ -2205,7 +2696,8 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	" \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12+\n" +
 	"\x03ttl\x18\v \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\f \x01(\tR\trequestIdB\r\n" +
+	"request_id\x18\f \x01(\tR\trequestId\x12\x1a\n" +
+	"\bcategory\x18\r \x01(\tR\bcategoryB\r\n" +
 	"\v_importance\"l\n" +
 	"\x13StoreMemoryResponse\x121\n" +
 	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\x12\"\n" +
@@ -2224,7 +2716,7 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"page_token\x18\x06 \x01(\tR\tpageToken\"u\n" +
 	"\x14ListMemoriesResponse\x125\n" +
 	"\bmemories\x18\x01 \x03(\v2\x19.thefold.memory.v1.MemoryR\bmemories\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc9\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa2\x03\n" +
 	"\x15SearchMemoriesRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x121\n" +
@@ -2233,8 +2725,13 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\ftrust_levels\x18\x05 \x03(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\vtrustLevels\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12%\n" +
 	"\x0emin_similarity\x18\a \x01(\x01R\rminSimilarity\x12(\n" +
-	"\rvector_weight\x18\b \x01(\x01H\x00R\fvectorWeight\x88\x01\x01B\x10\n" +
-	"\x0e_vector_weight\"\x85\x01\n" +
+	"\rvector_weight\x18\b \x01(\x01H\x00R\fvectorWeight\x88\x01\x01\x127\n" +
+	"\x06fusion\x18\t \x01(\x0e2\x1f.thefold.memory.v1.MemoryFusionR\x06fusion\x12\x1e\n" +
+	"\n" +
+	"categories\x18\n" +
+	" \x03(\tR\n" +
+	"categoriesB\x10\n" +
+	"\x0e_vector_weight\"\xb5\x02\n" +
 	"\vMemoryScore\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\x01R\x06vector\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\x01R\x04text\x12\x1e\n" +
@@ -2242,7 +2739,15 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"similarity\x18\x03 \x01(\x01R\n" +
 	"similarity\x12\x14\n" +
 	"\x05decay\x18\x04 \x01(\x01R\x05decay\x12\x14\n" +
-	"\x05final\x18\x05 \x01(\x01R\x05final\"}\n" +
+	"\x05final\x18\x05 \x01(\x01R\x05final\x127\n" +
+	"\x06fusion\x18\x06 \x01(\x0e2\x1f.thefold.memory.v1.MemoryFusionR\x06fusion\x12\x1f\n" +
+	"\vvector_rank\x18\a \x01(\x05R\n" +
+	"vectorRank\x12\x1b\n" +
+	"\ttext_rank\x18\b \x01(\x05R\btextRank\x12\x1f\n" +
+	"\vusage_boost\x18\t \x01(\x01R\n" +
+	"usageBoost\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\"}\n" +
 	"\x12MemorySearchResult\x121\n" +
 	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\x124\n" +
 	"\x05score\x18\x02 \x01(\v2\x1e.thefold.memory.v1.MemoryScoreR\x05score\"\xb1\x01\n" +
@@ -2261,11 +2766,13 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x11ConsolidatedGroup\x12\x17\n" +
 	"\akept_id\x18\x01 \x01(\tR\x06keptId\x12\x1f\n" +
 	"\vremoved_ids\x18\x02 \x03(\tR\n" +
-	"removedIds\"\x9b\x01\n" +
+	"removedIds\"\xe5\x01\n" +
 	"\x13ConsolidateResponse\x12!\n" +
 	"\fmerged_count\x18\x01 \x01(\x05R\vmergedCount\x12#\n" +
 	"\rremoved_count\x18\x02 \x01(\x05R\fremovedCount\x12<\n" +
-	"\x06groups\x18\x03 \x03(\v2$.thefold.memory.v1.ConsolidatedGroupR\x06groups\"\xbe\x04\n" +
+	"\x06groups\x18\x03 \x03(\v2$.thefold.memory.v1.ConsolidatedGroupR\x06groups\x12#\n" +
+	"\rexpired_count\x18\x04 \x01(\x05R\fexpiredCount\x12#\n" +
+	"\rretired_count\x18\x05 \x01(\x05R\fretiredCount\"\xbe\x04\n" +
 	"\vCodePattern\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2336,7 +2843,10 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x0fTrustLevelCount\x12D\n" +
 	"\vtrust_level\x18\x01 \x01(\x0e2#.thefold.memory.v1.MemoryTrustLevelR\n" +
 	"trustLevel\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xfb\x04\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"5\n" +
+	"\tRepoCount\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xe1\x05\n" +
 	"\x10GetStatsResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12;\n" +
 	"\aby_type\x18\x02 \x03(\v2\".thefold.memory.v1.MemoryTypeCountR\x06byType\x12H\n" +
@@ -2346,15 +2856,38 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x11average_relevance\x18\x06 \x01(\x01R\x10averageRelevance\x12,\n" +
 	"\x12code_pattern_count\x18\a \x01(\x03R\x10codePatternCount\x12H\n" +
 	"\x12oldest_create_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x10oldestCreateTime\x12H\n" +
-	"\x12newest_create_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCreateTime\x1aC\n" +
+	"\x12newest_create_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCreateTime\x125\n" +
+	"\aby_repo\x18\n" +
+	" \x03(\v2\x1c.thefold.memory.v1.RepoCountR\x06byRepo\x12-\n" +
+	"\x12integrity_failures\x18\v \x01(\x03R\x11integrityFailures\x1aC\n" +
 	"\x15ByEmbeddingModelEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x92\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x95\x01\n" +
+	"\x13UpdateMemoryRequest\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x121\n" +
+	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\x12;\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"I\n" +
+	"\x14UpdateMemoryResponse\x121\n" +
+	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"[\n" +
+	"\x17MarkMemoriesUsedRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\"Z\n" +
+	"\x18MarkMemoriesUsedResponse\x12\x1d\n" +
+	"\n" +
+	"marked_ids\x18\x01 \x03(\tR\tmarkedIds\x12\x1f\n" +
+	"\vunknown_ids\x18\x02 \x03(\tR\n" +
+	"unknownIds*\x90\x01\n" +
 	"\x10MemoryTrustLevel\x12\"\n" +
 	"\x1eMEMORY_TRUST_LEVEL_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MEMORY_TRUST_LEVEL_USER\x10\x01\x12\x1c\n" +
-	"\x18MEMORY_TRUST_LEVEL_AGENT\x10\x02\x12\x1f\n" +
-	"\x1bMEMORY_TRUST_LEVEL_EXTERNAL\x10\x032\x9a\a\n" +
+	"\x18MEMORY_TRUST_LEVEL_AGENT\x10\x02\x12\x1d\n" +
+	"\x19MEMORY_TRUST_LEVEL_SYSTEM\x10\x03*]\n" +
+	"\fMemoryFusion\x12\x1d\n" +
+	"\x19MEMORY_FUSION_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13MEMORY_FUSION_ALPHA\x10\x01\x12\x15\n" +
+	"\x11MEMORY_FUSION_RRF\x10\x022\xe8\b\n" +
 	"\rMemoryService\x12\\\n" +
 	"\vStoreMemory\x12%.thefold.memory.v1.StoreMemoryRequest\x1a&.thefold.memory.v1.StoreMemoryResponse\x12[\n" +
 	"\tGetMemory\x12#.thefold.memory.v1.GetMemoryRequest\x1a$.thefold.memory.v1.GetMemoryResponse\"\x03\x90\x02\x01\x12d\n" +
@@ -2364,7 +2897,9 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\vConsolidate\x12%.thefold.memory.v1.ConsolidateRequest\x1a&.thefold.memory.v1.ConsolidateResponse\x12k\n" +
 	"\x10StoreCodePattern\x12*.thefold.memory.v1.StoreCodePatternRequest\x1a+.thefold.memory.v1.StoreCodePatternResponse\x12v\n" +
 	"\x12SearchCodePatterns\x12,.thefold.memory.v1.SearchCodePatternsRequest\x1a-.thefold.memory.v1.SearchCodePatternsResponse\"\x03\x90\x02\x01\x12X\n" +
-	"\bGetStats\x12\".thefold.memory.v1.GetStatsRequest\x1a#.thefold.memory.v1.GetStatsResponse\"\x03\x90\x02\x01B\xc9\x01\n" +
+	"\bGetStats\x12\".thefold.memory.v1.GetStatsRequest\x1a#.thefold.memory.v1.GetStatsResponse\"\x03\x90\x02\x01\x12_\n" +
+	"\fUpdateMemory\x12&.thefold.memory.v1.UpdateMemoryRequest\x1a'.thefold.memory.v1.UpdateMemoryResponse\x12k\n" +
+	"\x10MarkMemoriesUsed\x12*.thefold.memory.v1.MarkMemoriesUsedRequest\x1a+.thefold.memory.v1.MarkMemoriesUsedResponseB\xc9\x01\n" +
 	"\x15com.thefold.memory.v1B\vMemoryProtoP\x01Z=github.com/thefold/thefold/pkg/gen/thefold/memory/v1;memoryv1\xa2\x02\x03TMX\xaa\x02\x11Thefold.Memory.V1\xca\x02\x11Thefold\\Memory\\V1\xe2\x02\x1dThefold\\Memory\\V1\\GPBMetadata\xea\x02\x13Thefold::Memory::V1b\x06proto3"
 
 var (
@@ -2379,101 +2914,119 @@ func file_thefold_memory_v1_memory_proto_rawDescGZIP() []byte {
 	return file_thefold_memory_v1_memory_proto_rawDescData
 }
 
-var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_thefold_memory_v1_memory_proto_goTypes = []any{
 	(MemoryTrustLevel)(0),              // 0: thefold.memory.v1.MemoryTrustLevel
-	(*Memory)(nil),                     // 1: thefold.memory.v1.Memory
-	(*StoreMemoryRequest)(nil),         // 2: thefold.memory.v1.StoreMemoryRequest
-	(*StoreMemoryResponse)(nil),        // 3: thefold.memory.v1.StoreMemoryResponse
-	(*GetMemoryRequest)(nil),           // 4: thefold.memory.v1.GetMemoryRequest
-	(*GetMemoryResponse)(nil),          // 5: thefold.memory.v1.GetMemoryResponse
-	(*ListMemoriesRequest)(nil),        // 6: thefold.memory.v1.ListMemoriesRequest
-	(*ListMemoriesResponse)(nil),       // 7: thefold.memory.v1.ListMemoriesResponse
-	(*SearchMemoriesRequest)(nil),      // 8: thefold.memory.v1.SearchMemoriesRequest
-	(*MemoryScore)(nil),                // 9: thefold.memory.v1.MemoryScore
-	(*MemorySearchResult)(nil),         // 10: thefold.memory.v1.MemorySearchResult
-	(*SearchMemoriesResponse)(nil),     // 11: thefold.memory.v1.SearchMemoriesResponse
-	(*DeleteMemoryRequest)(nil),        // 12: thefold.memory.v1.DeleteMemoryRequest
-	(*DeleteMemoryResponse)(nil),       // 13: thefold.memory.v1.DeleteMemoryResponse
-	(*ConsolidateRequest)(nil),         // 14: thefold.memory.v1.ConsolidateRequest
-	(*ConsolidatedGroup)(nil),          // 15: thefold.memory.v1.ConsolidatedGroup
-	(*ConsolidateResponse)(nil),        // 16: thefold.memory.v1.ConsolidateResponse
-	(*CodePattern)(nil),                // 17: thefold.memory.v1.CodePattern
-	(*StoreCodePatternRequest)(nil),    // 18: thefold.memory.v1.StoreCodePatternRequest
-	(*StoreCodePatternResponse)(nil),   // 19: thefold.memory.v1.StoreCodePatternResponse
-	(*SearchCodePatternsRequest)(nil),  // 20: thefold.memory.v1.SearchCodePatternsRequest
-	(*CodePatternResult)(nil),          // 21: thefold.memory.v1.CodePatternResult
-	(*SearchCodePatternsResponse)(nil), // 22: thefold.memory.v1.SearchCodePatternsResponse
-	(*GetStatsRequest)(nil),            // 23: thefold.memory.v1.GetStatsRequest
-	(*MemoryTypeCount)(nil),            // 24: thefold.memory.v1.MemoryTypeCount
-	(*TrustLevelCount)(nil),            // 25: thefold.memory.v1.TrustLevelCount
-	(*GetStatsResponse)(nil),           // 26: thefold.memory.v1.GetStatsResponse
-	nil,                                // 27: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	(v1.MemoryType)(0),                 // 28: thefold.type.v1.MemoryType
-	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 30: google.protobuf.Struct
-	(*durationpb.Duration)(nil),        // 31: google.protobuf.Duration
+	(MemoryFusion)(0),                  // 1: thefold.memory.v1.MemoryFusion
+	(*Memory)(nil),                     // 2: thefold.memory.v1.Memory
+	(*StoreMemoryRequest)(nil),         // 3: thefold.memory.v1.StoreMemoryRequest
+	(*StoreMemoryResponse)(nil),        // 4: thefold.memory.v1.StoreMemoryResponse
+	(*GetMemoryRequest)(nil),           // 5: thefold.memory.v1.GetMemoryRequest
+	(*GetMemoryResponse)(nil),          // 6: thefold.memory.v1.GetMemoryResponse
+	(*ListMemoriesRequest)(nil),        // 7: thefold.memory.v1.ListMemoriesRequest
+	(*ListMemoriesResponse)(nil),       // 8: thefold.memory.v1.ListMemoriesResponse
+	(*SearchMemoriesRequest)(nil),      // 9: thefold.memory.v1.SearchMemoriesRequest
+	(*MemoryScore)(nil),                // 10: thefold.memory.v1.MemoryScore
+	(*MemorySearchResult)(nil),         // 11: thefold.memory.v1.MemorySearchResult
+	(*SearchMemoriesResponse)(nil),     // 12: thefold.memory.v1.SearchMemoriesResponse
+	(*DeleteMemoryRequest)(nil),        // 13: thefold.memory.v1.DeleteMemoryRequest
+	(*DeleteMemoryResponse)(nil),       // 14: thefold.memory.v1.DeleteMemoryResponse
+	(*ConsolidateRequest)(nil),         // 15: thefold.memory.v1.ConsolidateRequest
+	(*ConsolidatedGroup)(nil),          // 16: thefold.memory.v1.ConsolidatedGroup
+	(*ConsolidateResponse)(nil),        // 17: thefold.memory.v1.ConsolidateResponse
+	(*CodePattern)(nil),                // 18: thefold.memory.v1.CodePattern
+	(*StoreCodePatternRequest)(nil),    // 19: thefold.memory.v1.StoreCodePatternRequest
+	(*StoreCodePatternResponse)(nil),   // 20: thefold.memory.v1.StoreCodePatternResponse
+	(*SearchCodePatternsRequest)(nil),  // 21: thefold.memory.v1.SearchCodePatternsRequest
+	(*CodePatternResult)(nil),          // 22: thefold.memory.v1.CodePatternResult
+	(*SearchCodePatternsResponse)(nil), // 23: thefold.memory.v1.SearchCodePatternsResponse
+	(*GetStatsRequest)(nil),            // 24: thefold.memory.v1.GetStatsRequest
+	(*MemoryTypeCount)(nil),            // 25: thefold.memory.v1.MemoryTypeCount
+	(*TrustLevelCount)(nil),            // 26: thefold.memory.v1.TrustLevelCount
+	(*RepoCount)(nil),                  // 27: thefold.memory.v1.RepoCount
+	(*GetStatsResponse)(nil),           // 28: thefold.memory.v1.GetStatsResponse
+	(*UpdateMemoryRequest)(nil),        // 29: thefold.memory.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),       // 30: thefold.memory.v1.UpdateMemoryResponse
+	(*MarkMemoriesUsedRequest)(nil),    // 31: thefold.memory.v1.MarkMemoriesUsedRequest
+	(*MarkMemoriesUsedResponse)(nil),   // 32: thefold.memory.v1.MarkMemoriesUsedResponse
+	nil,                                // 33: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	(v1.MemoryType)(0),                 // 34: thefold.type.v1.MemoryType
+	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 36: google.protobuf.Struct
+	(*durationpb.Duration)(nil),        // 37: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 38: google.protobuf.FieldMask
 }
 var file_thefold_memory_v1_memory_proto_depIdxs = []int32{
-	28, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
+	34, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
 	0,  // 1: thefold.memory.v1.Memory.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	29, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
-	30, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
-	29, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
-	29, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
-	29, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
-	28, // 7: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
-	0,  // 8: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	30, // 9: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
-	31, // 10: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
-	1,  // 11: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	1,  // 12: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	28, // 13: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
-	0,  // 14: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	1,  // 15: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
-	28, // 16: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
-	0,  // 17: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	1,  // 18: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
-	9,  // 19: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
-	10, // 20: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
-	28, // 21: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
-	15, // 22: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
-	29, // 23: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
-	29, // 24: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
-	17, // 25: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
-	17, // 26: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
-	21, // 27: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
-	28, // 28: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
-	0,  // 29: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	24, // 30: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
-	25, // 31: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
-	27, // 32: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	29, // 33: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
-	29, // 34: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
-	2,  // 35: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
-	4,  // 36: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
-	6,  // 37: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
-	8,  // 38: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
-	12, // 39: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
-	14, // 40: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
-	18, // 41: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
-	20, // 42: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
-	23, // 43: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
-	3,  // 44: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
-	5,  // 45: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
-	7,  // 46: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
-	11, // 47: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
-	13, // 48: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
-	16, // 49: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
-	19, // 50: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
-	22, // 51: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
-	26, // 52: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	35, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
+	36, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
+	35, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
+	35, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
+	35, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 7: thefold.memory.v1.Memory.last_used_time:type_name -> google.protobuf.Timestamp
+	34, // 8: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 9: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	36, // 10: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
+	37, // 11: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
+	2,  // 12: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	2,  // 13: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	34, // 14: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 15: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	2,  // 16: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
+	34, // 17: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 18: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	1,  // 19: thefold.memory.v1.SearchMemoriesRequest.fusion:type_name -> thefold.memory.v1.MemoryFusion
+	1,  // 20: thefold.memory.v1.MemoryScore.fusion:type_name -> thefold.memory.v1.MemoryFusion
+	2,  // 21: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
+	10, // 22: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
+	11, // 23: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
+	34, // 24: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
+	16, // 25: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
+	35, // 26: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
+	35, // 27: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
+	18, // 28: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
+	18, // 29: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
+	22, // 30: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
+	34, // 31: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 32: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	25, // 33: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
+	26, // 34: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
+	33, // 35: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	35, // 36: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
+	35, // 37: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
+	27, // 38: thefold.memory.v1.GetStatsResponse.by_repo:type_name -> thefold.memory.v1.RepoCount
+	2,  // 39: thefold.memory.v1.UpdateMemoryRequest.memory:type_name -> thefold.memory.v1.Memory
+	38, // 40: thefold.memory.v1.UpdateMemoryRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 41: thefold.memory.v1.UpdateMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	3,  // 42: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
+	5,  // 43: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
+	7,  // 44: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
+	9,  // 45: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
+	13, // 46: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
+	15, // 47: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
+	19, // 48: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
+	21, // 49: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
+	24, // 50: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
+	29, // 51: thefold.memory.v1.MemoryService.UpdateMemory:input_type -> thefold.memory.v1.UpdateMemoryRequest
+	31, // 52: thefold.memory.v1.MemoryService.MarkMemoriesUsed:input_type -> thefold.memory.v1.MarkMemoriesUsedRequest
+	4,  // 53: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
+	6,  // 54: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
+	8,  // 55: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
+	12, // 56: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
+	14, // 57: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
+	17, // 58: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
+	20, // 59: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
+	23, // 60: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
+	28, // 61: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
+	30, // 62: thefold.memory.v1.MemoryService.UpdateMemory:output_type -> thefold.memory.v1.UpdateMemoryResponse
+	32, // 63: thefold.memory.v1.MemoryService.MarkMemoriesUsed:output_type -> thefold.memory.v1.MarkMemoriesUsedResponse
+	53, // [53:64] is the sub-list for method output_type
+	42, // [42:53] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_thefold_memory_v1_memory_proto_init() }
@@ -2489,8 +3042,8 @@ func file_thefold_memory_v1_memory_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_memory_v1_memory_proto_rawDesc), len(file_thefold_memory_v1_memory_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

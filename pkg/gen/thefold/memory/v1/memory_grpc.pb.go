@@ -28,6 +28,8 @@ const (
 	MemoryService_StoreCodePattern_FullMethodName   = "/thefold.memory.v1.MemoryService/StoreCodePattern"
 	MemoryService_SearchCodePatterns_FullMethodName = "/thefold.memory.v1.MemoryService/SearchCodePatterns"
 	MemoryService_GetStats_FullMethodName           = "/thefold.memory.v1.MemoryService/GetStats"
+	MemoryService_UpdateMemory_FullMethodName       = "/thefold.memory.v1.MemoryService/UpdateMemory"
+	MemoryService_MarkMemoriesUsed_FullMethodName   = "/thefold.memory.v1.MemoryService/MarkMemoriesUsed"
 )
 
 // MemoryServiceClient is the client API for MemoryService service.
@@ -82,6 +84,14 @@ type MemoryServiceClient interface {
 	SearchCodePatterns(ctx context.Context, in *SearchCodePatternsRequest, opts ...grpc.CallOption) (*SearchCodePatternsResponse, error)
 	// GetStats summarizes the caller's memories.
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
+	// UpdateMemory changes the fields of one of the caller's memories named in update_mask:
+	// correct its content (sanitized, hashed and embedded again, so the hash stays honest),
+	// summary, tags, category, importance, expiry, or promote its trust level.
+	UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error)
+	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
+	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
+	// search is not being used. Unknown or foreign ids are reported, not an error.
+	MarkMemoriesUsed(ctx context.Context, in *MarkMemoriesUsedRequest, opts ...grpc.CallOption) (*MarkMemoriesUsedResponse, error)
 }
 
 type memoryServiceClient struct {
@@ -182,6 +192,26 @@ func (c *memoryServiceClient) GetStats(ctx context.Context, in *GetStatsRequest,
 	return out, nil
 }
 
+func (c *memoryServiceClient) UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMemoryResponse)
+	err := c.cc.Invoke(ctx, MemoryService_UpdateMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *memoryServiceClient) MarkMemoriesUsed(ctx context.Context, in *MarkMemoriesUsedRequest, opts ...grpc.CallOption) (*MarkMemoriesUsedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MarkMemoriesUsedResponse)
+	err := c.cc.Invoke(ctx, MemoryService_MarkMemoriesUsed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MemoryServiceServer is the server API for MemoryService service.
 // All implementations must embed UnimplementedMemoryServiceServer
 // for forward compatibility.
@@ -234,6 +264,14 @@ type MemoryServiceServer interface {
 	SearchCodePatterns(context.Context, *SearchCodePatternsRequest) (*SearchCodePatternsResponse, error)
 	// GetStats summarizes the caller's memories.
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
+	// UpdateMemory changes the fields of one of the caller's memories named in update_mask:
+	// correct its content (sanitized, hashed and embedded again, so the hash stays honest),
+	// summary, tags, category, importance, expiry, or promote its trust level.
+	UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error)
+	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
+	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
+	// search is not being used. Unknown or foreign ids are reported, not an error.
+	MarkMemoriesUsed(context.Context, *MarkMemoriesUsedRequest) (*MarkMemoriesUsedResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
 
@@ -270,6 +308,12 @@ func (UnimplementedMemoryServiceServer) SearchCodePatterns(context.Context, *Sea
 }
 func (UnimplementedMemoryServiceServer) GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStats not implemented")
+}
+func (UnimplementedMemoryServiceServer) UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMemory not implemented")
+}
+func (UnimplementedMemoryServiceServer) MarkMemoriesUsed(context.Context, *MarkMemoriesUsedRequest) (*MarkMemoriesUsedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MarkMemoriesUsed not implemented")
 }
 func (UnimplementedMemoryServiceServer) mustEmbedUnimplementedMemoryServiceServer() {}
 func (UnimplementedMemoryServiceServer) testEmbeddedByValue()                       {}
@@ -454,6 +498,42 @@ func _MemoryService_GetStats_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_UpdateMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).UpdateMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_UpdateMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).UpdateMemory(ctx, req.(*UpdateMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MemoryService_MarkMemoriesUsed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MarkMemoriesUsedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).MarkMemoriesUsed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_MarkMemoriesUsed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).MarkMemoriesUsed(ctx, req.(*MarkMemoriesUsedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MemoryService_ServiceDesc is the grpc.ServiceDesc for MemoryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -496,6 +576,14 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStats",
 			Handler:    _MemoryService_GetStats_Handler,
+		},
+		{
+			MethodName: "UpdateMemory",
+			Handler:    _MemoryService_UpdateMemory_Handler,
+		},
+		{
+			MethodName: "MarkMemoriesUsed",
+			Handler:    _MemoryService_MarkMemoriesUsed_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
