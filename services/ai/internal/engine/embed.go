@@ -10,7 +10,7 @@ import (
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 
-	"github.com/thefold/thefold/services/ai/internal/embed"
+	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )

@@ -21,7 +21,7 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
-	"github.com/thefold/thefold/services/ai/internal/embed"
+	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/provider"
 	"github.com/thefold/thefold/services/ai/internal/registry"

@@ -11,7 +11,7 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
 
-	"github.com/thefold/thefold/services/ai/internal/embed"
+	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/services/ai/internal/engine"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/prompts"

@@ -1,4 +1,5 @@
-// Package embed holds the ai service's own embedder: deterministic feature hashing that
+// Package embed is TheFold's built-in embedder (the ai service serves it as the "local"
+// model; memory tests answer Embed with it): deterministic feature hashing that
 // needs no model and no network, so memory search works on a stack with no provider
 // configured. It is weaker than a provider's embedding model, but good at what TheFold
 // mostly compares: code, identifiers and short technical prose.
