@@ -1,27 +1,47 @@
-// Command memory is TheFold's memory service. It starts, migrates its schema and serves
-// health, reflection and metrics; its RPCs return Unimplemented until the issue that
-// implements them lands (see README, "What is not done yet").
+// Command memory is TheFold's memory service: long-term memories with pgvector embeddings
+// (through the ai service's Embed) and full-text vectors, found again by hybrid search with
+// temporal decay, usage boost and integrity checks, over gRPC in its own PostgreSQL schema.
 package main
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/thefold/thefold/pkg/config"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/memory/internal/service"
+	"github.com/thefold/thefold/services/memory/internal/store"
+	"github.com/thefold/thefold/services/memory/migrations"
 )
 
-// memoryService returns Unimplemented for every RPC until its own issue lands.
-type memoryService struct {
-	memoryv1.UnimplementedMemoryServiceServer
-}
+func main() { platform.Main(memoryService()) }
 
-func main() {
-	platform.Main(platform.Service{
-		Name:   "memory",
-		Schema: "memory",
-		Register: func(_ context.Context, d *platform.Deps) error {
-			memoryv1.RegisterMemoryServiceServer(d.Server.GRPC(), &memoryService{})
+// memoryService wires pool → store → service (with a client of the ai service, which
+// embeds).
+func memoryService() platform.Service {
+	return platform.Service{
+		Name:       "memory",
+		Schema:     "memory",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg service.Config
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("ai")); addr == "" {
+				return fmt.Errorf("memory embeds through the ai service: set %s", platform.AddrEnv("ai"))
+			}
+			conn, err := d.Conn(ctx, "ai")
+			if err != nil {
+				return err
+			}
+			svc := service.New(cfg, store.New(d.Pool), aiv1.NewAIServiceClient(conn),
+				service.WithLogger(d.Logger), service.WithMetrics(d.Server.Registry()))
+			memoryv1.RegisterMemoryServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},
-	})
+	}
 }

@@ -1,20 +1,49 @@
 package main
 
 import (
+	"context"
+	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
+	"github.com/thefold/thefold/pkg/config"
 
-	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
-	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/services/memory/internal/service"
 )
 
-// Until its issue lands, every RPC of the contract is served and answers Unimplemented to an
-// authenticated caller — whatever the input, malformed included — and Unauthenticated to
-// a caller without a token.
-func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
-		memoryv1.RegisterMemoryServiceServer(s, &memoryService{})
-	}, codes.Unimplemented, memoryv1.MemoryService_ServiceDesc)
+// The memory service's configuration: the defaults are valid, and every bad setting is named.
+func TestConfig(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // in the error; none: valid
+	}{
+		{"defaults", nil, nil},
+		{"rrf with half-lives", map[string]string{"THEFOLD_MEMORY_FUSION": "rrf", "THEFOLD_MEMORY_HALF_LIVES": "session:12h,decision:4320h"}, nil},
+		{"every problem at once", map[string]string{"THEFOLD_MEMORY_HYBRID_ALPHA": "1.5", "THEFOLD_MEMORY_FUSION": "max",
+			"THEFOLD_MEMORY_CANDIDATES": "1", "THEFOLD_MEMORY_HALF_LIVES": "diary:1h", "THEFOLD_MEMORY_EMBED_MODEL": "a b"},
+			[]string{"THEFOLD_MEMORY_HYBRID_ALPHA", "THEFOLD_MEMORY_FUSION", "THEFOLD_MEMORY_CANDIDATES", "diary", "THEFOLD_MEMORY_EMBED_MODEL"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg service.Config
+			err := config.Load(context.Background(), &cfg, config.Map(tc.env, nil))
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.env == nil && (cfg.HybridAlpha != 0.7 || cfg.Fusion != "alpha") {
+					t.Fatalf("defaults: %+v", cfg)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted %v", tc.env)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
 }

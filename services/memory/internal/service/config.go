@@ -1,0 +1,92 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	"github.com/thefold/thefold/services/memory/internal/store"
+)
+
+// Config is the memory service's own configuration, beside platform.Config.
+type Config struct {
+	// HybridAlpha is the weight of vector similarity in the ALPHA fusion (the rest is
+	// full-text rank).
+	HybridAlpha float64 `env:"THEFOLD_MEMORY_HYBRID_ALPHA, default=0.7"`
+	// Fusion is the default fusion: alpha or rrf.
+	Fusion string `env:"THEFOLD_MEMORY_FUSION, default=alpha"`
+	// Candidates is how many memories each ranking (vector, full text) contributes before
+	// fusion.
+	Candidates int `env:"THEFOLD_MEMORY_CANDIDATES, default=100"`
+	// EmbedModel is the embedding model asked of ai.Embed ("" = ai's default, the local
+	// embedder when no provider is set up).
+	EmbedModel string `env:"THEFOLD_MEMORY_EMBED_MODEL"`
+	// HalfLives overrides the half-life of memory types (e.g. "session:12h,decision:4320h").
+	HalfLives map[string]time.Duration `env:"THEFOLD_MEMORY_HALF_LIVES"`
+	// MaxContent bounds a memory's content in characters.
+	MaxContent int `env:"THEFOLD_MEMORY_MAX_CONTENT, default=32000"`
+}
+
+// DefaultHalfLives is how fast each type of memory fades: session notes in a day,
+// decisions and strategies in half a year.
+var DefaultHalfLives = map[typev1.MemoryType]time.Duration{
+	typev1.MemoryType_MEMORY_TYPE_SESSION:       24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_TASK:          14 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_GENERAL:       30 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_ERROR_PATTERN: 60 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_CODE_PATTERN:  90 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_SKILL:         180 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_DECISION:      180 * 24 * time.Hour,
+	typev1.MemoryType_MEMORY_TYPE_STRATEGY:      180 * 24 * time.Hour,
+}
+
+// Validate collects every problem.
+func (c *Config) Validate() error {
+	var problems []error
+	if c.HybridAlpha < 0 || c.HybridAlpha > 1 {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_HYBRID_ALPHA: %v: want 0 to 1", c.HybridAlpha))
+	}
+	if !slices.Contains([]string{"alpha", "rrf"}, c.Fusion) {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_FUSION: %q: want alpha or rrf", c.Fusion))
+	}
+	if c.Candidates < 10 || c.Candidates > 1000 {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_CANDIDATES: %d: want 10 to 1000", c.Candidates))
+	}
+	if c.EmbedModel != "" {
+		if err := store.CheckModel(c.EmbedModel); err != nil {
+			problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_EMBED_MODEL: %w", err))
+		}
+	}
+	for name, d := range c.HalfLives {
+		if parseTypeName(name) == typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED || d <= 0 {
+			problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_HALF_LIVES: %s:%s: want a memory type (session, decision, …) and a positive duration", name, d))
+		}
+	}
+	if c.MaxContent < 100 {
+		problems = append(problems, errors.New("THEFOLD_MEMORY_MAX_CONTENT: want at least 100"))
+	}
+	return errors.Join(problems...)
+}
+
+func parseTypeName(name string) typev1.MemoryType {
+	for t := range DefaultHalfLives {
+		if store.TypeName(t) == name {
+			return t
+		}
+	}
+	return typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED
+}
+
+// halfLife is a type's half-life under this configuration.
+func (c *Config) halfLife(t typev1.MemoryType) time.Duration {
+	if d, ok := c.HalfLives[store.TypeName(t)]; ok {
+		return d
+	}
+	if d, ok := DefaultHalfLives[t]; ok {
+		return d
+	}
+	return 30 * 24 * time.Hour
+}

@@ -1,0 +1,106 @@
+package service_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/embed"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	"github.com/thefold/thefold/pkg/grpcclient"
+	"github.com/thefold/thefold/pkg/grpctest"
+
+	"github.com/thefold/thefold/services/memory/internal/service"
+	"github.com/thefold/thefold/services/memory/internal/store"
+	"github.com/thefold/thefold/services/memory/migrations"
+)
+
+// embedServer answers AIService.Embed with TheFold's local embedder, the vectors the ai
+// service itself serves when no provider is set up (pkg/embed).
+type embedServer struct {
+	aiv1.UnimplementedAIServiceServer
+	local *embed.Local
+}
+
+func (e *embedServer) Embed(_ context.Context, req *aiv1.EmbedRequest) (*aiv1.EmbedResponse, error) {
+	if req.GetModel() != "" && req.GetModel() != "local" {
+		return nil, status.Errorf(codes.InvalidArgument, "model: %q is not an embedding model", req.GetModel())
+	}
+	resp := &aiv1.EmbedResponse{Model: "local", Dimensions: int32(e.local.Dimensions())}
+	for _, v := range e.local.Embed(req.GetTexts()) {
+		resp.Embeddings = append(resp.Embeddings, &aiv1.Embedding{Values: v})
+	}
+	return resp, nil
+}
+
+// lazy is a client connection set once the test server listens.
+type lazy struct{ cc grpc.ClientConnInterface }
+
+func (l *lazy) Invoke(ctx context.Context, m string, a, r any, o ...grpc.CallOption) error {
+	return l.cc.Invoke(ctx, m, a, r, o...)
+}
+
+func (l *lazy) NewStream(ctx context.Context, d *grpc.StreamDesc, m string, o ...grpc.CallOption) (grpc.ClientStream, error) {
+	return l.cc.NewStream(ctx, d, m, o...)
+}
+
+// env is a memory server (and the Embed it calls, on the same server, reached over
+// loopback gRPC with the caller's identity forwarded) on its own database.
+type env struct {
+	client memoryv1.MemoryServiceClient
+	pool   *pgxpool.Pool
+	srv    *service.Server
+	alice  context.Context
+	bob    context.Context
+	agent  context.Context // the agent service, for alice
+	anon   context.Context
+}
+
+func start(t testing.TB, cfg service.Config) *env {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS)
+	if cfg.Fusion == "" {
+		cfg = service.Config{HybridAlpha: 0.7, Fusion: "alpha", Candidates: 100, MaxContent: 32000}
+	}
+	conn := &lazy{}
+	srv := service.New(cfg, store.New(pool), aiv1.NewAIServiceClient(conn))
+	e := grpctest.Start(t, func(s *grpc.Server) {
+		memoryv1.RegisterMemoryServiceServer(s, srv)
+		aiv1.RegisterAIServiceServer(s, &embedServer{local: embed.NewLocal(embed.DefaultDims)})
+	})
+	cc, err := grpcclient.Dial(e.Server.Addr(), grpcclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	conn.cc = cc
+	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, alice: e.Context(t, "alice"),
+		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), anon: context.Background()}
+}
+
+func (e *env) store(t testing.TB, ctx context.Context, req *memoryv1.StoreMemoryRequest) *memoryv1.Memory {
+	t.Helper()
+	resp, err := e.client.StoreMemory(ctx, req)
+	if err != nil {
+		t.Fatalf("StoreMemory: %v", err)
+	}
+	return resp.GetMemory()
+}
+
+func wantCode(t testing.TB, err error, code codes.Code, field string) {
+	t.Helper()
+	if status.Code(err) != code {
+		t.Fatalf("got %v, want %v", err, code)
+	}
+	if field != "" && !strings.Contains(status.Convert(err).Message(), field) {
+		t.Fatalf("error %q does not name %q", status.Convert(err).Message(), field)
+	}
+}
+

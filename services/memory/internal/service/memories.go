@@ -1,0 +1,562 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/errs"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/validate"
+
+	"github.com/thefold/thefold/services/memory/internal/store"
+)
+
+const (
+	maxSummary  = 500
+	maxCategory = 64
+	maxTag      = 64
+	maxTags     = 32
+	maxID       = 64
+	maxQuery    = 10000
+)
+
+// checkContent sanitizes content and checks it is not empty and within the cap.
+func (s *Server) checkContent(field, content string) (string, error) {
+	clean := sanitize(content)
+	if clean == "" {
+		return "", errs.Invalid(field, "required (nothing is left after removing control characters and spaces)")
+	}
+	if n := len([]rune(clean)); n > s.cfg.MaxContent {
+		return "", errs.Invalid(field, "%d characters, at most %d", n, s.cfg.MaxContent)
+	}
+	return clean, nil
+}
+
+func checkImportance(field string, v float64) error {
+	if math.IsNaN(v) || v < 0 || v > 1 {
+		return errs.Invalid(field, "want 0 to 1")
+	}
+	return nil
+}
+
+// trustFor is the trust a store or update by this caller gets (see StoreMemoryRequest).
+func trustFor(ctx context.Context, field string, asked memoryv1.MemoryTrustLevel) (memoryv1.MemoryTrustLevel, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := validate.Enum(field, asked, true); err != nil {
+		return 0, err
+	}
+	if p.Service == "" {
+		return memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, nil
+	}
+	switch asked {
+	case memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED:
+		return memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT, nil
+	case memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER:
+		return 0, errs.Invalid(field, "a service cannot vouch for a person: store AGENT or SYSTEM")
+	}
+	return asked, nil
+}
+
+// StoreMemory sanitizes, hashes, embeds and stores a memory.
+func (s *Server) StoreMemory(ctx context.Context, req *memoryv1.StoreMemoryRequest) (*memoryv1.StoreMemoryResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	content, err := s.checkContent("content", req.GetContent())
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
+		return nil, err
+	}
+	if err := validate.Enum("type", req.GetType(), true); err != nil {
+		return nil, err
+	}
+	typ := req.GetType()
+	if typ == typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
+		typ = typev1.MemoryType_MEMORY_TYPE_GENERAL
+	}
+	summary := sanitize(req.GetSummary())
+	if err := validate.MaxLen("summary", summary, maxSummary); err != nil {
+		return nil, err
+	}
+	if summary == "" {
+		summary = summarize(content)
+	}
+	tags, err := validate.Labels("tags", req.GetTags(), maxTag, maxTags)
+	if err != nil {
+		return nil, err
+	}
+	category := strings.TrimSpace(sanitize(req.GetCategory()))
+	if err := validate.MaxLen("category", category, maxCategory); err != nil {
+		return nil, err
+	}
+	trust, err := trustFor(ctx, "trust_level", req.GetTrustLevel())
+	if err != nil {
+		return nil, err
+	}
+	importance := 0.5
+	if req.Importance != nil {
+		if err := checkImportance("importance", req.GetImportance()); err != nil {
+			return nil, err
+		}
+		importance = req.GetImportance()
+	}
+	for field, v := range map[string]string{"source_task_id": req.GetSourceTaskId(), "source_job_id": req.GetSourceJobId()} {
+		if err := validate.MaxLen(field, v, maxID); err != nil {
+			return nil, err
+		}
+	}
+	var expire *timestamppb.Timestamp
+	if req.GetTtl() != nil {
+		if err := req.GetTtl().CheckValid(); err != nil || req.GetTtl().AsDuration() <= 0 {
+			return nil, errs.Invalid("ttl", "want a positive duration")
+		}
+		expire = timestamppb.New(s.now().Add(req.GetTtl().AsDuration()))
+	}
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	vec, err := s.embed(ctx, summary+"\n"+content)
+	if err != nil {
+		return nil, err
+	}
+	m := &memoryv1.Memory{
+		OwnerId: p.UserID, Repo: req.GetRepo(), Type: typ, Category: category, Content: content, Summary: summary,
+		Tags: tags, TrustLevel: trust, Importance: importance, ContentHash: hash(content),
+		SourceTaskId: req.GetSourceTaskId(), SourceJobId: req.GetSourceJobId(), Metadata: req.GetMetadata(), ExpireTime: expire,
+	}
+	out, dedup, err := s.store.Insert(ctx, store.NewMemory{Memory: m, Vector: vec[0], SearchText: searchText(summary, content), RequestID: req.GetRequestId()})
+	if err != nil {
+		return nil, err
+	}
+	return &memoryv1.StoreMemoryResponse{Memory: out, Deduplicated: dedup}, nil
+}
+
+// get reads one of the caller's memories, refusing one that fails its integrity check.
+func (s *Server) get(ctx context.Context, field, id string) (*memoryv1.Memory, string, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err = validate.UUID(field, id, true)
+	if err != nil {
+		return nil, "", err
+	}
+	r, err := s.store.Get(ctx, p.UserID, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if !r.HashOK {
+		s.integrityFailure(ctx, p.UserID, id)
+		return nil, "", errs.Public(codes.FailedPrecondition, "memory %q failed its integrity check (its content no longer matches content_hash) and is withheld", id)
+	}
+	return r.Memory, p.UserID, nil
+}
+
+// GetMemory returns one of the caller's memories and records an access.
+func (s *Server) GetMemory(ctx context.Context, req *memoryv1.GetMemoryRequest) (*memoryv1.GetMemoryResponse, error) {
+	m, owner, err := s.get(ctx, "id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.RecordAccess(ctx, owner, []string{m.GetId()}); err != nil {
+		s.log.WarnContext(ctx, "recording an access", "err", err)
+	}
+	return &memoryv1.GetMemoryResponse{Memory: m}, nil
+}
+
+// filter checks the common filters of List and Search.
+func filter(repoSet bool, repo string, types []typev1.MemoryType, tags []string, trust []memoryv1.MemoryTrustLevel, categories []string) (store.Filter, error) {
+	f := store.Filter{Repo: repo, AnyRepo: !repoSet, Types: types, Trust: trust, Categories: categories}
+	if err := validate.Repo("repo", repo, false); err != nil {
+		return f, err
+	}
+	for i, t := range types {
+		if err := validate.Enum(fmt.Sprintf("types[%d]", i), t, false); err != nil {
+			return f, err
+		}
+	}
+	for i, t := range trust {
+		if err := validate.Enum(fmt.Sprintf("trust_levels[%d]", i), t, false); err != nil {
+			return f, err
+		}
+	}
+	var err error
+	if f.Tags, err = validate.Labels("tags", tags, maxTag, maxTags); err != nil {
+		return f, err
+	}
+	if f.Categories, err = validate.Labels("categories", categories, maxCategory, maxTags); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// ListMemories lists the caller's memories, newest first.
+func (s *Server) ListMemories(ctx context.Context, req *memoryv1.ListMemoriesRequest) (*memoryv1.ListMemoriesResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := filter(req.GetRepo() != "", req.GetRepo(), req.GetTypes(), req.GetTags(), req.GetTrustLevels(), nil)
+	if err != nil {
+		return nil, err
+	}
+	size, err := validate.PageSize(req.GetPageSize(), 50, 200)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		afterTime time.Time
+		afterID   string
+	)
+	if t := req.GetPageToken(); t != "" {
+		parts, err := validate.DecodePageToken(t, "m1", 2, "ListMemories")
+		if err != nil {
+			return nil, err
+		}
+		ns, perr := parseInt(parts[0])
+		if afterID, err = validate.UUID("page_token", parts[1], true); err != nil || perr != nil {
+			return nil, validate.BadPageToken("ListMemories")
+		}
+		afterTime = time.Unix(0, ns)
+	}
+	rows, err := s.store.List(ctx, p.UserID, f, afterTime, afterID, size+1)
+	if err != nil {
+		return nil, err
+	}
+	resp := &memoryv1.ListMemoriesResponse{}
+	for i, r := range rows {
+		if i == size {
+			last := rows[size-1]
+			resp.NextPageToken = validate.EncodePageToken("m1", fmt.Sprint(last.GetCreateTime().AsTime().UnixNano()), last.GetId())
+			break
+		}
+		if !r.HashOK {
+			s.integrityFailure(ctx, p.UserID, r.GetId())
+			continue
+		}
+		resp.Memories = append(resp.Memories, r.Memory)
+	}
+	return resp, nil
+}
+
+func parseInt(s string) (int64, error) {
+	var n int64
+	_, err := fmt.Sscan(s, &n)
+	return n, err
+}
+
+// SearchMemories ranks the caller's memories against a query.
+func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemoriesRequest) (*memoryv1.SearchMemoriesResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	query, err := validate.RequiredText("query", sanitize(req.GetQuery()), maxQuery)
+	if err != nil {
+		return nil, err
+	}
+	f, err := filter(req.GetRepo() != "", req.GetRepo(), req.GetTypes(), req.GetTags(), req.GetTrustLevels(), req.GetCategories())
+	if err != nil {
+		return nil, err
+	}
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0 || limit > 50:
+		return nil, errs.Invalid("limit", "want 1 to 50, or 0 for 10")
+	case limit == 0:
+		limit = 10
+	}
+	if err := checkImportance("min_similarity", req.GetMinSimilarity()); err != nil {
+		return nil, err
+	}
+	if err := validate.Enum("fusion", req.GetFusion(), true); err != nil {
+		return nil, err
+	}
+	fusion := req.GetFusion()
+	if fusion == memoryv1.MemoryFusion_MEMORY_FUSION_UNSPECIFIED {
+		fusion = memoryv1.MemoryFusion_MEMORY_FUSION_ALPHA
+		if s.cfg.Fusion == "rrf" {
+			fusion = memoryv1.MemoryFusion_MEMORY_FUSION_RRF
+		}
+	}
+	alpha := s.cfg.HybridAlpha
+	if req.VectorWeight != nil {
+		if fusion == memoryv1.MemoryFusion_MEMORY_FUSION_RRF {
+			return nil, errs.Invalid("vector_weight", "applies to ALPHA fusion only")
+		}
+		if err := checkImportance("vector_weight", req.GetVectorWeight()); err != nil {
+			return nil, err
+		}
+		alpha = req.GetVectorWeight()
+	}
+	vec, err := s.embed(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	cands, err := s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec[0], TSQuery: tsQuery(query), K: s.cfg.Candidates})
+	if err != nil {
+		return nil, err
+	}
+	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec[0].Model}
+	now := s.now()
+	var results []*memoryv1.MemorySearchResult
+	for _, c := range cands {
+		if !c.HashOK {
+			s.integrityFailure(ctx, p.UserID, c.GetId())
+			resp.IntegrityFailures++
+			continue
+		}
+		sc := &memoryv1.MemoryScore{Vector: c.Vector, Text: c.Text, Fusion: fusion,
+			VectorRank: int32(c.VectorRank), TextRank: int32(c.TextRank)}
+		switch fusion {
+		case memoryv1.MemoryFusion_MEMORY_FUSION_RRF:
+			var sum float64
+			for _, r := range []int{c.VectorRank, c.TextRank} {
+				if r > 0 {
+					sum += 1 / float64(rrfK+r)
+				}
+			}
+			sc.Similarity = sum / (2.0 / (rrfK + 1))
+		default:
+			sc.Similarity = alpha*c.Vector + (1-alpha)*c.Text
+		}
+		if sc.Similarity < req.GetMinSimilarity() || sc.Similarity <= 0 {
+			continue
+		}
+		sc.Decay = s.decay(c.Memory, now)
+		sc.UsageBoost = usageBoost(c.GetUseCount())
+		sc.Final = sc.Similarity * sc.Decay * (1 + sc.UsageBoost)
+		sc.Reason = s.reason(c.Memory, sc)
+		results = append(results, &memoryv1.MemorySearchResult{Memory: c.Memory, Score: sc})
+	}
+	slices.SortStableFunc(results, func(a, b *memoryv1.MemorySearchResult) int {
+		switch {
+		case a.GetScore().GetFinal() > b.GetScore().GetFinal():
+			return -1
+		case a.GetScore().GetFinal() < b.GetScore().GetFinal():
+			return 1
+		}
+		return strings.Compare(a.GetMemory().GetId(), b.GetMemory().GetId())
+	})
+	if len(results) > limit {
+		results = results[:limit]
+	}
+	ids := make([]string, len(results))
+	for i, r := range results {
+		ids[i] = r.GetMemory().GetId()
+		r.Memory.AccessCount++
+		r.Memory.LastAccessedTime = timestamppb.New(now)
+	}
+	if err := s.store.RecordAccess(ctx, p.UserID, ids); err != nil {
+		s.log.WarnContext(ctx, "recording accesses", "err", err)
+	}
+	resp.Results = results
+	return resp, nil
+}
+
+// reason says in one line why a memory ranked.
+func (s *Server) reason(m *memoryv1.Memory, sc *memoryv1.MemoryScore) string {
+	var parts []string
+	switch {
+	case sc.GetVectorRank() > 0 && sc.GetTextRank() > 0:
+		parts = append(parts, fmt.Sprintf("text #%d + vector #%d", sc.GetTextRank(), sc.GetVectorRank()))
+	case sc.GetTextRank() > 0:
+		parts = append(parts, fmt.Sprintf("text #%d only", sc.GetTextRank()))
+	default:
+		parts = append(parts, fmt.Sprintf("vector #%d only", sc.GetVectorRank()))
+	}
+	fusion := "alpha"
+	if sc.GetFusion() == memoryv1.MemoryFusion_MEMORY_FUSION_RRF {
+		fusion = "rrf"
+	}
+	parts[0] += fmt.Sprintf(" (%s %.2f)", fusion, sc.GetSimilarity())
+	hl := s.cfg.halfLife(m.GetType())
+	parts = append(parts, fmt.Sprintf("%s half-life %s, decay %.2f", store.TypeName(m.GetType()), days(hl), sc.GetDecay()))
+	if m.GetUseCount() > 0 {
+		parts = append(parts, fmt.Sprintf("used %d× (+%.0f%%)", m.GetUseCount(), 100*sc.GetUsageBoost()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func days(d time.Duration) string {
+	if d < 48*time.Hour {
+		return fmt.Sprintf("%.0fh", d.Hours())
+	}
+	return fmt.Sprintf("%.0fd", d.Hours()/24)
+}
+
+// DeleteMemory deletes one of the caller's memories.
+func (s *Server) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryRequest) (*memoryv1.DeleteMemoryResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := validate.UUID("id", req.GetId(), true)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Delete(ctx, p.UserID, id); err != nil {
+		return nil, err
+	}
+	return &memoryv1.DeleteMemoryResponse{}, nil
+}
+
+// UpdateMemory changes the fields of a memory named in update_mask.
+func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryRequest) (*memoryv1.UpdateMemoryResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := validate.UUID("id", req.GetId(), true)
+	if err != nil {
+		return nil, err
+	}
+	in := req.GetMemory()
+	if in.GetId() != "" && !strings.EqualFold(in.GetId(), id) {
+		return nil, errs.Invalid("memory.id", "must equal id or be empty")
+	}
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		return nil, errs.Invalid("update_mask", "required: name the fields to change (content, summary, tags, category, importance, expire_time, trust_level)")
+	}
+	var u store.Update
+	for _, path := range paths {
+		switch path {
+		case "content":
+			content, err := s.checkContent("memory.content", in.GetContent())
+			if err != nil {
+				return nil, err
+			}
+			u.Content, u.Hash = &content, hash(content)
+		case "summary":
+			sum := sanitize(in.GetSummary())
+			if err := validate.MaxLen("memory.summary", sum, maxSummary); err != nil {
+				return nil, err
+			}
+			u.Summary = &sum
+		case "tags":
+			tags, err := validate.Labels("memory.tags", in.GetTags(), maxTag, maxTags)
+			if err != nil {
+				return nil, err
+			}
+			u.Tags = &tags
+		case "category":
+			c := strings.TrimSpace(sanitize(in.GetCategory()))
+			if err := validate.MaxLen("memory.category", c, maxCategory); err != nil {
+				return nil, err
+			}
+			u.Category = &c
+		case "importance":
+			v := in.GetImportance()
+			if err := checkImportance("memory.importance", v); err != nil {
+				return nil, err
+			}
+			u.Importance = &v
+		case "expire_time":
+			var t *time.Time
+			if in.GetExpireTime() != nil {
+				if err := in.GetExpireTime().CheckValid(); err != nil {
+					return nil, errs.Invalid("memory.expire_time", "%v", err)
+				}
+				tt := in.GetExpireTime().AsTime()
+				t = &tt
+			}
+			u.ExpireTime = &t
+		case "trust_level":
+			t := in.GetTrustLevel()
+			if err := validate.Enum("memory.trust_level", t, false); err != nil {
+				return nil, err
+			}
+			if t == memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER && p.Service != "" {
+				return nil, errs.Invalid("memory.trust_level", "only a person can promote a memory to USER")
+			}
+			u.Trust = &t
+		default:
+			return nil, errs.Invalid("update_mask", "%q cannot be updated; want content, summary, tags, category, importance, expire_time or trust_level", validate.Truncate(path, 64))
+		}
+	}
+	cur, _, err := s.get(ctx, "id", id)
+	if err != nil {
+		return nil, err
+	}
+	if u.Content != nil {
+		summary := cur.GetSummary()
+		if u.Summary != nil {
+			summary = *u.Summary
+		}
+		vec, err := s.embed(ctx, summary+"\n"+*u.Content)
+		if err != nil {
+			return nil, err
+		}
+		u.Vector, u.SearchText = &vec[0], searchText(summary, *u.Content)
+	}
+	m, err := s.store.Update(ctx, p.UserID, id, u)
+	if err != nil {
+		return nil, err
+	}
+	return &memoryv1.UpdateMemoryResponse{Memory: m}, nil
+}
+
+// MarkMemoriesUsed records that memories were used.
+func (s *Server) MarkMemoriesUsed(ctx context.Context, req *memoryv1.MarkMemoriesUsedRequest) (*memoryv1.MarkMemoriesUsedResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(req.GetIds()); n == 0 || n > 100 {
+		return nil, errs.Invalid("ids", "want 1 to 100 memory ids, got %d", n)
+	}
+	ids := make([]string, 0, len(req.GetIds()))
+	for i, raw := range req.GetIds() {
+		id, err := validate.UUID(fmt.Sprintf("ids[%d]", i), raw, true)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for field, v := range map[string]string{"job_id": req.GetJobId(), "task_id": req.GetTaskId()} {
+		if err := validate.MaxLen(field, v, maxID); err != nil {
+			return nil, err
+		}
+	}
+	marked, err := s.store.MarkUsed(ctx, p.UserID, ids)
+	if err != nil {
+		return nil, err
+	}
+	resp := &memoryv1.MarkMemoriesUsedResponse{MarkedIds: marked}
+	for _, id := range ids {
+		if !slices.Contains(marked, id) {
+			resp.UnknownIds = append(resp.UnknownIds, id)
+		}
+	}
+	s.log.InfoContext(ctx, "memories used", "marked", len(marked), "job_id", req.GetJobId(), "task_id", req.GetTaskId())
+	return resp, nil
+}
+
+// GetStats summarizes the caller's memories.
+func (s *Server) GetStats(ctx context.Context, req *memoryv1.GetStatsRequest) (*memoryv1.GetStatsResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
+		return nil, err
+	}
+	return s.store.Stats(ctx, p.UserID, req.GetRepo(), req.GetRepo() != "", s.cfg.halfLife)
+}

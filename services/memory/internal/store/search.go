@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SearchQuery asks for the candidates of a hybrid search.
+type SearchQuery struct {
+	Owner  string
+	Filter Filter
+	// Vector is the query's embedding; memories of another model or size are not vector
+	// candidates (their vector score is 0).
+	Vector Vector
+	// TSQuery is a to_tsquery('english', …) expression ("word | other"); empty: no
+	// full-text ranking.
+	TSQuery string
+	// K is how many candidates each ranking contributes.
+	K int
+	// Exact ranks by exact distance (a sequential scan) instead of the HNSW index, for
+	// measuring the index's recall.
+	Exact bool
+}
+
+// Candidate is a memory found by either ranking, with both scores.
+type Candidate struct {
+	*Row
+	// Vector is the cosine similarity (0–1), Text the full-text rank (0–1).
+	Vector, Text float64
+	// VectorRank and TextRank are 1-based positions in each ranking, 0 when absent.
+	VectorRank, TextRank int
+}
+
+// Search returns the union of the K nearest memories by embedding and the K best by
+// full-text rank, each with both scores and ranks.
+func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error) {
+	dims := len(q.Vector.Values)
+	if err := CheckModel(q.Vector.Model); err != nil {
+		return nil, err
+	}
+	var out []*Candidate
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		settings := []string{
+			fmt.Sprintf("SET LOCAL hnsw.ef_search = %d", max(40, 2*q.K)),
+			// With filters (owner, type, repository) the index walk continues until K rows
+			// pass them, instead of returning fewer (pgvector 0.8).
+			"SET LOCAL hnsw.iterative_scan = relaxed_order",
+		}
+		if q.Exact {
+			settings = append(settings, "SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = off")
+		}
+		for _, st := range settings {
+			if _, err := tx.Exec(ctx, st); err != nil {
+				return fmt.Errorf("store: search settings: %w", err)
+			}
+		}
+		where, args := q.Filter.where([]any{q.Owner, q.Vector.literal(), q.K})
+		vrows, err := tx.Query(ctx, fmt.Sprintf(`SELECT m.id::text FROM memories m
+			WHERE m.owner_id = $1 AND %s AND %s
+			ORDER BY %s <=> $2::text::vector(%d) LIMIT $3`,
+			vecPred(q.Vector.Model, dims), where, "(m.embedding::vector("+fmt.Sprint(dims)+"))", dims), args...)
+		if err != nil {
+			return fmt.Errorf("store: vector candidates: %w", err)
+		}
+		byVector, err := pgx.CollectRows(vrows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("store: vector candidates: %w", err)
+		}
+		var byText []string
+		if q.TSQuery != "" {
+			where, args := q.Filter.where([]any{q.Owner, q.TSQuery, q.K})
+			trows, err := tx.Query(ctx, `SELECT m.id::text FROM memories m, to_tsquery('english', $2) tq
+				WHERE m.owner_id = $1 AND m.search @@ tq AND `+where+`
+				ORDER BY ts_rank_cd(m.search, tq, 32) DESC, m.id LIMIT $3`, args...)
+			if err != nil {
+				return fmt.Errorf("store: text candidates: %w", err)
+			}
+			if byText, err = pgx.CollectRows(trows, pgx.RowTo[string]); err != nil {
+				return fmt.Errorf("store: text candidates: %w", err)
+			}
+		}
+		ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
+		if len(ids) == 0 {
+			return nil
+		}
+		tsq := q.TSQuery
+		if tsq == "" {
+			tsq = "''"
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
+				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
+				coalesce(ts_rank_cd(m.search, to_tsquery('english', $3), 32), 0)
+			FROM memories m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
+			memoryColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
+		if err != nil {
+			return fmt.Errorf("store: candidates: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c := &Candidate{}
+			r, err := scanMemory(rows, &c.Vector, &c.Text)
+			if err != nil {
+				return fmt.Errorf("store: candidates: %w", err)
+			}
+			c.Row = r
+			c.VectorRank = slices.Index(byVector, r.Id) + 1
+			c.TextRank = slices.Index(byText, r.Id) + 1
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,465 @@
+// Package store keeps the memory service's state in its PostgreSQL schema (pgvector):
+// memories with their embeddings and full-text vectors, code patterns, and the integrity
+// failures found on read. Every query is scoped by owner; another owner's memory is
+// errs.ErrNotFound.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/errs"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+)
+
+// Store is the memory schema.
+type Store struct {
+	pool *pgxpool.Pool
+
+	mu      sync.Mutex
+	indexed map[string]bool
+}
+
+// New returns a store over pool, whose search_path is the memory schema.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, indexed: map[string]bool{}} }
+
+// Type and trust names as stored.
+var (
+	typeNames = map[typev1.MemoryType]string{
+		typev1.MemoryType_MEMORY_TYPE_GENERAL: "general", typev1.MemoryType_MEMORY_TYPE_SKILL: "skill",
+		typev1.MemoryType_MEMORY_TYPE_TASK: "task", typev1.MemoryType_MEMORY_TYPE_SESSION: "session",
+		typev1.MemoryType_MEMORY_TYPE_ERROR_PATTERN: "error_pattern", typev1.MemoryType_MEMORY_TYPE_DECISION: "decision",
+		typev1.MemoryType_MEMORY_TYPE_CODE_PATTERN: "code_pattern", typev1.MemoryType_MEMORY_TYPE_STRATEGY: "strategy",
+	}
+	trustNames = map[memoryv1.MemoryTrustLevel]string{
+		memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER:   "user",
+		memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT:  "agent",
+		memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_SYSTEM: "system",
+	}
+)
+
+// TypeName is a memory type as stored ("decision").
+func TypeName(t typev1.MemoryType) string { return typeNames[t] }
+
+func parseType(s string) typev1.MemoryType {
+	for k, v := range typeNames {
+		if v == s {
+			return k
+		}
+	}
+	return typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED
+}
+
+func parseTrust(s string) memoryv1.MemoryTrustLevel {
+	for k, v := range trustNames {
+		if v == s {
+			return k
+		}
+	}
+	return memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED
+}
+
+// Vector is an embedding with the model that made it.
+type Vector struct {
+	Model  string
+	Values []float32
+}
+
+// literal is the vector in pgvector's text form.
+func (v Vector) literal() string {
+	var b strings.Builder
+	b.Grow(len(v.Values) * 10)
+	b.WriteByte('[')
+	for i, x := range v.Values {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatFloat(float64(x), 'g', 7, 32))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// modelPattern is what a model name must look like to be written into SQL (index
+// predicates need literals).
+var modelPattern = regexp.MustCompile(`^[A-Za-z0-9._:/@-]{1,100}$`)
+
+// CheckModel reports whether a model name can be stored.
+func CheckModel(m string) error {
+	if !modelPattern.MatchString(m) {
+		return fmt.Errorf("embedding model %q: unusable name", m)
+	}
+	return nil
+}
+
+// indexName is the HNSW index of one (model, dimensions) pair.
+func indexName(table, model string, dims int) string {
+	h := fnv.New32a()
+	h.Write([]byte(model))
+	return fmt.Sprintf("%s_hnsw_%08x_%d", table, h.Sum32(), dims)
+}
+
+// vecExpr is the indexed expression of one size, and vecPred the partial index predicate.
+func vecExpr(dims int) string { return fmt.Sprintf("(embedding::vector(%d))", dims) }
+func vecPred(model string, dims int) string {
+	return fmt.Sprintf("embedding_model = '%s' AND embedding_dims = %d", model, dims)
+}
+
+// EnsureIndex makes the HNSW index of a (model, dimensions) pair on table (memories or
+// code_patterns) unless this process made it already.
+func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) error {
+	if err := CheckModel(model); err != nil {
+		return err
+	}
+	name := indexName(table, model, dims)
+	s.mu.Lock()
+	done := s.indexed[name]
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) WHERE %s`,
+		name, table, vecExpr(dims), vecPred(model, dims)))
+	if err != nil && !isUnique(err) { // two processes racing to create it
+		return fmt.Errorf("store: index for %s/%d: %w", model, dims, err)
+	}
+	s.mu.Lock()
+	s.indexed[name] = true
+	s.mu.Unlock()
+	return nil
+}
+
+func isUnique(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07")
+}
+
+// Row is a stored memory: the contract's message and what only the service sees.
+type Row struct {
+	*memoryv1.Memory
+	// HashOK is false when content no longer matches content_hash.
+	HashOK bool
+}
+
+const memoryColumns = `m.id::text, m.owner_id, m.repo, m.memory_type, m.category, m.content, m.summary, m.content_hash,
+	m.tags, m.trust_level, m.importance, m.embedding_model, m.access_count, m.last_accessed_time, m.use_count,
+	m.last_used_time, m.source_task_id, m.source_job_id, m.metadata, m.merged_from::text[], m.create_time,
+	m.update_time, m.expire_time, encode(sha256(convert_to(m.content, 'UTF8')), 'hex') = m.content_hash`
+
+func scanMemory(row pgx.Row, extra ...any) (*Row, error) {
+	m := &memoryv1.Memory{}
+	var (
+		typ, trust                   string
+		lastAccess, lastUsed, expire *time.Time
+		created, updated             time.Time
+		metadata                     []byte
+		hashOK                       bool
+	)
+	dest := []any{&m.Id, &m.OwnerId, &m.Repo, &typ, &m.Category, &m.Content, &m.Summary, &m.ContentHash,
+		&m.Tags, &trust, &m.Importance, &m.EmbeddingModel, &m.AccessCount, &lastAccess, &m.UseCount,
+		&lastUsed, &m.SourceTaskId, &m.SourceJobId, &metadata, &m.MergedFrom, &created, &updated, &expire, &hashOK}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	m.Type, m.TrustLevel = parseType(typ), parseTrust(trust)
+	m.LastAccessedTime, m.LastUsedTime, m.ExpireTime = ts(lastAccess), ts(lastUsed), ts(expire)
+	m.CreateTime, m.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
+	if len(metadata) > 0 {
+		st := &structpb.Struct{}
+		if err := st.UnmarshalJSON(metadata); err == nil {
+			m.Metadata = st
+		}
+	}
+	return &Row{Memory: m, HashOK: hashOK}, nil
+}
+
+func ts(t *time.Time) *timestamppb.Timestamp {
+	if t == nil {
+		return nil
+	}
+	return timestamppb.New(*t)
+}
+
+// NewMemory is a memory to insert.
+type NewMemory struct {
+	Memory *memoryv1.Memory
+	Vector Vector
+	// SearchText is what the full-text vector is made of.
+	SearchText string
+	RequestID  string
+}
+
+func metadataJSON(m *memoryv1.Memory) ([]byte, error) {
+	if m.GetMetadata() == nil {
+		return nil, nil
+	}
+	return m.GetMetadata().MarshalJSON()
+}
+
+// Insert stores a memory. The same content of the same type in the same repository for the
+// same owner, or the same request_id, returns the existing memory and dedup = true.
+func (s *Store) Insert(ctx context.Context, nm NewMemory) (*memoryv1.Memory, bool, error) {
+	m := nm.Memory
+	if err := s.EnsureIndex(ctx, "memories", nm.Vector.Model, len(nm.Vector.Values)); err != nil {
+		return nil, false, err
+	}
+	meta, err := metadataJSON(m)
+	if err != nil {
+		return nil, false, fmt.Errorf("metadata: %w", errs.ErrInvalid)
+	}
+	var reqID *string
+	if nm.RequestID != "" {
+		reqID = &nm.RequestID
+	}
+	var expire *time.Time
+	if m.GetExpireTime() != nil {
+		t := m.GetExpireTime().AsTime()
+		expire = &t
+	}
+	var id string
+	err = s.pool.QueryRow(ctx, `INSERT INTO memories (owner_id, repo, memory_type, category, content, summary, content_hash,
+			tags, trust_level, importance, embedding, embedding_model, embedding_dims, search, source_task_id, source_job_id,
+			metadata, request_id, expire_time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::vector, $12, $13, to_tsvector('english', $14),
+			$15, $16, $17, $18, $19)
+		ON CONFLICT DO NOTHING RETURNING id::text`,
+		m.GetOwnerId(), m.GetRepo(), typeNames[m.GetType()], m.GetCategory(), m.GetContent(), m.GetSummary(), m.GetContentHash(),
+		nonNil(m.GetTags()), trustNames[m.GetTrustLevel()], m.GetImportance(), nm.Vector.literal(), nm.Vector.Model,
+		len(nm.Vector.Values), nm.SearchText, m.GetSourceTaskId(), m.GetSourceJobId(), meta, reqID, expire).Scan(&id)
+	dedup := false
+	if errors.Is(err, pgx.ErrNoRows) {
+		dedup = true
+		// The request id first: a retry of this very call.
+		if reqID != nil {
+			err = s.pool.QueryRow(ctx, "SELECT id::text FROM memories WHERE owner_id = $1 AND request_id = $2", m.GetOwnerId(), nm.RequestID).Scan(&id)
+		}
+		if reqID == nil || errors.Is(err, pgx.ErrNoRows) {
+			err = s.pool.QueryRow(ctx, `SELECT id::text FROM memories WHERE owner_id = $1 AND repo = $2 AND memory_type = $3
+				AND content_hash = $4`, m.GetOwnerId(), m.GetRepo(), typeNames[m.GetType()], m.GetContentHash()).Scan(&id)
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: insert memory: %w", err)
+	}
+	row, err := s.Get(ctx, m.GetOwnerId(), id)
+	if err != nil {
+		return nil, false, err
+	}
+	return row.Memory, dedup, nil
+}
+
+// Get reads one of owner's memories (expired ones are not found).
+func (s *Store) Get(ctx context.Context, owner, id string) (*Row, error) {
+	r, err := scanMemory(s.pool.QueryRow(ctx, "SELECT "+memoryColumns+` FROM memories m
+		WHERE m.id = $1 AND m.owner_id = $2 AND (m.expire_time IS NULL OR m.expire_time > now())`, id, owner))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("memory %q: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: get memory: %w", err)
+	}
+	return r, nil
+}
+
+// Filter selects memories.
+type Filter struct {
+	// Repo filters by repository when AnyRepo is false ("" is the memories of every
+	// repository).
+	Repo       string
+	AnyRepo    bool
+	Types      []typev1.MemoryType
+	Tags       []string
+	Trust      []memoryv1.MemoryTrustLevel
+	Categories []string
+}
+
+// where renders the filter as SQL over alias m, with arguments numbered from len(args)+1.
+func (f Filter) where(args []any) (string, []any) {
+	var conds []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	conds = append(conds, "(m.expire_time IS NULL OR m.expire_time > now())")
+	if !f.AnyRepo {
+		conds = append(conds, "m.repo = "+arg(f.Repo))
+	}
+	if len(f.Types) > 0 {
+		names := make([]string, len(f.Types))
+		for i, t := range f.Types {
+			names[i] = typeNames[t]
+		}
+		conds = append(conds, "m.memory_type = ANY("+arg(names)+")")
+	}
+	if len(f.Trust) > 0 {
+		names := make([]string, len(f.Trust))
+		for i, t := range f.Trust {
+			names[i] = trustNames[t]
+		}
+		conds = append(conds, "m.trust_level = ANY("+arg(names)+")")
+	}
+	if len(f.Tags) > 0 {
+		conds = append(conds, "m.tags @> "+arg(f.Tags))
+	}
+	if len(f.Categories) > 0 {
+		conds = append(conds, "m.category = ANY("+arg(f.Categories)+")")
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// List lists owner's memories, newest first, after the cursor (create time and id of the
+// last memory of the previous page).
+func (s *Store) List(ctx context.Context, owner string, f Filter, afterTime time.Time, afterID string, limit int) ([]*Row, error) {
+	where, args := f.where([]any{owner, limit})
+	cursor := ""
+	if afterID != "" {
+		args = append(args, afterTime, afterID)
+		cursor = fmt.Sprintf(" AND (m.create_time, m.id) < ($%d, $%d::uuid)", len(args)-1, len(args))
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+memoryColumns+` FROM memories m
+		WHERE m.owner_id = $1 AND `+where+cursor+` ORDER BY m.create_time DESC, m.id DESC LIMIT $2`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list memories: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Row, error) { return scanMemory(r) })
+	if err != nil {
+		return nil, fmt.Errorf("store: list memories: %w", err)
+	}
+	return out, nil
+}
+
+// Delete removes one of owner's memories.
+func (s *Store) Delete(ctx context.Context, owner, id string) error {
+	tag, err := s.pool.Exec(ctx, "DELETE FROM memories WHERE id = $1 AND owner_id = $2", id, owner)
+	if err != nil {
+		return fmt.Errorf("store: delete memory: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("memory %q: %w", id, errs.ErrNotFound)
+	}
+	return nil
+}
+
+// Update holds the new values of the fields that are set.
+type Update struct {
+	Content    *string
+	Hash       string
+	Vector     *Vector
+	SearchText string
+	Summary    *string
+	Tags       *[]string
+	Category   *string
+	Importance *float64
+	ExpireTime **time.Time
+	Trust      *memoryv1.MemoryTrustLevel
+}
+
+// Update changes one of owner's memories. New content that equals another memory's of the
+// same type and repository is errs.ErrAlreadyExists.
+func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memoryv1.Memory, error) {
+	sets := []string{"update_time = now()"}
+	args := []any{id, owner}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if u.Content != nil {
+		sets = append(sets, "content = "+arg(*u.Content), "content_hash = "+arg(u.Hash),
+			"embedding = "+arg(u.Vector.literal())+"::text::vector", "embedding_model = "+arg(u.Vector.Model),
+			"embedding_dims = "+arg(len(u.Vector.Values)), "search = to_tsvector('english', "+arg(u.SearchText)+")")
+		if err := s.EnsureIndex(ctx, "memories", u.Vector.Model, len(u.Vector.Values)); err != nil {
+			return nil, err
+		}
+	}
+	if u.Summary != nil {
+		sets = append(sets, "summary = "+arg(*u.Summary))
+	}
+	if u.Tags != nil {
+		sets = append(sets, "tags = "+arg(nonNil(*u.Tags)))
+	}
+	if u.Category != nil {
+		sets = append(sets, "category = "+arg(*u.Category))
+	}
+	if u.Importance != nil {
+		sets = append(sets, "importance = "+arg(*u.Importance))
+	}
+	if u.ExpireTime != nil {
+		sets = append(sets, "expire_time = "+arg(*u.ExpireTime))
+	}
+	if u.Trust != nil {
+		sets = append(sets, "trust_level = "+arg(trustNames[*u.Trust]))
+	}
+	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...)
+	if isUnique(err) {
+		return nil, fmt.Errorf("content: the same content of this type and repository is already memory of yours: %w", errs.ErrAlreadyExists)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: update memory: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("memory %q: %w", id, errs.ErrNotFound)
+	}
+	r, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.Memory, nil
+}
+
+// MarkUsed counts a use of each of owner's memories among ids and returns those marked.
+func (s *Store) MarkUsed(ctx context.Context, owner string, ids []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE memories SET use_count = use_count + 1, last_used_time = now()
+		WHERE owner_id = $1 AND id = ANY($2::uuid[]) RETURNING id::text`, owner, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: mark used: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("store: mark used: %w", err)
+	}
+	return out, nil
+}
+
+// RecordAccess counts an access of each memory.
+func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE memories SET access_count = access_count + 1, last_accessed_time = now()
+		WHERE owner_id = $1 AND id = ANY($2::uuid[])`, owner, ids)
+	if err != nil {
+		return fmt.Errorf("store: record access: %w", err)
+	}
+	return nil
+}
+
+// RecordIntegrityFailure remembers a memory whose content no longer matches its hash.
+func (s *Store) RecordIntegrityFailure(ctx context.Context, owner, id string) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO integrity_failures (memory_id, owner_id) VALUES ($1, $2)
+		ON CONFLICT (memory_id) DO UPDATE SET detect_time = now()`, id, owner)
+	if err != nil {
+		return fmt.Errorf("store: record integrity failure: %w", err)
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
