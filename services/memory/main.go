@@ -40,6 +40,9 @@ func memoryService() platform.Service {
 			}
 			svc := service.New(cfg, store.New(d.Pool), aiv1.NewAIServiceClient(conn),
 				service.WithLogger(d.Logger), service.WithMetrics(d.Server.Registry()))
+			if cfg.ConsolidateInterval > 0 {
+				d.Go("memory consolidation", func(ctx context.Context) error { return svc.RunConsolidation(ctx, cfg.ConsolidateInterval) })
+			}
 			memoryv1.RegisterMemoryServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

@@ -28,6 +28,9 @@ type Config struct {
 	HalfLives map[string]time.Duration `env:"THEFOLD_MEMORY_HALF_LIVES"`
 	// MaxContent bounds a memory's content in characters.
 	MaxContent int `env:"THEFOLD_MEMORY_MAX_CONTENT, default=32000"`
+	// ConsolidateInterval is how often every owner's memories are consolidated (near
+	// duplicates merged, expired and low-value ones retired); 0 turns the job off.
+	ConsolidateInterval time.Duration `env:"THEFOLD_MEMORY_CONSOLIDATE_INTERVAL, default=24h"`
 }
 
 // DefaultHalfLives is how fast each type of memory fades: session notes in a day,
@@ -64,6 +67,9 @@ func (c *Config) Validate() error {
 		if parseTypeName(name) == typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED || d <= 0 {
 			problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_HALF_LIVES: %s:%s: want a memory type (session, decision, …) and a positive duration", name, d))
 		}
+	}
+	if c.ConsolidateInterval < 0 {
+		problems = append(problems, errors.New("THEFOLD_MEMORY_CONSOLIDATE_INTERVAL: must not be negative"))
 	}
 	if c.MaxContent < 100 {
 		problems = append(problems, errors.New("THEFOLD_MEMORY_MAX_CONTENT: want at least 100"))

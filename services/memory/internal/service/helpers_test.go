@@ -103,4 +103,3 @@ func wantCode(t testing.TB, err error, code codes.Code, field string) {
 		t.Fatalf("error %q does not name %q", status.Convert(err).Message(), field)
 	}
 }
-

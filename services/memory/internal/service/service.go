@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
@@ -270,3 +271,5 @@ func (s *Server) integrityFailure(ctx context.Context, owner, id string) {
 		s.log.WarnContext(ctx, "recording an integrity failure", "err", err)
 	}
 }
+
+func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }

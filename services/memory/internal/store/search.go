@@ -43,44 +43,13 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 	}
 	var out []*Candidate
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		settings := []string{
-			fmt.Sprintf("SET LOCAL hnsw.ef_search = %d", max(40, 2*q.K)),
-			// With filters (owner, type, repository) the index walk continues until K rows
-			// pass them, instead of returning fewer (pgvector 0.8).
-			"SET LOCAL hnsw.iterative_scan = relaxed_order",
+		if err := searchSettings(ctx, tx, q.K, q.Exact); err != nil {
+			return err
 		}
-		if q.Exact {
-			settings = append(settings, "SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = off")
-		}
-		for _, st := range settings {
-			if _, err := tx.Exec(ctx, st); err != nil {
-				return fmt.Errorf("store: search settings: %w", err)
-			}
-		}
-		where, args := q.Filter.where([]any{q.Owner, q.Vector.literal(), q.K})
-		vrows, err := tx.Query(ctx, fmt.Sprintf(`SELECT m.id::text FROM memories m
-			WHERE m.owner_id = $1 AND %s AND %s
-			ORDER BY %s <=> $2::text::vector(%d) LIMIT $3`,
-			vecPred(q.Vector.Model, dims), where, "(m.embedding::vector("+fmt.Sprint(dims)+"))", dims), args...)
+		where, args := q.Filter.where([]any{q.Owner})
+		byVector, byText, err := rankIDs(ctx, tx, "memories", "m.owner_id = $1 AND "+where, args, q.Vector, q.TSQuery, q.K)
 		if err != nil {
-			return fmt.Errorf("store: vector candidates: %w", err)
-		}
-		byVector, err := pgx.CollectRows(vrows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("store: vector candidates: %w", err)
-		}
-		var byText []string
-		if q.TSQuery != "" {
-			where, args := q.Filter.where([]any{q.Owner, q.TSQuery, q.K})
-			trows, err := tx.Query(ctx, `SELECT m.id::text FROM memories m, to_tsquery('english', $2) tq
-				WHERE m.owner_id = $1 AND m.search @@ tq AND `+where+`
-				ORDER BY ts_rank_cd(m.search, tq, 32) DESC, m.id LIMIT $3`, args...)
-			if err != nil {
-				return fmt.Errorf("store: text candidates: %w", err)
-			}
-			if byText, err = pgx.CollectRows(trows, pgx.RowTo[string]); err != nil {
-				return fmt.Errorf("store: text candidates: %w", err)
-			}
+			return err
 		}
 		ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
 		if len(ids) == 0 {
@@ -116,4 +85,55 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 		return nil, err
 	}
 	return out, nil
+}
+
+// rankIDs returns the ids of the k rows of table (aliased m) matching where (whose
+// arguments are args) nearest to v, and the k best by full-text rank of tsq (none when tsq
+// is empty).
+func rankIDs(ctx context.Context, tx pgx.Tx, table, where string, args []any, v Vector, tsq string, k int) ([]string, []string, error) {
+	dims := len(v.Values)
+	n := len(args)
+	vrows, err := tx.Query(ctx, fmt.Sprintf(`SELECT m.id::text FROM %s m WHERE %s AND %s
+		ORDER BY (m.embedding::vector(%d)) <=> $%d::text::vector(%d) LIMIT $%d`,
+		table, where, vecPred(v.Model, dims), dims, n+1, dims, n+2), append(args, v.literal(), k)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: vector candidates: %w", err)
+	}
+	byVector, err := pgx.CollectRows(vrows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: vector candidates: %w", err)
+	}
+	if tsq == "" {
+		return byVector, nil, nil
+	}
+	trows, err := tx.Query(ctx, fmt.Sprintf(`SELECT m.id::text FROM %s m, to_tsquery('english', $%d) tq
+		WHERE %s AND m.search @@ tq ORDER BY ts_rank_cd(m.search, tq, 32) DESC, m.id LIMIT $%d`,
+		table, n+1, where, n+2), append(args, tsq, k)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: text candidates: %w", err)
+	}
+	byText, err := pgx.CollectRows(trows, pgx.RowTo[string])
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: text candidates: %w", err)
+	}
+	return byVector, byText, nil
+}
+
+// searchSettings tunes the HNSW walk of one transaction: with filters (owner, type,
+// repository) it continues until k rows pass them instead of returning fewer (pgvector
+// 0.8); exact turns the index off.
+func searchSettings(ctx context.Context, tx pgx.Tx, k int, exact bool) error {
+	settings := []string{
+		fmt.Sprintf("SET LOCAL hnsw.ef_search = %d", max(40, 2*k)),
+		"SET LOCAL hnsw.iterative_scan = relaxed_order",
+	}
+	if exact {
+		settings = append(settings, "SET LOCAL enable_indexscan = off", "SET LOCAL enable_bitmapscan = off")
+	}
+	for _, st := range settings {
+		if _, err := tx.Exec(ctx, st); err != nil {
+			return fmt.Errorf("store: search settings: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+)
+
+const patternColumns = `m.id::text, m.owner_id, m.repo, m.problem, m.solution, m.language, m.file_paths, m.tags, m.code_before,
+	m.code_after, m.source_task_id, m.confidence, m.reuse_count, m.content_hash, m.embedding_model, m.create_time, m.update_time,
+	encode(sha256(convert_to(m.problem || E'\n' || m.solution || E'\n' || m.code_before || E'\n' || m.code_after, 'UTF8')), 'hex') = m.content_hash`
+
+// PatternText is what a code pattern's hash covers.
+func PatternText(p *memoryv1.CodePattern) string {
+	return p.GetProblem() + "\n" + p.GetSolution() + "\n" + p.GetCodeBefore() + "\n" + p.GetCodeAfter()
+}
+
+// PatternRow is a stored code pattern and whether its content still matches its hash.
+type PatternRow struct {
+	*memoryv1.CodePattern
+	HashOK bool
+}
+
+func scanPattern(row pgx.Row, extra ...any) (*PatternRow, error) {
+	p := &memoryv1.CodePattern{}
+	var (
+		created, updated time.Time
+		ok               bool
+	)
+	dest := []any{&p.Id, &p.OwnerId, &p.Repo, &p.Problem, &p.Solution, &p.Language, &p.FilePaths, &p.Tags, &p.CodeBefore,
+		&p.CodeAfter, &p.SourceTaskId, &p.Confidence, &p.ReuseCount, &p.ContentHash, &p.EmbeddingModel, &created, &updated, &ok}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	p.CreateTime, p.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
+	return &PatternRow{CodePattern: p, HashOK: ok}, nil
+}
+
+// InsertPattern stores a code pattern; the same content for the same owner, or the same
+// request_id, returns the existing one and dedup = true.
+func (s *Store) InsertPattern(ctx context.Context, p *memoryv1.CodePattern, v Vector, searchText, requestID string) (*memoryv1.CodePattern, bool, error) {
+	if err := s.EnsureIndex(ctx, "code_patterns", v.Model, len(v.Values)); err != nil {
+		return nil, false, err
+	}
+	var reqID *string
+	if requestID != "" {
+		reqID = &requestID
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, `INSERT INTO code_patterns (owner_id, repo, problem, solution, language, file_paths, tags,
+			code_before, code_after, source_task_id, confidence, content_hash, embedding, embedding_model, embedding_dims, search, request_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::vector, $14, $15, to_tsvector('english', $16), $17)
+		ON CONFLICT DO NOTHING RETURNING id::text`,
+		p.GetOwnerId(), p.GetRepo(), p.GetProblem(), p.GetSolution(), p.GetLanguage(), nonNil(p.GetFilePaths()), nonNil(p.GetTags()),
+		p.GetCodeBefore(), p.GetCodeAfter(), p.GetSourceTaskId(), p.GetConfidence(), p.GetContentHash(), v.literal(), v.Model,
+		len(v.Values), searchText, reqID).Scan(&id)
+	dedup := false
+	if errors.Is(err, pgx.ErrNoRows) {
+		dedup = true
+		if reqID != nil {
+			err = s.pool.QueryRow(ctx, "SELECT id::text FROM code_patterns WHERE owner_id = $1 AND request_id = $2", p.GetOwnerId(), requestID).Scan(&id)
+		}
+		if reqID == nil || errors.Is(err, pgx.ErrNoRows) {
+			err = s.pool.QueryRow(ctx, "SELECT id::text FROM code_patterns WHERE owner_id = $1 AND content_hash = $2", p.GetOwnerId(), p.GetContentHash()).Scan(&id)
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: insert code pattern: %w", err)
+	}
+	r, err := scanPattern(s.pool.QueryRow(ctx, "SELECT "+patternColumns+" FROM code_patterns m WHERE m.id = $1", id))
+	if err != nil {
+		return nil, false, fmt.Errorf("store: read code pattern: %w", err)
+	}
+	return r.CodePattern, dedup, nil
+}
+
+// PatternQuery asks for the candidates of a code-pattern search.
+type PatternQuery struct {
+	Owner, Repo, Language string
+	Tags                  []string
+	Vector                Vector
+	TSQuery               string
+	K                     int
+}
+
+// PatternCandidate is a code pattern with its vector and full-text scores.
+type PatternCandidate struct {
+	*PatternRow
+	Vector, Text float64
+}
+
+// SearchPatterns returns the union of the K nearest code patterns and the K best by full
+// text, with both scores.
+func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternCandidate, error) {
+	if err := CheckModel(q.Vector.Model); err != nil {
+		return nil, err
+	}
+	dims := len(q.Vector.Values)
+	var out []*PatternCandidate
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := searchSettings(ctx, tx, q.K, false); err != nil {
+			return err
+		}
+		args := []any{q.Owner, q.Repo, q.Language, nonNil(q.Tags)}
+		where := "m.owner_id = $1 AND ($2 = '' OR m.repo = $2) AND ($3 = '' OR m.language = $3) AND m.tags @> $4"
+		byVector, byText, err := rankIDs(ctx, tx, "code_patterns", where, args, q.Vector, q.TSQuery, q.K)
+		if err != nil {
+			return err
+		}
+		ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
+		if len(ids) == 0 {
+			return nil
+		}
+		tsq := q.TSQuery
+		if tsq == "" {
+			tsq = "''"
+		}
+		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
+				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
+				coalesce(ts_rank_cd(m.search, to_tsquery('english', $3), 32), 0)
+			FROM code_patterns m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
+			patternColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
+		if err != nil {
+			return fmt.Errorf("store: pattern candidates: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c := &PatternCandidate{}
+			r, err := scanPattern(rows, &c.Vector, &c.Text)
+			if err != nil {
+				return fmt.Errorf("store: pattern candidates: %w", err)
+			}
+			c.PatternRow = r
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// CountReuse counts a reuse of each pattern.
+func (s *Store) CountReuse(ctx context.Context, owner string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE code_patterns SET reuse_count = reuse_count + 1 WHERE owner_id = $1 AND id = ANY($2::uuid[])`, owner, ids); err != nil {
+		return fmt.Errorf("store: count reuse: %w", err)
+	}
+	return nil
+}
