@@ -92,8 +92,10 @@ func EnsureServiceRole(ctx context.Context, adminURL, schema, role, password str
 		return fmt.Errorf("db: service role %s: %w", role, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit it is a no-op
-	// Concurrent starts for the same database (two `thefold up`) would race on CREATE ROLE.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", roleLockKey(role)); err != nil {
+	// Concurrent starts for the same database (two `thefold up`) would race on CREATE ROLE,
+	// and the services of one start on GRANT … ON DATABASE, which rewrites the database's
+	// one ACL ("tuple concurrently updated"): one lock per database serialises both.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", roleLockKey("database:"+database)); err != nil {
 		return fmt.Errorf("db: service role %s: lock: %w", role, err)
 	}
 	var exists bool
@@ -220,4 +222,25 @@ func firstWords(q string) string {
 		f = f[:3]
 	}
 	return strings.Join(f, " ")
+}
+
+// EnsureExtension creates an extension (pgvector's "vector") in the public schema of the
+// administrator's database unless it is there; the services' roles may use it but not
+// create it.
+func EnsureExtension(ctx context.Context, adminURL, name string) error {
+	if !schemaPattern.MatchString(name) {
+		return fmt.Errorf("db: extension: invalid name %q", name)
+	}
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("db: extension %s: connect as administrator: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", roleLockKey("extension:"+name)); err != nil {
+		return fmt.Errorf("db: extension %s: lock: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+ident(name)+" SCHEMA public"); err != nil {
+		return fmt.Errorf("db: extension %s: %w", name, err)
+	}
+	return nil
 }

@@ -87,5 +87,11 @@ func (s *Stack) ServiceDatabaseURL(ctx context.Context, svc string) (string, err
 	if err := db.EnsureServiceRole(ctx, admin, svc, role, pw); err != nil {
 		return "", fmt.Errorf("stack: %w (the stack's database URL must name an administrator, e.g. the thefold role scripts/setup.sh creates)", err)
 	}
+	// memory stores embeddings with pgvector, which only an administrator can install.
+	if svc == "memory" {
+		if err := db.EnsureExtension(ctx, admin, "vector"); err != nil {
+			return "", fmt.Errorf("stack: %w (memory needs pgvector on the server: scripts/setup.sh builds and installs it)", err)
+		}
+	}
 	return db.ServiceURL(admin, role, pw)
 }
