@@ -108,6 +108,13 @@ func TestHybridRanking(t *testing.T) {
 	e := start(t, service.Config{})
 	c := corpus(t, e)
 
+	// A query without a word full text can use is answered by the vector ranking alone.
+	for _, q := range []string{"?", "日本語"} {
+		if _, err := e.client.SearchMemories(e.alice, &memoryv1.SearchMemoriesRequest{Query: q}); err != nil {
+			t.Fatalf("query %q: %v", q, err)
+		}
+	}
+
 	// An error code: full text ranks its memory first.
 	rs := search(t, e, &memoryv1.SearchMemoriesRequest{Query: "E_SANDBOX_QUOTA_4471", Repo: "local/demo"})
 	if len(rs) == 0 || rs[0].GetMemory().GetId() != c["errcode"].GetId() || rs[0].GetScore().GetTextRank() != 1 {

@@ -44,7 +44,8 @@ func (s *Store) Items(ctx context.Context, sc Scope) ([]*Item, error) {
 	if sc.Type != typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
 		types = append(types, typeNames[sc.Type])
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id::text, memory_type, importance, access_count, use_count, tags, merged_from::text[],
+	rows, err := s.pool.Query(ctx, `SELECT id::text, memory_type, importance, coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0),
+			use_count, tags, merged_from::text[],
 			embedding_model, embedding::text, create_time, coalesce(last_used_time, create_time)
 		FROM (SELECT *, row_number() OVER (PARTITION BY memory_type ORDER BY create_time DESC) AS n FROM memories
 		      WHERE owner_id = $1 AND repo = $2 AND (cardinality($3::text[]) = 0 OR memory_type = ANY($3))
@@ -111,7 +112,6 @@ func (s *Store) ApplyConsolidation(ctx context.Context, sc Scope, merges []Merge
 			all := append([]string{m.Keep}, m.Remove...)
 			if _, err := tx.Exec(ctx, `UPDATE memories k SET
 					tags = (SELECT coalesce(array_agg(DISTINCT t ORDER BY t), '{}') FROM memories x, unnest(x.tags) t WHERE x.id = ANY($2::uuid[])),
-					access_count = (SELECT sum(access_count) FROM memories WHERE id = ANY($2::uuid[])),
 					use_count = (SELECT sum(use_count) FROM memories WHERE id = ANY($2::uuid[])),
 					importance = (SELECT max(importance) FROM memories WHERE id = ANY($2::uuid[])),
 					merged_from = (SELECT coalesce(array_agg(DISTINCT f), '{}') FROM (
@@ -120,6 +120,12 @@ func (s *Store) ApplyConsolidation(ctx context.Context, sc Scope, merges []Merge
 					update_time = now()
 				WHERE k.id = $1 AND k.owner_id = $4`, m.Keep, all, m.Remove, sc.Owner); err != nil {
 				return fmt.Errorf("store: merge: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
+				SELECT $1, coalesce(sum(access_count), 0), max(last_accessed_time) FROM memory_access WHERE memory_id = ANY($2::uuid[])
+				ON CONFLICT (memory_id) DO UPDATE SET access_count = excluded.access_count, last_accessed_time = excluded.last_accessed_time`,
+				m.Keep, all); err != nil {
+				return fmt.Errorf("store: merge access counts: %w", err)
 			}
 			if _, err := tx.Exec(ctx, "DELETE FROM memories WHERE owner_id = $1 AND id = ANY($2::uuid[])", sc.Owner, m.Remove); err != nil {
 				return fmt.Errorf("store: merge: %w", err)

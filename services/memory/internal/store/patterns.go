@@ -118,13 +118,11 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 		if len(ids) == 0 {
 			return nil
 		}
+		// An empty tsquery ranks every row 0 (to_tsquery('') is the empty query).
 		tsq := q.TSQuery
-		if tsq == "" {
-			tsq = "''"
-		}
 		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
 				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
-				coalesce(ts_rank_cd(m.search, to_tsquery('english', $3), 32), 0)
+				coalesce(ts_rank(m.search, to_tsquery('english', $3), 1|32), 0)
 			FROM code_patterns m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
 			patternColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
 		if err != nil {

@@ -55,13 +55,11 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 		if len(ids) == 0 {
 			return nil
 		}
+		// An empty tsquery ranks every row 0 (to_tsquery('') is the empty query).
 		tsq := q.TSQuery
-		if tsq == "" {
-			tsq = "''"
-		}
 		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
 				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
-				coalesce(ts_rank_cd(m.search, to_tsquery('english', $3), 32), 0)
+				coalesce(ts_rank(m.search, to_tsquery('english', $3), 1|32), 0)
 			FROM memories m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
 			memoryColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
 		if err != nil {
@@ -107,7 +105,7 @@ func rankIDs(ctx context.Context, tx pgx.Tx, table, where string, args []any, v 
 		return byVector, nil, nil
 	}
 	trows, err := tx.Query(ctx, fmt.Sprintf(`SELECT m.id::text FROM %s m, to_tsquery('english', $%d) tq
-		WHERE %s AND m.search @@ tq ORDER BY ts_rank_cd(m.search, tq, 32) DESC, m.id LIMIT $%d`,
+		WHERE %s AND m.search @@ tq ORDER BY ts_rank(m.search, tq, 1|32) DESC, m.id LIMIT $%d`,
 		table, n+1, where, n+2), append(args, tsq, k)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: text candidates: %w", err)

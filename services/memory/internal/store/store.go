@@ -156,7 +156,9 @@ type Row struct {
 }
 
 const memoryColumns = `m.id::text, m.owner_id, m.repo, m.memory_type, m.category, m.content, m.summary, m.content_hash,
-	m.tags, m.trust_level, m.importance, m.embedding_model, m.access_count, m.last_accessed_time, m.use_count,
+	m.tags, m.trust_level, m.importance, m.embedding_model,
+	coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0),
+	(SELECT a.last_accessed_time FROM memory_access a WHERE a.memory_id = m.id), m.use_count,
 	m.last_used_time, m.source_task_id, m.source_job_id, m.metadata, m.merged_from::text[], m.create_time,
 	m.update_time, m.expire_time, encode(sha256(convert_to(m.content, 'UTF8')), 'hex') = m.content_hash`
 
@@ -439,8 +441,9 @@ func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) er
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE memories SET access_count = access_count + 1, last_accessed_time = now()
-		WHERE owner_id = $1 AND id = ANY($2::uuid[])`, owner, ids)
+	_, err := s.pool.Exec(ctx, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
+		SELECT id, 1, now() FROM memories WHERE owner_id = $1 AND id = ANY($2::uuid[])
+		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids)
 	if err != nil {
 		return fmt.Errorf("store: record access: %w", err)
 	}

@@ -1,0 +1,602 @@
+package service_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/thefold/thefold/pkg/embed"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+
+	"github.com/thefold/thefold/services/memory/internal/service"
+	"github.com/thefold/thefold/services/memory/internal/store"
+)
+
+// BenchmarkSearchLatency measures SearchMemories over loopback gRPC, and the store's vector
+// search with the HNSW index and exact, at 10k and 100k memories of one owner, and the
+// index's recall@10 against exact search. It prints figures and asserts nothing about time.
+//
+// Run it once: go test -run '^$' -bench SearchLatency -benchtime 1x ./internal/service/
+func BenchmarkSearchLatency(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) { searchLatency(b, n) })
+	}
+}
+
+const (
+	benchOwner   = "alice"
+	benchQueries = 200
+	// exactQueries is how many of the queries are also run exactly (a sequential scan of
+	// every memory each, 0.15–0.4 s at 100k), for the exact latency and the recall of the index.
+	exactQueries = 60
+)
+
+func searchLatency(b *testing.B, n int) {
+	// The set-up takes far longer than benchtime: the timer keeps running so the framework
+	// never calls this again with a larger b.N; ns/op is suppressed below and the figures
+	// are the reported metrics.
+	ctx := context.Background()
+	e := start(b, service.Config{})
+	alice := longLived(e.alice)
+
+	t0 := time.Now()
+	mems := benchMemories(n)
+	tGen := time.Since(t0)
+
+	t0 = time.Now()
+	if err := bulkInsert(ctx, e.pool, benchOwner, mems); err != nil {
+		b.Fatal(err)
+	}
+	tLoad := time.Since(t0)
+
+	t0 = time.Now()
+	if err := buildIndex(ctx, e.pool); err != nil {
+		b.Fatal(err)
+	}
+	tIndex := time.Since(t0)
+	var stored int
+	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM memories WHERE owner_id = $1", benchOwner).Scan(&stored); err != nil {
+		b.Fatal(err)
+	}
+
+	queries := benchQueryTexts(benchQueries, mems)
+	local := embed.NewLocal(embed.DefaultDims)
+	qvecs := local.Embed(queries)
+	st := store.New(e.pool)
+
+	// Warm up the connections, the caches and the index pages.
+	for _, q := range queries[:10] {
+		if _, err := e.client.SearchMemories(alice, &memoryv1.SearchMemoriesRequest{Query: q}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	noText, err := vectorOnlyTSQuery(ctx, st, qvecs[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Each query is asked every way in turn, so all see the same cache state.
+	var rpc, hybrid, hnsw100, hnsw10, exact, access []time.Duration
+	var hits10, hits100, total int
+	for i, q := range queries {
+		t := time.Now()
+		resp, err := e.client.SearchMemories(alice, &memoryv1.SearchMemoriesRequest{Query: q})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rpc = append(rpc, time.Since(t))
+		if len(resp.GetResults()) == 0 {
+			b.Errorf("no result for %q", q)
+		}
+		// SearchMemories ends by counting an access of every result (an UPDATE of each
+		// row): that part alone, once more on the same rows.
+		var ids []string
+		for _, r := range resp.GetResults() {
+			ids = append(ids, r.GetMemory().GetId())
+		}
+		t = time.Now()
+		if err := st.RecordAccess(ctx, benchOwner, ids); err != nil {
+			b.Fatal(err)
+		}
+		access = append(access, time.Since(t))
+
+		vec := store.Vector{Model: "local", Values: qvecs[i]}
+		// The service's whole candidate search: both rankings (roughly its tsquery).
+		t = time.Now()
+		if _, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, TSQuery: orQuery(q), K: 100}); err != nil {
+			b.Fatal(err)
+		}
+		hybrid = append(hybrid, time.Since(t))
+		// The service's vector candidates alone: K = Candidates (100), so ef_search = 200.
+		t = time.Now()
+		c100, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, TSQuery: noText, K: 100})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hnsw100 = append(hnsw100, time.Since(t))
+		if i >= exactQueries {
+			continue
+		}
+		t = time.Now()
+		c10, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, TSQuery: noText, K: 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		hnsw10 = append(hnsw10, time.Since(t))
+		t = time.Now()
+		ce, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, TSQuery: noText, K: 10, Exact: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		exact = append(exact, time.Since(t))
+		want := topByVector(ce, 10)
+		hits10 += overlap(want, topByVector(c10, 10))
+		hits100 += overlap(want, topByVector(c100, 10))
+		total += len(want)
+	}
+	// The RPC when the text ranking matches nothing: what the rest of the path costs.
+	var rpcNoText []time.Duration
+	for i := range 50 {
+		t := time.Now()
+		if _, err := e.client.SearchMemories(alice, &memoryv1.SearchMemoriesRequest{Query: fmt.Sprintf("qx%dzvk wq%djy", i, i*7)}); err != nil {
+			b.Fatal(err)
+		}
+		rpcNoText = append(rpcNoText, time.Since(t))
+	}
+	recall10 := float64(hits10) / float64(max(total, 1))
+	recall100 := float64(hits100) / float64(max(total, 1))
+
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(ms(pct(rpc, 50)), "rpc-p50-ms")
+	b.ReportMetric(ms(pct(rpc, 99)), "rpc-p99-ms")
+	b.ReportMetric(ms(pct(hnsw100, 50)), "hnsw-p50-ms")
+	b.ReportMetric(ms(pct(hnsw100, 99)), "hnsw-p99-ms")
+	b.ReportMetric(ms(pct(exact, 50)), "exact-p50-ms")
+	b.ReportMetric(ms(pct(exact, 99)), "exact-p99-ms")
+	b.ReportMetric(recall10, "recall@10")
+
+	label := fmt.Sprintf("%dk", n/1000)
+	fmt.Printf("memory search at %s: RPC p50 %.2f ms p99 %.2f ms; store HNSW p50/p99 %.2f/%.2f ms (K=100, ef_search 200), %.2f/%.2f ms (K=10, ef_search 40); exact p50/p99 %.2f/%.2f ms; recall@10 %.3f (K=10) %.3f (K=100)\n",
+		label, ms(pct(rpc, 50)), ms(pct(rpc, 99)), ms(pct(hnsw100, 50)), ms(pct(hnsw100, 99)),
+		ms(pct(hnsw10, 50)), ms(pct(hnsw10, 99)), ms(pct(exact, 50)), ms(pct(exact, 99)), recall10, recall100)
+	fmt.Printf("  where the RPC time goes at %s: store.Search with both rankings (K=100) p50/p99 %.2f/%.2f ms, vector ranking alone %.2f/%.2f ms; RPC whose text ranking matches nothing p50/p99 %.2f/%.2f ms; RecordAccess of the results p50/p99 %.2f/%.2f ms; %s\n",
+		label, ms(pct(hybrid, 50)), ms(pct(hybrid, 99)), ms(pct(hnsw100, 50)), ms(pct(hnsw100, 99)), ms(pct(rpcNoText, 50)), ms(pct(rpcNoText, 99)),
+		ms(pct(access, 50)), ms(pct(access, 99)), tableStats(ctx, e.pool))
+	fmt.Printf("  set-up at %s: %d memories stored (%d generated), generate+embed %s, insert %s, HNSW build %s; %d RPC queries, %d exact\n",
+		label, stored, len(mems), tGen.Round(time.Millisecond), tLoad.Round(time.Millisecond), tIndex.Round(time.Millisecond), len(rpc), len(exact))
+	if n >= 100_000 {
+		fmt.Printf("  targets at 100k: RPC p50 ≤ 5 ms (%s), p99 ≤ 20 ms (%s)\n",
+			verdict(ms(pct(rpc, 50)) <= 5), verdict(ms(pct(rpc, 99)) <= 20))
+	}
+	if err := explainSearch(ctx, e.pool, queries[0], qvecs[0]); err != nil {
+		b.Fatal(err)
+	}
+	// The text ranking ranks every memory matching any word of the query.
+	var matched []time.Duration // a count, kept as a Duration for pct
+	for _, q := range queries[:20] {
+		var c int64
+		if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM memories WHERE search @@ to_tsquery('english', $1)", orQuery(q)).Scan(&c); err != nil {
+			b.Fatal(err)
+		}
+		matched = append(matched, time.Duration(c))
+	}
+	fmt.Printf("  the text ranking's tsquery (words ORed) matches a median %d, at most %d of %d memories (20 queries)\n",
+		pct(matched, 50), pct(matched, 100), stored)
+}
+
+// vectorOnlyTSQuery is the TSQuery that leaves only the vector ranking: "" as SearchQuery
+// documents; when the store refuses "", a lexeme no memory has (the text ranking then finds
+// nothing, and costs what looking for nothing costs), and a note is printed.
+func vectorOnlyTSQuery(ctx context.Context, st *store.Store, qv []float32) (string, error) {
+	_, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true},
+		Vector: store.Vector{Model: "local", Values: qv}, K: 10})
+	if err == nil {
+		return "", nil
+	}
+	const none = "zzqxjvnomatchzz"
+	if _, err2 := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true},
+		Vector: store.Vector{Model: "local", Values: qv}, TSQuery: none, K: 10}); err2 != nil {
+		return "", err2
+	}
+	fmt.Printf("  NOTE: store.Search with TSQuery \"\" fails (%v); measuring with TSQuery %q, which matches nothing\n", err, none)
+	return none, nil
+}
+
+// tableStats says how the memories table's row updates went (HOT updates touch no index;
+// the others insert into every index, the HNSW graph included), how many dead row
+// versions wait for vacuum, and the table's size with its indexes.
+func tableStats(ctx context.Context, pool *pgxpool.Pool) string {
+	var upd, hot, dead, vacuums int64
+	var size string
+	// Each backend flushes its statistics at most once a second.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_force_next_flush()"); err != nil {
+			return "no statistics: " + err.Error()
+		}
+		err := pool.QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd, n_dead_tup, autovacuum_count + vacuum_count,
+				pg_size_pretty(pg_total_relation_size(relid))
+			FROM pg_stat_user_tables WHERE relname = 'memories' AND schemaname = current_schema()`).Scan(&upd, &hot, &dead, &vacuums, &size)
+		if err != nil {
+			return "no statistics: " + err.Error()
+		}
+		if upd > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Sprintf("row updates %d, of which HOT %d; %d dead row versions after %d vacuums; memories table with indexes %s",
+		upd, hot, dead, vacuums, size)
+}
+
+// longLived is ctx's outgoing credentials on a context without the helper's 30 s deadline.
+func longLived(ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return metadata.NewOutgoingContext(context.Background(), md.Copy())
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pct is the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+// topByVector is the ids of the k candidates of highest vector score.
+func topByVector(cs []*store.Candidate, k int) []string {
+	cs = slices.Clone(cs)
+	slices.SortFunc(cs, func(a, b *store.Candidate) int {
+		switch {
+		case a.Vector > b.Vector:
+			return -1
+		case a.Vector < b.Vector:
+			return 1
+		}
+		return strings.Compare(a.GetId(), b.GetId())
+	})
+	var ids []string
+	for _, c := range cs[:min(k, len(cs))] {
+		ids = append(ids, c.GetId())
+	}
+	return ids
+}
+
+func overlap(want, got []string) int {
+	n := 0
+	for _, id := range got {
+		if slices.Contains(want, id) {
+			n++
+		}
+	}
+	return n
+}
+
+// benchMemory is a generated memory.
+type benchMemory struct {
+	repo, typ, content, summary, tags, trust string
+	importance, ageSeconds                   float64
+	vector                                   string // pgvector text form
+}
+
+var (
+	benchOnce sync.Once
+	benchAll  []benchMemory
+)
+
+// benchMemories returns n generated memories with their embeddings; the sets for both
+// sizes share a prefix, generated and embedded once.
+func benchMemories(n int) []benchMemory {
+	benchOnce.Do(func() { benchAll = generateMemories(100_000) })
+	return benchAll[:n]
+}
+
+func generateMemories(n int) []benchMemory {
+	rng := rand.New(rand.NewPCG(1, 2))
+	mems := make([]benchMemory, n)
+	types := []string{"general", "task", "session", "error_pattern", "decision", "code_pattern", "strategy", "skill"}
+	repos := []string{"acme/api", "acme/web", "acme/infra", "thefold/thefold", "oss/widgets", ""}
+	trusts := []string{"agent", "agent", "user", "system"}
+	for i := range mems {
+		var sb strings.Builder
+		for j := range 1 + rng.IntN(3) {
+			if j > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(sentence(rng))
+		}
+		content := sb.String()
+		summary, _, _ := strings.Cut(content, ". ")
+		mems[i] = benchMemory{
+			repo: pick(rng, repos), typ: pick(rng, types), content: content, summary: summary,
+			tags: pick(rng, techs) + "," + strings.ToLower(pick(rng, nouns)), trust: pick(rng, trusts),
+			importance: float64(rng.IntN(11)) / 10, ageSeconds: float64(rng.IntN(180 * 24 * 3600)),
+		}
+	}
+	// Embedding is the slow part: one goroutine per CPU, each on its own slice.
+	local := embed.NewLocal(embed.DefaultDims)
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			buf := make([]byte, 0, 4096)
+			for lo := w * 256; lo < n; lo += workers * 256 {
+				hi := min(lo+256, n)
+				texts := make([]string, 0, hi-lo)
+				for _, m := range mems[lo:hi] {
+					texts = append(texts, m.summary+"\n"+m.content) // what StoreMemory embeds
+				}
+				for k, v := range local.Embed(texts) {
+					buf = vectorText(buf[:0], v)
+					mems[lo+k].vector = string(buf)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return mems
+}
+
+func vectorText(buf []byte, v []float32) []byte {
+	buf = append(buf, '[')
+	for i, x := range v {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendFloat(buf, float64(x), 'g', 7, 32)
+	}
+	return append(buf, ']')
+}
+
+// bulkInsert writes mems as owner's memories in batches of multi-row INSERT … SELECT FROM
+// unnest, two batches at a time. The full-text vector is made from the summary and the
+// content (the service adds split identifiers too).
+func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []benchMemory) error {
+	const batch = 1000
+	const q = `INSERT INTO memories (owner_id, repo, memory_type, content, summary, content_hash, tags, trust_level,
+			importance, embedding, embedding_model, embedding_dims, search, create_time, update_time)
+		SELECT $1, r, t, c, s, h, string_to_array(tg, ','), tl, imp, e::vector, 'local', 384,
+			to_tsvector('english', s || E'\n' || c), now() - make_interval(secs => age), now() - make_interval(secs => age)
+		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::float8[], $10::text[], $11::float8[]) AS u(r, t, c, s, h, tg, tl, imp, e, age)
+		ON CONFLICT DO NOTHING`
+	jobs := make(chan []benchMemory)
+	errc := make(chan error, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for part := range jobs {
+				var r, t, c, s, h, tg, tl, e []string
+				var imp, age []float64
+				for _, m := range part {
+					sum := sha256.Sum256([]byte(m.content))
+					r, t, c, s = append(r, m.repo), append(t, m.typ), append(c, m.content), append(s, m.summary)
+					h, tg, tl, e = append(h, hex.EncodeToString(sum[:])), append(tg, m.tags), append(tl, m.trust), append(e, m.vector)
+					imp, age = append(imp, m.importance), append(age, m.ageSeconds)
+				}
+				if _, err := pool.Exec(ctx, q, owner, r, t, c, s, h, tg, tl, imp, e, age); err != nil {
+					errc <- fmt.Errorf("bulk insert: %w", err)
+					for range jobs { // drain
+					}
+					return
+				}
+			}
+		})
+	}
+	for lo := 0; lo < len(mems); lo += batch {
+		jobs <- mems[lo:min(lo+batch, len(mems))]
+	}
+	close(jobs)
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+// buildIndex makes the HNSW index the service makes on its first stored vector, after the
+// bulk load (much faster than inserting into it row by row), on connections allowed the
+// memory for it (the default maintenance_work_mem of 64MB does not hold a 100k graph and
+// the build then slows down many times), and vacuums and analyzes the table.
+func buildIndex(ctx context.Context, pool *pgxpool.Pool) error {
+	cfg := pool.Config()
+	cfg.ConnConfig.RuntimeParams["maintenance_work_mem"] = "1GB"
+	cfg.MaxConns = 1
+	big, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer big.Close()
+	if err := store.New(big).EnsureIndex(ctx, "memories", "local", embed.DefaultDims); err != nil {
+		return err
+	}
+	// VACUUM too: autovacuum would otherwise visit the freshly loaded table while the
+	// queries are timed.
+	_, err = big.Exec(ctx, "VACUUM (ANALYZE) memories")
+	return err
+}
+
+// explainSearch prints the plans of the store's two ranking queries (copied from
+// store.Search, with its settings) for one query: the vector ranking must walk the HNSW
+// index, the text ranking the GIN index.
+func explainSearch(ctx context.Context, pool *pgxpool.Pool, query string, vec []float32) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, s := range []string{"SET LOCAL hnsw.ef_search = 200", "SET LOCAL hnsw.iterative_scan = relaxed_order"} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	lit := string(vectorText(nil, vec))
+	plans := []struct {
+		name, sql string
+		args      []any
+	}{
+		{"vector", `EXPLAIN (ANALYZE, BUFFERS) SELECT m.id::text FROM memories m
+			WHERE m.owner_id = $1 AND embedding_model = 'local' AND embedding_dims = 384 AND (m.expire_time IS NULL OR m.expire_time > now())
+			ORDER BY (m.embedding::vector(384)) <=> $2::text::vector(384) LIMIT 100`, []any{benchOwner, lit}},
+		{"text", `EXPLAIN (ANALYZE, BUFFERS) SELECT m.id::text FROM memories m, to_tsquery('english', $2) tq
+			WHERE m.owner_id = $1 AND m.search @@ tq AND (m.expire_time IS NULL OR m.expire_time > now())
+			ORDER BY ts_rank_cd(m.search, tq, 32) DESC, m.id LIMIT 100`, []any{benchOwner, orQuery(query)}},
+	}
+	for _, p := range plans {
+		rows, err := tx.Query(ctx, p.sql, p.args...)
+		if err != nil {
+			return fmt.Errorf("explain %s: %w", p.name, err)
+		}
+		var lines []string
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				return err
+			}
+			t := strings.TrimSpace(l)
+			if strings.Contains(l, "Scan") || strings.HasPrefix(t, "Limit") || strings.HasPrefix(t, "Sort") ||
+				strings.Contains(l, "->") || strings.HasPrefix(t, "Execution Time") || strings.HasPrefix(t, "Rows Removed") || strings.HasPrefix(t, "Buffers") {
+				lines = append(lines, "    "+l)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		fmt.Printf("  plan of the %s ranking:\n%s\n", p.name, strings.Join(lines, "\n"))
+	}
+	return nil
+}
+
+// orQuery is the query's words ORed for to_tsquery, roughly what the service asks.
+func orQuery(q string) string {
+	var words []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}) {
+		if len(w) > 1 && !slices.Contains(words, w) {
+			words = append(words, w)
+		}
+	}
+	return strings.Join(words, " | ")
+}
+
+// benchQueryTexts is n queries: three in four asked in other words about the generated
+// topics, one in four a fragment of a stored memory.
+func benchQueryTexts(n int, mems []benchMemory) []string {
+	rng := rand.New(rand.NewPCG(7, 8))
+	out := make([]string, 0, n)
+	for i := range n {
+		switch i % 4 {
+		case 0:
+			out = append(out, fmt.Sprintf("why does the %s %s", pick(rng, components), pick(rng, problems)))
+		case 1:
+			out = append(out, fmt.Sprintf("how to fix %s in %s", pick(rng, errCodes), pick(rng, components)))
+		case 2:
+			out = append(out, ident(rng)+" "+pick(rng, nouns)+" "+pick(rng, techs))
+		default:
+			w := strings.Fields(mems[rng.IntN(len(mems))].content)
+			lo := rng.IntN(max(len(w)-8, 1))
+			out = append(out, strings.Join(w[lo:min(lo+8, len(w))], " "))
+		}
+	}
+	return out
+}
+
+func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
+
+// sentence is one generated sentence about software work.
+func sentence(rng *rand.Rand) string {
+	switch rng.IntN(8) {
+	case 0:
+		return fmt.Sprintf("The %s %s because of %s; %s.", pick(rng, components), pick(rng, problems), pick(rng, causes), pick(rng, fixes))
+	case 1:
+		return fmt.Sprintf("When %s is called from %s, the %s %s.", ident(rng), path(rng), pick(rng, components), pick(rng, problems))
+	case 2:
+		return fmt.Sprintf("Decision: use %s for the %s instead of %s, because %s.", pick(rng, techs), pick(rng, components), pick(rng, techs), pick(rng, reasons))
+	case 3:
+		return fmt.Sprintf("Error %s in %s: the %s %s. Fix: %s.", pick(rng, errCodes), path(rng), pick(rng, components), pick(rng, problems), pick(rng, fixes))
+	case 4:
+		return fmt.Sprintf("Prefer %s over %s in the %s; %s.", ident(rng), ident(rng), pick(rng, components), pick(rng, reasons))
+	case 5:
+		return fmt.Sprintf("Test Test%s is flaky in %d of %d runs: %s.", ident(rng), 1+rng.IntN(20), 20+rng.IntN(200), pick(rng, causes))
+	case 6:
+		return fmt.Sprintf("Set %s to %d for the %s, otherwise it %s.", envVar(rng), 1<<rng.IntN(12), pick(rng, components), pick(rng, problems))
+	default:
+		return fmt.Sprintf("In %s the %s uses %s with %s; %s.", pick(rng, techs), pick(rng, components), ident(rng), pick(rng, causes), pick(rng, fixes))
+	}
+}
+
+func ident(rng *rand.Rand) string { return pick(rng, verbs) + pick(rng, nouns) + pick(rng, suffixes) }
+
+func envVar(rng *rand.Rand) string {
+	return "THEFOLD_" + strings.ToUpper(pick(rng, nouns)) + "_" + strings.ToUpper(pick(rng, []string{"MAX", "TIMEOUT", "LIMIT", "SIZE", "WORKERS", "TTL", "RETRIES"}))
+}
+
+func path(rng *rand.Rand) string {
+	return fmt.Sprintf("services/%s/internal/%s/%s.go", pick(rng, []string{"tasks", "memory", "skills", "ai", "sandbox", "github", "builder", "agent", "gateway"}),
+		strings.ToLower(pick(rng, nouns)), strings.ToLower(pick(rng, verbs)+"_"+pick(rng, nouns)))
+}
+
+var (
+	components = []string{"connection pool", "HNSW index", "gRPC gateway", "sandbox runner", "builder cache", "webhook handler",
+		"token refresher", "migration runner", "rate limiter", "retry loop", "job scheduler", "event bus", "diff renderer",
+		"test harness", "Docker image build", "module proxy client", "TLS listener", "JWT verifier", "Prometheus exporter",
+		"OpenTelemetry tracer", "query planner", "full-text index", "embedding cache", "prompt template", "review bot",
+		"pull request sync", "git clone step", "language server client", "linter run", "formatter", "config loader",
+		"health check", "graceful shutdown", "leader election", "advisory lock", "outbox relay", "notification fan-out",
+		"cost tracker", "token counter", "patch applier", "file watcher", "log shipper", "secret store", "OAuth callback",
+		"CSV exporter", "search ranking", "pagination cursor", "websocket stream", "cron schedule", "artifact upload"}
+	problems = []string{"times out after 30 seconds", "leaks goroutines", "deadlocks under load", "returns stale data",
+		"panics on a nil map", "drops events when the buffer is full", "retries forever", "exhausts file descriptors",
+		"ignores context cancellation", "reads the wrong config key", "double-counts usage", "loses the last page",
+		"blocks the event loop", "logs secrets in plain text", "rejects valid UTF-8", "sorts by the wrong column",
+		"allocates on every request", "holds a lock across I/O", "serializes every write", "skips the first row",
+		"returns Internal instead of InvalidArgument", "fails only on ARM runners", "breaks after a restart",
+		"starves other tenants", "duplicates webhook deliveries", "writes partial files", "hangs on DNS lookups"}
+	causes = []string{"a missing index on owner_id", "an unbuffered channel", "a race on the listener", "the default pool size of 4",
+		"clock skew between hosts", "an expired certificate", "a shadowed err variable", "a mutable package-level map",
+		"a transaction left open", "an off-by-one in the cursor", "a retry without backoff", "a missing FOR UPDATE",
+		"a context created per loop iteration", "time.After in a hot loop", "an interface holding a nil pointer",
+		"a defer inside the loop", "a forgotten rows.Close", "NUL bytes in the payload", "a stale Go module cache",
+		"the wrong time zone", "an unbounded queue", "a cache key without the tenant", "HTTP keep-alive being off",
+		"sequential scans on a large table", "a prepared statement after a schema change", "lock ordering between two tables"}
+	fixes = []string{"raise the limit and release rows promptly", "wrap the calls in one transaction", "use FOR UPDATE SKIP LOCKED",
+		"bound the work with errgroup.SetLimit", "close rows before returning", "pin the module version", "add a partial index",
+		"pass the request context down", "back off exponentially with jitter", "validate the input at the edge",
+		"move the lock out of the I/O path", "batch the inserts with unnest", "use a buffered channel of size 1",
+		"cache the parsed template", "stream the response instead of buffering it", "compare in constant time",
+		"reset the timer instead of creating one", "set a deadline on the dial", "key the cache by tenant and version",
+		"check the error of Close", "run ANALYZE after the bulk load", "split the migration in two steps"}
+	reasons = []string{"it keeps p99 latency low", "it has no extra dependency", "the team knows it well",
+		"it survives restarts", "it is easier to test", "it scales to many tenants", "it is what the platform uses already",
+		"it avoids a network hop", "it fails loudly instead of silently", "it keeps the data in one place"}
+	techs = []string{"Go", "PostgreSQL", "pgvector", "gRPC", "Protocol Buffers", "TypeScript", "React", "Python", "Rust",
+		"Redis", "Kubernetes", "Docker", "Terraform", "Bash", "SQLite", "NATS", "Kafka", "OpenAPI", "GraphQL", "WebAssembly"}
+	verbs    = []string{"Parse", "Load", "Watch", "Retry", "Validate", "Build", "Fetch", "Render", "Sync", "Apply", "Merge", "Encode", "Resolve", "Claim", "Flush"}
+	nouns    = []string{"Config", "Token", "Task", "Memory", "Skill", "Patch", "Diff", "Index", "Queue", "Event", "Repo", "Branch", "Plan", "Usage", "Session", "Sandbox", "Image", "Secret"}
+	suffixes = []string{"", "", "Request", "Handler", "Options", "Result", "Batch", "Cache", "Store", "Client"}
+	errCodes = []string{"E_SANDBOX_QUOTA_4471", "ERR_POOL_TIMEOUT", "SQLSTATE 40001", "SQLSTATE 23505", "HTTP 429", "HTTP 502",
+		"EADDRINUSE", "ECONNRESET", "context deadline exceeded", "x509: certificate signed by unknown authority",
+		"too many open files", "connection refused", "permission denied", "no space left on device", "OOMKilled"}
+)
