@@ -31,7 +31,7 @@ func TestConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.env == nil && (cfg.HybridAlpha != 0.7 || cfg.Fusion != "alpha") {
+				if tc.env == nil && (cfg.HybridAlpha != 0.4 || cfg.Fusion != "alpha") {
 					t.Fatalf("defaults: %+v", cfg)
 				}
 				return

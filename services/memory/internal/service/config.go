@@ -15,7 +15,7 @@ import (
 type Config struct {
 	// HybridAlpha is the weight of vector similarity in the ALPHA fusion (the rest is
 	// full-text rank).
-	HybridAlpha float64 `env:"THEFOLD_MEMORY_HYBRID_ALPHA, default=0.7"`
+	HybridAlpha float64 `env:"THEFOLD_MEMORY_HYBRID_ALPHA, default=0.4"`
 	// Fusion is the default fusion: alpha or rrf.
 	Fusion string `env:"THEFOLD_MEMORY_FUSION, default=alpha"`
 	// Candidates is how many memories each ranking (vector, full text) contributes before

@@ -67,7 +67,7 @@ func start(t testing.TB, cfg service.Config) *env {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS)
 	if cfg.Fusion == "" {
-		cfg = service.Config{HybridAlpha: 0.7, Fusion: "alpha", Candidates: 100, MaxContent: 32000}
+		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 100, MaxContent: 32000}
 	}
 	conn := &lazy{}
 	srv := service.New(cfg, store.New(pool), aiv1.NewAIServiceClient(conn))

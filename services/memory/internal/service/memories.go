@@ -313,6 +313,19 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	}
 	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec[0].Model}
 	now := s.now()
+	// The alpha blend puts the two scores on one scale first: each is divided by the best
+	// of its ranking in this search (cosines and full-text ranks live on different scales,
+	// and a raw blend lets the larger one decide alone).
+	var maxV, maxT float64
+	for _, c := range cands {
+		maxV, maxT = max(maxV, c.Vector), max(maxT, c.Text)
+	}
+	scaled := func(x, m float64) float64 {
+		if m <= 0 {
+			return 0
+		}
+		return x / m
+	}
 	var results []*memoryv1.MemorySearchResult
 	for _, c := range cands {
 		if !c.HashOK {
@@ -332,7 +345,7 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 			}
 			sc.Similarity = sum / (2.0 / (rrfK + 1))
 		default:
-			sc.Similarity = alpha*c.Vector + (1-alpha)*c.Text
+			sc.Similarity = alpha*scaled(c.Vector, maxV) + (1-alpha)*scaled(c.Text, maxT)
 		}
 		if sc.Similarity < req.GetMinSimilarity() || sc.Similarity <= 0 {
 			continue

@@ -110,7 +110,7 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 		{"full-text-only (alpha, vector_weight 0)", func(q string) *memoryv1.SearchMemoriesRequest {
 			return &memoryv1.SearchMemoriesRequest{Query: q, Limit: 10, Fusion: memoryv1.MemoryFusion_MEMORY_FUSION_ALPHA, VectorWeight: &zero}
 		}},
-		{"hybrid alpha (server's alpha 0.7)", func(q string) *memoryv1.SearchMemoriesRequest {
+		{"hybrid alpha (server default, 0.4)", func(q string) *memoryv1.SearchMemoriesRequest {
 			return &memoryv1.SearchMemoriesRequest{Query: q, Limit: 10, Fusion: memoryv1.MemoryFusion_MEMORY_FUSION_ALPHA}
 		}},
 		{"hybrid RRF", func(q string) *memoryv1.SearchMemoriesRequest {

@@ -848,10 +848,11 @@ type SearchMemoriesRequest struct {
 	TrustLevels []MemoryTrustLevel `protobuf:"varint,5,rep,packed,name=trust_levels,json=trustLevels,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_levels,omitempty"`
 	// Most results, 1–50, default 10.
 	Limit int32 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
-	// 0–1; results whose blended similarity (MemoryScore.similarity) is lower are dropped.
+	// 0–1; results whose fused similarity (MemoryScore.similarity, relative to the best
+	// results of this search) is lower are dropped.
 	MinSimilarity float64 `protobuf:"fixed64,7,opt,name=min_similarity,json=minSimilarity,proto3" json:"min_similarity,omitempty"`
 	// 0–1, weight of the vector score in the ALPHA blend; the rest goes to the full-text
-	// score. Default: the server's HYBRID_ALPHA (0.7). 0 is full-text only, 1 vector only.
+	// score. Default: the server's HYBRID_ALPHA (0.4). 0 is full-text only, 1 vector only.
 	// Set only with fusion ALPHA (or UNSPECIFIED).
 	VectorWeight *float64 `protobuf:"fixed64,8,opt,name=vector_weight,json=vectorWeight,proto3,oneof" json:"vector_weight,omitempty"`
 	// How the two rankings combine; UNSPECIFIED is the server's default (ALPHA).
@@ -970,8 +971,10 @@ type MemoryScore struct {
 	Vector float64 `protobuf:"fixed64,1,opt,name=vector,proto3" json:"vector,omitempty"`
 	// Full-text rank normalized to 0–1 (0 when the words do not match).
 	Text float64 `protobuf:"fixed64,2,opt,name=text,proto3" json:"text,omitempty"`
-	// The fused score, 0–1: for ALPHA vector_weight × vector + (1 − vector_weight) × text; for
-	// RRF the reciprocal-rank sum over its maximum.
+	// The fused score, 0–1: for ALPHA vector_weight × vector/best vector + (1 − vector_weight)
+	// × text/best text, each score divided by the best of its ranking in this search so the two
+	// share one scale (min_similarity is thus relative to the best results); for RRF the
+	// reciprocal-rank sum over its maximum.
 	Similarity float64 `protobuf:"fixed64,3,opt,name=similarity,proto3" json:"similarity,omitempty"`
 	// 0–1 factor from the memory's age since it was last used or stored, by the half-life of
 	// its type (decisions and strategies fade slower than session notes), slowed by
