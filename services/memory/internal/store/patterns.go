@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -102,7 +101,6 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 	if err := CheckModel(q.Vector.Model); err != nil {
 		return nil, err
 	}
-	dims := len(q.Vector.Values)
 	var out []*PatternCandidate
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := searchSettings(ctx, tx, q.K, false); err != nil {
@@ -114,19 +112,9 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 		if err != nil {
 			return err
 		}
-		ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
-		if len(ids) == 0 {
-			return nil
-		}
-		// An empty tsquery ranks every row 0 (to_tsquery('') is the empty query).
-		tsq := q.TSQuery
-		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
-				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
-				coalesce(ts_rank(m.search, to_tsquery('english', $3), 1|32), 0)
-			FROM code_patterns m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
-			patternColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
-		if err != nil {
-			return fmt.Errorf("store: pattern candidates: %w", err)
+		rows, err := scored(ctx, tx, "code_patterns", patternColumns, q.Owner, q.Vector, q.TSQuery, byVector, byText)
+		if err != nil || rows == nil {
+			return err
 		}
 		defer rows.Close()
 		for rows.Next() {

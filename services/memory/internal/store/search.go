@@ -37,7 +37,6 @@ type Candidate struct {
 // Search returns the union of the K nearest memories by embedding and the K best by
 // full-text rank, each with both scores and ranks.
 func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error) {
-	dims := len(q.Vector.Values)
 	if err := CheckModel(q.Vector.Model); err != nil {
 		return nil, err
 	}
@@ -51,19 +50,9 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 		if err != nil {
 			return err
 		}
-		ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
-		if len(ids) == 0 {
-			return nil
-		}
-		// An empty tsquery ranks every row 0 (to_tsquery('') is the empty query).
-		tsq := q.TSQuery
-		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
-				CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
-				coalesce(ts_rank(m.search, to_tsquery('english', $3), 1|32), 0)
-			FROM memories m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
-			memoryColumns, vecPred(q.Vector.Model, dims), dims, dims), q.Owner, q.Vector.literal(), tsq, ids)
-		if err != nil {
-			return fmt.Errorf("store: candidates: %w", err)
+		rows, err := scored(ctx, tx, "memories", memoryColumns, q.Owner, q.Vector, q.TSQuery, byVector, byText)
+		if err != nil || rows == nil {
+			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
@@ -134,4 +123,25 @@ func searchSettings(ctx context.Context, tx pgx.Tx, k int, exact bool) error {
 		}
 	}
 	return nil
+}
+
+// scored reads the rows of table (aliased m) found by either ranking, with columns and then
+// their vector score (cosine, 0 for another model or size) and full-text score (0 for an
+// empty tsquery: to_tsquery(”) is the empty query). It returns nil rows when neither
+// ranking found anything.
+func scored(ctx context.Context, tx pgx.Tx, table, columns, owner string, v Vector, tsq string, byVector, byText []string) (pgx.Rows, error) {
+	ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(byVector), byText...))))
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	dims := len(v.Values)
+	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT %s,
+			CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> $2::text::vector(%d))) ELSE 0 END,
+			coalesce(ts_rank(m.search, to_tsquery('english', $3), 1|32), 0)
+		FROM %s m WHERE m.owner_id = $1 AND m.id = ANY($4::uuid[])`,
+		columns, vecPred(v.Model, dims), dims, dims, table), owner, v.literal(), tsq, ids)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s candidates: %w", table, err)
+	}
+	return rows, nil
 }
