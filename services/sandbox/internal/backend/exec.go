@@ -30,16 +30,16 @@ type invocation struct {
 // execute runs inv under s's timeout, output cap and streaming, and kills what it started.
 func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	res := &Result{}
-	out := newOutput(s.MaxOutput, s.Output)
+	out := NewOutput(s.MaxOutput, s.Output)
 	runCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 
 	path, err := lookPath(inv.argv[0], inv.env)
 	if err != nil {
 		// The same answer a shell gives: the command is the caller's mistake, not ours.
-		out.write(2, []byte(err.Error()+"\n"))
+		out.Write(2, []byte(err.Error()+"\n"))
 		res.ExitCode = 127
-		out.finish(res)
+		out.Finish(res)
 		return res, nil
 	}
 	cmd := &exec.Cmd{Path: path, Args: inv.argv, Env: inv.env, Dir: inv.dir}
@@ -64,8 +64,8 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	drained := make(chan struct{}, 2)
-	go func() { out.drain(1, outR); drained <- struct{}{} }()
-	go func() { out.drain(2, errR); drained <- struct{}{} }()
+	go func() { out.Drain(1, outR); drained <- struct{}{} }()
+	go func() { out.Drain(2, errR); drained <- struct{}{} }()
 
 	start := time.Now()
 	err = cmd.Start()
@@ -137,7 +137,7 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	if waitErr != nil && !errors.As(waitErr, &ee) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return nil, waitErr
 	}
-	out.finish(res)
+	out.Finish(res)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

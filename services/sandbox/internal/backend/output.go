@@ -6,10 +6,11 @@ import (
 	"sync"
 )
 
-// output keeps the first max bytes of stdout and stderr together, counts the rest, and
-// forwards the kept bytes to the streaming callback. One mutex serialises both streams so
-// the callback is never called concurrently, and closed stops it for good once Run returns.
-type output struct {
+// Output keeps the first max bytes of stdout and stderr together, counts the rest, and
+// forwards the kept bytes to the streaming callback, with one truncation marker for every
+// backend. One mutex serialises both streams so the callback is never called concurrently,
+// and closed stops it for good once Run returns.
+type Output struct {
 	mu      sync.Mutex
 	max     int64
 	kept    int64
@@ -19,11 +20,27 @@ type output struct {
 	closed  bool
 }
 
-func newOutput(max int64, stream func(int, []byte)) *output {
-	return &output{max: max, stream: stream}
+// NewOutput keeps max bytes and streams them to stream (which may be nil).
+func NewOutput(max int64, stream func(int, []byte)) *Output {
+	return &Output{max: max, stream: stream}
 }
 
-func (o *output) write(stream int, p []byte) {
+// Writer adapts one stream (1 stdout, 2 stderr) to io.Writer. It never fails, so the flood
+// past the cap is read and dropped rather than blocking the command on a full pipe.
+func (o *Output) Writer(stream int) io.Writer { return streamWriter{o, stream} }
+
+type streamWriter struct {
+	o      *Output
+	stream int
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	w.o.Write(w.stream, p)
+	return len(p), nil
+}
+
+// Write keeps what fits of p on stream and counts the rest.
+func (o *Output) Write(stream int, p []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := int64(len(p))
@@ -41,13 +58,13 @@ func (o *output) write(stream int, p []byte) {
 	}
 }
 
-// drain copies r into stream until EOF or a read error (the read end closed under it).
-func (o *output) drain(stream int, r io.Reader) {
+// Drain copies r into stream until EOF or a read error (the read end closed under it).
+func (o *Output) Drain(stream int, r io.Reader) {
 	b := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(b)
 		if n > 0 {
-			o.write(stream, b[:n])
+			o.Write(stream, b[:n])
 		}
 		if err != nil {
 			return
@@ -55,8 +72,8 @@ func (o *output) drain(stream int, r io.Reader) {
 	}
 }
 
-// finish appends the truncation markers, streams them, and stops the callback.
-func (o *output) finish(res *Result) {
+// Finish appends the truncation markers, streams them, and stops the callback for good.
+func (o *Output) Finish(res *Result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for s := 1; s <= 2; s++ {

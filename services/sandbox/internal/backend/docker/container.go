@@ -209,11 +209,11 @@ func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.
 		}
 		_ = att.CloseWrite() // EOF on stdin: a command reading it does not wait forever
 	}()
-	o := newOutput(s.MaxOutput, s.Output)
+	o := backend.NewOutput(s.MaxOutput, s.Output)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = stdcopy.StdCopy(o.writer(1), o.writer(2), att.Reader)
+		_, _ = stdcopy.StdCopy(o.Writer(1), o.Writer(2), att.Reader)
 	}()
 
 	res := &backend.Result{}
@@ -237,7 +237,7 @@ func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.
 			<-done
 		}
 	}
-	o.finish(res)
+	o.Finish(res)
 
 	code, err := d.exitCode(context.WithoutCancel(ctx), ex.ID)
 	if err != nil {
