@@ -25,11 +25,7 @@ import (
 // resolve checks the caller reaches repo and returns its provider and the commit ref names.
 // An empty repository resolves to "" with empty = true.
 func (s *Server) resolve(ctx context.Context, repo, ref string) (forge.Provider, string, bool, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, "", false, err
-	}
-	p, err := s.route("repo", repo)
+	p, a, err := s.target(ctx, repo)
 	if err != nil {
 		return nil, "", false, err
 	}

@@ -71,11 +71,7 @@ func (s *Server) ListRepos(ctx context.Context, req *githubv1.ListReposRequest) 
 
 // GetRepo returns one repository.
 func (s *Server) GetRepo(ctx context.Context, req *githubv1.GetRepoRequest) (*githubv1.GetRepoResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -147,11 +143,7 @@ func (s *Server) CreateRepo(ctx context.Context, req *githubv1.CreateRepoRequest
 
 // InitRepo makes the initial commit of an empty repository.
 func (s *Server) InitRepo(ctx context.Context, req *githubv1.InitRepoRequest) (*githubv1.InitRepoResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}

@@ -52,11 +52,7 @@ func (s *Server) CreateBranch(ctx context.Context, req *githubv1.CreateBranchReq
 
 // CommitFiles commits file changes to a branch as one commit.
 func (s *Server) CommitFiles(ctx context.Context, req *githubv1.CommitFilesRequest) (*githubv1.CommitFilesResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -110,22 +106,28 @@ func checkAuthor(name, email string) (forge.Signature, error) {
 	return forge.Signature{Name: name, Email: email}, nil
 }
 
-// checkPR checks a pull request's name and returns its provider.
-func (s *Server) checkPR(repo string, number int32) (forge.Provider, error) {
-	p, err := s.route("repo", repo)
+// target checks the caller and a repository name and returns the repository's provider.
+func (s *Server) target(ctx context.Context, repo string) (forge.Provider, forge.Actor, error) {
+	a, err := actor(ctx)
 	if err != nil {
-		return nil, err
+		return nil, a, err
 	}
-	return p, checkNumber(number)
+	p, err := s.route("repo", repo)
+	return p, a, err
+}
+
+// targetNumber is target for an issue or pull request number of the repository.
+func (s *Server) targetNumber(ctx context.Context, repo string, number int32) (forge.Provider, forge.Actor, error) {
+	p, a, err := s.target(ctx, repo)
+	if err != nil {
+		return nil, a, err
+	}
+	return p, a, checkNumber(number)
 }
 
 // CreatePullRequest opens a pull request.
 func (s *Server) CreatePullRequest(ctx context.Context, req *githubv1.CreatePullRequestRequest) (*githubv1.CreatePullRequestResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +167,7 @@ func (s *Server) CreatePullRequest(ctx context.Context, req *githubv1.CreatePull
 
 // GetPullRequest returns one pull request.
 func (s *Server) GetPullRequest(ctx context.Context, req *githubv1.GetPullRequestRequest) (*githubv1.GetPullRequestResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +180,7 @@ func (s *Server) GetPullRequest(ctx context.Context, req *githubv1.GetPullReques
 
 // ListPullRequests lists a repository's pull requests, newest first.
 func (s *Server) ListPullRequests(ctx context.Context, req *githubv1.ListPullRequestsRequest) (*githubv1.ListPullRequestsResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +238,7 @@ func decodePart(s string) string {
 
 // GetPullRequestDiff returns a page of a pull request's changed files with their diffs.
 func (s *Server) GetPullRequestDiff(ctx context.Context, req *githubv1.GetPullRequestDiffRequest) (*githubv1.GetPullRequestDiffResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -315,11 +305,7 @@ const maxFileDiff = 1 << 20
 
 // MergePullRequest merges an open pull request.
 func (s *Server) MergePullRequest(ctx context.Context, req *githubv1.MergePullRequestRequest) (*githubv1.MergePullRequestResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -350,11 +336,7 @@ func (s *Server) MergePullRequest(ctx context.Context, req *githubv1.MergePullRe
 
 // ClosePullRequest closes an open pull request without merging it.
 func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRequestRequest) (*githubv1.ClosePullRequestResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -367,11 +349,7 @@ func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRe
 
 // ListIssues lists a repository's issues, newest first.
 func (s *Server) ListIssues(ctx context.Context, req *githubv1.ListIssuesRequest) (*githubv1.ListIssuesResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -404,11 +382,7 @@ func (s *Server) ListIssues(ctx context.Context, req *githubv1.ListIssuesRequest
 
 // GetIssue returns one issue.
 func (s *Server) GetIssue(ctx context.Context, req *githubv1.GetIssueRequest) (*githubv1.GetIssueResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -434,11 +408,7 @@ func checkBlocked(field string, nums []int32) error {
 
 // CreateIssue opens an issue.
 func (s *Server) CreateIssue(ctx context.Context, req *githubv1.CreateIssueRequest) (*githubv1.CreateIssueResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.route("repo", req.GetRepo())
+	p, a, err := s.target(ctx, req.GetRepo())
 	if err != nil {
 		return nil, err
 	}
@@ -475,11 +445,7 @@ func (s *Server) CreateIssue(ctx context.Context, req *githubv1.CreateIssueReque
 
 // UpdateIssue changes the fields of an issue named in update_mask.
 func (s *Server) UpdateIssue(ctx context.Context, req *githubv1.UpdateIssueRequest) (*githubv1.UpdateIssueResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
@@ -546,11 +512,7 @@ func (s *Server) UpdateIssue(ctx context.Context, req *githubv1.UpdateIssueReque
 
 // CommentOnIssue adds a comment to an issue or pull request.
 func (s *Server) CommentOnIssue(ctx context.Context, req *githubv1.CommentOnIssueRequest) (*githubv1.CommentOnIssueResponse, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.checkPR(req.GetRepo(), req.GetNumber())
+	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
 	if err != nil {
 		return nil, err
 	}
