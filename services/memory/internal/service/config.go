@@ -20,7 +20,11 @@ type Config struct {
 	Fusion string `env:"THEFOLD_MEMORY_FUSION, default=alpha"`
 	// Candidates is how many memories each ranking (vector, full text) contributes before
 	// fusion.
-	Candidates int `env:"THEFOLD_MEMORY_CANDIDATES, default=100"`
+	Candidates int `env:"THEFOLD_MEMORY_CANDIDATES, default=40"`
+	// TextPool bounds how many memories the full-text ranking scores in one search: the
+	// query's rarest words pick them (store.termStats.match), so a query of common words
+	// costs no more than this many ranks.
+	TextPool int `env:"THEFOLD_MEMORY_TEXT_POOL, default=1000"`
 	// EmbedModel is the embedding model asked of ai.Embed ("" = ai's default, the local
 	// embedder when no provider is set up).
 	EmbedModel string `env:"THEFOLD_MEMORY_EMBED_MODEL"`
@@ -57,6 +61,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Candidates < 10 || c.Candidates > 1000 {
 		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_CANDIDATES: %d: want 10 to 1000", c.Candidates))
+	}
+	if c.TextPool < 100 || c.TextPool > 1_000_000 {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_TEXT_POOL: %d: want 100 to 1000000", c.TextPool))
 	}
 	if c.EmbedModel != "" {
 		if err := store.CheckModel(c.EmbedModel); err != nil {

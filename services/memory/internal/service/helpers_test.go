@@ -57,6 +57,8 @@ type env struct {
 	client memoryv1.MemoryServiceClient
 	pool   *pgxpool.Pool
 	srv    *service.Server
+	cfg    service.Config
+	conn   grpc.ClientConnInterface // to the test server, for other services' clients
 	alice  context.Context
 	bob    context.Context
 	agent  context.Context // the agent service, for alice
@@ -67,7 +69,7 @@ func start(t testing.TB, cfg service.Config) *env {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS)
 	if cfg.Fusion == "" {
-		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 100, MaxContent: 32000}
+		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000}
 	}
 	conn := &lazy{}
 	srv := service.New(cfg, store.New(pool), aiv1.NewAIServiceClient(conn))
@@ -81,7 +83,7 @@ func start(t testing.TB, cfg service.Config) *env {
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	conn.cc = cc
-	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, alice: e.Context(t, "alice"),
+	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, cfg: cfg, conn: cc, alice: e.Context(t, "alice"),
 		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), anon: context.Background()}
 }
 

@@ -307,7 +307,7 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	if err != nil {
 		return nil, err
 	}
-	cands, err := s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec[0], TSQuery: tsQuery(query), K: s.cfg.Candidates})
+	cands, err := s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec[0], Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool})
 	if err != nil {
 		return nil, err
 	}

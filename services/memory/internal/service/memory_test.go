@@ -346,3 +346,32 @@ func TestStats(t *testing.T) {
 		t.Fatalf("stats of local/b: %v %v", one, err)
 	}
 }
+
+// The full-text ranking scores a bounded pool of memories: the rarest words of the query
+// pick them (from the statistics ANALYZE keeps), and so do all of its words together. Here
+// every word is common and the two rarer always come together, so the estimate of
+// "outbox AND relay" is far too low and its half of the pool holds only the oldest of the
+// many memories it matches; the one memory holding every word, stored last, is still found,
+// and first.
+func TestTextRankingOfCommonWords(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 10, TextPool: 100, MaxContent: 32000})
+	for i := range 200 {
+		e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: fmt.Sprintf("Deadlock %d found under load in the scheduler.", i)})
+		if i < 120 {
+			e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: fmt.Sprintf("The outbox relay %d sends events in order.", i)})
+		}
+		if i < 160 {
+			e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: fmt.Sprintf("Cache warmup %d takes a minute.", i)})
+		}
+	}
+	target := e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: "The outbox relay can deadlock when two writers hold the lock."})
+	if _, err := e.pool.Exec(t.Context(), "ANALYZE memories"); err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	rs := search(t, e, &memoryv1.SearchMemoriesRequest{Query: "outbox relay deadlock", VectorWeight: &zero})
+	if len(rs) == 0 || rs[0].GetMemory().GetId() != target.GetId() || rs[0].GetScore().GetTextRank() != 1 {
+		t.Fatalf("the memory with every word is not first: %v", rs)
+	}
+}

@@ -130,7 +130,7 @@ func (s *Server) SearchCodePatterns(ctx context.Context, req *memoryv1.SearchCod
 		return nil, err
 	}
 	cands, err := s.store.SearchPatterns(ctx, store.PatternQuery{Owner: p.UserID, Repo: req.GetRepo(),
-		Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec[0], TSQuery: tsQuery(query), K: s.cfg.Candidates})
+		Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec[0], Words: queryWords(query), K: s.cfg.Candidates, TextPool: s.cfg.TextPool})
 	if err != nil {
 		return nil, err
 	}

@@ -207,10 +207,11 @@ func splitIdentifier(id string) []string {
 	return parts
 }
 
-// tsQuery turns a free-text query into an OR of its words for to_tsquery: a task
-// description rarely has all its words in one memory, and ts_rank_cd rewards the ones that
-// have more. Identifiers are split as in searchText.
-func tsQuery(q string) string {
+// queryWords is the words of a free-text query for the full-text ranking, space-separated,
+// with identifiers split as in searchText (the ranking ORs their lexemes: a task
+// description rarely has all its words in one memory, and ts_rank rewards the ones that
+// have more).
+func queryWords(q string) string {
 	var words []string
 	seen := map[string]bool{}
 	add := func(w string) {
@@ -235,7 +236,7 @@ func tsQuery(q string) string {
 			add(p)
 		}
 	}
-	return strings.Join(words, " | ")
+	return strings.Join(words, " ")
 }
 
 // decay is the 0–1 factor of a memory's age since it was last used (or stored), by the

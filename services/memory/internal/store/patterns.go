@@ -85,8 +85,10 @@ type PatternQuery struct {
 	Owner, Repo, Language string
 	Tags                  []string
 	Vector                Vector
-	TSQuery               string
-	K                     int
+	// Words is the query's words (see SearchQuery.Words).
+	Words    string
+	K        int
+	TextPool int
 }
 
 // PatternCandidate is a code pattern with its vector and full-text scores.
@@ -98,37 +100,26 @@ type PatternCandidate struct {
 // SearchPatterns returns the union of the K nearest code patterns and the K best by full
 // text, with both scores.
 func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternCandidate, error) {
-	if err := CheckModel(q.Vector.Model); err != nil {
+	hits, err := hybrid(ctx, s, ranking{
+		table: "code_patterns", columns: patternColumns,
+		where: "m.owner_id = $1 AND ($2 = '' OR m.repo = $2) AND ($3 = '' OR m.language = $3) AND m.tags @> $4",
+		args:  []any{q.Owner, q.Repo, q.Language, nonNil(q.Tags)},
+		vec:   q.Vector, words: q.Words, k: q.K, pool: q.TextPool,
+	}, func(rows pgx.Rows, v, t *float64) (*PatternRow, string, error) {
+		r, err := scanPattern(rows, v, t)
+		if err != nil {
+			return nil, "", err
+		}
+		return r, r.GetId(), nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	var out []*PatternCandidate
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := searchSettings(ctx, tx, q.K, false); err != nil {
-			return err
-		}
-		args := []any{q.Owner, q.Repo, q.Language, nonNil(q.Tags)}
-		where := "m.owner_id = $1 AND ($2 = '' OR m.repo = $2) AND ($3 = '' OR m.language = $3) AND m.tags @> $4"
-		byVector, byText, err := rankIDs(ctx, tx, "code_patterns", where, args, q.Vector, q.TSQuery, q.K)
-		if err != nil {
-			return err
-		}
-		rows, err := scored(ctx, tx, "code_patterns", patternColumns, q.Owner, q.Vector, q.TSQuery, byVector, byText)
-		if err != nil || rows == nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			c := &PatternCandidate{}
-			r, err := scanPattern(rows, &c.Vector, &c.Text)
-			if err != nil {
-				return fmt.Errorf("store: pattern candidates: %w", err)
-			}
-			c.PatternRow = r
-			out = append(out, c)
-		}
-		return rows.Err()
-	})
-	return out, err
+	out := make([]*PatternCandidate, len(hits))
+	for i, h := range hits {
+		out[i] = &PatternCandidate{PatternRow: h.row, Vector: h.vector, Text: h.text}
+	}
+	return out, nil
 }
 
 // CountReuse counts a reuse of each pattern.

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,42 +29,50 @@ func (s *Store) Stats(ctx context.Context, owner, repo string, repoSet bool, hal
 	decay := fmt.Sprintf(`power(2, -extract(epoch FROM now() - greatest(m.create_time, m.update_time, coalesce(m.last_used_time, m.create_time)))
 		/ ((%s) * (0.5 + m.importance)))`, hl.String())
 	scope := "m.owner_id = $1 AND ($2::bool = false OR m.repo = $3) AND (m.expire_time IS NULL OR m.expire_time > now())"
-	var oldest, newest *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(avg(m.importance), 0), coalesce(avg(m.importance * `+decay+`), 0),
-			min(m.create_time), max(m.create_time)
-		FROM memories m WHERE `+scope, owner, repoSet, repo).Scan(&out.Total, &out.AverageImportance, &out.AverageRelevance, &oldest, &newest)
+	// One scan: the totals and the counts by type, trust level, embedding model and
+	// repository as grouping sets (GROUPING says which set a row belongs to).
+	rows, err := s.pool.Query(ctx, `SELECT GROUPING(m.memory_type, m.trust_level, m.embedding_model, m.repo),
+			coalesce(m.memory_type, ''), coalesce(m.trust_level, ''), coalesce(m.embedding_model, ''), coalesce(m.repo, ''),
+			count(*), coalesce(avg(m.importance), 0), coalesce(avg(m.importance * `+decay+`), 0), min(m.create_time), max(m.create_time)
+		FROM memories m WHERE `+scope+`
+		GROUP BY GROUPING SETS ((), (m.memory_type), (m.trust_level), (m.embedding_model), (m.repo))`, owner, repoSet, repo)
 	if err != nil {
 		return nil, fmt.Errorf("store: stats: %w", err)
 	}
-	out.OldestCreateTime, out.NewestCreateTime = ts(oldest), ts(newest)
-	group := func(col string, fn func(key string, n int64)) error {
-		rows, err := s.pool.Query(ctx, "SELECT "+col+", count(*) FROM memories m WHERE "+scope+" GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 100", owner, repoSet, repo)
-		if err != nil {
-			return fmt.Errorf("store: stats by %s: %w", col, err)
-		}
-		var (
-			key string
-			n   int64
-		)
-		_, err = pgx.ForEachRow(rows, []any{&key, &n}, func() error { fn(key, n); return nil })
-		if err != nil {
-			return fmt.Errorf("store: stats by %s: %w", col, err)
-		}
-		return nil
-	}
 	byType := map[typev1.MemoryType]int64{}
 	byTrust := map[memoryv1.MemoryTrustLevel]int64{}
-	steps := []error{
-		group("m.memory_type", func(k string, n int64) { byType[parseType(k)] = n }),
-		group("m.trust_level", func(k string, n int64) { byTrust[parseTrust(k)] = n }),
-		group("m.embedding_model", func(k string, n int64) { out.ByEmbeddingModel[k] = n }),
-		group("m.repo", func(k string, n int64) { out.ByRepo = append(out.ByRepo, &memoryv1.RepoCount{Repo: k, Count: n}) }),
-	}
-	for _, err := range steps {
-		if err != nil {
-			return nil, err
+	var (
+		set                   int
+		typ, trust, model, rp string
+		n                     int64
+		avgImp, avgRel        float64
+		oldest, newest        *time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&set, &typ, &trust, &model, &rp, &n, &avgImp, &avgRel, &oldest, &newest}, func() error {
+		// GROUPING's bits, first argument highest: 1 where the column is not grouped by.
+		switch set {
+		case 0b1111:
+			out.Total, out.AverageImportance, out.AverageRelevance = n, avgImp, avgRel
+			out.OldestCreateTime, out.NewestCreateTime = ts(oldest), ts(newest)
+		case 0b0111:
+			byType[parseType(typ)] = n
+		case 0b1011:
+			byTrust[parseTrust(trust)] = n
+		case 0b1101:
+			out.ByEmbeddingModel[model] = n
+		case 0b1110:
+			out.ByRepo = append(out.ByRepo, &memoryv1.RepoCount{Repo: rp, Count: n})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: stats: %w", err)
 	}
+	// The hundred repositories with the most memories.
+	slices.SortFunc(out.ByRepo, func(a, b *memoryv1.RepoCount) int {
+		return cmp.Or(cmp.Compare(b.GetCount(), a.GetCount()), strings.Compare(a.GetRepo(), b.GetRepo()))
+	})
+	out.ByRepo = out.ByRepo[:min(len(out.ByRepo), 100)]
 	for t := typev1.MemoryType(1); t <= typev1.MemoryType_MEMORY_TYPE_STRATEGY; t++ {
 		if n := byType[t]; n > 0 {
 			out.ByType = append(out.ByType, &memoryv1.MemoryTypeCount{Type: t, Count: n})

@@ -32,10 +32,15 @@ type Store struct {
 
 	mu      sync.Mutex
 	indexed map[string]bool
+	stats   map[string]*termStats // by table
+	// lexCache holds the lexemes of query words (see lexemes).
+	lexCache map[string][]string
 }
 
 // New returns a store over pool, whose search_path is the memory schema.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, indexed: map[string]bool{}} }
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, indexed: map[string]bool{}, stats: map[string]*termStats{}, lexCache: map[string][]string{}}
+}
 
 // Type and trust names as stored.
 var (
