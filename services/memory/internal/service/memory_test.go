@@ -4,12 +4,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/thefold/thefold/pkg/embed"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
@@ -374,4 +377,34 @@ func TestTextRankingOfCommonWords(t *testing.T) {
 	if len(rs) == 0 || rs[0].GetMemory().GetId() != target.GetId() || rs[0].GetScore().GetTextRank() != 1 {
 		t.Fatalf("the memory with every word is not first: %v", rs)
 	}
+
+	q := "outbox relay deadlock"
+	// Every result's vector score is its cosine similarity to the query, also for those
+	// only the text ranking found (scored apart, from their embeddings).
+	qv := embed.NewLocal(embed.DefaultDims).Embed([]string{q})[0]
+	textOnly := 0
+	for _, r := range search(t, e, &memoryv1.SearchMemoriesRequest{Query: q, VectorWeight: &zero}) {
+		var want float64
+		if err := e.pool.QueryRow(t.Context(), "SELECT greatest(0, 1 - (embedding <=> $1::text::vector)) FROM memories WHERE id = $2",
+			vectorLiteral(qv), r.GetMemory().GetId()).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(r.GetScore().GetVector()-want) > 1e-5 {
+			t.Fatalf("vector score %v of %v, want %v", r.GetScore().GetVector(), r.GetScore(), want)
+		}
+		if r.GetScore().GetVectorRank() == 0 {
+			textOnly++
+		}
+	}
+	if textOnly == 0 {
+		t.Fatal("no result found by the text ranking alone: the check above checked nothing of it")
+	}
+}
+
+func vectorLiteral(v []float32) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(float64(x), 'g', -1, 32)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
