@@ -102,10 +102,9 @@ func search(t *testing.T, e *env, req *memoryv1.SearchMemoriesRequest) []*memory
 	return resp.GetResults()
 }
 
-// Hybrid ranking: an error code the full-text ranking ranks first, a memory both rankings
-// like above those only one likes, each fusion explained; min_similarity drops the tail.
-// (A query only the vector ranking can answer, e.g. a misspelling, needs a better local
-// embedder than today's: see the README.)
+// Hybrid ranking: an error code the full-text ranking ranks first, a misspelled query only
+// the vector ranking (character n-grams) answers, a memory both rankings like above those
+// only one likes, each fusion explained; min_similarity drops the tail.
 func TestHybridRanking(t *testing.T) {
 	t.Parallel()
 	e := start(t, service.Config{})
@@ -122,6 +121,12 @@ func TestHybridRanking(t *testing.T) {
 	rs := search(t, e, &memoryv1.SearchMemoriesRequest{Query: "E_SANDBOX_QUOTA_4471", Repo: "local/demo"})
 	if len(rs) == 0 || rs[0].GetMemory().GetId() != c["errcode"].GetId() || rs[0].GetScore().GetTextRank() != 1 {
 		t.Fatalf("error code: %v", rs)
+	}
+
+	// Misspelled words: full text matches nothing, the vector ranking finds the memory.
+	rs = search(t, e, &memoryv1.SearchMemoriesRequest{Query: "authentikation midleware", Repo: "local/demo"})
+	if len(rs) == 0 || rs[0].GetMemory().GetId() != c["auth"].GetId() || rs[0].GetScore().GetVectorRank() != 1 || rs[0].GetScore().GetTextRank() != 0 {
+		t.Fatalf("misspelling: %v", rs)
 	}
 
 	// Both signals beat either alone: text-only (weight 0) and vector-only (weight 1) rankings
