@@ -34,6 +34,7 @@ type env struct {
 	bob    context.Context
 	admin  context.Context
 	anon   context.Context
+	grpc   *grpctest.Env // for contexts with a deadline of their own
 }
 
 func start(t testing.TB) *env {
@@ -51,7 +52,7 @@ func start(t testing.TB) *env {
 	}
 	e := grpctest.Start(t, func(s *grpc.Server) { githubv1.RegisterRepoServiceServer(s, srv) })
 	return &env{client: githubv1.NewRepoServiceClient(e.Conn), local: lp, alice: e.Context(t, "alice"),
-		bob: e.Context(t, "bob"), admin: e.Context(t, "root", "admin"), anon: context.Background()}
+		bob: e.Context(t, "bob"), admin: e.Context(t, "root", "admin"), anon: context.Background(), grpc: e}
 }
 
 // repo creates an initialised repository of alice's.

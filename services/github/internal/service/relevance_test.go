@@ -97,7 +97,9 @@ func TestFindRelevantFilesOnARealRepository(t *testing.T) {
 	for i := range n {
 		q := all[i*len(all)/n]
 		budget := int32(8000 + 4000*i)
-		resp, err := e.client.FindRelevantFiles(e.alice, &githubv1.FindRelevantFilesRequest{Repo: "local/grpc", Task: q.text, TokenBudget: budget, MaxFiles: 20})
+		// Each call has a deadline of its own (e.alice's 30 s run from the test's start, and the
+		// first call indexes the whole repository, which on a loaded machine takes a while).
+		resp, err := e.client.FindRelevantFiles(e.grpc.Context(t, "alice"), &githubv1.FindRelevantFilesRequest{Repo: "local/grpc", Task: q.text, TokenBudget: budget, MaxFiles: 20})
 		if err != nil {
 			t.Fatal(err)
 		}
