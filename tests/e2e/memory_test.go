@@ -1,18 +1,23 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The memory acceptance probe through the gateway: store a few hundred memories over REST
 // (embedded by the ai service's local embedder), search them with and without filters, and
-// get decayed, explained, integrity-checked results.
+// get decayed, explained, integrity-checked results (a memory changed in SQL is left out
+// and counted).
 func TestMemoryThroughTheGateway(t *testing.T) {
 	topics := []string{"database connection pool", "authentication token refresh", "flaky watcher test", "docker image build", "css colour tokens"}
+	var authIDs []string
 	for i := range 200 {
 		topic := topics[i%len(topics)]
 		typ := []string{"MEMORY_TYPE_DECISION", "MEMORY_TYPE_ERROR_PATTERN", "MEMORY_TYPE_SESSION", "MEMORY_TYPE_GENERAL"}[i%4]
@@ -22,6 +27,9 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 		})
 		if code != http.StatusOK {
 			t.Fatalf("store %d: %d %v", i, code, body)
+		}
+		if i%len(topics) == 1 {
+			authIDs = append(authIDs, body["memory"].(map[string]any)["id"].(string))
 		}
 	}
 	start := time.Now()
@@ -55,8 +63,28 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 			t.Fatalf("filter let through %v", m)
 		}
 	}
+	// Integrity: a memory whose content is changed behind the service's back (here in SQL)
+	// is never returned, and is counted.
+	db, err := pgx.Connect(t.Context(), mesh.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	tampered := authIDs[0]
+	if _, err := db.Exec(t.Context(), "UPDATE memory.memories SET content = content || ' (edited)' WHERE id = $1", tampered); err != nil {
+		t.Fatal(err)
+	}
+	code, body = rest(t, http.MethodPost, "/v1/memories:search", token, map[string]any{"query": "authentication token refresh", "repo": "local/memories", "limit": 50})
+	if code != http.StatusOK || body["integrity_failures"] == nil {
+		t.Fatalf("search after tampering: %d %v", code, body)
+	}
+	for _, r := range body["results"].([]any) {
+		if id := r.(map[string]any)["memory"].(map[string]any)["id"]; id == tampered {
+			t.Fatalf("the tampered memory %s was returned", id)
+		}
+	}
 	code, body = rest(t, http.MethodGet, "/v1/memories:stats?repo=local/memories", token, nil)
-	if code != http.StatusOK || body["total"] != "200" {
+	if code != http.StatusOK || body["total"] != "200" || body["integrity_failures"] != "1" {
 		t.Fatalf("stats: %d %v", code, body)
 	}
 	// Bad input is a 400 naming the field.
