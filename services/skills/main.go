@@ -1,6 +1,7 @@
-// Command skills is TheFold's skills service. It starts, migrates its schema and serves
-// health, reflection and metrics; its RPCs return Unimplemented until the issue that
-// implements them lands (see README, "What is not done yet").
+// Command skills is TheFold's skills service: prompt fragments and deterministic checks
+// routed to a task within a token budget, run before an AI call (forbidden paths, the
+// project's toolchain) and after it (secrets, dangerous APIs, configured rules), and scored
+// by how the jobs that used them went; over gRPC in its own PostgreSQL schema.
 package main
 
 import (
@@ -8,20 +9,28 @@ import (
 
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/skills/internal/seed"
+	"github.com/thefold/thefold/services/skills/internal/service"
+	"github.com/thefold/thefold/services/skills/internal/store"
+	"github.com/thefold/thefold/services/skills/migrations"
 )
 
-// skillService returns Unimplemented for every RPC until its own issue lands.
-type skillService struct {
-	skillsv1.UnimplementedSkillServiceServer
-}
+func main() { platform.Main(skillsService()) }
 
-func main() {
-	platform.Main(platform.Service{
-		Name:   "skills",
-		Schema: "skills",
-		Register: func(_ context.Context, d *platform.Deps) error {
-			skillsv1.RegisterSkillServiceServer(d.Server.GRPC(), &skillService{})
+// skillsService wires pool → store → service and seeds the built-in skills.
+func skillsService() platform.Service {
+	return platform.Service{
+		Name:       "skills",
+		Schema:     "skills",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			svc := service.New(store.New(d.Pool), service.WithLogger(d.Logger))
+			if err := svc.Seed(ctx, seed.Builtin()); err != nil {
+				return err
+			}
+			skillsv1.RegisterSkillServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},
-	})
+	}
 }

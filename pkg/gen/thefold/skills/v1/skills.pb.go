@@ -194,6 +194,67 @@ func (SkillScope) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{2}
 }
 
+// SkillRuleKind is what a SkillRule's pattern is.
+type SkillRuleKind int32
+
+const (
+	// Treated as REGEX.
+	SkillRuleKind_SKILL_RULE_KIND_UNSPECIFIED SkillRuleKind = 0
+	// pattern is an RE2 regular expression matched against file contents (or the input text).
+	SkillRuleKind_SKILL_RULE_KIND_REGEX SkillRuleKind = 1
+	// pattern names a built-in detector: "secrets" (known key formats), "entropy"
+	// (high-entropy string literals), "dangerous-api" (per language: shelling out with
+	// interpolated input, eval, SQL built by concatenation, TLS verification turned off).
+	SkillRuleKind_SKILL_RULE_KIND_DETECTOR SkillRuleKind = 2
+	// pattern is a glob ("**/*.pem", ".github/workflows/**") matched against paths: the task's
+	// file paths (PRE_RUN, e.g. to refuse a task that targets forbidden paths) or the produced
+	// files' paths (POST_RUN). Each matching path is a finding.
+	SkillRuleKind_SKILL_RULE_KIND_GLOB SkillRuleKind = 3
+)
+
+// Enum value maps for SkillRuleKind.
+var (
+	SkillRuleKind_name = map[int32]string{
+		0: "SKILL_RULE_KIND_UNSPECIFIED",
+		1: "SKILL_RULE_KIND_REGEX",
+		2: "SKILL_RULE_KIND_DETECTOR",
+		3: "SKILL_RULE_KIND_GLOB",
+	}
+	SkillRuleKind_value = map[string]int32{
+		"SKILL_RULE_KIND_UNSPECIFIED": 0,
+		"SKILL_RULE_KIND_REGEX":       1,
+		"SKILL_RULE_KIND_DETECTOR":    2,
+		"SKILL_RULE_KIND_GLOB":        3,
+	}
+)
+
+func (x SkillRuleKind) Enum() *SkillRuleKind {
+	p := new(SkillRuleKind)
+	*p = x
+	return p
+}
+
+func (x SkillRuleKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SkillRuleKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_skills_v1_skills_proto_enumTypes[3].Descriptor()
+}
+
+func (SkillRuleKind) Type() protoreflect.EnumType {
+	return &file_thefold_skills_v1_skills_proto_enumTypes[3]
+}
+
+func (x SkillRuleKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SkillRuleKind.Descriptor instead.
+func (SkillRuleKind) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{3}
+}
+
 // SkipReason is why a skill in scope was not selected.
 type SkipReason int32
 
@@ -234,11 +295,11 @@ func (x SkipReason) String() string {
 }
 
 func (SkipReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_skills_v1_skills_proto_enumTypes[3].Descriptor()
+	return file_thefold_skills_v1_skills_proto_enumTypes[4].Descriptor()
 }
 
 func (SkipReason) Type() protoreflect.EnumType {
-	return &file_thefold_skills_v1_skills_proto_enumTypes[3]
+	return &file_thefold_skills_v1_skills_proto_enumTypes[4]
 }
 
 func (x SkipReason) Number() protoreflect.EnumNumber {
@@ -247,7 +308,7 @@ func (x SkipReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SkipReason.Descriptor instead.
 func (SkipReason) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{3}
+	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{4}
 }
 
 // SkillRouting decides which tasks a skill matches. Each non-empty list must match (any of
@@ -339,16 +400,21 @@ type SkillRule struct {
 	// Required, unique within the skill, e.g. "aws-key"; reported as Diagnostic.rule.
 	// Lower-case letters, digits, '-', '_' and '/'.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// RE2 regular expression.
+	// Required: a regular expression, a detector's name or a glob, by kind.
 	Pattern string `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
-	// False: a match is a finding (e.g. a hard-coded secret). True: no match is a finding.
+	// REGEX only. False: a match is a finding (e.g. a hard-coded secret). True: no match is a
+	// finding.
 	MustMatch bool `protobuf:"varint,3,opt,name=must_match,json=mustMatch,proto3" json:"must_match,omitempty"`
-	// Files the rule applies to (POST_RUN); empty means every file, or the input text (PRE_RUN).
+	// Files the rule applies to (POST_RUN, and PRE_RUN files); empty means every file, or the
+	// input text (PRE_RUN).
 	FileGlobs []string `protobuf:"bytes,4,rep,name=file_globs,json=fileGlobs,proto3" json:"file_globs,omitempty"`
 	// Message of the finding.
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
-	// Severity of the finding; defaults to SEVERITY_ERROR.
-	Severity      v1.Severity `protobuf:"varint,6,opt,name=severity,proto3,enum=thefold.type.v1.Severity" json:"severity,omitempty"`
+	// Severity of the finding; defaults to SEVERITY_ERROR (a detector's findings keep their
+	// own severity when this is unset).
+	Severity v1.Severity `protobuf:"varint,6,opt,name=severity,proto3,enum=thefold.type.v1.Severity" json:"severity,omitempty"`
+	// What pattern is; UNSPECIFIED is REGEX.
+	Kind          SkillRuleKind `protobuf:"varint,7,opt,name=kind,proto3,enum=thefold.skills.v1.SkillRuleKind" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +491,13 @@ func (x *SkillRule) GetSeverity() v1.Severity {
 	return v1.Severity(0)
 }
 
+func (x *SkillRule) GetKind() SkillRuleKind {
+	if x != nil {
+		return x.Kind
+	}
+	return SkillRuleKind_SKILL_RULE_KIND_UNSPECIFIED
+}
+
 // Skill is a reusable prompt fragment with the rules that decide when it applies.
 type Skill struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -441,18 +514,21 @@ type Skill struct {
 	Routing        *SkillRouting `protobuf:"bytes,7,opt,name=routing,proto3" json:"routing,omitempty"`
 	// Deterministic checks for PRE_RUN and POST_RUN skills.
 	Rules []*SkillRule `protobuf:"bytes,8,rep,name=rules,proto3" json:"rules,omitempty"`
-	// Higher is chosen and placed first; ties go to the higher success_rate, then the name.
+	// Weighs the skill in ResolveSkills' score (match strength × priority × confidence);
+	// 1–100, default 50.
 	Priority int32 `protobuf:"varint,9,opt,name=priority,proto3" json:"priority,omitempty"`
-	// Estimated tokens of prompt_fragment; computed when 0.
-	TokenEstimate int32      `protobuf:"varint,10,opt,name=token_estimate,json=tokenEstimate,proto3" json:"token_estimate,omitempty"`
-	Enabled       bool       `protobuf:"varint,11,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	Scope         SkillScope `protobuf:"varint,12,opt,name=scope,proto3,enum=thefold.skills.v1.SkillScope" json:"scope,omitempty"`
+	// Tokens of prompt_fragment (tiktoken cl100k_base), computed by the server; what the
+	// skill costs of a token budget.
+	Tokens  int32      `protobuf:"varint,10,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Enabled bool       `protobuf:"varint,11,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Scope   SkillScope `protobuf:"varint,12,opt,name=scope,proto3,enum=thefold.skills.v1.SkillScope" json:"scope,omitempty"`
 	// "owner/name" when scope is REPO; empty for GLOBAL.
 	Repo         string `protobuf:"bytes,13,opt,name=repo,proto3" json:"repo,omitempty"`
 	SuccessCount int64  `protobuf:"varint,14,opt,name=success_count,json=successCount,proto3" json:"success_count,omitempty"`
 	FailureCount int64  `protobuf:"varint,15,opt,name=failure_count,json=failureCount,proto3" json:"failure_count,omitempty"`
-	// success_count / (success_count + failure_count); 0 when there are no results.
-	SuccessRate float64 `protobuf:"fixed64,16,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	// success_count / (success_count + failure_count); 0.5 (neutral) while the skill has no
+	// results, so a new skill is neither favoured nor buried.
+	Confidence float64 `protobuf:"fixed64,16,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	// Starts at 1, incremented by every update. On UpdateSkill, a non-zero value is the
 	// version the caller read: the update applies only if it is still current (else ABORTED).
 	Version int32 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
@@ -557,9 +633,9 @@ func (x *Skill) GetPriority() int32 {
 	return 0
 }
 
-func (x *Skill) GetTokenEstimate() int32 {
+func (x *Skill) GetTokens() int32 {
 	if x != nil {
-		return x.TokenEstimate
+		return x.Tokens
 	}
 	return 0
 }
@@ -599,9 +675,9 @@ func (x *Skill) GetFailureCount() int64 {
 	return 0
 }
 
-func (x *Skill) GetSuccessRate() float64 {
+func (x *Skill) GetConfidence() float64 {
 	if x != nil {
-		return x.SuccessRate
+		return x.Confidence
 	}
 	return 0
 }
@@ -973,8 +1049,7 @@ type UpdateSkillRequest struct {
 	// update applies only if it is the current version; otherwise ABORTED.
 	Skill *Skill `protobuf:"bytes,2,opt,name=skill,proto3" json:"skill,omitempty"`
 	// Required. Updatable: name, description, category, phase, prompt_fragment, routing,
-	// rules, priority, token_estimate, enabled, scope, repo. Any other path is
-	// INVALID_ARGUMENT.
+	// rules, priority, enabled, scope, repo. Any other path is INVALID_ARGUMENT.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1247,8 +1322,9 @@ type ResolveSkillsRequest struct {
 	Context *TaskContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Only skills of this phase; UNSPECIFIED resolves every phase.
 	Phase SkillPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
-	// Most prompt_fragment tokens to select (INJECT skills count); default 4,000.
-	TokenBudget   int32 `protobuf:"varint,3,opt,name=token_budget,json=tokenBudget,proto3" json:"token_budget,omitempty"`
+	// Most prompt_fragment tokens to select; unset: 4,000; zero or negative is
+	// INVALID_ARGUMENT.
+	TokenBudget   *int32 `protobuf:"varint,3,opt,name=token_budget,json=tokenBudget,proto3,oneof" json:"token_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1298,8 +1374,8 @@ func (x *ResolveSkillsRequest) GetPhase() SkillPhase {
 }
 
 func (x *ResolveSkillsRequest) GetTokenBudget() int32 {
-	if x != nil {
-		return x.TokenBudget
+	if x != nil && x.TokenBudget != nil {
+		return *x.TokenBudget
 	}
 	return 0
 }
@@ -1313,10 +1389,15 @@ type ResolvedSkill struct {
 	Phase          SkillPhase `protobuf:"varint,3,opt,name=phase,proto3,enum=thefold.skills.v1.SkillPhase" json:"phase,omitempty"`
 	PromptFragment string     `protobuf:"bytes,4,opt,name=prompt_fragment,json=promptFragment,proto3" json:"prompt_fragment,omitempty"`
 	Priority       int32      `protobuf:"varint,5,opt,name=priority,proto3" json:"priority,omitempty"`
-	// Estimated tokens of prompt_fragment.
+	// Tokens of prompt_fragment.
 	Tokens int32 `protobuf:"varint,6,opt,name=tokens,proto3" json:"tokens,omitempty"`
-	// Which routing rule matched (e.g. "keyword 'migration'", "no rules").
-	MatchReason   string `protobuf:"bytes,7,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
+	// Which routing rules matched (e.g. "keyword 'migration', glob '**/*.sql'", "no rules").
+	MatchReason string `protobuf:"bytes,7,opt,name=match_reason,json=matchReason,proto3" json:"match_reason,omitempty"`
+	// What the skill was ordered by: match strength (0–1, the share of its non-empty routing
+	// rules that matched, more for a keyword found more often) × priority × confidence.
+	Score float64 `protobuf:"fixed64,8,opt,name=score,proto3" json:"score,omitempty"`
+	// The skill's confidence (see Skill.confidence).
+	Confidence    float64 `protobuf:"fixed64,9,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1400,6 +1481,20 @@ func (x *ResolvedSkill) GetMatchReason() string {
 	return ""
 }
 
+func (x *ResolvedSkill) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *ResolvedSkill) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
 // SkippedSkill is a skill in scope that was not selected.
 type SkippedSkill struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1474,7 +1569,8 @@ func (x *SkippedSkill) GetDetail() string {
 // ResolveSkillsResponse is the chosen skills and why the others were not chosen.
 type ResolveSkillsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// In priority order; a skill that does not fit is skipped and smaller ones may still fit.
+	// By score, highest first; a skill that does not fit is skipped and smaller ones may still
+	// fit.
 	Selected []*ResolvedSkill `protobuf:"bytes,1,rep,name=selected,proto3" json:"selected,omitempty"`
 	// Tokens of the selected skills' prompt fragments; at most token_budget.
 	TokensUsed    int32           `protobuf:"varint,2,opt,name=tokens_used,json=tokensUsed,proto3" json:"tokens_used,omitempty"`
@@ -1544,7 +1640,11 @@ type ExecutePreRunRequest struct {
 	// Use only these skills (e.g. from ResolveSkills); empty resolves PRE_RUN skills from context.
 	SkillIds []string `protobuf:"bytes,3,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
 	// Agent or builder job, for the log.
-	JobId         string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobId string `protobuf:"bytes,4,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Files of the repository the checks inspect (e.g. go.mod, package.json, tsconfig.json:
+	// the toolchain detector reads the versions and conventions from them; REGEX and DETECTOR
+	// rules with file_globs check them). GLOB rules match the task's file_paths, not these.
+	Files         []*File `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1605,6 +1705,13 @@ func (x *ExecutePreRunRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *ExecutePreRunRequest) GetFiles() []*File {
+	if x != nil {
+		return x.Files
+	}
+	return nil
 }
 
 // ExecutePreRunResponse is the checked (and possibly transformed) input.
@@ -1709,8 +1816,8 @@ func (x *ExecutePreRunResponse) GetUsage() *v1.Usage {
 	return nil
 }
 
-// OutputFile is a produced file to check.
-type OutputFile struct {
+// File is a file to check: produced output (POST_RUN) or the repository's (PRE_RUN).
+type File struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Relative to the repository root, '/'-separated; Diagnostic.path refers to it.
 	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1720,20 +1827,20 @@ type OutputFile struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *OutputFile) Reset() {
-	*x = OutputFile{}
+func (x *File) Reset() {
+	*x = File{}
 	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *OutputFile) String() string {
+func (x *File) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*OutputFile) ProtoMessage() {}
+func (*File) ProtoMessage() {}
 
-func (x *OutputFile) ProtoReflect() protoreflect.Message {
+func (x *File) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_skills_v1_skills_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1745,19 +1852,19 @@ func (x *OutputFile) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use OutputFile.ProtoReflect.Descriptor instead.
-func (*OutputFile) Descriptor() ([]byte, []int) {
+// Deprecated: Use File.ProtoReflect.Descriptor instead.
+func (*File) Descriptor() ([]byte, []int) {
 	return file_thefold_skills_v1_skills_proto_rawDescGZIP(), []int{20}
 }
 
-func (x *OutputFile) GetPath() string {
+func (x *File) GetPath() string {
 	if x != nil {
 		return x.Path
 	}
 	return ""
 }
 
-func (x *OutputFile) GetContent() string {
+func (x *File) GetContent() string {
 	if x != nil {
 		return x.Content
 	}
@@ -1770,7 +1877,7 @@ type ExecutePostRunRequest struct {
 	// Required: what the skills are routed on.
 	Context *TaskContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Produced files to check.
-	Files []*OutputFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	Files []*File `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
 	// Produced text to check (e.g. a plan or a review), if any.
 	Output string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
 	// Use only these skills; empty resolves POST_RUN skills from context.
@@ -1820,7 +1927,7 @@ func (x *ExecutePostRunRequest) GetContext() *TaskContext {
 	return nil
 }
 
-func (x *ExecutePostRunRequest) GetFiles() []*OutputFile {
+func (x *ExecutePostRunRequest) GetFiles() []*File {
 	if x != nil {
 		return x.Files
 	}
@@ -2018,7 +2125,7 @@ type SkillScore struct {
 	SuccessCount int64  `protobuf:"varint,2,opt,name=success_count,json=successCount,proto3" json:"success_count,omitempty"`
 	FailureCount int64  `protobuf:"varint,3,opt,name=failure_count,json=failureCount,proto3" json:"failure_count,omitempty"`
 	// success_count / (success_count + failure_count).
-	SuccessRate   float64 `protobuf:"fixed64,4,opt,name=success_rate,json=successRate,proto3" json:"success_rate,omitempty"`
+	Confidence    float64 `protobuf:"fixed64,4,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,9 +2181,9 @@ func (x *SkillScore) GetFailureCount() int64 {
 	return 0
 }
 
-func (x *SkillScore) GetSuccessRate() float64 {
+func (x *SkillScore) GetConfidence() float64 {
 	if x != nil {
-		return x.SuccessRate
+		return x.Confidence
 	}
 	return 0
 }
@@ -2137,7 +2244,7 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"file_globs\x18\x02 \x03(\tR\tfileGlobs\x12\x1c\n" +
 	"\tlanguages\x18\x03 \x03(\tR\tlanguages\x12\x14\n" +
 	"\x05repos\x18\x04 \x03(\tR\x05repos\x12\x16\n" +
-	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xc4\x01\n" +
+	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xfa\x01\n" +
 	"\tSkillRule\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\apattern\x18\x02 \x01(\tR\apattern\x12\x1d\n" +
@@ -2146,7 +2253,8 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\n" +
 	"file_globs\x18\x04 \x03(\tR\tfileGlobs\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x125\n" +
-	"\bseverity\x18\x06 \x01(\x0e2\x19.thefold.type.v1.SeverityR\bseverity\"\x9a\x06\n" +
+	"\bseverity\x18\x06 \x01(\x0e2\x19.thefold.type.v1.SeverityR\bseverity\x124\n" +
+	"\x04kind\x18\a \x01(\x0e2 .thefold.skills.v1.SkillRuleKindR\x04kind\"\x88\x06\n" +
 	"\x05Skill\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2156,15 +2264,17 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\x0fprompt_fragment\x18\x06 \x01(\tR\x0epromptFragment\x129\n" +
 	"\arouting\x18\a \x01(\v2\x1f.thefold.skills.v1.SkillRoutingR\arouting\x122\n" +
 	"\x05rules\x18\b \x03(\v2\x1c.thefold.skills.v1.SkillRuleR\x05rules\x12\x1a\n" +
-	"\bpriority\x18\t \x01(\x05R\bpriority\x12%\n" +
-	"\x0etoken_estimate\x18\n" +
-	" \x01(\x05R\rtokenEstimate\x12\x18\n" +
+	"\bpriority\x18\t \x01(\x05R\bpriority\x12\x16\n" +
+	"\x06tokens\x18\n" +
+	" \x01(\x05R\x06tokens\x12\x18\n" +
 	"\aenabled\x18\v \x01(\bR\aenabled\x123\n" +
 	"\x05scope\x18\f \x01(\x0e2\x1d.thefold.skills.v1.SkillScopeR\x05scope\x12\x12\n" +
 	"\x04repo\x18\r \x01(\tR\x04repo\x12#\n" +
 	"\rsuccess_count\x18\x0e \x01(\x03R\fsuccessCount\x12#\n" +
-	"\rfailure_count\x18\x0f \x01(\x03R\ffailureCount\x12!\n" +
-	"\fsuccess_rate\x18\x10 \x01(\x01R\vsuccessRate\x12\x18\n" +
+	"\rfailure_count\x18\x0f \x01(\x03R\ffailureCount\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x10 \x01(\x01R\n" +
+	"confidence\x12\x18\n" +
 	"\aversion\x18\x11 \x01(\x05R\aversion\x12\x19\n" +
 	"\bowner_id\x18\x12 \x01(\tR\aownerId\x12;\n" +
 	"\vcreate_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -2208,11 +2318,12 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\n" +
 	"file_paths\x18\x03 \x03(\tR\tfilePaths\x12\x1c\n" +
 	"\tlanguages\x18\x04 \x03(\tR\tlanguages\x12\x16\n" +
-	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xa8\x01\n" +
+	"\x06labels\x18\x05 \x03(\tR\x06labels\"\xbe\x01\n" +
 	"\x14ResolveSkillsRequest\x128\n" +
 	"\acontext\x18\x01 \x01(\v2\x1e.thefold.skills.v1.TaskContextR\acontext\x123\n" +
-	"\x05phase\x18\x02 \x01(\x0e2\x1d.thefold.skills.v1.SkillPhaseR\x05phase\x12!\n" +
-	"\ftoken_budget\x18\x03 \x01(\x05R\vtokenBudget\"\xf3\x01\n" +
+	"\x05phase\x18\x02 \x01(\x0e2\x1d.thefold.skills.v1.SkillPhaseR\x05phase\x12&\n" +
+	"\ftoken_budget\x18\x03 \x01(\x05H\x00R\vtokenBudget\x88\x01\x01B\x0f\n" +
+	"\r_token_budget\"\xa9\x02\n" +
 	"\rResolvedSkill\x12\x19\n" +
 	"\bskill_id\x18\x01 \x01(\tR\askillId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x123\n" +
@@ -2220,7 +2331,11 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\x0fprompt_fragment\x18\x04 \x01(\tR\x0epromptFragment\x12\x1a\n" +
 	"\bpriority\x18\x05 \x01(\x05R\bpriority\x12\x16\n" +
 	"\x06tokens\x18\x06 \x01(\x05R\x06tokens\x12!\n" +
-	"\fmatch_reason\x18\a \x01(\tR\vmatchReason\"\x8c\x01\n" +
+	"\fmatch_reason\x18\a \x01(\tR\vmatchReason\x12\x14\n" +
+	"\x05score\x18\b \x01(\x01R\x05score\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\t \x01(\x01R\n" +
+	"confidence\"\x8c\x01\n" +
 	"\fSkippedSkill\x12\x19\n" +
 	"\bskill_id\x18\x01 \x01(\tR\askillId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
@@ -2230,12 +2345,13 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\bselected\x18\x01 \x03(\v2 .thefold.skills.v1.ResolvedSkillR\bselected\x12\x1f\n" +
 	"\vtokens_used\x18\x02 \x01(\x05R\n" +
 	"tokensUsed\x129\n" +
-	"\askipped\x18\x03 \x03(\v2\x1f.thefold.skills.v1.SkippedSkillR\askipped\"\x9a\x01\n" +
+	"\askipped\x18\x03 \x03(\v2\x1f.thefold.skills.v1.SkippedSkillR\askipped\"\xc9\x01\n" +
 	"\x14ExecutePreRunRequest\x128\n" +
 	"\acontext\x18\x01 \x01(\v2\x1e.thefold.skills.v1.TaskContextR\acontext\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\tR\x05input\x12\x1b\n" +
 	"\tskill_ids\x18\x03 \x03(\tR\bskillIds\x12\x15\n" +
-	"\x06job_id\x18\x04 \x01(\tR\x05jobId\"\x81\x02\n" +
+	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x12-\n" +
+	"\x05files\x18\x05 \x03(\v2\x17.thefold.skills.v1.FileR\x05files\"\x81\x02\n" +
 	"\x15ExecutePreRunResponse\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\tR\x05input\x12\x1a\n" +
 	"\bmodified\x18\x02 \x01(\bR\bmodified\x12\x14\n" +
@@ -2243,14 +2359,13 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\vdiagnostics\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
 	"\x06passed\x18\x05 \x01(\bR\x06passed\x12\x1b\n" +
 	"\tskill_ids\x18\x06 \x03(\tR\bskillIds\x12,\n" +
-	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\":\n" +
-	"\n" +
-	"OutputFile\x12\x12\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"4\n" +
+	"\x04File\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xf1\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xeb\x01\n" +
 	"\x15ExecutePostRunRequest\x128\n" +
-	"\acontext\x18\x01 \x01(\v2\x1e.thefold.skills.v1.TaskContextR\acontext\x123\n" +
-	"\x05files\x18\x02 \x03(\v2\x1d.thefold.skills.v1.OutputFileR\x05files\x12\x16\n" +
+	"\acontext\x18\x01 \x01(\v2\x1e.thefold.skills.v1.TaskContextR\acontext\x12-\n" +
+	"\x05files\x18\x02 \x03(\v2\x17.thefold.skills.v1.FileR\x05files\x12\x16\n" +
 	"\x06output\x18\x03 \x01(\tR\x06output\x12\x1b\n" +
 	"\tskill_ids\x18\x04 \x03(\tR\bskillIds\x12\x15\n" +
 	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12\x1d\n" +
@@ -2266,13 +2381,15 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x18\n" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12#\n" +
-	"\rquality_score\x18\x05 \x01(\x05R\fqualityScore\"\x94\x01\n" +
+	"\rquality_score\x18\x05 \x01(\x05R\fqualityScore\"\x91\x01\n" +
 	"\n" +
 	"SkillScore\x12\x19\n" +
 	"\bskill_id\x18\x01 \x01(\tR\askillId\x12#\n" +
 	"\rsuccess_count\x18\x02 \x01(\x03R\fsuccessCount\x12#\n" +
-	"\rfailure_count\x18\x03 \x01(\x03R\ffailureCount\x12!\n" +
-	"\fsuccess_rate\x18\x04 \x01(\x01R\vsuccessRate\"J\n" +
+	"\rfailure_count\x18\x03 \x01(\x03R\ffailureCount\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x04 \x01(\x01R\n" +
+	"confidence\"J\n" +
 	"\x11LogResultResponse\x125\n" +
 	"\x06scores\x18\x01 \x03(\v2\x1d.thefold.skills.v1.SkillScoreR\x06scores*t\n" +
 	"\n" +
@@ -2293,7 +2410,12 @@ const file_thefold_skills_v1_skills_proto_rawDesc = "" +
 	"SkillScope\x12\x1b\n" +
 	"\x17SKILL_SCOPE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SKILL_SCOPE_GLOBAL\x10\x01\x12\x14\n" +
-	"\x10SKILL_SCOPE_REPO\x10\x02*{\n" +
+	"\x10SKILL_SCOPE_REPO\x10\x02*\x83\x01\n" +
+	"\rSkillRuleKind\x12\x1f\n" +
+	"\x1bSKILL_RULE_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SKILL_RULE_KIND_REGEX\x10\x01\x12\x1c\n" +
+	"\x18SKILL_RULE_KIND_DETECTOR\x10\x02\x12\x18\n" +
+	"\x14SKILL_RULE_KIND_GLOB\x10\x03*{\n" +
 	"\n" +
 	"SkipReason\x12\x1b\n" +
 	"\x17SKIP_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2325,100 +2447,103 @@ func file_thefold_skills_v1_skills_proto_rawDescGZIP() []byte {
 	return file_thefold_skills_v1_skills_proto_rawDescData
 }
 
-var file_thefold_skills_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_thefold_skills_v1_skills_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_thefold_skills_v1_skills_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_thefold_skills_v1_skills_proto_goTypes = []any{
 	(SkillPhase)(0),                // 0: thefold.skills.v1.SkillPhase
 	(SkillCategory)(0),             // 1: thefold.skills.v1.SkillCategory
 	(SkillScope)(0),                // 2: thefold.skills.v1.SkillScope
-	(SkipReason)(0),                // 3: thefold.skills.v1.SkipReason
-	(*SkillRouting)(nil),           // 4: thefold.skills.v1.SkillRouting
-	(*SkillRule)(nil),              // 5: thefold.skills.v1.SkillRule
-	(*Skill)(nil),                  // 6: thefold.skills.v1.Skill
-	(*CreateSkillRequest)(nil),     // 7: thefold.skills.v1.CreateSkillRequest
-	(*CreateSkillResponse)(nil),    // 8: thefold.skills.v1.CreateSkillResponse
-	(*GetSkillRequest)(nil),        // 9: thefold.skills.v1.GetSkillRequest
-	(*GetSkillResponse)(nil),       // 10: thefold.skills.v1.GetSkillResponse
-	(*ListSkillsRequest)(nil),      // 11: thefold.skills.v1.ListSkillsRequest
-	(*ListSkillsResponse)(nil),     // 12: thefold.skills.v1.ListSkillsResponse
-	(*UpdateSkillRequest)(nil),     // 13: thefold.skills.v1.UpdateSkillRequest
-	(*UpdateSkillResponse)(nil),    // 14: thefold.skills.v1.UpdateSkillResponse
-	(*DeleteSkillRequest)(nil),     // 15: thefold.skills.v1.DeleteSkillRequest
-	(*DeleteSkillResponse)(nil),    // 16: thefold.skills.v1.DeleteSkillResponse
-	(*TaskContext)(nil),            // 17: thefold.skills.v1.TaskContext
-	(*ResolveSkillsRequest)(nil),   // 18: thefold.skills.v1.ResolveSkillsRequest
-	(*ResolvedSkill)(nil),          // 19: thefold.skills.v1.ResolvedSkill
-	(*SkippedSkill)(nil),           // 20: thefold.skills.v1.SkippedSkill
-	(*ResolveSkillsResponse)(nil),  // 21: thefold.skills.v1.ResolveSkillsResponse
-	(*ExecutePreRunRequest)(nil),   // 22: thefold.skills.v1.ExecutePreRunRequest
-	(*ExecutePreRunResponse)(nil),  // 23: thefold.skills.v1.ExecutePreRunResponse
-	(*OutputFile)(nil),             // 24: thefold.skills.v1.OutputFile
-	(*ExecutePostRunRequest)(nil),  // 25: thefold.skills.v1.ExecutePostRunRequest
-	(*ExecutePostRunResponse)(nil), // 26: thefold.skills.v1.ExecutePostRunResponse
-	(*LogResultRequest)(nil),       // 27: thefold.skills.v1.LogResultRequest
-	(*SkillScore)(nil),             // 28: thefold.skills.v1.SkillScore
-	(*LogResultResponse)(nil),      // 29: thefold.skills.v1.LogResultResponse
-	(v1.Severity)(0),               // 30: thefold.type.v1.Severity
-	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),  // 32: google.protobuf.FieldMask
-	(*v1.Diagnostic)(nil),          // 33: thefold.type.v1.Diagnostic
-	(*v1.Usage)(nil),               // 34: thefold.type.v1.Usage
+	(SkillRuleKind)(0),             // 3: thefold.skills.v1.SkillRuleKind
+	(SkipReason)(0),                // 4: thefold.skills.v1.SkipReason
+	(*SkillRouting)(nil),           // 5: thefold.skills.v1.SkillRouting
+	(*SkillRule)(nil),              // 6: thefold.skills.v1.SkillRule
+	(*Skill)(nil),                  // 7: thefold.skills.v1.Skill
+	(*CreateSkillRequest)(nil),     // 8: thefold.skills.v1.CreateSkillRequest
+	(*CreateSkillResponse)(nil),    // 9: thefold.skills.v1.CreateSkillResponse
+	(*GetSkillRequest)(nil),        // 10: thefold.skills.v1.GetSkillRequest
+	(*GetSkillResponse)(nil),       // 11: thefold.skills.v1.GetSkillResponse
+	(*ListSkillsRequest)(nil),      // 12: thefold.skills.v1.ListSkillsRequest
+	(*ListSkillsResponse)(nil),     // 13: thefold.skills.v1.ListSkillsResponse
+	(*UpdateSkillRequest)(nil),     // 14: thefold.skills.v1.UpdateSkillRequest
+	(*UpdateSkillResponse)(nil),    // 15: thefold.skills.v1.UpdateSkillResponse
+	(*DeleteSkillRequest)(nil),     // 16: thefold.skills.v1.DeleteSkillRequest
+	(*DeleteSkillResponse)(nil),    // 17: thefold.skills.v1.DeleteSkillResponse
+	(*TaskContext)(nil),            // 18: thefold.skills.v1.TaskContext
+	(*ResolveSkillsRequest)(nil),   // 19: thefold.skills.v1.ResolveSkillsRequest
+	(*ResolvedSkill)(nil),          // 20: thefold.skills.v1.ResolvedSkill
+	(*SkippedSkill)(nil),           // 21: thefold.skills.v1.SkippedSkill
+	(*ResolveSkillsResponse)(nil),  // 22: thefold.skills.v1.ResolveSkillsResponse
+	(*ExecutePreRunRequest)(nil),   // 23: thefold.skills.v1.ExecutePreRunRequest
+	(*ExecutePreRunResponse)(nil),  // 24: thefold.skills.v1.ExecutePreRunResponse
+	(*File)(nil),                   // 25: thefold.skills.v1.File
+	(*ExecutePostRunRequest)(nil),  // 26: thefold.skills.v1.ExecutePostRunRequest
+	(*ExecutePostRunResponse)(nil), // 27: thefold.skills.v1.ExecutePostRunResponse
+	(*LogResultRequest)(nil),       // 28: thefold.skills.v1.LogResultRequest
+	(*SkillScore)(nil),             // 29: thefold.skills.v1.SkillScore
+	(*LogResultResponse)(nil),      // 30: thefold.skills.v1.LogResultResponse
+	(v1.Severity)(0),               // 31: thefold.type.v1.Severity
+	(*timestamppb.Timestamp)(nil),  // 32: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),  // 33: google.protobuf.FieldMask
+	(*v1.Diagnostic)(nil),          // 34: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),               // 35: thefold.type.v1.Usage
 }
 var file_thefold_skills_v1_skills_proto_depIdxs = []int32{
-	30, // 0: thefold.skills.v1.SkillRule.severity:type_name -> thefold.type.v1.Severity
-	1,  // 1: thefold.skills.v1.Skill.category:type_name -> thefold.skills.v1.SkillCategory
-	0,  // 2: thefold.skills.v1.Skill.phase:type_name -> thefold.skills.v1.SkillPhase
-	4,  // 3: thefold.skills.v1.Skill.routing:type_name -> thefold.skills.v1.SkillRouting
-	5,  // 4: thefold.skills.v1.Skill.rules:type_name -> thefold.skills.v1.SkillRule
-	2,  // 5: thefold.skills.v1.Skill.scope:type_name -> thefold.skills.v1.SkillScope
-	31, // 6: thefold.skills.v1.Skill.create_time:type_name -> google.protobuf.Timestamp
-	31, // 7: thefold.skills.v1.Skill.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 8: thefold.skills.v1.CreateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
-	6,  // 9: thefold.skills.v1.CreateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
-	6,  // 10: thefold.skills.v1.GetSkillResponse.skill:type_name -> thefold.skills.v1.Skill
-	1,  // 11: thefold.skills.v1.ListSkillsRequest.category:type_name -> thefold.skills.v1.SkillCategory
-	0,  // 12: thefold.skills.v1.ListSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
-	6,  // 13: thefold.skills.v1.ListSkillsResponse.skills:type_name -> thefold.skills.v1.Skill
-	6,  // 14: thefold.skills.v1.UpdateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
-	32, // 15: thefold.skills.v1.UpdateSkillRequest.update_mask:type_name -> google.protobuf.FieldMask
-	6,  // 16: thefold.skills.v1.UpdateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
-	17, // 17: thefold.skills.v1.ResolveSkillsRequest.context:type_name -> thefold.skills.v1.TaskContext
-	0,  // 18: thefold.skills.v1.ResolveSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
-	0,  // 19: thefold.skills.v1.ResolvedSkill.phase:type_name -> thefold.skills.v1.SkillPhase
-	3,  // 20: thefold.skills.v1.SkippedSkill.reason:type_name -> thefold.skills.v1.SkipReason
-	19, // 21: thefold.skills.v1.ResolveSkillsResponse.selected:type_name -> thefold.skills.v1.ResolvedSkill
-	20, // 22: thefold.skills.v1.ResolveSkillsResponse.skipped:type_name -> thefold.skills.v1.SkippedSkill
-	17, // 23: thefold.skills.v1.ExecutePreRunRequest.context:type_name -> thefold.skills.v1.TaskContext
-	33, // 24: thefold.skills.v1.ExecutePreRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	34, // 25: thefold.skills.v1.ExecutePreRunResponse.usage:type_name -> thefold.type.v1.Usage
-	17, // 26: thefold.skills.v1.ExecutePostRunRequest.context:type_name -> thefold.skills.v1.TaskContext
-	24, // 27: thefold.skills.v1.ExecutePostRunRequest.files:type_name -> thefold.skills.v1.OutputFile
-	33, // 28: thefold.skills.v1.ExecutePostRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	34, // 29: thefold.skills.v1.ExecutePostRunResponse.usage:type_name -> thefold.type.v1.Usage
-	28, // 30: thefold.skills.v1.LogResultResponse.scores:type_name -> thefold.skills.v1.SkillScore
-	7,  // 31: thefold.skills.v1.SkillService.CreateSkill:input_type -> thefold.skills.v1.CreateSkillRequest
-	9,  // 32: thefold.skills.v1.SkillService.GetSkill:input_type -> thefold.skills.v1.GetSkillRequest
-	11, // 33: thefold.skills.v1.SkillService.ListSkills:input_type -> thefold.skills.v1.ListSkillsRequest
-	13, // 34: thefold.skills.v1.SkillService.UpdateSkill:input_type -> thefold.skills.v1.UpdateSkillRequest
-	15, // 35: thefold.skills.v1.SkillService.DeleteSkill:input_type -> thefold.skills.v1.DeleteSkillRequest
-	18, // 36: thefold.skills.v1.SkillService.ResolveSkills:input_type -> thefold.skills.v1.ResolveSkillsRequest
-	22, // 37: thefold.skills.v1.SkillService.ExecutePreRun:input_type -> thefold.skills.v1.ExecutePreRunRequest
-	25, // 38: thefold.skills.v1.SkillService.ExecutePostRun:input_type -> thefold.skills.v1.ExecutePostRunRequest
-	27, // 39: thefold.skills.v1.SkillService.LogResult:input_type -> thefold.skills.v1.LogResultRequest
-	8,  // 40: thefold.skills.v1.SkillService.CreateSkill:output_type -> thefold.skills.v1.CreateSkillResponse
-	10, // 41: thefold.skills.v1.SkillService.GetSkill:output_type -> thefold.skills.v1.GetSkillResponse
-	12, // 42: thefold.skills.v1.SkillService.ListSkills:output_type -> thefold.skills.v1.ListSkillsResponse
-	14, // 43: thefold.skills.v1.SkillService.UpdateSkill:output_type -> thefold.skills.v1.UpdateSkillResponse
-	16, // 44: thefold.skills.v1.SkillService.DeleteSkill:output_type -> thefold.skills.v1.DeleteSkillResponse
-	21, // 45: thefold.skills.v1.SkillService.ResolveSkills:output_type -> thefold.skills.v1.ResolveSkillsResponse
-	23, // 46: thefold.skills.v1.SkillService.ExecutePreRun:output_type -> thefold.skills.v1.ExecutePreRunResponse
-	26, // 47: thefold.skills.v1.SkillService.ExecutePostRun:output_type -> thefold.skills.v1.ExecutePostRunResponse
-	29, // 48: thefold.skills.v1.SkillService.LogResult:output_type -> thefold.skills.v1.LogResultResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	31, // 0: thefold.skills.v1.SkillRule.severity:type_name -> thefold.type.v1.Severity
+	3,  // 1: thefold.skills.v1.SkillRule.kind:type_name -> thefold.skills.v1.SkillRuleKind
+	1,  // 2: thefold.skills.v1.Skill.category:type_name -> thefold.skills.v1.SkillCategory
+	0,  // 3: thefold.skills.v1.Skill.phase:type_name -> thefold.skills.v1.SkillPhase
+	5,  // 4: thefold.skills.v1.Skill.routing:type_name -> thefold.skills.v1.SkillRouting
+	6,  // 5: thefold.skills.v1.Skill.rules:type_name -> thefold.skills.v1.SkillRule
+	2,  // 6: thefold.skills.v1.Skill.scope:type_name -> thefold.skills.v1.SkillScope
+	32, // 7: thefold.skills.v1.Skill.create_time:type_name -> google.protobuf.Timestamp
+	32, // 8: thefold.skills.v1.Skill.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 9: thefold.skills.v1.CreateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
+	7,  // 10: thefold.skills.v1.CreateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	7,  // 11: thefold.skills.v1.GetSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	1,  // 12: thefold.skills.v1.ListSkillsRequest.category:type_name -> thefold.skills.v1.SkillCategory
+	0,  // 13: thefold.skills.v1.ListSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
+	7,  // 14: thefold.skills.v1.ListSkillsResponse.skills:type_name -> thefold.skills.v1.Skill
+	7,  // 15: thefold.skills.v1.UpdateSkillRequest.skill:type_name -> thefold.skills.v1.Skill
+	33, // 16: thefold.skills.v1.UpdateSkillRequest.update_mask:type_name -> google.protobuf.FieldMask
+	7,  // 17: thefold.skills.v1.UpdateSkillResponse.skill:type_name -> thefold.skills.v1.Skill
+	18, // 18: thefold.skills.v1.ResolveSkillsRequest.context:type_name -> thefold.skills.v1.TaskContext
+	0,  // 19: thefold.skills.v1.ResolveSkillsRequest.phase:type_name -> thefold.skills.v1.SkillPhase
+	0,  // 20: thefold.skills.v1.ResolvedSkill.phase:type_name -> thefold.skills.v1.SkillPhase
+	4,  // 21: thefold.skills.v1.SkippedSkill.reason:type_name -> thefold.skills.v1.SkipReason
+	20, // 22: thefold.skills.v1.ResolveSkillsResponse.selected:type_name -> thefold.skills.v1.ResolvedSkill
+	21, // 23: thefold.skills.v1.ResolveSkillsResponse.skipped:type_name -> thefold.skills.v1.SkippedSkill
+	18, // 24: thefold.skills.v1.ExecutePreRunRequest.context:type_name -> thefold.skills.v1.TaskContext
+	25, // 25: thefold.skills.v1.ExecutePreRunRequest.files:type_name -> thefold.skills.v1.File
+	34, // 26: thefold.skills.v1.ExecutePreRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	35, // 27: thefold.skills.v1.ExecutePreRunResponse.usage:type_name -> thefold.type.v1.Usage
+	18, // 28: thefold.skills.v1.ExecutePostRunRequest.context:type_name -> thefold.skills.v1.TaskContext
+	25, // 29: thefold.skills.v1.ExecutePostRunRequest.files:type_name -> thefold.skills.v1.File
+	34, // 30: thefold.skills.v1.ExecutePostRunResponse.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	35, // 31: thefold.skills.v1.ExecutePostRunResponse.usage:type_name -> thefold.type.v1.Usage
+	29, // 32: thefold.skills.v1.LogResultResponse.scores:type_name -> thefold.skills.v1.SkillScore
+	8,  // 33: thefold.skills.v1.SkillService.CreateSkill:input_type -> thefold.skills.v1.CreateSkillRequest
+	10, // 34: thefold.skills.v1.SkillService.GetSkill:input_type -> thefold.skills.v1.GetSkillRequest
+	12, // 35: thefold.skills.v1.SkillService.ListSkills:input_type -> thefold.skills.v1.ListSkillsRequest
+	14, // 36: thefold.skills.v1.SkillService.UpdateSkill:input_type -> thefold.skills.v1.UpdateSkillRequest
+	16, // 37: thefold.skills.v1.SkillService.DeleteSkill:input_type -> thefold.skills.v1.DeleteSkillRequest
+	19, // 38: thefold.skills.v1.SkillService.ResolveSkills:input_type -> thefold.skills.v1.ResolveSkillsRequest
+	23, // 39: thefold.skills.v1.SkillService.ExecutePreRun:input_type -> thefold.skills.v1.ExecutePreRunRequest
+	26, // 40: thefold.skills.v1.SkillService.ExecutePostRun:input_type -> thefold.skills.v1.ExecutePostRunRequest
+	28, // 41: thefold.skills.v1.SkillService.LogResult:input_type -> thefold.skills.v1.LogResultRequest
+	9,  // 42: thefold.skills.v1.SkillService.CreateSkill:output_type -> thefold.skills.v1.CreateSkillResponse
+	11, // 43: thefold.skills.v1.SkillService.GetSkill:output_type -> thefold.skills.v1.GetSkillResponse
+	13, // 44: thefold.skills.v1.SkillService.ListSkills:output_type -> thefold.skills.v1.ListSkillsResponse
+	15, // 45: thefold.skills.v1.SkillService.UpdateSkill:output_type -> thefold.skills.v1.UpdateSkillResponse
+	17, // 46: thefold.skills.v1.SkillService.DeleteSkill:output_type -> thefold.skills.v1.DeleteSkillResponse
+	22, // 47: thefold.skills.v1.SkillService.ResolveSkills:output_type -> thefold.skills.v1.ResolveSkillsResponse
+	24, // 48: thefold.skills.v1.SkillService.ExecutePreRun:output_type -> thefold.skills.v1.ExecutePreRunResponse
+	27, // 49: thefold.skills.v1.SkillService.ExecutePostRun:output_type -> thefold.skills.v1.ExecutePostRunResponse
+	30, // 50: thefold.skills.v1.SkillService.LogResult:output_type -> thefold.skills.v1.LogResultResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_thefold_skills_v1_skills_proto_init() }
@@ -2427,12 +2552,13 @@ func file_thefold_skills_v1_skills_proto_init() {
 		return
 	}
 	file_thefold_skills_v1_skills_proto_msgTypes[7].OneofWrappers = []any{}
+	file_thefold_skills_v1_skills_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_skills_v1_skills_proto_rawDesc), len(file_thefold_skills_v1_skills_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -40,8 +40,11 @@ const (
 // Creating, changing and deleting skills needs the admin role (PERMISSION_DENIED otherwise).
 //
 // Findings of pre_run and post_run checks are thefold.type.v1.Diagnostics with tool
-// "skills:<skill name>", rule the SkillRule's id (empty for a finding of an AI check), and
-// the shared Severity; a check fails on a finding of severity ERROR or above.
+// "skills:<skill name>", rule the SkillRule's id (with a detector's own rule after a '/',
+// e.g. "secrets/aws-access-key"; empty for a finding of an AI check), the line and column
+// found, and the shared Severity; a check fails on a finding of severity ERROR or above.
+//
+// Anyone authenticated may read and resolve skills and run their checks.
 //
 // Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
 // taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
@@ -184,8 +187,11 @@ func (c *skillServiceClient) LogResult(ctx context.Context, in *LogResultRequest
 // Creating, changing and deleting skills needs the admin role (PERMISSION_DENIED otherwise).
 //
 // Findings of pre_run and post_run checks are thefold.type.v1.Diagnostics with tool
-// "skills:<skill name>", rule the SkillRule's id (empty for a finding of an AI check), and
-// the shared Severity; a check fails on a finding of severity ERROR or above.
+// "skills:<skill name>", rule the SkillRule's id (with a detector's own rule after a '/',
+// e.g. "secrets/aws-access-key"; empty for a finding of an AI check), the line and column
+// found, and the shared Severity; a check fails on a finding of severity ERROR or above.
+//
+// Anyone authenticated may read and resolve skills and run their checks.
 //
 // Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
 // taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
