@@ -327,3 +327,63 @@ func TestConfiguredRules(t *testing.T) {
 	_, err = e.client.ExecutePostRun(e.alice, &skillsv1.ExecutePostRunRequest{Context: &skillsv1.TaskContext{Description: "x"}, SkillIds: []string{inj.GetId()}})
 	wantCode(t, err, codes.InvalidArgument, "skill_ids[0]")
 }
+
+// ListSkills pages by priority (highest first), then name; filters by phase, repository
+// and enabled.
+func TestListSkillsPagesAndFilters(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.create(t, inject("b", "B.", 60, nil))
+	e.create(t, inject("a", "A.", 60, nil))
+	e.create(t, inject("c", "C.", 90, nil))
+	repoSkill := inject("local-rule", "Ours.", 10, nil)
+	repoSkill.Scope, repoSkill.Repo = skillsv1.SkillScope_SKILL_SCOPE_REPO, "acme/api"
+	e.create(t, repoSkill)
+	off := inject("off", "Off.", 50, nil)
+	off.Enabled = false
+	e.create(t, off)
+	e.create(t, &skillsv1.Skill{Name: "check", Phase: skillsv1.SkillPhase_SKILL_PHASE_POST_RUN, Enabled: true,
+		Rules: []*skillsv1.SkillRule{{Id: "x", Pattern: "x"}}})
+
+	var got []string
+	tok := ""
+	for pages := 0; ; pages++ {
+		r, err := e.client.ListSkills(e.alice, &skillsv1.ListSkillsRequest{PageSize: 2, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.GetSkills() {
+			got = append(got, s.GetName())
+		}
+		if tok = r.GetNextPageToken(); tok == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+	}
+	if want := []string{"c", "a", "b", "check", "off", "local-rule"}; !slices.Equal(got, want) {
+		t.Fatalf("pages %v, want %v", got, want)
+	}
+	enabled := true
+	for _, c := range []struct {
+		req  *skillsv1.ListSkillsRequest
+		want []string
+	}{
+		{&skillsv1.ListSkillsRequest{Phase: skillsv1.SkillPhase_SKILL_PHASE_POST_RUN}, []string{"check"}},
+		{&skillsv1.ListSkillsRequest{Repo: "acme/api", Enabled: &enabled}, []string{"c", "a", "b", "check", "local-rule"}},
+		{&skillsv1.ListSkillsRequest{Repo: "acme/web", Enabled: &enabled}, []string{"c", "a", "b", "check"}},
+	} {
+		r, err := e.client.ListSkills(e.alice, c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range r.GetSkills() {
+			names = append(names, s.GetName())
+		}
+		if !slices.Equal(names, c.want) {
+			t.Errorf("%v: %v, want %v", c.req, names, c.want)
+		}
+	}
+}
