@@ -3,6 +3,7 @@ module github.com/thefold/thefold/services/builder
 go 1.26.0
 
 require (
+	github.com/evanw/esbuild v0.28.2
 	github.com/thefold/thefold/pkg v0.0.0
 	google.golang.org/grpc v1.85.0
 )
@@ -11,7 +12,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/evanw/esbuild v0.28.2 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
