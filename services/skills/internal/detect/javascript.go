@@ -162,23 +162,8 @@ func dangerousJS(f File) []Finding {
 		}
 	}
 
-	for _, m := range jsSQLCallRe.FindAllStringSubmatchIndex(code, -1) {
-		open := m[1] - 1
-		close := lx.matchClose(open)
-		if close < 0 {
-			continue
-		}
-		args := splitArgs(code, open, close)
-		if len(args) == 0 {
-			continue
-		}
-		s, e := args[0][0], args[0][1]
-		if !lx.builtSQL(s, e, false) {
-			if ev, ok := h.last(identAt(code, s, e), s); !ok || !ev.sql {
-				continue
-			}
-		}
-		add(s, "js/sql-concat", errSev, "the SQL passed to "+code[m[2]:m[3]]+" is built from non-literal values (template substitution or concatenation), which allows SQL injection; use placeholders and pass the values as parameters")
+	for _, c := range splicedSQLCalls(code, jsSQLCallRe, lx, h, false) {
+		add(c.arg, "js/sql-concat", errSev, "the SQL passed to "+c.callee+" is built from non-literal values (template substitution or concatenation), which allows SQL injection; use placeholders and pass the values as parameters")
 	}
 	return out
 }

@@ -128,23 +128,8 @@ func dangerousPy(f File) []Finding {
 	for _, m := range pyUnverified.FindAllStringIndex(code, -1) {
 		add(m[0], "py/tls-verify-off", errSev, "ssl._create_unverified_context disables TLS certificate verification; use ssl.create_default_context with the right CA")
 	}
-	for _, m := range pySQLCallRe.FindAllStringSubmatchIndex(code, -1) {
-		open := m[1] - 1
-		close := lx.matchClose(open)
-		if close < 0 {
-			continue
-		}
-		args := splitArgs(code, open, close)
-		if len(args) == 0 {
-			continue
-		}
-		s, e := args[0][0], args[0][1]
-		if !lx.builtSQL(s, e, true) {
-			if ev, ok := h.last(identAt(code, s, e), s); !ok || !ev.sql {
-				continue
-			}
-		}
-		add(s, "py/sql-concat", errSev, "the SQL passed to "+code[m[2]:m[3]]+" is built from values (f-string, % or .format() or concatenation), which allows SQL injection; use placeholders and pass the values as the second argument")
+	for _, c := range splicedSQLCalls(code, pySQLCallRe, lx, h, true) {
+		add(c.arg, "py/sql-concat", errSev, "the SQL passed to "+c.callee+" is built from values (f-string, % or .format() or concatenation), which allows SQL injection; use placeholders and pass the values as the second argument")
 	}
 	return out
 }

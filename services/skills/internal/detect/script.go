@@ -298,3 +298,35 @@ func identAt(code string, s, e int) string {
 	}
 	return code[s:e]
 }
+
+// sqlCall is a call whose SQL argument is built from spliced values.
+type sqlCall struct {
+	arg    int    // offset of the SQL argument
+	callee string // the method called, e.g. "query"
+}
+
+// splicedSQLCalls finds the calls matched by re (its first group the callee, the match
+// ending at the opening parenthesis) whose first argument is SQL built from spliced values,
+// or a variable h saw assigned such SQL before the call.
+func splicedSQLCalls(code string, re *regexp.Regexp, lx *lexed, h history, py bool) []sqlCall {
+	var out []sqlCall
+	for _, m := range re.FindAllStringSubmatchIndex(code, -1) {
+		open := m[1] - 1
+		close := lx.matchClose(open)
+		if close < 0 {
+			continue
+		}
+		args := splitArgs(code, open, close)
+		if len(args) == 0 {
+			continue
+		}
+		s, e := args[0][0], args[0][1]
+		if !lx.builtSQL(s, e, py) {
+			if ev, ok := h.last(identAt(code, s, e), s); !ok || !ev.sql {
+				continue
+			}
+		}
+		out = append(out, sqlCall{arg: s, callee: code[m[2]:m[3]]})
+	}
+	return out
+}

@@ -2,13 +2,14 @@ package seed
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"strings"
 	"testing"
 
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	pathglob "github.com/thefold/thefold/services/skills/internal/glob"
 )
 
 var (
@@ -168,7 +169,7 @@ func TestRules(t *testing.T) {
 				t.Errorf("%s: message is empty", name)
 			}
 			for _, g := range r.GetFileGlobs() {
-				if err := validateGlob(g); err != nil {
+				if err := pathglob.Validate(g); err != nil {
 					t.Errorf("%s: file glob: %v", name, err)
 				}
 			}
@@ -182,7 +183,7 @@ func TestRules(t *testing.T) {
 					t.Errorf("%s: detector %q is not one of secrets, entropy, dangerous-api, toolchain", name, r.GetPattern())
 				}
 			case skillsv1.SkillRuleKind_SKILL_RULE_KIND_GLOB:
-				if err := validateGlob(r.GetPattern()); err != nil {
+				if err := pathglob.Validate(r.GetPattern()); err != nil {
 					t.Errorf("%s: %v", name, err)
 				}
 			default:
@@ -209,7 +210,7 @@ func TestRouting(t *testing.T) {
 			}
 		}
 		for _, g := range r.GetFileGlobs() {
-			if err := validateGlob(g); err != nil {
+			if err := pathglob.Validate(g); err != nil {
 				t.Errorf("%s: routing glob: %v", s.GetName(), err)
 			}
 		}
@@ -384,7 +385,7 @@ func TestGlobRulesMatch(t *testing.T) {
 			if r == nil {
 				t.Fatalf("%s has no rule %q", tc.skill, tc.id)
 			}
-			if got := globMatch(r.GetPattern(), tc.path); got != tc.want {
+			if got := pathglob.Match(r.GetPattern(), tc.path); got != tc.want {
 				t.Errorf("glob %q matches %q = %v, want %v", r.GetPattern(), tc.path, got, tc.want)
 			}
 		})
@@ -458,53 +459,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// validateGlob checks a '/'-separated glob: relative, "**" only as a whole segment, and
-// path.Match syntax within segments.
-func validateGlob(g string) error {
-	if g == "" {
-		return fmt.Errorf("empty glob")
-	}
-	if strings.HasPrefix(g, "/") || strings.Contains(g, `\\`) {
-		return fmt.Errorf("glob %q is not a relative '/'-separated path", g)
-	}
-	for _, seg := range strings.Split(g, "/") {
-		if seg == "**" {
-			continue
-		}
-		if strings.Contains(seg, "**") {
-			return fmt.Errorf("glob %q: ** must be a whole segment", g)
-		}
-		if _, err := path.Match(seg, ""); err != nil {
-			return fmt.Errorf("glob %q: %v", g, err)
-		}
-	}
-	return nil
-}
-
-// globMatch matches with "**" standing for zero or more whole path segments.
-func globMatch(pattern, name string) bool {
-	var match func(pat, segs []string) bool
-	match = func(pat, segs []string) bool {
-		for len(pat) > 0 {
-			if pat[0] == "**" {
-				for i := 0; i <= len(segs); i++ {
-					if match(pat[1:], segs[i:]) {
-						return true
-					}
-				}
-				return false
-			}
-			if len(segs) == 0 {
-				return false
-			}
-			if ok, err := path.Match(pat[0], segs[0]); err != nil || !ok {
-				return false
-			}
-			pat, segs = pat[1:], segs[1:]
-		}
-		return len(segs) == 0
-	}
-	return match(strings.Split(pattern, "/"), strings.Split(name, "/"))
 }

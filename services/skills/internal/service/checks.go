@@ -202,65 +202,67 @@ func regexFindings(sk *skillsv1.Skill, rule *skillsv1.SkillRule, re *regexp.Rege
 	}
 }
 
+// checkRun is what ExecutePreRun and ExecutePostRun check alike: the caller, the task, the
+// text (the input or the output, named textField), the job id and the files; and the skills
+// of phase to run (skillIDs, or those routed to the task).
+func (s *Server) checkRun(ctx context.Context, tc *skillsv1.TaskContext, textField, text, jobID string, reqFiles []*skillsv1.File,
+	skillIDs []string, phase skillsv1.SkillPhase) (*task, []detect.File, []*skillsv1.Skill, error) {
+	if _, err := auth.MustFromContext(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := checkContext("context", tc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := validate.MaxLen(textField, text, maxInput); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := validate.MaxLen("job_id", jobID, 200); err != nil {
+		return nil, nil, nil, err
+	}
+	files, err := checkFiles("files", reqFiles)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	skills, err := s.skillsFor(ctx, skillIDs, t, phase)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return t, files, skills, nil
+}
+
+// runAll runs the rules of every skill, and returns the sorted findings, whether they pass,
+// and the ids of the skills that ran.
+func runAll(skills []*skillsv1.Skill, paths []string, files []detect.File, text *string, notes *[]string) ([]*typev1.Diagnostic, bool, []string) {
+	var out findings
+	var ids []string
+	for _, sk := range skills {
+		runRules(sk, paths, files, text, &out, notes)
+		ids = append(ids, sk.GetId())
+	}
+	return out.sorted(), out.passed(), ids
+}
+
 // ExecutePreRun runs the PRE_RUN skills' rules on a task's input, the paths it targets and
 // the repository files given.
 func (s *Server) ExecutePreRun(ctx context.Context, req *skillsv1.ExecutePreRunRequest) (*skillsv1.ExecutePreRunResponse, error) {
-	if _, err := auth.MustFromContext(ctx); err != nil {
-		return nil, err
-	}
-	t, err := checkContext("context", req.GetContext())
+	t, files, skills, err := s.checkRun(ctx, req.GetContext(), "input", req.GetInput(), req.GetJobId(), req.GetFiles(),
+		req.GetSkillIds(), skillsv1.SkillPhase_SKILL_PHASE_PRE_RUN)
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("input", req.GetInput(), maxInput); err != nil {
-		return nil, err
-	}
-	if err := validate.MaxLen("job_id", req.GetJobId(), 200); err != nil {
-		return nil, err
-	}
-	files, err := checkFiles("files", req.GetFiles())
-	if err != nil {
-		return nil, err
-	}
-	skills, err := s.skillsFor(ctx, req.GetSkillIds(), t, skillsv1.SkillPhase_SKILL_PHASE_PRE_RUN)
-	if err != nil {
-		return nil, err
-	}
-	// GLOB rules judge what the task targets, not the files given for context.
-	paths := t.paths
 	input := req.GetInput()
-	var out findings
 	resp := &skillsv1.ExecutePreRunResponse{Input: input}
-	for _, sk := range skills {
-		runRules(sk, paths, files, &input, &out, &resp.Notes)
-		resp.SkillIds = append(resp.SkillIds, sk.GetId())
-	}
-	resp.Diagnostics = out.sorted()
-	resp.Passed = out.passed()
+	// GLOB rules judge what the task targets, not the files given for context.
+	resp.Diagnostics, resp.Passed, resp.SkillIds = runAll(skills, t.paths, files, &input, &resp.Notes)
 	s.log.InfoContext(ctx, "pre-run checks", "job_id", req.GetJobId(), "skills", len(skills), "findings", len(resp.Diagnostics), "passed", resp.Passed)
 	return resp, nil
 }
 
 // ExecutePostRun runs the POST_RUN skills' rules on produced files.
 func (s *Server) ExecutePostRun(ctx context.Context, req *skillsv1.ExecutePostRunRequest) (*skillsv1.ExecutePostRunResponse, error) {
-	if _, err := auth.MustFromContext(ctx); err != nil {
-		return nil, err
-	}
-	t, err := checkContext("context", req.GetContext())
-	if err != nil {
-		return nil, err
-	}
-	if err := validate.MaxLen("output", req.GetOutput(), maxInput); err != nil {
-		return nil, err
-	}
-	if err := validate.MaxLen("job_id", req.GetJobId(), 200); err != nil {
-		return nil, err
-	}
-	files, err := checkFiles("files", req.GetFiles())
-	if err != nil {
-		return nil, err
-	}
-	skills, err := s.skillsFor(ctx, req.GetSkillIds(), t, skillsv1.SkillPhase_SKILL_PHASE_POST_RUN)
+	_, files, skills, err := s.checkRun(ctx, req.GetContext(), "output", req.GetOutput(), req.GetJobId(), req.GetFiles(),
+		req.GetSkillIds(), skillsv1.SkillPhase_SKILL_PHASE_POST_RUN)
 	if err != nil {
 		return nil, err
 	}
@@ -273,14 +275,8 @@ func (s *Server) ExecutePostRun(ctx context.Context, req *skillsv1.ExecutePostRu
 		o := req.GetOutput()
 		text = &o
 	}
-	var out findings
 	resp := &skillsv1.ExecutePostRunResponse{}
-	for _, sk := range skills {
-		runRules(sk, paths, files, text, &out, nil)
-		resp.SkillIds = append(resp.SkillIds, sk.GetId())
-	}
-	resp.Diagnostics = out.sorted()
-	resp.Passed = out.passed()
+	resp.Diagnostics, resp.Passed, resp.SkillIds = runAll(skills, paths, files, text, nil)
 	s.log.InfoContext(ctx, "post-run checks", "job_id", req.GetJobId(), "skills", len(skills), "files", len(files),
 		"findings", len(resp.Diagnostics), "passed", resp.Passed)
 	return resp, nil
