@@ -133,3 +133,25 @@ func (e *Env) ServiceContext(tb testing.TB, service, owner string) context.Conte
 	tb.Cleanup(cancel)
 	return auth.OnBehalfOf(ctx, e.ServiceSigner(tb, service), owner)
 }
+
+// handedOut holds every address FreeAddr returned in this test binary.
+var handedOut sync.Map
+
+// FreeAddr returns a loopback address that was free a moment ago, for a test
+// that must give a server its address before it starts. No address is
+// returned twice in one test binary: the kernel may hand a port that was just
+// closed to the next bind(0), and parallel tests would then race for it.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
+	}
+}

@@ -34,7 +34,7 @@ func TestServeWiresIdentity(t *testing.T) {
 	if _, _, err := auth.EnsureServiceKeyPair(keys, "probe"); err != nil {
 		t.Fatal(err)
 	}
-	grpcAddr, admin := freePort(t), freePort(t)
+	grpcAddr, admin := grpctest.FreeAddr(t), grpctest.FreeAddr(t)
 	env := map[string]string{
 		"THEFOLD_DATABASE_URL":            url,
 		"THEFOLD_GRPC_ADDR":               grpcAddr,

@@ -18,6 +18,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
 )
 
@@ -30,8 +31,8 @@ func serveEnv(t *testing.T) map[string]string {
 	}
 	return map[string]string{
 		"THEFOLD_DATABASE_URL":         dbtest.NewEmptyDatabase(t),
-		"THEFOLD_GRPC_ADDR":            freePort(t),
-		"THEFOLD_ADMIN_ADDR":           freePort(t),
+		"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
+		"THEFOLD_ADMIN_ADDR":           grpctest.FreeAddr(t),
 		"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -17,21 +16,12 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
 )
 
 var migrations = fstest.MapFS{
 	"00001_things.sql": {Data: []byte("-- +goose Up\nCREATE TABLE things (id int PRIMARY KEY);\n-- +goose Down\nDROP TABLE things;\n")},
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func TestMigrateCommand(t *testing.T) {
@@ -85,10 +75,10 @@ func TestServeUntilCanceled(t *testing.T) {
 	if _, _, err := auth.EnsureKeyPair(keys); err != nil {
 		t.Fatal(err)
 	}
-	admin := freePort(t)
+	admin := grpctest.FreeAddr(t)
 	env := map[string]string{
 		"THEFOLD_DATABASE_URL":         url,
-		"THEFOLD_GRPC_ADDR":            freePort(t),
+		"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
 		"THEFOLD_ADMIN_ADDR":           admin,
 		"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
 	}

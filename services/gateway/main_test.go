@@ -12,19 +12,10 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/services/gateway/internal/authsvc"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestBusyPortStopsTheGateway: when either listener cannot bind, the gateway exits with an
 // error naming the address instead of staying half up (REST serving, gRPC not, or the
@@ -46,9 +37,9 @@ func TestBusyPortStopsTheGateway(t *testing.T) {
 			defer busy.Close()
 			env := map[string]string{
 				"THEFOLD_DATABASE_URL":         url,
-				"THEFOLD_GRPC_ADDR":            freeAddr(t),
-				"THEFOLD_ADMIN_ADDR":           freeAddr(t),
-				"THEFOLD_HTTP_ADDR":            freeAddr(t),
+				"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
+				"THEFOLD_ADMIN_ADDR":           grpctest.FreeAddr(t),
+				"THEFOLD_HTTP_ADDR":            grpctest.FreeAddr(t),
 				"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
 			}
 			env[key] = busy.Addr().String()
@@ -77,11 +68,11 @@ func TestRegisterServesRESTUntilStopped(t *testing.T) {
 	if _, _, err := auth.EnsureKeyPair(keys); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := freeAddr(t)
+	httpAddr := grpctest.FreeAddr(t)
 	env := map[string]string{
 		"THEFOLD_DATABASE_URL":         dbtest.NewEmptyDatabase(t),
-		"THEFOLD_GRPC_ADDR":            freeAddr(t),
-		"THEFOLD_ADMIN_ADDR":           freeAddr(t),
+		"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
+		"THEFOLD_ADMIN_ADDR":           grpctest.FreeAddr(t),
 		"THEFOLD_HTTP_ADDR":            httpAddr,
 		"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
 	}
