@@ -111,6 +111,54 @@ func Append(ctx context.Context, tx pgx.Tx, e Event) (int64, error) {
 	return id, nil
 }
 
+// QueueAppend queues the appends of es on b, for a change whose statements and events go
+// to the database in one round trip: the caller queues its own statements first, then
+// calls QueueAppend, then sends b with SendBatch in its transaction and commits at once.
+// It is Append (same lock, same ordering guarantee) for several events; ids, when not
+// nil, receives each event's id when the batch's results are read (at Close).
+func QueueAppend(b *pgx.Batch, ids []int64, es ...Event) error {
+	if len(es) == 0 {
+		return nil
+	}
+	if ids != nil && len(ids) != len(es) {
+		return fmt.Errorf("events: queue append: %d ids for %d events", len(ids), len(es))
+	}
+	for i := range es {
+		e := &es[i]
+		if e.Stream == "" || e.AggregateID == "" || e.Type == "" {
+			return fmt.Errorf("events: append: stream, aggregate id and type are required (got %q, %q, %q)",
+				e.Stream, e.AggregateID, e.Type)
+		}
+		if e.Payload == nil {
+			e.Payload = []byte{}
+		}
+		if e.PrevScope == e.Scope {
+			e.PrevScope = ""
+		}
+	}
+	b.Queue("SELECT pg_advisory_xact_lock(hashtextextended('thefold_events_' || current_schema(), 0))")
+	for i, e := range es {
+		q := b.Queue(`WITH ins AS (
+		INSERT INTO events (stream, aggregate_id, owner_id, scope, prev_scope, type, payload)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		RETURNING id
+	)
+	SELECT id, pg_notify('thefold_events_' || current_schema(), id::text)::text FROM ins`,
+			e.Stream, e.AggregateID, e.OwnerID, e.Scope, e.PrevScope, e.Type, e.Payload)
+		q.QueryRow(func(row pgx.Row) error {
+			var id int64
+			if err := row.Scan(&id, nil); err != nil {
+				return fmt.Errorf("events: append %s/%s: insert: %w", e.Stream, e.Type, err)
+			}
+			if ids != nil {
+				ids[i] = id
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
 // Latest returns a cursor to watch "from now on": the highest event id, or the retention
 // horizon if that is higher (retention may have emptied the table, and a cursor below the
 // horizon has expired), or 0.

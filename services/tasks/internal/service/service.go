@@ -15,11 +15,10 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/events"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
@@ -41,7 +40,7 @@ type Server struct {
 	// watches holds a token per running WatchTasks stream. Streams share one listening
 	// session (events.Hub) but each reads through the pool when woken; the bound keeps a
 	// flood of streams from starving the other RPCs of connections.
-	watches chan struct{}
+	watches *events.Watches
 	// heartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	heartbeat time.Duration
 	// ai orders tasks (PlanTaskOrder); nil when no ai service is configured.
@@ -62,7 +61,7 @@ type Option func(*Server)
 func WithMaxWatches(n int) Option {
 	return func(s *Server) {
 		if n > 0 {
-			s.watches = make(chan struct{}, n)
+			s.watches = events.NewWatches(n, "task watches")
 		}
 	}
 }
@@ -94,7 +93,7 @@ func WithLogger(l *slog.Logger) Option {
 // New returns a Server backed by st.
 func New(st *store.Store, opts ...Option) *Server {
 	s := &Server{
-		store: st, watches: make(chan struct{}, DefaultMaxWatches), heartbeat: DefaultHeartbeat,
+		store: st, watches: events.NewWatches(DefaultMaxWatches, "task watches"), heartbeat: DefaultHeartbeat,
 		orderTimeout: DefaultOrderTimeout, log: slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
@@ -587,17 +586,14 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
-	select {
-	case s.watches <- struct{}{}:
-		defer func() { <-s.watches }()
-	default:
-		return status.Errorf(codes.ResourceExhausted, "too many task watches on this server (%d); retry later", cap(s.watches))
+	leave, err := s.watches.Enter()
+	if err != nil {
+		return err
 	}
-	after := req.GetAfterId()
-	if req.GetFromNow() {
-		if after, err = s.store.LatestEventID(ctx); err != nil {
-			return err
-		}
+	defer leave()
+	after, err := events.Start(ctx, req.GetAfterId(), req.GetFromNow(), s.store.LatestEventID)
+	if err != nil {
+		return err
 	}
 	heartbeat := func(cursor int64) error {
 		return stream.Send(&tasksv1.WatchTasksResponse{
@@ -606,10 +602,5 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 		})
 	}
 	opts := store.WatchOptions{Heartbeat: heartbeat, HeartbeatEvery: s.heartbeat}
-	err = s.store.Watch(ctx, owner, after, store.WatchFilter{Repo: req.GetRepo(), TaskID: taskID}, opts, stream.Send)
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		// The client went away or its deadline passed; a failed Send says no more than that.
-		return ctxErr
-	}
-	return err
+	return events.StreamEnd(ctx, s.store.Watch(ctx, owner, after, store.WatchFilter{Repo: req.GetRepo(), TaskID: taskID}, opts, stream.Send))
 }
