@@ -210,6 +210,26 @@ func (s *Stack) Restart(ctx context.Context, svc string, timeout time.Duration) 
 	return s.WaitReady(ctx, timeout)
 }
 
+// Kill sends svc SIGKILL — a crash, not a shutdown: nothing it was doing is finished or
+// handed over — and waits until the process is gone. Start (or a supervisor) starts it
+// again.
+func (s *Stack) Kill(svc string) error {
+	pf, err := readPIDFile(s.pidPath(svc))
+	if err != nil {
+		return fmt.Errorf("stack: kill %s: %w", svc, err)
+	}
+	if err := signalOwn(pf, s.exePath(svc), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("stack: kill %s: %w", svc, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); liveProcess(pf, s.exePath(svc)); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stack: kill %s: pid %d still alive", svc, pf.pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return os.Remove(s.pidPath(svc))
+}
+
 // Running reports how many of the nine services have a live process.
 func (s *Stack) Running() int {
 	n := 0

@@ -1,27 +1,238 @@
-// Command builder is TheFold's builder service. It starts, migrates its schema and serves
-// health, reflection and metrics; its RPCs return Unimplemented until the issue that
-// implements them lands (see README, "What is not done yet").
+// Command builder is TheFold's builder service: it turns a plan into files in a sandbox,
+// phase by phase and file by file in dependency order, validating and fixing each file with
+// the real toolchain. Builds run as durable jobs (River, in the builder schema) and resume
+// after a crash from their last finished step.
 package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/events"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/builder/internal/engine"
+	"github.com/thefold/thefold/services/builder/internal/service"
+	"github.com/thefold/thefold/services/builder/internal/store"
+	"github.com/thefold/thefold/services/builder/migrations"
 )
 
-// builderService returns Unimplemented for every RPC until its own issue lands.
-type builderService struct {
-	builderv1.UnimplementedBuilderServiceServer
+func main() { platform.Main(builderService()) }
+
+// builderConfig is the builder's own configuration, beside platform.Config.
+type builderConfig struct {
+	// MaxBuilds is how many builds this process runs at once.
+	MaxBuilds int `env:"THEFOLD_BUILDER_MAX_BUILDS, default=4"`
+	// LeaseExpiry is how long a build may go without its worker renewing its lease before
+	// another worker resumes it (after a crash of the first).
+	LeaseExpiry time.Duration `env:"THEFOLD_BUILDER_LEASE_EXPIRY, default=15s"`
+	// ContextBudget is the tokens of finished dependency files given to one generation in
+	// full (counted with the tokenizer); beyond it, outlines.
+	ContextBudget int `env:"THEFOLD_BUILDER_CONTEXT_BUDGET, default=60000"`
+	// MaxFixRounds bounds one file's fix rounds; MaxIterations the integrate phase's.
+	MaxFixRounds  int `env:"THEFOLD_BUILDER_MAX_FIX_ROUNDS, default=3"`
+	MaxIterations int `env:"THEFOLD_BUILDER_MAX_ITERATIONS, default=3"`
+	// CallTimeout bounds one model call; ValidateTimeout one validation or command.
+	CallTimeout     time.Duration `env:"THEFOLD_BUILDER_CALL_TIMEOUT, default=10m"`
+	ValidateTimeout time.Duration `env:"THEFOLD_BUILDER_VALIDATE_TIMEOUT, default=15m"`
+	// MaxWatches bounds concurrent WatchBuild streams; WatchHeartbeat is how long one stays
+	// silent before a heartbeat.
+	MaxWatches     int           `env:"THEFOLD_BUILDER_MAX_WATCHES, default=1024"`
+	WatchHeartbeat time.Duration `env:"THEFOLD_BUILDER_WATCH_HEARTBEAT, default=15s"`
+	// Events is how long build events are kept for watchers resuming from a cursor.
+	Events events.RetentionConfig
 }
 
-func main() {
-	platform.Main(platform.Service{
-		Name:   "builder",
-		Schema: "builder",
-		Register: func(_ context.Context, d *platform.Deps) error {
-			builderv1.RegisterBuilderServiceServer(d.Server.GRPC(), &builderService{})
+// Validate reports settings that would stop every build.
+func (c *builderConfig) Validate() error {
+	var problems []error
+	positive := func(name string, v int) {
+		if v <= 0 {
+			problems = append(problems, fmt.Errorf("%s: must be positive", name))
+		}
+	}
+	positive("THEFOLD_BUILDER_MAX_BUILDS", c.MaxBuilds)
+	positive("THEFOLD_BUILDER_CONTEXT_BUDGET", c.ContextBudget)
+	positive("THEFOLD_BUILDER_MAX_WATCHES", c.MaxWatches)
+	if c.MaxFixRounds < 0 || c.MaxIterations < 0 {
+		problems = append(problems, errors.New("THEFOLD_BUILDER_MAX_FIX_ROUNDS, THEFOLD_BUILDER_MAX_ITERATIONS: must not be negative"))
+	}
+	if c.LeaseExpiry < 2*time.Second {
+		problems = append(problems, errors.New("THEFOLD_BUILDER_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
+	}
+	if c.CallTimeout <= 0 || c.ValidateTimeout <= 0 {
+		problems = append(problems, errors.New("THEFOLD_BUILDER_CALL_TIMEOUT, THEFOLD_BUILDER_VALIDATE_TIMEOUT: must be positive"))
+	}
+	if c.WatchHeartbeat <= 0 {
+		problems = append(problems, errors.New("THEFOLD_BUILDER_WATCH_HEARTBEAT: must be positive"))
+	}
+	return errors.Join(append(problems, c.Events.Validate())...)
+}
+
+// runArgs is the job that runs (or resumes) one build. Resume tells the reaper's jobs from
+// StartBuild's and RetryStep's; any number of jobs may name the same build, since only the
+// one holding the build's lease runs it.
+type runArgs struct {
+	BuildID string `json:"build_id"`
+	Resume  string `json:"resume,omitempty"`
+}
+
+func (runArgs) Kind() string { return "build_run" }
+
+const queueName = "builds"
+
+func (runArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueName, MaxAttempts: 10}
+}
+
+type runWorker struct {
+	river.WorkerDefaults[runArgs]
+	eng *engine.Engine
+}
+
+func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	return w.eng.Run(ctx, job.Args.BuildID)
+}
+
+// Timeout: a build runs as long as its budget allows; the lease, not the job, detects a
+// dead worker.
+func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
+
+// queue inserts build runs through River.
+type queue struct{ client *river.Client[pgx.Tx] }
+
+func (q queue) Enqueue(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := q.client.InsertTx(ctx, tx, runArgs{BuildID: id}, nil)
+	return err
+}
+
+func builderService() platform.Service {
+	return platform.Service{
+		Name:       "builder",
+		Schema:     "builder",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg builderConfig
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			if d.ServiceSigner == nil {
+				return errors.New("builder: THEFOLD_AUTH_SERVICE_KEY_FILE is not set: builds call the ai and sandbox services on behalf of their owners and need the builder's service identity (thefold init creates it)")
+			}
+			aiConn, err := d.Conn(ctx, "ai")
+			if err != nil {
+				return err
+			}
+			sbConn, err := d.Conn(ctx, "sandbox")
+			if err != nil {
+				return err
+			}
+			sb := sandboxv1.NewSandboxServiceClient(sbConn)
+
+			driver := riverpgxv5.New(d.Pool)
+			migrator, err := rivermigrate.New(driver, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+				return fmt.Errorf("builder: job queue migrations: %w", err)
+			}
+
+			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
+			d.Go("events hub", hub.Run)
+			d.Go("events retention", func(ctx context.Context) error {
+				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
+			})
+			st := store.New(d.Pool, hub)
+			// Skills are injected into generations when the skills service is configured;
+			// an address set empty on purpose builds without them.
+			var skills skillsv1.SkillServiceClient
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("skills")); addr != "" {
+				conn, err := d.Conn(ctx, "skills")
+				if err != nil {
+					return err
+				}
+				skills = skillsv1.NewSkillServiceClient(conn)
+			} else {
+				d.Logger.WarnContext(ctx, "no skills service address: builds run without injected skills", "env", platform.AddrEnv("skills"))
+			}
+			eng := engine.New(st, aiv1.NewAIServiceClient(aiConn), sb, skills, d.ServiceSigner, engine.Config{
+				LeaseExpiry: cfg.LeaseExpiry, RenewEvery: time.Second, ContextBudget: cfg.ContextBudget,
+				MaxFixRounds: cfg.MaxFixRounds, MaxIterations: cfg.MaxIterations,
+				CallTimeout: cfg.CallTimeout, ValidateTimeout: cfg.ValidateTimeout,
+			}, d.Logger)
+			if err := eng.Register(d.Server.Registry()); err != nil {
+				return err
+			}
+
+			workers := river.NewWorkers()
+			river.AddWorker(workers, &runWorker{eng: eng})
+			client, err := river.NewClient(driver, &river.Config{
+				Queues:  map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.MaxBuilds}},
+				Workers: workers,
+				Logger:  d.Logger,
+			})
+			if err != nil {
+				return fmt.Errorf("builder: job queue: %w", err)
+			}
+			d.Go("build worker", func(ctx context.Context) error {
+				if err := client.Start(ctx); err != nil {
+					return fmt.Errorf("job queue: %w", err)
+				}
+				<-ctx.Done()
+				// Running builds are handed back (their leases released) for another worker.
+				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return client.StopAndCancel(stopCtx)
+			})
+			d.Go("build reaper", func(ctx context.Context) error {
+				return reap(ctx, st, client, cfg.LeaseExpiry, d)
+			})
+
+			svc := service.New(st, queue{client}, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, d.Logger)
+			builderv1.RegisterBuilderServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},
-	})
+	}
+}
+
+// reap resumes builds whose worker died: every third of the lease expiry, each build that
+// should be running but whose lease has expired gets a new run job.
+func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], expiry time.Duration, d *platform.Deps) error {
+	t := time.NewTicker(expiry / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ids, err := st.TakeStale(ctx, expiry, 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.Logger.WarnContext(ctx, "build reaper", "error", err)
+			}
+			continue
+		}
+		for _, id := range ids {
+			if _, err := client.Insert(ctx, runArgs{BuildID: id, Resume: uuid.NewString()}, nil); err != nil {
+				d.Logger.WarnContext(ctx, "build reaper: resume", "build", id, "error", err)
+				continue
+			}
+			d.Logger.InfoContext(ctx, "resuming a build whose worker stopped", "build", id)
+		}
+	}
 }

@@ -1,20 +1,30 @@
 package main
 
 import (
+	"strings"
 	"testing"
+	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-
-	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
-	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/events"
 )
 
-// Until its issue lands, every RPC of the contract is served and answers Unimplemented to an
-// authenticated caller — whatever the input, malformed included — and Unauthenticated to
-// a caller without a token.
-func TestEveryRPCIsServedAndAuthenticated(t *testing.T) {
-	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
-		builderv1.RegisterBuilderServiceServer(s, &builderService{})
-	}, codes.Unimplemented, builderv1.BuilderService_ServiceDesc)
+func TestConfigRefusesSettingsThatStopEveryBuild(t *testing.T) {
+	good := builderConfig{MaxBuilds: 4, LeaseExpiry: 15 * time.Second, ContextBudget: 60000, MaxFixRounds: 3, MaxIterations: 3,
+		MaxWatches: 10, WatchHeartbeat: time.Second, CallTimeout: time.Minute, ValidateTimeout: time.Minute, Events: events.RetentionConfig{Every: time.Minute, MaxAge: time.Hour}}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("good config: %v", err)
+	}
+	for name, c := range map[string]func(*builderConfig){
+		"THEFOLD_BUILDER_MAX_BUILDS":      func(c *builderConfig) { c.MaxBuilds = 0 },
+		"THEFOLD_BUILDER_LEASE_EXPIRY":    func(c *builderConfig) { c.LeaseExpiry = time.Second },
+		"THEFOLD_BUILDER_CONTEXT_BUDGET":  func(c *builderConfig) { c.ContextBudget = -1 },
+		"THEFOLD_BUILDER_MAX_FIX_ROUNDS":  func(c *builderConfig) { c.MaxFixRounds = -1 },
+		"THEFOLD_BUILDER_WATCH_HEARTBEAT": func(c *builderConfig) { c.WatchHeartbeat = 0 },
+	} {
+		bad := good
+		c(&bad)
+		if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -109,10 +109,7 @@ func TestTasksPlanTaskOrderThroughAI(t *testing.T) {
 	}}
 	b, _ := json.Marshal(order)
 	llm.SetScript(&fakellm.Script{Anthropic: []fakellm.Response{{Match: api.Task.Id, Text: string(b)}}})
-	defer func() {
-		s, _ := fakellm.LoadScript("../../deploy/fakellm/demo.json")
-		llm.SetScript(s)
-	}()
+	defer llm.SetScript(script) // the suite's own script, build entries included
 	code, body := rest(t, "POST", "/v1/tasks:plan-order", token, map[string]any{"repo": repo})
 	if code != http.StatusOK {
 		t.Fatalf("plan-order: %d %v", code, body)

@@ -27,6 +27,9 @@ var (
 	mesh  *stack.Stack
 	token string
 	llm   *fakellm.Server
+	// script is what llm serves: the demo script after the build tests' entries. A test
+	// that sets another script sets this one back.
+	script *fakellm.Script
 )
 
 func TestMain(m *testing.M) {
@@ -55,16 +58,23 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	src, _ := filepath.Abs("../..")
-	script, err := fakellm.LoadScript(filepath.Join(src, "deploy", "fakellm", "demo.json"))
+	script, err = fakellm.LoadScript(filepath.Join(src, "deploy", "fakellm", "demo.json"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	// The build tests' scripted files go first: their entries match only their own files.
+	script.Anthropic = append(buildScript(), script.Anthropic...)
 	llm = fakellm.New(script)
 	llmServer := httptest.NewServer(llm)
 	defer llmServer.Close()
 	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
 		"THEFOLD_LOG_LEVEL=warn",
+		// A killed builder's builds are resumed after this (the kill -9 test waits for it).
+		"THEFOLD_BUILDER_LEASE_EXPIRY=3s",
+		// Dependency commands may run (go mod download of a module with nothing to fetch);
+		// the tests reach no network.
+		"THEFOLD_SANDBOX_GOPROXY=off",
 		"THEFOLD_AI_PROVIDER=anthropic", "THEFOLD_AI_BASE_URL=" + llmServer.URL, "THEFOLD_AI_API_KEY=fakellm-e2e",
 	}}
 	start := time.Now()

@@ -600,7 +600,10 @@ type DependencyGraph struct {
 	// Every planned path, each after the files it depends on; cycles are broken in plan order.
 	Order []string `protobuf:"bytes,2,rep,name=order,proto3" json:"order,omitempty"`
 	// Rings of mutually dependent files; their files are generated together.
-	Cycles        []*DependencyCycle `protobuf:"bytes,3,rep,name=cycles,proto3" json:"cycles,omitempty"`
+	Cycles []*DependencyCycle `protobuf:"bytes,3,rep,name=cycles,proto3" json:"cycles,omitempty"`
+	// Files and import edges per language, over every file analysed (the repository's source
+	// files as well as the planned ones), sorted by language.
+	Stats         []*LanguageStats `protobuf:"bytes,4,rep,name=stats,proto3" json:"stats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +659,76 @@ func (x *DependencyGraph) GetCycles() []*DependencyCycle {
 	return nil
 }
 
+func (x *DependencyGraph) GetStats() []*LanguageStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+// LanguageStats counts the analysed files of one language and the dependency edges leaving
+// them.
+type LanguageStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "go", "typescript", "javascript" or "python".
+	Language      string `protobuf:"bytes,1,opt,name=language,proto3" json:"language,omitempty"`
+	Files         int32  `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Edges         int32  `protobuf:"varint,3,opt,name=edges,proto3" json:"edges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LanguageStats) Reset() {
+	*x = LanguageStats{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LanguageStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LanguageStats) ProtoMessage() {}
+
+func (x *LanguageStats) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LanguageStats.ProtoReflect.Descriptor instead.
+func (*LanguageStats) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LanguageStats) GetLanguage() string {
+	if x != nil {
+		return x.Language
+	}
+	return ""
+}
+
+func (x *LanguageStats) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *LanguageStats) GetEdges() int32 {
+	if x != nil {
+		return x.Edges
+	}
+	return 0
+}
+
 // BuildFile is the progress of one planned file.
 type BuildFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -674,7 +747,7 @@ type BuildFile struct {
 
 func (x *BuildFile) Reset() {
 	*x = BuildFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +759,7 @@ func (x *BuildFile) String() string {
 func (*BuildFile) ProtoMessage() {}
 
 func (x *BuildFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[3]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +772,7 @@ func (x *BuildFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildFile.ProtoReflect.Descriptor instead.
 func (*BuildFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{3}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BuildFile) GetPath() string {
@@ -753,7 +826,7 @@ type ValidationResult struct {
 
 func (x *ValidationResult) Reset() {
 	*x = ValidationResult{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +838,7 @@ func (x *ValidationResult) String() string {
 func (*ValidationResult) ProtoMessage() {}
 
 func (x *ValidationResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[4]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +851,7 @@ func (x *ValidationResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValidationResult.ProtoReflect.Descriptor instead.
 func (*ValidationResult) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{4}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ValidationResult) GetPassed() bool {
@@ -842,7 +915,7 @@ type FixRound struct {
 
 func (x *FixRound) Reset() {
 	*x = FixRound{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +927,7 @@ func (x *FixRound) String() string {
 func (*FixRound) ProtoMessage() {}
 
 func (x *FixRound) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[5]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +940,7 @@ func (x *FixRound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixRound.ProtoReflect.Descriptor instead.
 func (*FixRound) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{5}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FixRound) GetBuildId() string {
@@ -1002,7 +1075,7 @@ type BuildReport struct {
 
 func (x *BuildReport) Reset() {
 	*x = BuildReport{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1087,7 @@ func (x *BuildReport) String() string {
 func (*BuildReport) ProtoMessage() {}
 
 func (x *BuildReport) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[6]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1100,7 @@ func (x *BuildReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildReport.ProtoReflect.Descriptor instead.
 func (*BuildReport) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{6}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BuildReport) GetSummary() string {
@@ -1163,7 +1236,7 @@ type BuildJob struct {
 
 func (x *BuildJob) Reset() {
 	*x = BuildJob{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1248,7 @@ func (x *BuildJob) String() string {
 func (*BuildJob) ProtoMessage() {}
 
 func (x *BuildJob) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[7]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1261,7 @@ func (x *BuildJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildJob.ProtoReflect.Descriptor instead.
 func (*BuildJob) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{7}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BuildJob) GetId() string {
@@ -1407,7 +1480,7 @@ type BuildStep struct {
 
 func (x *BuildStep) Reset() {
 	*x = BuildStep{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1492,7 @@ func (x *BuildStep) String() string {
 func (*BuildStep) ProtoMessage() {}
 
 func (x *BuildStep) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[8]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1505,7 @@ func (x *BuildStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
 func (*BuildStep) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{8}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BuildStep) GetBuildId() string {
@@ -1596,14 +1669,20 @@ type StartBuildRequest struct {
 	// Extra context for every generation: review feedback, diagnosis, sub-agent output.
 	AdditionalContext string `protobuf:"bytes,9,opt,name=additional_context,json=additionalContext,proto3" json:"additional_context,omitempty"`
 	// What is left of the job's budget; zero fields mean the server defaults.
-	Budget        *v1.Budget `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *v1.Budget `protobuf:"bytes,10,opt,name=budget,proto3" json:"budget,omitempty"`
+	// What earlier work taught that bears on this build, as the caller retrieved it from the
+	// memory service (error patterns, decisions, strategies that worked): given to every
+	// generation and fix, marked as context rather than instructions. At most 50, each
+	// non-empty and at most 4,000 characters (else INVALID_ARGUMENT naming
+	// memory_hints[i]).
+	MemoryHints   []string `protobuf:"bytes,11,rep,name=memory_hints,json=memoryHints,proto3" json:"memory_hints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartBuildRequest) Reset() {
 	*x = StartBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1694,7 @@ func (x *StartBuildRequest) String() string {
 func (*StartBuildRequest) ProtoMessage() {}
 
 func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1707,7 @@ func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartBuildRequest) GetRequestId() string {
@@ -1701,6 +1780,13 @@ func (x *StartBuildRequest) GetBudget() *v1.Budget {
 	return nil
 }
 
+func (x *StartBuildRequest) GetMemoryHints() []string {
+	if x != nil {
+		return x.MemoryHints
+	}
+	return nil
+}
+
 type StartBuildResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Build         *BuildJob              `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
@@ -1710,7 +1796,7 @@ type StartBuildResponse struct {
 
 func (x *StartBuildResponse) Reset() {
 	*x = StartBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1808,7 @@ func (x *StartBuildResponse) String() string {
 func (*StartBuildResponse) ProtoMessage() {}
 
 func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1821,7 @@ func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartBuildResponse) GetBuild() *BuildJob {
@@ -1754,7 +1840,7 @@ type GetBuildRequest struct {
 
 func (x *GetBuildRequest) Reset() {
 	*x = GetBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1852,7 @@ func (x *GetBuildRequest) String() string {
 func (*GetBuildRequest) ProtoMessage() {}
 
 func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1865,7 @@ func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetBuildRequest) GetId() string {
@@ -1800,7 +1886,7 @@ type GetBuildResponse struct {
 
 func (x *GetBuildResponse) Reset() {
 	*x = GetBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1898,7 @@ func (x *GetBuildResponse) String() string {
 func (*GetBuildResponse) ProtoMessage() {}
 
 func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1911,7 @@ func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetBuildResponse) GetBuild() *BuildJob {
@@ -1860,7 +1946,7 @@ type ListBuildsRequest struct {
 
 func (x *ListBuildsRequest) Reset() {
 	*x = ListBuildsRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1958,7 @@ func (x *ListBuildsRequest) String() string {
 func (*ListBuildsRequest) ProtoMessage() {}
 
 func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1971,7 @@ func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListBuildsRequest) GetTaskId() string {
@@ -1942,7 +2028,7 @@ type ListBuildsResponse struct {
 
 func (x *ListBuildsResponse) Reset() {
 	*x = ListBuildsResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2040,7 @@ func (x *ListBuildsResponse) String() string {
 func (*ListBuildsResponse) ProtoMessage() {}
 
 func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2053,7 @@ func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListBuildsResponse) GetBuilds() []*BuildJob {
@@ -1995,7 +2081,7 @@ type CancelBuildRequest struct {
 
 func (x *CancelBuildRequest) Reset() {
 	*x = CancelBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2093,7 @@ func (x *CancelBuildRequest) String() string {
 func (*CancelBuildRequest) ProtoMessage() {}
 
 func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2106,7 @@ func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelBuildRequest) GetId() string {
@@ -2046,7 +2132,7 @@ type CancelBuildResponse struct {
 
 func (x *CancelBuildResponse) Reset() {
 	*x = CancelBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2144,7 @@ func (x *CancelBuildResponse) String() string {
 func (*CancelBuildResponse) ProtoMessage() {}
 
 func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2157,7 @@ func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelBuildResponse) GetBuild() *BuildJob {
@@ -2095,7 +2181,7 @@ type RetryStepRequest struct {
 
 func (x *RetryStepRequest) Reset() {
 	*x = RetryStepRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2193,7 @@ func (x *RetryStepRequest) String() string {
 func (*RetryStepRequest) ProtoMessage() {}
 
 func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2206,7 @@ func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepRequest.ProtoReflect.Descriptor instead.
 func (*RetryStepRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryStepRequest) GetBuildId() string {
@@ -2153,7 +2239,7 @@ type RetryStepResponse struct {
 
 func (x *RetryStepResponse) Reset() {
 	*x = RetryStepResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2165,7 +2251,7 @@ func (x *RetryStepResponse) String() string {
 func (*RetryStepResponse) ProtoMessage() {}
 
 func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2178,7 +2264,7 @@ func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepResponse.ProtoReflect.Descriptor instead.
 func (*RetryStepResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryStepResponse) GetBuild() *BuildJob {
@@ -2205,7 +2291,7 @@ type WatchBuildRequest struct {
 
 func (x *WatchBuildRequest) Reset() {
 	*x = WatchBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2303,7 @@ func (x *WatchBuildRequest) String() string {
 func (*WatchBuildRequest) ProtoMessage() {}
 
 func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2316,7 @@ func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildRequest.ProtoReflect.Descriptor instead.
 func (*WatchBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WatchBuildRequest) GetId() string {
@@ -2282,7 +2368,7 @@ type BuildCreated struct {
 
 func (x *BuildCreated) Reset() {
 	*x = BuildCreated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2380,7 @@ func (x *BuildCreated) String() string {
 func (*BuildCreated) ProtoMessage() {}
 
 func (x *BuildCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2393,7 @@ func (x *BuildCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildCreated.ProtoReflect.Descriptor instead.
 func (*BuildCreated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BuildCreated) GetJobId() string {
@@ -2381,7 +2467,7 @@ type BuildStatusChange struct {
 
 func (x *BuildStatusChange) Reset() {
 	*x = BuildStatusChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2479,7 @@ func (x *BuildStatusChange) String() string {
 func (*BuildStatusChange) ProtoMessage() {}
 
 func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2492,7 @@ func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStatusChange.ProtoReflect.Descriptor instead.
 func (*BuildStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BuildStatusChange) GetPreviousStatus() BuildStatus {
@@ -2452,7 +2538,7 @@ type BuildPhaseChange struct {
 
 func (x *BuildPhaseChange) Reset() {
 	*x = BuildPhaseChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2464,7 +2550,7 @@ func (x *BuildPhaseChange) String() string {
 func (*BuildPhaseChange) ProtoMessage() {}
 
 func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2477,7 +2563,7 @@ func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildPhaseChange.ProtoReflect.Descriptor instead.
 func (*BuildPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BuildPhaseChange) GetPreviousPhase() BuildPhase {
@@ -2537,7 +2623,7 @@ type StepSummary struct {
 
 func (x *StepSummary) Reset() {
 	*x = StepSummary{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2635,7 @@ func (x *StepSummary) String() string {
 func (*StepSummary) ProtoMessage() {}
 
 func (x *StepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2648,7 @@ func (x *StepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSummary.ProtoReflect.Descriptor instead.
 func (*StepSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StepSummary) GetStepNumber() int32 {
@@ -2687,7 +2773,7 @@ type FileValidated struct {
 
 func (x *FileValidated) Reset() {
 	*x = FileValidated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2699,7 +2785,7 @@ func (x *FileValidated) String() string {
 func (*FileValidated) ProtoMessage() {}
 
 func (x *FileValidated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2712,7 +2798,7 @@ func (x *FileValidated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileValidated.ProtoReflect.Descriptor instead.
 func (*FileValidated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FileValidated) GetStepNumber() int32 {
@@ -2764,7 +2850,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2776,7 +2862,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2789,7 +2875,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BuildLog) GetStepNumber() int32 {
@@ -2843,7 +2929,7 @@ type WatchBuildResponse struct {
 
 func (x *WatchBuildResponse) Reset() {
 	*x = WatchBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2941,7 @@ func (x *WatchBuildResponse) String() string {
 func (*WatchBuildResponse) ProtoMessage() {}
 
 func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2954,7 @@ func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildResponse.ProtoReflect.Descriptor instead.
 func (*WatchBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchBuildResponse) GetId() int64 {
@@ -3055,7 +3141,7 @@ type PlannedFile struct {
 
 func (x *PlannedFile) Reset() {
 	*x = PlannedFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3153,7 @@ func (x *PlannedFile) String() string {
 func (*PlannedFile) ProtoMessage() {}
 
 func (x *PlannedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3166,7 @@ func (x *PlannedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedFile.ProtoReflect.Descriptor instead.
 func (*PlannedFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PlannedFile) GetPath() string {
@@ -3115,17 +3201,25 @@ type AnalyzeDependenciesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, at least one.
 	Files []*PlannedFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
-	// Optional sandbox to read current content of MODIFY files from.
+	// Optional sandbox whose files are the existing repository (imports through them count,
+	// MODIFY files without content are read from it). At most one of sandbox_id and archive.
 	SandboxId string `protobuf:"bytes,2,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
 	// The workspace is empty (favours SCAFFOLD_FIRST).
-	NewProject    bool `protobuf:"varint,3,opt,name=new_project,json=newProject,proto3" json:"new_project,omitempty"`
+	NewProject bool `protobuf:"varint,3,opt,name=new_project,json=newProject,proto3" json:"new_project,omitempty"`
+	// Optional repository as a tar archive, optionally gzip-compressed (detected from its
+	// first bytes), read at the repository root, instead of a sandbox: for a caller with a
+	// checkout and no sandbox. Entry names must be clean relative paths; regular files only
+	// are read (links and directories are skipped); files over 1 MiB are left out of the
+	// graph; at most 200,000 files and 1 GiB decompressed, and bounded by the server's
+	// maximum request size (else INVALID_ARGUMENT naming archive).
+	Archive       []byte `protobuf:"bytes,4,opt,name=archive,proto3" json:"archive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AnalyzeDependenciesRequest) Reset() {
 	*x = AnalyzeDependenciesRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3137,7 +3231,7 @@ func (x *AnalyzeDependenciesRequest) String() string {
 func (*AnalyzeDependenciesRequest) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3150,7 +3244,7 @@ func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AnalyzeDependenciesRequest) GetFiles() []*PlannedFile {
@@ -3174,6 +3268,13 @@ func (x *AnalyzeDependenciesRequest) GetNewProject() bool {
 	return false
 }
 
+func (x *AnalyzeDependenciesRequest) GetArchive() []byte {
+	if x != nil {
+		return x.Archive
+	}
+	return nil
+}
+
 type AnalyzeDependenciesResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Graph    *DependencyGraph       `protobuf:"bytes,1,opt,name=graph,proto3" json:"graph,omitempty"`
@@ -3186,7 +3287,7 @@ type AnalyzeDependenciesResponse struct {
 
 func (x *AnalyzeDependenciesResponse) Reset() {
 	*x = AnalyzeDependenciesResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3299,7 @@ func (x *AnalyzeDependenciesResponse) String() string {
 func (*AnalyzeDependenciesResponse) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3312,7 @@ func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AnalyzeDependenciesResponse) GetGraph() *DependencyGraph {
@@ -3245,11 +3346,16 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\x02 \x03(\tR\tdependsOn\"'\n" +
 	"\x0fDependencyCycle\x12\x14\n" +
-	"\x05paths\x18\x01 \x03(\tR\x05paths\"\x9e\x01\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"\xd7\x01\n" +
 	"\x0fDependencyGraph\x128\n" +
 	"\x05nodes\x18\x01 \x03(\v2\".thefold.builder.v1.DependencyNodeR\x05nodes\x12\x14\n" +
 	"\x05order\x18\x02 \x03(\tR\x05order\x12;\n" +
-	"\x06cycles\x18\x03 \x03(\v2#.thefold.builder.v1.DependencyCycleR\x06cycles\"\xec\x01\n" +
+	"\x06cycles\x18\x03 \x03(\v2#.thefold.builder.v1.DependencyCycleR\x06cycles\x127\n" +
+	"\x05stats\x18\x04 \x03(\v2!.thefold.builder.v1.LanguageStatsR\x05stats\"W\n" +
+	"\rLanguageStats\x12\x1a\n" +
+	"\blanguage\x18\x01 \x01(\tR\blanguage\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\x05R\x05files\x12\x14\n" +
+	"\x05edges\x18\x03 \x01(\x05R\x05edges\"\xec\x01\n" +
 	"\tBuildFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12;\n" +
@@ -3355,7 +3461,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"fix_rounds\x18\x11 \x03(\v2\x1c.thefold.builder.v1.FixRoundR\tfixRounds\x129\n" +
 	"\n" +
 	"start_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xf5\x02\n" +
+	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x98\x03\n" +
 	"\x11StartBuildRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -3369,7 +3475,8 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\bstrategy\x18\b \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12-\n" +
 	"\x12additional_context\x18\t \x01(\tR\x11additionalContext\x12/\n" +
 	"\x06budget\x18\n" +
-	" \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\"H\n" +
+	" \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12!\n" +
+	"\fmemory_hints\x18\v \x03(\tR\vmemoryHints\"H\n" +
 	"\x12StartBuildResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"!\n" +
 	"\x0fGetBuildRequest\x12\x0e\n" +
@@ -3482,13 +3589,14 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x1d\n" +
 	"\n" +
-	"depends_on\x18\x04 \x03(\tR\tdependsOn\"\x93\x01\n" +
+	"depends_on\x18\x04 \x03(\tR\tdependsOn\"\xad\x01\n" +
 	"\x1aAnalyzeDependenciesRequest\x125\n" +
 	"\x05files\x18\x01 \x03(\v2\x1f.thefold.builder.v1.PlannedFileR\x05files\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x02 \x01(\tR\tsandboxId\x12\x1f\n" +
 	"\vnew_project\x18\x03 \x01(\bR\n" +
-	"newProject\"\xc0\x01\n" +
+	"newProject\x12\x18\n" +
+	"\aarchive\x18\x04 \x01(\fR\aarchive\"\xc0\x01\n" +
 	"\x1bAnalyzeDependenciesResponse\x129\n" +
 	"\x05graph\x18\x01 \x01(\v2#.thefold.builder.v1.DependencyGraphR\x05graph\x12=\n" +
 	"\bstrategy\x18\x02 \x01(\x0e2!.thefold.builder.v1.BuildStrategyR\bstrategy\x12'\n" +
@@ -3575,7 +3683,7 @@ func file_thefold_builder_v1_builder_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_builder_v1_builder_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(StepKind)(0),                       // 0: thefold.builder.v1.StepKind
 	(BuildPhase)(0),                     // 1: thefold.builder.v1.BuildPhase
@@ -3587,142 +3695,144 @@ var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(*DependencyNode)(nil),              // 7: thefold.builder.v1.DependencyNode
 	(*DependencyCycle)(nil),             // 8: thefold.builder.v1.DependencyCycle
 	(*DependencyGraph)(nil),             // 9: thefold.builder.v1.DependencyGraph
-	(*BuildFile)(nil),                   // 10: thefold.builder.v1.BuildFile
-	(*ValidationResult)(nil),            // 11: thefold.builder.v1.ValidationResult
-	(*FixRound)(nil),                    // 12: thefold.builder.v1.FixRound
-	(*BuildReport)(nil),                 // 13: thefold.builder.v1.BuildReport
-	(*BuildJob)(nil),                    // 14: thefold.builder.v1.BuildJob
-	(*BuildStep)(nil),                   // 15: thefold.builder.v1.BuildStep
-	(*StartBuildRequest)(nil),           // 16: thefold.builder.v1.StartBuildRequest
-	(*StartBuildResponse)(nil),          // 17: thefold.builder.v1.StartBuildResponse
-	(*GetBuildRequest)(nil),             // 18: thefold.builder.v1.GetBuildRequest
-	(*GetBuildResponse)(nil),            // 19: thefold.builder.v1.GetBuildResponse
-	(*ListBuildsRequest)(nil),           // 20: thefold.builder.v1.ListBuildsRequest
-	(*ListBuildsResponse)(nil),          // 21: thefold.builder.v1.ListBuildsResponse
-	(*CancelBuildRequest)(nil),          // 22: thefold.builder.v1.CancelBuildRequest
-	(*CancelBuildResponse)(nil),         // 23: thefold.builder.v1.CancelBuildResponse
-	(*RetryStepRequest)(nil),            // 24: thefold.builder.v1.RetryStepRequest
-	(*RetryStepResponse)(nil),           // 25: thefold.builder.v1.RetryStepResponse
-	(*WatchBuildRequest)(nil),           // 26: thefold.builder.v1.WatchBuildRequest
-	(*BuildCreated)(nil),                // 27: thefold.builder.v1.BuildCreated
-	(*BuildStatusChange)(nil),           // 28: thefold.builder.v1.BuildStatusChange
-	(*BuildPhaseChange)(nil),            // 29: thefold.builder.v1.BuildPhaseChange
-	(*StepSummary)(nil),                 // 30: thefold.builder.v1.StepSummary
-	(*FileValidated)(nil),               // 31: thefold.builder.v1.FileValidated
-	(*BuildLog)(nil),                    // 32: thefold.builder.v1.BuildLog
-	(*WatchBuildResponse)(nil),          // 33: thefold.builder.v1.WatchBuildResponse
-	(*PlannedFile)(nil),                 // 34: thefold.builder.v1.PlannedFile
-	(*AnalyzeDependenciesRequest)(nil),  // 35: thefold.builder.v1.AnalyzeDependenciesRequest
-	(*AnalyzeDependenciesResponse)(nil), // 36: thefold.builder.v1.AnalyzeDependenciesResponse
-	(v1.FileAction)(0),                  // 37: thefold.type.v1.FileAction
-	(*v1.Diagnostic)(nil),               // 38: thefold.type.v1.Diagnostic
-	(*v1.Usage)(nil),                    // 39: thefold.type.v1.Usage
-	(*timestamppb.Timestamp)(nil),       // 40: google.protobuf.Timestamp
-	(*v1.FileDiff)(nil),                 // 41: thefold.type.v1.FileDiff
-	(*v1.DiffStats)(nil),                // 42: thefold.type.v1.DiffStats
-	(*v1.Plan)(nil),                     // 43: thefold.type.v1.Plan
-	(*v1.Budget)(nil),                   // 44: thefold.type.v1.Budget
-	(*v1.Heartbeat)(nil),                // 45: thefold.type.v1.Heartbeat
+	(*LanguageStats)(nil),               // 10: thefold.builder.v1.LanguageStats
+	(*BuildFile)(nil),                   // 11: thefold.builder.v1.BuildFile
+	(*ValidationResult)(nil),            // 12: thefold.builder.v1.ValidationResult
+	(*FixRound)(nil),                    // 13: thefold.builder.v1.FixRound
+	(*BuildReport)(nil),                 // 14: thefold.builder.v1.BuildReport
+	(*BuildJob)(nil),                    // 15: thefold.builder.v1.BuildJob
+	(*BuildStep)(nil),                   // 16: thefold.builder.v1.BuildStep
+	(*StartBuildRequest)(nil),           // 17: thefold.builder.v1.StartBuildRequest
+	(*StartBuildResponse)(nil),          // 18: thefold.builder.v1.StartBuildResponse
+	(*GetBuildRequest)(nil),             // 19: thefold.builder.v1.GetBuildRequest
+	(*GetBuildResponse)(nil),            // 20: thefold.builder.v1.GetBuildResponse
+	(*ListBuildsRequest)(nil),           // 21: thefold.builder.v1.ListBuildsRequest
+	(*ListBuildsResponse)(nil),          // 22: thefold.builder.v1.ListBuildsResponse
+	(*CancelBuildRequest)(nil),          // 23: thefold.builder.v1.CancelBuildRequest
+	(*CancelBuildResponse)(nil),         // 24: thefold.builder.v1.CancelBuildResponse
+	(*RetryStepRequest)(nil),            // 25: thefold.builder.v1.RetryStepRequest
+	(*RetryStepResponse)(nil),           // 26: thefold.builder.v1.RetryStepResponse
+	(*WatchBuildRequest)(nil),           // 27: thefold.builder.v1.WatchBuildRequest
+	(*BuildCreated)(nil),                // 28: thefold.builder.v1.BuildCreated
+	(*BuildStatusChange)(nil),           // 29: thefold.builder.v1.BuildStatusChange
+	(*BuildPhaseChange)(nil),            // 30: thefold.builder.v1.BuildPhaseChange
+	(*StepSummary)(nil),                 // 31: thefold.builder.v1.StepSummary
+	(*FileValidated)(nil),               // 32: thefold.builder.v1.FileValidated
+	(*BuildLog)(nil),                    // 33: thefold.builder.v1.BuildLog
+	(*WatchBuildResponse)(nil),          // 34: thefold.builder.v1.WatchBuildResponse
+	(*PlannedFile)(nil),                 // 35: thefold.builder.v1.PlannedFile
+	(*AnalyzeDependenciesRequest)(nil),  // 36: thefold.builder.v1.AnalyzeDependenciesRequest
+	(*AnalyzeDependenciesResponse)(nil), // 37: thefold.builder.v1.AnalyzeDependenciesResponse
+	(v1.FileAction)(0),                  // 38: thefold.type.v1.FileAction
+	(*v1.Diagnostic)(nil),               // 39: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),                    // 40: thefold.type.v1.Usage
+	(*timestamppb.Timestamp)(nil),       // 41: google.protobuf.Timestamp
+	(*v1.FileDiff)(nil),                 // 42: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 43: thefold.type.v1.DiffStats
+	(*v1.Plan)(nil),                     // 44: thefold.type.v1.Plan
+	(*v1.Budget)(nil),                   // 45: thefold.type.v1.Budget
+	(*v1.Heartbeat)(nil),                // 46: thefold.type.v1.Heartbeat
 }
 var file_thefold_builder_v1_builder_proto_depIdxs = []int32{
 	7,  // 0: thefold.builder.v1.DependencyGraph.nodes:type_name -> thefold.builder.v1.DependencyNode
 	8,  // 1: thefold.builder.v1.DependencyGraph.cycles:type_name -> thefold.builder.v1.DependencyCycle
-	37, // 2: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
-	5,  // 3: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
-	38, // 4: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	38, // 5: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	1,  // 6: thefold.builder.v1.FixRound.phase:type_name -> thefold.builder.v1.BuildPhase
-	38, // 7: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
-	38, // 8: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
-	39, // 9: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
-	40, // 10: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
-	40, // 11: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
-	41, // 12: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
-	42, // 13: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
-	38, // 14: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	38, // 15: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
-	3,  // 16: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
-	2,  // 17: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	1,  // 18: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
-	43, // 19: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
-	10, // 20: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
-	9,  // 21: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
-	39, // 22: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
-	44, // 23: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
-	13, // 24: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
-	40, // 25: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
-	40, // 26: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
-	40, // 27: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
-	40, // 28: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
-	1,  // 29: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 30: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
-	37, // 31: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
-	39, // 32: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
-	4,  // 33: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
-	11, // 34: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
-	12, // 35: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
-	40, // 36: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
-	40, // 37: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
-	43, // 38: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
-	2,  // 39: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	44, // 40: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
-	14, // 41: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	14, // 42: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	15, // 43: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
-	3,  // 44: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
-	14, // 45: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
-	14, // 46: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	14, // 47: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
-	2,  // 48: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	3,  // 49: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
-	3,  // 50: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
-	39, // 51: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
-	1,  // 52: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
-	1,  // 53: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
-	2,  // 54: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	1,  // 55: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 56: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
-	37, // 57: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
-	4,  // 58: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
-	39, // 59: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
-	39, // 60: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
-	40, // 61: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
-	40, // 62: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
-	38, // 63: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	1,  // 64: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
-	40, // 65: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
-	6,  // 66: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
-	27, // 67: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
-	28, // 68: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
-	29, // 69: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
-	30, // 70: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
-	31, // 71: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
-	12, // 72: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
-	32, // 73: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
-	45, // 74: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	37, // 75: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
-	34, // 76: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
-	9,  // 77: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
-	2,  // 78: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	16, // 79: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
-	18, // 80: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
-	20, // 81: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
-	22, // 82: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
-	24, // 83: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
-	26, // 84: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
-	35, // 85: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
-	17, // 86: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
-	19, // 87: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
-	21, // 88: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
-	23, // 89: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
-	25, // 90: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
-	33, // 91: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
-	36, // 92: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
-	86, // [86:93] is the sub-list for method output_type
-	79, // [79:86] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	10, // 2: thefold.builder.v1.DependencyGraph.stats:type_name -> thefold.builder.v1.LanguageStats
+	38, // 3: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
+	5,  // 4: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
+	39, // 5: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	39, // 6: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 7: thefold.builder.v1.FixRound.phase:type_name -> thefold.builder.v1.BuildPhase
+	39, // 8: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
+	39, // 9: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
+	40, // 10: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
+	41, // 11: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
+	41, // 12: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
+	42, // 13: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
+	43, // 14: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
+	39, // 15: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	39, // 16: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
+	3,  // 17: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
+	2,  // 18: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 19: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
+	44, // 20: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
+	11, // 21: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
+	9,  // 22: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
+	40, // 23: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
+	45, // 24: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
+	14, // 25: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
+	41, // 26: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
+	41, // 27: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
+	41, // 28: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
+	41, // 29: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
+	1,  // 30: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 31: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
+	38, // 32: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
+	40, // 33: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
+	4,  // 34: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
+	12, // 35: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
+	13, // 36: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
+	41, // 37: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
+	41, // 38: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
+	44, // 39: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
+	2,  // 40: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	45, // 41: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
+	15, // 42: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 43: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	16, // 44: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
+	3,  // 45: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
+	15, // 46: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
+	15, // 47: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 48: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
+	2,  // 49: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	3,  // 50: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
+	3,  // 51: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
+	40, // 52: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
+	1,  // 53: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
+	1,  // 54: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
+	2,  // 55: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 56: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 57: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
+	38, // 58: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
+	4,  // 59: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
+	40, // 60: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
+	40, // 61: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
+	41, // 62: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
+	41, // 63: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
+	39, // 64: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 65: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
+	41, // 66: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
+	6,  // 67: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
+	28, // 68: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
+	29, // 69: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
+	30, // 70: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
+	31, // 71: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
+	32, // 72: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
+	13, // 73: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
+	33, // 74: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
+	46, // 75: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	38, // 76: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
+	35, // 77: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
+	9,  // 78: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
+	2,  // 79: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	17, // 80: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
+	19, // 81: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
+	21, // 82: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
+	23, // 83: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
+	25, // 84: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
+	27, // 85: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
+	36, // 86: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
+	18, // 87: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
+	20, // 88: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
+	22, // 89: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
+	24, // 90: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
+	26, // 91: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
+	34, // 92: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
+	37, // 93: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
+	87, // [87:94] is the sub-list for method output_type
+	80, // [80:87] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_thefold_builder_v1_builder_proto_init() }
@@ -3730,7 +3840,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 	if File_thefold_builder_v1_builder_proto != nil {
 		return
 	}
-	file_thefold_builder_v1_builder_proto_msgTypes[26].OneofWrappers = []any{
+	file_thefold_builder_v1_builder_proto_msgTypes[27].OneofWrappers = []any{
 		(*WatchBuildResponse_Created)(nil),
 		(*WatchBuildResponse_StatusChange)(nil),
 		(*WatchBuildResponse_PhaseChange)(nil),
@@ -3746,7 +3856,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_builder_v1_builder_proto_rawDesc), len(file_thefold_builder_v1_builder_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	"github.com/thefold/thefold/pkg/validate"
+)
+
+// ListFilter narrows List; empty fields match anything.
+type ListFilter struct {
+	TaskID, JobID, Repo string
+	Statuses            []builderv1.BuildStatus
+}
+
+const pageTokenVersion = "b1"
+
+// List returns a page of owner's builds, newest first, and the next page's token.
+func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize int, pageToken string) ([]*Build, string, error) {
+	where := []string{"owner_id = $1"}
+	args := []any{owner}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.TaskID != "" {
+		add("task_id = $%d", f.TaskID)
+	}
+	if f.JobID != "" {
+		add("job_id = $%d", f.JobID)
+	}
+	if f.Repo != "" {
+		add("repo = $%d", f.Repo)
+	}
+	if len(f.Statuses) > 0 {
+		names := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			names[i] = StatusName(st)
+		}
+		add("status = ANY($%d)", names)
+	}
+	if pageToken != "" {
+		parts, err := validate.DecodePageToken(pageToken, pageTokenVersion, 2, "ListBuilds")
+		if err != nil {
+			return nil, "", err
+		}
+		nanos, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil {
+			return nil, "", validate.BadPageToken("ListBuilds")
+		}
+		if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
+			return nil, "", validate.BadPageToken("ListBuilds")
+		}
+		args = append(args, time.Unix(0, nanos).UTC(), parts[1])
+		where = append(where, fmt.Sprintf("(create_time, id) < ($%d, $%d::uuid)", len(args)-1, len(args)))
+	}
+	args = append(args, pageSize+1)
+	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+` FROM builds WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []*Build
+	for rows.Next() {
+		b, err := scanBuild(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > pageSize {
+		out = out[:pageSize]
+		last := out[len(out)-1]
+		next = validate.EncodePageToken(pageTokenVersion, strconv.FormatInt(last.CreateTime.AsTime().UnixNano(), 10), last.Id)
+	}
+	return out, next, nil
+}
