@@ -3,6 +3,7 @@ module github.com/thefold/thefold/services/agent
 go 1.26.0
 
 require (
+	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/thefold/thefold/pkg v0.0.0
 	google.golang.org/grpc v1.85.0
 )
