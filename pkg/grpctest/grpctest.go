@@ -10,12 +10,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/grpcclient"
@@ -154,4 +158,37 @@ func FreeAddr(tb testing.TB) string {
 			return addr
 		}
 	}
+}
+
+// WantCode fails the test unless err is a status with code whose message contains every
+// one of parts.
+func WantCode(tb testing.TB, err error, code codes.Code, parts ...string) {
+	tb.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != code {
+		tb.Fatalf("err = %v, want code %v", err, code)
+	}
+	for _, p := range parts {
+		if !strings.Contains(st.Message(), p) {
+			tb.Errorf("message %q does not contain %q", st.Message(), p)
+		}
+	}
+}
+
+// WantInvalid fails the test unless err is InvalidArgument naming field in its message
+// ("field: …") and in its BadRequest detail.
+func WantInvalid(tb testing.TB, err error, field string) {
+	tb.Helper()
+	WantCode(tb, err, codes.InvalidArgument, field+":")
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				if v.GetField() == field {
+					return
+				}
+			}
+		}
+	}
+	tb.Errorf("no BadRequest field violation for %q in %v", field, st.Details())
 }

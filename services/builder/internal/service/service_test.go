@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -202,37 +201,6 @@ func (e *env) startBuild(t *testing.T, ctx context.Context, reqID string) *build
 	return resp.Build
 }
 
-func wantCode(t *testing.T, err error, code codes.Code, parts ...string) {
-	t.Helper()
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != code {
-		t.Fatalf("err = %v, want code %v", err, code)
-	}
-	for _, p := range parts {
-		if !strings.Contains(st.Message(), p) {
-			t.Errorf("message %q does not contain %q", st.Message(), p)
-		}
-	}
-}
-
-// wantInvalid fails unless err is InvalidArgument naming field in its message and its
-// BadRequest detail.
-func wantInvalid(t *testing.T, err error, field string) {
-	t.Helper()
-	wantCode(t, err, codes.InvalidArgument, field+":")
-	st, _ := status.FromError(err)
-	for _, d := range st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, v := range br.GetFieldViolations() {
-				if v.GetField() == field {
-					return
-				}
-			}
-		}
-	}
-	t.Errorf("no BadRequest field violation for %q in %v", field, st.Details())
-}
-
 // watchErr opens a watch and returns the error its stream ends with, skipping heartbeats;
 // only for requests that must fail.
 func watchErr(ctx context.Context, c builderv1.BuilderServiceClient, req *builderv1.WatchBuildRequest) error {
@@ -383,7 +351,7 @@ func TestInvalidArgument(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			wantInvalid(t, tc.call(), tc.field)
+			grpctest.WantInvalid(t, tc.call(), tc.field)
 		})
 	}
 	t.Cleanup(func() {
@@ -406,13 +374,13 @@ func TestStartBuild(t *testing.T) {
 		req := validStart()
 		req.SandboxId = missingSandbox
 		_, err := c.StartBuild(ctx, req)
-		wantCode(t, err, codes.NotFound, missingSandbox)
+		grpctest.WantCode(t, err, codes.NotFound, missingSandbox)
 	})
 	t.Run("sandbox creating", func(t *testing.T) {
 		req := validStart()
 		req.SandboxId = creatingSandbox
 		_, err := c.StartBuild(ctx, req)
-		wantCode(t, err, codes.FailedPrecondition, creatingSandbox, "READY")
+		grpctest.WantCode(t, err, codes.FailedPrecondition, creatingSandbox, "READY")
 	})
 	if got := e.queue.got(); len(got) != 0 {
 		t.Fatalf("refused starts enqueued %v", got)
@@ -446,7 +414,7 @@ func TestStartBuild(t *testing.T) {
 	other := validStart()
 	other.Plan.Summary = "something else"
 	_, err = c.StartBuild(ctx, other)
-	wantInvalid(t, err, "request_id")
+	grpctest.WantInvalid(t, err, "request_id")
 
 	got, err := c.GetBuild(ctx, &builderv1.GetBuildRequest{Id: b.Id})
 	if err != nil || got.Build.Id != b.Id || got.Build.Plan.GetSummary() != "add main" || len(got.Steps) != 0 {
@@ -489,7 +457,7 @@ func TestOtherUsersBuildsAreNotFound(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			wantCode(t, call(), codes.NotFound)
+			grpctest.WantCode(t, call(), codes.NotFound)
 		})
 	}
 	list, err := c.ListBuilds(e.bob, &builderv1.ListBuildsRequest{})
@@ -512,7 +480,7 @@ func TestCancelAndRetry(t *testing.T) {
 	b := e.startBuild(t, ctx, "c1")
 
 	_, err := c.RetryStep(ctx, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
-	wantCode(t, err, codes.FailedPrecondition, "pending")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "pending")
 
 	resp, err := c.CancelBuild(ctx, &builderv1.CancelBuildRequest{Id: b.Id, Reason: "changed my mind"})
 	if err != nil {
@@ -528,7 +496,7 @@ func TestCancelAndRetry(t *testing.T) {
 		t.Errorf("GetBuild after cancel = %v, %v", got, err)
 	}
 	_, err = c.RetryStep(ctx, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
-	wantCode(t, err, codes.FailedPrecondition, "cancelled")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "cancelled")
 
 	// The watch of a cancelled build replays its history and ends.
 	s, err := c.WatchBuild(ctx, &builderv1.WatchBuildRequest{Id: b.Id})
@@ -571,7 +539,7 @@ func TestCancelAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.CancelBuild(ctx, &builderv1.CancelBuildRequest{Id: done.Id})
-	wantCode(t, err, codes.FailedPrecondition, "completed")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "completed")
 	if got := e.cancel.got(); len(got) != 1 {
 		t.Errorf("canceller got %v after a refused cancel", got)
 	}
@@ -618,8 +586,8 @@ func TestUnauthenticated(t *testing.T) {
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
-			wantCode(t, call(e.anon), codes.Unauthenticated)
-			wantCode(t, call(forged), codes.Unauthenticated)
+			grpctest.WantCode(t, call(e.anon), codes.Unauthenticated)
+			grpctest.WantCode(t, call(forged), codes.Unauthenticated)
 		})
 	}
 	got, err := c.GetBuild(e.alice, &builderv1.GetBuildRequest{Id: b.Id})
@@ -735,7 +703,7 @@ func TestAnalyzeDependencies(t *testing.T) {
 	t.Run("unknown sandbox", func(t *testing.T) {
 		_, err := c.AnalyzeDependencies(ctx, &builderv1.AnalyzeDependenciesRequest{
 			SandboxId: missingSandbox, Files: []*builderv1.PlannedFile{{Path: "a.go", Action: create}}})
-		wantCode(t, err, codes.NotFound, missingSandbox)
+		grpctest.WantCode(t, err, codes.NotFound, missingSandbox)
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/db/dbtest"
@@ -21,6 +19,7 @@ import (
 	"github.com/thefold/thefold/pkg/events"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/validate"
 
 	"github.com/thefold/thefold/services/builder/internal/store"
@@ -174,19 +173,6 @@ func countRows(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	return n
 }
 
-func wantCode(t *testing.T, err error, code codes.Code, parts ...string) {
-	t.Helper()
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != code {
-		t.Fatalf("err = %v, want code %v", err, code)
-	}
-	for _, p := range parts {
-		if !strings.Contains(st.Message(), p) {
-			t.Errorf("message %q does not contain %q", st.Message(), p)
-		}
-	}
-}
-
 func TestCreate(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
@@ -252,7 +238,7 @@ func TestCreate(t *testing.T) {
 
 	t.Run("request_id reused for another request", func(t *testing.T) {
 		_, _, err := s.Create(ctx, newBuild(alice, "r1"), hashOf("two"), r.enqueue)
-		wantCode(t, err, codes.InvalidArgument, "request_id")
+		grpctest.WantCode(t, err, codes.InvalidArgument, "request_id")
 		if n := countRows(t, pool, `SELECT count(*) FROM builds WHERE owner_id = 'alice' AND request_id = 'r1'`); n != 1 {
 			t.Errorf("%d builds with r1, want 1", n)
 		}
@@ -580,7 +566,7 @@ func TestCancel(t *testing.T) {
 			cb.Status = end
 			mustApply(t, s, l, store.Change{Build: cb})
 			_, err := s.Cancel(ctx, alice, fb.Id, "too late")
-			wantCode(t, err, codes.FailedPrecondition, store.StatusName(end))
+			grpctest.WantCode(t, err, codes.FailedPrecondition, store.StatusName(end))
 			if got, _ := s.Get(ctx, alice, fb.Id); got.Status != end || got.Error != "" {
 				t.Errorf("after a refused Cancel: %v %q", got.Status, got.Error)
 			}
@@ -623,7 +609,7 @@ func TestRetry(t *testing.T) {
 	t.Run("pending build", func(t *testing.T) {
 		p := mustCreate(t, s, newBuild(alice, "f-pending"), nil)
 		_, err := s.Retry(ctx, alice, p.Id, 1, "", r.enqueue)
-		wantCode(t, err, codes.FailedPrecondition, "pending")
+		grpctest.WantCode(t, err, codes.FailedPrecondition, "pending")
 	})
 	t.Run("cancelled build", func(t *testing.T) {
 		p := mustCreate(t, s, newBuild(alice, "f-cancelled"), nil)
@@ -631,11 +617,11 @@ func TestRetry(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := s.Retry(ctx, alice, p.Id, 1, "", r.enqueue)
-		wantCode(t, err, codes.FailedPrecondition, "cancelled")
+		grpctest.WantCode(t, err, codes.FailedPrecondition, "cancelled")
 	})
 	t.Run("succeeded step", func(t *testing.T) {
 		_, err := s.Retry(ctx, alice, b.Id, 1, "", r.enqueue)
-		wantCode(t, err, codes.FailedPrecondition, "succeeded")
+		grpctest.WantCode(t, err, codes.FailedPrecondition, "succeeded")
 	})
 	t.Run("unknown step", func(t *testing.T) {
 		if _, err := s.Retry(ctx, alice, b.Id, 9, "", r.enqueue); !errors.Is(err, errs.ErrNotFound) {
@@ -697,7 +683,7 @@ func TestRetry(t *testing.T) {
 	}
 	// It is not FAILED anymore.
 	_, err = s.Retry(ctx, alice, b.Id, 2, "", r.enqueue)
-	wantCode(t, err, codes.FailedPrecondition)
+	grpctest.WantCode(t, err, codes.FailedPrecondition)
 }
 
 // watchAll collects the events Watch delivers until it returns.
@@ -992,7 +978,7 @@ func TestList(t *testing.T) {
 	} {
 		t.Run("bad page token: "+name, func(t *testing.T) {
 			_, _, err := s.List(ctx, alice, store.ListFilter{}, 3, tok)
-			wantCode(t, err, codes.InvalidArgument, "page_token")
+			grpctest.WantCode(t, err, codes.InvalidArgument, "page_token")
 		})
 	}
 }
@@ -1002,5 +988,5 @@ func TestListForgedPageTokenID(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	_, _, err := s.List(t.Context(), alice, store.ListFilter{}, 3, validate.EncodePageToken("b1", "1", "not-a-uuid"))
-	wantCode(t, err, codes.InvalidArgument, "page_token")
+	grpctest.WantCode(t, err, codes.InvalidArgument, "page_token")
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 )
 
 // TestCreateTaskRequestID: a retry with the same request_id returns the first task and
@@ -60,7 +61,7 @@ func TestCreateTaskRequestID(t *testing.T) {
 
 	// The same id for a different request is refused and creates nothing.
 	_, err = c.CreateTask(e.alice, &tasksv1.CreateTaskRequest{RequestId: "req-1", Title: "different", Repo: "local/demo"})
-	wantCode(t, err, codes.InvalidArgument, "request_id")
+	grpctest.WantCode(t, err, codes.InvalidArgument, "request_id")
 	// Bob's "req-1" is his own.
 	bobs, err := c.CreateTask(e.bob, req)
 	if err != nil {
@@ -74,12 +75,12 @@ func TestCreateTaskRequestID(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.CreateTask(e.alice, req)
-	wantCode(t, err, codes.FailedPrecondition, "deleted")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "deleted")
 
 	// Malformed request ids.
 	for _, id := range []string{strings.Repeat("x", 129), "has space", "tab\there", "ünï"} {
 		_, err := c.CreateTask(e.alice, &tasksv1.CreateTaskRequest{RequestId: id, Title: "t", Repo: "local/demo"})
-		wantInvalid(t, err, "request_id")
+		grpctest.WantInvalid(t, err, "request_id")
 	}
 }
 
@@ -143,7 +144,7 @@ func TestBatchCreateTasks(t *testing.T) {
 		{Key: "a", Task: nt("a")},
 		{Key: "b", Task: nt("b", missingID)},
 	}})
-	wantCode(t, err, codes.NotFound)
+	grpctest.WantCode(t, err, codes.NotFound)
 	if n := countTasks(t, e); n != before {
 		t.Errorf("a failed batch left %d tasks behind", n-before)
 	}
@@ -175,14 +176,14 @@ func TestBatchCreateTasks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.BatchCreateTasks(e.alice, &tasksv1.BatchCreateTasksRequest{Tasks: tc.tasks})
-			wantInvalid(t, err, tc.field)
+			grpctest.WantInvalid(t, err, tc.field)
 		})
 	}
 	if n := countTasks(t, e); n != before {
 		t.Errorf("refused batches left %d tasks behind", n-before)
 	}
 	_, err = c.BatchCreateTasks(e.anon, req)
-	wantCode(t, err, codes.Unauthenticated)
+	grpctest.WantCode(t, err, codes.Unauthenticated)
 }
 
 var cmpSet = cmp.Transformer("sort", func(in []string) []string {

@@ -13,6 +13,7 @@ import (
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 )
 
 // watchErr opens a watch and returns the error its stream ends with; only for requests
@@ -198,7 +199,7 @@ func TestInvalidArgument(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			wantInvalid(t, tc.call(), tc.field)
+			grpctest.WantInvalid(t, tc.call(), tc.field)
 		})
 	}
 }
@@ -268,8 +269,8 @@ func TestUnauthenticated(t *testing.T) {
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			wantCode(t, call(e.anon), codes.Unauthenticated)
-			wantCode(t, call(forged), codes.Unauthenticated)
+			grpctest.WantCode(t, call(e.anon), codes.Unauthenticated)
+			grpctest.WantCode(t, call(forged), codes.Unauthenticated)
 		})
 	}
 	// Nothing changed.
@@ -329,7 +330,7 @@ func TestOtherUsersTasksAreNotFound(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, tc.call(), codes.NotFound)
+			grpctest.WantCode(t, tc.call(), codes.NotFound)
 		})
 	}
 

@@ -2,18 +2,14 @@ package service_test
 
 import (
 	"context"
-	"github.com/thefold/thefold/pkg/events"
-	"strings"
 	"testing"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 
@@ -72,39 +68,6 @@ func (e *env) setStatus(t *testing.T, id string, to tasksv1.TaskStatus) *tasksv1
 		t.Fatalf("SetTaskStatus(%v): %v", to, err)
 	}
 	return resp.Task
-}
-
-// wantCode fails unless err is a status with code whose message contains every one of
-// parts.
-func wantCode(t *testing.T, err error, code codes.Code, parts ...string) {
-	t.Helper()
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != code {
-		t.Fatalf("err = %v, want code %v", err, code)
-	}
-	for _, p := range parts {
-		if !strings.Contains(st.Message(), p) {
-			t.Errorf("message %q does not contain %q", st.Message(), p)
-		}
-	}
-}
-
-// wantInvalid fails unless err is InvalidArgument naming field in its message and in its
-// BadRequest detail.
-func wantInvalid(t *testing.T, err error, field string) {
-	t.Helper()
-	wantCode(t, err, codes.InvalidArgument, field+":")
-	st, _ := status.FromError(err)
-	for _, d := range st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, v := range br.GetFieldViolations() {
-				if v.GetField() == field {
-					return
-				}
-			}
-		}
-	}
-	t.Errorf("no BadRequest field violation for %q in %v", field, st.Details())
 }
 
 const (

@@ -15,6 +15,7 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 )
 
 // lastEventID is the id of the newest event in e's outbox, 0 when there is none.
@@ -201,7 +202,7 @@ func TestPlanTaskOrderTooManyTasks(t *testing.T) {
 		}
 	}
 	_, err := e.plan(e.alice, "local/demo", "")
-	wantCode(t, err, codes.FailedPrecondition, "more than 500 open tasks")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "more than 500 open tasks")
 	if calls, _ := fake.received(); len(calls) != 0 {
 		t.Errorf("%d ai calls for too many tasks", len(calls))
 	}
@@ -212,7 +213,7 @@ func TestPlanTaskOrderWithoutAI(t *testing.T) {
 	e := start(t)
 	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "t"})
 	_, err := e.plan(e.alice, "local/demo", "")
-	wantCode(t, err, codes.FailedPrecondition, "ai service is not configured")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "ai service is not configured")
 }
 
 func TestPlanTaskOrderRequestID(t *testing.T) {
@@ -236,7 +237,7 @@ func TestPlanTaskOrderRequestID(t *testing.T) {
 	// request_id, and a retry of the answered call never reaches the ai service.
 	fake.set(down, nil)
 	_, err := e.plan(e.alice, "local/demo", "retry-1")
-	wantCode(t, err, codes.Unavailable)
+	grpctest.WantCode(t, err, codes.Unavailable)
 	fake.set(nil, nil)
 	first, err := e.plan(e.alice, "local/demo", "retry-1")
 	if err != nil {
@@ -270,7 +271,7 @@ func TestPlanTaskOrderRequestID(t *testing.T) {
 	// another ai request_id (the ai service would refuse a reused one).
 	fake.set(down, nil)
 	_, err = e.plan(e.alice, "local/demo", "retry-2")
-	wantCode(t, err, codes.Unavailable)
+	grpctest.WantCode(t, err, codes.Unavailable)
 	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "created between attempts"})
 	fake.set(nil, nil)
 	if _, err := e.plan(e.alice, "local/demo", "retry-2"); err != nil {
@@ -286,7 +287,7 @@ func TestPlanTaskOrderRequestID(t *testing.T) {
 	_, billedBefore := fake.received()
 	for range 2 {
 		_, err = e.plan(e.alice, "local/demo", "retry-3")
-		wantCode(t, err, codes.Unavailable, "cannot be used", "new request_id")
+		grpctest.WantCode(t, err, codes.Unavailable, "cannot be used", "new request_id")
 	}
 	if _, billed := fake.received(); billed != billedBefore+1 {
 		t.Errorf("a retried bad answer billed %d times, want 1", billed-billedBefore)
@@ -295,12 +296,12 @@ func TestPlanTaskOrderRequestID(t *testing.T) {
 
 	// One request id, one request.
 	_, err = e.plan(e.alice, "local/other", "retry-1")
-	wantCode(t, err, codes.InvalidArgument, "request_id", "different request")
+	grpctest.WantCode(t, err, codes.InvalidArgument, "request_id", "different request")
 	if _, err := e.client.CreateTask(e.alice, &tasksv1.CreateTaskRequest{Title: "t", Repo: "local/demo", RequestId: "create-1"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.plan(e.alice, "local/demo", "create-1")
-	wantCode(t, err, codes.InvalidArgument, "request_id", "different request")
+	grpctest.WantCode(t, err, codes.InvalidArgument, "request_id", "different request")
 }
 
 func TestPlanTaskOrderAIErrors(t *testing.T) {
@@ -336,7 +337,7 @@ func TestPlanTaskOrderAIErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake.set(tc.ai, nil)
 			_, err := e.plan(e.alice, "local/demo", "")
-			wantCode(t, err, tc.code, tc.parts...)
+			grpctest.WantCode(t, err, tc.code, tc.parts...)
 			if tc.hides != "" && strings.Contains(status.Convert(err).Message(), tc.hides) {
 				t.Errorf("message %q passes on %q", status.Convert(err).Message(), tc.hides)
 			}
@@ -387,7 +388,7 @@ func TestPlanTaskOrderBadAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fake.set(nil, tc.spoil)
 			_, err := e.plan(e.alice, "local/demo", "")
-			wantCode(t, err, codes.Unavailable, "cannot be used", "nothing was stored", tc.part)
+			grpctest.WantCode(t, err, codes.Unavailable, "cannot be used", "nothing was stored", tc.part)
 		})
 	}
 	wantUnchanged(t, e, last, a, b, cTask)

@@ -15,6 +15,7 @@ import (
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 )
 
 func TestTaskCRUD(t *testing.T) {
@@ -94,9 +95,9 @@ func TestTaskCRUD(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.GetTask(e.alice, &tasksv1.GetTaskRequest{Id: created.Id})
-	wantCode(t, err, codes.NotFound)
+	grpctest.WantCode(t, err, codes.NotFound)
 	_, err = c.DeleteTask(e.alice, &tasksv1.DeleteTaskRequest{Id: created.Id})
-	wantCode(t, err, codes.NotFound)
+	grpctest.WantCode(t, err, codes.NotFound)
 }
 
 func TestCreateTaskDuplicateExternalID(t *testing.T) {
@@ -105,7 +106,7 @@ func TestCreateTaskDuplicateExternalID(t *testing.T) {
 	req := &tasksv1.CreateTaskRequest{Title: "issue", Repo: "local/demo", Source: tasksv1.TaskSource_TASK_SOURCE_GITHUB, ExternalId: "github:local/demo#1"}
 	e.create(t, e.alice, proto.Clone(req).(*tasksv1.CreateTaskRequest))
 	_, err := e.client.CreateTask(e.alice, proto.Clone(req).(*tasksv1.CreateTaskRequest))
-	wantCode(t, err, codes.AlreadyExists, "external_id")
+	grpctest.WantCode(t, err, codes.AlreadyExists, "external_id")
 	e.create(t, e.bob, proto.Clone(req).(*tasksv1.CreateTaskRequest)) // another owner may
 }
 
@@ -240,7 +241,7 @@ func TestFailedPrecondition(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, tc.call(), codes.FailedPrecondition, tc.want...)
+			grpctest.WantCode(t, tc.call(), codes.FailedPrecondition, tc.want...)
 		})
 	}
 }
@@ -260,7 +261,7 @@ func TestDependencies(t *testing.T) {
 		t.Errorf("blocked_by after add (-want +got):\n%s", d)
 	}
 	_, err = c.AddDependency(e.alice, &tasksv1.AddDependencyRequest{TaskId: a.Id, BlockedById: b.Id})
-	wantCode(t, err, codes.FailedPrecondition, "cycle")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "cycle")
 
 	rm, err := c.RemoveDependency(e.alice, &tasksv1.RemoveDependencyRequest{TaskId: b.Id, BlockedById: a.Id})
 	if err != nil {
@@ -270,7 +271,7 @@ func TestDependencies(t *testing.T) {
 		t.Errorf("blocked_by after remove = %v", rm.Task.BlockedBy)
 	}
 	_, err = c.RemoveDependency(e.alice, &tasksv1.RemoveDependencyRequest{TaskId: b.Id, BlockedById: a.Id})
-	wantCode(t, err, codes.NotFound)
+	grpctest.WantCode(t, err, codes.NotFound)
 }
 
 func TestGetTaskGraphAndStats(t *testing.T) {
@@ -339,5 +340,5 @@ func TestImportIssuesNeedsTheGitHubService(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	_, err := e.client.ImportIssues(e.alice, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Labels: []string{"bug"}})
-	wantCode(t, err, codes.FailedPrecondition, "THEFOLD_GITHUB_ADDR")
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "THEFOLD_GITHUB_ADDR")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
 
 	"github.com/thefold/thefold/services/tasks/internal/service"
 )
@@ -216,7 +217,7 @@ func TestWatchTasksLimit(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.alice)
 	first := watch(t, ctx, c, &tasksv1.WatchTasksRequest{})
 	recvN(t, first, 1) // running
-	wantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{}), codes.ResourceExhausted)
+	grpctest.WantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{}), codes.ResourceExhausted)
 
 	// Ending the first stream frees its place; the server notices asynchronously.
 	cancel()
@@ -227,7 +228,7 @@ func TestWatchTasksLimit(t *testing.T) {
 		if err == nil {
 			break
 		}
-		wantCode(t, err, codes.ResourceExhausted)
+		grpctest.WantCode(t, err, codes.ResourceExhausted)
 		if time.Now().After(deadline) {
 			t.Fatal("the watch limit was not released after the stream ended")
 		}
@@ -325,7 +326,7 @@ func TestWatchTasksRetention(t *testing.T) {
 	kept := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "kept"})
 
 	err := watchErr(e.alice, e.client, &tasksv1.WatchTasksRequest{AfterId: hist[0].Id})
-	wantCode(t, err, codes.OutOfRange, fmt.Sprintf("the oldest id kept is %d", hist[1].Id+1))
+	grpctest.WantCode(t, err, codes.OutOfRange, fmt.Sprintf("the oldest id kept is %d", hist[1].Id+1))
 
 	if ev := recvN(t, watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{}), 1)[0]; ev.TaskId != kept.Id {
 		t.Errorf("after_id 0 replayed %v, want the kept task", ev)
