@@ -6,11 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/status"
 
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
@@ -331,15 +329,4 @@ func firstOfSourceCycle(deps []map[int]bool, done []bool, key []int) int {
 		}
 	}
 	return best
-}
-
-func durationSum(a, b *durationpb.Duration) *durationpb.Duration {
-	var d time.Duration
-	if a != nil {
-		d += a.AsDuration()
-	}
-	if b != nil {
-		d += b.AsDuration()
-	}
-	return durationpb.New(d)
 }

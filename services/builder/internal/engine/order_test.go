@@ -57,18 +57,6 @@ func TestOrderStepsFollowsTheGraphAndDeclaredDependencies(t *testing.T) {
 	}
 }
 
-func TestAddUsageSumsEveryCount(t *testing.T) {
-	a := &typev1.Usage{Model: "small", InputTokens: 10, OutputTokens: 5, CostMicros: 7, Calls: 1}
-	b := &typev1.Usage{Model: "big", InputTokens: 100, OutputTokens: 50, CacheReadTokens: 3, CostMicros: 70, Calls: 2}
-	got := addUsage(a, b)
-	if got.InputTokens != 110 || got.OutputTokens != 55 || got.CacheReadTokens != 3 || got.CostMicros != 77 || got.Calls != 3 || got.Model != "big" {
-		t.Errorf("sum %v", got)
-	}
-	if got := addUsage(nil, b); got.InputTokens != 100 || got.Model != "big" {
-		t.Errorf("nil + b = %v", got)
-	}
-}
-
 func TestSummarizeNamesTheFirstErrors(t *testing.T) {
 	ds := []*typev1.Diagnostic{
 		{Path: "a.go", Line: 3, Severity: typev1.Severity_SEVERITY_ERROR, Message: "undefined: x\nmore"},

@@ -18,6 +18,7 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/tokens"
+	"github.com/thefold/thefold/pkg/usage"
 
 	"github.com/thefold/thefold/services/builder/internal/analysis"
 	"github.com/thefold/thefold/services/builder/internal/contextwin"
@@ -293,8 +294,8 @@ func (r *run) spend(st *store.Step, u *typev1.Usage) {
 	if u == nil {
 		return
 	}
-	st.Usage = addUsage(st.Usage, u)
-	r.b.Usage = addUsage(r.b.Usage, u)
+	st.Usage = usage.Add(st.Usage, u)
+	r.b.Usage = usage.Add(r.b.Usage, u)
 	if u.Model != "" {
 		st.Model = u.Model
 	}
@@ -922,22 +923,3 @@ func trim(s string, n int) string {
 	return "…" + s[len(s)-n:]
 }
 
-// addUsage is a + b (every count adds up; the model is the one that did the larger part).
-func addUsage(a, b *typev1.Usage) *typev1.Usage {
-	if a == nil {
-		a = &typev1.Usage{}
-	}
-	out := &typev1.Usage{
-		Model: a.Model, Provider: a.Provider,
-		InputTokens: a.InputTokens + b.GetInputTokens(), OutputTokens: a.OutputTokens + b.GetOutputTokens(),
-		CacheReadTokens: a.CacheReadTokens + b.GetCacheReadTokens(), CacheWriteTokens: a.CacheWriteTokens + b.GetCacheWriteTokens(),
-		CostMicros: a.CostMicros + b.GetCostMicros(), Calls: a.Calls + b.GetCalls(),
-	}
-	if b.GetOutputTokens() >= a.OutputTokens || a.Model == "" {
-		out.Model, out.Provider = b.GetModel(), b.GetProvider()
-	}
-	if a.Latency != nil || b.GetLatency() != nil {
-		out.Latency = durationSum(a.Latency, b.GetLatency())
-	}
-	return out
-}

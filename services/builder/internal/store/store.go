@@ -24,6 +24,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
+	"github.com/thefold/thefold/pkg/protoenum"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -82,19 +83,10 @@ type Step struct {
 }
 
 // Enum names as stored: the enum value's name without its prefix, lower case.
-func enumName(v protoreflect.Enum, prefix string) string {
-	d := v.Descriptor().Values().ByNumber(v.Number())
-	if d == nil || v.Number() == 0 {
-		return ""
-	}
-	return strings.ToLower(strings.TrimPrefix(string(d.Name()), prefix))
-}
+func enumName(v protoreflect.Enum, prefix string) string { return protoenum.Name(v, prefix) }
 
 func parseEnum[E ~int32](s, prefix string, values map[string]int32) E {
-	if s == "" {
-		return 0
-	}
-	return E(values[prefix+strings.ToUpper(s)])
+	return protoenum.Parse[E](s, prefix, values)
 }
 
 // StatusName is the stored name of a build status, e.g. "running".
