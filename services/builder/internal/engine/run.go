@@ -922,4 +922,3 @@ func trim(s string, n int) string {
 	}
 	return "…" + s[len(s)-n:]
 }
-
