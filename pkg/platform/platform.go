@@ -155,8 +155,9 @@ func (d *Deps) Close() {
 }
 
 // Conn returns a (shared) client connection to another service, found through its
-// THEFOLD_<SERVICE>_ADDR variable.
-func (d *Deps) Conn(ctx context.Context, service string) (*grpc.ClientConn, error) {
+// THEFOLD_<SERVICE>_ADDR variable. opts (interceptors such as circuit breakers) apply when
+// the connection is first made.
+func (d *Deps) Conn(ctx context.Context, service string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if c, ok := d.conns[service]; ok {
@@ -166,7 +167,7 @@ func (d *Deps) Conn(ctx context.Context, service string) (*grpc.ClientConn, erro
 	if !ok || addr == "" {
 		return nil, fmt.Errorf("platform: no address for service %q (%s)", service, AddrEnv(service))
 	}
-	c, err := grpcclient.Dial(addr, grpcclient.Options{RetryMethods: grpcclient.ReadOnlyMethods("thefold." + service + ".v1")})
+	c, err := grpcclient.Dial(addr, grpcclient.Options{RetryMethods: grpcclient.ReadOnlyMethods("thefold." + service + ".v1"), DialOptions: opts})
 	if err != nil {
 		return nil, err
 	}

@@ -1,39 +1,275 @@
-// Command agent is TheFold's agent service. It starts, migrates its schema and serves
-// health, reflection and metrics; its RPCs return Unimplemented until the issue that
-// implements them lands (see README, "What is not done yet").
+// Command agent is TheFold's agent service: it runs tasks as jobs through the task loop
+// (context, confidence, complexity, planning, sandbox, build, validation, diagnosis,
+// review gate, completion) and serves AgentService and ReviewService. Jobs run as durable
+// jobs (River, in the agent schema) and resume after a crash from their last checkpoint.
+// ProjectService answers Unimplemented until its own issue lands.
 package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/agent/internal/breaker"
+	"github.com/thefold/thefold/services/agent/internal/loop"
+	"github.com/thefold/thefold/services/agent/internal/service"
+	"github.com/thefold/thefold/services/agent/internal/store"
+	"github.com/thefold/thefold/services/agent/migrations"
 )
-
-// agentService returns Unimplemented for every RPC until its own issue lands.
-type agentService struct {
-	agentv1.UnimplementedAgentServiceServer
-}
-
-// reviewService returns Unimplemented for every RPC until its own issue lands.
-type reviewService struct {
-	agentv1.UnimplementedReviewServiceServer
-}
 
 // projectService returns Unimplemented for every RPC until its own issue lands.
 type projectService struct {
 	agentv1.UnimplementedProjectServiceServer
 }
 
-func main() {
-	platform.Main(platform.Service{
-		Name:   "agent",
-		Schema: "agent",
-		Register: func(_ context.Context, d *platform.Deps) error {
-			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), &agentService{})
-			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), &reviewService{})
+func main() { platform.Main(agentService()) }
+
+// agentConfig is the agent's own configuration, beside platform.Config.
+type agentConfig struct {
+	// MaxJobs is how many jobs this process runs at once.
+	MaxJobs int `env:"THEFOLD_AGENT_MAX_JOBS, default=4"`
+	// LeaseExpiry is how long a job may go without its worker renewing its lease before
+	// another worker resumes it (after a crash of the first).
+	LeaseExpiry time.Duration `env:"THEFOLD_AGENT_LEASE_EXPIRY, default=15s"`
+	// Backoff is the least wait after an environment_error diagnosis.
+	Backoff time.Duration `env:"THEFOLD_AGENT_BACKOFF, default=30s"`
+	// MaxAttempts bounds the attempts of one run; InterveneAfter is how many failed
+	// attempts in a row call for ai.Intervene.
+	MaxAttempts    int `env:"THEFOLD_AGENT_MAX_ATTEMPTS, default=5"`
+	InterveneAfter int `env:"THEFOLD_AGENT_INTERVENE_AFTER, default=3"`
+	// TasksPerHour and TasksPerDay cap the jobs one user starts (0: no cap).
+	TasksPerHour int `env:"THEFOLD_AGENT_TASKS_PER_HOUR, default=20"`
+	TasksPerDay  int `env:"THEFOLD_AGENT_TASKS_PER_DAY, default=100"`
+	// The default budget of a job: tokens, dollars (micro-dollars), wall time.
+	MaxTokens     int64         `env:"THEFOLD_AGENT_MAX_TOKENS, default=2000000"`
+	MaxCostMicros int64         `env:"THEFOLD_AGENT_MAX_COST_MICROS, default=25000000"`
+	MaxWallTime   time.Duration `env:"THEFOLD_AGENT_MAX_WALL_TIME, default=2h"`
+	// ContextTokens is the token budget of a job's relevant files.
+	ContextTokens int `env:"THEFOLD_AGENT_CONTEXT_TOKENS, default=30000"`
+	// MaxWatches bounds concurrent WatchJob streams; WatchHeartbeat is how long one stays
+	// silent before a heartbeat.
+	MaxWatches     int           `env:"THEFOLD_AGENT_MAX_WATCHES, default=1024"`
+	WatchHeartbeat time.Duration `env:"THEFOLD_AGENT_WATCH_HEARTBEAT, default=15s"`
+	// Events is how long job events are kept for watchers resuming from a cursor.
+	Events events.RetentionConfig
+}
+
+// Validate reports settings that would stop every job.
+func (c *agentConfig) Validate() error {
+	var problems []error
+	positive := func(name string, v int64) {
+		if v <= 0 {
+			problems = append(problems, fmt.Errorf("%s: must be positive", name))
+		}
+	}
+	positive("THEFOLD_AGENT_MAX_JOBS", int64(c.MaxJobs))
+	positive("THEFOLD_AGENT_MAX_ATTEMPTS", int64(c.MaxAttempts))
+	positive("THEFOLD_AGENT_INTERVENE_AFTER", int64(c.InterveneAfter))
+	positive("THEFOLD_AGENT_MAX_TOKENS", c.MaxTokens)
+	positive("THEFOLD_AGENT_MAX_COST_MICROS", c.MaxCostMicros)
+	positive("THEFOLD_AGENT_CONTEXT_TOKENS", int64(c.ContextTokens))
+	positive("THEFOLD_AGENT_MAX_WATCHES", int64(c.MaxWatches))
+	if c.TasksPerHour < 0 || c.TasksPerDay < 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_TASKS_PER_HOUR, THEFOLD_AGENT_TASKS_PER_DAY: must not be negative (0 is no cap)"))
+	}
+	if c.LeaseExpiry < 2*time.Second {
+		problems = append(problems, errors.New("THEFOLD_AGENT_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
+	}
+	if c.Backoff < 0 || c.MaxWallTime <= 0 || c.WatchHeartbeat <= 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_BACKOFF must not be negative; THEFOLD_AGENT_MAX_WALL_TIME and THEFOLD_AGENT_WATCH_HEARTBEAT must be positive"))
+	}
+	return errors.Join(append(problems, c.Events.Validate())...)
+}
+
+// runArgs is the job-queue job that runs (or resumes) one agent job. Any number may name
+// the same job: only the one holding its lease runs it.
+type runArgs struct {
+	JobID  string `json:"job_id"`
+	Resume string `json:"resume,omitempty"`
+}
+
+func (runArgs) Kind() string { return "agent_job_run" }
+
+const queueName = "jobs"
+
+func (runArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: queueName, MaxAttempts: 25}
+}
+
+type runWorker struct {
+	river.WorkerDefaults[runArgs]
+	eng *loop.Engine
+}
+
+func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	return w.eng.Run(ctx, job.Args.JobID)
+}
+
+// Timeout: a job runs as long as its budget allows; the lease detects a dead worker.
+func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
+
+// queue inserts job runs through River.
+type queue struct{ client *river.Client[pgx.Tx] }
+
+func (q queue) Enqueue(ctx context.Context, tx pgx.Tx, id string) error {
+	_, err := q.client.InsertTx(ctx, tx, runArgs{JobID: id, Resume: uuid.NewString()}, nil)
+	return err
+}
+
+func agentService() platform.Service {
+	return platform.Service{
+		Name:       "agent",
+		Schema:     "agent",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg agentConfig
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			if d.ServiceSigner == nil {
+				return errors.New("agent: THEFOLD_AUTH_SERVICE_KEY_FILE is not set: jobs call the other services on behalf of their owners and need the agent's service identity (thefold init creates it)")
+			}
+			breakers := breaker.New(breaker.Defaults, func(svc, from, to string) {
+				d.Logger.Warn("circuit breaker", "service", svc, "from", from, "to", to)
+			})
+			dial := func(svc string) (*grpc.ClientConn, error) {
+				return d.Conn(ctx, svc, breakers.DialOptions(svc)...)
+			}
+			clients := loop.Clients{}
+			for _, c := range []struct {
+				svc string
+				set func(*grpc.ClientConn)
+			}{
+				{"tasks", func(c *grpc.ClientConn) { clients.Tasks = tasksv1.NewTaskServiceClient(c) }},
+				{"ai", func(c *grpc.ClientConn) {
+					clients.AI, clients.Models = aiv1.NewAIServiceClient(c), aiv1.NewModelRegistryServiceClient(c)
+				}},
+				{"builder", func(c *grpc.ClientConn) { clients.Builder = builderv1.NewBuilderServiceClient(c) }},
+				{"sandbox", func(c *grpc.ClientConn) { clients.Sandbox = sandboxv1.NewSandboxServiceClient(c) }},
+				{"github", func(c *grpc.ClientConn) { clients.Repos = githubv1.NewRepoServiceClient(c) }},
+				{"memory", func(c *grpc.ClientConn) { clients.Memory = memoryv1.NewMemoryServiceClient(c) }},
+			} {
+				cc, err := dial(c.svc)
+				if err != nil {
+					return err
+				}
+				c.set(cc)
+			}
+			// Skills are used when the skills service is configured; an address set empty on
+			// purpose runs jobs without them.
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("skills")); addr != "" {
+				cc, err := dial("skills")
+				if err != nil {
+					return err
+				}
+				clients.Skills = skillsv1.NewSkillServiceClient(cc)
+			} else {
+				d.Logger.WarnContext(ctx, "no skills service address: jobs run without skills", "env", platform.AddrEnv("skills"))
+			}
+
+			driver := riverpgxv5.New(d.Pool)
+			migrator, err := rivermigrate.New(driver, nil)
+			if err != nil {
+				return err
+			}
+			if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+				return fmt.Errorf("agent: job queue migrations: %w", err)
+			}
+			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
+			d.Go("events hub", hub.Run)
+			d.Go("events retention", func(ctx context.Context) error {
+				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
+			})
+			st := store.New(d.Pool, hub)
+			budget := &typev1.Budget{MaxTokens: cfg.MaxTokens, MaxCostMicros: cfg.MaxCostMicros, MaxWallTime: durationpb.New(cfg.MaxWallTime)}
+			lc := loop.DefaultConfig
+			lc.LeaseExpiry, lc.Backoff, lc.MaxAttempts, lc.InterveneAfter, lc.ContextTokens, lc.Budget =
+				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget
+			eng := loop.New(st, clients, d.ServiceSigner, lc, d.Logger)
+
+			workers := river.NewWorkers()
+			river.AddWorker(workers, &runWorker{eng: eng})
+			client, err := river.NewClient(driver, &river.Config{
+				Queues:  map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.MaxJobs}},
+				Workers: workers,
+				Logger:  d.Logger,
+			})
+			if err != nil {
+				return fmt.Errorf("agent: job queue: %w", err)
+			}
+			d.Go("job worker", func(ctx context.Context) error {
+				if err := client.Start(ctx); err != nil {
+					return fmt.Errorf("job queue: %w", err)
+				}
+				<-ctx.Done()
+				// Running jobs are handed back (their leases released) for another worker.
+				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return client.StopAndCancel(stopCtx)
+			})
+			d.Go("job reaper", func(ctx context.Context) error {
+				return reap(ctx, st, client, cfg.LeaseExpiry, d.Logger)
+			})
+
+			svc := service.New(st, service.Options{
+				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
+				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, Log: d.Logger, Stopper: eng, Queue: queue{client},
+				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
+			})
+			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
+			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), &projectService{})
 			return nil
 		},
-	})
+	}
+}
+
+// reap resumes jobs nobody runs: every third of the lease expiry, each job that should be
+// running but whose lease expired (its worker died), and each queued job (its branch may
+// be free now), gets a new run.
+func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], expiry time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(expiry / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ids, err := st.TakeStale(ctx, expiry, 100)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "job reaper", "error", err)
+			}
+			continue
+		}
+		for _, id := range ids {
+			if _, err := client.Insert(ctx, runArgs{JobID: id, Resume: uuid.NewString()}, nil); err != nil {
+				log.WarnContext(ctx, "job reaper: resume", "job", id, "error", err)
+			}
+		}
+	}
 }

@@ -64,7 +64,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = append(buildScript(), script.Anthropic...)
+	script.Anthropic = append(append(append(agentScenarios(), agentScript()...), buildScript()...), script.Anthropic...)
 	llm = fakellm.New(script)
 	llmServer := httptest.NewServer(llm)
 	defer llmServer.Close()
@@ -72,6 +72,8 @@ func runMain(m *testing.M) int {
 		"THEFOLD_LOG_LEVEL=warn",
 		// A killed builder's builds are resumed after this (the kill -9 test waits for it).
 		"THEFOLD_BUILDER_LEASE_EXPIRY=3s",
+		// A killed agent's jobs likewise; an environment_error backs off 1s instead of 30s.
+		"THEFOLD_AGENT_LEASE_EXPIRY=3s", "THEFOLD_AGENT_BACKOFF=1s",
 		// Dependency commands may run (go mod download of a module with nothing to fetch);
 		// the tests reach no network.
 		"THEFOLD_SANDBOX_GOPROXY=off",

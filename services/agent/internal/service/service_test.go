@@ -1,0 +1,371 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/events"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpctest"
+
+	"github.com/thefold/thefold/services/agent/internal/service"
+	"github.com/thefold/thefold/services/agent/internal/store"
+	"github.com/thefold/thefold/services/agent/migrations"
+)
+
+const (
+	alice   = "user-alice"
+	bob     = "user-bob"
+	missing = "00000000-0000-4000-8000-000000000000"
+	taskA   = "11111111-1111-4111-8111-111111111111"
+)
+
+// queue records the runs enqueued, in the caller's transaction.
+type queue struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (q *queue) Enqueue(_ context.Context, tx pgx.Tx, id string) error {
+	if tx == nil {
+		return errors.New("no transaction")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ids = append(q.ids, id)
+	return nil
+}
+
+type env struct {
+	st     *store.Store
+	q      *queue
+	agent  agentv1.AgentServiceClient
+	review agentv1.ReviewServiceClient
+	ctx    func(user string) context.Context
+}
+
+// newEnv serves AgentService and ReviewService over real gRPC on a fresh agent schema. The
+// downstream clients are nil: what these tests call never reaches them.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
+	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = hub.Run(ctx) }()
+	st := store.New(pool, hub)
+	q := &queue{}
+	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 4})
+	e := grpctest.Start(t, func(s *grpc.Server) {
+		agentv1.RegisterAgentServiceServer(s, srv)
+		agentv1.RegisterReviewServiceServer(s, srv.Reviews())
+	})
+	return &env{st: st, q: q, agent: agentv1.NewAgentServiceClient(e.Conn), review: agentv1.NewReviewServiceClient(e.Conn),
+		ctx: func(user string) context.Context { return e.Context(t, user) }}
+}
+
+// job creates a QUEUED job of owner through the store (StartTask needs the tasks service).
+func (e *env) job(t *testing.T, owner, task string) *agentv1.Job {
+	t.Helper()
+	rec, created, err := e.st.Create(context.Background(), &agentv1.Job{OwnerId: owner, TaskId: task, Repo: "local/r", BaseBranch: "main",
+		Budget: &typev1.Budget{MaxTokens: 1000}}, "", nil, store.RateLimit{}, e.q.Enqueue)
+	if err != nil || !created {
+		t.Fatalf("create job: %v (created %v)", err, created)
+	}
+	return rec.Job
+}
+
+func TestMalformedInputOnEveryRPC(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx(alice)
+	long := strings.Repeat("x", 20000)
+	cases := []struct {
+		method string
+		field  string
+		call   func() error
+	}{
+		{"StartTask", "task_id", func() error { _, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{}); return err }},
+		{"StartTask", "task_id", func() error { _, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{TaskId: "nope"}); return err }},
+		{"StartTask", "request_id", func() error {
+			_, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{TaskId: taskA, RequestId: strings.Repeat("r", 200)})
+			return err
+		}},
+		{"StartTask", "base_branch", func() error {
+			_, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{TaskId: taskA, BaseBranch: "a..b"})
+			return err
+		}},
+		{"StartTask", "budget.max_tokens", func() error {
+			_, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{TaskId: taskA, Budget: &typev1.Budget{MaxTokens: -1}})
+			return err
+		}},
+		{"StartTask", "model", func() error {
+			_, err := e.agent.StartTask(ctx, &agentv1.StartTaskRequest{TaskId: taskA, Model: long})
+			return err
+		}},
+		{"GetJob", "id", func() error { _, err := e.agent.GetJob(ctx, &agentv1.GetJobRequest{Id: "x"}); return err }},
+		{"ListJobs", "task_id", func() error { _, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{TaskId: "x"}); return err }},
+		{"ListJobs", "repo", func() error { _, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{Repo: "no slash"}); return err }},
+		{"ListJobs", "statuses[0]", func() error {
+			_, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{Statuses: []agentv1.JobStatus{99}})
+			return err
+		}},
+		{"ListJobs", "page_size", func() error { _, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{PageSize: 500}); return err }},
+		{"ListJobs", "page_token", func() error {
+			_, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{PageToken: "garbage"})
+			return err
+		}},
+		{"CancelJob", "id", func() error { _, err := e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{}); return err }},
+		{"CancelJob", "reason", func() error {
+			_, err := e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{Id: missing, Reason: long})
+			return err
+		}},
+		{"PauseJob", "id", func() error { _, err := e.agent.PauseJob(ctx, &agentv1.PauseJobRequest{Id: "1"}); return err }},
+		{"ResumeJob", "id", func() error { _, err := e.agent.ResumeJob(ctx, &agentv1.ResumeJobRequest{}); return err }},
+		{"ResumeJob", "guidance", func() error {
+			_, err := e.agent.ResumeJob(ctx, &agentv1.ResumeJobRequest{Id: missing, Guidance: long})
+			return err
+		}},
+		{"SkipTask", "id", func() error { _, err := e.agent.SkipTask(ctx, &agentv1.SkipTaskRequest{}); return err }},
+		{"ResolveTask", "note", func() error { _, err := e.agent.ResolveTask(ctx, &agentv1.ResolveTaskRequest{Id: missing}); return err }},
+		{"ResolveTask", "id", func() error {
+			_, err := e.agent.ResolveTask(ctx, &agentv1.ResolveTaskRequest{Note: "done"})
+			return err
+		}},
+		{"RespondToClarification", "answer", func() error {
+			_, err := e.agent.RespondToClarification(ctx, &agentv1.RespondToClarificationRequest{Id: missing, Answer: "  "})
+			return err
+		}},
+		{"RespondToClarification", "id", func() error {
+			_, err := e.agent.RespondToClarification(ctx, &agentv1.RespondToClarificationRequest{Answer: "yes"})
+			return err
+		}},
+		{"WatchJob", "id", func() error {
+			s, err := e.agent.WatchJob(ctx, &agentv1.WatchJobRequest{Id: "x"})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}},
+		{"WatchJob", "after_id", func() error {
+			s, err := e.agent.WatchJob(ctx, &agentv1.WatchJobRequest{AfterId: -1})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}},
+		{"GetJobMetrics", "id", func() error { _, err := e.agent.GetJobMetrics(ctx, &agentv1.GetJobMetricsRequest{}); return err }},
+		{"ListAuditLog", "job_id", func() error {
+			_, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{JobId: "x"})
+			return err
+		}},
+		{"ListAuditLog", "action", func() error {
+			_, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{Action: "Drop Table"})
+			return err
+		}},
+		{"ListAuditLog", "end_time", func() error {
+			now := time.Now()
+			_, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{StartTime: timestamppb.New(now), EndTime: timestamppb.New(now.Add(-time.Hour))})
+			return err
+		}},
+		{"ListAuditLog", "page_size", func() error {
+			_, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{PageSize: -1})
+			return err
+		}},
+		{"GetReview", "id", func() error { _, err := e.review.GetReview(ctx, &agentv1.GetReviewRequest{}); return err }},
+		{"ListReviews", "job_id", func() error { _, err := e.review.ListReviews(ctx, &agentv1.ListReviewsRequest{JobId: "x"}); return err }},
+		{"ListReviews", "statuses[0]", func() error {
+			_, err := e.review.ListReviews(ctx, &agentv1.ListReviewsRequest{Statuses: []agentv1.ReviewStatus{0}})
+			return err
+		}},
+		{"ApproveReview", "id", func() error {
+			_, err := e.review.ApproveReview(ctx, &agentv1.ApproveReviewRequest{Id: "x"})
+			return err
+		}},
+		{"RequestChanges", "feedback", func() error {
+			_, err := e.review.RequestChanges(ctx, &agentv1.RequestChangesRequest{Id: missing})
+			return err
+		}},
+		{"RequestChanges", "project_task_ids", func() error {
+			_, err := e.review.RequestChanges(ctx, &agentv1.RequestChangesRequest{Id: missing, Feedback: "more", ProjectTaskIds: []string{"p"}})
+			return err
+		}},
+		{"RejectReview", "id", func() error { _, err := e.review.RejectReview(ctx, &agentv1.RejectReviewRequest{}); return err }},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.method+"/"+c.field, func(t *testing.T) {
+			grpctest.WantInvalid(t, c.call(), c.field)
+		})
+		covered[c.method] = true
+	}
+	for _, sd := range []grpc.ServiceDesc{agentv1.AgentService_ServiceDesc, agentv1.ReviewService_ServiceDesc} {
+		for _, m := range sd.Methods {
+			if !covered[m.MethodName] {
+				t.Errorf("%s.%s has no malformed-input case", sd.ServiceName, m.MethodName)
+			}
+		}
+		for _, m := range sd.Streams {
+			if !covered[m.StreamName] {
+				t.Errorf("%s.%s has no malformed-input case", sd.ServiceName, m.StreamName)
+			}
+		}
+	}
+	// No RPC answers a caller without a token.
+	_, err := e.agent.GetJob(context.Background(), &agentv1.GetJobRequest{Id: missing})
+	grpctest.WantCode(t, err, codes.Unauthenticated)
+}
+
+func TestAnotherUsersJobIsNotFound(t *testing.T) {
+	e := newEnv(t)
+	j := e.job(t, alice, taskA)
+	ctx := e.ctx(bob)
+	_, err := e.agent.GetJob(ctx, &agentv1.GetJobRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.NotFound)
+	_, err = e.agent.PauseJob(ctx, &agentv1.PauseJobRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.NotFound)
+	_, err = e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.NotFound)
+	_, err = e.agent.GetJobMetrics(ctx, &agentv1.GetJobMetricsRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.NotFound)
+	list, err := e.agent.ListJobs(ctx, &agentv1.ListJobsRequest{})
+	if err != nil || len(list.Jobs) != 0 {
+		t.Fatalf("bob lists %v, %v", list, err)
+	}
+	got, err := e.agent.GetJob(e.ctx(alice), &agentv1.GetJobRequest{Id: j.Id})
+	if err != nil || got.Job.Status != agentv1.JobStatus_JOB_STATUS_QUEUED {
+		t.Fatalf("alice gets %v, %v", got, err)
+	}
+}
+
+// The human controls check the job's status and say which it is.
+func TestControlsCheckTheJobsStatus(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx(alice)
+	j := e.job(t, alice, taskA)
+	_, err := e.agent.SkipTask(ctx, &agentv1.SkipTaskRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "queued", "human_needed")
+	_, err = e.agent.RespondToClarification(ctx, &agentv1.RespondToClarificationRequest{Id: j.Id, Answer: "yes"})
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "waiting_clarification")
+	p, err := e.agent.PauseJob(ctx, &agentv1.PauseJobRequest{Id: j.Id, Reason: "lunch"})
+	if err != nil || p.Job.Status != agentv1.JobStatus_JOB_STATUS_PAUSED || p.Job.StatusReason != "lunch" {
+		t.Fatalf("pause: %v, %v", p, err)
+	}
+	_, err = e.agent.PauseJob(ctx, &agentv1.PauseJobRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "paused")
+	before := len(e.q.ids)
+	r, err := e.agent.ResumeJob(ctx, &agentv1.ResumeJobRequest{Id: j.Id})
+	// A job paused before it started goes back to the queue, and a run is queued.
+	if err != nil || r.Job.Status != agentv1.JobStatus_JOB_STATUS_QUEUED || len(e.q.ids) != before+1 {
+		t.Fatalf("resume: %v, %v (queued %d → %d)", r, err, before, len(e.q.ids))
+	}
+	c, err := e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{Id: j.Id})
+	if err != nil || c.Job.Status != agentv1.JobStatus_JOB_STATUS_CANCELLED || c.Job.EndTime == nil {
+		t.Fatalf("cancel: %v, %v", c, err)
+	}
+	_, err = e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{Id: j.Id})
+	grpctest.WantCode(t, err, codes.FailedPrecondition, "cancelled")
+	// Every control is in the audit log, as the person who did it.
+	audit, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{JobId: j.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, a := range audit.Entries {
+		if a.Actor != "user:"+alice {
+			t.Errorf("actor %q", a.Actor)
+		}
+		actions = append(actions, a.Action)
+	}
+	if !slices.Equal(actions, []string{"job_cancelled", "job_resumed", "job_paused"}) {
+		t.Errorf("audit actions %v", actions)
+	}
+	// The job's events tell the story in order.
+	s, err := e.agent.WatchJob(ctx, &agentv1.WatchJobRequest{Id: j.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []agentv1.JobStatus
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			break
+		}
+		if sc := ev.GetStatusChanged(); sc != nil {
+			statuses = append(statuses, sc.Status)
+		}
+	}
+	want := []agentv1.JobStatus{agentv1.JobStatus_JOB_STATUS_PAUSED, agentv1.JobStatus_JOB_STATUS_QUEUED, agentv1.JobStatus_JOB_STATUS_CANCELLED}
+	if !slices.Equal(statuses, want) {
+		t.Errorf("watched statuses %v, want %v", statuses, want)
+	}
+	// A finished task may run again: one unfinished job per task.
+	e.job(t, alice, taskA)
+	_, _, err = e.st.Create(context.Background(), &agentv1.Job{OwnerId: alice, TaskId: taskA, Repo: "local/r"}, "", nil, store.RateLimit{}, e.q.Enqueue)
+	if !errors.Is(err, errs.ErrAlreadyExists) {
+		t.Fatalf("a second unfinished job of a task: %v", err)
+	}
+}
+
+func TestRateLimitSaysWhenToRetry(t *testing.T) {
+	e := newEnv(t)
+	limit := store.RateLimit{PerHour: 2, PerDay: 100}
+	for i, task := range []string{"aaaaaaaa-1111-4111-8111-111111111111", "bbbbbbbb-1111-4111-8111-111111111111"} {
+		if _, _, err := e.st.Create(context.Background(), &agentv1.Job{OwnerId: alice, TaskId: task, Repo: "local/r"}, "", nil, limit, e.q.Enqueue); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	_, _, err := e.st.Create(context.Background(), &agentv1.Job{OwnerId: alice, TaskId: taskA, Repo: "local/r"}, "", nil, limit, e.q.Enqueue)
+	var rl *store.RateLimitError
+	if !errors.As(err, &rl) || rl.Limit != 2 || time.Until(rl.Retry) < 59*time.Minute || time.Until(rl.Retry) > time.Hour {
+		t.Fatalf("third job in an hour: %v", err)
+	}
+	// Another user is not limited by alice's jobs.
+	if _, _, err := e.st.Create(context.Background(), &agentv1.Job{OwnerId: bob, TaskId: taskA, Repo: "local/r"}, "", nil, limit, e.q.Enqueue); err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+}
+
+// A loop step's metrics add up per phase, with the model that did most of the work.
+func TestPhaseMetricsAddUp(t *testing.T) {
+	e := newEnv(t)
+	j := e.job(t, alice, taskA)
+	lease := "5d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f"
+	rec, ok, err := e.st.Claim(context.Background(), j.Id, lease, time.Minute)
+	if err != nil || !ok || rec.Job.Status != agentv1.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("claim: %v %v %v", rec, ok, err)
+	}
+	plan := agentv1.JobPhase_JOB_PHASE_PLANNING
+	for _, u := range []*typev1.Usage{{Model: "small", InputTokens: 10, OutputTokens: 5, CostMicros: 3, Calls: 1}, {Model: "big", InputTokens: 100, OutputTokens: 50, CostMicros: 30, Calls: 1}} {
+		if err := e.st.Save(context.Background(), rec, lease, store.Step{Metrics: []store.Metric{{Phase: plan, Usage: u, Duration: time.Second}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := e.agent.GetJobMetrics(e.ctx(alice), &agentv1.GetJobMetricsRequest{Id: j.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Phases) != 1 || m.Phases[0].Usage.InputTokens != 110 || m.Phases[0].Usage.Model != "big" || m.Phases[0].Duration.AsDuration() != 2*time.Second ||
+		!slices.Equal(m.Phases[0].Models, []string{"big", "small"}) || m.Total.CostMicros != 33 {
+		t.Fatalf("metrics %v", m)
+	}
+	// Another lease cannot write.
+	err = e.st.Save(context.Background(), rec, "6d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f", store.Step{})
+	if !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("save with a foreign lease: %v", err)
+	}
+}

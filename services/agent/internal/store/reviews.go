@@ -1,0 +1,267 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/errs"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	"github.com/thefold/thefold/pkg/protoenum"
+	"github.com/thefold/thefold/pkg/validate"
+)
+
+// ReviewStatusName is the stored name of a review status, e.g. "pending".
+func ReviewStatusName(s agentv1.ReviewStatus) string { return protoenum.Name(s, "REVIEW_STATUS_") }
+
+// insertReview inserts r for rec's job under key (once: a second insert with the key is
+// a no-op that loads the first review's id) and sets the job's review_id.
+func (s *Store) insertReview(ctx context.Context, tx pgx.Tx, rec *Record, r *agentv1.Review, key string) error {
+	j := rec.Job
+	now := timestamppb.Now()
+	r.OwnerId, r.JobId, r.TaskId, r.ProjectId, r.Repo = j.OwnerId, j.Id, j.TaskId, j.ProjectId, j.Repo
+	if r.Status == agentv1.ReviewStatus_REVIEW_STATUS_UNSPECIFIED {
+		r.Status = agentv1.ReviewStatus_REVIEW_STATUS_PENDING
+	}
+	if r.Id == "" {
+		r.Id = uuid.NewString()
+	}
+	r.CreateTime, r.UpdateTime = now, now
+	doc, err := jsonOut.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var id string
+	err = tx.QueryRow(ctx, `INSERT INTO reviews (id, owner_id, job_id, task_id, repo, status, submit_key, review)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (submit_key) DO NOTHING RETURNING id`,
+		r.Id, r.OwnerId, r.JobId, r.TaskId, r.Repo, ReviewStatusName(r.Status), key, doc).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = tx.QueryRow(ctx, `SELECT id FROM reviews WHERE submit_key = $1`, key).Scan(&id)
+	}
+	if err != nil {
+		return err
+	}
+	r.Id, j.ReviewId = id, id
+	return nil
+}
+
+// UpdateReview writes r (its status, feedback, pull request, decide time) in tx.
+func UpdateReview(ctx context.Context, tx pgx.Tx, r *agentv1.Review) error {
+	r.UpdateTime = timestamppb.Now()
+	doc, err := jsonOut.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE reviews SET status = $2, review = $3, update_time = now() WHERE id = $1`, r.Id, ReviewStatusName(r.Status), doc)
+	return err
+}
+
+// GetReview returns owner's review id with its files; another owner's is errs.ErrNotFound.
+func (s *Store) GetReview(ctx context.Context, owner, id string) (*agentv1.Review, error) {
+	var doc []byte
+	err := s.pool.QueryRow(ctx, `SELECT review FROM reviews WHERE id = $1 AND owner_id = $2`, id, owner).Scan(&doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("review %s: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &agentv1.Review{}
+	return r, jsonIn.Unmarshal(doc, r)
+}
+
+// ReviewOf returns the job id of owner's review id (NotFound otherwise), for a decision
+// that goes through Mutate.
+func (s *Store) ReviewOf(ctx context.Context, owner, id string) (string, error) {
+	var job string
+	err := s.pool.QueryRow(ctx, `SELECT job_id FROM reviews WHERE id = $1 AND owner_id = $2`, id, owner).Scan(&job)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("review %s: %w", id, errs.ErrNotFound)
+	}
+	return job, err
+}
+
+// LoadReview reads review id in tx, locked, for a decision on it.
+func LoadReview(ctx context.Context, tx pgx.Tx, id string) (*agentv1.Review, error) {
+	var doc []byte
+	if err := tx.QueryRow(ctx, `SELECT review FROM reviews WHERE id = $1 FOR UPDATE`, id).Scan(&doc); err != nil {
+		return nil, err
+	}
+	r := &agentv1.Review{}
+	return r, jsonIn.Unmarshal(doc, r)
+}
+
+// ReviewFilter narrows ListReviews; empty fields match anything.
+type ReviewFilter struct {
+	JobID, TaskID, Repo string
+	Statuses            []agentv1.ReviewStatus
+}
+
+const reviewTokenVersion = "r1"
+
+// ListReviews returns a page of owner's reviews, newest first, files without content or
+// unified diff.
+func (s *Store) ListReviews(ctx context.Context, owner string, f ReviewFilter, pageSize int, pageToken string) ([]*agentv1.Review, string, error) {
+	where := []string{"owner_id = $1"}
+	args := []any{owner}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.JobID != "" {
+		add("job_id = $%d::uuid", f.JobID)
+	}
+	if f.TaskID != "" {
+		add("task_id = $%d", f.TaskID)
+	}
+	if f.Repo != "" {
+		add("repo = $%d", f.Repo)
+	}
+	if len(f.Statuses) > 0 {
+		names := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			names[i] = ReviewStatusName(st)
+		}
+		add("status = ANY($%d)", names)
+	}
+	if err := pageAfter(pageToken, reviewTokenVersion, "ListReviews", &args, &where); err != nil {
+		return nil, "", err
+	}
+	args = append(args, pageSize+1)
+	rows, err := s.pool.Query(ctx, `SELECT review, create_time, id FROM reviews WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var (
+		out   []*agentv1.Review
+		times []time.Time
+	)
+	for rows.Next() {
+		var (
+			doc []byte
+			at  time.Time
+			id  string
+		)
+		if err := rows.Scan(&doc, &at, &id); err != nil {
+			return nil, "", err
+		}
+		r := &agentv1.Review{}
+		if err := jsonIn.Unmarshal(doc, r); err != nil {
+			return nil, "", fmt.Errorf("store: review %s: %w", id, err)
+		}
+		for _, f := range r.Files {
+			f.Content = ""
+			if f.Diff != nil {
+				f.Diff = proto.CloneOf(f.Diff)
+				f.Diff.UnifiedDiff = ""
+			}
+		}
+		out, times = append(out, r), append(times, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > pageSize {
+		out = out[:pageSize]
+		next = validate.EncodePageToken(reviewTokenVersion, strconv.FormatInt(times[pageSize-1].UnixNano(), 10), out[pageSize-1].Id)
+	}
+	return out, next, nil
+}
+
+// pageAfter adds the keyset condition of pageToken (create_time and id of the last row of
+// the previous page) to where.
+func pageAfter(pageToken, version, method string, args *[]any, where *[]string) error {
+	if pageToken == "" {
+		return nil
+	}
+	parts, err := validate.DecodePageToken(pageToken, version, 2, method)
+	if err != nil {
+		return err
+	}
+	nanos, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return validate.BadPageToken(method)
+	}
+	if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
+		return validate.BadPageToken(method)
+	}
+	*args = append(*args, time.Unix(0, nanos).UTC(), parts[1])
+	*where = append(*where, fmt.Sprintf("(create_time, id) < ($%d, $%d::uuid)", len(*args)-1, len(*args)))
+	return nil
+}
+
+// ListFilter narrows List; empty fields match anything.
+type ListFilter struct {
+	TaskID, ProjectID, Repo string
+	Statuses                []agentv1.JobStatus
+}
+
+const jobTokenVersion = "j1"
+
+// List returns a page of owner's jobs, newest first, without plans.
+func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize int, pageToken string) ([]*agentv1.Job, string, error) {
+	where := []string{"owner_id = $1"}
+	args := []any{owner}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.TaskID != "" {
+		add("task_id = $%d", f.TaskID)
+	}
+	if f.ProjectID != "" {
+		add("project_id = $%d", f.ProjectID)
+	}
+	if f.Repo != "" {
+		add("repo = $%d", f.Repo)
+	}
+	if len(f.Statuses) > 0 {
+		names := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			names[i] = StatusName(st)
+		}
+		add("status = ANY($%d)", names)
+	}
+	if err := pageAfter(pageToken, jobTokenVersion, "ListJobs", &args, &where); err != nil {
+		return nil, "", err
+	}
+	args = append(args, pageSize+1)
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`, create_time FROM jobs WHERE `+strings.Join(where, " AND ")+
+		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var (
+		out   []*agentv1.Job
+		times []time.Time
+	)
+	for rows.Next() {
+		var at time.Time
+		rec, err := scanRecord(rows, false, &at)
+		if err != nil {
+			return nil, "", err
+		}
+		out, times = append(out, rec.Job), append(times, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > pageSize {
+		out = out[:pageSize]
+		next = validate.EncodePageToken(jobTokenVersion, strconv.FormatInt(times[pageSize-1].UnixNano(), 10), out[pageSize-1].Id)
+	}
+	return out, next, nil
+}
