@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +33,11 @@ func planAnswer(summary string, paths ...string) string {
 }
 
 func diagnosisAnswer(category, reason string) string {
-	b, _ := json.Marshal(map[string]any{"category": category, "reason": reason, "recommended_recovery": "scripted"})
+	a := map[string]any{"category": category, "reason": reason, "recommended_recovery": "scripted"}
+	if category == "missing_context" {
+		a["context_requests"] = []string{"go.mod"}
+	}
+	b, _ := json.Marshal(a)
 	return string(b)
 }
 
@@ -77,12 +84,22 @@ func agentRepo(t *testing.T, name string) string {
 // startJob creates a task over REST and starts a job for it; it returns the job's id.
 func startJob(t *testing.T, repo, title, description string) (taskID, jobID string) {
 	t.Helper()
+	return startJobWith(t, repo, title, description, nil)
+}
+
+// startJobWith is startJob with more StartTask fields.
+func startJobWith(t *testing.T, repo, title, description string, extra map[string]any) (taskID, jobID string) {
+	t.Helper()
 	code, task := rest(t, http.MethodPost, "/v1/tasks", token, map[string]any{"title": title, "repo": repo, "description": description})
 	if code != http.StatusOK {
 		t.Fatalf("create task: %d %v", code, task)
 	}
 	taskID = task["task"].(map[string]any)["id"].(string)
-	code, job := rest(t, http.MethodPost, "/v1/jobs", token, map[string]any{"task_id": taskID})
+	req := map[string]any{"task_id": taskID}
+	for k, v := range extra {
+		req[k] = v
+	}
+	code, job := rest(t, http.MethodPost, "/v1/jobs", token, req)
 	if code != http.StatusOK {
 		t.Fatalf("start job: %d %v", code, job)
 	}
@@ -213,6 +230,16 @@ func TestAgentAcceptance(t *testing.T) {
 			t.Errorf("audit log has %d %s, want 1", seen[a], a)
 		}
 	}
+	// The job's history over REST (NDJSON), from the start to the event that ended it.
+	types := jobEventTypes(t, jobID)
+	for _, want := range []string{"JOB_EVENT_TYPE_CREATED", "JOB_EVENT_TYPE_PLAN_CREATED", "JOB_EVENT_TYPE_PROGRESS", "JOB_EVENT_TYPE_REVIEW_SUBMITTED", "JOB_EVENT_TYPE_PULL_REQUEST_OPENED"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("job events lack %s: %v", want, types)
+		}
+	}
+	if len(types) == 0 || types[len(types)-1] != "JOB_EVENT_TYPE_STATUS_CHANGED" {
+		t.Errorf("the job's stream did not end at its completion: %v", types)
+	}
 	// Metrics per phase add up to the job's usage.
 	code, metrics := rest(t, http.MethodGet, "/v1/jobs/"+jobID+"/metrics", token, nil)
 	if code != http.StatusOK || len(metrics["phases"].([]any)) < 5 {
@@ -260,6 +287,39 @@ func agentScenarios() []fakellm.Response {
 	rs = append(rs, failOnceScript("[AGENT-CONTEXT]", "morectx", "missing_context")...)
 	rs = append(rs, failOnceScript("[AGENT-ENV]", "envfail", "environment_error")...)
 	rs = append(rs, failOnceScript("[AGENT-IMPOSSIBLE]", "never", "impossible_task")...)
+	// Stuck: every attempt fails the same way; the loop guard calls for intervention, which
+	// gives up.
+	rs = append(rs,
+		fakellm.Response{Match: both(`# Job: intervene`, regexp.QuoteMeta("[AGENT-STUCK]")), Text: `{"action": "escalate", "reason": "scripted: the same error every time"}`},
+		fakellm.Response{Match: both(`# Job: diagnose a failed attempt`, regexp.QuoteMeta("[AGENT-STUCK]")), Text: diagnosisAnswer("implementation_error", "scripted: type error")},
+		fakellm.Response{Match: planMatch("[AGENT-STUCK]"), Text: planAnswer("Write stuck/f.go.", "stuck/f.go")},
+		fakellm.Response{Match: genMatch("stuck/f.go"), Text: content(fmt.Sprintf(brokenGo, "stuck"))},
+		fakellm.Response{Match: fixMatch("stuck/f.go"), Text: fixed(fmt.Sprintf(brokenGo, "stuck"))},
+	)
+	// Clarification: the first assessment asks, the one after the answer proceeds.
+	rs = append(rs,
+		fakellm.Response{Match: both(`# Job: assess confidence`, `Answer: use blue`), Text: `{"confidence": 95, "decision": "proceed", "reasoning": "answered"}`},
+		fakellm.Response{Match: both(`# Job: assess confidence`, regexp.QuoteMeta("[AGENT-CLARIFY]")), Text: `{"confidence": 30, "decision": "clarify", "reasoning": "which colour?", "questions": ["Which colour should F use?"]}`},
+		fakellm.Response{Match: planMatch("[AGENT-CLARIFY]"), Text: planAnswer("Write clarify/f.go.", "clarify/f.go")},
+		fakellm.Response{Match: genMatch("clarify/f.go"), Text: content(fmt.Sprintf(goodGo, "clarify"))},
+	)
+	// Break down: the task becomes two subtasks, the second blocked by the first.
+	rs = append(rs, fakellm.Response{Match: both(`# Job: assess confidence`, regexp.QuoteMeta("[AGENT-SPLIT]")), Text: `{"confidence": 40, "decision": "break_down",
+		"reasoning": "two separate changes", "subtasks": [
+		{"key": "a", "title": "First half", "description": "Do the first half.", "depends_on": [], "complexity": 2},
+		{"key": "b", "title": "Second half", "description": "Do the second half.", "depends_on": ["a"], "complexity": 3}]}`})
+	// Slow builds, to pause or kill the agent in the middle.
+	for _, m := range []struct{ marker, pkg string }{{"[AGENT-PAUSE]", "pause"}, {"[AGENT-KILL]", "kill"}} {
+		var paths []string
+		for i := 1; i <= 3; i++ {
+			paths = append(paths, fmt.Sprintf("%s/f%d.go", m.pkg, i))
+		}
+		rs = append(rs, fakellm.Response{Match: planMatch(m.marker), Text: planAnswer("Write "+m.pkg+".", paths...)})
+		for i, p := range paths {
+			rs = append(rs, fakellm.Response{Match: genMatch(p), Latency: fakellm.Duration(800 * time.Millisecond),
+				Text: content(fmt.Sprintf("package %s\n\n// F%d is %d.\nfunc F%d() int { return %d }\n", m.pkg, i+1, i+1, i+1, i+1))})
+		}
+	}
 	return rs
 }
 
@@ -359,4 +419,205 @@ func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 	if code, task := rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil); code != http.StatusOK || task["task"].(map[string]any)["status"] != "TASK_STATUS_DONE" {
 		t.Fatalf("task after resolve: %d %v", code, task)
 	}
+}
+
+func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
+	repo := agentRepo(t, "agent-stuck")
+	taskID, jobID := startJob(t, repo, "Write package stuck [AGENT-STUCK]", "F returns one.")
+	job := waitJob(t, jobID, 4*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
+	// Attempts 2 and 3 each ended where attempt 1 did: no progress twice in a row, so the
+	// loop guard called the intervention (which gave up) instead of attempts 4 and 5.
+	recovery, _ := job["last_diagnosis"].(map[string]any)["recovery"].(string)
+	if job["attempt"].(float64) != 3 || !strings.Contains(job["error"].(string), "intervention gave up") || !strings.HasPrefix(recovery, "no progress") {
+		t.Fatalf("stuck job: attempt %v, error %v, recovery %q", job["attempt"], job["error"], recovery)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":skip", token, map[string]any{"reason": "not worth it"}); code != http.StatusOK {
+		t.Fatalf("skip: %d %v", code, body)
+	}
+	waitJob(t, jobID, 30*time.Second, "JOB_STATUS_SKIPPED")
+	if code, task := rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil); code != http.StatusOK || task["task"].(map[string]any)["status"] != "TASK_STATUS_CANCELLED" {
+		t.Fatalf("task after skip: %d %v", code, task)
+	}
+}
+
+func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
+	repo := agentRepo(t, "agent-clarify")
+	_, jobID := startJob(t, repo, "Write package clarify [AGENT-CLARIFY]", "F returns a colour.")
+	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_WAITING_CLARIFICATION")
+	if job["clarification_question"] != "Which colour should F use?" {
+		t.Fatalf("question %v", job["clarification_question"])
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":clarify", token, map[string]any{"answer": "use blue"}); code != http.StatusOK {
+		t.Fatalf("clarify: %d %v", code, body)
+	}
+	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if job["clarification_answer"] != "use blue" {
+		t.Fatalf("answer %v", job["clarification_answer"])
+	}
+	_, _ = rest(t, http.MethodPost, "/v1/jobs/"+jobID+":cancel", token, map[string]any{})
+}
+
+func TestAgentBreaksATaskDown(t *testing.T) {
+	repo := agentRepo(t, "agent-split")
+	taskID, jobID := startJob(t, repo, "Do two things [AGENT-SPLIT]", "Both halves.")
+	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_COMPLETED")
+	subs, _ := job["subtask_ids"].([]any)
+	if len(subs) != 2 {
+		t.Fatalf("subtasks %v", job["subtask_ids"])
+	}
+	code, second := rest(t, http.MethodGet, "/v1/tasks/"+subs[1].(string), token, nil)
+	st := second["task"].(map[string]any)
+	if code != http.StatusOK || st["parent_id"] != taskID || len(st["blocked_by"].([]any)) != 1 || st["blocked_by"].([]any)[0] != subs[0] {
+		t.Fatalf("second subtask: %d %v", code, st)
+	}
+}
+
+func TestAgentBudgetStopsTheJob(t *testing.T) {
+	repo := agentRepo(t, "agent-budget")
+	taskID, jobID := startJobWith(t, repo, "Write package budget [AGENT-BUDGET]", "F returns one.", map[string]any{"budget": map[string]any{"max_tokens": 10}})
+	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_HUMAN_NEEDED")
+	if !strings.HasPrefix(job["error"].(string), "budget exhausted: spent ") {
+		t.Fatalf("error %v", job["error"])
+	}
+	_ = taskID
+	// The rate limit and a stranger's job are refused with the right codes.
+	code, body := rest(t, http.MethodPost, "/v1/jobs", token, map[string]any{"task_id": "00000000-0000-4000-8000-000000000000"})
+	if code != http.StatusNotFound {
+		t.Fatalf("start a missing task: %d %v", code, body)
+	}
+	code, body = rest(t, http.MethodGet, "/v1/jobs/not-a-uuid", token, nil)
+	if code != http.StatusBadRequest {
+		t.Fatalf("get a malformed id: %d %v", code, body)
+	}
+}
+
+// waitPhase polls the job until it is in phase (and has a build when building).
+func waitPhase(t *testing.T, id, phase string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		_, got := rest(t, http.MethodGet, "/v1/jobs/"+id, token, nil)
+		job := got["job"].(map[string]any)
+		if job["phase"] == phase && (phase != "JOB_PHASE_BUILDING" || job["build_id"] != nil && job["build_id"] != "") {
+			return job
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("job %s never reached %s", id, phase)
+	return nil
+}
+
+// auditCount counts a job's audit entries by action.
+func auditCount(t *testing.T, jobID string) map[string]int {
+	t.Helper()
+	code, audit := rest(t, http.MethodGet, "/v1/audit-log?job_id="+jobID+"&page_size=500", token, nil)
+	if code != http.StatusOK {
+		t.Fatalf("audit log: %d %v", code, audit)
+	}
+	seen := map[string]int{}
+	for _, e := range audit["entries"].([]any) {
+		seen[e.(map[string]any)["action"].(string)]++
+	}
+	return seen
+}
+
+func TestAgentPauseAndResumeMidBuild(t *testing.T) {
+	repo := agentRepo(t, "agent-pause")
+	_, jobID := startJob(t, repo, "Write package pause [AGENT-PAUSE]", "Three functions.")
+	building := waitPhase(t, jobID, "JOB_PHASE_BUILDING")
+	code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":pause", token, map[string]any{"reason": "coffee"})
+	if code != http.StatusOK || body["job"].(map[string]any)["status"] != "JOB_STATUS_PAUSED" {
+		t.Fatalf("pause: %d %v", code, body)
+	}
+	time.Sleep(2 * time.Second)
+	if _, got := rest(t, http.MethodGet, "/v1/jobs/"+jobID, token, nil); got["job"].(map[string]any)["status"] != "JOB_STATUS_PAUSED" {
+		t.Fatalf("a paused job moved on: %v", got["job"])
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":resume", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("resume: %d %v", code, body)
+	}
+	job := waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if job["build_id"] != building["build_id"] {
+		t.Errorf("the resumed job built again: %v, then %v", building["build_id"], job["build_id"])
+	}
+	if n := auditCount(t, jobID)["build_started"]; n != 1 {
+		t.Errorf("%d builds started, want 1", n)
+	}
+	_, _ = rest(t, http.MethodPost, "/v1/jobs/"+jobID+":cancel", token, map[string]any{})
+}
+
+// TestAgentResumesAfterTheAgentIsKilled kills the agent with SIGKILL mid-build and starts
+// it again: the job goes on from its checkpoint, follows the same build, and approval opens
+// exactly one pull request.
+func TestAgentResumesAfterTheAgentIsKilled(t *testing.T) {
+	repo := agentRepo(t, "agent-kill")
+	_, jobID := startJob(t, repo, "Write package kill [AGENT-KILL]", "Three functions.")
+	building := waitPhase(t, jobID, "JOB_PHASE_BUILDING")
+	if err := mesh.Kill("agent"); err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	job := waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if job["build_id"] != building["build_id"] {
+		t.Errorf("the resumed job built again: %v, then %v", building["build_id"], job["build_id"])
+	}
+	for p, n := range generations("kill/f1.go", "kill/f2.go", "kill/f3.go") {
+		if n != 1 {
+			t.Errorf("%s generated %d times, want once", p, n)
+		}
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_COMPLETED")
+	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
+	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
+		t.Fatalf("pull requests after the kill: %d %v", code, prs)
+	}
+	seen := auditCount(t, jobID)
+	for _, a := range []string{"sandbox_created", "build_started", "branch_created", "commit_created", "pull_request_opened"} {
+		if seen[a] != 1 {
+			t.Errorf("%d %s, want 1", seen[a], a)
+		}
+	}
+}
+
+// jobEventTypes reads a finished job's events over REST (the stream ends after the event
+// that finished it), heartbeats left out.
+func jobEventTypes(t *testing.T, jobID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var types []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		var line struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("watch line %q: %v", sc.Text(), err)
+		}
+		if typ, _ := line.Result["type"].(string); typ != "" && typ != "JOB_EVENT_TYPE_UNSPECIFIED" {
+			types = append(types, typ)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("watch: %v (the stream did not end)", err)
+	}
+	return types
 }

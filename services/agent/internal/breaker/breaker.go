@@ -13,13 +13,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Config is one breaker's rule: it opens after Failures failed calls in a row and stays
@@ -52,8 +55,48 @@ func (e *OpenError) Error() string {
 		e.Service, e.Failures, e.RetryAt.UTC().Format(time.RFC3339))
 }
 
-// GRPCStatus makes an OpenError an UNAVAILABLE status.
-func (e *OpenError) GRPCStatus() *status.Status { return status.New(codes.Unavailable, e.Error()) }
+// Reason is the ErrorInfo reason an OpenError's status carries.
+const Reason = "CIRCUIT_OPEN"
+
+const domain = "agent.thefold"
+
+// GRPCStatus makes an OpenError an UNAVAILABLE status with an ErrorInfo (reason
+// CIRCUIT_OPEN, the service and retry time in its metadata) and a RetryInfo, so it is
+// still recognised (Open) after interceptors have wrapped it.
+func (e *OpenError) GRPCStatus() *status.Status {
+	st := status.New(codes.Unavailable, e.Error())
+	if d, err := st.WithDetails(
+		&errdetails.ErrorInfo{Reason: Reason, Domain: domain, Metadata: map[string]string{
+			"service": e.Service, "failures": strconv.FormatUint(uint64(e.Failures), 10), "retry_at": e.RetryAt.UTC().Format(time.RFC3339Nano)}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(max(time.Until(e.RetryAt), 0))},
+	); err == nil {
+		return d
+	}
+	return st
+}
+
+// Open returns the OpenError err is, or carries as a status (wrapped by other
+// interceptors on its way), and whether it is one.
+func Open(err error) (*OpenError, bool) {
+	var oe *OpenError
+	if errors.As(err, &oe) {
+		return oe, true
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return nil, false
+	}
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.Reason != Reason || info.Domain != domain {
+			continue
+		}
+		at, _ := time.Parse(time.RFC3339Nano, info.Metadata["retry_at"])
+		n, _ := strconv.ParseUint(info.Metadata["failures"], 10, 32)
+		return &OpenError{Service: info.Metadata["service"], Failures: uint32(n), RetryAt: at}, true
+	}
+	return nil, false
+}
 
 // Set holds one breaker per service.
 type Set struct {

@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,14 @@ func TestBreakerOpensOnFailuresAndClosesAfterATrial(t *testing.T) {
 	}
 	if until := time.Until(open.RetryAt); until <= 0 || until > 300*time.Millisecond {
 		t.Errorf("retry at %v from now", until)
+	}
+	// Wrapped by the platform's interceptors, it travels as a status and is still known.
+	wrapped := fmt.Errorf("downstream thefold.ai.v1.AIService/X: %w", status.ErrorProto(status.Convert(err).Proto()))
+	if got, ok := breaker.Open(wrapped); !ok || got.Service != "ai" || got.Failures != 3 || !got.RetryAt.Equal(open.RetryAt.UTC()) {
+		t.Errorf("Open(wrapped) = %v, %v", got, ok)
+	}
+	if _, ok := breaker.Open(status.Error(codes.Unavailable, "down")); ok {
+		t.Error("a plain UNAVAILABLE was taken for an open breaker")
 	}
 	if f.calls.Load() != before {
 		t.Error("an open breaker let the call through")

@@ -158,6 +158,7 @@ func (r *run) loop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.rec.State.RunErrors = 0
 		if err := r.save(ctx); err != nil {
 			return err
 		}
@@ -209,21 +210,38 @@ func permanent(err error) bool {
 // it, and anything else is returned so the job queue tries the run again later (it
 // resumes from the last checkpoint).
 func (r *run) settle(ctx context.Context, err error) error {
+	// What the failed step changed is dropped: the job goes on from its last checkpoint.
+	tries := r.rec.State.RunErrors
+	if rec, lerr := r.e.store.Load(ctx, r.job().Id); lerr == nil {
+		r.rec = rec
+	}
+	r.rec.State.RunErrors = tries
 	j := r.job()
 	r.step = store.Step{}
-	var open *breaker.OpenError
+	open, isOpen := breaker.Open(err)
+	if !isOpen && !permanent(err) {
+		r.rec.State.RunErrors++
+	}
 	switch {
-	case errors.As(err, &open):
+	case isOpen:
 		r.setStatus(paused, fmt.Sprintf("%s; ResumeJob continues the job", open.Error()))
 		r.audit("job_paused", r.key("paused", j.Phase, time.Now().UnixNano()), map[string]any{"reason": open.Error()}, nil, 0)
-	case permanent(err):
+	case permanent(err) || r.rec.State.RunErrors >= maxRunErrors:
 		msg := fmt.Sprintf("%s: %s", strings.ToLower(strings.TrimPrefix(j.Phase.String(), "JOB_PHASE_")), status.Convert(err).Message())
+		if !permanent(err) {
+			msg = fmt.Sprintf("gave up after %d failed tries of one step: %s", r.rec.State.RunErrors, msg)
+		}
 		j.Error = msg
 		r.setStatus(failed, msg)
 		r.audit("job_failed", r.key("failed"), map[string]any{"error": msg}, nil, 0)
 		r.cleanup(ctx, tasksv1.TaskStatus_TASK_STATUS_BLOCKED, "job failed: "+msg)
 	default:
-		r.e.log.WarnContext(ctx, "job run failed; it will be tried again from its last checkpoint", "job", j.Id, "phase", j.Phase, "error", err)
+		r.e.log.WarnContext(ctx, "job run failed; it will be tried again from its last checkpoint", "job", j.Id, "phase", j.Phase,
+			"tries", r.rec.State.RunErrors, "error", err)
+		// The count of failed tries is kept (nothing else of the failed step is).
+		if serr := r.e.store.Save(ctx, r.rec, r.lease, store.Step{}); serr != nil && !errors.Is(serr, store.ErrLeaseLost) {
+			r.e.log.WarnContext(ctx, "job: record a failed try", "job", j.Id, "error", serr)
+		}
 		_ = r.e.store.Release(ctx, j.Id, r.lease)
 		return err
 	}
@@ -232,6 +250,11 @@ func (r *run) settle(ctx context.Context, err error) error {
 	}
 	return nil
 }
+
+// maxRunErrors is how many times in a row one step may fail with a transient error before
+// the job fails. It is above the breakers' failure counts, so a service that is down opens
+// its breaker (and pauses the job) before the job gives up.
+const maxRunErrors = 8
 
 // cleanup destroys the job's sandbox and moves its task to taskStatus (unless unset),
 // best effort: the job's end is recorded whatever they answer.

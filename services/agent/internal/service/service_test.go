@@ -369,3 +369,43 @@ func TestPhaseMetricsAddUp(t *testing.T) {
 		t.Fatalf("save with a foreign lease: %v", err)
 	}
 }
+
+// One job at a time per repository branch: the second waits QUEUED until the first ends;
+// the reaper finds queued jobs and jobs whose worker stopped renewing.
+func TestBranchLockAndReaper(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	first := e.job(t, alice, taskA)
+	second := e.job(t, alice, "22222222-2222-4222-8222-222222222222")
+	leaseA, leaseB := "5d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f", "6d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f"
+	if _, ok, err := e.st.Claim(ctx, first.Id, leaseA, time.Minute); err != nil || !ok {
+		t.Fatalf("claim first: %v %v", ok, err)
+	}
+	if _, ok, err := e.st.Claim(ctx, first.Id, leaseB, time.Minute); err != nil || ok {
+		t.Fatalf("a held job was claimed again: %v %v", ok, err)
+	}
+	if _, ok, err := e.st.Claim(ctx, second.Id, leaseB, time.Minute); err != nil || ok {
+		t.Fatalf("the second job ran while the branch was locked: %v %v", ok, err)
+	}
+	if ids, err := e.st.TakeStale(ctx, time.Minute, 10); err != nil || !slices.Equal(ids, []string{second.Id}) {
+		t.Fatalf("stale = %v, %v; want the queued job only", ids, err)
+	}
+	// The first worker dies: after the expiry its job is stale, and another worker takes it.
+	time.Sleep(1100 * time.Millisecond)
+	if ids, err := e.st.TakeStale(ctx, time.Second, 10); err != nil || !slices.Contains(ids, first.Id) {
+		t.Fatalf("stale after expiry = %v, %v", ids, err)
+	}
+	if _, ok, err := e.st.Claim(ctx, first.Id, leaseB, time.Second); err != nil || !ok {
+		t.Fatalf("take over a dead worker's job: %v %v", ok, err)
+	}
+	if err := e.st.Renew(ctx, first.Id, leaseA); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the dead worker renewed: %v", err)
+	}
+	if _, err := e.agent.CancelJob(e.ctx(alice), &agentv1.CancelJobRequest{Id: first.Id}); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok, err := e.st.Claim(ctx, second.Id, leaseA, time.Minute)
+	if err != nil || !ok || rec.Job.Status != agentv1.JobStatus_JOB_STATUS_RUNNING || rec.Job.StartTime == nil {
+		t.Fatalf("the second job after the first ended: %v %v %v", rec, ok, err)
+	}
+}

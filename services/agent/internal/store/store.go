@@ -91,6 +91,8 @@ type State struct {
 	ReviewMemories []string `json:"review_memories,omitempty"`
 	// PreviousReview is the review the next one replaces (RequestChanges).
 	PreviousReview string `json:"previous_review,omitempty"`
+	// RunErrors counts the transient failures in a row of the step in progress.
+	RunErrors int `json:"run_errors,omitempty"`
 	// Done are the side effects of completion already made, by key.
 	Done map[string]bool `json:"done,omitempty"`
 }
