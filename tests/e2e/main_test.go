@@ -74,6 +74,8 @@ func runMain(m *testing.M) int {
 		"THEFOLD_BUILDER_LEASE_EXPIRY=3s",
 		// A killed agent's jobs likewise; an environment_error backs off 1s instead of 30s.
 		"THEFOLD_AGENT_LEASE_EXPIRY=3s", "THEFOLD_AGENT_BACKOFF=1s",
+		// Every agent test starts its jobs as the one admin: room above the default 20/hour.
+		"THEFOLD_AGENT_TASKS_PER_HOUR=200",
 		// Dependency commands may run (go mod download of a module with nothing to fetch);
 		// the tests reach no network.
 		"THEFOLD_SANDBOX_GOPROXY=off",

@@ -181,6 +181,9 @@ func (s *Server) StartTask(ctx context.Context, req *agentv1.StartTaskRequest) (
 			return &agentv1.StartTaskResponse{Job: j}, nil
 		}
 	}
+	if err := s.store.CheckRate(ctx, owner, s.o.RateLimit); err != nil {
+		return nil, rateLimited(err)
+	}
 	t, err := s.o.Tasks.GetTask(ctx, &tasksv1.GetTaskRequest{Id: taskID})
 	if status.Code(err) == codes.NotFound {
 		return nil, errs.NotFound("task", taskID)
@@ -213,15 +216,21 @@ func (s *Server) StartTask(ctx context.Context, req *agentv1.StartTaskRequest) (
 	j := &agentv1.Job{OwnerId: owner, TaskId: taskID, Repo: task.Repo, BaseBranch: branch, Model: req.Model,
 		Budget: withDefaults(req.Budget, s.o.Budget), Usage: &typev1.Usage{}}
 	rec, _, err := s.store.Create(ctx, j, req.RequestId, store.RequestHash(req), s.o.RateLimit, s.o.Queue.Enqueue)
-	var rl *store.RateLimitError
-	if errors.As(err, &rl) {
-		return nil, errs.Public(codes.ResourceExhausted, "%s", rl.Error()).
-			WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Until(rl.Retry).Round(time.Second))})
-	}
 	if err != nil {
-		return nil, err
+		return nil, rateLimited(err)
 	}
 	return &agentv1.StartTaskResponse{Job: rec.Job}, nil
+}
+
+// rateLimited makes a *store.RateLimitError RESOURCE_EXHAUSTED with a RetryInfo; other
+// errors pass.
+func rateLimited(err error) error {
+	var rl *store.RateLimitError
+	if !errors.As(err, &rl) {
+		return err
+	}
+	return errs.Public(codes.ResourceExhausted, "%s", rl.Error()).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(max(time.Until(rl.Retry), time.Second).Round(time.Second))})
 }
 
 // checkBranch checks a git branch name (empty allowed).

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/db/dbtest"
@@ -333,6 +335,21 @@ func TestRateLimitSaysWhenToRetry(t *testing.T) {
 	var rl *store.RateLimitError
 	if !errors.As(err, &rl) || rl.Limit != 2 || time.Until(rl.Retry) < 59*time.Minute || time.Until(rl.Retry) > time.Hour {
 		t.Fatalf("third job in an hour: %v", err)
+	}
+	// Through the RPC: RESOURCE_EXHAUSTED with the time to retry, before anything is asked
+	// of the tasks service.
+	srv := service.New(e.st, service.Options{Queue: e.q, RateLimit: limit})
+	env2 := grpctest.Start(t, func(s *grpc.Server) { agentv1.RegisterAgentServiceServer(s, srv) })
+	_, err = agentv1.NewAgentServiceClient(env2.Conn).StartTask(env2.Context(t, alice), &agentv1.StartTaskRequest{TaskId: taskA})
+	grpctest.WantCode(t, err, codes.ResourceExhausted, "2 tasks started in the last 1h0m0s")
+	var retry *errdetails.RetryInfo
+	for _, d := range status.Convert(err).Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if retry == nil || retry.RetryDelay.AsDuration() < 59*time.Minute {
+		t.Fatalf("no retry time: %v", status.Convert(err).Details())
 	}
 	// Another user is not limited by alice's jobs.
 	if _, _, err := e.st.Create(context.Background(), &agentv1.Job{OwnerId: bob, TaskId: taskA, Repo: "local/r"}, "", nil, limit, e.q.Enqueue); err != nil {

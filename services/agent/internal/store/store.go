@@ -250,6 +250,11 @@ func status409(taskID string) error {
 	return fmt.Errorf("task %s already has an unfinished job: %w", taskID, errs.ErrAlreadyExists)
 }
 
+// CheckRate is checkRate outside a start, to refuse early (Create checks again, atomically).
+func (s *Store) CheckRate(ctx context.Context, owner string, limit RateLimit) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return checkRate(ctx, tx, owner, limit) })
+}
+
 // checkRate returns a *RateLimitError when owner started limit.PerHour jobs in the last
 // hour or limit.PerDay in the last day (zero limits are off).
 func checkRate(ctx context.Context, tx pgx.Tx, owner string, limit RateLimit) error {
