@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -314,6 +315,23 @@ func TestControlsCheckTheJobsStatus(t *testing.T) {
 	want := []agentv1.JobStatus{agentv1.JobStatus_JOB_STATUS_PAUSED, agentv1.JobStatus_JOB_STATUS_QUEUED, agentv1.JobStatus_JOB_STATUS_CANCELLED}
 	if !slices.Equal(statuses, want) {
 		t.Errorf("watched statuses %v, want %v", statuses, want)
+	}
+	// Watching the finished job from past its end ends at once.
+	s, err = e.agent.WatchJob(ctx, &agentv1.WatchJobRequest{Id: j.Id, FromNow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			if err != io.EOF {
+				t.Fatalf("watch past the end: %v", err)
+			}
+			break
+		}
+		if ev.Id != 0 {
+			t.Fatalf("event past the end: %v", ev)
+		}
 	}
 	// A finished task may run again: one unfinished job per task.
 	e.job(t, alice, taskA)

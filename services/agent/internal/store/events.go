@@ -97,6 +97,18 @@ func (s *Store) Watch(ctx context.Context, owner, id string, afterID int64, o Wa
 	if err := events.CheckCursor(ctx, s.pool, afterID); err != nil {
 		return err
 	}
+	if id != "" {
+		// A finished job whose last event is at or before the cursor has nothing more to say.
+		var done bool
+		if err := s.pool.QueryRow(ctx, `SELECT j.status IN ('completed', 'failed', 'cancelled', 'skipped', 'rejected')
+				AND coalesce((SELECT max(e.id) FROM events e WHERE e.stream = $2 AND e.aggregate_id = $1::text), 0) <= $3
+			FROM jobs j WHERE j.id = $1::uuid`, id, EventStream, afterID).Scan(&done); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
 	var opts []events.WatchOption
 	if o.Heartbeat != nil {
 		if err := o.Heartbeat(afterID); err != nil {
