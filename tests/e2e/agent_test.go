@@ -621,3 +621,29 @@ func jobEventTypes(t *testing.T, jobID string) []string {
 	}
 	return types
 }
+
+// TestAgentDemoTask runs the README's demo: the health-endpoint task of the demo script
+// (deploy/fakellm/demo.json) on a fresh repository, from task to pull request.
+func TestAgentDemoTask(t *testing.T) {
+	repo := "local/agent-demo"
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "Go module",
+		"files": []map[string]any{
+			{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/demo\n\ngo 1.22\n"},
+			{"path": "main.go", "action": "FILE_ACTION_CREATE", "content": "package main\n\nfunc main() {}\n"},
+		}})
+	if code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	_, jobID := startJob(t, repo, "Add a health endpoint", "")
+	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_COMPLETED")
+	if job["pull_request"] == nil || job["attempt"].(float64) != 1 {
+		t.Fatalf("demo job: %v", job)
+	}
+}
