@@ -73,6 +73,10 @@ type agentConfig struct {
 	// silent before a heartbeat.
 	MaxWatches     int           `env:"THEFOLD_AGENT_MAX_WATCHES, default=1024"`
 	WatchHeartbeat time.Duration `env:"THEFOLD_AGENT_WATCH_HEARTBEAT, default=15s"`
+	// Breakers override the circuit breakers' rules: "service=failures/open,…", e.g.
+	// "ai=5/60s,sandbox=3/30s" (defaults: ai, builder, github, memory, tasks, skills 5/60s;
+	// sandbox 3/30s).
+	Breakers string `env:"THEFOLD_AGENT_BREAKERS"`
 	// Events is how long job events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
 }
@@ -92,6 +96,9 @@ func (c *agentConfig) Validate() error {
 	positive("THEFOLD_AGENT_MAX_COST_MICROS", c.MaxCostMicros)
 	positive("THEFOLD_AGENT_CONTEXT_TOKENS", int64(c.ContextTokens))
 	positive("THEFOLD_AGENT_MAX_WATCHES", int64(c.MaxWatches))
+	if _, err := breaker.ParseConfigs(c.Breakers, breaker.Defaults); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_AGENT_BREAKERS: %w", err))
+	}
 	if c.TasksPerHour < 0 || c.TasksPerDay < 0 {
 		problems = append(problems, errors.New("THEFOLD_AGENT_TASKS_PER_HOUR, THEFOLD_AGENT_TASKS_PER_DAY: must not be negative (0 is no cap)"))
 	}
@@ -152,7 +159,11 @@ func agentService() platform.Service {
 			if d.ServiceSigner == nil {
 				return errors.New("agent: THEFOLD_AUTH_SERVICE_KEY_FILE is not set: jobs call the other services on behalf of their owners and need the agent's service identity (thefold init creates it)")
 			}
-			breakers := breaker.New(breaker.Defaults, func(svc, from, to string) {
+			rules, err := breaker.ParseConfigs(cfg.Breakers, breaker.Defaults)
+			if err != nil {
+				return err
+			}
+			breakers := breaker.New(rules, func(svc, from, to string) {
 				d.Logger.Warn("circuit breaker", "service", svc, "from", from, "to", to)
 			})
 			dial := func(svc string) (*grpc.ClientConn, error) {
@@ -248,8 +259,8 @@ func agentService() platform.Service {
 }
 
 // reap resumes jobs nobody runs: every third of the lease expiry, each job that should be
-// running but whose lease expired (its worker died), and each queued job (its branch may
-// be free now), gets a new run.
+// running but whose lease expired (its worker died), each queued job (its branch may be
+// free now), and each job paused by a circuit breaker whose wait is over, gets a new run.
 func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], expiry time.Duration, log *slog.Logger) error {
 	t := time.NewTicker(expiry / 3)
 	defer t.Stop()
@@ -258,6 +269,9 @@ func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], ex
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		if _, err := st.ResumeDue(ctx, 100, queue{client}.Enqueue); err != nil && ctx.Err() == nil {
+			log.WarnContext(ctx, "job reaper: resume jobs paused by a breaker", "error", err)
 		}
 		ids, err := st.TakeStale(ctx, expiry, 100)
 		if err != nil {

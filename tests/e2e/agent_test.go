@@ -308,6 +308,11 @@ func agentScenarios() []fakellm.Response {
 		"reasoning": "two separate changes", "subtasks": [
 		{"key": "a", "title": "First half", "description": "Do the first half.", "depends_on": [], "complexity": 2},
 		{"key": "b", "title": "Second half", "description": "Do the second half.", "depends_on": ["a"], "complexity": 3}]}`})
+	// The breaker test's task, run once ai is back.
+	rs = append(rs,
+		fakellm.Response{Match: planMatch("[AGENT-BREAKER]"), Text: planAnswer("Write brk/f.go.", "brk/f.go")},
+		fakellm.Response{Match: genMatch("brk/f.go"), Text: content(fmt.Sprintf(goodGo, "brk"))},
+	)
 	// Slow builds, to pause or kill the agent in the middle.
 	for _, m := range []struct{ marker, pkg string }{{"[AGENT-PAUSE]", "pause"}, {"[AGENT-KILL]", "kill"}} {
 		var paths []string
@@ -646,4 +651,46 @@ func TestAgentDemoTask(t *testing.T) {
 	if job["pull_request"] == nil || job["attempt"].(float64) != 1 {
 		t.Fatalf("demo job: %v", job)
 	}
+}
+
+// TestAgentPausesWhileAServiceIsDown stops the ai service: the job's calls fail until ai's
+// circuit breaker opens, which pauses the job (no attempt spent); once ai is back and the
+// breaker's wait is over, the job resumes by itself.
+func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
+	repo := agentRepo(t, "agent-breaker")
+	if err := mesh.Kill("ai"); err != nil {
+		t.Fatal(err)
+	}
+	restart := func() {
+		if err := mesh.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := mesh.WaitReady(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			restart()
+		}
+	}()
+	_, jobID := startJob(t, repo, "Write package brk [AGENT-BREAKER]", "F returns one.")
+	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_PAUSED")
+	if reason, _ := job["status_reason"].(string); !strings.Contains(reason, "circuit breaker for ai is open") || job["attempt"] != nil && job["attempt"].(float64) > 0 {
+		t.Fatalf("paused job: reason %q, attempt %v", reason, job["attempt"])
+	}
+	restart()
+	restarted = true
+	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if job["attempt"].(float64) != 1 {
+		t.Errorf("attempts spent while ai was down: %v", job["attempt"])
+	}
+	seen := auditCount(t, jobID)
+	if seen["job_paused"] == 0 || seen["job_resumed"] == 0 || seen["job_paused"] != seen["job_resumed"] {
+		t.Errorf("audit: %v", seen)
+	}
+	_, _ = rest(t, http.MethodPost, "/v1/jobs/"+jobID+":cancel", token, map[string]any{})
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,34 @@ var Defaults = map[string]Config{
 	"builder": {Failures: 5, Open: 60 * time.Second},
 	"github":  {Failures: 5, Open: 60 * time.Second},
 	"sandbox": {Failures: 3, Open: 30 * time.Second},
+	// Beyond the seed's four: memory (it embeds through ai), tasks and skills.
+	"memory": {Failures: 5, Open: 60 * time.Second},
+	"tasks":  {Failures: 5, Open: 60 * time.Second},
+	"skills": {Failures: 5, Open: 60 * time.Second},
+}
+
+// ParseConfigs reads breaker rules as "service=failures/open,…" (e.g.
+// "ai=5/60s,sandbox=3/30s") over base: services not named keep base's rule.
+func ParseConfigs(spec string, base map[string]Config) (map[string]Config, error) {
+	out := make(map[string]Config, len(base))
+	for k, v := range base {
+		out[k] = v
+	}
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		svc, rule, ok := strings.Cut(part, "=")
+		failures, open, ok2 := strings.Cut(rule, "/")
+		n, err := strconv.ParseUint(strings.TrimSpace(failures), 10, 32)
+		d, derr := time.ParseDuration(strings.TrimSpace(open))
+		if !ok || !ok2 || err != nil || derr != nil || n == 0 || d <= 0 || strings.TrimSpace(svc) == "" {
+			return nil, fmt.Errorf("breaker rule %q: want service=failures/duration, e.g. ai=5/60s", part)
+		}
+		out[strings.TrimSpace(svc)] = Config{Failures: uint32(n), Open: d}
+	}
+	return out, nil
 }
 
 // OpenError is the error of a call the breaker refused: the service failed too often.

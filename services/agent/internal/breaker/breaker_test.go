@@ -177,3 +177,22 @@ func TestCanceledCallsAndServicesWithoutABreaker(t *testing.T) {
 		t.Errorf("defaults = %v", breaker.Defaults)
 	}
 }
+
+func TestParseConfigs(t *testing.T) {
+	got, err := breaker.ParseConfigs(" ai=2/3s , sandbox=1/500ms", breaker.Defaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["ai"] != (breaker.Config{Failures: 2, Open: 3 * time.Second}) || got["sandbox"] != (breaker.Config{Failures: 1, Open: 500 * time.Millisecond}) ||
+		got["github"] != breaker.Defaults["github"] {
+		t.Errorf("configs %v", got)
+	}
+	if breaker.Defaults["ai"].Failures != 5 {
+		t.Error("the defaults were changed")
+	}
+	for _, bad := range []string{"ai", "ai=5", "ai=x/1s", "ai=0/1s", "ai=5/-1s", "=5/1s"} {
+		if _, err := breaker.ParseConfigs(bad, breaker.Defaults); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -97,6 +97,26 @@ func (r *run) gather(ctx context.Context) error {
 	if err := r.relevantFiles(ctx, nil); err != nil {
 		return err
 	}
+	// Memory is context, not a precondition: while it is unavailable the job goes on
+	// without it (and says so).
+	if err := r.recall(ctx); err != nil {
+		if permanent(err) {
+			return err
+		}
+		r.thought("memory unavailable (%s): going on without memories and strategy hints", status.Convert(err).Message())
+	}
+	if r.e.c.Skills != nil {
+		if stop, err := r.skills(ctx); err != nil || stop {
+			return err
+		}
+	}
+	r.setPhase(phaseConfident)
+	return nil
+}
+
+// recall adds memories, error patterns and a strategy hint to the context.
+func (r *run) recall(ctx context.Context) error {
+	j, c := r.job(), r.rec.Context
 	if err := r.memories(ctx, r.taskText()); err != nil {
 		return err
 	}
@@ -114,12 +134,6 @@ func (r *run) gather(ctx context.Context) error {
 			r.thought("strategy hint from memory %s (similarity %.2f)", res[0].GetMemory().GetId(), sim)
 		}
 	}
-	if r.e.c.Skills != nil {
-		if stop, err := r.skills(ctx); err != nil || stop {
-			return err
-		}
-	}
-	r.setPhase(phaseConfident)
 	return nil
 }
 

@@ -224,7 +224,10 @@ func (r *run) settle(ctx context.Context, err error) error {
 	}
 	switch {
 	case isOpen:
-		r.setStatus(paused, fmt.Sprintf("%s; ResumeJob continues the job", open.Error()))
+		// It goes on by itself when the breaker lets a trial call through (or by ResumeJob).
+		r.rec.State.AutoResumeAt = open.RetryAt.Add(100 * time.Millisecond)
+		r.rec.State.RunErrors = 0 // the breaker, not the try count, judges a service that is down
+		r.setStatus(paused, fmt.Sprintf("%s; the job resumes by itself then (or by ResumeJob)", open.Error()))
 		r.audit("job_paused", r.key("paused", j.Phase, time.Now().UnixNano()), map[string]any{"reason": open.Error()}, nil, 0)
 	case permanent(err) || r.rec.State.RunErrors >= maxRunErrors:
 		msg := fmt.Sprintf("%s: %s", strings.ToLower(strings.TrimPrefix(j.Phase.String(), "JOB_PHASE_")), status.Convert(err).Message())

@@ -442,6 +442,7 @@ func (s *Server) ResumeJob(ctx context.Context, req *agentv1.ResumeJobRequest) (
 			return store.Step{}, err
 		}
 		j := rec.Job
+		rec.State.AutoResumeAt = time.Time{}
 		if j.Status == agentv1.JobStatus_JOB_STATUS_PAUSED {
 			to := agentv1.JobStatus_JOB_STATUS_RUNNING
 			if !rec.Started {

@@ -444,3 +444,34 @@ func TestBranchLockAndReaper(t *testing.T) {
 		t.Fatalf("the second job after the first ended: %v %v %v", rec, ok, err)
 	}
 }
+
+// A job paused by an open breaker resumes by itself once the breaker's wait is over.
+func TestBreakerPausedJobResumesWhenDue(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	j := e.job(t, alice, taskA)
+	lease := "5d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f"
+	rec, ok, err := e.st.Claim(ctx, j.Id, lease, time.Minute)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	rec.Job.Status, rec.State.AutoResumeAt = agentv1.JobStatus_JOB_STATUS_PAUSED, time.Now().Add(time.Second)
+	if err := e.st.Save(ctx, rec, lease, store.Step{}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := e.st.ResumeDue(ctx, 10, e.q.Enqueue); err != nil || len(ids) != 0 {
+		t.Fatalf("resumed before due: %v %v", ids, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	before := len(e.q.ids)
+	if ids, err := e.st.ResumeDue(ctx, 10, e.q.Enqueue); err != nil || !slices.Equal(ids, []string{j.Id}) || len(e.q.ids) != before+1 {
+		t.Fatalf("resume due: %v %v", ids, err)
+	}
+	got, err := e.agent.GetJob(e.ctx(alice), &agentv1.GetJobRequest{Id: j.Id})
+	if err != nil || got.Job.Status != agentv1.JobStatus_JOB_STATUS_RUNNING {
+		t.Fatalf("after resume: %v %v", got, err)
+	}
+	if ids, err := e.st.ResumeDue(ctx, 10, e.q.Enqueue); err != nil || len(ids) != 0 {
+		t.Fatalf("resumed twice: %v %v", ids, err)
+	}
+}

@@ -91,6 +91,8 @@ type State struct {
 	ReviewMemories []string `json:"review_memories,omitempty"`
 	// PreviousReview is the review the next one replaces (RequestChanges).
 	PreviousReview string `json:"previous_review,omitempty"`
+	// AutoResumeAt is when a job paused by an open circuit breaker is resumed by itself.
+	AutoResumeAt time.Time `json:"auto_resume_at,omitzero"`
 	// RunErrors counts the transient failures in a row of the step in progress.
 	RunErrors int `json:"run_errors,omitempty"`
 	// Done are the side effects of completion already made, by key.
@@ -567,10 +569,18 @@ type Change func(ctx context.Context, tx pgx.Tx, rec *Record) (Step, error)
 // given, queues a run of it in the same transaction. A RUNNING job that change takes out
 // of RUNNING loses its lease: its worker stops at its next write.
 func (s *Store) Mutate(ctx context.Context, owner, id string, change Change, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, error) {
+	if owner == "" {
+		return nil, errors.New("store: mutate: owner is required")
+	}
+	return s.mutate(ctx, owner, id, change, enqueue)
+}
+
+// mutate is Mutate; an empty owner matches any (the agent's own changes).
+func (s *Store) mutate(ctx context.Context, owner, id string, change Change, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, error) {
 	var rec *Record
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var repo, branch string
-		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1 AND owner_id = $2`, id, owner).Scan(&repo, &branch); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner).Scan(&repo, &branch); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("job %s: %w", id, errs.ErrNotFound)
 			}
@@ -612,3 +622,48 @@ func (s *Store) Mutate(ctx context.Context, owner, id string, change Change, enq
 	})
 	return rec, err
 }
+
+// ResumeDue resumes the jobs paused by an open circuit breaker whose wait is over: each
+// goes back to RUNNING (QUEUED if it never started) with its event and an audit entry, and
+// a run is queued. It returns the ids resumed.
+func (s *Store) ResumeDue(ctx context.Context, limit int, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM jobs WHERE status = 'paused' AND state ? 'auto_resume_at'
+		AND (state->>'auto_resume_at')::timestamptz <= now() ORDER BY update_time LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var resumed []string
+	for _, id := range ids {
+		_, err := s.mutate(ctx, "", id, func(_ context.Context, _ pgx.Tx, rec *Record) (Step, error) {
+			j := rec.Job
+			if j.Status != agentv1.JobStatus_JOB_STATUS_PAUSED || rec.State.AutoResumeAt.IsZero() || rec.State.AutoResumeAt.After(time.Now()) {
+				return Step{}, errNotDue
+			}
+			rec.State.AutoResumeAt = time.Time{}
+			prev := j.Status
+			j.Status, j.StatusReason = agentv1.JobStatus_JOB_STATUS_RUNNING, "resumed: the circuit breaker's wait is over"
+			if !rec.Started {
+				j.Status = agentv1.JobStatus_JOB_STATUS_QUEUED
+			}
+			return Step{
+				Events: []*agentv1.WatchJobResponse{StatusEvent(prev, j)},
+				Audit: []Audit{{Key: fmt.Sprintf("%s:auto_resumed:%d", j.Id, time.Now().UnixNano()), Actor: "agent", Action: "job_resumed",
+					Details: map[string]any{"reason": j.StatusReason}}},
+			}, nil
+		}, enqueue)
+		if errors.Is(err, errNotDue) {
+			continue
+		}
+		if err != nil {
+			return resumed, err
+		}
+		resumed = append(resumed, id)
+	}
+	return resumed, nil
+}
+
+var errNotDue = errors.New("store: not due")
