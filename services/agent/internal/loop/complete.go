@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,7 +212,7 @@ func (r *run) remember(ctx context.Context, rev *agentv1.Review) error {
 
 func (r *run) logSkills(ctx context.Context, rev *agentv1.Review) error {
 	j, st := r.job(), &r.rec.State
-	ids := append(append([]string(nil), st.InjectSkillIDs...), st.PostRunSkillIDs...)
+	ids := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(st.InjectSkillIDs), st.PostRunSkillIDs...))))
 	if r.e.c.Skills == nil || len(ids) == 0 {
 		return nil
 	}

@@ -421,7 +421,8 @@ func (r *run) build(ctx context.Context) error {
 		}
 		start := time.Now()
 		resp, err := r.e.c.Builder.StartBuild(ctx, &builderv1.StartBuildRequest{RequestId: k, JobId: j.Id, TaskId: j.TaskId, SandboxId: j.SandboxId,
-			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext(), 60000), MemoryHints: hints[:min(len(hints), 50)]})
+			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext(), 60000), MemoryHints: hints[:min(len(hints), 50)],
+			Budget: r.remaining()})
 		r.audit("build_started", k, map[string]any{"build_id": resp.GetBuild().GetId(), "attempt": j.Attempt}, err, time.Since(start))
 		if err != nil {
 			return err
@@ -459,6 +460,24 @@ func (r *run) build(ctx context.Context) error {
 	}
 	r.setPhase(phaseValidate)
 	return nil
+}
+
+// remaining is what is left of the job's budget, the cap of its next build (a build
+// that would spend more fails, and the job stops on its budget at its next step).
+func (r *run) remaining() *typev1.Budget {
+	j := r.job()
+	b := j.GetBudget()
+	out := &typev1.Budget{}
+	if b.GetMaxTokens() > 0 {
+		out.MaxTokens = max(b.GetMaxTokens()-usage.Tokens(j.Usage), 1)
+	}
+	if b.GetMaxCostMicros() > 0 {
+		out.MaxCostMicros = max(b.GetMaxCostMicros()-j.Usage.GetCostMicros(), 1)
+	}
+	if w := b.GetMaxWallTime().AsDuration(); w > 0 {
+		out.MaxWallTime = durationpb.New(max(w-r.rec.State.Active-time.Since(r.since), time.Second))
+	}
+	return out
 }
 
 func isBuildEnd(s builderv1.BuildStatus) bool {
