@@ -1,0 +1,102 @@
+package loop
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	"github.com/thefold/thefold/services/agent/internal/store"
+)
+
+const jobID = "3ae2b3ae-69e8-45a8-ac6a-4377c335dd4b"
+
+func TestBranchName(t *testing.T) {
+	for title, want := range map[string]string{
+		"Add a Hello function to the greet package": "thefold/add-a-hello-function-to-the-greet-packag-3ae2b3ae",
+		"Fix: crash on ÆØÅ input!!":                 "thefold/fix-crash-on-input-3ae2b3ae",
+		"???":                                       "thefold/task-3ae2b3ae",
+	} {
+		if got := branchName(title, jobID); got != want {
+			t.Errorf("branchName(%q) = %q, want %q", title, got, want)
+		}
+	}
+}
+
+func TestDiagnosticsText(t *testing.T) {
+	ds := []*typev1.Diagnostic{
+		{Path: "a.go", Line: 3, Message: "undefined: x", Rule: "typecheck"},
+		{Message: "build failed"},
+		{Path: "b.go", Message: "unused"},
+	}
+	if got, want := diagnosticsText(ds, 2), "a.go:3: undefined: x (typecheck)\nbuild failed\n… and 1 more"; got != want {
+		t.Errorf("diagnosticsText = %q, want %q", got, want)
+	}
+}
+
+func TestTruncateKeepsUTF8(t *testing.T) {
+	s := strings.Repeat("ø", 10)
+	got := truncate(s, 5)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) > 5+len("…") {
+		t.Errorf("truncate = %q", got)
+	}
+	if truncate("short", 10) != "short" {
+		t.Error("a short string was changed")
+	}
+}
+
+// Restart begins a new run: new keys (generation), counters back, the plan kept to revise.
+func TestRestart(t *testing.T) {
+	plan := &typev1.Plan{Summary: "p"}
+	rec := &store.Record{
+		Job:     &agentv1.Job{Id: jobID, Attempt: 4, PlanRevisions: 2, BuildId: "b", Plan: plan},
+		Context: &aiv1.PlanTaskRequest{},
+		State:   store.State{Generation: 1, Failures: 3, Fingerprints: []string{"a", "a"}, Intervened: true, BackoffUntil: time.Now()},
+	}
+	r := &run{rec: rec}
+	before := r.key("plan", 1)
+	Restart(rec)
+	j, st := rec.Job, rec.State
+	if j.Attempt != 1 || j.PlanRevisions != 0 || j.BuildId != "" || st.Generation != 2 || st.Failures != 0 || st.Fingerprints != nil ||
+		st.Intervened || !st.BackoffUntil.IsZero() || rec.Context.PreviousPlan != plan {
+		t.Fatalf("after Restart: job %v, state %+v", j, st)
+	}
+	if after := r.key("plan", 1); after == before || !strings.HasPrefix(after, jobID+":g2:") || len(after) > 128 {
+		t.Errorf("keys %q → %q", before, after)
+	}
+}
+
+func TestPermanent(t *testing.T) {
+	for code, want := range map[codes.Code]bool{
+		codes.InvalidArgument: true, codes.NotFound: true, codes.FailedPrecondition: true, codes.PermissionDenied: true,
+		codes.Unavailable: false, codes.DeadlineExceeded: false, codes.Internal: false, codes.ResourceExhausted: false,
+	} {
+		if got := permanent(status.Error(code, "x")); got != want {
+			t.Errorf("permanent(%v) = %v", code, got)
+		}
+	}
+	if permanent(errors.New("plain")) {
+		t.Error("a plain error is permanent")
+	}
+}
+
+// The next build may spend what is left of the job's budget, never nothing.
+func TestRemaining(t *testing.T) {
+	r := &run{since: time.Now(), rec: &store.Record{Job: &agentv1.Job{
+		Budget: &typev1.Budget{MaxTokens: 1000, MaxCostMicros: 50, MaxWallTime: durationpb.New(time.Hour)},
+		Usage:  &typev1.Usage{InputTokens: 300, OutputTokens: 100, CostMicros: 80},
+	}, State: store.State{Active: 10 * time.Minute}}}
+	got := r.remaining()
+	if got.MaxTokens != 600 || got.MaxCostMicros != 1 || got.MaxWallTime.AsDuration() > 50*time.Minute || got.MaxWallTime.AsDuration() < 49*time.Minute {
+		t.Errorf("remaining = %v", got)
+	}
+}
