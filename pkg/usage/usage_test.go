@@ -28,7 +28,7 @@ func TestAdd(t *testing.T) {
 	if got := Add(a, nil); got.Model != "small" || got.InputTokens != 10 {
 		t.Errorf("Add(a, nil) = %v", got)
 	}
-	if Tokens(got) != 15 {
-		t.Errorf("Tokens = %d, want 15", Tokens(got))
+	if Tokens(a) != 15 || Tokens(nil) != 0 {
+		t.Errorf("Tokens = %d, %d; want 15, 0", Tokens(a), Tokens(nil))
 	}
 }
