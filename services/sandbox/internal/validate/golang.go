@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -30,7 +31,9 @@ func goSteps(ctx context.Context, root string, run Runner) []step {
 		{
 			kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TYPECHECK,
 			name: "go build", dirs: mods,
-			argv: func(ProjectDir) []string { return []string{"go", "build", "./..."} },
+			// -o /dev/null: a module whose packages are one main package would otherwise get
+			// its executable written into the workspace (and into the diff and the PR).
+			argv: func(ProjectDir) []string { return []string{"go", "build", "-o", os.DevNull, "./..."} },
 			parse: func(d ProjectDir, _ int, stdout, stderr []byte) []*typev1.Diagnostic {
 				return ParseGoBuild(concat(stdout, stderr), "go build", d)
 			},

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func goIncrementalSteps(ctx context.Context, run Runner, modRel string, files []
 		{
 			kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TYPECHECK,
 			name: "go build", dirs: dirs,
-			argv: func(ProjectDir) []string { return append([]string{"go", "build"}, build...) },
+			argv: func(ProjectDir) []string { return append([]string{"go", "build", "-o", os.DevNull}, build...) },
 			parse: func(d ProjectDir, _ int, stdout, stderr []byte) []*typev1.Diagnostic {
 				return ParseGoBuild(concat(stdout, stderr), "go build", d)
 			},

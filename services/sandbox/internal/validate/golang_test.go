@@ -138,6 +138,34 @@ func TestValidateGoCleanModulePasses(t *testing.T) {
 	assertAllPassed(t, resp, 4)
 }
 
+// A module that is one main package: validation writes no executable into the workspace
+// (it would end up in the diff and the pull request).
+func TestValidateGoMainModuleLeavesNoExecutable(t *testing.T) {
+	t.Parallel()
+	requireGo(t)
+	root := writeTree(t, map[string]string{
+		"go.mod":  "module example.com/demo\n\ngo 1.22\n",
+		"main.go": "package main\n\nfunc main() {}\n",
+	})
+	resp, err := Validate(context.Background(), root, execRunner(root, ""), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Passed {
+		t.Fatalf("validation failed: %v", resp.Steps)
+	}
+	inc, err := ValidateIncremental(context.Background(), root, []string{"main.go"}, execRunner(root, ""))
+	if err != nil || !inc.Response.Passed {
+		t.Fatalf("incremental: %v %v", inc, err)
+	}
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if e.Name() != "go.mod" && e.Name() != "main.go" {
+			t.Errorf("validation left %s in the workspace", e.Name())
+		}
+	}
+}
+
 // TestValidatePublicModulePasses validates an unmodified public module taken from the module
 // cache: real code the pipeline must not find fault with.
 func TestValidatePublicModulePasses(t *testing.T) {
