@@ -67,6 +67,8 @@ type agentConfig struct {
 	MaxTokens     int64         `env:"THEFOLD_AGENT_MAX_TOKENS, default=2000000"`
 	MaxCostMicros int64         `env:"THEFOLD_AGENT_MAX_COST_MICROS, default=25000000"`
 	MaxWallTime   time.Duration `env:"THEFOLD_AGENT_MAX_WALL_TIME, default=2h"`
+	// CallTimeout bounds one model call (and a sandbox's creation).
+	CallTimeout time.Duration `env:"THEFOLD_AGENT_CALL_TIMEOUT, default=10m"`
 	// ContextTokens is the token budget of a job's relevant files.
 	ContextTokens int `env:"THEFOLD_AGENT_CONTEXT_TOKENS, default=30000"`
 	// MaxWatches bounds concurrent WatchJob streams; WatchHeartbeat is how long one stays
@@ -105,8 +107,8 @@ func (c *agentConfig) Validate() error {
 	if c.LeaseExpiry < 2*time.Second {
 		problems = append(problems, errors.New("THEFOLD_AGENT_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
 	}
-	if c.Backoff < 0 || c.MaxWallTime <= 0 || c.WatchHeartbeat <= 0 {
-		problems = append(problems, errors.New("THEFOLD_AGENT_BACKOFF must not be negative; THEFOLD_AGENT_MAX_WALL_TIME and THEFOLD_AGENT_WATCH_HEARTBEAT must be positive"))
+	if c.Backoff < 0 || c.MaxWallTime <= 0 || c.WatchHeartbeat <= 0 || c.CallTimeout <= 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_BACKOFF must not be negative; THEFOLD_AGENT_MAX_WALL_TIME, THEFOLD_AGENT_WATCH_HEARTBEAT and THEFOLD_AGENT_CALL_TIMEOUT must be positive"))
 	}
 	return errors.Join(append(problems, c.Events.Validate())...)
 }
@@ -121,6 +123,9 @@ type runArgs struct {
 func (runArgs) Kind() string { return "agent_job_run" }
 
 const queueName = "jobs"
+
+// maxMessage is the largest answer the agent takes from another service.
+const maxMessage = 64 << 20
 
 func (runArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: queueName, MaxAttempts: 25}
@@ -167,7 +172,9 @@ func agentService() platform.Service {
 				d.Logger.Warn("circuit breaker", "service", svc, "from", from, "to", to)
 			})
 			dial := func(svc string) (*grpc.ClientConn, error) {
-				return d.Conn(ctx, svc, breakers.DialOptions(svc)...)
+				// A build with its steps (content, outputs, fix rounds) outgrows gRPC's 4 MiB.
+				opts := append(breakers.DialOptions(svc), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+				return d.Conn(ctx, svc, opts...)
 			}
 			clients := loop.Clients{}
 			for _, c := range []struct {
@@ -217,8 +224,8 @@ func agentService() platform.Service {
 			st := store.New(d.Pool, hub)
 			budget := &typev1.Budget{MaxTokens: cfg.MaxTokens, MaxCostMicros: cfg.MaxCostMicros, MaxWallTime: durationpb.New(cfg.MaxWallTime)}
 			lc := loop.DefaultConfig
-			lc.LeaseExpiry, lc.Backoff, lc.MaxAttempts, lc.InterveneAfter, lc.ContextTokens, lc.Budget =
-				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget
+			lc.LeaseExpiry, lc.Backoff, lc.MaxAttempts, lc.InterveneAfter, lc.ContextTokens, lc.Budget, lc.CallTimeout =
+				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget, cfg.CallTimeout
 			eng := loop.New(st, clients, d.ServiceSigner, lc, d.Logger)
 
 			workers := river.NewWorkers()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/fakellm"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 )
@@ -484,8 +485,32 @@ func TestAgentBudgetStopsTheJob(t *testing.T) {
 	if !strings.HasPrefix(job["error"].(string), "budget exhausted: spent ") {
 		t.Fatalf("error %v", job["error"])
 	}
-	_ = taskID
-	// The rate limit and a stranger's job are refused with the right codes.
+	// Another user sees neither the job nor its task.
+	priv, err := auth.LoadPrivateKey(filepath.Join(mesh.KeyDir(), auth.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol, _, err := auth.NewSigner(priv).Issue("carol", []string{auth.RoleUser}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodGet, "/v1/jobs/" + jobID, nil},
+		{http.MethodPost, "/v1/jobs/" + jobID + ":skip", map[string]any{}},
+		{http.MethodGet, "/v1/jobs/" + jobID + "/metrics", nil},
+		{http.MethodPost, "/v1/jobs", map[string]any{"task_id": taskID}},
+	} {
+		if code, body := rest(t, r.method, r.path, carol, r.body); code != http.StatusNotFound {
+			t.Errorf("carol %s %s = %d %v, want 404", r.method, r.path, code, body)
+		}
+	}
+	if code, body := rest(t, http.MethodGet, "/v1/jobs", carol, nil); code != http.StatusOK || body["jobs"] != nil {
+		t.Errorf("carol lists %d %v, want nothing", code, body)
+	}
+	// A missing task and a malformed id are refused with the right codes.
 	code, body := rest(t, http.MethodPost, "/v1/jobs", token, map[string]any{"task_id": "00000000-0000-4000-8000-000000000000"})
 	if code != http.StatusNotFound {
 		t.Fatalf("start a missing task: %d %v", code, body)

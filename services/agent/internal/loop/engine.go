@@ -26,6 +26,7 @@ import (
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/grpcclient"
 
 	"github.com/thefold/thefold/services/agent/internal/store"
 )
@@ -57,6 +58,8 @@ type Config struct {
 	ContextTokens, ContextFiles int
 	// Budget fills a job's unset caps.
 	Budget *typev1.Budget
+	// CallTimeout bounds one model call (and a sandbox's creation).
+	CallTimeout time.Duration
 	// SandboxTTL is the idle lifetime of a job's sandbox (it is pinned while at the
 	// review gate).
 	SandboxTTL time.Duration
@@ -66,7 +69,7 @@ type Config struct {
 var DefaultConfig = Config{
 	LeaseExpiry: 15 * time.Second, RenewEvery: time.Second,
 	MaxAttempts: 5, InterveneAfter: 3, MaxPlanRevisions: 2, Backoff: 30 * time.Second,
-	ContextTokens: 30000, ContextFiles: 20, SandboxTTL: 2 * time.Hour,
+	ContextTokens: 30000, ContextFiles: 20, SandboxTTL: 2 * time.Hour, CallTimeout: 10 * time.Minute,
 }
 
 // Engine runs jobs.
@@ -139,9 +142,11 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	}()
 	defer func() { cancel(nil); <-renewed }()
 
-	callCtx := runCtx
+	// Calls fail at once when a service is down (instead of waiting for it within their
+	// deadline): the circuit breakers count them and pause the job.
+	callCtx := grpcclient.FailFast(runCtx)
 	if e.signer != nil {
-		callCtx = auth.OnBehalfOf(runCtx, e.signer, rec.Job.OwnerId)
+		callCtx = auth.OnBehalfOf(callCtx, e.signer, rec.Job.OwnerId)
 	}
 	r := &run{e: e, rec: rec, lease: lease, since: time.Now()}
 	err = r.loop(callCtx)

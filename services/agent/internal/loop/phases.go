@@ -229,7 +229,9 @@ func (r *run) skills(ctx context.Context) (stop bool, err error) {
 // confidence asks whether the task is clear enough: proceed, ask, or break it down.
 func (r *run) confidence(ctx context.Context) error {
 	j, c := r.job(), r.rec.Context
-	resp, err := r.e.c.AI.AssessConfidence(ctx, &aiv1.AssessConfidenceRequest{
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	resp, err := r.e.c.AI.AssessConfidence(mctx, &aiv1.AssessConfidenceRequest{
 		RequestId: r.key("confidence", shortHash(j.ClarificationAnswer)), Task: c.Task, ProjectTree: c.ProjectTree,
 		ContextFiles: c.ContextFiles, Memories: c.Memories, Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_CONFIDENCE),
 	})
@@ -293,7 +295,9 @@ func (r *run) split(ctx context.Context, why string, proposals []*aiv1.TaskPropo
 // complexity rates the task and selects the model (unless the job names one).
 func (r *run) complexity(ctx context.Context) error {
 	j, c := r.job(), r.rec.Context
-	resp, err := r.e.c.AI.AssessComplexity(ctx, &aiv1.AssessComplexityRequest{
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	resp, err := r.e.c.AI.AssessComplexity(mctx, &aiv1.AssessComplexityRequest{
 		RequestId: r.key("complexity"), Task: c.Task, ProjectTree: c.ProjectTree, ContextFiles: c.ContextFiles,
 		Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_COMPLEXITY),
 	})
@@ -344,7 +348,9 @@ func (r *run) plan(ctx context.Context) error {
 	req.RequestId = r.key("plan", j.Attempt, j.PlanRevisions)
 	req.Model, req.Attribution = r.modelChoice(), r.attribution(aiv1.CallPhase_CALL_PHASE_PLANNING)
 	start := time.Now()
-	resp, err := r.e.c.AI.PlanTask(ctx, req)
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	resp, err := r.e.c.AI.PlanTask(mctx, req)
 	if err != nil {
 		return err
 	}
@@ -382,7 +388,9 @@ func (r *run) sandbox(ctx context.Context) error {
 		j.SandboxId = ""
 	}
 	start := time.Now()
-	resp, err := r.e.c.Sandbox.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: j.Repo, Ref: j.BaseBranch, JobId: j.Id,
+	sctx, cancel := r.modelCall(ctx) // a checkout of a large repository takes a while
+	defer cancel()
+	resp, err := r.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: j.Repo, Ref: j.BaseBranch, JobId: j.Id,
 		Ttl: durationpb.New(r.e.cfg.SandboxTTL)})
 	r.audit("sandbox_created", k, map[string]any{"sandbox_id": resp.GetSandbox().GetId(), "attempt": j.Attempt}, err, time.Since(start))
 	if err != nil {
@@ -589,7 +597,9 @@ func (r *run) nextAttempt() {
 func (r *run) diagnose(ctx context.Context) error {
 	j, c, st := r.job(), r.rec.Context, &r.rec.State
 	last := c.PreviousAttempts[len(c.PreviousAttempts)-1]
-	resp, err := r.e.c.AI.DiagnoseFailure(ctx, &aiv1.DiagnoseFailureRequest{
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	resp, err := r.e.c.AI.DiagnoseFailure(mctx, &aiv1.DiagnoseFailureRequest{
 		RequestId: r.key("diagnose", j.Attempt), Task: c.Task, Plan: j.Plan, Errors: last.Errors, ErrorOutput: last.Error,
 		Attempts: c.PreviousAttempts, Files: c.ContextFiles, Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_DIAGNOSIS),
 	})
@@ -666,7 +676,9 @@ func (r *run) recover(ctx context.Context, resp *aiv1.DiagnoseFailureResponse) s
 // again, once), split it, or give up to a human.
 func (r *run) intervene(ctx context.Context) error {
 	j, c, st := r.job(), r.rec.Context, &r.rec.State
-	resp, err := r.e.c.AI.Intervene(ctx, &aiv1.InterveneRequest{RequestId: r.key("intervene", j.Attempt), Task: c.Task, Attempts: c.PreviousAttempts,
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	resp, err := r.e.c.AI.Intervene(mctx, &aiv1.InterveneRequest{RequestId: r.key("intervene", j.Attempt), Task: c.Task, Attempts: c.PreviousAttempts,
 		LastPlan: j.Plan, Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_INTERVENTION)})
 	if err != nil {
 		return err
@@ -746,7 +758,9 @@ func (r *run) review(ctx context.Context) error {
 		files = append(files, rf)
 		aiFiles = append(aiFiles, &aiv1.ReviewFile{Path: f.Path, Action: f.Action, Content: rf.Content, Diff: f.UnifiedDiff})
 	}
-	rc, err := r.e.c.AI.ReviewCode(ctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt), Task: r.rec.Context.Task, Files: aiFiles,
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	rc, err := r.e.c.AI.ReviewCode(mctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt), Task: r.rec.Context.Task, Files: aiFiles,
 		ValidationSummary: fmt.Sprintf("The build validated (attempt %d); %d files changed.", j.Attempt, len(files)),
 		Model:             r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
 	if err != nil {

@@ -276,6 +276,12 @@ func (r *run) cleanup(ctx context.Context, taskStatus tasksv1.TaskStatus, reason
 	}
 }
 
+// modelCall bounds one model call (or another long one): the platform's default deadline
+// of 30 s is too short for planning or reviewing with a real model.
+func (r *run) modelCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.e.cfg.CallTimeout)
+}
+
 // modelChoice is the model the job's calls use.
 func (r *run) modelChoice() *aiv1.ModelChoice {
 	j := r.job()
