@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -573,6 +575,9 @@ func (r *run) postRun(ctx context.Context, changed []string) (*skillsv1.ExecuteP
 		}
 		if err != nil {
 			return nil, err
+		}
+		if bytes.IndexByte(f.Content, 0) >= 0 || !utf8.Valid(f.Content) {
+			continue // binary: the skills check text
 		}
 		files = append(files, &skillsv1.File{Path: p, Content: string(f.Content)})
 	}
