@@ -241,6 +241,19 @@ func TestAgentAcceptance(t *testing.T) {
 	if len(types) == 0 || types[len(types)-1] != "JOB_EVENT_TYPE_STATUS_CHANGED" {
 		t.Errorf("the job's stream did not end at its completion: %v", types)
 	}
+	// The same history as server-sent events, and resumed from a Last-Event-ID.
+	all := jobSSE(t, jobID, "")
+	if len(all) != len(types) || len(all) < 4 {
+		t.Fatalf("SSE gave %d events, NDJSON %d", len(all), len(types))
+	}
+	for i, e := range all {
+		if e.typ != types[i] || e.id == "" {
+			t.Fatalf("SSE event %d = %+v, NDJSON type %s", i, e, types[i])
+		}
+	}
+	if rest := jobSSE(t, jobID, all[2].id); len(rest) != len(all)-3 || rest[0].id != all[3].id {
+		t.Fatalf("resumed after %s: %+v", all[2].id, rest)
+	}
 	// Metrics per phase add up to the job's usage.
 	code, metrics := rest(t, http.MethodGet, "/v1/jobs/"+jobID+"/metrics", token, nil)
 	if code != http.StatusOK || len(metrics["phases"].([]any)) < 5 {
@@ -718,4 +731,51 @@ func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
 		t.Errorf("audit: %v", seen)
 	}
 	_, _ = rest(t, http.MethodPost, "/v1/jobs/"+jobID+":cancel", token, map[string]any{})
+}
+
+type sseEvent struct{ id, typ string }
+
+// jobSSE reads a finished job's events as server-sent events, after lastID when set.
+func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("SSE answer %d %q", resp.StatusCode, ct)
+	}
+	var (
+		out []sseEvent
+		cur sseEvent
+	)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 4<<20), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.id != "" || cur.typ != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			cur.typ = strings.TrimPrefix(line, "event: ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("SSE: %v (the stream did not end)", err)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 // Package edge is the gateway's REST edge: grpc-gateway handlers for every public RPC of
 // every service, each dialing its service, with the caller's Authorization header forwarded
-// as gRPC metadata; plus /openapi.json, /healthz and /readyz.
+// as gRPC metadata; Watch routes as NDJSON or server-sent events; plus /openapi.json,
+// /healthz and /readyz.
 package edge
 
 import (
@@ -88,7 +89,7 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		_, _ = w.Write(openapi.Spec)
 	})
 	root.Handle("/", mux)
-	return streamDeadlines(otelhttp.NewHandler(withRequestID(securityHeaders(guard(lim, root))), "gateway")), nil
+	return streamDeadlines(otelhttp.NewHandler(withRequestID(securityHeaders(guard(lim, serverSentEvents(root)))), "gateway")), nil
 }
 
 // withRequestID gives every request an id (the caller's X-Request-Id when sensible: at most
