@@ -529,7 +529,8 @@ func TestAgentBudgetStopsTheJob(t *testing.T) {
 		t.Fatalf("start a missing task: %d %v", code, body)
 	}
 	code, body = rest(t, http.MethodGet, "/v1/jobs/not-a-uuid", token, nil)
-	if code != http.StatusBadRequest {
+	fv, _ := body["field_violations"].([]any)
+	if code != http.StatusBadRequest || body["status"] != "INVALID_ARGUMENT" || len(fv) != 1 || fv[0].(map[string]any)["field"] != "id" || body["request_id"] == "" {
 		t.Fatalf("get a malformed id: %d %v", code, body)
 	}
 }

@@ -44,6 +44,7 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 	}
 	mux := runtime.NewServeMux(
 		runtime.WithMiddlewares(metrics.middleware),
+		runtime.WithErrorHandler(errorHandler),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},

@@ -2,7 +2,6 @@ package edge
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -117,11 +116,4 @@ func tooLarge(w http.ResponseWriter, max int64) {
 	w.Header().Set("Connection", "close")
 	writeError(w, http.StatusRequestEntityTooLarge, codes.ResourceExhausted,
 		fmt.Sprintf("request body too large: at most %d bytes", max))
-}
-
-// writeError answers in grpc-gateway's error shape, so clients parse one format.
-func writeError(w http.ResponseWriter, httpCode int, code codes.Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(httpCode)
-	_ = json.NewEncoder(w).Encode(map[string]any{"code": int(code), "message": msg, "details": []any{}})
 }

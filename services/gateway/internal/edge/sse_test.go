@@ -1,10 +1,18 @@
 package edge
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // ndjson is a stand-in for grpc-gateway's stream writer: it records the request it got
@@ -98,5 +106,50 @@ func TestServerSentEventsErrors(t *testing.T) {
 	serverSentEvents(&ndjson{}).ServeHTTP(rec, req)
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "Last-Event-ID") {
 		t.Errorf("bad Last-Event-ID: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// Every error has one shape: code and its name, message, the fields named, the request
+// id, the details; a RetryInfo becomes Retry-After.
+func TestErrorShape(t *testing.T) {
+	st := status.New(codes.ResourceExhausted, "rate limit: 20 tasks started in the last 1h0m0s")
+	st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(90500 * time.Millisecond)},
+		&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: "task_id", Description: "required"}}})
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Request-Id", "req-1")
+	errorHandler(context.Background(), nil, nil, rec, httptest.NewRequest(http.MethodPost, "/v1/jobs", nil), st.Err())
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "91" || rec.Header().Get("Content-Type") != "application/json" {
+		t.Fatalf("status %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	var body struct {
+		Code            int    `json:"code"`
+		Status          string `json:"status"`
+		Message         string `json:"message"`
+		RequestID       string `json:"request_id"`
+		FieldViolations []struct {
+			Field, Description string
+		} `json:"field_violations"`
+		Details []map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Code != 8 || body.Status != "RESOURCE_EXHAUSTED" || body.RequestID != "req-1" || len(body.FieldViolations) != 1 ||
+		body.FieldViolations[0].Field != "task_id" || len(body.Details) != 2 || !strings.HasPrefix(body.Message, "rate limit") {
+		t.Errorf("body %s", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	errorHandler(context.Background(), nil, nil, rec, httptest.NewRequest(http.MethodGet, "/v1/jobs", nil), status.Error(codes.Unauthenticated, "no token"))
+	if rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") == "" {
+		t.Errorf("unauthenticated: %d %q", rec.Code, rec.Header().Get("WWW-Authenticate"))
+	}
+}
+
+func TestCodeName(t *testing.T) {
+	for c, want := range map[codes.Code]string{codes.OK: "OK", codes.InvalidArgument: "INVALID_ARGUMENT", codes.NotFound: "NOT_FOUND",
+		codes.DeadlineExceeded: "DEADLINE_EXCEEDED", codes.Unauthenticated: "UNAUTHENTICATED", codes.DataLoss: "DATA_LOSS"} {
+		if got := codeName(c); got != want {
+			t.Errorf("codeName(%v) = %q, want %q", c, got, want)
+		}
 	}
 }
