@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,11 @@ func TestValidateBrokenGoModule(t *testing.T) {
 		"calc/calc.go":      "package calc\n\nfunc Add(a, b int) int { return a - b }\n",
 		"calc/calc_test.go": "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal(\"Add(1, 2) != 3\")\n\t}\n}\n",
 	})})
-	resp, err := e.client.Validate(e.alice, &sandboxv1.ValidateRequest{SandboxId: sb.Id})
+	// A cold toolchain on a busy machine (the package's tests run in parallel) may need more
+	// than the client's default 30 s; the builder gives validations 15 minutes.
+	ctx, cancel := context.WithTimeout(e.alice, 3*time.Minute)
+	defer cancel()
+	resp, err := e.client.Validate(ctx, &sandboxv1.ValidateRequest{SandboxId: sb.Id})
 	if err != nil {
 		t.Fatal(err)
 	}
