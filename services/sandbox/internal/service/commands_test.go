@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
@@ -72,7 +73,10 @@ func TestValidateBrokenGoModule(t *testing.T) {
 	})})
 	// A cold toolchain on a busy machine (the package's tests run in parallel) may need more
 	// than the client's default 30 s; the builder gives validations 15 minutes.
-	ctx, cancel := context.WithTimeout(e.alice, 3*time.Minute)
+	// (e.alice's own deadline, 30 s from the test's start, cannot be extended: a new
+	// context carries alice's token.)
+	md, _ := metadata.FromOutgoingContext(e.alice)
+	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 3*time.Minute)
 	defer cancel()
 	resp, err := e.client.Validate(ctx, &sandboxv1.ValidateRequest{SandboxId: sb.Id})
 	if err != nil {
