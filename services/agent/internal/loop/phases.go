@@ -29,6 +29,7 @@ import (
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/usage"
+	"github.com/thefold/thefold/pkg/wait"
 
 	"github.com/thefold/thefold/services/agent/internal/learn"
 	"github.com/thefold/thefold/services/agent/internal/store"
@@ -377,8 +378,8 @@ func (r *run) plan(ctx context.Context) error {
 // from the repository's base branch (the previous attempt's is destroyed).
 func (r *run) sandbox(ctx context.Context) error {
 	j, st := r.job(), &r.rec.State
-	if wait := time.Until(st.BackoffUntil); wait > 0 {
-		if err := sleep(ctx, wait); err != nil {
+	if d := time.Until(st.BackoffUntil); d > 0 {
+		if err := wait.Sleep(ctx, d); err != nil {
 			return err
 		}
 	}

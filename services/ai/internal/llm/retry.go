@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/thefold/thefold/pkg/wait"
 )
 
 // RetryPolicy is the one retry policy of every provider call: the SDKs' own retries are
@@ -40,20 +42,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.MaxRetryAfter = 60 * time.Second
 	}
 	if p.Sleep == nil {
-		p.Sleep = sleep
+		p.Sleep = wait.Sleep
 	}
 	return p
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Backoff is the wait before attempt n+1 (n ≥ 1 attempts made): full jitter, a uniform
