@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -23,6 +25,9 @@ type Config struct {
 	// ServiceKeyFile is this service's own private key, for services that act for owners
 	// (agent, builder); empty: it has no service identity.
 	ServiceKeyFile string `env:"THEFOLD_AUTH_SERVICE_KEY_FILE"`
+	// FollowRevocations makes the service follow the gateway's revocations (and re-read
+	// PublicKeyFile when a key rotation changes it). Off only for a service tested alone.
+	FollowRevocations bool `env:"THEFOLD_AUTH_FOLLOW_REVOCATIONS, default=true"`
 }
 
 // Validate reports a missing key file setting.
@@ -39,7 +44,7 @@ func (c *Config) Validate() error {
 
 // NewVerifier loads the keys c names and returns their Verifier.
 func (c Config) NewVerifier() (*Verifier, error) {
-	pub, err := LoadPublicKey(c.PublicKeyFile)
+	keys, err := LoadVerifyKeys(c.PublicKeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +56,7 @@ func (c Config) NewVerifier() (*Verifier, error) {
 		}
 		opts = append(opts, WithServiceKeys(keys))
 	}
-	return NewVerifier(pub, opts...), nil
+	return NewVerifierKeys(keys, opts...), nil
 }
 
 // NewServiceSigner returns service's signer from ServiceKeyFile, or nil when the service
@@ -111,11 +116,34 @@ var alwaysPublic = []string{
 	"/grpc.reflection.v1alpha.ServerReflection/",
 }
 
-// Authenticator verifies bearer tokens on incoming RPCs.
+// APIKeyPrefix starts every API key secret, so a verifier tells one from a JWT.
+const APIKeyPrefix = "tfk_"
+
+// IsAPIKey reports whether a bearer credential is an API key.
+func IsAPIKey(tok string) bool { return strings.HasPrefix(tok, APIKeyPrefix) }
+
+// KeyExchanger checks an API key and returns an access token acting for it (the gateway's
+// IdentityService.ExchangeAPIKey). A key that does not check is an Unauthenticated status.
+type KeyExchanger func(ctx context.Context, apiKey string) (token string, err error)
+
+// Authenticator verifies bearer tokens on incoming RPCs: access tokens with the Verifier,
+// API keys by exchanging them for an access token (cached while it is valid), and the
+// scopes an API key's token carries against the method called.
 type Authenticator struct {
 	verifier *Verifier
 	public   map[string]bool
+
+	mu       sync.Mutex
+	exchange KeyExchanger
+	keyCache map[[32]byte]cachedKeyToken
 }
+
+type cachedKeyToken struct {
+	token string
+	until time.Time
+}
+
+const keyCacheSize = 1024
 
 // NewAuthenticator verifies with v; publicMethods (full names, "/pkg.Service/Method") are
 // let through without a token (e.g. the gateway's login RPCs).
@@ -124,7 +152,58 @@ func NewAuthenticator(v *Verifier, publicMethods ...string) *Authenticator {
 	for _, m := range publicMethods {
 		pub[m] = true
 	}
-	return &Authenticator{verifier: v, public: pub}
+	return &Authenticator{verifier: v, public: pub, keyCache: map[[32]byte]cachedKeyToken{}}
+}
+
+// SetKeyExchanger makes a accept API keys, checked by x.
+func (a *Authenticator) SetKeyExchanger(x KeyExchanger) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.exchange = x
+}
+
+// Verifier is the verifier a uses.
+func (a *Authenticator) Verifier() *Verifier { return a.verifier }
+
+// keyToken returns an access token for the API key secret, from the cache while it has
+// more than a minute left. A revoked key's cached token is refused by the Verifier.
+func (a *Authenticator) keyToken(ctx context.Context, secret string) (string, error) {
+	h := sha256.Sum256([]byte(secret))
+	now := a.verifier.o.now()
+	a.mu.Lock()
+	x := a.exchange
+	hit, ok := a.keyCache[h]
+	a.mu.Unlock()
+	if ok && now.Before(hit.until) {
+		if _, err := a.verifier.Verify(hit.token); err == nil {
+			return hit.token, nil
+		}
+		// Refused since it was cached (its user's tokens were cut by a role change, say):
+		// the key itself may still be good, so exchange it again.
+	}
+	if x == nil {
+		return "", status.Error(codes.Unauthenticated, "API keys are not accepted here")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tok, err := x(ctx, secret)
+	if err != nil {
+		if status.Code(err) == codes.Unauthenticated {
+			return "", status.Error(codes.Unauthenticated, ErrInvalidToken.Error())
+		}
+		return "", status.Errorf(codes.Unavailable, "the API key could not be checked: %v", status.Convert(err).Message())
+	}
+	p, err := a.verifier.Verify(tok)
+	if err != nil {
+		return "", status.Error(codes.Unauthenticated, ErrInvalidToken.Error())
+	}
+	a.mu.Lock()
+	if len(a.keyCache) >= keyCacheSize {
+		clear(a.keyCache)
+	}
+	a.keyCache[h] = cachedKeyToken{token: tok, until: p.ExpiresAt.Add(-time.Minute)}
+	a.mu.Unlock()
+	return tok, nil
 }
 
 func (a *Authenticator) isPublic(method string) bool {
@@ -148,12 +227,24 @@ func (a *Authenticator) Authenticate(ctx context.Context, method string) (contex
 		}
 		return nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization metadata)")
 	}
+	if IsAPIKey(tok) {
+		var err error
+		if tok, err = a.keyToken(ctx, tok); err != nil {
+			if a.isPublic(method) {
+				return ctx, nil
+			}
+			return nil, err
+		}
+	}
 	p, err := a.verifier.Verify(tok)
 	if err != nil {
 		if a.isPublic(method) {
 			return ctx, nil
 		}
 		return nil, status.Error(codes.Unauthenticated, ErrInvalidToken.Error())
+	}
+	if !ScopesAllow(p.Scopes, method) {
+		return nil, status.Errorf(codes.PermissionDenied, "the API key's scopes (%s) do not allow %s", strings.Join(p.Scopes, ", "), method)
 	}
 	return WithPrincipal(ctx, p), nil
 }

@@ -3,13 +3,16 @@ package auth
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Key file names inside a key directory.
@@ -162,4 +165,117 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return fmt.Errorf("auth: %w", err)
 	}
 	return nil
+}
+
+// KeyID names a public key in a token's kid header: the first 8 bytes of the SHA-256 of its
+// bytes, in hex.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// NotAfterHeader is the PEM header of a retired public key: the instant (RFC 3339) after
+// which it verifies nothing.
+const NotAfterHeader = "Not-After"
+
+// LoadVerifyKeys reads every PUBLIC KEY block of the PEM file at path: the current key
+// first, then the keys a rotation retired, each with its Not-After header.
+func LoadVerifyKeys(path string) ([]VerifyKey, error) {
+	rest, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	var keys []VerifyKey
+	for {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "PUBLIC KEY" {
+			continue
+		}
+		k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s: %w", path, err)
+		}
+		pub, ok := k.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("auth: %s: not an Ed25519 key", path)
+		}
+		vk := VerifyKey{Key: pub}
+		if na, ok := blk.Headers[NotAfterHeader]; ok {
+			if vk.NotAfter, err = time.Parse(time.RFC3339, na); err != nil {
+				return nil, fmt.Errorf("auth: %s: %s header: %w", path, NotAfterHeader, err)
+			}
+		}
+		keys = append(keys, vk)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("auth: %s: no PUBLIC KEY PEM block", path)
+	}
+	if !keys[0].NotAfter.IsZero() {
+		return nil, fmt.Errorf("auth: %s: the first key is the current one and has no %s header", path, NotAfterHeader)
+	}
+	return keys, nil
+}
+
+// RotateKeyPair replaces the user-token key pair in dir with a new one. The old public key
+// stays in the public key file, after the new one, with a Not-After of now + maxLifetime
+// (+ clock leeway): every token it signed has expired by then. Keys retired earlier stay
+// until their own Not-After has passed. Verifiers that reload the file (platform does,
+// within seconds) accept both meanwhile; the signer that reloads the private key signs
+// with the new one.
+func RotateKeyPair(dir string, maxLifetime time.Duration, now time.Time) (newKID string, err error) {
+	privPath, pubPath := filepath.Join(dir, PrivateKeyFile), filepath.Join(dir, PublicKeyFile)
+	old, err := LoadPrivateKey(privPath)
+	if err != nil {
+		return "", err
+	}
+	keys, err := LoadVerifyKeys(pubPath)
+	if err != nil {
+		return "", err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("auth: generate key: %w", err)
+	}
+	var out []byte
+	add := func(k ed25519.PublicKey, notAfter time.Time) error {
+		der, err := x509.MarshalPKIXPublicKey(k)
+		if err != nil {
+			return fmt.Errorf("auth: %w", err)
+		}
+		blk := &pem.Block{Type: "PUBLIC KEY", Bytes: der}
+		if !notAfter.IsZero() {
+			blk.Headers = map[string]string{NotAfterHeader: notAfter.UTC().Format(time.RFC3339)}
+		}
+		out = append(out, pem.EncodeToMemory(blk)...)
+		return nil
+	}
+	if err := add(pub, time.Time{}); err != nil {
+		return "", err
+	}
+	if err := add(old.Public().(ed25519.PublicKey), now.Add(maxLifetime+leeway)); err != nil {
+		return "", err
+	}
+	for _, k := range keys {
+		if !k.NotAfter.IsZero() && k.NotAfter.After(now) && !k.Key.Equal(old.Public()) {
+			if err := add(k.Key, k.NotAfter); err != nil {
+				return "", err
+			}
+		}
+	}
+	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	// Public keys first: a verifier must know the new key before any token is signed with it.
+	if err := writeFileAtomic(pubPath, out, 0o644); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
+		return "", err
+	}
+	return KeyID(pub), nil
 }

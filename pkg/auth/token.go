@@ -55,6 +55,9 @@ const (
 // ErrInvalidToken is returned for any token that does not verify; the detail stays in logs.
 var ErrInvalidToken = errors.New("invalid or expired token")
 
+// ErrRevoked is also matched by the error for a token refused because it was revoked.
+var ErrRevoked = errors.New("revoked")
+
 // Principal is the authenticated caller.
 type Principal struct {
 	// UserID is the person: the subject of a user token, the owner (on_behalf_of) of a
@@ -65,7 +68,16 @@ type Principal struct {
 	Service   string
 	Roles     []string
 	TokenID   string
+	IssuedAt  time.Time
 	ExpiresAt time.Time
+	// SessionID is the login session a user token belongs to; empty for tokens issued
+	// outside a session (the launcher's admin token, API key tokens).
+	SessionID string
+	// APIKeyID is the API key the token acts for; empty otherwise.
+	APIKeyID string
+	// Scopes narrow what the token may call ("tasks:read", "*:write"); empty means no
+	// narrowing. Only API key tokens carry them.
+	Scopes []string
 	// Token is the raw bearer token, forwarded on calls to other services.
 	Token string
 }
@@ -81,6 +93,19 @@ type Claims struct {
 	Roles []string `json:"roles,omitempty"`
 	// OnBehalfOf is the owner a service acts for; only service tokens carry it.
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// SessionID is the login session of a user token (revoking the session refuses it).
+	SessionID string `json:"sid,omitempty"`
+	// APIKeyID is the API key a user token acts for (revoking the key refuses it).
+	APIKeyID string `json:"akid,omitempty"`
+	// Scopes narrow an API key's token; see Principal.Scopes.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// Extra are the optional claims of a user token.
+type Extra struct {
+	SessionID string
+	APIKeyID  string
+	Scopes    []string
 }
 
 // Option configures a Signer, ServiceSigner or Verifier.
@@ -136,6 +161,14 @@ func NewSigner(key ed25519.PrivateKey, opts ...Option) *Signer {
 // Issue signs a token for userID with roles, valid for ttl. Every token expires: ttl must
 // be positive and at most the maximum lifetime.
 func (s *Signer) Issue(userID string, roles []string, ttl time.Duration) (string, Principal, error) {
+	return s.IssueExtra(userID, roles, ttl, Extra{})
+}
+
+// IssueExtra is Issue with a session, an API key or scopes.
+func (s *Signer) IssueExtra(userID string, roles []string, ttl time.Duration, x Extra) (string, Principal, error) {
+	if err := CheckScopes(x.Scopes); err != nil {
+		return "", Principal{}, err
+	}
 	switch {
 	case userID == "":
 		return "", Principal{}, errors.New("auth: user id required")
@@ -148,11 +181,18 @@ func (s *Signer) Issue(userID string, roles []string, ttl time.Duration) (string
 	}
 	c := newClaims(Issuer, userID, s.o.now(), ttl)
 	c.Roles = roles
+	c.SessionID, c.APIKeyID, c.Scopes = x.SessionID, x.APIKeyID, x.Scopes
 	tok, err := sign(s.key, c)
 	if err != nil {
 		return "", Principal{}, err
 	}
-	return tok, Principal{UserID: userID, Roles: roles, TokenID: c.ID, ExpiresAt: c.ExpiresAt.Time, Token: tok}, nil
+	return tok, c.principal(tok), nil
+}
+
+// principal is the Principal of a verified user token.
+func (c *Claims) principal(tok string) Principal {
+	return Principal{UserID: c.Subject, Roles: c.Roles, TokenID: c.ID, IssuedAt: c.IssuedAt.Time,
+		ExpiresAt: c.ExpiresAt.Time, SessionID: c.SessionID, APIKeyID: c.APIKeyID, Scopes: c.Scopes, Token: tok}
 }
 
 func newClaims(iss, sub string, now time.Time, ttl time.Duration) Claims {
@@ -169,8 +209,12 @@ func newClaims(iss, sub string, now time.Time, ttl time.Duration) Claims {
 	}}
 }
 
+// sign signs c with key; the header names the key (kid) so verifiers holding several keys
+// (a rotation) know which one to use.
 func sign(key ed25519.PrivateKey, c Claims) (string, error) {
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c).SignedString(key)
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	t.Header["kid"] = KeyID(key.Public().(ed25519.PublicKey))
+	tok, err := t.SignedString(key)
 	if err != nil {
 		return "", fmt.Errorf("auth: sign: %w", err)
 	}

@@ -7,23 +7,41 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Verifier checks access tokens with public keys: user tokens with the user signing key,
-// service tokens with the key of the service named in their subject. Successful
-// verifications are cached for a short while (an Ed25519 check costs ~40µs, and every hop
-// of a request through the mesh verifies the same token), never past the token's expiry.
+// Verifier checks access tokens with public keys: user tokens with the user signing key
+// their header names (kid; several during a key rotation), service tokens with the key of
+// the service named in their subject. Successful verifications are cached for a short
+// while (an Ed25519 check costs ~40µs, and every hop of a request through the mesh verifies
+// the same token), never past the token's expiry. Revocations (Revoke, fed by
+// FollowRevocations) are checked on every call, cached or not, so a revoked token is
+// refused from the moment its revocation arrives.
 type Verifier struct {
-	key           ed25519.PublicKey
+	keys          atomic.Pointer[keySet]
 	o             options
 	userParser    *jwt.Parser
 	serviceParser *jwt.Parser
+	revs          revocations
 
 	mu    sync.Mutex
 	cache map[[32]byte]cachedPrincipal
+}
+
+// VerifyKey is a public key that verifies user tokens: the current signing key's, or one
+// a rotation retired, which verifies the tokens it signed until NotAfter (when the last of
+// them has expired).
+type VerifyKey struct {
+	Key      ed25519.PublicKey
+	NotAfter time.Time // zero: no end (the current key)
+}
+
+type keySet struct {
+	current ed25519.PublicKey // for tokens without a kid (issued before kids existed)
+	byKID   map[string]VerifyKey
 }
 
 type cachedPrincipal struct {
@@ -39,7 +57,14 @@ const (
 // NewVerifier returns a Verifier of user tokens signed by key; WithServiceKeys adds the
 // services whose tokens it accepts.
 func NewVerifier(key ed25519.PublicKey, opts ...Option) *Verifier {
-	v := &Verifier{key: key, o: newOptions(opts), cache: map[[32]byte]cachedPrincipal{}}
+	return NewVerifierKeys([]VerifyKey{{Key: key}}, opts...)
+}
+
+// NewVerifierKeys returns a Verifier of user tokens signed by any of keys; the first is the
+// current one.
+func NewVerifierKeys(keys []VerifyKey, opts ...Option) *Verifier {
+	v := &Verifier{o: newOptions(opts), cache: map[[32]byte]cachedPrincipal{}}
+	v.SetKeys(keys)
 	parser := func(iss string) *jwt.Parser {
 		return jwt.NewParser(
 			// Only EdDSA: no "none", and no HS256 with the public key as HMAC secret.
@@ -56,6 +81,22 @@ func NewVerifier(key ed25519.PublicKey, opts ...Option) *Verifier {
 	return v
 }
 
+// SetKeys replaces the user-token keys (a rotation); the first is the current one. Cached
+// verifications are dropped, so a key removed is refused at once.
+func (v *Verifier) SetKeys(keys []VerifyKey) {
+	ks := &keySet{byKID: map[string]VerifyKey{}}
+	for i, k := range keys {
+		if i == 0 {
+			ks.current = k.Key
+		}
+		ks.byKID[KeyID(k.Key)] = k
+	}
+	v.keys.Store(ks)
+	v.mu.Lock()
+	clear(v.cache)
+	v.mu.Unlock()
+}
+
 // Verify parses and verifies token and returns its principal. Every failure is
 // ErrInvalidToken wrapped with the reason.
 func (v *Verifier) Verify(token string) (Principal, error) {
@@ -65,11 +106,17 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	hit, ok := v.cache[key]
 	v.mu.Unlock()
 	if ok && now.Before(hit.until) {
+		if why := v.revs.check(hit.p); why != "" {
+			return Principal{}, revokedErr(why)
+		}
 		return hit.p, nil
 	}
 	p, err := v.verify(token)
 	if err != nil {
 		return p, err
+	}
+	if why := v.revs.check(p); why != "" {
+		return Principal{}, revokedErr(why)
 	}
 	until := now.Add(verifyCacheTTL)
 	if p.ExpiresAt.Before(until) {
@@ -82,6 +129,10 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	v.cache[key] = cachedPrincipal{p: p, until: until}
 	v.mu.Unlock()
 	return p, nil
+}
+
+func revokedErr(why string) error {
+	return fmt.Errorf("%w: %w: %s", ErrInvalidToken, ErrRevoked, why)
 }
 
 func invalid(format string, args ...any) error {
@@ -103,7 +154,7 @@ func (v *Verifier) verify(token string) (Principal, error) {
 
 func (v *Verifier) verifyUser(token string) (Principal, error) {
 	var c Claims
-	if _, err := v.userParser.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return v.key, nil }); err != nil {
+	if _, err := v.userParser.ParseWithClaims(token, &c, v.userKey); err != nil {
 		return Principal{}, invalid("%v", err)
 	}
 	switch {
@@ -118,7 +169,28 @@ func (v *Verifier) verifyUser(token string) (Principal, error) {
 	if err := checkLifetime(&c, v.o.maxLifetime); err != nil {
 		return Principal{}, err
 	}
-	return Principal{UserID: c.Subject, Roles: c.Roles, TokenID: c.ID, ExpiresAt: c.ExpiresAt.Time, Token: token}, nil
+	if err := CheckScopes(c.Scopes); err != nil {
+		return Principal{}, invalid("%v", err)
+	}
+	return c.principal(token), nil
+}
+
+// userKey picks the key of a user token by its kid: the current key when it has none, a
+// retired key only until its NotAfter.
+func (v *Verifier) userKey(t *jwt.Token) (any, error) {
+	ks := v.keys.Load()
+	kid, _ := t.Header["kid"].(string)
+	if kid == "" {
+		return ks.current, nil
+	}
+	k, ok := ks.byKID[kid]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("unknown signing key %q", kid)
+	case !k.NotAfter.IsZero() && v.o.now().After(k.NotAfter):
+		return nil, fmt.Errorf("signing key %q was retired at %s", kid, k.NotAfter.Format(time.RFC3339))
+	}
+	return k.Key, nil
 }
 
 func (v *Verifier) verifyService(token string) (Principal, error) {
@@ -148,7 +220,8 @@ func (v *Verifier) verifyService(token string) (Principal, error) {
 	if err := checkLifetime(&c, ServiceTokenLifetime); err != nil {
 		return Principal{}, err
 	}
-	return Principal{UserID: c.OnBehalfOf, Service: service, Roles: []string{RoleUser}, TokenID: c.ID, ExpiresAt: c.ExpiresAt.Time, Token: token}, nil
+	return Principal{UserID: c.OnBehalfOf, Service: service, Roles: []string{RoleUser}, TokenID: c.ID,
+		IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time, Token: token}, nil
 }
 
 // checkLifetime refuses a token valid for longer than max: a stolen long-lived token is

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -53,6 +54,13 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 		// within their deadline instead of failing at once while it reconnects. Callers
 		// that answer people (the REST edge) opt out per call with FailFast.
 		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)),
+		// A peer that comes back is found again within seconds: gRPC's default reconnect
+		// backoff grows to two minutes, long enough for a waiting call to time out and for a
+		// stream that must be followed (token revocations) to fall minutes behind.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
 		// Outermost first: errors of the call (whatever failed below) are marked as a
 		// downstream's; a FailFast context turns WaitForReady off before anything waits.
 		grpc.WithChainUnaryInterceptor(downstreamUnary(), failFastUnary(), deadlineUnary(timeout), auth.UnaryClientInterceptor()),

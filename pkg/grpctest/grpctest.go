@@ -34,7 +34,10 @@ type Env struct {
 	Signer *auth.Signer
 	// SigningKey is Signer's key, for tests that craft tokens Signer refuses to issue.
 	SigningKey ed25519.PrivateKey
-	Server     *server.Server
+	// Auth is the server's authenticator: its Verifier is the one every call is checked
+	// with (a test applies revocations to it), and a test may give it a key exchanger.
+	Auth   *auth.Authenticator
+	Server *server.Server
 	// serviceKeys are the service identities the server accepts, one per service.
 	serviceKeys map[string]ed25519.PrivateKey
 	stop        func()
@@ -73,11 +76,12 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 	if err != nil {
 		tb.Fatal(err)
 	}
+	authn := auth.NewAuthenticator(auth.NewVerifier(pub, auth.WithServiceKeys(servicePub)), publicMethods...)
 	srv, err := server.New(server.Options{
 		Name:     "test",
 		Config:   server.Config{ShutdownTimeout: 5 * time.Second, AdminAddr: adminAddr},
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Auth:     auth.NewAuthenticator(auth.NewVerifier(pub, auth.WithServiceKeys(servicePub)), publicMethods...),
+		Auth:     authn,
 		Listener: lis,
 	})
 	if err != nil {
@@ -100,7 +104,7 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 		_ = conn.Close()
 		stop()
 	})
-	return &Env{Conn: conn, Signer: auth.NewSigner(priv), SigningKey: priv, Server: srv, serviceKeys: servicePriv, stop: stop}
+	return &Env{Conn: conn, Signer: auth.NewSigner(priv), SigningKey: priv, Auth: authn, Server: srv, serviceKeys: servicePriv, stop: stop}
 }
 
 // Context returns a context whose calls are made as userID with roles.

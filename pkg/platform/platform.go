@@ -25,6 +25,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/db"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/logging"
 	"github.com/thefold/thefold/pkg/server"
@@ -62,6 +63,9 @@ type Deps struct {
 	Server *server.Server
 	// Lookup reads service-specific configuration (config.Load(ctx, &cfg, d.Lookup)).
 	Lookup config.Lookuper
+	// Auth authenticates incoming RPCs; its Verifier follows the gateway's revocations.
+	// The gateway sets its own API key exchanger on it.
+	Auth *auth.Authenticator
 	// ServiceSigner is the service's own identity, for calls made for an owner whose
 	// token may have expired (auth.OnBehalfOf); nil unless THEFOLD_AUTH_SERVICE_KEY_FILE
 	// is set (agent, builder).
@@ -266,11 +270,12 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	}
 	defer pool.Close()
 
+	authn := auth.NewAuthenticator(verifier, svc.PublicMethods...)
 	srv, err := server.New(server.Options{
 		Name:   svc.Name,
 		Config: cfg.Server,
 		Logger: log,
-		Auth:   auth.NewAuthenticator(verifier, svc.PublicMethods...),
+		Auth:   authn,
 		Ready:  pool.Ping,
 	})
 	if err != nil {
@@ -283,10 +288,13 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup,
-		fail: stopRun}
+		Auth: authn, fail: stopRun}
 	d.ServiceSigner = serviceSigner
 	// Background work ends after the drain (Close), not at the signal: see Deps.
 	defer d.Close()
+	if cfg.Auth.FollowRevocations {
+		followIdentity(runCtx, d, cfg.Auth)
+	}
 	if svc.Register != nil {
 		if err := svc.Register(runCtx, d); err != nil {
 			return fmt.Errorf("register %s: %w", svc.Name, err)
@@ -297,6 +305,32 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	}
 	d.Close()
 	return d.Err()
+}
+
+// followIdentity keeps the service's verifier honest: it follows the gateway's
+// revocations, accepts API keys by exchanging them with the gateway, and reloads the
+// public key file after a rotation.
+func followIdentity(ctx context.Context, d *Deps, cfg auth.Config) {
+	v := d.Auth.Verifier()
+	d.Auth.SetKeyExchanger(func(ctx context.Context, apiKey string) (string, error) {
+		conn, err := d.Conn(ctx, "gateway")
+		if err != nil {
+			return "", err
+		}
+		resp, err := gatewayv1.NewIdentityServiceClient(conn).ExchangeAPIKey(grpcclient.FailFast(ctx), &gatewayv1.ExchangeAPIKeyRequest{ApiKey: apiKey})
+		return resp.GetAccessToken(), err
+	})
+	d.Go("token revocations", func(bg context.Context) error {
+		conn, err := d.Conn(ctx, "gateway")
+		if err != nil {
+			d.Logger.Warn("token revocations are not followed", "err", err)
+			return nil
+		}
+		return auth.FollowRevocations(bg, gatewayv1.NewIdentityServiceClient(conn), v, d.Logger)
+	})
+	d.Go("public keys", func(bg context.Context) error {
+		return auth.WatchKeyFile(bg, cfg.PublicKeyFile, v, d.Logger)
+	})
 }
 
 // Healthcheck asks the admin port at adminAddr (":9201" means this host) whether the
