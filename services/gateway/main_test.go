@@ -14,7 +14,6 @@ import (
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/platform"
-	"github.com/thefold/thefold/services/gateway/internal/authsvc"
 )
 
 // TestBusyPortStopsTheGateway: when either listener cannot bind, the gateway exits with an
@@ -36,14 +35,15 @@ func TestBusyPortStopsTheGateway(t *testing.T) {
 			}
 			defer busy.Close()
 			env := map[string]string{
-				"THEFOLD_DATABASE_URL":         url,
-				"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
-				"THEFOLD_ADMIN_ADDR":           grpctest.FreeAddr(t),
-				"THEFOLD_HTTP_ADDR":            grpctest.FreeAddr(t),
-				"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
+				"THEFOLD_DATABASE_URL":          url,
+				"THEFOLD_GRPC_ADDR":             grpctest.FreeAddr(t),
+				"THEFOLD_ADMIN_ADDR":            grpctest.FreeAddr(t),
+				"THEFOLD_HTTP_ADDR":             grpctest.FreeAddr(t),
+				"THEFOLD_AUTH_PUBLIC_KEY_FILE":  filepath.Join(keys, auth.PublicKeyFile),
+				"THEFOLD_AUTH_SIGNING_KEY_FILE": filepath.Join(keys, auth.PrivateKeyFile),
 			}
 			env[key] = busy.Addr().String()
-			svc := platform.Service{Name: "gateway", Schema: "gateway", PublicMethods: authsvc.PublicMethods, Register: register}
+			svc := service
 			done := make(chan error, 1)
 			go func() {
 				done <- platform.Run(t.Context(), svc, config.Map(env, platform.Defaults("gateway")), nil, io.Discard)
@@ -70,15 +70,16 @@ func TestRegisterServesRESTUntilStopped(t *testing.T) {
 	}
 	httpAddr := grpctest.FreeAddr(t)
 	env := map[string]string{
-		"THEFOLD_DATABASE_URL":         dbtest.NewEmptyDatabase(t),
-		"THEFOLD_GRPC_ADDR":            grpctest.FreeAddr(t),
-		"THEFOLD_ADMIN_ADDR":           grpctest.FreeAddr(t),
-		"THEFOLD_HTTP_ADDR":            httpAddr,
-		"THEFOLD_AUTH_PUBLIC_KEY_FILE": filepath.Join(keys, auth.PublicKeyFile),
+		"THEFOLD_DATABASE_URL":          dbtest.NewEmptyDatabase(t),
+		"THEFOLD_GRPC_ADDR":             grpctest.FreeAddr(t),
+		"THEFOLD_ADMIN_ADDR":            grpctest.FreeAddr(t),
+		"THEFOLD_HTTP_ADDR":             httpAddr,
+		"THEFOLD_AUTH_PUBLIC_KEY_FILE":  filepath.Join(keys, auth.PublicKeyFile),
+		"THEFOLD_AUTH_SIGNING_KEY_FILE": filepath.Join(keys, auth.PrivateKeyFile),
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	svc := platform.Service{Name: "gateway", Schema: "gateway", PublicMethods: authsvc.PublicMethods, Register: register}
+	svc := service
 	done := make(chan error, 1)
 	go func() { done <- platform.Run(ctx, svc, config.Map(env, platform.Defaults("gateway")), nil, io.Discard) }()
 	deadline := time.Now().Add(20 * time.Second)
@@ -109,5 +110,37 @@ func TestRegisterServesRESTUntilStopped(t *testing.T) {
 	if c, err := net.Dial("tcp", httpAddr); err == nil {
 		c.Close()
 		t.Fatal("REST edge still listening after the gateway stopped")
+	}
+}
+
+// TestConfigNamesEveryBadSetting: a bad request budget, burst or CORS origin stops the start
+// with the variable named, all of them at once.
+func TestConfigNamesEveryBadSetting(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"THEFOLD_HTTP_ADDR":              ":0",
+		"THEFOLD_AUTH_SIGNING_KEY_FILE":  "/keys/signing-key.pem",
+		"THEFOLD_HTTP_RATE_PER_USER":     "lots",
+		"THEFOLD_HTTP_BURST_PER_ADDRESS": "-1",
+		"THEFOLD_HTTP_CORS_ORIGINS":      "not a url",
+		"THEFOLD_LOGIN_MAX_FAILURES":     "0",
+		"THEFOLD_HTTP_TRUSTED_PROXIES":   "10.0.0.0/8,proxy.local",
+	}
+	var cfg Config
+	err := config.Load(t.Context(), &cfg, config.Map(env, nil))
+	for _, name := range []string{"THEFOLD_HTTP_RATE_PER_USER", "THEFOLD_HTTP_BURST_PER_ADDRESS", "THEFOLD_HTTP_CORS_ORIGINS", "THEFOLD_LOGIN_MAX_FAILURES", "THEFOLD_HTTP_TRUSTED_PROXIES"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("config error %v does not name %s", err, name)
+		}
+	}
+	env = map[string]string{"THEFOLD_HTTP_ADDR": ":0", "THEFOLD_AUTH_SIGNING_KEY_FILE": "/keys/signing-key.pem",
+		"THEFOLD_HTTP_RATE_PER_USER": "5/s", "THEFOLD_HTTP_BURST_PER_USER": "9", "THEFOLD_HTTP_CORS_ORIGINS": "https://ui.example.com"}
+	cfg = Config{}
+	if err := config.Load(t.Context(), &cfg, config.Map(env, nil)); err != nil {
+		t.Fatal(err)
+	}
+	lim, err := cfg.rateLimits(nil)
+	if err != nil || lim.PerUser.PerSecond != 5 || lim.PerUser.Burst != 9 || lim.PerAddress.PerSecond != 60 {
+		t.Fatalf("rate limits = %+v, %v", lim, err)
 	}
 }

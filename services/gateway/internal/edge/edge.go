@@ -6,6 +6,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,10 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/thefold/thefold/pkg/contracts"
@@ -38,31 +37,41 @@ func Services() []string {
 // New returns the edge handler. conns has a client connection for each service in
 // Services(); the caller owns them. Request metrics are registered on reg.
 func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn, lim Limits) (http.Handler, error) {
-	metrics, err := newHTTPMetrics(reg, log)
+	if err := lim.Validate(); err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	obs, err := newObserver(reg, log)
 	if err != nil {
 		return nil, fmt.Errorf("edge: metrics: %w", err)
 	}
-	mux := runtime.NewServeMux(
-		runtime.WithMiddlewares(metrics.middleware),
+	muxOpts := []runtime.ServeMuxOption{
+		runtime.WithMiddlewares(nameRoute),
 		runtime.WithErrorHandler(errorHandler),
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
 		}),
-		runtime.WithMetadata(func(ctx context.Context, r *http.Request) metadata.MD {
-			return metadata.Pairs("x-request-id", r.Header.Get("X-Request-Id"))
-		}),
-	)
+		runtime.WithIncomingHeaderMatcher(forwardHeader),
+		runtime.WithOutgoingHeaderMatcher(returnHeader),
+	}
+	rt := &routes{all: runtime.NewServeMux(muxOpts...), byPrefix: map[string]*runtime.ServeMux{}}
+	own := map[string]*runtime.ServeMux{}
 	for _, c := range contracts.All {
 		conn, ok := conns[c.Service]
 		if !ok {
 			return nil, fmt.Errorf("edge: no connection for service %s", c.Service)
 		}
+		own[c.Service] = runtime.NewServeMux(muxOpts...)
 		for _, reg := range c.Handlers {
-			if err := reg(ctx, mux, conn); err != nil {
-				return nil, fmt.Errorf("edge: register %s: %w", c.Service, err)
+			for _, mux := range []*runtime.ServeMux{rt.all, own[c.Service]} {
+				if err := reg(ctx, mux, conn); err != nil {
+					return nil, fmt.Errorf("edge: register %s: %w", c.Service, err)
+				}
 			}
 		}
+	}
+	for prefix, svc := range routePrefixes(openapi.Spec, contracts.All) {
+		rt.byPrefix[prefix] = own[svc]
 	}
 
 	root := http.NewServeMux()
@@ -89,8 +98,140 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Spec)
 	})
-	root.Handle("/", mux)
-	return streamDeadlines(otelhttp.NewHandler(withRequestID(securityHeaders(guard(lim, serverSentEvents(root)))), "gateway")), nil
+	root.Handle("/", rt)
+
+	// Outermost first:
+	//   streamDeadlines – must see the connection's own writer (see there);
+	//   observe         – the span, metrics and log line cover everything below;
+	//   withRequestID   – every answer below, errors included, carries the id;
+	//   securityHeaders – likewise;
+	//   cors            – a preflight is answered before anything asks for credentials, and
+	//                     every answer below (a 429 too) is readable by an allowed page;
+	//   rateLimit       – over budget is refused before any work;
+	//   guard           – refuses what must not reach grpc-gateway;
+	//   serverSentEvents, then the routes.
+	return streamDeadlines(obs.observe(withRequestID(securityHeaders(cors(lim.CORSOrigins,
+		rateLimit(lim.RateLimits, guard(lim, serverSentEvents(root)))))))), nil
+}
+
+// routes hands a request to the grpc-gateway mux of the service that owns its path's first
+// two segments (/v1/tasks/… and /v1/tasks:… are the tasks service's). grpc-gateway tries a
+// request against its routes one after another, with an allocation or two for each route
+// that does not match: with one mux for every service, a GetTask was tried against some
+// 45 other GET routes first, which made a fifth of the edge's own allocations. A path under
+// no known prefix goes to the mux with every route, so every answer (a 404, a 405) is the
+// one a single mux would give.
+type routes struct {
+	all      *runtime.ServeMux
+	byPrefix map[string]*runtime.ServeMux
+}
+
+func (rt *routes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if mux, ok := rt.byPrefix[pathPrefix(r.URL.Path)]; ok {
+		mux.ServeHTTP(w, r)
+		return
+	}
+	rt.all.ServeHTTP(w, r)
+}
+
+// pathPrefix is the first two segments of path without a custom method: "/v1/tasks" for
+// /v1/tasks/x, /v1/tasks:batch-create and /v1/tasks; "" when there are not two.
+func pathPrefix(path string) string {
+	if !strings.HasPrefix(path, "/") {
+		return ""
+	}
+	first, rest, ok := strings.Cut(path[1:], "/")
+	if !ok || first == "" {
+		return ""
+	}
+	if i := strings.IndexAny(rest, "/:"); i >= 0 {
+		rest = rest[:i]
+	}
+	if rest == "" {
+		return ""
+	}
+	return path[:1+len(first)+1+len(rest)]
+}
+
+// routePrefixes maps the path prefixes of the REST routes to the service that serves them,
+// read from the OpenAPI document (generated from the same REST mapping as the handlers; an
+// operation id is "<gRPC service>_<method>"). It returns nil — every request goes to the
+// mux with every route — if the document has a route it cannot place: a variable in the
+// first two segments, an operation of no contract, or a prefix two services share.
+func routePrefixes(spec []byte, all []contracts.Contract) map[string]string {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"` // path → method → operation
+	}
+	if err := json.Unmarshal(spec, &doc); err != nil || len(doc.Paths) == 0 {
+		return nil
+	}
+	serviceOf := map[string]string{} // gRPC service's short name → TheFold service
+	for _, c := range all {
+		for _, sd := range c.Services {
+			short := sd.ServiceName[strings.LastIndexByte(sd.ServiceName, '.')+1:]
+			if prev, dup := serviceOf[short]; dup && prev != c.Service {
+				return nil
+			}
+			serviceOf[short] = c.Service
+		}
+	}
+	out := map[string]string{}
+	for path, ops := range doc.Paths {
+		prefix := pathPrefix(path)
+		if prefix == "" || strings.Contains(prefix, "{") {
+			return nil
+		}
+		for method, raw := range ops {
+			var op struct {
+				OperationID string `json:"operationId"`
+			}
+			switch method {
+			case "get", "put", "post", "delete", "options", "head", "patch":
+			default:
+				continue // path-level parameters and extensions
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				return nil
+			}
+			grpcService, _, _ := strings.Cut(op.OperationID, "_")
+			svc, ok := serviceOf[grpcService]
+			if !ok {
+				return nil
+			}
+			if prev, taken := out[prefix]; taken && prev != svc {
+				return nil
+			}
+			out[prefix] = svc
+		}
+	}
+	return out
+}
+
+// forwardHeader picks the HTTP headers grpc-gateway passes to the services as gRPC
+// metadata: the request id, and Grpc-Metadata-* headers as grpc-gateway documents them.
+// grpc-gateway forwards Authorization as "authorization" itself, and adds x-forwarded-for
+// and x-forwarded-host. Its default also forwards the permanent HTTP headers (Accept,
+// User-Agent, Cookie, a second copy of Authorization, …) as grpcgateway-*: no service reads
+// them, and every interceptor that reads metadata copies all of it, on every hop.
+func forwardHeader(key string) (string, bool) {
+	if key == "X-Request-Id" {
+		return "x-request-id", true
+	}
+	if strings.HasPrefix(key, runtime.MetadataHeaderPrefix) {
+		return runtime.DefaultHeaderMatcher(key)
+	}
+	return "", false
+}
+
+// returnHeader picks the services' response metadata that becomes Grpc-Metadata-* response
+// headers, as grpc-gateway documents: not content-type (application/grpc, the transport's)
+// nor x-request-id (the edge's own X-Request-Id already carries it).
+func returnHeader(key string) (string, bool) {
+	switch key {
+	case "content-type", "x-request-id":
+		return "", false
+	}
+	return runtime.MetadataHeaderPrefix + key, true
 }
 
 // withRequestID gives every request an id (the caller's X-Request-Id when sensible: at most

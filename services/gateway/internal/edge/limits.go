@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,24 @@ const DefaultMaxBodyBytes = 4 << 20
 type Limits struct {
 	// MaxBodyBytes bounds a request body (413 above it); 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// RateLimits are the request budgets per user and per client address (none when zero).
+	RateLimits RateLimits
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may call the API from
+	// a browser; "*" as the only entry allows every origin, without credentials. Empty: no
+	// CORS headers, browsers keep other origins out.
+	CORSOrigins []string
+}
+
+// Validate reports a negative body limit and origins that are not scheme://host[:port].
+func (l Limits) Validate() error {
+	var errList []error
+	if l.MaxBodyBytes < 0 {
+		errList = append(errList, fmt.Errorf("body limit: must not be negative, got %d", l.MaxBodyBytes))
+	}
+	if _, err := newCORSPolicy(l.CORSOrigins); err != nil {
+		errList = append(errList, err)
+	}
+	return errors.Join(errList...)
 }
 
 // guard refuses what must not reach grpc-gateway:
@@ -32,9 +51,9 @@ type Limits struct {
 // and marks the request's calls fail-fast: a service that is down answers 503 at once
 // instead of after the whole deadline (internal calls keep waiting for a restarting peer).
 func guard(lim Limits, next http.Handler) http.Handler {
-	max := lim.MaxBodyBytes
-	if max <= 0 {
-		max = DefaultMaxBodyBytes
+	limit := lim.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, v := range r.Header.Values("Authorization") {
@@ -45,19 +64,18 @@ func guard(lim Limits, next http.Handler) http.Handler {
 			}
 		}
 		scrubHeaders(r.Header)
-		if r.ContentLength > max {
-			tooLarge(w, max)
+		if r.ContentLength > limit {
+			tooLarge(w, limit)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			// Read at most max+1 bytes: a chunked body has no Content-Length to check.
-			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			body, err := readBody(r, limit)
 			if err != nil {
 				writeError(w, http.StatusBadRequest, codes.InvalidArgument, "reading the request body: "+err.Error())
 				return
 			}
-			if int64(len(body)) > max {
-				tooLarge(w, max)
+			if int64(len(body)) > limit {
+				tooLarge(w, limit)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -66,10 +84,24 @@ func guard(lim Limits, next http.Handler) http.Handler {
 	})
 }
 
+// readBody reads r's body whole, at most limit+1 bytes of it. A declared Content-Length (at
+// most limit here; net/http delivers exactly that many bytes or fails) sizes the buffer at
+// once; a chunked body has none and is read in growing steps up to the limit.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > 0 {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(r.Body, limit+1))
+}
+
 // streamDeadlines lifts the server's read and write timeouts for Watch routes (AIP custom
 // method ":watch"): a stream lives as long as its client wants, the timeouts are for
-// ordinary requests. It must see the connection's own ResponseWriter (otelhttp's wrapper
-// cannot set deadlines), so it is the outermost layer.
+// ordinary requests. It is the outermost layer, so it sees the connection's own
+// ResponseWriter: a wrapper without Unwrap cannot set deadlines.
 func streamDeadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, ":watch") {

@@ -1,0 +1,224 @@
+package authsvc
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/errs"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	"github.com/thefold/thefold/pkg/validate"
+	"github.com/thefold/thefold/services/gateway/internal/store"
+)
+
+const (
+	maxKeyName = 100
+	maxScopes  = 20
+	// apiKeySecretWindow is how long a retried CreateAPIKey shows the secret again.
+	apiKeySecretWindow = 15 * time.Minute
+	keyPageVersion     = "k1"
+)
+
+// keyOwner is the caller who may own API keys: a person, not a service acting for one.
+func keyOwner(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return p, err
+	}
+	if p.Service != "" {
+		return p, status.Error(codes.PermissionDenied, "API keys are managed by their owner, not by a service")
+	}
+	return p, nil
+}
+
+// CreateAPIKey creates a key for the caller; the secret is returned once.
+func (s *Server) CreateAPIKey(ctx context.Context, req *gatewayv1.CreateAPIKeyRequest) (*gatewayv1.CreateAPIKeyResponse, error) {
+	p, err := keyOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.GetName())
+	switch {
+	case name == "":
+		return nil, invalid("name", "required")
+	case utf8.RuneCountInString(name) > maxKeyName:
+		return nil, invalid("name", "at most %d characters", maxKeyName)
+	}
+	scopes := req.GetScopes()
+	if len(scopes) == 0 {
+		scopes = []string{"*:write"}
+	}
+	if len(scopes) > maxScopes {
+		return nil, invalid("scopes", "at most %d", maxScopes)
+	}
+	if err := auth.CheckScopes(scopes); err != nil {
+		return nil, invalid("scopes", "%v", err)
+	}
+	var expire time.Time
+	if req.GetExpireTime() != nil {
+		if err := req.GetExpireTime().CheckValid(); err != nil {
+			return nil, invalid("expire_time", "not a valid time")
+		}
+		if expire = req.GetExpireTime().AsTime(); !expire.After(s.now()) {
+			return nil, invalid("expire_time", "must be in the future")
+		}
+	}
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	// A key acts as its owner: one made with another key's token would outlive that
+	// key's revocation, and could widen its scopes.
+	if p.APIKeyID != "" {
+		return nil, status.Error(codes.PermissionDenied, "an API key cannot create API keys; log in to create one")
+	}
+	secret, err := newSecret(auth.APIKeyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.secrets.seal(secret)
+	if err != nil {
+		return nil, err
+	}
+	k, created, err := s.store.CreateAPIKey(ctx, store.APIKey{
+		UserID: p.UserID, Name: name, Prefix: secret[:keyPrefixLen], Scopes: scopes, RequestID: req.GetRequestId(),
+		SecretEnc: sealed, ExpireTime: expire,
+	}, hashSecret(secret))
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		// A retry: the first call's key, with its secret while the window lasts.
+		secret = ""
+		if k.SecretEnc != nil && s.now().Sub(k.CreateTime) < apiKeySecretWindow {
+			if secret, err = s.secrets.open(k.SecretEnc); err != nil {
+				secret = ""
+			}
+		}
+	}
+	return &gatewayv1.CreateAPIKeyResponse{ApiKey: keyProto(k), Secret: secret}, nil
+}
+
+// ListAPIKeys pages the caller's keys, newest first.
+func (s *Server) ListAPIKeys(ctx context.Context, req *gatewayv1.ListAPIKeysRequest) (*gatewayv1.ListAPIKeysResponse, error) {
+	p, err := keyOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	size, err := validate.PageSize(req.GetPageSize(), 50, 200)
+	if err != nil {
+		return nil, err
+	}
+	f := store.KeyFilter{UserID: p.UserID, ShowInactive: req.GetShowInactive(), Limit: size + 1}
+	if req.GetPageToken() != "" {
+		const method = "ListAPIKeys"
+		parts, err := validate.DecodePageToken(req.GetPageToken(), keyPageVersion, 2, method)
+		if err != nil {
+			return nil, err
+		}
+		us, terr := strconv.ParseInt(parts[0], 10, 64)
+		id, ierr := validate.UUID("page_token", parts[1], true)
+		if terr != nil || ierr != nil {
+			return nil, validate.BadPageToken(method)
+		}
+		f.AfterTime, f.AfterID = time.UnixMicro(us), id
+	}
+	keys, err := s.store.ListAPIKeys(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	resp := &gatewayv1.ListAPIKeysResponse{}
+	if len(keys) > size {
+		keys = keys[:size]
+		last := keys[size-1]
+		// The create time in microseconds (the database's precision): a page token's parts
+		// must not contain ':', which an RFC 3339 time does.
+		resp.NextPageToken = validate.EncodePageToken(keyPageVersion, strconv.FormatInt(last.CreateTime.UnixMicro(), 10), last.ID)
+	}
+	for _, k := range keys {
+		resp.ApiKeys = append(resp.ApiKeys, keyProto(k))
+	}
+	return resp, nil
+}
+
+// RevokeAPIKey revokes one of the caller's keys.
+func (s *Server) RevokeAPIKey(ctx context.Context, req *gatewayv1.RevokeAPIKeyRequest) (*gatewayv1.RevokeAPIKeyResponse, error) {
+	p, err := keyOwner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := validate.UUID("id", req.GetId(), true)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.store.RevokeAPIKey(ctx, p.UserID, id, s.now().Add(s.cfg.KeyTokenTTL+time.Minute))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, errs.NotFound("API key", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.RevokeAPIKeyResponse{ApiKey: keyProto(k)}, nil
+}
+
+func keyProto(k store.APIKey) *gatewayv1.APIKey {
+	out := &gatewayv1.APIKey{Id: k.ID, Name: k.Name, Prefix: k.Prefix, Scopes: k.Scopes, UserId: k.UserID,
+		CreateTime: timestamppb.New(k.CreateTime)}
+	if !k.ExpireTime.IsZero() {
+		out.ExpireTime = timestamppb.New(k.ExpireTime)
+	}
+	if !k.LastUsedTime.IsZero() {
+		out.LastUsedTime = timestamppb.New(k.LastUsedTime)
+	}
+	if !k.RevokeTime.IsZero() {
+		out.RevokeTime = timestamppb.New(k.RevokeTime)
+	}
+	return out
+}
+
+// exchange checks an API key and issues a token acting for it.
+func (c *Core) exchange(ctx context.Context, secret string) (string, time.Time, error) {
+	bad := status.Error(codes.Unauthenticated, "invalid, expired or revoked API key")
+	if !auth.IsAPIKey(secret) || len(secret) > 100 {
+		return "", time.Time{}, bad
+	}
+	k, err := c.store.KeyByHash(ctx, hashSecret(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", time.Time{}, bad
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	now := c.now()
+	if !k.RevokeTime.IsZero() || (!k.ExpireTime.IsZero() && !k.ExpireTime.After(now)) {
+		return "", time.Time{}, bad
+	}
+	u, err := c.store.GetUser(ctx, k.UserID)
+	if err != nil || u.Disabled {
+		return "", time.Time{}, bad
+	}
+	ttl := c.cfg.KeyTokenTTL
+	if !k.ExpireTime.IsZero() && k.ExpireTime.Sub(now) < ttl {
+		ttl = max(k.ExpireTime.Sub(now), time.Second) // no token outlives its key
+	}
+	tok, p, err := c.issue(ctx, u, ttl, auth.Extra{APIKeyID: k.ID, Scopes: k.Scopes})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return tok, p.ExpiresAt, nil
+}
+
+// Exchanger is the gateway's own auth.KeyExchanger: it checks keys in-process.
+func (c *Core) Exchanger() auth.KeyExchanger {
+	return func(ctx context.Context, apiKey string) (string, error) {
+		tok, _, err := c.exchange(ctx, apiKey)
+		return tok, err
+	}
+}

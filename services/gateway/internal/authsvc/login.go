@@ -1,0 +1,253 @@
+package authsvc
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/errs"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	"github.com/thefold/thefold/services/gateway/internal/mailer"
+	"github.com/thefold/thefold/services/gateway/internal/store"
+)
+
+var invalid = errs.Invalid
+
+// Server is the AuthService.
+type Server struct {
+	gatewayv1.UnimplementedAuthServiceServer
+	*Core
+}
+
+// mailTimeout bounds sending one login code.
+const mailTimeout = time.Minute
+
+// errBadCode is the one answer to a code that does not work, whatever the reason.
+var errBadCode = status.Error(codes.Unauthenticated, "invalid or expired code")
+
+// RequestLoginCode sends a code to a known, enabled user; the answer is the same for any
+// address.
+func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLoginCodeRequest) (*gatewayv1.RequestLoginCodeResponse, error) {
+	norm, err := normalizeEmail("email", req.GetEmail())
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	resp := &gatewayv1.RequestLoginCodeResponse{ExpireTime: timestamppb.New(now.Add(s.cfg.CodeTTL))}
+	if until, err := s.store.LockedUntil(ctx, norm); err != nil {
+		return nil, err
+	} else if !until.IsZero() {
+		return nil, lockedOut(until)
+	}
+	peer := callerAddress(ctx)
+	u, err := s.store.UserByEmail(ctx, norm)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && u.Disabled) {
+		// The same work as for a known address, so timing says no more than the answer.
+		_ = s.secrets.codeHash(norm, "000000")
+		return resp, s.store.Audit(ctx, norm, u.ID, peer, store.OutcomeCodeNotSent)
+	}
+	if err != nil {
+		return nil, err
+	}
+	code, err := newCode()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.CreateCode(ctx, u.ID, norm, peer, s.secrets.codeHash(u.ID, code), now.Add(s.cfg.CodeTTL)); err != nil {
+		return nil, err
+	}
+	// Sent in the background: an SMTP server's latency must not tell a known address from
+	// an unknown one.
+	msg := mailer.Message{
+		To:      u.Email,
+		Subject: "Your TheFold login code: " + code,
+		Text: "Your TheFold login code is " + code + ".\n\nIt works once, within " + s.cfg.CodeTTL.String() +
+			". If you did not ask for it, ignore this message.\n",
+	}
+	go func() {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mailTimeout)
+		defer cancel()
+		if err := s.mailer.Send(mctx, msg); err != nil {
+			s.log.Error("login code not sent", "user_id", u.ID, "err", err)
+		}
+	}()
+	return resp, nil
+}
+
+func lockedOut(until time.Time) error {
+	wait := max(time.Until(until), time.Second).Round(time.Second)
+	return errs.Public(codes.ResourceExhausted, "too many failed login attempts; try again in %s", wait).
+		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+}
+
+// VerifyLoginCode exchanges a code for a new session.
+func (s *Server) VerifyLoginCode(ctx context.Context, req *gatewayv1.VerifyLoginCodeRequest) (*gatewayv1.VerifyLoginCodeResponse, error) {
+	norm, err := normalizeEmail("email", req.GetEmail())
+	if err != nil {
+		return nil, err
+	}
+	code := strings.TrimSpace(req.GetCode())
+	if code == "" {
+		return nil, invalid("code", "required")
+	}
+	if len(code) != 6 || strings.Trim(code, "0123456789") != "" {
+		return nil, invalid("code", "want the 6 digits from the e-mail")
+	}
+	u, err := s.store.UserByEmail(ctx, norm)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	userID := u.ID
+	if u.Disabled {
+		userID = ""
+	}
+	var want []byte
+	if userID != "" {
+		want = s.secrets.codeHash(userID, code)
+	}
+	err = s.store.VerifyCode(ctx, norm, userID, callerAddress(ctx), func(h []byte) bool { return hmac.Equal(h, want) },
+		store.LockoutPolicy{MaxFailures: s.cfg.MaxFailures, Base: s.cfg.LockoutBase, Max: s.cfg.LockoutMax})
+	var locked *store.LockedError
+	switch {
+	case errors.As(err, &locked):
+		return nil, lockedOut(locked.Until)
+	case errors.Is(err, store.ErrBadCode):
+		return nil, errBadCode
+	case err != nil:
+		return nil, err
+	}
+	pair, err := s.newSession(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	u.LastLoginTime = s.now()
+	return &gatewayv1.VerifyLoginCodeResponse{Tokens: pair, User: userProto(u)}, nil
+}
+
+// newSession starts a session for u: its first refresh token and access token.
+func (s *Server) newSession(ctx context.Context, u store.User) (*gatewayv1.TokenPair, error) {
+	refresh, err := newSecret(refreshPrefix)
+	if err != nil {
+		return nil, err
+	}
+	expire := s.now().Add(s.cfg.RefreshTTL)
+	sid, err := s.store.CreateSession(ctx, u.ID, expire, hashSecret(refresh))
+	if err != nil {
+		return nil, err
+	}
+	return s.pair(ctx, u, sid, refresh, expire)
+}
+
+func (s *Server) pair(ctx context.Context, u store.User, sid, refresh string, refreshExpire time.Time) (*gatewayv1.TokenPair, error) {
+	tok, p, err := s.issue(ctx, u, s.cfg.AccessTTL, auth.Extra{SessionID: sid})
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.TokenPair{AccessToken: tok, AccessExpireTime: timestamppb.New(p.ExpiresAt),
+		RefreshToken: refresh, RefreshExpireTime: timestamppb.New(refreshExpire)}, nil
+}
+
+// refreshGrace is how long a spent refresh token still returns its successor (a retry
+// after a lost response).
+const refreshGrace = 30 * time.Second
+
+var errBadRefresh = status.Error(codes.Unauthenticated, "invalid or expired refresh token")
+
+// RefreshToken rotates a session's refresh token.
+func (s *Server) RefreshToken(ctx context.Context, req *gatewayv1.RefreshTokenRequest) (*gatewayv1.RefreshTokenResponse, error) {
+	tok := req.GetRefreshToken()
+	switch {
+	case tok == "":
+		return nil, invalid("refresh_token", "required")
+	case !strings.HasPrefix(tok, refreshPrefix) || len(tok) > 100:
+		return nil, invalid("refresh_token", "not a refresh token (it starts with %q)", refreshPrefix)
+	}
+	next := s.secrets.successor(tok)
+	r, res, err := s.store.SpendRefresh(ctx, hashSecret(tok), hashSecret(next), refreshGrace, s.sessionRevocationExpiry())
+	if err != nil {
+		return nil, err
+	}
+	if res == store.Reused {
+		s.log.Warn("refresh token reused after its grace period: session ended", "session_id", r.SessionID, "user_id", r.UserID)
+	}
+	if res != store.Spent && res != store.Retried {
+		return nil, errBadRefresh
+	}
+	u, err := s.store.GetUser(ctx, r.UserID)
+	if err != nil || u.Disabled {
+		return nil, errBadRefresh
+	}
+	pair, err := s.pair(ctx, u, r.SessionID, next, r.SessionExpire)
+	if err != nil {
+		return nil, err
+	}
+	return &gatewayv1.RefreshTokenResponse{Tokens: pair}, nil
+}
+
+// sessionRevocationExpiry is how long a session's revocation must last: past every access
+// token the session issued.
+func (s *Server) sessionRevocationExpiry() time.Time {
+	return s.now().Add(s.cfg.AccessTTL + time.Minute)
+}
+
+// RevokeToken revokes an access token (the caller's own when empty) or a refresh token's
+// session.
+func (s *Server) RevokeToken(ctx context.Context, req *gatewayv1.RevokeTokenRequest) (*gatewayv1.RevokeTokenResponse, error) {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok := strings.TrimSpace(req.GetToken())
+	switch {
+	case tok == "":
+		if p.Service != "" {
+			return nil, status.Error(codes.PermissionDenied, "a service token cannot be revoked")
+		}
+		return &gatewayv1.RevokeTokenResponse{}, s.store.Revoke(ctx, store.Revocation{Type: store.RevokeToken, Subject: p.TokenID, Expire: p.ExpiresAt})
+	case auth.IsAPIKey(tok):
+		return nil, invalid("token", "an API key: revoke it with RevokeAPIKey")
+	case strings.HasPrefix(tok, refreshPrefix):
+		err := s.store.EndSessionByRefresh(ctx, hashSecret(tok), s.sessionRevocationExpiry())
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, invalid("token", "not a refresh token this server issued")
+		}
+		return &gatewayv1.RevokeTokenResponse{}, err
+	}
+	target, err := s.verifier.Verify(tok)
+	if errors.Is(err, auth.ErrRevoked) {
+		return &gatewayv1.RevokeTokenResponse{}, nil // already revoked
+	}
+	if err != nil {
+		return nil, invalid("token", "not a valid access token or refresh token (an expired token needs no revoking)")
+	}
+	if target.Service != "" {
+		return nil, invalid("token", "a service token cannot be revoked (it lives minutes)")
+	}
+	return &gatewayv1.RevokeTokenResponse{}, s.store.Revoke(ctx, store.Revocation{Type: store.RevokeToken, Subject: target.TokenID, Expire: target.ExpiresAt})
+}
+
+// WhoAmI returns the caller as every service sees it.
+func (s *Server) WhoAmI(ctx context.Context, _ *gatewayv1.WhoAmIRequest) (*gatewayv1.WhoAmIResponse, error) {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	role := gatewayv1.Role_ROLE_MEMBER
+	if p.HasRole(auth.RoleAdmin) {
+		role = gatewayv1.Role_ROLE_ADMIN
+	}
+	resp := &gatewayv1.WhoAmIResponse{UserId: p.UserID, Role: role, TokenId: p.TokenID, Scopes: p.Scopes}
+	if !p.ExpiresAt.IsZero() {
+		resp.ExpireTime = timestamppb.New(p.ExpiresAt)
+	}
+	return resp, nil
+}
