@@ -25,7 +25,7 @@ images:
 		out=$$(docker build -q -f deploy/Dockerfile --build-arg SERVICE=$$s -t thefold/$$s:$(IMAGE_TAG) .thefold/images 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "thefold/$$s:$(IMAGE_TAG)"; done
 
-.PHONY: all setup generate require-git check-generate lint test test-make test-unit test-e2e bench run down status build
+.PHONY: all setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build
 
 all: build
 
@@ -97,6 +97,13 @@ bench: setup
 	@cd pkg && go test -run '^$$' -bench Count -count=1 ./tokens/
 	@cd services/memory && go test -run '^$$' -bench 'SearchLatency|RetrievalQuality' -benchtime 1x -count=1 -timeout 20m ./internal/service/
 	@cd services/builder && go test -run '^$$' -bench AnalyzeGo5000 -benchtime 3x -count=1 ./internal/depgraph/
+
+## load: REST load through the gateway: 200 requests/s (70% GetTask/ListTasks, 30%
+## CreateTask/UpdateTask) for 60 s, open loop, at most 100 in flight; prints the rate
+## achieved, latency p50/p90/p99/max and errors by kind, and fails on any error.
+## THEFOLD_LOAD_RPS, THEFOLD_LOAD_DURATION and THEFOLD_LOAD_MAX_IN_FLIGHT change it.
+load: setup
+	@cd tests/e2e && go test -run '^$$' -bench '^BenchmarkLoad$$' -benchtime 1x -count=1 -timeout 30m ./...
 
 ## run: build and start the nine services (thefold up).
 run: setup

@@ -7,6 +7,8 @@
 //	thefold supervise  the supervisor itself (thefold up starts it in the background)
 //	thefold token      issue, save and print a fresh admin token
 //	thefold init       create the signing keys and the admin token only (for docker compose)
+//	thefold rotate-key replace the token signing key; tokens signed with the old one stay
+//	                   valid until they expire
 package main
 
 import (
@@ -47,6 +49,10 @@ commands:
   status   show which services are running and which are down
   token    issue, save and print a fresh admin token
   init     create the signing keys and admin token only (docker compose uses them)
+  rotate-key
+           replace the token signing key: the old public key keeps verifying the tokens
+           it signed until they expire; running services pick the change up within
+           seconds (containers: restart them); the admin token is reissued
 
 flags:
   -data-dir DIR   where binaries, keys, logs and pids live (THEFOLD_DATA_DIR; default <src>/.thefold)
@@ -130,6 +136,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(out, "signing keys  %s\nadmin token   %s\nrepositories  %s\n", st.KeyDir(), st.TokenPath(), repos)
+		return nil
+	case "rotate-key":
+		kid, err := st.RotateSigningKey()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "new signing key %s\nadmin token     %s\n", kid, st.TokenPath())
 		return nil
 	case "token":
 		tok, err := st.IssueAdminToken()

@@ -96,10 +96,33 @@ func (s *Stack) authEnv(svc string) []string {
 	if slices.Contains(ServiceIdentities, svc) {
 		own = auth.ServicePrivateKeyPath(s.KeyDir(), svc)
 	}
+	// Only the gateway signs user tokens (logins, API key exchanges); it also gets the
+	// local mail sink, where the log mailer puts login codes.
+	signing, sink := "", ""
+	if svc == "gateway" {
+		signing, sink = filepath.Join(s.KeyDir(), auth.PrivateKeyFile), s.MailSinkPath()
+	}
 	return []string{
 		"THEFOLD_AUTH_PUBLIC_KEY_FILE=" + filepath.Join(s.KeyDir(), auth.PublicKeyFile),
 		"THEFOLD_AUTH_MAX_TOKEN_LIFETIME=" + s.maxLifetime().String(),
 		"THEFOLD_AUTH_SERVICE_KEYS_DIR=" + filepath.Join(s.KeyDir(), auth.ServiceKeysDir),
 		"THEFOLD_AUTH_SERVICE_KEY_FILE=" + own,
+		"THEFOLD_AUTH_SIGNING_KEY_FILE=" + signing,
+		"THEFOLD_MAIL_SINK_FILE=" + sink,
 	}
+}
+
+// RotateSigningKey replaces the user-token signing key (auth.RotateKeyPair): the old public
+// key stays valid for the tokens it signed until they expire, every service and the gateway
+// pick the new files up within seconds, and the admin token is reissued with the new key.
+// It returns the new key's id.
+func (s *Stack) RotateSigningKey() (string, error) {
+	kid, err := auth.RotateKeyPair(s.KeyDir(), s.maxLifetime(), time.Now())
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.IssueAdminToken(); err != nil {
+		return "", err
+	}
+	return kid, nil
 }

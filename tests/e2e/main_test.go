@@ -81,6 +81,9 @@ func runMain(m *testing.M) int {
 		// Dependency commands may run (go mod download of a module with nothing to fetch);
 		// the tests reach no network.
 		"THEFOLD_SANDBOX_GOPROXY=off",
+		// The benchmarks and the load run send thousands of requests a second as one user
+		// from one address: the edge's request budgets are tested on their own (edge package).
+		"THEFOLD_HTTP_RATE_PER_USER=off", "THEFOLD_HTTP_RATE_PER_ADDRESS=off",
 		"THEFOLD_AI_PROVIDER=anthropic", "THEFOLD_AI_BASE_URL=" + llmServer.URL, "THEFOLD_AI_API_KEY=fakellm-e2e",
 	}}
 	start := time.Now()
