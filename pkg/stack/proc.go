@@ -87,6 +87,19 @@ func liveProcess(pf pidFile, exe string) bool {
 	return strings.TrimSuffix(got, " (deleted)") == exe
 }
 
+// exited reports whether the process in pf has finished exiting: its pid is gone, a zombie,
+// or (pid reuse) another process. It differs from !liveProcess while a process exits: its
+// /proc/<pid>/exe link goes away before it becomes a zombie, so it is no longer provably
+// ours but still holds its ports and files. Without a recorded start time the process
+// cannot be told from a successor and liveProcess decides.
+func exited(pf pidFile, exe string) bool {
+	if pf.start == 0 {
+		return !liveProcess(pf, exe)
+	}
+	start, state, err := procStat(pf.pid)
+	return err != nil || state == 'Z' || state == 'X' || start != pf.start
+}
+
 // signalOwn sends sig to the process in pf after checking it is still ours.
 func signalOwn(pf pidFile, exe string, sig syscall.Signal) error {
 	if !liveProcess(pf, exe) {

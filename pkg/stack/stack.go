@@ -89,6 +89,10 @@ func (s *Stack) LogPath(n string) string { return filepath.Join(s.DataDir, "logs
 func (s *Stack) pidPath(n string) string { return filepath.Join(s.DataDir, "run", n+".pid") }
 func (s *Stack) exePath(n string) string { return filepath.Join(s.BinDir(), n) }
 func (s *Stack) TokenPath() string       { return filepath.Join(s.DataDir, "admin.token") }
+
+// MailSinkPath is where the gateway's log mailer appends the mail it would send (login
+// codes), one JSON object per line.
+func (s *Stack) MailSinkPath() string { return filepath.Join(s.DataDir, "mail", "outbox.jsonl") }
 func (s *Stack) GatewayURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d", s.Ports.GatewayHTTP)
 }
@@ -218,14 +222,14 @@ func (s *Stack) Kill(svc string) error {
 	if err != nil {
 		return fmt.Errorf("stack: kill %s: %w", svc, err)
 	}
+	if !liveProcess(pf, s.exePath(svc)) {
+		return os.Remove(s.pidPath(svc)) // gone, or not ours
+	}
 	if err := signalOwn(pf, s.exePath(svc), syscall.SIGKILL); err != nil {
 		return fmt.Errorf("stack: kill %s: %w", svc, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); liveProcess(pf, s.exePath(svc)); {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("stack: kill %s: pid %d still alive", svc, pf.pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !waitGone(pf, s.exePath(svc), time.Now().Add(10*time.Second)) {
+		return fmt.Errorf("stack: kill %s: pid %d still alive", svc, pf.pid)
 	}
 	return os.Remove(s.pidPath(svc))
 }
@@ -330,16 +334,40 @@ func stopProcess(pidPath, exe string, deadline time.Time) error {
 		return os.Remove(pidPath) // unreadable: nothing we can safely signal
 	}
 	defer os.Remove(pidPath)
+	if !liveProcess(pf, exe) {
+		return nil // gone, or not ours (stale pid file): nothing to signal or wait for
+	}
 	if err := signalOwn(pf, exe, syscall.SIGTERM); err != nil {
 		return err
 	}
-	for liveProcess(pf, exe) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	waitGone(pf, exe, deadline)
+	if exited(pf, exe) {
+		return nil
 	}
 	if err := signalOwn(pf, exe, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("kill %s: %w", filepath.Base(exe), err)
 	}
+	// SIGKILL is not instant: the process is torn down after delivery. Return only once it
+	// is gone, so its ports and files are free for whatever starts next.
+	if !waitGone(pf, exe, time.Now().Add(killWait)) {
+		return fmt.Errorf("stop %s: pid %d still exiting %s after SIGKILL", filepath.Base(exe), pf.pid, killWait)
+	}
 	return nil
+}
+
+// killWait bounds the wait for a killed process to finish exiting.
+const killWait = 5 * time.Second
+
+// waitGone polls until the process in pf has exited or deadline passes, and reports
+// whether it exited.
+func waitGone(pf pidFile, exe string, deadline time.Time) bool {
+	for !exited(pf, exe) {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
 
 // runningPID returns the recorded pid of svc if that process is alive, not a zombie, and

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -43,6 +44,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case os.Getenv(fakeEnv) == "1":
 		os.Exit(fakeService(ctx))
+	case os.Getenv(heavyEnv) == "1":
+		heavyProcess()
 	}
 	os.Exit(m.Run())
 }
@@ -62,6 +65,23 @@ func fakeService(ctx context.Context) int {
 	}()
 	<-ctx.Done()
 	return 0
+}
+
+// heavyEnv makes the test binary a process that ignores SIGTERM and holds two gibibytes of
+// touched memory, which the kernel takes a while to free after SIGKILL.
+const heavyEnv = "STACK_TEST_HEAVY_PROCESS"
+
+func heavyProcess() {
+	signal.Ignore(syscall.SIGTERM)
+	mem := make([]byte, 2<<30)
+	for i := 0; i < len(mem); i += 4096 {
+		mem[i] = 1
+	}
+	os.Stdout.WriteString("ready\n")
+	for {
+		time.Sleep(time.Hour)
+		mem[0]++
+	}
 }
 
 // fakeStack is a stack on free ports whose binaries are copies of the test binary.
@@ -333,5 +353,52 @@ func TestProcStatCountsFieldsAfterTheCommandName(t *testing.T) {
 	}
 	if !liveProcess(pidFile{pid: cmd.Process.Pid, start: start}, exe) {
 		t.Fatal("liveProcess does not recognise the process by executable and start time")
+	}
+}
+
+// TestStopWaitsUntilTheProcessIsGone: a process that ignores SIGTERM is killed, and Stop's
+// stopProcess and Kill return only when it has finished exiting — not when its
+// /proc/<pid>/exe link has gone, which happens before a process with much memory has freed
+// it and become a zombie (it still holds its ports then).
+func TestStopWaitsUntilTheProcessIsGone(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Stack{DataDir: t.TempDir()}
+	exe := s.exePath("heavy")
+	copyFile(t, self, exe)
+	if err := os.MkdirAll(filepath.Dir(s.pidPath("heavy")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []string{"stop", "kill"} {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), heavyEnv+"=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatalf("heavy process did not start: %v", err)
+		}
+		if err := writePIDFile(s.pidPath("heavy"), cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		if how == "kill" {
+			err = s.Kill("heavy")
+		} else {
+			err = stopProcess(s.pidPath("heavy"), exe, time.Now().Add(200*time.Millisecond))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if alive(cmd.Process.Pid) {
+			t.Errorf("%s: pid %d still exiting when it returned", how, cmd.Process.Pid)
+		}
 	}
 }
