@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime/debug"
 	"time"
 
@@ -38,6 +39,10 @@ type Config struct {
 	// DrainDelay keeps serving after NOT_SERVING is reported, so load balancers and
 	// clients watching health move away before connections close.
 	DrainDelay time.Duration `env:"THEFOLD_DRAIN_DELAY, default=0s"`
+	// Profiling serves Go's runtime profiles (net/http/pprof) under /debug/pprof/ on the
+	// admin port, for finding where a service spends its time. The admin port is
+	// internal, like /metrics; profiles show code paths and timings, never request data.
+	Profiling bool `env:"THEFOLD_PPROF, default=false"`
 }
 
 // Validate reports missing addresses.
@@ -265,6 +270,13 @@ func (s *Server) adminHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	if s.opts.Config.Profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
