@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,15 +23,17 @@ import (
 // times GOMAXPROCS goroutines.
 func benchClients(parallelism int) int { return parallelism * runtime.GOMAXPROCS(0) }
 
-// BenchmarkGetTask measures GetTask directly over gRPC against the tasks service and over
-// REST through the gateway (which adds JSON transcoding and a second gRPC hop), sequentially
-// (latency) and with parallel clients (throughput), and prints the REST/gRPC ratios.
+// BenchmarkGetTask measures GetTask directly over gRPC against the tasks service, over REST
+// through the gateway (which adds an HTTP hop, JSON transcoding and a second gRPC hop), and
+// over REST through bareproxy — the least a REST→gRPC proxy in its own process can do, the
+// floor the gateway is held against — sequentially (latency) and with parallel clients
+// (throughput), and prints the ratios.
 //
-// To compare like with like on a shared machine: both paths are warmed up with as many
-// clients as the parallel runs use (no connection is dialed while timed: the REST client
-// keeps one idle connection per client, the gRPC client multiplexes one), the two runs of a
-// kind follow each other, and the REST client reads every body to the end, so its
-// connections are reused.
+// To compare like with like on a shared machine, whose speed drifts from second to second:
+// the paths take turns in short blocks of calls, so each sees the same machine; all are
+// warmed up with as many clients as the parallel runs use (no connection is dialed while
+// timed: the REST clients keep one idle connection per client, the gRPC client multiplexes
+// one); and the REST client reads every body to the end, so its connections are reused.
 func BenchmarkGetTask(b *testing.B) {
 	const parallelism = 8
 	ctx := authed(context.Background())
@@ -37,95 +45,118 @@ func BenchmarkGetTask(b *testing.B) {
 	id := created.GetTask().GetId()
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.Cleanup(httpClient.CloseIdleConnections)
-	url := mesh.GatewayURL() + "/v1/tasks/" + id
 
-	getGRPC := func() error {
-		_, err := client.GetTask(ctx, &tasksv1.GetTaskRequest{Id: id})
-		return err
-	}
-	getREST := func() error {
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
+	getREST := func(base string) func() error {
+		url := base + "/v1/tasks/" + id
+		return func() error {
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return err
 	}
-	paths := []struct {
-		name string
-		call func() error
-	}{{"grpc", getGRPC}, {"rest", getREST}}
-
+	paths := []benchPath{
+		{"grpc", func() error {
+			_, err := client.GetTask(ctx, &tasksv1.GetTaskRequest{Id: id})
+			return err
+		}},
+		{"rest", getREST(mesh.GatewayURL())},
+		{"bare", getREST(startBareProxy(b))},
+	}
 	for _, p := range paths {
-		if err := warmUp(p.call, benchClients(parallelism), 20); err != nil {
+		// As many clients as the parallel run: the connections it needs exist before it is timed.
+		if err := concurrently(p.call, benchClients(parallelism), 20*benchClients(parallelism)); err != nil {
 			b.Fatalf("warming up %s: %v", p.name, err)
 		}
 	}
 
-	var mu sync.Mutex
 	latency := map[string]time.Duration{}
 	throughput := map[string]float64{}
-	for _, p := range paths {
-		b.Run(p.name+"/sequential", func(b *testing.B) {
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				if err := p.call(); err != nil {
-					b.Fatal(err)
+	b.Run("sequential", func(b *testing.B) {
+		spent, err := takeTurns(paths, b.N, 100, func(call func() error, n int) error {
+			for range n {
+				if err := call(); err != nil {
+					return err
 				}
 			}
-			per := time.Since(start) / time.Duration(b.N)
-			b.ReportMetric(float64(per.Microseconds()), "µs/call")
-			mu.Lock()
-			latency[p.name] = per
-			mu.Unlock()
+			return nil
 		})
-	}
-	for _, p := range paths {
-		b.Run(p.name+"/parallel", func(b *testing.B) {
-			b.SetParallelism(parallelism)
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := p.call(); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-			rps := float64(b.N) / time.Since(start).Seconds()
-			b.ReportMetric(rps, "calls/s")
-			mu.Lock()
-			throughput[p.name] = rps
-			mu.Unlock()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range paths {
+			latency[p.name] = spent[p.name] / time.Duration(b.N)
+			b.ReportMetric(float64(latency[p.name].Microseconds()), p.name+"-µs/call")
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		clients := benchClients(parallelism)
+		spent, err := takeTurns(paths, b.N, 500, func(call func() error, n int) error {
+			return concurrently(call, clients, n)
 		})
-	}
-	if latency["grpc"] > 0 && latency["rest"] > 0 && throughput["grpc"] > 0 && throughput["rest"] > 0 {
-		fmt.Printf("GetTask latency:    gRPC %v, REST via gateway %v (REST/gRPC = %.2fx)\n",
-			latency["grpc"], latency["rest"], float64(latency["rest"])/float64(latency["grpc"]))
-		fmt.Printf("GetTask throughput: gRPC %.0f calls/s, REST via gateway %.0f calls/s (gRPC/REST = %.2fx)\n",
-			throughput["grpc"], throughput["rest"], throughput["grpc"]/throughput["rest"])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range paths {
+			throughput[p.name] = float64(b.N) / spent[p.name].Seconds()
+			b.ReportMetric(throughput[p.name], p.name+"-calls/s")
+		}
+	})
+	if len(latency) == len(paths) && len(throughput) == len(paths) {
+		fmt.Printf("GetTask latency:    gRPC %v, REST via gateway %v (REST/gRPC = %.2fx); floor, a bare REST proxy: %v (%.2fx)\n",
+			latency["grpc"], latency["rest"], float64(latency["rest"])/float64(latency["grpc"]),
+			latency["bare"], float64(latency["bare"])/float64(latency["grpc"]))
+		fmt.Printf("GetTask throughput: gRPC %.0f calls/s, REST via gateway %.0f calls/s (gRPC/REST = %.2fx); floor, a bare REST proxy: %.0f calls/s (%.2fx)\n",
+			throughput["grpc"], throughput["rest"], throughput["grpc"]/throughput["rest"],
+			throughput["bare"], throughput["grpc"]/throughput["bare"])
 	}
 }
 
-// warmUp makes calls from clients goroutines at once, each calls times: the connections a
-// run with that many clients needs exist before it is timed.
-func warmUp(call func() error, clients, calls int) error {
+// A benchPath is one way to make the benchmarked call.
+type benchPath struct {
+	name string
+	call func() error
+}
+
+// takeTurns makes n calls of every path with run, in blocks of at most block calls, the
+// paths taking turns block by block, and returns the time each path's calls took.
+func takeTurns(paths []benchPath, n, block int, run func(call func() error, n int) error) (map[string]time.Duration, error) {
+	spent := map[string]time.Duration{}
+	for done := 0; done < n; done += block {
+		k := min(block, n-done)
+		for _, p := range paths {
+			start := time.Now()
+			if err := run(p.call, k); err != nil {
+				return nil, fmt.Errorf("%s: %w", p.name, err)
+			}
+			spent[p.name] += time.Since(start)
+		}
+	}
+	return spent, nil
+}
+
+// concurrently makes n calls from clients goroutines, which take the next call as they
+// finish one, and returns the first error.
+func concurrently(call func() error, clients, n int) error {
+	var next atomic.Int64
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range calls {
+			for next.Add(1) <= int64(n) {
 				if err := call(); err != nil {
 					errs <- err
 					return
@@ -136,4 +167,30 @@ func warmUp(call func() error, clients, calls int) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// startBareProxy builds and starts bareproxy in front of the mesh's tasks service and
+// returns its base URL; it is stopped when b ends.
+func startBareProxy(b *testing.B) string {
+	b.Helper()
+	exe := filepath.Join(b.TempDir(), "bareproxy")
+	build := exec.Command("go", "build", "-o", exe, "./bareproxy")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building bareproxy: %v\n%s", err, out)
+	}
+	cmd := exec.Command(exe, "-tasks", mesh.GRPCAddr("tasks"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("bareproxy did not start: %v", err)
+	}
+	return "http://" + strings.TrimSpace(addr)
 }
