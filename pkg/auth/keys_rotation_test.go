@@ -436,3 +436,24 @@ func TestWatchKeyFileReloadsOnRotation(t *testing.T) {
 	wantRefused(t, v, tok0, "unknown signing key")
 	waitAccepted(tok1)
 }
+
+// TestSetKeysDuringAVerification: a token verified under a key that SetKeys removes before
+// the verification is cached is not cached, so the next Verify refuses it at once.
+func TestSetKeysDuringAVerification(t *testing.T) {
+	oldPub, oldPriv := newKeys(t)
+	newPub, _ := newKeys(t)
+	v := NewVerifierKeys([]VerifyKey{{Key: oldPub}})
+	tok, _, err := NewSigner(oldPriv).Issue("u1", nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHookBeforeCache = func() {
+		testHookBeforeCache = nil
+		v.SetKeys([]VerifyKey{{Key: newPub}}) // the old key is removed, not retired
+	}
+	t.Cleanup(func() { testHookBeforeCache = nil })
+	if _, err := v.Verify(tok); err != nil {
+		t.Fatalf("verification under the old key: %v", err) // it began before the swap
+	}
+	wantRefused(t, v, tok, "")
+}

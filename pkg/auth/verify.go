@@ -111,6 +111,7 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 		}
 		return hit.p, nil
 	}
+	keys := v.keys.Load() // the key set this verification may be cached under
 	p, err := v.verify(token)
 	if err != nil {
 		return p, err
@@ -122,14 +123,26 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	if p.ExpiresAt.Before(until) {
 		until = p.ExpiresAt // every verified token has one
 	}
-	v.mu.Lock()
-	if len(v.cache) >= verifyCacheSize {
-		clear(v.cache) // simple bound; a cold cache only costs re-verification
+	if testHookBeforeCache != nil {
+		testHookBeforeCache()
 	}
-	v.cache[key] = cachedPrincipal{p: p, until: until}
+	v.mu.Lock()
+	// SetKeys stores the new keys, then clears the cache under mu: a verification that
+	// started under the old keys is cached only if they are still in force now, and is
+	// then cleared by that SetKeys. Otherwise a token of a just-removed key could sit in
+	// the cache for verifyCacheTTL.
+	if v.keys.Load() == keys {
+		if len(v.cache) >= verifyCacheSize {
+			clear(v.cache) // simple bound; a cold cache only costs re-verification
+		}
+		v.cache[key] = cachedPrincipal{p: p, until: until}
+	}
 	v.mu.Unlock()
 	return p, nil
 }
+
+// testHookBeforeCache, when set (by tests), runs between a verification and its caching.
+var testHookBeforeCache func()
 
 func revokedErr(why string) error {
 	return fmt.Errorf("%w: %w: %s", ErrInvalidToken, ErrRevoked, why)
