@@ -136,6 +136,9 @@ func main() {
 	platform.Main(service)
 }
 
+// mailFlushTimeout bounds the wait for login codes still being sent at shutdown.
+const mailFlushTimeout = 8 * time.Second
+
 // registerIdentity wires the AuthService, UserService and IdentityService: the signing key
 // (re-read after a rotation), the store, the outbox hub revocations stream from, the
 // mailer, and the first admin.
@@ -180,6 +183,17 @@ func registerIdentity(ctx context.Context, d *platform.Deps, cfg Config) error {
 			case <-t.C:
 			}
 		}
+	})
+	// At shutdown (after the server has stopped taking requests) the login codes still
+	// being sent go out, within a bound a container's stop grace period allows.
+	d.Go("login mail", func(bg context.Context) error {
+		<-bg.Done()
+		fctx, cancel := context.WithTimeout(context.Background(), mailFlushTimeout)
+		defer cancel()
+		if n := core.FlushMail(fctx); n > 0 {
+			d.Logger.Warn("login codes not sent before shutdown", "count", n)
+		}
+		return nil
 	})
 	// A rotation (thefold rotate-key) replaces the key file: sign with the new key.
 	d.Go("signing key", func(bg context.Context) error {

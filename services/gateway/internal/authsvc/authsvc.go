@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/mail"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,8 +104,11 @@ type Core struct {
 	// maxLifetime bounds every user token (THEFOLD_AUTH_MAX_TOKEN_LIFETIME): a user
 	// revocation must outlive the longest token it covers.
 	maxLifetime time.Duration
-	// mailWG-free: mail goes out in the background, bounded by mailTimeout.
-	now func() time.Time
+	// Login codes go out in the background, each bounded by mailTimeout; FlushMail waits
+	// for them at shutdown.
+	mailing sync.WaitGroup
+	unsent  atomic.Int64
+	now     func() time.Time
 }
 
 // Deps are what New needs.
@@ -130,6 +134,35 @@ func New(d Deps) (*Core, error) {
 		watches: events.NewWatches(d.Config.MaxWatches, "revocation watches"), log: d.Log, maxLifetime: d.MaxLifetime, now: time.Now}
 	c.signer.Store(d.Signer)
 	return c, nil
+}
+
+// sendMail sends msg in the background: an SMTP server's latency must not tell a known
+// address from an unknown one. A failure is logged; FlushMail waits for what is in flight.
+func (c *Core) sendMail(ctx context.Context, userID string, msg mailer.Message) {
+	c.unsent.Add(1)
+	c.mailing.Go(func() {
+		defer c.unsent.Add(-1)
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mailTimeout)
+		defer cancel()
+		if err := c.mailer.Send(mctx, msg); err != nil {
+			c.log.Error("login code not sent", "user_id", userID, "err", err)
+		}
+	})
+}
+
+// FlushMail waits until the login codes being sent have gone out (or failed), or until ctx
+// ends, and returns how many were still being sent then. The gateway calls it at shutdown,
+// after the server has stopped taking requests, so a code asked for in the last moment is
+// still mailed.
+func (c *Core) FlushMail(ctx context.Context) int {
+	done := make(chan struct{})
+	go func() { c.mailing.Wait(); close(done) }()
+	select {
+	case <-done:
+		return 0
+	case <-ctx.Done():
+		return int(c.unsent.Load())
+	}
 }
 
 // SetSigner replaces the signer (a key rotation).

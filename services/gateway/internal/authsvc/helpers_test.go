@@ -73,6 +73,8 @@ func defaultConfig() authsvc.Config {
 type harnessOptions struct {
 	// noFollow leaves the server's verifier without the gateway's revocations.
 	noFollow bool
+	// mailer replaces the log mailer with its sink.
+	mailer mailer.Mailer
 }
 
 // newHarness starts the identity services wired as the gateway's main does; tweak changes
@@ -113,6 +115,9 @@ func newHarness(t *testing.T, tweak func(*authsvc.Config), opts ...harnessOption
 		SMTPPort: 587, SMTPTLS: "starttls", SMTPTimeout: 15 * time.Second}, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.mailer != nil {
+		mail = o.mailer
 	}
 	st := store.New(pool)
 	core, err := authsvc.New(authsvc.Deps{

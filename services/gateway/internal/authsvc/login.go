@@ -65,21 +65,12 @@ func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLog
 	if err := s.store.CreateCode(ctx, u.ID, norm, peer, s.secrets.codeHash(u.ID, code), now.Add(s.cfg.CodeTTL)); err != nil {
 		return nil, err
 	}
-	// Sent in the background: an SMTP server's latency must not tell a known address from
-	// an unknown one.
-	msg := mailer.Message{
+	s.sendMail(ctx, u.ID, mailer.Message{
 		To:      u.Email,
 		Subject: "Your TheFold login code: " + code,
 		Text: "Your TheFold login code is " + code + ".\n\nIt works once, within " + s.cfg.CodeTTL.String() +
 			". If you did not ask for it, ignore this message.\n",
-	}
-	go func() {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mailTimeout)
-		defer cancel()
-		if err := s.mailer.Send(mctx, msg); err != nil {
-			s.log.Error("login code not sent", "user_id", u.ID, "err", err)
-		}
-	}()
+	})
 	return resp, nil
 }
 

@@ -1,7 +1,9 @@
 package authsvc_test
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/services/gateway/internal/authsvc"
+	"github.com/thefold/thefold/services/gateway/internal/mailer"
 	"github.com/thefold/thefold/services/gateway/internal/store"
 )
 
@@ -292,4 +295,49 @@ func TestLockoutEnds(t *testing.T) {
 			t.Errorf("second lockout: retry delay %v, want more than %v, up to %v", d2, base, 2*base)
 		}
 	})
+}
+
+// gatedMailer holds every message until released.
+type gatedMailer struct {
+	release chan struct{}
+	sent    chan mailer.Message
+}
+
+func (m *gatedMailer) Send(ctx context.Context, msg mailer.Message) error {
+	select {
+	case <-m.release:
+		m.sent <- msg
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestFlushMailWaitsForCodesInFlight: the answer does not wait for the mail, but FlushMail
+// (the gateway's shutdown) does, and says how many codes are still out when it gives up.
+func TestFlushMailWaitsForCodesInFlight(t *testing.T) {
+	t.Parallel()
+	gm := &gatedMailer{release: make(chan struct{}), sent: make(chan mailer.Message, 1)}
+	h := newHarness(t, nil, harnessOptions{mailer: gm})
+	h.createUser(t, "dora@example.com", gatewayv1.Role_ROLE_MEMBER)
+	if _, err := h.auth.RequestLoginCode(h.anon, &gatewayv1.RequestLoginCodeRequest{Email: "dora@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if n := h.core.FlushMail(short); n != 1 {
+		t.Fatalf("FlushMail with the mail held = %d, want 1 still being sent", n)
+	}
+	close(gm.release)
+	if n := h.core.FlushMail(t.Context()); n != 0 {
+		t.Fatalf("FlushMail after release = %d, want 0", n)
+	}
+	select {
+	case msg := <-gm.sent:
+		if msg.To != "dora@example.com" || !strings.HasPrefix(msg.Subject, codeSubject) {
+			t.Errorf("sent %+v", msg)
+		}
+	default:
+		t.Fatal("FlushMail returned before the code was sent")
+	}
 }
