@@ -3,10 +3,13 @@ package telemetry_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
@@ -70,16 +73,41 @@ func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
 	}
 }
 
+// TestNoExporterWithoutEndpoint: without a collector, spans carry trace ids (for logs and
+// calls) but are not recorded; a trace a caller sampled is still recorded and passed on as
+// sampled, so a service further down that exports still sees it.
 func TestNoExporterWithoutEndpoint(t *testing.T) {
 	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, span := otel.Tracer("test").Start(context.Background(), "x")
+	ctx, span := otel.Tracer("test").Start(context.Background(), "x")
 	if !span.SpanContext().IsValid() {
 		t.Error("spans should still carry trace ids for logs and propagation")
 	}
+	if span.IsRecording() || span.SpanContext().IsSampled() {
+		t.Error("a span nothing receives is recorded")
+	}
+	carrier := propagation.HeaderCarrier(http.Header{})
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	if tp := carrier.Get("traceparent"); !strings.HasPrefix(tp, "00-"+span.SpanContext().TraceID().String()) || !strings.HasSuffix(tp, "-00") {
+		t.Errorf("traceparent = %q, want the span's trace id, not sampled", tp)
+	}
 	span.End()
+
+	// A caller's sampled trace.
+	in := propagation.HeaderCarrier(http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}})
+	ctx = otel.GetTextMapPropagator().Extract(context.Background(), in)
+	ctx, child := otel.Tracer("test").Start(ctx, "y")
+	if !child.IsRecording() || child.SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Error("a child of a sampled caller's span is not recorded in the caller's trace")
+	}
+	out := propagation.HeaderCarrier(http.Header{})
+	otel.GetTextMapPropagator().Inject(ctx, out)
+	if tp := out.Get("traceparent"); !strings.HasSuffix(tp, "-01") {
+		t.Errorf("traceparent passed on = %q, want it sampled", tp)
+	}
+	child.End()
 	if err := shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
