@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -409,5 +410,33 @@ func TestLoginLockout(t *testing.T) {
 		if fmt.Sprint(statuses) != "[401 401 401 401 401 429]" {
 			t.Fatalf("%s: statuses %v", email, statuses)
 		}
+	}
+
+	// The admin sees both in the login report, locked out, and reads the audit.
+	code, report := rest(t, "GET", "/v1/users:login-report?window=3600s&min_failures=5", token, nil)
+	if code != http.StatusOK {
+		t.Fatalf("login report = %d %v", code, report)
+	}
+	listed := map[string]map[string]any{}
+	for _, a := range report["addresses"].([]any) {
+		a := a.(map[string]any)
+		listed[a["email"].(string)] = a
+	}
+	for _, email := range []string{known, unknown} {
+		a, ok := listed[strings.ToLower(email)]
+		if !ok || a["failures"] != "5" || a["locked_out_attempts"] != "1" || a["locked_until"] == nil {
+			t.Errorf("%s in the login report = %v (listed: %v)", email, a, ok)
+		}
+	}
+	code, audit := rest(t, "GET", "/v1/users:login-attempts?page_size=2&email="+url.QueryEscape(known), token, nil)
+	if rows, _ := audit["attempts"].([]any); code != http.StatusOK || len(rows) != 2 || audit["next_page_token"] == "" ||
+		rows[0].(map[string]any)["outcome"] != "LOGIN_OUTCOME_LOCKED_OUT" {
+		t.Errorf("login audit of %s = %d %v", known, code, audit)
+	}
+	// A member is refused both.
+	_, peer := newUser(t, "alan-peer")
+	member, _ := login(t, peer, 0)
+	if code, _ := rest(t, "GET", "/v1/users:login-report", member, nil); code != http.StatusForbidden {
+		t.Errorf("member's login report = %d, want 403", code)
 	}
 }

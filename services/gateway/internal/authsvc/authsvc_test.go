@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -246,6 +247,43 @@ func TestBadInput(t *testing.T) {
 		{"UserService/", "UpdateUser", "user.role", func() error {
 			_, err := u.UpdateUser(h.admin, &gatewayv1.UpdateUserRequest{Id: authsvc.AdminUserID, User: &gatewayv1.User{},
 				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"role"}}})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "email", func() error {
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{Email: "not an address"})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "outcome", func() error {
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{Outcome: gatewayv1.LoginOutcome(42)})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "start_time", func() error {
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{StartTime: &timestamppb.Timestamp{Nanos: -1}})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "page_size", func() error {
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{PageSize: -3})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "page_token", func() error {
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{PageToken: validate.EncodePageToken("la1", "-5")})
+			return err
+		}},
+		{"UserService/", "ListLoginAttempts", "page_token", func() error {
+			// A ListUsers token is not a ListLoginAttempts token.
+			_, err := u.ListLoginAttempts(h.admin, &gatewayv1.ListLoginAttemptsRequest{PageToken: validate.EncodePageToken("u1", "a@b.c")})
+			return err
+		}},
+		{"UserService/", "GetLoginReport", "window", func() error {
+			_, err := u.GetLoginReport(h.admin, &gatewayv1.GetLoginReportRequest{Window: durationpb.New(time.Second)})
+			return err
+		}},
+		{"UserService/", "GetLoginReport", "window", func() error {
+			_, err := u.GetLoginReport(h.admin, &gatewayv1.GetLoginReportRequest{Window: durationpb.New(100 * 24 * time.Hour)})
+			return err
+		}},
+		{"UserService/", "GetLoginReport", "min_failures", func() error {
+			_, err := u.GetLoginReport(h.admin, &gatewayv1.GetLoginReportRequest{MinFailures: 1001})
 			return err
 		}},
 

@@ -105,12 +105,20 @@ func (s *Server) VerifyLoginCode(ctx context.Context, req *gatewayv1.VerifyLogin
 	if userID != "" {
 		want = s.secrets.codeHash(userID, code)
 	}
-	err = s.store.VerifyCode(ctx, norm, userID, callerAddress(ctx), func(h []byte) bool { return hmac.Equal(h, want) },
+	peer := callerAddress(ctx)
+	err = s.store.VerifyCode(ctx, norm, userID, peer, func(h []byte) bool { return hmac.Equal(h, want) },
 		store.LockoutPolicy{MaxFailures: s.cfg.MaxFailures, Base: s.cfg.LockoutBase, Max: s.cfg.LockoutMax})
 	var locked *store.LockedError
+	var started *store.LockoutStartedError
 	switch {
 	case errors.As(err, &locked):
 		return nil, lockedOut(locked.Until)
+	case errors.As(err, &started):
+		// For the operator: someone guessing codes, or someone who cannot get in. An admin
+		// sees the details with GetLoginReport and ListLoginAttempts.
+		s.log.Warn("login address locked out after failed codes", "email", norm, "known", userID != "",
+			"peer", peer, "until", started.Until, "lockouts_in_a_row", started.InARow)
+		return nil, errBadCode
 	case errors.Is(err, store.ErrBadCode):
 		return nil, errBadCode
 	case err != nil:

@@ -3,6 +3,7 @@ package authsvc
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -238,4 +239,126 @@ func (s *UserServer) UpdateUser(ctx context.Context, req *gatewayv1.UpdateUserRe
 		return nil, err
 	}
 	return &gatewayv1.UpdateUserResponse{User: userProto(u)}, nil
+}
+
+const (
+	attemptPageVersion = "la1"
+	// maxReportAddresses bounds a login report's list of addresses.
+	maxReportAddresses = 100
+	maxReportWindow    = 90 * 24 * time.Hour
+)
+
+var outcomes = map[gatewayv1.LoginOutcome]string{
+	gatewayv1.LoginOutcome_LOGIN_OUTCOME_CODE_SENT:     store.OutcomeCodeSent,
+	gatewayv1.LoginOutcome_LOGIN_OUTCOME_CODE_NOT_SENT: store.OutcomeCodeNotSent,
+	gatewayv1.LoginOutcome_LOGIN_OUTCOME_SUCCESS:       store.OutcomeSuccess,
+	gatewayv1.LoginOutcome_LOGIN_OUTCOME_BAD_CODE:      store.OutcomeBadCode,
+	gatewayv1.LoginOutcome_LOGIN_OUTCOME_LOCKED_OUT:    store.OutcomeLockedOut,
+}
+
+func outcomeProto(o string) gatewayv1.LoginOutcome {
+	for k, v := range outcomes {
+		if v == o {
+			return k
+		}
+	}
+	return gatewayv1.LoginOutcome_LOGIN_OUTCOME_UNSPECIFIED
+}
+
+// ListLoginAttempts pages the login audit, newest first.
+func (s *UserServer) ListLoginAttempts(ctx context.Context, req *gatewayv1.ListLoginAttemptsRequest) (*gatewayv1.ListLoginAttemptsResponse, error) {
+	if _, err := admin(ctx); err != nil {
+		return nil, err
+	}
+	size, err := validate.PageSize(req.GetPageSize(), 50, 200)
+	if err != nil {
+		return nil, err
+	}
+	f := store.AttemptFilter{Limit: size + 1}
+	if req.GetEmail() != "" {
+		if f.EmailNorm, err = normalizeEmail("email", req.GetEmail()); err != nil {
+			return nil, err
+		}
+	}
+	if o := req.GetOutcome(); o != gatewayv1.LoginOutcome_LOGIN_OUTCOME_UNSPECIFIED {
+		var ok bool
+		if f.Outcome, ok = outcomes[o]; !ok {
+			return nil, invalid("outcome", "unknown outcome %d", o)
+		}
+	}
+	if req.StartTime != nil {
+		if err := req.GetStartTime().CheckValid(); err != nil {
+			return nil, invalid("start_time", "%v", err)
+		}
+		f.Since = req.GetStartTime().AsTime()
+	}
+	if req.GetPageToken() != "" {
+		parts, err := validate.DecodePageToken(req.GetPageToken(), attemptPageVersion, 1, "ListLoginAttempts")
+		if err != nil {
+			return nil, err
+		}
+		if f.BeforeID, err = strconv.ParseInt(parts[0], 10, 64); err != nil || f.BeforeID <= 0 {
+			return nil, invalid("page_token", "not a token ListLoginAttempts returned")
+		}
+	}
+	rows, err := s.store.ListLoginAttempts(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	resp := &gatewayv1.ListLoginAttemptsResponse{}
+	if len(rows) > size {
+		rows = rows[:size]
+		resp.NextPageToken = validate.EncodePageToken(attemptPageVersion, strconv.FormatInt(rows[size-1].ID, 10))
+	}
+	for _, r := range rows {
+		resp.Attempts = append(resp.Attempts, &gatewayv1.LoginAttempt{
+			Id: strconv.FormatInt(r.ID, 10), Email: r.EmailNorm, UserId: r.UserID, Peer: r.Peer,
+			Outcome: outcomeProto(r.Outcome), Time: timestamppb.New(r.Time),
+		})
+	}
+	return resp, nil
+}
+
+// GetLoginReport sums up logins over a window.
+func (s *UserServer) GetLoginReport(ctx context.Context, req *gatewayv1.GetLoginReportRequest) (*gatewayv1.GetLoginReportResponse, error) {
+	if _, err := admin(ctx); err != nil {
+		return nil, err
+	}
+	window := 24 * time.Hour
+	if req.Window != nil {
+		if err := req.GetWindow().CheckValid(); err != nil {
+			return nil, invalid("window", "%v", err)
+		}
+		window = req.GetWindow().AsDuration()
+		if window < time.Minute || window > maxReportWindow {
+			return nil, invalid("window", "from 1m to %s, got %s", maxReportWindow, window)
+		}
+	}
+	minFailures := 5
+	if n := req.GetMinFailures(); n != 0 {
+		if n < 1 || n > 1000 {
+			return nil, invalid("min_failures", "1–1000, got %d", n)
+		}
+		minFailures = int(n)
+	}
+	end := s.now()
+	start := end.Add(-window)
+	r, err := s.store.LoginReport(ctx, start, minFailures, maxReportAddresses)
+	if err != nil {
+		return nil, err
+	}
+	resp := &gatewayv1.GetLoginReportResponse{
+		StartTime: timestamppb.New(start), EndTime: timestamppb.New(end),
+		CodesSent: r.CodesSent, CodesNotSent: r.CodesNotSent, Successes: r.Successes, Failures: r.Failures,
+		LockedOutAttempts: r.LockedOut, Truncated: r.Truncated,
+	}
+	for _, a := range r.Addresses {
+		out := &gatewayv1.LoginReportAddress{Email: a.EmailNorm, UserId: a.UserID, Failures: a.Failures,
+			LockedOutAttempts: a.LockedOut, Peers: a.Peers, LastFailureTime: timestamppb.New(a.LastFailure)}
+		if !a.LockedUntil.IsZero() {
+			out.LockedUntil = timestamppb.New(a.LockedUntil)
+		}
+		resp.Addresses = append(resp.Addresses, out)
+	}
+	return resp, nil
 }

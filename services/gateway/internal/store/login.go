@@ -37,6 +37,20 @@ type LockedError struct{ Until time.Time }
 
 func (e *LockedError) Error() string { return "locked out until " + e.Until.Format(time.RFC3339) }
 
+// LockoutStartedError is a failed code that locked its address out, the InARow-th lockout
+// in a row, until Until. It is ErrBadCode to the caller who sent it.
+type LockoutStartedError struct {
+	Until  time.Time
+	InARow int
+}
+
+func (e *LockoutStartedError) Error() string {
+	return "bad code; locked out until " + e.Until.Format(time.RFC3339)
+}
+
+// Is makes the error ErrBadCode.
+func (e *LockoutStartedError) Is(target error) bool { return target == ErrBadCode }
+
 // ErrBadCode is a code that is wrong, expired, used or superseded, or an address that has
 // none: the caller cannot tell which.
 var ErrBadCode = errors.New("invalid or expired code")
@@ -142,6 +156,9 @@ func (s *Store) VerifyCode(ctx context.Context, emailNorm, userID, peer string, 
 			return err
 		}
 		result = ErrBadCode
+		if lockUntil != nil {
+			result = &LockoutStartedError{Until: *lockUntil, InARow: lockouts}
+		}
 		return audit(ctx, tx, emailNorm, userID, peer, OutcomeBadCode)
 	})
 	if err != nil {
@@ -152,16 +169,95 @@ func (s *Store) VerifyCode(ctx context.Context, emailNorm, userID, peer string, 
 
 // LoginAttempt is a row of the login audit.
 type LoginAttempt struct {
+	ID                               int64
 	EmailNorm, UserID, Peer, Outcome string
 	Time                             time.Time
 }
 
 // LoginAttempts returns the newest limit audit rows of an address.
 func (s *Store) LoginAttempts(ctx context.Context, emailNorm string, limit int) ([]LoginAttempt, error) {
-	rows, err := s.pool.Query(ctx, `SELECT email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts
-		WHERE email_norm = $1 ORDER BY id DESC LIMIT $2`, emailNorm, limit)
+	return s.ListLoginAttempts(ctx, AttemptFilter{EmailNorm: emailNorm, Limit: limit})
+}
+
+// AttemptFilter selects login audit rows; zero fields do not filter.
+type AttemptFilter struct {
+	EmailNorm string
+	Outcome   string
+	Since     time.Time
+	BeforeID  int64 // rows older than this one (the previous page's last)
+	Limit     int
+}
+
+// ListLoginAttempts returns audit rows newest first.
+func (s *Store) ListLoginAttempts(ctx context.Context, f AttemptFilter) ([]LoginAttempt, error) {
+	var since *time.Time
+	if !f.Since.IsZero() {
+		since = &f.Since
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts
+		WHERE ($1 = '' OR email_norm = $1) AND ($2 = '' OR outcome = $2)
+		  AND ($3::timestamptz IS NULL OR time >= $3) AND ($4 = 0 OR id < $4)
+		ORDER BY id DESC LIMIT $5`, f.EmailNorm, f.Outcome, since, f.BeforeID, f.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[LoginAttempt])
+}
+
+// LoginReport sums up the login audit since a time.
+type LoginReport struct {
+	CodesSent, CodesNotSent, Successes, Failures, LockedOut int64
+	Addresses                                               []ReportAddress // most failures first
+	Truncated                                               bool            // more qualified than listed
+}
+
+// ReportAddress is an address with failed codes in a report's window.
+type ReportAddress struct {
+	EmailNorm, UserID          string
+	Failures, LockedOut, Peers int64
+	LastFailure                time.Time
+	LockedUntil                time.Time // zero unless locked out now
+}
+
+// LoginReport counts the audit's outcomes since since, and lists up to limit addresses with
+// at least minFailures failed codes since then, most first.
+func (s *Store) LoginReport(ctx context.Context, since time.Time, minFailures, limit int) (LoginReport, error) {
+	var r LoginReport
+	if err := s.pool.QueryRow(ctx, `SELECT
+			count(*) FILTER (WHERE outcome = 'code_sent'), count(*) FILTER (WHERE outcome = 'code_not_sent'),
+			count(*) FILTER (WHERE outcome = 'success'), count(*) FILTER (WHERE outcome = 'bad_code'),
+			count(*) FILTER (WHERE outcome = 'locked_out')
+		FROM login_attempts WHERE time >= $1`, since).
+		Scan(&r.CodesSent, &r.CodesNotSent, &r.Successes, &r.Failures, &r.LockedOut); err != nil {
+		return LoginReport{}, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT a.email_norm, COALESCE(u.id, ''), a.failures, a.locked_out, a.peers, a.last_failure,
+			COALESCE(l.locked_until, 'epoch'::timestamptz)
+		FROM (SELECT email_norm,
+				count(*) FILTER (WHERE outcome = 'bad_code') AS failures,
+				count(*) FILTER (WHERE outcome = 'locked_out') AS locked_out,
+				count(DISTINCT peer) FILTER (WHERE outcome = 'bad_code') AS peers,
+				max(time) FILTER (WHERE outcome = 'bad_code') AS last_failure
+			FROM login_attempts WHERE time >= $1 AND outcome IN ('bad_code', 'locked_out')
+			GROUP BY email_norm) a
+		LEFT JOIN users u ON u.email_norm = a.email_norm
+		LEFT JOIN login_lockouts l ON l.email_norm = a.email_norm AND l.locked_until > $4
+		WHERE a.failures >= $2
+		ORDER BY a.failures DESC, a.last_failure DESC, a.email_norm
+		LIMIT $3`, since, minFailures, limit+1, s.now())
+	if err != nil {
+		return LoginReport{}, err
+	}
+	if r.Addresses, err = pgx.CollectRows(rows, pgx.RowToStructByPos[ReportAddress]); err != nil {
+		return LoginReport{}, err
+	}
+	if len(r.Addresses) > limit {
+		r.Addresses, r.Truncated = r.Addresses[:limit], true
+	}
+	for i := range r.Addresses {
+		if r.Addresses[i].LockedUntil.Equal(time.Unix(0, 0)) {
+			r.Addresses[i].LockedUntil = time.Time{}
+		}
+	}
+	return r, nil
 }

@@ -9,6 +9,7 @@ package gatewayv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -22,6 +23,71 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// LoginOutcome is what became of one login step.
+type LoginOutcome int32
+
+const (
+	LoginOutcome_LOGIN_OUTCOME_UNSPECIFIED LoginOutcome = 0
+	// A code was asked for and sent.
+	LoginOutcome_LOGIN_OUTCOME_CODE_SENT LoginOutcome = 1
+	// A code was asked for an address with no enabled user; nothing was sent (the caller was
+	// answered as for any address).
+	LoginOutcome_LOGIN_OUTCOME_CODE_NOT_SENT LoginOutcome = 2
+	// A code was used: a session began.
+	LoginOutcome_LOGIN_OUTCOME_SUCCESS LoginOutcome = 3
+	// A wrong, spent, expired or superseded code, or any code for an unknown address.
+	LoginOutcome_LOGIN_OUTCOME_BAD_CODE LoginOutcome = 4
+	// A code tried while the address was locked out (not checked).
+	LoginOutcome_LOGIN_OUTCOME_LOCKED_OUT LoginOutcome = 5
+)
+
+// Enum value maps for LoginOutcome.
+var (
+	LoginOutcome_name = map[int32]string{
+		0: "LOGIN_OUTCOME_UNSPECIFIED",
+		1: "LOGIN_OUTCOME_CODE_SENT",
+		2: "LOGIN_OUTCOME_CODE_NOT_SENT",
+		3: "LOGIN_OUTCOME_SUCCESS",
+		4: "LOGIN_OUTCOME_BAD_CODE",
+		5: "LOGIN_OUTCOME_LOCKED_OUT",
+	}
+	LoginOutcome_value = map[string]int32{
+		"LOGIN_OUTCOME_UNSPECIFIED":   0,
+		"LOGIN_OUTCOME_CODE_SENT":     1,
+		"LOGIN_OUTCOME_CODE_NOT_SENT": 2,
+		"LOGIN_OUTCOME_SUCCESS":       3,
+		"LOGIN_OUTCOME_BAD_CODE":      4,
+		"LOGIN_OUTCOME_LOCKED_OUT":    5,
+	}
+)
+
+func (x LoginOutcome) Enum() *LoginOutcome {
+	p := new(LoginOutcome)
+	*p = x
+	return p
+}
+
+func (x LoginOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LoginOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_gateway_v1_auth_proto_enumTypes[0].Descriptor()
+}
+
+func (LoginOutcome) Type() protoreflect.EnumType {
+	return &file_thefold_gateway_v1_auth_proto_enumTypes[0]
+}
+
+func (x LoginOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LoginOutcome.Descriptor instead.
+func (LoginOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{0}
+}
 
 // Role is what a user may do. A token carries its user's role; an API key acts with its
 // owner's current role, narrowed by its scopes.
@@ -60,11 +126,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_gateway_v1_auth_proto_enumTypes[0].Descriptor()
+	return file_thefold_gateway_v1_auth_proto_enumTypes[1].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_thefold_gateway_v1_auth_proto_enumTypes[0]
+	return &file_thefold_gateway_v1_auth_proto_enumTypes[1]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -73,7 +139,500 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+// LoginAttempt is one row of the login audit.
+type LoginAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The audit row's id (decimal), increasing with time.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The address as compared (lower case), whether or not a user has it.
+	Email string `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
+	// The user with the address then; empty when none had it.
+	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The caller's network address as the gateway saw it (behind trusted proxies, the
+	// client's).
+	Peer          string                 `protobuf:"bytes,4,opt,name=peer,proto3" json:"peer,omitempty"`
+	Outcome       LoginOutcome           `protobuf:"varint,5,opt,name=outcome,proto3,enum=thefold.gateway.v1.LoginOutcome" json:"outcome,omitempty"`
+	Time          *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginAttempt) Reset() {
+	*x = LoginAttempt{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginAttempt) ProtoMessage() {}
+
+func (x *LoginAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginAttempt.ProtoReflect.Descriptor instead.
+func (*LoginAttempt) Descriptor() ([]byte, []int) {
 	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LoginAttempt) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LoginAttempt) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *LoginAttempt) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *LoginAttempt) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *LoginAttempt) GetOutcome() LoginOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LoginOutcome_LOGIN_OUTCOME_UNSPECIFIED
+}
+
+func (x *LoginAttempt) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+// ListLoginAttemptsRequest filters and pages the login audit.
+type ListLoginAttemptsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this address (compared case-insensitively); empty means every address.
+	Email string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	// Only this outcome; UNSPECIFIED means any.
+	Outcome LoginOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=thefold.gateway.v1.LoginOutcome" json:"outcome,omitempty"`
+	// Only attempts at or after this time; unset means the whole audit.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// 1–200, default 50.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLoginAttemptsRequest) Reset() {
+	*x = ListLoginAttemptsRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLoginAttemptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLoginAttemptsRequest) ProtoMessage() {}
+
+func (x *ListLoginAttemptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLoginAttemptsRequest.ProtoReflect.Descriptor instead.
+func (*ListLoginAttemptsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListLoginAttemptsRequest) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *ListLoginAttemptsRequest) GetOutcome() LoginOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LoginOutcome_LOGIN_OUTCOME_UNSPECIFIED
+}
+
+func (x *ListLoginAttemptsRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListLoginAttemptsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListLoginAttemptsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListLoginAttemptsResponse is one page of the audit, newest first.
+type ListLoginAttemptsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Attempts []*LoginAttempt        `protobuf:"bytes,1,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLoginAttemptsResponse) Reset() {
+	*x = ListLoginAttemptsResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLoginAttemptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLoginAttemptsResponse) ProtoMessage() {}
+
+func (x *ListLoginAttemptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLoginAttemptsResponse.ProtoReflect.Descriptor instead.
+func (*ListLoginAttemptsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListLoginAttemptsResponse) GetAttempts() []*LoginAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *ListLoginAttemptsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetLoginReportRequest sets the report's window and threshold.
+type GetLoginReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How far back from now; default 24 hours, from 1 minute to 90 days.
+	Window *durationpb.Duration `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// An address is listed from this many failed codes (BAD_CODE) in the window; default
+	// 5, 1–1000.
+	MinFailures   int32 `protobuf:"varint,2,opt,name=min_failures,json=minFailures,proto3" json:"min_failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLoginReportRequest) Reset() {
+	*x = GetLoginReportRequest{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLoginReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLoginReportRequest) ProtoMessage() {}
+
+func (x *GetLoginReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLoginReportRequest.ProtoReflect.Descriptor instead.
+func (*GetLoginReportRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetLoginReportRequest) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *GetLoginReportRequest) GetMinFailures() int32 {
+	if x != nil {
+		return x.MinFailures
+	}
+	return 0
+}
+
+// LoginReportAddress is an address with failed codes in the window.
+type LoginReportAddress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The address as compared (lower case).
+	Email string `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
+	// The user with the address now; empty when none has it.
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Failed codes (BAD_CODE) in the window.
+	Failures int64 `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
+	// Codes tried while locked out (LOCKED_OUT) in the window.
+	LockedOutAttempts int64 `protobuf:"varint,4,opt,name=locked_out_attempts,json=lockedOutAttempts,proto3" json:"locked_out_attempts,omitempty"`
+	// How many network addresses the failures came from.
+	Peers           int64                  `protobuf:"varint,5,opt,name=peers,proto3" json:"peers,omitempty"`
+	LastFailureTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_failure_time,json=lastFailureTime,proto3" json:"last_failure_time,omitempty"`
+	// Set while the address is locked out.
+	LockedUntil   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=locked_until,json=lockedUntil,proto3" json:"locked_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginReportAddress) Reset() {
+	*x = LoginReportAddress{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginReportAddress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginReportAddress) ProtoMessage() {}
+
+func (x *LoginReportAddress) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginReportAddress.ProtoReflect.Descriptor instead.
+func (*LoginReportAddress) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LoginReportAddress) GetEmail() string {
+	if x != nil {
+		return x.Email
+	}
+	return ""
+}
+
+func (x *LoginReportAddress) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *LoginReportAddress) GetFailures() int64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *LoginReportAddress) GetLockedOutAttempts() int64 {
+	if x != nil {
+		return x.LockedOutAttempts
+	}
+	return 0
+}
+
+func (x *LoginReportAddress) GetPeers() int64 {
+	if x != nil {
+		return x.Peers
+	}
+	return 0
+}
+
+func (x *LoginReportAddress) GetLastFailureTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastFailureTime
+	}
+	return nil
+}
+
+func (x *LoginReportAddress) GetLockedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LockedUntil
+	}
+	return nil
+}
+
+// GetLoginReportResponse is the report.
+type GetLoginReportResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Totals in the window by outcome.
+	CodesSent         int64 `protobuf:"varint,3,opt,name=codes_sent,json=codesSent,proto3" json:"codes_sent,omitempty"`
+	CodesNotSent      int64 `protobuf:"varint,4,opt,name=codes_not_sent,json=codesNotSent,proto3" json:"codes_not_sent,omitempty"`
+	Successes         int64 `protobuf:"varint,5,opt,name=successes,proto3" json:"successes,omitempty"`
+	Failures          int64 `protobuf:"varint,6,opt,name=failures,proto3" json:"failures,omitempty"`
+	LockedOutAttempts int64 `protobuf:"varint,7,opt,name=locked_out_attempts,json=lockedOutAttempts,proto3" json:"locked_out_attempts,omitempty"`
+	// Addresses with at least min_failures failures, most first, at most 100.
+	Addresses []*LoginReportAddress `protobuf:"bytes,8,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	// More addresses qualified than are listed.
+	Truncated     bool `protobuf:"varint,9,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLoginReportResponse) Reset() {
+	*x = GetLoginReportResponse{}
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLoginReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLoginReportResponse) ProtoMessage() {}
+
+func (x *GetLoginReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLoginReportResponse.ProtoReflect.Descriptor instead.
+func (*GetLoginReportResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetLoginReportResponse) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetLoginReportResponse) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *GetLoginReportResponse) GetCodesSent() int64 {
+	if x != nil {
+		return x.CodesSent
+	}
+	return 0
+}
+
+func (x *GetLoginReportResponse) GetCodesNotSent() int64 {
+	if x != nil {
+		return x.CodesNotSent
+	}
+	return 0
+}
+
+func (x *GetLoginReportResponse) GetSuccesses() int64 {
+	if x != nil {
+		return x.Successes
+	}
+	return 0
+}
+
+func (x *GetLoginReportResponse) GetFailures() int64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *GetLoginReportResponse) GetLockedOutAttempts() int64 {
+	if x != nil {
+		return x.LockedOutAttempts
+	}
+	return 0
+}
+
+func (x *GetLoginReportResponse) GetAddresses() []*LoginReportAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *GetLoginReportResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
 }
 
 // User is a person known to TheFold.
@@ -98,7 +657,7 @@ type User struct {
 
 func (x *User) Reset() {
 	*x = User{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +669,7 @@ func (x *User) String() string {
 func (*User) ProtoMessage() {}
 
 func (x *User) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[0]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +682,7 @@ func (x *User) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use User.ProtoReflect.Descriptor instead.
 func (*User) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{0}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *User) GetId() string {
@@ -193,7 +752,7 @@ type RequestLoginCodeRequest struct {
 
 func (x *RequestLoginCodeRequest) Reset() {
 	*x = RequestLoginCodeRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +764,7 @@ func (x *RequestLoginCodeRequest) String() string {
 func (*RequestLoginCodeRequest) ProtoMessage() {}
 
 func (x *RequestLoginCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[1]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +777,7 @@ func (x *RequestLoginCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestLoginCodeRequest.ProtoReflect.Descriptor instead.
 func (*RequestLoginCodeRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{1}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RequestLoginCodeRequest) GetEmail() string {
@@ -239,7 +798,7 @@ type RequestLoginCodeResponse struct {
 
 func (x *RequestLoginCodeResponse) Reset() {
 	*x = RequestLoginCodeResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -251,7 +810,7 @@ func (x *RequestLoginCodeResponse) String() string {
 func (*RequestLoginCodeResponse) ProtoMessage() {}
 
 func (x *RequestLoginCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[2]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -264,7 +823,7 @@ func (x *RequestLoginCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestLoginCodeResponse.ProtoReflect.Descriptor instead.
 func (*RequestLoginCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{2}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RequestLoginCodeResponse) GetExpireTime() *timestamppb.Timestamp {
@@ -287,7 +846,7 @@ type VerifyLoginCodeRequest struct {
 
 func (x *VerifyLoginCodeRequest) Reset() {
 	*x = VerifyLoginCodeRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +858,7 @@ func (x *VerifyLoginCodeRequest) String() string {
 func (*VerifyLoginCodeRequest) ProtoMessage() {}
 
 func (x *VerifyLoginCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[3]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +871,7 @@ func (x *VerifyLoginCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyLoginCodeRequest.ProtoReflect.Descriptor instead.
 func (*VerifyLoginCodeRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{3}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *VerifyLoginCodeRequest) GetEmail() string {
@@ -348,7 +907,7 @@ type TokenPair struct {
 
 func (x *TokenPair) Reset() {
 	*x = TokenPair{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -360,7 +919,7 @@ func (x *TokenPair) String() string {
 func (*TokenPair) ProtoMessage() {}
 
 func (x *TokenPair) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[4]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -373,7 +932,7 @@ func (x *TokenPair) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenPair.ProtoReflect.Descriptor instead.
 func (*TokenPair) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{4}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TokenPair) GetAccessToken() string {
@@ -416,7 +975,7 @@ type VerifyLoginCodeResponse struct {
 
 func (x *VerifyLoginCodeResponse) Reset() {
 	*x = VerifyLoginCodeResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +987,7 @@ func (x *VerifyLoginCodeResponse) String() string {
 func (*VerifyLoginCodeResponse) ProtoMessage() {}
 
 func (x *VerifyLoginCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[5]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +1000,7 @@ func (x *VerifyLoginCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyLoginCodeResponse.ProtoReflect.Descriptor instead.
 func (*VerifyLoginCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{5}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VerifyLoginCodeResponse) GetTokens() *TokenPair {
@@ -469,7 +1028,7 @@ type RefreshTokenRequest struct {
 
 func (x *RefreshTokenRequest) Reset() {
 	*x = RefreshTokenRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +1040,7 @@ func (x *RefreshTokenRequest) String() string {
 func (*RefreshTokenRequest) ProtoMessage() {}
 
 func (x *RefreshTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[6]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +1053,7 @@ func (x *RefreshTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshTokenRequest.ProtoReflect.Descriptor instead.
 func (*RefreshTokenRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{6}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RefreshTokenRequest) GetRefreshToken() string {
@@ -514,7 +1073,7 @@ type RefreshTokenResponse struct {
 
 func (x *RefreshTokenResponse) Reset() {
 	*x = RefreshTokenResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +1085,7 @@ func (x *RefreshTokenResponse) String() string {
 func (*RefreshTokenResponse) ProtoMessage() {}
 
 func (x *RefreshTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[7]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +1098,7 @@ func (x *RefreshTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefreshTokenResponse.ProtoReflect.Descriptor instead.
 func (*RefreshTokenResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{7}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RefreshTokenResponse) GetTokens() *TokenPair {
@@ -574,7 +1133,7 @@ type APIKey struct {
 
 func (x *APIKey) Reset() {
 	*x = APIKey{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +1145,7 @@ func (x *APIKey) String() string {
 func (*APIKey) ProtoMessage() {}
 
 func (x *APIKey) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[8]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +1158,7 @@ func (x *APIKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIKey.ProtoReflect.Descriptor instead.
 func (*APIKey) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{8}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *APIKey) GetId() string {
@@ -688,7 +1247,7 @@ type CreateAPIKeyRequest struct {
 
 func (x *CreateAPIKeyRequest) Reset() {
 	*x = CreateAPIKeyRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +1259,7 @@ func (x *CreateAPIKeyRequest) String() string {
 func (*CreateAPIKeyRequest) ProtoMessage() {}
 
 func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[9]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +1272,7 @@ func (x *CreateAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{9}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateAPIKeyRequest) GetName() string {
@@ -756,7 +1315,7 @@ type CreateAPIKeyResponse struct {
 
 func (x *CreateAPIKeyResponse) Reset() {
 	*x = CreateAPIKeyResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +1327,7 @@ func (x *CreateAPIKeyResponse) String() string {
 func (*CreateAPIKeyResponse) ProtoMessage() {}
 
 func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[10]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +1340,7 @@ func (x *CreateAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{10}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateAPIKeyResponse) GetApiKey() *APIKey {
@@ -813,7 +1372,7 @@ type ListAPIKeysRequest struct {
 
 func (x *ListAPIKeysRequest) Reset() {
 	*x = ListAPIKeysRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1384,7 @@ func (x *ListAPIKeysRequest) String() string {
 func (*ListAPIKeysRequest) ProtoMessage() {}
 
 func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[11]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1397,7 @@ func (x *ListAPIKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysRequest.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{11}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListAPIKeysRequest) GetShowInactive() bool {
@@ -874,7 +1433,7 @@ type ListAPIKeysResponse struct {
 
 func (x *ListAPIKeysResponse) Reset() {
 	*x = ListAPIKeysResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1445,7 @@ func (x *ListAPIKeysResponse) String() string {
 func (*ListAPIKeysResponse) ProtoMessage() {}
 
 func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[12]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1458,7 @@ func (x *ListAPIKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPIKeysResponse.ProtoReflect.Descriptor instead.
 func (*ListAPIKeysResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{12}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListAPIKeysResponse) GetApiKeys() []*APIKey {
@@ -927,7 +1486,7 @@ type RevokeAPIKeyRequest struct {
 
 func (x *RevokeAPIKeyRequest) Reset() {
 	*x = RevokeAPIKeyRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1498,7 @@ func (x *RevokeAPIKeyRequest) String() string {
 func (*RevokeAPIKeyRequest) ProtoMessage() {}
 
 func (x *RevokeAPIKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[13]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1511,7 @@ func (x *RevokeAPIKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPIKeyRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPIKeyRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{13}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RevokeAPIKeyRequest) GetId() string {
@@ -972,7 +1531,7 @@ type RevokeAPIKeyResponse struct {
 
 func (x *RevokeAPIKeyResponse) Reset() {
 	*x = RevokeAPIKeyResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1543,7 @@ func (x *RevokeAPIKeyResponse) String() string {
 func (*RevokeAPIKeyResponse) ProtoMessage() {}
 
 func (x *RevokeAPIKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[14]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1556,7 @@ func (x *RevokeAPIKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPIKeyResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPIKeyResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{14}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeAPIKeyResponse) GetApiKey() *APIKey {
@@ -1019,7 +1578,7 @@ type RevokeTokenRequest struct {
 
 func (x *RevokeTokenRequest) Reset() {
 	*x = RevokeTokenRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1590,7 @@ func (x *RevokeTokenRequest) String() string {
 func (*RevokeTokenRequest) ProtoMessage() {}
 
 func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[15]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1603,7 @@ func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{15}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeTokenRequest) GetToken() string {
@@ -1063,7 +1622,7 @@ type RevokeTokenResponse struct {
 
 func (x *RevokeTokenResponse) Reset() {
 	*x = RevokeTokenResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1634,7 @@ func (x *RevokeTokenResponse) String() string {
 func (*RevokeTokenResponse) ProtoMessage() {}
 
 func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[16]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1647,7 @@ func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{16}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{22}
 }
 
 // WhoAmIRequest is empty.
@@ -1100,7 +1659,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1671,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[17]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1684,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{17}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{23}
 }
 
 // WhoAmIResponse is the caller as every service sees it.
@@ -1146,7 +1705,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1717,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[18]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1730,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{18}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WhoAmIResponse) GetUserId() string {
@@ -1224,7 +1783,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1795,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[19]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1808,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{19}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateUserRequest) GetEmail() string {
@@ -1283,7 +1842,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1854,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[20]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1867,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{20}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateUserResponse) GetUser() *User {
@@ -1329,7 +1888,7 @@ type GetUserRequest struct {
 
 func (x *GetUserRequest) Reset() {
 	*x = GetUserRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1900,7 @@ func (x *GetUserRequest) String() string {
 func (*GetUserRequest) ProtoMessage() {}
 
 func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[21]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1913,7 @@ func (x *GetUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserRequest.ProtoReflect.Descriptor instead.
 func (*GetUserRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{21}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetUserRequest) GetId() string {
@@ -1374,7 +1933,7 @@ type GetUserResponse struct {
 
 func (x *GetUserResponse) Reset() {
 	*x = GetUserResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1945,7 @@ func (x *GetUserResponse) String() string {
 func (*GetUserResponse) ProtoMessage() {}
 
 func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[22]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1958,7 @@ func (x *GetUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUserResponse.ProtoReflect.Descriptor instead.
 func (*GetUserResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{22}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetUserResponse) GetUser() *User {
@@ -1426,7 +1985,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1997,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[23]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +2010,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{23}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListUsersRequest) GetRole() Role {
@@ -1494,7 +2053,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +2065,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[24]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +2078,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{24}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListUsersResponse) GetUsers() []*User {
@@ -1551,7 +2110,7 @@ type UpdateUserRequest struct {
 
 func (x *UpdateUserRequest) Reset() {
 	*x = UpdateUserRequest{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +2122,7 @@ func (x *UpdateUserRequest) String() string {
 func (*UpdateUserRequest) ProtoMessage() {}
 
 func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[25]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +2135,7 @@ func (x *UpdateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserRequest.ProtoReflect.Descriptor instead.
 func (*UpdateUserRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{25}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateUserRequest) GetId() string {
@@ -1610,7 +2169,7 @@ type UpdateUserResponse struct {
 
 func (x *UpdateUserResponse) Reset() {
 	*x = UpdateUserResponse{}
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1622,7 +2181,7 @@ func (x *UpdateUserResponse) String() string {
 func (*UpdateUserResponse) ProtoMessage() {}
 
 func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[26]
+	mi := &file_thefold_gateway_v1_auth_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1635,7 +2194,7 @@ func (x *UpdateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateUserResponse.ProtoReflect.Descriptor instead.
 func (*UpdateUserResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{26}
+	return file_thefold_gateway_v1_auth_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateUserResponse) GetUser() *User {
@@ -1649,7 +2208,48 @@ var File_thefold_gateway_v1_auth_proto protoreflect.FileDescriptor
 
 const file_thefold_gateway_v1_auth_proto_rawDesc = "" +
 	"\n" +
-	"\x1dthefold/gateway/v1/auth.proto\x12\x12thefold.gateway.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd7\x02\n" +
+	"\x1dthefold/gateway/v1/auth.proto\x12\x12thefold.gateway.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\x01\n" +
+	"\fLoginAttempt\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05email\x18\x02 \x01(\tR\x05email\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04peer\x18\x04 \x01(\tR\x04peer\x12:\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2 .thefold.gateway.v1.LoginOutcomeR\aoutcome\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xe3\x01\n" +
+	"\x18ListLoginAttemptsRequest\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\x12:\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2 .thefold.gateway.v1.LoginOutcomeR\aoutcome\x129\n" +
+	"\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\x81\x01\n" +
+	"\x19ListLoginAttemptsResponse\x12<\n" +
+	"\battempts\x18\x01 \x03(\v2 .thefold.gateway.v1.LoginAttemptR\battempts\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"m\n" +
+	"\x15GetLoginReportRequest\x121\n" +
+	"\x06window\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12!\n" +
+	"\fmin_failures\x18\x02 \x01(\x05R\vminFailures\"\xac\x02\n" +
+	"\x12LoginReportAddress\x12\x14\n" +
+	"\x05email\x18\x01 \x01(\tR\x05email\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bfailures\x18\x03 \x01(\x03R\bfailures\x12.\n" +
+	"\x13locked_out_attempts\x18\x04 \x01(\x03R\x11lockedOutAttempts\x12\x14\n" +
+	"\x05peers\x18\x05 \x01(\x03R\x05peers\x12F\n" +
+	"\x11last_failure_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastFailureTime\x12=\n" +
+	"\flocked_until\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\x9d\x03\n" +
+	"\x16GetLoginReportResponse\x129\n" +
+	"\n" +
+	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1d\n" +
+	"\n" +
+	"codes_sent\x18\x03 \x01(\x03R\tcodesSent\x12$\n" +
+	"\x0ecodes_not_sent\x18\x04 \x01(\x03R\fcodesNotSent\x12\x1c\n" +
+	"\tsuccesses\x18\x05 \x01(\x03R\tsuccesses\x12\x1a\n" +
+	"\bfailures\x18\x06 \x01(\x03R\bfailures\x12.\n" +
+	"\x13locked_out_attempts\x18\a \x01(\x03R\x11lockedOutAttempts\x12D\n" +
+	"\taddresses\x18\b \x03(\v2&.thefold.gateway.v1.LoginReportAddressR\taddresses\x12\x1c\n" +
+	"\ttruncated\x18\t \x01(\bR\ttruncated\"\xd7\x02\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\x12!\n" +
@@ -1753,7 +2353,14 @@ const file_thefold_gateway_v1_auth_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"B\n" +
 	"\x12UpdateUserResponse\x12,\n" +
-	"\x04user\x18\x01 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user*=\n" +
+	"\x04user\x18\x01 \x01(\v2\x18.thefold.gateway.v1.UserR\x04user*\xc0\x01\n" +
+	"\fLoginOutcome\x12\x1d\n" +
+	"\x19LOGIN_OUTCOME_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17LOGIN_OUTCOME_CODE_SENT\x10\x01\x12\x1f\n" +
+	"\x1bLOGIN_OUTCOME_CODE_NOT_SENT\x10\x02\x12\x19\n" +
+	"\x15LOGIN_OUTCOME_SUCCESS\x10\x03\x12\x1a\n" +
+	"\x16LOGIN_OUTCOME_BAD_CODE\x10\x04\x12\x1c\n" +
+	"\x18LOGIN_OUTCOME_LOCKED_OUT\x10\x05*=\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -1767,14 +2374,16 @@ const file_thefold_gateway_v1_auth_proto_rawDesc = "" +
 	"\vListAPIKeys\x12&.thefold.gateway.v1.ListAPIKeysRequest\x1a'.thefold.gateway.v1.ListAPIKeysResponse\"\x03\x90\x02\x01\x12a\n" +
 	"\fRevokeAPIKey\x12'.thefold.gateway.v1.RevokeAPIKeyRequest\x1a(.thefold.gateway.v1.RevokeAPIKeyResponse\x12^\n" +
 	"\vRevokeToken\x12&.thefold.gateway.v1.RevokeTokenRequest\x1a'.thefold.gateway.v1.RevokeTokenResponse\x12T\n" +
-	"\x06WhoAmI\x12!.thefold.gateway.v1.WhoAmIRequest\x1a\".thefold.gateway.v1.WhoAmIResponse\"\x03\x90\x02\x012\xff\x02\n" +
+	"\x06WhoAmI\x12!.thefold.gateway.v1.WhoAmIRequest\x1a\".thefold.gateway.v1.WhoAmIResponse\"\x03\x90\x02\x012\xe4\x04\n" +
 	"\vUserService\x12[\n" +
 	"\n" +
 	"CreateUser\x12%.thefold.gateway.v1.CreateUserRequest\x1a&.thefold.gateway.v1.CreateUserResponse\x12W\n" +
 	"\aGetUser\x12\".thefold.gateway.v1.GetUserRequest\x1a#.thefold.gateway.v1.GetUserResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\tListUsers\x12$.thefold.gateway.v1.ListUsersRequest\x1a%.thefold.gateway.v1.ListUsersResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\n" +
-	"UpdateUser\x12%.thefold.gateway.v1.UpdateUserRequest\x1a&.thefold.gateway.v1.UpdateUserResponseB\xce\x01\n" +
+	"UpdateUser\x12%.thefold.gateway.v1.UpdateUserRequest\x1a&.thefold.gateway.v1.UpdateUserResponse\x12u\n" +
+	"\x11ListLoginAttempts\x12,.thefold.gateway.v1.ListLoginAttemptsRequest\x1a-.thefold.gateway.v1.ListLoginAttemptsResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\x0eGetLoginReport\x12).thefold.gateway.v1.GetLoginReportRequest\x1a*.thefold.gateway.v1.GetLoginReportResponse\"\x03\x90\x02\x01B\xce\x01\n" +
 	"\x16com.thefold.gateway.v1B\tAuthProtoP\x01Z?github.com/thefold/thefold/pkg/gen/thefold/gateway/v1;gatewayv1\xa2\x02\x03TGX\xaa\x02\x12Thefold.Gateway.V1\xca\x02\x12Thefold\\Gateway\\V1\xe2\x02\x1eThefold\\Gateway\\V1\\GPBMetadata\xea\x02\x14Thefold::Gateway::V1b\x06proto3"
 
 var (
@@ -1789,98 +2398,121 @@ func file_thefold_gateway_v1_auth_proto_rawDescGZIP() []byte {
 	return file_thefold_gateway_v1_auth_proto_rawDescData
 }
 
-var file_thefold_gateway_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_thefold_gateway_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_thefold_gateway_v1_auth_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_thefold_gateway_v1_auth_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_thefold_gateway_v1_auth_proto_goTypes = []any{
-	(Role)(0),                        // 0: thefold.gateway.v1.Role
-	(*User)(nil),                     // 1: thefold.gateway.v1.User
-	(*RequestLoginCodeRequest)(nil),  // 2: thefold.gateway.v1.RequestLoginCodeRequest
-	(*RequestLoginCodeResponse)(nil), // 3: thefold.gateway.v1.RequestLoginCodeResponse
-	(*VerifyLoginCodeRequest)(nil),   // 4: thefold.gateway.v1.VerifyLoginCodeRequest
-	(*TokenPair)(nil),                // 5: thefold.gateway.v1.TokenPair
-	(*VerifyLoginCodeResponse)(nil),  // 6: thefold.gateway.v1.VerifyLoginCodeResponse
-	(*RefreshTokenRequest)(nil),      // 7: thefold.gateway.v1.RefreshTokenRequest
-	(*RefreshTokenResponse)(nil),     // 8: thefold.gateway.v1.RefreshTokenResponse
-	(*APIKey)(nil),                   // 9: thefold.gateway.v1.APIKey
-	(*CreateAPIKeyRequest)(nil),      // 10: thefold.gateway.v1.CreateAPIKeyRequest
-	(*CreateAPIKeyResponse)(nil),     // 11: thefold.gateway.v1.CreateAPIKeyResponse
-	(*ListAPIKeysRequest)(nil),       // 12: thefold.gateway.v1.ListAPIKeysRequest
-	(*ListAPIKeysResponse)(nil),      // 13: thefold.gateway.v1.ListAPIKeysResponse
-	(*RevokeAPIKeyRequest)(nil),      // 14: thefold.gateway.v1.RevokeAPIKeyRequest
-	(*RevokeAPIKeyResponse)(nil),     // 15: thefold.gateway.v1.RevokeAPIKeyResponse
-	(*RevokeTokenRequest)(nil),       // 16: thefold.gateway.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),      // 17: thefold.gateway.v1.RevokeTokenResponse
-	(*WhoAmIRequest)(nil),            // 18: thefold.gateway.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 19: thefold.gateway.v1.WhoAmIResponse
-	(*CreateUserRequest)(nil),        // 20: thefold.gateway.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),       // 21: thefold.gateway.v1.CreateUserResponse
-	(*GetUserRequest)(nil),           // 22: thefold.gateway.v1.GetUserRequest
-	(*GetUserResponse)(nil),          // 23: thefold.gateway.v1.GetUserResponse
-	(*ListUsersRequest)(nil),         // 24: thefold.gateway.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),        // 25: thefold.gateway.v1.ListUsersResponse
-	(*UpdateUserRequest)(nil),        // 26: thefold.gateway.v1.UpdateUserRequest
-	(*UpdateUserResponse)(nil),       // 27: thefold.gateway.v1.UpdateUserResponse
-	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 29: google.protobuf.FieldMask
+	(LoginOutcome)(0),                 // 0: thefold.gateway.v1.LoginOutcome
+	(Role)(0),                         // 1: thefold.gateway.v1.Role
+	(*LoginAttempt)(nil),              // 2: thefold.gateway.v1.LoginAttempt
+	(*ListLoginAttemptsRequest)(nil),  // 3: thefold.gateway.v1.ListLoginAttemptsRequest
+	(*ListLoginAttemptsResponse)(nil), // 4: thefold.gateway.v1.ListLoginAttemptsResponse
+	(*GetLoginReportRequest)(nil),     // 5: thefold.gateway.v1.GetLoginReportRequest
+	(*LoginReportAddress)(nil),        // 6: thefold.gateway.v1.LoginReportAddress
+	(*GetLoginReportResponse)(nil),    // 7: thefold.gateway.v1.GetLoginReportResponse
+	(*User)(nil),                      // 8: thefold.gateway.v1.User
+	(*RequestLoginCodeRequest)(nil),   // 9: thefold.gateway.v1.RequestLoginCodeRequest
+	(*RequestLoginCodeResponse)(nil),  // 10: thefold.gateway.v1.RequestLoginCodeResponse
+	(*VerifyLoginCodeRequest)(nil),    // 11: thefold.gateway.v1.VerifyLoginCodeRequest
+	(*TokenPair)(nil),                 // 12: thefold.gateway.v1.TokenPair
+	(*VerifyLoginCodeResponse)(nil),   // 13: thefold.gateway.v1.VerifyLoginCodeResponse
+	(*RefreshTokenRequest)(nil),       // 14: thefold.gateway.v1.RefreshTokenRequest
+	(*RefreshTokenResponse)(nil),      // 15: thefold.gateway.v1.RefreshTokenResponse
+	(*APIKey)(nil),                    // 16: thefold.gateway.v1.APIKey
+	(*CreateAPIKeyRequest)(nil),       // 17: thefold.gateway.v1.CreateAPIKeyRequest
+	(*CreateAPIKeyResponse)(nil),      // 18: thefold.gateway.v1.CreateAPIKeyResponse
+	(*ListAPIKeysRequest)(nil),        // 19: thefold.gateway.v1.ListAPIKeysRequest
+	(*ListAPIKeysResponse)(nil),       // 20: thefold.gateway.v1.ListAPIKeysResponse
+	(*RevokeAPIKeyRequest)(nil),       // 21: thefold.gateway.v1.RevokeAPIKeyRequest
+	(*RevokeAPIKeyResponse)(nil),      // 22: thefold.gateway.v1.RevokeAPIKeyResponse
+	(*RevokeTokenRequest)(nil),        // 23: thefold.gateway.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),       // 24: thefold.gateway.v1.RevokeTokenResponse
+	(*WhoAmIRequest)(nil),             // 25: thefold.gateway.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),            // 26: thefold.gateway.v1.WhoAmIResponse
+	(*CreateUserRequest)(nil),         // 27: thefold.gateway.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),        // 28: thefold.gateway.v1.CreateUserResponse
+	(*GetUserRequest)(nil),            // 29: thefold.gateway.v1.GetUserRequest
+	(*GetUserResponse)(nil),           // 30: thefold.gateway.v1.GetUserResponse
+	(*ListUsersRequest)(nil),          // 31: thefold.gateway.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),         // 32: thefold.gateway.v1.ListUsersResponse
+	(*UpdateUserRequest)(nil),         // 33: thefold.gateway.v1.UpdateUserRequest
+	(*UpdateUserResponse)(nil),        // 34: thefold.gateway.v1.UpdateUserResponse
+	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),       // 36: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),     // 37: google.protobuf.FieldMask
 }
 var file_thefold_gateway_v1_auth_proto_depIdxs = []int32{
-	0,  // 0: thefold.gateway.v1.User.role:type_name -> thefold.gateway.v1.Role
-	28, // 1: thefold.gateway.v1.User.create_time:type_name -> google.protobuf.Timestamp
-	28, // 2: thefold.gateway.v1.User.update_time:type_name -> google.protobuf.Timestamp
-	28, // 3: thefold.gateway.v1.User.last_login_time:type_name -> google.protobuf.Timestamp
-	28, // 4: thefold.gateway.v1.RequestLoginCodeResponse.expire_time:type_name -> google.protobuf.Timestamp
-	28, // 5: thefold.gateway.v1.TokenPair.access_expire_time:type_name -> google.protobuf.Timestamp
-	28, // 6: thefold.gateway.v1.TokenPair.refresh_expire_time:type_name -> google.protobuf.Timestamp
-	5,  // 7: thefold.gateway.v1.VerifyLoginCodeResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
-	1,  // 8: thefold.gateway.v1.VerifyLoginCodeResponse.user:type_name -> thefold.gateway.v1.User
-	5,  // 9: thefold.gateway.v1.RefreshTokenResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
-	28, // 10: thefold.gateway.v1.APIKey.create_time:type_name -> google.protobuf.Timestamp
-	28, // 11: thefold.gateway.v1.APIKey.expire_time:type_name -> google.protobuf.Timestamp
-	28, // 12: thefold.gateway.v1.APIKey.last_used_time:type_name -> google.protobuf.Timestamp
-	28, // 13: thefold.gateway.v1.APIKey.revoke_time:type_name -> google.protobuf.Timestamp
-	28, // 14: thefold.gateway.v1.CreateAPIKeyRequest.expire_time:type_name -> google.protobuf.Timestamp
-	9,  // 15: thefold.gateway.v1.CreateAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
-	9,  // 16: thefold.gateway.v1.ListAPIKeysResponse.api_keys:type_name -> thefold.gateway.v1.APIKey
-	9,  // 17: thefold.gateway.v1.RevokeAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
-	0,  // 18: thefold.gateway.v1.WhoAmIResponse.role:type_name -> thefold.gateway.v1.Role
-	28, // 19: thefold.gateway.v1.WhoAmIResponse.expire_time:type_name -> google.protobuf.Timestamp
-	0,  // 20: thefold.gateway.v1.CreateUserRequest.role:type_name -> thefold.gateway.v1.Role
-	1,  // 21: thefold.gateway.v1.CreateUserResponse.user:type_name -> thefold.gateway.v1.User
-	1,  // 22: thefold.gateway.v1.GetUserResponse.user:type_name -> thefold.gateway.v1.User
-	0,  // 23: thefold.gateway.v1.ListUsersRequest.role:type_name -> thefold.gateway.v1.Role
-	1,  // 24: thefold.gateway.v1.ListUsersResponse.users:type_name -> thefold.gateway.v1.User
-	1,  // 25: thefold.gateway.v1.UpdateUserRequest.user:type_name -> thefold.gateway.v1.User
-	29, // 26: thefold.gateway.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	1,  // 27: thefold.gateway.v1.UpdateUserResponse.user:type_name -> thefold.gateway.v1.User
-	2,  // 28: thefold.gateway.v1.AuthService.RequestLoginCode:input_type -> thefold.gateway.v1.RequestLoginCodeRequest
-	4,  // 29: thefold.gateway.v1.AuthService.VerifyLoginCode:input_type -> thefold.gateway.v1.VerifyLoginCodeRequest
-	7,  // 30: thefold.gateway.v1.AuthService.RefreshToken:input_type -> thefold.gateway.v1.RefreshTokenRequest
-	10, // 31: thefold.gateway.v1.AuthService.CreateAPIKey:input_type -> thefold.gateway.v1.CreateAPIKeyRequest
-	12, // 32: thefold.gateway.v1.AuthService.ListAPIKeys:input_type -> thefold.gateway.v1.ListAPIKeysRequest
-	14, // 33: thefold.gateway.v1.AuthService.RevokeAPIKey:input_type -> thefold.gateway.v1.RevokeAPIKeyRequest
-	16, // 34: thefold.gateway.v1.AuthService.RevokeToken:input_type -> thefold.gateway.v1.RevokeTokenRequest
-	18, // 35: thefold.gateway.v1.AuthService.WhoAmI:input_type -> thefold.gateway.v1.WhoAmIRequest
-	20, // 36: thefold.gateway.v1.UserService.CreateUser:input_type -> thefold.gateway.v1.CreateUserRequest
-	22, // 37: thefold.gateway.v1.UserService.GetUser:input_type -> thefold.gateway.v1.GetUserRequest
-	24, // 38: thefold.gateway.v1.UserService.ListUsers:input_type -> thefold.gateway.v1.ListUsersRequest
-	26, // 39: thefold.gateway.v1.UserService.UpdateUser:input_type -> thefold.gateway.v1.UpdateUserRequest
-	3,  // 40: thefold.gateway.v1.AuthService.RequestLoginCode:output_type -> thefold.gateway.v1.RequestLoginCodeResponse
-	6,  // 41: thefold.gateway.v1.AuthService.VerifyLoginCode:output_type -> thefold.gateway.v1.VerifyLoginCodeResponse
-	8,  // 42: thefold.gateway.v1.AuthService.RefreshToken:output_type -> thefold.gateway.v1.RefreshTokenResponse
-	11, // 43: thefold.gateway.v1.AuthService.CreateAPIKey:output_type -> thefold.gateway.v1.CreateAPIKeyResponse
-	13, // 44: thefold.gateway.v1.AuthService.ListAPIKeys:output_type -> thefold.gateway.v1.ListAPIKeysResponse
-	15, // 45: thefold.gateway.v1.AuthService.RevokeAPIKey:output_type -> thefold.gateway.v1.RevokeAPIKeyResponse
-	17, // 46: thefold.gateway.v1.AuthService.RevokeToken:output_type -> thefold.gateway.v1.RevokeTokenResponse
-	19, // 47: thefold.gateway.v1.AuthService.WhoAmI:output_type -> thefold.gateway.v1.WhoAmIResponse
-	21, // 48: thefold.gateway.v1.UserService.CreateUser:output_type -> thefold.gateway.v1.CreateUserResponse
-	23, // 49: thefold.gateway.v1.UserService.GetUser:output_type -> thefold.gateway.v1.GetUserResponse
-	25, // 50: thefold.gateway.v1.UserService.ListUsers:output_type -> thefold.gateway.v1.ListUsersResponse
-	27, // 51: thefold.gateway.v1.UserService.UpdateUser:output_type -> thefold.gateway.v1.UpdateUserResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	0,  // 0: thefold.gateway.v1.LoginAttempt.outcome:type_name -> thefold.gateway.v1.LoginOutcome
+	35, // 1: thefold.gateway.v1.LoginAttempt.time:type_name -> google.protobuf.Timestamp
+	0,  // 2: thefold.gateway.v1.ListLoginAttemptsRequest.outcome:type_name -> thefold.gateway.v1.LoginOutcome
+	35, // 3: thefold.gateway.v1.ListLoginAttemptsRequest.start_time:type_name -> google.protobuf.Timestamp
+	2,  // 4: thefold.gateway.v1.ListLoginAttemptsResponse.attempts:type_name -> thefold.gateway.v1.LoginAttempt
+	36, // 5: thefold.gateway.v1.GetLoginReportRequest.window:type_name -> google.protobuf.Duration
+	35, // 6: thefold.gateway.v1.LoginReportAddress.last_failure_time:type_name -> google.protobuf.Timestamp
+	35, // 7: thefold.gateway.v1.LoginReportAddress.locked_until:type_name -> google.protobuf.Timestamp
+	35, // 8: thefold.gateway.v1.GetLoginReportResponse.start_time:type_name -> google.protobuf.Timestamp
+	35, // 9: thefold.gateway.v1.GetLoginReportResponse.end_time:type_name -> google.protobuf.Timestamp
+	6,  // 10: thefold.gateway.v1.GetLoginReportResponse.addresses:type_name -> thefold.gateway.v1.LoginReportAddress
+	1,  // 11: thefold.gateway.v1.User.role:type_name -> thefold.gateway.v1.Role
+	35, // 12: thefold.gateway.v1.User.create_time:type_name -> google.protobuf.Timestamp
+	35, // 13: thefold.gateway.v1.User.update_time:type_name -> google.protobuf.Timestamp
+	35, // 14: thefold.gateway.v1.User.last_login_time:type_name -> google.protobuf.Timestamp
+	35, // 15: thefold.gateway.v1.RequestLoginCodeResponse.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 16: thefold.gateway.v1.TokenPair.access_expire_time:type_name -> google.protobuf.Timestamp
+	35, // 17: thefold.gateway.v1.TokenPair.refresh_expire_time:type_name -> google.protobuf.Timestamp
+	12, // 18: thefold.gateway.v1.VerifyLoginCodeResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
+	8,  // 19: thefold.gateway.v1.VerifyLoginCodeResponse.user:type_name -> thefold.gateway.v1.User
+	12, // 20: thefold.gateway.v1.RefreshTokenResponse.tokens:type_name -> thefold.gateway.v1.TokenPair
+	35, // 21: thefold.gateway.v1.APIKey.create_time:type_name -> google.protobuf.Timestamp
+	35, // 22: thefold.gateway.v1.APIKey.expire_time:type_name -> google.protobuf.Timestamp
+	35, // 23: thefold.gateway.v1.APIKey.last_used_time:type_name -> google.protobuf.Timestamp
+	35, // 24: thefold.gateway.v1.APIKey.revoke_time:type_name -> google.protobuf.Timestamp
+	35, // 25: thefold.gateway.v1.CreateAPIKeyRequest.expire_time:type_name -> google.protobuf.Timestamp
+	16, // 26: thefold.gateway.v1.CreateAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
+	16, // 27: thefold.gateway.v1.ListAPIKeysResponse.api_keys:type_name -> thefold.gateway.v1.APIKey
+	16, // 28: thefold.gateway.v1.RevokeAPIKeyResponse.api_key:type_name -> thefold.gateway.v1.APIKey
+	1,  // 29: thefold.gateway.v1.WhoAmIResponse.role:type_name -> thefold.gateway.v1.Role
+	35, // 30: thefold.gateway.v1.WhoAmIResponse.expire_time:type_name -> google.protobuf.Timestamp
+	1,  // 31: thefold.gateway.v1.CreateUserRequest.role:type_name -> thefold.gateway.v1.Role
+	8,  // 32: thefold.gateway.v1.CreateUserResponse.user:type_name -> thefold.gateway.v1.User
+	8,  // 33: thefold.gateway.v1.GetUserResponse.user:type_name -> thefold.gateway.v1.User
+	1,  // 34: thefold.gateway.v1.ListUsersRequest.role:type_name -> thefold.gateway.v1.Role
+	8,  // 35: thefold.gateway.v1.ListUsersResponse.users:type_name -> thefold.gateway.v1.User
+	8,  // 36: thefold.gateway.v1.UpdateUserRequest.user:type_name -> thefold.gateway.v1.User
+	37, // 37: thefold.gateway.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	8,  // 38: thefold.gateway.v1.UpdateUserResponse.user:type_name -> thefold.gateway.v1.User
+	9,  // 39: thefold.gateway.v1.AuthService.RequestLoginCode:input_type -> thefold.gateway.v1.RequestLoginCodeRequest
+	11, // 40: thefold.gateway.v1.AuthService.VerifyLoginCode:input_type -> thefold.gateway.v1.VerifyLoginCodeRequest
+	14, // 41: thefold.gateway.v1.AuthService.RefreshToken:input_type -> thefold.gateway.v1.RefreshTokenRequest
+	17, // 42: thefold.gateway.v1.AuthService.CreateAPIKey:input_type -> thefold.gateway.v1.CreateAPIKeyRequest
+	19, // 43: thefold.gateway.v1.AuthService.ListAPIKeys:input_type -> thefold.gateway.v1.ListAPIKeysRequest
+	21, // 44: thefold.gateway.v1.AuthService.RevokeAPIKey:input_type -> thefold.gateway.v1.RevokeAPIKeyRequest
+	23, // 45: thefold.gateway.v1.AuthService.RevokeToken:input_type -> thefold.gateway.v1.RevokeTokenRequest
+	25, // 46: thefold.gateway.v1.AuthService.WhoAmI:input_type -> thefold.gateway.v1.WhoAmIRequest
+	27, // 47: thefold.gateway.v1.UserService.CreateUser:input_type -> thefold.gateway.v1.CreateUserRequest
+	29, // 48: thefold.gateway.v1.UserService.GetUser:input_type -> thefold.gateway.v1.GetUserRequest
+	31, // 49: thefold.gateway.v1.UserService.ListUsers:input_type -> thefold.gateway.v1.ListUsersRequest
+	33, // 50: thefold.gateway.v1.UserService.UpdateUser:input_type -> thefold.gateway.v1.UpdateUserRequest
+	3,  // 51: thefold.gateway.v1.UserService.ListLoginAttempts:input_type -> thefold.gateway.v1.ListLoginAttemptsRequest
+	5,  // 52: thefold.gateway.v1.UserService.GetLoginReport:input_type -> thefold.gateway.v1.GetLoginReportRequest
+	10, // 53: thefold.gateway.v1.AuthService.RequestLoginCode:output_type -> thefold.gateway.v1.RequestLoginCodeResponse
+	13, // 54: thefold.gateway.v1.AuthService.VerifyLoginCode:output_type -> thefold.gateway.v1.VerifyLoginCodeResponse
+	15, // 55: thefold.gateway.v1.AuthService.RefreshToken:output_type -> thefold.gateway.v1.RefreshTokenResponse
+	18, // 56: thefold.gateway.v1.AuthService.CreateAPIKey:output_type -> thefold.gateway.v1.CreateAPIKeyResponse
+	20, // 57: thefold.gateway.v1.AuthService.ListAPIKeys:output_type -> thefold.gateway.v1.ListAPIKeysResponse
+	22, // 58: thefold.gateway.v1.AuthService.RevokeAPIKey:output_type -> thefold.gateway.v1.RevokeAPIKeyResponse
+	24, // 59: thefold.gateway.v1.AuthService.RevokeToken:output_type -> thefold.gateway.v1.RevokeTokenResponse
+	26, // 60: thefold.gateway.v1.AuthService.WhoAmI:output_type -> thefold.gateway.v1.WhoAmIResponse
+	28, // 61: thefold.gateway.v1.UserService.CreateUser:output_type -> thefold.gateway.v1.CreateUserResponse
+	30, // 62: thefold.gateway.v1.UserService.GetUser:output_type -> thefold.gateway.v1.GetUserResponse
+	32, // 63: thefold.gateway.v1.UserService.ListUsers:output_type -> thefold.gateway.v1.ListUsersResponse
+	34, // 64: thefold.gateway.v1.UserService.UpdateUser:output_type -> thefold.gateway.v1.UpdateUserResponse
+	4,  // 65: thefold.gateway.v1.UserService.ListLoginAttempts:output_type -> thefold.gateway.v1.ListLoginAttemptsResponse
+	7,  // 66: thefold.gateway.v1.UserService.GetLoginReport:output_type -> thefold.gateway.v1.GetLoginReportResponse
+	53, // [53:67] is the sub-list for method output_type
+	39, // [39:53] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_thefold_gateway_v1_auth_proto_init() }
@@ -1888,14 +2520,14 @@ func file_thefold_gateway_v1_auth_proto_init() {
 	if File_thefold_gateway_v1_auth_proto != nil {
 		return
 	}
-	file_thefold_gateway_v1_auth_proto_msgTypes[23].OneofWrappers = []any{}
+	file_thefold_gateway_v1_auth_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_gateway_v1_auth_proto_rawDesc), len(file_thefold_gateway_v1_auth_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   27,
+			NumEnums:      2,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -449,10 +449,12 @@ var AuthService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	UserService_CreateUser_FullMethodName = "/thefold.gateway.v1.UserService/CreateUser"
-	UserService_GetUser_FullMethodName    = "/thefold.gateway.v1.UserService/GetUser"
-	UserService_ListUsers_FullMethodName  = "/thefold.gateway.v1.UserService/ListUsers"
-	UserService_UpdateUser_FullMethodName = "/thefold.gateway.v1.UserService/UpdateUser"
+	UserService_CreateUser_FullMethodName        = "/thefold.gateway.v1.UserService/CreateUser"
+	UserService_GetUser_FullMethodName           = "/thefold.gateway.v1.UserService/GetUser"
+	UserService_ListUsers_FullMethodName         = "/thefold.gateway.v1.UserService/ListUsers"
+	UserService_UpdateUser_FullMethodName        = "/thefold.gateway.v1.UserService/UpdateUser"
+	UserService_ListLoginAttempts_FullMethodName = "/thefold.gateway.v1.UserService/ListLoginAttempts"
+	UserService_GetLoginReport_FullMethodName    = "/thefold.gateway.v1.UserService/GetLoginReport"
 )
 
 // UserServiceClient is the client API for UserService service.
@@ -482,6 +484,15 @@ type UserServiceClient interface {
 	// revoked. A role change applies to tokens issued afterwards; the user's current sessions
 	// are ended so it takes effect at once.
 	UpdateUser(ctx context.Context, in *UpdateUserRequest, opts ...grpc.CallOption) (*UpdateUserResponse, error)
+	// ListLoginAttempts reads the login audit, newest first: every code asked for and every
+	// code tried, with its outcome and the caller's network address, for any address, known
+	// or not. For admins. The audit is kept for THEFOLD_LOGIN_AUDIT_RETENTION.
+	ListLoginAttempts(ctx context.Context, in *ListLoginAttemptsRequest, opts ...grpc.CallOption) (*ListLoginAttemptsResponse, error)
+	// GetLoginReport sums up logins over a window: how many codes were sent, used and
+	// failed, and the addresses with at least min_failures failed codes, most first, with
+	// how many network addresses the failures came from and whether the address is locked
+	// out now — someone guessing codes, or someone who cannot get in. For admins.
+	GetLoginReport(ctx context.Context, in *GetLoginReportRequest, opts ...grpc.CallOption) (*GetLoginReportResponse, error)
 }
 
 type userServiceClient struct {
@@ -532,6 +543,26 @@ func (c *userServiceClient) UpdateUser(ctx context.Context, in *UpdateUserReques
 	return out, nil
 }
 
+func (c *userServiceClient) ListLoginAttempts(ctx context.Context, in *ListLoginAttemptsRequest, opts ...grpc.CallOption) (*ListLoginAttemptsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLoginAttemptsResponse)
+	err := c.cc.Invoke(ctx, UserService_ListLoginAttempts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *userServiceClient) GetLoginReport(ctx context.Context, in *GetLoginReportRequest, opts ...grpc.CallOption) (*GetLoginReportResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLoginReportResponse)
+	err := c.cc.Invoke(ctx, UserService_GetLoginReport_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // UserServiceServer is the server API for UserService service.
 // All implementations must embed UnimplementedUserServiceServer
 // for forward compatibility.
@@ -559,6 +590,15 @@ type UserServiceServer interface {
 	// revoked. A role change applies to tokens issued afterwards; the user's current sessions
 	// are ended so it takes effect at once.
 	UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error)
+	// ListLoginAttempts reads the login audit, newest first: every code asked for and every
+	// code tried, with its outcome and the caller's network address, for any address, known
+	// or not. For admins. The audit is kept for THEFOLD_LOGIN_AUDIT_RETENTION.
+	ListLoginAttempts(context.Context, *ListLoginAttemptsRequest) (*ListLoginAttemptsResponse, error)
+	// GetLoginReport sums up logins over a window: how many codes were sent, used and
+	// failed, and the addresses with at least min_failures failed codes, most first, with
+	// how many network addresses the failures came from and whether the address is locked
+	// out now — someone guessing codes, or someone who cannot get in. For admins.
+	GetLoginReport(context.Context, *GetLoginReportRequest) (*GetLoginReportResponse, error)
 	mustEmbedUnimplementedUserServiceServer()
 }
 
@@ -580,6 +620,12 @@ func (UnimplementedUserServiceServer) ListUsers(context.Context, *ListUsersReque
 }
 func (UnimplementedUserServiceServer) UpdateUser(context.Context, *UpdateUserRequest) (*UpdateUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateUser not implemented")
+}
+func (UnimplementedUserServiceServer) ListLoginAttempts(context.Context, *ListLoginAttemptsRequest) (*ListLoginAttemptsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListLoginAttempts not implemented")
+}
+func (UnimplementedUserServiceServer) GetLoginReport(context.Context, *GetLoginReportRequest) (*GetLoginReportResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLoginReport not implemented")
 }
 func (UnimplementedUserServiceServer) mustEmbedUnimplementedUserServiceServer() {}
 func (UnimplementedUserServiceServer) testEmbeddedByValue()                     {}
@@ -674,6 +720,42 @@ func _UserService_UpdateUser_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _UserService_ListLoginAttempts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLoginAttemptsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).ListLoginAttempts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_ListLoginAttempts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).ListLoginAttempts(ctx, req.(*ListLoginAttemptsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _UserService_GetLoginReport_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLoginReportRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(UserServiceServer).GetLoginReport(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: UserService_GetLoginReport_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(UserServiceServer).GetLoginReport(ctx, req.(*GetLoginReportRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // UserService_ServiceDesc is the grpc.ServiceDesc for UserService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -696,6 +778,14 @@ var UserService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateUser",
 			Handler:    _UserService_UpdateUser_Handler,
+		},
+		{
+			MethodName: "ListLoginAttempts",
+			Handler:    _UserService_ListLoginAttempts_Handler,
+		},
+		{
+			MethodName: "GetLoginReport",
+			Handler:    _UserService_GetLoginReport_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
