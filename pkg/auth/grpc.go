@@ -22,8 +22,8 @@ type Config struct {
 	// ServiceKeysDir holds <service>.pub.pem of each service whose tokens are accepted;
 	// empty: service tokens are refused.
 	ServiceKeysDir string `env:"THEFOLD_AUTH_SERVICE_KEYS_DIR"`
-	// ServiceKeyFile is this service's own private key, for services that act for owners
-	// (agent, builder); empty: it has no service identity.
+	// ServiceKeyFile is this service's own private key, for acting for owners (a job's,
+	// an API key's); empty: it has no service identity.
 	ServiceKeyFile string `env:"THEFOLD_AUTH_SERVICE_KEY_FILE"`
 	// FollowRevocations makes the service follow the gateway's revocations (and re-read
 	// PublicKeyFile when a key rotation changes it). Off only for a service tested alone.
@@ -136,6 +136,7 @@ type Authenticator struct {
 	mu       sync.Mutex
 	exchange KeyExchanger
 	keyCache map[[32]byte]cachedKeyToken
+	signer   *ServiceSigner
 }
 
 type cachedKeyToken struct {
@@ -160,6 +161,19 @@ func (a *Authenticator) SetKeyExchanger(x KeyExchanger) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.exchange = x
+}
+
+// SetServiceSigner gives a the service's own identity. A caller whose token is narrowed by
+// scopes (an API key's) is checked against the method it called here; what the service
+// then calls for it belongs to that call, so those calls go out as the service acting for
+// the key's owner (OnBehalfOf) instead of with the narrowed token, whose scopes say what
+// the key may call directly, not what serving that call takes: a key with memory:write
+// stores a memory although the memory service asks the ai service for its embedding.
+// Without a signer the narrowed token is passed on as it is.
+func (a *Authenticator) SetServiceSigner(s *ServiceSigner) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.signer = s
 }
 
 // Verifier is the verifier a uses.
@@ -246,7 +260,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, method string) (contex
 	if !ScopesAllow(p.Scopes, method) {
 		return nil, status.Errorf(codes.PermissionDenied, "the API key's scopes (%s) do not allow %s", strings.Join(p.Scopes, ", "), method)
 	}
-	return WithPrincipal(ctx, p), nil
+	ctx = WithPrincipal(ctx, p)
+	if len(p.Scopes) > 0 && p.Service == "" {
+		a.mu.Lock()
+		signer := a.signer
+		a.mu.Unlock()
+		if signer != nil {
+			ctx = OnBehalfOf(ctx, signer, p.UserID) // see SetServiceSigner
+		}
+	}
+	return ctx, nil
 }
 
 // UnaryServerInterceptor authenticates unary RPCs.

@@ -13,8 +13,9 @@ import (
 // validServiceName keeps a service name usable as a file name and a subject.
 var validServiceName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 
-// ServiceSigner mints service tokens: a service (agent, builder) calls another service for
-// an owner whose own token may long have expired — a job started hours ago, a build. The
+// ServiceSigner mints service tokens: a service calls another service for an owner whose
+// own token may long have expired — a job started hours ago, a build — or is an API key's,
+// narrowed by scopes to what the key may call directly (Authenticator.SetServiceSigner). The
 // token names the service (sub "service:<name>"), the owner (on_behalf_of), and lives
 // ServiceTokenLifetime. Verifiers accept it only with the service's public key.
 type ServiceSigner struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -220,4 +221,76 @@ func TestServiceKeyFilesAndConfig(t *testing.T) {
 	if err := (&Config{PublicKeyFile: "x"}).Validate(); err == nil || !strings.Contains(err.Error(), "THEFOLD_AUTH_MAX_TOKEN_LIFETIME") {
 		t.Fatalf("zero maximum lifetime: %v", err)
 	}
+}
+
+// TestScopedCallersAreServedOnTheirOwnersBehalf: a call made with a token narrowed by
+// scopes (an API key's) is checked against its method; what the service then calls goes
+// out as the service acting for the key's owner, so a key with memory:write can store a
+// memory although the memory service asks ai for the embedding. An unscoped token is
+// passed on as it is, and without a service identity so is a scoped one.
+func TestScopedCallersAreServedOnTheirOwnersBehalf(t *testing.T) {
+	t.Parallel()
+	userPub, userPriv := newKeys(t)
+	memPub, memPriv := newKeys(t)
+	v := NewVerifier(userPub, WithServiceKeys(map[string]ed25519.PublicKey{"memory": memPub}))
+	memSigner, err := NewServiceSigner("memory", memPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := NewSigner(userPriv)
+	scoped, _, err := users.IssueExtra("u1", nil, time.Hour, Extra{APIKeyID: "k1", Scopes: []string{"memory:write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := users.Issue("u1", nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const store = "/thefold.memory.v1.MemoryService/StoreMemory"
+	in := func(tok string) context.Context {
+		return metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+tok))
+	}
+	// The authorization an outgoing call from ctx would carry.
+	sent := func(ctx context.Context) string {
+		t.Helper()
+		out, err := outgoing(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, _ := metadata.FromOutgoingContext(out)
+		return strings.TrimPrefix(strings.Join(md.Get("authorization"), ","), "Bearer ")
+	}
+
+	a := NewAuthenticator(v)
+	ctx, err := a.Authenticate(in(scoped), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(ctx); got != scoped {
+		t.Errorf("without a service identity the scoped token should be passed on")
+	}
+
+	a.SetServiceSigner(memSigner)
+	ctx, err = a.Authenticate(in(scoped), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := FromContext(ctx); len(p.Scopes) != 1 || p.APIKeyID != "k1" {
+		t.Errorf("the handler's principal = %+v, want the key's", p)
+	}
+	p, err := v.Verify(sent(ctx))
+	if err != nil || p.Service != "memory" || p.UserID != "u1" || len(p.Scopes) != 0 {
+		t.Errorf("outgoing identity for a scoped caller = %+v, %v; want memory acting for u1", p, err)
+	}
+
+	ctx, err = a.Authenticate(in(plain), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sent(ctx); got != plain {
+		t.Errorf("an unscoped token should be passed on as it is")
+	}
+	// Outside its scopes it is still refused.
+	_, err = a.Authenticate(in(scoped), "/thefold.tasks.v1.TaskService/CreateTask")
+	wantCode(t, err, codes.PermissionDenied)
 }

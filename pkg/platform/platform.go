@@ -67,8 +67,9 @@ type Deps struct {
 	// The gateway sets its own API key exchanger on it.
 	Auth *auth.Authenticator
 	// ServiceSigner is the service's own identity, for calls made for an owner whose
-	// token may have expired (auth.OnBehalfOf); nil unless THEFOLD_AUTH_SERVICE_KEY_FILE
-	// is set (agent, builder).
+	// token may have expired (auth.OnBehalfOf) or is an API key's, narrowed by scopes
+	// (auth.Authenticator.SetServiceSigner); nil unless THEFOLD_AUTH_SERVICE_KEY_FILE is set
+	// (thefold up and docker-compose set it for every service).
 	ServiceSigner *auth.ServiceSigner
 
 	mu      sync.Mutex
@@ -290,6 +291,9 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 	d := &Deps{Name: svc.Name, Logger: log, Config: cfg, Pool: pool, Server: srv, Lookup: lookup,
 		Auth: authn, fail: stopRun}
 	d.ServiceSigner = serviceSigner
+	if serviceSigner != nil {
+		authn.SetServiceSigner(serviceSigner) // calls made for an API key's owner: see there
+	}
 	// Background work ends after the drain (Close), not at the signal: see Deps.
 	defer d.Close()
 	if cfg.Auth.FollowRevocations {

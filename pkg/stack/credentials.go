@@ -11,15 +11,18 @@ import (
 	"time"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/platform"
 )
 
 // DefaultAdminTokenTTL is how long an admin token from `thefold up` / `thefold token` lives.
 const DefaultAdminTokenTTL = auth.DefaultMaxLifetime
 
-// ServiceIdentities are the services that call others for an owner after the owner's
-// token may have expired (agent jobs, builds). Each gets its own key pair; only it is
-// given its private key, every service the public keys.
-var ServiceIdentities = []string{"agent", "builder"}
+// ServiceIdentities are the services with an identity of their own, for calls made for an
+// owner: after the owner's token may have expired (agent jobs, builds), and for an API
+// key's owner, whose key's scopes say what it may call, not what serving that call takes
+// (auth.Authenticator.SetServiceSigner). Every service has one. Each gets its own key pair;
+// only it is given its private key, every service the public keys.
+var ServiceIdentities = platform.ServiceNames
 
 func (s *Stack) maxLifetime() time.Duration {
 	if s.MaxTokenLifetime > 0 {

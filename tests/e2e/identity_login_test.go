@@ -285,6 +285,46 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	refusedEverywhere(t, secret, taskID, revoked)
 }
 
+// TestAPIKeyScopesCoverWhatTheCallTakes: a key's scopes say what it may call; what serving
+// that call takes from other services is done by the service for the key's owner. A key
+// with memory:write stores a memory (memory asks ai for the embedding), one with
+// agent:write starts a job (the agent reads the task and the repository) — and each is
+// still refused outside its scopes.
+func TestAPIKeyScopesCoverWhatTheCallTakes(t *testing.T) {
+	_, email := newUser(t, "hedy")
+	access, _ := login(t, email, 0)
+	repo := fmt.Sprintf("local/nowhere-%d", time.Now().UnixNano())
+	code, body := rest(t, "POST", "/v1/tasks", access, map[string]any{"title": "scoped", "repo": repo})
+	if code != http.StatusOK {
+		t.Fatalf("create task = %d %v", code, body)
+	}
+	taskID := body["task"].(map[string]any)["id"].(string)
+	key := func(name string, scopes ...string) string {
+		t.Helper()
+		code, body := rest(t, "POST", "/v1/auth/api-keys", access, map[string]any{"name": name, "scopes": scopes})
+		if code != http.StatusOK {
+			t.Fatalf("create key = %d %v", code, body)
+		}
+		return body["secret"].(string)
+	}
+	memKey, agentKey := key("notes", "memory:write"), key("runner", "agent:write")
+
+	if code, body := rest(t, "POST", "/v1/memories", memKey, map[string]any{"content": "the build uses make", "repo": repo}); code != http.StatusOK {
+		t.Errorf("StoreMemory with memory:write = %d %v, want 200", code, body)
+	}
+	// The agent got past the task (tasks) to the repository (github), which does not exist.
+	code, body = rest(t, "POST", "/v1/jobs", agentKey, map[string]any{"task_id": taskID})
+	if code != http.StatusBadRequest || body["status"] != "FAILED_PRECONDITION" || !strings.Contains(fmt.Sprint(body["message"]), "does not exist") {
+		t.Errorf("StartTask with agent:write = %d %v, want 400 naming the missing repository", code, body)
+	}
+	if code, body := rest(t, "GET", "/v1/tasks/"+taskID, memKey, nil); code != http.StatusForbidden {
+		t.Errorf("GetTask with a memory key = %d %v, want 403", code, body)
+	}
+	if code, body := rest(t, "POST", "/v1/memories", agentKey, map[string]any{"content": "x", "repo": repo}); code != http.StatusForbidden {
+		t.Errorf("StoreMemory with an agent key = %d %v, want 403", code, body)
+	}
+}
+
 // TestAdminRPCsNeedTheAdminRole: a member calling an admin RPC gets 403 over REST and
 // PermissionDenied over gRPC, at the gateway and at another service.
 func TestAdminRPCsNeedTheAdminRole(t *testing.T) {
