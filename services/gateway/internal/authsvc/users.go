@@ -355,8 +355,8 @@ func (s *UserServer) GetLoginReport(ctx context.Context, req *gatewayv1.GetLogin
 	for _, a := range r.Addresses {
 		out := &gatewayv1.LoginReportAddress{Email: a.EmailNorm, UserId: a.UserID, Failures: a.Failures,
 			LockedOutAttempts: a.LockedOut, Peers: a.Peers, LastFailureTime: timestamppb.New(a.LastFailure)}
-		if !a.LockedUntil.IsZero() {
-			out.LockedUntil = timestamppb.New(a.LockedUntil)
+		if a.LockedUntil != nil {
+			out.LockedUntil = timestamppb.New(*a.LockedUntil)
 		}
 		resp.Addresses = append(resp.Addresses, out)
 	}

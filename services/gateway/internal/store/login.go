@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,16 +190,34 @@ type AttemptFilter struct {
 	Limit     int
 }
 
-// ListLoginAttempts returns audit rows newest first.
+// ListLoginAttempts returns audit rows newest first. The conditions are only those the
+// filter sets, so each shape of query gets a plan that uses its index.
 func (s *Store) ListLoginAttempts(ctx context.Context, f AttemptFilter) ([]LoginAttempt, error) {
-	var since *time.Time
-	if !f.Since.IsZero() {
-		since = &f.Since
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts
-		WHERE ($1 = '' OR email_norm = $1) AND ($2 = '' OR outcome = $2)
-		  AND ($3::timestamptz IS NULL OR time >= $3) AND ($4 = 0 OR id < $4)
-		ORDER BY id DESC LIMIT $5`, f.EmailNorm, f.Outcome, since, f.BeforeID, f.Limit)
+	if f.EmailNorm != "" {
+		add("email_norm = $%d", f.EmailNorm)
+	}
+	if f.Outcome != "" {
+		add("outcome = $%d", f.Outcome)
+	}
+	if !f.Since.IsZero() {
+		add("time >= $%d", f.Since)
+	}
+	if f.BeforeID > 0 {
+		add("id < $%d", f.BeforeID)
+	}
+	q := `SELECT id, email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, f.Limit)
+	q += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +236,7 @@ type ReportAddress struct {
 	EmailNorm, UserID          string
 	Failures, LockedOut, Peers int64
 	LastFailure                time.Time
-	LockedUntil                time.Time // zero unless locked out now
+	LockedUntil                *time.Time // set while locked out
 }
 
 // LoginReport counts the audit's outcomes since since, and lists up to limit addresses with
@@ -232,7 +252,7 @@ func (s *Store) LoginReport(ctx context.Context, since time.Time, minFailures, l
 		return LoginReport{}, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT a.email_norm, COALESCE(u.id, ''), a.failures, a.locked_out, a.peers, a.last_failure,
-			COALESCE(l.locked_until, 'epoch'::timestamptz)
+			l.locked_until
 		FROM (SELECT email_norm,
 				count(*) FILTER (WHERE outcome = 'bad_code') AS failures,
 				count(*) FILTER (WHERE outcome = 'locked_out') AS locked_out,
@@ -253,11 +273,6 @@ func (s *Store) LoginReport(ctx context.Context, since time.Time, minFailures, l
 	}
 	if len(r.Addresses) > limit {
 		r.Addresses, r.Truncated = r.Addresses[:limit], true
-	}
-	for i := range r.Addresses {
-		if r.Addresses[i].LockedUntil.Equal(time.Unix(0, 0)) {
-			r.Addresses[i].LockedUntil = time.Time{}
-		}
 	}
 	return r, nil
 }
