@@ -475,3 +475,60 @@ func TestBreakerPausedJobResumesWhenDue(t *testing.T) {
 		t.Fatalf("resumed twice: %v %v", ids, err)
 	}
 }
+
+// Listing jobs and the audit log pages newest first through their filters.
+func TestListingPagesThroughFilters(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx(alice)
+	const taskB = "22222222-2222-4222-8222-222222222222"
+	ids := []string{e.job(t, alice, taskA).Id}
+	if _, err := e.agent.CancelJob(ctx, &agentv1.CancelJobRequest{Id: ids[0]}); err != nil { // one unfinished job a task
+		t.Fatal(err)
+	}
+	ids = append(ids, e.job(t, alice, taskB).Id, e.job(t, alice, taskA).Id)
+	const bobsTask = "33333333-3333-4333-8333-333333333333"
+	e.job(t, bob, bobsTask) // not alice's
+	page := func(req *agentv1.ListJobsRequest) []string {
+		t.Helper()
+		var got []string
+		req.PageSize = 1
+		for {
+			resp, err := e.agent.ListJobs(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range resp.Jobs {
+				got = append(got, j.Id)
+			}
+			if resp.NextPageToken == "" {
+				return got
+			}
+			req.PageToken = resp.NextPageToken
+		}
+	}
+	if got, want := page(&agentv1.ListJobsRequest{}), []string{ids[2], ids[1], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("all of alice's jobs, a page at a time = %v, want %v", got, want)
+	}
+	if got, want := page(&agentv1.ListJobsRequest{TaskId: taskA}), []string{ids[2], ids[0]}; !slices.Equal(got, want) {
+		t.Errorf("task A's = %v, want %v", got, want)
+	}
+	if got, want := page(&agentv1.ListJobsRequest{Statuses: []agentv1.JobStatus{agentv1.JobStatus_JOB_STATUS_QUEUED}, Repo: "local/r"}),
+		[]string{ids[2], ids[1]}; !slices.Equal(got, want) {
+		t.Errorf("queued ones = %v, want %v", got, want)
+	}
+	// The audit log: alice's one control, through a filter that matches and one that does not.
+	audit, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{Action: "job_cancelled", PageSize: 1})
+	if err != nil || len(audit.Entries) != 1 || audit.Entries[0].JobId != ids[0] {
+		t.Fatalf("cancellations = %v, %v", audit, err)
+	}
+	if audit.NextPageToken != "" {
+		next, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{Action: "job_cancelled", PageSize: 1, PageToken: audit.NextPageToken})
+		if err != nil || len(next.Entries) != 0 {
+			t.Errorf("second page = %v, %v", next, err)
+		}
+	}
+	none, err := e.agent.ListAuditLog(ctx, &agentv1.ListAuditLogRequest{TaskId: taskB, FailuresOnly: true})
+	if err != nil || len(none.Entries) != 0 {
+		t.Errorf("failures of task B = %v, %v", none, err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -140,29 +140,25 @@ const auditTokenVersion = "a1"
 // ListAudit returns a page of the audit entries of owner's jobs, newest first, and the
 // next page's token.
 func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, pageSize int, pageToken string) ([]*agentv1.AuditLogEntry, string, error) {
-	where := []string{"owner_id = $1"}
-	args := []any{owner}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c db.Conds
+	c.Add("owner_id = $%d", owner)
 	if f.JobID != "" {
-		add("job_id = $%d::uuid", f.JobID)
+		c.Add("job_id = $%d::uuid", f.JobID)
 	}
 	if f.TaskID != "" {
-		add("task_id = $%d", f.TaskID)
+		c.Add("task_id = $%d", f.TaskID)
 	}
 	if f.Action != "" {
-		add("action = $%d", f.Action)
+		c.Add("action = $%d", f.Action)
 	}
 	if f.FailuresOnly {
-		where = append(where, "NOT success")
+		c.Add("NOT success")
 	}
 	if !f.Start.IsZero() {
-		add("create_time >= $%d", f.Start)
+		c.Add("create_time >= $%d", f.Start)
 	}
 	if !f.End.IsZero() {
-		add("create_time < $%d", f.End)
+		c.Add("create_time < $%d", f.End)
 	}
 	if pageToken != "" {
 		parts, err := validate.DecodePageToken(pageToken, auditTokenVersion, 1, "ListAuditLog")
@@ -173,11 +169,10 @@ func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, page
 		if err != nil {
 			return nil, "", validate.BadPageToken("ListAuditLog")
 		}
-		add("id < $%d", before)
+		c.Add("id < $%d", before)
 	}
-	args = append(args, pageSize+1)
 	rows, err := s.pool.Query(ctx, `SELECT id, job_id, task_id, owner_id, actor, action, details, success, error, duration_ms, create_time
-		FROM audit_log WHERE `+strings.Join(where, " AND ")+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		FROM audit_log`+c.Where()+` ORDER BY id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
 	if err != nil {
 		return nil, "", err
 	}

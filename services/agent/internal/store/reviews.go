@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/protoenum"
@@ -110,34 +110,29 @@ const reviewTokenVersion = "r1"
 // ListReviews returns a page of owner's reviews, newest first, files without content or
 // unified diff.
 func (s *Store) ListReviews(ctx context.Context, owner string, f ReviewFilter, pageSize int, pageToken string) ([]*agentv1.Review, string, error) {
-	where := []string{"owner_id = $1"}
-	args := []any{owner}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c db.Conds
+	c.Add("owner_id = $%d", owner)
 	if f.JobID != "" {
-		add("job_id = $%d::uuid", f.JobID)
+		c.Add("job_id = $%d::uuid", f.JobID)
 	}
 	if f.TaskID != "" {
-		add("task_id = $%d", f.TaskID)
+		c.Add("task_id = $%d", f.TaskID)
 	}
 	if f.Repo != "" {
-		add("repo = $%d", f.Repo)
+		c.Add("repo = $%d", f.Repo)
 	}
 	if len(f.Statuses) > 0 {
 		names := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
 			names[i] = ReviewStatusName(st)
 		}
-		add("status = ANY($%d)", names)
+		c.Add("status = ANY($%d)", names)
 	}
-	if err := pageAfter(pageToken, reviewTokenVersion, "ListReviews", &args, &where); err != nil {
+	if err := pageAfter(pageToken, reviewTokenVersion, "ListReviews", &c); err != nil {
 		return nil, "", err
 	}
-	args = append(args, pageSize+1)
-	rows, err := s.pool.Query(ctx, `SELECT review, create_time, id FROM reviews WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	rows, err := s.pool.Query(ctx, `SELECT review, create_time, id FROM reviews`+c.Where()+
+		` ORDER BY create_time DESC, id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
 	if err != nil {
 		return nil, "", err
 	}
@@ -181,7 +176,7 @@ func (s *Store) ListReviews(ctx context.Context, owner string, f ReviewFilter, p
 
 // pageAfter adds the keyset condition of pageToken (create_time and id of the last row of
 // the previous page) to where.
-func pageAfter(pageToken, version, method string, args *[]any, where *[]string) error {
+func pageAfter(pageToken, version, method string, c *db.Conds) error {
 	if pageToken == "" {
 		return nil
 	}
@@ -196,8 +191,7 @@ func pageAfter(pageToken, version, method string, args *[]any, where *[]string) 
 	if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
 		return validate.BadPageToken(method)
 	}
-	*args = append(*args, time.Unix(0, nanos).UTC(), parts[1])
-	*where = append(*where, fmt.Sprintf("(create_time, id) < ($%d, $%d::uuid)", len(*args)-1, len(*args)))
+	c.Add("(create_time, id) < ($%d, $%d::uuid)", time.Unix(0, nanos).UTC(), parts[1])
 	return nil
 }
 
@@ -211,34 +205,29 @@ const jobTokenVersion = "j1"
 
 // List returns a page of owner's jobs, newest first, without plans.
 func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize int, pageToken string) ([]*agentv1.Job, string, error) {
-	where := []string{"owner_id = $1"}
-	args := []any{owner}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c db.Conds
+	c.Add("owner_id = $%d", owner)
 	if f.TaskID != "" {
-		add("task_id = $%d", f.TaskID)
+		c.Add("task_id = $%d", f.TaskID)
 	}
 	if f.ProjectID != "" {
-		add("project_id = $%d", f.ProjectID)
+		c.Add("project_id = $%d", f.ProjectID)
 	}
 	if f.Repo != "" {
-		add("repo = $%d", f.Repo)
+		c.Add("repo = $%d", f.Repo)
 	}
 	if len(f.Statuses) > 0 {
 		names := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
 			names[i] = StatusName(st)
 		}
-		add("status = ANY($%d)", names)
+		c.Add("status = ANY($%d)", names)
 	}
-	if err := pageAfter(pageToken, jobTokenVersion, "ListJobs", &args, &where); err != nil {
+	if err := pageAfter(pageToken, jobTokenVersion, "ListJobs", &c); err != nil {
 		return nil, "", err
 	}
-	args = append(args, pageSize+1)
-	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`, create_time FROM jobs WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+recordColumns+`, create_time FROM jobs`+c.Where()+
+		` ORDER BY create_time DESC, id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
 	if err != nil {
 		return nil, "", err
 	}

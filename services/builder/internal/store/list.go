@@ -2,13 +2,12 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/thefold/thefold/pkg/db"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	"github.com/thefold/thefold/pkg/validate"
 )
@@ -23,27 +22,23 @@ const pageTokenVersion = "b1"
 
 // List returns a page of owner's builds, newest first, and the next page's token.
 func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize int, pageToken string) ([]*Build, string, error) {
-	where := []string{"owner_id = $1"}
-	args := []any{owner}
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c db.Conds
+	c.Add("owner_id = $%d", owner)
 	if f.TaskID != "" {
-		add("task_id = $%d", f.TaskID)
+		c.Add("task_id = $%d", f.TaskID)
 	}
 	if f.JobID != "" {
-		add("job_id = $%d", f.JobID)
+		c.Add("job_id = $%d", f.JobID)
 	}
 	if f.Repo != "" {
-		add("repo = $%d", f.Repo)
+		c.Add("repo = $%d", f.Repo)
 	}
 	if len(f.Statuses) > 0 {
 		names := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
 			names[i] = StatusName(st)
 		}
-		add("status = ANY($%d)", names)
+		c.Add("status = ANY($%d)", names)
 	}
 	if pageToken != "" {
 		parts, err := validate.DecodePageToken(pageToken, pageTokenVersion, 2, "ListBuilds")
@@ -57,12 +52,10 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize i
 		if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
 			return nil, "", validate.BadPageToken("ListBuilds")
 		}
-		args = append(args, time.Unix(0, nanos).UTC(), parts[1])
-		where = append(where, fmt.Sprintf("(create_time, id) < ($%d, $%d::uuid)", len(args)-1, len(args)))
+		c.Add("(create_time, id) < ($%d, $%d::uuid)", time.Unix(0, nanos).UTC(), parts[1])
 	}
-	args = append(args, pageSize+1)
-	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+` FROM builds WHERE `+strings.Join(where, " AND ")+
-		fmt.Sprintf(` ORDER BY create_time DESC, id DESC LIMIT $%d`, len(args)), args...)
+	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+` FROM builds`+c.Where()+
+		` ORDER BY create_time DESC, id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
 	if err != nil {
 		return nil, "", err
 	}

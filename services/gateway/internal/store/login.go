@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // Login outcomes as audited.
@@ -193,31 +193,21 @@ type AttemptFilter struct {
 // ListLoginAttempts returns audit rows newest first. The conditions are only those the
 // filter sets, so each shape of query gets a plan that uses its index.
 func (s *Store) ListLoginAttempts(ctx context.Context, f AttemptFilter) ([]LoginAttempt, error) {
-	var where []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
+	var c db.Conds
 	if f.EmailNorm != "" {
-		add("email_norm = $%d", f.EmailNorm)
+		c.Add("email_norm = $%d", f.EmailNorm)
 	}
 	if f.Outcome != "" {
-		add("outcome = $%d", f.Outcome)
+		c.Add("outcome = $%d", f.Outcome)
 	}
 	if !f.Since.IsZero() {
-		add("time >= $%d", f.Since)
+		c.Add("time >= $%d", f.Since)
 	}
 	if f.BeforeID > 0 {
-		add("id < $%d", f.BeforeID)
+		c.Add("id < $%d", f.BeforeID)
 	}
-	q := `SELECT id, email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, f.Limit)
-	q += fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
+	rows, err := s.pool.Query(ctx, `SELECT id, email_norm, COALESCE(user_id, ''), peer, outcome, time FROM login_attempts`+
+		c.Where()+" ORDER BY id DESC LIMIT "+c.Arg(f.Limit), c.Args...)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/validate"
@@ -134,32 +135,26 @@ type Cursor struct {
 // List returns a page of the owner's sandboxes, newest first, and the cursor of the next
 // page (nil on the last).
 func (s *Store) List(ctx context.Context, f Filter) ([]*Sandbox, *Cursor, error) {
-	args := []any{f.Owner}
-	where := "owner_id = $1"
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where += fmt.Sprintf(" AND "+cond, len(args))
-	}
+	var c db.Conds
+	c.Add("owner_id = $%d", f.Owner)
 	if f.Repo != "" {
-		add("repo = $%d", f.Repo)
+		c.Add("repo = $%d", f.Repo)
 	}
 	if f.JobID != "" {
-		add("job_id = $%d", f.JobID)
+		c.Add("job_id = $%d", f.JobID)
 	}
 	if len(f.Statuses) > 0 {
 		names := make([]string, 0, len(f.Statuses))
 		for _, st := range f.Statuses {
 			names = append(names, statusNames[st])
 		}
-		add("status = ANY($%d)", names)
+		c.Add("status = ANY($%d)", names)
 	}
 	if f.After != nil {
-		args = append(args, f.After.CreateTime, f.After.ID)
-		where += fmt.Sprintf(" AND (create_time, id) < ($%d, $%d::uuid)", len(args)-1, len(args))
+		c.Add("(create_time, id) < ($%d, $%d::uuid)", f.After.CreateTime, f.After.ID)
 	}
-	args = append(args, f.PageSize+1)
-	rows, err := s.pool.Query(ctx, "SELECT "+sandboxColumns+" FROM sandboxes WHERE "+where+
-		fmt.Sprintf(" ORDER BY create_time DESC, id DESC LIMIT $%d", len(args)), args...)
+	rows, err := s.pool.Query(ctx, "SELECT "+sandboxColumns+" FROM sandboxes"+c.Where()+
+		" ORDER BY create_time DESC, id DESC LIMIT "+c.Arg(f.PageSize+1), c.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}

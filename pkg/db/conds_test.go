@@ -1,0 +1,26 @@
+package db
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestConds(t *testing.T) {
+	var none Conds
+	if none.Where() != "" || len(none.Args) != 0 {
+		t.Errorf("no conditions: %q %v", none.Where(), none.Args)
+	}
+	at := time.Unix(10, 0)
+	var c Conds
+	c.Add("owner_id = $%d", "u1")
+	c.Add("NOT success")
+	c.Add("(create_time, id) < ($%d, $%d::uuid)", at, "id-1")
+	limit := c.Arg(51)
+	if want := " WHERE owner_id = $1 AND NOT success AND (create_time, id) < ($2, $3::uuid)"; c.Where() != want {
+		t.Errorf("Where = %q, want %q", c.Where(), want)
+	}
+	if limit != "$4" || !reflect.DeepEqual(c.Args, []any{"u1", at, "id-1", 51}) {
+		t.Errorf("limit %s, args %v", limit, c.Args)
+	}
+}
