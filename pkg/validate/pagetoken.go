@@ -2,7 +2,9 @@ package validate
 
 import (
 	"encoding/base64"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/thefold/thefold/pkg/errs"
 )
@@ -34,4 +36,27 @@ func DecodePageToken(tok, version string, n int, method string) ([]string, error
 // BadPageToken is the error for a page_token a service did not issue.
 func BadPageToken(method string) error {
 	return errs.Invalid("page_token", "not a token from a previous %s response", method)
+}
+
+// EncodeTimeIDToken is a page token for keyset paging by (time, UUID), newest first: the
+// last row of a page, from which DecodeTimeIDToken restarts.
+func EncodeTimeIDToken(version string, t time.Time, id string) string {
+	return EncodePageToken(version, strconv.FormatInt(t.UnixNano(), 10), id)
+}
+
+// DecodeTimeIDToken returns the time and UUID of a token from EncodeTimeIDToken, or
+// InvalidArgument on page_token naming method.
+func DecodeTimeIDToken(tok, version, method string) (time.Time, string, error) {
+	parts, err := DecodePageToken(tok, version, 2, method)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	nanos, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return time.Time{}, "", BadPageToken(method)
+	}
+	if _, err := UUID("page_token", parts[1], true); err != nil {
+		return time.Time{}, "", BadPageToken(method)
+	}
+	return time.Unix(0, nanos).UTC(), parts[1], nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -169,7 +168,7 @@ func (s *Store) ListReviews(ctx context.Context, owner string, f ReviewFilter, p
 	next := ""
 	if len(out) > pageSize {
 		out = out[:pageSize]
-		next = validate.EncodePageToken(reviewTokenVersion, strconv.FormatInt(times[pageSize-1].UnixNano(), 10), out[pageSize-1].Id)
+		next = validate.EncodeTimeIDToken(reviewTokenVersion, times[pageSize-1], out[pageSize-1].Id)
 	}
 	return out, next, nil
 }
@@ -180,18 +179,11 @@ func pageAfter(pageToken, version, method string, c *db.Conds) error {
 	if pageToken == "" {
 		return nil
 	}
-	parts, err := validate.DecodePageToken(pageToken, version, 2, method)
+	at, id, err := validate.DecodeTimeIDToken(pageToken, version, method)
 	if err != nil {
 		return err
 	}
-	nanos, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil {
-		return validate.BadPageToken(method)
-	}
-	if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
-		return validate.BadPageToken(method)
-	}
-	c.Add("(create_time, id) < ($%d, $%d::uuid)", time.Unix(0, nanos).UTC(), parts[1])
+	c.Add("(create_time, id) < ($%d, $%d::uuid)", at, id)
 	return nil
 }
 
@@ -250,7 +242,7 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize i
 	next := ""
 	if len(out) > pageSize {
 		out = out[:pageSize]
-		next = validate.EncodePageToken(jobTokenVersion, strconv.FormatInt(times[pageSize-1].UnixNano(), 10), out[pageSize-1].Id)
+		next = validate.EncodeTimeIDToken(jobTokenVersion, times[pageSize-1], out[pageSize-1].Id)
 	}
 	return out, next, nil
 }

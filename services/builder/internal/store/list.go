@@ -2,10 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
-	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/thefold/thefold/pkg/db"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
@@ -41,18 +37,11 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize i
 		c.Add("status = ANY($%d)", names)
 	}
 	if pageToken != "" {
-		parts, err := validate.DecodePageToken(pageToken, pageTokenVersion, 2, "ListBuilds")
+		at, id, err := validate.DecodeTimeIDToken(pageToken, pageTokenVersion, "ListBuilds")
 		if err != nil {
 			return nil, "", err
 		}
-		nanos, err := strconv.ParseInt(parts[0], 10, 64)
-		if err != nil {
-			return nil, "", validate.BadPageToken("ListBuilds")
-		}
-		if _, err := uuid.Parse(parts[1]); err != nil || len(parts[1]) != 36 {
-			return nil, "", validate.BadPageToken("ListBuilds")
-		}
-		c.Add("(create_time, id) < ($%d, $%d::uuid)", time.Unix(0, nanos).UTC(), parts[1])
+		c.Add("(create_time, id) < ($%d, $%d::uuid)", at, id)
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+` FROM builds`+c.Where()+
 		` ORDER BY create_time DESC, id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
@@ -75,7 +64,7 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter, pageSize i
 	if len(out) > pageSize {
 		out = out[:pageSize]
 		last := out[len(out)-1]
-		next = validate.EncodePageToken(pageTokenVersion, strconv.FormatInt(last.CreateTime.AsTime().UnixNano(), 10), last.Id)
+		next = validate.EncodeTimeIDToken(pageTokenVersion, last.CreateTime.AsTime(), last.Id)
 	}
 	return out, next, nil
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -531,19 +530,11 @@ func (s *Server) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxes
 	}
 	const method = "ListSandboxes"
 	if tok := req.GetPageToken(); tok != "" {
-		parts, err := validate.DecodePageToken(tok, pageTokenVer, 2, method)
+		t, id, err := validate.DecodeTimeIDToken(tok, pageTokenVer, method)
 		if err != nil {
 			return nil, err
 		}
-		nanos, err := strconv.ParseInt(parts[0], 10, 64)
-		if err != nil {
-			return nil, validate.BadPageToken(method)
-		}
-		t := time.Unix(0, nanos)
-		if _, err := validate.UUID("page_token", parts[1], true); err != nil {
-			return nil, validate.BadPageToken(method)
-		}
-		f.After = &store.Cursor{CreateTime: t, ID: parts[1]}
+		f.After = &store.Cursor{CreateTime: t, ID: id}
 	}
 	list, next, err := s.store.List(ctx, f)
 	if err != nil {
@@ -554,7 +545,7 @@ func (s *Server) ListSandboxes(ctx context.Context, req *sandboxv1.ListSandboxes
 		resp.Sandboxes = append(resp.Sandboxes, sb.Sandbox)
 	}
 	if next != nil {
-		resp.NextPageToken = validate.EncodePageToken(pageTokenVer, strconv.FormatInt(next.CreateTime.UnixNano(), 10), next.ID)
+		resp.NextPageToken = validate.EncodeTimeIDToken(pageTokenVer, next.CreateTime, next.ID)
 	}
 	return resp, nil
 }
