@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"slices"
 
 	"github.com/thefold/thefold/pkg/config"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
@@ -50,9 +51,11 @@ func sandboxService() platform.Service {
 			if err != nil {
 				return err
 			}
-			d.Logger.InfoContext(ctx, "sandbox backends", "default", bs.Default.String(), "unavailable", bs.Reasons)
+			d.Logger.InfoContext(ctx, "sandbox backends", "default", bs.Default.String(), "available", bs.Available, "missing", bs.Missing)
 			if bs.Default == sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL {
-				d.Logger.WarnContext(ctx, "SANDBOXES ARE NOT ISOLATED: the default backend is local (commands run on this host as this user, with network); install bubblewrap or docker", "why", bs.Reasons)
+				d.Logger.WarnContext(ctx, "SANDBOXES ARE NOT ISOLATED: the default backend is local (THEFOLD_SANDBOX_ALLOW_LOCAL; commands run on this host as this user, with network); for development only", "why", bs.Reasons)
+			} else if slices.Contains(bs.Available, "local") {
+				d.Logger.WarnContext(ctx, "the local backend is offered to admins (THEFOLD_SANDBOX_ALLOW_LOCAL): sandboxes that ask for it run without isolation")
 			}
 			d.Go("sandbox reaper", svc.RunReaper)
 			sandboxv1.RegisterSandboxServiceServer(d.Server.GRPC(), svc)

@@ -21,6 +21,8 @@ func TestConfig(t *testing.T) {
 		{"defaults", nil, nil},
 		{"bwrap with a package proxy", map[string]string{"THEFOLD_SANDBOX_BACKEND": "bwrap", "THEFOLD_SANDBOX_GOPROXY": "http://proxy:3000"}, nil},
 		{"unknown backend", map[string]string{"THEFOLD_SANDBOX_BACKEND": "vm"}, []string{"THEFOLD_SANDBOX_BACKEND"}},
+		{"local without the opt-in", map[string]string{"THEFOLD_SANDBOX_BACKEND": "local"}, []string{"THEFOLD_SANDBOX_ALLOW_LOCAL"}},
+		{"local for development", map[string]string{"THEFOLD_SANDBOX_BACKEND": "local", "THEFOLD_SANDBOX_ALLOW_LOCAL": "true"}, nil},
 		{"every problem at once", map[string]string{"THEFOLD_SANDBOX_TTL": "0s", "THEFOLD_SANDBOX_MAX_PER_OWNER": "0",
 			"THEFOLD_SANDBOX_PIDS": "2", "THEFOLD_SANDBOX_ALLOW_EXTRA": "rm -rf,ok"},
 			[]string{"THEFOLD_SANDBOX_TTL", "THEFOLD_SANDBOX_MAX_PER_OWNER", "THEFOLD_SANDBOX_PIDS", `"rm -rf"`}},

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
@@ -13,47 +15,82 @@ import (
 	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
 )
 
-// Backends are the backends a server offers, its default, and why better ones are missing.
+// Backends are the backends a server offers, its default, and why the others are missing.
 type Backends struct {
 	Options []Option
-	// Images is the docker image per language (the configured ones over the built-in Go
+	// Images is the docker image per language (the configured ones over the built-in
 	// image), for Config.Images.
 	Images  map[string]string
 	Default sandboxv1.SandboxBackend
+	// Available names the backends offered, most isolating first.
+	Available []string
+	// Missing says, per backend name, why it is not offered.
+	Missing map[string]string
+	// Reasons say why backends more isolating than the default are missing (reported in
+	// CreateSandbox's warnings).
 	Reasons []string
 	Close   func()
 }
 
-// OpenBackends starts every backend that works on this machine: local always, bwrap when a
-// probe sandbox runs, docker when an engine answers (building the Go image when it is
-// missing and cfg allows). cfg.Backend chooses the default; a backend named there that does
-// not work is an error, auto takes the most isolating one that does.
+// isolation orders the backends: a caller may ask only for one at least as isolated as
+// the server's default.
+var isolation = map[sandboxv1.SandboxBackend]int{
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:  1,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP:  2,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER: 3,
+}
+
+// byIsolation is every backend, most isolating first.
+var byIsolation = []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
+
+// localOff is why the local backend is not offered when the operator did not enable it.
+const localOff = "off: it runs commands on this host without isolation; THEFOLD_SANDBOX_ALLOW_LOCAL=true offers it (development only)"
+
+// OpenBackends starts every isolating backend that works on this machine, side by side:
+// docker when an engine answers (building the sandbox image when it is missing and cfg
+// allows), bwrap when a probe sandbox runs; and local only when cfg.AllowLocal. cfg.Backend
+// chooses the default: a backend named there that does not work is an error; auto takes
+// the most isolating one that works, and never falls back to local unless it is allowed.
 func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends, error) {
 	cfg = cfg.withDefaults()
+	// The state directory must exist before a backend is probed: on a first start it did
+	// not, and bwrap's probe failed on it, so bwrap was never offered.
 	state := filepath.Join(cfg.Dir, ".state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox state directory: %w", err)
+	}
 	hostOpts := []backend.Option{backend.WithLogger(log), backend.WithStateDir(state), backend.WithGoRoot(cfg.GoRoot)}
-	out := &Backends{Images: map[string]string{"go": docker.DefaultGoImage}}
+	out := &Backends{Images: map[string]string{"go": docker.DefaultGoImage}, Missing: map[string]string{}}
 	maps.Copy(out.Images, cfg.Images)
 	var closers []func() error
+	offered := map[sandboxv1.SandboxBackend]bool{}
 	offer := func(kind sandboxv1.SandboxBackend, b backend.Backend) {
 		out.Options = append(out.Options, WithBackend(kind, b))
 		closers = append(closers, b.Close)
+		offered[kind] = true
 	}
-	reasons := map[sandboxv1.SandboxBackend]string{}
 
-	if cfg.Backend == "auto" || cfg.Backend == "docker" {
-		if d, err := openDocker(ctx, cfg, out.Images, log); err != nil {
-			reasons[sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER] = "docker: " + err.Error()
-		} else {
-			offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, d)
-		}
+	const notOffered = "not offered: not in THEFOLD_SANDBOX_BACKENDS"
+	if !slices.Contains(cfg.Offer, "docker") {
+		out.Missing["docker"] = notOffered
+	} else if d, err := openDocker(ctx, cfg, out.Images, log); err != nil {
+		out.Missing["docker"] = err.Error()
+	} else {
+		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, d)
 	}
-	if b, err := backend.NewBwrap(hostOpts...); err != nil {
-		reasons[sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP] = "bwrap: " + err.Error()
+	if !slices.Contains(cfg.Offer, "bwrap") {
+		out.Missing["bwrap"] = notOffered
+	} else if b, err := backend.NewBwrap(hostOpts...); err != nil {
+		out.Missing["bwrap"] = err.Error()
 	} else {
 		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, b)
 	}
-	offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL, backend.NewLocal(hostOpts...))
+	if cfg.AllowLocal {
+		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL, backend.NewLocal(hostOpts...))
+	} else {
+		out.Missing["local"] = localOff
+	}
 	out.Close = func() {
 		for _, c := range closers {
 			if err := c(); err != nil {
@@ -61,33 +98,45 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 			}
 		}
 	}
+	for _, k := range byIsolation {
+		if offered[k] {
+			out.Available = append(out.Available, backendName(k))
+		}
+	}
 
-	order := []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
+	candidates := []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP}
 	switch cfg.Backend {
 	case "docker":
-		order = order[:1]
+		candidates = candidates[:1]
 	case "bwrap":
-		order = order[1:2]
+		candidates = candidates[1:]
 	case "local":
-		order = order[2:]
+		candidates = []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
 	}
-	for _, k := range order {
-		if r, broken := reasons[k]; broken {
-			out.Reasons = append(out.Reasons, r)
-			continue
+	for _, k := range candidates {
+		if offered[k] {
+			out.Default = k
+			break
 		}
-		out.Default = k
-		break
+	}
+	for _, k := range byIsolation {
+		if isolation[k] > isolation[out.Default] && !offered[k] {
+			out.Reasons = append(out.Reasons, backendName(k)+": "+out.Missing[backendName(k)])
+		}
 	}
 	if out.Default == sandboxv1.SandboxBackend_SANDBOX_BACKEND_UNSPECIFIED {
 		out.Close()
-		return nil, fmt.Errorf("THEFOLD_SANDBOX_BACKEND=%s does not work here: %v", cfg.Backend, out.Reasons)
+		var why []string
+		for _, k := range candidates {
+			why = append(why, backendName(k)+": "+out.Missing[backendName(k)])
+		}
+		return nil, fmt.Errorf("THEFOLD_SANDBOX_BACKEND=%s: no isolating backend works here (%v); install docker or bubblewrap (THEFOLD_SANDBOX_BACKEND=local with THEFOLD_SANDBOX_ALLOW_LOCAL=true runs code unisolated, for development only)", cfg.Backend, why)
 	}
 	out.Options = append(out.Options, WithDefault(out.Default, out.Reasons))
 	return out, nil
 }
 
-// openDocker connects to the engine and makes sure the Go image is there.
+// openDocker connects to the engine and makes sure the sandbox image is there.
 func openDocker(ctx context.Context, cfg Config, images map[string]string, log *slog.Logger) (*docker.Docker, error) {
 	d, err := docker.New(ctx, docker.WithLogger(log), docker.WithImages(images), docker.WithNanoCPUs(int64(cfg.CPUs*1e9)))
 	if err != nil {

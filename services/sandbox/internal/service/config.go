@@ -15,9 +15,17 @@ import (
 // Config is the sandbox service's own configuration, beside platform.Config.
 type Config struct {
 	// Backend is the backend of sandboxes that ask for none: auto (docker if an engine
-	// answers and the language's image is there, else bwrap if it works, else local), or
-	// docker, bwrap, local.
+	// answers, else bwrap if it works), or docker, bwrap, local. Every isolating backend
+	// that works here is offered beside the default; a caller may ask only for one at
+	// least as isolated as the default (docker > bwrap > local).
 	Backend string `env:"THEFOLD_SANDBOX_BACKEND, default=auto"`
+	// AllowLocal offers the local backend, which runs commands on this host without any
+	// isolation: for development only. Even then only admins may ask for it (unless the
+	// operator made it the default with THEFOLD_SANDBOX_BACKEND=local).
+	AllowLocal bool `env:"THEFOLD_SANDBOX_ALLOW_LOCAL, default=false"`
+	// Offer names the isolating backends the server starts when they work here (docker,
+	// bwrap); the operator's choice of which exist.
+	Offer []string `env:"THEFOLD_SANDBOX_BACKENDS, default=docker,bwrap"`
 	// Dir holds the workspaces; empty: $THEFOLD_DATA_DIR/sandboxes, else a directory under
 	// the system's temporary directory.
 	Dir string `env:"THEFOLD_SANDBOX_DIR"`
@@ -75,6 +83,20 @@ func (c *Config) Validate() error {
 	if !slices.Contains([]string{"auto", "docker", "bwrap", "local"}, c.Backend) {
 		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %q: want auto, docker, bwrap or local", c.Backend))
 	}
+	for _, b := range c.Offer {
+		if b != "docker" && b != "bwrap" {
+			problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKENDS: %q: want docker and/or bwrap (local is THEFOLD_SANDBOX_ALLOW_LOCAL)", b))
+		}
+	}
+	if (c.Backend == "docker" || c.Backend == "bwrap") && !slices.Contains(c.Offer, c.Backend) {
+		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %s is not in THEFOLD_SANDBOX_BACKENDS (%v)", c.Backend, c.Offer))
+	}
+	if c.Backend == "auto" && len(c.Offer) == 0 && !c.AllowLocal {
+		problems = append(problems, errors.New("THEFOLD_SANDBOX_BACKENDS: empty: no backend would be offered"))
+	}
+	if c.Backend == "local" && !c.AllowLocal {
+		problems = append(problems, errors.New("THEFOLD_SANDBOX_BACKEND: local runs untrusted code without isolation; it needs THEFOLD_SANDBOX_ALLOW_LOCAL=true (development only)"))
+	}
 	positive := map[string]bool{
 		"THEFOLD_SANDBOX_TTL": c.TTL > 0, "THEFOLD_SANDBOX_MAX_TTL": c.MaxTTL >= c.TTL,
 		"THEFOLD_SANDBOX_MAX_PER_OWNER": c.MaxPerOwner > 0, "THEFOLD_SANDBOX_REAP_INTERVAL": c.ReapInterval > 0,
@@ -116,6 +138,12 @@ func (c Config) withDefaults() Config {
 	def(&c.ReapInterval, time.Minute)
 	def(&c.Timeout, 5*time.Minute)
 	def(&c.MaxTimeout, 30*time.Minute)
+	if c.GoRoot == "" {
+		c.GoRoot = "/usr/local/go"
+	}
+	if c.Offer == nil {
+		c.Offer = []string{"docker", "bwrap"}
+	}
 	if c.MaxPerOwner <= 0 {
 		c.MaxPerOwner = 10
 	}
