@@ -400,6 +400,12 @@ func (r *run) sandbox(ctx context.Context) error {
 		return err
 	}
 	j.SandboxId, j.BuildId = resp.GetSandbox().GetId(), ""
+	// What the sandbox service says of the isolation it gave (another backend than the
+	// default, a protection that did not apply) goes into the job's history.
+	for _, w := range resp.GetWarnings() {
+		r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_THOUGHT,
+			Payload: &agentv1.WatchJobResponse_Thought{Thought: &agentv1.JobThought{Text: "sandbox " + resp.GetSandbox().GetBackend().String() + ": " + w}}})
+	}
 	r.setPhase(phaseBuilding)
 	return nil
 }
