@@ -65,11 +65,13 @@ func Detect(root string) []Language {
 	return langs
 }
 
-// goModules lists the directories (relative, '/'-separated, "." for root) holding a go.mod.
+// goModules lists the directories (relative, '/'-separated, "." for root) holding a go.mod,
+// with the module path each declares.
 func goModules(root string) []ProjectDir {
 	var dirs []ProjectDir
 	for _, f := range findFiles(root, "go.mod") {
-		dirs = append(dirs, ProjectDir{Rel: path.Dir(f)})
+		rel := path.Dir(f)
+		dirs = append(dirs, ProjectDir{Rel: rel, Root: root, Module: goModulePath(filepath.Join(root, filepath.FromSlash(rel)))})
 	}
 	return dirs
 }
@@ -78,7 +80,7 @@ func goModules(root string) []ProjectDir {
 func nodeProjects(root string) []ProjectDir {
 	var dirs []ProjectDir
 	for _, f := range findFiles(root, "package.json", "tsconfig.json") {
-		d := ProjectDir{Rel: path.Dir(f)}
+		d := ProjectDir{Rel: path.Dir(f), Root: root}
 		if !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}

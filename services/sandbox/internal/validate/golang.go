@@ -60,8 +60,9 @@ func goSteps(ctx context.Context, root string, run Runner) []step {
 			// nothing: the step passes and lists the files (gofmt -w fixes them without
 			// review). A syntax error gofmt reports is an ERROR and fails it. gofmt exits 2
 			// for a syntax error in testdata too, which the go command ignores, so the
-			// status comes from what is left after ownFiles, not from the exit code.
-			failed: func(_ int, diags []*typev1.Diagnostic) bool { return hasErrors(diags) },
+			// status comes from what is left after ownFiles, not from the exit code, except
+			// the shell's "command not found": a gofmt that did not run checked nothing.
+			failed: func(exit int, diags []*typev1.Diagnostic) bool { return hasErrors(diags) || exit == exitNotFound },
 		},
 		{
 			kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST,
@@ -88,11 +89,12 @@ func goSteps(ctx context.Context, root string, run Runner) []step {
 // goModuleAbs asks the go command where the module in rel is, as the sandbox sees it.
 func goModuleAbs(ctx context.Context, run Runner, rel string) (string, error) {
 	exit, stdout, stderr, err := run(ctx, rel, []string{"go", "env", "GOMOD"})
+	noGo := envLack{what: "go", why: programWhy("go")}.message()
 	if err != nil {
-		return "", fmt.Errorf("go toolchain not available: %w", err)
+		return "", fmt.Errorf("%s (go toolchain not available: %w)", noGo, err)
 	}
 	if exit == exitNotFound {
-		return "", fmt.Errorf("go toolchain not available: %s", strings.TrimSpace(string(stderr)))
+		return "", fmt.Errorf("%s (go toolchain not available: %s)", noGo, strings.TrimSpace(string(stderr)))
 	}
 	gomod := strings.TrimSpace(string(stdout))
 	if exit != 0 || !strings.HasSuffix(gomod, "/go.mod") {

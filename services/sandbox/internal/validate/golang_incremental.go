@@ -38,6 +38,7 @@ func goIncrementalSteps(ctx context.Context, run Runner, modRel string, files []
 	if err != nil {
 		return nil, nil, err
 	}
+	mod.Module = modulePathOf(pkgs, modRel)
 	var targets []string // import paths of the files' packages
 	for _, f := range files {
 		dir := path.Dir(f)
@@ -134,6 +135,26 @@ func goListPackages(ctx context.Context, run Runner, mod ProjectDir) ([]goPackag
 		})
 	}
 	return pkgs, nil
+}
+
+// modulePathOf infers the module path from its packages: a package in directory d of the
+// module (relative to it) has the import path module + "/" + d. "" when no package tells.
+func modulePathOf(pkgs []goPackage, modRel string) string {
+	for _, p := range pkgs {
+		rel := relTo(p.dir, modRel)
+		if rel == "" && p.dir == cleanRel(modRel) {
+			rel = "."
+		}
+		switch {
+		case rel == ".":
+			return p.importPath
+		case rel != "":
+			if m, ok := strings.CutSuffix(p.importPath, "/"+rel); ok {
+				return m
+			}
+		}
+	}
+	return ""
 }
 
 // reverseDeps returns, sorted, the packages that import one of targets directly or through

@@ -230,8 +230,9 @@ func TestValidateGoMissingToolchainIsError(t *testing.T) {
 		t.Error("Passed = true without a go command")
 	}
 	for _, s := range resp.Steps {
-		if s.Status != errored || !strings.Contains(s.Message, "go toolchain not available") {
-			t.Errorf("%s: %s %q, want ERROR saying the toolchain is missing", s.Kind, s.Status, s.Message)
+		if s.Status != errored || !strings.Contains(s.Message, "go toolchain not available") ||
+			!strings.HasPrefix(s.Message, "environment: the sandbox lacks go (the Go toolchain); this is not an error in the code") {
+			t.Errorf("%s: %s %q, want ERROR saying the environment lacks the toolchain", s.Kind, s.Status, s.Message)
 		}
 	}
 }

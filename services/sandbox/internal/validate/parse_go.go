@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,87 +12,78 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
-// ProjectDir locates a project directory (a Go module, a Node or Python project) twice: Rel
-// is its directory relative to the workspace root ("." or "services/x"), Abs the same
-// directory as the tools inside the sandbox see it (e.g. "/workspace/services/x"; empty
-// when unknown). The go command prints paths relative
-// to its working directory, and absolute ones with -fullpath or for files outside it; both
-// become workspace-relative through Path.
-type ProjectDir struct {
-	Rel string
-	Abs string
-}
-
-// Path turns a file name printed by a tool running in the module into a workspace-relative,
-// '/'-separated path. A path outside the module's absolute directory (GOROOT, the module
-// cache) is returned unchanged, so the reader still sees where it is.
-func (m ProjectDir) Path(p string) string {
-	p = strings.ReplaceAll(p, "\\", "/")
-	if path.IsAbs(p) {
-		if m.Abs == "" {
-			return p
-		}
-		abs := path.Clean(m.Abs)
-		if p == abs {
-			return cleanRel(m.Rel)
-		}
-		rest, ok := strings.CutPrefix(p, strings.TrimSuffix(abs, "/")+"/")
-		if !ok {
-			return p
-		}
-		p = rest
-	}
-	return path.Join(cleanRel(m.Rel), p)
-}
-
-func cleanRel(rel string) string {
-	if rel == "" {
-		return "."
-	}
-	return path.Clean(rel)
-}
-
-// goPosLine matches the go command's and the compiler's "file.go:line[:col]: message", with
-// the "vet: " prefix go vet puts on type errors.
-var goPosLine = regexp.MustCompile(`^(?:vet: )?([^\s:][^:]*\.go):(\d+)(?::(\d+))?: (.*)$`)
-
 // goMoreErrors is the compiler's and vet's note that it stopped counting.
 var goMoreErrors = regexp.MustCompile(`^\(and \d+ more errors?\)$|^too many errors$`)
 
 // ParseGoBuild parses the text output of go build, go vet (without -json), gofmt's syntax
-// errors and go test's build output: "# pkg" headers are skipped, "file.go:3:2: msg" and
-// "file.go:3: msg" become diagnostics, tab-indented lines continue the previous message
-// (e.g. "have (int)\n\twant (int, int)"), and "too many errors" / "(and N more errors)"
-// are dropped because they are not findings. tool names the tool in each diagnostic.
+// errors and go test's build output: "file:3:2: msg" and "file:3: msg" become diagnostics
+// for any file the toolchain names (.go, Go assembly, cgo's C files and headers, go.mod),
+// "vet: " prefixes are dropped, tab-indented lines continue the previous message (e.g.
+// "have (int)\n\twant (int, int)"), and "too many errors" / "(and N more errors)" are
+// dropped because they are not findings. A "# pkg" header says which package the lines
+// after it are about: the C compiler cgo runs prints names relative to that package's
+// directory. The C compiler's own severities (warning, note) are kept, and a line showing
+// the sandbox lacks a program (no C compiler, no git) becomes an environment diagnostic
+// (see RuleEnvironment) rather than an error of the code. tool names the tool in each
+// diagnostic.
 func ParseGoBuild(out []byte, tool string, mod ProjectDir) []*typev1.Diagnostic {
-	var diags []*typev1.Diagnostic
+	p := goTextParser{tool: tool, mod: mod}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.HasPrefix(line, "\t") && len(diags) > 0 {
-			last := diags[len(diags)-1]
-			last.Message += "\n" + strings.TrimSpace(line)
-			continue
-		}
-		m := goPosLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		msg := strings.TrimSpace(m[4])
-		if goMoreErrors.MatchString(msg) {
-			continue
-		}
-		diags = append(diags, &typev1.Diagnostic{
-			Path:     mod.Path(m[1]),
-			Line:     atoi32(m[2]),
-			Column:   atoi32(m[3]),
-			Severity: typev1.Severity_SEVERITY_ERROR,
-			Message:  msg,
-			Tool:     tool,
-		})
+		p.line(sc.Text())
 	}
-	return dedupe(diags)
+	return dedupe(p.diags)
+}
+
+// goTextParser is ParseGoBuild's state between lines.
+type goTextParser struct {
+	tool   string
+	mod    ProjectDir
+	pkgDir string // the package of the last "# pkg" header, relative to the module
+	diags  []*typev1.Diagnostic
+	// cont is the diagnostic tab-indented lines continue; nil after a line that is not one.
+	cont *typev1.Diagnostic
+}
+
+func (p *goTextParser) line(line string) {
+	line = strings.TrimRight(line, "\r")
+	if strings.HasPrefix(line, "\t") && p.cont != nil {
+		p.cont.Message += "\n" + strings.TrimSpace(line)
+		return
+	}
+	p.cont = nil
+	if dir, ok := headerPkgDir(line, p.mod); ok {
+		p.pkgDir = dir
+		return
+	}
+	pos, ok := parsePosition(line)
+	if !ok {
+		if l, ok := envLackIn(line); ok {
+			p.diags = append(p.diags, envDiagnostic(l, p.tool, ""))
+		}
+		return
+	}
+	if goMoreErrors.MatchString(pos.msg) {
+		return
+	}
+	sev, msg := cSeverity(pos.msg)
+	d := &typev1.Diagnostic{
+		Path:     p.mod.pkgPath(pos.path, p.pkgDir),
+		Line:     pos.line,
+		Column:   pos.col,
+		Severity: sev,
+		Message:  msg,
+		Tool:     p.tool,
+	}
+	if l, ok := envLackIn(pos.msg); ok {
+		// e.g. "a.go:3:8: unable to resolve git version: … exec: "git": executable file
+		// not found in $PATH": the import is fine, the sandbox has no git.
+		e := envDiagnostic(l, p.tool, "")
+		d.Severity, d.Message, d.Rule = e.Severity, l.message()+"\n"+msg, e.Rule
+	}
+	p.diags = append(p.diags, d)
+	p.cont = d
 }
 
 // vetFinding is one entry of go vet -json: {"pkg": {"analyzer": [finding…] or {"error": …}}}.
@@ -107,6 +97,9 @@ type vetFinding struct {
 // "vet: file.go:3:2: msg" type errors of packages that do not compile.
 func ParseGoVetJSON(out []byte, mod ProjectDir) []*typev1.Diagnostic {
 	var diags []*typev1.Diagnostic
+	// The text lines are parsed in order by one parser, so a "# pkg" header still says
+	// which package the lines after it (cgo's C errors among them) are about.
+	text := goTextParser{tool: "go vet", mod: mod}
 	for len(out) > 0 {
 		if out[0] == '{' {
 			dec := json.NewDecoder(bytes.NewReader(out))
@@ -119,10 +112,10 @@ func ParseGoVetJSON(out []byte, mod ProjectDir) []*typev1.Diagnostic {
 			}
 		}
 		line, rest, _ := bytes.Cut(out, []byte("\n"))
-		diags = append(diags, ParseGoBuild(line, "go vet", mod)...)
-		out = bytes.TrimLeft(rest, " \t\r\n")
+		text.line(string(line))
+		out = bytes.TrimLeft(rest, " \r\n")
 	}
-	return dedupe(diags)
+	return dedupe(append(diags, text.diags...))
 }
 
 func vetObject(pkgs map[string]map[string]json.RawMessage, mod ProjectDir) []*typev1.Diagnostic {
@@ -137,12 +130,14 @@ func vetObject(pkgs map[string]map[string]json.RawMessage, mod ProjectDir) []*ty
 					Error string `json:"error"`
 				}
 				if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-					diags = append(diags, &typev1.Diagnostic{
+					d := &typev1.Diagnostic{
 						Severity: typev1.Severity_SEVERITY_ERROR,
 						Message:  fmt.Sprintf("%s: %s", pkg, e.Error),
 						Tool:     "go vet",
 						Rule:     analyzer,
-					})
+					}
+					asEnvironmental([]*typev1.Diagnostic{d}, envLacks(e.Error))
+					diags = append(diags, d)
 				}
 				continue
 			}
@@ -161,11 +156,19 @@ func vetObject(pkgs map[string]map[string]json.RawMessage, mod ProjectDir) []*ty
 	return diags
 }
 
-// splitPosn splits "file.go:8:14" (file may be absolute) into its parts.
+// vetPosn is go vet -json's "posn": "file:line:col" (file may be absolute and hold spaces)
+// or a bare file name.
+var vetPosn = regexp.MustCompile(`^(.+?):(\d+)(?::(\d+))?$`)
+
+// splitPosn splits "file.go:8:14" or "xxhash_amd64.s:189:1" (file may be absolute) into a
+// workspace-relative path, line and column.
 func splitPosn(posn string, mod ProjectDir) (string, int32, int32) {
-	m := goPosLine.FindStringSubmatch(posn + ": x")
+	if posn == "" || posn == "-" {
+		return "", 0, 0
+	}
+	m := vetPosn.FindStringSubmatch(posn)
 	if m == nil {
-		return posn, 0, 0
+		return mod.Path(posn), 0, 0
 	}
 	return mod.Path(m[1]), atoi32(m[2]), atoi32(m[3])
 }

@@ -26,15 +26,20 @@ type testEvent struct {
 var (
 	// testLogLine is t.Error/t.Fatal/t.Log output: four spaces, file:line, message.
 	testLogLine = regexp.MustCompile(`^    (\S+\.go):(\d+): (.*)$`)
-	// stackFrame is a goroutine trace's "\t/path/file.go:26 +0x28".
-	stackFrame = regexp.MustCompile(`^\t(\S+\.go):(\d+)(?: \+0x[0-9a-f]+)?$`)
+	// stackFrame is a goroutine trace's "\t/path/file.go:26 +0x28" (or an assembly file's).
+	stackFrame = regexp.MustCompile(`^\t(\S+\.\w+):(\d+)(?: \+0x[0-9a-f]+)?$`)
+	// logPrefix is the standard logger's date and time, which log.Fatal in a TestMain puts
+	// before the message.
+	logPrefix = regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? `)
 )
 
 // ParseGoTestJSON parses go test -json output (run with -fullpath so file names resolve) into
 // one ERROR per failure: each "file.go:12: msg" a failing test logged (continuation lines
 // joined), a panicking test at the first frame inside the module, a test that failed
 // without saying where as a diagnostic without a path, and build errors of test binaries.
-// The rule is the test's name.
+// The rule is the test's name. A failure whose output shows the sandbox lacks a program
+// (a test that builds a plugin without a C compiler, say) is reported as the environment's
+// (see RuleEnvironment), not as the code's.
 func ParseGoTestJSON(out []byte, mod ProjectDir) []*typev1.Diagnostic {
 	type testKey struct{ pkg, test string }
 	var (
@@ -107,6 +112,7 @@ func ParseGoTestJSON(out []byte, mod ProjectDir) []*typev1.Diagnostic {
 				Rule:     k.test,
 			}}
 		}
+		asEnvironmental(found, envLacks(text))
 		diags = append(diags, found...)
 	}
 	// A package that failed without a failing test: TestMain exited, init panicked, or the
@@ -116,16 +122,22 @@ func ParseGoTestJSON(out []byte, mod ProjectDir) []*typev1.Diagnostic {
 			continue
 		}
 		msg := "package " + pkg + " failed"
+		var text string
 		if b := outputs[testKey{pkg, ""}]; b != nil {
-			if first := firstMeaningfulLine(b.String()); first != "" {
+			text = b.String()
+			if first := firstMeaningfulLine(text); first != "" {
 				msg += ": " + first
 			}
 		}
-		diags = append(diags, &typev1.Diagnostic{
+		d := &typev1.Diagnostic{
 			Severity: typev1.Severity_SEVERITY_ERROR,
 			Message:  msg,
 			Tool:     "go test",
-		})
+		}
+		// e.g. a TestMain that builds a plugin: "Error building plugin: exit status 1"
+		// and, further down, the go command's "cgo is not enabled".
+		asEnvironmental([]*typev1.Diagnostic{d}, envLacks(text))
+		diags = append(diags, d)
 	}
 	return dedupe(diags)
 }
@@ -192,7 +204,7 @@ func firstMeaningfulLine(text string) string {
 			strings.HasPrefix(line, "=== ") || strings.HasPrefix(line, "--- ") {
 			continue
 		}
-		return line
+		return logPrefix.ReplaceAllString(line, "")
 	}
 	return ""
 }

@@ -10,9 +10,11 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
-// The files in testdata are the real output of the Go toolchain (go1.26) and python3 (3.11)
-// on this machine, captured from small modules under /tmp/vcap: the module at /tmp/vcap/m
-// is "m" in the workspace, the others are at the workspace root.
+// The files in testdata are the real output of the Go toolchain (go1.26), gcc and python3
+// (3.11) on this machine, captured from small modules under /tmp/vcap: the module at
+// /tmp/vcap/m is "m" in the workspace, the others are at the workspace root. Those under
+// /tmp/vcap2 (cgo, assembly, go.mod, the plugin tests of github.com/cespare/xxhash/v2
+// v2.3.0 run without a C compiler) sit at the workspace root too.
 
 func readTestdata(t *testing.T, names ...string) []byte {
 	t.Helper()
@@ -212,9 +214,30 @@ func TestProjectDirPath(t *testing.T) {
 		{ProjectDir{Rel: "svc/x"}, "../y/b.go", "svc/y/b.go"},
 		{ProjectDir{Rel: "svc", Abs: "/ws/svc"}, "/ws/svc/a/a.go", "svc/a/a.go"},
 		{ProjectDir{Rel: "svc", Abs: "/ws/svc/"}, "/ws/svc/a.go", "svc/a.go"},
-		{ProjectDir{Rel: "svc", Abs: "/ws/svc"}, "/ws/svcx/a.go", "/ws/svcx/a.go"},
+		// Outside the module but inside the workspace (/ws, what Abs says without Rel).
+		{ProjectDir{Rel: "svc", Abs: "/ws/svc"}, "/ws/svcx/a.go", "svcx/a.go"},
+		{ProjectDir{Rel: "svc", Abs: "/ws/svc"}, "/ws/shared/x.go", "shared/x.go"},
 		{ProjectDir{Rel: "svc", Abs: "/ws/svc"}, "/usr/local/go/src/fmt/print.go", "/usr/local/go/src/fmt/print.go"},
 		{ProjectDir{Rel: ""}, `sub\a.go`, "sub/a.go"},
+		// The docker and bwrap backends' /workspace never reaches a diagnostic, even when
+		// the project's directory inside the sandbox is unknown.
+		{ProjectDir{Rel: "."}, "/workspace/xxhash_amd64.s", "xxhash_amd64.s"},
+		{ProjectDir{Rel: "svc"}, "/workspace/svc/a.go", "svc/a.go"},
+		{ProjectDir{Rel: "svc"}, "/workspace/other/b.py", "other/b.py"},
+		{ProjectDir{Rel: "svc", Abs: "/workspace/svc"}, "/workspace/svc/./c/../c/c.h", "svc/c/c.h"},
+		{ProjectDir{Rel: "."}, "/workspacex/a.go", "/workspacex/a.go"},
+		// The local backend runs in the host directory: its root goes too.
+		{ProjectDir{Rel: "svc", Root: "/home/u/ws"}, "/home/u/ws/svc/a.go", "svc/a.go"},
+		{ProjectDir{Rel: "svc", Root: "/home/u/ws/"}, "/home/u/ws/go.mod", "go.mod"},
+		{ProjectDir{Rel: "svc", Abs: "/home/u/ws/svc", Root: "/home/u/ws"}, "/home/u/ws/lib/l.go", "lib/l.go"},
+		// Relative names: "./" goes, and a name relative to the project directory (where the
+		// tool ran) is resolved against it; above the workspace it becomes absolute.
+		{ProjectDir{Rel: "svc/sub"}, "./go.mod", "svc/sub/go.mod"},
+		{ProjectDir{Rel: "svc"}, "././a/../b.ts", "svc/b.ts"},
+		{ProjectDir{Rel: ".", Abs: "/workspace"}, "../outside/x.go", "/outside/x.go"},
+		{ProjectDir{Rel: "."}, "../outside/x.go", "../outside/x.go"},
+		// A file system root is no workspace.
+		{ProjectDir{Rel: ".", Abs: "/"}, "/usr/local/go/src/fmt/print.go", "/usr/local/go/src/fmt/print.go"},
 	}
 	for _, c := range cases {
 		if got := c.dir.Path(c.in); got != c.want {

@@ -65,6 +65,13 @@ type step struct {
 // Validate detects the workspace's languages under root (a host directory holding the same
 // files the Runner sees) and runs their steps in order: typecheck, lint (including format),
 // test. A workspace with no recognisable project is errs.ErrFailedPrecondition.
+//
+// Every diagnostic's path is workspace-relative (or absolute outside the workspace, e.g. in
+// GOROOT), never under the sandbox's /workspace or the host root. A step that failed only
+// because the sandbox lacks a program (a C compiler for cgo, git, pytest, tsc) is ERROR,
+// not FAILED: its message starts "environment: the sandbox lacks …; this is not an error
+// in the code" and its diagnostics are WARNINGs with the rule RuleEnvironment. Passed is
+// false all the same: the check did not happen.
 func Validate(ctx context.Context, root string, run Runner, opt Options) (*sandboxv1.ValidateResponse, error) {
 	start := time.Now()
 	langs := Detect(root)
@@ -163,12 +170,18 @@ func firstDir(dirs []ProjectDir) ProjectDir {
 	return dirs[0]
 }
 
-// execStep runs s in each directory and folds the runs into res.
+// execStep runs s in each directory and folds the runs into res. The status is the worst
+// of the runs': ERROR when a tool could not run or finish, else FAILED when the code failed
+// a check, else ERROR when a check failed only because the sandbox lacks a program (see
+// RuleEnvironment): that check did not happen, which is neither a pass nor the code's
+// failure.
 func execStep(ctx context.Context, run Runner, s step, res *sandboxv1.StepResult, limit int) {
 	start := time.Now()
-	res.Status = sandboxv1.StepStatus_STEP_STATUS_PASSED
-	var out strings.Builder
-	var problems []string
+	var (
+		out                           strings.Builder
+		problems                      []string
+		errored, codeFailed, envBlock bool
+	)
 	for _, d := range s.dirs {
 		argv := s.argv(d)
 		exit, stdout, stderr, err := run(ctx, d.Rel, argv)
@@ -179,20 +192,25 @@ func execStep(ctx context.Context, run Runner, s step, res *sandboxv1.StepResult
 		out.Write(stderr)
 		if ctx.Err() != nil {
 			// Killed at the deadline: whatever the exit code says, the tool did not finish.
-			res.Status = sandboxv1.StepStatus_STEP_STATUS_ERROR
+			errored = true
 			problems = append(problems, fmt.Sprintf("%s in %s did not finish: %v", strings.Join(argv, " "), d.Rel, ctx.Err()))
 			break
 		}
 		if err != nil {
-			res.Status = sandboxv1.StepStatus_STEP_STATUS_ERROR
-			problems = append(problems, fmt.Sprintf("%s in %s could not run: %v", strings.Join(argv, " "), d.Rel, err))
+			errored = true
+			msg := fmt.Sprintf("%s in %s could not run: %v", strings.Join(argv, " "), d.Rel, err)
+			if l, ok := envLackIn(err.Error()); ok {
+				// The program itself is missing: the sandbox's limitation, said plainly.
+				res.Diagnostics = append(res.Diagnostics, envDiagnostic(l, s.name, ""))
+				msg = l.message() + " (" + msg + ")"
+			}
+			problems = append(problems, msg)
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				break
 			}
 			continue
 		}
 		diags := s.parse(d, exit, stdout, stderr)
-		res.Diagnostics = append(res.Diagnostics, diags...)
 		failed := s.failed
 		if failed == nil {
 			failed = func(exit int, diags []*typev1.Diagnostic) bool { return exit != 0 || hasErrors(diags) }
@@ -201,13 +219,42 @@ func execStep(ctx context.Context, run Runner, s step, res *sandboxv1.StepResult
 			if res.ExitCode == 0 {
 				res.ExitCode = int32(exit)
 			}
-			if res.Status == sandboxv1.StepStatus_STEP_STATUS_PASSED {
-				res.Status = sandboxv1.StepStatus_STEP_STATUS_FAILED
+			if !hasErrors(diags) && !slices.ContainsFunc(diags, isEnvironmental) {
+				// Nothing in the code was found wrong: did the tool say the sandbox lacks
+				// something (tsc or pytest not installed, a shell's "command not found")?
+				for _, l := range envLacks(string(concat(stdout, stderr))) {
+					diags = append(diags, envDiagnostic(l, s.name, ""))
+				}
 			}
-			if len(diags) == 0 {
-				problems = append(problems, fmt.Sprintf("%s in %s exited with %d and reported nothing parseable; see the output", strings.Join(argv, " "), d.Rel, exit))
+			switch env := envSummary(diags); {
+			case hasErrors(diags) || env == "":
+				codeFailed = true
+				if len(diags) == 0 {
+					problems = append(problems, fmt.Sprintf("%s in %s exited with %d and reported nothing parseable; see the output", strings.Join(argv, " "), d.Rel, exit))
+				}
+				if env != "" {
+					// The code failed on its own; the limitation is worth knowing too.
+					problems = append(problems, env)
+				}
+			default:
+				envBlock = true
+				if len(s.dirs) > 1 {
+					env += " (in " + d.Rel + ")"
+				}
+				problems = append(problems, env)
 			}
 		}
+		res.Diagnostics = append(res.Diagnostics, diags...)
+	}
+	switch {
+	case errored:
+		res.Status = sandboxv1.StepStatus_STEP_STATUS_ERROR
+	case codeFailed:
+		res.Status = sandboxv1.StepStatus_STEP_STATUS_FAILED
+	case envBlock:
+		res.Status = sandboxv1.StepStatus_STEP_STATUS_ERROR
+	default:
+		res.Status = sandboxv1.StepStatus_STEP_STATUS_PASSED
 	}
 	res.Message = strings.Join(problems, "; ")
 	res.Output = tail(out.String(), limit)
