@@ -12,30 +12,40 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
+// nodeProbe prints the working directory as node sees it and, on a second line,
+// "typescript" when the sandbox provides the typescript package on NODE_PATH (the docker
+// image's Debian node-typescript; its tsc is on PATH, where npx finds it offline).
+const nodeProbe = `const fs = require("fs"), path = require("path");
+process.stdout.write(process.cwd());
+if ((process.env.NODE_PATH || "").split(path.delimiter).some((d) => d && fs.existsSync(path.join(d, "typescript", "package.json")))) process.stdout.write("\ntypescript");`
+
 // nodeSteps plans the TypeScript/JavaScript pipeline: tsc --noEmit (typecheck) where a
-// project has a tsconfig.json and typescript in node_modules, eslint (lint) where it is
-// installed, npm test (test) where package.json has a test script. Nothing is installed:
-// the pipeline validates with the tools the workspace brings, and a step whose tool is
-// missing is SKIPPED with the reason, never failed.
+// project has a tsconfig.json and typescript in node_modules (or the sandbox provides
+// it), eslint (lint) where it is installed, npm test (test) where package.json has a test
+// script. Nothing is installed: the pipeline validates with the tools the workspace or
+// the sandbox brings, and a step whose tool is missing is SKIPPED with the reason, never
+// failed.
 func nodeSteps(ctx context.Context, root string, run Runner) []step {
 	projects := nodeProjects(root)
 	// The working directory as node sees it resolves eslint's absolute file names; the
-	// same call tells whether node is there at all.
+	// same call tells whether node is there at all, and whether the sandbox has typescript.
 	nodeMissing := ""
+	sandboxTS := make([]bool, len(projects))
 	for i := range projects {
-		exit, stdout, _, err := run(ctx, projects[i].Rel, []string{"node", "-e", "process.stdout.write(process.cwd())"})
+		exit, stdout, _, err := run(ctx, projects[i].Rel, []string{"node", "-e", nodeProbe})
 		if err != nil || exit == exitNotFound {
 			nodeMissing = "node not installed"
 			break
 		}
-		projects[i].Abs = strings.TrimSpace(string(stdout))
+		abs, tools, _ := strings.Cut(strings.TrimSpace(string(stdout)), "\n")
+		projects[i].Abs, sandboxTS[i] = abs, tools == "typescript"
 	}
 	var tscDirs, eslintDirs, testDirs []ProjectDir
 	hasTS := false
-	for _, p := range projects {
+	for i, p := range projects {
 		if exists(filepath.Join(root, p.Rel, "tsconfig.json")) {
 			hasTS = true
-			if nodeModule(root, p.Rel, "typescript") {
+			if nodeModule(root, p.Rel, "typescript") || sandboxTS[i] {
 				tscDirs = append(tscDirs, p)
 			}
 		}
