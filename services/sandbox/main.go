@@ -12,12 +12,16 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
+	"github.com/thefold/thefold/services/sandbox/internal/egress"
 	"github.com/thefold/thefold/services/sandbox/internal/service"
 	"github.com/thefold/thefold/services/sandbox/internal/store"
 	"github.com/thefold/thefold/services/sandbox/migrations"
 )
 
-func main() { platform.Main(sandboxService()) }
+func main() {
+	egress.MaybeRunForwarder()
+	platform.Main(sandboxService())
+}
 
 // sandboxService wires pool → store → backends → service, and the reaper of expired
 // sandboxes.

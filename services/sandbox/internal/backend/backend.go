@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/thefold/thefold/pkg/errs"
+
+	"github.com/thefold/thefold/services/sandbox/internal/egress"
 )
 
 // Spec is one command to run in a sandbox.
@@ -30,9 +32,17 @@ type Spec struct {
 	// MaxOutput is how many bytes of stdout+stderr are kept (DefaultMaxOutput when zero);
 	// the rest is dropped, Result.Truncated is set and a marker says how much was dropped.
 	MaxOutput int64
-	// Network lets the command reach the network: only for a dependencies step. The local
-	// backend cannot block the network either way and says so in Result.Warnings.
+	// Network lets the command reach the hosts of Allow: only for a dependencies step. The
+	// bwrap backend gives the command no route out of its network namespace, only an HTTP
+	// proxy to Allow (HTTP_PROXY, HTTPS_PROXY and the like point at it; a direct connection
+	// to an allowed loopback address is tunnelled through it too). The local backend points
+	// the same variables at the same proxy but cannot block the network, and says so in
+	// Result.Warnings.
 	Network bool
+	// Allow lists what a Network command may reach: "host:port", or a package source's URL
+	// (the port from its scheme). A name is dialled only when it resolves to public
+	// addresses; an entry naming an IP or localhost may be local. Empty: nothing.
+	Allow []string
 	// Output, when set, receives the kept output as it arrives (stream 1 stdout, 2 stderr),
 	// in order per stream, from one goroutine at a time, and never after Run returns.
 	Output func(stream int, p []byte)
@@ -127,6 +137,12 @@ func CheckSpec(workspace string, s Spec) (ws, dir string, err error) {
 		if strings.IndexByte(a, 0) >= 0 {
 			return "", "", fmt.Errorf("argv[%d]: contains a NUL byte: %w", i, errs.ErrInvalid)
 		}
+	}
+	if len(s.Allow) > 0 && !s.Network {
+		return "", "", fmt.Errorf("allow: only for a Network command: %w", errs.ErrInvalid)
+	}
+	if _, err := egress.ParseAllowlist(s.Allow); err != nil {
+		return "", "", fmt.Errorf("allow: %w: %w", err, errs.ErrInvalid)
 	}
 	for k, v := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {

@@ -28,8 +28,9 @@ const (
 )
 
 // Bwrap runs each command in a fresh bubblewrap sandbox: every namespace unshared (the
-// network too, unless Spec.Network), /usr and the Go toolchain read-only, the workspace
-// read-write at /workspace, a tmpfs /tmp, no other host file visible.
+// network always: a Spec.Network command reaches its allowlist through an egress proxy, and
+// nothing else), /usr and the Go toolchain read-only, the workspace read-write at
+// /workspace, a tmpfs /tmp, no other host file visible.
 type Bwrap struct {
 	cfg     config
 	st      *state
@@ -71,7 +72,7 @@ func (b *Bwrap) probe() error {
 	if err != nil {
 		return err
 	}
-	argv := b.args(ws, "", sd, Spec{Argv: []string{"true"}})
+	argv := b.args(ws, "", sd, Spec{Argv: []string{"true"}}, nil)
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("bwrap backend: a sandbox cannot be made here (%v: %s): %w", err, strings.TrimSpace(string(out)), errs.ErrUnavailable)
@@ -100,9 +101,16 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	if err != nil {
 		return nil, err
 	}
+	var eg *egressRun
+	if s.Network {
+		if eg, err = startEgress(b.st.root, s.Allow, b.cfg.logger); err != nil {
+			return nil, err
+		}
+		defer eg.close()
+	}
 	cg, warns := newCgroup(l, b.cfg.noCgroup)
 	defer cg.remove()
-	argv := b.args(ws, dir, sd, s)
+	argv := b.args(ws, dir, sd, s, eg)
 	if b.prlimit != "" {
 		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
 	} else {
@@ -116,14 +124,13 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	return res, err
 }
 
-// args builds the bwrap command line for s, run in the workspace ws (host path) at dir.
-func (b *Bwrap) args(ws, dir, stateDir string, s Spec) []string {
-	a := []string{b.bwrap, "--unshare-all"}
-	if s.Network {
-		a = append(a, "--share-net")
-	}
-	a = append(a, "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
-		"--ro-bind", "/usr", "/usr")
+// args builds the bwrap command line for s, run in the workspace ws (host path) at dir, with
+// the egress proxy eg when s.Network.
+func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun) []string {
+	// --unshare-all makes a network namespace holding only loopback, and there is never a
+	// --share-net: the host's namespace would open every service listening on its loopback.
+	a := []string{b.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
+		"--ro-bind", "/usr", "/usr"}
 	// On merged-/usr systems /bin, /lib… are symlinks into /usr: recreate the link, since
 	// binding a symlink would bind its target a second time.
 	for _, p := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
@@ -138,12 +145,13 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec) []string {
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
-	// Certificates only (no passwords, no host configuration); name resolution only with network.
+	// Certificates only (no passwords, no host configuration, no resolver: the egress proxy
+	// resolves names).
 	a = append(a, "--ro-bind-try", "/etc/ssl", "/etc/ssl", "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates")
-	if s.Network {
-		for _, f := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf"} {
-			a = append(a, "--ro-bind-try", f, f)
-		}
+	argv := s.Argv
+	if eg != nil {
+		a = append(a, eg.bwrapArgs()...)
+		argv = eg.wrap(argv)
 	}
 	if gr := filepath.Clean(b.cfg.goRoot); gr != "/usr" && !strings.HasPrefix(gr, "/usr/") {
 		a = append(a, "--ro-bind-try", gr, gr)
@@ -181,5 +189,5 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec) []string {
 		a = append(a, "--setenv", k, env[k])
 	}
 	a = append(a, "--")
-	return append(a, s.Argv...)
+	return append(a, argv...)
 }

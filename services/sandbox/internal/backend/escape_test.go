@@ -54,14 +54,25 @@ func TestBwrapBlocksNetwork(t *testing.T) {
 			t.Errorf("dial %s from the sandbox: exit %d %q, want a failure", addr, res.ExitCode, res.Stdout)
 		}
 	}
+	// Network opens a proxy to the allowlist, not the host's network: the direct dial fails
+	// even to an allowed address.
+	res, err := b.Run(context.Background(), ws, Spec{Argv: []string{"./helper", "dial", ln.Addr().String()}, Network: true,
+		Allow: []string{"127.0.0.2:1"}}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stdout), "dial failed") {
+		t.Errorf("dial %s from a Network sandbox: exit %d %q %q, want a failure", ln.Addr(), res.ExitCode, res.Stdout, res.Stderr)
+	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("the host listener accepted %d connections from the sandbox", n)
 	}
-	// Control: with Network the same dial reaches the host's loopback.
-	res, err := b.Run(context.Background(), ws, Spec{Argv: []string{"./helper", "dial", ln.Addr().String()}, Network: true}, Limits{})
+	// Control: on the local backend the same dial reaches the host's loopback.
+	res, err = newLocal(t).Run(context.Background(), ws, Spec{Argv: []string{"./helper", "dial", ln.Addr().String()}}, Limits{})
 	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("control dial with Network: %v %+v", err, res)
+		t.Fatalf("control dial on local: %v %+v", err, res)
 	}
+	waitUntil(t, "the control connection", func() bool { return accepted.Load() == 1 })
 }
 
 func TestBwrapConfinesWrites(t *testing.T) {

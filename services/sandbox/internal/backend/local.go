@@ -3,7 +3,10 @@ package backend
 import (
 	"context"
 	"maps"
+	"net"
 	"path/filepath"
+
+	"github.com/thefold/thefold/services/sandbox/internal/egress"
 )
 
 // Local runs commands directly on the host, in the workspace directory, in their own process
@@ -78,6 +81,23 @@ func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 		env["GOPROXY"] = "off"
 	}
 	maps.Copy(env, s.Env)
+	if s.Network {
+		// Cooperative clients go through the egress proxy, held to s.Allow; nothing stops a
+		// command from dialling past it.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		list, err := egress.ParseAllowlist(s.Allow)
+		if err != nil {
+			ln.Close()
+			return nil, err
+		}
+		p := egress.New(egress.Config{Allow: list, Logger: b.cfg.logger.With("component", "egress")})
+		go func() { _ = p.Serve(ln) }()
+		defer p.Close()
+		maps.Copy(env, egress.ProxyVars("http://"+ln.Addr().String()))
+	}
 
 	warns := []string{"local backend does not isolate: the command can read and write host files outside the workspace", "network not blocked: the local backend cannot block the network"}
 	cg, cgWarns := newCgroup(l, b.cfg.noCgroup)

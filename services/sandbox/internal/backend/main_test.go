@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/thefold/thefold/services/sandbox/internal/egress"
 )
 
 // helperBin is testdata/helper, built once (static, no race detector: the race runtime's
@@ -18,6 +20,8 @@ var helperBin string
 const secretEnv = "THEFOLD_SECRET"
 
 func TestMain(m *testing.M) {
+	// A Network run in a bwrap sandbox re-executes this binary as its egress forwarder.
+	egress.MaybeRunForwarder()
 	os.Exit(run(m))
 }
 
