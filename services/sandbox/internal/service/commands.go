@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -120,9 +121,10 @@ func (s *Server) checkCommand(req *sandboxv1.RunCommandRequest) error {
 	return validate.Enum("network", req.GetNetwork(), true)
 }
 
-// packagesEnv is the environment of a dependencies command that may use the network, or an
-// error saying why it may not.
-func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map[string]string, error) {
+// packagesEnv is the environment of a dependencies command that may use the network and the
+// egress allowlist it runs with (its package source, nothing else), or an error saying why
+// it may not.
+func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map[string]string, []string, error) {
 	sources := map[string]struct{ url, env string }{
 		"go": {s.cfg.GoProxy, "GOPROXY"}, "npm": {s.cfg.NPMRegistry, "npm_config_registry"}, "pip": {s.cfg.PipIndex, "PIP_INDEX_URL"},
 	}
@@ -131,19 +133,38 @@ func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map
 			continue
 		}
 		if sources[src].url == "" {
-			return nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES for %s needs a package source configured on the server (%s); none is", program,
+			return nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES for %s needs a package source configured on the server (%s); none is", program,
 				map[string]string{"go": "THEFOLD_SANDBOX_GOPROXY", "npm": "THEFOLD_SANDBOX_NPM_REGISTRY", "pip": "THEFOLD_SANDBOX_PIP_INDEX"}[src])
 		}
 		if kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER {
-			return nil, errs.Invalid("network", "the docker backend gives no command network (its containers have none); install dependencies in a bwrap sandbox or bake them into the image")
+			return nil, nil, errs.Invalid("network", "the docker backend gives no command network (its containers have none); install dependencies in a bwrap sandbox or bake them into the image")
 		}
 		env := map[string]string{sources[src].env: sources[src].url}
 		if src == "go" {
 			env["GOFLAGS"] = "-mod=mod"
 		}
-		return env, nil
+		// The allowlist is the scheme and host of each source URL (never its credentials).
+		// GOPROXY is a list ("https://a,https://b|direct"): direct and off name no host, a
+		// file:// source needs no network.
+		var allow []string
+		for _, u := range strings.FieldsFunc(sources[src].url, func(r rune) bool { return src == "go" && (r == ',' || r == '|') }) {
+			u = strings.TrimSpace(u)
+			if src == "go" && (u == "direct" || u == "off" || strings.HasPrefix(u, "file://")) {
+				continue
+			}
+			pu, err := url.Parse(u)
+			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				return nil, nil, errs.Public(codes.FailedPrecondition, "the server's package source for %s is not an http(s) URL; its operator must fix it", program)
+			}
+			allow = append(allow, pu.Scheme+"://"+pu.Host)
+			// PyPI serves its index from pypi.org and the files it lists from its CDN.
+			if src == "pip" && strings.EqualFold(pu.Hostname(), "pypi.org") {
+				allow = append(allow, "https://files.pythonhosted.org")
+			}
+		}
+		return env, allow, nil
 	}
-	return nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES is only for package installers (go, npm, npx, pip, python3), not %s", program)
+	return nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES is only for package installers (go, npm, npx, pip, python3), not %s", program)
 }
 
 // RunCommand runs an argv in the workspace, streams its output and ends with its result.
@@ -174,21 +195,23 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 		env[k] = v
 	}
 	network := req.GetNetwork() == sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES
+	var allow []string
 	if network {
-		extra, err := s.packagesEnv(program, sb.Backend)
+		extra, sources, err := s.packagesEnv(program, sb.Backend)
 		if err != nil {
 			return err
 		}
 		for k, v := range extra {
 			env[k] = v
 		}
+		allow = sources
 	}
 	if timeout == 0 {
 		timeout = timeoutOf(sb.Limits, s.cfg.Timeout)
 	}
 	var sendErr error
 	spec := backend.Spec{Argv: req.GetCommand(), Dir: dir, Env: env, Timeout: timeout, Stdin: req.GetStdin(),
-		MaxOutput: s.cfg.MaxOutput, Network: network,
+		MaxOutput: s.cfg.MaxOutput, Network: network, Allow: allow,
 		Output: func(streamNo int, p []byte) {
 			if sendErr != nil {
 				return
