@@ -433,7 +433,7 @@ func (s *Server) prepare(ctx context.Context, sb *store.Sandbox) error {
 	if !ok {
 		return nil
 	}
-	if err := p.Prepare(ctx, sb.Workspace, imageLanguage(sb.Language), limitsOf(sb.Limits)); err != nil {
+	if err := p.Prepare(ctx, sb.Workspace, s.identity(sb), imageLanguage(sb.Language), limitsOf(sb.Limits)); err != nil {
 		return errs.Public(codes.Unavailable, "the %s backend could not make the sandbox", backendName(sb.Backend)).Wrap(err)
 	}
 	return nil
@@ -622,13 +622,20 @@ func (s *Server) RunReaper(ctx context.Context) error {
 	}
 }
 
-// Reap destroys the sandboxes whose idle time has run out and returns how many.
+// Reap destroys the sandboxes whose idle time has run out and returns how many, then
+// removes the backend resources no live sandbox uses (reconcile). RunReaper's first round,
+// at start, so cleans up after a process of the service that was killed.
 func (s *Server) Reap(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		expired, err := s.store.Expired(ctx, 50)
-		if err != nil || len(expired) == 0 {
+		if err != nil {
 			return n, err
+		}
+		if len(expired) == 0 {
+			// Now that the expired ones say destroyed, what no live sandbox uses goes: the
+			// containers a killed process of the service left behind.
+			return n, s.reconcile(ctx)
 		}
 		for _, sb := range expired {
 			if err := s.destroy(ctx, sb); err != nil {

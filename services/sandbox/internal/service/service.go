@@ -19,6 +19,7 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
 	"github.com/thefold/thefold/services/sandbox/internal/backend"
+	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
 	"github.com/thefold/thefold/services/sandbox/internal/store"
 )
 
@@ -26,9 +27,9 @@ import (
 type Backend = backend.Backend
 
 // preparer is a backend that makes per-sandbox resources ahead of the first command (the
-// docker backend's container).
+// docker backend's container), labelled with whose they are.
 type preparer interface {
-	Prepare(ctx context.Context, workspace, language string, l backend.Limits) error
+	Prepare(ctx context.Context, workspace string, who docker.Identity, language string, l backend.Limits) error
 }
 
 // destroyer frees a sandbox's backend resources (a container).

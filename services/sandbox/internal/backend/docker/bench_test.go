@@ -43,7 +43,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			if err := d.Prepare(ctx, ws, "go", backend.Limits{}); err != nil {
+			if err := d.Prepare(ctx, ws, Identity{}, "go", backend.Limits{}); err != nil {
 				return err
 			}
 			res, err := d.Run(ctx, ws, backend.Spec{Argv: []string{"true"}, Timeout: time.Minute}, backend.Limits{})

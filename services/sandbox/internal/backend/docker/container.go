@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -26,11 +27,17 @@ import (
 // replaces the container's /workspace with the host copy and copies it back afterwards, so
 // two at once would overwrite each other's files.
 type box struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	ws string // the host workspace, the box's key
+	// who labels the containers made for the workspace (zero: only the dir label is set).
+	who      Identity
 	id       string
 	image    string
 	limits   backend.Limits
 	oomKills int64
+	// restarts counts the restarts of the container by the backend, which empty its
+	// /workspace (a tmpfs volume).
+	restarts int
 }
 
 const (
@@ -56,11 +63,16 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 			return nil
 		}
 		_, err := d.cli.ContainerUpdate(ctx, b.id, client.ContainerUpdateOptions{Resources: new(d.resources(l))})
-		if err != nil {
+		switch {
+		case cerrdefs.IsNotFound(err):
+			// Removed behind the backend's back: a new one below, of the same image.
+			b.id, image = "", b.image
+		case err != nil:
 			return fmt.Errorf("update the sandbox container's limits: %w: %w", err, errs.ErrUnavailable)
+		default:
+			b.limits = l
+			return nil
 		}
-		b.limits = l
-		return nil
 	}
 	// exec: go run and go test execute the binaries they build under /tmp (the engine
 	// mounts a tmpfs noexec unless told otherwise).
@@ -74,7 +86,7 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 			WorkingDir:      "/workspace",
 			Cmd:             []string{"/bin/sleep", "2147483647"},
 			NetworkDisabled: true,
-			Labels:          map[string]string{"org.thefold.sandbox": "1"},
+			Labels:          d.labels(b),
 		},
 		HostConfig: &container.HostConfig{
 			// An init reaps what the commands orphan: without it a killed command's
@@ -134,7 +146,7 @@ func (d *Docker) remove(ctx context.Context, b *box) error {
 	}
 	_, err := d.cli.ContainerRemove(ctx, b.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("remove the sandbox container %s: %w: %w", b.id[:12], err, errs.ErrUnavailable)
+		return fmt.Errorf("remove the sandbox container %s: %w: %w", short(b.id), err, errs.ErrUnavailable)
 	}
 	b.id = ""
 	return nil
@@ -152,9 +164,14 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 	if err := d.reset(ctx, b); err != nil {
 		return nil, err
 	}
+	started, err := d.startedAt(ctx, b.id)
+	if err != nil {
+		return nil, err
+	}
+	restarts := b.restarts
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
-	_, err := d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
+	_, err = d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
 	pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the copy stopped early
 	if err != nil {
 		return nil, fmt.Errorf("copy the workspace into the container: %w: %w", err, errs.ErrUnavailable)
@@ -165,16 +182,50 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 		return nil, err
 	}
 
+	// The copy out must come from the container the command ran in, still running: a
+	// restart or a stop empties /workspace (a tmpfs volume), and an empty copy would delete
+	// the host workspace.
+	if b.restarts != restarts {
+		res.Warnings = append(res.Warnings, "the container was restarted to kill the command (it held every pid): the command's changes to the workspace are lost")
+		res.Duration = time.Since(start)
+		return res, nil
+	}
 	out, err := d.cli.CopyFromContainer(context.WithoutCancel(ctx), b.id, client.CopyFromContainerOptions{SourcePath: "/workspace/."})
 	if err != nil {
 		return res, fmt.Errorf("the command ran, but copying the workspace out failed: %w: %w", err, errs.ErrUnavailable)
 	}
 	defer out.Content.Close()
-	if err := syncOut(ws, out.Content); err != nil {
+	same := func() error {
+		now, err := d.startedAt(context.WithoutCancel(ctx), b.id)
+		if err == nil && now != started {
+			err = errors.New("it was restarted")
+		}
+		if err != nil {
+			return fmt.Errorf("the sandbox container stopped or went during the command (%v); the workspace keeps its files from before the command: %w", err, errs.ErrUnavailable)
+		}
+		return nil
+	}
+	if err := syncOut(ws, out.Content, same); err != nil {
+		if errors.Is(err, errs.ErrUnavailable) {
+			return res, err
+		}
 		return res, fmt.Errorf("the command ran, but copying the workspace out failed: %w: %w", err, errs.ErrFailedPrecondition)
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// startedAt is when the running container id last started: it changes with a restart, and
+// a container that is not running has none (an error).
+func (d *Docker) startedAt(ctx context.Context, id string) (string, error) {
+	in, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("inspect the sandbox container: %w: %w", err, errs.ErrUnavailable)
+	}
+	if in.Container.State == nil || !in.Container.State.Running {
+		return "", fmt.Errorf("the sandbox container is not running: %w", errs.ErrUnavailable)
+	}
+	return in.Container.State.StartedAt, nil
 }
 
 // execCommand runs s under a shell that applies the per-process rlimits and then execs the
@@ -258,12 +309,21 @@ func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.
 }
 
 // reset clears what the previous command left. When that cannot even start (a fork bomb
-// left running holds every pid), the container is restarted and the reset tried again.
+// left running holds every pid), the container is restarted and the reset tried again. A
+// container that is gone (removed by hand, by the reconciliation of another process of
+// the service, or with the engine's state) is made anew: the host workspace, copied in
+// next, is the source of truth; only /tmp and its caches are lost.
 func (d *Docker) reset(ctx context.Context, b *box) error {
 	if _, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", resetScript}); err == nil {
 		return nil
 	}
-	if err := d.restart(ctx, b); err != nil {
+	if _, err := d.cli.ContainerInspect(ctx, b.id, client.ContainerInspectOptions{}); cerrdefs.IsNotFound(err) {
+		d.cfg.logger.WarnContext(ctx, "docker: the sandbox container is gone; making a new one", "container", short(b.id), "sandbox", b.who.ID)
+		b.id = ""
+		if err := d.ensure(ctx, b, b.image, b.limits); err != nil {
+			return err
+		}
+	} else if err := d.restart(ctx, b); err != nil {
 		return err
 	}
 	if _, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", resetScript}); err != nil {
@@ -279,6 +339,7 @@ func (d *Docker) restart(ctx context.Context, b *box) error {
 	if _, err := d.cli.ContainerRestart(rctx, b.id, client.ContainerRestartOptions{Signal: "SIGKILL", Timeout: &zero}); err != nil {
 		return fmt.Errorf("restart the sandbox container: %w: %w", err, errs.ErrUnavailable)
 	}
+	b.restarts++
 	return nil
 }
 

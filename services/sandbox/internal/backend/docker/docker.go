@@ -78,10 +78,35 @@ type Docker struct {
 	cli       *client.Client
 	ownClient bool
 
-	mu     sync.Mutex
-	boxes  map[string]*box // by the workspace's absolute path
+	mu    sync.Mutex
+	boxes map[string]*box // by the workspace's absolute path
+	// dir labels the containers made without an Identity.Dir (a Run without Prepare): the
+	// dir of the last Reconcile, so that a later one of the same service finds them.
+	dir    string
 	closed bool
 }
+
+// Identity says whose a workspace's container is. Every container carries it in its
+// labels, so that a later process of the service can tell the containers of live sandboxes
+// from those a crashed one left behind (Reconcile).
+type Identity struct {
+	// ID and Owner are the sandbox's.
+	ID, Owner string
+	// Dir is the workspace root of the service instance that made the container: a
+	// Reconcile only ever touches the containers of its own dir, so several services (tests
+	// run many at once) can share one engine.
+	Dir string
+}
+
+// The labels of a sandbox container. The workspace label is the host path of the
+// workspace, the key of the backend's state.
+const (
+	labelSandbox   = "org.thefold.sandbox"
+	labelID        = "org.thefold.sandbox.id"
+	labelOwner     = "org.thefold.sandbox.owner"
+	labelDir       = "org.thefold.sandbox.dir"
+	labelWorkspace = "org.thefold.sandbox.workspace"
+)
 
 var _ backend.Backend = (*Docker)(nil)
 
@@ -125,9 +150,10 @@ func (d *Docker) Client() *client.Client { return d.cli }
 // Name is "docker".
 func (d *Docker) Name() string { return "docker" }
 
-// Prepare creates the container for workspace with the image of language, so a later Run
-// uses it. A workspace that already has a container keeps it.
-func (d *Docker) Prepare(ctx context.Context, workspace, language string, l backend.Limits) error {
+// Prepare creates the container for workspace with the image of language, labelled with
+// who, so a later Run uses it. A workspace that already has a container keeps it (and its
+// labels); who still labels the containers made for it later.
+func (d *Docker) Prepare(ctx context.Context, workspace string, who Identity, language string, l backend.Limits) error {
 	img, ok := d.cfg.images[language]
 	if !ok {
 		return fmt.Errorf("language %q: no image configured (have %s): %w", language, strings.Join(sortedKeys(d.cfg.images), ", "), errs.ErrInvalid)
@@ -142,6 +168,10 @@ func (d *Docker) Prepare(ctx context.Context, workspace, language string, l back
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if who != (Identity{}) {
+		who.Dir = cleanDir(who.Dir)
+		b.who = who
+	}
 	return d.ensure(ctx, b, img, withDefaults(l))
 }
 
@@ -219,10 +249,36 @@ func (d *Docker) box(ws string) (*box, error) {
 	}
 	b := d.boxes[ws]
 	if b == nil {
-		b = &box{}
+		b = &box{ws: ws}
 		d.boxes[ws] = b
 	}
 	return b, nil
+}
+
+// labels are the labels of b's next container. A workspace prepared without an identity
+// (tests) still gets the dir of the service that reconciles this backend.
+func (d *Docker) labels(b *box) map[string]string {
+	who := b.who
+	if who.Dir == "" {
+		d.mu.Lock()
+		who.Dir = d.dir
+		d.mu.Unlock()
+	}
+	return map[string]string{
+		labelSandbox:   "1",
+		labelID:        who.ID,
+		labelOwner:     who.Owner,
+		labelDir:       who.Dir,
+		labelWorkspace: b.ws,
+	}
+}
+
+// cleanDir is the form of a dir in labels: two spellings of one directory are one service.
+func cleanDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Clean(dir)
 }
 
 func withDefaults(l backend.Limits) backend.Limits {

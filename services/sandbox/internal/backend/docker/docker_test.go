@@ -166,7 +166,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 	if _, err := d.Run(context.Background(), filepath.Join(ws, "missing"), backend.Spec{Argv: []string{"true"}}, backend.Limits{}); !errors.Is(err, errs.ErrFailedPrecondition) {
 		t.Errorf("missing workspace: err = %v", err)
 	}
-	if err := d.Prepare(context.Background(), ws, "cobol", backend.Limits{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "go") {
+	if err := d.Prepare(context.Background(), ws, Identity{}, "cobol", backend.Limits{}); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "go") {
 		t.Errorf("unknown language: err = %v, want ErrInvalid naming the configured ones", err)
 	}
 }
@@ -187,7 +187,7 @@ func TestNewSaysWhyWhenNoEngineAnswers(t *testing.T) {
 func TestDestroyRemovesTheContainer(t *testing.T) {
 	t.Parallel()
 	d, ws := sandbox(t, nil)
-	if err := d.Prepare(context.Background(), ws, "go", backend.Limits{}); err != nil {
+	if err := d.Prepare(context.Background(), ws, Identity{}, "go", backend.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := d.box(ws)

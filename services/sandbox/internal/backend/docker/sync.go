@@ -80,7 +80,12 @@ func tarWorkspace(ws string, w io.Writer) error {
 // sandbox, so it is untrusted: every write goes through an os.Root, which refuses names and
 // symlinks that lead out of the workspace, and only directories, regular files and symlinks
 // are taken.
-func syncOut(ws string, r io.Reader) error {
+//
+// commit, when not nil, is asked once the stream is read and before anything is removed; its
+// error stops the sync there. An empty stream is what a container that lost its /workspace
+// (stopped, restarted or removed during the command) gives, and must not empty the host
+// workspace.
+func syncOut(ws string, r io.Reader, commit func() error) error {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
 		return err
@@ -104,6 +109,11 @@ func syncOut(ws string, r io.Reader) error {
 			return fmt.Errorf("copy %q out of the container: %w", name, err)
 		}
 		seen[name] = true
+	}
+	if commit != nil {
+		if err := commit(); err != nil {
+			return err
+		}
 	}
 	var gone []string
 	err = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
