@@ -38,7 +38,7 @@ apt_install() {
 # --- system packages (first: go install needs ca-certificates) ----------------------------
 # gcc: the race detector (make test uses -race) needs cgo. curl: the e2e tests follow
 # server-sent events with `curl -N`, as the README does.
-apt_install ca-certificates curl git make gcc libc6-dev bubblewrap busybox-static postgresql-$PG_VERSION postgresql-contrib
+apt_install ca-certificates curl git make gcc libc6-dev bubblewrap busybox-static python3 python3-pip python3-pytest nodejs node-typescript postgresql-$PG_VERSION postgresql-contrib
 
 # --- protobuf tooling -------------------------------------------------------------------------
 # Versions are pinned: generated code records the plugin versions, and the freshness check

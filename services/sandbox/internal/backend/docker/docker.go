@@ -23,8 +23,8 @@ import (
 	"github.com/thefold/thefold/services/sandbox/internal/backend"
 )
 
-// DefaultGoImage is the image BuildGoImage makes for Go workspaces.
-const DefaultGoImage = "thefold-sandbox-go:local"
+// DefaultGoImage is the image of Go workspaces: DefaultImage, which has every toolchain.
+const DefaultGoImage = DefaultImage
 
 // Defaults for the container-wide settings.
 const (
@@ -52,7 +52,7 @@ func WithClient(cli *client.Client) Option { return func(c *config) { c.cli = cl
 // WithLogger sets the logger (default: discard; the service always passes its own).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithImages sets the image per language (merged over the default {"go": DefaultGoImage}).
+// WithImages sets the image per language (merged over DefaultImages()).
 func WithImages(m map[string]string) Option {
 	return func(c *config) { maps.Copy(c.images, m) }
 }
@@ -115,7 +115,7 @@ var _ backend.Backend = (*Docker)(nil)
 func New(ctx context.Context, opts ...Option) (*Docker, error) {
 	cfg := config{
 		logger:        slog.New(slog.DiscardHandler),
-		images:        map[string]string{"go": DefaultGoImage},
+		images:        DefaultImages(),
 		defaultLang:   "go",
 		nanoCPUs:      DefaultNanoCPUs,
 		workspaceSize: DefaultWorkspaceSize,

@@ -1,32 +1,60 @@
 package docker
 
 import (
-	"archive/tar"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/thefold/thefold/pkg/errs"
 )
 
-// GoImageSource says where BuildGoImage takes the image's files from. Zero fields take the
-// defaults: Go from /usr/local/go, busybox from /bin/busybox or PATH.
+// DefaultImage is the image BuildImage makes: one image with every language's toolchain.
+const DefaultImage = "thefold-sandbox:local"
+
+// ImageSpecLabel is the image label holding the hash of what the image was made of (the
+// package versions, the Go and busybox versions, the layout); BuildImage rebuilds an image
+// whose label differs from what the host would make now.
+const ImageSpecLabel = "org.thefold.sandbox.image-spec"
+
+// DefaultImages maps each language the service knows to the image that has its toolchain.
+func DefaultImages() map[string]string {
+	return map[string]string{"go": DefaultImage, "python": DefaultImage, "typescript": DefaultImage, "javascript": DefaultImage}
+}
+
+// ImageSource says what BuildImage takes the image's files from. Zero fields take the
+// defaults: Go from /usr/local/go, busybox from /bin/busybox or PATH, DefaultPackages and
+// OptionalPackages.
+type ImageSource struct {
+	GoRoot  string
+	Busybox string
+	// Packages are installed Debian packages whose files, with those of everything they
+	// depend on, go into the image; each must be installed.
+	Packages []string
+	// OptionalPackages are added when installed.
+	OptionalPackages []string
+}
+
+// GoImageSource is what BuildGoImage takes.
+//
+// Deprecated: use ImageSource with BuildImage.
 type GoImageSource struct {
 	GoRoot  string
 	Busybox string
 }
 
-// goImageEnv is the image's environment: the toolchain first on PATH, every cache under the
-// tmpfs /tmp (the root is read-only), and no module downloads (there is no network).
-var goImageEnv = []string{
-	"PATH=/usr/local/go/bin:/bin",
+// imageEnv is the image's environment: the toolchains on PATH, every cache and home under
+// the tmpfs /tmp (the root is read-only), and no downloads (there is no network).
+var imageEnv = []string{
+	"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin",
 	"HOME=/tmp",
 	"TMPDIR=/tmp",
 	"GOCACHE=/tmp/gocache",
@@ -35,147 +63,151 @@ var goImageEnv = []string{
 	"GOTOOLCHAIN=local",
 	"GOFLAGS=-buildvcs=false",
 	"LANG=C.UTF-8",
+	"PYTHONDONTWRITEBYTECODE=1",
+	// Debian installs Node modules (typescript, eslint and their dependencies) where only
+	// its own node looks by default; NodeSource's node finds them through NODE_PATH.
+	"NODE_PATH=/usr/share/nodejs:/usr/lib/nodejs",
+	"npm_config_cache=/tmp/npm",
+	// npm asks the registry for a newer npm after a command; there is no network.
+	"npm_config_update_notifier=false",
 }
 
-// BuildGoImage makes the Go sandbox image name without a registry: a root filesystem of
-// busybox (static, with a link per applet) and a copy of the Go toolchain, streamed as a tar
-// into the engine's image import. It does nothing when the image already exists, so the
-// service and `make setup` can call it on every start.
+// BuildGoImage builds the sandbox image; it now holds every language's toolchain.
+//
+// Deprecated: use BuildImage.
 func BuildGoImage(ctx context.Context, cli *client.Client, name string, src GoImageSource) error {
-	if _, err := cli.ImageInspect(ctx, name); err == nil {
+	return BuildImage(ctx, cli, name, ImageSource{GoRoot: src.GoRoot, Busybox: src.Busybox})
+}
+
+// BuildImage makes the sandbox image name without a registry: a root filesystem of the
+// host's Go toolchain, the files of the host's Debian packages that make gcc, git, Python
+// (pip, pytest) and Node (npm, tsc) work, and busybox for the shell and the utilities no
+// package brings, streamed as a tar into the engine's image import. An image of that name
+// made of the same (its ImageSpecLabel) is kept, so the service and `make setup` can call
+// it on every start; one made of something else is replaced. Concurrent builds on one
+// machine (test binaries of several packages) wait for each other.
+func BuildImage(ctx context.Context, cli *client.Client, name string, src ImageSource) error {
+	unlock, err := lockBuild(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var oldID string
+	existing, inspectErr := cli.ImageInspect(ctx, name)
+	if inspectErr == nil {
+		oldID = existing.ID
+	}
+	plan, err := planImage(ctx, src)
+	if err != nil {
+		// A machine without dpkg (the service in a container) cannot make the image: it
+		// uses the one it was given.
+		if inspectErr == nil && errNoDpkg(err) {
+			return nil
+		}
+		return err
+	}
+	if inspectErr == nil && existing.Config != nil && existing.Config.Labels[ImageSpecLabel] == plan.spec {
 		return nil
 	}
-	if src.GoRoot == "" {
-		src.GoRoot = "/usr/local/go"
-	}
-	if src.Busybox == "" {
-		src.Busybox = "/bin/busybox"
-		if _, err := os.Stat(src.Busybox); err != nil {
-			p, err := exec.LookPath("busybox")
-			if err != nil {
-				return fmt.Errorf("busybox not found (install busybox-static): %w", errs.ErrFailedPrecondition)
-			}
-			src.Busybox = p
-		}
-	}
-	if _, err := os.Stat(filepath.Join(src.GoRoot, "bin", "go")); err != nil {
-		return fmt.Errorf("go toolchain %q: %w: %w", src.GoRoot, err, errs.ErrFailedPrecondition)
-	}
-	out, err := exec.CommandContext(ctx, src.Busybox, "--list").Output()
+	applets, err := busyboxApplets(ctx, plan.busybox)
 	if err != nil {
-		return fmt.Errorf("busybox %q --list: %w: %w", src.Busybox, err, errs.ErrFailedPrecondition)
+		return err
 	}
-	applets := strings.Fields(string(out))
 
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeGoRootfs(pw, src, applets)) }()
-	changes := []string{"LABEL org.thefold.sandbox=go", "WORKDIR /workspace", `CMD ["/bin/sleep","2147483647"]`}
-	for _, e := range goImageEnv {
+	werr := make(chan error, 1)
+	go func() {
+		err := plan.writeRootfs(pw, applets)
+		pw.CloseWithError(err)
+		werr <- err
+	}()
+	changes := []string{
+		"LABEL " + ImageSpecLabel + "=" + plan.spec,
+		"WORKDIR /workspace",
+		`CMD ["/bin/sleep","2147483647"]`,
+	}
+	for _, e := range imageEnv {
 		changes = append(changes, "ENV "+e)
 	}
+	msg := fmt.Sprintf("thefold sandbox: %s and %d Debian packages of the host", plan.goVersion, len(plan.packages))
 	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, name,
-		client.ImageImportOptions{Changes: changes, Message: "thefold go sandbox"})
+		client.ImageImportOptions{Changes: changes, Message: msg})
+	var body []byte
+	if err == nil {
+		// The import reports progress and failures as a JSON stream; read it to the end
+		// so the import finishes.
+		body, err = io.ReadAll(rc)
+		rc.Close()
+	}
+	pr.CloseWithError(io.ErrClosedPipe) // ends the writer if the engine stopped reading
+	if wErr := <-werr; wErr != nil && !errors.Is(wErr, io.ErrClosedPipe) {
+		// The stream broke off: whatever the engine made of it is not the image.
+		if img, ierr := cli.ImageInspect(context.WithoutCancel(ctx), name); ierr == nil && img.ID != oldID {
+			_, _ = cli.ImageRemove(context.WithoutCancel(ctx), img.ID, client.ImageRemoveOptions{})
+		}
+		return fmt.Errorf("build image %q: %w", name, wErr)
+	}
 	if err != nil {
-		pr.CloseWithError(err)
 		return fmt.Errorf("import image %q: %w: %w", name, err, errs.ErrUnavailable)
 	}
-	defer rc.Close()
-	// The import reports progress and failures as a JSON stream; read it to the end so the
-	// import finishes, then check that the image is there.
-	body, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Errorf("import image %q: %w: %w", name, err, errs.ErrUnavailable)
+	if msg := importError(body); msg != "" {
+		return fmt.Errorf("import image %q: %s: %w", name, msg, errs.ErrUnavailable)
 	}
-	if _, err := cli.ImageInspect(ctx, name); err != nil {
+	img, err := cli.ImageInspect(ctx, name)
+	if err != nil || img.Config == nil || img.Config.Labels[ImageSpecLabel] != plan.spec {
 		return fmt.Errorf("import image %q: not created (%s): %w", name, strings.TrimSpace(string(body)), errs.ErrUnavailable)
+	}
+	// The replaced image is untagged now; remove it unless a container still uses it.
+	if oldID != "" && oldID != img.ID {
+		_, _ = cli.ImageRemove(ctx, oldID, client.ImageRemoveOptions{})
 	}
 	return nil
 }
 
-// writeGoRootfs writes the image's root filesystem as a tar stream.
-func writeGoRootfs(w io.Writer, src GoImageSource, applets []string) error {
-	tw := tar.NewWriter(w)
-	dir := func(name string, mode int64) error {
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: mode})
-	}
-	for _, d := range []string{"bin/", "etc/", "usr/", "usr/local/", "dev/", "proc/", "sys/"} {
-		if err := dir(d, 0o755); err != nil {
-			return err
+// importError is the first error the engine's import stream reports, if any.
+func importError(body []byte) string {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			return ""
+		}
+		if m.ErrorDetail.Message != "" {
+			return m.ErrorDetail.Message
+		}
+		if m.Error != "" {
+			return m.Error
 		}
 	}
-	// /tmp and /workspace are mounted over at run time; they exist so the mounts have a target.
-	if err := dir("tmp/", 0o1777); err != nil {
-		return err
-	}
-	if err := dir("workspace/", 0o755); err != nil {
-		return err
-	}
-	if err := addFile(tw, src.Busybox, "bin/busybox", 0o755); err != nil {
-		return err
-	}
-	for _, a := range applets {
-		if a == "busybox" || strings.Contains(a, "/") {
-			continue
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}); err != nil {
-			return err
-		}
-	}
-	// The sandbox user needs a name for tools that look it up (go, git).
-	for name, body := range map[string]string{
-		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/tmp:/bin/sh\n",
-		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
-	} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(tw, body); err != nil {
-			return err
-		}
-	}
-	err := filepath.WalkDir(src.GoRoot, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src.GoRoot, p)
-		name := filepath.ToSlash(filepath.Join("usr/local/go", rel))
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return dir(name+"/", int64(info.Mode().Perm()))
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777})
-		case d.Type().IsRegular():
-			return addFile(tw, p, name, int64(info.Mode().Perm()))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }
 
-func addFile(tw *tar.Writer, src, name string, mode int64) error {
-	f, err := os.Open(src)
+// lockBuild holds a machine-wide lock while an image is checked and built, so that test
+// binaries started together build it once. The lock is best effort: a lock file that cannot
+// be opened does not stop the build.
+func lockBuild(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "thefold-sandbox-image.lock"), os.O_RDONLY|os.O_CREATE, 0o666)
 	if err != nil {
-		return err
+		return func() {}, nil
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil // closing releases the lock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return func() {}, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for another build of the sandbox image: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size()}); err != nil {
-		return err
-	}
-	_, err = io.CopyN(tw, f, fi.Size())
-	return err
 }

@@ -19,13 +19,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// A fresh machine builds the image here (a minute or two); an up-to-date one is kept.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	d, err := New(ctx)
 	switch {
 	case err != nil:
 		skipReason = "no docker engine answers: " + err.Error()
 	default:
-		if err := BuildGoImage(ctx, d.Client(), DefaultGoImage, GoImageSource{}); err != nil {
+		if err := BuildImage(ctx, d.Client(), DefaultImage, ImageSource{}); err != nil {
 			fmt.Fprintln(os.Stderr, "build the sandbox image:", err)
 			cancel()
 			os.Exit(1)
