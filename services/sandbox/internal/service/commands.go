@@ -124,7 +124,7 @@ func (s *Server) checkCommand(req *sandboxv1.RunCommandRequest) error {
 // packagesEnv is the environment of a dependencies command that may use the network and the
 // egress allowlist it runs with (its package source, nothing else), or an error saying why
 // it may not.
-func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map[string]string, []string, error) {
+func (s *Server) packagesEnv(program string) (map[string]string, []string, error) {
 	sources := map[string]struct{ url, env string }{
 		"go": {s.cfg.GoProxy, "GOPROXY"}, "npm": {s.cfg.NPMRegistry, "npm_config_registry"}, "pip": {s.cfg.PipIndex, "PIP_INDEX_URL"},
 	}
@@ -135,9 +135,6 @@ func (s *Server) packagesEnv(program string, kind sandboxv1.SandboxBackend) (map
 		if sources[src].url == "" {
 			return nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES for %s needs a package source configured on the server (%s); none is", program,
 				map[string]string{"go": "THEFOLD_SANDBOX_GOPROXY", "npm": "THEFOLD_SANDBOX_NPM_REGISTRY", "pip": "THEFOLD_SANDBOX_PIP_INDEX"}[src])
-		}
-		if kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER {
-			return nil, nil, errs.Invalid("network", "the docker backend gives no command network (its containers have none); install dependencies in a bwrap sandbox or bake them into the image")
 		}
 		env := map[string]string{sources[src].env: sources[src].url}
 		if src == "go" {
@@ -197,7 +194,7 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 	network := req.GetNetwork() == sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES
 	var allow []string
 	if network {
-		extra, sources, err := s.packagesEnv(program, sb.Backend)
+		extra, sources, err := s.packagesEnv(program)
 		if err != nil {
 			return err
 		}
@@ -249,7 +246,7 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec) 
 		if ctx.Err() != nil {
 			return nil, "", ctx.Err()
 		}
-		return nil, "", errs.Public(codes.Unavailable, "the %s backend could not run the command", backendName(sb.Backend)).Wrap(err)
+		return nil, "", s.backendError(ctx, sb, "run "+spec.Argv[0], err)
 	}
 	out := append(slices.Clone(res.Stdout), res.Stderr...)
 	if len(out) > logTail {

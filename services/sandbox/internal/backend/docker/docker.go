@@ -177,8 +177,8 @@ func (d *Docker) Prepare(ctx context.Context, workspace string, who Identity, la
 
 // Run copies workspace into its container, runs s there, and copies /workspace back.
 func (d *Docker) Run(ctx context.Context, workspace string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
-	if s.Network {
-		return nil, fmt.Errorf("network for one command is not supported by the docker backend (the container has no network; it needs a second network namespace or a proxy): %w", errs.ErrFailedPrecondition)
+	if len(s.Allow) > 0 && !s.Network {
+		return nil, fmt.Errorf("allow: only with network: %w", errs.ErrInvalid)
 	}
 	ws, dir, err := checkSpec(workspace, s)
 	if err != nil {
@@ -192,6 +192,21 @@ func (d *Docker) Run(ctx context.Context, workspace string, s backend.Spec, l ba
 	defer b.mu.Unlock()
 	if err := d.ensure(ctx, b, d.cfg.images[d.cfg.defaultLang], withDefaults(l)); err != nil {
 		return nil, err
+	}
+	if s.Network {
+		// The container keeps its loopback-only namespace; the run gets an egress proxy
+		// to s.Allow inside it, and its clients are pointed there.
+		eg, err := d.startEgress(ctx, b, s.Allow)
+		if err != nil {
+			return nil, err
+		}
+		defer eg.close()
+		env := maps.Clone(s.Env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		maps.Copy(env, eg.env())
+		s.Env = env
 	}
 	return d.run(ctx, b, ws, dir, s, withDefaults(l))
 }

@@ -155,7 +155,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"dir through a symlink out", backend.Spec{Argv: []string{"true"}, Dir: "link"}, errs.ErrInvalid},
 		{"dir is a file", backend.Spec{Argv: []string{"true"}, Dir: "f"}, errs.ErrInvalid},
 		{"bad env name", backend.Spec{Argv: []string{"true"}, Env: map[string]string{"A=B": "c"}}, errs.ErrInvalid},
-		{"network asked", backend.Spec{Argv: []string{"true"}, Network: true}, errs.ErrFailedPrecondition},
+		{"allow without network", backend.Spec{Argv: []string{"true"}, Allow: []string{"http://proxy.golang.org"}}, errs.ErrInvalid},
+		{"bad allow entry", backend.Spec{Argv: []string{"true"}, Network: true, Allow: []string{"no port"}}, errs.ErrInvalid},
 	}
 	for _, c := range cases {
 		_, err := d.Run(context.Background(), ws, c.spec, backend.Limits{})
