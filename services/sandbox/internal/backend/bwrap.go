@@ -170,12 +170,20 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun) []string {
 		a = append(a, "--bind", b.cfg.goCache, bwrapGoCache)
 		env["GOCACHE"] = bwrapGoCache
 	}
-	if b.cfg.modCache != "" {
-		a = append(a, "--ro-bind", b.cfg.modCache, bwrapModCache)
-		env["GOMODCACHE"] = bwrapModCache
-	}
+	// Modules go into the workspace's own, writable module cache (GOPATH/pkg/mod under
+	// the state): a dependencies run downloads into it and later runs build from it. The
+	// host's module cache is offered read-only as a file:// proxy, so modules it holds
+	// build offline too (its contents were verified when the host downloaded them, hence
+	// no checksum database offline).
 	if !s.Network {
 		env["GOPROXY"] = "off"
+		if b.cfg.modCache != "" {
+			env["GOPROXY"] = "file://" + bwrapModCache + "/cache/download"
+			env["GOSUMDB"] = "off"
+		}
+	}
+	if b.cfg.modCache != "" {
+		a = append(a, "--ro-bind", b.cfg.modCache, bwrapModCache)
 	}
 	maps.Copy(env, s.Env)
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",

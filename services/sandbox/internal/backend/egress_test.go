@@ -224,8 +224,9 @@ func TestBwrapEgressGoModDownload(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go toolchain")
 	}
-	// A writable module cache (the state's GOPATH) instead of the host's, read-only one.
-	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(t.TempDir()), WithGoModCache(""))
+	// The default configuration: the host's module cache is there, read-only, and the
+	// download goes into the workspace's own.
+	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(t.TempDir()))
 	if err != nil {
 		t.Skipf("bwrap cannot run on this machine: %v", err)
 	}
