@@ -70,8 +70,10 @@ func sandbox(t testing.TB, files map[string]string) (*Docker, string) {
 
 func run(t testing.TB, d *Docker, ws string, s backend.Spec, l backend.Limits) *backend.Result {
 	t.Helper()
+	// A cold toolchain (the build cache starts empty in every container) in half a CPU,
+	// beside the other tests' containers, can take minutes.
 	if s.Timeout == 0 {
-		s.Timeout = 2 * time.Minute
+		s.Timeout = 5 * time.Minute
 	}
 	res, err := d.Run(context.Background(), ws, s, l)
 	if err != nil {
