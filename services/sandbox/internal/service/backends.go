@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"time"
 
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
@@ -61,7 +63,7 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 		return nil, fmt.Errorf("sandbox state directory: %w", err)
 	}
 	hostOpts := []backend.Option{backend.WithLogger(log), backend.WithStateDir(state), backend.WithGoRoot(cfg.GoRoot)}
-	out := &Backends{Images: map[string]string{"go": docker.DefaultGoImage}, Missing: map[string]string{}}
+	out := &Backends{Images: docker.DefaultImages(), Missing: map[string]string{}}
 	maps.Copy(out.Images, cfg.Images)
 	var closers []func() error
 	offered := map[sandboxv1.SandboxBackend]bool{}
@@ -136,23 +138,48 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	return out, nil
 }
 
-// openDocker connects to the engine and makes sure the sandbox image is there.
+// openDocker connects to the engine and makes sure the sandbox images are there: the
+// built-in one (every language's toolchain) is built, or rebuilt when the host's
+// toolchains changed, when cfg allows; a configured image that is missing takes its
+// language out of images (logged), so those sandboxes go to bwrap, saying so, or fail.
 func openDocker(ctx context.Context, cfg Config, images map[string]string, log *slog.Logger) (*docker.Docker, error) {
 	d, err := docker.New(ctx, docker.WithLogger(log), docker.WithImages(images), docker.WithNanoCPUs(int64(cfg.CPUs*1e9)))
 	if err != nil {
 		return nil, err
 	}
-	img := images["go"]
-	if _, err := d.Client().ImageInspect(ctx, img); err != nil {
-		if !cfg.DockerBuildImage || img != docker.DefaultGoImage {
-			d.Close()
-			return nil, fmt.Errorf("image %s is not there (build it, or set THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE=true for the built-in one)", img)
+	present := map[string]error{}
+	for _, img := range images {
+		if _, done := present[img]; done {
+			continue
 		}
-		log.Info("building the Go sandbox image (busybox + the host's Go toolchain)", "image", img)
-		if err := docker.BuildGoImage(ctx, d.Client(), img, docker.GoImageSource{GoRoot: cfg.GoRoot}); err != nil {
-			d.Close()
-			return nil, fmt.Errorf("building %s: %w", img, err)
+		switch {
+		case img == docker.DefaultImage && cfg.DockerBuildImage:
+			start := time.Now()
+			err := docker.BuildImage(ctx, d.Client(), img, docker.ImageSource{GoRoot: cfg.GoRoot})
+			if err != nil {
+				err = fmt.Errorf("building %s: %w", img, err)
+			}
+			present[img] = err
+			log.Info("sandbox image ready", "image", img, "took", time.Since(start).Round(time.Millisecond), "err", err)
+		default:
+			if _, err := d.Client().ImageInspect(ctx, img); err != nil {
+				present[img] = fmt.Errorf("image %s is not there (build it, or set THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE=true for the built-in %s)", img, docker.DefaultImage)
+			} else {
+				present[img] = nil
+			}
 		}
+	}
+	var problems []string
+	for _, lang := range slices.Sorted(maps.Keys(images)) {
+		if err := present[images[lang]]; err != nil {
+			log.Warn("sandbox image missing: this language gets no docker sandbox", "language", lang, "err", err)
+			problems = append(problems, err.Error())
+			delete(images, lang)
+		}
+	}
+	if len(images) == 0 {
+		d.Close()
+		return nil, fmt.Errorf("no sandbox image: %s", strings.Join(slices.Compact(problems), "; "))
 	}
 	return d, nil
 }

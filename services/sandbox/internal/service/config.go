@@ -63,12 +63,14 @@ type Config struct {
 	GoProxy     string `env:"THEFOLD_SANDBOX_GOPROXY"`
 	NPMRegistry string `env:"THEFOLD_SANDBOX_NPM_REGISTRY"`
 	PipIndex    string `env:"THEFOLD_SANDBOX_PIP_INDEX"`
-	// Images maps a language to its docker image (go=thefold-sandbox-go:local,…); Images
-	// a caller may name are these and AllowedImages.
+	// Images maps a language to its docker image, over the built-in thefold-sandbox:local
+	// that every language (go, python, typescript, javascript) gets by default; images a
+	// caller may name are these and AllowedImages.
 	Images        map[string]string `env:"THEFOLD_SANDBOX_IMAGES"`
 	AllowedImages []string          `env:"THEFOLD_SANDBOX_ALLOWED_IMAGES"`
-	// DockerBuildImage builds the Go image (busybox + the host's Go toolchain) at start
-	// when it is missing, since no registry may be reachable.
+	// DockerBuildImage builds the built-in image at start (busybox, the host's Go
+	// toolchain, and the files of the host's Debian packages for cgo, git, Python and
+	// Node), and rebuilds it when they changed, since no registry may be reachable.
 	DockerBuildImage bool `env:"THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE, default=true"`
 	// GoRoot is the host's Go toolchain, bound read-only into bwrap sandboxes and copied
 	// into the docker image.

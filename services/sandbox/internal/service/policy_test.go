@@ -183,3 +183,28 @@ func TestOpenBackendsOffersOnlyWhatTheOperatorAllows(t *testing.T) {
 		t.Fatalf("with local allowed: default %v available %v", bs2.Default, bs2.Available)
 	}
 }
+
+// Where an engine answers and bwrap works, both are offered side by side, docker the
+// default, with the built-in image for every language.
+func TestOpenBackendsOffersDockerAndBwrapSideBySide(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := docker.New(t.Context()); err != nil {
+		t.Skipf("no docker engine answers: %v", err)
+	}
+	if _, err := backend.NewBwrap(backend.WithStateDir(t.TempDir())); err != nil {
+		t.Skipf("bwrap does not work here: %v", err)
+	}
+	bs, err := service.OpenBackends(t.Context(), service.Config{Backend: "auto", Dir: t.TempDir(), DockerBuildImage: true}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	if bs.Default != dockerKind || !slices.Equal(bs.Available, []string{"docker", "bwrap"}) || len(bs.Reasons) != 0 {
+		t.Fatalf("default %v, available %v, reasons %q", bs.Default, bs.Available, bs.Reasons)
+	}
+	for _, lang := range []string{"go", "python", "typescript", "javascript"} {
+		if bs.Images[lang] != docker.DefaultImage {
+			t.Errorf("%s: image %q", lang, bs.Images[lang])
+		}
+	}
+}
