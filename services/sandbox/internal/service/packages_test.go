@@ -1,0 +1,144 @@
+package service_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+
+	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
+	"github.com/thefold/thefold/services/sandbox/internal/service"
+)
+
+// A dependencies command (NETWORK_POLICY_PACKAGES) through the service, in every isolating
+// backend: go mod tidy reaches the configured GOPROXY, the module then builds offline;
+// during that same allowed install the sandboxed process cannot reach PostgreSQL, the
+// service's own port or another host, directly or through the proxy.
+func TestPackagesNetworkReachesOnlyTheSource(t *testing.T) {
+	var zipHits atomic.Int32
+	goproxy := httptest.NewServer(fakeModuleProxy(t, &zipHits))
+	defer goproxy.Close()
+	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
+		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
+			e := startPolicy(t, service.Config{Images: docker.DefaultImages(), GoProxy: goproxy.URL, PipIndex: goproxy.URL + "/simple"}, kind)
+			resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pe := &probeEnv{t: t, e: e, id: resp.Sandbox.Id}
+			pe.write("go.mod", "module example.com/app\n\ngo 1.22\n\nrequire example.test/dep v1.0.0\n")
+			pe.write("main.go", "package main\n\nimport \"example.test/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+			before := zipHits.Load()
+			r, err := runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"go", "mod", "tidy"},
+				Env: map[string]string{"GOSUMDB": "off"}, Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Timeout: durationpb.New(3 * time.Minute)})
+			if err != nil || r.res.ExitCode != 0 {
+				t.Fatalf("go mod tidy: %v %+v\n%s%s", err, r.GetRes(), r.GetStdout(), r.GetStderr())
+			}
+			if zipHits.Load() != before+1 {
+				t.Fatalf("the module zip was fetched %d times", zipHits.Load()-before)
+			}
+			if out := pe.run("go", "run", "."); !strings.Contains(out, "hello from a downloaded module") {
+				t.Fatalf("offline build after the install: %s", out)
+			}
+
+			// An installer, allowed the network, aimed elsewhere: python3 (pip's program,
+			// whose source is the same server here) probing the host while its install runs.
+			targets := []string{"127.0.0.1:5432", e.addr(), "1.1.1.1:53"}
+			pe.write("probe.py", pythonNetProbe(targets)+pythonFetchProbe([]string{"http://" + e.addr() + "/", "http://example.com/", goproxy.URL + "/example.test/dep/@v/list"}))
+			r, err = runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"python3", "probe.py"},
+				Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Timeout: durationpb.New(time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := r.stdout + r.stderr
+			t.Logf("probe during an allowed install:\n%s", out)
+			if strings.Contains(out, "CONNECTED") || !strings.Contains(out, "blocked") {
+				t.Fatalf("a connection got through, or the probe did not run:\n%s", out)
+			}
+			if strings.Contains(out, "FETCHED http://"+e.addr()) || strings.Contains(out, "FETCHED http://example.com") {
+				t.Fatalf("the proxy let a request through to a host that is not the source:\n%s", out)
+			}
+			if !strings.Contains(out, "FETCHED "+goproxy.URL) {
+				t.Fatalf("the allowed source was not reached through the proxy:\n%s", out)
+			}
+		})
+	}
+}
+
+func (r *result) GetRes() *sandboxv1.CommandResult {
+	if r == nil {
+		return nil
+	}
+	return r.res
+}
+
+func (r *result) GetStdout() string {
+	if r == nil {
+		return ""
+	}
+	return r.stdout
+}
+
+func (r *result) GetStderr() string {
+	if r == nil {
+		return ""
+	}
+	return r.stderr
+}
+
+// pythonFetchProbe GETs each url through the proxy the environment names (urllib does,
+// even for a loopback host, unlike Go).
+func pythonFetchProbe(urls []string) string {
+	var b strings.Builder
+	b.WriteString("import urllib.request\n")
+	for _, u := range urls {
+		fmt.Fprintf(&b, "try:\n    urllib.request.urlopen(%q, timeout=5).read()\n    print('FETCHED', %q)\nexcept Exception as e:\n    print('fetch-blocked', %q, e)\n", u, u, u)
+	}
+	return b.String()
+}
+
+// fakeModuleProxy serves example.test/dep v1.0.0 as a GOPROXY does.
+func fakeModuleProxy(t *testing.T, zipHits *atomic.Int32) http.Handler {
+	t.Helper()
+	const mod = "module example.test/dep\n\ngo 1.22\n"
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	for name, content := range map[string]string{
+		"go.mod": mod,
+		"dep.go": "package dep\n\nfunc Hello() string { return \"hello from a downloaded module\" }\n",
+	} {
+		w, err := zw.Create("example.test/dep@v1.0.0/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(content))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/example.test/dep/@v/list":
+			fmt.Fprintln(w, "v1.0.0")
+		case "/example.test/dep/@v/v1.0.0.info", "/example.test/dep/@latest":
+			fmt.Fprint(w, `{"Version":"v1.0.0","Time":"2024-01-01T00:00:00Z"}`)
+		case "/example.test/dep/@v/v1.0.0.mod":
+			fmt.Fprint(w, mod)
+		case "/example.test/dep/@v/v1.0.0.zip":
+			zipHits.Add(1)
+			w.Write(zb.Bytes())
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
