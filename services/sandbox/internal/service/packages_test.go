@@ -141,4 +141,3 @@ func fakeModuleProxy(t *testing.T, zipHits *atomic.Int32) http.Handler {
 		}
 	})
 }
-
