@@ -64,7 +64,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = append(append(append(agentScenarios(), agentScript()...), buildScript()...), script.Anthropic...)
+	script.Anthropic = append(append(append(append(agentScenarios(), agentScript()...), isolationScript()...), buildScript()...), script.Anthropic...)
 	llm = fakellm.New(script)
 	llmServer := httptest.NewServer(llm)
 	defer llmServer.Close()

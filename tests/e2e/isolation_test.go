@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/thefold/thefold/pkg/fakellm"
+)
+
+// The Python and TypeScript tasks' files.
+const (
+	calcPy      = "def add(a, b):\n    \"\"\"Return the sum of a and b.\"\"\"\n    return a + b\n"
+	testCalcPy  = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+	badTestPy   = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 6\n"
+	greetTS     = "export function greet(name: string): string {\n  return `Hello, ${name}`;\n}\n"
+	badGreetTS  = "export function greet(name: string): string {\n  return name.length;\n}\n"
+	tsPackage   = `{"name": "greeter", "version": "1.0.0", "private": true}` + "\n"
+	tsConfig    = `{"compilerOptions": {"strict": true, "noEmit": true, "target": "es2020", "module": "commonjs"}, "include": ["src"]}` + "\n"
+	tsIndex     = "import { greet } from \"./greet\";\n\nconsole.log(greet(\"world\"));\n"
+	pyConftest  = "import os, sys\n\nsys.path.insert(0, os.path.dirname(__file__))\n"
+	isolationPy = "[ISOLATION-PY]"
+	isolationTS = "[ISOLATION-TS]"
+)
+
+// isolationScript answers the Python and TypeScript tasks' plans and files. The first
+// version of the test file (Python) and of the module (TypeScript) is wrong, so that only
+// pytest and tsc really running in the sandbox, with file:line diagnostics, get the build
+// to its fix round and through it.
+func isolationScript() []fakellm.Response {
+	return []fakellm.Response{
+		{Match: planMatch(isolationPy), Text: planAnswer("Add add() to calc with a pytest test.", "calc.py", "test_calc.py")},
+		{Match: genMatch("calc.py"), Text: content(calcPy)},
+		{Match: genMatch("test_calc.py"), Text: content(badTestPy)},
+		{Match: fixMatch("test_calc.py"), Text: fixed(testCalcPy)},
+		{Match: planMatch(isolationTS), Text: planAnswer("Add greet() in TypeScript.", "src/greet.ts")},
+		{Match: genMatch("src/greet.ts"), Text: content(badGreetTS)},
+		{Match: fixMatch("src/greet.ts"), Text: fixed(greetTS)},
+	}
+}
+
+// languageRepo creates a local-forge repository holding files on main.
+func languageRepo(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	repo := "local/" + name
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	var changes []map[string]any
+	for p, c := range files {
+		changes = append(changes, map[string]any{"path": p, "action": "FILE_ACTION_CREATE", "content": c})
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "project", "files": changes}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	return repo
+}
+
+// A Python task and a TypeScript task run through the agent to review, their code and
+// tests run by the real toolchains in an isolated sandbox (never the local backend).
+func TestAgentPythonAndTypeScriptTasksRunIsolated(t *testing.T) {
+	cases := []struct {
+		name, marker, title string
+		files               map[string]string
+		wantPaths           []string
+		badPath, badLine    string // where the toolchain finds the first version wrong
+	}{
+		{"python", isolationPy, "Add an add function with a test " + isolationPy,
+			map[string]string{"conftest.py": pyConftest}, []string{"calc.py", "test_calc.py"}, "test_calc.py", "5"},
+		{"typescript", isolationTS, "Add a greet function " + isolationTS,
+			map[string]string{"package.json": tsPackage, "tsconfig.json": tsConfig, "src/index.ts": tsIndex}, []string{"src/greet.ts"}, "src/greet.ts", "2"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			repo := languageRepo(t, "isolation-"+tc.name, tc.files)
+			_, jobID := startJob(t, repo, tc.title, "Write it with its test.")
+			job := waitJob(t, jobID, 4*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+
+			sandboxID, _ := job["sandbox_id"].(string)
+			code, sb := rest(t, http.MethodGet, "/v1/sandboxes/"+sandboxID, token, nil)
+			if code != http.StatusOK {
+				t.Fatalf("get sandbox %q: %d %v", sandboxID, code, sb)
+			}
+			backend := sb["sandbox"].(map[string]any)["backend"]
+			if backend != "SANDBOX_BACKEND_DOCKER" && backend != "SANDBOX_BACKEND_BWRAP" {
+				t.Fatalf("the %s task ran in %v", tc.name, backend)
+			}
+			t.Logf("%s task: sandbox %s on %v", tc.name, sandboxID, backend)
+
+			code, review := rest(t, http.MethodGet, "/v1/reviews/"+job["review_id"].(string), token, nil)
+			if code != http.StatusOK {
+				t.Fatalf("get review: %d %v", code, review)
+			}
+			var got []string
+			for _, f := range review["review"].(map[string]any)["files"].([]any) {
+				got = append(got, f.(map[string]any)["diff"].(map[string]any)["path"].(string))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantPaths, ",") {
+				t.Fatalf("review files %v, want %v", got, tc.wantPaths)
+			}
+			// The language's checks ran in the sandbox: the first version failed them at
+			// its file and line, and the fix round resolved it.
+			code, builds := rest(t, http.MethodGet, "/v1/builds?job_id="+jobID, token, nil)
+			if code != http.StatusOK {
+				t.Fatalf("list builds: %d %v", code, builds)
+			}
+			list, _ := builds["builds"].([]any)
+			if len(list) == 0 {
+				t.Fatalf("no build of job %s: %v", jobID, builds)
+			}
+			var rounds []string
+			found := false
+			for _, b := range list {
+				code, build := rest(t, http.MethodGet, "/v1/builds/"+b.(map[string]any)["id"].(string), token, nil)
+				if code != http.StatusOK {
+					t.Fatalf("get build: %d %v", code, build)
+				}
+				steps, _ := build["steps"].([]any)
+				for _, s := range steps {
+					frs, _ := s.(map[string]any)["fix_rounds"].([]any)
+					for _, fr := range frs {
+						fr := fr.(map[string]any)
+						diags, _ := fr["diagnostics_before"].([]any)
+						for _, d := range diags {
+							d := d.(map[string]any)
+							rounds = append(rounds, fmt.Sprintf("%v:%v %v (resolved %v)", d["path"], d["line"], d["message"], fr["resolved"]))
+							if d["path"] == tc.badPath && fmt.Sprint(d["line"]) == tc.badLine && fr["resolved"] == true {
+								found = true
+							}
+						}
+					}
+				}
+			}
+			if !found {
+				t.Fatalf("no resolved fix round of %s:%s; the fix rounds' diagnostics: %q", tc.badPath, tc.badLine, rounds)
+			}
+			t.Logf("%s: %q", tc.name, rounds)
+		})
+	}
+}
