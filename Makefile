@@ -7,7 +7,8 @@ SERVICES := tasks memory skills ai sandbox github builder agent gateway
 GO_TEST_FLAGS ?= -count=1 -race -timeout 15m
 
 .PHONY: images
-## images: one FROM-scratch image per service (static binaries), for docker-compose.yml.
+## images: one FROM-scratch image per service (static binaries), for docker-compose.yml,
+## and the sandboxes' image (thefold-sandbox:local, built from this machine's toolchains).
 ## The build context (.thefold/images) also gets this machine's CA bundle and time zone
 ## database (ai and github call HTTPS; schedules need zones): no base image is pulled.
 IMAGE_TAG ?= dev
@@ -24,6 +25,9 @@ images:
 	@for s in $(SERVICES); do \
 		out=$$(docker build -q -f deploy/Dockerfile --build-arg SERVICE=$$s -t thefold/$$s:$(IMAGE_TAG) .thefold/images 2>&1) || { echo "$$out"; exit 1; }; \
 		echo "thefold/$$s:$(IMAGE_TAG)"; done
+	@# The sandboxes' own image (every language's toolchain, from this machine's Go and
+	@# Debian packages): the sandbox container cannot build it, having neither.
+	@.thefold/images/sandbox build-image
 
 .PHONY: all setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build
 

@@ -5,13 +5,18 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/thefold/thefold/pkg/config"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
+	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
 	"github.com/thefold/thefold/services/sandbox/internal/egress"
 	"github.com/thefold/thefold/services/sandbox/internal/service"
 	"github.com/thefold/thefold/services/sandbox/internal/store"
@@ -20,7 +25,33 @@ import (
 
 func main() {
 	egress.MaybeRunForwarder()
+	if len(os.Args) == 2 && os.Args[1] == "build-image" {
+		os.Exit(buildImage())
+	}
 	platform.Main(sandboxService())
+}
+
+// buildImage is `sandbox build-image`: it builds (or brings up to date) the built-in
+// sandbox image on this machine, for a sandbox service that runs where the host's
+// toolchains are not (docker-compose runs `make images`, which calls this).
+func buildImage() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	goRoot := os.Getenv("THEFOLD_SANDBOX_GOROOT")
+	if goRoot == "" {
+		goRoot = "/usr/local/go"
+	}
+	d, err := docker.New(ctx)
+	if err == nil {
+		defer d.Close()
+		err = docker.BuildImage(ctx, d.Client(), docker.DefaultImage, docker.ImageSource{GoRoot: goRoot})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox build-image:", err)
+		return 1
+	}
+	fmt.Println(docker.DefaultImage)
+	return 0
 }
 
 // sandboxService wires pool → store → backends → service, and the reaper of expired

@@ -163,7 +163,7 @@ func openDocker(ctx context.Context, cfg Config, images map[string]string, log *
 			log.Info("sandbox image ready", "image", img, "took", time.Since(start).Round(time.Millisecond), "err", err)
 		default:
 			if _, err := d.Client().ImageInspect(ctx, img); err != nil {
-				present[img] = fmt.Errorf("image %s is not there (build it, or set THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE=true for the built-in %s)", img, docker.DefaultImage)
+				present[img] = fmt.Errorf("image %s is not there (build it: `make images` or `sandbox build-image` on the engine's host for the built-in %s, or set THEFOLD_SANDBOX_DOCKER_BUILD_IMAGE=true where the host's toolchains are)", img, docker.DefaultImage)
 			} else {
 				present[img] = nil
 			}
