@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotently installs what TheFold needs on a Debian bookworm machine (run as root):
 # protobuf tooling (go install, cached in GOPATH/bin), PostgreSQL 15 with pgvector (built from
-# Debian's trixie source package when no binary package exists), bubblewrap, busybox-static (the docker sandbox image) and git; then
+# Debian's trixie source package when no binary package exists), bubblewrap, git, and the
+# docker sandbox image's makings (busybox-static, python3 with pip and pytest, nodejs,
+# node-typescript, gcc and libc6-dev); then
 # starts PostgreSQL and creates the thefold role and database, and one role per service
 # owning that service's schema. Safe to run again and again.
 #
