@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/thefold/thefold/pkg/fakellm"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 )
 
 // The Python and TypeScript tasks' files.
@@ -139,5 +143,93 @@ func TestAgentPythonAndTypeScriptTasksRunIsolated(t *testing.T) {
 			}
 			t.Logf("%s: %q", tc.name, rounds)
 		})
+	}
+}
+
+// sandboxContainers lists the engine's containers (any state) labelled with sandbox id.
+func sandboxContainers(t *testing.T, id string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=org.thefold.sandbox.id="+id).Output()
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// After kill -9 of the sandbox service while a command runs in a docker sandbox, the
+// restarted service removes the container the killed process made (its first reaper round
+// reconciles the engine with the sandbox table); the live sandbox gets a new container on
+// its next command, and destroying it leaves nothing behind.
+func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("no docker command")
+	}
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	defer cancel()
+	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))
+	created, err := sb.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Language: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.Sandbox.Id
+	if created.Sandbox.Backend != sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER {
+		t.Skipf("the default backend here is %s", created.Sandbox.Backend)
+	}
+	if _, err := sb.WriteFile(ctx, &sandboxv1.WriteFileRequest{SandboxId: id, Path: "keep.txt", Content: []byte("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	old := sandboxContainers(t, id)
+	if len(old) != 1 {
+		t.Fatalf("containers of sandbox %s before the kill: %v", id, old)
+	}
+	stream, err := sb.RunCommand(ctx, &sandboxv1.RunCommandRequest{SandboxId: id, Command: []string{"python3", "-c", "import time; print('started', flush=True); time.sleep(300)"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || !strings.Contains(string(m.GetOutput().GetData()), "started") {
+		t.Fatalf("the long command did not start: %v %v", m, err)
+	}
+	if err := mesh.Kill("sandbox"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("the command's stream went on after its service was killed")
+	}
+	if err := mesh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for slices.Contains(sandboxContainers(t, id), old[0]) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed process's container %s is still there", old[0])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r, err := sb.RunCommand(ctx, &sandboxv1.RunCommandRequest{SandboxId: id, Command: []string{"cat", "keep.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for {
+		m, err := r.Recv()
+		if err != nil {
+			break
+		}
+		out += string(m.GetOutput().GetData())
+	}
+	if out != "kept" {
+		t.Fatalf("the sandbox after the restart: %q", out)
+	}
+	if now := sandboxContainers(t, id); len(now) != 1 || now[0] == old[0] {
+		t.Fatalf("containers after the next command: %v (old %s)", now, old[0])
+	}
+	if _, err := sb.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: id}); err != nil {
+		t.Fatal(err)
+	}
+	if left := sandboxContainers(t, id); len(left) != 0 {
+		t.Fatalf("containers left after DestroySandbox: %v", left)
 	}
 }
