@@ -457,7 +457,9 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 			pending = nil
 		}
 	}
-	for !st.Validation.Passed && len(st.FixRounds) < r.e.cfg.MaxFixRounds {
+	// A check that failed only because the sandbox lacks a program (gcc for cgo, pytest…)
+	// is not the file's fault: no model can fix it, so no fix round is spent on it.
+	for !st.Validation.Passed && !environmental(st.Validation) && len(st.FixRounds) < r.e.cfg.MaxFixRounds {
 		round, err := r.fixRound(ctx, st, st.Phase, int32(len(st.FixRounds))+1)
 		if err != nil {
 			return err
@@ -484,6 +486,8 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 	}
 	if ok {
 		r.b.FilesValidated++
+	} else if environmental(st.Validation) {
+		why = fmt.Sprintf("%s cannot be checked in this sandbox: %s", st.Path, environmentText(st.Validation.Diagnostics))
 	} else {
 		why = fmt.Sprintf("%s still fails validation after %d fix rounds: %s", st.Path, len(st.FixRounds), summarize(st.Validation.Diagnostics))
 	}
@@ -696,7 +700,10 @@ func (r *run) validateStep(ctx context.Context, st *store.Step) error {
 		}
 	}
 	why := ""
-	if !v.Passed {
+	switch {
+	case environmental(v):
+		why = "validation could not run in this sandbox: " + environmentText(v.Diagnostics)
+	case !v.Passed:
 		why = "validation failed: " + summarize(v.Diagnostics)
 	}
 	return r.finish(ctx, st, v.Passed, why)
@@ -882,6 +889,36 @@ func countStatus(fs []*builderv1.BuildFile, s builderv1.BuildFileStatus) int {
 }
 
 // summarize is the first error diagnostics in one line.
+// ruleEnvironment is the rule the sandbox's validation gives a diagnostic that says the
+// sandbox lacks a program a check needs: the environment's limitation, not the code's error.
+const ruleEnvironment = "environment"
+
+// environmental says whether v failed only for the environment: no error diagnostic, and
+// at least one of the environment's.
+func environmental(v *builderv1.ValidationResult) bool {
+	if v.GetPassed() {
+		return false
+	}
+	env := false
+	for _, d := range v.GetDiagnostics() {
+		if d.Severity >= typev1.Severity_SEVERITY_ERROR {
+			return false
+		}
+		env = env || d.Rule == ruleEnvironment
+	}
+	return env
+}
+
+// environmentText is the first environment diagnostic's message.
+func environmentText(ds []*typev1.Diagnostic) string {
+	for _, d := range ds {
+		if d.Rule == ruleEnvironment {
+			return firstLine(d.Message)
+		}
+	}
+	return ""
+}
+
 func summarize(ds []*typev1.Diagnostic) string {
 	var parts []string
 	n := 0
