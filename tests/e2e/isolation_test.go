@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/thefold/thefold/pkg/fakellm"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 )
@@ -231,5 +234,41 @@ func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
 	}
 	if left := sandboxContainers(t, id); len(left) != 0 {
 		t.Fatalf("containers left after DestroySandbox: %v", left)
+	}
+}
+
+// The backend policy through the mesh, as a member and the admin call CreateSandbox over
+// gRPC: nobody gets the unisolated local backend on a stack that does not offer it (a
+// member is refused whatever the stack offers), a member may not step down from the
+// default, and a Python sandbox that names no backend gets an isolating one.
+func TestSandboxBackendPolicyThroughTheMesh(t *testing.T) {
+	_, email := newUser(t, "sandbox-member")
+	access, _ := login(t, email, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	member, admin := bearer(ctx, access), authed(ctx)
+	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))
+
+	_, err := sb.CreateSandbox(member, &sandboxv1.CreateSandboxRequest{Backend: sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), "THEFOLD_SANDBOX_ALLOW_LOCAL") {
+		t.Fatalf("a member asking for local: %v", err)
+	}
+	_, err = sb.CreateSandbox(admin, &sandboxv1.CreateSandboxRequest{Backend: sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "THEFOLD_SANDBOX_ALLOW_LOCAL") {
+		t.Fatalf("the admin asking for local where it is off: %v", err)
+	}
+	created, err := sb.CreateSandbox(member, &sandboxv1.CreateSandboxRequest{Language: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.DestroySandbox(context.WithoutCancel(member), &sandboxv1.DestroySandboxRequest{Id: created.Sandbox.Id})
+	if b := created.Sandbox.Backend; b == sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL || b == sandboxv1.SandboxBackend_SANDBOX_BACKEND_UNSPECIFIED {
+		t.Fatalf("a python sandbox got %s (warnings %q)", b, created.Warnings)
+	}
+	if created.Sandbox.Backend == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER {
+		_, err = sb.CreateSandbox(member, &sandboxv1.CreateSandboxRequest{Backend: sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("a member asking for bwrap under a docker default: %v", err)
+		}
 	}
 }
