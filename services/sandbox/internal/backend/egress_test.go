@@ -1,8 +1,6 @@
 package backend
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +18,8 @@ import (
 	"time"
 
 	"github.com/thefold/thefold/pkg/errs"
+
+	"github.com/thefold/thefold/services/sandbox/internal/sandboxtest"
 )
 
 // The tests in this file run Network commands in a bwrap sandbox, with a package source
@@ -232,7 +232,7 @@ func TestBwrapEgressGoModDownload(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	var zipHits atomic.Int32
-	goproxy := httptest.NewServer(moduleProxy(t, &zipHits))
+	goproxy := httptest.NewServer(sandboxtest.ModuleProxy(t, &zipHits))
 	t.Cleanup(goproxy.Close)
 	ws := t.TempDir()
 	files := map[string]string{
@@ -256,45 +256,9 @@ func TestBwrapEgressGoModDownload(t *testing.T) {
 	// Offline now (GOPROXY=off), from the module cache the download filled.
 	res, err = b.Run(context.Background(), ws, Spec{Argv: []string{"go", "run", "."}, Env: map[string]string{"GOFLAGS": "-mod=mod", "GOSUMDB": "off"},
 		Timeout: 2 * time.Minute}, Limits{})
-	if err != nil || res.ExitCode != 0 || string(res.Stderr) != "hello from a downloaded module\n" {
+	if err != nil || res.ExitCode != 0 || string(res.Stderr) != sandboxtest.ModuleOutput+"\n" {
 		t.Fatalf("go run: %v %+v\n%s", err, res, res.Stderr)
 	}
-}
-
-// moduleProxy serves example.test/dep v1.0.0 as a GOPROXY does.
-func moduleProxy(t *testing.T, zipHits *atomic.Int32) http.Handler {
-	t.Helper()
-	const mod = "module example.test/dep\n\ngo 1.22\n"
-	var zb bytes.Buffer
-	zw := zip.NewWriter(&zb)
-	for name, content := range map[string]string{
-		"go.mod": mod,
-		"dep.go": "package dep\n\nfunc Hello() string { return \"hello from a downloaded module\" }\n",
-	} {
-		w, err := zw.Create("example.test/dep@v1.0.0/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(content))
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/example.test/dep/@v/list":
-			fmt.Fprintln(w, "v1.0.0")
-		case "/example.test/dep/@v/v1.0.0.info", "/example.test/dep/@latest":
-			fmt.Fprint(w, `{"Version":"v1.0.0","Time":"2024-01-01T00:00:00Z"}`)
-		case "/example.test/dep/@v/v1.0.0.mod":
-			fmt.Fprint(w, mod)
-		case "/example.test/dep/@v/v1.0.0.zip":
-			zipHits.Add(1)
-			w.Write(zb.Bytes())
-		default:
-			http.NotFound(w, r)
-		}
-	})
 }
 
 // The local backend cannot block the network, but it points HTTP clients at the same proxy.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -108,33 +107,7 @@ func (e *env) run(t *testing.T, id string, argv ...string) (*result, error) {
 
 func (e *env) runReq(t *testing.T, req *sandboxv1.RunCommandRequest) (*result, error) {
 	t.Helper()
-	stream, err := e.client.RunCommand(e.alice, req)
-	if err != nil {
-		return nil, err
-	}
-	out := &result{}
-	for {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			if out.res == nil {
-				t.Fatalf("the stream ended without a result")
-			}
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch ev := m.Event.(type) {
-		case *sandboxv1.RunCommandResponse_Output:
-			if ev.Output.Stream == sandboxv1.OutputStream_OUTPUT_STREAM_STDERR {
-				out.stderr += string(ev.Output.Data)
-			} else {
-				out.stdout += string(ev.Output.Data)
-			}
-		case *sandboxv1.RunCommandResponse_Result:
-			out.res = ev.Result
-		}
-	}
+	return runIn(e.alice, e.client, req)
 }
 
 // wantCode fails unless err is a status with code whose message contains every part.

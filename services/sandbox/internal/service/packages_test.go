@@ -1,10 +1,7 @@
 package service_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -16,6 +13,7 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
 	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
+	"github.com/thefold/thefold/services/sandbox/internal/sandboxtest"
 	"github.com/thefold/thefold/services/sandbox/internal/service"
 )
 
@@ -25,7 +23,7 @@ import (
 // service's own port or another host, directly or through the proxy.
 func TestPackagesNetworkReachesOnlyTheSource(t *testing.T) {
 	var zipHits atomic.Int32
-	goproxy := httptest.NewServer(fakeModuleProxy(t, &zipHits))
+	goproxy := httptest.NewServer(sandboxtest.ModuleProxy(t, &zipHits))
 	defer goproxy.Close()
 	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
 		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
@@ -46,7 +44,7 @@ func TestPackagesNetworkReachesOnlyTheSource(t *testing.T) {
 			if zipHits.Load() != before+1 {
 				t.Fatalf("the module zip was fetched %d times", zipHits.Load()-before)
 			}
-			if out := pe.run("go", "run", "."); !strings.Contains(out, "hello from a downloaded module") {
+			if out := pe.run("go", "run", "."); !strings.Contains(out, sandboxtest.ModuleOutput) {
 				t.Fatalf("offline build after the install: %s", out)
 			}
 
@@ -104,40 +102,4 @@ func pythonFetchProbe(urls []string) string {
 		fmt.Fprintf(&b, "try:\n    urllib.request.urlopen(%q, timeout=5).read()\n    print('FETCHED', %q)\nexcept Exception as e:\n    print('fetch-blocked', %q, e)\n", u, u, u)
 	}
 	return b.String()
-}
-
-// fakeModuleProxy serves example.test/dep v1.0.0 as a GOPROXY does.
-func fakeModuleProxy(t *testing.T, zipHits *atomic.Int32) http.Handler {
-	t.Helper()
-	const mod = "module example.test/dep\n\ngo 1.22\n"
-	var zb bytes.Buffer
-	zw := zip.NewWriter(&zb)
-	for name, content := range map[string]string{
-		"go.mod": mod,
-		"dep.go": "package dep\n\nfunc Hello() string { return \"hello from a downloaded module\" }\n",
-	} {
-		w, err := zw.Create("example.test/dep@v1.0.0/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(content))
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/example.test/dep/@v/list":
-			fmt.Fprintln(w, "v1.0.0")
-		case "/example.test/dep/@v/v1.0.0.info", "/example.test/dep/@latest":
-			fmt.Fprint(w, `{"Version":"v1.0.0","Time":"2024-01-01T00:00:00Z"}`)
-		case "/example.test/dep/@v/v1.0.0.mod":
-			fmt.Fprint(w, mod)
-		case "/example.test/dep/@v/v1.0.0.zip":
-			zipHits.Add(1)
-			w.Write(zb.Bytes())
-		default:
-			http.NotFound(w, r)
-		}
-	})
 }

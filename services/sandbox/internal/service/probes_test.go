@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -224,6 +226,7 @@ func (e *policyEnv) workspaceOf(t *testing.T, id string) string {
 	return ""
 }
 
+// runIn runs req and collects its stream; a stream that ends without a result is an error.
 func runIn(ctx context.Context, c sandboxv1.SandboxServiceClient, req *sandboxv1.RunCommandRequest) (*result, error) {
 	stream, err := c.RunCommand(ctx, req)
 	if err != nil {
@@ -232,10 +235,13 @@ func runIn(ctx context.Context, c sandboxv1.SandboxServiceClient, req *sandboxv1
 	out := &result{}
 	for {
 		m, err := stream.Recv()
-		if err != nil {
-			if out.res != nil {
-				return out, nil
+		if err == io.EOF {
+			if out.res == nil {
+				return nil, errors.New("the stream ended without a result")
 			}
+			return out, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 		switch ev := m.Event.(type) {
