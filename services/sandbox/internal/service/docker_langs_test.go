@@ -25,7 +25,7 @@ import (
 func startLangServer(t *testing.T) *env {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	d, err := docker.New(t.Context(), docker.WithLogger(quiet))
+	d, err := docker.New(t.Context(), docker.WithLogger(quiet), docker.WithNanoCPUs(2e9))
 	if err != nil {
 		t.Skip("no docker engine answers: " + err.Error())
 	}

@@ -21,7 +21,9 @@ var (
 func TestMain(m *testing.M) {
 	// A fresh machine builds the image here (a minute or two); an up-to-date one is kept.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	d, err := New(ctx)
+	// Two CPUs instead of the half a sandbox gets by default: these tests check behaviour,
+	// not the CPU share, and their cold Go builds take minutes in half a CPU.
+	d, err := New(ctx, WithNanoCPUs(2e9))
 	switch {
 	case err != nil:
 		skipReason = "no docker engine answers: " + err.Error()
