@@ -141,10 +141,8 @@ func (s *Stack) env(svc string) []string {
 // Start launches every service that is not running as its own process (in its own session, so it outlives the
 // launcher), logging to logs/<service>.log and recording its pid in run/<service>.pid.
 func (s *Stack) Start() error {
-	for _, d := range []string{"logs", "run"} {
-		if err := os.MkdirAll(filepath.Join(s.DataDir, d), 0o755); err != nil {
-			return err
-		}
+	if err := s.privateDirs(); err != nil {
+		return err
 	}
 	started := false
 	defer func() {
@@ -168,7 +166,7 @@ func (s *Stack) Start() error {
 
 // startOne starts svc and records its pid; the caller waits for (reaps) the process.
 func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
-	logf, err := os.OpenFile(s.LogPath(svc), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := openLog(s.LogPath(svc))
 	if err != nil {
 		return nil, err
 	}
@@ -390,4 +388,34 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// privateDirs makes the data directory and its logs and run directories readable by this
+// user only (0700), also where an earlier version made them 0755: logs hold what services
+// say about their users, and nobody else on the host has business there.
+func (s *Stack) privateDirs() error {
+	for _, d := range []string{"", "logs", "run"} {
+		p := filepath.Join(s.DataDir, d)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openLog opens a log file for appending, readable by this user only (0600), also where an
+// earlier version created it 0644.
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -89,10 +89,10 @@ func (s *Stack) StartSupervisor() error {
 	if err := s.Save(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(s.DataDir, "logs"), 0o755); err != nil {
+	if err := s.privateDirs(); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(s.SupervisorLogPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := openLog(s.SupervisorLogPath())
 	if err != nil {
 		return err
 	}
@@ -118,10 +118,8 @@ func (s *Stack) StartSupervisor() error {
 // (SIGHUP) starts what is down at once. When ctx ends, Supervise returns and leaves the
 // services running: `thefold down` stops the supervisor first, then them.
 func (s *Stack) Supervise(ctx context.Context, log *slog.Logger, wake <-chan os.Signal) error {
-	for _, d := range []string{"logs", "run"} {
-		if err := os.MkdirAll(filepath.Join(s.DataDir, d), 0o755); err != nil {
-			return err
-		}
+	if err := s.privateDirs(); err != nil {
+		return err
 	}
 	w := &waker{ch: make(chan struct{})}
 	go func() {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ func mailedCode(t *testing.T, email string, skip int) string {
 				continue
 			}
 			if seen++; seen > skip {
-				if c := codePattern.FindStringSubmatch(m.Subject); c != nil {
+				if c := codePattern.FindStringSubmatch(m.Text); c != nil {
 					return c[1]
 				}
 			}
@@ -478,5 +479,51 @@ func TestLoginLockout(t *testing.T) {
 	member, _ := login(t, peer, 0)
 	if code, _ := rest(t, "GET", "/v1/users:login-report", member, nil); code != http.StatusForbidden {
 		t.Errorf("member's login report = %d, want 403", code)
+	}
+}
+
+// A login code is in the mail sink (the development path) and nowhere else: no log line of
+// any service holds it, and the logs and the data directory are the operator's alone.
+func TestLoginCodeStaysOutOfTheLogs(t *testing.T) {
+	_, email := newUser(t, "logs")
+	if code, body := rest(t, "POST", "/v1/auth/login-code", "", map[string]any{"email": email}); code != http.StatusOK {
+		t.Fatalf("request code = %d %v", code, body)
+	}
+	c := mailedCode(t, email, 0)
+	if code, body := rest(t, "POST", "/v1/auth/login-code:verify", "", map[string]any{"email": email, "code": c}); code != http.StatusOK {
+		t.Fatalf("verify code = %d %v", code, body)
+	}
+	// This stack logs at warn; the mailer's own test checks every level
+	// (TestLogMailerSink). The subject in the sink is checked here too.
+	logs, err := filepath.Glob(filepath.Join(mesh.DataDir, "logs", "*.log"))
+	if err != nil || len(logs) < 9 {
+		t.Fatalf("the stack's logs: %v %v", logs, err)
+	}
+	for _, p := range logs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), c) {
+			t.Errorf("%s holds the login code", filepath.Base(p))
+		}
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600 (%v)", filepath.Base(p), fi.Mode().Perm(), err)
+		}
+	}
+	for _, d := range []string{mesh.DataDir, filepath.Join(mesh.DataDir, "logs")} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v, want 0700 (%v)", d, fi.Mode().Perm(), err)
+		}
+	}
+	msgs, err := os.ReadFile(mesh.MailSinkPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(msgs), "\n") {
+		var m struct{ To, Subject string }
+		if json.Unmarshal([]byte(line), &m) == nil && strings.EqualFold(m.To, email) && strings.Contains(m.Subject, c) {
+			t.Errorf("the mail's subject holds the code: %q", m.Subject)
+		}
 	}
 }

@@ -67,7 +67,9 @@ func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLog
 	}
 	s.sendMail(ctx, u.ID, mailer.Message{
 		To:      u.Email,
-		Subject: "Your TheFold login code: " + code,
+		// The code is in the text only: subjects are shown in notifications and logged by
+		// mail servers.
+		Subject: "Your TheFold login code",
 		Text: "Your TheFold login code is " + code + ".\n\nIt works once, within " + s.cfg.CodeTTL.String() +
 			". If you did not ask for it, ignore this message.\n",
 	})

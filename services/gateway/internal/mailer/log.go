@@ -15,8 +15,10 @@ import (
 	"time"
 )
 
-// logMailer sends nothing: it logs each message, for the person running TheFold locally to
-// read the code, and appends it to an optional sink file.
+// logMailer sends nothing: it appends each message to a sink file (0600, in a 0700
+// directory) for the person running TheFold locally to read the code, and logs that it did,
+// never the message's subject or text: a login code in a log file is a login for anyone
+// who can read the logs.
 type logMailer struct {
 	log  *slog.Logger
 	sink string
@@ -41,7 +43,7 @@ func newLog(c Config, log *slog.Logger) (*logMailer, error) {
 			return nil, fmt.Errorf("mailer: sink directory: %w", err)
 		}
 	}
-	log.Warn("mailer: log mailer in use, mail is logged and not sent", "sink", c.SinkFile)
+	log.Warn("mailer: log mailer in use, mail is not sent but written to the sink", "sink", c.SinkFile)
 	return &logMailer{log: log, sink: c.SinkFile}, nil
 }
 
@@ -53,10 +55,11 @@ func (l *logMailer) Send(ctx context.Context, m Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mailer: %w", err)
 	}
-	l.log.InfoContext(ctx, "mail (log mailer: not sent)", "to", m.To, "subject", m.Subject, "text", m.Text)
 	if l.sink == "" {
+		l.log.WarnContext(ctx, "mail (log mailer: not sent, and dropped: no THEFOLD_MAIL_SINK_FILE to read it from)", "to", m.To)
 		return nil
 	}
+	l.log.InfoContext(ctx, "mail (log mailer: not sent; written to the sink)", "to", m.To, "sink", l.sink)
 	line, err := json.Marshal(sinkRecord{Time: time.Now().UTC(), To: m.To, Subject: m.Subject, Text: m.Text})
 	if err != nil {
 		return fmt.Errorf("mailer: encode sink record: %w", err)
