@@ -66,7 +66,7 @@ func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLog
 		return nil, err
 	}
 	s.sendMail(ctx, u.ID, mailer.Message{
-		To:      u.Email,
+		To: u.Email,
 		// The code is in the text only: subjects are shown in notifications and logged by
 		// mail servers.
 		Subject: "Your TheFold login code",
