@@ -201,11 +201,19 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 			err = errors.New("it was restarted")
 		}
 		if err != nil {
-			return fmt.Errorf("the sandbox container stopped or went during the command (%v); the workspace keeps its files from before the command: %w", err, errs.ErrUnavailable)
+			return fmt.Errorf("%w (%v); the workspace keeps its files from before the command: %w", errContainerStopped, err, errs.ErrUnavailable)
 		}
 		return nil
 	}
 	if err := syncOut(ws, out.Content, same); err != nil {
+		if errors.Is(err, errContainerStopped) {
+			// The command ended with its container (a memory hog whose OOM kill took the
+			// container's init, say): its result stands, its changes are lost, and the
+			// next command restarts the container.
+			res.Warnings = append(res.Warnings, "the sandbox container stopped during the command: its changes to the workspace are lost; the next command restarts the container")
+			res.Duration = time.Since(start)
+			return res, nil
+		}
 		if errors.Is(err, errs.ErrUnavailable) {
 			return res, err
 		}
@@ -214,6 +222,10 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 	res.Duration = time.Since(start)
 	return res, nil
 }
+
+// errContainerStopped is the copy-out's refusal when the container the command ran in
+// stopped or restarted meanwhile.
+var errContainerStopped = errors.New("the sandbox container stopped or went during the command")
 
 // startedAt is when the running container id last started: it changes with a restart, and
 // a container that is not running has none (an error).

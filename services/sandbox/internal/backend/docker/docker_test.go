@@ -6,9 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -198,5 +200,38 @@ func TestDestroyRemovesTheContainer(t *testing.T) {
 	}
 	if _, err := d.cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{}); err == nil {
 		t.Error("container still there after Destroy")
+	}
+}
+
+// A container that stops during a command (killed here through the engine, as an OOM kill
+// of its init would) ends the command with a result and a warning; the host workspace keeps
+// its files (an empty copy-out must not delete them), and the next command runs again.
+func TestContainerStoppedDuringACommand(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{"keep.txt": "kept"})
+	run(t, d, ws, backend.Spec{Argv: []string{"true"}}, backend.Limits{})
+	b, err := d.box(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	id := b.id
+	b.mu.Unlock()
+	go func() {
+		time.Sleep(2 * time.Second)
+		_, _ = d.cli.ContainerKill(context.Background(), id, client.ContainerKillOptions{Signal: "SIGKILL"})
+	}()
+	res, err := d.Run(context.Background(), ws, backend.Spec{Argv: sh(`echo > new.txt; sleep 30`), Timeout: time.Minute}, backend.Limits{})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.ExitCode == 0 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "stopped during the command") }) {
+		t.Fatalf("result %+v", res)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "kept" {
+		t.Fatalf("the host workspace lost keep.txt: %q %v", b, err)
+	}
+	if res := run(t, d, ws, backend.Spec{Argv: []string{"cat", "keep.txt"}}, backend.Limits{}); string(res.Stdout) != "kept" {
+		t.Fatalf("the next command: %+v", res)
 	}
 }
