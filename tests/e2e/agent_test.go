@@ -682,7 +682,7 @@ func TestAgentDemoTask(t *testing.T) {
 		t.Fatalf("commit: %d %v", code, body)
 	}
 	_, jobID := startJob(t, repo, "Add a health endpoint", "")
-	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	job := waitJob(t, jobID, 5*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
 		t.Fatalf("approve: %d %v", code, body)
 	}
