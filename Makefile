@@ -81,7 +81,7 @@ test-make:
 
 test-e2e:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go test -count=1 -timeout 15m -bench GetTask -benchtime 1000x ./...
+	@cd tests/e2e && go test -count=1 -timeout 30m -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs.
 test: setup test-make check-generate lint test-unit test-e2e
