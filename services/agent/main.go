@@ -71,10 +71,12 @@ type agentConfig struct {
 	CallTimeout time.Duration `env:"THEFOLD_AGENT_CALL_TIMEOUT, default=10m"`
 	// ContextTokens is the token budget of a job's relevant files.
 	ContextTokens int `env:"THEFOLD_AGENT_CONTEXT_TOKENS, default=30000"`
-	// MaxWatches bounds concurrent WatchJob streams; WatchHeartbeat is how long one stays
-	// silent before a heartbeat.
-	MaxWatches     int           `env:"THEFOLD_AGENT_MAX_WATCHES, default=1024"`
-	WatchHeartbeat time.Duration `env:"THEFOLD_AGENT_WATCH_HEARTBEAT, default=15s"`
+	// MaxWatches bounds concurrent WatchJob streams, MaxWatchesPerUser those of one user
+	// (so one cannot take every slot); WatchHeartbeat is how long one stays silent before
+	// a heartbeat.
+	MaxWatches        int           `env:"THEFOLD_AGENT_MAX_WATCHES, default=1024"`
+	MaxWatchesPerUser int           `env:"THEFOLD_AGENT_MAX_WATCHES_PER_USER, default=32"`
+	WatchHeartbeat    time.Duration `env:"THEFOLD_AGENT_WATCH_HEARTBEAT, default=15s"`
 	// Breakers override the circuit breakers' rules: "service=failures/open,…", e.g.
 	// "ai=5/60s,sandbox=3/30s" (defaults: ai, builder, github, memory, tasks, skills 5/60s;
 	// sandbox 3/30s).
@@ -98,6 +100,7 @@ func (c *agentConfig) Validate() error {
 	positive("THEFOLD_AGENT_MAX_COST_MICROS", c.MaxCostMicros)
 	positive("THEFOLD_AGENT_CONTEXT_TOKENS", int64(c.ContextTokens))
 	positive("THEFOLD_AGENT_MAX_WATCHES", int64(c.MaxWatches))
+	positive("THEFOLD_AGENT_MAX_WATCHES_PER_USER", int64(c.MaxWatchesPerUser))
 	if _, err := breaker.ParseConfigs(c.Breakers, breaker.Defaults); err != nil {
 		problems = append(problems, fmt.Errorf("THEFOLD_AGENT_BREAKERS: %w", err))
 	}
@@ -254,7 +257,7 @@ func agentService() platform.Service {
 
 			svc := service.New(st, service.Options{
 				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
-				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, Log: d.Logger, Stopper: eng, Queue: queue{client},
+				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: queue{client},
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 			})
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)

@@ -48,10 +48,12 @@ type builderConfig struct {
 	// CallTimeout bounds one model call; ValidateTimeout one validation or command.
 	CallTimeout     time.Duration `env:"THEFOLD_BUILDER_CALL_TIMEOUT, default=10m"`
 	ValidateTimeout time.Duration `env:"THEFOLD_BUILDER_VALIDATE_TIMEOUT, default=15m"`
-	// MaxWatches bounds concurrent WatchBuild streams; WatchHeartbeat is how long one stays
-	// silent before a heartbeat.
-	MaxWatches     int           `env:"THEFOLD_BUILDER_MAX_WATCHES, default=1024"`
-	WatchHeartbeat time.Duration `env:"THEFOLD_BUILDER_WATCH_HEARTBEAT, default=15s"`
+	// MaxWatches bounds concurrent WatchBuild streams, MaxWatchesPerUser those of one user
+	// (so one cannot take every slot); WatchHeartbeat is how long one stays silent before
+	// a heartbeat.
+	MaxWatches        int           `env:"THEFOLD_BUILDER_MAX_WATCHES, default=1024"`
+	MaxWatchesPerUser int           `env:"THEFOLD_BUILDER_MAX_WATCHES_PER_USER, default=32"`
+	WatchHeartbeat    time.Duration `env:"THEFOLD_BUILDER_WATCH_HEARTBEAT, default=15s"`
 	// Events is how long build events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
 }
@@ -67,6 +69,7 @@ func (c *builderConfig) Validate() error {
 	positive("THEFOLD_BUILDER_MAX_BUILDS", c.MaxBuilds)
 	positive("THEFOLD_BUILDER_CONTEXT_BUDGET", c.ContextBudget)
 	positive("THEFOLD_BUILDER_MAX_WATCHES", c.MaxWatches)
+	positive("THEFOLD_BUILDER_MAX_WATCHES_PER_USER", c.MaxWatchesPerUser)
 	if c.MaxFixRounds < 0 || c.MaxIterations < 0 {
 		problems = append(problems, errors.New("THEFOLD_BUILDER_MAX_FIX_ROUNDS, THEFOLD_BUILDER_MAX_ITERATIONS: must not be negative"))
 	}
@@ -202,7 +205,7 @@ func builderService() platform.Service {
 				return reap(ctx, st, client, cfg.LeaseExpiry, d)
 			})
 
-			svc := service.New(st, queue{client}, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, d.Logger)
+			svc := service.New(st, queue{client}, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, cfg.MaxWatchesPerUser, d.Logger)
 			builderv1.RegisterBuilderServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

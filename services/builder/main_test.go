@@ -10,16 +10,17 @@ import (
 
 func TestConfigRefusesSettingsThatStopEveryBuild(t *testing.T) {
 	good := builderConfig{MaxBuilds: 4, LeaseExpiry: 15 * time.Second, ContextBudget: 60000, MaxFixRounds: 3, MaxIterations: 3,
-		MaxWatches: 10, WatchHeartbeat: time.Second, CallTimeout: time.Minute, ValidateTimeout: time.Minute, Events: events.RetentionConfig{Every: time.Minute, MaxAge: time.Hour}}
+		MaxWatches: 10, MaxWatchesPerUser: 2, WatchHeartbeat: time.Second, CallTimeout: time.Minute, ValidateTimeout: time.Minute, Events: events.RetentionConfig{Every: time.Minute, MaxAge: time.Hour}}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config: %v", err)
 	}
 	for name, c := range map[string]func(*builderConfig){
-		"THEFOLD_BUILDER_MAX_BUILDS":      func(c *builderConfig) { c.MaxBuilds = 0 },
-		"THEFOLD_BUILDER_LEASE_EXPIRY":    func(c *builderConfig) { c.LeaseExpiry = time.Second },
-		"THEFOLD_BUILDER_CONTEXT_BUDGET":  func(c *builderConfig) { c.ContextBudget = -1 },
-		"THEFOLD_BUILDER_MAX_FIX_ROUNDS":  func(c *builderConfig) { c.MaxFixRounds = -1 },
-		"THEFOLD_BUILDER_WATCH_HEARTBEAT": func(c *builderConfig) { c.WatchHeartbeat = 0 },
+		"THEFOLD_BUILDER_MAX_BUILDS":           func(c *builderConfig) { c.MaxBuilds = 0 },
+		"THEFOLD_BUILDER_LEASE_EXPIRY":         func(c *builderConfig) { c.LeaseExpiry = time.Second },
+		"THEFOLD_BUILDER_CONTEXT_BUDGET":       func(c *builderConfig) { c.ContextBudget = -1 },
+		"THEFOLD_BUILDER_MAX_FIX_ROUNDS":       func(c *builderConfig) { c.MaxFixRounds = -1 },
+		"THEFOLD_BUILDER_WATCH_HEARTBEAT":      func(c *builderConfig) { c.WatchHeartbeat = 0 },
+		"THEFOLD_BUILDER_MAX_WATCHES_PER_USER": func(c *builderConfig) { c.MaxWatchesPerUser = 0 },
 	} {
 		bad := good
 		c(&bad)

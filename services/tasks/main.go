@@ -28,6 +28,9 @@ type tasksConfig struct {
 	// session (events.Hub) and read through the pool, so the bound is about goroutines and
 	// read load, not sessions.
 	MaxWatches int `env:"THEFOLD_TASKS_MAX_WATCHES, default=1024"`
+	// MaxWatchesPerUser bounds the WatchTasks streams of one user, so one cannot take
+	// every slot.
+	MaxWatchesPerUser int `env:"THEFOLD_TASKS_MAX_WATCHES_PER_USER, default=32"`
 	// WatchHeartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	WatchHeartbeat time.Duration `env:"THEFOLD_TASKS_WATCH_HEARTBEAT, default=15s"`
 	// OrderTimeout bounds one ai PlanTaskOrder call (a model ordering hundreds of tasks).
@@ -41,6 +44,9 @@ func (c *tasksConfig) Validate() error {
 	var problems []error
 	if c.MaxWatches <= 0 {
 		problems = append(problems, errors.New("THEFOLD_TASKS_MAX_WATCHES: must be positive"))
+	}
+	if c.MaxWatchesPerUser <= 0 {
+		problems = append(problems, errors.New("THEFOLD_TASKS_MAX_WATCHES_PER_USER: must be positive"))
 	}
 	if c.WatchHeartbeat <= 0 {
 		problems = append(problems, errors.New("THEFOLD_TASKS_WATCH_HEARTBEAT: must be positive"))
@@ -69,7 +75,7 @@ func tasksService() platform.Service {
 				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
 			})
 			opts := []service.Option{
-				service.WithMaxWatches(cfg.MaxWatches), service.WithHeartbeat(cfg.WatchHeartbeat),
+				service.WithMaxWatches(cfg.MaxWatches), service.WithMaxWatchesPerUser(cfg.MaxWatchesPerUser), service.WithHeartbeat(cfg.WatchHeartbeat),
 				service.WithOrderTimeout(cfg.OrderTimeout), service.WithLogger(d.Logger),
 			}
 			// PlanTaskOrder calls the ai service. An address set empty on purpose runs tasks

@@ -72,6 +72,10 @@ type Options struct {
 	Sandbox    sandboxv1.SandboxServiceClient
 	Builder    builderv1.BuilderServiceClient
 	Memory     memoryv1.MemoryServiceClient
+
+	// MaxWatchesPerUser bounds the WatchJob streams one caller holds (auth.CallerKey), so
+	// one user cannot take every slot; <= 0 leaves only MaxWatches.
+	MaxWatchesPerUser int
 }
 
 // Server implements AgentService and ReviewService.
@@ -89,7 +93,7 @@ func New(st *store.Store, o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{store: st, o: o, watches: events.NewWatches(max(o.MaxWatches, 1), "job watches"), log: log}
+	return &Server{store: st, o: o, watches: events.NewWatches(max(o.MaxWatches, 1), "job watches", events.PerCaller(o.MaxWatchesPerUser)), log: log}
 }
 
 // Reviews is the ReviewService side of the server.
@@ -581,7 +585,7 @@ func (s *Server) WatchJob(req *agentv1.WatchJobRequest, stream grpc.ServerStream
 			return err
 		}
 	}
-	leave, err := s.watches.Enter()
+	leave, err := s.watches.Enter(ctx)
 	if err != nil {
 		return err
 	}

@@ -62,12 +62,13 @@ type Server struct {
 	log       *slog.Logger
 }
 
-// New returns a Server.
-func New(st *store.Store, q Queue, c Canceller, sb sandboxv1.SandboxServiceClient, heartbeat time.Duration, maxWatches int, log *slog.Logger) *Server {
+// New returns a Server. maxWatches bounds concurrent WatchBuild streams, maxWatchesPerUser
+// those of one caller (auth.CallerKey; <= 0 leaves only maxWatches).
+func New(st *store.Store, q Queue, c Canceller, sb sandboxv1.SandboxServiceClient, heartbeat time.Duration, maxWatches, maxWatchesPerUser int, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{store: st, queue: q, cancel: c, sandbox: sb, heartbeat: heartbeat, watches: events.NewWatches(maxWatches, "build watches"), log: log}
+	return &Server{store: st, queue: q, cancel: c, sandbox: sb, heartbeat: heartbeat, watches: events.NewWatches(maxWatches, "build watches", events.PerCaller(maxWatchesPerUser)), log: log}
 }
 
 var _ builderv1.BuilderServiceServer = (*Server)(nil)
@@ -385,7 +386,7 @@ func (s *Server) WatchBuild(req *builderv1.WatchBuildRequest, stream grpc.Server
 			return err
 		}
 	}
-	leave, err := s.watches.Enter()
+	leave, err := s.watches.Enter(ctx)
 	if err != nil {
 		return err
 	}

@@ -163,7 +163,7 @@ func start(t *testing.T) *env {
 	t.Cleanup(func() { stopHub(); <-hubDone })
 	st := store.New(pool, hub)
 	q, c := &queue{}, &canceller{}
-	srv := service.New(st, q, c, startSandbox(t, workspace), time.Hour, 8, nil)
+	srv := service.New(st, q, c, startSandbox(t, workspace), time.Hour, 8, 4, nil)
 	e := grpctest.Start(t, func(s *grpc.Server) { builderv1.RegisterBuilderServiceServer(s, srv) })
 	return &env{
 		client: builderv1.NewBuilderServiceClient(e.Conn),

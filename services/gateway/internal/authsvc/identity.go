@@ -49,7 +49,7 @@ func (s *IdentityServer) WatchRevocations(req *gatewayv1.WatchRevocationsRequest
 	if req.GetAfterId() < 0 {
 		return errs.Invalid("after_id", "must not be negative")
 	}
-	leave, err := s.watches.Enter()
+	leave, err := s.watches.Enter(ctx)
 	if err != nil {
 		return err
 	}

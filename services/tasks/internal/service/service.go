@@ -30,8 +30,12 @@ import (
 	"github.com/thefold/thefold/services/tasks/internal/store"
 )
 
-// DefaultMaxWatches bounds concurrent WatchTasks streams when no limit is given.
-const DefaultMaxWatches = 1024
+// DefaultMaxWatches bounds concurrent WatchTasks streams when no limit is given;
+// DefaultMaxWatchesPerUser those of one caller.
+const (
+	DefaultMaxWatches        = 1024
+	DefaultMaxWatchesPerUser = 32
+)
 
 // Server implements tasksv1.TaskServiceServer.
 type Server struct {
@@ -41,6 +45,8 @@ type Server struct {
 	// session (events.Hub) but each reads through the pool when woken; the bound keeps a
 	// flood of streams from starving the other RPCs of connections.
 	watches *events.Watches
+	// maxWatches and maxWatchesPerUser are the bounds watches is made with.
+	maxWatches, maxWatchesPerUser int
 	// heartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	heartbeat time.Duration
 	// ai orders tasks (PlanTaskOrder); nil when no ai service is configured.
@@ -61,7 +67,18 @@ type Option func(*Server)
 func WithMaxWatches(n int) Option {
 	return func(s *Server) {
 		if n > 0 {
-			s.watches = events.NewWatches(n, "task watches")
+			s.maxWatches = n
+		}
+	}
+}
+
+// WithMaxWatchesPerUser bounds the WatchTasks streams one caller (auth.CallerKey) holds
+// at once, so one user cannot take every slot; one more is refused with ResourceExhausted.
+// n <= 0 keeps DefaultMaxWatchesPerUser.
+func WithMaxWatchesPerUser(n int) Option {
+	return func(s *Server) {
+		if n > 0 {
+			s.maxWatchesPerUser = n
 		}
 	}
 }
@@ -93,12 +110,13 @@ func WithLogger(l *slog.Logger) Option {
 // New returns a Server backed by st.
 func New(st *store.Store, opts ...Option) *Server {
 	s := &Server{
-		store: st, watches: events.NewWatches(DefaultMaxWatches, "task watches"), heartbeat: DefaultHeartbeat,
+		store: st, maxWatches: DefaultMaxWatches, maxWatchesPerUser: DefaultMaxWatchesPerUser, heartbeat: DefaultHeartbeat,
 		orderTimeout: DefaultOrderTimeout, log: slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.watches = events.NewWatches(s.maxWatches, "task watches", events.PerCaller(s.maxWatchesPerUser))
 	return s
 }
 
@@ -586,7 +604,7 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
-	leave, err := s.watches.Enter()
+	leave, err := s.watches.Enter(ctx)
 	if err != nil {
 		return err
 	}

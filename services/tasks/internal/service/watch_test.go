@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
@@ -233,6 +234,28 @@ func TestWatchTasksLimit(t *testing.T) {
 			t.Fatal("the watch limit was not released after the stream ended")
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition under a deadline
+	}
+}
+
+// TestWatchTasksPerUserLimit: a user holding all of their watch slots is refused with
+// RetryInfo while another user still watches.
+func TestWatchTasksPerUserLimit(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.WithMaxWatches(10), service.WithMaxWatchesPerUser(2))
+	c := e.client
+	for range 2 {
+		s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{})
+		if _, err := s.Recv(); err != nil { // the first heartbeat: the slot is held
+			t.Fatalf("alice within her share: %v", err)
+		}
+	}
+	err := watchErr(e.alice, c, &tasksv1.WatchTasksRequest{})
+	grpctest.WantCode(t, err, codes.ResourceExhausted, "too many task watches for one caller (2)")
+	if d, ok := errs.RetryAfter(err); !ok || d <= 0 {
+		t.Errorf("no RetryInfo in the refusal: %v %v", d, ok)
+	}
+	if _, err := watch(t, e.bob, c, &tasksv1.WatchTasksRequest{}).Recv(); err != nil {
+		t.Fatalf("bob refused while alice holds her share: %v", err)
 	}
 }
 
