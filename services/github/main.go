@@ -10,6 +10,7 @@ import (
 	"github.com/thefold/thefold/pkg/config"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/pkg/seal"
 
 	"github.com/thefold/thefold/services/github/internal/hub"
 	"github.com/thefold/thefold/services/github/internal/local"
@@ -37,8 +38,21 @@ func githubService() platform.Service {
 				return err
 			}
 			opts := []service.Option{service.WithProvider(lp), service.WithLogger(d.Logger)}
-			if cfg.Token != "" {
-				hp, err := hub.New(hub.Config{Token: cfg.Token, BaseURL: cfg.APIURL, Logger: d.Logger})
+			if path := cfg.SecretKeyPath(); path != "" {
+				key, err := seal.LoadKeyFile(path, cfg.SecretKeyFile == "")
+				if err != nil {
+					return err
+				}
+				box, err := seal.New(key)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, service.WithSecrets(box))
+			}
+			if cfg.Token != "" || len(cfg.GitHubOwners) > 0 {
+				// No token here: every GitHub call carries the caller's own credential or,
+				// through an allow-list grant, the server's (service.authorize).
+				hp, err := hub.New(hub.Config{BaseURL: cfg.APIURL, Logger: d.Logger})
 				if err != nil {
 					return err
 				}

@@ -24,10 +24,26 @@ import (
 // ErrEmpty is returned by Resolve for a repository without commits.
 var ErrEmpty = errors.New("repository is empty")
 
-// Actor is who a write is made for: the authenticated user, and whether they are an admin.
+// Actor is who a call is made for: the authenticated user, and whether they are an admin.
+// The service has checked the actor's Role on the repository before a provider sees it.
 type Actor struct {
 	UserID string
 	Admin  bool
+}
+
+type credentialKey struct{}
+
+// WithCredential returns ctx carrying the token a provider calls its forge with for this
+// request: the caller's own GitHub token, or the server's when an allow-list grant let
+// the caller through. The service sets it after checking the caller's access.
+func WithCredential(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, credentialKey{}, token)
+}
+
+// Credential is the token WithCredential put in ctx, "" when none.
+func Credential(ctx context.Context) string {
+	t, _ := ctx.Value(credentialKey{}).(string)
+	return t
 }
 
 // Page asks for one page of a list; Cursor is the provider's own continuation ("" first).
@@ -169,4 +185,54 @@ type Provider interface {
 	CreateIssue(ctx context.Context, i NewIssue) (*githubv1.Issue, error)
 	UpdateIssue(ctx context.Context, u IssueUpdate) (*githubv1.Issue, error)
 	Comment(ctx context.Context, repo string, number int32, body string, a Actor) (*githubv1.IssueComment, error)
+}
+
+// Role is what a person may do with a repository; each includes those before it.
+type Role int
+
+// Roles, in order.
+const (
+	RoleNone Role = iota
+	RoleRead
+	RoleWrite
+	RoleAdmin
+)
+
+// String is the role's name ("read").
+func (r Role) String() string {
+	switch r {
+	case RoleRead:
+		return "read"
+	case RoleWrite:
+		return "write"
+	case RoleAdmin:
+		return "admin"
+	}
+	return "none"
+}
+
+// ParseRole reads a role's name; anything else is RoleNone.
+func ParseRole(s string) Role {
+	switch s {
+	case "read":
+		return RoleRead
+	case "write":
+		return RoleWrite
+	case "admin":
+		return RoleAdmin
+	}
+	return RoleNone
+}
+
+// Proto is the role's enum value.
+func (r Role) Proto() githubv1.RepoRole {
+	switch r {
+	case RoleRead:
+		return githubv1.RepoRole_REPO_ROLE_READ
+	case RoleWrite:
+		return githubv1.RepoRole_REPO_ROLE_WRITE
+	case RoleAdmin:
+		return githubv1.RepoRole_REPO_ROLE_ADMIN
+	}
+	return githubv1.RepoRole_REPO_ROLE_NONE
 }

@@ -37,6 +37,9 @@ func (p *Provider) mapErr(ctx context.Context, err error, subject string) error 
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if errors.Is(err, errNoCredential) {
+		return fmt.Errorf("no GitHub credential for %s: %w", subject, errs.ErrPermissionDenied)
+	}
 	if rl, ok := errors.AsType[*github.RateLimitError](err); ok {
 		p.log.WarnContext(ctx, "github rate limit exhausted", "subject", subject, "reset", rl.Rate.Reset.Time, "err", err)
 		return rateLimitErr(rl.Rate.Reset.Time)
@@ -60,7 +63,7 @@ func (p *Provider) mapErr(ctx context.Context, err error, subject string) error 
 		level(ctx, "github error", "subject", subject, "status", status, "err", err)
 		switch {
 		case status == http.StatusUnauthorized:
-			return fmt.Errorf("GitHub rejected the token; check THEFOLD_GITHUB_TOKEN: %w", errs.ErrUnavailable)
+			return fmt.Errorf("GitHub rejected the token (your own, set with SetGitHubCredential, or the server's THEFOLD_GITHUB_TOKEN): %w", errs.ErrUnavailable)
 		case status == http.StatusForbidden, status == http.StatusNotFound, status == http.StatusGone:
 			return fmt.Errorf("%s: %w", subject, errs.ErrNotFound)
 		case status == http.StatusTooManyRequests:

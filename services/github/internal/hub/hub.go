@@ -10,6 +10,7 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,7 +30,10 @@ import (
 
 // Config configures the provider.
 type Config struct {
-	// Token authenticates every call (a personal access token or an installation token).
+	// Token authenticates the calls whose context carries no credential
+	// (forge.WithCredential). The github service leaves it empty: every call it makes
+	// carries the caller's own token or, through an allow-list grant, the server's, and a
+	// call with neither is refused before any request leaves.
 	Token string
 	// BaseURL is the REST API root; "" means https://api.github.com/. Set it for GitHub
 	// Enterprise ("https://ghe.example.com/", "/api/v3/" is added) and in tests.
@@ -55,8 +59,10 @@ type Provider struct {
 	log          *slog.Logger
 	maxRetryWait time.Duration
 
+	token string // Config.Token
+
 	loginMu sync.Mutex
-	login   string // the authenticated user's login, once known
+	logins  map[[32]byte]string // the login of each token's user, once known, by SHA-256 of the token
 
 	// depsOff is set once GitHub answered 404/410 on the issue dependencies API: it is not
 	// available on this server, and every issue read would pay one more call to learn it again.
@@ -67,16 +73,19 @@ var _ forge.Provider = (*Provider)(nil)
 
 // New returns a provider for cfg.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Token == "" {
-		return nil, errors.New("hub: Token is required")
-	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = time.Minute
 		hc = &http.Client{Transport: tr}
 	}
-	gh := github.NewClient(hc).WithAuthToken(cfg.Token)
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	withAuth := *hc
+	withAuth.Transport = &credentialTransport{base: base, fallback: cfg.Token}
+	gh := github.NewClient(&withAuth)
 	if cfg.BaseURL != "" {
 		up := cfg.UploadURL
 		if up == "" {
@@ -98,7 +107,33 @@ func New(cfg Config) (*Provider, error) {
 	if wait <= 0 {
 		wait = 60 * time.Second
 	}
-	return &Provider{gh: gh, log: log, maxRetryWait: wait}, nil
+	return &Provider{gh: gh, log: log, maxRetryWait: wait, token: cfg.Token, logins: map[[32]byte]string{}}, nil
+}
+
+// errNoCredential refuses a call that names no GitHub credential.
+var errNoCredential = errors.New("hub: no GitHub credential for this call")
+
+// credentialTransport authenticates each request with the credential of its context
+// (forge.WithCredential), or the fallback; without either the request is not sent.
+type credentialTransport struct {
+	base     http.RoundTripper
+	fallback string
+}
+
+func (t *credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok := forge.Credential(r.Context())
+	if tok == "" {
+		tok = t.fallback
+	}
+	if tok == "" {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, errNoCredential
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(r)
 }
 
 // Kind is GITHUB.
@@ -113,12 +148,17 @@ func splitRepo(repo string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-// authLogin returns the login of the token's user (cached once known).
+// authLogin returns the login of the user of the call's token (cached once known).
 func (p *Provider) authLogin(ctx context.Context) (string, error) {
+	tok := forge.Credential(ctx)
+	if tok == "" {
+		tok = p.token
+	}
+	key := sha256.Sum256([]byte(tok))
 	p.loginMu.Lock()
 	defer p.loginMu.Unlock()
-	if p.login != "" {
-		return p.login, nil
+	if l, ok := p.logins[key]; ok {
+		return l, nil
 	}
 	u, _, err := read(ctx, p, func(ctx context.Context) (*github.User, *github.Response, error) {
 		return p.gh.Users.Get(ctx, "")
@@ -126,8 +166,11 @@ func (p *Provider) authLogin(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", p.mapErr(ctx, err, "the authenticated user")
 	}
-	p.login = u.GetLogin()
-	return p.login, nil
+	if len(p.logins) >= 1024 {
+		clear(p.logins)
+	}
+	p.logins[key] = u.GetLogin()
+	return u.GetLogin(), nil
 }
 
 // maxPerPage is GitHub's largest page.

@@ -3,8 +3,8 @@
 // them and sees exactly what TheFold committed), with the repository registry, pull
 // requests, issues and comments in the github schema. It needs no network.
 //
-// Access: every authenticated user reaches the public repositories; a private one is
-// reached by the user who created it and by admins, and is NOT_FOUND to anyone else.
+// Access is checked by the service (who may read, write, administer: see the repo_role
+// function of the schema); a repository the caller has no role on is NOT_FOUND here too.
 // Writes to one repository are serialised in this process; a branch moves only by
 // compare-and-swap, so a commit on a stale base is ABORTED, never a lost update.
 package local
@@ -89,13 +89,19 @@ func (p *Provider) lock(repo string) func() {
 // repo reads a repository the actor can reach.
 func (p *Provider) repo(ctx context.Context, repo string, a forge.Actor) (*store.Repo, error) {
 	owner, name, _ := strings.Cut(repo, "/")
-	r, err := p.store.GetRepo(ctx, owner, name)
+	r, role, err := p.store.RepoRole(ctx, owner, name, a.UserID)
 	if err != nil {
 		return nil, err
 	}
-	if r.Private && r.CreatedBy != a.UserID && !a.Admin {
+	if a.Admin {
+		role = int(forge.RoleAdmin)
+	}
+	// The service checked the caller's role for the call; this keeps a private repository
+	// invisible even to a caller that skipped it.
+	if role == 0 {
 		return nil, fmt.Errorf("repository %q: %w", repo, errs.ErrNotFound)
 	}
+	r.Role = role
 	return r, nil
 }
 
@@ -109,6 +115,7 @@ func (p *Provider) message(r *store.Repo) *githubv1.Repo {
 		Provider: githubv1.RepoProvider_REPO_PROVIDER_LOCAL, Private: r.Private,
 		CloneUrl: "file://" + p.Dir(r.FullName()), Description: r.Description,
 		CreateTime: timestamppb.New(r.CreateTime), UpdateTime: timestamppb.New(r.UpdateTime),
+		Permission: forge.Role(r.Role).Proto(),
 	}
 }
 

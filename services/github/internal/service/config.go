@@ -18,6 +18,14 @@ type Config struct {
 	// GitHub; LocalOwners those in the local forge. The owner "local" is always local.
 	GitHubOwners []string `env:"THEFOLD_GITHUB_OWNERS"`
 	LocalOwners  []string `env:"THEFOLD_GITHUB_LOCAL_OWNERS"`
+	// SharedOwners are local owners, besides "local", that work as shared namespaces:
+	// anyone may create a repository there and owns what they create. Every other owner
+	// segment of the local forge is a namespace someone claims (CreateNamespace).
+	SharedOwners []string `env:"THEFOLD_GITHUB_SHARED_OWNERS"`
+	// SecretKeyFile is the key (64 hex digits) that encrypts people's own GitHub tokens at
+	// rest; empty: $THEFOLD_DATA_DIR/github-secret.key, made on first start. Without either,
+	// people cannot store GitHub tokens.
+	SecretKeyFile string `env:"THEFOLD_GITHUB_SECRET_KEY_FILE"`
 	// Token authenticates to GitHub (a fine-grained or classic personal access token, or
 	// an app installation token); without it the github provider is off.
 	Token string `env:"THEFOLD_GITHUB_TOKEN" secret:"true"`
@@ -50,10 +58,10 @@ func (c *Config) Validate() error {
 	if c.Forge == "github" && c.Token == "" {
 		problems = append(problems, errors.New("THEFOLD_GITHUB_FORGE=github needs THEFOLD_GITHUB_TOKEN"))
 	}
-	if len(c.GitHubOwners) > 0 && c.Token == "" {
-		problems = append(problems, errors.New("THEFOLD_GITHUB_OWNERS needs THEFOLD_GITHUB_TOKEN"))
+	if len(c.GitHubOwners) > 0 && c.Token == "" && c.SecretKeyPath() == "" {
+		problems = append(problems, errors.New("THEFOLD_GITHUB_OWNERS needs THEFOLD_GITHUB_TOKEN, or THEFOLD_GITHUB_SECRET_KEY_FILE / THEFOLD_DATA_DIR so people can store their own GitHub tokens"))
 	}
-	for _, o := range append(slices.Clone(c.GitHubOwners), c.LocalOwners...) {
+	for _, o := range slices.Concat(c.GitHubOwners, c.LocalOwners, c.SharedOwners) {
 		if !ownerPattern.MatchString(o) {
 			problems = append(problems, fmt.Errorf("THEFOLD_GITHUB_OWNERS / THEFOLD_GITHUB_LOCAL_OWNERS: %q is not an owner name", o))
 		}
@@ -63,6 +71,11 @@ func (c *Config) Validate() error {
 			problems = append(problems, fmt.Errorf("owner %q is in both THEFOLD_GITHUB_OWNERS and THEFOLD_GITHUB_LOCAL_OWNERS (or is \"local\")", o))
 		}
 	}
+	for _, o := range c.SharedOwners {
+		if slices.Contains(c.GitHubOwners, o) {
+			problems = append(problems, fmt.Errorf("THEFOLD_GITHUB_SHARED_OWNERS: %q is a GitHub owner (THEFOLD_GITHUB_OWNERS); shared namespaces are local", o))
+		}
+	}
 	if c.TreeCache < 1 || c.IndexCache < 1 {
 		problems = append(problems, errors.New("THEFOLD_GITHUB_TREE_CACHE and THEFOLD_GITHUB_INDEX_CACHE: want at least 1"))
 	}
@@ -70,6 +83,17 @@ func (c *Config) Validate() error {
 		problems = append(problems, errors.New("THEFOLD_GITHUB_MAX_INDEX_FILE_BYTES: want at least 1"))
 	}
 	return errors.Join(problems...)
+}
+
+// SecretKeyPath is the key file that encrypts people's GitHub tokens, "" when none.
+func (c *Config) SecretKeyPath() string {
+	switch {
+	case c.SecretKeyFile != "":
+		return c.SecretKeyFile
+	case c.DataDir != "":
+		return filepath.Join(c.DataDir, "github-secret.key")
+	}
+	return ""
 }
 
 // RepoDirectory is where the local forge keeps repositories.

@@ -213,6 +213,74 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.CommentOnIssue(ctx, &githubv1.CommentOnIssueRequest{Repo: repo, Number: 9, Body: "hi"})
 			return err
 		}},
+		{"CreateNamespace", codes.InvalidArgument, "name", func(ctx context.Context) error {
+			_, err := c.CreateNamespace(ctx, &githubv1.CreateNamespaceRequest{Name: "Not A Name", Kind: githubv1.NamespaceKind_NAMESPACE_KIND_USER})
+			return err
+		}},
+		{"CreateNamespace", codes.InvalidArgument, "kind", func(ctx context.Context) error {
+			_, err := c.CreateNamespace(ctx, &githubv1.CreateNamespaceRequest{Name: "fine"})
+			return err
+		}},
+		{"CreateNamespace", codes.InvalidArgument, "name", func(ctx context.Context) error {
+			_, err := c.CreateNamespace(ctx, &githubv1.CreateNamespaceRequest{Name: "local", Kind: githubv1.NamespaceKind_NAMESPACE_KIND_ORG})
+			return err
+		}},
+		{"GetNamespace", codes.InvalidArgument, "name", func(ctx context.Context) error {
+			_, err := c.GetNamespace(ctx, &githubv1.GetNamespaceRequest{})
+			return err
+		}},
+		{"GetNamespace", codes.NotFound, "", func(ctx context.Context) error {
+			_, err := c.GetNamespace(ctx, &githubv1.GetNamespaceRequest{Name: "nobody"})
+			return err
+		}},
+		{"SetNamespaceMember", codes.InvalidArgument, "user_id", func(ctx context.Context) error {
+			_, err := c.SetNamespaceMember(ctx, &githubv1.SetNamespaceMemberRequest{Name: "acme", Role: githubv1.NamespaceRole_NAMESPACE_ROLE_MEMBER})
+			return err
+		}},
+		{"SetNamespaceMember", codes.InvalidArgument, "role", func(ctx context.Context) error {
+			_, err := c.SetNamespaceMember(ctx, &githubv1.SetNamespaceMemberRequest{Name: "acme", UserId: "bob"})
+			return err
+		}},
+		{"SetCollaborator", codes.InvalidArgument, "role", func(ctx context.Context) error {
+			_, err := c.SetCollaborator(ctx, &githubv1.SetCollaboratorRequest{Repo: repo, UserId: "bob"})
+			return err
+		}},
+		{"SetCollaborator", codes.InvalidArgument, "user_id", func(ctx context.Context) error {
+			_, err := c.SetCollaborator(ctx, &githubv1.SetCollaboratorRequest{Repo: repo, UserId: "b o b", Role: githubv1.RepoRole_REPO_ROLE_READ})
+			return err
+		}},
+		{"SetCollaborator", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.SetCollaborator(ctx, &githubv1.SetCollaboratorRequest{Repo: "no-slash", UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_READ})
+			return err
+		}},
+		{"ListCollaborators", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.ListCollaborators(ctx, &githubv1.ListCollaboratorsRequest{})
+			return err
+		}},
+		{"SetGitHubCredential", codes.InvalidArgument, "token", func(ctx context.Context) error {
+			_, err := c.SetGitHubCredential(ctx, &githubv1.SetGitHubCredentialRequest{Token: "has spaces in it"})
+			return err
+		}},
+		{"GetGitHubCredential", codes.NotFound, "", func(ctx context.Context) error {
+			_, err := c.GetGitHubCredential(ctx, &githubv1.GetGitHubCredentialRequest{})
+			return err
+		}},
+		{"DeleteGitHubCredential", codes.Unauthenticated, "", func(context.Context) error {
+			_, err := c.DeleteGitHubCredential(e.anon, &githubv1.DeleteGitHubCredentialRequest{})
+			return err
+		}},
+		{"SetGitHubGrant", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.SetGitHubGrant(ctx, &githubv1.SetGitHubGrantRequest{UserId: "bob", Repo: "octo/*/x", Role: githubv1.RepoRole_REPO_ROLE_READ})
+			return err
+		}},
+		{"SetGitHubGrant", codes.InvalidArgument, "role", func(ctx context.Context) error {
+			_, err := c.SetGitHubGrant(ctx, &githubv1.SetGitHubGrantRequest{UserId: "bob", Repo: "octo/*"})
+			return err
+		}},
+		{"ListGitHubGrants", codes.InvalidArgument, "user_id", func(ctx context.Context) error {
+			_, err := c.ListGitHubGrants(ctx, &githubv1.ListGitHubGrantsRequest{UserId: "service:agent"})
+			return err
+		}},
 	}
 	seen := map[string]bool{}
 	for _, tc := range cases {

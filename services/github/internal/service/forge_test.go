@@ -393,7 +393,10 @@ func TestRequestIDReplays(t *testing.T) {
 	if err != nil || got.GetIssue().GetCommentCount() != 1 {
 		t.Fatalf("issue after two comment calls: %v %v", got, err)
 	}
-	// Bob's key space is his own.
+	// Bob's key space is his own (once he may write to alice's repository).
+	if _, err := c.SetCollaborator(e.alice, &githubv1.SetCollaboratorRequest{Repo: repo, UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_WRITE}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.CreateIssue(e.bob, is); err != nil {
 		t.Fatal(err)
 	}

@@ -22,24 +22,24 @@ import (
 	"github.com/thefold/thefold/services/github/internal/relevance"
 )
 
-// resolve checks the caller reaches repo and returns its provider and the commit ref names.
-// An empty repository resolves to "" with empty = true.
-func (s *Server) resolve(ctx context.Context, repo, ref string) (forge.Provider, string, bool, error) {
-	p, a, err := s.target(ctx, repo)
-	if err != nil {
-		return nil, "", false, err
-	}
+// resolve checks the caller has need on repo and returns ctx with the forge credential,
+// its provider and the commit ref names. An empty repository resolves to "" with empty = true.
+func (s *Server) resolve(ctx context.Context, repo, ref string, need forge.Role) (context.Context, forge.Provider, string, bool, error) {
 	if err := checkRef("ref", ref); err != nil {
-		return nil, "", false, err
+		return ctx, nil, "", false, err
+	}
+	ctx, p, a, err := s.target(ctx, repo, need)
+	if err != nil {
+		return ctx, nil, "", false, err
 	}
 	sha, err := p.Resolve(ctx, repo, ref, a)
 	if errors.Is(err, forge.ErrEmpty) {
-		return p, "", true, nil
+		return ctx, p, "", true, nil
 	}
 	if err != nil {
-		return nil, "", false, err
+		return ctx, nil, "", false, err
 	}
-	return p, sha, false, nil
+	return ctx, p, sha, false, nil
 }
 
 // tree is a commit's whole tree, cached by commit.
@@ -71,7 +71,7 @@ func (s *Server) GetTree(ctx context.Context, req *githubv1.GetTreeRequest) (*gi
 		}
 		ref, offset = parts[0], n
 	}
-	p, sha, empty, err := s.resolve(ctx, req.GetRepo(), ref)
+	ctx, p, sha, empty, err := s.resolve(ctx, req.GetRepo(), ref, forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (s *Server) GetFiles(ctx context.Context, req *githubv1.GetFilesRequest) (*
 			return nil, err
 		}
 	}
-	p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef())
+	ctx, p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ const archiveChunk = 1 << 20
 // GetArchive streams a tar of a ref.
 func (s *Server) GetArchive(req *githubv1.GetArchiveRequest, stream grpc.ServerStreamingServer[githubv1.GetArchiveResponse]) error {
 	ctx := stream.Context()
-	p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef())
+	ctx, p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef(), forge.RoleRead)
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (s *Server) FindRelevantFiles(ctx context.Context, req *githubv1.FindReleva
 			return nil, err
 		}
 	}
-	p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef())
+	ctx, p, sha, empty, err := s.resolve(ctx, req.GetRepo(), req.GetRef(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}

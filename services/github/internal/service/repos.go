@@ -58,6 +58,12 @@ func (s *Server) ListRepos(ctx context.Context, req *githubv1.ListReposRequest) 
 	if err != nil {
 		return nil, err
 	}
+	if kind == githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
+		// Listing reaches beyond any one grant: it needs the caller's own token (or an admin).
+		if ctx, err = s.githubCredential(ctx, a, "", forge.RoleRead); err != nil {
+			return nil, err
+		}
+	}
 	repos, next, err := p.ListRepos(ctx, req.GetOwner(), a, forge.Page{Size: size, Cursor: cursor})
 	if err != nil {
 		return nil, err
@@ -71,7 +77,7 @@ func (s *Server) ListRepos(ctx context.Context, req *githubv1.ListReposRequest) 
 
 // GetRepo returns one repository.
 func (s *Server) GetRepo(ctx context.Context, req *githubv1.GetRepoRequest) (*githubv1.GetRepoResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +132,17 @@ func (s *Server) CreateRepo(ctx context.Context, req *githubv1.CreateRepoRequest
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case kind == githubv1.RepoProvider_REPO_PROVIDER_GITHUB:
+		// Creating on GitHub needs the caller's own token, or an admin grant on "owner/*".
+		if ctx, err = s.githubCredential(ctx, a, owner+"/*", forge.RoleAdmin); err != nil {
+			return nil, err
+		}
+	default:
+		if err := s.checkCreate(ctx, a, owner); err != nil {
+			return nil, err
+		}
+	}
 	r, err := p.CreateRepo(ctx, forge.NewRepo{Owner: owner, Name: name, Description: req.GetDescription(), Private: req.GetPrivate(), Actor: a})
 	if err != nil {
 		return nil, err
@@ -143,7 +160,7 @@ func (s *Server) CreateRepo(ctx context.Context, req *githubv1.CreateRepoRequest
 
 // InitRepo makes the initial commit of an empty repository.
 func (s *Server) InitRepo(ctx context.Context, req *githubv1.InitRepoRequest) (*githubv1.InitRepoResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	"github.com/thefold/thefold/pkg/seal"
 	"github.com/thefold/thefold/pkg/validate"
 
 	"github.com/thefold/thefold/services/github/internal/forge"
@@ -36,6 +37,8 @@ type Server struct {
 	providers map[githubv1.RepoProvider]forge.Provider
 	def       githubv1.RepoProvider
 
+	box *seal.Box // encrypts people's GitHub tokens; nil: they cannot store any
+
 	trees   *cache[[]*githubv1.TreeEntry]
 	indexes *cache[*relevance.Index]
 }
@@ -49,6 +52,9 @@ type Option func(*Server)
 func WithProvider(p forge.Provider) Option {
 	return func(s *Server) { s.providers[p.Kind()] = p }
 }
+
+// WithSecrets sets the box that encrypts people's GitHub tokens at rest.
+func WithSecrets(b *seal.Box) Option { return func(s *Server) { s.box = b } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }

@@ -32,7 +32,7 @@ func (s *Server) CreateBranch(ctx context.Context, req *githubv1.CreateBranchReq
 	if err := checkRef("from_ref", req.GetFromRef()); err != nil {
 		return nil, err
 	}
-	p, from, empty, err := s.resolve(ctx, req.GetRepo(), req.GetFromRef())
+	ctx, p, from, empty, err := s.resolve(ctx, req.GetRepo(), req.GetFromRef(), forge.RoleWrite)
 	if err != nil {
 		if isNotFound(err) && req.GetFromRef() != "" && !strings.Contains(err.Error(), "repository") {
 			return nil, errs.Invalid("from_ref", "%q names no branch, tag or commit", req.GetFromRef())
@@ -52,7 +52,7 @@ func (s *Server) CreateBranch(ctx context.Context, req *githubv1.CreateBranchReq
 
 // CommitFiles commits file changes to a branch as one commit.
 func (s *Server) CommitFiles(ctx context.Context, req *githubv1.CommitFilesRequest) (*githubv1.CommitFilesResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -106,28 +106,17 @@ func checkAuthor(name, email string) (forge.Signature, error) {
 	return forge.Signature{Name: name, Email: email}, nil
 }
 
-// target checks the caller and a repository name and returns the repository's provider.
-func (s *Server) target(ctx context.Context, repo string) (forge.Provider, forge.Actor, error) {
-	a, err := actor(ctx)
-	if err != nil {
-		return nil, a, err
-	}
-	p, err := s.route("repo", repo)
-	return p, a, err
-}
-
 // targetNumber is target for an issue or pull request number of the repository.
-func (s *Server) targetNumber(ctx context.Context, repo string, number int32) (forge.Provider, forge.Actor, error) {
-	p, a, err := s.target(ctx, repo)
-	if err != nil {
-		return nil, a, err
+func (s *Server) targetNumber(ctx context.Context, repo string, number int32, need forge.Role) (context.Context, forge.Provider, forge.Actor, error) {
+	if err := checkNumber(number); err != nil {
+		return ctx, nil, forge.Actor{}, err
 	}
-	return p, a, checkNumber(number)
+	return s.target(ctx, repo, need)
 }
 
 // CreatePullRequest opens a pull request.
 func (s *Server) CreatePullRequest(ctx context.Context, req *githubv1.CreatePullRequestRequest) (*githubv1.CreatePullRequestResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +156,7 @@ func (s *Server) CreatePullRequest(ctx context.Context, req *githubv1.CreatePull
 
 // GetPullRequest returns one pull request.
 func (s *Server) GetPullRequest(ctx context.Context, req *githubv1.GetPullRequestRequest) (*githubv1.GetPullRequestResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +169,7 @@ func (s *Server) GetPullRequest(ctx context.Context, req *githubv1.GetPullReques
 
 // ListPullRequests lists a repository's pull requests, newest first.
 func (s *Server) ListPullRequests(ctx context.Context, req *githubv1.ListPullRequestsRequest) (*githubv1.ListPullRequestsResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +227,7 @@ func decodePart(s string) string {
 
 // GetPullRequestDiff returns a page of a pull request's changed files with their diffs.
 func (s *Server) GetPullRequestDiff(ctx context.Context, req *githubv1.GetPullRequestDiffRequest) (*githubv1.GetPullRequestDiffResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +294,7 @@ const maxFileDiff = 1 << 20
 
 // MergePullRequest merges an open pull request.
 func (s *Server) MergePullRequest(ctx context.Context, req *githubv1.MergePullRequestRequest) (*githubv1.MergePullRequestResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleAdmin)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +325,7 @@ func (s *Server) MergePullRequest(ctx context.Context, req *githubv1.MergePullRe
 
 // ClosePullRequest closes an open pull request without merging it.
 func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRequestRequest) (*githubv1.ClosePullRequestResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +338,7 @@ func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRe
 
 // ListIssues lists a repository's issues, newest first.
 func (s *Server) ListIssues(ctx context.Context, req *githubv1.ListIssuesRequest) (*githubv1.ListIssuesResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +371,7 @@ func (s *Server) ListIssues(ctx context.Context, req *githubv1.ListIssuesRequest
 
 // GetIssue returns one issue.
 func (s *Server) GetIssue(ctx context.Context, req *githubv1.GetIssueRequest) (*githubv1.GetIssueResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleRead)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +397,7 @@ func checkBlocked(field string, nums []int32) error {
 
 // CreateIssue opens an issue.
 func (s *Server) CreateIssue(ctx context.Context, req *githubv1.CreateIssueRequest) (*githubv1.CreateIssueResponse, error) {
-	p, a, err := s.target(ctx, req.GetRepo())
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +434,7 @@ func (s *Server) CreateIssue(ctx context.Context, req *githubv1.CreateIssueReque
 
 // UpdateIssue changes the fields of an issue named in update_mask.
 func (s *Server) UpdateIssue(ctx context.Context, req *githubv1.UpdateIssueRequest) (*githubv1.UpdateIssueResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -512,7 +501,7 @@ func (s *Server) UpdateIssue(ctx context.Context, req *githubv1.UpdateIssueReque
 
 // CommentOnIssue adds a comment to an issue or pull request.
 func (s *Server) CommentOnIssue(ctx context.Context, req *githubv1.CommentOnIssueRequest) (*githubv1.CommentOnIssueResponse, error) {
-	p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber())
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)
 	if err != nil {
 		return nil, err
 	}

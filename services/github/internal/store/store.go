@@ -35,6 +35,8 @@ type Repo struct {
 	CreatedBy     string
 	CreateTime    time.Time
 	UpdateTime    time.Time
+	// Role is the reader's role on it (0 none … 3 admin), where the query computed one.
+	Role int
 }
 
 // FullName is "owner/name".
@@ -84,16 +86,21 @@ func (s *Store) GetRepo(ctx context.Context, owner, name string) (*Repo, error) 
 }
 
 // ListRepos lists repositories after the full name after (exclusive), by full name, that
-// the user can see: public ones, their own, or all for an admin.
+// the user can see (a role of read or more, see repo_role), or all for an admin.
 func (s *Store) ListRepos(ctx context.Context, owner, user string, admin bool, after string, limit int) ([]*Repo, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+repoColumns+` FROM repos
+	rows, err := s.pool.Query(ctx, "SELECT "+repoColumns+`, CASE WHEN $4 THEN 3 ELSE repo_role(owner, name, private, created_by, $3) END AS role
+		FROM repos
 		WHERE ($1 = '' OR owner = $1) AND (owner || '/' || name) > $2
-		  AND (NOT private OR created_by = $3 OR $4)
+		  AND ($4 OR repo_role(owner, name, private, created_by, $3) > 0)
 		ORDER BY owner || '/' || name LIMIT $5`, owner, after, user, admin, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list repos: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Repo, error) { return scanRepo(r) })
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*Repo, error) {
+		r := &Repo{}
+		err := row.Scan(&r.Owner, &r.Name, &r.Description, &r.Private, &r.DefaultBranch, &r.CreatedBy, &r.CreateTime, &r.UpdateTime, &r.Role)
+		return r, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: list repos: %w", err)
 	}
@@ -147,4 +154,10 @@ func ts(t *time.Time) *timestamppb.Timestamp {
 // inTx runs fn in a transaction.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
+}
+
+// isUniqueOn reports whether err is a unique violation of the named constraint or index.
+func isUniqueOn(err error, constraint string) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == constraint
 }

@@ -76,6 +76,67 @@ func (RepoProvider) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{0}
 }
 
+// RepoRole is what a person may do with a repository. Each role includes those before it.
+type RepoRole int32
+
+const (
+	// Unset; as a requested role in SetCollaborator / SetGitHubGrant, INVALID_ARGUMENT.
+	RepoRole_REPO_ROLE_UNSPECIFIED RepoRole = 0
+	// No access: removes a collaborator or grant.
+	RepoRole_REPO_ROLE_NONE RepoRole = 1
+	// Read the tree, files, pull requests and issues.
+	RepoRole_REPO_ROLE_READ RepoRole = 2
+	// Also push: branches, commits, pull requests, issues and comments.
+	RepoRole_REPO_ROLE_WRITE RepoRole = 3
+	// Also merge pull requests and change settings (collaborators).
+	RepoRole_REPO_ROLE_ADMIN RepoRole = 4
+)
+
+// Enum value maps for RepoRole.
+var (
+	RepoRole_name = map[int32]string{
+		0: "REPO_ROLE_UNSPECIFIED",
+		1: "REPO_ROLE_NONE",
+		2: "REPO_ROLE_READ",
+		3: "REPO_ROLE_WRITE",
+		4: "REPO_ROLE_ADMIN",
+	}
+	RepoRole_value = map[string]int32{
+		"REPO_ROLE_UNSPECIFIED": 0,
+		"REPO_ROLE_NONE":        1,
+		"REPO_ROLE_READ":        2,
+		"REPO_ROLE_WRITE":       3,
+		"REPO_ROLE_ADMIN":       4,
+	}
+)
+
+func (x RepoRole) Enum() *RepoRole {
+	p := new(RepoRole)
+	*p = x
+	return p
+}
+
+func (x RepoRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RepoRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_github_v1_github_proto_enumTypes[1].Descriptor()
+}
+
+func (RepoRole) Type() protoreflect.EnumType {
+	return &file_thefold_github_v1_github_proto_enumTypes[1]
+}
+
+func (x RepoRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RepoRole.Descriptor instead.
+func (RepoRole) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{1}
+}
+
 // TreeEntryType is the kind of a tree entry.
 type TreeEntryType int32
 
@@ -116,11 +177,11 @@ func (x TreeEntryType) String() string {
 }
 
 func (TreeEntryType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[1].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[2].Descriptor()
 }
 
 func (TreeEntryType) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[1]
+	return &file_thefold_github_v1_github_proto_enumTypes[2]
 }
 
 func (x TreeEntryType) Number() protoreflect.EnumNumber {
@@ -129,7 +190,7 @@ func (x TreeEntryType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TreeEntryType.Descriptor instead.
 func (TreeEntryType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{1}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{2}
 }
 
 // RelevantFileInclusion is how much of a ranked file's content came with it.
@@ -173,11 +234,11 @@ func (x RelevantFileInclusion) String() string {
 }
 
 func (RelevantFileInclusion) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[2].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[3].Descriptor()
 }
 
 func (RelevantFileInclusion) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[2]
+	return &file_thefold_github_v1_github_proto_enumTypes[3]
 }
 
 func (x RelevantFileInclusion) Number() protoreflect.EnumNumber {
@@ -186,7 +247,7 @@ func (x RelevantFileInclusion) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RelevantFileInclusion.Descriptor instead.
 func (RelevantFileInclusion) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{2}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{3}
 }
 
 // PullRequestState is where a pull request is in its life.
@@ -227,11 +288,11 @@ func (x PullRequestState) String() string {
 }
 
 func (PullRequestState) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[3].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[4].Descriptor()
 }
 
 func (PullRequestState) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[3]
+	return &file_thefold_github_v1_github_proto_enumTypes[4]
 }
 
 func (x PullRequestState) Number() protoreflect.EnumNumber {
@@ -240,7 +301,7 @@ func (x PullRequestState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PullRequestState.Descriptor instead.
 func (PullRequestState) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{3}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{4}
 }
 
 // MergeMethod is how a pull request's commits land on the base.
@@ -283,11 +344,11 @@ func (x MergeMethod) String() string {
 }
 
 func (MergeMethod) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[4].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[5].Descriptor()
 }
 
 func (MergeMethod) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[4]
+	return &file_thefold_github_v1_github_proto_enumTypes[5]
 }
 
 func (x MergeMethod) Number() protoreflect.EnumNumber {
@@ -296,7 +357,7 @@ func (x MergeMethod) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MergeMethod.Descriptor instead.
 func (MergeMethod) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{4}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{5}
 }
 
 // IssueState is whether an issue is open.
@@ -333,11 +394,11 @@ func (x IssueState) String() string {
 }
 
 func (IssueState) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_github_v1_github_proto_enumTypes[5].Descriptor()
+	return file_thefold_github_v1_github_proto_enumTypes[6].Descriptor()
 }
 
 func (IssueState) Type() protoreflect.EnumType {
-	return &file_thefold_github_v1_github_proto_enumTypes[5]
+	return &file_thefold_github_v1_github_proto_enumTypes[6]
 }
 
 func (x IssueState) Number() protoreflect.EnumNumber {
@@ -346,7 +407,115 @@ func (x IssueState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use IssueState.Descriptor instead.
 func (IssueState) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{5}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{6}
+}
+
+// NamespaceKind is who holds a namespace.
+type NamespaceKind int32
+
+const (
+	NamespaceKind_NAMESPACE_KIND_UNSPECIFIED NamespaceKind = 0
+	// One person's own namespace.
+	NamespaceKind_NAMESPACE_KIND_USER NamespaceKind = 1
+	// An organisation with members.
+	NamespaceKind_NAMESPACE_KIND_ORG NamespaceKind = 2
+)
+
+// Enum value maps for NamespaceKind.
+var (
+	NamespaceKind_name = map[int32]string{
+		0: "NAMESPACE_KIND_UNSPECIFIED",
+		1: "NAMESPACE_KIND_USER",
+		2: "NAMESPACE_KIND_ORG",
+	}
+	NamespaceKind_value = map[string]int32{
+		"NAMESPACE_KIND_UNSPECIFIED": 0,
+		"NAMESPACE_KIND_USER":        1,
+		"NAMESPACE_KIND_ORG":         2,
+	}
+)
+
+func (x NamespaceKind) Enum() *NamespaceKind {
+	p := new(NamespaceKind)
+	*p = x
+	return p
+}
+
+func (x NamespaceKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NamespaceKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_github_v1_github_proto_enumTypes[7].Descriptor()
+}
+
+func (NamespaceKind) Type() protoreflect.EnumType {
+	return &file_thefold_github_v1_github_proto_enumTypes[7]
+}
+
+func (x NamespaceKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NamespaceKind.Descriptor instead.
+func (NamespaceKind) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{7}
+}
+
+// NamespaceRole is a member's role in an ORG namespace.
+type NamespaceRole int32
+
+const (
+	NamespaceRole_NAMESPACE_ROLE_UNSPECIFIED NamespaceRole = 0
+	// Not a member: removes one.
+	NamespaceRole_NAMESPACE_ROLE_NONE NamespaceRole = 1
+	// Creates repositories in the namespace and reads all of its repositories.
+	NamespaceRole_NAMESPACE_ROLE_MEMBER NamespaceRole = 2
+	// Administers every repository of the namespace and its members.
+	NamespaceRole_NAMESPACE_ROLE_ADMIN NamespaceRole = 3
+)
+
+// Enum value maps for NamespaceRole.
+var (
+	NamespaceRole_name = map[int32]string{
+		0: "NAMESPACE_ROLE_UNSPECIFIED",
+		1: "NAMESPACE_ROLE_NONE",
+		2: "NAMESPACE_ROLE_MEMBER",
+		3: "NAMESPACE_ROLE_ADMIN",
+	}
+	NamespaceRole_value = map[string]int32{
+		"NAMESPACE_ROLE_UNSPECIFIED": 0,
+		"NAMESPACE_ROLE_NONE":        1,
+		"NAMESPACE_ROLE_MEMBER":      2,
+		"NAMESPACE_ROLE_ADMIN":       3,
+	}
+)
+
+func (x NamespaceRole) Enum() *NamespaceRole {
+	p := new(NamespaceRole)
+	*p = x
+	return p
+}
+
+func (x NamespaceRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NamespaceRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_github_v1_github_proto_enumTypes[8].Descriptor()
+}
+
+func (NamespaceRole) Type() protoreflect.EnumType {
+	return &file_thefold_github_v1_github_proto_enumTypes[8]
+}
+
+func (x NamespaceRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NamespaceRole.Descriptor instead.
+func (NamespaceRole) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{8}
 }
 
 // Repo is a source repository.
@@ -371,7 +540,9 @@ type Repo struct {
 	Empty      bool                   `protobuf:"varint,10,opt,name=empty,proto3" json:"empty,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Last push.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The caller's role on this repository: what they may do with it.
+	Permission    RepoRole `protobuf:"varint,13,opt,name=permission,proto3,enum=thefold.github.v1.RepoRole" json:"permission,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -488,6 +659,13 @@ func (x *Repo) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Repo) GetPermission() RepoRole {
+	if x != nil {
+		return x.Permission
+	}
+	return RepoRole_REPO_ROLE_UNSPECIFIED
 }
 
 // ListReposRequest filters and pages the caller's repositories.
@@ -4139,11 +4317,1276 @@ func (x *CommentOnIssueResponse) GetComment() *IssueComment {
 	return nil
 }
 
+// Namespace is an owner segment of the local forge.
+type Namespace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The owner segment: lower-case letters, digits, '-', '_' and '.', 1–39 characters.
+	Name string        `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Kind NamespaceKind `protobuf:"varint,2,opt,name=kind,proto3,enum=thefold.github.v1.NamespaceKind" json:"kind,omitempty"`
+	// The person a USER namespace belongs to; the creator of an ORG namespace.
+	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// ORG only: the members, by user id.
+	Members       []*NamespaceMember     `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Namespace) Reset() {
+	*x = Namespace{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Namespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Namespace) ProtoMessage() {}
+
+func (x *Namespace) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
+func (*Namespace) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *Namespace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Namespace) GetKind() NamespaceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return NamespaceKind_NAMESPACE_KIND_UNSPECIFIED
+}
+
+func (x *Namespace) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Namespace) GetMembers() []*NamespaceMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *Namespace) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// NamespaceMember is one member of an ORG namespace.
+type NamespaceMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Role          NamespaceRole          `protobuf:"varint,2,opt,name=role,proto3,enum=thefold.github.v1.NamespaceRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamespaceMember) Reset() {
+	*x = NamespaceMember{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamespaceMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamespaceMember) ProtoMessage() {}
+
+func (x *NamespaceMember) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamespaceMember.ProtoReflect.Descriptor instead.
+func (*NamespaceMember) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *NamespaceMember) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *NamespaceMember) GetRole() NamespaceRole {
+	if x != nil {
+		return x.Role
+	}
+	return NamespaceRole_NAMESPACE_ROLE_UNSPECIFIED
+}
+
+// CreateNamespaceRequest names the namespace to claim.
+type CreateNamespaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the owner segment.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, USER or ORG.
+	Kind          NamespaceKind `protobuf:"varint,2,opt,name=kind,proto3,enum=thefold.github.v1.NamespaceKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNamespaceRequest) Reset() {
+	*x = CreateNamespaceRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNamespaceRequest) ProtoMessage() {}
+
+func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CreateNamespaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateNamespaceRequest) GetKind() NamespaceKind {
+	if x != nil {
+		return x.Kind
+	}
+	return NamespaceKind_NAMESPACE_KIND_UNSPECIFIED
+}
+
+// CreateNamespaceResponse is the new namespace.
+type CreateNamespaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateNamespaceResponse) Reset() {
+	*x = CreateNamespaceResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateNamespaceResponse) ProtoMessage() {}
+
+func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+// GetNamespaceRequest names a namespace.
+type GetNamespaceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNamespaceRequest) Reset() {
+	*x = GetNamespaceRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNamespaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNamespaceRequest) ProtoMessage() {}
+
+func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
+func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *GetNamespaceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetNamespaceResponse is the namespace.
+type GetNamespaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNamespaceResponse) Reset() {
+	*x = GetNamespaceResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNamespaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNamespaceResponse) ProtoMessage() {}
+
+func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
+func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetNamespaceResponse) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+// SetNamespaceMemberRequest sets one member's role.
+type SetNamespaceMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, an ORG namespace.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Required, the person.
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Required: MEMBER, ADMIN, or NONE to remove.
+	Role          NamespaceRole `protobuf:"varint,3,opt,name=role,proto3,enum=thefold.github.v1.NamespaceRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNamespaceMemberRequest) Reset() {
+	*x = SetNamespaceMemberRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNamespaceMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNamespaceMemberRequest) ProtoMessage() {}
+
+func (x *SetNamespaceMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNamespaceMemberRequest.ProtoReflect.Descriptor instead.
+func (*SetNamespaceMemberRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SetNamespaceMemberRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SetNamespaceMemberRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetNamespaceMemberRequest) GetRole() NamespaceRole {
+	if x != nil {
+		return x.Role
+	}
+	return NamespaceRole_NAMESPACE_ROLE_UNSPECIFIED
+}
+
+// SetNamespaceMemberResponse is the namespace after the change.
+type SetNamespaceMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     *Namespace             `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNamespaceMemberResponse) Reset() {
+	*x = SetNamespaceMemberResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNamespaceMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNamespaceMemberResponse) ProtoMessage() {}
+
+func (x *SetNamespaceMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNamespaceMemberResponse.ProtoReflect.Descriptor instead.
+func (*SetNamespaceMemberResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SetNamespaceMemberResponse) GetNamespace() *Namespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+// Collaborator is a person's role on a repository.
+type Collaborator struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Role          RepoRole               `protobuf:"varint,2,opt,name=role,proto3,enum=thefold.github.v1.RepoRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Collaborator) Reset() {
+	*x = Collaborator{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Collaborator) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Collaborator) ProtoMessage() {}
+
+func (x *Collaborator) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Collaborator.ProtoReflect.Descriptor instead.
+func (*Collaborator) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *Collaborator) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Collaborator) GetRole() RepoRole {
+	if x != nil {
+		return x.Role
+	}
+	return RepoRole_REPO_ROLE_UNSPECIFIED
+}
+
+// SetCollaboratorRequest sets one person's role on a repository.
+type SetCollaboratorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name" of a local repository.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the person.
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Required: READ, WRITE, ADMIN, or NONE to remove.
+	Role          RepoRole `protobuf:"varint,3,opt,name=role,proto3,enum=thefold.github.v1.RepoRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCollaboratorRequest) Reset() {
+	*x = SetCollaboratorRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCollaboratorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCollaboratorRequest) ProtoMessage() {}
+
+func (x *SetCollaboratorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCollaboratorRequest.ProtoReflect.Descriptor instead.
+func (*SetCollaboratorRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *SetCollaboratorRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *SetCollaboratorRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetCollaboratorRequest) GetRole() RepoRole {
+	if x != nil {
+		return x.Role
+	}
+	return RepoRole_REPO_ROLE_UNSPECIFIED
+}
+
+// SetCollaboratorResponse is the repository's collaborators after the change.
+type SetCollaboratorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collaborators []*Collaborator        `protobuf:"bytes,1,rep,name=collaborators,proto3" json:"collaborators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCollaboratorResponse) Reset() {
+	*x = SetCollaboratorResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCollaboratorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCollaboratorResponse) ProtoMessage() {}
+
+func (x *SetCollaboratorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCollaboratorResponse.ProtoReflect.Descriptor instead.
+func (*SetCollaboratorResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *SetCollaboratorResponse) GetCollaborators() []*Collaborator {
+	if x != nil {
+		return x.Collaborators
+	}
+	return nil
+}
+
+// ListCollaboratorsRequest names a repository.
+type ListCollaboratorsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name" of a local repository.
+	Repo          string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCollaboratorsRequest) Reset() {
+	*x = ListCollaboratorsRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCollaboratorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCollaboratorsRequest) ProtoMessage() {}
+
+func (x *ListCollaboratorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCollaboratorsRequest.ProtoReflect.Descriptor instead.
+func (*ListCollaboratorsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *ListCollaboratorsRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+// ListCollaboratorsResponse is every collaborator, by user id.
+type ListCollaboratorsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collaborators []*Collaborator        `protobuf:"bytes,1,rep,name=collaborators,proto3" json:"collaborators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCollaboratorsResponse) Reset() {
+	*x = ListCollaboratorsResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCollaboratorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCollaboratorsResponse) ProtoMessage() {}
+
+func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCollaboratorsResponse.ProtoReflect.Descriptor instead.
+func (*ListCollaboratorsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ListCollaboratorsResponse) GetCollaborators() []*Collaborator {
+	if x != nil {
+		return x.Collaborators
+	}
+	return nil
+}
+
+// GitHubCredential describes a stored token without revealing it.
+type GitHubCredential struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The token's last four characters.
+	Hint          string                 `protobuf:"bytes,2,opt,name=hint,proto3" json:"hint,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitHubCredential) Reset() {
+	*x = GitHubCredential{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitHubCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitHubCredential) ProtoMessage() {}
+
+func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitHubCredential.ProtoReflect.Descriptor instead.
+func (*GitHubCredential) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GitHubCredential) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GitHubCredential) GetHint() string {
+	if x != nil {
+		return x.Hint
+	}
+	return ""
+}
+
+func (x *GitHubCredential) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// SetGitHubCredentialRequest carries the caller's GitHub token.
+type SetGitHubCredentialRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the token (8–255 printable characters).
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGitHubCredentialRequest) Reset() {
+	*x = SetGitHubCredentialRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGitHubCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGitHubCredentialRequest) ProtoMessage() {}
+
+func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
+func (*SetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *SetGitHubCredentialRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// SetGitHubCredentialResponse describes the stored token.
+type SetGitHubCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *GitHubCredential      `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGitHubCredentialResponse) Reset() {
+	*x = SetGitHubCredentialResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGitHubCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGitHubCredentialResponse) ProtoMessage() {}
+
+func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
+func (*SetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SetGitHubCredentialResponse) GetCredential() *GitHubCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// GetGitHubCredentialRequest asks for the caller's credential.
+type GetGitHubCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGitHubCredentialRequest) Reset() {
+	*x = GetGitHubCredentialRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGitHubCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGitHubCredentialRequest) ProtoMessage() {}
+
+func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
+func (*GetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{66}
+}
+
+// GetGitHubCredentialResponse describes it.
+type GetGitHubCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Credential    *GitHubCredential      `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetGitHubCredentialResponse) Reset() {
+	*x = GetGitHubCredentialResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetGitHubCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetGitHubCredentialResponse) ProtoMessage() {}
+
+func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
+func (*GetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *GetGitHubCredentialResponse) GetCredential() *GitHubCredential {
+	if x != nil {
+		return x.Credential
+	}
+	return nil
+}
+
+// DeleteGitHubCredentialRequest forgets the caller's credential.
+type DeleteGitHubCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGitHubCredentialRequest) Reset() {
+	*x = DeleteGitHubCredentialRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGitHubCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGitHubCredentialRequest) ProtoMessage() {}
+
+func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGitHubCredentialRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGitHubCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{68}
+}
+
+// DeleteGitHubCredentialResponse says whether there was one.
+type DeleteGitHubCredentialResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       bool                   `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGitHubCredentialResponse) Reset() {
+	*x = DeleteGitHubCredentialResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGitHubCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGitHubCredentialResponse) ProtoMessage() {}
+
+func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGitHubCredentialResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGitHubCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *DeleteGitHubCredentialResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// GitHubGrant lets a person reach GitHub repositories through the server's token.
+type GitHubGrant struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// "owner/name", or "owner/*" for every repository of the owner.
+	Repo          string   `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	Role          RepoRole `protobuf:"varint,3,opt,name=role,proto3,enum=thefold.github.v1.RepoRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitHubGrant) Reset() {
+	*x = GitHubGrant{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitHubGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitHubGrant) ProtoMessage() {}
+
+func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitHubGrant.ProtoReflect.Descriptor instead.
+func (*GitHubGrant) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *GitHubGrant) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GitHubGrant) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *GitHubGrant) GetRole() RepoRole {
+	if x != nil {
+		return x.Role
+	}
+	return RepoRole_REPO_ROLE_UNSPECIFIED
+}
+
+// SetGitHubGrantRequest sets one grant.
+type SetGitHubGrantRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the person.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Required, "owner/name" or "owner/*".
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required: READ, WRITE, ADMIN, or NONE to remove.
+	Role          RepoRole `protobuf:"varint,3,opt,name=role,proto3,enum=thefold.github.v1.RepoRole" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGitHubGrantRequest) Reset() {
+	*x = SetGitHubGrantRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGitHubGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGitHubGrantRequest) ProtoMessage() {}
+
+func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGitHubGrantRequest.ProtoReflect.Descriptor instead.
+func (*SetGitHubGrantRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *SetGitHubGrantRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetGitHubGrantRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *SetGitHubGrantRequest) GetRole() RepoRole {
+	if x != nil {
+		return x.Role
+	}
+	return RepoRole_REPO_ROLE_UNSPECIFIED
+}
+
+// SetGitHubGrantResponse is the person's grants after the change.
+type SetGitHubGrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*GitHubGrant         `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetGitHubGrantResponse) Reset() {
+	*x = SetGitHubGrantResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGitHubGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGitHubGrantResponse) ProtoMessage() {}
+
+func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGitHubGrantResponse.ProtoReflect.Descriptor instead.
+func (*SetGitHubGrantResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *SetGitHubGrantResponse) GetGrants() []*GitHubGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// ListGitHubGrantsRequest names whose grants.
+type ListGitHubGrantsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A person; empty means the caller. Only admins may name someone else.
+	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGitHubGrantsRequest) Reset() {
+	*x = ListGitHubGrantsRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGitHubGrantsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGitHubGrantsRequest) ProtoMessage() {}
+
+func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGitHubGrantsRequest.ProtoReflect.Descriptor instead.
+func (*ListGitHubGrantsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListGitHubGrantsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// ListGitHubGrantsResponse is their grants, by repo.
+type ListGitHubGrantsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Grants        []*GitHubGrant         `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGitHubGrantsResponse) Reset() {
+	*x = ListGitHubGrantsResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGitHubGrantsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGitHubGrantsResponse) ProtoMessage() {}
+
+func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGitHubGrantsResponse.ProtoReflect.Descriptor instead.
+func (*ListGitHubGrantsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListGitHubGrantsResponse) GetGrants() []*GitHubGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
 var File_thefold_github_v1_github_proto protoreflect.FileDescriptor
 
 const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1athefold/type/v1/file.proto\"\xac\x03\n" +
+	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1athefold/type/v1/file.proto\"\xe9\x03\n" +
 	"\x04Repo\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
@@ -4159,7 +5602,10 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xa1\x01\n" +
+	"updateTime\x12;\n" +
+	"\n" +
+	"permission\x18\r \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\n" +
+	"permission\"\xa1\x01\n" +
 	"\x10ListReposRequest\x12;\n" +
 	"\bprovider\x18\x01 \x01(\x0e2\x1f.thefold.github.v1.RepoProviderR\bprovider\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
@@ -4447,11 +5893,88 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"S\n" +
 	"\x16CommentOnIssueResponse\x129\n" +
-	"\acomment\x18\x01 \x01(\v2\x1f.thefold.github.v1.IssueCommentR\acomment*`\n" +
+	"\acomment\x18\x01 \x01(\v2\x1f.thefold.github.v1.IssueCommentR\acomment\"\xe9\x01\n" +
+	"\tNamespace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .thefold.github.v1.NamespaceKindR\x04kind\x12\x17\n" +
+	"\auser_id\x18\x03 \x01(\tR\x06userId\x12<\n" +
+	"\amembers\x18\x04 \x03(\v2\".thefold.github.v1.NamespaceMemberR\amembers\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"`\n" +
+	"\x0fNamespaceMember\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x124\n" +
+	"\x04role\x18\x02 \x01(\x0e2 .thefold.github.v1.NamespaceRoleR\x04role\"b\n" +
+	"\x16CreateNamespaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x04kind\x18\x02 \x01(\x0e2 .thefold.github.v1.NamespaceKindR\x04kind\"U\n" +
+	"\x17CreateNamespaceResponse\x12:\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1c.thefold.github.v1.NamespaceR\tnamespace\")\n" +
+	"\x13GetNamespaceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"R\n" +
+	"\x14GetNamespaceResponse\x12:\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1c.thefold.github.v1.NamespaceR\tnamespace\"~\n" +
+	"\x19SetNamespaceMemberRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x124\n" +
+	"\x04role\x18\x03 \x01(\x0e2 .thefold.github.v1.NamespaceRoleR\x04role\"X\n" +
+	"\x1aSetNamespaceMemberResponse\x12:\n" +
+	"\tnamespace\x18\x01 \x01(\v2\x1c.thefold.github.v1.NamespaceR\tnamespace\"X\n" +
+	"\fCollaborator\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12/\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"v\n" +
+	"\x16SetCollaboratorRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12/\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"`\n" +
+	"\x17SetCollaboratorResponse\x12E\n" +
+	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\".\n" +
+	"\x18ListCollaboratorsRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\"b\n" +
+	"\x19ListCollaboratorsResponse\x12E\n" +
+	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\"|\n" +
+	"\x10GitHubCredential\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04hint\x18\x02 \x01(\tR\x04hint\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"2\n" +
+	"\x1aSetGitHubCredentialRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"b\n" +
+	"\x1bSetGitHubCredentialResponse\x12C\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2#.thefold.github.v1.GitHubCredentialR\n" +
+	"credential\"\x1c\n" +
+	"\x1aGetGitHubCredentialRequest\"b\n" +
+	"\x1bGetGitHubCredentialResponse\x12C\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\v2#.thefold.github.v1.GitHubCredentialR\n" +
+	"credential\"\x1f\n" +
+	"\x1dDeleteGitHubCredentialRequest\":\n" +
+	"\x1eDeleteGitHubCredentialResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"k\n" +
+	"\vGitHubGrant\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"u\n" +
+	"\x15SetGitHubGrantRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"P\n" +
+	"\x16SetGitHubGrantResponse\x126\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants\"2\n" +
+	"\x17ListGitHubGrantsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"R\n" +
+	"\x18ListGitHubGrantsResponse\x126\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants*`\n" +
 	"\fRepoProvider\x12\x1d\n" +
 	"\x19REPO_PROVIDER_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REPO_PROVIDER_GITHUB\x10\x01\x12\x17\n" +
-	"\x13REPO_PROVIDER_LOCAL\x10\x02*\xa5\x01\n" +
+	"\x13REPO_PROVIDER_LOCAL\x10\x02*w\n" +
+	"\bRepoRole\x12\x19\n" +
+	"\x15REPO_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eREPO_ROLE_NONE\x10\x01\x12\x12\n" +
+	"\x0eREPO_ROLE_READ\x10\x02\x12\x13\n" +
+	"\x0fREPO_ROLE_WRITE\x10\x03\x12\x13\n" +
+	"\x0fREPO_ROLE_ADMIN\x10\x04*\xa5\x01\n" +
 	"\rTreeEntryType\x12\x1f\n" +
 	"\x1bTREE_ENTRY_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14TREE_ENTRY_TYPE_FILE\x10\x01\x12\x1d\n" +
@@ -4477,7 +6000,16 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"IssueState\x12\x1b\n" +
 	"\x17ISSUE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ISSUE_STATE_OPEN\x10\x01\x12\x16\n" +
-	"\x12ISSUE_STATE_CLOSED\x10\x022\xb5\x10\n" +
+	"\x12ISSUE_STATE_CLOSED\x10\x02*`\n" +
+	"\rNamespaceKind\x12\x1e\n" +
+	"\x1aNAMESPACE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NAMESPACE_KIND_USER\x10\x01\x12\x16\n" +
+	"\x12NAMESPACE_KIND_ORG\x10\x02*}\n" +
+	"\rNamespaceRole\x12\x1e\n" +
+	"\x1aNAMESPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NAMESPACE_ROLE_NONE\x10\x01\x12\x19\n" +
+	"\x15NAMESPACE_ROLE_MEMBER\x10\x02\x12\x18\n" +
+	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xba\x19\n" +
 	"\vRepoService\x12[\n" +
 	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
@@ -4502,7 +6034,17 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\bGetIssue\x12\".thefold.github.v1.GetIssueRequest\x1a#.thefold.github.v1.GetIssueResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\vCreateIssue\x12%.thefold.github.v1.CreateIssueRequest\x1a&.thefold.github.v1.CreateIssueResponse\x12\\\n" +
 	"\vUpdateIssue\x12%.thefold.github.v1.UpdateIssueRequest\x1a&.thefold.github.v1.UpdateIssueResponse\x12e\n" +
-	"\x0eCommentOnIssue\x12(.thefold.github.v1.CommentOnIssueRequest\x1a).thefold.github.v1.CommentOnIssueResponseB\xc9\x01\n" +
+	"\x0eCommentOnIssue\x12(.thefold.github.v1.CommentOnIssueRequest\x1a).thefold.github.v1.CommentOnIssueResponse\x12h\n" +
+	"\x0fCreateNamespace\x12).thefold.github.v1.CreateNamespaceRequest\x1a*.thefold.github.v1.CreateNamespaceResponse\x12d\n" +
+	"\fGetNamespace\x12&.thefold.github.v1.GetNamespaceRequest\x1a'.thefold.github.v1.GetNamespaceResponse\"\x03\x90\x02\x01\x12v\n" +
+	"\x12SetNamespaceMember\x12,.thefold.github.v1.SetNamespaceMemberRequest\x1a-.thefold.github.v1.SetNamespaceMemberResponse\"\x03\x90\x02\x02\x12m\n" +
+	"\x0fSetCollaborator\x12).thefold.github.v1.SetCollaboratorRequest\x1a*.thefold.github.v1.SetCollaboratorResponse\"\x03\x90\x02\x02\x12s\n" +
+	"\x11ListCollaborators\x12+.thefold.github.v1.ListCollaboratorsRequest\x1a,.thefold.github.v1.ListCollaboratorsResponse\"\x03\x90\x02\x01\x12y\n" +
+	"\x13SetGitHubCredential\x12-.thefold.github.v1.SetGitHubCredentialRequest\x1a..thefold.github.v1.SetGitHubCredentialResponse\"\x03\x90\x02\x02\x12y\n" +
+	"\x13GetGitHubCredential\x12-.thefold.github.v1.GetGitHubCredentialRequest\x1a..thefold.github.v1.GetGitHubCredentialResponse\"\x03\x90\x02\x01\x12\x82\x01\n" +
+	"\x16DeleteGitHubCredential\x120.thefold.github.v1.DeleteGitHubCredentialRequest\x1a1.thefold.github.v1.DeleteGitHubCredentialResponse\"\x03\x90\x02\x02\x12j\n" +
+	"\x0eSetGitHubGrant\x12(.thefold.github.v1.SetGitHubGrantRequest\x1a).thefold.github.v1.SetGitHubGrantResponse\"\x03\x90\x02\x02\x12p\n" +
+	"\x10ListGitHubGrants\x12*.thefold.github.v1.ListGitHubGrantsRequest\x1a+.thefold.github.v1.ListGitHubGrantsResponse\"\x03\x90\x02\x01B\xc9\x01\n" +
 	"\x15com.thefold.github.v1B\vGithubProtoP\x01Z=github.com/thefold/thefold/pkg/gen/thefold/github/v1;githubv1\xa2\x02\x03TGX\xaa\x02\x11Thefold.Github.V1\xca\x02\x11Thefold\\Github\\V1\xe2\x02\x1dThefold\\Github\\V1\\GPBMetadata\xea\x02\x13Thefold::Github::V1b\x06proto3"
 
 var (
@@ -4517,165 +6059,234 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 	return file_thefold_github_v1_github_proto_rawDescData
 }
 
-var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_thefold_github_v1_github_proto_goTypes = []any{
-	(RepoProvider)(0),                  // 0: thefold.github.v1.RepoProvider
-	(TreeEntryType)(0),                 // 1: thefold.github.v1.TreeEntryType
-	(RelevantFileInclusion)(0),         // 2: thefold.github.v1.RelevantFileInclusion
-	(PullRequestState)(0),              // 3: thefold.github.v1.PullRequestState
-	(MergeMethod)(0),                   // 4: thefold.github.v1.MergeMethod
-	(IssueState)(0),                    // 5: thefold.github.v1.IssueState
-	(*Repo)(nil),                       // 6: thefold.github.v1.Repo
-	(*ListReposRequest)(nil),           // 7: thefold.github.v1.ListReposRequest
-	(*ListReposResponse)(nil),          // 8: thefold.github.v1.ListReposResponse
-	(*GetRepoRequest)(nil),             // 9: thefold.github.v1.GetRepoRequest
-	(*GetRepoResponse)(nil),            // 10: thefold.github.v1.GetRepoResponse
-	(*CreateRepoRequest)(nil),          // 11: thefold.github.v1.CreateRepoRequest
-	(*CreateRepoResponse)(nil),         // 12: thefold.github.v1.CreateRepoResponse
-	(*InitRepoRequest)(nil),            // 13: thefold.github.v1.InitRepoRequest
-	(*InitRepoResponse)(nil),           // 14: thefold.github.v1.InitRepoResponse
-	(*TreeEntry)(nil),                  // 15: thefold.github.v1.TreeEntry
-	(*GetTreeRequest)(nil),             // 16: thefold.github.v1.GetTreeRequest
-	(*GetTreeResponse)(nil),            // 17: thefold.github.v1.GetTreeResponse
-	(*File)(nil),                       // 18: thefold.github.v1.File
-	(*GetFilesRequest)(nil),            // 19: thefold.github.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),           // 20: thefold.github.v1.GetFilesResponse
-	(*GetArchiveRequest)(nil),          // 21: thefold.github.v1.GetArchiveRequest
-	(*ArchiveMetadata)(nil),            // 22: thefold.github.v1.ArchiveMetadata
-	(*GetArchiveResponse)(nil),         // 23: thefold.github.v1.GetArchiveResponse
-	(*FindRelevantFilesRequest)(nil),   // 24: thefold.github.v1.FindRelevantFilesRequest
-	(*RelevantFile)(nil),               // 25: thefold.github.v1.RelevantFile
-	(*FindRelevantFilesResponse)(nil),  // 26: thefold.github.v1.FindRelevantFilesResponse
-	(*CreateBranchRequest)(nil),        // 27: thefold.github.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),       // 28: thefold.github.v1.CreateBranchResponse
-	(*CommitFilesRequest)(nil),         // 29: thefold.github.v1.CommitFilesRequest
-	(*CommitFilesResponse)(nil),        // 30: thefold.github.v1.CommitFilesResponse
-	(*PullRequest)(nil),                // 31: thefold.github.v1.PullRequest
-	(*CreatePullRequestRequest)(nil),   // 32: thefold.github.v1.CreatePullRequestRequest
-	(*CreatePullRequestResponse)(nil),  // 33: thefold.github.v1.CreatePullRequestResponse
-	(*GetPullRequestRequest)(nil),      // 34: thefold.github.v1.GetPullRequestRequest
-	(*GetPullRequestResponse)(nil),     // 35: thefold.github.v1.GetPullRequestResponse
-	(*ListPullRequestsRequest)(nil),    // 36: thefold.github.v1.ListPullRequestsRequest
-	(*ListPullRequestsResponse)(nil),   // 37: thefold.github.v1.ListPullRequestsResponse
-	(*GetPullRequestDiffRequest)(nil),  // 38: thefold.github.v1.GetPullRequestDiffRequest
-	(*GetPullRequestDiffResponse)(nil), // 39: thefold.github.v1.GetPullRequestDiffResponse
-	(*MergePullRequestRequest)(nil),    // 40: thefold.github.v1.MergePullRequestRequest
-	(*MergePullRequestResponse)(nil),   // 41: thefold.github.v1.MergePullRequestResponse
-	(*ClosePullRequestRequest)(nil),    // 42: thefold.github.v1.ClosePullRequestRequest
-	(*ClosePullRequestResponse)(nil),   // 43: thefold.github.v1.ClosePullRequestResponse
-	(*Issue)(nil),                      // 44: thefold.github.v1.Issue
-	(*ListIssuesRequest)(nil),          // 45: thefold.github.v1.ListIssuesRequest
-	(*ListIssuesResponse)(nil),         // 46: thefold.github.v1.ListIssuesResponse
-	(*GetIssueRequest)(nil),            // 47: thefold.github.v1.GetIssueRequest
-	(*GetIssueResponse)(nil),           // 48: thefold.github.v1.GetIssueResponse
-	(*CreateIssueRequest)(nil),         // 49: thefold.github.v1.CreateIssueRequest
-	(*CreateIssueResponse)(nil),        // 50: thefold.github.v1.CreateIssueResponse
-	(*UpdateIssueRequest)(nil),         // 51: thefold.github.v1.UpdateIssueRequest
-	(*UpdateIssueResponse)(nil),        // 52: thefold.github.v1.UpdateIssueResponse
-	(*IssueComment)(nil),               // 53: thefold.github.v1.IssueComment
-	(*CommentOnIssueRequest)(nil),      // 54: thefold.github.v1.CommentOnIssueRequest
-	(*CommentOnIssueResponse)(nil),     // 55: thefold.github.v1.CommentOnIssueResponse
-	(*timestamppb.Timestamp)(nil),      // 56: google.protobuf.Timestamp
-	(*v1.FileChange)(nil),              // 57: thefold.type.v1.FileChange
-	(*v1.DiffStats)(nil),               // 58: thefold.type.v1.DiffStats
-	(*v1.FileDiff)(nil),                // 59: thefold.type.v1.FileDiff
-	(*fieldmaskpb.FieldMask)(nil),      // 60: google.protobuf.FieldMask
+	(RepoProvider)(0),                      // 0: thefold.github.v1.RepoProvider
+	(RepoRole)(0),                          // 1: thefold.github.v1.RepoRole
+	(TreeEntryType)(0),                     // 2: thefold.github.v1.TreeEntryType
+	(RelevantFileInclusion)(0),             // 3: thefold.github.v1.RelevantFileInclusion
+	(PullRequestState)(0),                  // 4: thefold.github.v1.PullRequestState
+	(MergeMethod)(0),                       // 5: thefold.github.v1.MergeMethod
+	(IssueState)(0),                        // 6: thefold.github.v1.IssueState
+	(NamespaceKind)(0),                     // 7: thefold.github.v1.NamespaceKind
+	(NamespaceRole)(0),                     // 8: thefold.github.v1.NamespaceRole
+	(*Repo)(nil),                           // 9: thefold.github.v1.Repo
+	(*ListReposRequest)(nil),               // 10: thefold.github.v1.ListReposRequest
+	(*ListReposResponse)(nil),              // 11: thefold.github.v1.ListReposResponse
+	(*GetRepoRequest)(nil),                 // 12: thefold.github.v1.GetRepoRequest
+	(*GetRepoResponse)(nil),                // 13: thefold.github.v1.GetRepoResponse
+	(*CreateRepoRequest)(nil),              // 14: thefold.github.v1.CreateRepoRequest
+	(*CreateRepoResponse)(nil),             // 15: thefold.github.v1.CreateRepoResponse
+	(*InitRepoRequest)(nil),                // 16: thefold.github.v1.InitRepoRequest
+	(*InitRepoResponse)(nil),               // 17: thefold.github.v1.InitRepoResponse
+	(*TreeEntry)(nil),                      // 18: thefold.github.v1.TreeEntry
+	(*GetTreeRequest)(nil),                 // 19: thefold.github.v1.GetTreeRequest
+	(*GetTreeResponse)(nil),                // 20: thefold.github.v1.GetTreeResponse
+	(*File)(nil),                           // 21: thefold.github.v1.File
+	(*GetFilesRequest)(nil),                // 22: thefold.github.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),               // 23: thefold.github.v1.GetFilesResponse
+	(*GetArchiveRequest)(nil),              // 24: thefold.github.v1.GetArchiveRequest
+	(*ArchiveMetadata)(nil),                // 25: thefold.github.v1.ArchiveMetadata
+	(*GetArchiveResponse)(nil),             // 26: thefold.github.v1.GetArchiveResponse
+	(*FindRelevantFilesRequest)(nil),       // 27: thefold.github.v1.FindRelevantFilesRequest
+	(*RelevantFile)(nil),                   // 28: thefold.github.v1.RelevantFile
+	(*FindRelevantFilesResponse)(nil),      // 29: thefold.github.v1.FindRelevantFilesResponse
+	(*CreateBranchRequest)(nil),            // 30: thefold.github.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),           // 31: thefold.github.v1.CreateBranchResponse
+	(*CommitFilesRequest)(nil),             // 32: thefold.github.v1.CommitFilesRequest
+	(*CommitFilesResponse)(nil),            // 33: thefold.github.v1.CommitFilesResponse
+	(*PullRequest)(nil),                    // 34: thefold.github.v1.PullRequest
+	(*CreatePullRequestRequest)(nil),       // 35: thefold.github.v1.CreatePullRequestRequest
+	(*CreatePullRequestResponse)(nil),      // 36: thefold.github.v1.CreatePullRequestResponse
+	(*GetPullRequestRequest)(nil),          // 37: thefold.github.v1.GetPullRequestRequest
+	(*GetPullRequestResponse)(nil),         // 38: thefold.github.v1.GetPullRequestResponse
+	(*ListPullRequestsRequest)(nil),        // 39: thefold.github.v1.ListPullRequestsRequest
+	(*ListPullRequestsResponse)(nil),       // 40: thefold.github.v1.ListPullRequestsResponse
+	(*GetPullRequestDiffRequest)(nil),      // 41: thefold.github.v1.GetPullRequestDiffRequest
+	(*GetPullRequestDiffResponse)(nil),     // 42: thefold.github.v1.GetPullRequestDiffResponse
+	(*MergePullRequestRequest)(nil),        // 43: thefold.github.v1.MergePullRequestRequest
+	(*MergePullRequestResponse)(nil),       // 44: thefold.github.v1.MergePullRequestResponse
+	(*ClosePullRequestRequest)(nil),        // 45: thefold.github.v1.ClosePullRequestRequest
+	(*ClosePullRequestResponse)(nil),       // 46: thefold.github.v1.ClosePullRequestResponse
+	(*Issue)(nil),                          // 47: thefold.github.v1.Issue
+	(*ListIssuesRequest)(nil),              // 48: thefold.github.v1.ListIssuesRequest
+	(*ListIssuesResponse)(nil),             // 49: thefold.github.v1.ListIssuesResponse
+	(*GetIssueRequest)(nil),                // 50: thefold.github.v1.GetIssueRequest
+	(*GetIssueResponse)(nil),               // 51: thefold.github.v1.GetIssueResponse
+	(*CreateIssueRequest)(nil),             // 52: thefold.github.v1.CreateIssueRequest
+	(*CreateIssueResponse)(nil),            // 53: thefold.github.v1.CreateIssueResponse
+	(*UpdateIssueRequest)(nil),             // 54: thefold.github.v1.UpdateIssueRequest
+	(*UpdateIssueResponse)(nil),            // 55: thefold.github.v1.UpdateIssueResponse
+	(*IssueComment)(nil),                   // 56: thefold.github.v1.IssueComment
+	(*CommentOnIssueRequest)(nil),          // 57: thefold.github.v1.CommentOnIssueRequest
+	(*CommentOnIssueResponse)(nil),         // 58: thefold.github.v1.CommentOnIssueResponse
+	(*Namespace)(nil),                      // 59: thefold.github.v1.Namespace
+	(*NamespaceMember)(nil),                // 60: thefold.github.v1.NamespaceMember
+	(*CreateNamespaceRequest)(nil),         // 61: thefold.github.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),        // 62: thefold.github.v1.CreateNamespaceResponse
+	(*GetNamespaceRequest)(nil),            // 63: thefold.github.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),           // 64: thefold.github.v1.GetNamespaceResponse
+	(*SetNamespaceMemberRequest)(nil),      // 65: thefold.github.v1.SetNamespaceMemberRequest
+	(*SetNamespaceMemberResponse)(nil),     // 66: thefold.github.v1.SetNamespaceMemberResponse
+	(*Collaborator)(nil),                   // 67: thefold.github.v1.Collaborator
+	(*SetCollaboratorRequest)(nil),         // 68: thefold.github.v1.SetCollaboratorRequest
+	(*SetCollaboratorResponse)(nil),        // 69: thefold.github.v1.SetCollaboratorResponse
+	(*ListCollaboratorsRequest)(nil),       // 70: thefold.github.v1.ListCollaboratorsRequest
+	(*ListCollaboratorsResponse)(nil),      // 71: thefold.github.v1.ListCollaboratorsResponse
+	(*GitHubCredential)(nil),               // 72: thefold.github.v1.GitHubCredential
+	(*SetGitHubCredentialRequest)(nil),     // 73: thefold.github.v1.SetGitHubCredentialRequest
+	(*SetGitHubCredentialResponse)(nil),    // 74: thefold.github.v1.SetGitHubCredentialResponse
+	(*GetGitHubCredentialRequest)(nil),     // 75: thefold.github.v1.GetGitHubCredentialRequest
+	(*GetGitHubCredentialResponse)(nil),    // 76: thefold.github.v1.GetGitHubCredentialResponse
+	(*DeleteGitHubCredentialRequest)(nil),  // 77: thefold.github.v1.DeleteGitHubCredentialRequest
+	(*DeleteGitHubCredentialResponse)(nil), // 78: thefold.github.v1.DeleteGitHubCredentialResponse
+	(*GitHubGrant)(nil),                    // 79: thefold.github.v1.GitHubGrant
+	(*SetGitHubGrantRequest)(nil),          // 80: thefold.github.v1.SetGitHubGrantRequest
+	(*SetGitHubGrantResponse)(nil),         // 81: thefold.github.v1.SetGitHubGrantResponse
+	(*ListGitHubGrantsRequest)(nil),        // 82: thefold.github.v1.ListGitHubGrantsRequest
+	(*ListGitHubGrantsResponse)(nil),       // 83: thefold.github.v1.ListGitHubGrantsResponse
+	(*timestamppb.Timestamp)(nil),          // 84: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),                  // 85: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),                   // 86: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                    // 87: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),          // 88: google.protobuf.FieldMask
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,  // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	56, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	56, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 3: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
-	6,  // 4: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
-	6,  // 5: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	0,  // 6: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
-	6,  // 7: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	57, // 8: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
-	6,  // 9: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	1,  // 10: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
-	15, // 11: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
-	18, // 12: thefold.github.v1.GetFilesResponse.files:type_name -> thefold.github.v1.File
-	22, // 13: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
-	2,  // 14: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
-	25, // 15: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	57, // 16: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
-	58, // 17: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
-	3,  // 18: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	58, // 19: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
-	56, // 20: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	56, // 21: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	56, // 22: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	56, // 23: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
-	31, // 24: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	31, // 25: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	3,  // 26: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
-	31, // 27: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	59, // 28: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	58, // 29: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
-	4,  // 30: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
-	31, // 31: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	31, // 32: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	5,  // 33: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	56, // 34: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	56, // 35: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	56, // 36: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
-	5,  // 37: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
-	44, // 38: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
-	44, // 39: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	44, // 40: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	44, // 41: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
-	60, // 42: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	44, // 43: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	56, // 44: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
-	53, // 45: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
-	7,  // 46: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	9,  // 47: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	11, // 48: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	13, // 49: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	16, // 50: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	19, // 51: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	21, // 52: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	24, // 53: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	27, // 54: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	29, // 55: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	32, // 56: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	34, // 57: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	36, // 58: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	38, // 59: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
-	40, // 60: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	42, // 61: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
-	45, // 62: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	47, // 63: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
-	49, // 64: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	51, // 65: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
-	54, // 66: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	8,  // 67: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	10, // 68: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	12, // 69: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	14, // 70: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	17, // 71: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	20, // 72: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	23, // 73: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	26, // 74: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	28, // 75: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	30, // 76: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	33, // 77: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	35, // 78: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	37, // 79: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	39, // 80: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
-	41, // 81: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	43, // 82: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
-	46, // 83: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	48, // 84: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
-	50, // 85: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	52, // 86: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
-	55, // 87: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	67, // [67:88] is the sub-list for method output_type
-	46, // [46:67] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	84, // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	84, // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	1,  // 3: thefold.github.v1.Repo.permission:type_name -> thefold.github.v1.RepoRole
+	0,  // 4: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
+	9,  // 5: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
+	9,  // 6: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	0,  // 7: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
+	9,  // 8: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	85, // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
+	9,  // 10: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
+	2,  // 11: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
+	18, // 12: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
+	21, // 13: thefold.github.v1.GetFilesResponse.files:type_name -> thefold.github.v1.File
+	25, // 14: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
+	3,  // 15: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
+	28, // 16: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
+	85, // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	86, // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	4,  // 19: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
+	86, // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	84, // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	84, // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	84, // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	84, // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	34, // 25: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	34, // 26: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	4,  // 27: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
+	34, // 28: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
+	87, // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	86, // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	5,  // 31: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
+	34, // 32: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	34, // 33: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	6,  // 34: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
+	84, // 35: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	84, // 36: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	84, // 37: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	6,  // 38: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
+	47, // 39: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
+	47, // 40: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	47, // 41: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	47, // 42: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
+	88, // 43: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	47, // 44: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	84, // 45: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	56, // 46: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
+	7,  // 47: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
+	60, // 48: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
+	84, // 49: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	8,  // 50: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
+	7,  // 51: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
+	59, // 52: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	59, // 53: thefold.github.v1.GetNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	8,  // 54: thefold.github.v1.SetNamespaceMemberRequest.role:type_name -> thefold.github.v1.NamespaceRole
+	59, // 55: thefold.github.v1.SetNamespaceMemberResponse.namespace:type_name -> thefold.github.v1.Namespace
+	1,  // 56: thefold.github.v1.Collaborator.role:type_name -> thefold.github.v1.RepoRole
+	1,  // 57: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
+	67, // 58: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	67, // 59: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	84, // 60: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
+	72, // 61: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	72, // 62: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	1,  // 63: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
+	1,  // 64: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
+	79, // 65: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	79, // 66: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	10, // 67: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	12, // 68: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	14, // 69: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	16, // 70: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	19, // 71: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	22, // 72: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	24, // 73: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	27, // 74: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	30, // 75: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	32, // 76: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	35, // 77: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	37, // 78: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	39, // 79: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	41, // 80: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	43, // 81: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	45, // 82: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	48, // 83: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	50, // 84: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	52, // 85: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	54, // 86: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	57, // 87: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	61, // 88: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
+	63, // 89: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
+	65, // 90: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
+	68, // 91: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
+	70, // 92: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
+	73, // 93: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
+	75, // 94: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
+	77, // 95: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
+	80, // 96: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
+	82, // 97: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
+	11, // 98: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	13, // 99: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	15, // 100: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	17, // 101: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	20, // 102: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	23, // 103: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	26, // 104: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	29, // 105: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	31, // 106: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	33, // 107: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	36, // 108: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	38, // 109: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	40, // 110: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	42, // 111: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	44, // 112: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	46, // 113: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	49, // 114: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	51, // 115: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	53, // 116: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	55, // 117: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	58, // 118: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	62, // 119: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
+	64, // 120: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
+	66, // 121: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
+	69, // 122: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
+	71, // 123: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
+	74, // 124: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
+	76, // 125: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
+	78, // 126: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
+	81, // 127: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
+	83, // 128: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
+	98, // [98:129] is the sub-list for method output_type
+	67, // [67:98] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -4693,8 +6304,8 @@ func file_thefold_github_v1_github_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   50,
+			NumEnums:      9,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,27 +19,37 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RepoService_ListRepos_FullMethodName          = "/thefold.github.v1.RepoService/ListRepos"
-	RepoService_GetRepo_FullMethodName            = "/thefold.github.v1.RepoService/GetRepo"
-	RepoService_CreateRepo_FullMethodName         = "/thefold.github.v1.RepoService/CreateRepo"
-	RepoService_InitRepo_FullMethodName           = "/thefold.github.v1.RepoService/InitRepo"
-	RepoService_GetTree_FullMethodName            = "/thefold.github.v1.RepoService/GetTree"
-	RepoService_GetFiles_FullMethodName           = "/thefold.github.v1.RepoService/GetFiles"
-	RepoService_GetArchive_FullMethodName         = "/thefold.github.v1.RepoService/GetArchive"
-	RepoService_FindRelevantFiles_FullMethodName  = "/thefold.github.v1.RepoService/FindRelevantFiles"
-	RepoService_CreateBranch_FullMethodName       = "/thefold.github.v1.RepoService/CreateBranch"
-	RepoService_CommitFiles_FullMethodName        = "/thefold.github.v1.RepoService/CommitFiles"
-	RepoService_CreatePullRequest_FullMethodName  = "/thefold.github.v1.RepoService/CreatePullRequest"
-	RepoService_GetPullRequest_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequest"
-	RepoService_ListPullRequests_FullMethodName   = "/thefold.github.v1.RepoService/ListPullRequests"
-	RepoService_GetPullRequestDiff_FullMethodName = "/thefold.github.v1.RepoService/GetPullRequestDiff"
-	RepoService_MergePullRequest_FullMethodName   = "/thefold.github.v1.RepoService/MergePullRequest"
-	RepoService_ClosePullRequest_FullMethodName   = "/thefold.github.v1.RepoService/ClosePullRequest"
-	RepoService_ListIssues_FullMethodName         = "/thefold.github.v1.RepoService/ListIssues"
-	RepoService_GetIssue_FullMethodName           = "/thefold.github.v1.RepoService/GetIssue"
-	RepoService_CreateIssue_FullMethodName        = "/thefold.github.v1.RepoService/CreateIssue"
-	RepoService_UpdateIssue_FullMethodName        = "/thefold.github.v1.RepoService/UpdateIssue"
-	RepoService_CommentOnIssue_FullMethodName     = "/thefold.github.v1.RepoService/CommentOnIssue"
+	RepoService_ListRepos_FullMethodName              = "/thefold.github.v1.RepoService/ListRepos"
+	RepoService_GetRepo_FullMethodName                = "/thefold.github.v1.RepoService/GetRepo"
+	RepoService_CreateRepo_FullMethodName             = "/thefold.github.v1.RepoService/CreateRepo"
+	RepoService_InitRepo_FullMethodName               = "/thefold.github.v1.RepoService/InitRepo"
+	RepoService_GetTree_FullMethodName                = "/thefold.github.v1.RepoService/GetTree"
+	RepoService_GetFiles_FullMethodName               = "/thefold.github.v1.RepoService/GetFiles"
+	RepoService_GetArchive_FullMethodName             = "/thefold.github.v1.RepoService/GetArchive"
+	RepoService_FindRelevantFiles_FullMethodName      = "/thefold.github.v1.RepoService/FindRelevantFiles"
+	RepoService_CreateBranch_FullMethodName           = "/thefold.github.v1.RepoService/CreateBranch"
+	RepoService_CommitFiles_FullMethodName            = "/thefold.github.v1.RepoService/CommitFiles"
+	RepoService_CreatePullRequest_FullMethodName      = "/thefold.github.v1.RepoService/CreatePullRequest"
+	RepoService_GetPullRequest_FullMethodName         = "/thefold.github.v1.RepoService/GetPullRequest"
+	RepoService_ListPullRequests_FullMethodName       = "/thefold.github.v1.RepoService/ListPullRequests"
+	RepoService_GetPullRequestDiff_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequestDiff"
+	RepoService_MergePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/MergePullRequest"
+	RepoService_ClosePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/ClosePullRequest"
+	RepoService_ListIssues_FullMethodName             = "/thefold.github.v1.RepoService/ListIssues"
+	RepoService_GetIssue_FullMethodName               = "/thefold.github.v1.RepoService/GetIssue"
+	RepoService_CreateIssue_FullMethodName            = "/thefold.github.v1.RepoService/CreateIssue"
+	RepoService_UpdateIssue_FullMethodName            = "/thefold.github.v1.RepoService/UpdateIssue"
+	RepoService_CommentOnIssue_FullMethodName         = "/thefold.github.v1.RepoService/CommentOnIssue"
+	RepoService_CreateNamespace_FullMethodName        = "/thefold.github.v1.RepoService/CreateNamespace"
+	RepoService_GetNamespace_FullMethodName           = "/thefold.github.v1.RepoService/GetNamespace"
+	RepoService_SetNamespaceMember_FullMethodName     = "/thefold.github.v1.RepoService/SetNamespaceMember"
+	RepoService_SetCollaborator_FullMethodName        = "/thefold.github.v1.RepoService/SetCollaborator"
+	RepoService_ListCollaborators_FullMethodName      = "/thefold.github.v1.RepoService/ListCollaborators"
+	RepoService_SetGitHubCredential_FullMethodName    = "/thefold.github.v1.RepoService/SetGitHubCredential"
+	RepoService_GetGitHubCredential_FullMethodName    = "/thefold.github.v1.RepoService/GetGitHubCredential"
+	RepoService_DeleteGitHubCredential_FullMethodName = "/thefold.github.v1.RepoService/DeleteGitHubCredential"
+	RepoService_SetGitHubGrant_FullMethodName         = "/thefold.github.v1.RepoService/SetGitHubGrant"
+	RepoService_ListGitHubGrants_FullMethodName       = "/thefold.github.v1.RepoService/ListGitHubGrants"
 )
 
 // RepoServiceClient is the client API for RepoService service.
@@ -121,6 +131,39 @@ type RepoServiceClient interface {
 	// CommentOnIssue adds a comment to an issue or pull request. A retry with the same
 	// request_id returns the first comment instead of posting another.
 	CommentOnIssue(ctx context.Context, in *CommentOnIssueRequest, opts ...grpc.CallOption) (*CommentOnIssueResponse, error)
+	// CreateNamespace claims an owner segment ("alice" in "alice/app") on the local forge: a
+	// USER namespace for the caller (one per person), or an ORG namespace the caller becomes
+	// an admin of. Repositories under a namespace are created only by its holder (USER) or its
+	// members (ORG); "local" and the operator's THEFOLD_GITHUB_LOCAL_OWNERS are shared
+	// namespaces where anyone may create and the creator owns the repository. A taken name is
+	// ALREADY_EXISTS; a second USER namespace for the same person is FAILED_PRECONDITION.
+	CreateNamespace(ctx context.Context, in *CreateNamespaceRequest, opts ...grpc.CallOption) (*CreateNamespaceResponse, error)
+	// GetNamespace returns a namespace with its members.
+	GetNamespace(ctx context.Context, in *GetNamespaceRequest, opts ...grpc.CallOption) (*GetNamespaceResponse, error)
+	// SetNamespaceMember adds a person to an ORG namespace, changes their role, or (role
+	// NONE) removes them. Only the namespace's admins (and TheFold's admins) may.
+	SetNamespaceMember(ctx context.Context, in *SetNamespaceMemberRequest, opts ...grpc.CallOption) (*SetNamespaceMemberResponse, error)
+	// SetCollaborator gives a person a role on a local repository (READ, WRITE, ADMIN), or
+	// (NONE) takes it away. Needs ADMIN on the repository.
+	SetCollaborator(ctx context.Context, in *SetCollaboratorRequest, opts ...grpc.CallOption) (*SetCollaboratorResponse, error)
+	// ListCollaborators lists a local repository's collaborators. Needs READ.
+	ListCollaborators(ctx context.Context, in *ListCollaboratorsRequest, opts ...grpc.CallOption) (*ListCollaboratorsResponse, error)
+	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
+	// installation token): GitHub calls made for the caller then use it, so GitHub itself
+	// decides what they may do. The token is encrypted at rest and never returned; the answer
+	// describes it (its last four characters). FAILED_PRECONDITION when the operator has not
+	// configured THEFOLD_GITHUB_SECRET_KEY_FILE.
+	SetGitHubCredential(ctx context.Context, in *SetGitHubCredentialRequest, opts ...grpc.CallOption) (*SetGitHubCredentialResponse, error)
+	// GetGitHubCredential describes the caller's stored GitHub token, NOT_FOUND when none.
+	GetGitHubCredential(ctx context.Context, in *GetGitHubCredentialRequest, opts ...grpc.CallOption) (*GetGitHubCredentialResponse, error)
+	// DeleteGitHubCredential forgets the caller's GitHub token.
+	DeleteGitHubCredential(ctx context.Context, in *DeleteGitHubCredentialRequest, opts ...grpc.CallOption) (*DeleteGitHubCredentialResponse, error)
+	// SetGitHubGrant lets a person without their own GitHub credential reach a GitHub
+	// repository ("owner/name", or "owner/*" for all of an owner's) through the server's token,
+	// with a role; NONE removes the grant. Only TheFold's admins may.
+	SetGitHubGrant(ctx context.Context, in *SetGitHubGrantRequest, opts ...grpc.CallOption) (*SetGitHubGrantResponse, error)
+	// ListGitHubGrants lists grants: a person's own, or (admins) anyone's.
+	ListGitHubGrants(ctx context.Context, in *ListGitHubGrantsRequest, opts ...grpc.CallOption) (*ListGitHubGrantsResponse, error)
 }
 
 type repoServiceClient struct {
@@ -350,6 +393,106 @@ func (c *repoServiceClient) CommentOnIssue(ctx context.Context, in *CommentOnIss
 	return out, nil
 }
 
+func (c *repoServiceClient) CreateNamespace(ctx context.Context, in *CreateNamespaceRequest, opts ...grpc.CallOption) (*CreateNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateNamespaceResponse)
+	err := c.cc.Invoke(ctx, RepoService_CreateNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) GetNamespace(ctx context.Context, in *GetNamespaceRequest, opts ...grpc.CallOption) (*GetNamespaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNamespaceResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetNamespace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) SetNamespaceMember(ctx context.Context, in *SetNamespaceMemberRequest, opts ...grpc.CallOption) (*SetNamespaceMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetNamespaceMemberResponse)
+	err := c.cc.Invoke(ctx, RepoService_SetNamespaceMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) SetCollaborator(ctx context.Context, in *SetCollaboratorRequest, opts ...grpc.CallOption) (*SetCollaboratorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetCollaboratorResponse)
+	err := c.cc.Invoke(ctx, RepoService_SetCollaborator_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) ListCollaborators(ctx context.Context, in *ListCollaboratorsRequest, opts ...grpc.CallOption) (*ListCollaboratorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCollaboratorsResponse)
+	err := c.cc.Invoke(ctx, RepoService_ListCollaborators_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) SetGitHubCredential(ctx context.Context, in *SetGitHubCredentialRequest, opts ...grpc.CallOption) (*SetGitHubCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetGitHubCredentialResponse)
+	err := c.cc.Invoke(ctx, RepoService_SetGitHubCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) GetGitHubCredential(ctx context.Context, in *GetGitHubCredentialRequest, opts ...grpc.CallOption) (*GetGitHubCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetGitHubCredentialResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetGitHubCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) DeleteGitHubCredential(ctx context.Context, in *DeleteGitHubCredentialRequest, opts ...grpc.CallOption) (*DeleteGitHubCredentialResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGitHubCredentialResponse)
+	err := c.cc.Invoke(ctx, RepoService_DeleteGitHubCredential_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) SetGitHubGrant(ctx context.Context, in *SetGitHubGrantRequest, opts ...grpc.CallOption) (*SetGitHubGrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetGitHubGrantResponse)
+	err := c.cc.Invoke(ctx, RepoService_SetGitHubGrant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) ListGitHubGrants(ctx context.Context, in *ListGitHubGrantsRequest, opts ...grpc.CallOption) (*ListGitHubGrantsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGitHubGrantsResponse)
+	err := c.cc.Invoke(ctx, RepoService_ListGitHubGrants_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RepoServiceServer is the server API for RepoService service.
 // All implementations must embed UnimplementedRepoServiceServer
 // for forward compatibility.
@@ -429,6 +572,39 @@ type RepoServiceServer interface {
 	// CommentOnIssue adds a comment to an issue or pull request. A retry with the same
 	// request_id returns the first comment instead of posting another.
 	CommentOnIssue(context.Context, *CommentOnIssueRequest) (*CommentOnIssueResponse, error)
+	// CreateNamespace claims an owner segment ("alice" in "alice/app") on the local forge: a
+	// USER namespace for the caller (one per person), or an ORG namespace the caller becomes
+	// an admin of. Repositories under a namespace are created only by its holder (USER) or its
+	// members (ORG); "local" and the operator's THEFOLD_GITHUB_LOCAL_OWNERS are shared
+	// namespaces where anyone may create and the creator owns the repository. A taken name is
+	// ALREADY_EXISTS; a second USER namespace for the same person is FAILED_PRECONDITION.
+	CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error)
+	// GetNamespace returns a namespace with its members.
+	GetNamespace(context.Context, *GetNamespaceRequest) (*GetNamespaceResponse, error)
+	// SetNamespaceMember adds a person to an ORG namespace, changes their role, or (role
+	// NONE) removes them. Only the namespace's admins (and TheFold's admins) may.
+	SetNamespaceMember(context.Context, *SetNamespaceMemberRequest) (*SetNamespaceMemberResponse, error)
+	// SetCollaborator gives a person a role on a local repository (READ, WRITE, ADMIN), or
+	// (NONE) takes it away. Needs ADMIN on the repository.
+	SetCollaborator(context.Context, *SetCollaboratorRequest) (*SetCollaboratorResponse, error)
+	// ListCollaborators lists a local repository's collaborators. Needs READ.
+	ListCollaborators(context.Context, *ListCollaboratorsRequest) (*ListCollaboratorsResponse, error)
+	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
+	// installation token): GitHub calls made for the caller then use it, so GitHub itself
+	// decides what they may do. The token is encrypted at rest and never returned; the answer
+	// describes it (its last four characters). FAILED_PRECONDITION when the operator has not
+	// configured THEFOLD_GITHUB_SECRET_KEY_FILE.
+	SetGitHubCredential(context.Context, *SetGitHubCredentialRequest) (*SetGitHubCredentialResponse, error)
+	// GetGitHubCredential describes the caller's stored GitHub token, NOT_FOUND when none.
+	GetGitHubCredential(context.Context, *GetGitHubCredentialRequest) (*GetGitHubCredentialResponse, error)
+	// DeleteGitHubCredential forgets the caller's GitHub token.
+	DeleteGitHubCredential(context.Context, *DeleteGitHubCredentialRequest) (*DeleteGitHubCredentialResponse, error)
+	// SetGitHubGrant lets a person without their own GitHub credential reach a GitHub
+	// repository ("owner/name", or "owner/*" for all of an owner's) through the server's token,
+	// with a role; NONE removes the grant. Only TheFold's admins may.
+	SetGitHubGrant(context.Context, *SetGitHubGrantRequest) (*SetGitHubGrantResponse, error)
+	// ListGitHubGrants lists grants: a person's own, or (admins) anyone's.
+	ListGitHubGrants(context.Context, *ListGitHubGrantsRequest) (*ListGitHubGrantsResponse, error)
 	mustEmbedUnimplementedRepoServiceServer()
 }
 
@@ -501,6 +677,36 @@ func (UnimplementedRepoServiceServer) UpdateIssue(context.Context, *UpdateIssueR
 }
 func (UnimplementedRepoServiceServer) CommentOnIssue(context.Context, *CommentOnIssueRequest) (*CommentOnIssueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommentOnIssue not implemented")
+}
+func (UnimplementedRepoServiceServer) CreateNamespace(context.Context, *CreateNamespaceRequest) (*CreateNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateNamespace not implemented")
+}
+func (UnimplementedRepoServiceServer) GetNamespace(context.Context, *GetNamespaceRequest) (*GetNamespaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNamespace not implemented")
+}
+func (UnimplementedRepoServiceServer) SetNamespaceMember(context.Context, *SetNamespaceMemberRequest) (*SetNamespaceMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetNamespaceMember not implemented")
+}
+func (UnimplementedRepoServiceServer) SetCollaborator(context.Context, *SetCollaboratorRequest) (*SetCollaboratorResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetCollaborator not implemented")
+}
+func (UnimplementedRepoServiceServer) ListCollaborators(context.Context, *ListCollaboratorsRequest) (*ListCollaboratorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCollaborators not implemented")
+}
+func (UnimplementedRepoServiceServer) SetGitHubCredential(context.Context, *SetGitHubCredentialRequest) (*SetGitHubCredentialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGitHubCredential not implemented")
+}
+func (UnimplementedRepoServiceServer) GetGitHubCredential(context.Context, *GetGitHubCredentialRequest) (*GetGitHubCredentialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetGitHubCredential not implemented")
+}
+func (UnimplementedRepoServiceServer) DeleteGitHubCredential(context.Context, *DeleteGitHubCredentialRequest) (*DeleteGitHubCredentialResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteGitHubCredential not implemented")
+}
+func (UnimplementedRepoServiceServer) SetGitHubGrant(context.Context, *SetGitHubGrantRequest) (*SetGitHubGrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGitHubGrant not implemented")
+}
+func (UnimplementedRepoServiceServer) ListGitHubGrants(context.Context, *ListGitHubGrantsRequest) (*ListGitHubGrantsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGitHubGrants not implemented")
 }
 func (UnimplementedRepoServiceServer) mustEmbedUnimplementedRepoServiceServer() {}
 func (UnimplementedRepoServiceServer) testEmbeddedByValue()                     {}
@@ -894,6 +1100,186 @@ func _RepoService_CommentOnIssue_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RepoService_CreateNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).CreateNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_CreateNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).CreateNamespace(ctx, req.(*CreateNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_GetNamespace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNamespaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetNamespace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetNamespace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetNamespace(ctx, req.(*GetNamespaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_SetNamespaceMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetNamespaceMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).SetNamespaceMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_SetNamespaceMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).SetNamespaceMember(ctx, req.(*SetNamespaceMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_SetCollaborator_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetCollaboratorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).SetCollaborator(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_SetCollaborator_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).SetCollaborator(ctx, req.(*SetCollaboratorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_ListCollaborators_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCollaboratorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).ListCollaborators(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_ListCollaborators_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).ListCollaborators(ctx, req.(*ListCollaboratorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_SetGitHubCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGitHubCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).SetGitHubCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_SetGitHubCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).SetGitHubCredential(ctx, req.(*SetGitHubCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_GetGitHubCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetGitHubCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetGitHubCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetGitHubCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetGitHubCredential(ctx, req.(*GetGitHubCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_DeleteGitHubCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGitHubCredentialRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).DeleteGitHubCredential(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_DeleteGitHubCredential_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).DeleteGitHubCredential(ctx, req.(*DeleteGitHubCredentialRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_SetGitHubGrant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGitHubGrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).SetGitHubGrant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_SetGitHubGrant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).SetGitHubGrant(ctx, req.(*SetGitHubGrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_ListGitHubGrants_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGitHubGrantsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).ListGitHubGrants(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_ListGitHubGrants_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).ListGitHubGrants(ctx, req.(*ListGitHubGrantsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RepoService_ServiceDesc is the grpc.ServiceDesc for RepoService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -980,6 +1366,46 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommentOnIssue",
 			Handler:    _RepoService_CommentOnIssue_Handler,
+		},
+		{
+			MethodName: "CreateNamespace",
+			Handler:    _RepoService_CreateNamespace_Handler,
+		},
+		{
+			MethodName: "GetNamespace",
+			Handler:    _RepoService_GetNamespace_Handler,
+		},
+		{
+			MethodName: "SetNamespaceMember",
+			Handler:    _RepoService_SetNamespaceMember_Handler,
+		},
+		{
+			MethodName: "SetCollaborator",
+			Handler:    _RepoService_SetCollaborator_Handler,
+		},
+		{
+			MethodName: "ListCollaborators",
+			Handler:    _RepoService_ListCollaborators_Handler,
+		},
+		{
+			MethodName: "SetGitHubCredential",
+			Handler:    _RepoService_SetGitHubCredential_Handler,
+		},
+		{
+			MethodName: "GetGitHubCredential",
+			Handler:    _RepoService_GetGitHubCredential_Handler,
+		},
+		{
+			MethodName: "DeleteGitHubCredential",
+			Handler:    _RepoService_DeleteGitHubCredential_Handler,
+		},
+		{
+			MethodName: "SetGitHubGrant",
+			Handler:    _RepoService_SetGitHubGrant_Handler,
+		},
+		{
+			MethodName: "ListGitHubGrants",
+			Handler:    _RepoService_ListGitHubGrants_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
