@@ -20,8 +20,11 @@ func TestConfig(t *testing.T) {
 		{"defaults", nil, nil},
 		{"rrf with half-lives", map[string]string{"THEFOLD_MEMORY_FUSION": "rrf", "THEFOLD_MEMORY_HALF_LIVES": "session:12h,decision:4320h"}, nil},
 		{"every problem at once", map[string]string{"THEFOLD_MEMORY_HYBRID_ALPHA": "1.5", "THEFOLD_MEMORY_FUSION": "max",
-			"THEFOLD_MEMORY_CANDIDATES": "1", "THEFOLD_MEMORY_HALF_LIVES": "diary:1h", "THEFOLD_MEMORY_EMBED_MODEL": "a b"},
-			[]string{"THEFOLD_MEMORY_HYBRID_ALPHA", "THEFOLD_MEMORY_FUSION", "THEFOLD_MEMORY_CANDIDATES", "diary", "THEFOLD_MEMORY_EMBED_MODEL"}},
+			"THEFOLD_MEMORY_CANDIDATES": "1", "THEFOLD_MEMORY_HALF_LIVES": "diary:1h", "THEFOLD_MEMORY_EMBED_MODEL": "a b",
+			"THEFOLD_MEMORY_MIN_STRATEGY_TRUST": "USER"},
+			[]string{"THEFOLD_MEMORY_HYBRID_ALPHA", "THEFOLD_MEMORY_FUSION", "THEFOLD_MEMORY_CANDIDATES", "diary", "THEFOLD_MEMORY_EMBED_MODEL",
+				"THEFOLD_MEMORY_MIN_STRATEGY_TRUST"}},
+		{"strategy hints need a person", map[string]string{"THEFOLD_MEMORY_MIN_STRATEGY_TRUST": "user"}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,7 +34,7 @@ func TestConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.env == nil && (cfg.HybridAlpha != 0.4 || cfg.Fusion != "alpha") {
+				if tc.env == nil && (cfg.HybridAlpha != 0.4 || cfg.Fusion != "alpha" || cfg.MinStrategyTrust != "system") {
 					t.Fatalf("defaults: %+v", cfg)
 				}
 				return

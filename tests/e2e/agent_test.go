@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,8 +150,8 @@ func planPrompts(marker string) []string {
 
 // TestAgentAcceptance is the acceptance through the gateway: a task on a local
 // repository reaches PENDING_REVIEW with a diff that builds; approving it opens a pull
-// request whose branch plain git clones and builds; the next task of the same kind gets a
-// strategy hint in its plan.
+// request whose branch plain git clones and builds; once its owner promoted the strategy
+// the first task earned, the next task of the same kind gets it as a hint in its plan.
 func TestAgentAcceptance(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
@@ -260,6 +261,18 @@ func TestAgentAcceptance(t *testing.T) {
 		t.Fatalf("metrics: %d %v", code, metrics)
 	}
 
+	// The strategy the first job earned is the agent's own (AGENT trust), no hint until a
+	// person vouches for it: its owner promotes it.
+	code, mems := rest(t, http.MethodGet, "/v1/memories?types=MEMORY_TYPE_STRATEGY&trust_levels=MEMORY_TRUST_LEVEL_AGENT&repo="+url.QueryEscape(repo), token, nil)
+	strategies, _ := mems["memories"].([]any)
+	if code != http.StatusOK || len(strategies) != 1 {
+		t.Fatalf("the agent's strategy memory: %d %v", code, mems)
+	}
+	strategyID := strategies[0].(map[string]any)["id"].(string)
+	code, promoted := rest(t, http.MethodPost, "/v1/memories/"+strategyID+":promote", token, map[string]any{})
+	if code != http.StatusOK || promoted["memory"].(map[string]any)["trust_level"] != "MEMORY_TRUST_LEVEL_USER" {
+		t.Fatalf("promote the strategy: %d %v", code, promoted)
+	}
 	// The same kind of task next: its plan gets the strategy the first one earned.
 	_, job2 := startJob(t, repo, "Add a Bye function to the greet package [AGENT-ACCEPT-2]", "Bye(name) says goodbye to name.")
 	waitJob(t, job2, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/memory/internal/store"
@@ -35,6 +36,10 @@ type Config struct {
 	// ConsolidateInterval is how often every owner's memories are consolidated (near
 	// duplicates merged, expired and low-value ones retired); 0 turns the job off.
 	ConsolidateInterval time.Duration `env:"THEFOLD_MEMORY_CONSOLIDATE_INTERVAL, default=24h"`
+	// MinStrategyTrust is the least trust (agent < system < user) at which SearchMemories
+	// returns a strategy memory, the agent's planning hints: by default an AGENT strategy is
+	// no hint until a person promotes it. "agent" turns the threshold off.
+	MinStrategyTrust string `env:"THEFOLD_MEMORY_MIN_STRATEGY_TRUST, default=system"`
 }
 
 // DefaultHalfLives is how fast each type of memory fades: session notes in a day,
@@ -78,6 +83,9 @@ func (c *Config) Validate() error {
 	if c.ConsolidateInterval < 0 {
 		problems = append(problems, errors.New("THEFOLD_MEMORY_CONSOLIDATE_INTERVAL: must not be negative"))
 	}
+	if _, ok := trustByName[c.MinStrategyTrust]; !ok {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_MIN_STRATEGY_TRUST: %q: want agent, system or user", c.MinStrategyTrust))
+	}
 	if c.MaxContent < 100 {
 		problems = append(problems, errors.New("THEFOLD_MEMORY_MAX_CONTENT: want at least 100"))
 	}
@@ -102,4 +110,41 @@ func (c *Config) halfLife(t typev1.MemoryType) time.Duration {
 		return d
 	}
 	return 30 * 24 * time.Hour
+}
+
+// trustByName are the trust levels by their configuration names.
+var trustByName = map[string]memoryv1.MemoryTrustLevel{
+	"agent":  memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT,
+	"system": memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_SYSTEM,
+	"user":   memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER,
+}
+
+// trustRank orders trust levels by how far they are trusted (the enum's numbers do not):
+// AGENT 1, SYSTEM 2, USER 3; 0 for UNSPECIFIED.
+func trustRank(t memoryv1.MemoryTrustLevel) int {
+	switch t {
+	case memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT:
+		return 1
+	case memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_SYSTEM:
+		return 2
+	case memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER:
+		return 3
+	}
+	return 0
+}
+
+// strategyTrust is the trust levels at which a strategy memory is recalled.
+func (c *Config) strategyTrust() []memoryv1.MemoryTrustLevel {
+	least, ok := trustByName[c.MinStrategyTrust]
+	if !ok { // a Config not from config.Load (tests): the default
+		least = memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_SYSTEM
+	}
+	var out []memoryv1.MemoryTrustLevel
+	for _, t := range trustByName {
+		if trustRank(t) >= trustRank(least) {
+			out = append(out, t)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -62,7 +62,9 @@ type env struct {
 	alice  context.Context
 	bob    context.Context
 	agent  context.Context // the agent service, for alice
+	admin  context.Context
 	anon   context.Context
+	grpc   *grpctest.Env
 }
 
 func start(t testing.TB, cfg service.Config) *env {
@@ -84,7 +86,8 @@ func start(t testing.TB, cfg service.Config) *env {
 	t.Cleanup(func() { _ = cc.Close() })
 	conn.cc = cc
 	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, cfg: cfg, conn: cc, alice: e.Context(t, "alice"),
-		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), anon: context.Background()}
+		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), admin: e.Context(t, "root", "admin"),
+		anon: context.Background(), grpc: e}
 }
 
 func (e *env) store(t testing.TB, ctx context.Context, req *memoryv1.StoreMemoryRequest) *memoryv1.Memory {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -273,6 +275,9 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	if err != nil {
 		return nil, err
 	}
+	// Strategies are what the agent plans by: below the threshold (an AGENT strategy not
+	// promoted by a person) none is recalled, whatever the request's filters say.
+	f.StrategyTrust = s.cfg.strategyTrust()
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0 || limit > 50:
@@ -494,13 +499,22 @@ func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 			if err := validate.Enum("memory.trust_level", t, false); err != nil {
 				return nil, err
 			}
-			if t == memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER && p.Service != "" {
-				return nil, errs.Invalid("memory.trust_level", "only a person can promote a memory to USER")
-			}
 			u.Trust = &t
+			if p.Service == "" {
+				u.PromotedBy = p.UserID // a person vouches (when it is a promotion to USER)
+			} else {
+				// A service may lower trust, never raise it (see TrustFloor).
+				u.TrustFloor = trustAtLeast(t)
+			}
 		default:
 			return nil, errs.Invalid("update_mask", "%q cannot be updated; want content, summary, tags, category, importance, expire_time or trust_level", validate.Truncate(path, 64))
 		}
+	}
+	if p.Service != "" && (u.Content != nil || u.Summary != nil) {
+		// What a person or TheFold vouched for was the old text: new text from a service
+		// is the agent's own.
+		agent := memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT
+		u.Trust, u.TrustFloor = &agent, nil
 	}
 	cur, _, err := s.get(ctx, "id", id)
 	if err != nil {
@@ -522,6 +536,47 @@ func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 		return nil, err
 	}
 	return &memoryv1.UpdateMemoryResponse{Memory: m}, nil
+}
+
+// trustAtLeast is the trust levels ranked at least as high as t.
+func trustAtLeast(t memoryv1.MemoryTrustLevel) []memoryv1.MemoryTrustLevel {
+	var out []memoryv1.MemoryTrustLevel
+	for _, l := range trustByName {
+		if trustRank(l) >= trustRank(t) {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// PromoteMemory raises a memory to USER: a person vouches for it. The owner may promote
+// their memory, an admin anyone's; a service may not, even acting for the owner, since it
+// cannot vouch for a person.
+func (s *Server) PromoteMemory(ctx context.Context, req *memoryv1.PromoteMemoryRequest) (*memoryv1.PromoteMemoryResponse, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if p.Service != "" {
+		return nil, errs.Public(codes.PermissionDenied, "only a person promotes a memory, with their own token: the %s service acts for %s and cannot vouch for them", p.Service, p.UserID)
+	}
+	id, err := validate.UUID("id", req.GetId(), true)
+	if err != nil {
+		return nil, err
+	}
+	admin := p.HasRole(auth.RoleAdmin)
+	r, err := s.store.Promote(ctx, p.UserID, admin, id, p.UserID)
+	if errors.Is(err, store.ErrIntegrity) {
+		s.integrityFailure(ctx, r.GetOwnerId(), id)
+		return nil, errs.Public(codes.FailedPrecondition, "memory %q failed its integrity check (its content no longer matches content_hash) and is not promoted", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "memory promoted", "memory_id", id, "owner", r.GetOwnerId(), "by", p.UserID,
+		"admin_for_another", r.GetOwnerId() != p.UserID, "promoted_by", r.GetPromotedBy())
+	return &memoryv1.PromoteMemoryResponse{Memory: r.Memory}, nil
 }
 
 // MarkMemoriesUsed records that memories were used.

@@ -305,7 +305,7 @@ func TestTamperedMemoryIsNeverReturned(t *testing.T) {
 	}
 }
 
-// UpdateMemory corrects content honestly (new hash, new embedding) and promotes trust only
+// UpdateMemory corrects content honestly (new hash, new embedding) and raises trust only
 // for a person.
 func TestUpdateMemory(t *testing.T) {
 	t.Parallel()
@@ -314,7 +314,7 @@ func TestUpdateMemory(t *testing.T) {
 	_, err := e.client.UpdateMemory(e.agent, &memoryv1.UpdateMemoryRequest{Id: m.GetId(),
 		Memory:     &memoryv1.Memory{TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"trust_level"}}})
-	wantCode(t, err, codes.InvalidArgument, "trust_level")
+	wantCode(t, err, codes.PermissionDenied, "trust_level")
 	up, err := e.client.UpdateMemory(e.alice, &memoryv1.UpdateMemoryRequest{Id: m.GetId(),
 		Memory:     &memoryv1.Memory{Content: "Timeouts are 45 seconds since the gateway change.", TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, Importance: 0.9},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"content", "trust_level", "importance"}}})

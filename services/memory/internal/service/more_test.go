@@ -207,6 +207,19 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"content_hash"}}})
 			return err
 		}},
+		{"UpdateMemory", "memory.trust_level", func(ctx context.Context) error {
+			_, err := c.UpdateMemory(ctx, &memoryv1.UpdateMemoryRequest{Id: m.GetId(), Memory: &memoryv1.Memory{TrustLevel: 7},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"trust_level"}}})
+			return err
+		}},
+		{"PromoteMemory", "id", func(ctx context.Context) error {
+			_, err := c.PromoteMemory(ctx, &memoryv1.PromoteMemoryRequest{})
+			return err
+		}},
+		{"PromoteMemory", "id", func(ctx context.Context) error {
+			_, err := c.PromoteMemory(ctx, &memoryv1.PromoteMemoryRequest{Id: "strategy-1"})
+			return err
+		}},
 		{"MarkMemoriesUsed", "ids", func(ctx context.Context) error {
 			_, err := c.MarkMemoriesUsed(ctx, &memoryv1.MarkMemoriesUsedRequest{})
 			return err

@@ -165,25 +165,28 @@ const memoryColumns = `m.id::text, m.owner_id, m.repo, m.memory_type, m.category
 	coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0),
 	(SELECT a.last_accessed_time FROM memory_access a WHERE a.memory_id = m.id), m.use_count,
 	m.last_used_time, m.source_task_id, m.source_job_id, m.metadata, m.merged_from::text[], m.create_time,
-	m.update_time, m.expire_time, encode(sha256(convert_to(m.content, 'UTF8')), 'hex') = m.content_hash`
+	m.update_time, m.expire_time, encode(sha256(convert_to(m.content, 'UTF8')), 'hex') = m.content_hash,
+	m.promoted_by, m.promote_time`
 
 func scanMemory(row pgx.Row, extra ...any) (*Row, error) {
 	m := &memoryv1.Memory{}
 	var (
 		typ, trust                   string
 		lastAccess, lastUsed, expire *time.Time
+		promoted                     *time.Time
 		created, updated             time.Time
 		metadata                     []byte
 		hashOK                       bool
 	)
 	dest := []any{&m.Id, &m.OwnerId, &m.Repo, &typ, &m.Category, &m.Content, &m.Summary, &m.ContentHash,
 		&m.Tags, &trust, &m.Importance, &m.EmbeddingModel, &m.AccessCount, &lastAccess, &m.UseCount,
-		&lastUsed, &m.SourceTaskId, &m.SourceJobId, &metadata, &m.MergedFrom, &created, &updated, &expire, &hashOK}
+		&lastUsed, &m.SourceTaskId, &m.SourceJobId, &metadata, &m.MergedFrom, &created, &updated, &expire, &hashOK,
+		&m.PromotedBy, &promoted}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
 	m.Type, m.TrustLevel = parseType(typ), parseTrust(trust)
-	m.LastAccessedTime, m.LastUsedTime, m.ExpireTime = ts(lastAccess), ts(lastUsed), ts(expire)
+	m.LastAccessedTime, m.LastUsedTime, m.ExpireTime, m.PromoteTime = ts(lastAccess), ts(lastUsed), ts(expire), ts(promoted)
 	m.CreateTime, m.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
 	if len(metadata) > 0 {
 		st := &structpb.Struct{}
@@ -292,6 +295,9 @@ type Filter struct {
 	Tags       []string
 	Trust      []memoryv1.MemoryTrustLevel
 	Categories []string
+	// StrategyTrust, when set, keeps strategy memories only at these trust levels (the
+	// threshold of the agent's hints); memories of other types are not affected.
+	StrategyTrust []memoryv1.MemoryTrustLevel
 }
 
 // where renders the filter as SQL over alias m, with arguments numbered from len(args)+1.
@@ -318,6 +324,13 @@ func (f Filter) where(args []any) (string, []any) {
 			names[i] = trustNames[t]
 		}
 		conds = append(conds, "m.trust_level = ANY("+arg(names)+")")
+	}
+	if len(f.StrategyTrust) > 0 {
+		names := make([]string, len(f.StrategyTrust))
+		for i, t := range f.StrategyTrust {
+			names[i] = trustNames[t]
+		}
+		conds = append(conds, "(m.memory_type <> 'strategy' OR m.trust_level = ANY("+arg(names)+"))")
 	}
 	if len(f.Tags) > 0 {
 		conds = append(conds, "m.tags @> "+arg(f.Tags))
@@ -372,7 +385,14 @@ type Update struct {
 	Category   *string
 	Importance *float64
 	ExpireTime **time.Time
+	// Trust sets the trust level; PromotedBy is the person who raised it to USER (USER
+	// only). Any other level clears who promoted it.
 	Trust      *memoryv1.MemoryTrustLevel
+	PromotedBy string
+	// TrustFloor, when set, applies the update only while the memory's trust is one of
+	// these levels: a service may lower trust, never raise it, also when the trust changes
+	// under it. Otherwise the update is errs.ErrPermissionDenied.
+	TrustFloor []memoryv1.MemoryTrustLevel
 }
 
 // Update changes one of owner's memories. New content that equals another memory's of the
@@ -409,8 +429,24 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 	}
 	if u.Trust != nil {
 		sets = append(sets, "trust_level = "+arg(trustNames[*u.Trust]))
+		if *u.Trust == memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER {
+			// Who vouched first stays: a repeated promotion changes nothing.
+			by := arg(u.PromotedBy)
+			sets = append(sets, "promoted_by = CASE WHEN trust_level = 'user' THEN promoted_by ELSE "+by+" END",
+				"promote_time = CASE WHEN trust_level = 'user' THEN promote_time ELSE now() END")
+		} else {
+			sets = append(sets, "promoted_by = ''", "promote_time = NULL")
+		}
 	}
-	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...)
+	guard := ""
+	if len(u.TrustFloor) > 0 {
+		names := make([]string, len(u.TrustFloor))
+		for i, t := range u.TrustFloor {
+			names[i] = trustNames[t]
+		}
+		guard = " AND trust_level = ANY(" + arg(names) + ")"
+	}
+	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2"+guard, args...)
 	if isUnique(err) {
 		return nil, fmt.Errorf("content: the same content of this type and repository is already memory of yours: %w", errs.ErrAlreadyExists)
 	}
@@ -418,6 +454,11 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		return nil, fmt.Errorf("store: update memory: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
+		if guard != "" {
+			if _, err := s.Get(ctx, owner, id); err == nil {
+				return nil, fmt.Errorf("trust_level: a service cannot raise a memory's trust; a person promotes it (PromoteMemory): %w", errs.ErrPermissionDenied)
+			}
+		}
 		return nil, fmt.Errorf("memory %q: %w", id, errs.ErrNotFound)
 	}
 	r, err := s.Get(ctx, owner, id)
@@ -425,6 +466,37 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		return nil, err
 	}
 	return r.Memory, nil
+}
+
+// ErrIntegrity is a memory whose content no longer matches its content_hash.
+var ErrIntegrity = errors.New("content does not match content_hash")
+
+// Promote raises a memory to USER for the person by, recording who and when; one already
+// at USER is returned unchanged. It reads the memory of owner, or of anyone when anyOwner
+// (an admin). A memory not found that way (or expired) is errs.ErrNotFound; one whose
+// content no longer matches its hash is not promoted (ErrIntegrity, with the row).
+func (s *Store) Promote(ctx context.Context, owner string, anyOwner bool, id, by string) (*Row, error) {
+	var memOwner string
+	err := s.pool.QueryRow(ctx, `UPDATE memories SET trust_level = 'user',
+			promoted_by = CASE WHEN trust_level = 'user' THEN promoted_by ELSE $3 END,
+			promote_time = CASE WHEN trust_level = 'user' THEN promote_time ELSE now() END,
+			update_time = CASE WHEN trust_level = 'user' THEN update_time ELSE now() END
+		WHERE id = $1 AND ($4 OR owner_id = $2) AND (expire_time IS NULL OR expire_time > now())
+			AND encode(sha256(convert_to(content, 'UTF8')), 'hex') = content_hash
+		RETURNING owner_id`, id, owner, by, anyOwner).Scan(&memOwner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Not there, or its content was changed behind the service's back.
+		r, gerr := scanMemory(s.pool.QueryRow(ctx, "SELECT "+memoryColumns+` FROM memories m
+			WHERE m.id = $1 AND ($3 OR m.owner_id = $2) AND (m.expire_time IS NULL OR m.expire_time > now())`, id, owner, anyOwner))
+		if gerr == nil && !r.HashOK {
+			return r, ErrIntegrity
+		}
+		return nil, fmt.Errorf("memory %q: %w", id, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: promote memory: %w", err)
+	}
+	return s.Get(ctx, memOwner, id)
 }
 
 // MarkUsed counts a use of each of owner's memories among ids and returns those marked.

@@ -18,6 +18,7 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 	e := start(t)
 	c := e.client
 	ok := e.create(t, inject("ok", "Advice.", 50, nil))
+	job := e.job("alice")
 	tc := func() *skillsv1.TaskContext { return &skillsv1.TaskContext{Description: "x"} }
 	zero, neg := int32(0), int32(-5)
 	rule := func(r *skillsv1.SkillRule) *skillsv1.Skill {
@@ -163,17 +164,33 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{SkillIds: []string{ok.GetId()}})
 			return err
 		}},
+		{"LogResult", "job_id", func(ctx context.Context) error {
+			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: "job-1", SkillIds: []string{ok.GetId()}})
+			return err
+		}},
+		{"LogResult", "task_id", func(ctx context.Context) error {
+			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: job, TaskId: "t", SkillIds: []string{ok.GetId()}})
+			return err
+		}},
 		{"LogResult", "skill_ids", func(ctx context.Context) error {
-			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: "j"})
+			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: job})
+			return err
+		}},
+		{"LogResult", "skill_ids[0]", func(ctx context.Context) error {
+			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: job, SkillIds: []string{"not-a-skill"}})
 			return err
 		}},
 		{"LogResult", "quality_score", func(ctx context.Context) error {
-			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: "j", SkillIds: []string{ok.GetId()}, QualityScore: 11})
+			_, err := c.LogResult(ctx, &skillsv1.LogResultRequest{JobId: job, SkillIds: []string{ok.GetId()}, QualityScore: 11})
 			return err
 		}},
 	}
 	for _, tc := range cases {
-		wantCode(t, tc.call(e.admin), codes.InvalidArgument, tc.field)
+		ctx := e.admin
+		if tc.rpc == "LogResult" { // the agent's alone (TestLogResultOnlyFromTheAgent)
+			ctx = e.agent
+		}
+		wantCode(t, tc.call(ctx), codes.InvalidArgument, tc.field)
 		wantCode(t, tc.call(e.anon), codes.Unauthenticated, "")
 	}
 	// Every RPC of the service is among the cases.

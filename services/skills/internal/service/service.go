@@ -14,10 +14,14 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	"github.com/thefold/thefold/pkg/tokens"
 	"github.com/thefold/thefold/pkg/validate"
@@ -32,13 +36,23 @@ type Server struct {
 	skillsv1.UnimplementedSkillServiceServer
 
 	store *store.Store
+	jobs  Jobs
 	log   *slog.Logger
+}
+
+// Jobs finds a job of the owner a call acts for: the agent service's GetJob (a client from
+// pkg/grpcclient forwards the caller's token).
+type Jobs interface {
+	GetJob(ctx context.Context, in *agentv1.GetJobRequest, opts ...grpc.CallOption) (*agentv1.GetJobResponse, error)
 }
 
 var _ skillsv1.SkillServiceServer = (*Server)(nil)
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithJobs sets where LogResult checks jobs (without it LogResult is UNAVAILABLE).
+func WithJobs(j Jobs) Option { return func(s *Server) { s.jobs = j } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
@@ -433,16 +447,19 @@ func (s *Server) DeleteSkill(ctx context.Context, req *skillsv1.DeleteSkillReque
 	return &skillsv1.DeleteSkillResponse{}, nil
 }
 
-// LogResult records how a job that used skills went and returns their scores.
+// LogResult records how a job that used skills went and returns their scores. Skill
+// confidence is shared by every user, so only the agent may move it, for a job of the owner
+// it acts for (see checkJob).
 func (s *Server) LogResult(ctx context.Context, req *skillsv1.LogResultRequest) (*skillsv1.LogResultResponse, error) {
-	p, err := auth.MustFromContext(ctx)
+	p, err := agentCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := validate.RequiredText("job_id", req.GetJobId(), 200); err != nil {
+	jobID, err := validate.UUID("job_id", req.GetJobId(), true)
+	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("task_id", req.GetTaskId(), 200); err != nil {
+	if _, err := validate.UUID("task_id", req.GetTaskId(), false); err != nil {
 		return nil, err
 	}
 	if q := req.GetQualityScore(); q < 0 || q > 10 {
@@ -452,12 +469,64 @@ func (s *Server) LogResult(ctx context.Context, req *skillsv1.LogResultRequest) 
 	if err != nil {
 		return nil, err
 	}
-	scores, err := s.store.LogResult(ctx, store.Result{JobID: req.GetJobId(), TaskID: req.GetTaskId(), Owner: p.UserID,
+	job, err := s.checkJob(ctx, p, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if t := req.GetTaskId(); t != "" && !strings.EqualFold(t, job.GetTaskId()) {
+		return nil, errs.Invalid("task_id", "%q is not the task of job %s", t, jobID)
+	}
+	scores, err := s.store.LogResult(ctx, store.Result{JobID: jobID, TaskID: job.GetTaskId(), Owner: p.UserID,
 		Success: req.GetSuccess(), QualityScore: req.GetQualityScore()}, ids)
 	if err != nil {
 		return nil, err
 	}
+	s.log.InfoContext(ctx, "skill results logged", "job_id", jobID, "owner", p.UserID, "skills", len(ids), "success", req.GetSuccess())
 	return &skillsv1.LogResultResponse{Scores: scores}, nil
+}
+
+// agentCaller is the caller of LogResult: the agent service acting for a job's owner. A
+// person's token (or an API key's) is refused, however privileged: the scores are shared by
+// every user, and a person could otherwise bury a skill for everyone by logging failures.
+func agentCaller(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return p, err
+	}
+	switch {
+	case p.Service == "":
+		return p, errs.Public(codes.PermissionDenied, "LogResult is called by the agent service for the jobs it runs, not with a person's token or an API key: skill scores are shared by every user")
+	case p.Service != agentService:
+		return p, errs.Public(codes.PermissionDenied, "LogResult is called by the agent service only, not by %s", p.Service)
+	case strings.HasPrefix(p.UserID, auth.ServiceSubjectPrefix):
+		return p, errs.Public(codes.PermissionDenied, "LogResult needs the agent acting on behalf of the job's owner")
+	}
+	return p, nil
+}
+
+// agentService is the service identity allowed to log results.
+const agentService = "agent"
+
+// checkJob asks the agent service for the job with the caller's token forwarded, so the
+// agent answers for the owner the token acts for: a job that does not exist or is another
+// owner's is NOT_FOUND.
+func (s *Server) checkJob(ctx context.Context, p auth.Principal, id string) (*agentv1.Job, error) {
+	if s.jobs == nil {
+		return nil, errs.Public(codes.Unavailable, "the job cannot be checked: this skills server has no connection to the agent service")
+	}
+	resp, err := s.jobs.GetJob(ctx, &agentv1.GetJobRequest{Id: id})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return nil, errs.NotFound("job", id)
+	case err != nil:
+		return nil, err // mapped as a downstream failure (errs.ToStatus)
+	case resp.GetJob().GetOwnerId() != p.UserID:
+		// The agent scopes GetJob by owner; a job of another owner here is a bug there,
+		// and is still not the caller's.
+		s.log.ErrorContext(ctx, "agent GetJob returned another owner's job", "job_id", id, "owner", p.UserID, "job_owner", resp.GetJob().GetOwnerId())
+		return nil, errs.NotFound("job", id)
+	}
+	return resp.GetJob(), nil
 }
 
 // checkIDs validates and de-duplicates skill ids.

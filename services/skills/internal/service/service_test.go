@@ -163,20 +163,21 @@ func TestBudgetCutOffAndOrdering(t *testing.T) {
 	}
 }
 
-// Confidence is neutral (0.5) for an unused skill; logged results move it (once per job
-// and skill) and with it the order of skills otherwise alike.
+// Confidence is neutral (0.5) for an unused skill; results the agent logs move it (once per
+// job and skill) and with it the order of skills otherwise alike.
 func TestScoringFollowsResults(t *testing.T) {
 	t.Parallel()
 	e := start(t)
 	a := e.create(t, inject("a", "Advice A.", 50, nil))
 	b := e.create(t, inject("b", "Advice B.", 50, nil))
 	c := e.create(t, inject("c", "Advice C.", 50, nil))
+	job1, job2, job3 := e.job("alice"), e.job("alice"), e.job("alice")
 	for range 2 { // a retried call changes nothing
-		if _, err := e.client.LogResult(e.alice, &skillsv1.LogResultRequest{JobId: "job-1", SkillIds: []string{b.GetId()}, Success: true, QualityScore: 8}); err != nil {
+		if _, err := e.client.LogResult(e.agent, &skillsv1.LogResultRequest{JobId: job1, SkillIds: []string{b.GetId()}, Success: true, QualityScore: 8}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := e.client.LogResult(e.alice, &skillsv1.LogResultRequest{JobId: "job-2", SkillIds: []string{a.GetId(), b.GetId()}, Success: false})
+	r, err := e.client.LogResult(e.agent, &skillsv1.LogResultRequest{JobId: job2, SkillIds: []string{a.GetId(), b.GetId()}, Success: false})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +186,7 @@ func TestScoringFollowsResults(t *testing.T) {
 		sc[1].GetSuccessCount() != 1 || sc[1].GetFailureCount() != 1 || sc[1].GetConfidence() != 0.5 {
 		t.Fatalf("scores %v", sc)
 	}
-	if _, err := e.client.LogResult(e.alice, &skillsv1.LogResultRequest{JobId: "job-3", SkillIds: []string{b.GetId()}, Success: true}); err != nil {
+	if _, err := e.client.LogResult(e.agent, &skillsv1.LogResultRequest{JobId: job3, SkillIds: []string{b.GetId()}, Success: true}); err != nil {
 		t.Fatal(err)
 	}
 	resp, _ := e.client.ResolveSkills(e.alice, &skillsv1.ResolveSkillsRequest{Context: &skillsv1.TaskContext{Description: "x"}})
@@ -196,7 +197,7 @@ func TestScoringFollowsResults(t *testing.T) {
 	if got, _ := e.client.GetSkill(e.alice, &skillsv1.GetSkillRequest{Id: c.GetId()}); got.GetSkill().GetConfidence() != 0.5 {
 		t.Fatalf("unused skill's confidence %v", got.GetSkill().GetConfidence())
 	}
-	_, err = e.client.LogResult(e.alice, &skillsv1.LogResultRequest{JobId: "job-4", SkillIds: []string{"9b2f7d1e-0000-4000-8000-000000000000"}, Success: true})
+	_, err = e.client.LogResult(e.agent, &skillsv1.LogResultRequest{JobId: e.job("alice"), SkillIds: []string{"9b2f7d1e-0000-4000-8000-000000000000"}, Success: true})
 	wantCode(t, err, codes.NotFound, "")
 }
 

@@ -26,15 +26,17 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most. USER and
-// SYSTEM memories may be given to prompts as guidance; AGENT memories (derived by the agent,
-// possibly from repository or issue text) as knowledge fenced as data.
+// MemoryTrustLevel says who vouches for a memory's content; USER is trusted most, then
+// SYSTEM, then AGENT (the numbers are not the order). USER and SYSTEM memories may be given
+// to prompts as guidance; AGENT memories (derived by the agent, possibly from repository or
+// issue text) as knowledge fenced as data, and an AGENT strategy is no hint until a person
+// promotes it (see SearchMemories).
 type MemoryTrustLevel int32
 
 const (
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_UNSPECIFIED MemoryTrustLevel = 0
-	// Written or confirmed by a person: every memory a person stores through the API, and an
-	// agent memory a person promoted with UpdateMemory.
+	// Written or confirmed by a person: every memory a person stores through the API, and a
+	// memory a person promoted (PromoteMemory).
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER MemoryTrustLevel = 1
 	// Derived by the agent from its own work.
 	MemoryTrustLevel_MEMORY_TRUST_LEVEL_AGENT MemoryTrustLevel = 2
@@ -185,7 +187,12 @@ type Memory struct {
 	UseCount     int64                  `protobuf:"varint,21,opt,name=use_count,json=useCount,proto3" json:"use_count,omitempty"`
 	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
 	// Ids of the memories Consolidate merged into this one (provenance).
-	MergedFrom    []string `protobuf:"bytes,23,rep,name=merged_from,json=mergedFrom,proto3" json:"merged_from,omitempty"`
+	MergedFrom []string `protobuf:"bytes,23,rep,name=merged_from,json=mergedFrom,proto3" json:"merged_from,omitempty"`
+	// User id of the person who promoted the memory to USER (PromoteMemory, or UpdateMemory
+	// of trust_level); empty when no one did, and again once its trust is lowered.
+	PromotedBy string `protobuf:"bytes,24,opt,name=promoted_by,json=promotedBy,proto3" json:"promoted_by,omitempty"`
+	// When it was promoted; unset when promoted_by is empty.
+	PromoteTime   *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=promote_time,json=promoteTime,proto3" json:"promote_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,6 +388,20 @@ func (x *Memory) GetMergedFrom() []string {
 	return nil
 }
 
+func (x *Memory) GetPromotedBy() string {
+	if x != nil {
+		return x.PromotedBy
+	}
+	return ""
+}
+
+func (x *Memory) GetPromoteTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PromoteTime
+	}
+	return nil
+}
+
 // StoreMemoryRequest is a memory to store for the caller.
 type StoreMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -397,7 +418,7 @@ type StoreMemoryRequest struct {
 	// The server sets trust from the caller, not from this field, unless the caller is a
 	// TheFold service. A person (a user's access token or API key, e.g. POST /v1/memories
 	// through the gateway) always stores USER and this field is ignored. A service storing on
-	// a user's behalf (the agent, the builder) may set AGENT (its default) or EXTERNAL; USER
+	// a user's behalf (the agent, the builder) may set AGENT (its default) or SYSTEM; USER
 	// from a service is INVALID_ARGUMENT, since a service cannot vouch for a person.
 	TrustLevel MemoryTrustLevel `protobuf:"varint,6,opt,name=trust_level,json=trustLevel,proto3,enum=thefold.memory.v1.MemoryTrustLevel" json:"trust_level,omitempty"`
 	// 0–1, default 0.5.
@@ -2424,8 +2445,11 @@ type UpdateMemoryRequest struct {
 	// The new values of the fields named in update_mask.
 	Memory *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
 	// Required (on REST an absent mask is the fields present in the body). Updatable: content (sanitized, hashed and embedded again), summary, tags,
-	// category, importance, expire_time, trust_level. Trust may be promoted to USER only by a
-	// person (never by a service acting for one). Any other path is INVALID_ARGUMENT.
+	// category, importance, expire_time, trust_level. Any other path is INVALID_ARGUMENT.
+	// Only a person raises trust (to USER, as PromoteMemory does): a service, even acting for
+	// the owner, may lower it but raising it is PERMISSION_DENIED. When a service changes the
+	// content or summary of a memory trusted above AGENT, it drops to AGENT: what the person
+	// or TheFold vouched for was the old text.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2527,6 +2551,97 @@ func (x *UpdateMemoryResponse) GetMemory() *Memory {
 	return nil
 }
 
+// PromoteMemoryRequest names a memory a person vouches for.
+type PromoteMemoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, the memory's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemoryRequest) Reset() {
+	*x = PromoteMemoryRequest{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemoryRequest) ProtoMessage() {}
+
+func (x *PromoteMemoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemoryRequest.ProtoReflect.Descriptor instead.
+func (*PromoteMemoryRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *PromoteMemoryRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// PromoteMemoryResponse is the memory after the promotion.
+type PromoteMemoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Memory        *Memory                `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemoryResponse) Reset() {
+	*x = PromoteMemoryResponse{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemoryResponse) ProtoMessage() {}
+
+func (x *PromoteMemoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemoryResponse.ProtoReflect.Descriptor instead.
+func (*PromoteMemoryResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PromoteMemoryResponse) GetMemory() *Memory {
+	if x != nil {
+		return x.Memory
+	}
+	return nil
+}
+
 // MarkMemoriesUsedRequest names memories that were used.
 type MarkMemoriesUsedRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2541,7 +2656,7 @@ type MarkMemoriesUsedRequest struct {
 
 func (x *MarkMemoriesUsedRequest) Reset() {
 	*x = MarkMemoriesUsedRequest{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2668,7 @@ func (x *MarkMemoriesUsedRequest) String() string {
 func (*MarkMemoriesUsedRequest) ProtoMessage() {}
 
 func (x *MarkMemoriesUsedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2681,7 @@ func (x *MarkMemoriesUsedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkMemoriesUsedRequest.ProtoReflect.Descriptor instead.
 func (*MarkMemoriesUsedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{29}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MarkMemoriesUsedRequest) GetIds() []string {
@@ -2603,7 +2718,7 @@ type MarkMemoriesUsedResponse struct {
 
 func (x *MarkMemoriesUsedResponse) Reset() {
 	*x = MarkMemoriesUsedResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2615,7 +2730,7 @@ func (x *MarkMemoriesUsedResponse) String() string {
 func (*MarkMemoriesUsedResponse) ProtoMessage() {}
 
 func (x *MarkMemoriesUsedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2628,7 +2743,7 @@ func (x *MarkMemoriesUsedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkMemoriesUsedResponse.ProtoReflect.Descriptor instead.
 func (*MarkMemoriesUsedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{30}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MarkMemoriesUsedResponse) GetMarkedIds() []string {
@@ -2649,7 +2764,7 @@ var File_thefold_memory_v1_memory_proto protoreflect.FileDescriptor
 
 const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthefold/type/v1/memory.proto\"\xb1\a\n" +
+	"\x1ethefold/memory/v1/memory.proto\x12\x11thefold.memory.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cthefold/type/v1/memory.proto\"\x91\b\n" +
 	"\x06Memory\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2681,7 +2796,10 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\tuse_count\x18\x15 \x01(\x03R\buseCount\x12@\n" +
 	"\x0elast_used_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12\x1f\n" +
 	"\vmerged_from\x18\x17 \x03(\tR\n" +
-	"mergedFrom\"\x82\x04\n" +
+	"mergedFrom\x12\x1f\n" +
+	"\vpromoted_by\x18\x18 \x01(\tR\n" +
+	"promotedBy\x12=\n" +
+	"\fpromote_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\vpromoteTime\"\x82\x04\n" +
 	"\x12StoreMemoryRequest\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
@@ -2872,6 +2990,10 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\"I\n" +
 	"\x14UpdateMemoryResponse\x121\n" +
+	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"&\n" +
+	"\x14PromoteMemoryRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
+	"\x15PromoteMemoryResponse\x121\n" +
 	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"[\n" +
 	"\x17MarkMemoriesUsedRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x15\n" +
@@ -2890,7 +3012,7 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\fMemoryFusion\x12\x1d\n" +
 	"\x19MEMORY_FUSION_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13MEMORY_FUSION_ALPHA\x10\x01\x12\x15\n" +
-	"\x11MEMORY_FUSION_RRF\x10\x022\xe8\b\n" +
+	"\x11MEMORY_FUSION_RRF\x10\x022\xcc\t\n" +
 	"\rMemoryService\x12\\\n" +
 	"\vStoreMemory\x12%.thefold.memory.v1.StoreMemoryRequest\x1a&.thefold.memory.v1.StoreMemoryResponse\x12[\n" +
 	"\tGetMemory\x12#.thefold.memory.v1.GetMemoryRequest\x1a$.thefold.memory.v1.GetMemoryResponse\"\x03\x90\x02\x01\x12d\n" +
@@ -2901,7 +3023,8 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x10StoreCodePattern\x12*.thefold.memory.v1.StoreCodePatternRequest\x1a+.thefold.memory.v1.StoreCodePatternResponse\x12v\n" +
 	"\x12SearchCodePatterns\x12,.thefold.memory.v1.SearchCodePatternsRequest\x1a-.thefold.memory.v1.SearchCodePatternsResponse\"\x03\x90\x02\x01\x12X\n" +
 	"\bGetStats\x12\".thefold.memory.v1.GetStatsRequest\x1a#.thefold.memory.v1.GetStatsResponse\"\x03\x90\x02\x01\x12_\n" +
-	"\fUpdateMemory\x12&.thefold.memory.v1.UpdateMemoryRequest\x1a'.thefold.memory.v1.UpdateMemoryResponse\x12k\n" +
+	"\fUpdateMemory\x12&.thefold.memory.v1.UpdateMemoryRequest\x1a'.thefold.memory.v1.UpdateMemoryResponse\x12b\n" +
+	"\rPromoteMemory\x12'.thefold.memory.v1.PromoteMemoryRequest\x1a(.thefold.memory.v1.PromoteMemoryResponse\x12k\n" +
 	"\x10MarkMemoriesUsed\x12*.thefold.memory.v1.MarkMemoriesUsedRequest\x1a+.thefold.memory.v1.MarkMemoriesUsedResponseB\xc9\x01\n" +
 	"\x15com.thefold.memory.v1B\vMemoryProtoP\x01Z=github.com/thefold/thefold/pkg/gen/thefold/memory/v1;memoryv1\xa2\x02\x03TMX\xaa\x02\x11Thefold.Memory.V1\xca\x02\x11Thefold\\Memory\\V1\xe2\x02\x1dThefold\\Memory\\V1\\GPBMetadata\xea\x02\x13Thefold::Memory::V1b\x06proto3"
 
@@ -2918,7 +3041,7 @@ func file_thefold_memory_v1_memory_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_thefold_memory_v1_memory_proto_goTypes = []any{
 	(MemoryTrustLevel)(0),              // 0: thefold.memory.v1.MemoryTrustLevel
 	(MemoryFusion)(0),                  // 1: thefold.memory.v1.MemoryFusion
@@ -2951,85 +3074,91 @@ var file_thefold_memory_v1_memory_proto_goTypes = []any{
 	(*GetStatsResponse)(nil),           // 28: thefold.memory.v1.GetStatsResponse
 	(*UpdateMemoryRequest)(nil),        // 29: thefold.memory.v1.UpdateMemoryRequest
 	(*UpdateMemoryResponse)(nil),       // 30: thefold.memory.v1.UpdateMemoryResponse
-	(*MarkMemoriesUsedRequest)(nil),    // 31: thefold.memory.v1.MarkMemoriesUsedRequest
-	(*MarkMemoriesUsedResponse)(nil),   // 32: thefold.memory.v1.MarkMemoriesUsedResponse
-	nil,                                // 33: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	(v1.MemoryType)(0),                 // 34: thefold.type.v1.MemoryType
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 36: google.protobuf.Struct
-	(*durationpb.Duration)(nil),        // 37: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),      // 38: google.protobuf.FieldMask
+	(*PromoteMemoryRequest)(nil),       // 31: thefold.memory.v1.PromoteMemoryRequest
+	(*PromoteMemoryResponse)(nil),      // 32: thefold.memory.v1.PromoteMemoryResponse
+	(*MarkMemoriesUsedRequest)(nil),    // 33: thefold.memory.v1.MarkMemoriesUsedRequest
+	(*MarkMemoriesUsedResponse)(nil),   // 34: thefold.memory.v1.MarkMemoriesUsedResponse
+	nil,                                // 35: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	(v1.MemoryType)(0),                 // 36: thefold.type.v1.MemoryType
+	(*timestamppb.Timestamp)(nil),      // 37: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 38: google.protobuf.Struct
+	(*durationpb.Duration)(nil),        // 39: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 40: google.protobuf.FieldMask
 }
 var file_thefold_memory_v1_memory_proto_depIdxs = []int32{
-	34, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
+	36, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
 	0,  // 1: thefold.memory.v1.Memory.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	35, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
-	36, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
-	35, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
-	35, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
-	35, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
-	35, // 7: thefold.memory.v1.Memory.last_used_time:type_name -> google.protobuf.Timestamp
-	34, // 8: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
-	0,  // 9: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	36, // 10: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
-	37, // 11: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
-	2,  // 12: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	2,  // 13: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	34, // 14: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
-	0,  // 15: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	2,  // 16: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
-	34, // 17: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
-	0,  // 18: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
-	1,  // 19: thefold.memory.v1.SearchMemoriesRequest.fusion:type_name -> thefold.memory.v1.MemoryFusion
-	1,  // 20: thefold.memory.v1.MemoryScore.fusion:type_name -> thefold.memory.v1.MemoryFusion
-	2,  // 21: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
-	10, // 22: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
-	11, // 23: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
-	34, // 24: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
-	16, // 25: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
-	35, // 26: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
-	35, // 27: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
-	18, // 28: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
-	18, // 29: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
-	22, // 30: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
-	34, // 31: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
-	0,  // 32: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	25, // 33: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
-	26, // 34: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
-	33, // 35: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	35, // 36: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
-	35, // 37: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
-	27, // 38: thefold.memory.v1.GetStatsResponse.by_repo:type_name -> thefold.memory.v1.RepoCount
-	2,  // 39: thefold.memory.v1.UpdateMemoryRequest.memory:type_name -> thefold.memory.v1.Memory
-	38, // 40: thefold.memory.v1.UpdateMemoryRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 41: thefold.memory.v1.UpdateMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	3,  // 42: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
-	5,  // 43: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
-	7,  // 44: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
-	9,  // 45: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
-	13, // 46: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
-	15, // 47: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
-	19, // 48: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
-	21, // 49: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
-	24, // 50: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
-	29, // 51: thefold.memory.v1.MemoryService.UpdateMemory:input_type -> thefold.memory.v1.UpdateMemoryRequest
-	31, // 52: thefold.memory.v1.MemoryService.MarkMemoriesUsed:input_type -> thefold.memory.v1.MarkMemoriesUsedRequest
-	4,  // 53: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
-	6,  // 54: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
-	8,  // 55: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
-	12, // 56: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
-	14, // 57: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
-	17, // 58: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
-	20, // 59: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
-	23, // 60: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
-	28, // 61: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
-	30, // 62: thefold.memory.v1.MemoryService.UpdateMemory:output_type -> thefold.memory.v1.UpdateMemoryResponse
-	32, // 63: thefold.memory.v1.MemoryService.MarkMemoriesUsed:output_type -> thefold.memory.v1.MarkMemoriesUsedResponse
-	53, // [53:64] is the sub-list for method output_type
-	42, // [42:53] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	37, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
+	38, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
+	37, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
+	37, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
+	37, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 7: thefold.memory.v1.Memory.last_used_time:type_name -> google.protobuf.Timestamp
+	37, // 8: thefold.memory.v1.Memory.promote_time:type_name -> google.protobuf.Timestamp
+	36, // 9: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 10: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	38, // 11: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
+	39, // 12: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
+	2,  // 13: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	2,  // 14: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	36, // 15: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 16: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	2,  // 17: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
+	36, // 18: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	0,  // 19: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
+	1,  // 20: thefold.memory.v1.SearchMemoriesRequest.fusion:type_name -> thefold.memory.v1.MemoryFusion
+	1,  // 21: thefold.memory.v1.MemoryScore.fusion:type_name -> thefold.memory.v1.MemoryFusion
+	2,  // 22: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
+	10, // 23: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
+	11, // 24: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
+	36, // 25: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
+	16, // 26: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
+	37, // 27: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
+	37, // 28: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
+	18, // 29: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
+	18, // 30: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
+	22, // 31: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
+	36, // 32: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
+	0,  // 33: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
+	25, // 34: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
+	26, // 35: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
+	35, // 36: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	37, // 37: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
+	37, // 38: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
+	27, // 39: thefold.memory.v1.GetStatsResponse.by_repo:type_name -> thefold.memory.v1.RepoCount
+	2,  // 40: thefold.memory.v1.UpdateMemoryRequest.memory:type_name -> thefold.memory.v1.Memory
+	40, // 41: thefold.memory.v1.UpdateMemoryRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 42: thefold.memory.v1.UpdateMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	2,  // 43: thefold.memory.v1.PromoteMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	3,  // 44: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
+	5,  // 45: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
+	7,  // 46: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
+	9,  // 47: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
+	13, // 48: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
+	15, // 49: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
+	19, // 50: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
+	21, // 51: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
+	24, // 52: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
+	29, // 53: thefold.memory.v1.MemoryService.UpdateMemory:input_type -> thefold.memory.v1.UpdateMemoryRequest
+	31, // 54: thefold.memory.v1.MemoryService.PromoteMemory:input_type -> thefold.memory.v1.PromoteMemoryRequest
+	33, // 55: thefold.memory.v1.MemoryService.MarkMemoriesUsed:input_type -> thefold.memory.v1.MarkMemoriesUsedRequest
+	4,  // 56: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
+	6,  // 57: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
+	8,  // 58: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
+	12, // 59: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
+	14, // 60: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
+	17, // 61: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
+	20, // 62: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
+	23, // 63: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
+	28, // 64: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
+	30, // 65: thefold.memory.v1.MemoryService.UpdateMemory:output_type -> thefold.memory.v1.UpdateMemoryResponse
+	32, // 66: thefold.memory.v1.MemoryService.PromoteMemory:output_type -> thefold.memory.v1.PromoteMemoryResponse
+	34, // 67: thefold.memory.v1.MemoryService.MarkMemoriesUsed:output_type -> thefold.memory.v1.MarkMemoriesUsedResponse
+	56, // [56:68] is the sub-list for method output_type
+	44, // [44:56] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_thefold_memory_v1_memory_proto_init() }
@@ -3046,7 +3175,7 @@ func file_thefold_memory_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_memory_v1_memory_proto_rawDesc), len(file_thefold_memory_v1_memory_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

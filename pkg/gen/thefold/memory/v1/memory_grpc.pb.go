@@ -29,6 +29,7 @@ const (
 	MemoryService_SearchCodePatterns_FullMethodName = "/thefold.memory.v1.MemoryService/SearchCodePatterns"
 	MemoryService_GetStats_FullMethodName           = "/thefold.memory.v1.MemoryService/GetStats"
 	MemoryService_UpdateMemory_FullMethodName       = "/thefold.memory.v1.MemoryService/UpdateMemory"
+	MemoryService_PromoteMemory_FullMethodName      = "/thefold.memory.v1.MemoryService/PromoteMemory"
 	MemoryService_MarkMemoriesUsed_FullMethodName   = "/thefold.memory.v1.MemoryService/MarkMemoriesUsed"
 )
 
@@ -67,6 +68,13 @@ type MemoryServiceClient interface {
 	// weighted by temporal decay. Memories whose content no longer matches content_hash are
 	// dropped from the results. Returned memories have an access recorded (bookkeeping only,
 	// see the service comment).
+	//
+	// Strategy memories (MEMORY_TYPE_STRATEGY) steer the agent's planning as hints, so a
+	// search returns one only at or above the server's strategy trust threshold
+	// (THEFOLD_MEMORY_MIN_STRATEGY_TRUST; by default SYSTEM, which leaves out AGENT): a
+	// strategy the agent derived from its own work is recalled only after a person promoted
+	// it (PromoteMemory). The server applies this to every search, whatever its filters ask;
+	// ListMemories and GetMemory still show such memories, e.g. to review them for promotion.
 	SearchMemories(ctx context.Context, in *SearchMemoriesRequest, opts ...grpc.CallOption) (*SearchMemoriesResponse, error)
 	// DeleteMemory deletes one of the caller's memories.
 	DeleteMemory(ctx context.Context, in *DeleteMemoryRequest, opts ...grpc.CallOption) (*DeleteMemoryResponse, error)
@@ -86,8 +94,16 @@ type MemoryServiceClient interface {
 	GetStats(ctx context.Context, in *GetStatsRequest, opts ...grpc.CallOption) (*GetStatsResponse, error)
 	// UpdateMemory changes the fields of one of the caller's memories named in update_mask:
 	// correct its content (sanitized, hashed and embedded again, so the hash stays honest),
-	// summary, tags, category, importance, expiry, or promote its trust level.
+	// summary, tags, category, importance, expiry, or its trust level (see
+	// UpdateMemoryRequest.update_mask for who may raise it).
 	UpdateMemory(ctx context.Context, in *UpdateMemoryRequest, opts ...grpc.CallOption) (*UpdateMemoryResponse, error)
+	// PromoteMemory is a person vouching for a memory: its trust level becomes USER, and who
+	// promoted it and when are recorded (promoted_by, promote_time). An AGENT strategy is
+	// recalled as a hint (SearchMemories) only once promoted. The memory's owner may promote
+	// it, and an admin any memory; another user's memory is NOT_FOUND. Only a person may
+	// promote: a service, even acting for the owner, is PERMISSION_DENIED. Promoting a memory
+	// already at USER changes nothing and returns it.
+	PromoteMemory(ctx context.Context, in *PromoteMemoryRequest, opts ...grpc.CallOption) (*PromoteMemoryResponse, error)
 	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
 	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
 	// search is not being used. Unknown or foreign ids are reported, not an error.
@@ -202,6 +218,16 @@ func (c *memoryServiceClient) UpdateMemory(ctx context.Context, in *UpdateMemory
 	return out, nil
 }
 
+func (c *memoryServiceClient) PromoteMemory(ctx context.Context, in *PromoteMemoryRequest, opts ...grpc.CallOption) (*PromoteMemoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteMemoryResponse)
+	err := c.cc.Invoke(ctx, MemoryService_PromoteMemory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *memoryServiceClient) MarkMemoriesUsed(ctx context.Context, in *MarkMemoriesUsedRequest, opts ...grpc.CallOption) (*MarkMemoriesUsedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MarkMemoriesUsedResponse)
@@ -247,6 +273,13 @@ type MemoryServiceServer interface {
 	// weighted by temporal decay. Memories whose content no longer matches content_hash are
 	// dropped from the results. Returned memories have an access recorded (bookkeeping only,
 	// see the service comment).
+	//
+	// Strategy memories (MEMORY_TYPE_STRATEGY) steer the agent's planning as hints, so a
+	// search returns one only at or above the server's strategy trust threshold
+	// (THEFOLD_MEMORY_MIN_STRATEGY_TRUST; by default SYSTEM, which leaves out AGENT): a
+	// strategy the agent derived from its own work is recalled only after a person promoted
+	// it (PromoteMemory). The server applies this to every search, whatever its filters ask;
+	// ListMemories and GetMemory still show such memories, e.g. to review them for promotion.
 	SearchMemories(context.Context, *SearchMemoriesRequest) (*SearchMemoriesResponse, error)
 	// DeleteMemory deletes one of the caller's memories.
 	DeleteMemory(context.Context, *DeleteMemoryRequest) (*DeleteMemoryResponse, error)
@@ -266,8 +299,16 @@ type MemoryServiceServer interface {
 	GetStats(context.Context, *GetStatsRequest) (*GetStatsResponse, error)
 	// UpdateMemory changes the fields of one of the caller's memories named in update_mask:
 	// correct its content (sanitized, hashed and embedded again, so the hash stays honest),
-	// summary, tags, category, importance, expiry, or promote its trust level.
+	// summary, tags, category, importance, expiry, or its trust level (see
+	// UpdateMemoryRequest.update_mask for who may raise it).
 	UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error)
+	// PromoteMemory is a person vouching for a memory: its trust level becomes USER, and who
+	// promoted it and when are recorded (promoted_by, promote_time). An AGENT strategy is
+	// recalled as a hint (SearchMemories) only once promoted. The memory's owner may promote
+	// it, and an admin any memory; another user's memory is NOT_FOUND. Only a person may
+	// promote: a service, even acting for the owner, is PERMISSION_DENIED. Promoting a memory
+	// already at USER changes nothing and returns it.
+	PromoteMemory(context.Context, *PromoteMemoryRequest) (*PromoteMemoryResponse, error)
 	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
 	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
 	// search is not being used. Unknown or foreign ids are reported, not an error.
@@ -311,6 +352,9 @@ func (UnimplementedMemoryServiceServer) GetStats(context.Context, *GetStatsReque
 }
 func (UnimplementedMemoryServiceServer) UpdateMemory(context.Context, *UpdateMemoryRequest) (*UpdateMemoryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateMemory not implemented")
+}
+func (UnimplementedMemoryServiceServer) PromoteMemory(context.Context, *PromoteMemoryRequest) (*PromoteMemoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteMemory not implemented")
 }
 func (UnimplementedMemoryServiceServer) MarkMemoriesUsed(context.Context, *MarkMemoriesUsedRequest) (*MarkMemoriesUsedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MarkMemoriesUsed not implemented")
@@ -516,6 +560,24 @@ func _MemoryService_UpdateMemory_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MemoryService_PromoteMemory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteMemoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MemoryServiceServer).PromoteMemory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MemoryService_PromoteMemory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MemoryServiceServer).PromoteMemory(ctx, req.(*PromoteMemoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MemoryService_MarkMemoriesUsed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(MarkMemoriesUsedRequest)
 	if err := dec(in); err != nil {
@@ -580,6 +642,10 @@ var MemoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateMemory",
 			Handler:    _MemoryService_UpdateMemory_Handler,
+		},
+		{
+			MethodName: "PromoteMemory",
+			Handler:    _MemoryService_PromoteMemory_Handler,
 		},
 		{
 			MethodName: "MarkMemoriesUsed",

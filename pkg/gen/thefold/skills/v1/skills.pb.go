@@ -2040,9 +2040,11 @@ type LogResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Skills that were used.
 	SkillIds []string `protobuf:"bytes,1,rep,name=skill_ids,json=skillIds,proto3" json:"skill_ids,omitempty"`
-	// Required; a result is recorded once per job and skill, so a repeat is ignored.
+	// Required, the agent job's id (a UUID); a result is recorded once per job and skill, so a
+	// repeat is ignored.
 	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	// Task the job worked on, if any.
+	// The task the job worked on; optional (the job's own task is recorded), and when set it
+	// must be the job's (INVALID_ARGUMENT otherwise).
 	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Whether the job succeeded; counts toward each skill's success_rate.
 	Success bool `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`

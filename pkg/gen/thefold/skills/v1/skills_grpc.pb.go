@@ -44,7 +44,8 @@ const (
 // e.g. "secrets/aws-access-key"; empty for a finding of an AI check), the line and column
 // found, and the shared Severity; a check fails on a finding of severity ERROR or above.
 //
-// Anyone authenticated may read and resolve skills and run their checks.
+// Anyone authenticated may read and resolve skills and run their checks; only the agent
+// service logs results (LogResult).
 //
 // Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
 // taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
@@ -75,7 +76,12 @@ type SkillServiceClient interface {
 	// tokens (reported in usage) and the run is logged under job_id.
 	ExecutePostRun(ctx context.Context, in *ExecutePostRunRequest, opts ...grpc.CallOption) (*ExecutePostRunResponse, error)
 	// LogResult records how a job that used skills went, and updates their success scores.
-	// A result is recorded once per job and skill, so a retry changes nothing.
+	// A result is recorded once per job and skill, so a retry changes nothing. The scores are
+	// shared by every user, so only the agent service, acting for the job's owner, may call it:
+	// a person's token (an admin's too), an API key and any other service are
+	// PERMISSION_DENIED. The job must be one of that owner's (the skills service asks the agent
+	// service with the caller's token); an unknown job or another owner's is NOT_FOUND, and an
+	// agent service that cannot be reached is UNAVAILABLE (nothing is counted).
 	LogResult(ctx context.Context, in *LogResultRequest, opts ...grpc.CallOption) (*LogResultResponse, error)
 }
 
@@ -191,7 +197,8 @@ func (c *skillServiceClient) LogResult(ctx context.Context, in *LogResultRequest
 // e.g. "secrets/aws-access-key"; empty for a finding of an AI check), the line and column
 // found, and the shared Severity; a check fails on a finding of severity ERROR or above.
 //
-// Anyone authenticated may read and resolve skills and run their checks.
+// Anyone authenticated may read and resolve skills and run their checks; only the agent
+// service logs results (LogResult).
 //
 // Errors follow thefold/type/v1/conventions.proto: an unknown skill id is NOT_FOUND; a name
 // taken in the same scope is ALREADY_EXISTS; an update with a stale skill.version is ABORTED;
@@ -222,7 +229,12 @@ type SkillServiceServer interface {
 	// tokens (reported in usage) and the run is logged under job_id.
 	ExecutePostRun(context.Context, *ExecutePostRunRequest) (*ExecutePostRunResponse, error)
 	// LogResult records how a job that used skills went, and updates their success scores.
-	// A result is recorded once per job and skill, so a retry changes nothing.
+	// A result is recorded once per job and skill, so a retry changes nothing. The scores are
+	// shared by every user, so only the agent service, acting for the job's owner, may call it:
+	// a person's token (an admin's too), an API key and any other service are
+	// PERMISSION_DENIED. The job must be one of that owner's (the skills service asks the agent
+	// service with the caller's token); an unknown job or another owner's is NOT_FOUND, and an
+	// agent service that cannot be reached is UNAVAILABLE (nothing is counted).
 	LogResult(context.Context, *LogResultRequest) (*LogResultResponse, error)
 	mustEmbedUnimplementedSkillServiceServer()
 }
