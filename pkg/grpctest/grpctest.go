@@ -49,16 +49,23 @@ func (e *Env) Stop() { e.stop() }
 // Start runs a server whose services register registers, until the test ends.
 func Start(tb testing.TB, register func(s *grpc.Server), publicMethods ...string) *Env {
 	tb.Helper()
-	return start(tb, "", register, publicMethods)
+	return start(tb, server.Config{}, register, publicMethods)
+}
+
+// StartConfig is Start with the server configured by cfg (its limits, say); the addresses
+// are the test's own (a loopback listener; AdminAddr as cfg sets it).
+func StartConfig(tb testing.TB, cfg server.Config, register func(s *grpc.Server), publicMethods ...string) *Env {
+	tb.Helper()
+	return start(tb, cfg, register, publicMethods)
 }
 
 // StartWithAdmin is Start with the admin HTTP port on a free loopback port.
 func StartWithAdmin(tb testing.TB, register func(s *grpc.Server), publicMethods ...string) *Env {
 	tb.Helper()
-	return start(tb, "127.0.0.1:0", register, publicMethods)
+	return start(tb, server.Config{AdminAddr: "127.0.0.1:0"}, register, publicMethods)
 }
 
-func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publicMethods []string) *Env {
+func start(tb testing.TB, cfg server.Config, register func(s *grpc.Server), publicMethods []string) *Env {
 	tb.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -76,10 +83,13 @@ func start(tb testing.TB, adminAddr string, register func(s *grpc.Server), publi
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second
+	}
 	authn := auth.NewAuthenticator(auth.NewVerifier(pub, auth.WithServiceKeys(servicePub)), publicMethods...)
 	srv, err := server.New(server.Options{
 		Name:     "test",
-		Config:   server.Config{ShutdownTimeout: 5 * time.Second, AdminAddr: adminAddr},
+		Config:   cfg,
 		Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Auth:     authn,
 		Listener: lis,

@@ -57,11 +57,20 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
+// String is r as ParseRate reads it, in the largest unit that keeps the count at least one
+// ("30/m", not "0.5/s").
 func (r Rate) String() string {
 	if r.Off() {
 		return "off"
 	}
-	return fmt.Sprintf("%g/s,burst=%d", r.PerSecond, r.Burst)
+	n, unit := r.PerSecond, "s"
+	if n < 1 {
+		n, unit = n*60, "m"
+		if n < 1 {
+			n, unit = n*60, "h"
+		}
+	}
+	return fmt.Sprintf("%s/%s,burst=%d", strconv.FormatFloat(math.Round(n*1e6)/1e6, 'g', -1, 64), unit, r.Burst)
 }
 
 // sweepEvery is how often idle buckets are dropped: a bucket untouched for as long as it

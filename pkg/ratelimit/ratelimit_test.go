@@ -33,6 +33,17 @@ func TestParseRate(t *testing.T) {
 			t.Errorf("ParseRate(%q) = %+v, %v; want %+v, error %v", tc.in, got, err, tc.want, tc.bad)
 		}
 	}
+	for in, want := range map[string]string{"off": "off", "50/s,burst=200": "50/s,burst=200", "1/m,burst=3": "1/m,burst=3",
+		"30/m": "30/m,burst=1", "36/h": "36/h,burst=1", "2.5/s": "2.5/s,burst=5"} {
+		r, err := ratelimit.ParseRate(in)
+		if err != nil || r.String() != want {
+			t.Errorf("ParseRate(%q).String() = %q (%v), want %q", in, r.String(), err, want)
+			continue
+		}
+		if back, err := ratelimit.ParseRate(r.String()); err != nil || back != r {
+			t.Errorf("%q does not read back: %+v %v", r.String(), back, err)
+		}
+	}
 }
 
 func TestBucketsRefuseBeyondBurstAndRefill(t *testing.T) {

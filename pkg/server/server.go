@@ -43,9 +43,11 @@ type Config struct {
 	// admin port, for finding where a service spends its time. The admin port is
 	// internal, like /metrics; profiles show code paths and timings, never request data.
 	Profiling bool `env:"THEFOLD_PPROF, default=false"`
+	// Limits bound connections, messages and each caller's request rate (limits.go).
+	Limits Limits
 }
 
-// Validate reports missing addresses.
+// Validate reports missing addresses (config.Load validates Limits on its own).
 func (c *Config) Validate() error {
 	var errList []error
 	if c.GRPCAddr == "" {
@@ -95,6 +97,11 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: a logger is required")
 	}
 	log := opts.Logger
+	rates, err := opts.Config.Limits.rates()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	limiter := newLimiter(rates)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newRPCMetrics(reg)
@@ -112,33 +119,42 @@ func New(opts Options) (*Server, error) {
 	//   metrics    – counts what clients actually see (after error mapping below);
 	//   logging    – one line per call with the final code;
 	//   auth       – nothing below runs for an unauthenticated caller;
+	//   rate limit – after auth, so a call spends its caller's budget (the principal's;
+	//                the client address only for calls without one) and a caller cannot
+	//                spend another's by claiming to be them; before any work is done;
 	//   input      – NUL bytes and invalid UTF-8 are InvalidArgument naming the field
 	//                (with inputCodec, which keeps grpc-go from calling them Internal);
 	//   errors     – innermost, so everything above sees mapped, masked statuses.
 	// Tracing is the otelgrpc stats handler, which wraps the whole chain.
-	s := grpc.NewServer(
+	unary := []grpc.UnaryServerInterceptor{
+		recovery.UnaryServerInterceptor(panicHandler),
+		requestIDUnary(),
+		metrics.unary(),
+		logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
+		opts.Auth.UnaryServerInterceptor(),
+		limiter.unary(),
+		inputUnary(),
+		errs.UnaryServerInterceptor(log),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		srvStreams.interceptor(),
+		recovery.StreamServerInterceptor(panicHandler),
+		requestIDStream(),
+		metrics.stream(),
+		logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
+		opts.Auth.StreamServerInterceptor(),
+		limiter.stream(),
+		inputStream(),
+		errs.StreamServerInterceptor(log),
+	}
+	// Connection and message limits and the keepalive policy: see Limits.
+	grpcOpts := append(opts.Config.Limits.serverOptions(),
 		grpc.StatsHandler(otelgrpc.NewServerHandler()),
 		grpc.ForceServerCodecV2(newInputCodec()),
-		grpc.ChainUnaryInterceptor(
-			recovery.UnaryServerInterceptor(panicHandler),
-			requestIDUnary(),
-			metrics.unary(),
-			logging.UnaryServerInterceptor(slogAdapter(log), logOpts...),
-			opts.Auth.UnaryServerInterceptor(),
-			inputUnary(),
-			errs.UnaryServerInterceptor(log),
-		),
-		grpc.ChainStreamInterceptor(
-			srvStreams.interceptor(),
-			recovery.StreamServerInterceptor(panicHandler),
-			requestIDStream(),
-			metrics.stream(),
-			logging.StreamServerInterceptor(slogAdapter(log), logOpts...),
-			opts.Auth.StreamServerInterceptor(),
-			inputStream(),
-			errs.StreamServerInterceptor(log),
-		),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
 	)
+	s := grpc.NewServer(grpcOpts...)
 	srv := &Server{opts: opts, registry: reg, metrics: metrics, stopping: make(chan struct{})}
 	srvStreams.stopping = srv.stopping
 	hs := health.NewServer()

@@ -82,8 +82,10 @@ func runMain(m *testing.M) int {
 		// the tests reach no network.
 		"THEFOLD_SANDBOX_GOPROXY=off",
 		// The benchmarks and the load run send thousands of requests a second as one user
-		// from one address: the edge's request budgets are tested on their own (edge package).
+		// from one address: the edge's request budgets are tested on their own (edge package),
+		// and so are every gRPC server's (pkg/server).
 		"THEFOLD_HTTP_RATE_PER_USER=off", "THEFOLD_HTTP_RATE_PER_ADDRESS=off",
+		"THEFOLD_GRPC_RATE_PER_USER=off", "THEFOLD_GRPC_RATE_PER_SERVICE=off", "THEFOLD_GRPC_RATE_PER_ADDRESS=off",
 		"THEFOLD_AI_PROVIDER=anthropic", "THEFOLD_AI_BASE_URL=" + llmServer.URL, "THEFOLD_AI_API_KEY=fakellm-e2e",
 	}}
 	start := time.Now()
