@@ -58,14 +58,33 @@ func wantPublic(t *testing.T, err error, github ...string) {
 	}
 }
 
-func TestNewNeedsToken(t *testing.T) {
+// Without a token of its own, the provider calls with each call's credential
+// (forge.WithCredential) and sends nothing for a call without one.
+func TestCallsCarryTheirCredential(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Config{}); err == nil {
-		t.Fatal("New without a token: no error")
-	}
-	p := try(New(Config{Token: "x"})).must(t)
+	f := newFake(t)
+	f.addRepo("octo/app", map[string]string{"a.txt": "a\n"})
+	p := f.provider(t, func(c *Config) { c.Token = "" })
 	if p.Kind() != githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
 		t.Errorf("Kind = %v", p.Kind())
+	}
+	_, err := p.GetRepo(t.Context(), "octo/app", forge.Actor{})
+	if !errors.Is(err, errs.ErrPermissionDenied) {
+		t.Fatalf("a call without a credential: %v", err)
+	}
+	if got := f.requests("", ""); len(got) != 0 {
+		t.Fatalf("a call without a credential sent %d requests", len(got))
+	}
+	if _, err := p.GetRepo(forge.WithCredential(t.Context(), "someone-else"), "octo/app", forge.Actor{}); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("a call with a token the fake does not know: %v", err) // 401 Bad credentials
+	}
+	if _, err := p.GetRepo(forge.WithCredential(t.Context(), fakeToken), "octo/app", forge.Actor{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.requests("", "") {
+		if a := r.Header.Get("Authorization"); a != "Bearer someone-else" && a != "Bearer "+fakeToken {
+			t.Fatalf("%s %s went out with %q", r.Method, r.Path, a)
+		}
 	}
 }
 
