@@ -10,62 +10,21 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/ratelimit"
 )
 
-// Rate is a token bucket: PerSecond requests a second on average, bursts of Burst. A zero
-// PerSecond means no limit.
-type Rate struct {
-	PerSecond float64
-	Burst     int
-}
+// Rate is a token bucket (pkg/ratelimit, the one kind every gRPC server's budgets use too):
+// PerSecond requests a second on average, bursts of Burst. A zero PerSecond means no limit.
+type Rate = ratelimit.Rate
 
 // ParseRate reads "<n>/s", "<n>/m" or "<n>/h", optionally ",burst=<b>" (burst defaults to
 // twice the per-second rate, at least 1); "0" or "off" is no limit.
-func ParseRate(s string) (Rate, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "0" || s == "off" {
-		return Rate{}, nil
-	}
-	spec, burstPart, hasBurst := strings.Cut(s, ",")
-	num, unit, ok := strings.Cut(spec, "/")
-	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if !ok || err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return Rate{}, fmt.Errorf("rate %q: want <n>/s, <n>/m or <n>/h, optionally ,burst=<b>", s)
-	}
-	switch strings.TrimSpace(unit) {
-	case "s":
-	case "m":
-		n /= 60
-	case "h":
-		n /= 3600
-	default:
-		return Rate{}, fmt.Errorf("rate %q: unit must be s, m or h", s)
-	}
-	r := Rate{PerSecond: n, Burst: max(int(math.Ceil(2*n)), 1)}
-	if hasBurst {
-		b, ok := strings.CutPrefix(strings.TrimSpace(burstPart), "burst=")
-		v, err := strconv.Atoi(b)
-		if !ok || err != nil || v < 1 {
-			return Rate{}, fmt.Errorf("rate %q: burst must be a positive integer (burst=<b>)", s)
-		}
-		r.Burst = v
-	}
-	return r, nil
-}
-
-func (r Rate) String() string {
-	if r.PerSecond == 0 {
-		return "off"
-	}
-	return fmt.Sprintf("%g/s,burst=%d", r.PerSecond, r.Burst)
-}
+func ParseRate(s string) (Rate, error) { return ratelimit.ParseRate(s) }
 
 // RateLimits are the REST edge's request budgets: one bucket per user (the verified
 // token's subject; an API key by its hash) and one per client address.
@@ -101,56 +60,13 @@ func ParseProxies(list []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// limiterIdle is how long an unused bucket is kept; a bucket that idle is full anyway.
-const limiterIdle = 10 * time.Minute
-
-type buckets struct {
-	rate  Rate
-	mu    sync.Mutex
-	m     map[string]*bucket
-	swept time.Time
-}
-
-type bucket struct {
-	lim  *rate.Limiter
-	used time.Time
-}
-
-func newBuckets(r Rate) *buckets { return &buckets{rate: r, m: map[string]*bucket{}} }
-
-// take spends one request of key's bucket, or says how long until one is available.
-func (b *buckets) take(key string, now time.Time) (ok bool, retry time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now.Sub(b.swept) > time.Minute {
-		for k, e := range b.m {
-			if now.Sub(e.used) > limiterIdle {
-				delete(b.m, k)
-			}
-		}
-		b.swept = now
-	}
-	e := b.m[key]
-	if e == nil {
-		e = &bucket{lim: rate.NewLimiter(rate.Limit(b.rate.PerSecond), b.rate.Burst)}
-		b.m[key] = e
-	}
-	e.used = now
-	res := e.lim.ReserveN(now, 1)
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now) // a refused request spends nothing
-		return false, d
-	}
-	return true, 0
-}
-
 // rateLimit refuses a request over its user's or its address's budget with 429, a
 // Retry-After and the one error shape. Health probes are not limited.
 func rateLimit(lim RateLimits, next http.Handler) http.Handler {
 	if lim.PerUser.PerSecond == 0 && lim.PerAddress.PerSecond == 0 {
 		return next
 	}
-	users, addrs := newBuckets(lim.PerUser), newBuckets(lim.PerAddress)
+	users, addrs := ratelimit.NewBuckets(lim.PerUser), ratelimit.NewBuckets(lim.PerAddress)
 	refuse := func(w http.ResponseWriter, who string, r Rate, retry time.Duration) {
 		secs := max(int(math.Ceil(retry.Seconds())), 1)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -164,14 +80,14 @@ func rateLimit(lim RateLimits, next http.Handler) http.Handler {
 		}
 		now := time.Now()
 		if lim.PerAddress.PerSecond > 0 {
-			if ok, retry := addrs.take(clientAddress(r, lim.TrustedProxies), now); !ok {
+			if ok, retry := addrs.Take(clientAddress(r, lim.TrustedProxies), now); !ok {
 				refuse(w, "address", lim.PerAddress, retry)
 				return
 			}
 		}
 		if lim.PerUser.PerSecond > 0 {
 			if key := userKey(lim.Verifier, r); key != "" {
-				if ok, retry := users.take(key, now); !ok {
+				if ok, retry := users.Take(key, now); !ok {
 					refuse(w, "user", lim.PerUser, retry)
 					return
 				}
