@@ -30,6 +30,7 @@ var naturalKeyCreates = map[string]string{
 	"thefold.github.v1.RepoService.CreateRepo":          "the repository name",
 	"thefold.github.v1.RepoService.InitRepo":            "the repository: a second init of a repository with commits writes nothing",
 	"thefold.github.v1.RepoService.CreateBranch":        "the branch name",
+	"thefold.github.v1.RepoService.CreateNamespace":     "the namespace name",
 	"thefold.skills.v1.SkillService.CreateSkill":        "the skill name",
 	"thefold.ai.v1.ModelRegistryService.CreateProvider": "the provider name",
 	"thefold.ai.v1.ModelRegistryService.CreateModel":    "the provider and model name",

@@ -163,6 +163,22 @@ func TestRepositoryPermissions(t *testing.T) {
 	if got, err := c.ListCollaborators(e.admin, &githubv1.ListCollaboratorsRequest{Repo: "local/secret"}); err != nil || len(got.GetCollaborators()) != 0 {
 		t.Fatalf("collaborators: %v %v", got, err)
 	}
+	// Collaborators page by user id.
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if _, err := c.SetCollaborator(e.alice, &githubv1.SetCollaboratorRequest{Repo: "local/secret", UserId: u, Role: githubv1.RepoRole_REPO_ROLE_READ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1, err := c.ListCollaborators(e.alice, &githubv1.ListCollaboratorsRequest{Repo: "local/secret", PageSize: 2})
+	if err != nil || len(p1.GetCollaborators()) != 2 || p1.GetNextPageToken() == "" {
+		t.Fatalf("page 1: %v %v", p1, err)
+	}
+	p2, err := c.ListCollaborators(e.alice, &githubv1.ListCollaboratorsRequest{Repo: "local/secret", PageSize: 2, PageToken: p1.GetNextPageToken()})
+	if err != nil || len(p2.GetCollaborators()) != 1 || p2.GetCollaborators()[0].GetUserId() != "u3" || p2.GetNextPageToken() != "" {
+		t.Fatalf("page 2: %v %v", p2, err)
+	}
+	_, err = c.ListCollaborators(e.alice, &githubv1.ListCollaboratorsRequest{Repo: "local/theirs", PageToken: p1.GetNextPageToken()})
+	wantCode(t, err, codes.InvalidArgument, "page_token")
 }
 
 // The owner segment of a name is tied to its holder: a user's namespace, an organisation's

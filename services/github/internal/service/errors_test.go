@@ -253,6 +253,14 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.SetCollaborator(ctx, &githubv1.SetCollaboratorRequest{Repo: "no-slash", UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_READ})
 			return err
 		}},
+		{"ListCollaborators", codes.InvalidArgument, "page_token", func(ctx context.Context) error {
+			_, err := c.ListCollaborators(ctx, &githubv1.ListCollaboratorsRequest{Repo: repo, PageToken: "garbage"})
+			return err
+		}},
+		{"ListGitHubGrants", codes.InvalidArgument, "page_size", func(ctx context.Context) error {
+			_, err := c.ListGitHubGrants(ctx, &githubv1.ListGitHubGrantsRequest{PageSize: 500})
+			return err
+		}},
 		{"ListCollaborators", codes.InvalidArgument, "repo", func(ctx context.Context) error {
 			_, err := c.ListCollaborators(ctx, &githubv1.ListCollaboratorsRequest{})
 			return err

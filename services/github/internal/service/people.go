@@ -173,6 +173,28 @@ func (s *Server) SetNamespaceMember(ctx context.Context, req *githubv1.SetNamesp
 	return &githubv1.SetNamespaceMemberResponse{Namespace: namespaceMessage(n)}, nil
 }
 
+// maxListed is the largest page of collaborators or grants.
+const maxListed = 200
+
+// listPage reads a list's page size and token; the token is bound to scope (the repository
+// or person listed), and after is the last key of the previous page.
+func listPage(pageSize int32, token, version, scope, method string) (size int, after string, err error) {
+	if size, err = validate.PageSize(pageSize, 100, maxListed); err != nil {
+		return 0, "", err
+	}
+	if token == "" {
+		return size, "", nil
+	}
+	parts, err := validate.DecodePageToken(token, version, 2, method)
+	if err != nil {
+		return 0, "", err
+	}
+	if parts[0] != scope {
+		return 0, "", validate.BadPageToken(method)
+	}
+	return size, parts[1], nil
+}
+
 // roleName is a requested repository role's stored name ("" removes).
 func roleName(field string, r githubv1.RepoRole) (string, error) {
 	if err := validate.Enum(field, r, false); err != nil {
@@ -233,7 +255,7 @@ func (s *Server) SetCollaborator(ctx context.Context, req *githubv1.SetCollabora
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "collaborator set", "repo", req.GetRepo(), "collaborator", req.GetUserId(), "role", role, "by", a.UserID)
-	rows, err := s.store.Collaborators(ctx, owner, name)
+	rows, err := s.store.Collaborators(ctx, owner, name, "", maxListed)
 	if err != nil {
 		return nil, err
 	}
@@ -249,15 +271,25 @@ func (s *Server) ListCollaborators(ctx context.Context, req *githubv1.ListCollab
 	if err := s.localOnly(req.GetRepo()); err != nil {
 		return nil, err
 	}
+	size, after, err := listPage(req.GetPageSize(), req.GetPageToken(), "c1", req.GetRepo(), "ListCollaborators")
+	if err != nil {
+		return nil, err
+	}
 	if _, err := s.localRole(ctx, a, req.GetRepo(), forge.RoleRead); err != nil {
 		return nil, err
 	}
 	owner, name, _ := strings.Cut(req.GetRepo(), "/")
-	rows, err := s.store.Collaborators(ctx, owner, name)
+	rows, err := s.store.Collaborators(ctx, owner, name, after, size+1)
 	if err != nil {
 		return nil, err
 	}
-	return &githubv1.ListCollaboratorsResponse{Collaborators: members(rows)}, nil
+	resp := &githubv1.ListCollaboratorsResponse{}
+	if len(rows) > size {
+		rows = rows[:size]
+		resp.NextPageToken = validate.EncodePageToken("c1", req.GetRepo(), rows[size-1].UserID)
+	}
+	resp.Collaborators = members(rows)
+	return resp, nil
 }
 
 func credentialMessage(c *store.Credential) *githubv1.GitHubCredential {
@@ -360,7 +392,7 @@ func (s *Server) SetGitHubGrant(ctx context.Context, req *githubv1.SetGitHubGran
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "github grant set", "user", req.GetUserId(), "repo", req.GetRepo(), "role", role, "by", a.UserID)
-	rows, err := s.store.Grants(ctx, req.GetUserId())
+	rows, err := s.store.Grants(ctx, req.GetUserId(), "", maxListed)
 	if err != nil {
 		return nil, err
 	}
@@ -379,12 +411,22 @@ func (s *Server) ListGitHubGrants(ctx context.Context, req *githubv1.ListGitHubG
 	} else if err := checkUserID("user_id", user); err != nil {
 		return nil, err
 	}
-	if user != a.UserID && !a.Admin {
-		return nil, errs.Public(codes.PermissionDenied, "only an admin may list another person's grants")
-	}
-	rows, err := s.store.Grants(ctx, user)
+	size, after, err := listPage(req.GetPageSize(), req.GetPageToken(), "g1", user, "ListGitHubGrants")
 	if err != nil {
 		return nil, err
 	}
-	return &githubv1.ListGitHubGrantsResponse{Grants: grantMessages(rows)}, nil
+	if user != a.UserID && !a.Admin {
+		return nil, errs.Public(codes.PermissionDenied, "only an admin may list another person's grants")
+	}
+	rows, err := s.store.Grants(ctx, user, after, size+1)
+	if err != nil {
+		return nil, err
+	}
+	resp := &githubv1.ListGitHubGrantsResponse{}
+	if len(rows) > size {
+		rows = rows[:size]
+		resp.NextPageToken = validate.EncodePageToken("g1", user, rows[size-1].Repo)
+	}
+	resp.Grants = grantMessages(rows)
+	return resp, nil
 }

@@ -121,9 +121,11 @@ func (s *Store) SetCollaborator(ctx context.Context, owner, name, user, role str
 	return nil
 }
 
-// Collaborators lists a repository's collaborators by user id, as user id → role.
-func (s *Store) Collaborators(ctx context.Context, owner, name string) ([]Member, error) {
-	rows, err := s.pool.Query(ctx, "SELECT user_id, role FROM collaborators WHERE owner = $1 AND name = $2 ORDER BY user_id", owner, name)
+// Collaborators lists a repository's collaborators by user id, after the user id after
+// (exclusive), at most limit.
+func (s *Store) Collaborators(ctx context.Context, owner, name, after string, limit int) ([]Member, error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_id, role FROM collaborators WHERE owner = $1 AND name = $2 AND user_id > $3
+		ORDER BY user_id LIMIT $4`, owner, name, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: collaborators: %w", err)
 	}
@@ -199,9 +201,10 @@ func (s *Store) SetGrant(ctx context.Context, user, repo, role string) error {
 	return nil
 }
 
-// Grants lists a person's grants by repo.
-func (s *Store) Grants(ctx context.Context, user string) ([]Grant, error) {
-	rows, err := s.pool.Query(ctx, "SELECT user_id, repo, role FROM github_grants WHERE user_id = $1 ORDER BY repo", user)
+// Grants lists a person's grants by repo, after the repo after (exclusive), at most limit.
+func (s *Store) Grants(ctx context.Context, user, after string, limit int) ([]Grant, error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_id, repo, role FROM github_grants WHERE user_id = $1 AND repo > $2
+		ORDER BY repo LIMIT $3`, user, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: grants: %w", err)
 	}

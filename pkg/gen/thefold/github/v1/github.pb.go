@@ -4916,7 +4916,11 @@ func (x *SetCollaboratorResponse) GetCollaborators() []*Collaborator {
 type ListCollaboratorsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, "owner/name" of a local repository.
-	Repo          string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// 1–200, default 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4958,10 +4962,26 @@ func (x *ListCollaboratorsRequest) GetRepo() string {
 	return ""
 }
 
-// ListCollaboratorsResponse is every collaborator, by user id.
+func (x *ListCollaboratorsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListCollaboratorsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListCollaboratorsResponse is one page of collaborators, by user id.
 type ListCollaboratorsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Collaborators []*Collaborator        `protobuf:"bytes,1,rep,name=collaborators,proto3" json:"collaborators,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5001,6 +5021,13 @@ func (x *ListCollaboratorsResponse) GetCollaborators() []*Collaborator {
 		return x.Collaborators
 	}
 	return nil
+}
+
+func (x *ListCollaboratorsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // GitHubCredential describes a stored token without revealing it.
@@ -5495,7 +5522,11 @@ func (x *SetGitHubGrantResponse) GetGrants() []*GitHubGrant {
 type ListGitHubGrantsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A person; empty means the caller. Only admins may name someone else.
-	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// 1–200, default 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5537,10 +5568,26 @@ func (x *ListGitHubGrantsRequest) GetUserId() string {
 	return ""
 }
 
-// ListGitHubGrantsResponse is their grants, by repo.
+func (x *ListGitHubGrantsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListGitHubGrantsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListGitHubGrantsResponse is one page of their grants, by repo.
 type ListGitHubGrantsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Grants        []*GitHubGrant         `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Grants []*GitHubGrant         `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5580,6 +5627,13 @@ func (x *ListGitHubGrantsResponse) GetGrants() []*GitHubGrant {
 		return x.Grants
 	}
 	return nil
+}
+
+func (x *ListGitHubGrantsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_thefold_github_v1_github_proto protoreflect.FileDescriptor
@@ -5927,11 +5981,15 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12/\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"`\n" +
 	"\x17SetCollaboratorResponse\x12E\n" +
-	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\".\n" +
+	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\"j\n" +
 	"\x18ListCollaboratorsRequest\x12\x12\n" +
-	"\x04repo\x18\x01 \x01(\tR\x04repo\"b\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x8a\x01\n" +
 	"\x19ListCollaboratorsResponse\x12E\n" +
-	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\"|\n" +
+	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"|\n" +
 	"\x10GitHubCredential\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04hint\x18\x02 \x01(\tR\x04hint\x12;\n" +
@@ -5960,11 +6018,15 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12/\n" +
 	"\x04role\x18\x03 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"P\n" +
 	"\x16SetGitHubGrantResponse\x126\n" +
-	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants\"2\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants\"n\n" +
 	"\x17ListGitHubGrantsRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"R\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"z\n" +
 	"\x18ListGitHubGrantsResponse\x126\n" +
-	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants*`\n" +
+	"\x06grants\x18\x01 \x03(\v2\x1e.thefold.github.v1.GitHubGrantR\x06grants\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*`\n" +
 	"\fRepoProvider\x12\x1d\n" +
 	"\x19REPO_PROVIDER_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REPO_PROVIDER_GITHUB\x10\x01\x12\x17\n" +
