@@ -28,6 +28,10 @@ const (
 // A broken stream is resumed after the last event seen, within seconds; a cursor the
 // gateway no longer holds starts over with the revocations in force. It returns nil when
 // ctx ends.
+//
+// The stream is service-only: ctx must carry the service's own identity (AsService). Each
+// stream is set up with a token minted for it, so a reconnect hours later (service tokens
+// live minutes) still authenticates; a stream keeps running past its token's expiry.
 func FollowRevocations(ctx context.Context, client gatewayv1.IdentityServiceClient, v *Verifier, log *slog.Logger) error {
 	var after int64
 	backoff := followMinBackoff
@@ -62,6 +66,10 @@ func FollowRevocations(ctx context.Context, client gatewayv1.IdentityServiceClie
 func followOnce(ctx context.Context, client gatewayv1.IdentityServiceClient, v *Verifier, after *int64) (got bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The token goes on here, not only in a client interceptor, so any connection will do.
+	if ctx, err = outgoing(ctx); err != nil {
+		return false, err
+	}
 	stream, err := client.WatchRevocations(ctx, &gatewayv1.WatchRevocationsRequest{AfterId: *after})
 	if err != nil {
 		return false, err

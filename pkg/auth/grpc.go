@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,10 @@ type Config struct {
 	// ServiceKeyFile is this service's own private key, for acting for owners (a job's,
 	// an API key's); empty: it has no service identity.
 	ServiceKeyFile string `env:"THEFOLD_AUTH_SERVICE_KEY_FILE"`
+	// OnBehalfOfServices are the services whose tokens on behalf of an owner are accepted
+	// (WithOnBehalfOfServices); every other service is accepted only as itself, by
+	// service-only methods. Empty: DefaultOnBehalfOfServices.
+	OnBehalfOfServices []string `env:"THEFOLD_AUTH_ON_BEHALF_OF_SERVICES, default=agent,builder"`
 	// FollowRevocations makes the service follow the gateway's revocations (and re-read
 	// PublicKeyFile when a key rotation changes it). Off only for a service tested alone.
 	FollowRevocations bool `env:"THEFOLD_AUTH_FOLLOW_REVOCATIONS, default=true"`
@@ -39,6 +44,11 @@ func (c *Config) Validate() error {
 	if c.MaxTokenLifetime <= 0 {
 		errs = append(errs, errors.New("THEFOLD_AUTH_MAX_TOKEN_LIFETIME: must be positive"))
 	}
+	for _, s := range c.OnBehalfOfServices {
+		if !validServiceName.MatchString(s) {
+			errs = append(errs, fmt.Errorf("THEFOLD_AUTH_ON_BEHALF_OF_SERVICES: %q is not a service name", s))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -49,6 +59,9 @@ func (c Config) NewVerifier() (*Verifier, error) {
 		return nil, err
 	}
 	opts := []Option{WithMaxLifetime(c.MaxTokenLifetime)}
+	if len(c.OnBehalfOfServices) > 0 { // none named: the default
+		opts = append(opts, WithOnBehalfOfServices(c.OnBehalfOfServices...))
+	}
 	if c.ServiceKeysDir != "" {
 		keys, err := LoadServicePublicKeys(c.ServiceKeysDir)
 		if err != nil {
@@ -86,11 +99,34 @@ func FromContext(ctx context.Context) (Principal, bool) {
 }
 
 // MustFromContext returns the caller or an Unauthenticated error; handlers use it so a
-// missing principal can never be mistaken for an anonymous owner.
+// missing principal can never be mistaken for an anonymous owner. A service speaking for
+// itself (no owner) is refused too: owner-scoped methods need a person, or a service
+// acting for one.
 func MustFromContext(ctx context.Context) (Principal, error) {
 	p, ok := FromContext(ctx)
-	if !ok || p.UserID == "" {
+	if !ok {
 		return Principal{}, status.Error(codes.Unauthenticated, "authentication required")
+	}
+	if p.UserID == "" {
+		if p.Service != "" {
+			return Principal{}, status.Errorf(codes.PermissionDenied, "service %s: this method acts for an owner; a service's own identity owns nothing", p.Service)
+		}
+		return Principal{}, status.Error(codes.Unauthenticated, "authentication required")
+	}
+	return p, nil
+}
+
+// RequireService returns the caller when it is a service speaking for itself (a token
+// from ServiceSigner.IssueSelf): service-only methods, such as the gateway's revocation
+// stream, use it. No token is Unauthenticated; a person's token, an API key's, or a
+// service acting for an owner is PermissionDenied.
+func RequireService(ctx context.Context) (Principal, error) {
+	p, ok := FromContext(ctx)
+	switch {
+	case !ok:
+		return Principal{}, status.Error(codes.Unauthenticated, "a service token is required")
+	case p.Service == "" || p.UserID != "":
+		return Principal{}, status.Error(codes.PermissionDenied, "only a service, with its own identity, may call this method")
 	}
 	return p, nil
 }
@@ -165,11 +201,14 @@ func (a *Authenticator) SetKeyExchanger(x KeyExchanger) {
 
 // SetServiceSigner gives a the service's own identity. A caller whose token is narrowed by
 // scopes (an API key's) is checked against the method it called here; what the service
-// then calls for it belongs to that call, so those calls go out as the service acting for
-// the key's owner (OnBehalfOf) instead of with the narrowed token, whose scopes say what
-// the key may call directly, not what serving that call takes: a key with memory:write
-// stores a memory although the memory service asks the ai service for its embedding.
-// Without a signer the narrowed token is passed on as it is.
+// then calls for it belongs to that call, so those calls carry the caller's own token and,
+// beside it (ViaMetadataKey), the service's own token (IssueSelf): the callee lets them
+// past the key's scopes, which say what the key may call directly, not what serving that
+// call takes — a key with memory:write stores a memory although the memory service asks
+// the ai service for its embedding. The service never speaks for an owner on its own
+// authority (only the agent and builder may: WithOnBehalfOfServices), so a service key
+// cannot reach anyone who is not calling it. Without a signer the narrowed token is
+// passed on as it is.
 func (a *Authenticator) SetServiceSigner(s *ServiceSigner) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -257,19 +296,41 @@ func (a *Authenticator) Authenticate(ctx context.Context, method string) (contex
 		}
 		return nil, status.Error(codes.Unauthenticated, ErrInvalidToken.Error())
 	}
-	if !ScopesAllow(p.Scopes, method) {
+	if via, ok := viaFromMetadata(ctx); ok && len(p.Scopes) > 0 && p.Service == "" {
+		// A service serving a call the key's scopes allowed (see SetServiceSigner): it acts
+		// for the key's owner with the owner's ordinary rights, as long as the key's own
+		// token is valid, so it cannot act for anyone who is not calling it.
+		sp, err := a.verifier.Verify(via)
+		if err != nil || sp.Service == "" || sp.UserID != "" {
+			return nil, status.Error(codes.Unauthenticated, "invalid service token ("+ViaMetadataKey+")")
+		}
+		p.Service, p.Roles = sp.Service, []string{RoleUser}
+	} else if !ScopesAllow(p.Scopes, method) {
 		return nil, status.Errorf(codes.PermissionDenied, "the API key's scopes (%s) do not allow %s", strings.Join(p.Scopes, ", "), method)
 	}
 	ctx = WithPrincipal(ctx, p)
-	if len(p.Scopes) > 0 && p.Service == "" {
+	if len(p.Scopes) > 0 {
 		a.mu.Lock()
 		signer := a.signer
 		a.mu.Unlock()
 		if signer != nil {
-			ctx = OnBehalfOf(ctx, signer, p.UserID) // see SetServiceSigner
+			ctx = viaService(ctx, signer) // see SetServiceSigner
 		}
 	}
 	return ctx, nil
+}
+
+// ViaMetadataKey carries the token of the service that makes a call for a caller whose
+// own token (in authorization) is narrowed by scopes (Authenticator.SetServiceSigner).
+const ViaMetadataKey = "x-thefold-service"
+
+func viaFromMetadata(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(ViaMetadataKey)
+	if len(v) != 1 || v[0] == "" {
+		return "", false
+	}
+	return v[0], true
 }
 
 // UnaryServerInterceptor authenticates unary RPCs.
@@ -325,19 +386,26 @@ func OutgoingContext(ctx context.Context) context.Context {
 	return ctx
 }
 
-// outgoing is OutgoingContext, except that a context marked by OnBehalfOf carries a
-// service token instead of whatever authorization it had.
+// outgoing is OutgoingContext, except that a context marked by OnBehalfOf or AsService
+// carries a service token instead of whatever authorization it had, and one marked by
+// viaService the service's own token beside the caller's.
 func outgoing(ctx context.Context) (context.Context, error) {
-	tok, ok, err := serviceToken(ctx)
+	tok, kind, err := serviceToken(ctx)
 	if err != nil {
 		return ctx, err
 	}
-	if !ok {
+	key := "authorization"
+	switch kind {
+	case tokenNone:
 		return OutgoingContext(ctx), nil
+	case tokenVia:
+		ctx, key = OutgoingContext(ctx), ViaMetadataKey
+	default:
+		tok = "Bearer " + tok
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	md = md.Copy()
-	md.Set("authorization", "Bearer "+tok)
+	md.Set(key, tok)
 	return metadata.NewOutgoingContext(ctx, md), nil
 }
 

@@ -25,6 +25,7 @@ type ServiceSigner struct {
 
 	mu    sync.Mutex
 	cache map[string]Principal // by owner; reused while more than half its life is left
+	self  Principal            // the last IssueSelf token, reused the same way
 }
 
 const serviceCacheSize = 1024
@@ -60,6 +61,37 @@ func (s *ServiceSigner) Issue(owner string) (string, Principal, error) {
 	return tok, Principal{UserID: owner, Service: s.name, Roles: []string{RoleUser}, TokenID: c.ID, ExpiresAt: c.ExpiresAt.Time, Token: tok}, nil
 }
 
+// IssueSelf mints a token of the service as itself (sub "service:<name>", no
+// on_behalf_of): it owns nothing and acts for no one, so it is accepted only by
+// service-only methods (RequireService), such as following the gateway's revocations.
+func (s *ServiceSigner) IssueSelf() (string, Principal, error) {
+	c := newClaims(ServiceIssuer, ServiceSubjectPrefix+s.name, s.o.now(), ServiceTokenLifetime)
+	tok, err := sign(s.key, c)
+	if err != nil {
+		return "", Principal{}, err
+	}
+	return tok, Principal{Service: s.name, TokenID: c.ID, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time, Token: tok}, nil
+}
+
+// selfToken returns a self token, reusing a recent one as token does.
+func (s *ServiceSigner) selfToken() (string, error) {
+	now := s.o.now()
+	s.mu.Lock()
+	p := s.self
+	s.mu.Unlock()
+	if p.Token != "" && p.ExpiresAt.Sub(now) > ServiceTokenLifetime/2 {
+		return p.Token, nil
+	}
+	tok, p, err := s.IssueSelf()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	s.self = p
+	s.mu.Unlock()
+	return tok, nil
+}
+
 // token returns a token for owner, reusing a recent one: a job makes many calls, and a
 // reused token is also a hit in every verifier's cache.
 func (s *ServiceSigner) token(owner string) (string, error) {
@@ -88,25 +120,56 @@ type onBehalfOfKey struct{}
 type onBehalfOf struct {
 	signer *ServiceSigner
 	owner  string
+	kind   tokenKind
 }
+
+// tokenKind is what a context marked by OnBehalfOf, AsService or viaService sends.
+type tokenKind int
+
+const (
+	tokenNone  tokenKind = iota
+	tokenOwner           // OnBehalfOf: the service acting for owner, as authorization
+	tokenSelf            // AsService: the service as itself, as authorization
+	tokenVia             // viaService: the service as itself, beside the caller's token
+)
 
 // OnBehalfOf returns ctx whose outgoing calls (through a connection from pkg/grpcclient)
 // carry signer's service identity acting for owner, with a fresh short-lived token minted
 // at each call — so a job can keep one context for hours. It replaces the forwarding of
 // the caller's own token.
 func OnBehalfOf(ctx context.Context, signer *ServiceSigner, owner string) context.Context {
-	return context.WithValue(ctx, onBehalfOfKey{}, onBehalfOf{signer: signer, owner: owner})
+	return context.WithValue(ctx, onBehalfOfKey{}, onBehalfOf{signer: signer, owner: owner, kind: tokenOwner})
 }
 
-// serviceToken returns the service token ctx asks for, if any.
-func serviceToken(ctx context.Context) (string, bool, error) {
+// AsService returns ctx whose outgoing calls (through a connection from pkg/grpcclient)
+// carry signer's own identity (IssueSelf), with a fresh token for each call or stream, for
+// service-only methods: a stream a service keeps open for days (the revocations it follows)
+// reconnects with a token that is still valid.
+func AsService(ctx context.Context, signer *ServiceSigner) context.Context {
+	return context.WithValue(ctx, onBehalfOfKey{}, onBehalfOf{signer: signer, kind: tokenSelf})
+}
+
+// viaService marks ctx for calls made by signer's service for the caller in ctx, whose
+// token is narrowed by scopes (Authenticator.SetServiceSigner).
+func viaService(ctx context.Context, signer *ServiceSigner) context.Context {
+	return context.WithValue(ctx, onBehalfOfKey{}, onBehalfOf{signer: signer, kind: tokenVia})
+}
+
+// serviceToken returns the service token ctx asks for, and how it is sent.
+func serviceToken(ctx context.Context) (string, tokenKind, error) {
 	ob, ok := ctx.Value(onBehalfOfKey{}).(onBehalfOf)
-	if !ok {
-		return "", false, nil
+	if !ok || ob.kind == tokenNone {
+		return "", tokenNone, nil
 	}
 	if ob.signer == nil {
-		return "", true, errors.New("auth: OnBehalfOf without a service signer (THEFOLD_AUTH_SERVICE_KEY_FILE)")
+		return "", ob.kind, errors.New("auth: a service identity is needed and there is none (THEFOLD_AUTH_SERVICE_KEY_FILE)")
 	}
-	tok, err := ob.signer.token(ob.owner)
-	return tok, true, err
+	var tok string
+	var err error
+	if ob.kind == tokenOwner {
+		tok, err = ob.signer.token(ob.owner)
+	} else {
+		tok, err = ob.signer.selfToken()
+	}
+	return tok, ob.kind, err
 }

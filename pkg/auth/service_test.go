@@ -74,7 +74,10 @@ func TestServiceTokens(t *testing.T) {
 		{"unknown service", v, craft(t, ed, strayPriv, serviceClaims(now, func(c *Claims) { c.Subject = "service:intruder" })), "not a known service"},
 		{"subject without the service prefix", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.Subject = "agent" })), "not a known service"},
 		{"verifier without service keys", NewVerifier(userPub), tok, "not a known service"},
-		{"no on_behalf_of", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.OnBehalfOf = "" })), "without on_behalf_of"},
+		{"self token with roles", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.OnBehalfOf, c.Roles = "", []string{RoleAdmin} })), "carries roles"},
+		{"self token over five minutes", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) {
+			c.OnBehalfOf, c.ExpiresAt = "", jwt.NewNumericDate(now.Add(time.Hour))
+		})), "exceeds the maximum"},
 		{"on behalf of a service", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.OnBehalfOf = "service:builder" })), "on behalf of a service"},
 		{"roles", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.Roles = []string{RoleAdmin} })), "carries roles"},
 		{"over five minutes", v, craft(t, ed, agentPriv, serviceClaims(now, func(c *Claims) { c.ExpiresAt = jwt.NewNumericDate(now.Add(time.Hour)) })), "exceeds the maximum"},
@@ -225,9 +228,10 @@ func TestServiceKeyFilesAndConfig(t *testing.T) {
 
 // TestScopedCallersAreServedOnTheirOwnersBehalf: a call made with a token narrowed by
 // scopes (an API key's) is checked against its method; what the service then calls goes
-// out as the service acting for the key's owner, so a key with memory:write can store a
-// memory although the memory service asks ai for the embedding. An unscoped token is
-// passed on as it is, and without a service identity so is a scoped one.
+// out with the key's token and the service's own identity beside it, and is served past
+// the key's scopes, so a key with memory:write can store a memory although the memory
+// service asks ai for the embedding. An unscoped token is passed on as it is, and without
+// a service identity so is a scoped one.
 func TestScopedCallersAreServedOnTheirOwnersBehalf(t *testing.T) {
 	t.Parallel()
 	userPub, userPriv := newKeys(t)
@@ -275,12 +279,49 @@ func TestScopedCallersAreServedOnTheirOwnersBehalf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, _ := FromContext(ctx); len(p.Scopes) != 1 || p.APIKeyID != "k1" {
+	if p, _ := FromContext(ctx); len(p.Scopes) != 1 || p.APIKeyID != "k1" || p.Service != "" {
 		t.Errorf("the handler's principal = %+v, want the key's", p)
 	}
-	p, err := v.Verify(sent(ctx))
-	if err != nil || p.Service != "memory" || p.UserID != "u1" || len(p.Scopes) != 0 {
-		t.Errorf("outgoing identity for a scoped caller = %+v, %v; want memory acting for u1", p, err)
+	// The call memory makes for it carries the key's own token, and memory's own identity
+	// beside it; the callee (ai) serves it past the key's scopes as memory acting for u1.
+	if got := sent(ctx); got != scoped {
+		t.Errorf("the caller's own token should be passed on")
+	}
+	out, err := outgoing(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := metadata.FromOutgoingContext(out)
+	via := md.Get(ViaMetadataKey)
+	if len(via) != 1 {
+		t.Fatalf("%s = %q, want memory's own token", ViaMetadataKey, via)
+	}
+	if p, err := v.Verify(via[0]); err != nil || p.Service != "memory" || p.UserID != "" {
+		t.Fatalf("via token = %+v, %v; want memory as itself", p, err)
+	}
+	const embed = "/thefold.ai.v1.AIService/Embed"
+	ai := NewAuthenticator(v)
+	callee, err := ai.Authenticate(metadata.NewIncomingContext(context.Background(), md), embed)
+	if err != nil {
+		t.Fatalf("ai refused memory's call for the key: %v", err)
+	}
+	if p, _ := FromContext(callee); p.Service != "memory" || p.UserID != "u1" || p.HasRole(RoleAdmin) {
+		t.Errorf("ai's principal = %+v, want memory acting for u1", p)
+	}
+	// Without memory's token, or with a token that is not a service's own, ai holds the
+	// key to its scopes.
+	_, err = ai.Authenticate(in(scoped), embed)
+	wantCode(t, err, codes.PermissionDenied)
+	forged := metadata.Pairs("authorization", "Bearer "+scoped, ViaMetadataKey, plain)
+	_, err = ai.Authenticate(metadata.NewIncomingContext(context.Background(), forged), embed)
+	wantCode(t, err, codes.Unauthenticated)
+	// Memory can no longer act for the key's owner on its own authority.
+	onBehalf, _, err := memSigner.Issue("u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(onBehalf); !errors.Is(err, ErrInvalidToken) || !strings.Contains(err.Error(), "may not act on behalf") {
+		t.Errorf("memory's token on behalf of u1: %v, want refused", err)
 	}
 
 	ctx, err = a.Authenticate(in(plain), store)

@@ -65,6 +65,9 @@ type Principal struct {
 	UserID string
 	// Service is set when a service acts for UserID with its own identity (a job or build
 	// that outlived the owner's token): "agent", "builder". Empty for a person's token.
+	// A service authenticated as itself (ServiceSigner.IssueSelf) has Service set and
+	// UserID empty: it owns nothing, so MustFromContext refuses it and only service-only
+	// methods (RequireService) accept it.
 	Service   string
 	Roles     []string
 	TokenID   string
@@ -114,13 +117,27 @@ type Option func(*options)
 type options struct {
 	maxLifetime time.Duration
 	serviceKeys map[string]ed25519.PublicKey
-	now         func() time.Time
+	// actingFor are the services whose tokens on behalf of an owner are accepted.
+	actingFor map[string]bool
+	now       func() time.Time
 }
+
+// DefaultOnBehalfOfServices are the services that may act for an owner unless configured
+// otherwise (THEFOLD_AUTH_ON_BEHALF_OF_SERVICES): the agent runs jobs and the builder
+// builds for their owners long after the owner's token has expired. Every other service
+// authenticates as itself only (ServiceSigner.IssueSelf), for service-only methods.
+var DefaultOnBehalfOfServices = []string{"agent", "builder"}
 
 func newOptions(opts []Option) options {
 	o := options{maxLifetime: DefaultMaxLifetime, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.actingFor == nil {
+		o.actingFor = map[string]bool{}
+		for _, s := range DefaultOnBehalfOfServices {
+			o.actingFor[s] = true
+		}
 	}
 	return o
 }
@@ -139,6 +156,19 @@ func WithMaxLifetime(d time.Duration) Option {
 // accepts, by service name. Without it every service token is refused.
 func WithServiceKeys(keys map[string]ed25519.PublicKey) Option {
 	return func(o *options) { o.serviceKeys = keys }
+}
+
+// WithOnBehalfOfServices names the services whose tokens on behalf of an owner a Verifier
+// accepts (default DefaultOnBehalfOfServices); a token on behalf of an owner from any other
+// service, even one whose key it knows, is refused. No names: no service may act for
+// anyone.
+func WithOnBehalfOfServices(names ...string) Option {
+	return func(o *options) {
+		o.actingFor = map[string]bool{}
+		for _, n := range names {
+			o.actingFor[n] = true
+		}
+	}
 }
 
 // WithClock replaces time.Now (tests; nothing else should need it).

@@ -222,19 +222,33 @@ func (v *Verifier) verifyService(token string) (Principal, error) {
 		return Principal{}, invalid("service token: %v", err)
 	}
 	switch {
-	case c.OnBehalfOf == "":
-		return Principal{}, invalid("service token without on_behalf_of")
-	case strings.HasPrefix(c.OnBehalfOf, ServiceSubjectPrefix):
-		return Principal{}, invalid("service token on behalf of a service")
 	case len(c.Roles) > 0:
 		// A service acts with the owner's ordinary rights; administrative RPCs need a person.
 		return Principal{}, invalid("service token carries roles")
+	case strings.HasPrefix(c.OnBehalfOf, ServiceSubjectPrefix):
+		return Principal{}, invalid("service token on behalf of a service")
+	case c.OnBehalfOf != "" && !v.o.actingFor[service]:
+		// Only the services that run work for owners (the agent's jobs, the builder's
+		// builds) may act for one; any other service key, leaked or misused, speaks for
+		// its service alone.
+		return Principal{}, invalid("service %q may not act on behalf of an owner (THEFOLD_AUTH_ON_BEHALF_OF_SERVICES)", service)
 	}
 	if err := checkLifetime(&c, ServiceTokenLifetime); err != nil {
 		return Principal{}, err
 	}
-	return Principal{UserID: c.OnBehalfOf, Service: service, Roles: []string{RoleUser}, TokenID: c.ID,
+	// Without on_behalf_of the service speaks for itself: UserID stays empty, so it owns
+	// nothing and only service-only methods (RequireService) accept it.
+	return Principal{UserID: c.OnBehalfOf, Service: service, Roles: serviceRoles(c.OnBehalfOf), TokenID: c.ID,
 		IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time, Token: token}, nil
+}
+
+// serviceRoles are the roles of a service token: an owner's ordinary rights when it acts
+// for one, none of its own.
+func serviceRoles(owner string) []string {
+	if owner == "" {
+		return nil
+	}
+	return []string{RoleUser}
 }
 
 // checkLifetime refuses a token valid for longer than max: a stolen long-lived token is

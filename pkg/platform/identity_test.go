@@ -43,6 +43,8 @@ func TestServeWiresIdentity(t *testing.T) {
 		"THEFOLD_AUTH_MAX_TOKEN_LIFETIME": "2h",
 		"THEFOLD_AUTH_SERVICE_KEYS_DIR":   filepath.Join(keys, auth.ServiceKeysDir),
 		"THEFOLD_AUTH_SERVICE_KEY_FILE":   auth.ServicePrivateKeyPath(keys, "probe"),
+		// Only the services named may act for an owner (by default the agent and builder).
+		"THEFOLD_AUTH_ON_BEHALF_OF_SERVICES": "agent,probe",
 	}
 	signers := make(chan *auth.ServiceSigner, 1)
 	svc := platform.Service{Name: "probe", Schema: "probe", Migrations: migrations,

@@ -325,12 +325,17 @@ func followIdentity(ctx context.Context, d *Deps, cfg auth.Config) {
 		return resp.GetAccessToken(), err
 	})
 	d.Go("token revocations", func(bg context.Context) error {
+		// The gateway serves revocations only to services, each as itself.
+		if d.ServiceSigner == nil {
+			d.Logger.Warn("token revocations are not followed: this service has no service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
+			return nil
+		}
 		conn, err := d.Conn(ctx, "gateway")
 		if err != nil {
 			d.Logger.Warn("token revocations are not followed", "err", err)
 			return nil
 		}
-		return auth.FollowRevocations(bg, gatewayv1.NewIdentityServiceClient(conn), v, d.Logger)
+		return auth.FollowRevocations(auth.AsService(bg, d.ServiceSigner), gatewayv1.NewIdentityServiceClient(conn), v, d.Logger)
 	})
 	d.Go("public keys", func(bg context.Context) error {
 		return auth.WatchKeyFile(bg, cfg.PublicKeyFile, v, d.Logger)

@@ -173,16 +173,23 @@ func TestServicesGetTheirIdentity(t *testing.T) {
 		if identity := slices.Contains(ServiceIdentities, svc); identity != (signer != nil) {
 			t.Fatalf("%s: has a service identity = %v, want %v", svc, signer != nil, identity)
 		}
-		// Every service accepts the tokens of every service identity.
+		// Every service accepts every service identity as itself, and the agent's and
+		// builder's acting for an owner (auth.DefaultOnBehalfOfServices).
 		for _, other := range ServiceIdentities {
 			key, err := auth.LoadPrivateKey(auth.ServicePrivateKeyPath(s.KeyDir(), other))
 			if err != nil {
 				t.Fatal(err)
 			}
 			as, _ := auth.NewServiceSigner(other, key)
+			self, _, _ := as.IssueSelf()
+			if p, err := v.Verify(self); err != nil || p.Service != other || p.UserID != "" {
+				t.Fatalf("%s verifying %s as itself: %+v, %v", svc, other, p, err)
+			}
 			tok, _, _ := as.Issue("owner-1")
-			if p, err := v.Verify(tok); err != nil || p.Service != other || p.UserID != "owner-1" {
-				t.Fatalf("%s verifying %s: %+v, %v", svc, other, p, err)
+			p, err := v.Verify(tok)
+			if acting := slices.Contains(auth.DefaultOnBehalfOfServices, other); acting != (err == nil) ||
+				acting && (p.Service != other || p.UserID != "owner-1") {
+				t.Fatalf("%s verifying %s for owner-1: %+v, %v", svc, other, p, err)
 			}
 		}
 	}

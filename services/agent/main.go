@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -263,6 +264,13 @@ func agentService() platform.Service {
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), &projectService{})
+			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
+			d.Go("disabled owners", func(ctx context.Context) error {
+				return auth.OwnersDisabled(ctx, d.Auth.Verifier(), d.Logger, func(ctx context.Context, owner string) error {
+					_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)
+					return err
+				})
+			})
 			return nil
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/events"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -207,6 +208,13 @@ func builderService() platform.Service {
 
 			svc := service.New(st, queue{client}, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, cfg.MaxWatchesPerUser, d.Logger)
 			builderv1.RegisterBuilderServiceServer(d.Server.GRPC(), svc)
+			// A disabled owner's builds are cancelled (the gateway's revocations say who).
+			d.Go("disabled owners", func(ctx context.Context) error {
+				return auth.OwnersDisabled(ctx, d.Auth.Verifier(), d.Logger, func(ctx context.Context, owner string) error {
+					_, err := svc.CancelOwnerBuilds(ctx, owner, service.ReasonOwnerDisabled)
+					return err
+				})
+			})
 			return nil
 		},
 	}

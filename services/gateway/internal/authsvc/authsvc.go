@@ -26,13 +26,13 @@ import (
 	"github.com/thefold/thefold/services/gateway/internal/store"
 )
 
-// PublicMethods are the RPCs a caller uses before it has a token, and the mesh-internal
-// ones services call without a token of their own.
+// PublicMethods are the RPCs a caller uses before it has a token, and ExchangeAPIKey,
+// whose API key is the credential. WatchRevocations is not one: services call it with
+// their own identity (auth.AsService).
 var PublicMethods = []string{
 	gatewayv1.AuthService_RequestLoginCode_FullMethodName,
 	gatewayv1.AuthService_VerifyLoginCode_FullMethodName,
 	gatewayv1.AuthService_RefreshToken_FullMethodName,
-	gatewayv1.IdentityService_WatchRevocations_FullMethodName,
 	gatewayv1.IdentityService_ExchangeAPIKey_FullMethodName,
 }
 
@@ -55,8 +55,10 @@ type Config struct {
 	// AdminEmail is the address of the first admin (user id "admin", the subject of the
 	// launcher's admin token), created at start if absent.
 	AdminEmail string `env:"THEFOLD_ADMIN_EMAIL, default=admin@localhost"`
-	// MaxWatches bounds concurrent WatchRevocations streams (one per service replica).
-	MaxWatches int `env:"THEFOLD_AUTH_MAX_WATCHES, default=256"`
+	// MaxWatches bounds concurrent WatchRevocations streams (one per service replica);
+	// WatchesPerService those of one service, so none can take another's.
+	MaxWatches        int `env:"THEFOLD_AUTH_MAX_WATCHES, default=256"`
+	WatchesPerService int `env:"THEFOLD_AUTH_WATCHES_PER_SERVICE, default=8"`
 }
 
 // Validate collects every problem.
@@ -81,6 +83,9 @@ func (c *Config) Validate() error {
 	if c.MaxWatches < 1 {
 		errList = append(errList, fmt.Errorf("THEFOLD_AUTH_MAX_WATCHES: must be at least 1, got %d", c.MaxWatches))
 	}
+	if c.WatchesPerService < 1 || c.WatchesPerService > c.MaxWatches {
+		errList = append(errList, fmt.Errorf("THEFOLD_AUTH_WATCHES_PER_SERVICE: must be between 1 and THEFOLD_AUTH_MAX_WATCHES (%d), got %d", c.MaxWatches, c.WatchesPerService))
+	}
 	if _, err := normalizeEmail("THEFOLD_ADMIN_EMAIL", c.AdminEmail); err != nil {
 		errList = append(errList, fmt.Errorf("THEFOLD_ADMIN_EMAIL: not an address: %q", c.AdminEmail))
 	}
@@ -99,8 +104,10 @@ type Core struct {
 	secrets  *Secrets
 	mailer   mailer.Mailer
 	hub      *events.Hub
-	watches  *events.Watches
-	log      *slog.Logger
+	// watches are the revocation streams: a few per service (its replicas, and a
+	// reconnect overlapping a stream not yet seen to end), under the server's cap.
+	watches *events.Watches
+	log     *slog.Logger
 	// maxLifetime bounds every user token (THEFOLD_AUTH_MAX_TOKEN_LIFETIME): a user
 	// revocation must outlive the longest token it covers.
 	maxLifetime time.Duration
@@ -131,7 +138,8 @@ func New(d Deps) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{cfg: d.Config, store: d.Store, verifier: d.Verifier, secrets: sec, mailer: d.Mailer, hub: d.Hub,
-		watches: events.NewWatches(d.Config.MaxWatches, "revocation watches"), log: d.Log, maxLifetime: d.MaxLifetime, now: time.Now}
+		watches: events.NewWatches(d.Config.MaxWatches, "revocation watches", events.PerCaller(d.Config.WatchesPerService)),
+		log:     d.Log, maxLifetime: d.MaxLifetime, now: time.Now}
 	c.signer.Store(d.Signer)
 	return c, nil
 }

@@ -57,17 +57,18 @@ type harness struct {
 // defaultConfig is the production defaults, with a first admin at adminEmail.
 func defaultConfig() authsvc.Config {
 	return authsvc.Config{
-		SigningKeyFile: "unused-in-tests",
-		AccessTTL:      15 * time.Minute,
-		RefreshTTL:     720 * time.Hour,
-		KeyTokenTTL:    5 * time.Minute,
-		CodeTTL:        10 * time.Minute,
-		MaxFailures:    5,
-		LockoutBase:    time.Minute,
-		LockoutMax:     time.Hour,
-		AuditRetention: 2160 * time.Hour,
-		AdminEmail:     adminEmail,
-		MaxWatches:     256,
+		SigningKeyFile:    "unused-in-tests",
+		AccessTTL:         15 * time.Minute,
+		RefreshTTL:        720 * time.Hour,
+		KeyTokenTTL:       5 * time.Minute,
+		CodeTTL:           10 * time.Minute,
+		MaxFailures:       5,
+		LockoutBase:       time.Minute,
+		LockoutMax:        time.Hour,
+		AuditRetention:    2160 * time.Hour,
+		AdminEmail:        adminEmail,
+		MaxWatches:        256,
+		WatchesPerService: 8,
 	}
 }
 
@@ -156,7 +157,7 @@ func (h *harness) follow(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = auth.FollowRevocations(ctx, h.identity, h.env.Auth.Verifier(), slog.New(slog.DiscardHandler))
+		_ = auth.FollowRevocations(h.asService(t, ctx, "gateway"), h.identity, h.env.Auth.Verifier(), slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() { stop(); <-done })
 }
@@ -355,10 +356,24 @@ type watcher struct {
 	errc chan error
 }
 
-// watch opens a WatchRevocations stream, closed when the test ends.
+// asService returns ctx whose calls are made by service as itself (the only callers of
+// WatchRevocations).
+func (h *harness) asService(t *testing.T, ctx context.Context, service string) context.Context {
+	t.Helper()
+	return auth.AsService(ctx, h.env.ServiceSigner(t, service))
+}
+
+// watch opens a WatchRevocations stream as the gateway's own follower, closed when the
+// test ends.
 func (h *harness) watch(t *testing.T, req *gatewayv1.WatchRevocationsRequest) *watcher {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return h.watchAs(t, h.asService(t, context.Background(), "gateway"), req)
+}
+
+// watchAs opens a WatchRevocations stream with ctx's identity.
+func (h *harness) watchAs(t *testing.T, ctx context.Context, req *gatewayv1.WatchRevocationsRequest) *watcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	s, err := h.identity.WatchRevocations(ctx, req)
 	if err != nil {
 		cancel()

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
@@ -28,10 +29,12 @@ type IdentityServer struct {
 const revocationHeartbeat = 30 * time.Second
 
 var revocationTypes = map[string]gatewayv1.RevocationType{
-	store.RevokeToken:   gatewayv1.RevocationType_REVOCATION_TYPE_TOKEN,
-	store.RevokeSession: gatewayv1.RevocationType_REVOCATION_TYPE_SESSION,
-	store.RevokeUser:    gatewayv1.RevocationType_REVOCATION_TYPE_USER,
-	store.RevokeAPIKey:  gatewayv1.RevocationType_REVOCATION_TYPE_API_KEY,
+	store.RevokeToken:        gatewayv1.RevocationType_REVOCATION_TYPE_TOKEN,
+	store.RevokeSession:      gatewayv1.RevocationType_REVOCATION_TYPE_SESSION,
+	store.RevokeUser:         gatewayv1.RevocationType_REVOCATION_TYPE_USER,
+	store.RevokeAPIKey:       gatewayv1.RevocationType_REVOCATION_TYPE_API_KEY,
+	store.RevokeUserDisabled: gatewayv1.RevocationType_REVOCATION_TYPE_USER_DISABLED,
+	store.RevokeUserEnabled:  gatewayv1.RevocationType_REVOCATION_TYPE_USER_ENABLED,
 }
 
 func revocationProto(r store.Revocation) *gatewayv1.WatchRevocationsResponse {
@@ -43,13 +46,20 @@ func revocationProto(r store.Revocation) *gatewayv1.WatchRevocationsResponse {
 		Payload: &gatewayv1.WatchRevocationsResponse_Revocation{Revocation: rev}}
 }
 
-// WatchRevocations streams the revocations in force, then the new ones.
+// WatchRevocations streams the revocations in force, then the new ones, to a service
+// speaking for itself: they name the tokens, sessions, keys and users that no longer
+// count, which is nobody else's business. Each service has its own few slots (its
+// replicas), under the server's cap, so none can take another's.
 func (s *IdentityServer) WatchRevocations(req *gatewayv1.WatchRevocationsRequest, stream grpc.ServerStreamingServer[gatewayv1.WatchRevocationsResponse]) error {
 	ctx := stream.Context()
+	caller, err := auth.RequireService(ctx)
+	if err != nil {
+		return err
+	}
 	if req.GetAfterId() < 0 {
 		return errs.Invalid("after_id", "must not be negative")
 	}
-	leave, err := s.watches.Enter(ctx)
+	leave, err := s.watches.EnterAs(auth.CallerKey(caller))
 	if err != nil {
 		return err
 	}

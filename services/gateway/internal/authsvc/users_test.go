@@ -194,6 +194,10 @@ func TestDisableUser(t *testing.T) {
 		msg.GetRevocation().GetNotBefore() == nil {
 		t.Fatalf("revocation %v, want user %s with not_before", msg, victor.GetId())
 	}
+	// Then that they are disabled: services stop acting for them (serviceonly_test.go).
+	if msg := watch.next(t); msg.GetType() != gatewayv1.RevocationType_REVOCATION_TYPE_USER_DISABLED || msg.GetRevocation().GetSubject() != victor.GetId() {
+		t.Fatalf("revocation %v, want user %s disabled", msg, victor.GetId())
+	}
 	h.waitRefused(t, "the disabled user's access token", access)
 	h.waitRefused(t, "the disabled user's API key", k.GetSecret())
 	h.waitRefused(t, "the disabled user's key token", ex.GetAccessToken())
@@ -201,6 +205,9 @@ func TestDisableUser(t *testing.T) {
 	grpctest.WantCode(t, err, codes.Unauthenticated)
 
 	setDisabled(false)
+	if m := watch.next(t); m.GetType() != gatewayv1.RevocationType_REVOCATION_TYPE_USER_ENABLED {
+		t.Errorf("enabling: %v, want only the user enabled", m)
+	}
 	if m, ok := watch.within(300 * time.Millisecond); ok {
 		t.Errorf("enabling made a revocation: %v", m)
 	}

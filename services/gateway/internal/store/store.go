@@ -169,7 +169,8 @@ func (s *Store) UpdateUser(ctx context.Context, id string, change func(*User) er
 				return ErrLastAdmin
 			}
 		}
-		cut := (after.Disabled && !before.Disabled) || after.Role != before.Role
+		disabled, enabled := after.Disabled && !before.Disabled, before.Disabled && !after.Disabled
+		cut := disabled || after.Role != before.Role
 		var nb *time.Time
 		if cut {
 			nb = &notBefore
@@ -177,14 +178,28 @@ func (s *Store) UpdateUser(ctx context.Context, id string, change func(*User) er
 		out, err = scanUser(tx.QueryRow(ctx, `UPDATE users SET display_name = $2, role = $3, disabled = $4,
 			tokens_not_before = COALESCE($5, tokens_not_before), update_time = now()
 			WHERE id = $1 RETURNING `+userCols, id, after.DisplayName, after.Role, after.Disabled, nb))
-		if err != nil || !cut {
+		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE sessions SET end_time = now(), end_reason = 'user changed'
-			WHERE user_id = $1 AND end_time IS NULL`, id); err != nil {
-			return err
+		if cut {
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET end_time = now(), end_reason = 'user changed'
+				WHERE user_id = $1 AND end_time IS NULL`, id); err != nil {
+				return err
+			}
+			if err := revoke(ctx, tx, Revocation{Type: RevokeUser, Subject: id, NotBefore: notBefore, Expire: revokeUntil}); err != nil {
+				return err
+			}
 		}
-		return revoke(ctx, tx, Revocation{Type: RevokeUser, Subject: id, NotBefore: notBefore, Expire: revokeUntil})
+		// Services stop the work they run for a disabled user and refuse to act for them
+		// until they are enabled again (auth.RevokeUserDisabled); the users table is the
+		// record, so these are events only (RevocationsInForce adds the disabled users).
+		switch {
+		case disabled:
+			return userStateEvent(ctx, tx, RevokeUserDisabled, id, notBefore)
+		case enabled:
+			return userStateEvent(ctx, tx, RevokeUserEnabled, id, time.Time{})
+		}
+		return nil
 	})
 	return out, err
 }
@@ -195,7 +210,29 @@ const (
 	RevokeSession = "session"
 	RevokeUser    = "user"
 	RevokeAPIKey  = "api_key"
+	// RevokeUserDisabled and RevokeUserEnabled are outbox events only: a user disabled
+	// (services stop acting for them), enabled again (that is lifted).
+	RevokeUserDisabled = "user_disabled"
+	RevokeUserEnabled  = "user_enabled"
 )
+
+// userStateForever is the expire_time of a user's disabled state: it lasts until they are
+// enabled again.
+var userStateForever = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// userStateEvent appends a user's disabled or enabled state to the revocation stream.
+func userStateEvent(ctx context.Context, tx pgx.Tx, typ, id string, notBefore time.Time) error {
+	p := revocationPayload{Expire: userStateForever}
+	if !notBefore.IsZero() {
+		p.NotBefore = &notBefore
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	_, err = events.Append(ctx, tx, events.Event{Stream: revocationStream, AggregateID: id, Type: typ, Payload: payload})
+	return err
+}
 
 // Revocation is a row of revocations.
 type Revocation struct {
@@ -263,8 +300,9 @@ func RevocationFromEvent(e events.Event) (Revocation, bool) {
 // RevocationFilter selects the revocation events of the outbox.
 var RevocationFilter = events.Filter{Stream: revocationStream}
 
-// RevocationsInForce returns the revocations that still cover a valid token, and the
-// outbox cursor they are current to: a watcher sends them, then follows from the cursor.
+// RevocationsInForce returns the revocations that still cover a valid token, then the
+// users disabled now (RevokeUserDisabled, with the cursor as their id), and the outbox
+// cursor they are current to: a watcher sends them, then follows from the cursor.
 func (s *Store) RevocationsInForce(ctx context.Context) ([]Revocation, int64, error) {
 	var out []Revocation
 	var cursor int64
@@ -283,6 +321,30 @@ func (s *Store) RevocationsInForce(ctx context.Context) ([]Revocation, int64, er
 			var r Revocation
 			var nb *time.Time
 			if err := rows.Scan(&r.EventID, &r.Type, &r.Subject, &nb, &r.Expire, &r.Time); err != nil {
+				return err
+			}
+			if nb != nil {
+				r.NotBefore = *nb
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Then the users disabled now, as of the cursor (their state changes are events
+		// up to it; with no event at all nobody was disabled through UpdateUser).
+		if cursor == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, `SELECT id, tokens_not_before FROM users WHERE disabled ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r := Revocation{EventID: cursor, Type: RevokeUserDisabled, Expire: userStateForever, Time: time.Now()}
+			var nb *time.Time
+			if err := rows.Scan(&r.Subject, &nb); err != nil {
 				return err
 			}
 			if nb != nil {

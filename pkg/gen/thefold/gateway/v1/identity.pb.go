@@ -38,6 +38,15 @@ const (
 	RevocationType_REVOCATION_TYPE_USER RevocationType = 3
 	// subject is an API key id: tokens acting for that key are refused.
 	RevocationType_REVOCATION_TYPE_API_KEY RevocationType = 4
+	// subject is a user id: the user was disabled. Until REVOCATION_TYPE_USER_ENABLED, every
+	// service token acting for them is refused and services stop the work they run for them
+	// (jobs, builds). Sent together with a REVOCATION_TYPE_USER, which cuts their own tokens.
+	// A stream from 0 sends the users disabled at its start after every other revocation in
+	// force, with its starting cursor as their id.
+	RevocationType_REVOCATION_TYPE_USER_DISABLED RevocationType = 5
+	// subject is a user id: the user was enabled again, which lifts
+	// REVOCATION_TYPE_USER_DISABLED.
+	RevocationType_REVOCATION_TYPE_USER_ENABLED RevocationType = 6
 )
 
 // Enum value maps for RevocationType.
@@ -48,13 +57,17 @@ var (
 		2: "REVOCATION_TYPE_SESSION",
 		3: "REVOCATION_TYPE_USER",
 		4: "REVOCATION_TYPE_API_KEY",
+		5: "REVOCATION_TYPE_USER_DISABLED",
+		6: "REVOCATION_TYPE_USER_ENABLED",
 	}
 	RevocationType_value = map[string]int32{
-		"REVOCATION_TYPE_UNSPECIFIED": 0,
-		"REVOCATION_TYPE_TOKEN":       1,
-		"REVOCATION_TYPE_SESSION":     2,
-		"REVOCATION_TYPE_USER":        3,
-		"REVOCATION_TYPE_API_KEY":     4,
+		"REVOCATION_TYPE_UNSPECIFIED":   0,
+		"REVOCATION_TYPE_TOKEN":         1,
+		"REVOCATION_TYPE_SESSION":       2,
+		"REVOCATION_TYPE_USER":          3,
+		"REVOCATION_TYPE_API_KEY":       4,
+		"REVOCATION_TYPE_USER_DISABLED": 5,
+		"REVOCATION_TYPE_USER_ENABLED":  6,
 	}
 )
 
@@ -445,13 +458,15 @@ const file_thefold_gateway_v1_identity_proto_rawDesc = "" +
 	"\x16ExchangeAPIKeyResponse\x12!\n" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12;\n" +
 	"\vexpire_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"expireTime*\xa0\x01\n" +
+	"expireTime*\xe5\x01\n" +
 	"\x0eRevocationType\x12\x1f\n" +
 	"\x1bREVOCATION_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REVOCATION_TYPE_TOKEN\x10\x01\x12\x1b\n" +
 	"\x17REVOCATION_TYPE_SESSION\x10\x02\x12\x18\n" +
 	"\x14REVOCATION_TYPE_USER\x10\x03\x12\x1b\n" +
-	"\x17REVOCATION_TYPE_API_KEY\x10\x042\xf0\x01\n" +
+	"\x17REVOCATION_TYPE_API_KEY\x10\x04\x12!\n" +
+	"\x1dREVOCATION_TYPE_USER_DISABLED\x10\x05\x12 \n" +
+	"\x1cREVOCATION_TYPE_USER_ENABLED\x10\x062\xf0\x01\n" +
 	"\x0fIdentityService\x12t\n" +
 	"\x10WatchRevocations\x12+.thefold.gateway.v1.WatchRevocationsRequest\x1a,.thefold.gateway.v1.WatchRevocationsResponse\"\x03\x90\x02\x010\x01\x12g\n" +
 	"\x0eExchangeAPIKey\x12).thefold.gateway.v1.ExchangeAPIKeyRequest\x1a*.thefold.gateway.v1.ExchangeAPIKeyResponseB\xd2\x01\n" +

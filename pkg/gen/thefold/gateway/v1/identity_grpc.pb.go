@@ -34,14 +34,16 @@ const (
 // check, they exchange for a short-lived access token with ExchangeAPIKey. It has no REST
 // route.
 //
-// Both RPCs are callable without an access token (a service has none of its own): the
-// revocations say only which token, session, key or user no longer counts, never a secret;
-// the API key is itself the credential.
+// ExchangeAPIKey is callable without an access token: the API key is itself the
+// credential. WatchRevocations is for services only, each with its own identity (a
+// service token without on_behalf_of): whoever else calls it is UNAUTHENTICATED (no token)
+// or PERMISSION_DENIED (a person's, an API key's, or a service acting for an owner).
 type IdentityServiceClient interface {
 	// WatchRevocations streams every revocation still in force (one whose expire_time is in
 	// the future), then each new one as it is made, until the caller goes away. A verifier
 	// that loses the stream resumes after the last id it saw (or from 0), so nothing made
-	// while it was away is missed.
+	// while it was away is missed. Each service may hold a few streams at once (its
+	// replicas); more are RESOURCE_EXHAUSTED, so no caller can take another's.
 	WatchRevocations(ctx context.Context, in *WatchRevocationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRevocationsResponse], error)
 	// ExchangeAPIKey checks an API key (active, not expired, its owner enabled) and returns an
 	// access token acting for the key: the owner's current role, the key's scopes, a lifetime
@@ -97,14 +99,16 @@ func (c *identityServiceClient) ExchangeAPIKey(ctx context.Context, in *Exchange
 // check, they exchange for a short-lived access token with ExchangeAPIKey. It has no REST
 // route.
 //
-// Both RPCs are callable without an access token (a service has none of its own): the
-// revocations say only which token, session, key or user no longer counts, never a secret;
-// the API key is itself the credential.
+// ExchangeAPIKey is callable without an access token: the API key is itself the
+// credential. WatchRevocations is for services only, each with its own identity (a
+// service token without on_behalf_of): whoever else calls it is UNAUTHENTICATED (no token)
+// or PERMISSION_DENIED (a person's, an API key's, or a service acting for an owner).
 type IdentityServiceServer interface {
 	// WatchRevocations streams every revocation still in force (one whose expire_time is in
 	// the future), then each new one as it is made, until the caller goes away. A verifier
 	// that loses the stream resumes after the last id it saw (or from 0), so nothing made
-	// while it was away is missed.
+	// while it was away is missed. Each service may hold a few streams at once (its
+	// replicas); more are RESOURCE_EXHAUSTED, so no caller can take another's.
 	WatchRevocations(*WatchRevocationsRequest, grpc.ServerStreamingServer[WatchRevocationsResponse]) error
 	// ExchangeAPIKey checks an API key (active, not expired, its owner enabled) and returns an
 	// access token acting for the key: the owner's current role, the key's scopes, a lifetime
