@@ -76,6 +76,16 @@ func (r *run) taskText() string {
 // hint, skills and the pre-run check. An empty repository is initialised first.
 func (r *run) gather(ctx context.Context) error {
 	j, c := r.job(), r.rec.Context
+	// The job acts with its owner's rights. A repository the owner may read but not write
+	// would refuse the branch and the pull request only after all the work: say so now.
+	repo, err := r.e.c.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: j.Repo})
+	if err != nil {
+		return err
+	}
+	if p := repo.GetRepo().GetPermission(); p != githubv1.RepoRole_REPO_ROLE_UNSPECIFIED && p < githubv1.RepoRole_REPO_ROLE_WRITE {
+		return status.Errorf(codes.PermissionDenied, "the task's owner may not write to %s (%s access): the agent pushes a branch and opens a pull request there; its owner grants write with SetCollaborator",
+			j.Repo, strings.ToLower(strings.TrimPrefix(p.String(), "REPO_ROLE_")))
+	}
 	tree, err := r.e.c.Repos.GetTree(ctx, &githubv1.GetTreeRequest{Repo: j.Repo, Ref: j.BaseBranch, PageSize: 1000})
 	if err != nil {
 		return err
