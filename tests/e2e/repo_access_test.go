@@ -48,13 +48,15 @@ func TestRepositoryAccessAcrossPeople(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "owned.txt")); err == nil {
 		t.Fatal("git clone shows the member's commit")
 	}
-	for _, probe := range []struct{ method, path string }{
-		{http.MethodPost, "/v1/repos/" + theirs + "/branches"},
-		{http.MethodPost, "/v1/repos/" + theirs + "/issues"},
-		{http.MethodPut, "/v1/repos/" + theirs + "/collaborators/" + bobID},
+	for _, probe := range []struct {
+		method, path string
+		body         map[string]any
+	}{
+		{http.MethodPost, "/v1/repos/" + theirs + "/branches", map[string]any{"branch": "b"}},
+		{http.MethodPost, "/v1/repos/" + theirs + "/issues", map[string]any{"title": "t"}},
+		{http.MethodPut, "/v1/repos/" + theirs + "/collaborators/" + bobID, map[string]any{"role": "REPO_ROLE_ADMIN"}},
 	} {
-		body := map[string]any{"branch": "b", "title": "t", "role": "REPO_ROLE_ADMIN"}
-		if code, got := rest(t, probe.method, probe.path, alice, body); code != http.StatusForbidden {
+		if code, got := rest(t, probe.method, probe.path, alice, probe.body); code != http.StatusForbidden {
 			t.Fatalf("%s %s as a member = %d %v, want 403", probe.method, probe.path, code, got)
 		}
 	}
