@@ -23,7 +23,8 @@ type Config struct {
 	// segment of the local forge is a namespace someone claims (CreateNamespace).
 	SharedOwners []string `env:"THEFOLD_GITHUB_SHARED_OWNERS"`
 	// SecretKeyFile is the key (64 hex digits) that encrypts people's own GitHub tokens at
-	// rest; empty: $THEFOLD_DATA_DIR/github-secret.key, made on first start. Without either,
+	// rest; empty: $THEFOLD_DATA_DIR/keys/github-secret.key, made on first start (thefold
+	// init makes it too, for docker compose). Without either,
 	// people cannot store GitHub tokens.
 	SecretKeyFile string `env:"THEFOLD_GITHUB_SECRET_KEY_FILE"`
 	// Token authenticates to GitHub (a fine-grained or classic personal access token, or
@@ -91,7 +92,7 @@ func (c *Config) SecretKeyPath() string {
 	case c.SecretKeyFile != "":
 		return c.SecretKeyFile
 	case c.DataDir != "":
-		return filepath.Join(c.DataDir, "github-secret.key")
+		return filepath.Join(c.DataDir, "keys", "github-secret.key")
 	}
 	return ""
 }
