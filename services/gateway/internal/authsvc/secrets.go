@@ -1,8 +1,6 @@
 package authsvc
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/rand"
@@ -11,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+
+	"github.com/thefold/thefold/pkg/seal"
 )
 
 // Secret prefixes: a refresh token and an API key are told apart (and from a JWT) by them.
@@ -27,7 +27,7 @@ const (
 // which a retried CreateAPIKey may show it again.
 type Secrets struct {
 	codeKey, refreshKey []byte
-	aead                cipher.AEAD
+	box                 *seal.Box
 }
 
 // NewSecrets derives the keys from the signing key.
@@ -40,15 +40,11 @@ func NewSecrets(signingKey ed25519.PrivateKey) (*Secrets, error) {
 		m.Write([]byte("thefold gateway: " + purpose))
 		return m.Sum(nil)
 	}
-	block, err := aes.NewCipher(derive("api key secrets"))
+	box, err := seal.New(derive("api key secrets"))
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Secrets{codeKey: derive("login codes"), refreshKey: derive("refresh tokens"), aead: aead}, nil
+	return &Secrets{codeKey: derive("login codes"), refreshKey: derive("refresh tokens"), box: box}, nil
 }
 
 // codeHash is what is stored of a login code: bound to its user, so a code is no use for
@@ -66,22 +62,9 @@ func (s *Secrets) successor(tok string) string {
 	return refreshPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (s *Secrets) seal(plain string) ([]byte, error) {
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	return s.aead.Seal(nonce, nonce, []byte(plain), nil), nil
-}
+func (s *Secrets) seal(plain string) ([]byte, error) { return s.box.Seal(plain) }
 
-func (s *Secrets) open(sealed []byte) (string, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n {
-		return "", errors.New("sealed secret too short")
-	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], nil)
-	return string(plain), err
-}
+func (s *Secrets) open(sealed []byte) (string, error) { return s.box.Open(sealed) }
 
 // newSecret returns prefix + 32 random bytes, base64url.
 func newSecret(prefix string) (string, error) {
