@@ -5,7 +5,7 @@
 //	thefold down       stop the supervisor, then the services, gracefully
 //	thefold status     show which services run and which are down
 //	thefold supervise  the supervisor itself (thefold up starts it in the background)
-//	thefold token      issue, save and print a fresh admin token
+//	thefold token      issue, save and print a fresh admin token (revoking the previous one)
 //	thefold init       create the signing keys and the admin token only (for docker compose)
 //	thefold rotate-key replace the token signing key; tokens signed with the old one stay
 //	                   valid until they expire
@@ -47,7 +47,7 @@ commands:
            that dies), wait until all nine are healthy
   down     stop the supervisor, then the services
   status   show which services are running and which are down
-  token    issue, save and print a fresh admin token
+  token    issue, save and print a fresh admin token; the previous one is revoked
   init     create the signing keys and admin token only (docker compose uses them)
   rotate-key
            replace the token signing key: the old public key keeps verifying the tokens
@@ -57,8 +57,8 @@ commands:
 flags:
   -data-dir DIR   where binaries, keys, logs and pids live (THEFOLD_DATA_DIR; default <src>/.thefold)
   -src DIR        source tree holding go.work (default: found from the working directory)
-  -token-ttl D    admin token lifetime (THEFOLD_ADMIN_TOKEN_TTL; default 720h, at most
-                  THEFOLD_AUTH_MAX_TOKEN_LIFETIME, default 720h); up reissues it when it
+  -token-ttl D    admin token lifetime (THEFOLD_ADMIN_TOKEN_TTL; default 12h, at most
+                  THEFOLD_AUTH_MAX_TOKEN_LIFETIME, default 720h); up reissues it (revoking the old one) when it
                   is missing, expired or has less than a quarter of its lifetime left
 `
 
@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tokenTTL := fs.Duration("token-ttl", defaultTTL, "admin token lifetime (0: 720h or the maximum lifetime if smaller)")
+	tokenTTL := fs.Duration("token-ttl", defaultTTL, "admin token lifetime (0: 12h or the maximum lifetime if smaller)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

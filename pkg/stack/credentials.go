@@ -14,8 +14,11 @@ import (
 	"github.com/thefold/thefold/pkg/platform"
 )
 
-// DefaultAdminTokenTTL is how long an admin token from `thefold up` / `thefold token` lives.
-const DefaultAdminTokenTTL = auth.DefaultMaxLifetime
+// DefaultAdminTokenTTL is how long an admin token from `thefold up` / `thefold token` lives:
+// a working day. The token is the operator's master key and lies in a file, so it should
+// not outlive the session it was made for; `thefold up` reissues it when a quarter is left,
+// `thefold token` on demand (-token-ttl / THEFOLD_ADMIN_TOKEN_TTL change it).
+const DefaultAdminTokenTTL = 12 * time.Hour
 
 // ServiceIdentities are the services with an identity of their own, for calls made for an
 // owner: after the owner's token may have expired (agent jobs, builds), and for an API
@@ -38,11 +41,17 @@ func (s *Stack) adminTTL() time.Duration {
 	return min(DefaultAdminTokenTTL, s.maxLifetime())
 }
 
+// ReplacedTokensPath is the list of replaced admin tokens the gateway revokes
+// (auth.ReplacedTokensFile).
+func (s *Stack) ReplacedTokensPath() string {
+	return filepath.Join(s.KeyDir(), auth.ReplacedTokensFile)
+}
+
 // EnsureCredentials creates the key pairs on first start (the user-token signing key, one
 // per service identity) and returns the admin token, issuing a new one when the saved one
 // is missing, no longer verifies (keys regenerated, expired, an old token without expiry)
 // or has less than a quarter of its lifetime left — so `thefold up` always leaves a usable
-// token behind.
+// token behind. A token it replaces is revoked (see issueAdminToken).
 func (s *Stack) EnsureCredentials() (token string, err error) {
 	priv, _, err := auth.EnsureKeyPair(s.KeyDir())
 	if err != nil {
@@ -53,6 +62,13 @@ func (s *Stack) EnsureCredentials() (token string, err error) {
 			return "", err
 		}
 	}
+	// The gateway is given the replaced-tokens file from the start (docker compose mounts
+	// it as a single file, which must exist before the container does).
+	if _, err := os.Stat(s.ReplacedTokensPath()); errors.Is(err, os.ErrNotExist) {
+		if err := auth.WriteReplacedTokens(s.ReplacedTokensPath(), nil, time.Now()); err != nil {
+			return "", err
+		}
+	}
 	if b, err := os.ReadFile(s.TokenPath()); err == nil {
 		tok := strings.TrimSpace(string(b))
 		v := auth.NewVerifier(priv.Public().(ed25519.PublicKey), auth.WithMaxLifetime(s.maxLifetime()))
@@ -60,12 +76,16 @@ func (s *Stack) EnsureCredentials() (token string, err error) {
 			return tok, nil
 		}
 	}
-	return s.issueAdminToken(priv)
+	return s.issueAdminToken(priv, true)
 }
 
-// IssueAdminToken saves and returns a fresh admin token (`thefold token`); the signing key
-// must exist already (thefold up or thefold init create it).
+// IssueAdminToken saves and returns a fresh admin token (`thefold token`), revoking the one
+// it replaces; the signing key must exist already (thefold up or thefold init create it).
 func (s *Stack) IssueAdminToken() (string, error) {
+	return s.newAdminToken(true)
+}
+
+func (s *Stack) newAdminToken(revokePrevious bool) (string, error) {
 	priv, err := auth.LoadPrivateKey(filepath.Join(s.KeyDir(), auth.PrivateKeyFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("no signing key yet (run thefold up or thefold init): %w", err)
@@ -73,10 +93,21 @@ func (s *Stack) IssueAdminToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.issueAdminToken(priv)
+	return s.issueAdminToken(priv, revokePrevious)
 }
 
-func (s *Stack) issueAdminToken(priv ed25519.PrivateKey) (string, error) {
+// issueAdminToken issues, saves and returns an admin token. With revokePrevious the token
+// it replaces, if still valid, is revoked: the launcher holds the signing key but not the
+// gateway's database, so it lists the replaced token's id in ReplacedTokensPath, which the
+// gateway reads at start and follows while running (within seconds) and turns into a
+// token revocation every service learns of, like a RevokeToken call's. The list is written
+// before the new token: a launcher stopped in between leaves no old token working.
+func (s *Stack) issueAdminToken(priv ed25519.PrivateKey, revokePrevious bool) (string, error) {
+	if revokePrevious {
+		if err := s.replaceAdminToken(); err != nil {
+			return "", fmt.Errorf("admin token: revoking the previous one: %w", err)
+		}
+	}
 	tok, _, err := auth.NewSigner(priv, auth.WithMaxLifetime(s.maxLifetime())).Issue("admin", []string{auth.RoleAdmin}, s.adminTTL())
 	if err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
@@ -92,6 +123,32 @@ func (s *Stack) issueAdminToken(priv ed25519.PrivateKey) (string, error) {
 	return tok, nil
 }
 
+// replaceAdminToken lists the saved admin token in ReplacedTokensPath if it still verifies
+// (with every key the services accept: one signed before a rotation too); an expired or
+// foreign token is refused anyway and needs no entry. Expired entries are dropped.
+func (s *Stack) replaceAdminToken() error {
+	b, err := os.ReadFile(s.TokenPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	keys, err := auth.LoadVerifyKeys(filepath.Join(s.KeyDir(), auth.PublicKeyFile))
+	if err != nil {
+		return err
+	}
+	p, err := auth.NewVerifierKeys(keys, auth.WithMaxLifetime(s.maxLifetime())).Verify(strings.TrimSpace(string(b)))
+	if err != nil || p.TokenID == "" {
+		return nil
+	}
+	list, err := auth.ReadReplacedTokens(s.ReplacedTokensPath())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return auth.WriteReplacedTokens(s.ReplacedTokensPath(), append(list, auth.ReplacedToken{ID: p.TokenID, Expire: p.ExpiresAt}), time.Now())
+}
+
 // authEnv is the identity configuration of svc: the keys that verify tokens, the lifetime
 // the admin token was issued under, and — for a service identity — its own private key.
 func (s *Stack) authEnv(svc string) []string {
@@ -101,9 +158,9 @@ func (s *Stack) authEnv(svc string) []string {
 	}
 	// Only the gateway signs user tokens (logins, API key exchanges); it also gets the
 	// local mail sink, where the log mailer puts login codes.
-	signing, sink := "", ""
+	signing, sink, replaced := "", "", ""
 	if svc == "gateway" {
-		signing, sink = filepath.Join(s.KeyDir(), auth.PrivateKeyFile), s.MailSinkPath()
+		signing, sink, replaced = filepath.Join(s.KeyDir(), auth.PrivateKeyFile), s.MailSinkPath(), s.ReplacedTokensPath()
 	}
 	return []string{
 		"THEFOLD_AUTH_PUBLIC_KEY_FILE=" + filepath.Join(s.KeyDir(), auth.PublicKeyFile),
@@ -112,19 +169,21 @@ func (s *Stack) authEnv(svc string) []string {
 		"THEFOLD_AUTH_SERVICE_KEY_FILE=" + own,
 		"THEFOLD_AUTH_SIGNING_KEY_FILE=" + signing,
 		"THEFOLD_MAIL_SINK_FILE=" + sink,
+		"THEFOLD_AUTH_REPLACED_ADMIN_TOKENS_FILE=" + replaced,
 	}
 }
 
 // RotateSigningKey replaces the user-token signing key (auth.RotateKeyPair): the old public
 // key stays valid for the tokens it signed until they expire, every service and the gateway
 // pick the new files up within seconds, and the admin token is reissued with the new key.
-// It returns the new key's id.
+// A rotation keeps what the old key signed working, so the previous admin token is not
+// revoked (a compromised one is: `thefold token`). It returns the new key's id.
 func (s *Stack) RotateSigningKey() (string, error) {
 	kid, err := auth.RotateKeyPair(s.KeyDir(), s.maxLifetime(), time.Now())
 	if err != nil {
 		return "", err
 	}
-	if _, err := s.IssueAdminToken(); err != nil {
+	if _, err := s.newAdminToken(false); err != nil {
 		return "", err
 	}
 	return kid, nil

@@ -77,7 +77,7 @@ func TestAdminTokenExpiresAndIsReissued(t *testing.T) {
 	}{
 		{"missing", "", true},
 		{"expired", issuedAgo(ttl + time.Hour), true},
-		{"near expiry", issuedAgo(ttl - 24*time.Hour), true},
+		{"near expiry", issuedAgo(ttl - ttl/8), true},
 		{"half used", issuedAgo(ttl / 2), false},
 		{"signed by other keys", otherKey, true},
 		{"an old token without exp", noExpiry, true},
@@ -116,13 +116,74 @@ func TestAdminTokenExpiresAndIsReissued(t *testing.T) {
 	}
 }
 
+// TestAdminTokenReissueListsTheReplaced: a reissue lists the token it replaces, while it
+// is still valid, for the gateway to revoke (expired entries drop out); a key rotation's
+// reissue does not, since a rotation keeps what the old key signed working.
+func TestAdminTokenReissueListsTheReplaced(t *testing.T) {
+	t.Parallel()
+	s := &Stack{DataDir: t.TempDir()}
+	first, err := s.EnsureCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() []string {
+		t.Helper()
+		list, err := auth.ReadReplacedTokens(s.ReplacedTokensPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range list {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	if st, err := os.Stat(s.ReplacedTokensPath()); err != nil || st.Mode().Perm() != 0o600 || len(listed()) != 0 {
+		t.Fatalf("replaced-tokens file after the first start: %v, %v, %v", st, err, listed())
+	}
+	second, err := s.IssueAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := verifyAdmin(t, s, first)
+	if got := listed(); !slices.Equal(got, []string{p1.TokenID}) {
+		t.Fatalf("listed %v, want the first token %s", got, p1.TokenID)
+	}
+	list, _ := auth.ReadReplacedTokens(s.ReplacedTokensPath())
+	if !list[0].Expire.Equal(p1.ExpiresAt.Truncate(time.Second)) {
+		t.Errorf("listed expiry %v, want the token's %v", list[0].Expire, p1.ExpiresAt)
+	}
+	if _, err := s.RotateSigningKey(); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); !slices.Equal(got, []string{p1.TokenID}) {
+		t.Fatalf("after a rotation listed %v, want only the first token", got)
+	}
+	// The rotation's token replaced second without listing it; the next reissue lists the
+	// rotation's token (signed with the new key), and an expired entry is dropped.
+	rotated := saved(t, s)
+	if rotated == second {
+		t.Fatal("the rotation reissued nothing")
+	}
+	if err := auth.WriteReplacedTokens(s.ReplacedTokensPath(), []auth.ReplacedToken{{ID: "gone", Expire: time.Now().Add(-time.Minute)},
+		{ID: p1.TokenID, Expire: p1.ExpiresAt}}, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IssueAdminToken(); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 2 || got[0] != p1.TokenID || slices.Contains(got, "gone") {
+		t.Fatalf("listed %v, want the first token and the rotation's, not the expired entry", got)
+	}
+}
+
 func TestAdminTokenLifetimeIsBounded(t *testing.T) {
 	t.Parallel()
 	s := &Stack{DataDir: t.TempDir(), AdminTokenTTL: 48 * time.Hour, MaxTokenLifetime: 24 * time.Hour}
 	if _, err := s.EnsureCredentials(); err == nil || !strings.Contains(err.Error(), "exceeds the maximum") {
 		t.Fatalf("admin TTL over the maximum: %v", err)
 	}
-	s.AdminTokenTTL = 0 // defaults to the smaller of 30 days and the maximum
+	s.AdminTokenTTL = 0 // defaults to the smaller of 12 hours and the maximum
 	tok, err := s.EnsureCredentials()
 	if err != nil {
 		t.Fatal(err)

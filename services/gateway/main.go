@@ -165,6 +165,12 @@ func registerIdentity(ctx context.Context, d *platform.Deps, cfg Config) error {
 	if err := core.EnsureAdmin(ctx); err != nil {
 		return fmt.Errorf("first admin: %w", err)
 	}
+	// Admin tokens the launcher replaced are refused before the first request, and within
+	// seconds of a replacement while the gateway runs (admintoken.go).
+	if err := core.RevokeReplacedAdminTokens(ctx); err != nil {
+		return err
+	}
+	d.Go("replaced admin tokens", core.FollowReplacedAdminTokens)
 	gatewayv1.RegisterAuthServiceServer(d.Server.GRPC(), core.Auth())
 	gatewayv1.RegisterUserServiceServer(d.Server.GRPC(), core.Users())
 	gatewayv1.RegisterIdentityServiceServer(d.Server.GRPC(), core.Identity())

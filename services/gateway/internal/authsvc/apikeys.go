@@ -3,6 +3,7 @@ package authsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,30 @@ const (
 	apiKeySecretWindow = 15 * time.Minute
 	keyPageVersion     = "k1"
 )
+
+// APIKeyPolicy is what a new API key gets unless its request says otherwise.
+type APIKeyPolicy struct {
+	// TTL is the lifetime of a key created without expire_time; MaxTTL bounds the
+	// expire_time a request may ask for. A leaked key that nobody remembers stops working
+	// on its own.
+	TTL    time.Duration `env:"THEFOLD_AUTH_API_KEY_TTL, default=2160h"`
+	MaxTTL time.Duration `env:"THEFOLD_AUTH_API_KEY_MAX_TTL, default=8760h"`
+}
+
+func (p APIKeyPolicy) check() error {
+	var errList []error
+	if p.TTL <= 0 {
+		errList = append(errList, fmt.Errorf("THEFOLD_AUTH_API_KEY_TTL: must be positive, got %s", p.TTL))
+	}
+	if p.MaxTTL < p.TTL {
+		errList = append(errList, fmt.Errorf("THEFOLD_AUTH_API_KEY_MAX_TTL: must be at least THEFOLD_AUTH_API_KEY_TTL (%s), got %s", p.TTL, p.MaxTTL))
+	}
+	return errors.Join(errList...)
+}
+
+// defaultKeyScopes are a key's scopes when its request names none: reading only. A key
+// that writes says where (its scopes name the areas, or "*:write").
+var defaultKeyScopes = []string{"*:read"}
 
 // keyOwner is the caller who may own API keys: a person, not a service acting for one.
 func keyOwner(ctx context.Context) (auth.Principal, error) {
@@ -54,7 +79,7 @@ func (s *Server) CreateAPIKey(ctx context.Context, req *gatewayv1.CreateAPIKeyRe
 	}
 	scopes := req.GetScopes()
 	if len(scopes) == 0 {
-		scopes = []string{"*:write"}
+		scopes = defaultKeyScopes
 	}
 	if len(scopes) > maxScopes {
 		return nil, invalid("scopes", "at most %d", maxScopes)
@@ -62,13 +87,17 @@ func (s *Server) CreateAPIKey(ctx context.Context, req *gatewayv1.CreateAPIKeyRe
 	if err := auth.CheckScopes(scopes); err != nil {
 		return nil, invalid("scopes", "%v", err)
 	}
-	var expire time.Time
+	now := s.now()
+	expire := now.Add(s.cfg.APIKeys.TTL)
 	if req.GetExpireTime() != nil {
 		if err := req.GetExpireTime().CheckValid(); err != nil {
 			return nil, invalid("expire_time", "not a valid time")
 		}
-		if expire = req.GetExpireTime().AsTime(); !expire.After(s.now()) {
+		switch expire = req.GetExpireTime().AsTime(); {
+		case !expire.After(now):
 			return nil, invalid("expire_time", "must be in the future")
+		case expire.After(now.Add(s.cfg.APIKeys.MaxTTL)):
+			return nil, invalid("expire_time", "at most %s ahead (THEFOLD_AUTH_API_KEY_MAX_TTL)", s.cfg.APIKeys.MaxTTL)
 		}
 	}
 	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/services/gateway/internal/authsvc"
 )
 
 // TestAPIKeys: a key is created once (idempotently), listed without its secret, works as a
@@ -35,7 +36,7 @@ func TestAPIKeys(t *testing.T) {
 	}
 	if _, err := uuid.Parse(key.GetId()); err != nil || key.GetName() != "ci" || !strings.HasPrefix(secret, key.GetPrefix()) ||
 		len(key.GetPrefix()) >= len(secret)/2 || !slices.Equal(key.GetScopes(), []string{"auth:read"}) || key.GetUserId() != user.GetId() ||
-		key.GetCreateTime().AsTime().Before(start.Add(-time.Second)) || key.GetExpireTime() != nil || key.GetRevokeTime() != nil || key.GetLastUsedTime() != nil {
+		key.GetCreateTime().AsTime().Before(start.Add(-time.Second)) || key.GetExpireTime() == nil || key.GetRevokeTime() != nil || key.GetLastUsedTime() != nil {
 		t.Errorf("CreateAPIKey key = %v", key)
 	}
 
@@ -56,9 +57,9 @@ func TestAPIKeys(t *testing.T) {
 	if theirs.GetApiKey().GetId() == key.GetId() || theirs.GetSecret() == secret || theirs.GetSecret() == "" {
 		t.Errorf("another user's key with the same request_id = %v", theirs)
 	}
-	// No scopes means every area.
-	if got := theirs.GetApiKey().GetScopes(); !slices.Equal(got, []string{"*:write"}) {
-		t.Errorf("default scopes %v, want [*:write]", got)
+	// No scopes means reading every area (TestAPIKeyDefaults).
+	if got := theirs.GetApiKey().GetScopes(); !slices.Equal(got, []string{"*:read"}) {
+		t.Errorf("default scopes %v, want [*:read]", got)
 	}
 	// Without a request id every call makes a key.
 	w1, err := h.auth.CreateAPIKey(lisa, &gatewayv1.CreateAPIKeyRequest{Name: "writer", Scopes: []string{"auth:write"}})
@@ -359,4 +360,51 @@ func TestAPIKeyAsAdmin(t *testing.T) {
 	if _, err := h.users.ListUsers(bearer(t, ex.GetAccessToken()), &gatewayv1.ListUsersRequest{}); err != nil {
 		t.Errorf("ListUsers with the promoted owner's key token: %v", err)
 	}
+}
+
+// TestAPIKeyDefaults: a key created without scopes reads and cannot write; without an
+// expiry it expires after the policy's TTL, and one asked for beyond the maximum is
+// refused, naming the field.
+func TestAPIKeyDefaults(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *authsvc.Config) { c.APIKeys = authsvc.APIKeyPolicy{TTL: 48 * time.Hour, MaxTTL: 72 * time.Hour} })
+	_, _, ctx := h.member(t, "olga@example.com")
+	start := time.Now()
+	k, err := h.auth.CreateAPIKey(ctx, &gatewayv1.CreateAPIKeyRequest{Name: "default"})
+	if err != nil {
+		t.Fatalf("CreateAPIKey: %v", err)
+	}
+	if got := k.GetApiKey().GetScopes(); !slices.Equal(got, []string{"*:read"}) {
+		t.Errorf("scopes %v, want [*:read]", got)
+	}
+	if exp := k.GetApiKey().GetExpireTime(); exp == nil || exp.AsTime().Before(start.Add(48*time.Hour-time.Second)) ||
+		exp.AsTime().After(time.Now().Add(48*time.Hour+time.Second)) {
+		t.Errorf("expire_time %v, want about now + 48h", exp)
+	}
+	key := bearer(t, k.GetSecret())
+	// It reads…
+	if list, err := h.auth.ListAPIKeys(key, &gatewayv1.ListAPIKeysRequest{}); err != nil || len(list.GetApiKeys()) != 1 {
+		t.Errorf("ListAPIKeys with the read-only key = %v, %v", list, err)
+	}
+	// …and writes nothing, not even to revoke itself.
+	_, err = h.auth.RevokeAPIKey(key, &gatewayv1.RevokeAPIKeyRequest{Id: k.GetApiKey().GetId()})
+	grpctest.WantCode(t, err, codes.PermissionDenied)
+	_, err = h.auth.RevokeToken(key, &gatewayv1.RevokeTokenRequest{})
+	grpctest.WantCode(t, err, codes.PermissionDenied)
+	// Writes are named: the same owner's auth:write key may.
+	w, err := h.auth.CreateAPIKey(ctx, &gatewayv1.CreateAPIKeyRequest{Name: "writer", Scopes: []string{"auth:write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.auth.RevokeAPIKey(bearer(t, w.GetSecret()), &gatewayv1.RevokeAPIKeyRequest{Id: k.GetApiKey().GetId()}); err != nil {
+		t.Errorf("RevokeAPIKey with an auth:write key: %v", err)
+	}
+	// An expiry up to the maximum is taken as asked; beyond it is refused.
+	want := time.Now().Add(71 * time.Hour).Truncate(time.Second)
+	long, err := h.auth.CreateAPIKey(ctx, &gatewayv1.CreateAPIKeyRequest{Name: "long", ExpireTime: timestamppb.New(want)})
+	if err != nil || !long.GetApiKey().GetExpireTime().AsTime().Equal(want) {
+		t.Errorf("CreateAPIKey expiring in 71h = %v, %v", long, err)
+	}
+	_, err = h.auth.CreateAPIKey(ctx, &gatewayv1.CreateAPIKeyRequest{Name: "too long", ExpireTime: timestamppb.New(time.Now().Add(73 * time.Hour))})
+	grpctest.WantInvalid(t, err, "expire_time")
 }

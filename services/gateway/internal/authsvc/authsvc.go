@@ -15,9 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
-
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/events"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
@@ -55,6 +52,14 @@ type Config struct {
 	// AdminEmail is the address of the first admin (user id "admin", the subject of the
 	// launcher's admin token), created at start if absent.
 	AdminEmail string `env:"THEFOLD_ADMIN_EMAIL, default=admin@localhost"`
+	// Login limits code requests and failed codes by client and by address, and names the
+	// proxies whose word on a caller's address is believed (login.go).
+	Login LoginLimits
+	// APIKeys are the lifetime and scope defaults of new API keys (apikeys.go).
+	APIKeys APIKeyPolicy
+	// ReplacedAdminTokensFile lists the admin tokens the launcher replaced; the gateway
+	// revokes them (admintoken.go). Empty: none.
+	ReplacedAdminTokensFile string `env:"THEFOLD_AUTH_REPLACED_ADMIN_TOKENS_FILE"`
 	// MaxWatches bounds concurrent WatchRevocations streams (one per service replica);
 	// WatchesPerService those of one service, so none can take another's.
 	MaxWatches        int `env:"THEFOLD_AUTH_MAX_WATCHES, default=256"`
@@ -89,6 +94,7 @@ func (c *Config) Validate() error {
 	if _, err := normalizeEmail("THEFOLD_ADMIN_EMAIL", c.AdminEmail); err != nil {
 		errList = append(errList, fmt.Errorf("THEFOLD_ADMIN_EMAIL: not an address: %q", c.AdminEmail))
 	}
+	errList = append(errList, c.Login.check(c.MaxFailures), c.APIKeys.check())
 	return errors.Join(errList...)
 }
 
@@ -209,28 +215,6 @@ func normalizeEmail(field, email string) (string, error) {
 		return "", invalid(field, "not an e-mail address")
 	}
 	return strings.ToLower(email), nil
-}
-
-// callerAddress is where a call came from, for the login audit: the REST edge's
-// X-Forwarded-For (as grpc-gateway forwards it) with the connection's peer.
-func callerAddress(ctx context.Context) string {
-	addr := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
-	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if xff := md.Get("x-forwarded-for"); len(xff) > 0 && xff[0] != "" {
-			return truncate(xff[0], 200) + " via " + addr
-		}
-	}
-	return addr
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // roles are a stored role as token roles.

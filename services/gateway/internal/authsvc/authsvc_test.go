@@ -125,6 +125,10 @@ func TestBadInput(t *testing.T) {
 			_, err := a.CreateAPIKey(member, &gatewayv1.CreateAPIKeyRequest{Name: "ci", ExpireTime: &timestamppb.Timestamp{Seconds: 1 << 40, Nanos: -1}})
 			return err
 		}),
+		auth("CreateAPIKey", "expire_time", func() error {
+			_, err := a.CreateAPIKey(member, &gatewayv1.CreateAPIKeyRequest{Name: "ci", ExpireTime: timestamppb.New(time.Now().Add(10 * 365 * 24 * time.Hour))})
+			return err
+		}),
 		auth("CreateAPIKey", "request_id", func() error {
 			_, err := a.CreateAPIKey(member, &gatewayv1.CreateAPIKeyRequest{Name: "ci", RequestId: long(validate.MaxRequestID + 1)})
 			return err

@@ -69,6 +69,9 @@ func defaultConfig() authsvc.Config {
 		AdminEmail:        adminEmail,
 		MaxWatches:        256,
 		WatchesPerService: 8,
+		APIKeys:           authsvc.APIKeyPolicy{TTL: 2160 * time.Hour, MaxTTL: 8760 * time.Hour},
+		Login: authsvc.LoginLimits{MaxAddressFailures: 50, CodeWindow: 15 * time.Minute,
+			CodesPerAddressClient: 20, CodesPerAddress: 30, CodesPerClient: 100, TrustLocalProxy: true},
 	}
 }
 

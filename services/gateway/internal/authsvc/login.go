@@ -4,16 +4,16 @@ import (
 	"context"
 	"crypto/hmac"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/clientaddr"
 	"github.com/thefold/thefold/pkg/errs"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/services/gateway/internal/mailer"
@@ -34,8 +34,56 @@ const mailTimeout = time.Minute
 // errBadCode is the one answer to a code that does not work, whatever the reason.
 var errBadCode = status.Error(codes.Unauthenticated, "invalid or expired code")
 
+// LoginLimits bound logins beyond the lockout of Config.MaxFailures, which counts failed
+// codes for an address from one client (so a stranger locks out only themselves).
+type LoginLimits struct {
+	// MaxAddressFailures failed codes in a row for an address, from all clients together,
+	// lock every client out of it: the ceiling a guesser spread over many addresses meets.
+	// 0: none.
+	MaxAddressFailures int `env:"THEFOLD_LOGIN_MAX_FAILURES_PER_ADDRESS, default=50"`
+	// Code requests in any CodeWindow: for one address from one client, for one address
+	// from all clients, and from one client for any addresses. 0: no limit.
+	CodeWindow            time.Duration `env:"THEFOLD_LOGIN_CODE_WINDOW, default=15m"`
+	CodesPerAddressClient int           `env:"THEFOLD_LOGIN_CODES_PER_ADDRESS_AND_CLIENT, default=20"`
+	CodesPerAddress       int           `env:"THEFOLD_LOGIN_CODES_PER_ADDRESS, default=30"`
+	CodesPerClient        int           `env:"THEFOLD_LOGIN_CODES_PER_CLIENT, default=100"`
+	// TrustedProxies (addresses or CIDR prefixes) may say whom they call for
+	// (x-forwarded-for); TrustLocalProxy trusts connections from this host too, which is
+	// how the REST edge reaches the gateway's gRPC server. Any other caller's header is
+	// ignored: it is keyed and audited by its own address.
+	TrustedProxies  []string `env:"THEFOLD_GATEWAY_TRUSTED_PROXIES"`
+	TrustLocalProxy bool     `env:"THEFOLD_GATEWAY_TRUST_LOCAL_PROXY, default=true"`
+}
+
+func (l LoginLimits) check(maxFailures int) error {
+	var errList []error
+	if l.MaxAddressFailures < 0 || (l.MaxAddressFailures > 0 && l.MaxAddressFailures < maxFailures) {
+		errList = append(errList, fmt.Errorf("THEFOLD_LOGIN_MAX_FAILURES_PER_ADDRESS: must be 0 (none) or at least THEFOLD_LOGIN_MAX_FAILURES (%d), got %d",
+			maxFailures, l.MaxAddressFailures))
+	}
+	for name, n := range map[string]int{"THEFOLD_LOGIN_CODES_PER_ADDRESS_AND_CLIENT": l.CodesPerAddressClient,
+		"THEFOLD_LOGIN_CODES_PER_ADDRESS": l.CodesPerAddress, "THEFOLD_LOGIN_CODES_PER_CLIENT": l.CodesPerClient} {
+		if n < 0 {
+			errList = append(errList, fmt.Errorf("%s: must be 0 (no limit) or positive, got %d", name, n))
+		}
+	}
+	if l.CodeWindow <= 0 && (l.CodesPerAddressClient > 0 || l.CodesPerAddress > 0 || l.CodesPerClient > 0) {
+		errList = append(errList, fmt.Errorf("THEFOLD_LOGIN_CODE_WINDOW: must be positive, got %s", l.CodeWindow))
+	}
+	if _, err := clientaddr.ParsePrefixes(l.TrustedProxies); err != nil {
+		errList = append(errList, fmt.Errorf("THEFOLD_GATEWAY_TRUSTED_PROXIES: %w", err))
+	}
+	return errors.Join(errList...)
+}
+
+func (l LoginLimits) codeLimits() store.CodeLimits {
+	return store.CodeLimits{Window: l.CodeWindow, PerAddressClient: l.CodesPerAddressClient,
+		PerAddress: l.CodesPerAddress, PerClient: l.CodesPerClient}
+}
+
 // RequestLoginCode sends a code to a known, enabled user; the answer is the same for any
-// address.
+// address. A caller locked out of the address, or over a limit of code requests, is
+// refused (RESOURCE_EXHAUSTED with RetryInfo) whether the address is known or not.
 func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLoginCodeRequest) (*gatewayv1.RequestLoginCodeResponse, error) {
 	norm, err := normalizeEmail("email", req.GetEmail())
 	if err != nil {
@@ -43,27 +91,35 @@ func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLog
 	}
 	now := s.now()
 	resp := &gatewayv1.RequestLoginCodeResponse{ExpireTime: timestamppb.New(now.Add(s.cfg.CodeTTL))}
-	if until, err := s.store.LockedUntil(ctx, norm); err != nil {
-		return nil, err
-	} else if !until.IsZero() {
-		return nil, lockedOut(until)
-	}
-	peer := callerAddress(ctx)
 	u, err := s.store.UserByEmail(ctx, norm)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && u.Disabled) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	r := store.CodeRequest{EmailNorm: norm, UserID: u.ID, Caller: s.caller(ctx), Expire: now.Add(s.cfg.CodeTTL)}
+	var code string
+	if err == nil && !u.Disabled {
+		if code, err = newCode(); err != nil {
+			return nil, err
+		}
+		r.Hash = s.secrets.codeHash(u.ID, code)
+	} else {
 		// The same work as for a known address, so timing says no more than the answer.
 		_ = s.secrets.codeHash(norm, "000000")
-		return resp, s.store.Audit(ctx, norm, u.ID, peer, store.OutcomeCodeNotSent)
 	}
-	if err != nil {
+	err = s.store.RequestCode(ctx, r, s.cfg.Login.codeLimits())
+	var locked *store.LockedError
+	var limited *store.RateLimitedError
+	switch {
+	case errors.As(err, &locked):
+		return nil, lockedOut(locked.Until)
+	case errors.As(err, &limited):
+		return nil, errs.ResourceExhausted(limited.RetryAfter.Round(time.Second),
+			"too many login codes requested %s; try again in %s", limited.Limit, limited.RetryAfter.Round(time.Second))
+	case err != nil:
 		return nil, err
 	}
-	code, err := newCode()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.CreateCode(ctx, u.ID, norm, peer, s.secrets.codeHash(u.ID, code), now.Add(s.cfg.CodeTTL)); err != nil {
-		return nil, err
+	if r.Hash == nil {
+		return resp, nil
 	}
 	s.sendMail(ctx, u.ID, mailer.Message{
 		To: u.Email,
@@ -78,8 +134,7 @@ func (s *Server) RequestLoginCode(ctx context.Context, req *gatewayv1.RequestLog
 
 func lockedOut(until time.Time) error {
 	wait := max(time.Until(until), time.Second).Round(time.Second)
-	return errs.Public(codes.ResourceExhausted, "too many failed login attempts; try again in %s", wait).
-		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
+	return errs.ResourceExhausted(wait, "too many failed login attempts; try again in %s", wait)
 }
 
 // VerifyLoginCode exchanges a code for a new session.
@@ -107,9 +162,10 @@ func (s *Server) VerifyLoginCode(ctx context.Context, req *gatewayv1.VerifyLogin
 	if userID != "" {
 		want = s.secrets.codeHash(userID, code)
 	}
-	peer := callerAddress(ctx)
-	err = s.store.VerifyCode(ctx, norm, userID, peer, func(h []byte) bool { return hmac.Equal(h, want) },
-		store.LockoutPolicy{MaxFailures: s.cfg.MaxFailures, Base: s.cfg.LockoutBase, Max: s.cfg.LockoutMax})
+	c := s.caller(ctx)
+	err = s.store.VerifyCode(ctx, norm, userID, c, func(h []byte) bool { return hmac.Equal(h, want) },
+		store.LockoutPolicy{MaxFailures: s.cfg.MaxFailures, MaxAddressFailures: s.cfg.Login.MaxAddressFailures,
+			Base: s.cfg.LockoutBase, Max: s.cfg.LockoutMax})
 	var locked *store.LockedError
 	var started *store.LockoutStartedError
 	switch {
@@ -119,7 +175,7 @@ func (s *Server) VerifyLoginCode(ctx context.Context, req *gatewayv1.VerifyLogin
 		// For the operator: someone guessing codes, or someone who cannot get in. An admin
 		// sees the details with GetLoginReport and ListLoginAttempts.
 		s.log.Warn("login address locked out after failed codes", "email", norm, "known", userID != "",
-			"peer", peer, "until", started.Until, "lockouts_in_a_row", started.InARow)
+			"peer", c.Peer, "address_wide", started.AddressWide, "until", started.Until, "lockouts_in_a_row", started.InARow)
 		return nil, errBadCode
 	case errors.Is(err, store.ErrBadCode):
 		return nil, errBadCode

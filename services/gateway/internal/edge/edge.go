@@ -109,9 +109,10 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 	//                     every answer below (a 429 too) is readable by an allowed page;
 	//   rateLimit       – over budget is refused before any work;
 	//   guard           – refuses what must not reach grpc-gateway;
+	//   forwardClient   – the services see the client's address as the edge established it;
 	//   serverSentEvents, then the routes.
 	return streamDeadlines(obs.observe(withRequestID(securityHeaders(cors(lim.CORSOrigins,
-		rateLimit(lim.RateLimits, guard(lim, serverSentEvents(root)))))))), nil
+		rateLimit(lim.RateLimits, guard(lim, forwardClient(lim.RateLimits.TrustedProxies, serverSentEvents(root))))))))), nil
 }
 
 // routes hands a request to the grpc-gateway mux of the service that owns its path's first

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/clientaddr"
 	"github.com/thefold/thefold/pkg/ratelimit"
 )
 
@@ -40,25 +40,7 @@ type RateLimits struct {
 }
 
 // ParseProxies reads a comma-separated list of addresses and CIDR prefixes.
-func ParseProxies(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q: want an IP address or a CIDR prefix", s)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
-}
+func ParseProxies(list []string) ([]netip.Prefix, error) { return clientaddr.ParsePrefixes(list) }
 
 // rateLimit refuses a request over its user's or its address's budget with 429, a
 // Retry-After and the one error shape. Health probes are not limited.
@@ -101,42 +83,8 @@ func rateLimit(lim RateLimits, next http.Handler) http.Handler {
 // right-most X-Forwarded-For entry that is not one of them. A client can write anything
 // into the header, so entries are believed only as far as trusted proxies vouch for them.
 func clientAddress(r *http.Request, trusted []netip.Prefix) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if len(trusted) == 0 || !isTrusted(host, trusted) {
-		return host
-	}
-	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		hop := strings.TrimSpace(hops[i])
-		if hop == "" {
-			continue
-		}
-		if _, err := netip.ParseAddr(hop); err != nil {
-			return hop // not an address: the budget of whatever was written, not the proxy's
-		}
-		if !isTrusted(hop, trusted) {
-			return hop
-		}
-		host = hop
-	}
-	return host
-}
-
-func isTrusted(addr string, trusted []netip.Prefix) bool {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return clientaddr.FromChain(clientaddr.Host(r.RemoteAddr), r.Header.Values("X-Forwarded-For"),
+		func(a string) bool { return clientaddr.InPrefixes(a, trusted) })
 }
 
 // userKey names the bucket of the request's credential: the user of a valid token, an API

@@ -1233,9 +1233,12 @@ type CreateAPIKeyRequest struct {
 	// "agent", "builder", "github", "memory", "skills", "ai", "sandbox"; "auth" for
 	// AuthService and UserService) or "*". access is "read" (only the RPCs marked
 	// NO_SIDE_EFFECTS) or "write" (every RPC of the area, reads included). Empty means
-	// ["*:write"]. A key never exceeds its owner's role; an unknown scope is INVALID_ARGUMENT.
+	// ["*:read"]: a key that writes names where. A key never exceeds its owner's role; an
+	// unknown scope is INVALID_ARGUMENT.
 	Scopes []string `protobuf:"bytes,2,rep,name=scopes,proto3" json:"scopes,omitempty"`
-	// When the key stops working; unset means no expiry. Must be in the future.
+	// When the key stops working; unset means the server's default lifetime from now
+	// (THEFOLD_AUTH_API_KEY_TTL, 90 days). Must be in the future and at most
+	// THEFOLD_AUTH_API_KEY_MAX_TTL (365 days) ahead.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a retry
 	// with the same request_id by the same caller returns the first call's key (see the RPC
