@@ -28,6 +28,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/logging"
 	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/pkg/seal"
 	"github.com/thefold/thefold/pkg/stack"
 )
 
@@ -127,6 +128,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return supervise(ctx, abs, out)
 	case "init":
 		if _, err := st.EnsureCredentials(); err != nil {
+			return err
+		}
+		// The key that seals people's own GitHub tokens in the github service's database
+		// (docker compose mounts it; the local stack's github service makes the same file).
+		if _, err := seal.LoadKeyFile(filepath.Join(st.KeyDir(), "github-secret.key"), true); err != nil {
 			return err
 		}
 		// The local forge's repositories: docker-compose mounts this directory into the
