@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
+
 	"net/netip"
 	"strings"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/peer"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/clientaddr"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/ratelimit"
 )
@@ -111,22 +112,11 @@ func (l Limits) rates() (rates, error) {
 		}
 		*x.dst = rate
 	}
-	for _, s := range l.TrustedProxies {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			r.trusted = append(r.trusted, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			errList = append(errList, fmt.Errorf("THEFOLD_GRPC_TRUSTED_PROXIES: %q is not an IP address or a CIDR prefix", s))
-			continue
-		}
-		r.trusted = append(r.trusted, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	trusted, err := clientaddr.ParsePrefixes(l.TrustedProxies)
+	if err != nil {
+		errList = append(errList, fmt.Errorf("THEFOLD_GRPC_TRUSTED_PROXIES: %w", err))
 	}
+	r.trusted = trusted
 	return r, errors.Join(errList...)
 }
 
@@ -245,50 +235,13 @@ func (l *limiter) stream() grpc.StreamServerInterceptor {
 func clientAddress(ctx context.Context, trusted []netip.Prefix) string {
 	host, local := "", ""
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		host = hostOf(p.Addr)
+		host = clientaddr.Host(p.Addr.String())
 		if p.LocalAddr != nil {
-			local = hostOf(p.LocalAddr)
+			local = clientaddr.Host(p.LocalAddr.String())
 		}
-	}
-	if !(host != "" && host == local) && !isTrusted(host, trusted) {
-		return host
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	hops := strings.Split(strings.Join(md.Get("x-forwarded-for"), ","), ",")
-	for i := len(hops) - 1; i >= 0; i-- {
-		hop := strings.TrimSpace(hops[i])
-		if hop == "" {
-			continue
-		}
-		if _, err := netip.ParseAddr(hop); err != nil {
-			return hop // not an address: the budget of whatever was written, not the proxy's
-		}
-		if !isTrusted(hop, trusted) && hop != local {
-			return hop
-		}
-		host = hop
-	}
-	return host
-}
-
-func hostOf(a net.Addr) string {
-	s := a.String()
-	if h, _, err := net.SplitHostPort(s); err == nil {
-		return h
-	}
-	return s
-}
-
-func isTrusted(addr string, trusted []netip.Prefix) bool {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return clientaddr.FromChain(host, md.Get("x-forwarded-for"), func(a string) bool {
+		return (a != "" && a == local) || clientaddr.InPrefixes(a, trusted)
+	})
 }
