@@ -11,6 +11,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/config"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/platform"
 
 	"github.com/thefold/thefold/services/ai/internal/engine"
@@ -49,14 +50,25 @@ func aiService() platform.Service {
 			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
 				return err
 			}
-			lookup := func(name string) (string, bool) { return d.Lookup.Lookup(name) }
+			// api_key_ref "env:NAME" reads only the names THEFOLD_AI_KEY_ENV_ALLOW allows.
+			lookup := cfg.Engine.GuardedLookup(func(name string) (string, bool) { return d.Lookup.Lookup(name) })
 			st := store.New(d.Pool)
 			reg := registry.New(st,
 				registry.WithUsable(cfg.Engine.Usable(lookup)),
 				registry.WithPreferred(cfg.Engine.Provider),
 				registry.WithEnabledProvider(cfg.Engine.Provider),
 				registry.WithKeyLookup(lookup))
-			eng := engine.New(cfg.Engine, d.Logger, reg, st, lookup)
+			var engOpts []engine.Option
+			if cfg.Engine.DailySpendLimitMicros > 0 && cfg.Engine.SpendLimitExemptAdmins {
+				// The agent and builder call for a job's owner with service tokens, which
+				// carry no roles: the gateway says whether that owner is an admin.
+				if conn, err := d.Conn(ctx, "gateway"); err == nil {
+					engOpts = append(engOpts, engine.WithOwners(engine.CacheOwners(owners{gatewayv1.NewUserServiceClient(conn)}, time.Minute)))
+				} else {
+					d.Logger.Warn("the gateway is not reachable: admins' jobs are not exempt from the spend limit", "err", err)
+				}
+			}
+			eng := engine.New(cfg.Engine, d.Logger, reg, st, lookup, engOpts...)
 			if cfg.Engine.Provider == "" && !anyKey(ctx, reg) {
 				d.Logger.Warn("no LLM provider is configured: generating RPCs answer FAILED_PRECONDITION until one is; embeddings use the local embedder",
 					"set", "THEFOLD_AI_PROVIDER and its key, or THEFOLD_AI_BASE_URL for an OpenAI-compatible server")
@@ -65,10 +77,23 @@ func aiService() platform.Service {
 				return st.RunAnswerPruning(ctx, d.Logger, cfg.PruneEvery, cfg.Engine.AnswerRetention)
 			})
 			aiv1.RegisterAIServiceServer(d.Server.GRPC(), service.NewAIServer(eng, reg))
-			aiv1.RegisterModelRegistryServiceServer(d.Server.GRPC(), service.NewRegistryServer(reg, st))
+			aiv1.RegisterModelRegistryServiceServer(d.Server.GRPC(), service.NewRegistryServer(reg, st,
+				service.WithKeyAllow(cfg.Engine.KeyAllow()), service.WithBaseURLPolicy(cfg.Engine.BaseURLPolicy())))
 			return nil
 		},
 	}
+}
+
+// owners asks the gateway whether a user is an admin, with the caller's (forwarded) token:
+// GetUser of the token's own owner is open to every principal.
+type owners struct{ users gatewayv1.UserServiceClient }
+
+func (o owners) IsAdmin(ctx context.Context, userID string) (bool, error) {
+	resp, err := o.users.GetUser(ctx, &gatewayv1.GetUserRequest{Id: userID})
+	if err != nil {
+		return false, err
+	}
+	return resp.GetUser().GetRole() == gatewayv1.Role_ROLE_ADMIN && !resp.GetUser().GetDisabled(), nil
 }
 
 // anyKey reports whether some registry provider can be called.

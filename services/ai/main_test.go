@@ -21,6 +21,10 @@ func TestConfig(t *testing.T) {
 		{"base URL without a provider", map[string]string{"THEFOLD_AI_BASE_URL": "http://127.0.0.1:8090"}, []string{"THEFOLD_AI_BASE_URL", "THEFOLD_AI_PROVIDER"}},
 		{"key without a provider", map[string]string{"THEFOLD_AI_API_KEY": "k"}, []string{"THEFOLD_AI_API_KEY"}},
 		{"not a URL", map[string]string{"THEFOLD_AI_PROVIDER": "ollama", "THEFOLD_AI_BASE_URL": "localhost:11434"}, []string{"THEFOLD_AI_BASE_URL"}},
+		{"private base URLs by CIDR, address and name", map[string]string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS": "10.0.0.0/8,127.0.0.1,ollama.lan"}, nil},
+		{"private base URLs: not a prefix", map[string]string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS": "10.0.0.0/99"}, []string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS"}},
+		{"key variables: bad glob", map[string]string{"THEFOLD_AI_KEY_ENV_ALLOW": "[A-"}, []string{"THEFOLD_AI_KEY_ENV_ALLOW"}},
+		{"negative spend limit", map[string]string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS": "-1"}, []string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS"}},
 		{"every problem at once", map[string]string{"THEFOLD_AI_EMBED_DIMENSIONS": "8", "THEFOLD_AI_MAX_ATTEMPTS": "0", "THEFOLD_AI_PRUNE_INTERVAL": "0s", "THEFOLD_AI_ANSWER_RETENTION": "1m"},
 			[]string{"THEFOLD_AI_EMBED_DIMENSIONS", "THEFOLD_AI_MAX_ATTEMPTS", "THEFOLD_AI_PRUNE_INTERVAL", "THEFOLD_AI_ANSWER_RETENTION"}},
 	}
@@ -56,5 +60,24 @@ func TestAPIKeyIsMasked(t *testing.T) {
 		if strings.Contains(v, "sk-secret-123") {
 			t.Fatalf("%s shows the key: %s", k, v)
 		}
+	}
+}
+
+// The defaults: provider keys only from *_API_KEY variables, no private base URLs, $50 a
+// day per member with admins exempt.
+func TestSecurityDefaults(t *testing.T) {
+	var cfg aiConfig
+	if err := config.Load(context.Background(), &cfg, config.Map(nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	e := &cfg.Engine
+	if !e.KeyAllow().Allows("ANTHROPIC_API_KEY") || e.KeyAllow().Allows("THEFOLD_DATABASE_URL") {
+		t.Errorf("key allow-list %q", e.KeyAllow())
+	}
+	if e.BaseURLPolicy().AllowsAll() || e.BaseURLPolicy().AllowsHost("localhost") {
+		t.Error("private base URLs allowed by default")
+	}
+	if e.DailySpendLimitMicros != 50_000_000 || !e.SpendLimitExemptAdmins {
+		t.Errorf("spend limit %d, exempt admins %v", e.DailySpendLimitMicros, e.SpendLimitExemptAdmins)
 	}
 }

@@ -2,11 +2,13 @@ package loop
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -86,6 +88,17 @@ func TestPermanent(t *testing.T) {
 	}
 	if permanent(errors.New("plain")) {
 		t.Error("a plain error is permanent")
+	}
+	// ai's daily spend limit lasts until the next UTC day: the job fails with its message.
+	limit, _ := status.New(codes.ResourceExhausted, "daily AI spend limit reached").WithDetails(
+		&errdetails.ErrorInfo{Domain: "ai.thefold.dev", Reason: "DAILY_SPEND_LIMIT_EXCEEDED"})
+	if !permanent(fmt.Errorf("plan: %w", limit.Err())) {
+		t.Error("the daily spend limit is retried")
+	}
+	rate, _ := status.New(codes.ResourceExhausted, "provider rate-limited").WithDetails(
+		&errdetails.ErrorInfo{Domain: "ai.thefold.dev", Reason: "PROVIDER_RATE_LIMITED"})
+	if permanent(rate.Err()) {
+		t.Error("a provider's rate limit is permanent")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -201,6 +202,21 @@ func permanent(err error) bool {
 	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.FailedPrecondition, codes.OutOfRange,
 		codes.Unimplemented, codes.AlreadyExists, codes.Unauthenticated:
 		return true
+	case codes.ResourceExhausted:
+		return spendLimited(err)
+	}
+	return false
+}
+
+// spendLimited reports whether err is ai's per-user daily spend limit (ErrorInfo reason
+// DAILY_SPEND_LIMIT_EXCEEDED): unlike a provider's rate limit it lasts until the next UTC
+// day, so the job fails with ai's message (which says when calls are accepted again)
+// instead of trying the step again and again.
+func spendLimited(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "ai.thefold.dev" && info.GetReason() == "DAILY_SPEND_LIMIT_EXCEEDED" {
+			return true
+		}
 	}
 	return false
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+
+	"github.com/thefold/thefold/services/ai/internal/keyref"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 )
 
 // Config is how the ai service reaches providers. The registry (schema ai) says which
@@ -40,6 +43,27 @@ type Config struct {
 	MaxRetryAfter time.Duration `env:"THEFOLD_AI_MAX_RETRY_AFTER, default=60s"`
 	// AnswerRetention is how long answers recorded under a request_id are kept.
 	AnswerRetention time.Duration `env:"THEFOLD_AI_ANSWER_RETENTION, default=24h"`
+	// KeyEnvAllow are the glob patterns of the variables an api_key_ref "env:NAME" may name
+	// (keyref): the providers' keys, never the process's other secrets.
+	KeyEnvAllow []string `env:"THEFOLD_AI_KEY_ENV_ALLOW, default=*_API_KEY"`
+	// AllowPrivateBaseURLs are the non-global addresses (loopback, private, link-local …)
+	// that registry providers' base URLs may reach: "false" none, "true" all, or CIDR
+	// prefixes, addresses and host names (netguard.Parse). THEFOLD_AI_BASE_URL is the
+	// operator's own setting and is never checked.
+	AllowPrivateBaseURLs []string `env:"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS, default=false"`
+	// DailySpendLimitMicros is what one user's calls may cost per UTC day, in micro-dollars
+	// (0: no limit). The default, $50, is two full agent job budgets
+	// (THEFOLD_AGENT_MAX_COST_MICROS, $25): it never cuts a member's ordinary work short, and
+	// a runaway loop or a member scripting the API stops there instead of at the agent's
+	// task quota times the job budget ($2,500 a day with the defaults).
+	DailySpendLimitMicros int64 `env:"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS, default=50000000"`
+	// SpendLimitExemptAdmins exempts administrators (also calls the agent and builder make
+	// on their behalf) from DailySpendLimitMicros.
+	SpendLimitExemptAdmins bool `env:"THEFOLD_AI_SPEND_LIMIT_EXEMPT_ADMINS, default=true"`
+
+	// keyAllow and baseURLs are KeyEnvAllow and AllowPrivateBaseURLs parsed by Validate.
+	keyAllow keyref.Allow
+	baseURLs *netguard.Policy
 }
 
 // Validate collects every problem.
@@ -72,7 +96,49 @@ func (c *Config) Validate() error {
 	if c.AnswerRetention < time.Hour {
 		problems = append(problems, errors.New("THEFOLD_AI_ANSWER_RETENTION: at least 1h (the contract keeps answers 24h)"))
 	}
+	var err error
+	if c.keyAllow, err = keyref.ParseAllow(c.KeyEnvAllow); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_KEY_ENV_ALLOW: %w", err))
+	}
+	if c.baseURLs, err = netguard.Parse(c.AllowPrivateBaseURLs); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS: %w", err))
+	}
+	if c.DailySpendLimitMicros < 0 {
+		problems = append(problems, errors.New("THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS: must not be negative (0: no limit)"))
+	}
 	return errors.Join(problems...)
+}
+
+// KeyAllow is the parsed THEFOLD_AI_KEY_ENV_ALLOW; a Config that was not validated (tests
+// building one by hand) allows the default "*_API_KEY".
+func (c *Config) KeyAllow() keyref.Allow {
+	switch {
+	case c.keyAllow != nil:
+		return c.keyAllow
+	case c.KeyEnvAllow == nil:
+		return keyref.Default()
+	}
+	a, _ := keyref.ParseAllow(c.KeyEnvAllow) // Validate reported a bad pattern
+	return a
+}
+
+// BaseURLPolicy is the parsed THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS; unvalidated, it allows no
+// non-global address.
+func (c *Config) BaseURLPolicy() *netguard.Policy {
+	if c.baseURLs == nil {
+		if p, err := netguard.Parse(c.AllowPrivateBaseURLs); err == nil {
+			return p
+		}
+		return &netguard.Policy{}
+	}
+	return c.baseURLs
+}
+
+// GuardedLookup restricts lookup to the variables api_key_ref may name (KeyAllow): every
+// "env:NAME" resolution goes through it, so a reference that got into the registry some
+// other way (an older version, a hand-edited row) still cannot read another secret.
+func (c *Config) GuardedLookup(lookup func(string) (string, bool)) func(string) (string, bool) {
+	return c.KeyAllow().Guard(lookup)
 }
 
 // noProviderMessage is the FAILED_PRECONDITION text of a generating call when nothing can
@@ -106,11 +172,12 @@ func (c *Config) APIKeyFor(p *aiv1.Provider, lookup func(string) (string, bool))
 	return ResolveKey(p.GetApiKeyRef(), lookup)
 }
 
-// ResolveKey resolves an api_key_ref: "env:NAME" reads NAME through lookup; anything else
-// (secret stores) is not supported yet and resolves to nothing.
+// ResolveKey resolves an api_key_ref: "env:NAME" reads NAME through lookup (which
+// GuardedLookup restricts to the allowed names); anything else (secret stores) is not
+// supported yet and resolves to nothing.
 func ResolveKey(ref string, lookup func(string) (string, bool)) string {
-	name, ok := strings.CutPrefix(ref, "env:")
-	if !ok || name == "" || lookup == nil {
+	name, ok := keyref.EnvName(ref)
+	if !ok || lookup == nil {
 		return ""
 	}
 	v, _ := lookup(name)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )
 
@@ -74,13 +76,19 @@ func (e *Engine) embed(ctx context.Context, req *aiv1.EmbedRequest) (*aiv1.Embed
 			cand.Model.GetName(), cand.Provider.GetName(), noProviderMessage)
 	}
 	rec.cand = cand
+	if err := e.checkSpend(ctx); err != nil {
+		return nil, rec, err
+	}
 	client, err := e.client(cand.Provider)
 	if err != nil {
-		return nil, rec, errs.Public(codes.FailedPrecondition, "provider %s is misconfigured: %v", cand.Provider.GetName(), err)
+		return nil, rec, misconfigured(cand.Provider.GetName(), err)
 	}
 	ctx, counter := llm.WithAttemptCounter(ctx)
 	start := e.now()
 	resp, err := client.Embed(ctx, llm.EmbedRequest{Model: cand.Model.GetName(), Texts: req.GetTexts(), Dimensions: int(req.GetDimensions())})
+	if errors.Is(err, netguard.ErrBlocked) {
+		return nil, rec, misconfigured(cand.Provider.GetName(), err)
+	}
 	rec.add(attemptResult{latency: e.now().Sub(start), calls: max(*counter, 1)})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +44,13 @@ type Engine struct {
 	// sleep is the retry policy's wait; nil waits for real.
 	sleep func(ctx context.Context, d time.Duration) error
 
+	// guarded is the HTTP client of providers whose base URL comes from the registry: its
+	// connections obey the base-URL policy (netguard).
+	guarded *http.Client
+	// owners says whether the owner of a call made by a service is an administrator (the
+	// spend limit's exemption); nil: such calls are never exempt.
+	owners Owners
+
 	mu      sync.Mutex
 	clients map[string]llm.Provider
 }
@@ -54,16 +63,22 @@ func WithRetrySleep(f func(ctx context.Context, d time.Duration) error) Option {
 	return func(e *Engine) { e.sleep = f }
 }
 
-// WithClock sets the clock used for latency.
+// WithClock sets the clock used for latency and the spend limit's day.
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
 
-// New returns an engine. lookup reads the environment for api_key_ref "env:NAME".
+// WithOwners sets how the engine learns that the owner of a call made by a service (the
+// agent, the builder) is an administrator: service tokens carry no roles.
+func WithOwners(o Owners) Option { return func(e *Engine) { e.owners = o } }
+
+// New returns an engine. lookup reads the environment for api_key_ref "env:NAME"; only the
+// names cfg.KeyEnvAllow allows are read through it.
 func New(cfg Config, log *slog.Logger, reg *registry.Registry, st *store.Store, lookup func(string) (string, bool), opts ...Option) *Engine {
 	e := &Engine{
-		cfg: cfg, log: log, reg: reg, st: st, lookup: lookup,
+		cfg: cfg, log: log, reg: reg, st: st, lookup: cfg.GuardedLookup(lookup),
 		local:   embed.NewLocal(cfg.EmbedDimensions), // Config.Validate checked the size
 		now:     time.Now,
 		clients: map[string]llm.Provider{},
+		guarded: &http.Client{Transport: cfg.BaseURLPolicy().Transport()},
 	}
 	e.newProvider = func(pc provider.Config) (llm.Provider, error) { return provider.New(pc) }
 	for _, o := range opts {
@@ -88,7 +103,17 @@ func (e *Engine) client(p *aiv1.Provider) (llm.Provider, error) {
 		Retry:   llm.RetryPolicy{MaxAttempts: e.cfg.MaxAttempts, MaxRetryAfter: e.cfg.MaxRetryAfter, Sleep: e.sleep},
 	}
 	if e.cfg.BaseURL != "" && strings.EqualFold(p.GetName(), e.cfg.Provider) {
+		// The operator's own THEFOLD_AI_BASE_URL: trusted as it is (a local model server,
+		// fakellm in the tests and the demo — both on loopback).
 		pc.BaseURL = e.cfg.BaseURL
+	} else {
+		// A registry URL: an admin or an API key with ai:write set it over the API. Its
+		// connections are checked, so it cannot reach internal addresses (SSRF) unless the
+		// operator allows them (THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS).
+		pc.HTTPClient = e.guarded
+		if err := e.cfg.BaseURLPolicy().CheckURL(context.Background(), pc.BaseURL, literalOnly); err != nil {
+			return nil, fmt.Errorf("base_url: %w", err)
+		}
 	}
 	key := strings.Join([]string{p.GetId(), pc.Kind.String(), pc.BaseURL, fingerprintKey(pc.APIKey)}, "|")
 	e.mu.Lock()
@@ -102,6 +127,12 @@ func (e *Engine) client(p *aiv1.Provider) (llm.Provider, error) {
 	}
 	e.clients[key] = c
 	return c, nil
+}
+
+// literalOnly resolves nothing: building a client checks a literal address at once (a
+// clear error before any request), names are left to the connection-time check.
+func literalOnly(context.Context, string) ([]netip.Addr, error) {
+	return nil, errors.New("not resolved")
 }
 
 // principal is who a call is for and who made it, for the ledger and idempotency.

@@ -13,6 +13,7 @@ import (
 	"github.com/thefold/thefold/pkg/errs"
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )
 
@@ -37,6 +38,9 @@ func (e *Engine) providerStatus(ctx context.Context, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+	}
+	if pub, ok := err.(*errs.Error); ok {
+		return pub // already the caller's answer (a refused base URL), whatever it wraps
 	}
 	pe, ok := llm.AsError(err)
 	if !ok {
@@ -84,4 +88,16 @@ func invalidOutput(rpc string, cand registry.Candidate, perr error) error {
 		cand.Model.GetName(), rpc, msg).
 		WithDetails(&errdetails.ErrorInfo{Reason: ReasonModelOutputInvalid, Domain: errorDomain,
 			Metadata: map[string]string{"model": cand.Model.GetName(), "rpc": rpc}}).Wrap(perr)
+}
+
+// misconfigured is the answer when a provider's client cannot be built or its base URL
+// reaches an address the operator does not allow (netguard): FAILED_PRECONDITION naming
+// the provider and the setting that decides. Keys never appear in err.
+func misconfigured(provider string, err error) error {
+	if errors.Is(err, netguard.ErrBlocked) {
+		return errs.Public(codes.FailedPrecondition,
+			"provider %s is misconfigured: its base_url reaches an address providers may not (%v); the operator allows such addresses with THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS, or sets THEFOLD_AI_BASE_URL",
+			provider, err).Wrap(err)
+	}
+	return errs.Public(codes.FailedPrecondition, "provider %s is misconfigured: %v", provider, err).Wrap(err)
 }

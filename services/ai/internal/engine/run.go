@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )
 
@@ -107,6 +106,9 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 	if err != nil {
 		return zero, rec, err
 	}
+	if err := e.checkSpend(ctx); err != nil {
+		return zero, rec, err
+	}
 	var lastErr error
 	for i, cand := range cands {
 		rec.cand = cand
@@ -158,8 +160,7 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.Request) (attemptResult, error) {
 	client, err := e.client(cand.Provider)
 	if err != nil {
-		return attemptResult{}, errs.Public(codes.FailedPrecondition,
-			"provider %s is misconfigured: %v", cand.Provider.GetName(), err)
+		return attemptResult{}, misconfigured(cand.Provider.GetName(), err)
 	}
 	req.Model = cand.Model.GetName()
 	if req.MaxTokens <= 0 || (cand.Model.GetMaxOutputTokens() > 0 && int32(req.MaxTokens) > cand.Model.GetMaxOutputTokens()) {
@@ -171,6 +172,10 @@ func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.R
 	start := e.now()
 	resp, err := client.Complete(ctx, req)
 	res := attemptResult{latency: e.now().Sub(start), calls: max(*counter, 1)}
+	if errors.Is(err, netguard.ErrBlocked) {
+		// Refused before anything was sent: not a provider failure, no fallback.
+		return attemptResult{}, misconfigured(cand.Provider.GetName(), err)
+	}
 	if err != nil {
 		return res, err
 	}

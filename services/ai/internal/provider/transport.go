@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 )
 
 // transport is what the three clients share: the HTTP client, the per-attempt timeout and
@@ -30,23 +31,30 @@ type exchange struct {
 	sent   bool
 	status int
 	header http.Header
+	// blocked is the connection's refusal by the base-URL policy (netguard), kept here
+	// because not every SDK wraps the transport's error so that errors.Is finds it.
+	blocked error
 }
 
 type exchangeKey struct{}
 
-func (x *exchange) record(resp *http.Response) {
+func (x *exchange) record(resp *http.Response, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if errors.Is(err, netguard.ErrBlocked) {
+		x.blocked = err
+		return // nothing left this process
+	}
 	x.sent = true
 	if resp != nil {
 		x.status, x.header = resp.StatusCode, resp.Header.Clone()
 	}
 }
 
-func (x *exchange) get() (sent bool, status int, header http.Header) {
+func (x *exchange) get() (sent bool, status int, header http.Header, blocked error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.sent, x.status, x.header
+	return x.sent, x.status, x.header, x.blocked
 }
 
 // recorder is the RoundTripper that fills the attempt's exchange.
@@ -55,7 +63,7 @@ type recorder struct{ next http.RoundTripper }
 func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	if x, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
-		x.record(resp)
+		x.record(resp, err)
 	}
 	return resp, err
 }
@@ -88,10 +96,15 @@ func (t transport) attempt(ctx context.Context, kindOf func(error) (llm.ErrorKin
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%s: %w", t.name, cerr)
 	}
-	sent, status, header := x.get()
+	sent, status, header, blocked := x.get()
 	e := &llm.Error{Provider: t.name, Status: status, Err: err}
 	timedOut := actx.Err() != nil || errors.Is(err, context.DeadlineExceeded)
 	switch {
+	case blocked != nil && !sent:
+		// The base URL reaches an address the operator does not allow: nothing was sent,
+		// and trying again cannot help. The refusal itself is the error (errors.Is finds
+		// netguard.ErrBlocked through it, whatever the SDK made of it).
+		e.Kind, e.Err = llm.KindBadRequest, blocked
 	case status >= 400:
 		e.Kind = kindOfStatus(status)
 		e.RetryAfter = retryAfter(header, time.Now())

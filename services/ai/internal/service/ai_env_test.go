@@ -32,6 +32,7 @@ type aiEnv struct {
 	st    *store.Store
 	alice context.Context
 	admin context.Context
+	grpc  *grpctest.Env
 
 	mu     sync.Mutex
 	sleeps []time.Duration
@@ -46,6 +47,10 @@ type aiEnvOptions struct {
 	// env is what api_key_ref "env:NAME" resolves against.
 	env map[string]string
 	cfg func(*engine.Config)
+	// regOpts configure the registry server (the operator's policy, a test resolver);
+	// engOpts the engine.
+	regOpts []RegistryOption
+	engOpts []engine.Option
 }
 
 func newAIEnv(t testing.TB, script *fakellm.Script, o aiEnvOptions) *aiEnv {
@@ -66,23 +71,25 @@ func newAIEnv(t testing.TB, script *fakellm.Script, o aiEnvOptions) *aiEnv {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	lookup := func(name string) (string, bool) { v, ok := o.env[name]; return v, ok }
+	// As main wires it: only the names THEFOLD_AI_KEY_ENV_ALLOW allows are read.
+	lookup := cfg.GuardedLookup(func(name string) (string, bool) { v, ok := o.env[name]; return v, ok })
 	reg := registry.New(e.st,
 		registry.WithUsable(cfg.Usable(lookup)),
 		registry.WithPreferred(cfg.Provider),
 		registry.WithEnabledProvider(cfg.Provider),
 		registry.WithKeyLookup(lookup))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(cfg, log, reg, e.st, lookup, engine.WithRetrySleep(func(ctx context.Context, d time.Duration) error {
+	eng := engine.New(cfg, log, reg, e.st, lookup, append([]engine.Option{engine.WithRetrySleep(func(ctx context.Context, d time.Duration) error {
 		e.mu.Lock()
 		e.sleeps = append(e.sleeps, d)
 		e.mu.Unlock()
 		return ctx.Err()
-	}))
+	})}, o.engOpts...)...)
 	env := grpctest.Start(t, func(s *grpc.Server) {
 		aiv1.RegisterAIServiceServer(s, NewAIServer(eng, reg))
-		aiv1.RegisterModelRegistryServiceServer(s, NewRegistryServer(reg, e.st))
+		aiv1.RegisterModelRegistryServiceServer(s, NewRegistryServer(reg, e.st, o.regOpts...))
 	})
+	e.grpc = env
 	e.ai = aiv1.NewAIServiceClient(env.Conn)
 	e.reg = aiv1.NewModelRegistryServiceClient(env.Conn)
 	e.alice = env.Context(t, "alice")

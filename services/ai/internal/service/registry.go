@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -11,6 +13,8 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	"github.com/thefold/thefold/pkg/validate"
 
+	"github.com/thefold/thefold/services/ai/internal/keyref"
+	"github.com/thefold/thefold/services/ai/internal/netguard"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 	"github.com/thefold/thefold/services/ai/internal/store"
 )
@@ -22,14 +26,71 @@ type RegistryServer struct {
 	aiv1.UnimplementedModelRegistryServiceServer
 	reg *registry.Registry
 	st  *store.Store
+	// keys are the variables an api_key_ref may name; baseURLs the non-global addresses a
+	// base_url may reach; resolve finds a base_url host's addresses (nil: the system's).
+	keys     keyref.Allow
+	baseURLs *netguard.Policy
+	resolve  netguard.Resolver
 }
 
 var _ aiv1.ModelRegistryServiceServer = (*RegistryServer)(nil)
 
+// RegistryOption configures a RegistryServer.
+type RegistryOption func(*RegistryServer)
+
+// WithKeyAllow sets the variables an api_key_ref "env:NAME" may name
+// (THEFOLD_AI_KEY_ENV_ALLOW); the default is keyref.Default.
+func WithKeyAllow(a keyref.Allow) RegistryOption { return func(s *RegistryServer) { s.keys = a } }
+
+// WithBaseURLPolicy sets the non-global addresses a provider's base_url may reach
+// (THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS); the default allows none.
+func WithBaseURLPolicy(p *netguard.Policy) RegistryOption {
+	return func(s *RegistryServer) { s.baseURLs = p }
+}
+
+// WithResolver sets how a base_url's host name is resolved at registration (tests).
+func WithResolver(r netguard.Resolver) RegistryOption {
+	return func(s *RegistryServer) { s.resolve = r }
+}
+
 // NewRegistryServer returns the ModelRegistryService handlers over reg (selection, key
 // status, cache) and st (the catalogue and the ledger).
-func NewRegistryServer(reg *registry.Registry, st *store.Store) *RegistryServer {
-	return &RegistryServer{reg: reg, st: st}
+func NewRegistryServer(reg *registry.Registry, st *store.Store, opts ...RegistryOption) *RegistryServer {
+	s := &RegistryServer{reg: reg, st: st, keys: keyref.Default(), baseURLs: &netguard.Policy{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// checkProviderPolicy is what the operator decides about the fields of p named in fields:
+// an api_key_ref may name only allowed variables (never, say, THEFOLD_DATABASE_URL), and a
+// base_url may not reach loopback, private or link-local addresses unless allowed. The
+// engine checks both again when it calls (keyref.Guard, the dial-time netguard check).
+func (s *RegistryServer) checkProviderPolicy(ctx context.Context, prefix string, p *aiv1.Provider, fields []string) error {
+	for _, f := range fields {
+		switch f {
+		case "api_key_ref":
+			if err := s.keys.Check(p.ApiKeyRef); err != nil {
+				name, _ := keyref.EnvName(p.ApiKeyRef)
+				return errs.Invalid(prefix+f, "env:%s is not a variable provider keys may be read from (the operator allows %q in THEFOLD_AI_KEY_ENV_ALLOW)",
+					validate.Truncate(name, 64), s.keys.String())
+			}
+		case "base_url":
+			if err := s.baseURLs.CheckURL(ctx, p.BaseUrl, s.resolve); err != nil {
+				var be *netguard.BlockedError
+				if errors.As(err, &be) {
+					what := fmt.Sprintf("%s is a %s address", be.Addr, netguard.Describe(be.Addr))
+					if be.Host != be.Addr.String() {
+						what = fmt.Sprintf("%s resolves to %s, a %s address", validate.Truncate(be.Host, 64), be.Addr, netguard.Describe(be.Addr))
+					}
+					return errs.Invalid(prefix+f, "%s, which providers may not reach (the operator allows such addresses with THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS)", what)
+				}
+				return errs.Invalid(prefix+f, "not a URL")
+			}
+		}
+	}
+	return nil
 }
 
 // regRequireAdmin lets only administrators through: the catalogue says where keys live and
@@ -104,6 +165,9 @@ func (s *RegistryServer) CreateProvider(ctx context.Context, req *aiv1.CreatePro
 	if err := regCheckProvider("provider.", in); err != nil {
 		return nil, err
 	}
+	if err := s.checkProviderPolicy(ctx, "provider.", in, store.ProviderFields); err != nil {
+		return nil, err
+	}
 	created, err := s.st.CreateProvider(ctx, in)
 	if err != nil {
 		return nil, err
@@ -134,6 +198,9 @@ func (s *RegistryServer) UpdateProvider(ctx context.Context, req *aiv1.UpdatePro
 	// Work on a copy: the request belongs to the caller (and to gRPC's interceptors).
 	p := proto.CloneOf(req.GetProvider())
 	if err := regCheckProviderFields("provider.", p, paths); err != nil {
+		return nil, err
+	}
+	if err := s.checkProviderPolicy(ctx, "provider.", p, paths); err != nil {
 		return nil, err
 	}
 	updated, err := s.st.UpdateProvider(ctx, id, p, paths, func(_, after *aiv1.Provider) error {

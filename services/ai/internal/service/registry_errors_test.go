@@ -20,7 +20,7 @@ func TestRegistryInvalidArgument(t *testing.T) {
 
 	createProvider := func(mod func(*aiv1.Provider)) func() error {
 		return func() error {
-			in := &aiv1.Provider{Name: "new", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI_COMPATIBLE, BaseUrl: "http://localhost:1/v1"}
+			in := &aiv1.Provider{Name: "new", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI_COMPATIBLE, BaseUrl: "http://llm.example.test:1/v1"}
 			mod(in)
 			_, err := c.CreateProvider(ctx, &aiv1.CreateProviderRequest{Provider: in})
 			return err

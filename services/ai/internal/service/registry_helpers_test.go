@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -55,10 +57,32 @@ func (c *regClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// regTestResolver is the DNS of the registry tests: no test depends on the machine's
+// resolver. Names not listed do not resolve.
+func regTestResolver(_ context.Context, host string) ([]netip.Addr, error) {
+	switch host {
+	case "localhost":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}, nil
+	case "metadata.example.test":
+		return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+	case "intranet.example.test":
+		return []netip.Addr{netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.1.2.3")}, nil
+	case "public.example.test":
+		return []netip.Addr{netip.MustParseAddr("93.184.215.14")}, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
 // regTestEnv is the environment the registry resolves "env:NAME" key references in.
 var regTestEnv = map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test"}
 
 func startRegistry(t *testing.T, opts ...registry.Option) *regEnv {
+	t.Helper()
+	return startRegistryWith(t, nil, opts...)
+}
+
+// startRegistryWith is startRegistry with the server's options (the operator's policy).
+func startRegistryWith(t *testing.T, srvOpts []service.RegistryOption, opts ...registry.Option) *regEnv {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "ai", migrations.FS)
 	st := store.New(pool)
@@ -68,7 +92,7 @@ func startRegistry(t *testing.T, opts ...registry.Option) *regEnv {
 		registry.WithKeyLookup(func(name string) (string, bool) { v, ok := regTestEnv[name]; return v, ok }),
 	}, opts...)
 	reg := registry.New(st, opts...)
-	srv := service.NewRegistryServer(reg, st)
+	srv := service.NewRegistryServer(reg, st, append([]service.RegistryOption{service.WithResolver(regTestResolver)}, srvOpts...)...)
 	e := grpctest.Start(t, func(s *grpc.Server) { aiv1.RegisterModelRegistryServiceServer(s, srv) })
 	return &regEnv{
 		client: aiv1.NewModelRegistryServiceClient(e.Conn),

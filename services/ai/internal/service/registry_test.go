@@ -69,7 +69,7 @@ func TestProviderLifecycle(t *testing.T) {
 	e := startRegistry(t)
 	ctx := e.admin
 	in := &aiv1.Provider{Name: "fake", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI_COMPATIBLE,
-		BaseUrl: "http://127.0.0.1:8090/v1", ApiKeyRef: "env:ANTHROPIC_API_KEY", Enabled: true,
+		BaseUrl: "http://llm.example.test/v1", ApiKeyRef: "env:ANTHROPIC_API_KEY", Enabled: true,
 		// Output-only fields are ignored.
 		Id: regMissingID, ApiKeyConfigured: false, Models: []*aiv1.Model{{Name: "ignored"}}}
 	p := e.createProvider(t, in)
@@ -96,7 +96,7 @@ func TestProviderLifecycle(t *testing.T) {
 	regWantCode(t, err, codes.AlreadyExists, "name")
 
 	up, err := e.client.UpdateProvider(ctx, &aiv1.UpdateProviderRequest{Id: p.Id, UpdateMask: mask("name", "enabled", "api_key_ref"),
-		Provider: &aiv1.Provider{Id: p.Id, Name: "fake2", Enabled: false, ApiKeyRef: "env:UNSET", BaseUrl: "https://ignored.test"}})
+		Provider: &aiv1.Provider{Id: p.Id, Name: "fake2", Enabled: false, ApiKeyRef: "env:UNSET_API_KEY", BaseUrl: "https://ignored.test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

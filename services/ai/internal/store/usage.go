@@ -268,3 +268,15 @@ func (s *Store) ListUsageRecords(ctx context.Context, f UsageFilter, pageSize in
 	last := out[len(out)-1]
 	return out, &UsageCursor{CreateTime: last.CreateTime.AsTime(), ID: last.Id}, nil
 }
+
+// SpentSince sums the cost of userID's ledger entries recorded at or after since: the
+// spend limit's check before every model call, one range scan of usage_records_user_idx.
+func (s *Store) SpentSince(ctx context.Context, userID string, since time.Time) (int64, error) {
+	var spent int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(cost_micros), 0)::bigint FROM usage_records
+		WHERE user_id = $1 AND create_time >= $2`, userID, since).Scan(&spent)
+	if err != nil {
+		return 0, fmt.Errorf("store: spent since: %w", err)
+	}
+	return spent, nil
+}
