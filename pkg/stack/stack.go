@@ -74,7 +74,8 @@ type Stack struct {
 	DataDir     string
 	DatabaseURL string
 	Ports       Ports
-	// Env is added to every service's environment (e.g. THEFOLD_LOG_LEVEL).
+	// Env is added to the services' environments (e.g. THEFOLD_LOG_LEVEL), each variable
+	// to the services that need it, as the launcher's own environment is (serviceEnv).
 	Env []string
 	// AdminTokenTTL is the admin token's lifetime (0: DefaultAdminTokenTTL); it may not
 	// exceed MaxTokenLifetime (0: auth.DefaultMaxLifetime), which services are given too.
@@ -121,8 +122,10 @@ func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	return nil
 }
 
+// env is svc's environment: what it needs of the launcher's environment and Env
+// (serviceEnv), then its addresses, data directory, identity and the others' addresses.
 func (s *Stack) env(svc string) []string {
-	env := append(os.Environ(), s.Env...)
+	env := serviceEnv(svc, os.Environ(), s.Env)
 	env = append(env,
 		"THEFOLD_GRPC_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]),
 		"THEFOLD_ADMIN_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.Admin[svc]),
