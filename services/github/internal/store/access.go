@@ -90,35 +90,39 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (*Namespace, erro
 	return n, nil
 }
 
-// SetNamespaceMember sets a member's role ("member", "admin"), or removes them ("").
-func (s *Store) SetNamespaceMember(ctx context.Context, name, user, role string) error {
+// setRole gives the row of table named by its key columns the role, or deletes it ("").
+func (s *Store) setRole(ctx context.Context, table string, keyCols []string, keys []any, role string) error {
 	var err error
 	if role == "" {
-		_, err = s.pool.Exec(ctx, "DELETE FROM namespace_members WHERE namespace = $1 AND user_id = $2", name, user)
+		where := make([]string, len(keyCols))
+		for i, c := range keyCols {
+			where[i] = fmt.Sprintf("%s = $%d", c, i+1)
+		}
+		_, err = s.pool.Exec(ctx, "DELETE FROM "+table+" WHERE "+strings.Join(where, " AND "), keys...)
 	} else {
-		_, err = s.pool.Exec(ctx, `INSERT INTO namespace_members (namespace, user_id, role) VALUES ($1, $2, $3)
-			ON CONFLICT (namespace, user_id) DO UPDATE SET role = EXCLUDED.role`, name, user, role)
+		marks := make([]string, len(keyCols)+1)
+		for i := range marks {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+		}
+		cols := strings.Join(keyCols, ", ")
+		_, err = s.pool.Exec(ctx, "INSERT INTO "+table+" ("+cols+", role) VALUES ("+strings.Join(marks, ", ")+")"+
+			" ON CONFLICT ("+cols+") DO UPDATE SET role = EXCLUDED.role", append(keys, role)...)
 	}
 	if err != nil {
-		return fmt.Errorf("store: set namespace member: %w", err)
+		return fmt.Errorf("store: set role in %s: %w", table, err)
 	}
 	return nil
+}
+
+// SetNamespaceMember sets a member's role ("member", "admin"), or removes them ("").
+func (s *Store) SetNamespaceMember(ctx context.Context, name, user, role string) error {
+	return s.setRole(ctx, "namespace_members", []string{"namespace", "user_id"}, []any{name, user}, role)
 }
 
 // SetCollaborator sets a person's role on a repository ("read", "write", "admin"), or
 // removes it ("").
 func (s *Store) SetCollaborator(ctx context.Context, owner, name, user, role string) error {
-	var err error
-	if role == "" {
-		_, err = s.pool.Exec(ctx, "DELETE FROM collaborators WHERE owner = $1 AND name = $2 AND user_id = $3", owner, name, user)
-	} else {
-		_, err = s.pool.Exec(ctx, `INSERT INTO collaborators (owner, name, user_id, role) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (owner, name, user_id) DO UPDATE SET role = EXCLUDED.role`, owner, name, user, role)
-	}
-	if err != nil {
-		return fmt.Errorf("store: set collaborator: %w", err)
-	}
-	return nil
+	return s.setRole(ctx, "collaborators", []string{"owner", "name", "user_id"}, []any{owner, name, user}, role)
 }
 
 // Collaborators lists a repository's collaborators by user id, after the user id after
@@ -188,17 +192,7 @@ type Grant struct{ UserID, Repo, Role string }
 
 // SetGrant sets a grant ("read", "write", "admin"), or removes it ("").
 func (s *Store) SetGrant(ctx context.Context, user, repo, role string) error {
-	var err error
-	if role == "" {
-		_, err = s.pool.Exec(ctx, "DELETE FROM github_grants WHERE user_id = $1 AND repo = $2", user, repo)
-	} else {
-		_, err = s.pool.Exec(ctx, `INSERT INTO github_grants (user_id, repo, role) VALUES ($1, $2, $3)
-			ON CONFLICT (user_id, repo) DO UPDATE SET role = EXCLUDED.role`, user, repo, role)
-	}
-	if err != nil {
-		return fmt.Errorf("store: set grant: %w", err)
-	}
-	return nil
+	return s.setRole(ctx, "github_grants", []string{"user_id", "repo"}, []any{user, repo}, role)
 }
 
 // Grants lists a person's grants by repo, after the repo after (exclusive), at most limit.
