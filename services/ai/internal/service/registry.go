@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/auth"
@@ -98,6 +99,24 @@ func (s *RegistryServer) checkProviderPolicy(ctx context.Context, prefix string,
 func regRequireAdmin(ctx context.Context) error {
 	_, err := auth.RequireRole(ctx, auth.RoleAdmin)
 	return err
+}
+
+// usageScope narrows a usage query to what the caller may read: an admin reads anyone's
+// usage, everyone else their own (an empty user_id means their own; naming another
+// person is PERMISSION_DENIED).
+func usageScope(ctx context.Context, f *store.UsageFilter) error {
+	p, err := auth.MustFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	if p.HasRole(auth.RoleAdmin) {
+		return nil
+	}
+	if f.UserID != "" && f.UserID != p.UserID {
+		return errs.Public(codes.PermissionDenied, "user_id: you may read only your own usage; an admin reads anyone's")
+	}
+	f.UserID = p.UserID
+	return nil
 }
 
 // withKeyStatus sets the output-only api_key_configured of p (and returns p).
@@ -424,11 +443,11 @@ func (s *RegistryServer) SelectModel(ctx context.Context, req *aiv1.SelectModelR
 
 // GetUsage sums the usage ledger, grouped by the dimensions asked for.
 func (s *RegistryServer) GetUsage(ctx context.Context, req *aiv1.GetUsageRequest) (*aiv1.GetUsageResponse, error) {
-	if err := regRequireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	f, err := regUsageFilter(req)
 	if err != nil {
+		return nil, err
+	}
+	if err := usageScope(ctx, &f); err != nil {
 		return nil, err
 	}
 	for _, g := range req.GetGroupBy() {
@@ -445,11 +464,11 @@ func (s *RegistryServer) GetUsage(ctx context.Context, req *aiv1.GetUsageRequest
 
 // ListUsageRecords lists ledger entries, newest first.
 func (s *RegistryServer) ListUsageRecords(ctx context.Context, req *aiv1.ListUsageRecordsRequest) (*aiv1.ListUsageRecordsResponse, error) {
-	if err := regRequireAdmin(ctx); err != nil {
-		return nil, err
-	}
 	f, err := regUsageFilter(req)
 	if err != nil {
+		return nil, err
+	}
+	if err := usageScope(ctx, &f); err != nil {
 		return nil, err
 	}
 	size, err := validate.PageSize(req.GetPageSize(), regDefaultPage, regMaxPageSize)

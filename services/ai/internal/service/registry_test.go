@@ -231,11 +231,6 @@ func TestRegistryPermissions(t *testing.T) {
 		"CreateModel": func(ctx context.Context) error { _, err := c.CreateModel(ctx, &aiv1.CreateModelRequest{}); return err },
 		"UpdateModel": func(ctx context.Context) error { _, err := c.UpdateModel(ctx, &aiv1.UpdateModelRequest{}); return err },
 		"DeleteModel": func(ctx context.Context) error { _, err := c.DeleteModel(ctx, &aiv1.DeleteModelRequest{}); return err },
-		"GetUsage":    func(ctx context.Context) error { _, err := c.GetUsage(ctx, &aiv1.GetUsageRequest{}); return err },
-		"ListUsageRecords": func(ctx context.Context) error {
-			_, err := c.ListUsageRecords(ctx, &aiv1.ListUsageRecordsRequest{})
-			return err
-		},
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {

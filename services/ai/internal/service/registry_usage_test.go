@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -80,5 +81,41 @@ func TestUsageReports(t *testing.T) {
 	filtered, err := e.client.ListUsageRecords(ctx, &aiv1.ListUsageRecordsRequest{Rpc: "PlanTask"})
 	if err != nil || len(filtered.Records) != 1 || filtered.NextPageToken != "" {
 		t.Errorf("filtered records = %v, %v", filtered, err)
+	}
+}
+
+// Usage is readable by its owner: a member reads their own spend (an empty user_id means
+// theirs), never another's; an admin reads anyone's.
+func TestUsageIsReadableByItsOwner(t *testing.T) {
+	t.Parallel()
+	e := startRegistry(t)
+	for _, u := range []struct {
+		user string
+		cost int64
+	}{{"alice", 7}, {"bob", 100}} {
+		if _, err := e.st.RecordUsage(t.Context(), &aiv1.UsageRecord{CreateTime: timestamppb.Now(), UserId: u.user, Caller: "agent", Rpc: "PlanTask",
+			Usage: &typev1.Usage{Model: "m", Provider: "p", CostMicros: u.cost, Calls: 1}, Outcome: aiv1.CallOutcome_CALL_OUTCOME_OK}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mine, err := e.client.GetUsage(e.user, &aiv1.GetUsageRequest{})
+	if err != nil || mine.GetTotal().GetCostMicros() != 7 {
+		t.Fatalf("alice's own usage: %v %v", mine, err)
+	}
+	recs, err := e.client.ListUsageRecords(e.user, &aiv1.ListUsageRecordsRequest{})
+	if err != nil || len(recs.GetRecords()) != 1 || recs.GetRecords()[0].GetUserId() != "alice" {
+		t.Fatalf("alice's own records: %v %v", recs, err)
+	}
+	_, err = e.client.GetUsage(e.user, &aiv1.GetUsageRequest{UserId: "bob"})
+	regWantCode(t, err, codes.PermissionDenied, "user_id")
+	_, err = e.client.ListUsageRecords(e.user, &aiv1.ListUsageRecordsRequest{UserId: "bob"})
+	regWantCode(t, err, codes.PermissionDenied, "user_id")
+	all, err := e.client.GetUsage(e.admin, &aiv1.GetUsageRequest{})
+	if err != nil || all.GetTotal().GetCostMicros() != 107 {
+		t.Fatalf("an admin reads everyone's: %v %v", all, err)
+	}
+	bobs, err := e.client.GetUsage(e.admin, &aiv1.GetUsageRequest{UserId: "bob"})
+	if err != nil || bobs.GetTotal().GetCostMicros() != 100 {
+		t.Fatalf("an admin reads bob's: %v %v", bobs, err)
 	}
 }

@@ -816,9 +816,11 @@ type ModelRegistryServiceClient interface {
 	// ordered fallbacks to try when it fails (same provider first when moving up a tier).
 	SelectModel(ctx context.Context, in *SelectModelRequest, opts ...grpc.CallOption) (*SelectModelResponse, error)
 	// GetUsage sums the usage ledger over a time range, grouped by any of model, day,
-	// phase, job, task, build, project and RPC.
+	// phase, job, task, build, project and RPC. Admins read anyone's usage; everyone else
+	// their own (user_id empty or their own; another person's is PERMISSION_DENIED).
 	GetUsage(ctx context.Context, in *GetUsageRequest, opts ...grpc.CallOption) (*GetUsageResponse, error)
-	// ListUsageRecords lists ledger entries, newest first, with the filters of GetUsage.
+	// ListUsageRecords lists ledger entries, newest first, with the filters (and the
+	// access rule) of GetUsage.
 	ListUsageRecords(ctx context.Context, in *ListUsageRecordsRequest, opts ...grpc.CallOption) (*ListUsageRecordsResponse, error)
 }
 
@@ -1004,9 +1006,11 @@ type ModelRegistryServiceServer interface {
 	// ordered fallbacks to try when it fails (same provider first when moving up a tier).
 	SelectModel(context.Context, *SelectModelRequest) (*SelectModelResponse, error)
 	// GetUsage sums the usage ledger over a time range, grouped by any of model, day,
-	// phase, job, task, build, project and RPC.
+	// phase, job, task, build, project and RPC. Admins read anyone's usage; everyone else
+	// their own (user_id empty or their own; another person's is PERMISSION_DENIED).
 	GetUsage(context.Context, *GetUsageRequest) (*GetUsageResponse, error)
-	// ListUsageRecords lists ledger entries, newest first, with the filters of GetUsage.
+	// ListUsageRecords lists ledger entries, newest first, with the filters (and the
+	// access rule) of GetUsage.
 	ListUsageRecords(context.Context, *ListUsageRecordsRequest) (*ListUsageRecordsResponse, error)
 	mustEmbedUnimplementedModelRegistryServiceServer()
 }
