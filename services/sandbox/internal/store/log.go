@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 )
@@ -22,8 +22,7 @@ func (s *Store) SaveSnapshot(ctx context.Context, sandboxID, name string, files 
 	err := s.pool.QueryRow(ctx, `INSERT INTO snapshots (sandbox_id, name, files, file_count, total_bytes, create_time)
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id::text, create_time`, sandboxID, name, files, count, total, s.now()).
 		Scan(&info.Id, &created)
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) && pg.Code == "23505" {
+	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("snapshot %q exists in sandbox %s: %w", name, sandboxID, errs.ErrAlreadyExists)
 	}
 	if err != nil {

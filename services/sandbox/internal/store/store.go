@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 )
@@ -147,7 +148,7 @@ func (s *Store) Create(ctx context.Context, sb *Sandbox, maxLive int, req *Creat
 	if err != nil {
 		return nil, false, fmt.Errorf("store: limits: %w", err)
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		owner := sb.GetOwnerId()
 		// One owner's creates are serialised, so the live count cannot be raced past.
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('sandbox-owner:' || $1, 0))", owner); err != nil {
