@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 )
@@ -110,11 +110,6 @@ func unmarshalRules(b []byte) ([]*skillsv1.SkillRule, error) {
 	return holder.GetRules(), nil
 }
 
-func isUnique(err error) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == "23505"
-}
-
 // Insert stores a new skill (validated, with its tokens counted) for owner. A name taken in
 // the same scope is errs.ErrAlreadyExists.
 func (s *Store) Insert(ctx context.Context, sk *skillsv1.Skill, owner string, builtin bool) (*skillsv1.Skill, error) {
@@ -139,7 +134,7 @@ func insert(ctx context.Context, q querier, sk *skillsv1.Skill, owner string, bu
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING `+columns,
 		sk.GetName(), sk.GetDescription(), categoryNames[sk.GetCategory()], phaseNames[sk.GetPhase()], sk.GetPromptFragment(),
 		routing, rules, sk.GetPriority(), sk.GetTokens(), sk.GetEnabled(), scopeNames[sk.GetScope()], sk.GetRepo(), owner, builtin))
-	if isUnique(err) {
+	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("%w: a skill named %q exists in this scope", errs.ErrAlreadyExists, sk.GetName())
 	}
 	if err != nil {
@@ -178,29 +173,24 @@ type Cursor struct {
 // List returns up to limit skills after the cursor (nil: from the start), highest priority
 // first, and the cursor of the next page (nil on the last).
 func (s *Store) List(ctx context.Context, f Filter, after *Cursor, limit int) ([]*skillsv1.Skill, *Cursor, error) {
-	where := []string{"true"}
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
+	var c db.Conds
 	if f.Category != skillsv1.SkillCategory_SKILL_CATEGORY_UNSPECIFIED {
-		where = append(where, "category = "+arg(categoryNames[f.Category]))
+		c.Add("category = $%d", categoryNames[f.Category])
 	}
 	if f.Phase != skillsv1.SkillPhase_SKILL_PHASE_UNSPECIFIED {
-		where = append(where, "phase = "+arg(phaseNames[f.Phase]))
+		c.Add("phase = $%d", phaseNames[f.Phase])
 	}
 	if f.Repo != "" {
-		where = append(where, "(scope = 'global' OR repo = "+arg(f.Repo)+")")
+		c.Add("(scope = 'global' OR repo = $%d)", f.Repo)
 	}
 	if f.Enabled != nil {
-		where = append(where, "enabled = "+arg(*f.Enabled))
+		c.Add("enabled = $%d", *f.Enabled)
 	}
 	if after != nil {
-		where = append(where, fmt.Sprintf("(-priority, name, id) > (%s, %s, %s::uuid)", arg(-after.Priority), arg(after.Name), arg(after.ID)))
+		c.Add("(-priority, name, id) > ($%d, $%d, $%d::uuid)", -after.Priority, after.Name, after.ID)
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+columns+" FROM skills WHERE "+strings.Join(where, " AND ")+
-		" ORDER BY priority DESC, name, id LIMIT "+arg(limit+1), args...)
+	q := "SELECT " + columns + " FROM skills" + c.Where() + " ORDER BY priority DESC, name, id LIMIT " + c.Arg(limit+1)
+	rows, err := s.pool.Query(ctx, q, c.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list skills: %w", err)
 	}
@@ -275,7 +265,7 @@ func (s *Store) ByIDs(ctx context.Context, ids []string) ([]*skillsv1.Skill, err
 // incremented. A non-zero version that is not the current one is errs.ErrConflict.
 func (s *Store) Update(ctx context.Context, id string, version int32, change func(*skillsv1.Skill) error) (*skillsv1.Skill, error) {
 	var out *skillsv1.Skill
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		sk, err := scan(tx.QueryRow(ctx, "SELECT "+columns+" FROM skills WHERE id = $1 FOR UPDATE", id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: skill %q", errs.ErrNotFound, id)
@@ -303,7 +293,7 @@ func (s *Store) Update(ctx context.Context, id string, version int32, change fun
 			WHERE id = $1 RETURNING `+columns,
 			id, sk.GetName(), sk.GetDescription(), categoryNames[sk.GetCategory()], phaseNames[sk.GetPhase()], sk.GetPromptFragment(),
 			routing, rules, sk.GetPriority(), sk.GetTokens(), sk.GetEnabled(), scopeNames[sk.GetScope()], sk.GetRepo()))
-		if isUnique(err) {
+		if db.IsUniqueViolation(err) {
 			return fmt.Errorf("%w: a skill named %q exists in this scope", errs.ErrAlreadyExists, sk.GetName())
 		}
 		if err != nil {
@@ -341,7 +331,7 @@ type Result struct {
 // records nothing.
 func (s *Store) LogResult(ctx context.Context, r Result, ids []string) ([]*skillsv1.SkillScore, error) {
 	var out []*skillsv1.SkillScore
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		for _, id := range ids {
 			var inserted bool
@@ -389,7 +379,7 @@ func (s *Store) LogResult(ctx context.Context, r Result, ids []string) ([]*skill
 // them. Concurrent replicas seed one at a time.
 func (s *Store) Seed(ctx context.Context, skills []*skillsv1.Skill) (int, error) {
 	n := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		n = 0
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('thefold skills seed'))"); err != nil {
 			return err
