@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 )
 
@@ -42,12 +43,12 @@ func (s *Store) RepoRole(ctx context.Context, owner, name, user string) (*Repo, 
 // CreateNamespace claims a namespace; an organisation's creator becomes its admin. A taken
 // name is errs.ErrAlreadyExists; a person's second user namespace errs.ErrFailedPrecondition.
 func (s *Store) CreateNamespace(ctx context.Context, name, kind, user string) (*Namespace, error) {
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO namespaces (name, kind, user_id) VALUES ($1, $2, $3)", name, kind, user); err != nil {
-			if isUniqueOn(err, "namespaces_user_idx") {
+			if db.IsUniqueViolation(err, "namespaces_user_idx") {
 				return fmt.Errorf("you already hold a user namespace; a person has one: %w", errs.ErrFailedPrecondition)
 			}
-			if isUnique(err) {
+			if db.IsUniqueViolation(err) {
 				return fmt.Errorf("namespace %q: %w", name, errs.ErrAlreadyExists)
 			}
 			return fmt.Errorf("store: create namespace: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 )
@@ -40,7 +41,7 @@ func scanIssue(row pgx.Row) (*githubv1.Issue, error) {
 // CreateIssue records a new open issue under the repository's next number.
 func (s *Store) CreateIssue(ctx context.Context, i *githubv1.Issue) (*githubv1.Issue, error) {
 	var out *githubv1.Issue
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		n, err := nextNumber(ctx, tx, i.GetRepo())
 		if err != nil {
 			return err
@@ -117,7 +118,7 @@ type IssueUpdate struct {
 // UpdateIssue writes u and returns the issue after it.
 func (s *Store) UpdateIssue(ctx context.Context, repo string, number int32, u IssueUpdate) (*githubv1.Issue, error) {
 	var out *githubv1.Issue
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		cur, err := getIssue(ctx, tx, repo, number)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -59,7 +60,7 @@ func (s *Store) CreatePullRequest(ctx context.Context, p *githubv1.PullRequest) 
 		out     *githubv1.PullRequest
 		created bool
 	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// Serialise creates per repository so the open-pull-request check and the insert agree.
 		owner, name := split(p.GetRepo())
 		if _, err := tx.Exec(ctx, "SELECT 1 FROM repos WHERE owner = $1 AND name = $2 FOR UPDATE", owner, name); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 )
 
@@ -25,7 +26,7 @@ type Request struct {
 // waits on the first's row lock and then reads its answer. When do fails nothing is
 // recorded, so a retry runs it again.
 func (s *Store) Once(ctx context.Context, r Request, do func() ([]byte, error)) (answer []byte, replayed bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO requests (caller, method, request_id, fingerprint, response)
 			VALUES ($1, $2, $3, $4, '') ON CONFLICT DO NOTHING`, r.Caller, r.Method, r.ID, r.Fingerprint)
 		if err != nil {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 )
 
@@ -56,7 +56,7 @@ func (s *Store) CreateRepo(ctx context.Context, r *Repo) (*Repo, error) {
 		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+repoColumns,
 		r.Owner, r.Name, r.Description, r.Private, r.DefaultBranch, r.CreatedBy)
 	out, err := scanRepo(row)
-	if isUnique(err) {
+	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("repository %q: %w", r.FullName(), errs.ErrAlreadyExists)
 	}
 	if err != nil {
@@ -139,25 +139,9 @@ func split(repo string) (string, string) {
 	return repo, ""
 }
 
-func isUnique(err error) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == "23505"
-}
-
 func ts(t *time.Time) *timestamppb.Timestamp {
 	if t == nil {
 		return nil
 	}
 	return timestamppb.New(*t)
-}
-
-// inTx runs fn in a transaction.
-func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
-}
-
-// isUniqueOn reports whether err is a unique violation of the named constraint or index.
-func isUniqueOn(err error, constraint string) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && pg.Code == "23505" && pg.ConstraintName == constraint
 }
