@@ -45,5 +45,14 @@ func (c *Conds) Where() string {
 	if len(c.conds) == 0 {
 		return ""
 	}
-	return " WHERE " + strings.Join(c.conds, " AND ")
+	return " WHERE " + c.And()
+}
+
+// And returns "a AND b …" ("true" when there are no conditions), for a query that places
+// the conditions itself (in a subquery, or twice in a UNION).
+func (c *Conds) And() string {
+	if len(c.conds) == 0 {
+		return "true"
+	}
+	return strings.Join(c.conds, " AND ")
 }

@@ -8,7 +8,7 @@ import (
 
 func TestConds(t *testing.T) {
 	var none Conds
-	if none.Where() != "" || len(none.Args) != 0 {
+	if none.Where() != "" || none.And() != "true" || len(none.Args) != 0 {
 		t.Errorf("no conditions: %q %v", none.Where(), none.Args)
 	}
 	at := time.Unix(10, 0)
@@ -19,6 +19,9 @@ func TestConds(t *testing.T) {
 	limit := c.Arg(51)
 	if want := " WHERE owner_id = $1 AND NOT success AND (create_time, id) < ($2, $3::uuid)"; c.Where() != want {
 		t.Errorf("Where = %q, want %q", c.Where(), want)
+	}
+	if want := "owner_id = $1 AND NOT success AND (create_time, id) < ($2, $3::uuid)"; c.And() != want {
+		t.Errorf("And = %q, want %q", c.And(), want)
 	}
 	if limit != "$4" || !reflect.DeepEqual(c.Args, []any{"u1", at, "id-1", 51}) {
 		t.Errorf("limit %s, args %v", limit, c.Args)
