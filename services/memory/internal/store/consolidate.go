@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
@@ -107,7 +108,7 @@ type Merge struct {
 // memories of the scope it deleted too.
 func (s *Store) ApplyConsolidation(ctx context.Context, sc Scope, merges []Merge, retire []string) (int, error) {
 	var expired int
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, m := range merges {
 			all := append([]string{m.Keep}, m.Remove...)
 			if _, err := tx.Exec(ctx, `UPDATE memories k SET

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // DefaultTextPool is how many memories the full-text ranking scores at most in one search
@@ -64,8 +66,10 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 }
 
 func (q SearchQuery) ranking() ranking {
-	where, args := q.Filter.where([]any{q.Owner})
-	return ranking{table: "memories", columns: memoryColumns, where: "m.owner_id = $1 AND " + where, args: args,
+	var c db.Conds
+	c.Add("m.owner_id = $%d", q.Owner)
+	q.Filter.conds(&c)
+	return ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args,
 		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact}
 }
 
@@ -380,7 +384,7 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 		return pgx.CollectRows(rows, pgx.RowTo[string])
 	}
 	settings, ef := searchSettings(r.k, r.exact)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, settings, ef); err != nil {
 			return fmt.Errorf("store: search settings: %w", err)
 		}
@@ -393,7 +397,7 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 	if err != nil || sel.match == "" {
 		return vector, nil, match, err
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if text, err = plan(tx, textQuery(r, sel), textArgs(r, sel)); err != nil {
 			return fmt.Errorf("store: explain text ranking: %w", err)

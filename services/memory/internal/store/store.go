@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -139,18 +139,13 @@ func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) 
 	}
 	_, err := s.pool.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) WHERE %s`,
 		name, table, vecExpr(dims), vecPred(model, dims)))
-	if err != nil && !isUnique(err) { // two processes racing to create it
+	if err != nil && !db.IsUniqueViolation(err) && !db.IsDuplicateTable(err) { // two processes racing to create it
 		return fmt.Errorf("store: index for %s/%d: %w", model, dims, err)
 	}
 	s.mu.Lock()
 	s.indexed[name] = true
 	s.mu.Unlock()
 	return nil
-}
-
-func isUnique(err error) bool {
-	var pg *pgconn.PgError
-	return errors.As(err, &pg) && (pg.Code == "23505" || pg.Code == "42P07")
 }
 
 // Row is a stored memory: the contract's message and what only the service sees.
@@ -300,58 +295,52 @@ type Filter struct {
 	StrategyTrust []memoryv1.MemoryTrustLevel
 }
 
-// where renders the filter as SQL over alias m, with arguments numbered from len(args)+1.
-func (f Filter) where(args []any) (string, []any) {
-	var conds []string
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	conds = append(conds, "(m.expire_time IS NULL OR m.expire_time > now())")
+// conds adds the filter's conditions over alias m to c.
+func (f Filter) conds(c *db.Conds) {
+	c.Add("(m.expire_time IS NULL OR m.expire_time > now())")
 	if !f.AnyRepo {
-		conds = append(conds, "m.repo = "+arg(f.Repo))
+		c.Add("m.repo = $%d", f.Repo)
 	}
 	if len(f.Types) > 0 {
 		names := make([]string, len(f.Types))
 		for i, t := range f.Types {
 			names[i] = typeNames[t]
 		}
-		conds = append(conds, "m.memory_type = ANY("+arg(names)+")")
+		c.Add("m.memory_type = ANY($%d)", names)
 	}
 	if len(f.Trust) > 0 {
 		names := make([]string, len(f.Trust))
 		for i, t := range f.Trust {
 			names[i] = trustNames[t]
 		}
-		conds = append(conds, "m.trust_level = ANY("+arg(names)+")")
+		c.Add("m.trust_level = ANY($%d)", names)
 	}
 	if len(f.StrategyTrust) > 0 {
 		names := make([]string, len(f.StrategyTrust))
 		for i, t := range f.StrategyTrust {
 			names[i] = trustNames[t]
 		}
-		conds = append(conds, "(m.memory_type <> 'strategy' OR m.trust_level = ANY("+arg(names)+"))")
+		c.Add("(m.memory_type <> 'strategy' OR m.trust_level = ANY($%d))", names)
 	}
 	if len(f.Tags) > 0 {
-		conds = append(conds, "m.tags @> "+arg(f.Tags))
+		c.Add("m.tags @> $%d", f.Tags)
 	}
 	if len(f.Categories) > 0 {
-		conds = append(conds, "m.category = ANY("+arg(f.Categories)+")")
+		c.Add("m.category = ANY($%d)", f.Categories)
 	}
-	return strings.Join(conds, " AND "), args
 }
 
 // List lists owner's memories, newest first, after the cursor (create time and id of the
 // last memory of the previous page).
 func (s *Store) List(ctx context.Context, owner string, f Filter, afterTime time.Time, afterID string, limit int) ([]*Row, error) {
-	where, args := f.where([]any{owner, limit})
-	cursor := ""
+	var c db.Conds
+	c.Add("m.owner_id = $%d", owner)
+	f.conds(&c)
 	if afterID != "" {
-		args = append(args, afterTime, afterID)
-		cursor = fmt.Sprintf(" AND (m.create_time, m.id) < ($%d, $%d::uuid)", len(args)-1, len(args))
+		c.Add("(m.create_time, m.id) < ($%d, $%d::uuid)", afterTime, afterID)
 	}
-	rows, err := s.pool.Query(ctx, "SELECT "+memoryColumns+` FROM memories m
-		WHERE m.owner_id = $1 AND `+where+cursor+` ORDER BY m.create_time DESC, m.id DESC LIMIT $2`, args...)
+	q := "SELECT " + memoryColumns + " FROM memories m" + c.Where() + " ORDER BY m.create_time DESC, m.id DESC LIMIT " + c.Arg(limit)
+	rows, err := s.pool.Query(ctx, q, c.Args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list memories: %w", err)
 	}
@@ -399,11 +388,11 @@ type Update struct {
 // same type and repository is errs.ErrAlreadyExists.
 func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memoryv1.Memory, error) {
 	sets := []string{"update_time = now()"}
-	args := []any{id, owner}
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	// The SET values' placeholders follow the id ($1) and owner ($2).
+	var c db.Conds
+	c.Arg(id)
+	c.Arg(owner)
+	arg := c.Arg
 	if u.Content != nil {
 		sets = append(sets, "content = "+arg(*u.Content), "content_hash = "+arg(u.Hash),
 			"embedding = "+arg(u.Vector.literal())+"::text::vector", "embedding_model = "+arg(u.Vector.Model),
@@ -446,8 +435,8 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		}
 		guard = " AND trust_level = ANY(" + arg(names) + ")"
 	}
-	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2"+guard, args...)
-	if isUnique(err) {
+	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2"+guard, c.Args...)
+	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("content: the same content of this type and repository is already memory of yours: %w", errs.ErrAlreadyExists)
 	}
 	if err != nil {
