@@ -81,10 +81,10 @@ type Options struct {
 // Server implements AgentService and ReviewService.
 type Server struct {
 	agentv1.UnimplementedAgentServiceServer
-	store   *store.Store
-	o       Options
-	watches *events.Watches
-	log     *slog.Logger
+	store *store.Store
+	o     Options
+	watch *events.Handler[*agentv1.WatchJobResponse]
+	log   *slog.Logger
 }
 
 // New returns a Server.
@@ -93,7 +93,9 @@ func New(st *store.Store, o Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{store: st, o: o, watches: events.NewWatches(max(o.MaxWatches, 1), "job watches", events.PerCaller(o.MaxWatchesPerUser)), log: log}
+	watch := st.WatchHandler()
+	watch.Every, watch.Watches = o.Heartbeat, events.NewWatches(max(o.MaxWatches, 1), "job watches", events.PerCaller(o.MaxWatchesPerUser))
+	return &Server{store: st, o: o, watch: watch, log: log}
 }
 
 // Reviews is the ReviewService side of the server.
@@ -566,41 +568,24 @@ func (s *Server) RespondToClarification(ctx context.Context, req *agentv1.Respon
 	return &agentv1.RespondToClarificationResponse{Job: rec.Job}, nil
 }
 
-// WatchJob streams job events from a cursor.
+// WatchJob streams job events from a cursor (events.Handler's rules: a watch of one job
+// ends after the event that finishes it).
 func (s *Server) WatchJob(req *agentv1.WatchJobRequest, stream grpc.ServerStreamingServer[agentv1.WatchJobResponse]) error {
 	ctx := stream.Context()
 	owner, err := caller(ctx)
 	if err != nil {
 		return err
 	}
-	if req.GetAfterId() < 0 {
-		return errs.Invalid("after_id", "must not be negative")
-	}
 	id, err := validate.UUID("id", req.GetId(), false)
 	if err != nil {
 		return err
 	}
+	w := events.Watch[*agentv1.WatchJobResponse]{AfterID: req.GetAfterId(), FromNow: req.GetFromNow(), OwnerID: owner, ID: id}
 	if id != "" {
-		if _, err := s.store.Get(ctx, owner, id); err != nil {
-			return err
-		}
+		w.State = func(ctx context.Context) (bool, error) { return s.store.WatchState(ctx, owner, id) }
+		w.Ends = store.Finishing
 	}
-	leave, err := s.watches.Enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	after, err := events.Start(ctx, req.GetAfterId(), req.GetFromNow(), s.store.LatestEventID)
-	if err != nil {
-		return err
-	}
-	heartbeat := func(cursor int64) error {
-		return stream.Send(&agentv1.WatchJobResponse{
-			Time:    timestamppb.Now(),
-			Payload: &agentv1.WatchJobResponse_Heartbeat{Heartbeat: &typev1.Heartbeat{Cursor: cursor, Time: timestamppb.Now()}},
-		})
-	}
-	return events.StreamEnd(ctx, s.store.Watch(ctx, owner, id, after, store.WatchOptions{Heartbeat: heartbeat, HeartbeatEvery: s.o.Heartbeat}, stream.Send))
+	return s.watch.Serve(ctx, w, stream.Send)
 }
 
 // GetJobMetrics returns a job's usage and time per phase.

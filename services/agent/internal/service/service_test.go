@@ -316,11 +316,13 @@ func TestControlsCheckTheJobsStatus(t *testing.T) {
 	if !slices.Equal(statuses, want) {
 		t.Errorf("watched statuses %v, want %v", statuses, want)
 	}
-	// Watching the finished job from past its end ends at once.
+	// Watching the finished job from past its end ends at once: the opening heartbeat, then
+	// the end marker (before the one Watch handler it was an empty stream, no heartbeat).
 	s, err = e.agent.WatchJob(ctx, &agentv1.WatchJobRequest{Id: j.Id, FromNow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var past []*agentv1.WatchJobResponse
 	for {
 		ev, err := s.Recv()
 		if err != nil {
@@ -332,6 +334,10 @@ func TestControlsCheckTheJobsStatus(t *testing.T) {
 		if ev.Id != 0 {
 			t.Fatalf("event past the end: %v", ev)
 		}
+		past = append(past, ev)
+	}
+	if len(past) != 2 || past[0].GetHeartbeat() == nil || past[0].GetHeartbeat().End || !past[1].GetHeartbeat().GetEnd() {
+		t.Errorf("watch past the end = %v, want a heartbeat and the end marker", past)
 	}
 	// A finished task may run again: one unfinished job per task.
 	e.job(t, alice, taskA)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/protoenum"
 )
 
@@ -76,65 +77,27 @@ func Finishing(e *agentv1.WatchJobResponse) bool {
 	return sc != nil && Terminal(sc.Status)
 }
 
-// errStop ends a Watch after a job's terminal event.
-var errStop = errors.New("stop")
-
-// WatchOptions are the stream-level choices of Watch.
-type WatchOptions struct {
-	// Heartbeat, when set, is called with the stream's cursor after HeartbeatEvery without
-	// an event (and once at the start, so the stream's headers go out at once).
-	Heartbeat      func(cursor int64) error
-	HeartbeatEvery time.Duration
+// WatchHandler is the job stream's Watch handler (events.Handler): the service sets its
+// heartbeat interval and watch bounds.
+func (s *Store) WatchHandler() *events.Handler[*agentv1.WatchJobResponse] {
+	return &events.Handler[*agentv1.WatchJobResponse]{
+		Hub: s.hub, Stream: EventStream, Decode: decodeEvent,
+		Heartbeat: func(hb *typev1.Heartbeat) *agentv1.WatchJobResponse {
+			return &agentv1.WatchJobResponse{Time: hb.Time, Payload: &agentv1.WatchJobResponse_Heartbeat{Heartbeat: hb}}
+		},
+	}
 }
 
-// Watch calls fn, in order, for each of owner's job events with an id above afterID (of job
-// id, or all), the history first, then new events as they commit. Watching one job ends
-// after the event that finishes it.
-func (s *Store) Watch(ctx context.Context, owner, id string, afterID int64, o WatchOptions, fn func(*agentv1.WatchJobResponse) error) error {
-	if owner == "" {
-		return errors.New("store: watch: owner is required")
+// WatchState reports whether owner's job id is finished (a terminal status), for a watch of
+// it; errs.ErrNotFound when there is no such job of owner's.
+func (s *Store) WatchState(ctx context.Context, owner, id string) (finished bool, err error) {
+	var status string
+	err = s.pool.QueryRow(ctx, "SELECT status FROM jobs WHERE id = $1 AND owner_id = $2", id, owner).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("job %s: %w", id, errs.ErrNotFound)
 	}
-	if err := events.CheckCursor(ctx, s.pool, afterID); err != nil {
-		return err
+	if err != nil {
+		return false, fmt.Errorf("store: job %s: %w", id, err)
 	}
-	if id != "" {
-		// A finished job whose last event is at or before the cursor has nothing more to say.
-		var done bool
-		if err := s.pool.QueryRow(ctx, `SELECT j.status IN ('completed', 'failed', 'cancelled', 'skipped', 'rejected')
-				AND coalesce((SELECT max(e.id) FROM events e WHERE e.stream = $2 AND e.aggregate_id = $1::text), 0) <= $3
-			FROM jobs j WHERE j.id = $1::uuid`, id, EventStream, afterID).Scan(&done); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if done {
-			return nil
-		}
-	}
-	var opts []events.WatchOption
-	if o.Heartbeat != nil {
-		if err := o.Heartbeat(afterID); err != nil {
-			return err
-		}
-		opts = append(opts, events.WithHeartbeat(o.HeartbeatEvery, o.Heartbeat))
-	}
-	filter := events.Filter{Stream: EventStream, OwnerID: owner, AggregateID: id}
-	err := s.hub.Watch(ctx, afterID, filter, func(e events.Event) error {
-		resp, err := decodeEvent(e)
-		if err != nil {
-			return err
-		}
-		if err := fn(resp); err != nil {
-			return err
-		}
-		if id != "" && Finishing(resp) {
-			return errStop
-		}
-		return nil
-	}, opts...)
-	if errors.Is(err, errStop) {
-		return nil
-	}
-	return err
+	return Terminal(parseStatus(status)), nil
 }
-
-// LatestEventID is the cursor of a watch "from now".
-func (s *Store) LatestEventID(ctx context.Context) (int64, error) { return events.Latest(ctx, s.pool) }

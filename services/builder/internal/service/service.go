@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
@@ -53,13 +52,12 @@ type Canceller interface{ Cancel(id string) }
 // Server implements builderv1.BuilderServiceServer.
 type Server struct {
 	builderv1.UnimplementedBuilderServiceServer
-	store     *store.Store
-	queue     Queue
-	cancel    Canceller
-	sandbox   sandboxv1.SandboxServiceClient
-	heartbeat time.Duration
-	watches   *events.Watches
-	log       *slog.Logger
+	store   *store.Store
+	queue   Queue
+	cancel  Canceller
+	sandbox sandboxv1.SandboxServiceClient
+	watch   *events.Handler[*builderv1.WatchBuildResponse]
+	log     *slog.Logger
 }
 
 // New returns a Server. maxWatches bounds concurrent WatchBuild streams, maxWatchesPerUser
@@ -68,7 +66,9 @@ func New(st *store.Store, q Queue, c Canceller, sb sandboxv1.SandboxServiceClien
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{store: st, queue: q, cancel: c, sandbox: sb, heartbeat: heartbeat, watches: events.NewWatches(maxWatches, "build watches", events.PerCaller(maxWatchesPerUser)), log: log}
+	watch := st.WatchHandler()
+	watch.Every, watch.Watches = heartbeat, events.NewWatches(maxWatches, "build watches", events.PerCaller(maxWatchesPerUser))
+	return &Server{store: st, queue: q, cancel: c, sandbox: sb, watch: watch, log: log}
 }
 
 var _ builderv1.BuilderServiceServer = (*Server)(nil)
@@ -363,15 +363,13 @@ func (s *Server) RetryStep(ctx context.Context, req *builderv1.RetryStepRequest)
 	return &builderv1.RetryStepResponse{Build: b.BuildJob}, nil
 }
 
-// WatchBuild streams build events after a cursor.
+// WatchBuild streams build events after a cursor (events.Handler's rules: a watch of one
+// build ends after the event that finishes it).
 func (s *Server) WatchBuild(req *builderv1.WatchBuildRequest, stream grpc.ServerStreamingServer[builderv1.WatchBuildResponse]) error {
 	ctx := stream.Context()
 	owner, err := caller(ctx)
 	if err != nil {
 		return err
-	}
-	if req.GetAfterId() < 0 {
-		return errs.Invalid("after_id", "must not be negative")
 	}
 	id, err := validate.UUID("id", req.GetId(), false)
 	if err != nil {
@@ -381,27 +379,12 @@ func (s *Server) WatchBuild(req *builderv1.WatchBuildRequest, stream grpc.Server
 	if err != nil {
 		return err
 	}
+	w := events.Watch[*builderv1.WatchBuildResponse]{AfterID: req.GetAfterId(), FromNow: req.GetFromNow(), OwnerID: owner, ID: id, Scope: jobID}
 	if id != "" {
-		if _, err := s.store.Get(ctx, owner, id); err != nil {
-			return err
-		}
+		w.State = func(ctx context.Context) (bool, error) { return s.store.WatchState(ctx, owner, id) }
+		w.Ends = store.Terminal
 	}
-	leave, err := s.watches.Enter(ctx)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	after, err := events.Start(ctx, req.GetAfterId(), req.GetFromNow(), s.store.LatestEventID)
-	if err != nil {
-		return err
-	}
-	heartbeat := func(cursor int64) error {
-		return stream.Send(&builderv1.WatchBuildResponse{
-			Time:    timestamppb.Now(),
-			Payload: &builderv1.WatchBuildResponse_Heartbeat{Heartbeat: &typev1.Heartbeat{Cursor: cursor, Time: timestamppb.Now()}},
-		})
-	}
-	return events.StreamEnd(ctx, s.store.Watch(ctx, owner, id, jobID, after, store.WatchOptions{Heartbeat: heartbeat, HeartbeatEvery: s.heartbeat}, stream.Send))
+	return s.watch.Serve(ctx, w, stream.Send)
 }
 
 // AnalyzeDependencies computes the dependency graph and strategy of planned files.

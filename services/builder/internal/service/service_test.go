@@ -498,13 +498,15 @@ func TestCancelAndRetry(t *testing.T) {
 	_, err = c.RetryStep(ctx, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
 	grpctest.WantCode(t, err, codes.FailedPrecondition, "cancelled")
 
-	// The watch of a cancelled build replays its history and ends.
+	// The watch of a cancelled build opens with a heartbeat, replays its history and ends
+	// with the end marker (a heartbeat with end set, at the last event's id).
 	s, err := c.WatchBuild(ctx, &builderv1.WatchBuildRequest{Id: b.Id})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []builderv1.BuildEventType
 	var beats int
+	var last *builderv1.WatchBuildResponse
 	for {
 		m, err := s.Recv()
 		if err == io.EOF {
@@ -513,6 +515,10 @@ func TestCancelAndRetry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("watch: %v", err)
 		}
+		if last != nil && last.GetHeartbeat().GetEnd() {
+			t.Fatalf("message after the end: %v", m)
+		}
+		last = m
 		if m.GetHeartbeat() != nil {
 			beats++
 			continue
@@ -523,8 +529,8 @@ func TestCancelAndRetry(t *testing.T) {
 		got = append(got, m.Type)
 	}
 	want := []builderv1.BuildEventType{builderv1.BuildEventType_BUILD_EVENT_TYPE_CREATED, builderv1.BuildEventType_BUILD_EVENT_TYPE_STATUS_CHANGED}
-	if !slices.Equal(got, want) || beats != 1 {
-		t.Errorf("watch = %v with %d heartbeats, want %v and 1", got, beats, want)
+	if !slices.Equal(got, want) || beats != 2 || !last.GetHeartbeat().GetEnd() {
+		t.Errorf("watch = %v with %d heartbeats ending %v, want %v, the opening heartbeat and the end", got, beats, last, want)
 	}
 
 	// A completed build cannot be cancelled.

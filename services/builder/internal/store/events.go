@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -93,73 +93,42 @@ func LogEvent(step int32, phase builderv1.BuildPhase, msg string) *builderv1.Wat
 // Terminal reports whether e finishes its build (a move to COMPLETED, FAILED or CANCELLED).
 func Terminal(e *builderv1.WatchBuildResponse) bool {
 	sc := e.GetStatusChange()
-	if sc == nil {
-		return false
-	}
-	switch sc.Status {
+	return sc != nil && terminalStatus(sc.Status)
+}
+
+func terminalStatus(s builderv1.BuildStatus) bool {
+	switch s {
 	case builderv1.BuildStatus_BUILD_STATUS_COMPLETED, builderv1.BuildStatus_BUILD_STATUS_FAILED, builderv1.BuildStatus_BUILD_STATUS_CANCELLED:
 		return true
 	}
 	return false
 }
 
-// errStop ends a Watch after a build's terminal event.
-var errStop = errors.New("stop")
-
-// WatchOptions are the stream-level choices of Watch.
-type WatchOptions struct {
-	// Heartbeat, when set, is called with the stream's cursor after HeartbeatEvery without
-	// an event (and once at the start, so the stream's headers go out at once).
-	Heartbeat      func(cursor int64) error
-	HeartbeatEvery time.Duration
+// WatchHandler is the build stream's Watch handler (events.Handler): the service sets its
+// heartbeat interval and watch bounds. A build's history can hold several endings (FAILED,
+// then RetryStep and a new run): the handler ends a watch of one build at the ending
+// current when it starts, or at one that commits later.
+func (s *Store) WatchHandler() *events.Handler[*builderv1.WatchBuildResponse] {
+	return &events.Handler[*builderv1.WatchBuildResponse]{
+		Hub: s.hub, Stream: EventStream, Decode: decodeEvent,
+		Heartbeat: func(hb *typev1.Heartbeat) *builderv1.WatchBuildResponse {
+			return &builderv1.WatchBuildResponse{Time: hb.Time, Payload: &builderv1.WatchBuildResponse_Heartbeat{Heartbeat: hb}}
+		},
+	}
 }
 
-// Watch calls fn, in order, for each of owner's build events with an id above afterID
-// (of build id, or of the builds of jobID, or all), the history first, then new events as
-// they commit. Watching one build ends after the event that finishes it.
-func (s *Store) Watch(ctx context.Context, owner, id, jobID string, afterID int64, o WatchOptions, fn func(*builderv1.WatchBuildResponse) error) error {
-	if owner == "" {
-		return errors.New("store: watch: owner is required")
+// WatchState reports whether owner's build id is finished (COMPLETED, FAILED or
+// CANCELLED), for a watch of it; errs.ErrNotFound when there is no such build of owner's.
+func (s *Store) WatchState(ctx context.Context, owner, id string) (finished bool, err error) {
+	var status string
+	err = s.pool.QueryRow(ctx, "SELECT status FROM builds WHERE id = $1 AND owner_id = $2", id, owner).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("build %s: %w", id, errs.ErrNotFound)
 	}
-	if err := events.CheckCursor(ctx, s.pool, afterID); err != nil {
-		return err
+	if err != nil {
+		return false, fmt.Errorf("store: build %s: %w", id, err)
 	}
-	var opts []events.WatchOption
-	if o.Heartbeat != nil {
-		if err := o.Heartbeat(afterID); err != nil {
-			return err
-		}
-		opts = append(opts, events.WithHeartbeat(o.HeartbeatEvery, o.Heartbeat))
-	}
-	// A build's history can hold several endings (FAILED, then RetryStep and a new run): the
-	// watch of one build ends at the ending current when it starts, or at a later one.
-	var stopFrom int64
-	if id != "" {
-		if err := s.pool.QueryRow(ctx, `SELECT coalesce(CASE WHEN b.status IN ('completed', 'failed', 'cancelled')
-				THEN (SELECT max(e.id) FROM events e WHERE e.stream = $2 AND e.aggregate_id = $1::text AND e.type = 'status_changed')
-				ELSE (SELECT max(e.id) + 1 FROM events e WHERE e.stream = $2 AND e.aggregate_id = $1::text) END, 0)
-			FROM builds b WHERE b.id = $1::uuid`, id, EventStream).Scan(&stopFrom); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-	}
-	filter := events.Filter{Stream: EventStream, OwnerID: owner, AggregateID: id, Scope: jobID}
-	err := s.hub.Watch(ctx, afterID, filter, func(e events.Event) error {
-		resp, err := decodeEvent(e)
-		if err != nil {
-			return err
-		}
-		if err := fn(resp); err != nil {
-			return err
-		}
-		if id != "" && Terminal(resp) && resp.Id >= stopFrom {
-			return errStop
-		}
-		return nil
-	}, opts...)
-	if errors.Is(err, errStop) {
-		return nil
-	}
-	return err
+	return terminalStatus(parseStatus(status)), nil
 }
 
 // LatestEventID is the cursor of a watch "from now".

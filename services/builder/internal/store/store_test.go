@@ -686,13 +686,30 @@ func TestRetry(t *testing.T) {
 	grpctest.WantCode(t, err, codes.FailedPrecondition)
 }
 
-// watchAll collects the events Watch delivers until it returns.
+// serveWatch runs the store's Watch handler (the one WatchBuild serves) of owner's build id
+// or builds of job, calling fn for each event (heartbeats and the end marker are not
+// passed on).
+func serveWatch(ctx context.Context, s *store.Store, owner, id, job string, after int64, fn func(*builderv1.WatchBuildResponse) error) error {
+	w := events.Watch[*builderv1.WatchBuildResponse]{AfterID: after, OwnerID: owner, ID: id, Scope: job}
+	if id != "" {
+		w.State = func(ctx context.Context) (bool, error) { return s.WatchState(ctx, owner, id) }
+		w.Ends = store.Terminal
+	}
+	return s.WatchHandler().Serve(ctx, w, func(e *builderv1.WatchBuildResponse) error {
+		if e.GetHeartbeat() != nil {
+			return nil
+		}
+		return fn(e)
+	})
+}
+
+// watchAll collects the events a watch delivers until it returns.
 func watchAll(t *testing.T, s *store.Store, owner, id, job string, after int64, timeout time.Duration) ([]*builderv1.WatchBuildResponse, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	var out []*builderv1.WatchBuildResponse
-	err := s.Watch(ctx, owner, id, job, after, store.WatchOptions{}, func(e *builderv1.WatchBuildResponse) error {
+	err := serveWatch(ctx, s, owner, id, job, after, func(e *builderv1.WatchBuildResponse) error {
 		out = append(out, e)
 		return nil
 	})
@@ -776,7 +793,7 @@ func TestWatch(t *testing.T) {
 		defer cancel()
 		var seen []*builderv1.WatchBuildResponse
 		errEnough := errors.New("enough")
-		err := s.Watch(ctx, alice, "", jobB, 0, store.WatchOptions{}, func(e *builderv1.WatchBuildResponse) error {
+		err := serveWatch(ctx, s, alice, "", jobB, 0, func(e *builderv1.WatchBuildResponse) error {
 			seen = append(seen, e)
 			if len(seen) == 2 {
 				return errEnough
@@ -793,10 +810,11 @@ func TestWatch(t *testing.T) {
 		}
 	})
 
-	t.Run("another owner sees nothing", func(t *testing.T) {
-		seen, err := watchAll(t, s, bob, b.Id, "", 0, 300*time.Millisecond)
-		if !errors.Is(err, context.DeadlineExceeded) || len(seen) != 0 {
-			t.Errorf("bob's watch = %v, %v; want nothing until the deadline", types(seen), err)
+	t.Run("another owner's build is not found", func(t *testing.T) {
+		// It heartbeat until the deadline before the one Watch handler (events.Handler).
+		seen, err := watchAll(t, s, bob, b.Id, "", 0, 10*time.Second)
+		if !errors.Is(err, errs.ErrNotFound) || len(seen) != 0 {
+			t.Errorf("bob's watch = %v, %v; want NOT_FOUND", types(seen), err)
 		}
 	})
 
@@ -815,7 +833,7 @@ func TestWatch(t *testing.T) {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			var es []*builderv1.WatchBuildResponse
-			err := s.Watch(wctx, alice, nb.Id, "", start, store.WatchOptions{}, func(e *builderv1.WatchBuildResponse) error {
+			err := serveWatch(wctx, s, alice, nb.Id, "", start, func(e *builderv1.WatchBuildResponse) error {
 				es = append(es, e)
 				return nil
 			})
@@ -837,18 +855,29 @@ func TestWatch(t *testing.T) {
 		}
 	})
 
-	t.Run("heartbeat first", func(t *testing.T) {
-		var beats []int64
-		err := s.Watch(ctx, alice, b.Id, "", 0, store.WatchOptions{Heartbeat: func(c int64) error {
-			beats = append(beats, c)
+	t.Run("heartbeat first, end last", func(t *testing.T) {
+		var msgs []*builderv1.WatchBuildResponse
+		h := s.WatchHandler()
+		h.Every = time.Hour
+		err := h.Serve(ctx, events.Watch[*builderv1.WatchBuildResponse]{OwnerID: alice, ID: b.Id, Ends: store.Terminal,
+			State: func(ctx context.Context) (bool, error) { return s.WatchState(ctx, alice, b.Id) },
+		}, func(e *builderv1.WatchBuildResponse) error {
+			msgs = append(msgs, e)
 			return nil
-		}, HeartbeatEvery: time.Hour}, func(*builderv1.WatchBuildResponse) error { return nil })
-		if err != nil || !slices.Equal(beats, []int64{0}) {
-			t.Errorf("heartbeats = %v, err %v; want one at the start with cursor 0", beats, err)
+		})
+		if err != nil || len(msgs) != len(want)+2 {
+			t.Fatalf("messages = %v, err %v; want a heartbeat, %d events and the end", msgs, err, len(want))
+		}
+		first, last := msgs[0].GetHeartbeat(), msgs[len(msgs)-1].GetHeartbeat()
+		if first == nil || first.Cursor != 0 || first.End {
+			t.Errorf("first message = %v, want a heartbeat at cursor 0", msgs[0])
+		}
+		if last == nil || !last.End || last.Cursor != got[len(got)-1].Id {
+			t.Errorf("last message = %v, want the end at cursor %d", msgs[len(msgs)-1], got[len(got)-1].Id)
 		}
 	})
 
-	if err := s.Watch(ctx, "", b.Id, "", 0, store.WatchOptions{}, func(*builderv1.WatchBuildResponse) error { return nil }); err == nil {
+	if _, err := watchAll(t, s, "", b.Id, "", 0, time.Second); err == nil {
 		t.Error("Watch without an owner succeeded")
 	}
 }

@@ -25,7 +25,6 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/services/tasks/internal/store"
 )
@@ -41,11 +40,11 @@ const (
 type Server struct {
 	tasksv1.UnimplementedTaskServiceServer
 	store *store.Store
-	// watches holds a token per running WatchTasks stream. Streams share one listening
-	// session (events.Hub) but each reads through the pool when woken; the bound keeps a
-	// flood of streams from starving the other RPCs of connections.
-	watches *events.Watches
-	// maxWatches and maxWatchesPerUser are the bounds watches is made with.
+	// watch serves WatchTasks. Its Watches hold a token per running stream: streams share
+	// one listening session (events.Hub) but each reads through the pool when woken; the
+	// bound keeps a flood of streams from starving the other RPCs of connections.
+	watch *events.Handler[*tasksv1.WatchTasksResponse]
+	// maxWatches and maxWatchesPerUser are the bounds watch's Watches is made with.
 	maxWatches, maxWatchesPerUser int
 	// heartbeat is how long a WatchTasks stream stays silent before a heartbeat.
 	heartbeat time.Duration
@@ -116,7 +115,8 @@ func New(st *store.Store, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.watches = events.NewWatches(s.maxWatches, "task watches", events.PerCaller(s.maxWatchesPerUser))
+	s.watch = st.WatchHandler()
+	s.watch.Every, s.watch.Watches = s.heartbeat, events.NewWatches(s.maxWatches, "task watches", events.PerCaller(s.maxWatchesPerUser))
 	return s
 }
 
@@ -587,15 +587,14 @@ func (s *Server) GetTaskStats(ctx context.Context, req *tasksv1.GetTaskStatsRequ
 	}, nil
 }
 
-// WatchTasks streams the caller's task events after a cursor.
+// WatchTasks streams the caller's task events after a cursor (events.Handler's rules: a
+// watch of one task is NOT_FOUND when the caller has no such task, and ends after the task
+// is deleted).
 func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerStreamingServer[tasksv1.WatchTasksResponse]) error {
 	ctx := stream.Context()
 	owner, err := caller(ctx)
 	if err != nil {
 		return err
-	}
-	if req.GetAfterId() < 0 {
-		return errs.Invalid("after_id", "must not be negative")
 	}
 	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
 		return err
@@ -604,21 +603,10 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	if err != nil {
 		return err
 	}
-	leave, err := s.watches.Enter(ctx)
-	if err != nil {
-		return err
+	w := events.Watch[*tasksv1.WatchTasksResponse]{AfterID: req.GetAfterId(), FromNow: req.GetFromNow(), OwnerID: owner, Scope: req.GetRepo(), ID: taskID}
+	if taskID != "" {
+		w.State = func(ctx context.Context) (bool, error) { return s.store.WatchState(ctx, owner, taskID) }
+		w.Ends = store.Deleted
 	}
-	defer leave()
-	after, err := events.Start(ctx, req.GetAfterId(), req.GetFromNow(), s.store.LatestEventID)
-	if err != nil {
-		return err
-	}
-	heartbeat := func(cursor int64) error {
-		return stream.Send(&tasksv1.WatchTasksResponse{
-			Time:    timestamppb.Now(),
-			Payload: &tasksv1.WatchTasksResponse_Heartbeat{Heartbeat: &typev1.Heartbeat{Cursor: cursor, Time: timestamppb.Now()}},
-		})
-	}
-	opts := store.WatchOptions{Heartbeat: heartbeat, HeartbeatEvery: s.heartbeat}
-	return events.StreamEnd(ctx, s.store.Watch(ctx, owner, after, store.WatchFilter{Repo: req.GetRepo(), TaskID: taskID}, opts, stream.Send))
+	return s.watch.Serve(ctx, w, stream.Send)
 }

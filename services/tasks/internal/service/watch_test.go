@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -357,4 +358,48 @@ func TestWatchTasksRetention(t *testing.T) {
 	if ev := recvN(t, watch(t, e.alice, e.client, &tasksv1.WatchTasksRequest{AfterId: hist[1].Id}), 1)[0]; ev.TaskId != kept.Id {
 		t.Errorf("a cursor at the horizon replayed %v, want the kept task", ev)
 	}
+}
+
+// TestWatchTasksOneTask: a watch of one task that the caller does not have is NOT_FOUND
+// (it heartbeat forever before the one Watch handler, events.Handler); a task ends only
+// by deletion, after which its stream ends with the end marker — also when watched again.
+func TestWatchTasksOneTask(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.client
+	bobs := e.create(t, e.bob, &tasksv1.CreateTaskRequest{Title: "bob's"})
+	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{TaskId: "0b0b0b0b-0000-4000-8000-000000000000"}), codes.NotFound)
+	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{TaskId: bobs.Id}), codes.NotFound)
+
+	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "short-lived"})
+	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id})
+	recvN(t, s, 1) // created
+	e.setStatus(t, tk.Id, planned)
+	e.setStatus(t, tk.Id, backlog) // status changes do not end it; deleting does
+	if _, err := c.DeleteTask(e.alice, &tasksv1.DeleteTaskRequest{Id: tk.Id}); err != nil {
+		t.Fatal(err)
+	}
+	rest := func(s watchStream) []*tasksv1.WatchTasksResponse {
+		var out []*tasksv1.WatchTasksResponse
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return out
+			}
+			if err != nil {
+				t.Fatalf("after %v: %v", out, err)
+			}
+			out = append(out, m)
+		}
+	}
+	got := rest(s)
+	if len(got) != 4 || got[2].Type != evDeleted || !got[3].GetHeartbeat().GetEnd() || got[3].GetHeartbeat().GetCursor() != got[2].Id {
+		t.Fatalf("stream of the deleted task = %v, want two status changes, DELETED and the end", got)
+	}
+	// The deleted task's history is still the owner's to replay (not bob's), and it ends.
+	again := rest(watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id}))
+	if len(again) != 6 || again[0].GetHeartbeat() == nil || again[4].Type != evDeleted || !again[5].GetHeartbeat().GetEnd() {
+		t.Fatalf("replay of the deleted task = %v", again)
+	}
+	grpctest.WantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id}), codes.NotFound)
 }

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -167,49 +167,37 @@ func decodeEvent(e events.Event) (*tasksv1.WatchTasksResponse, error) {
 	return resp, nil
 }
 
-// WatchFilter narrows Watch; empty fields match anything.
-type WatchFilter struct {
-	Repo   string
-	TaskID string
+// WatchHandler is the task stream's Watch handler (events.Handler): the service sets its
+// heartbeat interval and watch bounds. A task's events are found under the repository it
+// had after the change and, when the change moved it, under the one before (the scope).
+func (s *Store) WatchHandler() *events.Handler[*tasksv1.WatchTasksResponse] {
+	return &events.Handler[*tasksv1.WatchTasksResponse]{
+		Hub: s.hub, Stream: EventStream, Decode: decodeEvent,
+		Heartbeat: func(hb *typev1.Heartbeat) *tasksv1.WatchTasksResponse {
+			return &tasksv1.WatchTasksResponse{Time: hb.Time, Payload: &tasksv1.WatchTasksResponse_Heartbeat{Heartbeat: hb}}
+		},
+	}
 }
 
-// WatchOptions are the stream-level choices of Watch.
-type WatchOptions struct {
-	// Heartbeat, when set, is called with the stream's cursor after HeartbeatEvery without
-	// an event (and once at the start, so the stream's headers go out at once).
-	Heartbeat      func(cursor int64) error
-	HeartbeatEvery time.Duration
+// WatchState reports whether owner's task id is finished, for a watch of it: a task only
+// finishes by being deleted (a closed one may reopen), which its DELETED event still says
+// while retention keeps it. errs.ErrNotFound when owner has no such task and had none.
+func (s *Store) WatchState(ctx context.Context, owner, id string) (finished bool, err error) {
+	var exists, deleted bool
+	if err := s.pool.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM tasks WHERE id = $1::uuid AND owner_id = $2),
+			EXISTS (SELECT 1 FROM events WHERE aggregate_id = $1::text AND stream = $3 AND owner_id = $2 AND type = $4)`,
+		id, owner, EventStream, enumName(evDeleted.String(), "TASK_EVENT_TYPE_")).Scan(&exists, &deleted); err != nil {
+		return false, fmt.Errorf("store: task %s: %w", id, err)
+	}
+	if !exists && !deleted {
+		return false, fmt.Errorf("task %s: %w", id, errs.ErrNotFound)
+	}
+	return !exists, nil
 }
 
-// Watch calls fn, in order, for each of owner's task events with an id above afterID: the
-// history first, then new events as they commit, until ctx ends or fn fails. A task's
-// events are found under the repository it had after the change and, when the change moved
-// it, under the one before. A cursor older than the retained history is
-// events.ErrCursorExpired.
-func (s *Store) Watch(ctx context.Context, owner string, afterID int64, f WatchFilter, o WatchOptions, fn func(*tasksv1.WatchTasksResponse) error) error {
-	if owner == "" {
-		// An empty owner would match every owner's events.
-		return errors.New("store: watch: owner is required")
-	}
-	filter := events.Filter{Stream: EventStream, OwnerID: owner, Scope: f.Repo, AggregateID: f.TaskID}
-	if err := events.CheckCursor(ctx, s.pool, afterID); err != nil {
-		return err
-	}
-	var opts []events.WatchOption
-	if o.Heartbeat != nil {
-		if err := o.Heartbeat(afterID); err != nil {
-			return err
-		}
-		opts = append(opts, events.WithHeartbeat(o.HeartbeatEvery, o.Heartbeat))
-	}
-	return s.hub.Watch(ctx, afterID, filter, func(e events.Event) error {
-		resp, err := decodeEvent(e)
-		if err != nil {
-			return err
-		}
-		return fn(resp)
-	}, opts...)
-}
+// Deleted reports whether e is a task's DELETED event, the end of a watch of that task.
+func Deleted(e *tasksv1.WatchTasksResponse) bool { return e.Type == evDeleted }
 
 // LatestEventID is the id of the newest task event of any owner: the cursor of a watch
 // "from now".

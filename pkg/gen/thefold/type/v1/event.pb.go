@@ -29,7 +29,10 @@ type Heartbeat struct {
 	// loses nothing.
 	Cursor int64 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// Server time.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The watched resource is finished and everything about it up to cursor was delivered:
+	// this is the stream's last message. A client stops here instead of reconnecting.
+	End           bool `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -78,14 +81,22 @@ func (x *Heartbeat) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Heartbeat) GetEnd() bool {
+	if x != nil {
+		return x.End
+	}
+	return false
+}
+
 var File_thefold_type_v1_event_proto protoreflect.FileDescriptor
 
 const file_thefold_type_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x1bthefold/type/v1/event.proto\x12\x0fthefold.type.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"S\n" +
+	"\x1bthefold/type/v1/event.proto\x12\x0fthefold.type.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"e\n" +
 	"\tHeartbeat\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04timeB\xba\x01\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\bR\x03endB\xba\x01\n" +
 	"\x13com.thefold.type.v1B\n" +
 	"EventProtoP\x01Z9github.com/thefold/thefold/pkg/gen/thefold/type/v1;typev1\xa2\x02\x03TTX\xaa\x02\x0fThefold.Type.V1\xca\x02\x0fThefold\\Type\\V1\xe2\x02\x1bThefold\\Type\\V1\\GPBMetadata\xea\x02\x11Thefold::Type::V1b\x06proto3"
 
