@@ -1,11 +1,6 @@
 package service
 
 import (
-	"strconv"
-	"time"
-
-	"github.com/google/uuid"
-
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -90,34 +85,23 @@ func checkTaskFields(prefix string, t *tasksv1.Task, fields []string) error {
 	return nil
 }
 
-// Page tokens are opaque to clients: "v1:<create_time in µs>:<id>" (validate's format).
+// Page tokens are validate's (time, id) tokens: "v1:<create_time in µs>:<id>".
 const pageTokenVersion = "v1"
-
-// maxTokenMicros is the end of year 9999, past which PostgreSQL has no timestamps.
-const maxTokenMicros = 253402300799999999
 
 func encodePageToken(c *store.Cursor) string {
 	if c == nil {
 		return ""
 	}
-	return validate.EncodePageToken(pageTokenVersion, strconv.FormatInt(c.CreateTime.UnixMicro(), 10), c.ID)
+	return validate.EncodeTimeIDToken(pageTokenVersion, c.CreateTime, c.ID)
 }
 
 func decodePageToken(tok string) (*store.Cursor, error) {
 	if tok == "" {
 		return nil, nil
 	}
-	parts, err := validate.DecodePageToken(tok, pageTokenVersion, 2, "ListTasks")
+	at, id, err := validate.DecodeTimeIDToken(tok, pageTokenVersion, "ListTasks")
 	if err != nil {
 		return nil, err
 	}
-	micros, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || micros < 0 || micros > maxTokenMicros {
-		return nil, validate.BadPageToken("ListTasks")
-	}
-	id, err := uuid.Parse(parts[1])
-	if err != nil {
-		return nil, validate.BadPageToken("ListTasks")
-	}
-	return &store.Cursor{CreateTime: time.UnixMicro(micros).UTC(), ID: id.String()}, nil
+	return &store.Cursor{CreateTime: at, ID: id}, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
@@ -39,7 +40,7 @@ func (s *Store) Graph(ctx context.Context, owner, repo string, includeClosed boo
 		tasks    []*tasksv1.Task
 		blockers []blockerEdge
 	)
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		q := "SELECT " + taskColumns + " FROM tasks t WHERE t.owner_id = $1 AND t.repo = $2"
 		if !includeClosed {
 			q += " AND t.status NOT IN ('done', 'cancelled')"
@@ -204,7 +205,7 @@ func (s *Store) Stats(ctx context.Context, owner, repo string) (*Stats, error) {
 			st.ByPriority[PriorityName(typev1.Priority(v))] = 0
 		}
 	}
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT status, source, priority, count(*) FROM tasks
 			WHERE owner_id = $1 AND ($2 = '' OR repo = $2)
 			GROUP BY status, source, priority`, owner, repo)

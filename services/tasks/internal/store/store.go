@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/events"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -35,40 +36,26 @@ type Store struct {
 // Watchers are woken through hub, which the caller runs (hub.Run).
 func New(pool *pgxpool.Pool, hub *events.Hub) *Store { return &Store{pool: pool, hub: hub} }
 
-// inTx runs fn in a transaction and commits it when fn succeeds.
+// inTx runs fn in a transaction (db.InTx), then the beforeCommit hook, and commits; a
+// commit refused for a constraint becomes the sentinel dbError gives it.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	// Rollback after Commit is a no-op; it must run even when ctx has ended.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if s.beforeCommit != nil {
-		if err := s.beforeCommit(ctx); err != nil {
+	committing := false
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
 			return err
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
+		if s.beforeCommit != nil {
+			if err := s.beforeCommit(ctx); err != nil {
+				return err
+			}
+		}
+		committing = true
+		return nil
+	})
+	if err != nil && committing {
 		return dbError("store: commit", err)
 	}
-	return nil
-}
-
-// readTx runs fn in a read-only REPEATABLE READ transaction, so reads that span several
-// queries (a graph, statistics) see one snapshot.
-func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return err
 }
 
 // lockGraph serializes, per owner, the transactions that read or change the blocked-by
@@ -153,13 +140,12 @@ func dbError(op string, err error) error {
 	if !errors.As(err, &pgErr) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	switch pgErr.Code {
-	case "23505": // unique_violation
-		if pgErr.ConstraintName == "tasks_external_id_idx" {
-			return fmt.Errorf("external_id: a task with this external id and source exists already: %w", errs.ErrAlreadyExists)
-		}
+	switch {
+	case db.IsUniqueViolation(err, "tasks_external_id_idx"):
+		return fmt.Errorf("external_id: a task with this external id and source exists already: %w", errs.ErrAlreadyExists)
+	case db.IsUniqueViolation(err):
 		return fmt.Errorf("duplicate: %w", errs.ErrAlreadyExists)
-	case "23503": // foreign_key_violation: a referenced task was deleted meanwhile
+	case pgErr.Code == "23503": // foreign_key_violation: a referenced task was deleted meanwhile
 		return fmt.Errorf("referenced task: %w", errs.ErrNotFound)
 	}
 	return fmt.Errorf("%s: %w", op, err)

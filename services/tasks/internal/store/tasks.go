@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 )
@@ -187,43 +187,33 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter) ([]*tasksv
 	if f.PageSize <= 0 {
 		return nil, nil, errors.New("store: list: page size must be positive")
 	}
-	var (
-		where = []string{"t.owner_id = $1"}
-		args  = []any{owner}
-	)
-	add := func(cond string, v ...any) {
-		for _, a := range v {
-			args = append(args, a)
-			cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(args)), 1)
-		}
-		where = append(where, cond)
-	}
+	var c db.Conds
+	c.Add("t.owner_id = $%d", owner)
 	if f.Repo != "" {
-		add("t.repo = ?", f.Repo)
+		c.Add("t.repo = $%d", f.Repo)
 	}
 	if len(f.Statuses) > 0 {
 		names := make([]string, len(f.Statuses))
 		for i, st := range f.Statuses {
 			names[i] = StatusName(st)
 		}
-		add("t.status = ANY(?::text[])", names)
+		c.Add("t.status = ANY($%d::text[])", names)
 	}
 	if f.Source != tasksv1.TaskSource_TASK_SOURCE_UNSPECIFIED {
-		add("t.source = ?", SourceName(f.Source))
+		c.Add("t.source = $%d", SourceName(f.Source))
 	}
 	if f.Label != "" {
-		add("t.labels @> ARRAY[?::text]", f.Label)
+		c.Add("t.labels @> ARRAY[$%d::text]", f.Label)
 	}
 	if f.ParentID != "" {
-		add("t.parent_id = ?::uuid", f.ParentID)
+		c.Add("t.parent_id = $%d::uuid", f.ParentID)
 	}
 	if f.After != nil {
-		add("(t.create_time, t.id) < (?, ?::uuid)", f.After.CreateTime, f.After.ID)
+		c.Add("(t.create_time, t.id) < ($%d, $%d::uuid)", f.After.CreateTime, f.After.ID)
 	}
-	args = append(args, f.PageSize+1)
-	query := "SELECT " + taskColumns + " FROM tasks t WHERE " + strings.Join(where, " AND ") +
-		" ORDER BY t.create_time DESC, t.id DESC LIMIT $" + strconv.Itoa(len(args))
-	rows, err := s.pool.Query(ctx, query, args...)
+	query := "SELECT " + taskColumns + " FROM tasks t" + c.Where() +
+		" ORDER BY t.create_time DESC, t.id DESC LIMIT " + c.Arg(f.PageSize+1)
+	rows, err := s.pool.Query(ctx, query, c.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list tasks: %w", err)
 	}
@@ -294,15 +284,17 @@ func (s *Store) Update(ctx context.Context, owner string, t *tasksv1.Task, field
 	}
 	fields = slices.Compact(slices.Sorted(slices.Values(fields)))
 	sets := make([]string, 0, len(fields)+1)
-	args := []any{t.Id, owner}
+	// The SET values' placeholders follow the id ($1) and owner ($2).
+	var args db.Conds
+	args.Arg(t.Id)
+	args.Arg(owner)
 	for _, f := range fields {
 		cols, vals, err := updateColumns(f, t)
 		if err != nil {
 			return nil, err
 		}
 		for i, c := range cols {
-			args = append(args, vals[i])
-			sets = append(sets, c+" = $"+strconv.Itoa(len(args))) // c is a column of one of UpdatableFields
+			sets = append(sets, c+" = "+args.Arg(vals[i])) // c is a column of one of UpdatableFields
 		}
 	}
 	sets = append(sets, "update_time = now()")
@@ -313,7 +305,7 @@ func (s *Store) Update(ctx context.Context, owner string, t *tasksv1.Task, field
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "UPDATE tasks SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args...); err != nil {
+		if _, err := tx.Exec(ctx, "UPDATE tasks SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2", args.Args...); err != nil {
 			return dbError("store: update task", err)
 		}
 		if updated, err = getTask(ctx, tx, owner, t.Id, ""); err != nil {
