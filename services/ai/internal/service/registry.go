@@ -203,8 +203,8 @@ func (s *RegistryServer) UpdateProvider(ctx context.Context, req *aiv1.UpdatePro
 	if req.GetProvider() == nil {
 		return nil, errs.Invalid("provider", "required")
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if err := regCheckMask(paths, store.ProviderFields); err != nil {
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), req.GetProvider(), store.ProviderFields)
+	if err != nil {
 		return nil, err
 	}
 	id, err := validate.UUID("id", req.GetId(), true)
@@ -335,11 +335,11 @@ func (s *RegistryServer) UpdateModel(ctx context.Context, req *aiv1.UpdateModelR
 	if req.GetModel() == nil {
 		return nil, errs.Invalid("model", "required")
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if slices.Contains(paths, "provider_id") {
+	if slices.Contains(req.GetUpdateMask().GetPaths(), "provider_id") {
 		return nil, errs.Invalid("update_mask", "provider_id is not updatable: a model cannot move to another provider (create it there)")
 	}
-	if err := regCheckMask(paths, store.ModelFields); err != nil {
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), req.GetModel(), store.ModelFields)
+	if err != nil {
 		return nil, err
 	}
 	id, err := validate.UUID("id", req.GetId(), true)

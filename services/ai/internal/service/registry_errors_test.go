@@ -94,7 +94,7 @@ func TestRegistryInvalidArgument(t *testing.T) {
 		{"create provider: ref with space", createProvider(func(p *aiv1.Provider) { p.ApiKeyRef = "my secret" }), "provider.api_key_ref"},
 		// UpdateProvider
 		{"update provider: missing provider", updateProvider(p.Id, nil, "name"), "provider"},
-		{"update provider: missing mask", updateProvider(p.Id, &aiv1.Provider{Name: "x"}), "update_mask"},
+		{"update provider: no mask, no field set", updateProvider(p.Id, &aiv1.Provider{Id: p.Id}), "update_mask"},
 		{"update provider: output-only path", updateProvider(p.Id, &aiv1.Provider{}, "models"), "update_mask"},
 		{"update provider: unknown path", updateProvider(p.Id, &aiv1.Provider{}, "enabled", "id"), "update_mask"},
 		{"update provider: missing id", updateProvider("", &aiv1.Provider{Name: "x"}, "name"), "id"},
@@ -143,7 +143,7 @@ func TestRegistryInvalidArgument(t *testing.T) {
 		}), "model.tags"},
 		// UpdateModel
 		{"update model: missing model", updateModel(m.Id, nil, "tier"), "model"},
-		{"update model: missing mask", updateModel(m.Id, &aiv1.Model{Tier: 1}), "update_mask"},
+		{"update model: no mask, no field set", updateModel(m.Id, &aiv1.Model{Id: m.Id}), "update_mask"},
 		{"update model: provider_id in mask", updateModel(m.Id, &aiv1.Model{ProviderId: p.Id}, "provider_id"), "update_mask"},
 		{"update model: unknown path", updateModel(m.Id, &aiv1.Model{}, "create_time"), "update_mask"},
 		{"update model: garbage id", updateModel("zz", &aiv1.Model{Tier: 1}, "tier"), "id"},

@@ -103,6 +103,12 @@ func TestProviderLifecycle(t *testing.T) {
 	if up.Provider.Name != "fake2" || up.Provider.Enabled || up.Provider.ApiKeyConfigured || up.Provider.BaseUrl != in.BaseUrl || len(up.Provider.Models) != 1 {
 		t.Errorf("updated %v", up.Provider)
 	}
+	// Without a mask, the fields present are the update (AIP-134): the name changes, the
+	// rest stays.
+	up, err = e.client.UpdateProvider(ctx, &aiv1.UpdateProviderRequest{Id: p.Id, Provider: &aiv1.Provider{Id: p.Id, Name: "fake3"}})
+	if err != nil || up.Provider.Name != "fake3" || up.Provider.ApiKeyRef != "env:UNSET_API_KEY" || up.Provider.BaseUrl != in.BaseUrl {
+		t.Fatalf("update without a mask: %v %v", up, err)
+	}
 	// The result must hold as a whole: an OpenAI-compatible provider keeps a base URL.
 	_, err = e.client.UpdateProvider(ctx, &aiv1.UpdateProviderRequest{Id: p.Id, UpdateMask: mask("base_url"), Provider: &aiv1.Provider{}})
 	regWantInvalid(t, err, "provider.base_url")

@@ -206,19 +206,6 @@ func regNormalizeTags(field string, tags []string) ([]string, error) {
 	return out, nil
 }
 
-// regCheckMask validates an update_mask's paths against the updatable fields.
-func regCheckMask(paths, updatable []string) error {
-	if len(paths) == 0 {
-		return errs.Invalid("update_mask", "required: name the fields to change (%s)", strings.Join(updatable, ", "))
-	}
-	for _, p := range paths {
-		if !slices.Contains(updatable, p) {
-			return errs.Invalid("update_mask", "%q is not updatable; updatable: %s", validate.Truncate(p, 64), strings.Join(updatable, ", "))
-		}
-	}
-	return nil
-}
-
 // regCheckBodyID checks that a body's id, when set, names the resource the request names.
 func regCheckBodyID(field, bodyID, id string) error {
 	if bodyID == "" {

@@ -230,7 +230,8 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 		{"UserService/", "UpdateUser", "update_mask", func() error {
-			_, err := u.UpdateUser(h.admin, &gatewayv1.UpdateUserRequest{Id: authsvc.AdminUserID, User: &gatewayv1.User{DisplayName: "Root"}})
+			// No mask and no updatable field set (an empty mask means the fields present).
+			_, err := u.UpdateUser(h.admin, &gatewayv1.UpdateUserRequest{Id: authsvc.AdminUserID, User: &gatewayv1.User{Id: authsvc.AdminUserID}})
 			return err
 		}},
 		{"UserService/", "UpdateUser", "update_mask", func() error {

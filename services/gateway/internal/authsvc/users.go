@@ -193,9 +193,9 @@ func (s *UserServer) UpdateUser(ctx context.Context, req *gatewayv1.UpdateUserRe
 	if req.GetUser().GetId() != "" && req.GetUser().GetId() != id {
 		return nil, invalid("user.id", "must equal id (%s) when set", id)
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if len(paths) == 0 {
-		return nil, invalid("update_mask", "required: name the fields to change (display_name, role, disabled)")
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), req.GetUser(), []string{"display_name", "role", "disabled"})
+	if err != nil {
+		return nil, err
 	}
 	var name, role string
 	for _, p := range paths {

@@ -448,9 +448,9 @@ func (s *Server) UpdateIssue(ctx context.Context, req *githubv1.UpdateIssueReque
 	if in.GetNumber() != 0 && in.GetNumber() != req.GetNumber() {
 		return nil, errs.Invalid("issue.number", "must equal number or be 0")
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if len(paths) == 0 {
-		return nil, errs.Invalid("update_mask", "required: name the fields to change (state, labels, title, body, blocked_by)")
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), in, []string{"state", "labels", "title", "body", "blocked_by"})
+	if err != nil {
+		return nil, err
 	}
 	u := forge.IssueUpdate{Repo: req.GetRepo(), Number: req.GetNumber(), Actor: a}
 	for _, path := range paths {

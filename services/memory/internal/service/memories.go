@@ -433,6 +433,9 @@ func (s *Server) DeleteMemory(ctx context.Context, req *memoryv1.DeleteMemoryReq
 	return &memoryv1.DeleteMemoryResponse{}, nil
 }
 
+// memoryUpdatable are the fields UpdateMemory changes.
+var memoryUpdatable = []string{"content", "summary", "tags", "category", "importance", "expire_time", "trust_level"}
+
 // UpdateMemory changes the fields of a memory named in update_mask.
 func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryRequest) (*memoryv1.UpdateMemoryResponse, error) {
 	p, err := caller(ctx)
@@ -447,9 +450,9 @@ func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 	if in.GetId() != "" && !strings.EqualFold(in.GetId(), id) {
 		return nil, errs.Invalid("memory.id", "must equal id or be empty")
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if len(paths) == 0 {
-		return nil, errs.Invalid("update_mask", "required: name the fields to change (content, summary, tags, category, importance, expire_time, trust_level)")
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), in, memoryUpdatable)
+	if err != nil {
+		return nil, err
 	}
 	var u store.Update
 	for _, path := range paths {

@@ -104,7 +104,7 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.UpdateSkill(ctx, &skillsv1.UpdateSkillRequest{Id: ok.GetId(), Skill: &skillsv1.Skill{}})
 			return err
 		}},
-		{"UpdateSkill", "update_mask.paths[0]", func(ctx context.Context) error {
+		{"UpdateSkill", "update_mask", func(ctx context.Context) error {
 			_, err := c.UpdateSkill(ctx, &skillsv1.UpdateSkillRequest{Id: ok.GetId(), Skill: &skillsv1.Skill{}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"success_count"}}})
 			return err
 		}},

@@ -388,14 +388,9 @@ func (s *Server) UpdateSkill(ctx context.Context, req *skillsv1.UpdateSkillReque
 	if in.GetId() != "" && in.GetId() != id {
 		return nil, errs.Invalid("skill.id", "%q differs from id %q", in.GetId(), id)
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if len(paths) == 0 {
-		return nil, errs.Invalid("update_mask", "required: name the fields to change (%s)", strings.Join(updatable, ", "))
-	}
-	for i, p := range paths {
-		if !slices.Contains(updatable, p) {
-			return nil, errs.Invalid(fmt.Sprintf("update_mask.paths[%d]", i), "%q cannot be updated: want one of %s", p, strings.Join(updatable, ", "))
-		}
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), in, updatable)
+	if err != nil {
+		return nil, err
 	}
 	out, err := s.store.Update(ctx, id, in.GetVersion(), func(sk *skillsv1.Skill) error {
 		for _, p := range paths {

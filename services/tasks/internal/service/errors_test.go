@@ -94,8 +94,8 @@ func TestInvalidArgument(t *testing.T) {
 		{"list: label too long", list(&tasksv1.ListTasksRequest{Label: strings.Repeat("l", 65)}), "label"},
 		// UpdateTask
 		{"update: missing task", func() error { return update(nil, mask("title")) }, "task"},
-		{"update: missing mask", func() error { return update(&tasksv1.Task{Id: tk.Id, Title: "x"}, nil) }, "update_mask"},
-		{"update: empty mask", func() error { return update(&tasksv1.Task{Id: tk.Id, Title: "x"}, mask()) }, "update_mask"},
+		{"update: no mask, no updatable field", func() error { return update(&tasksv1.Task{Id: tk.Id, Status: done}, nil) }, "update_mask"},
+		{"update: empty mask, no updatable field", func() error { return update(&tasksv1.Task{Id: tk.Id}, mask()) }, "update_mask"},
 		{"update: status in mask", func() error { return update(&tasksv1.Task{Id: tk.Id, Status: done}, mask("status")) }, "update_mask"},
 		{"update: unknown path", func() error { return update(&tasksv1.Task{Id: tk.Id}, mask("title", "owner_id")) }, "update_mask"},
 		{"update: missing id", func() error { return update(&tasksv1.Task{Title: "x"}, mask("title")) }, "id"},

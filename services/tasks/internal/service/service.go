@@ -420,14 +420,9 @@ func (s *Server) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest)
 	if req.GetTask() == nil {
 		return nil, errs.Invalid("task", "required")
 	}
-	paths := req.GetUpdateMask().GetPaths()
-	if len(paths) == 0 {
-		return nil, errs.Invalid("update_mask", "required: name the fields to change (%v)", store.UpdatableFields)
-	}
-	for _, p := range paths {
-		if !slices.Contains(store.UpdatableFields, p) {
-			return nil, errs.Invalid("update_mask", "%q is not updatable; updatable: %v (status: use SetTaskStatus)", validate.Truncate(p, 64), store.UpdatableFields)
-		}
+	paths, err := validate.UpdatePaths(req.GetUpdateMask(), req.GetTask(), store.UpdatableFields)
+	if err != nil {
+		return nil, err // status is not among them: SetTaskStatus changes it
 	}
 	// Work on a copy: the request belongs to the caller (and to gRPC's interceptors).
 	t := &tasksv1.Task{
