@@ -160,7 +160,6 @@ func TestDisabledUserStopsServiceTokens(t *testing.T) {
 	}
 }
 
-
 // inForce reports whether a stream from 0 delivers a revocation of typ for subject among
 // those in force (it reads until the first heartbeat-free pause).
 func inForce(t *testing.T, h *harness, typ gatewayv1.RevocationType, subject string) bool {
