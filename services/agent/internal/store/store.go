@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -181,7 +182,7 @@ func (s *Store) Create(ctx context.Context, j *agentv1.Job, requestID string, re
 	enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, bool, error) {
 	created := false
 	var id string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// One owner's starts are serialised, so the count below cannot be raced past.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agent.start:' || $1))`, j.OwnerId); err != nil {
 			return err
@@ -254,7 +255,7 @@ func status409(taskID string) error {
 
 // CheckRate is checkRate outside a start, to refuse early (Create checks again, atomically).
 func (s *Store) CheckRate(ctx context.Context, owner string, limit RateLimit) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return checkRate(ctx, tx, owner, limit) })
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error { return checkRate(ctx, tx, owner, limit) })
 }
 
 // checkRate returns a *RateLimitError when owner started limit.PerHour jobs in the last
@@ -578,7 +579,7 @@ func (s *Store) Mutate(ctx context.Context, owner, id string, change Change, enq
 // mutate is Mutate; an empty owner matches any (the agent's own changes).
 func (s *Store) mutate(ctx context.Context, owner, id string, change Change, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, error) {
 	var rec *Record
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var repo, branch string
 		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner).Scan(&repo, &branch); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {

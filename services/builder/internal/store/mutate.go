@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 )
@@ -274,7 +275,7 @@ func stepsTx(ctx context.Context, tx pgx.Tx, id string) ([]*Step, error) {
 // FailedPrecondition.
 func (s *Store) Cancel(ctx context.Context, owner, id, reason string) (*Build, error) {
 	var out *Build
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		b, err := lockBuild(ctx, tx, owner, id)
 		if err != nil {
 			return err
@@ -323,7 +324,7 @@ func (s *Store) Cancel(ctx context.Context, owner, id, reason string) (*Build, e
 // are asked again and not replayed. Other states are FailedPrecondition.
 func (s *Store) Retry(ctx context.Context, owner, id string, step int32, guidance string, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Build, error) {
 	var out *Build
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		b, err := lockBuild(ctx, tx, owner, id)
 		if err != nil {
 			return err

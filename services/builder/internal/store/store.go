@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -184,7 +185,7 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 	}
 	var id string
 	created := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO builds (owner_id, request_id, request_hash, task_id, job_id, sandbox_id, repo,
 			requested_strategy, plan, model, additional_context, memory_hints, budget, files, max_iterations)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
