@@ -3,9 +3,13 @@ package service_test
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	"github.com/thefold/thefold/pkg/validate"
 	"github.com/thefold/thefold/services/memory/internal/service"
 )
 
@@ -58,4 +62,14 @@ func TestListMemoriesPages(t *testing.T) {
 	if got := list([]string{"even"}); !slices.Equal(got, tagged) {
 		t.Errorf("tagged pages = %v\nwant           %v", got, tagged)
 	}
+
+	// A token from before the (time, id) codec kept microseconds held nanoseconds: it is
+	// refused, not read as a time tens of thousands of years ahead.
+	m, err := e.client.GetMemory(e.alice, &memoryv1.GetMemoryRequest{Id: want[3]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := validate.EncodePageToken("m1", strconv.FormatInt(m.GetMemory().GetCreateTime().AsTime().UnixNano(), 10), want[3])
+	_, err = e.client.ListMemories(e.alice, &memoryv1.ListMemoriesRequest{PageSize: 2, PageToken: old})
+	wantCode(t, err, codes.InvalidArgument, "page_token")
 }

@@ -225,15 +225,9 @@ func (s *Server) ListMemories(ctx context.Context, req *memoryv1.ListMemoriesReq
 		afterID   string
 	)
 	if t := req.GetPageToken(); t != "" {
-		parts, err := validate.DecodePageToken(t, "m1", 2, "ListMemories")
-		if err != nil {
+		if afterTime, afterID, err = validate.DecodeTimeIDToken(t, "m1", "ListMemories"); err != nil {
 			return nil, err
 		}
-		ns, perr := parseInt(parts[0])
-		if afterID, err = validate.UUID("page_token", parts[1], true); err != nil || perr != nil {
-			return nil, validate.BadPageToken("ListMemories")
-		}
-		afterTime = time.Unix(0, ns)
 	}
 	rows, err := s.store.List(ctx, p.UserID, f, afterTime, afterID, size+1)
 	if err != nil {
@@ -243,7 +237,7 @@ func (s *Server) ListMemories(ctx context.Context, req *memoryv1.ListMemoriesReq
 	for i, r := range rows {
 		if i == size {
 			last := rows[size-1]
-			resp.NextPageToken = validate.EncodePageToken("m1", fmt.Sprint(last.GetCreateTime().AsTime().UnixNano()), last.GetId())
+			resp.NextPageToken = validate.EncodeTimeIDToken("m1", last.GetCreateTime().AsTime(), last.GetId())
 			break
 		}
 		if !r.HashOK {
@@ -253,12 +247,6 @@ func (s *Server) ListMemories(ctx context.Context, req *memoryv1.ListMemoriesReq
 		resp.Memories = append(resp.Memories, r.Memory)
 	}
 	return resp, nil
-}
-
-func parseInt(s string) (int64, error) {
-	var n int64
-	_, err := fmt.Sscan(s, &n)
-	return n, err
 }
 
 // SearchMemories ranks the caller's memories against a query.
