@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-openapi/loads"
+	"github.com/go-openapi/spec"
 	"github.com/go-openapi/strfmt"
 	"github.com/go-openapi/validate"
 
@@ -43,4 +44,60 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 			t.Errorf("path %s has a dotted parameter name", p)
 		}
 	}
+}
+
+// TestCustomMethodsAreNamedAfterTheirRPC holds the REST custom methods to AIP-136: the verb
+// after ':' is lowerCamelCase and made of words of its RPC's name, in order (":batchCreate"
+// serves BatchCreateTasks, ":requestChanges" RequestChanges), so a client can tell from a
+// URL which RPC answers it.
+func TestCustomMethodsAreNamedAfterTheirRPC(t *testing.T) {
+	t.Parallel()
+	doc, err := loads.Analyzed(json.RawMessage(openapi.Spec), "2.0")
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	camel := regexp.MustCompile(`^[a-z][a-zA-Z]*$`)
+	for path, item := range doc.Spec().Paths.Paths {
+		last := path[strings.LastIndex(path, "/")+1:]
+		_, verb, ok := strings.Cut(last, ":")
+		if !ok {
+			continue
+		}
+		for _, op := range []*spec.Operation{item.Get, item.Post, item.Put, item.Patch, item.Delete} {
+			if op == nil {
+				continue
+			}
+			_, rpc, _ := strings.Cut(op.ID, "_")
+			switch {
+			case !camel.MatchString(verb):
+				t.Errorf("%s (%s): custom verb %q is not lowerCamelCase", path, rpc, verb)
+			case !wordsInOrder(words(verb), words(rpc)):
+				t.Errorf("%s: custom verb %q is not named after its RPC %s", path, verb, rpc)
+			}
+		}
+	}
+}
+
+// words splits a camelCase or PascalCase name into lower-case words.
+func words(s string) []string {
+	var out []string
+	start := 0
+	for i := 1; i <= len(s); i++ {
+		if i == len(s) || (s[i] >= 'A' && s[i] <= 'Z' && !(s[i-1] >= 'A' && s[i-1] <= 'Z')) {
+			out = append(out, strings.ToLower(s[start:i]))
+			start = i
+		}
+	}
+	return out
+}
+
+// wordsInOrder reports whether want appear in have in order (not necessarily adjacent).
+func wordsInOrder(want, have []string) bool {
+	i := 0
+	for _, w := range have {
+		if i < len(want) && (w == want[i] || w == want[i]+"s" || w+"s" == want[i]) {
+			i++
+		}
+	}
+	return i == len(want)
 }

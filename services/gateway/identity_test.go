@@ -178,7 +178,7 @@ func TestEdgeForwardsTheClientAddress(t *testing.T) {
 			if resp := post("203.0.113.7", "ada@example.com"); resp.StatusCode != http.StatusOK {
 				t.Fatalf("login-code = %d", resp.StatusCode)
 			}
-			req, _ := http.NewRequest("GET", g.httpURL+"/v1/users:login-attempts?email=ada@example.com", nil)
+			req, _ := http.NewRequest("GET", g.httpURL+"/v1/users:loginAttempts?email=ada@example.com", nil)
 			req.Header.Set("Authorization", "Bearer "+admin)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

@@ -394,7 +394,7 @@ func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
 		t.Fatalf("no revised plan was asked for: %d plan prompts", len(ps))
 	}
 	first := job["review_id"].(string)
-	code, body := rest(t, http.MethodPost, "/v1/reviews/"+first+":request-changes", token, map[string]any{"feedback": "FEEDBACK-MARKER please add a doc comment"})
+	code, body := rest(t, http.MethodPost, "/v1/reviews/"+first+":requestChanges", token, map[string]any{"feedback": "FEEDBACK-MARKER please add a doc comment"})
 	if code != http.StatusOK {
 		t.Fatalf("request changes: %d %v", code, body)
 	}
@@ -444,7 +444,7 @@ func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 	if code, task := rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil); code != http.StatusOK || task["task"].(map[string]any)["status"] != "TASK_STATUS_BLOCKED" {
 		t.Fatalf("task of an impossible job: %d %v", code, task)
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":resolve", token, map[string]any{"note": "done by hand"}); code != http.StatusOK {
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":resolveTask", token, map[string]any{"note": "done by hand"}); code != http.StatusOK {
 		t.Fatalf("resolve: %d %v", code, body)
 	}
 	job = waitJob(t, jobID, 30*time.Second, "JOB_STATUS_COMPLETED")
@@ -463,7 +463,7 @@ func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
 	if job["attempt"].(float64) != 3 || !strings.Contains(job["error"].(string), "intervention gave up") || !strings.HasPrefix(recovery, "no progress") {
 		t.Fatalf("stuck job: attempt %v, error %v, recovery %q", job["attempt"], job["error"], recovery)
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":skip", token, map[string]any{"reason": "not worth it"}); code != http.StatusOK {
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":skipTask", token, map[string]any{"reason": "not worth it"}); code != http.StatusOK {
 		t.Fatalf("skip: %d %v", code, body)
 	}
 	waitJob(t, jobID, 30*time.Second, "JOB_STATUS_SKIPPED")
@@ -479,7 +479,7 @@ func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
 	if job["clarification_question"] != "Which colour should F use?" {
 		t.Fatalf("question %v", job["clarification_question"])
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":clarify", token, map[string]any{"answer": "use blue"}); code != http.StatusOK {
+	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":respondToClarification", token, map[string]any{"answer": "use blue"}); code != http.StatusOK {
 		t.Fatalf("clarify: %d %v", code, body)
 	}
 	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
@@ -525,7 +525,7 @@ func TestAgentBudgetStopsTheJob(t *testing.T) {
 		body         any
 	}{
 		{http.MethodGet, "/v1/jobs/" + jobID, nil},
-		{http.MethodPost, "/v1/jobs/" + jobID + ":skip", map[string]any{}},
+		{http.MethodPost, "/v1/jobs/" + jobID + ":skipTask", map[string]any{}},
 		{http.MethodGet, "/v1/jobs/" + jobID + "/metrics", nil},
 		{http.MethodPost, "/v1/jobs", map[string]any{"task_id": taskID}},
 	} {

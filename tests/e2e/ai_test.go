@@ -110,7 +110,7 @@ func TestTasksPlanTaskOrderThroughAI(t *testing.T) {
 	b, _ := json.Marshal(order)
 	llm.SetScript(&fakellm.Script{Anthropic: []fakellm.Response{{Match: api.Task.Id, Text: string(b)}}})
 	defer llm.SetScript(script) // the suite's own script, build entries included
-	code, body := rest(t, "POST", "/v1/tasks:plan-order", token, map[string]any{"repo": repo})
+	code, body := rest(t, "POST", "/v1/tasks:planOrder", token, map[string]any{"repo": repo})
 	if code != http.StatusOK {
 		t.Fatalf("plan-order: %d %v", code, body)
 	}

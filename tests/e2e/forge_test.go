@@ -112,7 +112,7 @@ func TestImportIssuesThroughTheMesh(t *testing.T) {
 	}
 	first := issue("Schema for users", "")
 	issue("Login endpoint", "Needs the schema.\n\nBlocked by #1")
-	code, imp := rest(t, http.MethodPost, "/v1/tasks:import-issues", token, map[string]any{"repo": "local/importing"})
+	code, imp := rest(t, http.MethodPost, "/v1/tasks:importIssues", token, map[string]any{"repo": "local/importing"})
 	if code != http.StatusOK {
 		t.Fatalf("import: %d %v", code, imp)
 	}
@@ -140,7 +140,7 @@ func TestImportIssuesThroughTheMesh(t *testing.T) {
 	if code, body := rest(t, http.MethodPatch, "/v1/repos/local/importing/issues/1", token, map[string]any{"title": "Schema for users and roles"}); code != http.StatusOK {
 		t.Fatalf("update issue %v: %d %v", first, code, body)
 	}
-	code, again := rest(t, http.MethodPost, "/v1/tasks:import-issues", token, map[string]any{"repo": "local/importing"})
+	code, again := rest(t, http.MethodPost, "/v1/tasks:importIssues", token, map[string]any{"repo": "local/importing"})
 	if code != http.StatusOK {
 		t.Fatalf("second import: %d %v", code, again)
 	}

@@ -454,7 +454,7 @@ func TestLoginLockout(t *testing.T) {
 	}
 
 	// The admin sees both in the login report, locked out, and reads the audit.
-	code, report := rest(t, "GET", "/v1/users:login-report?window=3600s&min_failures=5", token, nil)
+	code, report := rest(t, "GET", "/v1/users:loginReport?window=3600s&min_failures=5", token, nil)
 	if code != http.StatusOK {
 		t.Fatalf("login report = %d %v", code, report)
 	}
@@ -469,7 +469,7 @@ func TestLoginLockout(t *testing.T) {
 			t.Errorf("%s in the login report = %v (listed: %v)", email, a, ok)
 		}
 	}
-	code, audit := rest(t, "GET", "/v1/users:login-attempts?page_size=2&email="+url.QueryEscape(known), token, nil)
+	code, audit := rest(t, "GET", "/v1/users:loginAttempts?page_size=2&email="+url.QueryEscape(known), token, nil)
 	if rows, _ := audit["attempts"].([]any); code != http.StatusOK || len(rows) != 2 || audit["next_page_token"] == "" ||
 		rows[0].(map[string]any)["outcome"] != "LOGIN_OUTCOME_LOCKED_OUT" {
 		t.Errorf("login audit of %s = %d %v", known, code, audit)
@@ -477,7 +477,7 @@ func TestLoginLockout(t *testing.T) {
 	// A member is refused both.
 	_, peer := newUser(t, "alan-peer")
 	member, _ := login(t, peer, 0)
-	if code, _ := rest(t, "GET", "/v1/users:login-report", member, nil); code != http.StatusForbidden {
+	if code, _ := rest(t, "GET", "/v1/users:loginReport", member, nil); code != http.StatusForbidden {
 		t.Errorf("member's login report = %d, want 403", code)
 	}
 }

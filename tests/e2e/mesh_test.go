@@ -240,7 +240,7 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 		t.Fatalf("POST = %d %v", code, body)
 	}
 	id := body["task"].(map[string]any)["id"].(string)
-	code, body = rest(t, "POST", "/v1/tasks/"+id+":set-status", token, map[string]any{"status": "TASK_STATUS_IN_PROGRESS"})
+	code, body = rest(t, "POST", "/v1/tasks/"+id+":setStatus", token, map[string]any{"status": "TASK_STATUS_IN_PROGRESS"})
 	if code != http.StatusOK {
 		t.Fatalf("set status = %d %v", code, body)
 	}
@@ -256,7 +256,7 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 		last = ev.GetId()
 	}
 	// An illegal transition through the edge is 400 FailedPrecondition naming both states.
-	code, body = rest(t, "POST", "/v1/tasks/"+id+":set-status", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
+	code, body = rest(t, "POST", "/v1/tasks/"+id+":setStatus", token, map[string]any{"status": "TASK_STATUS_PLANNED"})
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "in_progress") {
 		t.Fatalf("illegal transition = %d %v", code, body)
 	}
@@ -331,10 +331,10 @@ func TestTaskRESTSurface(t *testing.T) {
 		{"GET", "/v1/tasks?page_size=1000", nil, http.StatusBadRequest},
 		{"POST", "/v1/tasks", map[string]any{"repo": repo}, http.StatusBadRequest},
 		{"POST", "/v1/tasks", map[string]any{"title": "x", "repo": repo, "status": "TASK_STATUS_NOPE"}, http.StatusBadRequest},
-		{"POST", "/v1/tasks:plan-order", map[string]any{}, http.StatusBadRequest},
+		{"POST", "/v1/tasks:planOrder", map[string]any{}, http.StatusBadRequest},
 		// No open task: an empty order, and no model call (TestTasksPlanTaskOrderThroughAI
 		// orders real tasks).
-		{"POST", "/v1/tasks:plan-order", map[string]any{"repo": "e2e/nothing-open"}, http.StatusOK},
+		{"POST", "/v1/tasks:planOrder", map[string]any{"repo": "e2e/nothing-open"}, http.StatusOK},
 	} {
 		if code, body := rest(t, tc.method, tc.path, token, tc.body); code != tc.want {
 			t.Errorf("%s %s = %d %v, want %d", tc.method, tc.path, code, body, tc.want)

@@ -35,7 +35,7 @@ func TestSkillsThroughTheGateway(t *testing.T) {
 	}
 
 	file := "package cfg\n\nimport \"crypto/tls\"\n\nconst awsKey = \"AKIAQ3EGRJ7XKZ4P2WNM\"\n\nvar TLS = &tls.Config{InsecureSkipVerify: true}\n"
-	code, body = rest(t, http.MethodPost, "/v1/skills:post-run", token, map[string]any{
+	code, body = rest(t, http.MethodPost, "/v1/skills:executePostRun", token, map[string]any{
 		"context": map[string]any{"description": "add a TLS client", "repo": "local/demo"},
 		"files":   []map[string]any{{"path": "internal/cfg/cfg.go", "content": file}},
 	})

@@ -136,7 +136,7 @@ func (rt *routes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pathPrefix is the first two segments of path without a custom method: "/v1/tasks" for
-// /v1/tasks/x, /v1/tasks:batch-create and /v1/tasks; "" when there are not two.
+// /v1/tasks/x, /v1/tasks:batchCreate and /v1/tasks; "" when there are not two.
 func pathPrefix(path string) string {
 	if !strings.HasPrefix(path, "/") {
 		return ""

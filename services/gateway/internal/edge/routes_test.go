@@ -11,7 +11,7 @@ import (
 func TestPathPrefix(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"/v1/tasks/0196/x": "/v1/tasks", "/v1/tasks:batch-create": "/v1/tasks", "/v1/tasks": "/v1/tasks",
+		"/v1/tasks/0196/x": "/v1/tasks", "/v1/tasks:batchCreate": "/v1/tasks", "/v1/tasks": "/v1/tasks",
 		"/v1/jobs/7:watch": "/v1/jobs", "/v1/": "", "/v1": "", "/": "", "": "", "/healthz": "", "v1/tasks": "",
 	} {
 		if got := pathPrefix(in); got != want {

@@ -609,7 +609,7 @@ func RegisterMemoryServiceHandlerServer(ctx context.Context, mux *runtime.ServeM
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.memory.v1.MemoryService/MarkMemoriesUsed", runtime.WithHTTPPathPattern("/v1/memories:mark-used"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.memory.v1.MemoryService/MarkMemoriesUsed", runtime.WithHTTPPathPattern("/v1/memories:markUsed"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -820,7 +820,7 @@ func RegisterMemoryServiceHandlerClient(ctx context.Context, mux *runtime.ServeM
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.memory.v1.MemoryService/MarkMemoriesUsed", runtime.WithHTTPPathPattern("/v1/memories:mark-used"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.memory.v1.MemoryService/MarkMemoriesUsed", runtime.WithHTTPPathPattern("/v1/memories:markUsed"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -846,7 +846,7 @@ var (
 	pattern_MemoryService_GetStats_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "memories"}, "stats"))
 	pattern_MemoryService_UpdateMemory_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "memories", "id"}, ""))
 	pattern_MemoryService_PromoteMemory_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "memories", "id"}, "promote"))
-	pattern_MemoryService_MarkMemoriesUsed_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "memories"}, "mark-used"))
+	pattern_MemoryService_MarkMemoriesUsed_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "memories"}, "markUsed"))
 )
 
 var (

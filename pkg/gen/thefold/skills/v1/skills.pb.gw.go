@@ -442,7 +442,7 @@ func RegisterSkillServiceHandlerServer(ctx context.Context, mux *runtime.ServeMu
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.skills.v1.SkillService/ExecutePostRun", runtime.WithHTTPPathPattern("/v1/skills:post-run"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.skills.v1.SkillService/ExecutePostRun", runtime.WithHTTPPathPattern("/v1/skills:executePostRun"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -602,7 +602,7 @@ func RegisterSkillServiceHandlerClient(ctx context.Context, mux *runtime.ServeMu
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.skills.v1.SkillService/ExecutePostRun", runtime.WithHTTPPathPattern("/v1/skills:post-run"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.skills.v1.SkillService/ExecutePostRun", runtime.WithHTTPPathPattern("/v1/skills:executePostRun"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
@@ -625,7 +625,7 @@ var (
 	pattern_SkillService_UpdateSkill_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "skills", "id"}, ""))
 	pattern_SkillService_DeleteSkill_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "skills", "id"}, ""))
 	pattern_SkillService_ResolveSkills_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "skills"}, "resolve"))
-	pattern_SkillService_ExecutePostRun_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "skills"}, "post-run"))
+	pattern_SkillService_ExecutePostRun_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "skills"}, "executePostRun"))
 )
 
 var (
