@@ -328,8 +328,8 @@ type runArgs struct {
 	ID string `json:"id"`
 }
 
-func (runArgs) Kind() string    { return "jobrun_test_run" }
-func (a runArgs) JobID() string { return a.ID }
+func (runArgs) Kind() string  { return "jobrun_test_run" }
+func (a runArgs) Job() string { return a.ID }
 
 // Two replicas, each with its River queue and reaper, find a dead worker's job: it is
 // resumed once, by one run, which finishes it.

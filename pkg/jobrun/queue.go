@@ -14,10 +14,10 @@ import (
 )
 
 // Args is a service's River job that runs one job of its store: its Kind names the
-// service's job kind, JobID the row it runs.
+// service's job kind, Job the id of the row it runs.
 type Args interface {
 	river.JobArgs
-	JobID() string
+	Job() string
 }
 
 // QueueConfig describes a service's queue of runs.
@@ -47,7 +47,7 @@ type worker[A Args] struct {
 }
 
 func (w *worker[A]) Work(ctx context.Context, job *river.Job[A]) error {
-	return w.run(ctx, job.Args.JobID())
+	return w.run(ctx, job.Args.Job())
 }
 
 // Timeout: a run lasts as long as its job's budget allows; its lease, not River, notices a

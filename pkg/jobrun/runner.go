@@ -89,8 +89,8 @@ func (r *Runner) Running() int {
 // Run claims job id under a fresh token and runs it until it ends. It returns nil when
 // the job ended, was not runnable, was stopped, or its lease was lost (another worker has
 // it); ctx's error when ctx ended first (the worker is stopping: the lease is released for
-// another worker to resume the job at once); and the job's error joined with Fail's when
-// Fail could not record it (so the queue retries).
+// another worker to resume the job at once); and an error when Fail returns one (it could
+// not record the failure, or wants the run tried again): the queue retries the run.
 func (r *Runner) Run(ctx context.Context, id string, claim Claim) error {
 	token := uuid.NewString()
 	job, ok, err := claim(ctx, id, token)
@@ -137,10 +137,14 @@ func (r *Runner) Run(ctx context.Context, id string, claim Claim) error {
 	r.log.WarnContext(ctx, r.cfg.Noun+" failed", r.cfg.Noun, id, "error", err)
 	failCtx, failCancel := context.WithTimeout(context.WithoutCancel(runCtx), r.cfg.FailTimeout)
 	defer failCancel()
-	if ferr := job.Fail(failCtx, err); ferr != nil && !errors.Is(ferr, ErrLeaseLost) {
+	switch ferr := job.Fail(failCtx, err); {
+	case ferr == nil, errors.Is(ferr, ErrLeaseLost):
+		return nil
+	case errors.Is(ferr, err):
+		return ferr // Fail recorded the error as one to try again
+	default:
 		return errors.Join(err, ferr)
 	}
-	return nil
 }
 
 // renew keeps the lease alive every RenewEvery and cancels the run with ErrLeaseLost when

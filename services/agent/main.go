@@ -9,14 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -32,6 +27,7 @@ import (
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/platform"
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
@@ -126,34 +122,10 @@ type runArgs struct {
 
 func (runArgs) Kind() string { return "agent_job_run" }
 
-const queueName = "jobs"
+func (a runArgs) Job() string { return a.JobID }
 
 // maxMessage is the largest answer the agent takes from another service.
 const maxMessage = 64 << 20
-
-func (runArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueName, MaxAttempts: 25}
-}
-
-type runWorker struct {
-	river.WorkerDefaults[runArgs]
-	eng *loop.Engine
-}
-
-func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
-	return w.eng.Run(ctx, job.Args.JobID)
-}
-
-// Timeout: a job runs as long as its budget allows; the lease detects a dead worker.
-func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
-
-// queue inserts job runs through River.
-type queue struct{ client *river.Client[pgx.Tx] }
-
-func (q queue) Enqueue(ctx context.Context, tx pgx.Tx, id string) error {
-	_, err := q.client.InsertTx(ctx, tx, runArgs{JobID: id, Resume: uuid.NewString()}, nil)
-	return err
-}
 
 func agentService() platform.Service {
 	return platform.Service{
@@ -212,14 +184,6 @@ func agentService() platform.Service {
 				d.Logger.WarnContext(ctx, "no skills service address: jobs run without skills", "env", platform.AddrEnv("skills"))
 			}
 
-			driver := riverpgxv5.New(d.Pool)
-			migrator, err := rivermigrate.New(driver, nil)
-			if err != nil {
-				return err
-			}
-			if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-				return fmt.Errorf("agent: job queue migrations: %w", err)
-			}
 			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
 			d.Go("events hub", hub.Run)
 			d.Go("events retention", func(ctx context.Context) error {
@@ -232,33 +196,25 @@ func agentService() platform.Service {
 				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget, cfg.CallTimeout
 			eng := loop.New(st, clients, d.ServiceSigner, lc, d.Logger)
 
-			workers := river.NewWorkers()
-			river.AddWorker(workers, &runWorker{eng: eng})
-			client, err := river.NewClient(driver, &river.Config{
-				Queues:  map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.MaxJobs}},
-				Workers: workers,
-				Logger:  d.Logger,
-			})
+			q, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[runArgs]{
+				Name: "jobs", MaxWorkers: cfg.MaxJobs, MaxAttempts: 25, Run: eng.Run,
+				New: func(id string) runArgs { return runArgs{JobID: id, Resume: uuid.NewString()} },
+			}, d.Logger)
 			if err != nil {
-				return fmt.Errorf("agent: job queue: %w", err)
+				return fmt.Errorf("agent: %w", err)
 			}
-			d.Go("job worker", func(ctx context.Context) error {
-				if err := client.Start(ctx); err != nil {
-					return fmt.Errorf("job queue: %w", err)
-				}
-				<-ctx.Done()
-				// Running jobs are handed back (their leases released) for another worker.
-				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				return client.StopAndCancel(stopCtx)
-			})
+			d.Go("job worker", q.Serve)
+			// The reaper also resumes each job a circuit breaker paused whose wait is over.
 			d.Go("job reaper", func(ctx context.Context) error {
-				return reap(ctx, st, client, cfg.LeaseExpiry, d.Logger)
+				return q.Reap(ctx, st, jobrun.ReapConfig{Expiry: cfg.LeaseExpiry, Also: func(ctx context.Context) error {
+					_, err := st.ResumeDue(ctx, 100, q.Enqueue)
+					return err
+				}})
 			})
 
 			svc := service.New(st, service.Options{
 				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
-				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: queue{client},
+				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 			})
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
@@ -273,35 +229,5 @@ func agentService() platform.Service {
 			})
 			return nil
 		},
-	}
-}
-
-// reap resumes jobs nobody runs: every third of the lease expiry, each job that should be
-// running but whose lease expired (its worker died), each queued job (its branch may be
-// free now), and each job paused by a circuit breaker whose wait is over, gets a new run.
-func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], expiry time.Duration, log *slog.Logger) error {
-	t := time.NewTicker(expiry / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if _, err := st.ResumeDue(ctx, 100, queue{client}.Enqueue); err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "job reaper: resume jobs paused by a breaker", "error", err)
-		}
-		ids, err := st.TakeStale(ctx, expiry, 100)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.WarnContext(ctx, "job reaper", "error", err)
-			}
-			continue
-		}
-		for _, id := range ids {
-			if _, err := client.Insert(ctx, runArgs{JobID: id, Resume: uuid.NewString()}, nil); err != nil {
-				log.WarnContext(ctx, "job reaper: resume", "job", id, "error", err)
-			}
-		}
 	}
 }

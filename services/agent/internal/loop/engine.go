@@ -9,12 +9,8 @@ package loop
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/thefold/thefold/pkg/auth"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -27,6 +23,7 @@ import (
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpcclient"
+	"github.com/thefold/thefold/pkg/jobrun"
 
 	"github.com/thefold/thefold/services/agent/internal/store"
 )
@@ -79,9 +76,7 @@ type Engine struct {
 	signer *auth.ServiceSigner
 	cfg    Config
 	log    *slog.Logger
-
-	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc
+	runner *jobrun.Runner
 }
 
 // New returns an engine. signer is the agent's own identity: a job outlives the token of
@@ -90,102 +85,50 @@ func New(st *store.Store, c Clients, signer *auth.ServiceSigner, cfg Config, log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{store: st, c: c, signer: signer, cfg: cfg, log: log, running: map[string]context.CancelCauseFunc{}}
+	return &Engine{store: st, c: c, signer: signer, cfg: cfg, log: log,
+		runner: jobrun.NewRunner(st, jobrun.RunnerConfig{Expiry: cfg.LeaseExpiry, RenewEvery: cfg.RenewEvery, Noun: "job"}, log)}
 }
 
 // Config is the engine's configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
-var errLeaseLost = errors.New("job taken out of this worker's hands")
-
 // Stop ends the run of job id at once if this process runs it (a person paused or
 // cancelled it; the store has recorded that, other replicas notice at their next renewal).
-func (e *Engine) Stop(id string) {
-	e.mu.Lock()
-	cancel := e.running[id]
-	e.mu.Unlock()
-	if cancel != nil {
-		cancel(errLeaseLost)
-	}
-}
+func (e *Engine) Stop(id string) { e.runner.Stop(id) }
 
 // Running reports how many jobs this process is running.
-func (e *Engine) Running() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.running)
-}
+func (e *Engine) Running() int { return e.runner.Running() }
 
-// Run runs job id until it stops (review gate, a person needed, paused, finished) or ctx
-// ends (the worker stops: the lease is released so another worker resumes the job). A job
-// held by a live worker, waiting for a person, or whose branch is locked is left alone.
+// Run runs job id under its lease (see jobrun.Runner) until it stops (review gate, a
+// person needed, paused, finished) or ctx ends (the worker stops: the lease is released so
+// another worker resumes the job). A job held by a live worker, waiting for a person, or
+// whose branch is locked is left alone.
 func (e *Engine) Run(ctx context.Context, id string) error {
-	lease := uuid.NewString()
-	rec, ok, err := e.store.Claim(ctx, id, lease, e.cfg.LeaseExpiry)
-	if err != nil || !ok {
-		return err
-	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	e.mu.Lock()
-	e.running[id] = cancel
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, id)
-		e.mu.Unlock()
-	}()
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		e.renew(runCtx, id, lease, cancel)
-	}()
-	defer func() { cancel(nil); <-renewed }()
-
-	// Calls fail at once when a service is down (instead of waiting for it within their
-	// deadline): the circuit breakers count them and pause the job.
-	callCtx := grpcclient.FailFast(runCtx)
-	if e.signer != nil {
-		callCtx = auth.OnBehalfOf(callCtx, e.signer, rec.Job.OwnerId)
-	}
-	r := &run{e: e, rec: rec, lease: lease, since: time.Now()}
-	err = r.loop(callCtx)
-	cause := context.Cause(runCtx)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrLeaseLost), errors.Is(cause, errLeaseLost):
-		return nil
-	case ctx.Err() != nil:
-		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer relCancel()
-		_ = e.store.Release(relCtx, id, lease)
-		return ctx.Err()
-	}
-	failCtx, failCancel := context.WithTimeout(context.WithoutCancel(callCtx), 30*time.Second)
-	defer failCancel()
-	return r.settle(failCtx, err)
+	return e.runner.Run(ctx, id, func(ctx context.Context, id, lease string) (jobrun.Job, bool, error) {
+		rec, ok, err := e.store.Claim(ctx, id, lease, e.cfg.LeaseExpiry)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		return claimed{&run{e: e, rec: rec, lease: lease, since: time.Now()}}, true, nil
+	})
 }
 
-// renew keeps the lease alive and stops the run when the lease is lost.
-func (e *Engine) renew(ctx context.Context, id, lease string, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(e.cfg.RenewEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := e.store.Renew(ctx, id, lease)
-		switch {
-		case errors.Is(err, store.ErrLeaseLost):
-			cancel(errLeaseLost)
-			return
-		case err != nil && ctx.Err() == nil:
-			e.log.WarnContext(ctx, "job lease renewal failed", "job", id, "error", err)
-		}
+// claimed is a claimed run of the loop, for the runner.
+type claimed struct{ r *run }
+
+func (c claimed) Run(ctx context.Context) error { return c.r.loop(c.calls(ctx)) }
+
+func (c claimed) Fail(ctx context.Context, err error) error { return c.r.settle(c.calls(ctx), err) }
+
+// calls is ctx for the run's calls: they go out on behalf of the job's owner, and fail at
+// once when a service is down (instead of waiting for it within their deadline), so the
+// circuit breakers count them and pause the job.
+func (c claimed) calls(ctx context.Context) context.Context {
+	ctx = grpcclient.FailFast(ctx)
+	if c.r.e.signer != nil {
+		ctx = auth.OnBehalfOf(ctx, c.r.e.signer, c.r.rec.Job.OwnerId)
 	}
+	return ctx
 }
 
 // Actor is the audit actor of the loop itself.

@@ -8,6 +8,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -25,28 +26,33 @@ import (
 	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
+	"github.com/thefold/thefold/pkg/jobrun"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/protoenum"
 )
 
-// Store is the agent schema.
+// Store is the agent schema. Its Renew, Release and TakeStale are the jobs' leases
+// (jobrun.Leases over the jobs table): a job in QUEUED or RUNNING should have a runner.
 type Store struct {
 	pool *pgxpool.Pool
 	hub  *events.Hub
+	*jobrun.Leases
 }
 
 // New returns a store over pool (whose search_path is the agent schema); hub serves Watch
 // and may be nil when nothing watches.
-func New(pool *pgxpool.Pool, hub *events.Hub) *Store { return &Store{pool: pool, hub: hub} }
+func New(pool *pgxpool.Pool, hub *events.Hub) *Store {
+	return &Store{pool: pool, hub: hub, Leases: &jobrun.Leases{DB: pool, Table: "jobs", Active: []string{"queued", "running"}}}
+}
 
 // Pool is the store's pool, for the job queue's transactions.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // ErrLeaseLost is returned by a loop write when the job is no longer held by the caller's
 // lease: a person paused or cancelled it, or another worker took it over.
-var ErrLeaseLost = errors.New("store: job lease lost")
+var ErrLeaseLost = jobrun.ErrLeaseLost
 
 // State is the loop's own checkpoint beside the job and its context: what it needs to
 // carry on after a restart that the contract's Job does not say.
@@ -415,47 +421,13 @@ func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duratio
 		default:
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET lease_id = $2, lease_time = now() WHERE id = $1`, id, lease); err != nil {
+		if ok, err = s.Leases.Claim(ctx, tx, id, lease, expiry); err != nil || !ok {
 			return err
 		}
-		rec, ok = r, true
+		rec = r
 		return nil
 	})
 	return rec, ok, err
-}
-
-// Renew extends the lease and returns the job's status; ErrLeaseLost when the lease is no
-// longer the caller's (paused, cancelled, taken over).
-func (s *Store) Renew(ctx context.Context, id, lease string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET lease_time = now() WHERE id = $1 AND lease_id = $2 AND status = 'running'`, id, lease)
-	if err != nil {
-		return err
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}
-
-// Release gives the job back (the worker is stopping), for another worker to resume.
-func (s *Store) Release(ctx context.Context, id, lease string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE jobs SET lease_id = NULL, lease_time = NULL WHERE id = $1 AND lease_id = $2`, id, lease)
-	return err
-}
-
-// TakeStale returns up to limit jobs that should run but nobody runs: RUNNING jobs whose
-// lease expired (their worker died) and QUEUED jobs (waiting for their branch), oldest
-// first. Their leases are marked so two reapers do not both pick them within expiry.
-func (s *Store) TakeStale(ctx context.Context, expiry time.Duration, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE jobs SET lease_time = now() - $1::interval + $3::interval, lease_id = NULL
-		WHERE id IN (SELECT id FROM jobs WHERE status IN ('queued', 'running')
-			AND (lease_time IS NULL OR lease_time < now() - $1::interval)
-			ORDER BY update_time LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING id`, expiry, limit, expiry/2)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // Step is what one loop step writes with the job: its events, audit entries, phase
@@ -479,13 +451,8 @@ type Step struct {
 // up its lease.
 func (s *Store) Save(ctx context.Context, rec *Record, lease string, st Step) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var cur string
-		err := tx.QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1 AND lease_id = $2 FOR UPDATE`, rec.Job.Id, lease).Scan(&cur)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && cur != "running") {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return err
+		if cur, err := s.Fence(ctx, tx, rec.Job.Id, lease); err != nil || cur != "running" {
+			return cmp.Or(err, ErrLeaseLost)
 		}
 		if st.Review != nil {
 			if err := s.insertReview(ctx, tx, rec, st.Review, st.ReviewKey); err != nil {
