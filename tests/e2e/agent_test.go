@@ -749,7 +749,8 @@ func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
 
 type sseEvent struct{ id, typ string }
 
-// jobSSE reads a finished job's events as server-sent events, after lastID when set.
+// jobSSE reads a finished job's events as server-sent events, after lastID when set; the
+// stream must end with an end event.
 func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -769,8 +770,9 @@ func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 		t.Fatalf("SSE answer %d %q", resp.StatusCode, ct)
 	}
 	var (
-		out []sseEvent
-		cur sseEvent
+		out      []sseEvent
+		cur      sseEvent
+		lastType string
 	)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 4<<20), 4<<20)
@@ -778,7 +780,8 @@ func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 		line := sc.Text()
 		switch {
 		case line == "":
-			if cur.id != "" || cur.typ != "" {
+			// Heartbeats (whose id is the cursor) and the end of the stream are not events.
+			if (cur.id != "" || cur.typ != "") && cur.typ != "heartbeat" && cur.typ != "end" {
 				out = append(out, cur)
 			}
 			cur = sseEvent{}
@@ -786,10 +789,14 @@ func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 			cur.id = strings.TrimPrefix(line, "id: ")
 		case strings.HasPrefix(line, "event: "):
 			cur.typ = strings.TrimPrefix(line, "event: ")
+			lastType = cur.typ
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("SSE: %v (the stream did not end)", err)
+	}
+	if lastType != "end" {
+		t.Fatalf("SSE stream ended without an end event (last %q)", lastType)
 	}
 	return out
 }
