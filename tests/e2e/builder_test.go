@@ -401,7 +401,7 @@ func TestBuildOverRESTProducesAModuleGoAccepts(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s", argv, code, out)
 		}
 	}
-	diff, err := sb.Diff(ctx, &sandboxv1.DiffRequest{Id: sbID, StatOnly: true})
+	diff, err := sb.Diff(ctx, &sandboxv1.DiffRequest{Id: sbID, StatsOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -780,7 +780,7 @@ func (r *run) finalize(ctx context.Context) error {
 func (r *run) report(ctx context.Context) (*builderv1.BuildReport, error) {
 	rep := &builderv1.BuildReport{}
 	done := r.e.timed("sandbox")
-	diff, err := r.e.sb.Diff(ctx, &sandboxv1.DiffRequest{Id: r.b.SandboxId, StatOnly: true})
+	diff, err := r.e.sb.Diff(ctx, &sandboxv1.DiffRequest{Id: r.b.SandboxId, StatsOnly: true})
 	done()
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)

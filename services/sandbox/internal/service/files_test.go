@@ -169,8 +169,8 @@ func TestSnapshotAndDiff(t *testing.T) {
 		!strings.Contains(d.Files[0].UnifiedDiff, "+and more") {
 		t.Fatalf("diff against the snapshot: %v %v", d, err)
 	}
-	// Paths filter; stat_only leaves out the unified diffs.
-	d, err = e.client.Diff(e.alice, &sandboxv1.DiffRequest{Id: sb.Id, Paths: []string{"a.txt"}, StatOnly: true})
+	// Paths filter; stats_only leaves out the unified diffs.
+	d, err = e.client.Diff(e.alice, &sandboxv1.DiffRequest{Id: sb.Id, Paths: []string{"a.txt"}, StatsOnly: true})
 	if err != nil || len(d.Files) != 1 || d.Files[0].UnifiedDiff != "" || d.Stats.Additions != 1 {
 		t.Fatalf("filtered: %v %v", d, err)
 	}

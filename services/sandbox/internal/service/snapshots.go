@@ -140,7 +140,7 @@ func (s *Server) Diff(ctx context.Context, req *sandboxv1.DiffRequest) (*sandbox
 		}
 	}
 	blobs := blobDir(sb)
-	files, _, err := ws.DiffWith(base, workspace.DiffOptions{Unified: !req.GetStatOnly(), Context: int(req.GetContextLines()),
+	files, _, err := ws.DiffWith(base, workspace.DiffOptions{Unified: !req.GetStatsOnly(), Context: int(req.GetContextLines()),
 		BaseContent: func(p string) ([]byte, bool) {
 			st, ok := base.Files[p]
 			if !ok {

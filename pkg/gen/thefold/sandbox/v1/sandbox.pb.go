@@ -2913,7 +2913,7 @@ type DiffRequest struct {
 	// Only these paths or path prefixes; empty means all.
 	Paths []string `protobuf:"bytes,3,rep,name=paths,proto3" json:"paths,omitempty"`
 	// Leave out unified_diff.
-	StatOnly bool `protobuf:"varint,4,opt,name=stat_only,json=statOnly,proto3" json:"stat_only,omitempty"`
+	StatsOnly bool `protobuf:"varint,4,opt,name=stats_only,json=statsOnly,proto3" json:"stats_only,omitempty"`
 	// Lines of context in unified diffs; 0 means 3.
 	ContextLines  int32 `protobuf:"varint,5,opt,name=context_lines,json=contextLines,proto3" json:"context_lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2971,9 +2971,9 @@ func (x *DiffRequest) GetPaths() []string {
 	return nil
 }
 
-func (x *DiffRequest) GetStatOnly() bool {
+func (x *DiffRequest) GetStatsOnly() bool {
 	if x != nil {
-		return x.StatOnly
+		return x.StatsOnly
 	}
 	return false
 }
@@ -2989,7 +2989,7 @@ type DiffResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by path. Ignored paths (.git, dependency folders, build output) are left out.
 	// Files are compared by SHA-256: a rename is a DELETE and a CREATE (previous_path stays
-	// empty); unified_diff is empty for binary files or with stat_only.
+	// empty); unified_diff is empty for binary files or with stats_only.
 	Files []*v1.FileDiff `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
 	// What was compared against: the base commit, "initial" (a blank or archive sandbox's
 	// starting state) or the snapshot id.
@@ -3259,13 +3259,14 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"P\n" +
 	"\x10SnapshotResponse\x12<\n" +
-	"\bsnapshot\x18\x01 \x01(\v2 .thefold.sandbox.v1.SnapshotInfoR\bsnapshot\"\x96\x01\n" +
+	"\bsnapshot\x18\x01 \x01(\v2 .thefold.sandbox.v1.SnapshotInfoR\bsnapshot\"\x98\x01\n" +
 	"\vDiffRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vsnapshot_id\x18\x02 \x01(\tR\n" +
 	"snapshotId\x12\x14\n" +
-	"\x05paths\x18\x03 \x03(\tR\x05paths\x12\x1b\n" +
-	"\tstat_only\x18\x04 \x01(\bR\bstatOnly\x12#\n" +
+	"\x05paths\x18\x03 \x03(\tR\x05paths\x12\x1d\n" +
+	"\n" +
+	"stats_only\x18\x04 \x01(\bR\tstatsOnly\x12#\n" +
 	"\rcontext_lines\x18\x05 \x01(\x05R\fcontextLines\"\x85\x01\n" +
 	"\fDiffResponse\x12/\n" +
 	"\x05files\x18\x01 \x03(\v2\x19.thefold.type.v1.FileDiffR\x05files\x12\x12\n" +
