@@ -11,10 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
@@ -23,6 +19,7 @@ import (
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/platform"
 
 	"github.com/thefold/thefold/services/builder/internal/engine"
@@ -96,32 +93,7 @@ type runArgs struct {
 
 func (runArgs) Kind() string { return "build_run" }
 
-const queueName = "builds"
-
-func (runArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: queueName, MaxAttempts: 10}
-}
-
-type runWorker struct {
-	river.WorkerDefaults[runArgs]
-	eng *engine.Engine
-}
-
-func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
-	return w.eng.Run(ctx, job.Args.BuildID)
-}
-
-// Timeout: a build runs as long as its budget allows; the lease, not the job, detects a
-// dead worker.
-func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
-
-// queue inserts build runs through River.
-type queue struct{ client *river.Client[pgx.Tx] }
-
-func (q queue) Enqueue(ctx context.Context, tx pgx.Tx, id string) error {
-	_, err := q.client.InsertTx(ctx, tx, runArgs{BuildID: id}, nil)
-	return err
-}
+func (a runArgs) Job() string { return a.BuildID }
 
 func builderService() platform.Service {
 	return platform.Service{
@@ -145,15 +117,6 @@ func builderService() platform.Service {
 				return err
 			}
 			sb := sandboxv1.NewSandboxServiceClient(sbConn)
-
-			driver := riverpgxv5.New(d.Pool)
-			migrator, err := rivermigrate.New(driver, nil)
-			if err != nil {
-				return err
-			}
-			if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-				return fmt.Errorf("builder: job queue migrations: %w", err)
-			}
 
 			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
 			d.Go("events hub", hub.Run)
@@ -182,31 +145,19 @@ func builderService() platform.Service {
 				return err
 			}
 
-			workers := river.NewWorkers()
-			river.AddWorker(workers, &runWorker{eng: eng})
-			client, err := river.NewClient(driver, &river.Config{
-				Queues:  map[string]river.QueueConfig{queueName: {MaxWorkers: cfg.MaxBuilds}},
-				Workers: workers,
-				Logger:  d.Logger,
-			})
+			q, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[runArgs]{
+				Name: "builds", MaxWorkers: cfg.MaxBuilds, MaxAttempts: 10, Run: eng.Run,
+				New: func(id string) runArgs { return runArgs{BuildID: id, Resume: uuid.NewString()} },
+			}, d.Logger)
 			if err != nil {
-				return fmt.Errorf("builder: job queue: %w", err)
+				return fmt.Errorf("builder: %w", err)
 			}
-			d.Go("build worker", func(ctx context.Context) error {
-				if err := client.Start(ctx); err != nil {
-					return fmt.Errorf("job queue: %w", err)
-				}
-				<-ctx.Done()
-				// Running builds are handed back (their leases released) for another worker.
-				stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				return client.StopAndCancel(stopCtx)
-			})
+			d.Go("build worker", q.Serve)
 			d.Go("build reaper", func(ctx context.Context) error {
-				return reap(ctx, st, client, cfg.LeaseExpiry, d)
+				return q.Reap(ctx, st, jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
 			})
 
-			svc := service.New(st, queue{client}, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, cfg.MaxWatchesPerUser, d.Logger)
+			svc := service.New(st, q, eng, sb, cfg.WatchHeartbeat, cfg.MaxWatches, cfg.MaxWatchesPerUser, d.Logger)
 			builderv1.RegisterBuilderServiceServer(d.Server.GRPC(), svc)
 			// A disabled owner's builds are cancelled (the gateway's revocations say who).
 			d.Go("disabled owners", func(ctx context.Context) error {
@@ -217,33 +168,5 @@ func builderService() platform.Service {
 			})
 			return nil
 		},
-	}
-}
-
-// reap resumes builds whose worker died: every third of the lease expiry, each build that
-// should be running but whose lease has expired gets a new run job.
-func reap(ctx context.Context, st *store.Store, client *river.Client[pgx.Tx], expiry time.Duration, d *platform.Deps) error {
-	t := time.NewTicker(expiry / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		ids, err := st.TakeStale(ctx, expiry, 100)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.Logger.WarnContext(ctx, "build reaper", "error", err)
-			}
-			continue
-		}
-		for _, id := range ids {
-			if _, err := client.Insert(ctx, runArgs{BuildID: id, Resume: uuid.NewString()}, nil); err != nil {
-				d.Logger.WarnContext(ctx, "build reaper: resume", "build", id, "error", err)
-				continue
-			}
-			d.Logger.InfoContext(ctx, "resuming a build whose worker stopped", "build", id)
-		}
 	}
 }

@@ -10,19 +10,16 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/thefold/thefold/pkg/auth"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
-	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 
 	"github.com/thefold/thefold/services/builder/internal/store"
 )
@@ -62,8 +59,7 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc
+	runner *jobrun.Runner
 
 	// callSeconds is the time spent waiting on other services, by service; stepSeconds
 	// the time spent running steps, by kind. Their difference is the builder's own share.
@@ -96,7 +92,8 @@ func New(st *store.Store, ai aiv1.AIServiceClient, sb sandboxv1.SandboxServiceCl
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Engine{
-		store: st, ai: ai, sb: sb, skills: skills, signer: signer, cfg: cfg, log: log, running: map[string]context.CancelCauseFunc{},
+		store: st, ai: ai, sb: sb, skills: skills, signer: signer, cfg: cfg, log: log,
+		runner: jobrun.NewRunner(st, jobrun.RunnerConfig{Expiry: cfg.LeaseExpiry, RenewEvery: cfg.RenewEvery, FailTimeout: 10 * time.Second, Noun: "build"}, log),
 		callSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "thefold_builder_call_seconds_total", Help: "Time builds spent waiting on calls to other services.",
 		}, []string{"service"}),
@@ -109,105 +106,35 @@ func New(st *store.Store, ai aiv1.AIServiceClient, sb sandboxv1.SandboxServiceCl
 	}
 }
 
-var (
-	errCancelled = errors.New("build cancelled")
-	errLeaseLost = errors.New("build taken over by another worker")
-)
-
 // Cancel stops build id at once if this process runs it (the store has recorded the
 // cancellation; other replicas notice it at their next lease renewal).
-func (e *Engine) Cancel(id string) {
-	e.mu.Lock()
-	cancel := e.running[id]
-	e.mu.Unlock()
-	if cancel != nil {
-		cancel(errCancelled)
-	}
-}
+func (e *Engine) Cancel(id string) { e.runner.Stop(id) }
 
 // Running reports how many builds this process is running.
-func (e *Engine) Running() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.running)
-}
+func (e *Engine) Running() int { return e.runner.Running() }
 
-// Run runs build id until it finishes, is cancelled, or ctx ends (the worker stops: the
-// lease is released so another worker resumes the build). A build that is finished or held
-// by a live worker is left alone.
+// Run runs build id under its lease (see jobrun.Runner) until it finishes, is cancelled,
+// or ctx ends (the worker stops: the lease is released so another worker resumes the
+// build). A build that is finished or held by a live worker is left alone.
 func (e *Engine) Run(ctx context.Context, id string) error {
-	lease := uuid.NewString()
-	b, steps, ok, err := e.store.Claim(ctx, id, lease, e.cfg.LeaseExpiry)
-	if err != nil || !ok {
-		return err
-	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	e.mu.Lock()
-	e.running[id] = cancel
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, id)
-		e.mu.Unlock()
-	}()
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		e.renew(runCtx, id, lease, cancel)
-	}()
-	defer func() { cancel(nil); <-renewed }()
-
-	callCtx := runCtx
-	if e.signer != nil {
-		callCtx = auth.OnBehalfOf(runCtx, e.signer, b.OwnerId)
-	}
-	r := &run{e: e, b: b, steps: steps, lease: lease}
-	err = r.run(callCtx)
-	cause := context.Cause(runCtx)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(cause, errCancelled), errors.Is(err, store.ErrLeaseLost), errors.Is(cause, errLeaseLost):
-		// Recorded by CancelBuild, or the build is another worker's now.
-		return nil
-	case ctx.Err() != nil:
-		// The worker is stopping: hand the build over.
-		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer relCancel()
-		_ = e.store.Release(relCtx, id, lease)
-		return ctx.Err()
-	}
-	e.log.WarnContext(ctx, "build failed", "build", id, "error", err)
-	failCtx, failCancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer failCancel()
-	if ferr := r.fail(failCtx, err); ferr != nil && !errors.Is(ferr, store.ErrLeaseLost) {
-		return errors.Join(err, ferr)
-	}
-	return nil
+	return e.runner.Run(ctx, id, func(ctx context.Context, id, lease string) (jobrun.Job, bool, error) {
+		b, steps, ok, err := e.store.Claim(ctx, id, lease, e.cfg.LeaseExpiry)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		return claimed{&run{e: e, b: b, steps: steps, lease: lease}}, true, nil
+	})
 }
 
-// renew keeps the lease alive and cancels the run when the build was cancelled or the lease
-// lost.
-func (e *Engine) renew(ctx context.Context, id, lease string, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(e.cfg.RenewEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		st, err := e.store.Renew(ctx, id, lease)
-		switch {
-		case errors.Is(err, store.ErrLeaseLost):
-			cancel(errLeaseLost)
-			return
-		case err != nil:
-			e.log.WarnContext(ctx, "build lease renewal failed", "build", id, "error", err)
-		case st == builderv1.BuildStatus_BUILD_STATUS_CANCELLED:
-			cancel(errCancelled)
-			return
-		}
+// claimed is a claimed run of a build, for the runner. Its calls go out on behalf of the
+// build's owner.
+type claimed struct{ r *run }
+
+func (c claimed) Run(ctx context.Context) error {
+	if c.r.e.signer != nil {
+		ctx = auth.OnBehalfOf(ctx, c.r.e.signer, c.r.b.OwnerId)
 	}
+	return c.r.run(ctx)
 }
+
+func (c claimed) Fail(ctx context.Context, err error) error { return c.r.fail(ctx, err) }

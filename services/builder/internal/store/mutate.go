@@ -22,15 +22,8 @@ import (
 // and no live worker holds it (no lease, or one not renewed within expiry). It returns the
 // build and its steps, or ok false when the build is finished or held by another worker.
 func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duration) (*Build, []*Step, bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE builds SET lease_id = $2, lease_time = now()
-		WHERE id = $1 AND status IN ('pending', 'running')
-		  AND (lease_id IS NULL OR lease_id = $2 OR lease_time < now() - $3::interval)`,
-		id, lease, expiry.String())
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("store: claim build %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return nil, nil, false, nil
+	if ok, err := s.Leases.Claim(ctx, s.pool, id, lease, expiry); err != nil || !ok {
+		return nil, nil, false, err
 	}
 	b, err := scanBuild(s.pool.QueryRow(ctx, `SELECT `+buildColumns+` FROM builds WHERE id = $1`, id))
 	if err != nil {
@@ -41,50 +34,6 @@ func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duratio
 		return nil, nil, false, err
 	}
 	return b, steps, true, nil
-}
-
-// Renew renews lease on build id and returns the build's status, so a worker notices a
-// cancellation; ErrLeaseLost when the lease is no longer the caller's.
-func (s *Store) Renew(ctx context.Context, id, lease string) (builderv1.BuildStatus, error) {
-	var st string
-	err := s.pool.QueryRow(ctx, `UPDATE builds SET lease_time = now() WHERE id = $1 AND lease_id = $2 RETURNING status`,
-		id, lease).Scan(&st)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var cur string
-		if err := s.pool.QueryRow(ctx, `SELECT status FROM builds WHERE id = $1`, id).Scan(&cur); err == nil && cur == "cancelled" {
-			return builderv1.BuildStatus_BUILD_STATUS_CANCELLED, nil
-		}
-		return 0, ErrLeaseLost
-	}
-	if err != nil {
-		return 0, err
-	}
-	return parseStatus(st), nil
-}
-
-// Release gives up lease on build id (the worker stops; the build stays as it is).
-func (s *Store) Release(ctx context.Context, id, lease string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE builds SET lease_id = NULL, lease_time = NULL WHERE id = $1 AND lease_id = $2`, id, lease)
-	return err
-}
-
-// TakeStale takes back the builds that should be running but are not held by a live
-// worker — running builds whose lease was not renewed within expiry (their worker died),
-// pending builds no worker claimed within expiry — and returns them for new runs. Their
-// leases are cleared, which fences out a worker that was only stalled, and their update
-// time restarts the clock, so a build is handed out at most once per expiry.
-func (s *Store) TakeStale(ctx context.Context, expiry time.Duration, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE builds SET lease_id = NULL, lease_time = NULL, update_time = now()
-		WHERE id IN (SELECT id FROM builds
-			WHERE status IN ('pending', 'running')
-			  AND ((lease_id IS NOT NULL AND lease_time < now() - $1::interval)
-			    OR (lease_id IS NULL AND update_time < now() - $1::interval))
-			ORDER BY update_time LIMIT $2 FOR UPDATE SKIP LOCKED)
-		RETURNING id`, expiry.String(), limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // Change is one state change of a running build: the build row as it is now, steps

@@ -28,25 +28,30 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/protoenum"
 )
 
-// Store is the builder schema.
+// Store is the builder schema. Its Renew, Release and TakeStale are the builds' leases
+// (jobrun.Leases over the builds table): a build PENDING or RUNNING should have a runner.
 type Store struct {
 	pool *pgxpool.Pool
 	hub  *events.Hub
+	*jobrun.Leases
 }
 
 // New returns a store over pool (whose search_path is the builder schema); hub serves
 // Watch and may be nil when nothing watches.
-func New(pool *pgxpool.Pool, hub *events.Hub) *Store { return &Store{pool: pool, hub: hub} }
+func New(pool *pgxpool.Pool, hub *events.Hub) *Store {
+	return &Store{pool: pool, hub: hub, Leases: &jobrun.Leases{DB: pool, Table: "builds", Active: []string{"pending", "running"}}}
+}
 
 // Pool is the store's pool, for the job queue's transactions.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // ErrLeaseLost is returned by an engine write when the build is no longer held by the
 // caller's lease: another worker took it over, or it is no longer running (cancelled).
-var ErrLeaseLost = errors.New("store: build lease lost")
+var ErrLeaseLost = jobrun.ErrLeaseLost
 
 // Build is a build with what the engine needs beside the contract's BuildJob.
 type Build struct {
