@@ -15,6 +15,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/pkg/tokens"
 )
 
@@ -89,10 +90,10 @@ func grpcDir(t *testing.T) string {
 		}
 	}
 	if dir == "" {
-		t.Skip("google.golang.org/grpc is not in the module cache and cannot be downloaded")
+		testenv.SkipOrFail(t, "google.golang.org/grpc is not in the module cache and cannot be downloaded")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
-		t.Skipf("google.golang.org/grpc at %s is unusable: %v", dir, err)
+		testenv.SkipOrFail(t, "google.golang.org/grpc at %s is unusable: %v", dir, err)
 	}
 	return dir
 }

@@ -18,6 +18,7 @@ import (
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/testenv"
 
 	"github.com/thefold/thefold/services/github/internal/local"
 	"github.com/thefold/thefold/services/github/internal/service"
@@ -107,7 +108,7 @@ func gitCLI(t testing.TB, dir string, args ...string) string {
 func (e *env) clone(t testing.TB, repo string, args ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testenv.SkipOrFail(t, "git is not installed")
 	}
 	dst := filepath.Join(t.TempDir(), "clone")
 	gitCLI(t, t.TempDir(), append(append([]string{"clone", "--quiet"}, args...), e.local.Dir(repo), dst)...)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/pkg/tokens"
 )
 
@@ -23,7 +24,7 @@ import (
 func (e *env) push(t testing.TB, repo, dir string) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testenv.SkipOrFail(t, "git is not installed")
 	}
 	if _, err := e.client.CreateRepo(e.alice, &githubv1.CreateRepoRequest{Repo: repo}); err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func moduleDir(t testing.TB, path string) string {
 		dir = strings.TrimSpace(string(out))
 	}
 	if dir == "" {
-		t.Skipf("%s is not in the module cache", path)
+		testenv.SkipOrFail(t, "%s is not in the module cache", path)
 	}
 	return dir
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	"github.com/thefold/thefold/pkg/testenv"
 
 	"github.com/thefold/thefold/services/memory/internal/service"
 	"github.com/thefold/thefold/services/memory/internal/store"
@@ -48,7 +49,7 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 	}
 	tRead := time.Since(t0)
 	if len(secs) < 50 {
-		b.Skipf("only %d Markdown sections of at least 40 words in %s: too few to measure", len(secs), modcache)
+		testenv.SkipOrFail(b, "only %d Markdown sections of at least 40 words in %s: too few to measure", len(secs), modcache)
 	}
 
 	e := start(b, service.Config{})
@@ -166,6 +167,13 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 	vec, text, alpha, rrf := scores[0].r10, scores[1].r10, scores[2].r10, scores[3].r10
 	fmt.Printf("  targets: hybrid recall@10 ≥ 0.70: alpha %s, RRF %s; hybrid beats both single modes at recall@10: alpha %s, RRF %s\n",
 		verdict(alpha >= 0.70), verdict(rrf >= 0.70), verdict(alpha > vec && alpha > text), verdict(rrf > vec && rrf > text))
+	// A missed target fails the benchmark (make bench), not only says so.
+	if !(alpha >= 0.70 && rrf >= 0.70) {
+		b.Errorf("hybrid recall@10 below the 0.70 target: alpha %.3f, RRF %.3f", alpha, rrf)
+	}
+	if !(alpha > vec && alpha > text && rrf > vec && rrf > text) {
+		b.Errorf("hybrid search does not beat both single modes at recall@10: vector %.3f, text %.3f, alpha %.3f, RRF %.3f", vec, text, alpha, rrf)
+	}
 	for _, i := range sample[:2] {
 		c := []rune(strings.ReplaceAll(secs[i].content, "\n", " "))
 		fmt.Printf("  e.g. %s\n    query:  %q\n    memory: %q…\n", secs[i].source, secs[i].query, string(c[:min(len(c), 160)]))
