@@ -27,15 +27,14 @@ const (
 	regMaxTag         = 32
 	// regMaxPrice is $1,000,000 per million tokens: far above any real price, low enough
 	// that a price × a token count stays within int64 arithmetic in the ledger's sums.
-	regMaxPrice       = 1_000_000_000_000
-	regMaxEmbedDims   = 65536
-	regMaxExcluded    = 100
-	regMaxFilter      = 200
-	regMaxRPCName     = 64
-	regDefaultPage    = 50
-	regMaxPageSize    = 200
-	regPageTokenV1    = "v1"
-	regMaxTokenMicros = 253402300799999999 // end of year 9999
+	regMaxPrice     = 1_000_000_000_000
+	regMaxEmbedDims = 65536
+	regMaxExcluded  = 100
+	regMaxFilter    = 200
+	regMaxRPCName   = 64
+	regDefaultPage  = 50
+	regMaxPageSize  = 200
+	regPageTokenV1  = "v1"
 )
 
 var (
@@ -367,25 +366,16 @@ func regEncodeUsageToken(c *store.UsageCursor) string {
 	if c == nil {
 		return ""
 	}
-	return validate.EncodePageToken(regPageTokenV1, strconv.FormatInt(c.CreateTime.UnixMicro(), 10), c.ID)
+	return validate.EncodeTimeIDToken(regPageTokenV1, c.CreateTime, c.ID)
 }
 
 func regDecodeUsageToken(tok string) (*store.UsageCursor, error) {
-	const method = "ListUsageRecords"
 	if tok == "" {
 		return nil, nil
 	}
-	parts, err := validate.DecodePageToken(tok, regPageTokenV1, 2, method)
+	at, id, err := validate.DecodeTimeIDToken(tok, regPageTokenV1, "ListUsageRecords")
 	if err != nil {
 		return nil, err
 	}
-	micros, err := strconv.ParseInt(parts[0], 10, 64)
-	if err != nil || micros < 0 || micros > regMaxTokenMicros {
-		return nil, validate.BadPageToken(method)
-	}
-	id, err := regDecodeUUID(parts[1], method)
-	if err != nil {
-		return nil, err
-	}
-	return &store.UsageCursor{CreateTime: time.UnixMicro(micros).UTC(), ID: id}, nil
+	return &store.UsageCursor{CreateTime: at, ID: id}, nil
 }

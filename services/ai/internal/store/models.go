@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 )
@@ -110,29 +111,29 @@ func (s *Store) ListModels(ctx context.Context, f ModelFilter) ([]*aiv1.Model, *
 	if f.PageSize <= 0 {
 		return nil, nil, errors.New("store: list models: page size must be positive")
 	}
-	var w where
+	var w db.Conds
 	if f.ProviderID != "" {
-		w.add("m.provider_id = ?::uuid", f.ProviderID)
+		w.Add("m.provider_id = $%d::uuid", f.ProviderID)
 	}
 	if f.Tag != "" {
-		w.add("m.tags @> ARRAY[?::text]", f.Tag)
+		w.Add("m.tags @> ARRAY[$%d::text]", f.Tag)
 	}
 	if f.Tier != 0 {
-		w.add("m.tier = ?", int16(f.Tier))
+		w.Add("m.tier = $%d", int16(f.Tier))
 	}
 	if f.EnabledOnly {
-		w.add("m.enabled AND p.enabled")
+		w.Add("m.enabled AND p.enabled")
 	}
 	if f.Name != "" {
-		w.add("m.name = ?", f.Name)
+		w.Add("m.name = $%d", f.Name)
 	}
 	if f.After != nil {
-		w.add(`(lower(p.name) COLLATE "C", m.tier, m.name COLLATE "C", m.id) > (?::text COLLATE "C", ?, ?::text COLLATE "C", ?::uuid)`,
+		w.Add(`(lower(p.name) COLLATE "C", m.tier, m.name COLLATE "C", m.id) > ($%d::text COLLATE "C", $%d, $%d::text COLLATE "C", $%d::uuid)`,
 			f.After.Provider, int16(f.After.Tier), f.After.Name, f.After.ID)
 	}
-	query := "SELECT " + modelColumns + ", lower(p.name) FROM models m JOIN providers p ON p.id = m.provider_id" + w.sql() +
-		` ORDER BY lower(p.name) COLLATE "C", m.tier, m.name COLLATE "C", m.id LIMIT ` + w.arg(f.PageSize+1)
-	rows, err := s.pool.Query(ctx, query, w.args...)
+	query := "SELECT " + modelColumns + ", lower(p.name) FROM models m JOIN providers p ON p.id = m.provider_id" + w.Where() +
+		` ORDER BY lower(p.name) COLLATE "C", m.tier, m.name COLLATE "C", m.id LIMIT ` + w.Arg(f.PageSize+1)
+	rows, err := s.pool.Query(ctx, query, w.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list models: %w", err)
 	}

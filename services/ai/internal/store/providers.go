@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 )
@@ -71,7 +72,7 @@ func (s *Store) CreateProvider(ctx context.Context, p *aiv1.Provider) (*aiv1.Pro
 // GetProvider returns provider id with its models.
 func (s *Store) GetProvider(ctx context.Context, id string) (*aiv1.Provider, error) {
 	var p *aiv1.Provider
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if p, err = getProvider(ctx, tx, id, ""); err != nil {
 			return err
@@ -108,24 +109,24 @@ func (s *Store) ListProviders(ctx context.Context, f ProviderFilter) ([]*aiv1.Pr
 	if f.PageSize <= 0 {
 		return nil, nil, errors.New("store: list providers: page size must be positive")
 	}
-	var w where
+	var w db.Conds
 	if f.EnabledOnly {
-		w.add("p.enabled")
+		w.Add("p.enabled")
 	}
 	if f.Name != "" {
-		w.add(`lower(p.name) COLLATE "C" = lower(?::text) COLLATE "C"`, f.Name)
+		w.Add(`lower(p.name) COLLATE "C" = lower($%d::text) COLLATE "C"`, f.Name)
 	}
 	if f.After != nil {
-		w.add(`(lower(p.name) COLLATE "C", p.id) > (?::text COLLATE "C", ?::uuid)`, f.After.Name, f.After.ID)
+		w.Add(`(lower(p.name) COLLATE "C", p.id) > ($%d::text COLLATE "C", $%d::uuid)`, f.After.Name, f.After.ID)
 	}
-	query := "SELECT " + providerColumns + " FROM providers p" + w.sql() +
-		` ORDER BY lower(p.name) COLLATE "C", p.id LIMIT ` + w.arg(f.PageSize+1)
+	query := "SELECT " + providerColumns + " FROM providers p" + w.Where() +
+		` ORDER BY lower(p.name) COLLATE "C", p.id LIMIT ` + w.Arg(f.PageSize+1)
 	var (
 		out  []*aiv1.Provider
 		next *ProviderCursor
 	)
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, query, w.args...)
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, query, w.Args...)
 		if err != nil {
 			return fmt.Errorf("store: list providers: %w", err)
 		}
@@ -249,7 +250,7 @@ func (s *Store) DeleteProvider(ctx context.Context, id string) error {
 // read in one snapshot.
 func (s *Store) Catalogue(ctx context.Context) ([]*aiv1.Provider, error) {
 	var out []*aiv1.Provider
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, "SELECT "+providerColumns+` FROM providers p ORDER BY lower(p.name) COLLATE "C", p.id`)
 		if err != nil {
 			return fmt.Errorf("store: catalogue: %w", err)

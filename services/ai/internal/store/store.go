@@ -8,14 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 )
 
@@ -57,69 +56,27 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	return s
 }
 
-// inTx runs fn in a transaction and commits it when fn succeeds.
+// inTx runs fn in a transaction (db.InTx); a commit refused for a constraint becomes the
+// sentinel dbError gives it.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{})
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	// Rollback after Commit is a no-op; it must run even when ctx has ended.
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
+	committing := false
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		committing = true
+		return nil
+	})
+	if err != nil && committing {
 		return dbError("store: commit", err)
 	}
-	return nil
-}
-
-// readTx runs fn in a read-only REPEATABLE READ transaction, so reads that span several
-// queries (providers, then their models) see one snapshot.
-func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	return err
 }
 
 // querier is a pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// where collects the conditions and arguments of a dynamic query.
-type where struct {
-	conds []string
-	args  []any
-}
-
-// add appends cond with each '?' replaced by the next argument's placeholder.
-func (w *where) add(cond string, v ...any) {
-	for _, a := range v {
-		w.args = append(w.args, a)
-		cond = strings.Replace(cond, "?", "$"+strconv.Itoa(len(w.args)), 1)
-	}
-	w.conds = append(w.conds, cond)
-}
-
-// arg appends v and returns its placeholder.
-func (w *where) arg(v any) string {
-	w.args = append(w.args, v)
-	return "$" + strconv.Itoa(len(w.args))
-}
-
-func (w *where) sql() string {
-	if len(w.conds) == 0 {
-		return ""
-	}
-	return " WHERE " + strings.Join(w.conds, " AND ")
 }
 
 // Unique constraints whose violation is a name taken, with the text a client sees.
@@ -136,7 +93,7 @@ func dbError(op string, err error) error {
 	if !errors.As(err, &pgErr) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if pgErr.Code == "23505" { // unique_violation
+	if db.IsUniqueViolation(err) {
 		if text, ok := uniqueTexts[pgErr.ConstraintName]; ok {
 			return fmt.Errorf("%s: %w", text, errs.ErrAlreadyExists)
 		}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
@@ -57,27 +58,27 @@ type UsageFilter struct {
 	Phase      aiv1.CallPhase
 }
 
-func (f UsageFilter) where() *where {
-	w := &where{}
+func (f UsageFilter) where() *db.Conds {
+	w := &db.Conds{}
 	if !f.Start.IsZero() {
-		w.add("u.create_time >= ?", f.Start)
+		w.Add("u.create_time >= $%d", f.Start)
 	}
 	if !f.End.IsZero() {
-		w.add("u.create_time < ?", f.End)
+		w.Add("u.create_time < $%d", f.End)
 	}
 	for _, c := range []struct{ col, v string }{
 		{"u.user_id", f.UserID}, {"u.repo", f.Repo}, {"u.job_id", f.JobID}, {"u.task_id", f.TaskID},
 		{"u.build_id", f.BuildID}, {"u.project_id", f.ProjectID}, {"u.rpc", f.RPC},
 	} {
 		if c.v != "" {
-			w.add(c.col+" = ?", c.v) // c.col is one of the literals above
+			w.Add(c.col+" = $%d", c.v) // c.col is one of the literals above
 		}
 	}
 	if f.ModelID != "" {
-		w.add("u.model_id = ?::uuid", f.ModelID)
+		w.Add("u.model_id = $%d::uuid", f.ModelID)
 	}
 	if f.Phase != aiv1.CallPhase_CALL_PHASE_UNSPECIFIED {
-		w.add("u.phase = ?", int16(f.Phase))
+		w.Add("u.phase = $%d", int16(f.Phase))
 	}
 	return w
 }
@@ -148,12 +149,12 @@ func (s *Store) GetUsage(ctx context.Context, f UsageFilter, groupBy []aiv1.Usag
 	sums := `coalesce(sum(u.calls), 0)::bigint, coalesce(sum(u.input_tokens), 0)::bigint,
 		coalesce(sum(u.output_tokens), 0)::bigint, coalesce(sum(u.cache_read_tokens), 0)::bigint,
 		coalesce(sum(u.cache_write_tokens), 0)::bigint, coalesce(sum(u.cost_micros), 0)::bigint,
-		count(*) FILTER (WHERE u.outcome <> ` + w.arg(int16(aiv1.CallOutcome_CALL_OUTCOME_OK)) + `)`
+		count(*) FILTER (WHERE u.outcome <> ` + w.Arg(int16(aiv1.CallOutcome_CALL_OUTCOME_OK)) + `)`
 	query := "SELECT " + sums
 	if len(cols) > 0 {
 		query += ", " + strings.Join(cols, ", ")
 	}
-	query += " FROM usage_records u" + w.sql()
+	query += " FROM usage_records u" + w.Where()
 	if len(cols) > 0 {
 		// Text columns order bytewise, so the order does not depend on the server's locale.
 		order := make([]string, len(cols))
@@ -165,7 +166,7 @@ func (s *Store) GetUsage(ctx context.Context, f UsageFilter, groupBy []aiv1.Usag
 		}
 		query += " GROUP BY " + strings.Join(cols, ", ") + " ORDER BY " + strings.Join(order, ", ")
 	}
-	rows, err := s.pool.Query(ctx, query, w.args...)
+	rows, err := s.pool.Query(ctx, query, w.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: usage: %w", err)
 	}
@@ -249,11 +250,11 @@ func (s *Store) ListUsageRecords(ctx context.Context, f UsageFilter, pageSize in
 	}
 	w := f.where()
 	if after != nil {
-		w.add("(u.create_time, u.id) < (?, ?::uuid)", after.CreateTime, after.ID)
+		w.Add("(u.create_time, u.id) < ($%d, $%d::uuid)", after.CreateTime, after.ID)
 	}
-	query := "SELECT " + usageColumns + " FROM usage_records u" + w.sql() +
-		" ORDER BY u.create_time DESC, u.id DESC LIMIT " + w.arg(pageSize+1)
-	rows, err := s.pool.Query(ctx, query, w.args...)
+	query := "SELECT " + usageColumns + " FROM usage_records u" + w.Where() +
+		" ORDER BY u.create_time DESC, u.id DESC LIMIT " + w.Arg(pageSize+1)
+	rows, err := s.pool.Query(ctx, query, w.Args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: list usage: %w", err)
 	}
