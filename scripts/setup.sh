@@ -39,8 +39,9 @@ apt_install() {
 
 # --- system packages (first: go install needs ca-certificates) ----------------------------
 # gcc: the race detector (make test uses -race) needs cgo. curl: the e2e tests follow
-# server-sent events with `curl -N`, as the README does.
-apt_install ca-certificates curl git make gcc libc6-dev bubblewrap busybox-static python3 python3-pip python3-pytest nodejs node-typescript postgresql-$PG_VERSION postgresql-contrib
+# server-sent events with `curl -N`, as the README does. chromium: the e2e test of a real
+# EventSource (tests/e2e/eventsource_test.go, driven with chromedp) runs it headless.
+apt_install ca-certificates curl git make gcc libc6-dev bubblewrap busybox-static python3 python3-pip python3-pytest nodejs node-typescript postgresql-$PG_VERSION postgresql-contrib chromium
 
 # --- protobuf tooling -------------------------------------------------------------------------
 # Versions are pinned: generated code records the plugin versions, and the freshness check
