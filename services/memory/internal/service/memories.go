@@ -306,19 +306,7 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	}
 	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec[0].Model}
 	now := s.now()
-	// The alpha blend puts the two scores on one scale first: each is divided by the best
-	// of its ranking in this search (cosines and full-text ranks live on different scales,
-	// and a raw blend lets the larger one decide alone).
-	var maxV, maxT float64
-	for _, c := range cands {
-		maxV, maxT = max(maxV, c.Vector), max(maxT, c.Text)
-	}
-	scaled := func(x, m float64) float64 {
-		if m <= 0 {
-			return 0
-		}
-		return x / m
-	}
+	rank := newScoring(fusion, alpha, req.GetMinSimilarity(), now, s.cfg.halfLife, cands)
 	var results []*memoryv1.MemorySearchResult
 	for _, c := range cands {
 		if !c.HashOK {
@@ -326,41 +314,11 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 			resp.IntegrityFailures++
 			continue
 		}
-		sc := &memoryv1.MemoryScore{Vector: c.Vector, Text: c.Text, Fusion: fusion,
-			VectorRank: int32(c.VectorRank), TextRank: int32(c.TextRank)}
-		switch fusion {
-		case memoryv1.MemoryFusion_MEMORY_FUSION_RRF:
-			var sum float64
-			for _, r := range []int{c.VectorRank, c.TextRank} {
-				if r > 0 {
-					sum += 1 / float64(rrfK+r)
-				}
-			}
-			sc.Similarity = sum / (2.0 / (rrfK + 1))
-		default:
-			sc.Similarity = alpha*scaled(c.Vector, maxV) + (1-alpha)*scaled(c.Text, maxT)
+		if sc, ok := rank.score(c); ok {
+			results = append(results, &memoryv1.MemorySearchResult{Memory: c.Memory, Score: sc})
 		}
-		if sc.Similarity < req.GetMinSimilarity() || sc.Similarity <= 0 {
-			continue
-		}
-		sc.Decay = s.decay(c.Memory, now)
-		sc.UsageBoost = usageBoost(c.GetUseCount())
-		sc.Final = sc.Similarity * sc.Decay * (1 + sc.UsageBoost)
-		sc.Reason = s.reason(c.Memory, sc)
-		results = append(results, &memoryv1.MemorySearchResult{Memory: c.Memory, Score: sc})
 	}
-	slices.SortStableFunc(results, func(a, b *memoryv1.MemorySearchResult) int {
-		switch {
-		case a.GetScore().GetFinal() > b.GetScore().GetFinal():
-			return -1
-		case a.GetScore().GetFinal() < b.GetScore().GetFinal():
-			return 1
-		}
-		return strings.Compare(a.GetMemory().GetId(), b.GetMemory().GetId())
-	})
-	if len(results) > limit {
-		results = results[:limit]
-	}
+	results = best(results, limit)
 	ids := make([]string, len(results))
 	for i, r := range results {
 		ids[i] = r.GetMemory().GetId()
@@ -372,37 +330,6 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	}
 	resp.Results = results
 	return resp, nil
-}
-
-// reason says in one line why a memory ranked.
-func (s *Server) reason(m *memoryv1.Memory, sc *memoryv1.MemoryScore) string {
-	var parts []string
-	switch {
-	case sc.GetVectorRank() > 0 && sc.GetTextRank() > 0:
-		parts = append(parts, fmt.Sprintf("text #%d + vector #%d", sc.GetTextRank(), sc.GetVectorRank()))
-	case sc.GetTextRank() > 0:
-		parts = append(parts, fmt.Sprintf("text #%d only", sc.GetTextRank()))
-	default:
-		parts = append(parts, fmt.Sprintf("vector #%d only", sc.GetVectorRank()))
-	}
-	fusion := "alpha"
-	if sc.GetFusion() == memoryv1.MemoryFusion_MEMORY_FUSION_RRF {
-		fusion = "rrf"
-	}
-	parts[0] += fmt.Sprintf(" (%s %.2f)", fusion, sc.GetSimilarity())
-	hl := s.cfg.halfLife(m.GetType())
-	parts = append(parts, fmt.Sprintf("%s half-life %s, decay %.2f", store.TypeName(m.GetType()), days(hl), sc.GetDecay()))
-	if m.GetUseCount() > 0 {
-		parts = append(parts, fmt.Sprintf("used %d× (+%.0f%%)", m.GetUseCount(), 100*sc.GetUsageBoost()))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func days(d time.Duration) string {
-	if d < 48*time.Hour {
-		return fmt.Sprintf("%.0fh", d.Hours())
-	}
-	return fmt.Sprintf("%.0fd", d.Hours()/24)
 }
 
 // DeleteMemory deletes one of the caller's memories.

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -238,31 +237,6 @@ func queryWords(q string) string {
 	}
 	return strings.Join(words, " ")
 }
-
-// decay is the 0–1 factor of a memory's age since it was last used (or stored), by the
-// half-life of its type; importance stretches the half-life from ×0.5 (0) to ×1.5 (1).
-func (s *Server) decay(m *memoryv1.Memory, now time.Time) float64 {
-	since := m.GetUpdateTime().AsTime()
-	if c := m.GetCreateTime().AsTime(); c.After(since) {
-		since = c
-	}
-	if m.GetLastUsedTime() != nil && m.GetLastUsedTime().AsTime().After(since) {
-		since = m.GetLastUsedTime().AsTime()
-	}
-	age := now.Sub(since)
-	if age < 0 {
-		age = 0
-	}
-	hl := float64(s.cfg.halfLife(m.GetType())) * (0.5 + m.GetImportance())
-	return math.Exp2(-float64(age) / hl)
-}
-
-// usageBoost rewards memories that were used: 0.1 per doubling of the use count, at most
-// 0.5.
-func usageBoost(uses int64) float64 { return math.Min(0.5, 0.1*math.Log2(1+float64(uses))) }
-
-// rrfK is reciprocal-rank fusion's constant (Cormack et al.).
-const rrfK = 60
 
 // integrityFailure reports a memory whose content no longer matches its hash.
 func (s *Server) integrityFailure(ctx context.Context, owner, id string) {
