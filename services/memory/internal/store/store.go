@@ -126,6 +126,15 @@ func vecPred(model string, dims int) string {
 
 // EnsureIndex makes the HNSW index of a (model, dimensions) pair on table (memories or
 // code_patterns) unless this process made it already.
+//
+// Why this DDL is here and not with the migrations: pgvector's HNSW indexes a column of one
+// fixed dimension, while the embedding column holds vectors of whatever model the operator
+// configures (the built-in local embedder, or a provider's model of 768, 1536 or 3072
+// dimensions), learned only at run time. So each (model, dimensions) pair gets a partial
+// index over the expression embedding::vector(dims), restricted to rows of that pair —
+// exactly what searches of that model filter on (vecExpr, vecPred) — created the first time
+// a vector of the pair is stored or searched. CREATE INDEX IF NOT EXISTS makes it safe for
+// several replicas to race; the name hashes the model so any model name yields one index.
 func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) error {
 	if err := CheckModel(model); err != nil {
 		return err
