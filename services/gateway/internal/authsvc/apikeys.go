@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -148,16 +147,11 @@ func (s *Server) ListAPIKeys(ctx context.Context, req *gatewayv1.ListAPIKeysRequ
 	f := store.KeyFilter{UserID: p.UserID, ShowInactive: req.GetShowInactive(), Limit: size + 1}
 	if req.GetPageToken() != "" {
 		const method = "ListAPIKeys"
-		parts, err := validate.DecodePageToken(req.GetPageToken(), keyPageVersion, 2, method)
+		at, id, err := validate.DecodeTimeIDToken(req.GetPageToken(), keyPageVersion, method)
 		if err != nil {
 			return nil, err
 		}
-		us, terr := strconv.ParseInt(parts[0], 10, 64)
-		id, ierr := validate.UUID("page_token", parts[1], true)
-		if terr != nil || ierr != nil {
-			return nil, validate.BadPageToken(method)
-		}
-		f.AfterTime, f.AfterID = time.UnixMicro(us), id
+		f.AfterTime, f.AfterID = at, id
 	}
 	keys, err := s.store.ListAPIKeys(ctx, f)
 	if err != nil {
@@ -167,9 +161,7 @@ func (s *Server) ListAPIKeys(ctx context.Context, req *gatewayv1.ListAPIKeysRequ
 	if len(keys) > size {
 		keys = keys[:size]
 		last := keys[size-1]
-		// The create time in microseconds (the database's precision): a page token's parts
-		// must not contain ':', which an RFC 3339 time does.
-		resp.NextPageToken = validate.EncodePageToken(keyPageVersion, strconv.FormatInt(last.CreateTime.UnixMicro(), 10), last.ID)
+		resp.NextPageToken = validate.EncodeTimeIDToken(keyPageVersion, last.CreateTime, last.ID)
 	}
 	for _, k := range keys {
 		resp.ApiKeys = append(resp.ApiKeys, keyProto(k))

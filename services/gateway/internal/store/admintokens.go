@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // RevokeTokenOnce revokes the token id until expire unless a revocation of it is already
@@ -12,7 +14,7 @@ import (
 // repeats, the revocations (and the events every verifier follows) must not.
 func (s *Store) RevokeTokenOnce(ctx context.Context, id string, r Revocation) (bool, error) {
 	recorded := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// Two gateways starting together serialize here rather than both recording it.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('thefold.revoke.token:' || $1, 0))`, id); err != nil {
 			return err

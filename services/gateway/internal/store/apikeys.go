@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // APIKey is a row of api_keys.
@@ -97,7 +99,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, f KeyFilter) ([]APIKey, error) 
 // tokens acting for it until revokeUntil. A revoked key is returned unchanged.
 func (s *Store) RevokeAPIKey(ctx context.Context, userID, id string, revokeUntil time.Time) (APIKey, error) {
 	var k APIKey
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		k, err = scanKey(tx.QueryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = $1 AND user_id = $2 FOR UPDATE`, id, userID))
 		if err != nil || !k.RevokeTime.IsZero() {

@@ -134,7 +134,7 @@ type CodeRequest struct {
 func (s *Store) RequestCode(ctx context.Context, r CodeRequest, lim CodeLimits) error {
 	client := r.Caller.clientKey()
 	var result error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		result = nil
 		// Concurrent requests for one address, or from one client, are counted one after
 		// the other, so none slips past a limit. Always the address's lock first, then the
@@ -214,7 +214,7 @@ type lockoutRow struct {
 func (s *Store) VerifyCode(ctx context.Context, emailNorm, userID string, c Caller, check func(hash []byte) bool, pol LockoutPolicy) error {
 	client := c.clientKey()
 	var result error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		result = nil
 		// The caller's row, then the address-wide one (in this order in every transaction,
 		// so two never wait for each other in a circle), both locked until the commit.

@@ -6,12 +6,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // CreateSession starts a session for user with its first refresh token.
 func (s *Store) CreateSession(ctx context.Context, userID string, expire time.Time, refreshHash []byte) (string, error) {
 	var id string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `INSERT INTO sessions (user_id, expire_time) VALUES ($1, $2) RETURNING id::text`, userID, expire).Scan(&id); err != nil {
 			return err
 		}
@@ -54,7 +56,7 @@ const (
 func (s *Store) SpendRefresh(ctx context.Context, hash, successorHash []byte, grace time.Duration, revokeUntil time.Time) (Refresh, SpendResult, error) {
 	var r Refresh
 	var res SpendResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var spent, ended *time.Time
 		err := tx.QueryRow(ctx, `SELECT r.session_id::text, s.user_id, r.expire_time, r.spent_time, s.end_time, s.expire_time
 			FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.hash = $1 FOR UPDATE OF r, s`, hash).
@@ -109,7 +111,7 @@ func endSession(ctx context.Context, tx pgx.Tx, sessionID, reason string, revoke
 // EndSessionByRefresh ends the session of refresh token hash (logout) and revokes its access
 // tokens until revokeUntil; ErrNotFound when no session has that token.
 func (s *Store) EndSessionByRefresh(ctx context.Context, hash []byte, revokeUntil time.Time) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var sid string
 		err := tx.QueryRow(ctx, `SELECT session_id::text FROM refresh_tokens WHERE hash = $1`, hash).Scan(&sid)
 		if errors.Is(err, pgx.ErrNoRows) {

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/events"
 )
 
@@ -73,17 +73,12 @@ func scanUser(row pgx.Row) (User, error) {
 	return u, err
 }
 
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
-}
-
 // EnsureUser creates the user id with email and role unless a user with that id exists
 // (the launcher's first admin). A taken address is ErrExists.
 func (s *Store) EnsureUser(ctx context.Context, id, email, emailNorm, displayName, role string) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO users (id, email, email_norm, display_name, role)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`, id, email, emailNorm, displayName, role)
-	if isUniqueViolation(err) {
+	if db.IsUniqueViolation(err) {
 		return fmt.Errorf("user %s: %w: address %s belongs to another user", id, ErrExists, email)
 	}
 	return err
@@ -93,7 +88,7 @@ func (s *Store) EnsureUser(ctx context.Context, id, email, emailNorm, displayNam
 func (s *Store) CreateUser(ctx context.Context, id, email, emailNorm, displayName, role string) (User, error) {
 	u, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (id, email, email_norm, display_name, role)
 		VALUES ($1, $2, $3, $4, $5) RETURNING `+userCols, id, email, emailNorm, displayName, role))
-	if isUniqueViolation(err) {
+	if db.IsUniqueViolation(err) {
 		return User{}, ErrExists
 	}
 	return u, err
@@ -147,7 +142,7 @@ var ErrLastAdmin = errors.New("the last enabled admin")
 // is ErrLastAdmin.
 func (s *Store) UpdateUser(ctx context.Context, id string, change func(*User) error, notBefore, revokeUntil time.Time) (User, error) {
 	var out User
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		// Admin changes are serialised, so two demotions cannot both pass the check.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('gateway.users.admins'))`); err != nil {
 			return err
@@ -278,7 +273,7 @@ func revoke(ctx context.Context, tx pgx.Tx, r Revocation) error {
 
 // Revoke records r (a token revoked by its holder).
 func (s *Store) Revoke(ctx context.Context, r Revocation) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return revoke(ctx, tx, r) })
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error { return revoke(ctx, tx, r) })
 }
 
 // RevocationFromEvent decodes an outbox event of the revocation stream.
@@ -306,7 +301,7 @@ var RevocationFilter = events.Filter{Stream: revocationStream}
 func (s *Store) RevocationsInForce(ctx context.Context) ([]Revocation, int64, error) {
 	var out []Revocation
 	var cursor int64
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
 		if cursor, err = events.Latest(ctx, tx); err != nil {
 			return err
