@@ -1,0 +1,59 @@
+package db_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSQLStatesOnlyInPkgDB keeps the SQLSTATE codes a store reacts to in one place: a store
+// asks db.IsUniqueViolation (or db.IsDuplicateTable) instead of comparing codes, so the
+// meaning of "taken" cannot drift between services. Tests and generated code may spell
+// the codes.
+func TestSQLStatesOnlyInPkgDB(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
+		t.Fatalf("repository root not found at %s: %v", root, err)
+	}
+	skipDirs := map[string]bool{"pkg/gen": true, "pkg/db": true, "tests": true}
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if skipDirs[rel] || (rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		files++
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, code := range []string{"23505", "42P07"} {
+			if strings.Contains(string(src), code) {
+				t.Errorf("%s spells SQLSTATE %s: use db.IsUniqueViolation / db.IsDuplicateTable", rel, code)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("walked only %d Go files under %s", files, root)
+	}
+}
