@@ -3,6 +3,7 @@ package contracts
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,4 +101,34 @@ func wordsInOrder(want, have []string) bool {
 		}
 	}
 	return i == len(want)
+}
+
+// TestWatchRoutesDescribeServerSentEvents: every Watch route says it also answers
+// text/event-stream and takes Last-Event-ID (make generate's openapi-sse step).
+func TestWatchRoutesDescribeServerSentEvents(t *testing.T) {
+	t.Parallel()
+	doc, err := loads.Analyzed(json.RawMessage(openapi.Spec), "2.0")
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	n := 0
+	for path, item := range doc.Spec().Paths.Paths {
+		if !strings.HasSuffix(path, ":watch") || item.Get == nil {
+			continue
+		}
+		n++
+		op := item.Get
+		if !slices.Contains(op.Produces, "text/event-stream") {
+			t.Errorf("%s does not produce text/event-stream: %v", path, op.Produces)
+		}
+		if !slices.ContainsFunc(op.Parameters, func(p spec.Parameter) bool { return p.Name == "Last-Event-ID" && p.In == "header" }) {
+			t.Errorf("%s takes no Last-Event-ID header", path)
+		}
+		if !strings.Contains(op.Description, "Server-sent events") {
+			t.Errorf("%s does not describe its server-sent events", path)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d watch routes found", n)
+	}
 }
