@@ -24,7 +24,8 @@ type Conds struct {
 
 // Add appends the condition cond, in which each %d is replaced by the placeholder number
 // of the next of vs ("(create_time, id) < ($%d, $%d::uuid)" takes two values, "NOT
-// success" none). cond is a format string: a literal % is written %%.
+// success" none). cond is a format string: a literal % is written %%, and %[1]d names the
+// first value's placeholder again ("(scope = $%[1]d OR prev_scope = $%[1]d)" takes one).
 func (c *Conds) Add(cond string, vs ...any) {
 	nums := make([]any, len(vs))
 	for i, v := range vs {

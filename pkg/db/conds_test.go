@@ -17,6 +17,12 @@ func TestConds(t *testing.T) {
 	c.Add("NOT success")
 	c.Add("(create_time, id) < ($%d, $%d::uuid)", at, "id-1")
 	limit := c.Arg(51)
+	var twice Conds
+	twice.Add("id > $%d", 7)
+	twice.Add("(scope = $%[1]d OR prev_scope = $%[1]d)", "s")
+	if want := " WHERE id > $1 AND (scope = $2 OR prev_scope = $2)"; twice.Where() != want || !reflect.DeepEqual(twice.Args, []any{7, "s"}) {
+		t.Errorf("a value named twice: %q %v", twice.Where(), twice.Args)
+	}
 	if want := " WHERE owner_id = $1 AND NOT success AND (create_time, id) < ($2, $3::uuid)"; c.Where() != want {
 		t.Errorf("Where = %q, want %q", c.Where(), want)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/thefold/thefold/pkg/db"
 )
 
 // batchSize bounds the rows held in memory per read.
@@ -259,26 +261,24 @@ type batchSender interface {
 // and the planner can pick the matching (column, id) index. The scope filter repeats
 // prev_scope <> ” so the partial index on prev_scope applies.
 func selectSQL(f Filter, after, hi int64) (string, []any) {
-	q := "SELECT " + eventColumns + " FROM events WHERE id > $1"
-	args := []any{after}
+	var c db.Conds
+	c.Add("id > $%d", after)
 	if hi > 0 {
-		args = append(args, hi)
-		q += " AND id <= $2"
+		c.Add("id <= $%d", hi)
 	}
-	for _, c := range []struct{ col, val string }{
-		{"stream", f.Stream}, {"aggregate_id", f.AggregateID}, {"owner_id", f.OwnerID},
-	} {
-		if c.val != "" {
-			args = append(args, c.val)
-			q += " AND " + c.col + " = $" + strconv.Itoa(len(args))
-		}
+	if f.Stream != "" {
+		c.Add("stream = $%d", f.Stream)
+	}
+	if f.AggregateID != "" {
+		c.Add("aggregate_id = $%d", f.AggregateID)
+	}
+	if f.OwnerID != "" {
+		c.Add("owner_id = $%d", f.OwnerID)
 	}
 	if f.Scope != "" {
-		args = append(args, f.Scope)
-		n := "$" + strconv.Itoa(len(args))
-		q += " AND (scope = " + n + " OR (prev_scope = " + n + " AND prev_scope <> ''))"
+		c.Add("(scope = $%[1]d OR (prev_scope = $%[1]d AND prev_scope <> ''))", f.Scope)
 	}
-	return q + " ORDER BY id LIMIT " + strconv.Itoa(batchSize), args
+	return "SELECT " + eventColumns + " FROM events" + c.Where() + " ORDER BY id LIMIT " + strconv.Itoa(batchSize), c.Args
 }
 
 // callerError carries an error of the caller's callback (fn or heartbeat) out unchanged.
