@@ -36,11 +36,13 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
-## generate: regenerate Go, grpc-gateway and OpenAPI code from proto/ into pkg/gen.
+## generate: regenerate Go, grpc-gateway and OpenAPI code from proto/ into pkg/gen, and the
+## configuration reference (docs/configuration.md) from the config structs.
 generate:
 	@bash scripts/gen-http-yaml.sh
 	@buf generate
 	@bash scripts/gen-openapi-embed.sh
+	@mkdir -p docs && go run ./pkg/config/cmd/configdoc -root . > docs/configuration.md.tmp && mv docs/configuration.md.tmp docs/configuration.md
 
 # check-generate and lint compare with what git tracks: outside a git checkout (a source
 # tarball) they would compare with nothing and pass, so they refuse instead.
@@ -50,9 +52,9 @@ require-git:
 
 ## check-generate: fail when committed generated code differs from what the contracts produce.
 check-generate: require-git generate
-	@if [ -n "$$(git status --porcelain -- pkg/gen proto/thefold/http.yaml)" ]; then \
+	@if [ -n "$$(git status --porcelain -- pkg/gen proto/thefold/http.yaml docs/configuration.md)" ]; then \
 		echo "generated code is stale; run 'make generate' and commit:"; \
-		git status --porcelain -- pkg/gen proto/thefold/http.yaml; exit 1; \
+		git status --porcelain -- pkg/gen proto/thefold/http.yaml docs/configuration.md; exit 1; \
 	fi
 	@echo "generated code is fresh"
 

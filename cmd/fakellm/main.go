@@ -42,8 +42,11 @@ func main() {
 
 // fakellmConfig is the environment's part of the configuration; flags override it.
 type fakellmConfig struct {
-	Addr     string `env:"THEFOLD_FAKELLM_ADDR, default=127.0.0.1:8090"`
-	Script   string `env:"THEFOLD_FAKELLM_SCRIPT"`
+	// Addr is where the fake model server listens (the Anthropic, OpenAI and Gemini wire formats).
+	Addr string `env:"THEFOLD_FAKELLM_ADDR, default=127.0.0.1:8090"`
+	// Script is the JSON file of scripted answers; without one every request is refused.
+	Script string `env:"THEFOLD_FAKELLM_SCRIPT"`
+	// LogLevel is the least severe level logged.
 	LogLevel string `env:"THEFOLD_LOG_LEVEL, default=info"`
 }
 

@@ -17,6 +17,8 @@ import (
 
 // Config says where a service finds the keys that verify tokens, and its own service key.
 type Config struct {
+	// PublicKeyFile holds the public keys (PEM) that verify user tokens: the gateway's
+	// signing key and, during a rotation, its predecessor.
 	PublicKeyFile string `env:"THEFOLD_AUTH_PUBLIC_KEY_FILE"`
 	// MaxTokenLifetime bounds exp - iat of an accepted user token.
 	MaxTokenLifetime time.Duration `env:"THEFOLD_AUTH_MAX_TOKEN_LIFETIME, default=720h"`

@@ -24,8 +24,10 @@ const DefaultURL = "postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=di
 // Config is the database part of a service's configuration. In a deployment each service's
 // URL names its own role (see roles.go); the default, the administrator, suits tests.
 type Config struct {
-	URL      string `env:"THEFOLD_DATABASE_URL, default=postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"`
-	MaxConns int32  `env:"THEFOLD_DATABASE_MAX_CONNS, default=10"`
+	// URL is the service's PostgreSQL connection string, naming its own role.
+	URL string `env:"THEFOLD_DATABASE_URL, default=postgres://thefold:thefold@127.0.0.1:5432/thefold?sslmode=disable"`
+	// MaxConns bounds the service's connection pool.
+	MaxConns int32 `env:"THEFOLD_DATABASE_MAX_CONNS, default=10"`
 }
 
 // maxSchemaLen keeps names derived from a schema (the notification channel

@@ -34,12 +34,15 @@ import (
 
 // Config is what every service reads from the environment.
 type Config struct {
-	Server         server.Config
-	DB             db.Config
-	Auth           auth.Config
-	Telemetry      telemetry.Config
-	LogLevel       string `env:"THEFOLD_LOG_LEVEL, default=info"`
-	MigrateOnStart bool   `env:"THEFOLD_MIGRATE_ON_START, default=true"`
+	Server    server.Config
+	DB        db.Config
+	Auth      auth.Config
+	Telemetry telemetry.Config
+	// LogLevel is the least severe level logged: debug, info, warn or error.
+	LogLevel string `env:"THEFOLD_LOG_LEVEL, default=info"`
+	// MigrateOnStart applies the service's schema migrations when it starts; off where a
+	// deployment migrates as a separate step.
+	MigrateOnStart bool `env:"THEFOLD_MIGRATE_ON_START, default=true"`
 }
 
 // Service describes one TheFold service.

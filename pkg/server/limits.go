@@ -49,9 +49,14 @@ const (
 // Limits are the gRPC server's connection, message and request limits. Zero values take
 // the defaults above, except the request rates, where empty is no limit.
 type Limits struct {
+	// MaxConcurrentStreams bounds the concurrent streams of one client connection (the
+	// gateway and the agent carry all their users on one).
 	MaxConcurrentStreams uint32 `env:"THEFOLD_GRPC_MAX_CONCURRENT_STREAMS, default=4096"`
-	MaxRecvMsgBytes      int    `env:"THEFOLD_GRPC_MAX_RECV_MSG_BYTES, default=16777216"`
-	MaxSendMsgBytes      int    `env:"THEFOLD_GRPC_MAX_SEND_MSG_BYTES, default=67108864"`
+	// MaxRecvMsgBytes is the largest request message the server accepts; a larger one is
+	// RESOURCE_EXHAUSTED.
+	MaxRecvMsgBytes int `env:"THEFOLD_GRPC_MAX_RECV_MSG_BYTES, default=16777216"`
+	// MaxSendMsgBytes is the largest answer message the server sends.
+	MaxSendMsgBytes int `env:"THEFOLD_GRPC_MAX_SEND_MSG_BYTES, default=67108864"`
 	// KeepaliveMinTime is how often a client may ping; one pinging more often is sent
 	// GOAWAY ("too_many_pings").
 	KeepaliveMinTime  time.Duration `env:"THEFOLD_GRPC_KEEPALIVE_MIN_TIME, default=10s"`

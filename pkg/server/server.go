@@ -33,8 +33,13 @@ import (
 
 // Config is the part of every service's configuration that the server reads.
 type Config struct {
-	GRPCAddr        string        `env:"THEFOLD_GRPC_ADDR"`
-	AdminAddr       string        `env:"THEFOLD_ADMIN_ADDR"`
+	// GRPCAddr is where the service serves gRPC (":9101"); required.
+	GRPCAddr string `env:"THEFOLD_GRPC_ADDR"`
+	// AdminAddr is the internal admin port: /healthz, /readyz, /metrics and, with
+	// THEFOLD_PPROF, profiles; required.
+	AdminAddr string `env:"THEFOLD_ADMIN_ADDR"`
+	// ShutdownTimeout is how long in-flight work may drain after NOT_SERVING before the
+	// server stops.
 	ShutdownTimeout time.Duration `env:"THEFOLD_SHUTDOWN_TIMEOUT, default=15s"`
 	// DrainDelay keeps serving after NOT_SERVING is reported, so load balancers and
 	// clients watching health move away before connections close.

@@ -29,6 +29,7 @@ import (
 
 // Config is the gateway's own configuration.
 type Config struct {
+	// HTTPAddr is where the REST edge (grpc-gateway, SSE, /openapi.json) listens; required.
 	HTTPAddr string `env:"THEFOLD_HTTP_ADDR"`
 	// The REST edge's limits: a slow or huge request must not hold a connection or memory.
 	// The write timeout must exceed the longest unary call (grpcclient.DefaultTimeout);
