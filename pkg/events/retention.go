@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/thefold/thefold/pkg/wait"
 )
 
 // ErrCursorExpired is matched (errors.Is) by the error of a Watch whose cursor is older
@@ -107,24 +109,19 @@ func (h *Hub) RunRetention(ctx context.Context, every, maxAge time.Duration) err
 	if every <= 0 || maxAge <= 0 {
 		return fmt.Errorf("events: retention: interval %v and age %v must be positive", every, maxAge)
 	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
+	prune := func(ctx context.Context) {
 		n, err := Prune(ctx, h.pool, maxAge)
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
 		case err != nil:
 			h.log.ErrorContext(ctx, "events retention: prune failed", "err", err, "pruned", n)
 		case n > 0:
 			h.log.InfoContext(ctx, "events retention: pruned old events", "pruned", n, "max_age", maxAge)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
 	}
+	prune(ctx)
+	wait.Every(ctx, every, prune)
+	return ctx.Err()
 }
 
 // CheckCursor fails with a *CursorExpiredError when retention has removed events after

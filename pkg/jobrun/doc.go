@@ -1,7 +1,7 @@
 // Package jobrun runs durable, long-running jobs (the agent's task loop, the builder's
 // builds): a lease store over the service's table of jobs (Leases, Store), a runner that
 // holds a job's lease while it runs (Runner), the River queue that delivers runs and the
-// reaper that resumes the jobs nobody runs (Queue), and the one periodic loop (Every).
+// reaper that resumes the jobs nobody runs (Queue, on wait.Every like all periodic work).
 //
 // # How a job runs
 //

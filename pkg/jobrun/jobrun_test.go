@@ -487,26 +487,3 @@ func TestReleaseOnFinish(t *testing.T) {
 		t.Error("the lease was kept after a failed run")
 	}
 }
-
-// Every calls its function until its context ends.
-func TestEvery(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	var n atomic.Int32
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		jobrun.Every(ctx, 10*time.Millisecond, func(context.Context) {
-			if n.Add(1) == 5 {
-				cancel()
-			}
-		})
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Every did not stop when its context ended")
-	}
-	if n.Load() != 5 {
-		t.Errorf("called %d times, want 5", n.Load())
-	}
-}

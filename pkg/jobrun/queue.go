@@ -11,6 +11,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/thefold/thefold/pkg/wait"
 )
 
 // Args is a service's River job that runs one job of its store: its Kind names the
@@ -126,7 +128,7 @@ func (q *Queue[A]) Reap(ctx context.Context, st Store, cfg ReapConfig) error {
 	if cfg.Limit <= 0 {
 		cfg.Limit = 100
 	}
-	Every(ctx, cfg.Expiry/3, func(ctx context.Context) {
+	wait.Every(ctx, cfg.Expiry/3, func(ctx context.Context) {
 		if cfg.Also != nil {
 			if err := cfg.Also(ctx); err != nil && ctx.Err() == nil {
 				q.log.WarnContext(ctx, "reaper", "queue", q.cfg.Name, "error", err)

@@ -22,3 +22,38 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("Sleep(0) = %v", err)
 	}
 }
+
+// Every calls its function each period, never sooner than nine tenths of it, and stops
+// when its context ends.
+func TestEvery(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	const period = 20 * time.Millisecond
+	var calls []time.Time
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		Every(ctx, period, func(context.Context) {
+			calls = append(calls, time.Now())
+			if len(calls) == 5 {
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Every did not stop when its context ended")
+	}
+	if len(calls) != 5 {
+		t.Fatalf("called %d times, want 5", len(calls))
+	}
+	prev := start
+	for i, c := range calls {
+		if gap := c.Sub(prev); gap < period*9/10 {
+			t.Errorf("call %d came %v after the one before, want at least %v", i, gap, period*9/10)
+		}
+		prev = c
+	}
+}

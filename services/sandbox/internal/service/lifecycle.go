@@ -25,6 +25,7 @@ import (
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	"github.com/thefold/thefold/pkg/validate"
+	"github.com/thefold/thefold/pkg/wait"
 
 	"github.com/thefold/thefold/services/sandbox/internal/store"
 	sbvalidate "github.com/thefold/thefold/services/sandbox/internal/validate"
@@ -638,20 +639,16 @@ func (s *Server) KeepAliveSandbox(ctx context.Context, req *sandboxv1.KeepAliveS
 // RunReaper destroys expired sandboxes every interval until ctx ends. A failing round is
 // logged and tried again; only the end of ctx stops it.
 func (s *Server) RunReaper(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.ReapInterval)
-	defer t.Stop()
-	for {
+	round := func(ctx context.Context) {
 		if n, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "sandbox reaper", "err", err)
 		} else if n > 0 {
 			s.log.InfoContext(ctx, "sandbox reaper: destroyed expired sandboxes", "count", n)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
 	}
+	round(ctx)
+	wait.Every(ctx, s.cfg.ReapInterval, round)
+	return nil
 }
 
 // Reap destroys the sandboxes whose idle time has run out and returns how many, then
