@@ -1,0 +1,256 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/usage"
+	"github.com/thefold/thefold/pkg/wait"
+
+	"github.com/thefold/thefold/services/agent/internal/learn"
+	"github.com/thefold/thefold/services/agent/internal/store"
+)
+
+// The building phase: the sandbox, the build, validation and post-run skills.
+
+// sandbox waits out an environment_error's backoff, then creates the attempt's sandbox
+// from the repository's base branch (the previous attempt's is destroyed).
+func (r *run) sandbox(ctx context.Context) error {
+	j, st := r.job(), &r.rec.State
+	if d := time.Until(st.BackoffUntil); d > 0 {
+		if err := wait.Sleep(ctx, d); err != nil {
+			return err
+		}
+	}
+	k := r.key("sandbox", j.Attempt)
+	if j.SandboxId != "" {
+		if _, err := r.e.c.Sandbox.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: j.SandboxId}); err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+		j.SandboxId = ""
+	}
+	start := time.Now()
+	sctx, cancel := r.modelCall(ctx) // a checkout of a large repository takes a while
+	defer cancel()
+	resp, err := r.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: j.Repo, Ref: j.BaseBranch, JobId: j.Id,
+		Ttl: durationpb.New(r.e.cfg.SandboxTTL)})
+	r.audit("sandbox_created", k, map[string]any{"sandbox_id": resp.GetSandbox().GetId(), "attempt": j.Attempt}, err, time.Since(start))
+	if err != nil {
+		return err
+	}
+	j.SandboxId, j.BuildId = resp.GetSandbox().GetId(), ""
+	// What the sandbox service says of the isolation it gave (another backend than the
+	// default, a protection that did not apply) goes into the job's history.
+	for _, w := range resp.GetWarnings() {
+		r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_THOUGHT,
+			Payload: &agentv1.WatchJobResponse_Thought{Thought: &agentv1.JobThought{Text: "sandbox " + resp.GetSandbox().GetBackend().String() + ": " + w}}})
+	}
+	r.setPhase(phaseBuilding)
+	return nil
+}
+
+// buildContext is what the build is told beside the plan: feedback, the last diagnosis,
+// the human's guidance.
+func (r *run) buildContext() string {
+	var b strings.Builder
+	if f := r.rec.Context.Feedback; f != "" {
+		b.WriteString("Feedback and guidance from the reviewer (act on it):\n" + f + "\n\n")
+	}
+	if d := r.job().LastDiagnosis; d != nil {
+		fmt.Fprintf(&b, "The previous attempt (%d) failed. Diagnosis (%s): %s\n", d.Attempt,
+			strings.ToLower(strings.TrimPrefix(d.Category.String(), "DIAGNOSIS_CATEGORY_")), d.Reason)
+		if atts := r.rec.Context.PreviousAttempts; len(atts) > 0 {
+			b.WriteString("Its errors:\n" + diagnosticsText(atts[len(atts)-1].Errors, 20) + "\n")
+		}
+	}
+	return b.String()
+}
+
+// build starts the attempt's build and follows it to its end, relaying its progress.
+func (r *run) build(ctx context.Context) error {
+	j := r.job()
+	if j.BuildId == "" {
+		k := r.key("build", j.Attempt)
+		var hints []string
+		for _, m := range r.rec.Context.Memories {
+			hints = append(hints, truncate(m.Content, 4000))
+		}
+		start := time.Now()
+		resp, err := r.e.c.Builder.StartBuild(ctx, &builderv1.StartBuildRequest{RequestId: k, JobId: j.Id, TaskId: j.TaskId, SandboxId: j.SandboxId,
+			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext(), 60000), MemoryHints: hints[:min(len(hints), 50)],
+			Budget: r.remaining()})
+		r.audit("build_started", k, map[string]any{"build_id": resp.GetBuild().GetId(), "attempt": j.Attempt}, err, time.Since(start))
+		if err != nil {
+			return err
+		}
+		j.BuildId = resp.GetBuild().GetId()
+		// Checkpoint now: a resumed job follows this build instead of starting another.
+		if err := r.save(ctx); err != nil {
+			return err
+		}
+	}
+	stream, err := r.e.c.Builder.WatchBuild(ctx, &builderv1.WatchBuildRequest{Id: j.BuildId})
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if s := ev.GetStep(); s != nil && ev.Type == builderv1.BuildEventType_BUILD_EVENT_TYPE_STEP_STARTED {
+			b := ev.GetStep()
+			r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_PROGRESS, Payload: &agentv1.WatchJobResponse_Progress{Progress: &agentv1.JobProgress{
+				BuildPhase: b.Phase, CurrentStep: b.StepNumber, TotalSteps: int32(len(j.Plan.GetSteps())), FilePath: b.Path,
+			}}})
+			if err := r.save(ctx); err != nil {
+				return err
+			}
+		}
+		if ev.GetStatusChange() != nil && isBuildEnd(ev.GetStatusChange().Status) {
+			break
+		}
+	}
+	r.setPhase(phaseValidate)
+	return nil
+}
+
+// remaining is what is left of the job's budget, the cap of its next build (a build
+// that would spend more fails, and the job stops on its budget at its next step).
+func (r *run) remaining() *typev1.Budget {
+	j := r.job()
+	b := j.GetBudget()
+	out := &typev1.Budget{}
+	if b.GetMaxTokens() > 0 {
+		out.MaxTokens = max(b.GetMaxTokens()-usage.Tokens(j.Usage), 1)
+	}
+	if b.GetMaxCostMicros() > 0 {
+		out.MaxCostMicros = max(b.GetMaxCostMicros()-j.Usage.GetCostMicros(), 1)
+	}
+	if w := b.GetMaxWallTime().AsDuration(); w > 0 {
+		out.MaxWallTime = durationpb.New(max(w-r.rec.State.Active-time.Since(r.since), time.Second))
+	}
+	return out
+}
+
+func isBuildEnd(s builderv1.BuildStatus) bool {
+	switch s {
+	case builderv1.BuildStatus_BUILD_STATUS_COMPLETED, builderv1.BuildStatus_BUILD_STATUS_FAILED, builderv1.BuildStatus_BUILD_STATUS_CANCELLED:
+		return true
+	}
+	return false
+}
+
+// validate judges the finished build, then runs the post-run skills on the changed files:
+// a pass goes to review, a failure to diagnosis with its errors.
+func (r *run) validate(ctx context.Context) error {
+	j, st := r.job(), &r.rec.State
+	resp, err := r.e.c.Builder.GetBuild(ctx, &builderv1.GetBuildRequest{Id: j.BuildId})
+	if err != nil {
+		return err
+	}
+	b := resp.GetBuild()
+	if !isBuildEnd(b.Status) {
+		// Resumed before the build ended: follow it again.
+		r.setPhase(phaseBuilding)
+		return nil
+	}
+	// The build's usage is the job's too (counted once: this step writes it).
+	r.step.Metrics = append(r.step.Metrics, store.Metric{Phase: phaseBuilding, Usage: b.Usage})
+	j.Usage = usage.Add(j.Usage, b.Usage)
+	rep := b.GetReport()
+	var changed []string
+	for _, f := range rep.GetFilesChanged() {
+		changed = append(changed, f.Path)
+	}
+	diags := slices.Clone(rep.GetDiagnostics())
+	for _, f := range b.Files {
+		if f.Status == builderv1.BuildFileStatus_BUILD_FILE_STATUS_FAILED {
+			diags = append(diags, f.Diagnostics...)
+		}
+	}
+	ok := b.Status == builderv1.BuildStatus_BUILD_STATUS_COMPLETED && rep.GetValidationPassed() && len(rep.GetFailedPaths()) == 0
+	summary := fmt.Sprintf("build %s: %s", strings.ToLower(strings.TrimPrefix(b.Status.String(), "BUILD_STATUS_")), truncate(rep.GetSummary(), 500))
+	errText := b.Error
+	if errText == "" {
+		errText = truncate(rep.GetValidationOutput(), 8000)
+	}
+	if ok && r.e.c.Skills != nil && len(changed) > 0 {
+		post, err := r.postRun(ctx, changed)
+		if err != nil {
+			return err
+		}
+		if !post.Passed {
+			ok, summary = false, "post-run skills found blocking problems"
+			diags, errText = post.Diagnostics, diagnosticsText(post.Diagnostics, 30)
+		}
+	}
+	if ok {
+		st.ChangedFiles = changed
+		st.BuildSteps = st.BuildSteps[:0]
+		for _, s := range j.Plan.GetSteps() {
+			st.BuildSteps = append(st.BuildSteps, learn.PlanStepSummary(s))
+		}
+		r.thought("attempt %d validated: %d files changed", j.Attempt, len(changed))
+		r.setPhase(phaseReviewing)
+		return nil
+	}
+	if len(diags) > 30 {
+		diags = diags[:30]
+	}
+	r.rec.Context.PreviousAttempts = append(r.rec.Context.PreviousAttempts, &aiv1.AttemptRecord{
+		Attempt: j.Attempt, Summary: summary, Errors: diags, Error: errText,
+	})
+	st.Fingerprints = append(st.Fingerprints, learn.Fingerprint(diags, changed))
+	r.thought("attempt %d failed: %s", j.Attempt, truncate(summary, 300))
+	r.setPhase(phaseDiagnose)
+	return nil
+}
+
+// postRun runs the post-run skills on the changed files (read from the sandbox).
+func (r *run) postRun(ctx context.Context, changed []string) (*skillsv1.ExecutePostRunResponse, error) {
+	j := r.job()
+	var files []*skillsv1.File
+	for _, p := range changed {
+		f, err := r.e.c.Sandbox.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: j.SandboxId, Path: p})
+		if status.Code(err) == codes.NotFound {
+			continue // deleted
+		}
+		if err != nil {
+			return nil, err
+		}
+		if bytes.IndexByte(f.Content, 0) >= 0 || !utf8.Valid(f.Content) {
+			continue // binary: the skills check text
+		}
+		files = append(files, &skillsv1.File{Path: p, Content: string(f.Content)})
+	}
+	post, err := r.e.c.Skills.ExecutePostRun(ctx, &skillsv1.ExecutePostRunRequest{
+		Context: &skillsv1.TaskContext{Description: truncate(r.taskText(), 16000), Repo: j.Repo, FilePaths: changed}, Files: files, JobId: j.Id,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.spend(post.Usage)
+	r.rec.State.PostRunSkillIDs = post.SkillIds
+	return post, nil
+}

@@ -1,0 +1,94 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+)
+
+// The review gate.
+
+// review asks for the code review and stops at the review gate (a project's job ends
+// here instead: the project reviews all its tasks at once).
+func (r *run) review(ctx context.Context) error {
+	j, st := r.job(), &r.rec.State
+	diff, err := r.e.c.Sandbox.Diff(ctx, &sandboxv1.DiffRequest{Id: j.SandboxId})
+	if err != nil {
+		return err
+	}
+	var files []*agentv1.ReviewFile
+	var aiFiles []*aiv1.ReviewFile
+	for _, f := range diff.Files {
+		rf := &agentv1.ReviewFile{Diff: f}
+		if f.Action != typev1.FileAction_FILE_ACTION_DELETE && !f.Binary {
+			c, err := r.e.c.Sandbox.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: j.SandboxId, Path: f.Path})
+			if err != nil {
+				return err
+			}
+			rf.Content = string(c.Content)
+		}
+		files = append(files, rf)
+		aiFiles = append(aiFiles, &aiv1.ReviewFile{Path: f.Path, Action: f.Action, Content: rf.Content, Diff: f.UnifiedDiff})
+	}
+	mctx, cancel := r.modelCall(ctx)
+	defer cancel()
+	rc, err := r.e.c.AI.ReviewCode(mctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt), Task: r.rec.Context.Task, Files: aiFiles,
+		ValidationSummary: fmt.Sprintf("The build validated (attempt %d); %d files changed.", j.Attempt, len(files)),
+		Model:             r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
+	if err != nil {
+		return err
+	}
+	r.spend(rc.Usage)
+	st.Quality, st.ReviewMemories = rc.QualityScore, rc.MemoriesExtracted
+	if j.ProjectId != "" {
+		r.setStatus(completed, "validated for the project's review")
+		return nil
+	}
+	if _, err := r.e.c.Sandbox.KeepAliveSandbox(ctx, &sandboxv1.KeepAliveSandboxRequest{Id: j.SandboxId, Pin: true}); err != nil {
+		return err
+	}
+	if _, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW}); err != nil {
+		return err
+	}
+	rev := &agentv1.Review{Id: uuid.NewString(), QualityScore: rc.QualityScore, Concerns: rc.Concerns, Documentation: rc.Documentation,
+		Files: files, Stats: diff.Stats, PreviousReviewId: st.PreviousReview}
+	r.step.Review, r.step.ReviewKey = rev, r.key("review", j.Attempt)
+	j.ReviewId = rev.Id
+	r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_REVIEW_SUBMITTED,
+		Payload: &agentv1.WatchJobResponse_ReviewSubmitted{ReviewSubmitted: &agentv1.ReviewSubmitted{ReviewId: rev.Id, QualityScore: rc.QualityScore}}})
+	r.audit("review_submitted", r.key("review", j.Attempt), map[string]any{"review_id": rev.Id, "quality_score": rc.QualityScore, "files": len(files)}, nil, 0)
+	r.setStatus(pendingReview, fmt.Sprintf("review %s waits for a decision (quality %d/10)", rev.Id, rc.QualityScore))
+	return nil
+}
+
+// diagnosticsText is up to n diagnostics, one per line.
+func diagnosticsText(ds []*typev1.Diagnostic, n int) string {
+	var b strings.Builder
+	for i, d := range ds {
+		if i == n {
+			fmt.Fprintf(&b, "… and %d more\n", len(ds)-n)
+			break
+		}
+		loc := d.Path
+		if d.Line > 0 {
+			loc = fmt.Sprintf("%s:%d", d.Path, d.Line)
+		}
+		if loc != "" {
+			loc += ": "
+		}
+		fmt.Fprintf(&b, "%s%s", loc, d.Message)
+		if d.Rule != "" {
+			fmt.Fprintf(&b, " (%s)", d.Rule)
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimSpace(b.String())
+}
