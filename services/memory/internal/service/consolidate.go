@@ -10,6 +10,7 @@ import (
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
+	"github.com/thefold/thefold/pkg/wait"
 
 	"github.com/thefold/thefold/services/memory/internal/store"
 )
@@ -169,23 +170,19 @@ func cosine(a, b []float32) float64 {
 // RunConsolidation consolidates every owner's memories of every repository each interval
 // (threshold 0.92), until ctx ends.
 func (s *Server) RunConsolidation(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	wait.Every(ctx, every, func(ctx context.Context) {
 		scopes, err := s.store.Scopes(ctx)
 		if err != nil {
-			s.log.WarnContext(ctx, "periodic consolidation", "err", err)
-			continue
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "periodic consolidation", "err", err)
+			}
+			return
 		}
 		for _, sc := range scopes {
 			if _, err := s.consolidate(ctx, sc, defaultThreshold, false); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "periodic consolidation", "owner", sc.Owner, "repo", sc.Repo, "err", err)
 			}
 		}
-	}
+	})
+	return nil
 }
