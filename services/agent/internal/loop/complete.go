@@ -33,7 +33,9 @@ var completion = []struct {
 	{"commit", (*run).commit},
 	{"pull_request", (*run).pullRequest},
 	{"task", (*run).finishTask},
-	{"memories", (*run).remember},
+	{"memories", func(r *run, ctx context.Context, rev *agentv1.Review) error {
+		return r.withoutMemory(ctx, r.remember(ctx, rev), "remembering what this job learned")
+	}},
 	{"skills", (*run).logSkills},
 }
 

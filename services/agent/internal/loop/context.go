@@ -100,11 +100,8 @@ func (r *run) gather(ctx context.Context) error {
 	}
 	// Memory is context, not a precondition: while it is unavailable the job goes on
 	// without it (and says so).
-	if err := r.recall(ctx); err != nil {
-		if permanent(err) {
-			return err
-		}
-		r.thought("memory unavailable (%s): going on without memories and strategy hints", status.Convert(err).Message())
+	if err := r.withoutMemory(ctx, r.recall(ctx), "memories and strategy hints"); err != nil {
+		return err
 	}
 	if r.e.c.Skills != nil {
 		if stop, err := r.skills(ctx); err != nil || stop {
@@ -112,6 +109,21 @@ func (r *run) gather(ctx context.Context) error {
 		}
 	}
 	r.setPhase(phaseConfident)
+	return nil
+}
+
+// withoutMemory lets a job go on when a call to memory failed — memory is context and
+// learning, never a precondition (seed 002: the strategy lookup must never block
+// planning): whatever the failure (down, its circuit breaker open, a refusal), the job
+// notes what it goes without and continues. Only the job's own end (ctx) stops it.
+func (r *run) withoutMemory(ctx context.Context, err error, without string) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	r.thought("memory unavailable (%s): going on without %s", status.Convert(err).Message(), without)
 	return nil
 }
 

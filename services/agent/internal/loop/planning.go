@@ -129,7 +129,7 @@ func (r *run) plan(ctx context.Context) error {
 		if d := j.LastDiagnosis; d != nil {
 			query += "\n" + d.Reason
 		}
-		if err := r.memories(ctx, query); err != nil {
+		if err := r.withoutMemory(ctx, r.memories(ctx, query), "more memories"); err != nil {
 			return err
 		}
 		st.MoreContext, st.ContextRequests = false, nil
