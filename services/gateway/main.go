@@ -20,6 +20,7 @@ import (
 	"github.com/thefold/thefold/pkg/events"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/pkg/wait"
 	"github.com/thefold/thefold/services/gateway/internal/authsvc"
 	"github.com/thefold/thefold/services/gateway/internal/edge"
 	"github.com/thefold/thefold/services/gateway/internal/mailer"
@@ -178,18 +179,14 @@ func registerIdentity(ctx context.Context, d *platform.Deps, cfg Config) error {
 	// The gateway checks API keys itself, without a round trip to itself.
 	d.Auth.SetKeyExchanger(core.Exchanger())
 	d.Go("identity housekeeping", func(bg context.Context) error {
-		t := time.NewTicker(10 * time.Minute)
-		defer t.Stop()
-		for {
-			if err := core.Prune(bg); err != nil && bg.Err() == nil {
+		prune := func(ctx context.Context) {
+			if err := core.Prune(ctx); err != nil && ctx.Err() == nil {
 				d.Logger.Warn("pruning identity data", "err", err)
 			}
-			select {
-			case <-bg.Done():
-				return nil
-			case <-t.C:
-			}
 		}
+		prune(bg)
+		wait.Every(bg, 10*time.Minute, prune)
+		return nil
 	})
 	// At shutdown (after the server has stopped taking requests) the login codes still
 	// being sent go out, within a bound a container's stop grace period allows.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/wait"
 )
 
 // Answer is an AIService call recorded under its caller's request_id.
@@ -139,22 +140,17 @@ func (s *Store) RunAnswerPruning(ctx context.Context, log *slog.Logger, every, k
 	if every <= 0 || keep <= 0 {
 		return fmt.Errorf("store: answer pruning: interval %v and age %v must be positive", every, keep)
 	}
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
-	for {
+	prune := func(ctx context.Context) {
 		n, err := s.PruneAnswers(ctx, s.now().Add(-keep))
 		switch {
 		case ctx.Err() != nil:
-			return ctx.Err()
 		case err != nil:
 			log.ErrorContext(ctx, "answer pruning failed", "err", err)
 		case n > 0:
 			log.InfoContext(ctx, "pruned recorded answers", "pruned", n, "keep", keep)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
 	}
+	prune(ctx)
+	wait.Every(ctx, every, prune)
+	return ctx.Err()
 }
