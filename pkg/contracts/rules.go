@@ -23,10 +23,24 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Element + ": " + v.Rule }
 
-// naturalKeyCreates are side-effecting creates without a request_id because a natural key
-// makes a retry harmless (it finds the thing, or ALREADY_EXISTS names it). Each entry says
-// which key; anything else that creates needs a request_id.
-var naturalKeyCreates = map[string]string{
+// Side-effecting RPCs (any method not marked idempotency_level = NO_SIDE_EFFECTS) take a
+// caller-chosen request_id, so a client may retry one whose answer was lost, unless they
+// are listed in naturallyIdempotent with the reason a retry is harmless. A new
+// side-effecting RPC is neither until someone decides: Check fails on it.
+
+// Reasons shared by many entries.
+const (
+	setsFields   = "sets the fields named in update_mask to the values given: a retry sets them again"
+	deletesByID  = "deletes by id: a retry finds it gone (NOT_FOUND) and deletes nothing else"
+	setsRelation = "sets a relation to the role given (NONE removes it): a retry sets the same"
+	guardedOnce  = "a transition out of a state it never returns to: a retry finds it done and is FAILED_PRECONDITION (or returns it), never a second effect"
+)
+
+// naturallyIdempotent are the side-effecting RPCs without a request_id, each with why a
+// retry is harmless (a natural key, a state that cannot be left twice, values set rather
+// than added).
+var naturallyIdempotent = map[string]string{
+	// Natural keys: a retry finds the thing, or ALREADY_EXISTS names it.
 	"thefold.github.v1.RepoService.CreateRepo":          "the repository name",
 	"thefold.github.v1.RepoService.InitRepo":            "the repository: a second init of a repository with commits writes nothing",
 	"thefold.github.v1.RepoService.CreateBranch":        "the branch name",
@@ -36,6 +50,80 @@ var naturalKeyCreates = map[string]string{
 	"thefold.ai.v1.ModelRegistryService.CreateModel":    "the provider and model name",
 	"thefold.gateway.v1.UserService.CreateUser":         "the e-mail address",
 	"thefold.tasks.v1.TaskService.ImportIssues":         "each issue's external id: re-importing updates the task it became",
+	"thefold.sandbox.v1.SandboxService.Snapshot":        "the snapshot name: a second Snapshot of a name is ALREADY_EXISTS and leaves the first",
+	"thefold.tasks.v1.TaskService.AddDependency":        "the edge (task_id, blocked_by_id): adding it again changes nothing",
+	"thefold.tasks.v1.TaskService.RemoveDependency":     "the edge (task_id, blocked_by_id): removing it again changes nothing",
+
+	// Values set, not added.
+	"thefold.agent.v1.ProjectService.UpdateProject":        setsFields,
+	"thefold.ai.v1.ModelRegistryService.UpdateModel":       setsFields,
+	"thefold.ai.v1.ModelRegistryService.UpdateProvider":    setsFields,
+	"thefold.gateway.v1.UserService.UpdateUser":            setsFields,
+	"thefold.github.v1.RepoService.UpdateIssue":            setsFields,
+	"thefold.memory.v1.MemoryService.UpdateMemory":         setsFields,
+	"thefold.skills.v1.SkillService.UpdateSkill":           setsFields + " (version counts updates, not states: a retry adds one)",
+	"thefold.tasks.v1.TaskService.UpdateTask":              setsFields,
+	"thefold.tasks.v1.TaskService.SetTaskStatus":           "moves the task to the status given: a retry finds it there (the same status is no transition)",
+	"thefold.memory.v1.MemoryService.PromoteMemory":        "sets trust USER; promoting a USER memory again changes nothing and returns it",
+	"thefold.github.v1.RepoService.SetCollaborator":        setsRelation,
+	"thefold.github.v1.RepoService.SetNamespaceMember":     setsRelation,
+	"thefold.github.v1.RepoService.SetGitHubGrant":         setsRelation,
+	"thefold.github.v1.RepoService.SetGitHubCredential":    "stores the caller's one token: a retry stores the same token again",
+	"thefold.github.v1.RepoService.DeleteGitHubCredential": "forgets the caller's one token: a retry finds none",
+	"thefold.sandbox.v1.SandboxService.WriteFile":          "writes the whole content given: a retry writes the same bytes",
+	"thefold.sandbox.v1.SandboxService.KeepAliveSandbox":   "sets the expiry from now (or the pin): a retry sets it again",
+	"thefold.sandbox.v1.SandboxService.ApplyEdits": "each edit states how often its old_text occurs; once applied that no longer holds, so a " +
+		"retry fails as a whole without touching the file (the response says so)",
+
+	// Deletes.
+	"thefold.ai.v1.ModelRegistryService.DeleteModel":    deletesByID,
+	"thefold.ai.v1.ModelRegistryService.DeleteProvider": deletesByID,
+	"thefold.memory.v1.MemoryService.DeleteMemory":      deletesByID,
+	"thefold.skills.v1.SkillService.DeleteSkill":        deletesByID,
+	"thefold.tasks.v1.TaskService.DeleteTask":           deletesByID,
+	"thefold.sandbox.v1.SandboxService.DeleteFile":      "deletes by path: a retry finds it gone (NOT_FOUND)",
+	"thefold.sandbox.v1.SandboxService.DestroySandbox":  "destroying a destroyed sandbox succeeds and changes nothing",
+
+	// Transitions guarded by a state that cannot be entered twice.
+	"thefold.agent.v1.AgentService.CancelJob":               guardedOnce,
+	"thefold.agent.v1.AgentService.PauseJob":                guardedOnce,
+	"thefold.agent.v1.AgentService.ResolveTask":             guardedOnce,
+	"thefold.agent.v1.AgentService.SkipTask":                guardedOnce,
+	"thefold.agent.v1.ProjectService.CancelProject":         guardedOnce,
+	"thefold.agent.v1.ProjectService.PauseProject":          guardedOnce,
+	"thefold.agent.v1.ProjectService.ResumeProject":         "continues a PAUSED project and never runs a completed task again: a retry finds it RUNNING (FAILED_PRECONDITION)",
+	"thefold.agent.v1.ProjectService.SkipProjectTask":       guardedOnce,
+	"thefold.agent.v1.ProjectService.ResolveProjectTask":    guardedOnce,
+	"thefold.agent.v1.ReviewService.ApproveReview":          "approving an APPROVED review again is a no-op that returns it",
+	"thefold.agent.v1.ReviewService.RejectReview":           guardedOnce,
+	"thefold.agent.v1.ReviewService.RequestChanges":         "keyed by the review: only a PENDING review is sent back and it never becomes PENDING again (the next round is a new review), so a retry is FAILED_PRECONDITION, never a second round",
+	"thefold.builder.v1.BuilderService.CancelBuild":         "cancelling a CANCELLED build returns it unchanged",
+	"thefold.github.v1.RepoService.MergePullRequest":        "an already merged pull request is returned as is",
+	"thefold.github.v1.RepoService.ClosePullRequest":        "an already closed pull request is returned as is",
+	"thefold.gateway.v1.AuthService.RevokeAPIKey":           "revoking a revoked key returns it unchanged",
+	"thefold.gateway.v1.AuthService.RevokeToken":            "revoking a revoked token or ended session changes nothing",
+	"thefold.gateway.v1.AuthService.RefreshToken":           "the refresh token is the key: presenting it again within the grace period returns the same successor",
+	"thefold.gateway.v1.AuthService.VerifyLoginCode":        "the code is the key and works once: a retry is refused, never a second session",
+	"thefold.gateway.v1.AuthService.RequestLoginCode":       "a retry sends another code to the same address, which replaces nothing a caller holds; the per-address limit bounds it",
+	"thefold.gateway.v1.IdentityService.ExchangeAPIKey":     "mints a short-lived token from the key and keeps no state: a retry mints another equivalent one",
+	"thefold.memory.v1.MemoryService.Consolidate":           "converges: a group is merged into one memory, so running it again finds nothing more to merge",
+	"thefold.skills.v1.SkillService.LogResult":              "the (job, skill) pair is the key: a result is recorded once, a retry changes nothing",
+	"thefold.skills.v1.SkillService.ExecutePreRun":          "runs checks and transforms over the input given and keeps nothing: a retry computes the same answer",
+	"thefold.sandbox.v1.SandboxService.Validate":            "validates the workspace as it is: a retry runs the same checks again and only adds build caches and a command-log entry, no state a caller depends on",
+	"thefold.sandbox.v1.SandboxService.ValidateIncremental": "as Validate",
+}
+
+// awaitingRequestID are side-effecting RPCs that are not idempotent and have no request_id
+// yet: each says what a retry repeats. The list may only shrink (a request_id, honoured
+// with the service's idempotency mechanism, takes an entry off it); Check accepts them so
+// the contracts can be checked meanwhile, and TestAwaitingRequestIDIsKnown stops it growing.
+var awaitingRequestID = map[string]string{
+	"thefold.agent.v1.AgentService.RespondToClarification": "a retry after the job asked a new question answers that one with the old answer",
+	"thefold.agent.v1.AgentService.ResumeJob":              "resuming a HUMAN_NEEDED job starts its attempts again; a retry after the job needs a human again restarts it again",
+	"thefold.builder.v1.BuilderService.RetryStep":          "a retry after the retried step failed again runs it once more",
+	"thefold.sandbox.v1.SandboxService.RunCommand":         "runs the argv again: a command's effects on the workspace are the command's",
+	"thefold.skills.v1.SkillService.ExecutePostRun":        "runs the post-run skills again: their AI checks spend tokens again and the run is logged again",
+	"thefold.memory.v1.MemoryService.MarkMemoriesUsed":     "adds one use per call: a retry counts the use twice and inflates the usage boost",
 }
 
 // createVerbs start the names of methods that create something.
@@ -134,16 +222,26 @@ func checkMethod(m protoreflect.MethodDescriptor, add addFunc) {
 	if strings.HasPrefix(name, "Update") && in.Fields().ByName("update_mask") == nil {
 		add(m, "update without a google.protobuf.FieldMask update_mask")
 	}
-	creates := hasPrefix(name, createVerbs) && !readOnly
-	// Every model call writes the usage ledger: a retry must not count twice.
-	if m.Parent().FullName() == "thefold.ai.v1.AIService" && !readOnly {
-		creates = true
+	if readOnly {
+		return
 	}
-	if _, natural := naturalKeyCreates[full]; creates && !natural {
-		if f := in.Fields().ByName("request_id"); f == nil || f.Kind() != protoreflect.StringKind {
+	if hasPrefix(name, createVerbs) {
+		// A create is never excused by its state: only a natural key makes its retry safe.
+		if _, natural := naturallyIdempotent[full]; !natural && !hasRequestID(in) {
 			add(m, "side-effecting create without string request_id")
 		}
+		return
 	}
+	_, natural := naturallyIdempotent[full]
+	_, awaiting := awaitingRequestID[full]
+	if !natural && !awaiting && !hasRequestID(in) {
+		add(m, "side-effecting method without string request_id (or an entry in naturallyIdempotent saying why a retry is harmless)")
+	}
+}
+
+func hasRequestID(in protoreflect.MessageDescriptor) bool {
+	f := in.Fields().ByName("request_id")
+	return f != nil && f.Kind() == protoreflect.StringKind && !f.IsList()
 }
 
 // checkWatch checks the envelope of thefold/type/v1/event.proto.

@@ -129,6 +129,11 @@ message_type { name: "WatchThingsResponse"
 message_type { name: "ListThingsRequest" }
 message_type { name: "ListThingsResponse" }
 message_type { name: "UpdateThingRequest" }
+message_type { name: "ArchiveThingRequest" field { name: "id" number: 1 type: TYPE_STRING label: LABEL_OPTIONAL } }
+message_type { name: "PolishThingRequest"
+  field { name: "id" number: 1 type: TYPE_STRING label: LABEL_OPTIONAL }
+  field { name: "request_id" number: 2 type: TYPE_STRING label: LABEL_OPTIONAL }
+}
 enum_type { name: "Color" value { name: "COLOR_RED" number: 0 } value { name: "COLOR_BLUE" number: 1 } }
 service { name: "ThingService"
   method { name: "CreateThing" input_type: ".bad.v1.CreateThingRequest" output_type: ".bad.v1.Thing" }
@@ -136,6 +141,12 @@ service { name: "ThingService"
     options { idempotency_level: NO_SIDE_EFFECTS } }
   method { name: "ListThings" input_type: ".bad.v1.ListThingsRequest" output_type: ".bad.v1.ListThingsResponse" }
   method { name: "UpdateThing" input_type: ".bad.v1.UpdateThingRequest" output_type: ".bad.v1.Thing" }
+  method { name: "ArchiveThing" input_type: ".bad.v1.ArchiveThingRequest" output_type: ".bad.v1.Thing" }
+  method { name: "PolishThing" input_type: ".bad.v1.PolishThingRequest" output_type: ".bad.v1.Thing" }
+  method { name: "InspectThing" input_type: ".bad.v1.ArchiveThingRequest" output_type: ".bad.v1.Thing"
+    options { idempotency_level: NO_SIDE_EFFECTS } }
+  method { name: "TouchThing" input_type: ".bad.v1.ArchiveThingRequest" output_type: ".bad.v1.Thing"
+    options { idempotency_level: IDEMPOTENT } }
 }`
 	var fdp descriptorpb.FileDescriptorProto
 	if err := prototext.Unmarshal([]byte(bad), &fdp); err != nil {
@@ -162,9 +173,20 @@ service { name: "ThingService"
 		"bad.v1.ThingService.ListThings: list without page_size",
 		"bad.v1.ThingService.ListThings: list without next_page_token",
 		"bad.v1.ThingService.UpdateThing: update without a google.protobuf.FieldMask update_mask",
+		// Any side effect needs a request_id, whatever the method's name; declaring it
+		// IDEMPOTENT is not a reason.
+		"bad.v1.ThingService.ArchiveThing: side-effecting method without string request_id",
+		"bad.v1.ThingService.TouchThing: side-effecting method without string request_id",
+		"bad.v1.ThingService.UpdateThing: side-effecting method without string request_id",
 	} {
 		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
 			t.Errorf("no violation %q; got:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	// A request_id, or no side effect, satisfies the rule.
+	for _, fine := range []string{"bad.v1.ThingService.PolishThing:", "bad.v1.ThingService.InspectThing:"} {
+		if i := slices.IndexFunc(got, func(g string) bool { return strings.HasPrefix(g, fine) }); i >= 0 {
+			t.Errorf("unexpected violation %q", got[i])
 		}
 	}
 }
@@ -181,24 +203,58 @@ func TestUpperSnake(t *testing.T) {
 	}
 }
 
-// TestNaturalKeyExemptionsExist keeps the exemption list honest: each names a real method
-// that has no request_id of its own.
-func TestNaturalKeyExemptionsExist(t *testing.T) {
+// TestIdempotencyExemptionsExist keeps the exemption lists honest: each names a real
+// side-effecting method that has no request_id of its own, with a reason, and no method is
+// on both lists.
+func TestIdempotencyExemptionsExist(t *testing.T) {
 	t.Parallel()
 	theFoldFiles(t)
-	for full := range naturalKeyCreates {
-		i := strings.LastIndex(full, ".")
-		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(full[:i]))
-		if err != nil {
-			t.Errorf("%s: no service %s", full, full[:i])
-			continue
+	check := func(list string, entries map[string]string) {
+		for full, reason := range entries {
+			i := strings.LastIndex(full, ".")
+			d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(full[:i]))
+			if err != nil {
+				t.Errorf("%s %s: no service %s", list, full, full[:i])
+				continue
+			}
+			m := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(full[i+1:]))
+			switch {
+			case m == nil:
+				t.Errorf("%s %s: no such method", list, full)
+			case hasRequestID(m.Input()):
+				t.Errorf("%s %s has a request_id: take it off the list", list, full)
+			case idempotency(m) == descriptorpb.MethodOptions_NO_SIDE_EFFECTS:
+				t.Errorf("%s %s has no side effect: take it off the list", list, full)
+			case strings.TrimSpace(reason) == "":
+				t.Errorf("%s %s: no reason", list, full)
+			}
 		}
-		m := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(full[i+1:]))
-		switch {
-		case m == nil:
-			t.Errorf("%s: no such method", full)
-		case m.Input().Fields().ByName("request_id") != nil:
-			t.Errorf("%s has a request_id: it needs no natural-key exemption", full)
+	}
+	check("naturallyIdempotent", naturallyIdempotent)
+	check("awaitingRequestID", awaitingRequestID)
+	for full := range awaitingRequestID {
+		if _, ok := naturallyIdempotent[full]; ok {
+			t.Errorf("%s is both naturally idempotent and awaiting a request_id", full)
+		}
+	}
+}
+
+// TestAwaitingRequestIDOnlyShrinks: the RPCs known (issue 25) to lack a request_id they
+// need. A new side-effecting RPC gets a request_id or a reason in naturallyIdempotent, not
+// a place on this list.
+func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
+	t.Parallel()
+	known := []string{
+		"thefold.agent.v1.AgentService.RespondToClarification",
+		"thefold.agent.v1.AgentService.ResumeJob",
+		"thefold.builder.v1.BuilderService.RetryStep",
+		"thefold.sandbox.v1.SandboxService.RunCommand",
+		"thefold.skills.v1.SkillService.ExecutePostRun",
+		"thefold.memory.v1.MemoryService.MarkMemoriesUsed",
+	}
+	for full := range awaitingRequestID {
+		if !slices.Contains(known, full) {
+			t.Errorf("%s joined awaitingRequestID: give it a request_id, or a reason in naturallyIdempotent", full)
 		}
 	}
 }

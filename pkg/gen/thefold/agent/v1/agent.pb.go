@@ -5877,7 +5877,12 @@ type RetryProjectTaskRequest struct {
 	// The project task: ProjectTask.id (not its tasks-service task_id).
 	ProjectTaskId string `protobuf:"bytes,2,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	// Optional hint added to the task context for the new job.
-	Guidance      string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	Guidance string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the project as the first call left it and starts
+	// no second job. Reusing it for a different request is INVALID_ARGUMENT. Empty: no
+	// idempotency.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5929,6 +5934,13 @@ func (x *RetryProjectTaskRequest) GetProjectTaskId() string {
 func (x *RetryProjectTaskRequest) GetGuidance() string {
 	if x != nil {
 		return x.Guidance
+	}
+	return ""
+}
+
+func (x *RetryProjectTaskRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -7107,12 +7119,14 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"Q\n" +
 	"\x1aResolveProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"|\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x9b\x01\n" +
 	"\x17RetryProjectTaskRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12&\n" +
 	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12\x1a\n" +
-	"\bguidance\x18\x03 \x01(\tR\bguidance\"O\n" +
+	"\bguidance\x18\x03 \x01(\tR\bguidance\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"O\n" +
 	"\x18RetryProjectTaskResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x8c\x02\n" +
 	"\x0eProjectSummary\x12\x0e\n" +
