@@ -203,7 +203,7 @@ func TestLoginAcceptance(t *testing.T) {
 	}
 	taskID := body["task"].(map[string]any)["id"].(string)
 
-	lines, stop := curlSSE(t, mesh.GatewayURL()+"/v1/tasks:watch?task_id="+taskID, access)
+	lines, stop := curlSSE(t, mesh.GatewayURL()+"/v1/tasks:watch?id="+taskID, access)
 	waitLines(t, lines, "id: ", "event: TASK_EVENT_TYPE_CREATED", taskID)
 	if code, body := rest(t, "PATCH", "/v1/tasks/"+taskID+"?update_mask=title", access, map[string]any{"title": "renamed"}); code != http.StatusOK {
 		t.Fatalf("update task = %d %v", code, body)

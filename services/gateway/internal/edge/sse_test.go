@@ -77,7 +77,7 @@ func TestServerSentEventsHeartbeatsAndEnd(t *testing.T) {
 		`{"result":{"time":"2026-01-01T00:00:01Z","heartbeat":{"cursor":"97","time":"2026-01-01T00:00:01Z"}}}`,
 		`{"result":{"time":"2026-01-01T00:00:02Z","heartbeat":{"cursor":"98","time":"2026-01-01T00:00:02Z","end":true}}}`,
 	}}
-	req := httptest.NewRequest(http.MethodGet, "/v1/tasks:watch?task_id=t", nil)
+	req := httptest.NewRequest(http.MethodGet, "/v1/tasks:watch?id=t", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	rec := httptest.NewRecorder()
 	serverSentEvents(inner).ServeHTTP(rec, req)

@@ -189,9 +189,9 @@ func TestInvalidArgument(t *testing.T) {
 		{"watch: negative after_id", func() error {
 			return watchErr(ctx, c, &tasksv1.WatchTasksRequest{AfterId: -1})
 		}, "after_id"},
-		{"watch: garbage task_id", func() error {
-			return watchErr(ctx, c, &tasksv1.WatchTasksRequest{TaskId: "x"})
-		}, "task_id"},
+		{"watch: garbage id", func() error {
+			return watchErr(ctx, c, &tasksv1.WatchTasksRequest{Id: "x"})
+		}, "id"},
 		{"watch: bad repo", func() error {
 			return watchErr(ctx, c, &tasksv1.WatchTasksRequest{Repo: "x"})
 		}, "repo"},

@@ -594,7 +594,7 @@ func (s *Server) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.ServerSt
 	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
 		return err
 	}
-	taskID, err := validate.UUID("task_id", req.GetTaskId(), false)
+	taskID, err := validate.UUID("id", req.GetId(), false)
 	if err != nil {
 		return err
 	}

@@ -181,7 +181,7 @@ func TestWatchTasksIsolationAndFilters(t *testing.T) {
 		req  *tasksv1.WatchTasksRequest
 		want []string // task ids of the events, in order
 	}{
-		{"task_id", &tasksv1.WatchTasksRequest{TaskId: a1.Id}, []string{a1.Id, a1.Id}},
+		{"id", &tasksv1.WatchTasksRequest{Id: a1.Id}, []string{a1.Id, a1.Id}},
 		{"repo", &tasksv1.WatchTasksRequest{Repo: "local/other"}, []string{a2.Id}},
 		{"all of alice's", &tasksv1.WatchTasksRequest{}, []string{a1.Id, a2.Id, a1.Id}},
 	}
@@ -201,7 +201,7 @@ func TestWatchTasksIsolationAndFilters(t *testing.T) {
 
 	// A change in the filtered task after the history arrives live; the marker shows
 	// nothing else slipped through before it.
-	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: a1.Id})
+	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{Id: a1.Id})
 	recvN(t, s, 2)
 	e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "noise"})
 	e.setStatus(t, a1.Id, backlog)
@@ -368,11 +368,11 @@ func TestWatchTasksOneTask(t *testing.T) {
 	e := start(t)
 	c := e.client
 	bobs := e.create(t, e.bob, &tasksv1.CreateTaskRequest{Title: "bob's"})
-	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{TaskId: "0b0b0b0b-0000-4000-8000-000000000000"}), codes.NotFound)
-	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{TaskId: bobs.Id}), codes.NotFound)
+	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{Id: "0b0b0b0b-0000-4000-8000-000000000000"}), codes.NotFound)
+	grpctest.WantCode(t, watchErr(e.alice, c, &tasksv1.WatchTasksRequest{Id: bobs.Id}), codes.NotFound)
 
 	tk := e.create(t, e.alice, &tasksv1.CreateTaskRequest{Title: "short-lived"})
-	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id})
+	s := watch(t, e.alice, c, &tasksv1.WatchTasksRequest{Id: tk.Id})
 	recvN(t, s, 1) // created
 	e.setStatus(t, tk.Id, planned)
 	e.setStatus(t, tk.Id, backlog) // status changes do not end it; deleting does
@@ -397,9 +397,9 @@ func TestWatchTasksOneTask(t *testing.T) {
 		t.Fatalf("stream of the deleted task = %v, want two status changes, DELETED and the end", got)
 	}
 	// The deleted task's history is still the owner's to replay (not bob's), and it ends.
-	again := rest(watch(t, e.alice, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id}))
+	again := rest(watch(t, e.alice, c, &tasksv1.WatchTasksRequest{Id: tk.Id}))
 	if len(again) != 6 || again[0].GetHeartbeat() == nil || again[4].Type != evDeleted || !again[5].GetHeartbeat().GetEnd() {
 		t.Fatalf("replay of the deleted task = %v", again)
 	}
-	grpctest.WantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{TaskId: tk.Id}), codes.NotFound)
+	grpctest.WantCode(t, watchErr(e.bob, c, &tasksv1.WatchTasksRequest{Id: tk.Id}), codes.NotFound)
 }

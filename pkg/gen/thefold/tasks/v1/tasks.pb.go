@@ -2114,10 +2114,13 @@ type WatchTasksRequest struct {
 	AfterId int64 `protobuf:"varint,1,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
 	// Ignore after_id and deliver only events that commit after the stream starts.
 	FromNow bool `protobuf:"varint,4,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
-	// Optional filters. A task that moves to another repository is seen by watchers of
-	// either repository.
-	Repo          string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
-	TaskId        string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Optional filter: a task that moves to another repository is seen by watchers of either
+	// repository.
+	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
+	// One task to watch, like WatchJob's and WatchBuild's id: NOT_FOUND unless it is the
+	// caller's; its stream ends after the task is deleted. Empty watches all of the caller's
+	// tasks.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2173,9 +2176,9 @@ func (x *WatchTasksRequest) GetRepo() string {
 	return ""
 }
 
-func (x *WatchTasksRequest) GetTaskId() string {
+func (x *WatchTasksRequest) GetId() string {
 	if x != nil {
-		return x.TaskId
+		return x.Id
 	}
 	return ""
 }
@@ -2674,12 +2677,12 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x14ImportIssuesResponse\x120\n" +
 	"\acreated\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\acreated\x120\n" +
 	"\aupdated\x18\x02 \x03(\v2\x16.thefold.tasks.v1.TaskR\aupdated\x12\x18\n" +
-	"\askipped\x18\x03 \x01(\x05R\askipped\"v\n" +
+	"\askipped\x18\x03 \x01(\x05R\askipped\"m\n" +
 	"\x11WatchTasksRequest\x12\x19\n" +
 	"\bafter_id\x18\x01 \x01(\x03R\aafterId\x12\x19\n" +
 	"\bfrom_now\x18\x04 \x01(\bR\afromNow\x12\x12\n" +
-	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\"\xa0\x01\n" +
+	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xa0\x01\n" +
 	"\n" +
 	"TaskUpdate\x12*\n" +
 	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\x12A\n" +
