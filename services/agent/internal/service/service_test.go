@@ -308,7 +308,7 @@ func TestControlsCheckTheJobsStatus(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if sc := ev.GetStatusChanged(); sc != nil {
+		if sc := ev.GetStatusChange(); sc != nil {
 			statuses = append(statuses, sc.Status)
 		}
 	}

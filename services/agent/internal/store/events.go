@@ -49,7 +49,7 @@ func decodeEvent(e events.Event) (*agentv1.WatchJobResponse, error) {
 func StatusEvent(prev agentv1.JobStatus, j *agentv1.Job) *agentv1.WatchJobResponse {
 	return &agentv1.WatchJobResponse{
 		Type: agentv1.JobEventType_JOB_EVENT_TYPE_STATUS_CHANGED,
-		Payload: &agentv1.WatchJobResponse_StatusChanged{StatusChanged: &agentv1.JobStatusChange{
+		Payload: &agentv1.WatchJobResponse_StatusChange{StatusChange: &agentv1.JobStatusChange{
 			PreviousStatus: prev, Status: j.Status, Reason: j.StatusReason,
 		}},
 	}
@@ -73,7 +73,7 @@ func ThoughtEvent(text string) *agentv1.WatchJobResponse {
 
 // Finishing reports whether e ends its job: a move to a terminal status.
 func Finishing(e *agentv1.WatchJobResponse) bool {
-	sc := e.GetStatusChanged()
+	sc := e.GetStatusChange()
 	return sc != nil && Terminal(sc.Status)
 }
 

@@ -334,7 +334,7 @@ const (
 	JobEventType_JOB_EVENT_TYPE_UNSPECIFIED JobEventType = 0
 	// StartTask created the job; payload created.
 	JobEventType_JOB_EVENT_TYPE_CREATED JobEventType = 1
-	// payload status_changed.
+	// payload status_change.
 	JobEventType_JOB_EVENT_TYPE_STATUS_CHANGED JobEventType = 2
 	// payload phase_changed.
 	JobEventType_JOB_EVENT_TYPE_PHASE_CHANGED JobEventType = 3
@@ -636,7 +636,7 @@ const (
 	ProjectEventType_PROJECT_EVENT_TYPE_UNSPECIFIED ProjectEventType = 0
 	// PlanProject created it; payload created.
 	ProjectEventType_PROJECT_EVENT_TYPE_CREATED ProjectEventType = 1
-	// payload status_changed.
+	// payload status_change.
 	ProjectEventType_PROJECT_EVENT_TYPE_STATUS_CHANGED ProjectEventType = 2
 	// payload phase.
 	ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED ProjectEventType = 3
@@ -2802,7 +2802,7 @@ type WatchJobResponse struct {
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*WatchJobResponse_Created
-	//	*WatchJobResponse_StatusChanged
+	//	*WatchJobResponse_StatusChange
 	//	*WatchJobResponse_PhaseChanged
 	//	*WatchJobResponse_Progress
 	//	*WatchJobResponse_Thought
@@ -2894,10 +2894,10 @@ func (x *WatchJobResponse) GetCreated() *JobSummary {
 	return nil
 }
 
-func (x *WatchJobResponse) GetStatusChanged() *JobStatusChange {
+func (x *WatchJobResponse) GetStatusChange() *JobStatusChange {
 	if x != nil {
-		if x, ok := x.Payload.(*WatchJobResponse_StatusChanged); ok {
-			return x.StatusChanged
+		if x, ok := x.Payload.(*WatchJobResponse_StatusChange); ok {
+			return x.StatusChange
 		}
 	}
 	return nil
@@ -3019,8 +3019,8 @@ type WatchJobResponse_Created struct {
 	Created *JobSummary `protobuf:"bytes,5,opt,name=created,proto3,oneof"`
 }
 
-type WatchJobResponse_StatusChanged struct {
-	StatusChanged *JobStatusChange `protobuf:"bytes,6,opt,name=status_changed,json=statusChanged,proto3,oneof"`
+type WatchJobResponse_StatusChange struct {
+	StatusChange *JobStatusChange `protobuf:"bytes,6,opt,name=status_change,json=statusChange,proto3,oneof"`
 }
 
 type WatchJobResponse_PhaseChanged struct {
@@ -3073,7 +3073,7 @@ type WatchJobResponse_BudgetExhausted struct {
 
 func (*WatchJobResponse_Created) isWatchJobResponse_Payload() {}
 
-func (*WatchJobResponse_StatusChanged) isWatchJobResponse_Payload() {}
+func (*WatchJobResponse_StatusChange) isWatchJobResponse_Payload() {}
 
 func (*WatchJobResponse_PhaseChanged) isWatchJobResponse_Payload() {}
 
@@ -6494,7 +6494,7 @@ type WatchProjectResponse struct {
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*WatchProjectResponse_Created
-	//	*WatchProjectResponse_StatusChanged
+	//	*WatchProjectResponse_StatusChange
 	//	*WatchProjectResponse_Phase
 	//	*WatchProjectResponse_PhaseRevised
 	//	*WatchProjectResponse_Task
@@ -6582,10 +6582,10 @@ func (x *WatchProjectResponse) GetCreated() *ProjectSummary {
 	return nil
 }
 
-func (x *WatchProjectResponse) GetStatusChanged() *ProjectStatusChange {
+func (x *WatchProjectResponse) GetStatusChange() *ProjectStatusChange {
 	if x != nil {
-		if x, ok := x.Payload.(*WatchProjectResponse_StatusChanged); ok {
-			return x.StatusChanged
+		if x, ok := x.Payload.(*WatchProjectResponse_StatusChange); ok {
+			return x.StatusChange
 		}
 	}
 	return nil
@@ -6671,8 +6671,8 @@ type WatchProjectResponse_Created struct {
 	Created *ProjectSummary `protobuf:"bytes,5,opt,name=created,proto3,oneof"`
 }
 
-type WatchProjectResponse_StatusChanged struct {
-	StatusChanged *ProjectStatusChange `protobuf:"bytes,6,opt,name=status_changed,json=statusChanged,proto3,oneof"`
+type WatchProjectResponse_StatusChange struct {
+	StatusChange *ProjectStatusChange `protobuf:"bytes,6,opt,name=status_change,json=statusChange,proto3,oneof"`
 }
 
 type WatchProjectResponse_Phase struct {
@@ -6709,7 +6709,7 @@ type WatchProjectResponse_Heartbeat struct {
 
 func (*WatchProjectResponse_Created) isWatchProjectResponse_Payload() {}
 
-func (*WatchProjectResponse_StatusChanged) isWatchProjectResponse_Payload() {}
+func (*WatchProjectResponse_StatusChange) isWatchProjectResponse_Payload() {}
 
 func (*WatchProjectResponse_Phase) isWatchProjectResponse_Payload() {}
 
@@ -6885,14 +6885,14 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fWatchJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
-	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\x82\t\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\x80\t\n" +
 	"\x10WatchJobResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x122\n" +
 	"\x04type\x18\x03 \x01(\x0e2\x1e.thefold.agent.v1.JobEventTypeR\x04type\x12\x15\n" +
 	"\x06job_id\x18\x04 \x01(\tR\x05jobId\x128\n" +
-	"\acreated\x18\x05 \x01(\v2\x1c.thefold.agent.v1.JobSummaryH\x00R\acreated\x12J\n" +
-	"\x0estatus_changed\x18\x06 \x01(\v2!.thefold.agent.v1.JobStatusChangeH\x00R\rstatusChanged\x12G\n" +
+	"\acreated\x18\x05 \x01(\v2\x1c.thefold.agent.v1.JobSummaryH\x00R\acreated\x12H\n" +
+	"\rstatus_change\x18\x06 \x01(\v2!.thefold.agent.v1.JobStatusChangeH\x00R\fstatusChange\x12G\n" +
 	"\rphase_changed\x18\a \x01(\v2 .thefold.agent.v1.JobPhaseChangeH\x00R\fphaseChanged\x12;\n" +
 	"\bprogress\x18\b \x01(\v2\x1d.thefold.agent.v1.JobProgressH\x00R\bprogress\x128\n" +
 	"\athought\x18\t \x01(\v2\x1c.thefold.agent.v1.JobThoughtH\x00R\athought\x12c\n" +
@@ -7165,15 +7165,15 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x13WatchProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
-	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xed\x06\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xeb\x06\n" +
 	"\x14WatchProjectResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x126\n" +
 	"\x04type\x18\x03 \x01(\x0e2\".thefold.agent.v1.ProjectEventTypeR\x04type\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x04 \x01(\tR\tprojectId\x12<\n" +
-	"\acreated\x18\x05 \x01(\v2 .thefold.agent.v1.ProjectSummaryH\x00R\acreated\x12N\n" +
-	"\x0estatus_changed\x18\x06 \x01(\v2%.thefold.agent.v1.ProjectStatusChangeH\x00R\rstatusChanged\x12<\n" +
+	"\acreated\x18\x05 \x01(\v2 .thefold.agent.v1.ProjectSummaryH\x00R\acreated\x12L\n" +
+	"\rstatus_change\x18\x06 \x01(\v2%.thefold.agent.v1.ProjectStatusChangeH\x00R\fstatusChange\x12<\n" +
 	"\x05phase\x18\a \x01(\v2$.thefold.agent.v1.ProjectPhaseChangeH\x00R\x05phase\x12M\n" +
 	"\rphase_revised\x18\b \x01(\v2&.thefold.agent.v1.ProjectPhaseRevisionH\x00R\fphaseRevised\x129\n" +
 	"\x04task\x18\t \x01(\v2#.thefold.agent.v1.ProjectTaskChangeH\x00R\x04task\x12N\n" +
@@ -7480,7 +7480,7 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	93,  // 35: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
 	4,   // 36: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
 	29,  // 37: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
-	30,  // 38: thefold.agent.v1.WatchJobResponse.status_changed:type_name -> thefold.agent.v1.JobStatusChange
+	30,  // 38: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
 	31,  // 39: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
 	32,  // 40: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
 	33,  // 41: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
@@ -7559,7 +7559,7 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	93,  // 114: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
 	8,   // 115: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
 	85,  // 116: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
-	86,  // 117: thefold.agent.v1.WatchProjectResponse.status_changed:type_name -> thefold.agent.v1.ProjectStatusChange
+	86,  // 117: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
 	87,  // 118: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
 	88,  // 119: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
 	89,  // 120: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
@@ -7640,7 +7640,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 	}
 	file_thefold_agent_v1_agent_proto_msgTypes[32].OneofWrappers = []any{
 		(*WatchJobResponse_Created)(nil),
-		(*WatchJobResponse_StatusChanged)(nil),
+		(*WatchJobResponse_StatusChange)(nil),
 		(*WatchJobResponse_PhaseChanged)(nil),
 		(*WatchJobResponse_Progress)(nil),
 		(*WatchJobResponse_Thought)(nil),
@@ -7656,7 +7656,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 	}
 	file_thefold_agent_v1_agent_proto_msgTypes[83].OneofWrappers = []any{
 		(*WatchProjectResponse_Created)(nil),
-		(*WatchProjectResponse_StatusChanged)(nil),
+		(*WatchProjectResponse_StatusChange)(nil),
 		(*WatchProjectResponse_Phase)(nil),
 		(*WatchProjectResponse_PhaseRevised)(nil),
 		(*WatchProjectResponse_Task)(nil),
