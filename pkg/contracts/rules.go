@@ -123,7 +123,6 @@ var awaitingRequestID = map[string]string{
 	"thefold.builder.v1.BuilderService.RetryStep":          "a retry after the retried step failed again runs it once more",
 	"thefold.sandbox.v1.SandboxService.RunCommand":         "runs the argv again: a command's effects on the workspace are the command's",
 	"thefold.skills.v1.SkillService.ExecutePostRun":        "runs the post-run skills again: their AI checks spend tokens again and the run is logged again",
-	"thefold.memory.v1.MemoryService.MarkMemoriesUsed":     "adds one use per call: a retry counts the use twice and inflates the usage boost",
 }
 
 // createVerbs start the names of methods that create something.

@@ -250,7 +250,6 @@ func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
 		"thefold.builder.v1.BuilderService.RetryStep",
 		"thefold.sandbox.v1.SandboxService.RunCommand",
 		"thefold.skills.v1.SkillService.ExecutePostRun",
-		"thefold.memory.v1.MemoryService.MarkMemoriesUsed",
 	}
 	for full := range awaitingRequestID {
 		if !slices.Contains(known, full) {

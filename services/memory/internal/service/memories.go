@@ -521,7 +521,10 @@ func (s *Server) MarkMemoriesUsed(ctx context.Context, req *memoryv1.MarkMemorie
 			return nil, err
 		}
 	}
-	marked, err := s.store.MarkUsed(ctx, p.UserID, ids)
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	marked, err := s.store.MarkUsed(ctx, p.UserID, ids, req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}

@@ -497,14 +497,41 @@ func (s *Store) Promote(ctx context.Context, owner string, anyOwner bool, id, by
 	return s.Get(ctx, memOwner, id)
 }
 
-// MarkUsed counts a use of each of owner's memories among ids and returns those marked.
-func (s *Store) MarkUsed(ctx context.Context, owner string, ids []string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE memories SET use_count = use_count + 1, last_used_time = now()
-		WHERE owner_id = $1 AND id = ANY($2::uuid[]) RETURNING id::text`, owner, ids)
-	if err != nil {
-		return nil, fmt.Errorf("store: mark used: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+// MarkUsed adds a use to each of owner's memories among ids and returns the ids it marked.
+// With a requestID, the first call leaves a mark (use_marks) in the same transaction, and a
+// later call with the same requestID returns the ids the first marked and counts nothing
+// again. Marks older than a day are dropped as new ones are made.
+func (s *Store) MarkUsed(ctx context.Context, owner string, ids []string, requestID string) ([]string, error) {
+	var out []string
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if requestID != "" {
+			tag, err := tx.Exec(ctx, `INSERT INTO use_marks (owner_id, request_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, owner, requestID)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 { // a retry: the first call's answer
+				return tx.QueryRow(ctx, `SELECT marked_ids::text[] FROM use_marks WHERE owner_id = $1 AND request_id = $2`,
+					owner, requestID).Scan(&out)
+			}
+		}
+		rows, err := tx.Query(ctx, `UPDATE memories SET use_count = use_count + 1, last_used_time = now()
+			WHERE owner_id = $1 AND id = ANY($2::uuid[]) RETURNING id::text`, owner, ids)
+		if err != nil {
+			return err
+		}
+		if out, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if requestID == "" {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE use_marks SET marked_ids = $3::uuid[] WHERE owner_id = $1 AND request_id = $2`,
+			owner, requestID, nonNil(out)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM use_marks WHERE create_time < now() - interval '1 day'`)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("store: mark used: %w", err)
 	}

@@ -2648,8 +2648,12 @@ type MarkMemoriesUsedRequest struct {
 	// Required, 1–100 memory ids.
 	Ids []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
 	// The job or task that used them, for the log.
-	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	TaskId        string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	JobId  string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// Caller-chosen idempotency key (a UUID is a good choice, at most 128 characters): a
+	// retry with the same request_id by the same caller within a day returns the first call's
+	// answer and counts no use again. Empty: no key, each call counts a use.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2701,6 +2705,13 @@ func (x *MarkMemoriesUsedRequest) GetJobId() string {
 func (x *MarkMemoriesUsedRequest) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
+	}
+	return ""
+}
+
+func (x *MarkMemoriesUsedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -2994,11 +3005,13 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x14PromoteMemoryRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"J\n" +
 	"\x15PromoteMemoryResponse\x121\n" +
-	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"[\n" +
+	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\"z\n" +
 	"\x17MarkMemoriesUsedRequest\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
-	"\atask_id\x18\x03 \x01(\tR\x06taskId\"Z\n" +
+	"\atask_id\x18\x03 \x01(\tR\x06taskId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"Z\n" +
 	"\x18MarkMemoriesUsedResponse\x12\x1d\n" +
 	"\n" +
 	"marked_ids\x18\x01 \x03(\tR\tmarkedIds\x12\x1f\n" +

@@ -106,7 +106,8 @@ type MemoryServiceClient interface {
 	PromoteMemory(ctx context.Context, in *PromoteMemoryRequest, opts ...grpc.CallOption) (*PromoteMemoryResponse, error)
 	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
 	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
-	// search is not being used. Unknown or foreign ids are reported, not an error.
+	// search is not being used. Unknown or foreign ids are reported, not an error. Each call
+	// counts a use, so a retry needs the same request_id.
 	MarkMemoriesUsed(ctx context.Context, in *MarkMemoriesUsedRequest, opts ...grpc.CallOption) (*MarkMemoriesUsedResponse, error)
 }
 
@@ -311,7 +312,8 @@ type MemoryServiceServer interface {
 	PromoteMemory(context.Context, *PromoteMemoryRequest) (*PromoteMemoryResponse, error)
 	// MarkMemoriesUsed records that memories were actually used (given to a prompt that led to
 	// a result), which is what the usage boost of SearchMemories rewards: being returned by a
-	// search is not being used. Unknown or foreign ids are reported, not an error.
+	// search is not being used. Unknown or foreign ids are reported, not an error. Each call
+	// counts a use, so a retry needs the same request_id.
 	MarkMemoriesUsed(context.Context, *MarkMemoriesUsedRequest) (*MarkMemoriesUsedResponse, error)
 	mustEmbedUnimplementedMemoryServiceServer()
 }
