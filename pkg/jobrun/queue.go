@@ -35,6 +35,13 @@ type QueueConfig[A Args] struct {
 	Run func(ctx context.Context, id string) error
 }
 
+// Enqueuer starts runs: Enqueue adds a run of the job (or build) id in tx, so the run exists
+// exactly when the transaction commits. Queue is one; a service's handlers take this
+// interface so their tests can count what they enqueue.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, tx pgx.Tx, id string) error
+}
+
 // Queue is the River client of one service's runs, in the pool's schema.
 type Queue[A Args] struct {
 	client *river.Client[pgx.Tx]

@@ -33,6 +33,7 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/usage"
 	"github.com/thefold/thefold/pkg/validate"
 
@@ -49,11 +50,8 @@ const (
 	maxAction = 64
 )
 
-// Queue starts job runs: Enqueue adds a run of job id in tx, so it exists exactly when the
-// transaction commits.
-type Queue interface {
-	Enqueue(ctx context.Context, tx pgx.Tx, id string) error
-}
+// Queue starts job runs (jobrun.Enqueuer).
+type Queue = jobrun.Enqueuer
 
 // Stopper stops a job this process runs (the loop engine).
 type Stopper interface{ Stop(id string) }
