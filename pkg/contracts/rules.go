@@ -120,7 +120,6 @@ var naturallyIdempotent = map[string]string{
 var awaitingRequestID = map[string]string{
 	"thefold.agent.v1.AgentService.RespondToClarification": "a retry after the job asked a new question answers that one with the old answer",
 	"thefold.agent.v1.AgentService.ResumeJob":              "resuming a HUMAN_NEEDED job starts its attempts again; a retry after the job needs a human again restarts it again",
-	"thefold.builder.v1.BuilderService.RetryStep":          "a retry after the retried step failed again runs it once more",
 	"thefold.sandbox.v1.SandboxService.RunCommand":         "runs the argv again: a command's effects on the workspace are the command's",
 	"thefold.skills.v1.SkillService.ExecutePostRun":        "runs the post-run skills again: their AI checks spend tokens again and the run is logged again",
 }

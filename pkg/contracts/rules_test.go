@@ -247,7 +247,6 @@ func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
 	known := []string{
 		"thefold.agent.v1.AgentService.RespondToClarification",
 		"thefold.agent.v1.AgentService.ResumeJob",
-		"thefold.builder.v1.BuilderService.RetryStep",
 		"thefold.sandbox.v1.SandboxService.RunCommand",
 		"thefold.skills.v1.SkillService.ExecutePostRun",
 	}

@@ -356,7 +356,14 @@ func (s *Server) RetryStep(ctx context.Context, req *builderv1.RetryStepRequest)
 	if err := validate.MaxLen("guidance", req.GetGuidance(), maxAdditionalContext); err != nil {
 		return nil, err
 	}
-	b, err := s.store.Retry(ctx, owner, id, req.GetStepNumber(), req.GetGuidance(), s.queue.Enqueue)
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	retry := store.RetryRequest{ID: req.GetRequestId()}
+	if retry.ID != "" {
+		retry.Hash = store.RequestHash(req)
+	}
+	b, err := s.store.Retry(ctx, owner, id, req.GetStepNumber(), req.GetGuidance(), retry, s.queue.Enqueue)
 	if err != nil {
 		return nil, err
 	}

@@ -327,6 +327,8 @@ func TestInvalidArgument(t *testing.T) {
 		{"retry: step_number 0", retry(&builderv1.RetryStepRequest{BuildId: b.Id}), "step_number"},
 		{"retry: negative step_number", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: -2}), "step_number"},
 		{"retry: guidance too long", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, Guidance: strings.Repeat("g", 64<<10+1)}), "guidance"},
+		{"retry: request_id with a space", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, RequestId: "a b"}), "request_id"},
+		{"retry: request_id too long", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, RequestId: strings.Repeat("r", 200)}), "request_id"},
 		// WatchBuild
 		{"watch: negative after_id", watch(&builderv1.WatchBuildRequest{Id: b.Id, AfterId: -1}), "after_id"},
 		{"watch: id not a UUID", watch(&builderv1.WatchBuildRequest{Id: "x"}), "id"},

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -270,8 +271,10 @@ func (s *Store) Cancel(ctx context.Context, owner, id, reason string) (*Build, e
 // Retry prepares owner's FAILED build id to run step again with guidance, and calls
 // enqueue in the same transaction: the step becomes PENDING (its fix rounds start again),
 // the build PENDING in the step's phase with a new generation, so the step's model calls
-// are asked again and not replayed. Other states are FailedPrecondition.
-func (s *Store) Retry(ctx context.Context, owner, id string, step int32, guidance string, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Build, error) {
+// are asked again and not replayed. Other states are FailedPrecondition. With req.ID, a
+// retry of the same request returns the build as it is now and changes nothing (the build
+// keeps its latest Retry's key); the same key with another request is InvalidArgument.
+func (s *Store) Retry(ctx context.Context, owner, id string, step int32, guidance string, req RetryRequest, enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Build, error) {
 	var out *Build
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		b, err := lockBuild(ctx, tx, owner, id)
@@ -279,6 +282,19 @@ func (s *Store) Retry(ctx context.Context, owner, id string, step int32, guidanc
 			return err
 		}
 		out = b
+		if req.ID != "" {
+			var prevID string
+			var prevHash []byte
+			if err := tx.QueryRow(ctx, "SELECT retry_request_id, retry_request_hash FROM builds WHERE id = $1", id).Scan(&prevID, &prevHash); err != nil {
+				return err
+			}
+			if prevID == req.ID {
+				if !bytes.Equal(prevHash, req.Hash) {
+					return errs.Invalid("request_id", "was used for a different RetryStep request")
+				}
+				return nil // a retry of the call that ran it: the build as it is now
+			}
+		}
 		if b.Status != builderv1.BuildStatus_BUILD_STATUS_FAILED {
 			return status.Errorf(codes.FailedPrecondition, "build %s is %s; only a failed build's steps can be retried", id, StatusName(b.Status))
 		}
@@ -316,7 +332,19 @@ func (s *Store) Retry(ctx context.Context, owner, id string, step int32, guidanc
 		if err := enqueue(ctx, tx, id); err != nil {
 			return err
 		}
+		if req.ID != "" {
+			if _, err := tx.Exec(ctx, "UPDATE builds SET retry_request_id = $2, retry_request_hash = $3 WHERE id = $1", id, req.ID, req.Hash); err != nil {
+				return err
+			}
+		}
 		return writeChange(ctx, tx, Change{Build: b, Steps: []*Step{st}, Events: []*builderv1.WatchBuildResponse{StatusEvent(prev, b)}})
 	})
 	return out, err
+}
+
+// RetryRequest is a RetryStep's idempotency key (ID, "" for none) and the hash of what it
+// asked (RequestHash), to tell a retry from a reused key.
+type RetryRequest struct {
+	ID   string
+	Hash []byte
 }

@@ -609,7 +609,7 @@ func TestRetry(t *testing.T) {
 
 	t.Run("pending build", func(t *testing.T) {
 		p := mustCreate(t, s, newBuild(alice, "f-pending"), nil)
-		_, err := s.Retry(ctx, alice, p.Id, 1, "", r.enqueue)
+		_, err := s.Retry(ctx, alice, p.Id, 1, "", store.RetryRequest{}, r.enqueue)
 		grpctest.WantCode(t, err, codes.FailedPrecondition, "pending")
 	})
 	t.Run("cancelled build", func(t *testing.T) {
@@ -617,26 +617,26 @@ func TestRetry(t *testing.T) {
 		if _, err := s.Cancel(ctx, alice, p.Id, ""); err != nil {
 			t.Fatal(err)
 		}
-		_, err := s.Retry(ctx, alice, p.Id, 1, "", r.enqueue)
+		_, err := s.Retry(ctx, alice, p.Id, 1, "", store.RetryRequest{}, r.enqueue)
 		grpctest.WantCode(t, err, codes.FailedPrecondition, "cancelled")
 	})
 	t.Run("succeeded step", func(t *testing.T) {
-		_, err := s.Retry(ctx, alice, b.Id, 1, "", r.enqueue)
+		_, err := s.Retry(ctx, alice, b.Id, 1, "", store.RetryRequest{}, r.enqueue)
 		grpctest.WantCode(t, err, codes.FailedPrecondition, "succeeded")
 	})
 	t.Run("unknown step", func(t *testing.T) {
-		if _, err := s.Retry(ctx, alice, b.Id, 9, "", r.enqueue); !errors.Is(err, errs.ErrNotFound) {
+		if _, err := s.Retry(ctx, alice, b.Id, 9, "", store.RetryRequest{}, r.enqueue); !errors.Is(err, errs.ErrNotFound) {
 			t.Errorf("Retry step 9 = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("another owner", func(t *testing.T) {
-		if _, err := s.Retry(ctx, bob, b.Id, 2, "", r.enqueue); !errors.Is(err, errs.ErrNotFound) {
+		if _, err := s.Retry(ctx, bob, b.Id, 2, "", store.RetryRequest{}, r.enqueue); !errors.Is(err, errs.ErrNotFound) {
 			t.Errorf("Retry as bob = %v, want ErrNotFound", err)
 		}
 	})
 	t.Run("enqueue failure rolls back", func(t *testing.T) {
 		boom := errors.New("queue down")
-		if _, err := s.Retry(ctx, alice, b.Id, 2, "g", (&recorder{fail: boom}).enqueue); !errors.Is(err, boom) {
+		if _, err := s.Retry(ctx, alice, b.Id, 2, "g", store.RetryRequest{}, (&recorder{fail: boom}).enqueue); !errors.Is(err, boom) {
 			t.Errorf("Retry = %v, want %v", err, boom)
 		}
 		if got, _ := s.Get(ctx, alice, b.Id); got.Status != failed || got.Generation != 0 {
@@ -647,7 +647,7 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("refused retries enqueued %v", got)
 	}
 
-	got, err := s.Retry(ctx, alice, b.Id, 2, "use the other API", r.enqueue)
+	got, err := s.Retry(ctx, alice, b.Id, 2, "use the other API", store.RetryRequest{}, r.enqueue)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,7 +683,7 @@ func TestRetry(t *testing.T) {
 		t.Errorf("Claim after Retry: ok=%v err=%v", ok, err)
 	}
 	// It is not FAILED anymore.
-	_, err = s.Retry(ctx, alice, b.Id, 2, "", r.enqueue)
+	_, err = s.Retry(ctx, alice, b.Id, 2, "", store.RetryRequest{}, r.enqueue)
 	grpctest.WantCode(t, err, codes.FailedPrecondition)
 }
 

@@ -2174,7 +2174,12 @@ type RetryStepRequest struct {
 	// The step to run again (FAILED).
 	StepNumber int32 `protobuf:"varint,2,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
 	// Extra context for the retry, e.g. the diagnosis.
-	Guidance      string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	Guidance string `protobuf:"bytes,3,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the build as it is now and runs nothing again (the
+	// build remembers its latest RetryStep's key). Reusing it for a different request is
+	// INVALID_ARGUMENT. Empty: no key.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2226,6 +2231,13 @@ func (x *RetryStepRequest) GetStepNumber() int32 {
 func (x *RetryStepRequest) GetGuidance() string {
 	if x != nil {
 		return x.Guidance
+	}
+	return ""
+}
+
+func (x *RetryStepRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -3499,12 +3511,14 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"I\n" +
 	"\x13CancelBuildResponse\x122\n" +
-	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"j\n" +
+	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"\x89\x01\n" +
 	"\x10RetryStepRequest\x12\x19\n" +
 	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
 	"\vstep_number\x18\x02 \x01(\x05R\n" +
 	"stepNumber\x12\x1a\n" +
-	"\bguidance\x18\x03 \x01(\tR\bguidance\"G\n" +
+	"\bguidance\x18\x03 \x01(\tR\bguidance\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"G\n" +
 	"\x11RetryStepResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"p\n" +
 	"\x11WatchBuildRequest\x12\x0e\n" +
