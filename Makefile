@@ -29,7 +29,7 @@ images:
 	@# Debian packages): the sandbox container cannot build it, having neither.
 	@.thefold/images/sandbox build-image
 
-.PHONY: all setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build
+.PHONY: all demo setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build
 
 all: build
 
@@ -114,6 +114,11 @@ load: setup
 ## run: build and start the nine services (thefold up).
 run: setup
 	@go run ./cmd/thefold up
+
+## demo: the main job end to end — a task to a reviewed pull request (the scripted model,
+## labelled as such, when no provider key is set).
+demo: setup
+	@go run ./cmd/thefold demo
 
 down:
 	@go run ./cmd/thefold down

@@ -2,6 +2,8 @@
 //
 //	thefold up         build the nine services, start whatever is not running under a
 //	                   supervisor that restarts a service that dies, wait until healthy
+//	thefold demo       the main job end to end: up, a task to a reviewed pull request (the
+//	                   scripted model, labelled as such, when no provider key is set)
 //	thefold down       stop the supervisor, then the services, gracefully
 //	thefold status     show which services run and which are down
 //	thefold supervise  the supervisor itself (thefold up starts it in the background)
@@ -46,6 +48,10 @@ const usage = `usage: thefold <command> [flags]
 commands:
   up       build and start whatever is not running (a supervisor restarts a service
            that dies), wait until all nine are healthy
+  demo     the main job end to end: start the stack, a repository and the task "Add a health
+           endpoint", the job through planning, a sandboxed build and validation to the review
+           gate, approval, the pull request; without a provider key the model is fakellm
+           replaying deploy/fakellm/demo.json (labelled SCRIPTED MODEL) and the stack stops after
   down     stop the supervisor, then the services
   status   show which services are running and which are down
   token    issue, save and print a fresh admin token; the previous one is revoked
@@ -90,7 +96,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *src == "" {
 		root, err := findSourceRoot()
-		if err != nil && (cmd == "up" || *dataDir == "") {
+		if err != nil && (cmd == "up" || cmd == "demo" || *dataDir == "") {
 			return err
 		}
 		*src = root
@@ -116,6 +122,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd {
 	case "up":
 		return up(ctx, st, *src, *timeout, out)
+	case "demo":
+		return demo(ctx, st, *src, *timeout, out)
 	case "down":
 		if err := st.Stop(20 * time.Second); err != nil {
 			return err
