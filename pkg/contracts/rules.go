@@ -118,10 +118,8 @@ var naturallyIdempotent = map[string]string{
 // with the service's idempotency mechanism, takes an entry off it); Check accepts them so
 // the contracts can be checked meanwhile, and TestAwaitingRequestIDIsKnown stops it growing.
 var awaitingRequestID = map[string]string{
-	"thefold.agent.v1.AgentService.RespondToClarification": "a retry after the job asked a new question answers that one with the old answer",
-	"thefold.agent.v1.AgentService.ResumeJob":              "resuming a HUMAN_NEEDED job starts its attempts again; a retry after the job needs a human again restarts it again",
-	"thefold.sandbox.v1.SandboxService.RunCommand":         "runs the argv again: a command's effects on the workspace are the command's",
-	"thefold.skills.v1.SkillService.ExecutePostRun":        "runs the post-run skills again: their AI checks spend tokens again and the run is logged again",
+	"thefold.sandbox.v1.SandboxService.RunCommand":  "runs the argv again: a command's effects on the workspace are the command's",
+	"thefold.skills.v1.SkillService.ExecutePostRun": "runs the post-run skills again: their AI checks spend tokens again and the run is logged again",
 }
 
 // createVerbs start the names of methods that create something.

@@ -245,8 +245,6 @@ func TestIdempotencyExemptionsExist(t *testing.T) {
 func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
 	t.Parallel()
 	known := []string{
-		"thefold.agent.v1.AgentService.RespondToClarification",
-		"thefold.agent.v1.AgentService.ResumeJob",
 		"thefold.sandbox.v1.SandboxService.RunCommand",
 		"thefold.skills.v1.SkillService.ExecutePostRun",
 	}

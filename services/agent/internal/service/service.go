@@ -6,6 +6,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,6 +317,24 @@ func (s *Server) control(ctx context.Context, id string, change store.Change, st
 	return rec, nil
 }
 
+// once makes a control with a request_id happen once: the job keeps its latest control's
+// key, and a retry of that call (same RPC, key and request) is done already, to be answered
+// with the job as it is; the same key for another request is InvalidArgument.
+func once(rec *store.Record, rpc, requestID string, req proto.Message) (done bool, err error) {
+	if requestID == "" {
+		return false, nil
+	}
+	hash := store.RequestHash(req)
+	if l := rec.State.LastRequest; l != nil && l.ID == requestID {
+		if l.RPC != rpc || !bytes.Equal(l.Hash, hash) {
+			return false, errs.Invalid("request_id", "was used for a different request")
+		}
+		return true, nil
+	}
+	rec.State.LastRequest = &store.ControlRequest{RPC: rpc, ID: requestID, Hash: hash}
+	return false, nil
+}
+
 // want returns FailedPrecondition unless rec's job is in one of ok, naming the status and
 // the control.
 func want(rec *store.Record, what string, ok ...agentv1.JobStatus) error {
@@ -440,8 +459,14 @@ func (s *Server) ResumeJob(ctx context.Context, req *agentv1.ResumeJobRequest) (
 	if err := validate.MaxLen("guidance", req.Guidance, maxText); err != nil {
 		return nil, err
 	}
+	if err := validate.RequestID("request_id", req.RequestId); err != nil {
+		return nil, err
+	}
 	wasHuman := false
 	rec, err := s.control(ctx, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		if done, err := once(rec, "ResumeJob", req.RequestId, req); done || err != nil {
+			return store.Step{Unchanged: done}, err
+		}
 		if err := want(rec, "ResumeJob", agentv1.JobStatus_JOB_STATUS_PAUSED, agentv1.JobStatus_JOB_STATUS_HUMAN_NEEDED); err != nil {
 			return store.Step{}, err
 		}
@@ -549,7 +574,13 @@ func (s *Server) RespondToClarification(ctx context.Context, req *agentv1.Respon
 	if err != nil {
 		return nil, err
 	}
+	if err := validate.RequestID("request_id", req.RequestId); err != nil {
+		return nil, err
+	}
 	rec, err := s.control(ctx, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		if done, err := once(rec, "RespondToClarification", req.RequestId, req); done || err != nil {
+			return store.Step{Unchanged: done}, err
+		}
 		if err := want(rec, "RespondToClarification", agentv1.JobStatus_JOB_STATUS_WAITING_CLARIFICATION); err != nil {
 			return store.Step{}, err
 		}

@@ -26,10 +26,10 @@ import (
 	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
-	"github.com/thefold/thefold/pkg/jobrun"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/protoenum"
 )
 
@@ -73,6 +73,9 @@ type State struct {
 	Failures int `json:"failures,omitempty"`
 	// BackoffUntil is when an environment_error's wait ends.
 	BackoffUntil time.Time `json:"backoff_until,omitzero"`
+	// LastRequest is the latest control with a request_id (ResumeJob, RespondToClarification):
+	// a retry of it changes nothing again.
+	LastRequest *ControlRequest `json:"last_request,omitempty"`
 	// Generation counts restarts of the attempt numbering (human guidance, rewrites, review
 	// feedback); it is part of every idempotency key, so a new run asks again.
 	Generation int `json:"generation,omitempty"`
@@ -151,6 +154,14 @@ func marshal(m proto.Message) ([]byte, error) {
 		return nil, nil
 	}
 	return jsonOut.Marshal(m)
+}
+
+// ControlRequest is a control's idempotency key and the hash of what it asked
+// (RequestHash).
+type ControlRequest struct {
+	RPC  string `json:"rpc"`
+	ID   string `json:"id"`
+	Hash []byte `json:"hash"`
 }
 
 // RequestHash identifies what a StartTask request asked for, to tell a retry (same hash)
@@ -444,6 +455,9 @@ type Step struct {
 	// After runs last in the transaction, for writes beside the job (a review's decision
 	// or its pull request).
 	After func(ctx context.Context, tx pgx.Tx) error
+	// Unchanged: the change found nothing to do (a retry of a control already applied), so
+	// Mutate writes nothing and hands nothing to a new run.
+	Unchanged bool
 }
 
 // Save writes the loop's checkpoint of rec after a step, fenced by lease: ErrLeaseLost
@@ -564,6 +578,10 @@ func (s *Store) mutate(ctx context.Context, owner, id string, change Change, enq
 		st, err := change(ctx, tx, r)
 		if err != nil {
 			return err
+		}
+		if st.Unchanged {
+			rec = r
+			return nil
 		}
 		if st.Review != nil {
 			if err := s.insertReview(ctx, tx, r, st.Review, st.ReviewKey); err != nil {

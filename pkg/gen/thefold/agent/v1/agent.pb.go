@@ -1682,7 +1682,12 @@ type ResumeJobRequest struct {
 	// The job's id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// For a HUMAN_NEEDED job: a hint added to the task context for the retry.
-	Guidance      string `protobuf:"bytes,2,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	Guidance string `protobuf:"bytes,2,opt,name=guidance,proto3" json:"guidance,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the job as it is now and changes nothing again
+	// (the job keeps its latest control's key). Reusing it for a different request is
+	// INVALID_ARGUMENT. Empty: no key.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1727,6 +1732,13 @@ func (x *ResumeJobRequest) GetId() string {
 func (x *ResumeJobRequest) GetGuidance() string {
 	if x != nil {
 		return x.Guidance
+	}
+	return ""
+}
+
+func (x *ResumeJobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1976,7 +1988,12 @@ type RespondToClarificationRequest struct {
 	// The WAITING_CLARIFICATION job's id.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Required.
-	Answer        string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	Answer string `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id by the same caller returns the job as it is now and changes nothing again
+	// (the job keeps its latest control's key). Reusing it for a different request is
+	// INVALID_ARGUMENT. Empty: no key.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2021,6 +2038,13 @@ func (x *RespondToClarificationRequest) GetId() string {
 func (x *RespondToClarificationRequest) GetAnswer() string {
 	if x != nil {
 		return x.Answer
+	}
+	return ""
+}
+
+func (x *RespondToClarificationRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -6815,10 +6839,12 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\";\n" +
 	"\x10PauseJobResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\">\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"]\n" +
 	"\x10ResumeJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
-	"\bguidance\x18\x02 \x01(\tR\bguidance\"<\n" +
+	"\bguidance\x18\x02 \x01(\tR\bguidance\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"<\n" +
 	"\x11ResumeJobResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"9\n" +
 	"\x0fSkipTaskRequest\x12\x0e\n" +
@@ -6830,10 +6856,12 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\">\n" +
 	"\x13ResolveTaskResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"G\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"f\n" +
 	"\x1dRespondToClarificationRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06answer\x18\x02 \x01(\tR\x06answer\"I\n" +
+	"\x06answer\x18\x02 \x01(\tR\x06answer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"I\n" +
 	"\x1eRespondToClarificationResponse\x12'\n" +
 	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\xfb\x01\n" +
 	"\n" +
