@@ -246,7 +246,6 @@ func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
 	t.Parallel()
 	known := []string{
 		"thefold.sandbox.v1.SandboxService.RunCommand",
-		"thefold.skills.v1.SkillService.ExecutePostRun",
 	}
 	for full := range awaitingRequestID {
 		if !slices.Contains(known, full) {
