@@ -519,6 +519,23 @@ func (h *harness) diagnoses(id string) []*agentv1.Diagnosis {
 	return out
 }
 
+// recoveries are the recoveries the diagnoses chose, for messages.
+func recoveries(ds []*agentv1.Diagnosis) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.Recovery)
+	}
+	return out
+}
+
+// truncateList is at most n of ss (the first n-1 and the last).
+func truncateList(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	return append(slices.Clip(ss[:n-1]), "…", ss[len(ss)-1])
+}
+
 // wantStatus fails the test unless the job ended in want with a reason containing reason.
 func wantStatus(t *testing.T, rec *store.Record, want agentv1.JobStatus, reason string) {
 	t.Helper()

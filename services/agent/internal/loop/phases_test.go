@@ -91,7 +91,7 @@ func TestDiagnoseImplementationErrorRebuildsWithDiagnosis(t *testing.T) {
 		t.Errorf("job attempt %d, diagnosis %v", rec.Job.Attempt, rec.Job.LastDiagnosis)
 	}
 	if ds := h.diagnoses(id); len(ds) != 1 || ds[0].Recovery != "fixing: attempt 2 rebuilds with the diagnosis" || ds[0].Reason != "hello is misspelt" {
-		t.Errorf("diagnosed events %v", ds)
+		t.Errorf("diagnoses: %q", recoveries(ds))
 	}
 }
 
@@ -129,7 +129,7 @@ func TestDiagnoseBadPlanRevisesPlan(t *testing.T) {
 	}
 	ds := h.diagnoses(id)
 	if len(ds) != 2 || ds[0].Recovery != "revising plan (revision 1 of 1)" || !strings.HasPrefix(ds[1].Recovery, "fixing: attempt 3") {
-		t.Errorf("diagnosed events %v", ds)
+		t.Errorf("diagnoses: %q", recoveries(ds))
 	}
 	if rec.Job.Attempt != 3 {
 		t.Errorf("attempt %d, want 3", rec.Job.Attempt)
@@ -182,7 +182,7 @@ func TestDiagnoseMissingContextFetchesMore(t *testing.T) {
 		t.Error("memories were not searched with the diagnosis")
 	}
 	if ds := h.diagnoses(rec.Job.Id); len(ds) != 1 || !strings.HasPrefix(ds[0].Recovery, "fetching more context (15 files, 2 named)") {
-		t.Errorf("diagnosed events %v", ds)
+		t.Errorf("diagnoses: %q", recoveries(ds))
 	}
 	if !anyContains(h.thoughts(rec.Job.Id), "more context: 2 files now (1 new)") {
 		t.Errorf("thoughts %q", h.thoughts(rec.Job.Id))
@@ -193,32 +193,49 @@ func TestDiagnoseMissingContextFetchesMore(t *testing.T) {
 // retry_after, whichever is longer), then retries in a new sandbox on the same plan.
 func TestDiagnoseEnvironmentErrorBacksOff(t *testing.T) {
 	t.Parallel()
-	const retryAfter = 40 * time.Millisecond
-	f := newFakes()
-	f.Build = failing(1)
-	f.Diagnose = func(int, *aiv1.DiagnoseFailureRequest) (*aiv1.DiagnoseFailureResponse, error) {
-		return &aiv1.DiagnoseFailureResponse{Category: aiv1.FailureCategory_FAILURE_CATEGORY_ENVIRONMENT_ERROR, Reason: "disk full",
-			RetryAfter: durationpb.New(retryAfter)}, nil
-	}
-	h := newHarness(t, f, testConfig()) // Backoff 1ms: retry_after wins
-	rec := h.start(nil)
-	wantStatus(t, rec, pendingReview, "")
+	for name, tc := range map[string]struct {
+		backoff, retryAfter, want time.Duration
+	}{
+		"retry_after is longer": {time.Millisecond, 40 * time.Millisecond, 40 * time.Millisecond},
+		"backoff is longer":     {30 * time.Millisecond, 0, 30 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes()
+			f.Build = failing(1)
+			f.Diagnose = func(int, *aiv1.DiagnoseFailureRequest) (*aiv1.DiagnoseFailureResponse, error) {
+				resp := &aiv1.DiagnoseFailureResponse{Category: aiv1.FailureCategory_FAILURE_CATEGORY_ENVIRONMENT_ERROR, Reason: "disk full"}
+				if tc.retryAfter > 0 {
+					resp.RetryAfter = durationpb.New(tc.retryAfter)
+				}
+				return resp, nil
+			}
+			cfg := testConfig()
+			cfg.Backoff = tc.backoff
+			h := newHarness(t, f, cfg)
+			rec := h.start(nil)
+			wantStatus(t, rec, pendingReview, "")
 
-	if ds := h.diagnoses(rec.Job.Id); len(ds) != 1 || ds[0].Recovery != "environment error: backing off 40ms, then retrying in a new sandbox" {
-		t.Fatalf("diagnosed events %v", ds)
-	}
-	diag, sbs := f.callsOf("DiagnoseFailure"), f.callsOf("CreateSandbox")
-	if len(sbs) != 2 || len(diag) != 1 {
-		t.Fatalf("%d sandboxes, %d diagnoses", len(sbs), len(diag))
-	}
-	if waited := sbs[1].at.Sub(diag[0].at); waited < retryAfter {
-		t.Errorf("the new sandbox came %s after the diagnosis, want at least %s", waited, retryAfter)
-	}
-	if n := f.count("PlanTask"); n != 1 {
-		t.Errorf("%d plans, want 1", n)
-	}
-	if rec.State.BackoffUntil.IsZero() {
-		t.Error("no backoff recorded in the checkpoint")
+			if ds := h.diagnoses(rec.Job.Id); len(ds) != 1 || ds[0].Recovery != "environment error: backing off "+tc.want.String()+", then retrying in a new sandbox" {
+				t.Fatalf("diagnoses: %q", recoveries(ds))
+			}
+			diag, sbs := f.callsOf("DiagnoseFailure"), f.callsOf("CreateSandbox")
+			if len(sbs) != 2 || len(diag) != 1 {
+				t.Fatalf("%d sandboxes, %d diagnoses", len(sbs), len(diag))
+			}
+			if waited := sbs[1].at.Sub(diag[0].at); waited < tc.want {
+				t.Errorf("the new sandbox came %s after the diagnosis, want at least %s", waited, tc.want)
+			}
+			if d := requests[*sandboxv1.DestroySandboxRequest](f, "DestroySandbox"); len(d) == 0 || d[0].Id != "sb-1" {
+				t.Errorf("destroyed %v, want the first attempt's sandbox", d)
+			}
+			if n := f.count("PlanTask"); n != 1 {
+				t.Errorf("%d plans, want 1", n)
+			}
+			if rec.State.BackoffUntil.IsZero() || rec.Job.Attempt != 2 {
+				t.Errorf("backoff until %v, attempt %d", rec.State.BackoffUntil, rec.Job.Attempt)
+			}
+		})
 	}
 }
 
@@ -247,7 +264,7 @@ func TestDiagnoseImpossibleTaskNeedsHuman(t *testing.T) {
 		t.Errorf("destroyed %v", d)
 	}
 	if ds := h.diagnoses(rec.Job.Id); len(ds) != 1 || ds[0].Recovery != "escalated: the task cannot be done as asked" {
-		t.Errorf("diagnosed events %v", ds)
+		t.Errorf("diagnoses: %q", recoveries(ds))
 	}
 }
 
@@ -273,7 +290,25 @@ func TestDiagnoseRepeatedFailuresIntervene(t *testing.T) {
 	}
 	ds := h.diagnoses(rec.Job.Id)
 	if len(ds) != 2 || !strings.HasPrefix(ds[0].Recovery, "fixing") || ds[1].Recovery != "2 failed attempts; intervening" {
-		t.Errorf("diagnosed events %v", ds)
+		t.Errorf("diagnoses: %q", recoveries(ds))
+	}
+}
+
+// The last of MaxAttempts attempts failing intervenes too, whatever the failure count.
+func TestDiagnoseAllAttemptsSpentIntervenes(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	f.Build = failing(10)
+	cfg := testConfig()
+	cfg.InterveneAfter, cfg.MaxAttempts = 100, 2
+	h := newHarness(t, f, cfg)
+	rec := h.start(nil)
+	wantStatus(t, rec, humanNeeded, "intervention gave up: no idea")
+	if ds := h.diagnoses(rec.Job.Id); len(ds) != 2 || ds[1].Recovery != "all 2 attempts spent; intervening" {
+		t.Errorf("diagnoses: %q", recoveries(ds))
+	}
+	if n := f.count("Intervene"); n != 1 {
+		t.Errorf("%d interventions, want 1", n)
 	}
 }
 
@@ -295,7 +330,7 @@ func TestDiagnoseStalledIntervenesRewritesOnlyOnce(t *testing.T) {
 	wantStatus(t, rec, humanNeeded, "intervention: the task was rewritten once already and still fails")
 	ds := h.diagnoses(rec.Job.Id)
 	if len(ds) != 6 || ds[2].Recovery != "no progress: two attempts in a row failed the same way; intervening" {
-		t.Fatalf("diagnosed events (%d) %v", len(ds), ds)
+		t.Fatalf("%d diagnoses: %q", len(ds), truncateList(recoveries(ds), 8))
 	}
 	if n := f.count("Intervene"); n != 2 {
 		t.Errorf("%d interventions, want 2", n)
@@ -605,31 +640,37 @@ func TestMemoryOutageDuringCompleteDoesNotBlock(t *testing.T) {
 
 // ---- repository permission ----
 
-// The owner's access to the repository is checked before any work: read-only access fails
-// the job at once (the branch and pull request would be refused after all the work).
+// The owner's access to the repository is checked before any work: read-only (or no)
+// access fails the job at once (the branch and pull request would be refused after all
+// the work), as a permanent error, not retried.
 func TestGatherRefusesReadOnlyRepo(t *testing.T) {
 	t.Parallel()
-	f := newFakes()
-	f.GetRepo = func(*githubv1.GetRepoRequest) (*githubv1.GetRepoResponse, error) {
-		return &githubv1.GetRepoResponse{Repo: &githubv1.Repo{Permission: githubv1.RepoRole_REPO_ROLE_READ}}, nil
-	}
-	h := newHarness(t, f, testConfig())
-	rec := h.start(nil)
-	wantStatus(t, rec, failed, "may not write to local/r (read access)")
-	if !strings.HasPrefix(rec.Job.Error, "context: the task's owner may not write") {
-		t.Errorf("job error %q", rec.Job.Error)
-	}
-	if r := requests[*githubv1.GetRepoRequest](f, "GetRepo"); len(r) != 1 || r[0].Repo != testRepo {
-		t.Errorf("GetRepo requests %v", r)
-	}
-	if n := f.count("GetTree") + f.count("SearchMemories") + f.count("AssessConfidence"); n != 0 {
-		t.Errorf("%d calls after the refusal", n)
-	}
-	if got := f.taskStatuses(); got[len(got)-1] != tasksv1.TaskStatus_TASK_STATUS_BLOCKED {
-		t.Errorf("task statuses %v", got)
-	}
-	if rec.State.RunErrors != 0 {
-		t.Errorf("run errors %d: a refusal is not retried", rec.State.RunErrors)
+	for perm, access := range map[githubv1.RepoRole]string{githubv1.RepoRole_REPO_ROLE_READ: "read", githubv1.RepoRole_REPO_ROLE_NONE: "none"} {
+		t.Run(access, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes()
+			f.GetRepo = func(*githubv1.GetRepoRequest) (*githubv1.GetRepoResponse, error) {
+				return &githubv1.GetRepoResponse{Repo: &githubv1.Repo{Permission: perm}}, nil
+			}
+			h := newHarness(t, f, testConfig())
+			rec := h.start(nil)
+			wantStatus(t, rec, failed, "may not write to local/r ("+access+" access)")
+			if !strings.HasPrefix(rec.Job.Error, "context: the task's owner may not write") {
+				t.Errorf("job error %q", rec.Job.Error)
+			}
+			if r := requests[*githubv1.GetRepoRequest](f, "GetRepo"); len(r) != 1 || r[0].Repo != testRepo {
+				t.Errorf("GetRepo requests %v", r)
+			}
+			if n := f.count("GetTree") + f.count("SearchMemories") + f.count("AssessConfidence"); n != 0 {
+				t.Errorf("%d calls after the refusal", n)
+			}
+			if got := f.taskStatuses(); got[len(got)-1] != tasksv1.TaskStatus_TASK_STATUS_BLOCKED {
+				t.Errorf("task statuses %v", got)
+			}
+			if rec.State.RunErrors != 0 {
+				t.Errorf("run errors %d: a refusal is not retried", rec.State.RunErrors)
+			}
+		})
 	}
 }
 
@@ -664,4 +705,21 @@ func TestUnscriptedCallFailsJob(t *testing.T) {
 	h := newHarness(t, f, testConfig())
 	rec := h.start(nil)
 	wantStatus(t, rec, failed, "GetRepo is not scripted")
+}
+
+// The contrast to the memory outages: a service the job cannot go on without (ai) behind
+// an open circuit breaker pauses the job until the breaker lets calls through.
+func TestAIOutagePausesJob(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	retry := time.Now().Add(time.Minute)
+	f.PlanTask = func(*aiv1.PlanTaskRequest) (*aiv1.PlanTaskResponse, error) {
+		return nil, &breaker.OpenError{Service: "ai", Failures: 5, RetryAt: retry}
+	}
+	h := newHarness(t, f, testConfig())
+	rec := h.start(nil)
+	wantStatus(t, rec, paused, "circuit breaker for ai is open")
+	if rec.Job.Phase != phasePlanning || !rec.State.AutoResumeAt.After(retry) {
+		t.Errorf("phase %v, auto resume at %v (breaker retry at %v)", rec.Job.Phase, rec.State.AutoResumeAt, retry)
+	}
 }
