@@ -423,12 +423,29 @@ func noEnqueue(context.Context, pgx.Tx, string) error { return nil }
 // job's record as stored.
 func (h *harness) start(budget *typev1.Budget) *store.Record {
 	h.t.Helper()
+	return h.run(h.create(budget))
+}
+
+// create creates a queued job and returns its id.
+func (h *harness) create(budget *typev1.Budget) string {
+	h.t.Helper()
 	rec, created, err := h.st.Create(context.Background(), &agentv1.Job{OwnerId: testOwner, TaskId: uuid.NewString(), Repo: testRepo,
 		BaseBranch: "main", Budget: budget}, "", nil, store.RateLimit{}, noEnqueue)
 	if err != nil || !created {
 		h.t.Fatalf("create job: %v (created %v)", err, created)
 	}
-	return h.run(rec.Job.Id)
+	return rec.Job.Id
+}
+
+// seed changes job id's stored checkpoint (as a resumed job would find it).
+func (h *harness) seed(id string, change func(rec *store.Record)) {
+	h.t.Helper()
+	if _, err := h.st.Mutate(context.Background(), testOwner, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		change(rec)
+		return store.Step{}, nil
+	}, nil); err != nil {
+		h.t.Fatalf("seed: %v", err)
+	}
 }
 
 // run runs job id until it stops and returns its stored record.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
 	"github.com/thefold/thefold/services/agent/internal/learn"
+	"github.com/thefold/thefold/services/agent/internal/store"
 )
 
 // The happy path: planned, built and validated at the first try, the job stops at the
@@ -337,6 +338,27 @@ func TestDiagnoseStalledIntervenesRewritesOnlyOnce(t *testing.T) {
 	}
 }
 
+// A run of attempts that has had its intervention already (Intervened in the checkpoint)
+// escalates at the next repeated failure instead of intervening again.
+func TestDiagnoseRepeatedFailuresAfterInterventionEscalate(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	f.Build = failing(10)
+	cfg := testConfig()
+	cfg.InterveneAfter = 2
+	h := newHarness(t, f, cfg)
+	id := h.create(nil)
+	h.seed(id, func(rec *store.Record) { rec.State.Intervened = true })
+	rec := h.run(id)
+	wantStatus(t, rec, humanNeeded, "2 failed attempts: a typo")
+	if n := f.count("Intervene"); n != 0 {
+		t.Errorf("%d interventions, want none", n)
+	}
+	if ds := h.diagnoses(id); len(ds) != 2 || ds[1].Recovery != "2 failed attempts; escalated" {
+		t.Errorf("diagnoses: %q", recoveries(ds))
+	}
+}
+
 // ---- intervention ----
 
 // interveneAt1 makes the first failure intervene.
@@ -443,6 +465,58 @@ func TestInterveneEscalates(t *testing.T) {
 			}
 			if n := f.count("BatchCreateTasks") + f.count("PlanTask"); n != 1 {
 				t.Errorf("%d subtask batches and plans after the intervention", n-1)
+			}
+		})
+	}
+}
+
+// ---- confidence ----
+
+// An unclear task waits for an answer to the model's questions before anything else.
+func TestConfidenceClarifyWaitsForAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	f.AssessConfidence = func(*aiv1.AssessConfidenceRequest) (*aiv1.AssessConfidenceResponse, error) {
+		return &aiv1.AssessConfidenceResponse{Decision: aiv1.ConfidenceDecision_CONFIDENCE_DECISION_CLARIFY, Questions: []string{"Which package?", "Which name?"}}, nil
+	}
+	h := newHarness(t, f, testConfig())
+	rec := h.start(nil)
+	wantStatus(t, rec, waitingAnswer, "waiting for an answer: Which package?\nWhich name?")
+	if rec.Job.ClarificationQuestion != "Which package?\nWhich name?" || f.count("AssessComplexity") != 0 {
+		t.Errorf("question %q, complexity calls %d", rec.Job.ClarificationQuestion, f.count("AssessComplexity"))
+	}
+	if ev := h.ofType(rec.Job.Id, agentv1.JobEventType_JOB_EVENT_TYPE_CLARIFICATION_REQUESTED); len(ev) != 1 {
+		t.Errorf("clarification events %v", ev)
+	}
+}
+
+// A task the confidence check breaks down is split into its subtasks at once; a break-down
+// without subtasks goes on.
+func TestConfidenceBreakDownSplits(t *testing.T) {
+	t.Parallel()
+	for name, subtasks := range map[string][]*aiv1.TaskProposal{
+		"with subtasks":    {{Title: "Add Hello"}, {Title: "Document Hello"}},
+		"without subtasks": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakes()
+			f.AssessConfidence = func(*aiv1.AssessConfidenceRequest) (*aiv1.AssessConfidenceResponse, error) {
+				return &aiv1.AssessConfidenceResponse{Decision: aiv1.ConfidenceDecision_CONFIDENCE_DECISION_BREAK_DOWN, Reasoning: "big", SuggestedSubtasks: subtasks}, nil
+			}
+			h := newHarness(t, f, testConfig())
+			rec := h.start(nil)
+			if subtasks == nil {
+				wantStatus(t, rec, pendingReview, "")
+				return
+			}
+			wantStatus(t, rec, completed, "broken down into 2 subtasks: big")
+			batch := requests[*tasksv1.BatchCreateTasksRequest](f, "BatchCreateTasks")
+			if len(batch) != 1 || !strings.HasSuffix(batch[0].RequestId, ":subtasks:confidence") || batch[0].Tasks[1].Key != "t2" {
+				t.Errorf("batch requests %v", batch)
+			}
+			if f.count("AssessComplexity")+f.count("CreateSandbox") != 0 {
+				t.Error("the split task was worked on")
 			}
 		})
 	}
