@@ -125,7 +125,13 @@ review gate, pull request. Set ANTHROPIC_API_KEY (or another provider key) for a
 		Review struct {
 			QualityScore int32 `json:"quality_score"`
 			Summary      string
-			Files        []struct{ Path string }
+			Files        []struct {
+				Diff struct {
+					Path      string
+					Additions int32
+					Deletions int32
+				}
+			}
 		} `json:"review"`
 	}
 	if err := c.do(ctx, "GET", "/v1/reviews/"+job.ReviewID, nil, &review); err != nil {
@@ -133,7 +139,7 @@ review gate, pull request. Set ANTHROPIC_API_KEY (or another provider key) for a
 	}
 	fmt.Fprintf(out, "\nthe review gate: %d files, quality %d/10\n", len(review.Review.Files), review.Review.QualityScore)
 	for _, f := range review.Review.Files {
-		fmt.Fprintf(out, "  %s\n", f.Path)
+		fmt.Fprintf(out, "  %s (+%d −%d)\n", f.Diff.Path, f.Diff.Additions, f.Diff.Deletions)
 	}
 	fmt.Fprintln(out, "approving it as the admin (in real use a person reads the diff and decides: :approve, :requestChanges or :reject)")
 	if err := c.do(ctx, "POST", "/v1/reviews/"+job.ReviewID+":approve", map[string]any{"comment": "approved by thefold demo"}, nil); err != nil {
