@@ -269,15 +269,13 @@ func TestDiagnoseImpossibleTaskNeedsHuman(t *testing.T) {
 	}
 }
 
-// After InterveneAfter failed attempts the loop intervenes (once per run of attempts):
-// the intervention sees every attempt; when it has intervened already, the next
-// repeated failure escalates to a human.
+// After InterveneAfter failed attempts the loop intervenes; the intervention sees every
+// attempt and the last plan (here it gives up, so the job needs a human).
 func TestDiagnoseRepeatedFailuresIntervene(t *testing.T) {
 	t.Parallel()
 	f := newFakes()
 	f.Build = failing(10)
 	f.Intervene = func(int, *aiv1.InterveneRequest) (*aiv1.InterveneResponse, error) {
-		// Neither rewrite nor split: here, escalation is decided by the intervention.
 		return &aiv1.InterveneResponse{Action: aiv1.InterventionAction_INTERVENTION_ACTION_ESCALATE, Reason: "stuck"}, nil
 	}
 	cfg := testConfig()
@@ -531,10 +529,13 @@ func TestBudgetExhaustedStopsJob(t *testing.T) {
 	for name, tc := range map[string]struct {
 		budget *typev1.Budget
 		usage  *typev1.Usage
+		active time.Duration // wall time already spent (in the checkpoint)
 		reason string
 	}{
-		"tokens": {&typev1.Budget{MaxTokens: 100}, &typev1.Usage{InputTokens: 120, OutputTokens: 30}, "budget exhausted: spent 150 tokens of 100"},
-		"cost":   {&typev1.Budget{MaxCostMicros: 1000}, &typev1.Usage{CostMicros: 2500}, "budget exhausted: spent $0.0025 of $0.0010"},
+		"tokens": {&typev1.Budget{MaxTokens: 100}, &typev1.Usage{InputTokens: 120, OutputTokens: 30}, 0, "budget exhausted: spent 150 tokens of 100"},
+		"cost":   {&typev1.Budget{MaxCostMicros: 1000}, &typev1.Usage{CostMicros: 2500}, 0, "budget exhausted: spent $0.0025 of $0.0010"},
+		"wall time": {&typev1.Budget{MaxWallTime: durationpb.New(time.Hour)}, nil, 2 * time.Hour,
+			"budget exhausted: spent 2h0m0s of wall time of 1h0m0s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -543,7 +544,11 @@ func TestBudgetExhaustedStopsJob(t *testing.T) {
 				return &aiv1.AssessConfidenceResponse{Decision: aiv1.ConfidenceDecision_CONFIDENCE_DECISION_PROCEED, Usage: tc.usage}, nil
 			}
 			h := newHarness(t, f, testConfig())
-			rec := h.start(tc.budget)
+			id := h.create(tc.budget)
+			if tc.active > 0 {
+				h.seed(id, func(rec *store.Record) { rec.State.Active = tc.active })
+			}
+			rec := h.run(id)
 			wantStatus(t, rec, humanNeeded, tc.reason)
 			if n := f.count("AssessComplexity"); n != 0 {
 				t.Errorf("%d complexity calls after the budget was spent", n)
