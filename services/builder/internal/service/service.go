@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,6 +21,7 @@ import (
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/validate"
 
 	"github.com/thefold/thefold/services/builder/internal/analysis"
@@ -40,11 +40,8 @@ const (
 	maxReason      = 1000
 )
 
-// Queue starts build runs: Enqueue adds a run of build id to the job queue in tx, so the
-// run exists exactly when the transaction commits.
-type Queue interface {
-	Enqueue(ctx context.Context, tx pgx.Tx, id string) error
-}
+// Queue starts build runs (jobrun.Enqueuer).
+type Queue = jobrun.Enqueuer
 
 // Canceller stops a build this process runs (the engine).
 type Canceller interface{ Cancel(id string) }
