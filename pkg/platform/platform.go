@@ -25,6 +25,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
 	"github.com/thefold/thefold/pkg/db"
+	"github.com/thefold/thefold/pkg/events"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/logging"
@@ -160,6 +161,29 @@ func (d *Deps) Close() {
 	for i := len(closers) - 1; i >= 0; i-- {
 		closers[i]()
 	}
+}
+
+// Events starts the service's events hub (the fan-out of its events table to Watch streams)
+// for the life of the service and, with a retention, the pruning of old events; the stores
+// of services that serve Watch RPCs take the hub.
+func (d *Deps) Events(retention *events.RetentionConfig) *events.Hub {
+	hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
+	d.Go("events hub", hub.Run)
+	if retention != nil {
+		d.Go("events retention", func(ctx context.Context) error {
+			return hub.RunRetention(ctx, retention.Every, retention.MaxAge)
+		})
+	}
+	return hub
+}
+
+// OnOwnerDisabled runs stop for every owner the gateway disables (its revocations say who),
+// for the life of the service: a service with long-running work of an owner's (the agent's
+// jobs, the builder's builds) stops it there.
+func (d *Deps) OnOwnerDisabled(stop func(ctx context.Context, owner string) error) {
+	d.Go("disabled owners", func(ctx context.Context) error {
+		return auth.OwnersDisabled(ctx, d.Auth.Verifier(), d.Logger, stop)
+	})
 }
 
 // Conn returns a (shared) client connection to another service, found through its

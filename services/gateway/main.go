@@ -17,7 +17,6 @@ import (
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/config"
-	"github.com/thefold/thefold/pkg/events"
 	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
 	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/wait"
@@ -151,8 +150,7 @@ func registerIdentity(ctx context.Context, d *platform.Deps, cfg Config) error {
 	}
 	maxLife := d.Config.Auth.MaxTokenLifetime
 	st := store.New(d.Pool)
-	hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
-	d.Go("event hub", hub.Run)
+	hub := d.Events(nil) // the gateway's events are its revocations; no age-based pruning here
 	mail, err := mailer.New(cfg.Mail, d.Logger)
 	if err != nil {
 		return err

@@ -69,11 +69,7 @@ func tasksService() platform.Service {
 			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
 				return err
 			}
-			hub := events.NewHub(d.Pool, events.WithLogger(d.Logger))
-			d.Go("events hub", hub.Run)
-			d.Go("events retention", func(ctx context.Context) error {
-				return hub.RunRetention(ctx, cfg.Events.Every, cfg.Events.MaxAge)
-			})
+			hub := d.Events(&cfg.Events)
 			opts := []service.Option{
 				service.WithMaxWatches(cfg.MaxWatches), service.WithMaxWatchesPerUser(cfg.MaxWatchesPerUser), service.WithHeartbeat(cfg.WatchHeartbeat),
 				service.WithOrderTimeout(cfg.OrderTimeout), service.WithLogger(d.Logger),

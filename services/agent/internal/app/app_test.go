@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"testing"
@@ -21,7 +21,7 @@ func TestProjectServiceIsServedAndAuthenticated(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := agentConfig{MaxJobs: 1, LeaseExpiry: 3e9, MaxAttempts: 5, InterveneAfter: 3, MaxTokens: 1, MaxCostMicros: 1, MaxWallTime: 1e9,
+	ok := Config{MaxJobs: 1, LeaseExpiry: 3e9, MaxAttempts: 5, InterveneAfter: 3, MaxTokens: 1, MaxCostMicros: 1, MaxWallTime: 1e9,
 		ContextTokens: 1, MaxWatches: 1, MaxWatchesPerUser: 1, WatchHeartbeat: 1e9, CallTimeout: 1e9}
 	ok.Events.Every, ok.Events.MaxAge = 3600e9, 3600e9
 	if err := ok.Validate(); err != nil {

@@ -1,0 +1,221 @@
+// Package app wires the agent service for platform.Main: its configuration, the clients of
+// the services it calls, its store, workers and gRPC servers.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/events"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/jobrun"
+	"github.com/thefold/thefold/pkg/platform"
+
+	"github.com/thefold/thefold/services/agent/internal/breaker"
+	"github.com/thefold/thefold/services/agent/internal/loop"
+	"github.com/thefold/thefold/services/agent/internal/service"
+	"github.com/thefold/thefold/services/agent/internal/store"
+	"github.com/thefold/thefold/services/agent/migrations"
+)
+
+// projectService returns Unimplemented for every RPC until its own issue lands.
+type projectService struct {
+	agentv1.UnimplementedProjectServiceServer
+}
+
+// Config is the agent's own configuration, beside platform.Config.
+type Config struct {
+	// MaxJobs is how many jobs this process runs at once.
+	MaxJobs int `env:"THEFOLD_AGENT_MAX_JOBS, default=4"`
+	// LeaseExpiry is how long a job may go without its worker renewing its lease before
+	// another worker resumes it (after a crash of the first).
+	LeaseExpiry time.Duration `env:"THEFOLD_AGENT_LEASE_EXPIRY, default=15s"`
+	// Backoff is the least wait after an environment_error diagnosis.
+	Backoff time.Duration `env:"THEFOLD_AGENT_BACKOFF, default=30s"`
+	// MaxAttempts bounds the attempts of one run; InterveneAfter is how many failed
+	// attempts in a row call for ai.Intervene.
+	MaxAttempts    int `env:"THEFOLD_AGENT_MAX_ATTEMPTS, default=5"`
+	InterveneAfter int `env:"THEFOLD_AGENT_INTERVENE_AFTER, default=3"`
+	// TasksPerHour and TasksPerDay cap the jobs one user starts (0: no cap).
+	TasksPerHour int `env:"THEFOLD_AGENT_TASKS_PER_HOUR, default=20"`
+	TasksPerDay  int `env:"THEFOLD_AGENT_TASKS_PER_DAY, default=100"`
+	// The default budget of a job: tokens, dollars (micro-dollars), wall time.
+	MaxTokens     int64         `env:"THEFOLD_AGENT_MAX_TOKENS, default=2000000"`
+	MaxCostMicros int64         `env:"THEFOLD_AGENT_MAX_COST_MICROS, default=25000000"`
+	MaxWallTime   time.Duration `env:"THEFOLD_AGENT_MAX_WALL_TIME, default=2h"`
+	// CallTimeout bounds one model call (and a sandbox's creation).
+	CallTimeout time.Duration `env:"THEFOLD_AGENT_CALL_TIMEOUT, default=10m"`
+	// ContextTokens is the token budget of a job's relevant files.
+	ContextTokens int `env:"THEFOLD_AGENT_CONTEXT_TOKENS, default=30000"`
+	// MaxWatches bounds concurrent WatchJob streams, MaxWatchesPerUser those of one user
+	// (so one cannot take every slot); WatchHeartbeat is how long one stays silent before
+	// a heartbeat.
+	MaxWatches        int           `env:"THEFOLD_AGENT_MAX_WATCHES, default=1024"`
+	MaxWatchesPerUser int           `env:"THEFOLD_AGENT_MAX_WATCHES_PER_USER, default=32"`
+	WatchHeartbeat    time.Duration `env:"THEFOLD_AGENT_WATCH_HEARTBEAT, default=15s"`
+	// Breakers override the circuit breakers' rules: "service=failures/open,…", e.g.
+	// "ai=5/60s,sandbox=3/30s" (defaults: ai, builder, github, memory, tasks, skills 5/60s;
+	// sandbox 3/30s).
+	Breakers string `env:"THEFOLD_AGENT_BREAKERS"`
+	// Events is how long job events are kept for watchers resuming from a cursor.
+	Events events.RetentionConfig
+}
+
+// Validate reports settings that would stop every job.
+func (c *Config) Validate() error {
+	var problems []error
+	positive := func(name string, v int64) {
+		if v <= 0 {
+			problems = append(problems, fmt.Errorf("%s: must be positive", name))
+		}
+	}
+	positive("THEFOLD_AGENT_MAX_JOBS", int64(c.MaxJobs))
+	positive("THEFOLD_AGENT_MAX_ATTEMPTS", int64(c.MaxAttempts))
+	positive("THEFOLD_AGENT_INTERVENE_AFTER", int64(c.InterveneAfter))
+	positive("THEFOLD_AGENT_MAX_TOKENS", c.MaxTokens)
+	positive("THEFOLD_AGENT_MAX_COST_MICROS", c.MaxCostMicros)
+	positive("THEFOLD_AGENT_CONTEXT_TOKENS", int64(c.ContextTokens))
+	positive("THEFOLD_AGENT_MAX_WATCHES", int64(c.MaxWatches))
+	positive("THEFOLD_AGENT_MAX_WATCHES_PER_USER", int64(c.MaxWatchesPerUser))
+	if _, err := breaker.ParseConfigs(c.Breakers, breaker.Defaults); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_AGENT_BREAKERS: %w", err))
+	}
+	if c.TasksPerHour < 0 || c.TasksPerDay < 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_TASKS_PER_HOUR, THEFOLD_AGENT_TASKS_PER_DAY: must not be negative (0 is no cap)"))
+	}
+	if c.LeaseExpiry < 2*time.Second {
+		problems = append(problems, errors.New("THEFOLD_AGENT_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
+	}
+	if c.Backoff < 0 || c.MaxWallTime <= 0 || c.WatchHeartbeat <= 0 || c.CallTimeout <= 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_BACKOFF must not be negative; THEFOLD_AGENT_MAX_WALL_TIME, THEFOLD_AGENT_WATCH_HEARTBEAT and THEFOLD_AGENT_CALL_TIMEOUT must be positive"))
+	}
+	return errors.Join(append(problems, c.Events.Validate())...)
+}
+
+// runArgs is the job-queue job that runs (or resumes) one agent job. Any number may name
+// the same job: only the one holding its lease runs it.
+type runArgs struct {
+	JobID  string `json:"job_id"`
+	Resume string `json:"resume,omitempty"`
+}
+
+func (runArgs) Kind() string { return "agent_job_run" }
+
+func (a runArgs) Job() string { return a.JobID }
+
+// maxMessage is the largest answer the agent takes from another service.
+const maxMessage = 64 << 20
+
+func Service() platform.Service {
+	return platform.Service{
+		Name:       "agent",
+		Schema:     "agent",
+		Migrations: migrations.FS,
+		Register: func(ctx context.Context, d *platform.Deps) error {
+			var cfg Config
+			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {
+				return err
+			}
+			if d.ServiceSigner == nil {
+				return errors.New("agent: THEFOLD_AUTH_SERVICE_KEY_FILE is not set: jobs call the other services on behalf of their owners and need the agent's service identity (thefold init creates it)")
+			}
+			rules, err := breaker.ParseConfigs(cfg.Breakers, breaker.Defaults)
+			if err != nil {
+				return err
+			}
+			breakers := breaker.New(rules, func(svc, from, to string) {
+				d.Logger.Warn("circuit breaker", "service", svc, "from", from, "to", to)
+			})
+			dial := func(svc string) (*grpc.ClientConn, error) {
+				// A build with its steps (content, outputs, fix rounds) outgrows gRPC's 4 MiB.
+				opts := append(breakers.DialOptions(svc), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+				return d.Conn(ctx, svc, opts...)
+			}
+			clients := loop.Clients{}
+			for _, c := range []struct {
+				svc string
+				set func(*grpc.ClientConn)
+			}{
+				{"tasks", func(c *grpc.ClientConn) { clients.Tasks = tasksv1.NewTaskServiceClient(c) }},
+				{"ai", func(c *grpc.ClientConn) {
+					clients.AI, clients.Models = aiv1.NewAIServiceClient(c), aiv1.NewModelRegistryServiceClient(c)
+				}},
+				{"builder", func(c *grpc.ClientConn) { clients.Builder = builderv1.NewBuilderServiceClient(c) }},
+				{"sandbox", func(c *grpc.ClientConn) { clients.Sandbox = sandboxv1.NewSandboxServiceClient(c) }},
+				{"github", func(c *grpc.ClientConn) { clients.Repos = githubv1.NewRepoServiceClient(c) }},
+				{"memory", func(c *grpc.ClientConn) { clients.Memory = memoryv1.NewMemoryServiceClient(c) }},
+			} {
+				cc, err := dial(c.svc)
+				if err != nil {
+					return err
+				}
+				c.set(cc)
+			}
+			// Skills are used when the skills service is configured; an address set empty on
+			// purpose runs jobs without them.
+			if addr, _ := d.Lookup.Lookup(platform.AddrEnv("skills")); addr != "" {
+				cc, err := dial("skills")
+				if err != nil {
+					return err
+				}
+				clients.Skills = skillsv1.NewSkillServiceClient(cc)
+			} else {
+				d.Logger.WarnContext(ctx, "no skills service address: jobs run without skills", "env", platform.AddrEnv("skills"))
+			}
+
+			hub := d.Events(&cfg.Events)
+			st := store.New(d.Pool, hub)
+			budget := &typev1.Budget{MaxTokens: cfg.MaxTokens, MaxCostMicros: cfg.MaxCostMicros, MaxWallTime: durationpb.New(cfg.MaxWallTime)}
+			lc := loop.DefaultConfig
+			lc.LeaseExpiry, lc.Backoff, lc.MaxAttempts, lc.InterveneAfter, lc.ContextTokens, lc.Budget, lc.CallTimeout =
+				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget, cfg.CallTimeout
+			eng := loop.New(st, clients, d.ServiceSigner, lc, d.Logger)
+
+			q, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[runArgs]{
+				Name: "jobs", MaxWorkers: cfg.MaxJobs, MaxAttempts: 25, Run: eng.Run,
+				New: func(id string) runArgs { return runArgs{JobID: id, Resume: uuid.NewString()} },
+			}, d.Logger)
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			d.Go("job worker", q.Serve)
+			// The reaper also resumes each job a circuit breaker paused whose wait is over.
+			d.Go("job reaper", func(ctx context.Context) error {
+				return q.Reap(ctx, st, jobrun.ReapConfig{Expiry: cfg.LeaseExpiry, Also: func(ctx context.Context) error {
+					_, err := st.ResumeDue(ctx, 100, q.Enqueue)
+					return err
+				}})
+			})
+
+			svc := service.New(st, service.Options{
+				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
+				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
+				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
+			})
+			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
+			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
+			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), &projectService{})
+			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
+			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
+				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)
+				return err
+			})
+			return nil
+		},
+	}
+}
