@@ -115,14 +115,6 @@ var naturallyIdempotent = map[string]string{
 	"thefold.sandbox.v1.SandboxService.ValidateIncremental": "as Validate",
 }
 
-// awaitingRequestID are side-effecting RPCs that are not idempotent and have no request_id
-// yet: each says what a retry repeats. The list may only shrink (a request_id, honoured
-// with the service's idempotency mechanism, takes an entry off it); Check accepts them so
-// the contracts can be checked meanwhile, and TestAwaitingRequestIDIsKnown stops it growing.
-var awaitingRequestID = map[string]string{
-	"thefold.sandbox.v1.SandboxService.RunCommand": "runs the argv again: a command's effects on the workspace are the command's",
-}
-
 // createVerbs start the names of methods that create something.
 var createVerbs = []string{"Create", "BatchCreate", "Start", "Store", "Plan", "Commit", "Comment", "Submit", "Import", "Init"}
 
@@ -229,9 +221,7 @@ func checkMethod(m protoreflect.MethodDescriptor, add addFunc) {
 		}
 		return
 	}
-	_, natural := naturallyIdempotent[full]
-	_, awaiting := awaitingRequestID[full]
-	if !natural && !awaiting && !hasRequestID(in) {
+	if _, natural := naturallyIdempotent[full]; !natural && !hasRequestID(in) {
 		add(m, "side-effecting method without string request_id (or an entry in naturallyIdempotent saying why a retry is harmless)")
 	}
 }

@@ -203,9 +203,8 @@ func TestUpperSnake(t *testing.T) {
 	}
 }
 
-// TestIdempotencyExemptionsExist keeps the exemption lists honest: each names a real
-// side-effecting method that has no request_id of its own, with a reason, and no method is
-// on both lists.
+// TestIdempotencyExemptionsExist keeps the exemption list honest: each names a real
+// side-effecting method that has no request_id of its own, with a reason.
 func TestIdempotencyExemptionsExist(t *testing.T) {
 	t.Parallel()
 	theFoldFiles(t)
@@ -231,25 +230,4 @@ func TestIdempotencyExemptionsExist(t *testing.T) {
 		}
 	}
 	check("naturallyIdempotent", naturallyIdempotent)
-	check("awaitingRequestID", awaitingRequestID)
-	for full := range awaitingRequestID {
-		if _, ok := naturallyIdempotent[full]; ok {
-			t.Errorf("%s is both naturally idempotent and awaiting a request_id", full)
-		}
-	}
-}
-
-// TestAwaitingRequestIDOnlyShrinks: the RPCs known (issue 25) to lack a request_id they
-// need. A new side-effecting RPC gets a request_id or a reason in naturallyIdempotent, not
-// a place on this list.
-func TestAwaitingRequestIDOnlyShrinks(t *testing.T) {
-	t.Parallel()
-	known := []string{
-		"thefold.sandbox.v1.SandboxService.RunCommand",
-	}
-	for full := range awaitingRequestID {
-		if !slices.Contains(known, full) {
-			t.Errorf("%s joined awaitingRequestID: give it a request_id, or a reason in naturallyIdempotent", full)
-		}
-	}
 }

@@ -1,7 +1,9 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/thefold/thefold/pkg/errs"
@@ -178,11 +181,27 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 	if err != nil {
 		return err
 	}
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return err
+	}
 	sb, ws, done, err := s.use(ctx, "sandbox_id", req.GetSandboxId())
 	if err != nil {
 		return err
 	}
 	defer done()
+	var key store.Command
+	if req.GetRequestId() != "" {
+		key.RequestID, key.RequestHash = req.GetRequestId(), commandFingerprint(req)
+		replayed, err := s.replay(sb.Id, key, stream)
+		if replayed || err != nil {
+			return err
+		}
+		end, err := s.startRequest(sb.Id + "/" + key.RequestID)
+		if err != nil {
+			return err
+		}
+		defer end()
+	}
 	program := req.GetCommand()[0]
 	if allowed := s.allowed(languagesOf(sb, ws)); !slices.Contains(allowed, program) {
 		return errs.Invalid("command", "%q is not an allowed program in this sandbox (allowed: %s; THEFOLD_SANDBOX_ALLOW_EXTRA adds more)", program, strings.Join(allowed, ", "))
@@ -220,7 +239,7 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 			sendErr = stream.Send(&sandboxv1.RunCommandResponse{Event: &sandboxv1.RunCommandResponse_Output{
 				Output: &sandboxv1.OutputChunk{Stream: out, Data: slices.Clone(p)}}})
 		}}
-	res, id, err := s.run(ctx, sb, spec)
+	res, id, err := s.run(ctx, sb, spec, key)
 	if err != nil {
 		return err
 	}
@@ -232,8 +251,61 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 		OutputTruncated: res.Truncated}}})
 }
 
-// run runs one command through the sandbox's backend and records it in the command log.
-func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec) (*backend.Result, string, error) {
+// commandFingerprint identifies what a RunCommand asked, without its request_id.
+func commandFingerprint(req *sandboxv1.RunCommandRequest) []byte {
+	c := proto.Clone(req).(*sandboxv1.RunCommandRequest)
+	c.RequestId = ""
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	h := sha256.Sum256(b)
+	return h[:]
+}
+
+// replay answers a retry of a RunCommand whose command finished: the logged output tail and
+// result, and reports whether it did. The same key for another request is InvalidArgument.
+func (s *Server) replay(sandboxID string, key store.Command, stream grpc.ServerStreamingServer[sandboxv1.RunCommandResponse]) (bool, error) {
+	prev, err := s.store.CommandByRequest(stream.Context(), sandboxID, key.RequestID)
+	if errors.Is(err, errs.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(prev.RequestHash, key.RequestHash) {
+		return false, errs.Invalid("request_id", "was used for a different RunCommand in this sandbox")
+	}
+	if prev.OutputTail != "" {
+		if err := stream.Send(&sandboxv1.RunCommandResponse{Event: &sandboxv1.RunCommandResponse_Output{
+			Output: &sandboxv1.OutputChunk{Stream: sandboxv1.OutputStream_OUTPUT_STREAM_STDOUT, Data: []byte(prev.OutputTail)}}}); err != nil {
+			return false, err
+		}
+	}
+	return true, stream.Send(&sandboxv1.RunCommandResponse{Event: &sandboxv1.RunCommandResponse_Result{Result: &sandboxv1.CommandResult{
+		CommandId: prev.ID, ExitCode: int32(prev.ExitCode), Duration: durationpb.New(prev.Duration), TimedOut: prev.TimedOut,
+		OutputTruncated: prev.Truncated}}})
+}
+
+// startRequest marks a RunCommand request key as running until end is called, or is
+// AlreadyExists while another call with it runs.
+func (s *Server) startRequest(key string) (end func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running[key] {
+		return nil, fmt.Errorf("request_id: a RunCommand with this request_id is running in this sandbox: %w", errs.ErrAlreadyExists)
+	}
+	if s.running == nil {
+		s.running = map[string]bool{}
+	}
+	s.running[key] = true
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.running, key)
+	}, nil
+}
+
+// run runs one command through the sandbox's backend and records it in the command log
+// (under key's request_id, when it has one).
+func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec, key store.Command) (*backend.Result, string, error) {
 	b := s.backends[sb.Backend]
 	if b == nil {
 		return nil, "", errs.Public(codes.FailedPrecondition, "sandbox %s uses the %s backend, which this server no longer offers; destroy it", sb.Id, backendName(sb.Backend))
@@ -257,7 +329,8 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec) 
 		exit = -1
 	}
 	id, err := s.store.LogCommand(context.WithoutCancel(ctx), &store.Command{SandboxID: sb.Id, Argv: spec.Argv, Workdir: spec.Dir,
-		ExitCode: exit, TimedOut: res.TimedOut, Truncated: res.Truncated, Duration: res.Duration, OutputTail: strings.ToValidUTF8(strings.ReplaceAll(string(out), "\x00", ""), "\uFFFD")})
+		ExitCode: exit, TimedOut: res.TimedOut, Truncated: res.Truncated, Duration: res.Duration, OutputTail: strings.ToValidUTF8(strings.ReplaceAll(string(out), "\x00", ""), "\uFFFD"),
+		RequestID: key.RequestID, RequestHash: key.RequestHash})
 	if err != nil {
 		return nil, "", err
 	}
@@ -272,7 +345,7 @@ func (s *Server) runner(sb *store.Sandbox) sbvalidate.Runner {
 		if dir == "." {
 			dir = ""
 		}
-		res, _, err := s.run(ctx, sb, backend.Spec{Argv: argv, Dir: dir, Timeout: timeoutOf(sb.Limits, s.cfg.Timeout), MaxOutput: s.cfg.MaxOutput})
+		res, _, err := s.run(ctx, sb, backend.Spec{Argv: argv, Dir: dir, Timeout: timeoutOf(sb.Limits, s.cfg.Timeout), MaxOutput: s.cfg.MaxOutput}, store.Command{})
 		if err != nil {
 			return 0, nil, nil, err
 		}

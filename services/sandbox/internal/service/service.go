@@ -58,6 +58,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	// running are the RunCommand request keys (sandbox id, request_id) running now: a retry
+	// that arrives while its first call runs is ALREADY_EXISTS, not a second run (a sandbox's
+	// workspace lives on one server).
+	running map[string]bool
 }
 
 var _ sandboxv1.SandboxServiceServer = (*Server)(nil)

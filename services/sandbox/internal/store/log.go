@@ -63,6 +63,10 @@ type Command struct {
 	Duration   time.Duration
 	OutputTail string
 	CreateTime time.Time
+	// RequestID and RequestHash are a RunCommand's idempotency key and what it asked ("" and
+	// nil without one).
+	RequestID   string
+	RequestHash []byte
 }
 
 // maxTail bounds the output kept in the log.
@@ -75,13 +79,45 @@ func (s *Store) LogCommand(ctx context.Context, c *Command) (string, error) {
 		tail = tail[len(tail)-maxTail:]
 	}
 	var id string
-	err := s.pool.QueryRow(ctx, `INSERT INTO commands (sandbox_id, argv, workdir, exit_code, timed_out, truncated, duration_us, output_tail, create_time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id::text`,
-		c.SandboxID, c.Argv, c.Workdir, c.ExitCode, c.TimedOut, c.Truncated, c.Duration.Microseconds(), tail, s.now()).Scan(&id)
+	err := s.pool.QueryRow(ctx, `INSERT INTO commands (sandbox_id, argv, workdir, exit_code, timed_out, truncated, duration_us, output_tail, create_time,
+			request_id, request_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id::text`,
+		c.SandboxID, c.Argv, c.Workdir, c.ExitCode, c.TimedOut, c.Truncated, c.Duration.Microseconds(), tail, s.now(),
+		c.RequestID, nonNilBytes(c.RequestHash)).Scan(&id)
+	if db.IsUniqueViolation(err, "commands_request") {
+		return "", fmt.Errorf("request_id: a command with this request_id ran already in this sandbox: %w", errs.ErrAlreadyExists)
+	}
 	if err != nil {
 		return "", fmt.Errorf("store: log command: %w", err)
 	}
 	return id, nil
+}
+
+// CommandByRequest returns the logged command of sandboxID that ran with requestID, or
+// errs.ErrNotFound.
+func (s *Store) CommandByRequest(ctx context.Context, sandboxID, requestID string) (*Command, error) {
+	c := &Command{}
+	var us int64
+	err := s.pool.QueryRow(ctx, `SELECT id::text, sandbox_id::text, argv, workdir, exit_code, timed_out, truncated, duration_us, output_tail, create_time,
+			request_id, request_hash
+		FROM commands WHERE sandbox_id = $1 AND request_id = $2 AND request_id <> ''`, sandboxID, requestID).
+		Scan(&c.ID, &c.SandboxID, &c.Argv, &c.Workdir, &c.ExitCode, &c.TimedOut, &c.Truncated, &us, &c.OutputTail, &c.CreateTime,
+			&c.RequestID, &c.RequestHash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("command %q: %w", requestID, errs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: command by request: %w", err)
+	}
+	c.Duration = time.Duration(us) * time.Microsecond
+	return c, nil
+}
+
+func nonNilBytes(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 // Commands returns a sandbox's command log, oldest first, at most limit entries.

@@ -2031,7 +2031,14 @@ type RunCommandRequest struct {
 	// Written to the command's standard input, then closed.
 	Stdin []byte `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	// Network for this command; the default is none. Generated code never has network.
-	Network       NetworkPolicy `protobuf:"varint,7,opt,name=network,proto3,enum=thefold.sandbox.v1.NetworkPolicy" json:"network,omitempty"`
+	Network NetworkPolicy `protobuf:"varint,7,opt,name=network,proto3,enum=thefold.sandbox.v1.NetworkPolicy" json:"network,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id in the same sandbox, after the first call's command finished, runs nothing:
+	// it streams the logged output tail (at most 8 KiB, stdout and stderr together, as one
+	// stdout chunk) and the first run's result (same command_id). Reusing it for a different
+	// request is INVALID_ARGUMENT; while the first call still runs, ALREADY_EXISTS. Empty: no
+	// key, each call runs the argv.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2113,6 +2120,13 @@ func (x *RunCommandRequest) GetNetwork() NetworkPolicy {
 		return x.Network
 	}
 	return NetworkPolicy_NETWORK_POLICY_UNSPECIFIED
+}
+
+func (x *RunCommandRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // OutputChunk is a piece of the command's output, in the order it was produced.
@@ -3185,7 +3199,7 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\aapplied\x18\x01 \x01(\bR\aapplied\x128\n" +
 	"\aresults\x18\x02 \x03(\v2\x1e.thefold.sandbox.v1.EditResultR\aresults\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12\x16\n" +
-	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\xe8\x02\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\x87\x03\n" +
 	"\x11RunCommandRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
@@ -3194,7 +3208,9 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\x03env\x18\x04 \x03(\v2..thefold.sandbox.v1.RunCommandRequest.EnvEntryR\x03env\x123\n" +
 	"\atimeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x14\n" +
 	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12;\n" +
-	"\anetwork\x18\a \x01(\x0e2!.thefold.sandbox.v1.NetworkPolicyR\anetwork\x1a6\n" +
+	"\anetwork\x18\a \x01(\x0e2!.thefold.sandbox.v1.NetworkPolicyR\anetwork\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +

@@ -79,7 +79,8 @@ type SandboxServiceClient interface {
 	// ApplyEdits applies targeted search/replace edits to one text file, all or nothing.
 	ApplyEdits(ctx context.Context, in *ApplyEditsRequest, opts ...grpc.CallOption) (*ApplyEditsResponse, error)
 	// RunCommand runs an argv (no shell) in the workspace and streams its output, then one
-	// final message with the exit status. Every command is recorded in the command log.
+	// final message with the exit status. Every command is recorded in the command log. A
+	// command's effects are its own, so a retry needs the same request_id to run it once.
 	RunCommand(ctx context.Context, in *RunCommandRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[RunCommandResponse], error)
 	// Validate runs the full validation pipeline for the workspace's toolchain. Not marked
 	// side-effect free: it runs the toolchain and the workspace's own tests (code an LLM
@@ -307,7 +308,8 @@ type SandboxServiceServer interface {
 	// ApplyEdits applies targeted search/replace edits to one text file, all or nothing.
 	ApplyEdits(context.Context, *ApplyEditsRequest) (*ApplyEditsResponse, error)
 	// RunCommand runs an argv (no shell) in the workspace and streams its output, then one
-	// final message with the exit status. Every command is recorded in the command log.
+	// final message with the exit status. Every command is recorded in the command log. A
+	// command's effects are its own, so a retry needs the same request_id to run it once.
 	RunCommand(*RunCommandRequest, grpc.ServerStreamingServer[RunCommandResponse]) error
 	// Validate runs the full validation pipeline for the workspace's toolchain. Not marked
 	// side-effect free: it runs the toolchain and the workspace's own tests (code an LLM
