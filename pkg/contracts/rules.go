@@ -104,7 +104,7 @@ var naturallyIdempotent = map[string]string{
 	"thefold.gateway.v1.AuthService.RevokeToken":         "revoking a revoked token or ended session changes nothing",
 	"thefold.gateway.v1.AuthService.RefreshToken":        "the refresh token is the key: presenting it again within the grace period returns the same successor",
 	"thefold.gateway.v1.AuthService.VerifyLoginCode":     "the code is the key and works once: a retry is refused, never a second session",
-	"thefold.gateway.v1.AuthService.RequestLoginCode":    "a retry sends another code to the same address, which replaces nothing a caller holds; the per-address limit bounds it",
+	"thefold.gateway.v1.AuthService.RequestLoginCode":    "a retry mails another code, which replaces the first (only the latest works): the person uses the newest e-mail, and the per-address limit bounds the mails",
 	"thefold.gateway.v1.IdentityService.ExchangeAPIKey":  "mints a short-lived token from the key and keeps no state: a retry mints another equivalent one",
 	"thefold.memory.v1.MemoryService.Consolidate":        "converges: a group is merged into one memory, so running it again finds nothing more to merge",
 	"thefold.skills.v1.SkillService.LogResult":           "the (job, skill) pair is the key: a result is recorded once, a retry changes nothing",
