@@ -390,7 +390,7 @@ func lockBranch(ctx context.Context, tx pgx.Tx, repo, branch string) error {
 // free or expired is taken over. ok is false when the job is not runnable now (another
 // worker holds it, it waits for a person, or its branch is locked by another job).
 func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duration) (rec *Record, ok bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var repo, branch string
 		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1`, id).Scan(&repo, &branch); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -464,7 +464,7 @@ type Step struct {
 // when the job is no longer the caller's or no longer RUNNING. A job leaving RUNNING gives
 // up its lease.
 func (s *Store) Save(ctx context.Context, rec *Record, lease string, st Step) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if cur, err := s.Fence(ctx, tx, rec.Job.Id, lease); err != nil || cur != "running" {
 			return cmp.Or(err, ErrLeaseLost)
 		}

@@ -48,7 +48,7 @@ type Change struct {
 // Apply writes c in one transaction and one round trip if the build is still held by lease
 // and running (pending for its first change); else ErrLeaseLost and nothing is written.
 func (s *Store) Apply(ctx context.Context, lease string, c Change) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
 		if err := queueChange(b, c, lease); err != nil {
 			return err
