@@ -14,6 +14,32 @@ import (
 // the codes.
 func TestSQLStatesOnlyInPkgDB(t *testing.T) {
 	t.Parallel()
+	forEachSource(t, func(rel, src string) {
+		for _, code := range []string{"23505", "42P07"} {
+			if strings.Contains(src, code) {
+				t.Errorf("%s spells SQLSTATE %s: use db.IsUniqueViolation / db.IsDuplicateTable", rel, code)
+			}
+		}
+	})
+}
+
+// TestTransactionsOnlyThroughPkgDB: stores begin transactions with db.InTx / db.ReadTx, so
+// every one rolls back alike (also after its context ended).
+func TestTransactionsOnlyThroughPkgDB(t *testing.T) {
+	t.Parallel()
+	forEachSource(t, func(rel, src string) {
+		for _, begin := range []string{"pgx.BeginFunc(", "pgx.BeginTxFunc(", ".BeginTx(ctx", "pool.Begin(ctx"} {
+			if strings.Contains(src, begin) {
+				t.Errorf("%s begins a transaction with %s: use db.InTx or db.ReadTx", rel, begin)
+			}
+		}
+	})
+}
+
+// forEachSource calls fn with each Go source file of the repository outside pkg/db, pkg/gen
+// and tests (test files included neither), by its path from the repository root.
+func forEachSource(t *testing.T, fn func(rel, src string)) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +69,7 @@ func TestSQLStatesOnlyInPkgDB(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, code := range []string{"23505", "42P07"} {
-			if strings.Contains(string(src), code) {
-				t.Errorf("%s spells SQLSTATE %s: use db.IsUniqueViolation / db.IsDuplicateTable", rel, code)
-			}
-		}
+		fn(rel, string(src))
 		return nil
 	})
 	if err != nil {
