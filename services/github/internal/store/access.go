@@ -93,21 +93,22 @@ func (s *Store) GetNamespace(ctx context.Context, name string) (*Namespace, erro
 
 // setRole gives the row of table named by its key columns the role, or deletes it ("").
 func (s *Store) setRole(ctx context.Context, table string, keyCols []string, keys []any, role string) error {
+	var c db.Conds
 	var err error
 	if role == "" {
-		where := make([]string, len(keyCols))
-		for i, c := range keyCols {
-			where[i] = fmt.Sprintf("%s = $%d", c, i+1)
+		for i, col := range keyCols {
+			c.Add(col+" = $%d", keys[i]) // col is one of the callers' literal column names
 		}
-		_, err = s.pool.Exec(ctx, "DELETE FROM "+table+" WHERE "+strings.Join(where, " AND "), keys...)
+		_, err = s.pool.Exec(ctx, "DELETE FROM "+table+c.Where(), c.Args...)
 	} else {
-		marks := make([]string, len(keyCols)+1)
-		for i := range marks {
-			marks[i] = fmt.Sprintf("$%d", i+1)
+		marks := make([]string, 0, len(keys)+1)
+		for _, k := range keys {
+			marks = append(marks, c.Arg(k))
 		}
+		marks = append(marks, c.Arg(role))
 		cols := strings.Join(keyCols, ", ")
 		_, err = s.pool.Exec(ctx, "INSERT INTO "+table+" ("+cols+", role) VALUES ("+strings.Join(marks, ", ")+")"+
-			" ON CONFLICT ("+cols+") DO UPDATE SET role = EXCLUDED.role", append(keys, role)...)
+			" ON CONFLICT ("+cols+") DO UPDATE SET role = EXCLUDED.role", c.Args...)
 	}
 	if err != nil {
 		return fmt.Errorf("store: set role in %s: %w", table, err)
