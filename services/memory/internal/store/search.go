@@ -77,7 +77,8 @@ func (q SearchQuery) ranking() ranking {
 // untyped embedding column.
 type ranking struct {
 	table, columns string
-	// where selects the rows that may be found; its arguments are args ($1…).
+	// where selects the rows that may be found (db.Conds.And); its arguments are args
+	// ($1…), which the ranking queries continue.
 	where string
 	args  []any
 	vec   Vector
@@ -124,7 +125,8 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		settings, ef := searchSettings(r.k, r.exact)
-		err := s.query(gctx, settings, []any{ef}, vectorQuery(r), vectorArgs(r), func(rows pgx.Rows) (err error) {
+		q, args := vectorQuery(r)
+		err := s.query(gctx, settings, []any{ef}, q, args, func(rows pgx.Rows) (err error) {
 			byVector, err = collect(rows)
 			return err
 		})
@@ -138,7 +140,8 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		if err != nil || sel.match == "" {
 			return err
 		}
-		err = s.query(gctx, customPlans, nil, textQuery(r, sel), textArgs(r, sel), func(rows pgx.Rows) (err error) {
+		q, args := textQuery(r, sel)
+		err = s.query(gctx, customPlans, nil, q, args, func(rows pgx.Rows) (err error) {
 			byText, err = collect(rows)
 			return err
 		})
@@ -213,18 +216,18 @@ func orQuery(w string) string {
 }
 
 // vectorQuery is the k rows nearest the query vector, walking the (model, size)'s HNSW
-// index; parameters after r.args: vector, words, k. The columns and scores are computed
+// index, and its arguments: r.args, then the vector, words and k. The columns and scores are computed
 // for the k rows only (a small table is sorted rather than walked, and a sort would compute
 // them for every row).
-func vectorQuery(r ranking) string {
-	n := len(r.args)
-	v, w, k := fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3)
+func vectorQuery(r ranking) (string, []any) {
+	c := db.Conds{Args: slices.Clone(r.args)}
+	v, w, k := c.Arg(r.vec.literal()), c.Arg(r.words), c.Arg(r.k)
 	dims := len(r.vec.Values)
 	return fmt.Sprintf(`SELECT %s, %s FROM (
 			SELECT m.id, (m.embedding::vector(%d)) <=> %s::text::vector(%d) AS distance FROM %s m WHERE %s AND %s
 			ORDER BY distance LIMIT %s) t
 		JOIN %s m ON m.id = t.id ORDER BY t.distance, m.id`,
-		r.columns, scores(r, v, w), dims, v, dims, r.table, r.where, vecPred(r.vec.Model, dims), k, r.table)
+		r.columns, scores(r, v, w), dims, v, dims, r.table, r.where, vecPred(r.vec.Model, dims), k, r.table), c.Args
 }
 
 // textSelect picks the rows the text ranking scores: those matching match (see
@@ -234,14 +237,15 @@ func vectorQuery(r ranking) string {
 type textSelect struct{ match, all string }
 
 // textQuery is the k rows of best full-text rank among at most pool rows picked by sel
-// (half of them at most by each tsquery when there are two); parameters after r.args:
-// vector, words, k, match, pool (and all). The rank is computed for the pool only and the
-// columns for the k rows only.
-func textQuery(r ranking, sel textSelect) string {
-	n := len(r.args)
-	v, w, k, match, pool, all := fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3), fmt.Sprintf("$%d", n+4), fmt.Sprintf("$%d", n+5), fmt.Sprintf("$%d", n+6)
+// (half of them at most by each tsquery when there are two), and its arguments: r.args,
+// then the vector, words, k, match, pool (and all). The rank is computed for the pool only
+// and the columns for the k rows only.
+func textQuery(r ranking, sel textSelect) (string, []any) {
+	c := db.Conds{Args: slices.Clone(r.args)}
+	v, w, k, match, pool := c.Arg(r.vec.literal()), c.Arg(r.words), c.Arg(r.k), c.Arg(sel.match), c.Arg(r.textPool())
 	picked := fmt.Sprintf(`SELECT m.id, m.search FROM %s m WHERE %s AND m.search @@ %s::tsquery LIMIT %s`, r.table, r.where, match, pool)
 	if sel.all != "" {
+		all := c.Arg(sel.all)
 		// Each half of the pool; a row picked twice is ranked once.
 		picked = fmt.Sprintf(`SELECT DISTINCT ON (u.id) u.id, u.search FROM (
 				(SELECT m.id, m.search FROM %[1]s m WHERE %[2]s AND m.search @@ %[3]s::tsquery LIMIT %[4]s / 2)
@@ -253,7 +257,7 @@ func textQuery(r ranking, sel textSelect) string {
 			SELECT p.id, ts_rank(p.search, %s, 1|32) AS rank FROM (%s) p
 			ORDER BY rank DESC, p.id LIMIT %s) t
 		JOIN %s m ON m.id = t.id ORDER BY t.rank DESC, m.id`,
-		r.columns, scores(r, v, w), orQuery(w), picked, k, r.table)
+		r.columns, scores(r, v, w), orQuery(w), picked, k, r.table), c.Args
 }
 
 // textSelect is what the text ranking of r scores; its match is "" when the words have no
@@ -336,16 +340,6 @@ func (r ranking) textPool() int {
 	return r.pool
 }
 
-// vectorArgs and textArgs are the arguments of vectorQuery and textQuery.
-func vectorArgs(r ranking) []any { return append(slices.Clone(r.args), r.vec.literal(), r.words, r.k) }
-func textArgs(r ranking, sel textSelect) []any {
-	args := append(slices.Clone(r.args), r.vec.literal(), r.words, r.k, sel.match, r.textPool())
-	if sel.all != "" {
-		args = append(args, sel.all)
-	}
-	return args
-}
-
 // searchSettings is the statement tuning the vector ranking of one transaction (with
 // customPlans, and its argument): the HNSW
 // index is walked even where the planner would rather sort a small table (the sort reads
@@ -389,7 +383,8 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 			return fmt.Errorf("store: search settings: %w", err)
 		}
 		var err error
-		if vector, err = plan(tx, vectorQuery(r), vectorArgs(r)); err != nil {
+		q, args := vectorQuery(r)
+		if vector, err = plan(tx, q, args); err != nil {
 			return fmt.Errorf("store: explain vector ranking: %w", err)
 		}
 		return nil
@@ -399,7 +394,8 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 	}
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		if text, err = plan(tx, textQuery(r, sel), textArgs(r, sel)); err != nil {
+		q, args := textQuery(r, sel)
+		if text, err = plan(tx, q, args); err != nil {
 			return fmt.Errorf("store: explain text ranking: %w", err)
 		}
 		return nil
