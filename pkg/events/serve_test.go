@@ -42,13 +42,13 @@ func (s *watchServer) WatchTasks(req *tasksv1.WatchTasksRequest, stream grpc.Ser
 	if err != nil {
 		return err
 	}
-	w := events.Watch[*tasksv1.WatchTasksResponse]{AfterID: req.AfterId, FromNow: req.FromNow, OwnerID: p.UserID, Scope: req.Repo, ID: req.TaskId}
-	if req.TaskId != "" {
+	w := events.Watch[*tasksv1.WatchTasksResponse]{AfterID: req.AfterId, FromNow: req.FromNow, OwnerID: p.UserID, Scope: req.Repo, ID: req.Id}
+	if req.Id != "" {
 		w.State = func(ctx context.Context) (bool, error) {
 			var status string
-			err := s.pool.QueryRow(ctx, "SELECT status FROM things WHERE id = $1 AND owner_id = $2", req.TaskId, p.UserID).Scan(&status)
+			err := s.pool.QueryRow(ctx, "SELECT status FROM things WHERE id = $1 AND owner_id = $2", req.Id, p.UserID).Scan(&status)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return false, fmt.Errorf("thing %s: %w", req.TaskId, errs.ErrNotFound)
+				return false, fmt.Errorf("thing %s: %w", req.Id, errs.ErrNotFound)
 			}
 			return status == "done", err
 		}
@@ -226,8 +226,8 @@ func TestServeRefuses(t *testing.T) {
 		code codes.Code
 		msg  string
 	}{
-		{"unknown", &tasksv1.WatchTasksRequest{TaskId: "nope"}, codes.NotFound, "nope"},
-		{"someone else's", &tasksv1.WatchTasksRequest{TaskId: "bobs"}, codes.NotFound, "bobs"},
+		{"unknown", &tasksv1.WatchTasksRequest{Id: "nope"}, codes.NotFound, "nope"},
+		{"someone else's", &tasksv1.WatchTasksRequest{Id: "bobs"}, codes.NotFound, "bobs"},
 		{"negative cursor", &tasksv1.WatchTasksRequest{AfterId: -1}, codes.InvalidArgument, "after_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -258,7 +258,7 @@ func TestServeFinishedEnds(t *testing.T) {
 	e.set(t, "noise", "alice", "open")
 	last := e.set(t, "x", "alice", "done")
 
-	x := &tasksv1.WatchTasksRequest{TaskId: "x"}
+	x := &tasksv1.WatchTasksRequest{Id: "x"}
 	wantMsgs(t, "whole history", recvAll(t, e.open(t, "alice", x)), beat(0), event(first), event(last), endAt(last))
 	x.AfterId = first
 	wantMsgs(t, "after the first", recvAll(t, e.open(t, "alice", x)), beat(first), event(last), endAt(last))
@@ -277,7 +277,7 @@ func TestServeLiveEnds(t *testing.T) {
 	done := e.set(t, "y", "alice", "done")
 	reopened := e.set(t, "y", "alice", "open")
 
-	s := e.open(t, "alice", &tasksv1.WatchTasksRequest{TaskId: "y"})
+	s := e.open(t, "alice", &tasksv1.WatchTasksRequest{Id: "y"})
 	wantMsgs(t, "history", recv(t, s, 3), beat(0), event(done), event(reopened))
 	e.set(t, "other", "alice", "done")
 	step := e.set(t, "y", "alice", "open")
@@ -302,7 +302,7 @@ func TestServeHeartbeatCursor(t *testing.T) {
 	t.Parallel()
 	e := startServe(t, func(h *events.Handler[*tasksv1.WatchTasksResponse]) { h.Every = 20 * time.Millisecond })
 	e.set(t, "z", "alice", "open")
-	s := e.open(t, "alice", &tasksv1.WatchTasksRequest{TaskId: "z", FromNow: true})
+	s := e.open(t, "alice", &tasksv1.WatchTasksRequest{Id: "z", FromNow: true})
 	start := recv(t, s, 1)[0]
 	other := e.set(t, "w", "alice", "open")
 	deadline := time.Now().Add(10 * time.Second)
