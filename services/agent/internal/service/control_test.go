@@ -1,13 +1,17 @@
 package service_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/jackc/pgx/v5"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/services/agent/internal/store"
 )
 
 func (q *queue) count() int {
@@ -78,5 +82,43 @@ func TestControlRequestIDActsOnce(t *testing.T) {
 		_, err = e.agent.RespondToClarification(ctx, &agentv1.RespondToClarificationRequest{Id: j.Id, Answer: "yes", RequestId: bad})
 		grpctest.WantCode(t, err, codes.InvalidArgument, "request_id")
 		_ = name
+	}
+}
+
+// A retried ApproveReview (the first answer was lost) returns the approved review and
+// writes nothing: no second run is handed the job, so the run carrying the approval keeps
+// its lease.
+func TestApproveReviewRetryChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx(alice)
+	j := e.job(t, alice, taskA)
+	// The job at the review gate, as the loop leaves it.
+	rec, err := e.st.Mutate(ctx, alice, j.Id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		rec.Job.Status = agentv1.JobStatus_JOB_STATUS_PENDING_REVIEW
+		return store.Step{Review: &agentv1.Review{QualityScore: 8}, ReviewKey: "review-1"}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviewID := rec.Job.ReviewId
+	if _, err := e.review.ApproveReview(ctx, &agentv1.ApproveReviewRequest{Id: reviewID}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	queued := e.q.count()
+	before, err := e.agent.GetJob(ctx, &agentv1.GetJobRequest{Id: j.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.review.ApproveReview(ctx, &agentv1.ApproveReviewRequest{Id: reviewID})
+	if err != nil || again.GetReview().GetStatus() != agentv1.ReviewStatus_REVIEW_STATUS_APPROVED {
+		t.Fatalf("retried approve: %v %v", again, err)
+	}
+	after, err := e.agent.GetJob(ctx, &agentv1.GetJobRequest{Id: j.Id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.q.count() != queued || !proto.Equal(before.GetJob().GetUpdateTime(), after.GetJob().GetUpdateTime()) {
+		t.Fatalf("the retry wrote the job (update %v → %v) or queued a run (%d → %d)",
+			before.GetJob().GetUpdateTime().AsTime(), after.GetJob().GetUpdateTime().AsTime(), queued, e.q.count())
 	}
 }

@@ -106,8 +106,10 @@ func (v *reviews) decide(ctx context.Context, id, what string,
 		}
 		review = r
 		if alreadyDone != agentv1.ReviewStatus_REVIEW_STATUS_UNSPECIFIED && r.Status == alreadyDone {
+			// A retry of a decision already made writes nothing: no second run is handed
+			// the job, and the run that carries the decision keeps its lease.
 			noop = true
-			return store.Step{}, nil
+			return store.Step{Unchanged: true}, nil
 		}
 		if r.Status != agentv1.ReviewStatus_REVIEW_STATUS_PENDING {
 			return store.Step{}, errs.Precondition("review %s is %s; %s needs a pending review", id, store.ReviewStatusName(r.Status), what)
