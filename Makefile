@@ -58,9 +58,12 @@ check-generate: require-git generate
 	fi
 	@echo "generated code is fresh"
 
-## lint: buf lint, gofmt, go vet on every module.
+## lint: buf lint, buf breaking against the frozen v1 contracts, gofmt, go vet on every module.
 lint: require-git
 	@buf lint
+	@# Contracts v1 are frozen: a breaking change to a v1 package fails here (it needs a v2
+	@# package). The baseline is buf build's image of proto/ at the tag contracts-v1.
+	@buf breaking --against proto/baseline/contracts-v1.binpb
 	@unformatted=$$(git ls-files '*.go' | grep -v '^pkg/gen/' | xargs gofmt -l); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	@# Each module on its own (GOWORK=off): its go.mod and go.sum must be complete.
