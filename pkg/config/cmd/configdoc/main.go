@@ -26,7 +26,7 @@ import (
 // Setting is one environment variable a component reads.
 type Setting struct {
 	Name, Default, Doc, Source string
-	Secret, Required       bool
+	Secret, Required           bool
 }
 
 func main() {
