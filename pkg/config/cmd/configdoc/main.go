@@ -1,5 +1,5 @@
 // Command configdoc writes the configuration reference (docs/configuration.md) from the code:
-// every field of a config struct with an `env:"THEFOLD_…"` tag, its default (from the tag)
+// every field of a config struct whose env tag names a THEFOLD_ variable, its default (from the tag)
 // and its description (the field's doc comment), grouped by who reads it. make generate runs
 // it and CI checks the file is fresh, so the reference cannot drift from what the services
 // read.
