@@ -65,7 +65,11 @@ type Result struct {
 
 // Limits bound the resources of one command. Zero fields take the defaults below.
 type Limits struct {
-	MemoryBytes   int64
+	MemoryBytes int64
+	// CPUs is the sandbox's CPU share in cores (1.5 = one and a half); 0 is the backend's
+	// default. The docker backend applies it to the container; bwrap and local have no
+	// CPU quota (CPUSeconds bounds a command there).
+	CPUs          float64
 	CPUSeconds    int
 	Pids          int
 	FileSizeBytes int64

@@ -45,10 +45,12 @@ type Config struct {
 	// MaxOutput caps a command's kept output (stdout and stderr together) in bytes.
 	MaxOutput int64 `env:"THEFOLD_SANDBOX_MAX_OUTPUT, default=1048576"`
 	// Memory, CPUs and Pids are the default limits of a sandbox; the Max… fields bound what
-	// a caller may ask for.
+	// a caller may ask for (CPUs: the machine's cores). The CPU default is two cores, or the
+	// machine's if fewer: a sandbox mostly compiles and runs tests, and half a core made a
+	// cold go build of a two-file change take minutes.
 	Memory    int64   `env:"THEFOLD_SANDBOX_MEMORY, default=536870912"`
 	MaxMemory int64   `env:"THEFOLD_SANDBOX_MAX_MEMORY, default=8589934592"`
-	CPUs      float64 `env:"THEFOLD_SANDBOX_CPUS, default=0.5"`
+	CPUs      float64 `env:"THEFOLD_SANDBOX_CPUS, default=2"`
 	Pids      int32   `env:"THEFOLD_SANDBOX_PIDS, default=256"`
 	MaxPids   int32   `env:"THEFOLD_SANDBOX_MAX_PIDS, default=4096"`
 	// MaxFileBytes caps one file written or read; MaxArchiveBytes what an archive unpacks to.
@@ -159,8 +161,9 @@ func (c Config) withDefaults() Config {
 		c.MaxMemory = max(c.Memory, 8<<30)
 	}
 	if c.CPUs <= 0 {
-		c.CPUs = 0.5
+		c.CPUs = 2
 	}
+	c.CPUs = min(c.CPUs, maxCPUs())
 	if c.Pids <= 0 {
 		c.Pids = 256
 	}

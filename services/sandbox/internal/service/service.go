@@ -162,7 +162,7 @@ func backendName(b sandboxv1.SandboxBackend) string {
 
 // limitsOf turns a sandbox's effective limits into one command's.
 func limitsOf(l *sandboxv1.ResourceLimits) backend.Limits {
-	return backend.Limits{MemoryBytes: l.GetMemoryBytes(), Pids: int(l.GetPids())}
+	return backend.Limits{MemoryBytes: l.GetMemoryBytes(), CPUs: l.GetCpus(), Pids: int(l.GetPids())}
 }
 
 func timeoutOf(l *sandboxv1.ResourceLimits, def time.Duration) time.Duration {

@@ -132,10 +132,14 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 
 func (d *Docker) resources(l backend.Limits) container.Resources {
 	pids := int64(l.Pids)
+	cpus := d.cfg.nanoCPUs
+	if l.CPUs > 0 {
+		cpus = int64(l.CPUs * 1e9) // the sandbox's own share (the service bounds it by the machine's cores)
+	}
 	return container.Resources{
 		Memory:     l.MemoryBytes,
 		MemorySwap: l.MemoryBytes, // equal to Memory: no swap on top
-		NanoCPUs:   d.cfg.nanoCPUs,
+		NanoCPUs:   cpus,
 		PidsLimit:  &pids,
 	}
 }

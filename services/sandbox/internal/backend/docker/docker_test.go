@@ -235,3 +235,33 @@ func TestContainerStoppedDuringACommand(t *testing.T) {
 		t.Fatalf("the next command: %+v", res)
 	}
 }
+
+// A sandbox's own CPU share reaches its container, at creation and when it changes; without
+// one the backend's default applies.
+func TestSandboxCPUsReachTheContainer(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, nil)
+	nano := func() int64 {
+		t.Helper()
+		b, err := d.box(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.mu.Lock()
+		id := b.id
+		b.mu.Unlock()
+		got, err := d.cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Container.HostConfig.NanoCPUs
+	}
+	run(t, d, ws, backend.Spec{Argv: []string{"true"}}, backend.Limits{})
+	if got := nano(); got != d.cfg.nanoCPUs {
+		t.Fatalf("default share: NanoCPUs %d, want %d", got, d.cfg.nanoCPUs)
+	}
+	run(t, d, ws, backend.Spec{Argv: []string{"true"}}, backend.Limits{CPUs: 1.5})
+	if got := nano(); got != 1_500_000_000 {
+		t.Fatalf("the sandbox's 1.5 cores: NanoCPUs %d", got)
+	}
+}
