@@ -74,11 +74,12 @@ build:
 	@for m in $(MODULES); do (cd $$m && go build ./...) || exit 1; done
 
 # One go test over every module (go.work resolves ./<module>/... from the root): packages of
-# all modules build and run side by side (-p), instead of module after module.
+# all modules build and run side by side (-p), instead of module after module. testreport
+# prints what go test would, then the ten slowest tests.
 UNIT_MODULES := $(filter-out tests/e2e,$(MODULES))
 test-unit:
 	@echo "== go test $(UNIT_MODULES)"
-	@go test $(GO_TEST_FLAGS) $(foreach m,$(UNIT_MODULES),./$(m)/...)
+	@go run ./pkg/testenv/cmd/testreport -slowest 10 -- $(GO_TEST_FLAGS) $(foreach m,$(UNIT_MODULES),./$(m)/...)
 
 ## test-make: the checks above refuse to run outside a git checkout (scripts/test-make.sh).
 test-make:
@@ -86,7 +87,7 @@ test-make:
 
 test-e2e:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go test -count=1 -timeout 30m -bench GetTask -benchtime 1000x ./...
+	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -timeout 30m -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs.
 test: setup test-make check-generate lint test-unit test-e2e
