@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
 )
 
 // DefaultImage is the image BuildImage makes: one image with every language's toolchain.
@@ -41,6 +42,10 @@ type ImageSource struct {
 	Packages []string
 	// OptionalPackages are added when installed.
 	OptionalPackages []string
+	// Cold leaves out the shared Go build cache (and its GOCACHEPROG helper): every
+	// sandbox then compiles the standard library itself. Warming runs the image's own Go
+	// toolchain, so an image of a stand-in toolchain must be cold.
+	Cold bool
 }
 
 // GoImageSource is what BuildGoImage takes.
@@ -110,8 +115,24 @@ func BuildImage(ctx context.Context, cli *client.Client, name string, src ImageS
 		}
 		return err
 	}
-	if inspectErr == nil && existing.Config != nil && existing.Config.Labels[ImageSpecLabel] == plan.spec {
+	spec := plan.spec
+	var seed map[string]string
+	var seedCmds [][]string
+	if !src.Cold {
+		if seed, seedCmds, err = backend.GoCacheSeed(ctx, plan.goRoot); err != nil {
+			return err
+		}
+		spec = warmSpec(plan.spec, seed, seedCmds)
+	}
+	if inspectErr == nil && existing.Config != nil && existing.Config.Labels[ImageSpecLabel] == spec {
 		return nil
+	}
+	// A warm image is the imported one with the seed's build cache on top: the import goes
+	// under a temporary reference first.
+	ref := name
+	if !src.Cold {
+		ref = tempReference()
+		defer func() { _, _ = cli.ImageRemove(context.WithoutCancel(ctx), ref, client.ImageRemoveOptions{}) }()
 	}
 	applets, err := busyboxApplets(ctx, plan.busybox)
 	if err != nil {
@@ -134,7 +155,7 @@ func BuildImage(ctx context.Context, cli *client.Client, name string, src ImageS
 		changes = append(changes, "ENV "+e)
 	}
 	msg := fmt.Sprintf("thefold sandbox: %s and %d Debian packages of the host", plan.goVersion, len(plan.packages))
-	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, name,
+	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
 		client.ImageImportOptions{Changes: changes, Message: msg})
 	var body []byte
 	if err == nil {
@@ -146,7 +167,7 @@ func BuildImage(ctx context.Context, cli *client.Client, name string, src ImageS
 	pr.CloseWithError(io.ErrClosedPipe) // ends the writer if the engine stopped reading
 	if wErr := <-werr; wErr != nil && !errors.Is(wErr, io.ErrClosedPipe) {
 		// The stream broke off: whatever the engine made of it is not the image.
-		if img, ierr := cli.ImageInspect(context.WithoutCancel(ctx), name); ierr == nil && img.ID != oldID {
+		if img, ierr := cli.ImageInspect(context.WithoutCancel(ctx), ref); ierr == nil && img.ID != oldID {
 			_, _ = cli.ImageRemove(context.WithoutCancel(ctx), img.ID, client.ImageRemoveOptions{})
 		}
 		return fmt.Errorf("build image %q: %w", name, wErr)
@@ -157,13 +178,18 @@ func BuildImage(ctx context.Context, cli *client.Client, name string, src ImageS
 	if msg := importError(body); msg != "" {
 		return fmt.Errorf("import image %q: %s: %w", name, msg, errs.ErrUnavailable)
 	}
+	if !src.Cold {
+		if err := warmImage(ctx, cli, ref, name, plan.goRoot, spec, seed, seedCmds); err != nil {
+			return err
+		}
+	}
 	img, err := cli.ImageInspect(ctx, name)
-	if err != nil || img.Config == nil || img.Config.Labels[ImageSpecLabel] != plan.spec {
+	if err != nil || img.Config == nil || img.Config.Labels[ImageSpecLabel] != spec {
 		return fmt.Errorf("import image %q: not created (%s): %w", name, strings.TrimSpace(string(body)), errs.ErrUnavailable)
 	}
 	// The replaced image is untagged now; remove it unless a container still uses it.
 	if oldID != "" && oldID != img.ID {
-		_, _ = cli.ImageRemove(ctx, oldID, client.ImageRemoveOptions{})
+		_, _ = cli.ImageRemove(ctx, oldID, client.ImageRemoveOptions{PruneChildren: true})
 	}
 	return nil
 }

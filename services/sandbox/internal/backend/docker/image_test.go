@@ -206,7 +206,7 @@ func TestBuildImageReplacesAStaleImage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	src := ImageSource{GoRoot: goRoot, Packages: []string{"zlib1g"}, OptionalPackages: []string{}}
+	src := ImageSource{GoRoot: goRoot, Packages: []string{"zlib1g"}, OptionalPackages: []string{}, Cold: true}
 	if err := BuildImage(ctx, cli, name, src); err != nil {
 		t.Fatal(err)
 	}
