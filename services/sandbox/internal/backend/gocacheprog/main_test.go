@@ -222,4 +222,3 @@ func tree(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
-
