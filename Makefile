@@ -95,8 +95,10 @@ test: setup test-make check-generate lint test-unit test-e2e
 ## bench: GetTask latency/throughput over gRPC and through the gateway, append/query
 ## latency with 0 and 1,000 idle event watchers, the ai fix loop's prompt-cache share
 ## and cost, and a sandbox's create + run `true` + destroy per backend against raw, the builder's
-## orchestration cost per file and dependency analysis of 5,000 Go files (prints figures).
+## orchestration cost per file and dependency analysis of 5,000 Go files, and the README's
+## demo task from StartTask to PENDING_REVIEW with where its time went (prints figures).
 bench: setup
+	@cd tests/e2e && go test -run '^$$' -bench DemoTask -benchtime 3x -count=1 ./...
 	@cd tests/e2e && go test -run '^$$' -bench GetTask -benchtime 2000x -count=1 ./...
 	@cd tests/e2e && go test -run '^$$' -bench BuildOrchestration -benchtime 1x -count=1 ./...
 	@cd pkg && go test -run '^$$' -bench RPCLatency -benchtime 1000x -count=1 ./events/

@@ -84,13 +84,13 @@ func agentRepo(t *testing.T, name string) string {
 }
 
 // startJob creates a task over REST and starts a job for it; it returns the job's id.
-func startJob(t *testing.T, repo, title, description string) (taskID, jobID string) {
+func startJob(t testing.TB, repo, title, description string) (taskID, jobID string) {
 	t.Helper()
 	return startJobWith(t, repo, title, description, nil)
 }
 
 // startJobWith is startJob with more StartTask fields.
-func startJobWith(t *testing.T, repo, title, description string, extra map[string]any) (taskID, jobID string) {
+func startJobWith(t testing.TB, repo, title, description string, extra map[string]any) (taskID, jobID string) {
 	t.Helper()
 	code, task := rest(t, http.MethodPost, "/v1/tasks", token, map[string]any{"title": title, "repo": repo, "description": description})
 	if code != http.StatusOK {
@@ -110,7 +110,7 @@ func startJobWith(t *testing.T, repo, title, description string, extra map[strin
 
 // waitJob polls the job over REST until its status is one of want (any terminal status or
 // HUMAN_NEEDED otherwise fails the test).
-func waitJob(t *testing.T, id string, timeout time.Duration, want ...string) map[string]any {
+func waitJob(t testing.TB, id string, timeout time.Duration, want ...string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var job map[string]any

@@ -27,6 +27,8 @@ var (
 	mesh  *stack.Stack
 	token string
 	llm   *fakellm.Server
+	// llmTime is llm with a clock: the time spent answering (BenchmarkDemoTask).
+	llmTime *llmClock
 	// script is what llm serves: the demo script after the build tests' entries. A test
 	// that sets another script sets this one back.
 	script *fakellm.Script
@@ -66,7 +68,8 @@ func runMain(m *testing.M) int {
 	// The build tests' scripted files go first: their entries match only their own files.
 	script.Anthropic = append(append(append(append(agentScenarios(), agentScript()...), isolationScript()...), buildScript()...), script.Anthropic...)
 	llm = fakellm.New(script)
-	llmServer := httptest.NewServer(llm)
+	llmTime = &llmClock{next: llm}
+	llmServer := httptest.NewServer(llmTime)
 	defer llmServer.Close()
 	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
 		"THEFOLD_LOG_LEVEL=warn",

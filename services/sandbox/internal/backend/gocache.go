@@ -95,9 +95,13 @@ func GoCacheSeed(ctx context.Context, goRoot string) (files map[string]string, c
 		"main_test.go": "package main\n\nimport (\n\t\"net/http\"\n\t\"net/http/httptest\"\n\t\"testing\"\n)\n\n" +
 			"func TestSeed(t *testing.T) {\n\tsrv := httptest.NewServer(http.NotFoundHandler())\n\tsrv.Close()\n}\n",
 	}
+	// vet's flags are part of its cache keys: validation's `go vet -json`, a person's
+	// `go vet`, and the smaller analyzer set `go test` vets with are three sets of facts.
 	cmds = [][]string{
 		{"go", "build", "-o", os.DevNull, "./..."},
+		{"go", "vet", "-json", "./..."},
 		{"go", "vet", "./..."},
+		{"go", "test", "./..."},
 		{"go", "test", "-vet=off", "./..."},
 	}
 	return files, cmds, nil
