@@ -36,6 +36,7 @@ type Bwrap struct {
 	st      *state
 	bwrap   string
 	prlimit string
+	warm    *warmCache
 }
 
 // NewBwrap checks that bubblewrap can make a sandbox on this machine by running `true` in
@@ -59,6 +60,9 @@ func NewBwrap(opts ...Option) (*Bwrap, error) {
 		_ = st.close()
 		return nil, err
 	}
+	if cfg.warmDir != "" && cfg.goCache == "" {
+		b.warm = startWarm(b, cfg.warmDir)
+	}
 	return b, nil
 }
 
@@ -72,7 +76,7 @@ func (b *Bwrap) probe() error {
 	if err != nil {
 		return err
 	}
-	argv := b.args(ws, "", sd, Spec{Argv: []string{"true"}}, nil)
+	argv := b.args(ws, "", sd, Spec{Argv: []string{"true"}}, nil, "", "")
 	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("bwrap backend: a sandbox cannot be made here (%v: %s): %w", err, strings.TrimSpace(string(out)), errs.ErrUnavailable)
@@ -108,9 +112,13 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 		}
 		defer eg.close()
 	}
+	shared, prog, err := b.warm.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cg, warns := newCgroup(l, b.cfg.noCgroup)
 	defer cg.remove()
-	argv := b.args(ws, dir, sd, s, eg)
+	argv := b.args(ws, dir, sd, s, eg, shared, prog)
 	if b.prlimit != "" {
 		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
 	} else {
@@ -125,8 +133,9 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 }
 
 // args builds the bwrap command line for s, run in the workspace ws (host path) at dir, with
-// the egress proxy eg when s.Network.
-func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun) []string {
+// the egress proxy eg when s.Network, and the warm Go build cache shared (read-only, served
+// by the helper prog) when there is one.
+func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, prog string) []string {
 	// --unshare-all makes a network namespace holding only loopback, and there is never a
 	// --share-net: the host's namespace would open every service listening on its loopback.
 	a := []string{b.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
@@ -166,9 +175,13 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun) []string {
 		"GOTELEMETRY": "off",
 		"LANG":        "C.UTF-8",
 	}
-	if b.cfg.goCache != "" {
+	switch {
+	case b.cfg.goCache != "":
 		a = append(a, "--bind", b.cfg.goCache, bwrapGoCache)
 		env["GOCACHE"] = bwrapGoCache
+	case shared != "":
+		a = append(a, "--ro-bind", shared, bwrapSharedGoCache, "--ro-bind", prog, bwrapGoCacheProg)
+		env["GOCACHEPROG"] = GoCacheProgEnv(bwrapGoCacheProg, bwrapSharedGoCache, bwrapState+"/gocache/layer")
 	}
 	// Modules go into the workspace's own, writable module cache (GOPATH/pkg/mod under
 	// the state): a dependencies run downloads into it and later runs build from it. The

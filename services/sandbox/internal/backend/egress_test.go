@@ -300,7 +300,7 @@ func TestBwrapNeverSharesNet(t *testing.T) {
 	}
 	defer eg.close()
 	for _, e := range []*egressRun{nil, eg} {
-		argv := b.args(ws, "", t.TempDir(), Spec{Argv: []string{"true"}, Network: e != nil}, e)
+		argv := b.args(ws, "", t.TempDir(), Spec{Argv: []string{"true"}, Network: e != nil}, e, "", "")
 		if !slices.Contains(argv, "--unshare-all") || slices.Contains(argv, "--share-net") {
 			t.Errorf("network namespace not unshared: %q", argv)
 		}

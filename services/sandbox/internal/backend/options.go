@@ -25,6 +25,7 @@ type config struct {
 	bwrap    string
 	noCgroup bool
 	goCache  string
+	warmDir  string
 	docker   func() (Backend, error)
 }
 
@@ -54,6 +55,14 @@ func WithCgroups(on bool) Option { return func(c *config) { c.noCgroup = !on } }
 // sandbox can plant cache entries that builds in another trust. Use it only across
 // sandboxes of one trust domain (one owner, or tests).
 func WithGoCache(dir string) Option { return func(c *config) { c.goCache = dir } }
+
+// WithWarmGoCache gives bwrap sandboxes a warm start: under dir (machine-wide, made once
+// per toolchain) the backend keeps a Go build cache of the standard library, made by running
+// a seed in one of its own sandboxes, and mounts it read-only into every sandbox, whose go
+// command writes only a private layer of its own (GOCACHEPROG). Until it is made (a minute
+// or so, once) commands wait for it. "" (the default) means none. WithGoCache takes
+// precedence.
+func WithWarmGoCache(dir string) Option { return func(c *config) { c.warmDir = dir } }
 
 // WithDocker offers Auto a docker backend. It is passed in because the docker backend's
 // package builds on this one and cannot be imported from here.
@@ -186,4 +195,13 @@ func envList(m map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// DefaultWarmDir is where the machine's warm Go build caches live by default: the user's
+// cache directory (~/.cache/thefold/sandbox-gocache), else the temporary directory.
+func DefaultWarmDir() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "thefold", "sandbox-gocache")
+	}
+	return filepath.Join(os.TempDir(), "thefold-sandbox-gocache")
 }

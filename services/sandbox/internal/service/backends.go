@@ -83,7 +83,7 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	}
 	if !slices.Contains(cfg.Offer, "bwrap") {
 		out.Missing["bwrap"] = notOffered
-	} else if b, err := backend.NewBwrap(hostOpts...); err != nil {
+	} else if b, err := backend.NewBwrap(append(hostOpts, backend.WithWarmGoCache(warmDir(cfg.WarmCacheDir)))...); err != nil {
 		out.Missing["bwrap"] = err.Error()
 	} else {
 		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, b)
@@ -136,6 +136,17 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	}
 	out.Options = append(out.Options, WithDefault(out.Default, out.Reasons))
 	return out, nil
+}
+
+// warmDir is THEFOLD_SANDBOX_WARM_CACHE_DIR as a directory, "" for none.
+func warmDir(v string) string {
+	switch v {
+	case "off":
+		return ""
+	case "":
+		return backend.DefaultWarmDir()
+	}
+	return v
 }
 
 // openDocker connects to the engine and makes sure the sandbox images are there: the

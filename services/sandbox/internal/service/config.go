@@ -77,6 +77,12 @@ type Config struct {
 	// GoRoot is the host's Go toolchain, bound read-only into bwrap sandboxes and copied
 	// into the docker image.
 	GoRoot string `env:"THEFOLD_SANDBOX_GOROOT, default=/usr/local/go"`
+	// WarmCacheDir is where bwrap sandboxes' shared Go build cache of the standard library
+	// is made, once per toolchain, and mounted read-only into each sandbox (every build
+	// writes only a private layer); empty means ~/.cache/thefold/sandbox-gocache, "off"
+	// none (every sandbox then compiles the standard library itself). Docker sandboxes
+	// have theirs in the image.
+	WarmCacheDir string `env:"THEFOLD_SANDBOX_WARM_CACHE_DIR"`
 }
 
 var programName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
