@@ -149,14 +149,23 @@ func TestAgentPythonAndTypeScriptTasksRunIsolated(t *testing.T) {
 	}
 }
 
-// sandboxContainers lists the engine's containers (any state) labelled with sandbox id.
+// sandboxContainers lists the engine's containers (any state) of sandbox id: labelled with
+// it, or a pooled container named after it (its labels were set before it had a sandbox).
 func sandboxContainers(t *testing.T, id string) []string {
 	t.Helper()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=org.thefold.sandbox.id="+id).Output()
-	if err != nil {
-		t.Fatalf("docker ps: %v", err)
+	var ids []string
+	for _, filter := range []string{"label=org.thefold.sandbox.id=" + id, "name=^thefold-sandbox-" + id + "$"} {
+		out, err := exec.Command("docker", "ps", "-aq", "--filter", filter).Output()
+		if err != nil {
+			t.Fatalf("docker ps: %v", err)
+		}
+		for _, c := range strings.Fields(string(out)) {
+			if !slices.Contains(ids, c) {
+				ids = append(ids, c)
+			}
+		}
 	}
-	return strings.Fields(string(out))
+	return ids
 }
 
 // After kill -9 of the sandbox service while a command runs in a docker sandbox, the

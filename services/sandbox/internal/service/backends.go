@@ -154,7 +154,10 @@ func warmDir(v string) string {
 // toolchains changed, when cfg allows; a configured image that is missing takes its
 // language out of images (logged), so those sandboxes go to bwrap, saying so, or fail.
 func openDocker(ctx context.Context, cfg Config, images map[string]string, log *slog.Logger) (*docker.Docker, error) {
-	d, err := docker.New(ctx, docker.WithLogger(log), docker.WithImages(images), docker.WithNanoCPUs(int64(cfg.CPUs*1e9)))
+	d, err := docker.New(ctx, docker.WithLogger(log), docker.WithImages(images), docker.WithNanoCPUs(int64(cfg.CPUs*1e9)),
+		// The pool's containers have the limits a sandbox gets by default (limitsOf of the
+		// defaults), so handing one out needs no update.
+		docker.WithPool(cfg.Pool, backend.Limits{MemoryBytes: cfg.Memory, CPUs: cfg.CPUs, Pids: int(cfg.Pids)}))
 	if err != nil {
 		return nil, err
 	}

@@ -310,6 +310,11 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec, 
 	if b == nil {
 		return nil, "", errs.Public(codes.FailedPrecondition, "sandbox %s uses the %s backend, which this server no longer offers; destroy it", sb.Id, backendName(sb.Backend))
 	}
+	if id, ok := b.(identifier); ok {
+		// After a restart of the service the backend knows the workspace but not whose it
+		// is: the container its next command makes carries the sandbox's identity.
+		id.Identify(sb.Workspace, s.identity(sb))
+	}
 	res, err := b.Run(ctx, sb.Workspace, spec, limitsOf(sb.Limits))
 	if err != nil {
 		if errors.Is(err, errs.ErrInvalid) {

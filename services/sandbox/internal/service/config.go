@@ -83,6 +83,11 @@ type Config struct {
 	// none (every sandbox then compiles the standard library itself). Docker sandboxes
 	// have theirs in the image.
 	WarmCacheDir string `env:"THEFOLD_SANDBOX_WARM_CACHE_DIR"`
+	// Pool is how many started docker containers per image wait for new sandboxes, made
+	// with the default limits (0 for none): creating a sandbox then takes one instead of
+	// waiting for the engine. A pooled container serves one sandbox and is removed with
+	// it, never reused.
+	Pool int `env:"THEFOLD_SANDBOX_POOL, default=2"`
 }
 
 var programName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
@@ -114,6 +119,7 @@ func (c *Config) Validate() error {
 		"THEFOLD_SANDBOX_MAX_OUTPUT": c.MaxOutput >= 1024, "THEFOLD_SANDBOX_MEMORY": c.Memory >= 16<<20,
 		"THEFOLD_SANDBOX_MAX_MEMORY": c.MaxMemory >= c.Memory, "THEFOLD_SANDBOX_CPUS": c.CPUs > 0,
 		"THEFOLD_SANDBOX_PIDS": c.Pids >= 8, "THEFOLD_SANDBOX_MAX_PIDS": c.MaxPids >= c.Pids,
+		"THEFOLD_SANDBOX_POOL":           c.Pool >= 0 && c.Pool <= 64,
 		"THEFOLD_SANDBOX_MAX_FILE_BYTES": c.MaxFileBytes > 0, "THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES": c.MaxArchiveBytes >= c.MaxFileBytes,
 	}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {

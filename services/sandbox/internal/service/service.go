@@ -32,6 +32,11 @@ type preparer interface {
 	Prepare(ctx context.Context, workspace string, who docker.Identity, language string, l backend.Limits) error
 }
 
+// identifier tells a backend whose a workspace is, for the resources it makes later.
+type identifier interface {
+	Identify(workspace string, who docker.Identity)
+}
+
 // destroyer frees a sandbox's backend resources (a container).
 type destroyer interface {
 	Destroy(ctx context.Context, workspace string) error

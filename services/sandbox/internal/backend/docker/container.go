@@ -38,6 +38,8 @@ type box struct {
 	// restarts counts the restarts of the container by the backend, which empty its
 	// /workspace (a tmpfs volume).
 	restarts int
+	// fresh is set while the container has run no command: there is nothing to reset.
+	fresh bool
 }
 
 const (
@@ -74,6 +76,29 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 			return nil
 		}
 	}
+	if id, pl, ok := d.take(image); ok {
+		b.id, b.image, b.limits, b.fresh = id, image, pl, true
+		if b.who.ID != "" {
+			// Its labels name no sandbox (they cannot change): its name does. Best effort:
+			// a name still held by a container of a killed process leaves it unnamed.
+			_, _ = d.cli.ContainerRename(ctx, id, client.ContainerRenameOptions{NewName: PooledName(b.who.ID)})
+		}
+		if pl == l {
+			return nil
+		}
+		_, err := d.cli.ContainerUpdate(ctx, b.id, client.ContainerUpdateOptions{Resources: new(d.resources(l))})
+		if err == nil {
+			b.limits = l
+			return nil
+		}
+		// A pooled container that cannot take the limits goes; a new one below.
+		_ = d.remove(context.WithoutCancel(ctx), b)
+	}
+	return d.create(ctx, b, image, l, d.labels(b))
+}
+
+// create creates and starts a container of image with limits l and labels for b.
+func (d *Docker) create(ctx context.Context, b *box, image string, l backend.Limits, labels map[string]string) error {
 	// exec: go run and go test execute the binaries they build under /tmp (the engine
 	// mounts a tmpfs noexec unless told otherwise).
 	tmpOpts := fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,uid=%d,gid=%d", d.cfg.tmpSize, sandboxID, sandboxID)
@@ -86,7 +111,7 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 			WorkingDir:      "/workspace",
 			Cmd:             []string{"/bin/sleep", "2147483647"},
 			NetworkDisabled: true,
-			Labels:          d.labels(b),
+			Labels:          labels,
 		},
 		HostConfig: &container.HostConfig{
 			// An init reaps what the commands orphan: without it a killed command's
@@ -122,7 +147,7 @@ func (d *Docker) ensure(ctx context.Context, b *box, image string, l backend.Lim
 		}
 		return fmt.Errorf("create the sandbox container: %w: %w", err, errs.ErrUnavailable)
 	}
-	b.id, b.image, b.limits = created.ID, image, l
+	b.id, b.image, b.limits, b.fresh = created.ID, image, l, true
 	if _, err := d.cli.ContainerStart(ctx, b.id, client.ContainerStartOptions{}); err != nil {
 		_ = d.remove(context.WithoutCancel(ctx), b)
 		return fmt.Errorf("start the sandbox container: %w: %w", err, errs.ErrUnavailable)
@@ -152,8 +177,17 @@ func (d *Docker) remove(ctx context.Context, b *box) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the sandbox container %s: %w: %w", short(b.id), err, errs.ErrUnavailable)
 	}
+	d.forget(b.id)
 	b.id = ""
 	return nil
+}
+
+// removeID force-removes a container that belongs to no box (a pooled one).
+func (d *Docker) removeID(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, _ = d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	d.forget(id)
 }
 
 // run is one command: reset, copy in, exec, copy out.
@@ -165,9 +199,12 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 		s.MaxOutput = backend.DefaultMaxOutput
 	}
 	start := time.Now()
-	if err := d.reset(ctx, b); err != nil {
-		return nil, err
+	if !b.fresh {
+		if err := d.reset(ctx, b); err != nil {
+			return nil, err
+		}
 	}
+	b.fresh = false
 	started, err := d.startedAt(ctx, b.id)
 	if err != nil {
 		return nil, err

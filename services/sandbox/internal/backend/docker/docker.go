@@ -44,6 +44,8 @@ type config struct {
 	nanoCPUs      int64
 	workspaceSize int64
 	tmpSize       int64
+	poolSize      int
+	poolLimits    backend.Limits
 }
 
 // WithClient uses an existing Engine API client (New then does not close it).
@@ -80,6 +82,7 @@ type Docker struct {
 
 	mu    sync.Mutex
 	boxes map[string]*box // by the workspace's absolute path
+	pool  *pool           // started containers ready for new sandboxes (WithPool); nil for none
 	// dir labels the containers made without an Identity.Dir (a Run without Prepare): the
 	// dir of the last Reconcile, so that a later one of the same service finds them.
 	dir    string
@@ -128,6 +131,9 @@ func New(ctx context.Context, opts ...Option) (*Docker, error) {
 		return nil, fmt.Errorf("default language %q: no image configured: %w", cfg.defaultLang, errs.ErrInvalid)
 	}
 	d := &Docker{cfg: cfg, cli: cfg.cli, boxes: map[string]*box{}}
+	if cfg.poolSize > 0 {
+		d.pool = newPool(cfg.poolSize, cfg.poolLimits)
+	}
 	if d.cli == nil {
 		cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
 		if err != nil {
@@ -173,6 +179,25 @@ func (d *Docker) Prepare(ctx context.Context, workspace string, who Identity, la
 		b.who = who
 	}
 	return d.ensure(ctx, b, img, withDefaults(l))
+}
+
+// Identify records whose workspace is, when the backend does not know yet (a service
+// restarted since Prepare): the container its next command makes carries who in its labels,
+// or, pooled, in its name.
+func (d *Docker) Identify(workspace string, who Identity) {
+	ws, err := absWorkspace(workspace)
+	if err != nil || who == (Identity{}) {
+		return
+	}
+	b, err := d.box(ws)
+	if err != nil || !b.mu.TryLock() {
+		return // busy: a command or Prepare holds it, which knows
+	}
+	if b.who == (Identity{}) {
+		who.Dir = cleanDir(who.Dir)
+		b.who = who
+	}
+	b.mu.Unlock()
 }
 
 // Run copies workspace into its container, runs s there, and copies /workspace back.
@@ -236,6 +261,7 @@ func (d *Docker) Close() error {
 	boxes := d.boxes
 	d.boxes, d.closed = map[string]*box{}, true
 	d.mu.Unlock()
+	d.closePool()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var firstErr error

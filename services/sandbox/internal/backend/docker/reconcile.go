@@ -56,7 +56,7 @@ func (d *Docker) Reconcile(ctx context.Context, dir string, live func(ctx contex
 	}
 	var ids []string
 	for _, c := range list.Items {
-		if id := c.Labels[labelID]; id != "" && !slices.Contains(ids, id) {
+		if id := sandboxOf(c); id != "" && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
@@ -82,13 +82,17 @@ func (d *Docker) Reconcile(ctx context.Context, dir string, live func(ctx contex
 			removed++
 		}
 	}
+	d.startPool()
 	return removed, errors.Join(problems...)
 }
 
 // reconcileOne removes c when nothing live uses it (see Reconcile) and reports whether it
 // did.
 func (d *Docker) reconcileOne(ctx context.Context, c container.Summary, keep map[string]bool) (bool, error) {
-	id, ws := c.Labels[labelID], c.Labels[labelWorkspace]
+	if d.pooled(c.ID) {
+		return false, nil // waiting in the pool, or handed out to a sandbox of this process
+	}
+	id, ws := sandboxOf(c), c.Labels[labelWorkspace]
 	dead := id != "" && !keep[id]
 	var b *box
 	if ws != "" {
