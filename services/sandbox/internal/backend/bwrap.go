@@ -35,7 +35,6 @@ type Bwrap struct {
 	cfg     config
 	st      *state
 	bwrap   string
-	prlimit string
 	warm    *warmCache
 }
 
@@ -55,7 +54,7 @@ func NewBwrap(opts ...Option) (*Bwrap, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bwrap{cfg: cfg, st: st, bwrap: p, prlimit: findPrlimit()}
+	b := &Bwrap{cfg: cfg, st: st, bwrap: p}
 	if err := b.probe(); err != nil {
 		_ = st.close()
 		return nil, err
@@ -119,13 +118,8 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	cg, warns := newCgroup(l, b.cfg.noCgroup)
 	defer cg.remove()
 	argv := b.args(ws, dir, sd, s, eg, shared, prog)
-	if b.prlimit != "" {
-		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
-	} else {
-		warns = append(warns, "rlimits not applied: prlimit (util-linux) not found")
-	}
 	// The wrappers outside the sandbox get a minimal environment too, not the service's.
-	res, err := execute(ctx, invocation{argv: cg.wrap(argv), env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg}, s)
+	res, err := execute(ctx, invocation{argv: argv, env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg, limits: l}, s)
 	if res != nil {
 		res.Warnings = append(warns, res.Warnings...)
 	}
@@ -201,6 +195,8 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, pr
 	maps.Copy(env, s.Env)
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--bind", stateDir, bwrapState,
+		// HOME exists before the command (the state directory starts empty).
+		"--dir", bwrapState + "/home",
 		"--bind", ws, bwrapWorkspace,
 		"--chdir", path.Join(bwrapWorkspace, filepath.ToSlash(dir)),
 		// The root is bwrap's own tmpfs: read-only, so nothing lands in /etc or at the top.

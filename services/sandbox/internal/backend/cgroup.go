@@ -109,19 +109,6 @@ func (c *cgroup) dirs() []string {
 	return d
 }
 
-// wrap prefixes argv with a /bin/sh that moves itself into the groups and then execs argv,
-// so that the command is confined before it runs its first instruction. argv is passed as
-// arguments ("$@"), never interpolated into the script.
-func (c *cgroup) wrap(argv []string) []string {
-	d := c.dirs()
-	if len(d) == 0 {
-		return argv
-	}
-	const script = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; n=$((n-1)); done; exec "$@"`
-	out := append([]string{"/bin/sh", "-c", script, "sh", strconv.Itoa(len(d))}, d...)
-	return append(out, argv...)
-}
-
 // kill SIGKILLs every process in the groups until they are empty (new ones may be forked
 // while the first are killed), for at most a few seconds.
 func (c *cgroup) kill() {
@@ -130,7 +117,9 @@ func (c *cgroup) kill() {
 		return
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	// A group whose processes just exited usually empties within a millisecond: poll
+	// quickly first.
+	for pause := 100 * time.Microsecond; time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(d[0], "cgroup.procs"))
 		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
 			return
@@ -140,7 +129,7 @@ func (c *cgroup) kill() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
@@ -166,12 +155,25 @@ func (c *cgroup) oomKilled() bool {
 // and a killed process leaves its group a moment after the signal).
 func (c *cgroup) remove() {
 	c.kill()
+	var busy []string
 	for _, d := range c.dirs() {
-		for i := 0; i < 200; i++ {
-			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			busy = append(busy, d)
 		}
 	}
+	if len(busy) == 0 {
+		return
+	}
+	// An emptied group can stay busy for a moment while the kernel finishes with its last
+	// processes: its removal goes on in the background rather than in the command's time.
+	go func() {
+		for _, d := range busy {
+			for i := 0; i < 200; i++ {
+				if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // drainBound is how long Run waits, after the command and its process group are gone, for
@@ -18,13 +20,55 @@ import (
 // local backend without cgroups, after setsid) can hold them open longer.
 const drainBound = 2 * time.Second
 
-// invocation is a fully built command line: wrappers (cgroup join, prlimit, bwrap) then argv.
+// invocation is a fully built command line (bwrap's, or the command itself) and how to
+// confine it: execute puts it under a /bin/sh gate that joins the cgroups, waits until
+// execute has set the rlimits on it, and then execs argv, so the command is confined before
+// it runs its first instruction.
 type invocation struct {
-	argv  []string
-	env   []string
-	dir   string // host directory to start in
-	grace time.Duration
-	cg    *cgroup
+	argv   []string
+	env    []string
+	dir    string // host directory to start in
+	grace  time.Duration
+	cg     *cgroup
+	limits Limits
+}
+
+// gateScript joins the cgroup directories given first ($1 of them), waits for one line on
+// fd 3 (execute writes it once the rlimits are set on this shell; EOF means they could not
+// be), closes fd 3 and execs the rest. Arguments are passed as arguments ("$@"), never
+// interpolated into the script.
+const gateScript = `n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; n=$((n-1)); done; read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
+
+// gate is argv under gateScript with the cgroup directories dirs.
+func gate(dirs, argv []string) []string {
+	out := append([]string{"/bin/sh", "-c", gateScript, "sh", strconv.Itoa(len(dirs))}, dirs...)
+	return append(out, argv...)
+}
+
+// rlimitNPROC is RLIMIT_NPROC, which package syscall does not name.
+const rlimitNPROC = 6
+
+// setRlimits bounds the process pid (the gate's shell, which then execs the command, whose
+// children inherit them) with l's rlimits; RLIMIT_DATA stands in for the memory cgroup
+// when there is none: it is per process, but unlike RLIMIT_AS it leaves the Go runtime's
+// address-space reservations alone.
+func setRlimits(pid int, l Limits, noMemoryCgroup bool) error {
+	set := [][2]uint64{
+		{syscall.RLIMIT_CPU, uint64(l.CPUSeconds)},
+		{syscall.RLIMIT_FSIZE, uint64(l.FileSizeBytes)},
+		{syscall.RLIMIT_NOFILE, uint64(l.OpenFiles)},
+		{rlimitNPROC, uint64(l.Pids)},
+	}
+	if noMemoryCgroup {
+		set = append(set, [2]uint64{syscall.RLIMIT_DATA, uint64(l.MemoryBytes)})
+	}
+	for _, r := range set {
+		lim := syscall.Rlimit{Cur: r[1], Max: r[1]}
+		if _, _, e := syscall.RawSyscall6(syscall.SYS_PRLIMIT64, uintptr(pid), uintptr(r[0]), uintptr(unsafe.Pointer(&lim)), 0, 0, 0); e != 0 {
+			return fmt.Errorf("set rlimit %d of the command: %w", r[0], e)
+		}
+	}
+	return nil
 }
 
 // execute runs inv under s's timeout, output cap and streaming, and kills what it started.
@@ -34,7 +78,7 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 
-	path, err := lookPath(inv.argv[0], inv.env)
+	_, err := lookPath(inv.argv[0], inv.env)
 	if err != nil {
 		// The same answer a shell gives: the command is the caller's mistake, not ours.
 		out.Write(2, []byte(err.Error()+"\n"))
@@ -42,8 +86,15 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 		out.Finish(res)
 		return res, nil
 	}
-	cmd := &exec.Cmd{Path: path, Args: inv.argv, Env: inv.env, Dir: inv.dir}
+	argv := gate(inv.cg.dirs(), inv.argv)
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: inv.env, Dir: inv.dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer gateW.Close()
+	cmd.ExtraFiles = []*os.File{gateR}
 	if len(s.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(s.Stdin)
 		// Wait also waits for stdin to be copied; a process left holding the pipe unread
@@ -71,6 +122,14 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	gateR.Close()
+	if err == nil {
+		if err = setRlimits(cmd.Process.Pid, inv.limits, inv.cg.memory == ""); err != nil {
+			// The gate reads EOF and exits 126 without running the command.
+			gateW.Close()
+			_ = cmd.Wait()
+		}
+	}
 	if err != nil {
 		outR.Close()
 		errR.Close()
@@ -78,6 +137,10 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 		<-drained
 		return nil, err
 	}
+	if _, err := gateW.Write([]byte("\n")); err != nil {
+		_ = cmd.Process.Kill()
+	}
+	gateW.Close()
 	pgid := cmd.Process.Pid
 
 	exited := make(chan struct{})

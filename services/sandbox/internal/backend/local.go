@@ -15,7 +15,6 @@ import (
 type Local struct {
 	cfg     config
 	st      *state
-	prlimit string
 	stErr   error
 }
 
@@ -24,7 +23,7 @@ func NewLocal(opts ...Option) *Local {
 	cfg := newConfig(opts)
 	st, err := newState(cfg.stateDir)
 	cfg.logger.Warn("local backend does not isolate: sandboxed commands can read and write the host's files and reach its network; use bwrap or docker for code you do not trust")
-	return &Local{cfg: cfg, st: st, stErr: err, prlimit: findPrlimit()}
+	return &Local{cfg: cfg, st: st, stErr: err}
 }
 
 // Name is "local".
@@ -57,7 +56,7 @@ func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 		return nil, err
 	}
 	s, l = s.WithDefaults(), l.WithDefaults()
-	sd, err := b.st.dir(ws)
+	sd, err := b.st.dir(ws, "home", "tmp", "gocache", "gopath")
 	if err != nil {
 		return nil, err
 	}
@@ -103,14 +102,8 @@ func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	cg, cgWarns := newCgroup(l, b.cfg.noCgroup)
 	defer cg.remove()
 	warns = append(warns, cgWarns...)
-	argv := s.Argv
-	if b.prlimit != "" {
-		argv = append(prlimitArgs(b.prlimit, l, cg), argv...)
-	} else {
-		warns = append(warns, "rlimits not applied: prlimit (util-linux) not found")
-	}
 	res, err := execute(ctx, invocation{
-		argv: cg.wrap(argv), env: envList(env), dir: filepath.Join(ws, dir), grace: b.cfg.grace, cg: cg,
+		argv: s.Argv, env: envList(env), dir: filepath.Join(ws, dir), grace: b.cfg.grace, cg: cg, limits: l,
 	}, s)
 	if res != nil {
 		res.Warnings = append(warns, res.Warnings...)

@@ -3,12 +3,12 @@ package backend
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -123,14 +123,20 @@ func newState(base string) (*state, error) {
 	return &state{root: root}, nil
 }
 
-// dir returns (and makes) the state directory of the workspace ws.
-func (s *state) dir(ws string) (string, error) {
+// dir returns (and makes) the state directory of the workspace ws with the subdirectories
+// subs. Only what a backend needs before the command starts is made here (bwrap makes
+// the home directory itself, and the go command its caches): a sandbox's creation costs
+// one directory.
+func (s *state) dir(ws string, subs ...string) (string, error) {
 	sum := sha256.Sum256([]byte(ws))
 	d := filepath.Join(s.root, hex.EncodeToString(sum[:8]))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, sub := range []string{"home", "tmp", "gocache", "gopath"} {
-		if err := os.MkdirAll(filepath.Join(d, sub), 0o755); err != nil {
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("sandbox state directory: %w", err)
+	}
+	for _, sub := range subs {
+		if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return "", fmt.Errorf("sandbox state directory: %w", err)
 		}
 	}
@@ -159,34 +165,6 @@ func releaseWorkspace(st *state, workspace string) error {
 		return err
 	}
 	return st.release(ws)
-}
-
-// prlimitArgs bounds a command with rlimits through util-linux prlimit, which sets them on
-// itself and execs the command: no helper binary to ship, and argv[0] is resolved with the
-// sandbox's PATH. RLIMIT_DATA stands in for the memory cgroup when there is none: it is per
-// process, but unlike RLIMIT_AS it leaves the Go runtime's address-space reservations alone.
-func prlimitArgs(prlimit string, l Limits, cg *cgroup) []string {
-	a := []string{prlimit,
-		"--cpu=" + strconv.Itoa(l.CPUSeconds),
-		"--fsize=" + strconv.FormatInt(l.FileSizeBytes, 10),
-		"--nofile=" + strconv.Itoa(l.OpenFiles),
-		"--nproc=" + strconv.Itoa(l.Pids),
-	}
-	if cg.memory == "" {
-		a = append(a, "--data="+strconv.FormatInt(l.MemoryBytes, 10))
-	}
-	return append(a, "--")
-}
-
-// findPrlimit returns prlimit's path, or "" when util-linux is not installed.
-func findPrlimit() string {
-	for _, p := range []string{"/usr/bin/prlimit", "/bin/prlimit"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	p, _ := exec.LookPath("prlimit")
-	return p
 }
 
 func envList(m map[string]string) []string {

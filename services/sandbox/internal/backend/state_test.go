@@ -10,7 +10,8 @@ func TestReleaseRemovesWorkspaceState(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, b Backend) {
 		ws := workspace(t)
-		write := Spec{Argv: []string{"sh", "-c", `echo kept > "$GOCACHE/marker"`}}
+		// The go command makes $GOCACHE when it first needs it; so does this.
+		write := Spec{Argv: []string{"sh", "-c", `mkdir -p "$GOCACHE" && echo kept > "$GOCACHE/marker"`}}
 		read := Spec{Argv: []string{"sh", "-c", `cat "$GOCACHE/marker"`}}
 		for _, s := range []Spec{write, read} {
 			if res, err := b.Run(context.Background(), ws, s, Limits{}); err != nil || res.ExitCode != 0 {
