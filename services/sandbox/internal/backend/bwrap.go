@@ -32,10 +32,10 @@ const (
 // nothing else), /usr and the Go toolchain read-only, the workspace read-write at
 // /workspace, a tmpfs /tmp, no other host file visible.
 type Bwrap struct {
-	cfg     config
-	st      *state
-	bwrap   string
-	warm    *warmCache
+	cfg   config
+	st    *state
+	bwrap string
+	warm  *warmCache
 }
 
 // NewBwrap checks that bubblewrap can make a sandbox on this machine by running `true` in
@@ -196,7 +196,7 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, pr
 	a = append(a, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
 		"--bind", stateDir, bwrapState,
 		// HOME exists before the command (the state directory starts empty).
-		"--dir", bwrapState + "/home",
+		"--dir", bwrapState+"/home",
 		"--bind", ws, bwrapWorkspace,
 		"--chdir", path.Join(bwrapWorkspace, filepath.ToSlash(dir)),
 		// The root is bwrap's own tmpfs: read-only, so nothing lands in /etc or at the top.

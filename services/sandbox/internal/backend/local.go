@@ -13,9 +13,9 @@ import (
 // group, with rlimits, cgroup limits when it can make them, and a scrubbed environment. It
 // does not isolate: the command sees the host's files and network.
 type Local struct {
-	cfg     config
-	st      *state
-	stErr   error
+	cfg   config
+	st    *state
+	stErr error
 }
 
 // NewLocal returns the local backend and logs, loudly, that it does not isolate.
