@@ -69,15 +69,18 @@ func startWarm(b *Bwrap, base string) *warmCache {
 		close(w.done)
 		return w
 	}
+	// The seed runs in a backend like b whose cache is writable; made here, before b is
+	// handed out, so the goroutine never reads b itself.
+	seeder := &Bwrap{cfg: b.cfg, st: b.st, bwrap: b.bwrap}
 	go func() {
 		defer close(w.done)
 		start := time.Now()
-		w.err = makeWarm(b, base, dir, seed, cmds)
+		w.err = makeWarm(seeder, base, dir, seed, cmds)
 		if w.err != nil {
-			b.cfg.logger.Warn("sandbox: no shared Go build cache; bwrap sandboxes build the standard library themselves", "dir", dir, "err", w.err)
+			seeder.cfg.logger.Warn("sandbox: no shared Go build cache; bwrap sandboxes build the standard library themselves", "dir", dir, "err", w.err)
 			return
 		}
-		b.cfg.logger.Info("sandbox: shared Go build cache ready", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
+		seeder.cfg.logger.Info("sandbox: shared Go build cache ready", "dir", dir, "took", time.Since(start).Round(time.Millisecond))
 	}()
 	return w
 }
@@ -103,9 +106,10 @@ func warmKey(goRoot string) (key string, seed map[string]string, cmds [][]string
 	return "go-" + hex.EncodeToString(h.Sum(nil))[:24], seed, cmds, nil
 }
 
-// makeWarm makes dir: the helper, then the seed run through b with a writable cache (the
-// only time it is writable), then a rename into place, so a half-made cache is never used.
-func makeWarm(b *Bwrap, base, dir string, seed map[string]string, cmds [][]string) error {
+// makeWarm makes dir: the helper, then the seed run through seeder with a writable cache
+// (the only time it is writable), then a rename into place, so a half-made cache is never
+// used.
+func makeWarm(seeder *Bwrap, base, dir string, seed map[string]string, cmds [][]string) error {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return err
 	}
@@ -124,7 +128,7 @@ func makeWarm(b *Bwrap, base, dir string, seed map[string]string, cmds [][]strin
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := BuildGoCacheProg(ctx, b.cfg.goRoot, filepath.Join(tmp, "gocacheprog")); err != nil {
+	if err := BuildGoCacheProg(ctx, seeder.cfg.goRoot, filepath.Join(tmp, "gocacheprog")); err != nil {
 		return err
 	}
 	cache, ws := filepath.Join(tmp, "cache"), filepath.Join(tmp, "seed")
@@ -138,8 +142,6 @@ func makeWarm(b *Bwrap, base, dir string, seed map[string]string, cmds [][]strin
 			return err
 		}
 	}
-	seeder := *b
-	seeder.warm = nil
 	seeder.cfg.goCache = cache
 	for _, argv := range cmds {
 		res, err := seeder.Run(ctx, ws, Spec{Argv: argv, Timeout: 15 * time.Minute},
