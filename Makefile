@@ -89,8 +89,10 @@ test-e2e:
 	@echo "== go test tests/e2e"
 	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -timeout 30m -bench GetTask -benchtime 1000x ./...
 
-## test: everything CI runs.
-test: setup test-make check-generate lint test-unit test-e2e
+## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
+## order — and how long each phase took (scripts/test.sh).
+test:
+	@bash scripts/test.sh
 
 ## bench: GetTask latency/throughput over gRPC and through the gateway, append/query
 ## latency with 0 and 1,000 idle event watchers, the ai fix loop's prompt-cache share
