@@ -52,9 +52,28 @@ func ValidateSchema(name string) error {
 	return nil
 }
 
+// Option configures the pool Open makes.
+type Option func(*pgxpool.Config)
+
+// AfterConnect runs fn on every new connection before the pool hands it out: for a
+// service's own types (pgvector's, registered for their binary format).
+func AfterConnect(fn func(context.Context, *pgx.Conn) error) Option {
+	return func(c *pgxpool.Config) {
+		prev := c.AfterConnect
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			if prev != nil {
+				if err := prev(ctx, conn); err != nil {
+					return err
+				}
+			}
+			return fn(ctx, conn)
+		}
+	}
+}
+
 // Open returns a pinged pool for url whose connections use
 // search_path = <schema>, public. maxConns <= 0 keeps pgxpool's default.
-func Open(ctx context.Context, url, schema string, maxConns int32) (*pgxpool.Pool, error) {
+func Open(ctx context.Context, url, schema string, maxConns int32, opts ...Option) (*pgxpool.Pool, error) {
 	if err := ValidateSchema(schema); err != nil {
 		return nil, fmt.Errorf("db: open: %w", err)
 	}
@@ -65,6 +84,9 @@ func Open(ctx context.Context, url, schema string, maxConns int32) (*pgxpool.Poo
 	setSearchPath(cfg.ConnConfig, schema)
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -52,6 +52,8 @@ type Service struct {
 	// Schema is the PostgreSQL schema the service owns.
 	Schema     string
 	Migrations fs.FS
+	// DBOptions configure the service's pool (db.AfterConnect for its own types).
+	DBOptions []db.Option
 	// PublicMethods are full method names callable without a token (login RPCs).
 	PublicMethods []string
 	// Register wires the service's handlers onto d.Server. It runs after migrations.
@@ -292,7 +294,7 @@ func serve(ctx context.Context, svc Service, cfg Config, lookup config.Lookuper,
 			return err
 		}
 	}
-	pool, err := db.Open(ctx, cfg.DB.URL, svc.Schema, cfg.DB.MaxConns)
+	pool, err := db.Open(ctx, cfg.DB.URL, svc.Schema, cfg.DB.MaxConns, svc.DBOptions...)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,7 @@ func memoryService() platform.Service {
 		Name:       "memory",
 		Schema:     "memory",
 		Migrations: migrations.FS,
+		DBOptions:  store.DBOptions(),
 		Register: func(ctx context.Context, d *platform.Deps) error {
 			var cfg service.Config
 			if err := config.Load(ctx, &cfg, d.Lookup); err != nil {

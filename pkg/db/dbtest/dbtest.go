@@ -57,7 +57,7 @@ const templateVersion = "dbtest/v1 vector"
 // URL (connect with db.Open to get the schema's search_path). The database
 // is dropped when the test ends. It fails the test if PostgreSQL is
 // unreachable; nothing is skipped.
-func NewDatabase(tb testing.TB, schema string, migrations fs.FS) (pool *pgxpool.Pool, dbURL string) {
+func NewDatabase(tb testing.TB, schema string, migrations fs.FS, opts ...db.Option) (pool *pgxpool.Pool, dbURL string) {
 	tb.Helper()
 	if err := db.ValidateSchema(schema); err != nil {
 		tb.Fatalf("dbtest: %v", err)
@@ -77,7 +77,7 @@ func NewDatabase(tb testing.TB, schema string, migrations fs.FS) (pool *pgxpool.
 		tb.Fatalf("dbtest: template %s: %v", tpl, err)
 	}
 	dbURL = s.createDatabase(ctx, tb, admin, tpl)
-	pool, err = db.Open(ctx, dbURL, schema, PoolMaxConns)
+	pool, err = db.Open(ctx, dbURL, schema, PoolMaxConns, opts...)
 	if err != nil {
 		tb.Fatalf("dbtest: %v", err)
 	}

@@ -69,7 +69,7 @@ type env struct {
 
 func start(t testing.TB, cfg service.Config) *env {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS)
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, store.DBOptions()...)
 	if cfg.Fusion == "" {
 		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000}
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +16,12 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/memory/internal/service"
+
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"slices"
 )
 
 func sha(s string) string {
@@ -390,8 +395,8 @@ func TestTextRankingOfCommonWords(t *testing.T) {
 	textOnly := 0
 	for _, r := range search(t, e, &memoryv1.SearchMemoriesRequest{Query: q, VectorWeight: &zero}) {
 		var want float64
-		if err := e.pool.QueryRow(t.Context(), "SELECT greatest(0, 1 - (embedding <=> $1::text::vector)) FROM memories WHERE id = $2",
-			vectorLiteral(qv), r.GetMemory().GetId()).Scan(&want); err != nil {
+		if err := e.pool.QueryRow(t.Context(), "SELECT greatest(0, 1 - (embedding <=> $1::vector)) FROM memories WHERE id = $2",
+			pgvector.NewVector(qv), r.GetMemory().GetId()).Scan(&want); err != nil {
 			t.Fatal(err)
 		}
 		if math.Abs(r.GetScore().GetVector()-want) > 1e-5 {
@@ -406,10 +411,28 @@ func TestTextRankingOfCommonWords(t *testing.T) {
 	}
 }
 
-func vectorLiteral(v []float32) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = strconv.FormatFloat(float64(x), 'g', -1, 32)
+// The memory service's connections speak pgvector's types in their binary format: a vector
+// goes out and comes back as pgvector-go's type, through the codec registered on connect.
+func TestPoolSpeaksPgvectorBinary(t *testing.T) {
+	e := start(t, service.Config{})
+	conn, err := e.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "[" + strings.Join(parts, ",") + "]"
+	defer conn.Release()
+	typ, ok := conn.Conn().TypeMap().TypeForName("vector")
+	if !ok {
+		t.Fatal("the pool's connections have no vector type registered")
+	}
+	if _, binary := typ.Codec.(*pgxvec.VectorCodec); !binary || !typ.Codec.FormatSupported(pgtype.BinaryFormatCode) {
+		t.Fatalf("vector codec %T, want pgvector-go's binary codec", typ.Codec)
+	}
+	want := pgvector.NewVector([]float32{0.25, -1.5, 3})
+	var got pgvector.Vector
+	if err := conn.QueryRow(t.Context(), "SELECT $1::vector(3)", want).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Slice(), want.Slice()) {
+		t.Fatalf("round trip: %v, want %v", got.Slice(), want.Slice())
+	}
 }

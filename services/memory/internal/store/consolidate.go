@@ -3,11 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
 
 	"github.com/thefold/thefold/pkg/db"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -47,7 +47,7 @@ func (s *Store) Items(ctx context.Context, sc Scope) ([]*Item, error) {
 	}
 	rows, err := s.pool.Query(ctx, `SELECT id::text, memory_type, importance, coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0),
 			use_count, tags, merged_from::text[],
-			embedding_model, embedding::text, create_time, coalesce(last_used_time, create_time)
+			embedding_model, embedding, create_time, coalesce(last_used_time, create_time)
 		FROM (SELECT *, row_number() OVER (PARTITION BY memory_type ORDER BY create_time DESC) AS n FROM memories
 		      WHERE owner_id = $1 AND repo = $2 AND (cardinality($3::text[]) = 0 OR memory_type = ANY($3))
 		        AND (expire_time IS NULL OR expire_time > now())) m
@@ -57,41 +57,20 @@ func (s *Store) Items(ctx context.Context, sc Scope) ([]*Item, error) {
 	}
 	var out []*Item
 	var (
-		typ, vec string
+		typ string
+		vec pgvector.Vector
 	)
 	it := &Item{}
 	_, err = pgx.ForEachRow(rows, []any{&it.ID, &typ, &it.Importance, &it.AccessCount, &it.UseCount, &it.Tags, &it.MergedFrom,
 		&it.Model, &vec, &it.Created, &it.LastUsed}, func() error {
 		c := *it
 		c.Type = parseType(typ)
-		v, err := parseVector(vec)
-		if err != nil {
-			return err
-		}
-		c.Vector = v
+		c.Vector = slices.Clone(vec.Slice())
 		out = append(out, &c)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: consolidation items: %w", err)
-	}
-	return out, nil
-}
-
-// parseVector reads pgvector's text form.
-func parseVector(s string) ([]float32, error) {
-	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
-	if s == "" {
-		return nil, nil
-	}
-	parts := strings.Split(s, ",")
-	out := make([]float32, len(parts))
-	for i, p := range parts {
-		f, err := strconv.ParseFloat(p, 32)
-		if err != nil {
-			return nil, fmt.Errorf("vector: %w", err)
-		}
-		out[i] = float32(f)
 	}
 	return out, nil
 }

@@ -55,10 +55,10 @@ func (s *Store) InsertPattern(ctx context.Context, p *memoryv1.CodePattern, v Ve
 	var id string
 	err := s.pool.QueryRow(ctx, `INSERT INTO code_patterns (owner_id, repo, problem, solution, language, file_paths, tags,
 			code_before, code_after, source_task_id, confidence, content_hash, embedding, embedding_model, embedding_dims, search, request_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::vector, $14, $15, to_tsvector('english', $16), $17)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::vector, $14, $15, to_tsvector('english', $16), $17)
 		ON CONFLICT DO NOTHING RETURNING id::text`,
 		p.GetOwnerId(), p.GetRepo(), p.GetProblem(), p.GetSolution(), p.GetLanguage(), nonNil(p.GetFilePaths()), nonNil(p.GetTags()),
-		p.GetCodeBefore(), p.GetCodeAfter(), p.GetSourceTaskId(), p.GetConfidence(), p.GetContentHash(), v.literal(), v.Model,
+		p.GetCodeBefore(), p.GetCodeAfter(), p.GetSourceTaskId(), p.GetConfidence(), p.GetContentHash(), v.param(), v.Model,
 		len(v.Values), searchText, reqID).Scan(&id)
 	dedup := false
 	if errors.Is(err, pgx.ErrNoRows) {

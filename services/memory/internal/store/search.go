@@ -204,7 +204,7 @@ func (s *Store) query(ctx context.Context, settings string, settingsArgs []any, 
 // $W the query's words.
 func scores(r ranking, v, w string) string {
 	dims := len(r.vec.Values)
-	return fmt.Sprintf(`CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> (SELECT %s::text::vector(%d)))) ELSE 0 END,
+	return fmt.Sprintf(`CASE WHEN %s THEN greatest(0, 1 - ((m.embedding::vector(%d)) <=> (SELECT %s::vector(%d)))) ELSE 0 END,
 		ts_rank(m.search, %s, 1|32)`, vecPred(r.vec.Model, dims), dims, v, dims, orQuery(w))
 }
 
@@ -221,10 +221,10 @@ func orQuery(w string) string {
 // them for every row).
 func vectorQuery(r ranking) (string, []any) {
 	c := db.Conds{Args: slices.Clone(r.args)}
-	v, w, k := c.Arg(r.vec.literal()), c.Arg(r.words), c.Arg(r.k)
+	v, w, k := c.Arg(r.vec.param()), c.Arg(r.words), c.Arg(r.k)
 	dims := len(r.vec.Values)
 	return fmt.Sprintf(`SELECT %s, %s FROM (
-			SELECT m.id, (m.embedding::vector(%d)) <=> %s::text::vector(%d) AS distance FROM %s m WHERE %s AND %s
+			SELECT m.id, (m.embedding::vector(%d)) <=> %s::vector(%d) AS distance FROM %s m WHERE %s AND %s
 			ORDER BY distance LIMIT %s) t
 		JOIN %s m ON m.id = t.id ORDER BY t.distance, m.id`,
 		r.columns, scores(r, v, w), dims, v, dims, r.table, r.where, vecPred(r.vec.Model, dims), k, r.table), c.Args
@@ -242,7 +242,7 @@ type textSelect struct{ match, all string }
 // and the columns for the k rows only.
 func textQuery(r ranking, sel textSelect) (string, []any) {
 	c := db.Conds{Args: slices.Clone(r.args)}
-	v, w, k, match, pool := c.Arg(r.vec.literal()), c.Arg(r.words), c.Arg(r.k), c.Arg(sel.match), c.Arg(r.textPool())
+	v, w, k, match, pool := c.Arg(r.vec.param()), c.Arg(r.words), c.Arg(r.k), c.Arg(sel.match), c.Arg(r.textPool())
 	picked := fmt.Sprintf(`SELECT m.id, m.search FROM %s m WHERE %s AND m.search @@ %s::tsquery LIMIT %s`, r.table, r.where, match, pool)
 	if sel.all != "" {
 		all := c.Arg(sel.all)

@@ -10,13 +10,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -84,19 +85,14 @@ type Vector struct {
 	Values []float32
 }
 
-// literal is the vector in pgvector's text form.
-func (v Vector) literal() string {
-	var b strings.Builder
-	b.Grow(len(v.Values) * 10)
-	b.WriteByte('[')
-	for i, x := range v.Values {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatFloat(float64(x), 'g', 7, 32))
-	}
-	b.WriteByte(']')
-	return b.String()
+// param is the vector as a query argument: pgvector-go's type, sent in pgvector's binary
+// format (the pool's connections have its types registered: DBOptions).
+func (v Vector) param() pgvector.Vector { return pgvector.NewVector(v.Values) }
+
+// DBOptions are the options of the memory service's pool: pgvector's types registered on
+// every connection, so vectors travel in their binary format both ways.
+func DBOptions() []db.Option {
+	return []db.Option{db.AfterConnect(pgxvec.RegisterTypes)}
 }
 
 // modelPattern is what a model name must look like to be written into SQL (index
@@ -248,11 +244,11 @@ func (s *Store) Insert(ctx context.Context, nm NewMemory) (*memoryv1.Memory, boo
 	err = s.pool.QueryRow(ctx, `INSERT INTO memories (owner_id, repo, memory_type, category, content, summary, content_hash,
 			tags, trust_level, importance, embedding, embedding_model, embedding_dims, search, source_task_id, source_job_id,
 			metadata, request_id, expire_time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::vector, $12, $13, to_tsvector('english', $14),
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::vector, $12, $13, to_tsvector('english', $14),
 			$15, $16, $17, $18, $19)
 		ON CONFLICT DO NOTHING RETURNING id::text`,
 		m.GetOwnerId(), m.GetRepo(), typeNames[m.GetType()], m.GetCategory(), m.GetContent(), m.GetSummary(), m.GetContentHash(),
-		nonNil(m.GetTags()), trustNames[m.GetTrustLevel()], m.GetImportance(), nm.Vector.literal(), nm.Vector.Model,
+		nonNil(m.GetTags()), trustNames[m.GetTrustLevel()], m.GetImportance(), nm.Vector.param(), nm.Vector.Model,
 		len(nm.Vector.Values), nm.SearchText, m.GetSourceTaskId(), m.GetSourceJobId(), meta, reqID, expire).Scan(&id)
 	dedup := false
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -404,7 +400,7 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 	arg := c.Arg
 	if u.Content != nil {
 		sets = append(sets, "content = "+arg(*u.Content), "content_hash = "+arg(u.Hash),
-			"embedding = "+arg(u.Vector.literal())+"::text::vector", "embedding_model = "+arg(u.Vector.Model),
+			"embedding = "+arg(u.Vector.param())+"::vector", "embedding_model = "+arg(u.Vector.Model),
 			"embedding_dims = "+arg(len(u.Vector.Values)), "search = to_tsvector('english', "+arg(u.SearchText)+")")
 		if err := s.EnsureIndex(ctx, "memories", u.Vector.Model, len(u.Vector.Values)); err != nil {
 			return nil, err
