@@ -153,6 +153,7 @@ func planPrompts(marker string) []string {
 // request whose branch plain git clones and builds; once its owner promoted the strategy
 // the first task earned, the next task of the same kind gets it as a hint in its plan.
 func TestAgentAcceptance(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -363,6 +364,7 @@ func diagnosisOf(job map[string]any) string {
 }
 
 func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-fix")
 	taskID, jobID := startJob(t, repo, "Write package fixloop [AGENT-FIX]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
@@ -384,6 +386,7 @@ func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
 }
 
 func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-badplan")
 	_, jobID := startJob(t, repo, "Write package badplan [AGENT-BADPLAN]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
@@ -420,6 +423,7 @@ func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
 }
 
 func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ marker, repo, want string }{
 		{"[AGENT-CONTEXT]", "agent-context", "DIAGNOSIS_CATEGORY_MISSING_CONTEXT"},
 		{"[AGENT-ENV]", "agent-env", "DIAGNOSIS_CATEGORY_ENVIRONMENT_ERROR"},
@@ -435,6 +439,7 @@ func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
 }
 
 func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-impossible")
 	taskID, jobID := startJob(t, repo, "Write package never [AGENT-IMPOSSIBLE]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -454,6 +459,7 @@ func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 }
 
 func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-stuck")
 	taskID, jobID := startJob(t, repo, "Write package stuck [AGENT-STUCK]", "F returns one.")
 	job := waitJob(t, jobID, 4*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -473,6 +479,7 @@ func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
 }
 
 func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-clarify")
 	_, jobID := startJob(t, repo, "Write package clarify [AGENT-CLARIFY]", "F returns a colour.")
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_WAITING_CLARIFICATION")
@@ -490,6 +497,7 @@ func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
 }
 
 func TestAgentBreaksATaskDown(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-split")
 	taskID, jobID := startJob(t, repo, "Do two things [AGENT-SPLIT]", "Both halves.")
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_COMPLETED")
@@ -505,6 +513,7 @@ func TestAgentBreaksATaskDown(t *testing.T) {
 }
 
 func TestAgentBudgetStopsTheJob(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-budget")
 	taskID, jobID := startJobWith(t, repo, "Write package budget [AGENT-BUDGET]", "F returns one.", map[string]any{"budget": map[string]any{"max_tokens": 10}})
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -579,6 +588,7 @@ func auditCount(t *testing.T, jobID string) map[string]int {
 }
 
 func TestAgentPauseAndResumeMidBuild(t *testing.T) {
+	t.Parallel()
 	repo := agentRepo(t, "agent-pause")
 	_, jobID := startJob(t, repo, "Write package pause [AGENT-PAUSE]", "Three functions.")
 	building := waitPhase(t, jobID, "JOB_PHASE_BUILDING")
@@ -682,6 +692,7 @@ func jobEventTypes(t *testing.T, jobID string) []string {
 // TestAgentDemoTask runs the README's demo: the health-endpoint task of the demo script
 // (deploy/fakellm/demo.json) on a fresh repository, from task to pull request.
 func TestAgentDemoTask(t *testing.T) {
+	t.Parallel()
 	repo := "local/agent-demo"
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)

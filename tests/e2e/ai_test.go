@@ -19,6 +19,7 @@ import (
 // fakellm, PlanTask and GenerateFile over gRPC return validated answers with usage and
 // cost, and the ledger (REST, admin) shows them. fakellm replays the demo script.
 func TestAIPlansAndGeneratesThroughTheAnthropicWireFormat(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	ai := aiv1.NewAIServiceClient(dial(t, "ai"))

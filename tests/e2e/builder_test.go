@@ -227,6 +227,7 @@ func generations(paths ...string) map[string]int {
 // on a plan of five Go files, WatchBuild streaming every phase and step live, GetBuild with
 // per-step tokens, cost and validation, and a module that go build and go vet accept.
 func TestBuildOverRESTProducesAModuleGoAccepts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/calc", map[string]string{"go.mod": "module example.com/calc\n\ngo 1.22\n"})
@@ -453,6 +454,7 @@ func run(t testing.TB, ctx context.Context, sb sandboxv1.SandboxServiceClient, i
 // build with the file reported; RetryStep with guidance runs it again and the build
 // completes.
 func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/broken-build", map[string]string{"go.mod": "module example.com/broken\n\ngo 1.22\n"})
@@ -622,6 +624,7 @@ func TestBuildCancelStopsAtOnce(t *testing.T) {
 
 // TestBuildBadInput: the errors a caller gets for what cannot be built.
 func TestBuildBadInput(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -763,6 +766,7 @@ func failures(steps []*builderv1.BuildStep) string {
 // go.mod writes it in the dependencies phase and runs `go mod download` before the
 // implement phase.
 func TestBuildScaffoldsANewProjectThenSyncsItsManifest(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/fresh", nil)

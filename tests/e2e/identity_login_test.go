@@ -190,6 +190,7 @@ func waitLines(t *testing.T, lines func() []string, wants ...string) []string {
 // `curl -N` as server-sent events, and after RevokeToken is refused by the gateway (401) and
 // by tasks over gRPC (Unauthenticated) within 5 seconds.
 func TestLoginAcceptance(t *testing.T) {
+	t.Parallel()
 	_, email := newUser(t, "ada")
 	access, refresh := login(t, email, 0)
 
@@ -240,6 +241,7 @@ func TestLoginAcceptance(t *testing.T) {
 // directly against a service over gRPC, shows its scopes, is refused outside them, and is
 // refused everywhere within 5 seconds of its revocation.
 func TestAPIKeyLifecycle(t *testing.T) {
+	t.Parallel()
 	_, email := newUser(t, "grace")
 	access, _ := login(t, email, 0)
 	code, body := rest(t, "POST", "/v1/tasks", access, map[string]any{"title": "keyed", "repo": "local/keys"})
@@ -292,6 +294,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 // agent:write starts a job (the agent reads the task and the repository) — and each is
 // still refused outside its scopes.
 func TestAPIKeyScopesCoverWhatTheCallTakes(t *testing.T) {
+	t.Parallel()
 	_, email := newUser(t, "hedy")
 	access, _ := login(t, email, 0)
 	repo := fmt.Sprintf("local/nowhere-%d", time.Now().UnixNano())
@@ -329,6 +332,7 @@ func TestAPIKeyScopesCoverWhatTheCallTakes(t *testing.T) {
 // TestAdminRPCsNeedTheAdminRole: a member calling an admin RPC gets 403 over REST and
 // PermissionDenied over gRPC, at the gateway and at another service.
 func TestAdminRPCsNeedTheAdminRole(t *testing.T) {
+	t.Parallel()
 	_, email := newUser(t, "linus")
 	access, _ := login(t, email, 0)
 	if code, body := rest(t, "POST", "/v1/users", access, map[string]any{"email": "x@example.com"}); code != http.StatusForbidden {
@@ -349,6 +353,7 @@ func TestAdminRPCsNeedTheAdminRole(t *testing.T) {
 // TestDisabledUserIsRefusedEverywhere: disabling a user refuses their tokens in every
 // service within 5 seconds, and they can no longer log in.
 func TestDisabledUserIsRefusedEverywhere(t *testing.T) {
+	t.Parallel()
 	id, email := newUser(t, "margaret")
 	access, _ := login(t, email, 0)
 	code, body := rest(t, "POST", "/v1/tasks", access, map[string]any{"title": "soon disabled", "repo": "local/disabled"})
@@ -485,6 +490,7 @@ func TestLoginLockout(t *testing.T) {
 // A login code is in the mail sink (the development path) and nowhere else: no log line of
 // any service holds it, and the logs and the data directory are the operator's alone.
 func TestLoginCodeStaysOutOfTheLogs(t *testing.T) {
+	t.Parallel()
 	_, email := newUser(t, "logs")
 	if code, body := rest(t, "POST", "/v1/auth/login-code", "", map[string]any{"email": email}); code != http.StatusOK {
 		t.Fatalf("request code = %d %v", code, body)

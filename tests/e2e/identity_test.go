@@ -34,6 +34,7 @@ func TestAdminTokenExpires(t *testing.T) {
 // it reaches another service (here the gateway's WhoAmI) as the owner it acts for; one
 // minted too long ago is refused.
 func TestServiceIdentityAcrossTheMesh(t *testing.T) {
+	t.Parallel()
 	key, err := auth.LoadPrivateKey(auth.ServicePrivateKeyPath(mesh.KeyDir(), "agent"))
 	if err != nil {
 		t.Fatal(err)

@@ -79,6 +79,10 @@ func runMain(m *testing.M) int {
 		"THEFOLD_AGENT_LEASE_EXPIRY=3s", "THEFOLD_AGENT_BACKOFF=1s",
 		// Every agent test starts its jobs as the one admin: room above the default 20/hour.
 		"THEFOLD_AGENT_TASKS_PER_HOUR=200",
+		// Most tests run in parallel (those that stop a service or count what the whole mesh
+		// did run first, alone), every one as the same admin: room for their jobs and
+		// sandboxes at once.
+		"THEFOLD_AGENT_MAX_JOBS=12", "THEFOLD_SANDBOX_MAX_PER_OWNER=60",
 		// The breaker test's ai is down for a few seconds: a short open period.
 		"THEFOLD_AGENT_BREAKERS=ai=5/3s",
 		// Dependency commands may run (go mod download of a module with nothing to fetch);

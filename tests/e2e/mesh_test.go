@@ -68,6 +68,7 @@ func rest(t testing.TB, method, path, tok string, body any) (int, map[string]any
 }
 
 func TestEveryServiceIsHealthyWithMetricsAndReflection(t *testing.T) {
+	t.Parallel()
 	for _, svc := range platform.ServiceNames {
 		t.Run(svc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -109,6 +110,7 @@ func TestEveryServiceIsHealthyWithMetricsAndReflection(t *testing.T) {
 }
 
 func TestTaskCreatedOverRESTIsReadOverGRPC(t *testing.T) {
+	t.Parallel()
 	code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": "x", "repo": "local/demo"})
 	if code != http.StatusOK {
 		t.Fatalf("POST /v1/tasks = %d %v", code, body)
@@ -130,6 +132,7 @@ func TestTaskCreatedOverRESTIsReadOverGRPC(t *testing.T) {
 }
 
 func TestTaskCreatedOverGRPCIsReadOverREST(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	created, err := tasksv1.NewTaskServiceClient(dial(t, "tasks")).CreateTask(authed(ctx), &tasksv1.CreateTaskRequest{
@@ -149,6 +152,7 @@ func TestTaskCreatedOverGRPCIsReadOverREST(t *testing.T) {
 }
 
 func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
+	t.Parallel()
 	for name, tok := range map[string]string{"no token": "", "garbage token": "not-a-jwt"} {
 		t.Run("REST "+name, func(t *testing.T) {
 			code, body := rest(t, "POST", "/v1/tasks", tok, map[string]any{"title": "x", "repo": "local/demo"})
@@ -180,6 +184,7 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 }
 
 func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
+	t.Parallel()
 	// Services whose RPCs come with later issues answer Unimplemented (501) through the edge,
 	// which proves the gateway dials them and forwards the caller's identity.
 	for _, path := range []string{"/v1/projects"} {
@@ -228,6 +233,7 @@ func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 }
 
 func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
 	defer cancel()
 	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
@@ -265,6 +271,7 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 // TestTaskRESTSurface walks the tasks REST mapping end to end: the paths, query parameters,
 // PATCH with an inferred field mask, and the status codes of the error mapping.
 func TestTaskRESTSurface(t *testing.T) {
+	t.Parallel()
 	repo := "local/rest-surface"
 	create := func(title string) string {
 		code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo, "labels": []string{"api"}})
@@ -346,6 +353,7 @@ func TestTaskRESTSurface(t *testing.T) {
 // JSON, one {"result": …} object per message. A heartbeat opens the stream (so the headers go
 // out at once), the history after the cursor follows, then live events on the open stream.
 func TestWatchTasksOverREST(t *testing.T) {
+	t.Parallel()
 	repo := "local/rest-stream"
 	create := func(title string) {
 		if code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo}); code != http.StatusOK {
