@@ -81,7 +81,7 @@ func Open(ctx context.Context, url, schema string, maxConns int32, opts ...Optio
 	if err != nil {
 		return nil, fmt.Errorf("db: open schema %s: %w", schema, err) // pgx redacts the password
 	}
-	setSearchPath(cfg.ConnConfig, schema)
+	setSessionParams(cfg.ConnConfig, schema)
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
@@ -100,9 +100,14 @@ func Open(ctx context.Context, url, schema string, maxConns int32, opts ...Optio
 	return pool, nil
 }
 
-// setSearchPath makes the schema the session's default; it is sent in the
-// startup message, so it holds for every connection without an extra round trip.
+// setSessionParams makes the schema the session's default and turns JIT off; they are sent
+// in the startup message, so they hold for every connection without an extra round trip.
 // The schema must have been validated (it is not quoted).
-func setSearchPath(cfg *pgx.ConnConfig, schema string) {
+func setSessionParams(cfg *pgx.ConnConfig, schema string) {
 	cfg.RuntimeParams["search_path"] = schema + ", public"
+	// No JIT compilation: every query of the services is a short one, and JIT only costs
+	// them. It kicked in wherever the planner's estimate passed jit_above_cost — a memory
+	// search with no HNSW index to walk yet (the disabled sort's penalty) spent ~260 ms
+	// compiling a query that then ran in 0.05 ms; GetStats over 100k memories ~100 ms.
+	cfg.RuntimeParams["jit"] = "off"
 }

@@ -51,7 +51,7 @@ func Migrate(ctx context.Context, url, schema string, migrations fs.FS) error {
 	if err != nil {
 		return fmt.Errorf("db: migrate schema %s: %w", schema, err)
 	}
-	setSearchPath(cfg, schema)
+	setSessionParams(cfg, schema)
 
 	unlock, err := lockSchema(ctx, cfg, schema)
 	if err != nil {

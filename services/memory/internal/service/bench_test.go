@@ -144,6 +144,42 @@ func searchLatency(b *testing.B, n int) {
 		hitsK += overlap(want, topByVector(cK, 10))
 		total += len(want)
 	}
+	// The vector ranking alone at larger HNSW candidate lists: its latency with its recall.
+	type sweep struct {
+		ef         int
+		lat        []time.Duration
+		hits, seen int
+	}
+	// Timed first, all of them, then checked against exact search apart: a sequential scan
+	// between two timed walks would evict what the walks read.
+	var sweeps []*sweep
+	results := map[int][][]string{}
+	for _, ef := range []int{40, 64, 100, 160} {
+		sw := &sweep{ef: ef}
+		for i := range queries[:exactQueries] {
+			vec := store.Vector{Model: "local", Values: qvecs[i]}
+			t := time.Now()
+			c, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, EfSearch: ef})
+			if err != nil {
+				b.Fatal(err)
+			}
+			sw.lat = append(sw.lat, time.Since(t))
+			results[ef] = append(results[ef], topByVector(c, 10))
+		}
+		sweeps = append(sweeps, sw)
+	}
+	for i := range queries[:exactQueries] {
+		vec := store.Vector{Model: "local", Values: qvecs[i]}
+		ce, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, Exact: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		want := topByVector(ce, 10)
+		for _, sw := range sweeps {
+			sw.hits += overlap(want, results[sw.ef][i])
+			sw.seen += len(want)
+		}
+	}
 	// The RPC when the text ranking matches nothing: what the rest of the path costs.
 	var rpcNoText []time.Duration
 	for i := range 50 {
@@ -172,6 +208,11 @@ func searchLatency(b *testing.B, n int) {
 	fmt.Printf("  where the RPC time goes at %s: store.Search with both rankings at once (K=%d) p50/p99 %.2f/%.2f ms, vector ranking alone %.2f/%.2f ms; RPC of words no memory has p50/p99 %.2f/%.2f ms; RecordAccess of the results p50/p99 %.2f/%.2f ms; %s\n",
 		label, k, ms(pct(hybrid, 50)), ms(pct(hybrid, 99)), ms(pct(hnswK, 50)), ms(pct(hnswK, 99)), ms(pct(rpcNoText, 50)), ms(pct(rpcNoText, 99)),
 		ms(pct(access, 50)), ms(pct(access, 99)), tableStats(ctx, e.pool))
+	var line strings.Builder
+	for _, sw := range sweeps {
+		fmt.Fprintf(&line, "; ef_search %d: p50/p99 %.2f/%.2f ms, recall@10 %.3f", sw.ef, ms(pct(sw.lat, 50)), ms(pct(sw.lat, 99)), float64(sw.hits)/float64(max(sw.seen, 1)))
+	}
+	fmt.Printf("  the HNSW vector ranking alone (K=10) at %s%s\n", label, line.String())
 	var stats []time.Duration
 	for range 5 {
 		t := time.Now()

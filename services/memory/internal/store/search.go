@@ -34,7 +34,13 @@ type SearchQuery struct {
 	// Exact ranks by exact distance (a sequential scan) instead of the HNSW index, for
 	// measuring the index's recall.
 	Exact bool
+	// EfSearch is the HNSW walk's candidate list (hnsw.ef_search); 0 is DefaultEfSearch
+	// or K, whichever is larger.
+	EfSearch int
 }
+
+// DefaultEfSearch is the HNSW walk's candidate list when SearchQuery.EfSearch is 0.
+const DefaultEfSearch = 40
 
 // Candidate is a memory found by either ranking, with both scores.
 type Candidate struct {
@@ -70,7 +76,7 @@ func (q SearchQuery) ranking() ranking {
 	c.Add("m.owner_id = $%d", q.Owner)
 	q.Filter.conds(&c)
 	return ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args,
-		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact}
+		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact, ef: q.EfSearch}
 }
 
 // ranking is one hybrid search of a table (aliased m) with a search tsvector and an
@@ -86,6 +92,7 @@ type ranking struct {
 	k     int
 	pool  int
 	exact bool
+	ef    int
 }
 
 // hit is a row found by either ranking.
@@ -124,7 +131,7 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 	var byVector, byText []found
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		settings, ef := searchSettings(r.k, r.exact)
+		settings, ef := searchSettings(r.k, r.ef, r.exact)
 		q, args := vectorQuery(r)
 		err := s.query(gctx, settings, []any{ef}, q, args, func(rows pgx.Rows) (err error) {
 			byVector, err = collect(rows)
@@ -173,6 +180,7 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 // generic plan knows neither the tsquery nor the limit, and the planner then guesses (a
 // sequential scan stopping at the LIMIT, three times slower than the bitmap scan of the
 // GIN index, for a tsquery matching 3% of the rows).
+// (JIT compilation is off for every connection: db.Open.)
 const customPlans = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)"
 
 // query runs the settings statement (customPlans, and more set_config(…, true) calls)
@@ -347,14 +355,17 @@ func (r ranking) textPool() int {
 // rows, the walk's advantage growing with the table), and with filters (owner, type,
 // repository) the walk continues until k rows pass them instead of returning fewer
 // (pgvector 0.8); exact turns the index off instead.
-func searchSettings(k int, exact bool) (string, string) {
+func searchSettings(k, ef int, exact bool) (string, string) {
 	q := customPlans + ", set_config('hnsw.ef_search', $1, true), set_config('hnsw.iterative_scan', 'relaxed_order', true), "
 	if exact {
 		q += "set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'off', true)"
 	} else {
 		q += "set_config('enable_seqscan', 'off', true), set_config('enable_sort', 'off', true)"
 	}
-	return q, fmt.Sprint(max(40, k))
+	if ef <= 0 {
+		ef = DefaultEfSearch
+	}
+	return q, fmt.Sprint(max(ef, k))
 }
 
 // Explain runs the two ranking queries of a Search under EXPLAIN (ANALYZE, BUFFERS) and
@@ -377,7 +388,7 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 		}
 		return pgx.CollectRows(rows, pgx.RowTo[string])
 	}
-	settings, ef := searchSettings(r.k, r.exact)
+	settings, ef := searchSettings(r.k, r.ef, r.exact)
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, settings, ef); err != nil {
 			return fmt.Errorf("store: search settings: %w", err)
