@@ -121,6 +121,13 @@ func makeWarm(seeder *Bwrap, base, dir string, seed map[string]string, cmds [][]
 	if _, err := os.Stat(filepath.Join(dir, "ready")); err == nil {
 		return nil // another process made it while this one waited
 	}
+	// A process that exited while making it (a test binary done with its tests) left its
+	// half-made directory; with the lock held, none is in use.
+	if stale, err := filepath.Glob(filepath.Join(base, filepath.Base(dir)+".tmp-*")); err == nil {
+		for _, d := range stale {
+			_ = os.RemoveAll(d)
+		}
+	}
 	tmp, err := os.MkdirTemp(base, filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return err

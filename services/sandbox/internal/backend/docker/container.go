@@ -173,7 +173,7 @@ func (d *Docker) remove(ctx context.Context, b *box) error {
 	if b.id == "" {
 		return nil
 	}
-	_, err := d.cli.ContainerRemove(ctx, b.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	err := forceRemove(ctx, d.cli, b.id)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove the sandbox container %s: %w: %w", short(b.id), err, errs.ErrUnavailable)
 	}
@@ -186,8 +186,30 @@ func (d *Docker) remove(ctx context.Context, b *box) error {
 func (d *Docker) removeID(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _ = d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	_ = forceRemove(ctx, d.cli, id)
 	d.forget(id)
+}
+
+// forceRemove force-removes the container id with its volumes. The engine's storage driver
+// sometimes fails to remove a just-killed container's root file system ("directory not
+// empty", moby/moby#30392, with fuse-overlayfs here too) and succeeds when asked again: it
+// is asked up to three times.
+func forceRemove(ctx context.Context, cli *client.Client, id string) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		_, err = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err == nil || cerrdefs.IsNotFound(err) || !strings.Contains(err.Error(), "failed to remove root filesystem") {
+			return err
+		}
+	}
+	return err
 }
 
 // run is one command: reset, copy in, exec, copy out.

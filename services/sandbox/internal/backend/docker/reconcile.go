@@ -163,7 +163,7 @@ func identityOf(labels map[string]string) Identity {
 // removeContainer force-removes c and its volumes; one already gone is not an error, but
 // not counted either.
 func (d *Docker) removeContainer(ctx context.Context, c container.Summary, why string) (bool, error) {
-	_, err := d.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	err := forceRemove(ctx, d.cli, c.ID)
 	if cerrdefs.IsNotFound(err) {
 		return false, nil
 	}
