@@ -16,6 +16,10 @@ type Local struct {
 	cfg   config
 	st    *state
 	stErr error
+	// warmShared and warmProg are the machine's warm Go build cache (WithWarmGoCache),
+	// when a bwrap backend has made it: a development speed-up only (a local command can
+	// write anywhere the service can, so it adds no exposure).
+	warmShared, warmProg string
 }
 
 // NewLocal returns the local backend and logs, loudly, that it does not isolate.
@@ -23,7 +27,11 @@ func NewLocal(opts ...Option) *Local {
 	cfg := newConfig(opts)
 	st, err := newState(cfg.stateDir)
 	cfg.logger.Warn("local backend does not isolate: sandboxed commands can read and write the host's files and reach its network; use bwrap or docker for code you do not trust")
-	return &Local{cfg: cfg, st: st, stErr: err}
+	b := &Local{cfg: cfg, st: st, stErr: err}
+	if cfg.warmDir != "" && cfg.goCache == "" {
+		b.warmShared, b.warmProg = readyWarm(cfg.goRoot, cfg.warmDir)
+	}
+	return b
 }
 
 // Name is "local".
@@ -70,8 +78,11 @@ func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 		"GOTELEMETRY": "off",
 		"LANG":        "C.UTF-8",
 	}
-	if b.cfg.goCache != "" {
+	switch {
+	case b.cfg.goCache != "":
 		env["GOCACHE"] = b.cfg.goCache
+	case b.warmShared != "":
+		env["GOCACHEPROG"] = GoCacheProgEnv(b.warmProg, b.warmShared, filepath.Join(sd, "gocache", "layer"))
 	}
 	if b.cfg.modCache != "" {
 		env["GOMODCACHE"] = b.cfg.modCache

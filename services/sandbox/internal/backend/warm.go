@@ -85,6 +85,20 @@ func startWarm(b *Bwrap, base string) *warmCache {
 	return w
 }
 
+// readyWarm returns the warm cache of the toolchain at goRoot under base, when one was made
+// there (by a bwrap backend): for the local backend, which uses it but never makes it.
+func readyWarm(goRoot, base string) (shared, prog string) {
+	key, _, _, err := warmKey(goRoot)
+	if err != nil {
+		return "", ""
+	}
+	dir := filepath.Join(base, key)
+	if _, err := os.Stat(filepath.Join(dir, "ready")); err != nil {
+		return "", ""
+	}
+	return filepath.Join(dir, "cache"), filepath.Join(dir, "gocacheprog")
+}
+
 // warmKey names the cache of the toolchain at goRoot: its version, the helper's source and
 // the seed.
 func warmKey(goRoot string) (key string, seed map[string]string, cmds [][]string, err error) {

@@ -54,7 +54,8 @@ func startPolicy(t *testing.T, cfg service.Config, kinds ...sandboxv1.SandboxBac
 		var b backend.Backend
 		switch k {
 		case bwrapKind:
-			bw, err := backend.NewBwrap(hostOpts...)
+			// The machine's warm Go build cache, as the service's own bwrap has.
+			bw, err := backend.NewBwrap(append(hostOpts, backend.WithWarmGoCache(backend.DefaultWarmDir()))...)
 			if err != nil {
 				t.Skipf("bwrap does not work here: %v", err)
 			}

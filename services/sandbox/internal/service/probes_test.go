@@ -43,7 +43,8 @@ func TestEscapeProbes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	// A cleanup, not a defer: the parallel subtests run after this function returns.
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -57,6 +58,7 @@ func TestEscapeProbes(t *testing.T) {
 
 	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
 		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
+			t.Parallel()
 			e := startPolicy(t, service.Config{Images: docker.DefaultImages()}, kind)
 			limits := &sandboxv1.ResourceLimits{MemoryBytes: 128 << 20, Pids: 64}
 			other, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "python"})
@@ -73,6 +75,7 @@ func TestEscapeProbes(t *testing.T) {
 			otherFile := others[0]
 			for _, lang := range []string{"go", "python", "typescript"} {
 				t.Run(lang, func(t *testing.T) {
+					t.Parallel()
 					// Default limits: the Go probe compiles, which 128 MiB does not hold.
 					resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: lang})
 					if err != nil {
