@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 MODULES := $(shell sed -n 's|^\s*\./\(.*\)$$|\1|p' go.work)
 SERVICES := tasks memory skills ai sandbox github builder agent gateway
-GO_TEST_FLAGS ?= -count=1 -race -timeout 15m
+GO_TEST_FLAGS ?= -count=1 -race -trimpath -timeout 15m
 
 .PHONY: images
 ## images: one FROM-scratch image per service (static binaries), for docker-compose.yml,
@@ -87,7 +87,7 @@ test-make:
 
 test-e2e:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -timeout 30m -parallel 8 -bench GetTask -benchtime 1000x ./...
+	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -parallel 8 -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
 ## order — and how long each phase took (scripts/test.sh).

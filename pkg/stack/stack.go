@@ -106,7 +106,9 @@ func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	if err := os.MkdirAll(s.BinDir(), 0o755); err != nil {
 		return err
 	}
-	args := []string{"build", "-o", s.BinDir() + string(os.PathSeparator)}
+	// -trimpath: no checkout path in the binaries, and a build in another checkout of the
+	// same source (a fresh clone) reuses the build cache.
+	args := []string{"build", "-trimpath", "-o", s.BinDir() + string(os.PathSeparator)}
 	for _, svc := range platform.ServiceNames {
 		args = append(args, "./services/"+svc)
 	}
