@@ -689,11 +689,9 @@ func jobEventTypes(t *testing.T, jobID string) []string {
 	return types
 }
 
-// TestAgentDemoTask runs the README's demo: the health-endpoint task of the demo script
-// (deploy/fakellm/demo.json) on a fresh repository, from task to pull request.
-func TestAgentDemoTask(t *testing.T) {
-	t.Parallel()
-	repo := "local/agent-demo"
+// demoRepo makes repo the demo's repository: a Go module with an empty main.
+func demoRepo(t testing.TB, repo string) {
+	t.Helper()
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
@@ -705,6 +703,14 @@ func TestAgentDemoTask(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("commit: %d %v", code, body)
 	}
+}
+
+// TestAgentDemoTask runs the README's demo: the health-endpoint task of the demo script
+// (deploy/fakellm/demo.json) on a fresh repository, from task to pull request.
+func TestAgentDemoTask(t *testing.T) {
+	t.Parallel()
+	repo := "local/agent-demo"
+	demoRepo(t, repo)
 	_, jobID := startJob(t, repo, "Add a health endpoint", "")
 	job := waitJob(t, jobID, 5*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {

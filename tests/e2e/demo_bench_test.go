@@ -46,17 +46,7 @@ func (c *llmClock) read() (time.Duration, int) {
 func BenchmarkDemoTask(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		repo := fmt.Sprintf("local/bench-demo-%d-%d", time.Now().UnixNano(), i)
-		if code, body := rest(b, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
-			b.Fatalf("create repo: %d %v", code, body)
-		}
-		code, body := rest(b, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "Go module",
-			"files": []map[string]any{
-				{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/demo\n\ngo 1.22\n"},
-				{"path": "main.go", "action": "FILE_ACTION_CREATE", "content": "package main\n\nfunc main() {}\n"},
-			}})
-		if code != http.StatusOK {
-			b.Fatalf("commit: %d %v", code, body)
-		}
+		demoRepo(b, repo)
 		llmBefore, callsBefore := llmTime.read()
 		start := time.Now()
 		_, jobID := startJob(b, repo, "Add a health endpoint", "")
