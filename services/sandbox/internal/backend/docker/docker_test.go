@@ -225,8 +225,15 @@ func TestContainerStoppedDuringACommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if res.ExitCode == 0 || !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "stopped during the command") }) {
+	if res.ExitCode == 0 {
 		t.Fatalf("result %+v", res)
+	}
+	// Either the copy out found the container stopped (the command's changes are lost, and
+	// Run says so), or it came just before the engine finished stopping it (the changes
+	// came out): a race of the engine's, and both keep the workspace whole.
+	stopped := slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "stopped during the command") })
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); !stopped && err != nil {
+		t.Fatalf("no warning, and the command's change did not come out either: %+v", res)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "keep.txt")); err != nil || string(b) != "kept" {
 		t.Fatalf("the host workspace lost keep.txt: %q %v", b, err)
