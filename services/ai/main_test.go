@@ -24,6 +24,8 @@ func TestConfig(t *testing.T) {
 		{"private base URLs by CIDR, address and name", map[string]string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS": "10.0.0.0/8,127.0.0.1,ollama.lan"}, nil},
 		{"private base URLs: not a prefix", map[string]string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS": "10.0.0.0/99"}, []string{"THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS"}},
 		{"key variables: bad glob", map[string]string{"THEFOLD_AI_KEY_ENV_ALLOW": "[A-"}, []string{"THEFOLD_AI_KEY_ENV_ALLOW"}},
+		{"an old local embedder kept", map[string]string{"THEFOLD_AI_EMBED_MODEL": "local@1"}, nil},
+		{"a local embedder of no such version", map[string]string{"THEFOLD_AI_EMBED_MODEL": "local@99"}, []string{"THEFOLD_AI_EMBED_MODEL", "local@1"}},
 		{"negative spend limit", map[string]string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS": "-1"}, []string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS"}},
 		{"every problem at once", map[string]string{"THEFOLD_AI_EMBED_DIMENSIONS": "8", "THEFOLD_AI_MAX_ATTEMPTS": "0", "THEFOLD_AI_PRUNE_INTERVAL": "0s", "THEFOLD_AI_ANSWER_RETENTION": "1m"},
 			[]string{"THEFOLD_AI_EMBED_DIMENSIONS", "THEFOLD_AI_MAX_ATTEMPTS", "THEFOLD_AI_PRUNE_INTERVAL", "THEFOLD_AI_ANSWER_RETENTION"}},

@@ -29,7 +29,8 @@ type Config struct {
 	// empty selects from the registry.
 	Model string `env:"THEFOLD_AI_MODEL"`
 	// EmbedModel is the embedding model when a call names none: "local" (the built-in
-	// feature-hashing embedder, no network) or a registry embedding model.
+	// feature-hashing embedder's current version, no network), "local@N" (version N of it,
+	// e.g. to keep an older version), "local-<size>", or a registry embedding model.
 	EmbedModel string `env:"THEFOLD_AI_EMBED_MODEL, default=local"`
 	// EmbedDimensions is the local embedder's vector size.
 	EmbedDimensions int `env:"THEFOLD_AI_EMBED_DIMENSIONS, default=384"`
@@ -80,6 +81,11 @@ func (c *Config) Validate() error {
 	}
 	if c.APIKey != "" && c.Provider == "" {
 		problems = append(problems, errors.New("THEFOLD_AI_API_KEY: set THEFOLD_AI_PROVIDER too (the provider the key is for)"))
+	}
+	if isLocal(c.EmbedModel) {
+		if _, _, err := parseLocal(c.EmbedModel); err != nil {
+			problems = append(problems, fmt.Errorf("THEFOLD_AI_EMBED_MODEL: %w", err))
+		}
 	}
 	if c.EmbedDimensions < 16 || c.EmbedDimensions > 4096 {
 		problems = append(problems, fmt.Errorf("THEFOLD_AI_EMBED_DIMENSIONS: %d is outside 16–4096", c.EmbedDimensions))

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,30 @@ import (
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )
 
-// LocalModel is the name of the built-in embedder, usable with no provider at all.
+// LocalModel is the name of the built-in embedder, usable with no provider at all: "local"
+// is its current version, "local@N" version N, "local-<dims>" the current version at that
+// size. An answer always names the exact version ("local@1"), so a stored vector says which
+// embedder made it.
 const LocalModel = "local"
+
+// CurrentLocal is the version "local" means.
+const CurrentLocal = 1
+
+// localEmbedder is one version of the built-in embedder at one size.
+type localEmbedder interface {
+	Embed(texts []string) [][]float32
+	Dimensions() int
+}
+
+// localVersions makes each version of the built-in embedder at a size (0: its default).
+// A version's vectors never change — they are compared with vectors stored long ago — so a
+// changed embedder is a new version here (and a new CurrentLocal), never an edit of one.
+var localVersions = map[int]func(dims int) (localEmbedder, error){
+	1: func(dims int) (localEmbedder, error) { return embed.New(dims) }, // feature hashing (pkg/embed Local)
+}
+
+// LocalName is the exact name of a version of the built-in embedder ("local@1").
+func LocalName(version int) string { return LocalModel + "@" + strconv.Itoa(version) }
 
 // Embed embeds req.Texts with the named model, the configured default, or the local
 // embedder. It is recorded in the ledger like every call (the local embedder at no cost)
@@ -35,22 +58,25 @@ func (e *Engine) embed(ctx context.Context, req *aiv1.EmbedRequest) (*aiv1.Embed
 		name = e.cfg.EmbedModel
 	}
 	if isLocal(name) {
-		dims := int(req.GetDimensions())
-		if dims == 0 {
-			dims = localDims(name)
+		version, dims, err := parseLocal(name)
+		if err != nil {
+			return nil, nil, err
 		}
-		l := e.local
-		if dims != 0 && dims != l.Dimensions() {
-			var err error
-			if l, err = embed.New(dims); err != nil {
+		if d := int(req.GetDimensions()); d != 0 {
+			dims = d
+		}
+		var l localEmbedder = e.local
+		if version != CurrentLocal || (dims != 0 && dims != l.Dimensions()) {
+			if l, err = localVersions[version](dims); err != nil {
 				return nil, nil, errs.Invalid("dimensions", "%v", err)
 			}
 		}
+		model := LocalName(version)
 		start := e.now()
 		vecs := l.Embed(req.GetTexts())
-		rec := &ledgerEntry{model: LocalModel, provider: LocalModel, calls: 1,
+		rec := &ledgerEntry{model: model, provider: LocalModel, calls: 1,
 			latency: e.now().Sub(start), outcome: aiv1.CallOutcome_CALL_OUTCOME_OK}
-		out := &aiv1.EmbedResponse{Model: LocalModel, Dimensions: int32(l.Dimensions()), Usage: rec.wireUsage()}
+		out := &aiv1.EmbedResponse{Model: model, Dimensions: int32(l.Dimensions()), Usage: rec.wireUsage()}
 		for _, v := range vecs {
 			out.Embeddings = append(out.Embeddings, &aiv1.Embedding{Values: v})
 		}
@@ -85,7 +111,14 @@ func (e *Engine) embed(ctx context.Context, req *aiv1.EmbedRequest) (*aiv1.Embed
 	}
 	ctx, counter := llm.WithAttemptCounter(ctx)
 	start := e.now()
-	resp, err := client.Embed(ctx, llm.EmbedRequest{Model: cand.Model.GetName(), Texts: req.GetTexts(), Dimensions: int(req.GetDimensions())})
+	dims := int(req.GetDimensions())
+	if dims == int(cand.Model.GetEmbeddingDimensions()) {
+		// The model's own size: asked of it as no size, which every embeddings API accepts
+		// (some refuse a dimensions parameter at all). A store re-embedding a query with the
+		// model and size its vectors were made with sends both.
+		dims = 0
+	}
+	resp, err := client.Embed(ctx, llm.EmbedRequest{Model: cand.Model.GetName(), Texts: req.GetTexts(), Dimensions: dims})
 	if errors.Is(err, netguard.ErrBlocked) {
 		return nil, rec, misconfigured(cand.Provider.GetName(), err)
 	}
@@ -116,16 +149,39 @@ func (e *Engine) embed(ctx context.Context, req *aiv1.EmbedRequest) (*aiv1.Embed
 	return out, rec, nil
 }
 
-// localDims is the size a "local-<n>" name asks for, 0 for plain "local".
-func localDims(name string) int {
-	n, err := strconv.Atoi(strings.TrimPrefix(name, LocalModel+"-"))
-	if err != nil {
-		return 0
+// parseLocal reads a name of the built-in embedder: "local" and "local-<dims>" are
+// CurrentLocal, "local@N" is version N; dims is 0 when the name asks for no size.
+func parseLocal(name string) (version, dims int, err error) {
+	switch {
+	case name == LocalModel:
+		return CurrentLocal, 0, nil
+	case strings.HasPrefix(name, LocalModel+"-"):
+		dims, err := strconv.Atoi(strings.TrimPrefix(name, LocalModel+"-"))
+		if err != nil || dims <= 0 {
+			return 0, 0, errs.Invalid("model", "%q: want %q, %q or %q followed by a size (\"local-256\")", name, LocalModel, LocalName(CurrentLocal), LocalModel)
+		}
+		return CurrentLocal, dims, nil
 	}
-	return n
+	v, err := strconv.Atoi(strings.TrimPrefix(name, LocalModel+"@"))
+	if _, known := localVersions[v]; err != nil || !known {
+		return 0, 0, errs.Invalid("model", "%q: the built-in embedder has no such version (known: %s; %q is %s)",
+			name, strings.Join(localNames(), ", "), LocalModel, LocalName(CurrentLocal))
+	}
+	return v, 0, nil
 }
 
-// isLocal reports whether name means the built-in embedder ("local", "local-384").
+// localNames are the exact names of the built-in embedder's versions, oldest first.
+func localNames() []string {
+	var out []string
+	for v := range localVersions {
+		out = append(out, LocalName(v))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// isLocal reports whether name means the built-in embedder ("local", "local@1",
+// "local-384").
 func isLocal(name string) bool {
-	return name == LocalModel || strings.HasPrefix(name, LocalModel+"-")
+	return name == LocalModel || strings.HasPrefix(name, LocalModel+"-") || strings.HasPrefix(name, LocalModel+"@")
 }

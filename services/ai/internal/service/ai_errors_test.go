@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/pkg/fakellm"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -184,7 +186,7 @@ func TestNoProviderConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if emb.Model != "local" || emb.Dimensions != 384 || len(emb.Embeddings) != 2 || len(emb.Embeddings[0].Values) != 384 {
+	if emb.Model != "local@1" || emb.Dimensions != 384 || len(emb.Embeddings) != 2 || len(emb.Embeddings[0].Values) != 384 {
 		t.Fatalf("embed %v %d", emb.Model, emb.Dimensions)
 	}
 	for _, c := range rpcCases() {
@@ -223,6 +225,43 @@ func TestKeyFromAPIKeyRef(t *testing.T) {
 		if want := p.Name == "openai"; p.ApiKeyConfigured != want {
 			t.Errorf("provider %s: api_key_configured %v, want %v", p.Name, p.ApiKeyConfigured, want)
 		}
+	}
+}
+
+// The built-in embedder's names: every answer names the exact version, whichever way the
+// request named it, and version 1 is pkg/embed's Local (vectors stored long ago stay
+// comparable with new ones).
+func TestEmbedLocalVersions(t *testing.T) {
+	t.Parallel()
+	e := newAIEnv(t, nil, aiEnvOptions{})
+	want := embed.NewLocal(256).Embed([]string{"retry the HTTP request"})[0]
+	cases := []struct {
+		model     string
+		dims      int32
+		wantModel string
+		wantDims  int32
+	}{
+		{"", 0, "local@1", 384},
+		{"local", 0, "local@1", 384},
+		{"local@1", 0, "local@1", 384},
+		{"local@1", 256, "local@1", 256},
+		{"local-256", 0, "local@1", 256},
+		{"local", 256, "local@1", 256},
+	}
+	for _, c := range cases {
+		resp, err := e.ai.Embed(e.alice, &aiv1.EmbedRequest{Texts: []string{"retry the HTTP request"}, Model: c.model, Dimensions: c.dims})
+		if err != nil {
+			t.Fatalf("%q/%d: %v", c.model, c.dims, err)
+		}
+		if resp.GetModel() != c.wantModel || resp.GetDimensions() != c.wantDims || len(resp.GetEmbeddings()[0].GetValues()) != int(c.wantDims) {
+			t.Errorf("%q/%d: got %s/%d, want %s/%d", c.model, c.dims, resp.GetModel(), resp.GetDimensions(), c.wantModel, c.wantDims)
+		}
+		if c.wantDims == 256 && !slices.Equal(resp.GetEmbeddings()[0].GetValues(), want) {
+			t.Errorf("%q/%d: not the vector of pkg/embed's Local", c.model, c.dims)
+		}
+	}
+	if engine.LocalName(engine.CurrentLocal) != "local@1" {
+		t.Errorf("current local version %s; a new version needs this test and the memory service's migration reviewed", engine.LocalName(engine.CurrentLocal))
 	}
 }
 
@@ -395,6 +434,14 @@ func TestAIServiceBadInput(t *testing.T) {
 			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Dimensions: 5})
 			return err
 		}, "dimensions"},
+		{"embed: a local version that does not exist", func(ctx context.Context) error {
+			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Model: "local@99"})
+			return err
+		}, "model"},
+		{"embed: a local size that is no number", func(ctx context.Context) error {
+			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Model: "local-big"})
+			return err
+		}, "model"},
 		{"embed: a chat model", func(ctx context.Context) error {
 			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Model: "claude-sonnet-4-5"})
 			return err

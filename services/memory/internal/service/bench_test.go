@@ -110,7 +110,7 @@ func searchLatency(b *testing.B, n int) {
 		}
 		access = append(access, time.Since(t))
 
-		vec := store.Vector{Model: "local", Values: qvecs[i]}
+		vec := store.Vector{Model: "local@1", Values: qvecs[i]}
 		// The service's whole candidate search: both rankings.
 		t = time.Now()
 		if _, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, Words: words(q), K: k}); err != nil {
@@ -157,7 +157,7 @@ func searchLatency(b *testing.B, n int) {
 	for _, ef := range []int{40, 64, 100, 160} {
 		sw := &sweep{ef: ef}
 		for i := range queries[:exactQueries] {
-			vec := store.Vector{Model: "local", Values: qvecs[i]}
+			vec := store.Vector{Model: "local@1", Values: qvecs[i]}
 			t := time.Now()
 			c, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, EfSearch: ef})
 			if err != nil {
@@ -169,7 +169,7 @@ func searchLatency(b *testing.B, n int) {
 		sweeps = append(sweeps, sw)
 	}
 	for i := range queries[:exactQueries] {
-		vec := store.Vector{Model: "local", Values: qvecs[i]}
+		vec := store.Vector{Model: "local@1", Values: qvecs[i]}
 		ce, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, Exact: true})
 		if err != nil {
 			b.Fatal(err)
@@ -234,7 +234,7 @@ func searchLatency(b *testing.B, n int) {
 func printPlans(b *testing.B, st *store.Store, queries []string, k int) {
 	local := embed.NewLocal(embed.DefaultDims)
 	for _, q := range queries {
-		vec := store.Vector{Model: "local", Values: local.Embed([]string{q})[0]}
+		vec := store.Vector{Model: "local@1", Values: local.Embed([]string{q})[0]}
 		vplan, tplan, match, err := st.Explain(context.Background(), store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, Words: words(q), K: k})
 		if err != nil {
 			b.Fatal(err)
@@ -411,7 +411,7 @@ func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []be
 	const batch = 1000
 	const q = `INSERT INTO memories (owner_id, repo, memory_type, content, summary, content_hash, tags, trust_level,
 			importance, embedding, embedding_model, embedding_dims, search, create_time, update_time)
-		SELECT $1, r, t, c, s, h, string_to_array(tg, ','), tl, imp, e::vector, 'local', 384,
+		SELECT $1, r, t, c, s, h, string_to_array(tg, ','), tl, imp, e::vector, 'local@1', 384,
 			to_tsvector('english', s || E'\n' || c), now() - make_interval(secs => age), now() - make_interval(secs => age)
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 			$9::float8[], $10::text[], $11::float8[]) AS u(r, t, c, s, h, tg, tl, imp, e, age)
@@ -469,7 +469,7 @@ func buildIndex(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	defer big.Close()
-	if err := store.New(big).EnsureIndex(ctx, "memories", "local", embed.DefaultDims); err != nil {
+	if err := store.New(big).EnsureIndex(ctx, "memories", "local@1", embed.DefaultDims); err != nil {
 		return err
 	}
 	// VACUUM too: autovacuum would otherwise visit the freshly loaded table while the

@@ -2,7 +2,11 @@ package service_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -22,19 +26,61 @@ import (
 	"github.com/thefold/thefold/services/memory/migrations"
 )
 
-// embedServer answers AIService.Embed with TheFold's local embedder, the vectors the ai
-// service itself serves when no provider is set up (pkg/embed).
+// embedServer answers AIService.Embed as the ai service does with no provider set up: with
+// TheFold's local embedder (pkg/embed) under its versioned names — "local" (and
+// "local-<size>") is the current version, "local@N" version N, and the answer names the
+// exact version. Version 1 is pkg/embed's Local; version 2 stands in for a new embedder
+// (version 1's vectors reversed: as unrelated to version 1's as a new model's). Tests
+// switch the current version as shipping a new embedder does, count the calls and texts,
+// and make calls fail.
 type embedServer struct {
 	aiv1.UnimplementedAIServiceServer
-	local *embed.Local
+	current atomic.Int32
+	calls   atomic.Int64
+	texts   atomic.Int64
+	// failAfter, when positive, is how many calls are answered before the rest are
+	// UNAVAILABLE.
+	failAfter atomic.Int64
+}
+
+func newEmbedServer() *embedServer {
+	e := &embedServer{}
+	e.current.Store(1)
+	return e
 }
 
 func (e *embedServer) Embed(_ context.Context, req *aiv1.EmbedRequest) (*aiv1.EmbedResponse, error) {
-	if req.GetModel() != "" && req.GetModel() != "local" {
-		return nil, status.Errorf(codes.InvalidArgument, "model: %q is not an embedding model", req.GetModel())
+	n := e.calls.Add(1)
+	if f := e.failAfter.Load(); f > 0 && n > f {
+		return nil, status.Error(codes.Unavailable, "the embedder is down")
 	}
-	resp := &aiv1.EmbedResponse{Model: "local", Dimensions: int32(e.local.Dimensions())}
-	for _, v := range e.local.Embed(req.GetTexts()) {
+	version, dims := int(e.current.Load()), embed.DefaultDims
+	switch name := req.GetModel(); {
+	case name == "" || name == "local":
+	case strings.HasPrefix(name, "local-"):
+		d, err := strconv.Atoi(strings.TrimPrefix(name, "local-"))
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "model: %q", name)
+		}
+		dims = d
+	case name == "local@1" || name == "local@2":
+		version = int(name[len(name)-1] - '0')
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "model: %q is not an embedding model", name)
+	}
+	if req.GetDimensions() != 0 {
+		dims = int(req.GetDimensions())
+	}
+	local, err := embed.New(dims)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "dimensions: %v", err)
+	}
+	e.texts.Add(int64(len(req.GetTexts())))
+	resp := &aiv1.EmbedResponse{Model: fmt.Sprintf("local@%d", version), Dimensions: int32(dims)}
+	for _, v := range local.Embed(req.GetTexts()) {
+		if version == 2 {
+			slices.Reverse(v)
+		}
 		resp.Embeddings = append(resp.Embeddings, &aiv1.Embedding{Values: v})
 	}
 	return resp, nil
@@ -58,6 +104,7 @@ type env struct {
 	pool   *pgxpool.Pool
 	srv    *service.Server
 	cfg    service.Config
+	ai     *embedServer
 	conn   grpc.ClientConnInterface // to the test server, for other services' clients
 	alice  context.Context
 	bob    context.Context
@@ -74,10 +121,11 @@ func start(t testing.TB, cfg service.Config) *env {
 		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000}
 	}
 	conn := &lazy{}
+	fake := newEmbedServer()
 	srv := service.New(cfg, store.New(pool), aiv1.NewAIServiceClient(conn))
 	e := grpctest.Start(t, func(s *grpc.Server) {
 		memoryv1.RegisterMemoryServiceServer(s, srv)
-		aiv1.RegisterAIServiceServer(s, &embedServer{local: embed.NewLocal(embed.DefaultDims)})
+		aiv1.RegisterAIServiceServer(s, fake)
 	})
 	cc, err := grpcclient.Dial(e.Server.Addr(), grpcclient.Options{})
 	if err != nil {
@@ -85,7 +133,7 @@ func start(t testing.TB, cfg service.Config) *env {
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	conn.cc = cc
-	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, cfg: cfg, conn: cc, alice: e.Context(t, "alice"),
+	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, cfg: cfg, ai: fake, conn: cc, alice: e.Context(t, "alice"),
 		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), admin: e.Context(t, "root", "admin"),
 		anon: context.Background(), grpc: e}
 }

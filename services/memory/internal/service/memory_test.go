@@ -42,7 +42,7 @@ func TestStoreSanitizesHashesAndDeduplicates(t *testing.T) {
 	if strings.ContainsAny(m.GetContent(), "\x07\x1b") || strings.Contains(m.GetContent(), "[STRATEGY HINT") || strings.Contains(m.GetContent(), "</data") {
 		t.Fatalf("content not sanitized: %q", m.GetContent())
 	}
-	if m.GetContentHash() != sha(m.GetContent()) || m.GetEmbeddingModel() != "local" || m.GetSummary() != "Use pgx pools." {
+	if m.GetContentHash() != sha(m.GetContent()) || m.GetEmbeddingModel() != "local@1" || m.GetSummary() != "Use pgx pools." {
 		t.Fatalf("memory %v", m)
 	}
 	if m.GetTrustLevel() != memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER || m.GetCategory() != "database" {
@@ -349,7 +349,7 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.GetTotal() != 3 || len(st.GetByType()) != 2 || len(st.GetByTrustLevel()) != 2 || st.GetByEmbeddingModel()["local"] != 3 ||
+	if st.GetTotal() != 3 || len(st.GetByType()) != 2 || len(st.GetByTrustLevel()) != 2 || st.GetByEmbeddingModel()["local@1"] != 3 ||
 		len(st.GetByRepo()) != 2 || st.GetByRepo()[0].GetRepo() != "local/a" || st.GetByRepo()[0].GetCount() != 2 ||
 		st.GetAverageRelevance() <= 0 || st.GetAverageRelevance() > st.GetAverageImportance() {
 		t.Fatalf("stats %v", st)

@@ -4847,9 +4847,12 @@ type EmbedRequest struct {
 	// At least one.
 	Texts []string `protobuf:"bytes,2,rep,name=texts,proto3" json:"texts,omitempty"`
 	// Registry model id or name of an embedding model; empty uses the configured default
-	// (the deterministic "local" feature-hashing embedder when no provider is set up).
+	// (the deterministic "local" feature-hashing embedder when no provider is set up). The
+	// built-in embedder is versioned: "local" is its current version, "local@N" version N
+	// (an unknown version is INVALID_ARGUMENT), "local-<size>" the current version at that
+	// size.
 	Model string `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	// Requested vector size; 0 uses the model's size.
+	// Requested vector size; 0 (or the model's own size) uses the model's size.
 	Dimensions    int32        `protobuf:"varint,4,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
 	Attribution   *Attribution `protobuf:"bytes,5,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4926,7 +4929,9 @@ type EmbedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per text, in order.
 	Embeddings []*Embedding `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
-	// Model that embedded, e.g. "local" or "text-embedding-3-small".
+	// Model that embedded, with its version: "local@1" for the built-in embedder however the
+	// request named it, a provider model by its id (e.g. "text-embedding-3-small"). Vectors
+	// are comparable only with vectors of the same model and dimensions.
 	Model         string    `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Dimensions    int32     `protobuf:"varint,3,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
 	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`

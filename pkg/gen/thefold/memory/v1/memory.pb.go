@@ -168,8 +168,10 @@ type Memory struct {
 	LastAccessedTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_accessed_time,json=lastAccessedTime,proto3" json:"last_accessed_time,omitempty"`
 	// Lower-case hex SHA-256 of content, checked on every read.
 	ContentHash string `protobuf:"bytes,12,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
-	// Model that produced the stored embedding (e.g. "local-hash-v1"); vectors of different
-	// models are never compared.
+	// Model and version that produced the stored embedding (e.g. "local@1",
+	// "text-embedding-3-small"); vectors of different models are never compared. After the
+	// configured model changes, the service re-embeds every memory in the background and
+	// this names the new model once searches have switched to it (see EmbeddingStatus).
 	EmbeddingModel string `protobuf:"bytes,13,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
 	// Task the memory was learned from, if any.
 	SourceTaskId string `protobuf:"bytes,14,opt,name=source_task_id,json=sourceTaskId,proto3" json:"source_task_id,omitempty"`
@@ -1174,7 +1176,8 @@ func (x *MemorySearchResult) GetScore() *MemoryScore {
 type SearchMemoriesResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Results []*MemorySearchResult  `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	// Embedding model used for the query.
+	// Embedding model (and version) used for the query: the model every memory has a vector
+	// of, which while re-embedding for a newly configured model is still the previous one.
 	EmbeddingModel string `protobuf:"bytes,2,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
 	// Candidates dropped because their content did not match content_hash.
 	IntegrityFailures int32 `protobuf:"varint,3,opt,name=integrity_failures,json=integrityFailures,proto3" json:"integrity_failures,omitempty"`
@@ -1557,7 +1560,7 @@ type CodePattern struct {
 	ReuseCount int64 `protobuf:"varint,13,opt,name=reuse_count,json=reuseCount,proto3" json:"reuse_count,omitempty"`
 	// Lower-case hex SHA-256 of problem, solution and code, checked on every read.
 	ContentHash string `protobuf:"bytes,14,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
-	// Model that produced the stored embedding.
+	// Model and version that produced the stored embedding (see Memory.embedding_model).
 	EmbeddingModel string                 `protobuf:"bytes,15,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
 	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime     *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
@@ -2312,7 +2315,8 @@ type GetStatsResponse struct {
 	ByType []*MemoryTypeCount `protobuf:"bytes,2,rep,name=by_type,json=byType,proto3" json:"by_type,omitempty"`
 	// One entry per trust level that has memories, in enum order.
 	ByTrustLevel []*TrustLevelCount `protobuf:"bytes,3,rep,name=by_trust_level,json=byTrustLevel,proto3" json:"by_trust_level,omitempty"`
-	// Keyed by embedding model; more than one key means some memories need re-embedding.
+	// Keyed by the embedding model of the vectors searches use; more than one key means some
+	// memories have no vector of the model searches use (see memory_embedding).
 	ByEmbeddingModel map[string]int64 `protobuf:"bytes,4,rep,name=by_embedding_model,json=byEmbeddingModel,proto3" json:"by_embedding_model,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Mean importance, 0–1.
 	AverageImportance float64 `protobuf:"fixed64,5,opt,name=average_importance,json=averageImportance,proto3" json:"average_importance,omitempty"`
@@ -2326,8 +2330,13 @@ type GetStatsResponse struct {
 	ByRepo []*RepoCount `protobuf:"bytes,10,rep,name=by_repo,json=byRepo,proto3" json:"by_repo,omitempty"`
 	// Memories found with content that no longer matches content_hash (never returned).
 	IntegrityFailures int64 `protobuf:"varint,11,opt,name=integrity_failures,json=integrityFailures,proto3" json:"integrity_failures,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The embedding model searches of memories use, the one the service is configured for,
+	// and how far re-embedding the memories in scope with it has come.
+	MemoryEmbedding *EmbeddingStatus `protobuf:"bytes,12,opt,name=memory_embedding,json=memoryEmbedding,proto3" json:"memory_embedding,omitempty"`
+	// The same for the code patterns in scope.
+	CodePatternEmbedding *EmbeddingStatus `protobuf:"bytes,13,opt,name=code_pattern_embedding,json=codePatternEmbedding,proto3" json:"code_pattern_embedding,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GetStatsResponse) Reset() {
@@ -2437,6 +2446,124 @@ func (x *GetStatsResponse) GetIntegrityFailures() int64 {
 	return 0
 }
 
+func (x *GetStatsResponse) GetMemoryEmbedding() *EmbeddingStatus {
+	if x != nil {
+		return x.MemoryEmbedding
+	}
+	return nil
+}
+
+func (x *GetStatsResponse) GetCodePatternEmbedding() *EmbeddingStatus {
+	if x != nil {
+		return x.CodePatternEmbedding
+	}
+	return nil
+}
+
+// EmbeddingStatus says which embedding model searches embed queries with and, after the
+// configured model changed (another model, or a new version of the built-in one), how far
+// the background re-embedding of the stored vectors has come. Searches use the active model
+// until every row has a vector of the target model, then switch to it at once, and the
+// previous vectors are dropped.
+type EmbeddingStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Model (with its version, e.g. "local@1") and size of the vectors searches use now.
+	ActiveModel      string `protobuf:"bytes,1,opt,name=active_model,json=activeModel,proto3" json:"active_model,omitempty"`
+	ActiveDimensions int32  `protobuf:"varint,2,opt,name=active_dimensions,json=activeDimensions,proto3" json:"active_dimensions,omitempty"`
+	// Model and size the service is configured for (what ai.Embed answers for its configured
+	// model); equal to the active ones when nothing is pending. Empty until the service has
+	// asked the ai service.
+	TargetModel      string `protobuf:"bytes,3,opt,name=target_model,json=targetModel,proto3" json:"target_model,omitempty"`
+	TargetDimensions int32  `protobuf:"varint,4,opt,name=target_dimensions,json=targetDimensions,proto3" json:"target_dimensions,omitempty"`
+	// Rows in scope that have a vector of the target model, and all rows in scope.
+	Reembedded int64 `protobuf:"varint,5,opt,name=reembedded,proto3" json:"reembedded,omitempty"`
+	Total      int64 `protobuf:"varint,6,opt,name=total,proto3" json:"total,omitempty"`
+	// False when re-embedding is turned off (THEFOLD_MEMORY_REEMBED=off): searches keep the
+	// active model and rows stored meanwhile are embedded with it.
+	ReembedEnabled bool `protobuf:"varint,7,opt,name=reembed_enabled,json=reembedEnabled,proto3" json:"reembed_enabled,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EmbeddingStatus) Reset() {
+	*x = EmbeddingStatus{}
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbeddingStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbeddingStatus) ProtoMessage() {}
+
+func (x *EmbeddingStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbeddingStatus.ProtoReflect.Descriptor instead.
+func (*EmbeddingStatus) Descriptor() ([]byte, []int) {
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *EmbeddingStatus) GetActiveModel() string {
+	if x != nil {
+		return x.ActiveModel
+	}
+	return ""
+}
+
+func (x *EmbeddingStatus) GetActiveDimensions() int32 {
+	if x != nil {
+		return x.ActiveDimensions
+	}
+	return 0
+}
+
+func (x *EmbeddingStatus) GetTargetModel() string {
+	if x != nil {
+		return x.TargetModel
+	}
+	return ""
+}
+
+func (x *EmbeddingStatus) GetTargetDimensions() int32 {
+	if x != nil {
+		return x.TargetDimensions
+	}
+	return 0
+}
+
+func (x *EmbeddingStatus) GetReembedded() int64 {
+	if x != nil {
+		return x.Reembedded
+	}
+	return 0
+}
+
+func (x *EmbeddingStatus) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *EmbeddingStatus) GetReembedEnabled() bool {
+	if x != nil {
+		return x.ReembedEnabled
+	}
+	return false
+}
+
 // UpdateMemoryRequest changes some fields of a memory.
 type UpdateMemoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2457,7 +2584,7 @@ type UpdateMemoryRequest struct {
 
 func (x *UpdateMemoryRequest) Reset() {
 	*x = UpdateMemoryRequest{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2596,7 @@ func (x *UpdateMemoryRequest) String() string {
 func (*UpdateMemoryRequest) ProtoMessage() {}
 
 func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[27]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2609,7 @@ func (x *UpdateMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryRequest.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{27}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateMemoryRequest) GetId() string {
@@ -2516,7 +2643,7 @@ type UpdateMemoryResponse struct {
 
 func (x *UpdateMemoryResponse) Reset() {
 	*x = UpdateMemoryResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2655,7 @@ func (x *UpdateMemoryResponse) String() string {
 func (*UpdateMemoryResponse) ProtoMessage() {}
 
 func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[28]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2668,7 @@ func (x *UpdateMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateMemoryResponse.ProtoReflect.Descriptor instead.
 func (*UpdateMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{28}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateMemoryResponse) GetMemory() *Memory {
@@ -2562,7 +2689,7 @@ type PromoteMemoryRequest struct {
 
 func (x *PromoteMemoryRequest) Reset() {
 	*x = PromoteMemoryRequest{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2701,7 @@ func (x *PromoteMemoryRequest) String() string {
 func (*PromoteMemoryRequest) ProtoMessage() {}
 
 func (x *PromoteMemoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[29]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2714,7 @@ func (x *PromoteMemoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemoryRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemoryRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{29}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PromoteMemoryRequest) GetId() string {
@@ -2607,7 +2734,7 @@ type PromoteMemoryResponse struct {
 
 func (x *PromoteMemoryResponse) Reset() {
 	*x = PromoteMemoryResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2746,7 @@ func (x *PromoteMemoryResponse) String() string {
 func (*PromoteMemoryResponse) ProtoMessage() {}
 
 func (x *PromoteMemoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[30]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2759,7 @@ func (x *PromoteMemoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemoryResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemoryResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{30}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PromoteMemoryResponse) GetMemory() *Memory {
@@ -2660,7 +2787,7 @@ type MarkMemoriesUsedRequest struct {
 
 func (x *MarkMemoriesUsedRequest) Reset() {
 	*x = MarkMemoriesUsedRequest{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2799,7 @@ func (x *MarkMemoriesUsedRequest) String() string {
 func (*MarkMemoriesUsedRequest) ProtoMessage() {}
 
 func (x *MarkMemoriesUsedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[31]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2812,7 @@ func (x *MarkMemoriesUsedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkMemoriesUsedRequest.ProtoReflect.Descriptor instead.
 func (*MarkMemoriesUsedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{31}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MarkMemoriesUsedRequest) GetIds() []string {
@@ -2729,7 +2856,7 @@ type MarkMemoriesUsedResponse struct {
 
 func (x *MarkMemoriesUsedResponse) Reset() {
 	*x = MarkMemoriesUsedResponse{}
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2868,7 @@ func (x *MarkMemoriesUsedResponse) String() string {
 func (*MarkMemoriesUsedResponse) ProtoMessage() {}
 
 func (x *MarkMemoriesUsedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_memory_v1_memory_proto_msgTypes[32]
+	mi := &file_thefold_memory_v1_memory_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2881,7 @@ func (x *MarkMemoriesUsedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkMemoriesUsedResponse.ProtoReflect.Descriptor instead.
 func (*MarkMemoriesUsedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{32}
+	return file_thefold_memory_v1_memory_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MarkMemoriesUsedResponse) GetMarkedIds() []string {
@@ -2978,7 +3105,7 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\"5\n" +
 	"\tRepoCount\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xe1\x05\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x8a\a\n" +
 	"\x10GetStatsResponse\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x03R\x05total\x12;\n" +
 	"\aby_type\x18\x02 \x03(\v2\".thefold.memory.v1.MemoryTypeCountR\x06byType\x12H\n" +
@@ -2991,10 +3118,22 @@ const file_thefold_memory_v1_memory_proto_rawDesc = "" +
 	"\x12newest_create_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x10newestCreateTime\x125\n" +
 	"\aby_repo\x18\n" +
 	" \x03(\v2\x1c.thefold.memory.v1.RepoCountR\x06byRepo\x12-\n" +
-	"\x12integrity_failures\x18\v \x01(\x03R\x11integrityFailures\x1aC\n" +
+	"\x12integrity_failures\x18\v \x01(\x03R\x11integrityFailures\x12M\n" +
+	"\x10memory_embedding\x18\f \x01(\v2\".thefold.memory.v1.EmbeddingStatusR\x0fmemoryEmbedding\x12X\n" +
+	"\x16code_pattern_embedding\x18\r \x01(\v2\".thefold.memory.v1.EmbeddingStatusR\x14codePatternEmbedding\x1aC\n" +
 	"\x15ByEmbeddingModelEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x95\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x90\x02\n" +
+	"\x0fEmbeddingStatus\x12!\n" +
+	"\factive_model\x18\x01 \x01(\tR\vactiveModel\x12+\n" +
+	"\x11active_dimensions\x18\x02 \x01(\x05R\x10activeDimensions\x12!\n" +
+	"\ftarget_model\x18\x03 \x01(\tR\vtargetModel\x12+\n" +
+	"\x11target_dimensions\x18\x04 \x01(\x05R\x10targetDimensions\x12\x1e\n" +
+	"\n" +
+	"reembedded\x18\x05 \x01(\x03R\n" +
+	"reembedded\x12\x14\n" +
+	"\x05total\x18\x06 \x01(\x03R\x05total\x12'\n" +
+	"\x0freembed_enabled\x18\a \x01(\bR\x0ereembedEnabled\"\x95\x01\n" +
 	"\x13UpdateMemoryRequest\x12\x0e\n" +
 	"\x02id\x18\x03 \x01(\tR\x02id\x121\n" +
 	"\x06memory\x18\x01 \x01(\v2\x19.thefold.memory.v1.MemoryR\x06memory\x12;\n" +
@@ -3054,7 +3193,7 @@ func file_thefold_memory_v1_memory_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_memory_v1_memory_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_thefold_memory_v1_memory_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_thefold_memory_v1_memory_proto_goTypes = []any{
 	(MemoryTrustLevel)(0),              // 0: thefold.memory.v1.MemoryTrustLevel
 	(MemoryFusion)(0),                  // 1: thefold.memory.v1.MemoryFusion
@@ -3085,93 +3224,96 @@ var file_thefold_memory_v1_memory_proto_goTypes = []any{
 	(*TrustLevelCount)(nil),            // 26: thefold.memory.v1.TrustLevelCount
 	(*RepoCount)(nil),                  // 27: thefold.memory.v1.RepoCount
 	(*GetStatsResponse)(nil),           // 28: thefold.memory.v1.GetStatsResponse
-	(*UpdateMemoryRequest)(nil),        // 29: thefold.memory.v1.UpdateMemoryRequest
-	(*UpdateMemoryResponse)(nil),       // 30: thefold.memory.v1.UpdateMemoryResponse
-	(*PromoteMemoryRequest)(nil),       // 31: thefold.memory.v1.PromoteMemoryRequest
-	(*PromoteMemoryResponse)(nil),      // 32: thefold.memory.v1.PromoteMemoryResponse
-	(*MarkMemoriesUsedRequest)(nil),    // 33: thefold.memory.v1.MarkMemoriesUsedRequest
-	(*MarkMemoriesUsedResponse)(nil),   // 34: thefold.memory.v1.MarkMemoriesUsedResponse
-	nil,                                // 35: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	(v1.MemoryType)(0),                 // 36: thefold.type.v1.MemoryType
-	(*timestamppb.Timestamp)(nil),      // 37: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),            // 38: google.protobuf.Struct
-	(*durationpb.Duration)(nil),        // 39: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),      // 40: google.protobuf.FieldMask
+	(*EmbeddingStatus)(nil),            // 29: thefold.memory.v1.EmbeddingStatus
+	(*UpdateMemoryRequest)(nil),        // 30: thefold.memory.v1.UpdateMemoryRequest
+	(*UpdateMemoryResponse)(nil),       // 31: thefold.memory.v1.UpdateMemoryResponse
+	(*PromoteMemoryRequest)(nil),       // 32: thefold.memory.v1.PromoteMemoryRequest
+	(*PromoteMemoryResponse)(nil),      // 33: thefold.memory.v1.PromoteMemoryResponse
+	(*MarkMemoriesUsedRequest)(nil),    // 34: thefold.memory.v1.MarkMemoriesUsedRequest
+	(*MarkMemoriesUsedResponse)(nil),   // 35: thefold.memory.v1.MarkMemoriesUsedResponse
+	nil,                                // 36: thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	(v1.MemoryType)(0),                 // 37: thefold.type.v1.MemoryType
+	(*timestamppb.Timestamp)(nil),      // 38: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),            // 39: google.protobuf.Struct
+	(*durationpb.Duration)(nil),        // 40: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 41: google.protobuf.FieldMask
 }
 var file_thefold_memory_v1_memory_proto_depIdxs = []int32{
-	36, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
+	37, // 0: thefold.memory.v1.Memory.type:type_name -> thefold.type.v1.MemoryType
 	0,  // 1: thefold.memory.v1.Memory.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	37, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
-	38, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
-	37, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
-	37, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
-	37, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 7: thefold.memory.v1.Memory.last_used_time:type_name -> google.protobuf.Timestamp
-	37, // 8: thefold.memory.v1.Memory.promote_time:type_name -> google.protobuf.Timestamp
-	36, // 9: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
+	38, // 2: thefold.memory.v1.Memory.last_accessed_time:type_name -> google.protobuf.Timestamp
+	39, // 3: thefold.memory.v1.Memory.metadata:type_name -> google.protobuf.Struct
+	38, // 4: thefold.memory.v1.Memory.create_time:type_name -> google.protobuf.Timestamp
+	38, // 5: thefold.memory.v1.Memory.update_time:type_name -> google.protobuf.Timestamp
+	38, // 6: thefold.memory.v1.Memory.expire_time:type_name -> google.protobuf.Timestamp
+	38, // 7: thefold.memory.v1.Memory.last_used_time:type_name -> google.protobuf.Timestamp
+	38, // 8: thefold.memory.v1.Memory.promote_time:type_name -> google.protobuf.Timestamp
+	37, // 9: thefold.memory.v1.StoreMemoryRequest.type:type_name -> thefold.type.v1.MemoryType
 	0,  // 10: thefold.memory.v1.StoreMemoryRequest.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
-	38, // 11: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
-	39, // 12: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
+	39, // 11: thefold.memory.v1.StoreMemoryRequest.metadata:type_name -> google.protobuf.Struct
+	40, // 12: thefold.memory.v1.StoreMemoryRequest.ttl:type_name -> google.protobuf.Duration
 	2,  // 13: thefold.memory.v1.StoreMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
 	2,  // 14: thefold.memory.v1.GetMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	36, // 15: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	37, // 15: thefold.memory.v1.ListMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
 	0,  // 16: thefold.memory.v1.ListMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
 	2,  // 17: thefold.memory.v1.ListMemoriesResponse.memories:type_name -> thefold.memory.v1.Memory
-	36, // 18: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
+	37, // 18: thefold.memory.v1.SearchMemoriesRequest.types:type_name -> thefold.type.v1.MemoryType
 	0,  // 19: thefold.memory.v1.SearchMemoriesRequest.trust_levels:type_name -> thefold.memory.v1.MemoryTrustLevel
 	1,  // 20: thefold.memory.v1.SearchMemoriesRequest.fusion:type_name -> thefold.memory.v1.MemoryFusion
 	1,  // 21: thefold.memory.v1.MemoryScore.fusion:type_name -> thefold.memory.v1.MemoryFusion
 	2,  // 22: thefold.memory.v1.MemorySearchResult.memory:type_name -> thefold.memory.v1.Memory
 	10, // 23: thefold.memory.v1.MemorySearchResult.score:type_name -> thefold.memory.v1.MemoryScore
 	11, // 24: thefold.memory.v1.SearchMemoriesResponse.results:type_name -> thefold.memory.v1.MemorySearchResult
-	36, // 25: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
+	37, // 25: thefold.memory.v1.ConsolidateRequest.type:type_name -> thefold.type.v1.MemoryType
 	16, // 26: thefold.memory.v1.ConsolidateResponse.groups:type_name -> thefold.memory.v1.ConsolidatedGroup
-	37, // 27: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
-	37, // 28: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
+	38, // 27: thefold.memory.v1.CodePattern.create_time:type_name -> google.protobuf.Timestamp
+	38, // 28: thefold.memory.v1.CodePattern.update_time:type_name -> google.protobuf.Timestamp
 	18, // 29: thefold.memory.v1.StoreCodePatternResponse.pattern:type_name -> thefold.memory.v1.CodePattern
 	18, // 30: thefold.memory.v1.CodePatternResult.pattern:type_name -> thefold.memory.v1.CodePattern
 	22, // 31: thefold.memory.v1.SearchCodePatternsResponse.results:type_name -> thefold.memory.v1.CodePatternResult
-	36, // 32: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
+	37, // 32: thefold.memory.v1.MemoryTypeCount.type:type_name -> thefold.type.v1.MemoryType
 	0,  // 33: thefold.memory.v1.TrustLevelCount.trust_level:type_name -> thefold.memory.v1.MemoryTrustLevel
 	25, // 34: thefold.memory.v1.GetStatsResponse.by_type:type_name -> thefold.memory.v1.MemoryTypeCount
 	26, // 35: thefold.memory.v1.GetStatsResponse.by_trust_level:type_name -> thefold.memory.v1.TrustLevelCount
-	35, // 36: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
-	37, // 37: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
-	37, // 38: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
+	36, // 36: thefold.memory.v1.GetStatsResponse.by_embedding_model:type_name -> thefold.memory.v1.GetStatsResponse.ByEmbeddingModelEntry
+	38, // 37: thefold.memory.v1.GetStatsResponse.oldest_create_time:type_name -> google.protobuf.Timestamp
+	38, // 38: thefold.memory.v1.GetStatsResponse.newest_create_time:type_name -> google.protobuf.Timestamp
 	27, // 39: thefold.memory.v1.GetStatsResponse.by_repo:type_name -> thefold.memory.v1.RepoCount
-	2,  // 40: thefold.memory.v1.UpdateMemoryRequest.memory:type_name -> thefold.memory.v1.Memory
-	40, // 41: thefold.memory.v1.UpdateMemoryRequest.update_mask:type_name -> google.protobuf.FieldMask
-	2,  // 42: thefold.memory.v1.UpdateMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	2,  // 43: thefold.memory.v1.PromoteMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
-	3,  // 44: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
-	5,  // 45: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
-	7,  // 46: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
-	9,  // 47: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
-	13, // 48: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
-	15, // 49: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
-	19, // 50: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
-	21, // 51: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
-	24, // 52: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
-	29, // 53: thefold.memory.v1.MemoryService.UpdateMemory:input_type -> thefold.memory.v1.UpdateMemoryRequest
-	31, // 54: thefold.memory.v1.MemoryService.PromoteMemory:input_type -> thefold.memory.v1.PromoteMemoryRequest
-	33, // 55: thefold.memory.v1.MemoryService.MarkMemoriesUsed:input_type -> thefold.memory.v1.MarkMemoriesUsedRequest
-	4,  // 56: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
-	6,  // 57: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
-	8,  // 58: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
-	12, // 59: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
-	14, // 60: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
-	17, // 61: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
-	20, // 62: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
-	23, // 63: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
-	28, // 64: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
-	30, // 65: thefold.memory.v1.MemoryService.UpdateMemory:output_type -> thefold.memory.v1.UpdateMemoryResponse
-	32, // 66: thefold.memory.v1.MemoryService.PromoteMemory:output_type -> thefold.memory.v1.PromoteMemoryResponse
-	34, // 67: thefold.memory.v1.MemoryService.MarkMemoriesUsed:output_type -> thefold.memory.v1.MarkMemoriesUsedResponse
-	56, // [56:68] is the sub-list for method output_type
-	44, // [44:56] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	29, // 40: thefold.memory.v1.GetStatsResponse.memory_embedding:type_name -> thefold.memory.v1.EmbeddingStatus
+	29, // 41: thefold.memory.v1.GetStatsResponse.code_pattern_embedding:type_name -> thefold.memory.v1.EmbeddingStatus
+	2,  // 42: thefold.memory.v1.UpdateMemoryRequest.memory:type_name -> thefold.memory.v1.Memory
+	41, // 43: thefold.memory.v1.UpdateMemoryRequest.update_mask:type_name -> google.protobuf.FieldMask
+	2,  // 44: thefold.memory.v1.UpdateMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	2,  // 45: thefold.memory.v1.PromoteMemoryResponse.memory:type_name -> thefold.memory.v1.Memory
+	3,  // 46: thefold.memory.v1.MemoryService.StoreMemory:input_type -> thefold.memory.v1.StoreMemoryRequest
+	5,  // 47: thefold.memory.v1.MemoryService.GetMemory:input_type -> thefold.memory.v1.GetMemoryRequest
+	7,  // 48: thefold.memory.v1.MemoryService.ListMemories:input_type -> thefold.memory.v1.ListMemoriesRequest
+	9,  // 49: thefold.memory.v1.MemoryService.SearchMemories:input_type -> thefold.memory.v1.SearchMemoriesRequest
+	13, // 50: thefold.memory.v1.MemoryService.DeleteMemory:input_type -> thefold.memory.v1.DeleteMemoryRequest
+	15, // 51: thefold.memory.v1.MemoryService.Consolidate:input_type -> thefold.memory.v1.ConsolidateRequest
+	19, // 52: thefold.memory.v1.MemoryService.StoreCodePattern:input_type -> thefold.memory.v1.StoreCodePatternRequest
+	21, // 53: thefold.memory.v1.MemoryService.SearchCodePatterns:input_type -> thefold.memory.v1.SearchCodePatternsRequest
+	24, // 54: thefold.memory.v1.MemoryService.GetStats:input_type -> thefold.memory.v1.GetStatsRequest
+	30, // 55: thefold.memory.v1.MemoryService.UpdateMemory:input_type -> thefold.memory.v1.UpdateMemoryRequest
+	32, // 56: thefold.memory.v1.MemoryService.PromoteMemory:input_type -> thefold.memory.v1.PromoteMemoryRequest
+	34, // 57: thefold.memory.v1.MemoryService.MarkMemoriesUsed:input_type -> thefold.memory.v1.MarkMemoriesUsedRequest
+	4,  // 58: thefold.memory.v1.MemoryService.StoreMemory:output_type -> thefold.memory.v1.StoreMemoryResponse
+	6,  // 59: thefold.memory.v1.MemoryService.GetMemory:output_type -> thefold.memory.v1.GetMemoryResponse
+	8,  // 60: thefold.memory.v1.MemoryService.ListMemories:output_type -> thefold.memory.v1.ListMemoriesResponse
+	12, // 61: thefold.memory.v1.MemoryService.SearchMemories:output_type -> thefold.memory.v1.SearchMemoriesResponse
+	14, // 62: thefold.memory.v1.MemoryService.DeleteMemory:output_type -> thefold.memory.v1.DeleteMemoryResponse
+	17, // 63: thefold.memory.v1.MemoryService.Consolidate:output_type -> thefold.memory.v1.ConsolidateResponse
+	20, // 64: thefold.memory.v1.MemoryService.StoreCodePattern:output_type -> thefold.memory.v1.StoreCodePatternResponse
+	23, // 65: thefold.memory.v1.MemoryService.SearchCodePatterns:output_type -> thefold.memory.v1.SearchCodePatternsResponse
+	28, // 66: thefold.memory.v1.MemoryService.GetStats:output_type -> thefold.memory.v1.GetStatsResponse
+	31, // 67: thefold.memory.v1.MemoryService.UpdateMemory:output_type -> thefold.memory.v1.UpdateMemoryResponse
+	33, // 68: thefold.memory.v1.MemoryService.PromoteMemory:output_type -> thefold.memory.v1.PromoteMemoryResponse
+	35, // 69: thefold.memory.v1.MemoryService.MarkMemoriesUsed:output_type -> thefold.memory.v1.MarkMemoriesUsedResponse
+	58, // [58:70] is the sub-list for method output_type
+	46, // [46:58] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_thefold_memory_v1_memory_proto_init() }
@@ -3188,7 +3330,7 @@ func file_thefold_memory_v1_memory_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_memory_v1_memory_proto_rawDesc), len(file_thefold_memory_v1_memory_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
