@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/thefold/thefold/pkg/errs"
 )
@@ -118,24 +119,20 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	cg, warns := newCgroup(l, b.cfg.noCgroup)
 	defer cg.remove()
 	argv := b.args(ws, dir, sd, s, eg, shared, prog)
+	argv = slices.Insert(argv, 1, bwrapSyncArgs...)
 	// The wrappers outside the sandbox get a minimal environment too, not the service's.
-	res, err := execute(ctx, invocation{argv: argv, env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg, limits: l}, s)
+	res, err := execute(ctx, invocation{argv: argv, env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg, limits: l, bwrapSync: true}, s)
 	if res != nil {
 		res.Warnings = append(warns, res.Warnings...)
 	}
 	return res, err
 }
 
-// args builds the bwrap command line for s, run in the workspace ws (host path) at dir, with
-// the egress proxy eg when s.Network, and the warm Go build cache shared (read-only, served
-// by the helper prog) when there is one.
-func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, prog string) []string {
-	// --unshare-all makes a network namespace holding only loopback, and there is never a
-	// --share-net: the host's namespace would open every service listening on its loopback.
-	a := []string{b.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
-		"--ro-bind", "/usr", "/usr"}
-	// On merged-/usr systems /bin, /lib… are symlinks into /usr: recreate the link, since
-	// binding a symlink would bind its target a second time.
+// systemDirArgs are the bwrap options that make /bin, /lib… as the host has them, looked
+// at once per process. On merged-/usr systems they are symlinks into /usr: the link is
+// recreated, since binding a symlink would bind its target a second time.
+var systemDirArgs = sync.OnceValue(func() []string {
+	var a []string
 	for _, p := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		fi, err := os.Lstat(p)
 		switch {
@@ -148,9 +145,20 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, pr
 			a = append(a, "--ro-bind", p, p)
 		}
 	}
+	return a
+})
+
+// args builds the bwrap command line for s, run in the workspace ws (host path) at dir, with
+// the egress proxy eg when s.Network, and the warm Go build cache shared (read-only, served
+// by the helper prog) when there is one.
+func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, prog string) []string {
+	// --unshare-all makes a network namespace holding only loopback, and there is never a
+	// --share-net: the host's namespace would open every service listening on its loopback.
+	a := append([]string{b.bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--unshare-user", "--uid", bwrapUID, "--gid", bwrapUID,
+		"--ro-bind", "/usr", "/usr"}, systemDirArgs()...)
 	// Certificates only (no passwords, no host configuration, no resolver: the egress proxy
-	// resolves names).
-	a = append(a, "--ro-bind-try", "/etc/ssl", "/etc/ssl", "--ro-bind-try", "/etc/ca-certificates", "/etc/ca-certificates")
+	// resolves names). /etc/ssl/certs holds the bundle, its other entries link into /usr.
+	a = append(a, "--ro-bind-try", "/etc/ssl", "/etc/ssl")
 	argv := s.Argv
 	if eg != nil {
 		a = append(a, eg.bwrapArgs()...)

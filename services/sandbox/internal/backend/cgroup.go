@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -73,8 +74,11 @@ func newCgroup(l Limits, off bool) (*cgroup, []string) {
 	return cg, warns
 }
 
-// ownCgroups maps each v1 controller to this process's group path, from /proc/self/cgroup.
-func ownCgroups() (map[string]string, error) {
+// ownCgroups maps each v1 controller to this process's group path, from /proc/self/cgroup,
+// read once: a process's own groups do not change under it.
+var ownCgroups = sync.OnceValues(readOwnCgroups)
+
+func readOwnCgroups() (map[string]string, error) {
 	f, err := os.Open("/proc/self/cgroup")
 	if err != nil {
 		return nil, err
@@ -119,7 +123,7 @@ func (c *cgroup) kill() {
 	deadline := time.Now().Add(5 * time.Second)
 	// A group whose processes just exited usually empties within a millisecond: poll
 	// quickly first.
-	for pause := 100 * time.Microsecond; time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
+	for pause := 20 * time.Microsecond; time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
 		b, err := os.ReadFile(filepath.Join(d[0], "cgroup.procs"))
 		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
 			return

@@ -3,6 +3,7 @@ package backend
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,4 +42,27 @@ func TestCgroupLimitsAndRemoval(t *testing.T) {
 			t.Errorf("%s left behind: %v", d, err)
 		}
 	}
+}
+
+// TestCommandRunsInItsCgroups checks that the command itself (bwrap's sandboxed process,
+// not only the wrapper) is in the run's pids and memory groups from its first instruction.
+func TestCommandRunsInItsCgroups(t *testing.T) {
+	t.Parallel()
+	if cg, warns := newCgroup(Limits{}.WithDefaults(), false); cg.pids == "" || cg.memory == "" {
+		cg.remove()
+		t.Skipf("this machine gives no cgroup v1 pids and memory groups: %q", warns)
+	} else {
+		cg.remove()
+	}
+	each(t, func(t *testing.T, b Backend) {
+		res, err := b.Run(t.Context(), workspace(t), Spec{Argv: []string{"cat", "/proc/self/cgroup"}}, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ctrl := range []string{"pids", "memory"} {
+			if !regexp.MustCompile(`(?m):` + ctrl + `:.*/thefold-sandbox-[0-9a-f]{16}$`).Match(res.Stdout) {
+				t.Errorf("the command is not in its %s group:\n%s%s", ctrl, res.Stdout, res.Stderr)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,17 +22,27 @@ import (
 const drainBound = 2 * time.Second
 
 // invocation is a fully built command line (bwrap's, or the command itself) and how to
-// confine it: execute puts it under a /bin/sh gate that joins the cgroups, waits until
-// execute has set the rlimits on it, and then execs argv, so the command is confined before
-// it runs its first instruction.
+// confine it, so that the command is confined before it runs its first instruction:
+//
+//   - the command itself (the local backend) starts under a /bin/sh gate that joins the
+//     cgroups, waits until execute has set the rlimits on it, and then execs argv;
+//   - bwrap (bwrapSync) is told to stop before it runs the command (--block-fd 3) and to say
+//     which host process will (--info-fd 4, its "child-pid", the sandbox's pid 1, which
+//     forks the command): execute moves that process into the cgroups, sets its rlimits and
+//     then lets it go on. No shell is started: that saves a process per command.
 type invocation struct {
-	argv   []string
-	env    []string
-	dir    string // host directory to start in
-	grace  time.Duration
-	cg     *cgroup
-	limits Limits
+	argv      []string
+	env       []string
+	dir       string // host directory to start in
+	grace     time.Duration
+	cg        *cgroup
+	limits    Limits
+	bwrapSync bool // argv is bwrap's, with --block-fd 3 --info-fd 4
 }
+
+// bwrapSyncArgs are the options a bwrapSync invocation's bwrap command line carries: the
+// descriptors execute passes it as ExtraFiles (3 and 4).
+var bwrapSyncArgs = []string{"--block-fd", "3", "--info-fd", "4"}
 
 // gateScript joins the cgroup directories given first ($1 of them), waits for one line on
 // fd 3 (execute writes it once the rlimits are set on this shell; EOF means they could not
@@ -86,15 +97,29 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 		out.Finish(res)
 		return res, nil
 	}
-	argv := gate(inv.cg.dirs(), inv.argv)
+	argv := inv.argv
+	if !inv.bwrapSync {
+		argv = gate(inv.cg.dirs(), inv.argv)
+	}
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: inv.env, Dir: inv.dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The gate's (or bwrap's block) pipe: the command waits on it until it is confined.
 	gateR, gateW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer gateW.Close()
 	cmd.ExtraFiles = []*os.File{gateR}
+	var infoR *os.File
+	if inv.bwrapSync {
+		var infoW *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		defer infoR.Close()
+		defer infoW.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, infoW)
+	}
 	if len(s.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(s.Stdin)
 		// Wait also waits for stdin to be copied; a process left holding the pipe unread
@@ -123,10 +148,17 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	outW.Close()
 	errW.Close()
 	gateR.Close()
+	if len(cmd.ExtraFiles) > 1 {
+		cmd.ExtraFiles[1].Close() // bwrap's info pipe: EOF once bwrap is gone
+	}
 	if err == nil {
-		if err = setRlimits(cmd.Process.Pid, inv.limits, inv.cg.memory == ""); err != nil {
-			// The gate reads EOF and exits 126 without running the command.
+		if err = confine(cmd.Process.Pid, infoR, inv); errors.Is(err, errBwrapNoChild) {
+			err = nil // bwrap is exiting: its status and message are the result
+		} else if err != nil {
+			// The gate, or bwrap's child, reads EOF and exits without running the command.
 			gateW.Close()
+			_ = cmd.Process.Kill()
+			inv.cg.kill()
 			_ = cmd.Wait()
 		}
 	}
@@ -206,6 +238,40 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	}
 	return res, nil
 }
+
+// confine puts the started invocation's command process under inv's cgroups and rlimits:
+// the gate's shell (pid), or the process bwrap names on infoR, which it made and which has
+// not yet run the command.
+func confine(pid int, infoR *os.File, inv invocation) error {
+	if !inv.bwrapSync {
+		return setRlimits(pid, inv.limits, inv.cg.memory == "")
+	}
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(infoR).Decode(&info); err != nil || info.ChildPid <= 0 {
+		// bwrap exited before making the sandbox (its stderr says why) or said nothing.
+		return errBwrapNoChild
+	}
+	err := func() error {
+		for _, d := range inv.cg.dirs() {
+			if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(info.ChildPid)), 0o644); err != nil {
+				return fmt.Errorf("move the sandbox into its cgroup: %w", err)
+			}
+		}
+		return setRlimits(info.ChildPid, inv.limits, inv.cg.memory == "")
+	}()
+	if errors.Is(err, syscall.ESRCH) {
+		// The child is already gone: bwrap failed after making it (a mount it could not
+		// make), and says so.
+		return errBwrapNoChild
+	}
+	return err
+}
+
+// errBwrapNoChild is confine's answer when bwrap exits without making a sandbox: the run
+// goes on to report bwrap's own exit status and message.
+var errBwrapNoChild = errors.New("bwrap made no sandbox")
 
 // lookPath resolves name through the PATH in env (the sandbox's), not this process's.
 func lookPath(name string, env []string) (string, error) {

@@ -224,3 +224,29 @@ func TestRunCancelledContext(t *testing.T) {
 		}
 	})
 }
+
+// TestBwrapFailureIsTheResult checks that when bwrap cannot make the sandbox (here: a
+// build cache directory removed after the backend started), Run answers with bwrap's own exit status and
+// message instead of hanging on the handshake or hiding the reason.
+func TestBwrapFailureIsTheResult(t *testing.T) {
+	t.Parallel()
+	cache := filepath.Join(t.TempDir(), "missing")
+	if err := os.Mkdir(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(t.TempDir()), WithGoCache(cache))
+	if err != nil {
+		t.Skipf("bwrap cannot run on this machine: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := os.Remove(cache); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Run(t.Context(), workspace(t), Spec{Argv: []string{"true"}}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "missing") {
+		t.Fatalf("exit %d, stderr %q: want bwrap's failure naming the missing directory", res.ExitCode, res.Stderr)
+	}
+}
