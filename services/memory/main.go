@@ -40,10 +40,11 @@ func memoryService() platform.Service {
 				return err
 			}
 			svc := service.New(cfg, store.New(d.Pool), aiv1.NewAIServiceClient(conn),
-				service.WithLogger(d.Logger), service.WithMetrics(d.Server.Registry()))
+				service.WithLogger(d.Logger), service.WithMetrics(d.Server.Registry()), service.WithServiceSigner(d.ServiceSigner))
 			if cfg.ConsolidateInterval > 0 {
 				d.Go("memory consolidation", func(ctx context.Context) error { return svc.RunConsolidation(ctx, cfg.ConsolidateInterval) })
 			}
+			d.Go("memory re-embedding", func(ctx context.Context) error { return svc.RunReembed(ctx, cfg.ReembedInterval) })
 			memoryv1.RegisterMemoryServiceServer(d.Server.GRPC(), svc)
 			return nil
 		},

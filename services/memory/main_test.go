@@ -24,6 +24,10 @@ func TestConfig(t *testing.T) {
 			"THEFOLD_MEMORY_MIN_STRATEGY_TRUST": "USER"},
 			[]string{"THEFOLD_MEMORY_HYBRID_ALPHA", "THEFOLD_MEMORY_FUSION", "THEFOLD_MEMORY_CANDIDATES", "diary", "THEFOLD_MEMORY_EMBED_MODEL",
 				"THEFOLD_MEMORY_MIN_STRATEGY_TRUST"}},
+		{"re-embedding off, in batches of 16", map[string]string{"THEFOLD_MEMORY_REEMBED": "off", "THEFOLD_MEMORY_REEMBED_BATCH": "16"}, nil},
+		{"re-embedding settings out of range", map[string]string{"THEFOLD_MEMORY_REEMBED": "later", "THEFOLD_MEMORY_REEMBED_BATCH": "0",
+			"THEFOLD_MEMORY_REEMBED_INTERVAL": "0s", "THEFOLD_MEMORY_REEMBED_INDEX_MEMORY": "lots"},
+			[]string{"THEFOLD_MEMORY_REEMBED:", "THEFOLD_MEMORY_REEMBED_BATCH", "THEFOLD_MEMORY_REEMBED_INTERVAL", "THEFOLD_MEMORY_REEMBED_INDEX_MEMORY"}},
 		{"strategy hints need a person", map[string]string{"THEFOLD_MEMORY_MIN_STRATEGY_TRUST": "user"}, nil},
 	}
 	for _, tc := range cases {

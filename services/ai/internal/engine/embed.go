@@ -45,10 +45,11 @@ func LocalName(version int) string { return LocalModel + "@" + strconv.Itoa(vers
 
 // Embed embeds req.Texts with the named model, the configured default, or the local
 // embedder. It is recorded in the ledger like every call (the local embedder at no cost)
-// and honours request_id.
+// and honours request_id. Unlike the generating RPCs, a service may call it as itself, for
+// no owner (see Call.AsService).
 func (e *Engine) Embed(ctx context.Context, req *aiv1.EmbedRequest) (*aiv1.EmbedResponse, error) {
 	c := &Call{RPC: "Embed", Phase: aiv1.CallPhase_CALL_PHASE_EMBEDDING, RequestID: req.GetRequestId(),
-		Request: req, Attribution: req.GetAttribution()}
+		Request: req, Attribution: req.GetAttribution(), AsService: true}
 	return recorded(ctx, e, c, func(ctx context.Context) (*aiv1.EmbedResponse, *ledgerEntry, error) { return e.embed(ctx, req) })
 }
 

@@ -142,7 +142,12 @@ type principal struct {
 	caller string
 }
 
-func principalFrom(ctx context.Context) (principal, error) {
+// principalFrom is the call's principal; a service speaking for itself (no owner) only
+// when asService.
+func principalFrom(ctx context.Context, asService bool) (principal, error) {
+	if p, ok := auth.FromContext(ctx); ok && asService && p.Service != "" && p.UserID == "" {
+		return principal{caller: p.Service}, nil
+	}
 	p, err := auth.MustFromContext(ctx)
 	if err != nil {
 		return principal{}, err

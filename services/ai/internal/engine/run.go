@@ -34,6 +34,11 @@ type Call struct {
 	RequireTools bool
 	// LLM is the request without the model name, which the engine fills per candidate.
 	LLM llm.Request
+	// AsService lets a service call as itself, for no owner (Embed: the memory service
+	// re-embeds every owner's stored memories when the embedding model changes, work no
+	// owner asked for). Such calls are recorded under the service's name, with no user, and
+	// no owner's spend limit applies.
+	AsService bool
 }
 
 // Defaults are an RPC's selection hints when the caller gives none.
@@ -68,7 +73,7 @@ func Run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 // answered from the record), its ledger entry written, and its answer recorded.
 func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work func(context.Context) (T, *ledgerEntry, error)) (T, error) {
 	var zero T
-	p, err := principalFrom(ctx)
+	p, err := principalFrom(ctx, c.AsService)
 	if err != nil {
 		return zero, err
 	}

@@ -33,6 +33,9 @@ func (e *Engine) checkSpend(ctx context.Context) error {
 	if limit <= 0 {
 		return nil
 	}
+	if p, ok := auth.FromContext(ctx); ok && p.Service != "" && p.UserID == "" {
+		return nil // a service's own work (Call.AsService): no owner's day to count against
+	}
 	p, err := auth.MustFromContext(ctx)
 	if err != nil {
 		return err

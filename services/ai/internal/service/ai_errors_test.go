@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/pkg/fakellm"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -263,6 +264,20 @@ func TestEmbedLocalVersions(t *testing.T) {
 	if engine.LocalName(engine.CurrentLocal) != "local@1" {
 		t.Errorf("current local version %s; a new version needs this test and the memory service's migration reviewed", engine.LocalName(engine.CurrentLocal))
 	}
+}
+
+// A service may embed as itself, for no owner (the memory service's re-embedding of every
+// owner's memories), and nothing else: the generating RPCs act for an owner.
+func TestEmbedAsService(t *testing.T) {
+	t.Parallel()
+	e := newAIEnv(t, nil, aiEnvOptions{})
+	memory := auth.AsService(e.alice, e.grpc.ServiceSigner(t, "memory"))
+	resp, err := e.ai.Embed(memory, &aiv1.EmbedRequest{Texts: []string{"retry the request"}})
+	if err != nil || resp.GetModel() != "local@1" {
+		t.Fatalf("Embed as the memory service: %v %v", resp.GetModel(), err)
+	}
+	_, err = e.ai.Complete(memory, &aiv1.CompleteRequest{Messages: []*aiv1.ChatMessage{{Role: aiv1.MessageRole_MESSAGE_ROLE_USER, Content: "hi"}}})
+	wantCode(t, err, codes.PermissionDenied, "")
 }
 
 // Embeddings through a provider's API (OpenAI wire format).

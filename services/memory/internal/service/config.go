@@ -27,8 +27,25 @@ type Config struct {
 	// costs no more than this many ranks.
 	TextPool int `env:"THEFOLD_MEMORY_TEXT_POOL, default=1000"`
 	// EmbedModel is the embedding model asked of ai.Embed ("" = ai's default, the local
-	// embedder when no provider is set up).
+	// embedder when no provider is set up). When what ai answers for it (model, version and
+	// size) is not what the stored vectors have, they are re-embedded in the background
+	// (THEFOLD_MEMORY_REEMBED) while searches go on with the old model.
 	EmbedModel string `env:"THEFOLD_MEMORY_EMBED_MODEL"`
+	// Reembed is "on" to re-embed the stored memories and code patterns when the embedding
+	// model changes (searches switch to the new model once every row has its vector), or
+	// "off" to keep the model the stored vectors have, for searches and for new rows (a
+	// warning says so).
+	Reembed string `env:"THEFOLD_MEMORY_REEMBED, default=on"`
+	// ReembedBatch is how many texts one ai.Embed call of the re-embedding carries.
+	ReembedBatch int `env:"THEFOLD_MEMORY_REEMBED_BATCH, default=64"`
+	// ReembedInterval is how often the service checks that the stored vectors are of the
+	// configured model (at once, too, when a call finds that the model changed), and retries
+	// a re-embedding that failed.
+	ReembedInterval time.Duration `env:"THEFOLD_MEMORY_REEMBED_INTERVAL, default=1m"`
+	// ReembedIndexMemory is the maintenance_work_mem the switch to a new model builds its
+	// HNSW index with (PostgreSQL's default, 64MB, does not hold the graph of 100k vectors,
+	// and the build then takes several times longer while writes wait).
+	ReembedIndexMemory string `env:"THEFOLD_MEMORY_REEMBED_INDEX_MEMORY, default=512MB"`
 	// HalfLives overrides the half-life of memory types (e.g. "session:12h,decision:4320h").
 	HalfLives map[string]time.Duration `env:"THEFOLD_MEMORY_HALF_LIVES"`
 	// MaxContent bounds a memory's content in characters.
@@ -80,6 +97,18 @@ func (c *Config) Validate() error {
 			problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_HALF_LIVES: %s:%s: want a memory type (session, decision, …) and a positive duration", name, d))
 		}
 	}
+	if c.Reembed != "on" && c.Reembed != "off" {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_REEMBED: %q: want on or off", c.Reembed))
+	}
+	if c.ReembedBatch < 1 || c.ReembedBatch > 2048 {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_REEMBED_BATCH: %d: want 1 to 2048", c.ReembedBatch))
+	}
+	if c.ReembedInterval <= 0 {
+		problems = append(problems, errors.New("THEFOLD_MEMORY_REEMBED_INTERVAL: must be positive"))
+	}
+	if err := store.CheckIndexMemory(c.ReembedIndexMemory); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_REEMBED_INDEX_MEMORY: %w", err))
+	}
 	if c.ConsolidateInterval < 0 {
 		problems = append(problems, errors.New("THEFOLD_MEMORY_CONSOLIDATE_INTERVAL: must not be negative"))
 	}
@@ -99,6 +128,26 @@ func parseTypeName(name string) typev1.MemoryType {
 		}
 	}
 	return typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED
+}
+
+// reembed reports whether stored vectors are re-embedded for a new model (a Config not
+// from config.Load, in tests, re-embeds as the default does).
+func (c *Config) reembed() bool { return c.Reembed != "off" }
+
+// reembedBatch is ReembedBatch, or the default for a Config not from config.Load.
+func (c *Config) reembedBatch() int {
+	if c.ReembedBatch <= 0 {
+		return 64
+	}
+	return c.ReembedBatch
+}
+
+// indexMemory is ReembedIndexMemory, or the default for a Config not from config.Load.
+func (c *Config) indexMemory() string {
+	if c.ReembedIndexMemory == "" {
+		return "512MB"
+	}
+	return c.ReembedIndexMemory
 }
 
 // halfLife is a type's half-life under this configuration.

@@ -117,6 +117,13 @@ type env struct {
 func start(t testing.TB, cfg service.Config) *env {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, store.DBOptions()...)
+	return startOn(t, pool, cfg)
+}
+
+// startOn is start on the database of pool: another replica of the service, or the service
+// started again.
+func startOn(t testing.TB, pool *pgxpool.Pool, cfg service.Config) *env {
+	t.Helper()
 	if cfg.Fusion == "" {
 		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000}
 	}
@@ -133,6 +140,7 @@ func start(t testing.TB, cfg service.Config) *env {
 	}
 	t.Cleanup(func() { _ = cc.Close() })
 	conn.cc = cc
+	service.WithServiceSigner(e.ServiceSigner(t, "memory"))(srv)
 	return &env{client: memoryv1.NewMemoryServiceClient(cc), pool: pool, srv: srv, cfg: cfg, ai: fake, conn: cc, alice: e.Context(t, "alice"),
 		bob: e.Context(t, "bob"), agent: e.ServiceContext(t, "agent", "alice"), admin: e.Context(t, "root", "admin"),
 		anon: context.Background(), grpc: e}

@@ -131,7 +131,7 @@ func (s *Server) StoreMemory(ctx context.Context, req *memoryv1.StoreMemoryReque
 	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
 		return nil, err
 	}
-	vec, err := s.embed(ctx, summary+"\n"+content)
+	vec, next, err := s.storeVectors(ctx, "memories", summary+"\n"+content)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (s *Server) StoreMemory(ctx context.Context, req *memoryv1.StoreMemoryReque
 		Tags: tags, TrustLevel: trust, Importance: importance, ContentHash: hash(content),
 		SourceTaskId: req.GetSourceTaskId(), SourceJobId: req.GetSourceJobId(), Metadata: req.GetMetadata(), ExpireTime: expire,
 	}
-	out, dedup, err := s.store.Insert(ctx, store.NewMemory{Memory: m, Vector: vec[0], SearchText: searchText(summary, content), RequestID: req.GetRequestId()})
+	out, dedup, err := s.store.Insert(ctx, store.NewMemory{Memory: m, Vector: vec, Next: next, SearchText: searchText(summary, content), RequestID: req.GetRequestId()})
 	if err != nil {
 		return nil, err
 	}
@@ -296,15 +296,28 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 		}
 		alpha = req.GetVectorWeight()
 	}
-	vec, err := s.embed(ctx, query)
-	if err != nil {
+	var (
+		vec   store.Vector
+		cands []*store.Candidate
+	)
+	search := func() error {
+		if vec, err = s.queryVector(ctx, "memories", query); err != nil {
+			return err
+		}
+		cands, err = s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec, Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool})
+		return err
+	}
+	if err := search(); err != nil {
 		return nil, err
 	}
-	cands, err := s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec[0], Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool})
-	if err != nil {
-		return nil, err
+	if !slices.ContainsFunc(cands, func(c *store.Candidate) bool { return c.VectorRank > 0 }) && s.switched(ctx, "memories", vec.Pair()) {
+		// Another replica switched the memories to a new embedding model after this one
+		// embedded the query with the old: once more, with the new.
+		if err := search(); err != nil {
+			return nil, err
+		}
 	}
-	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec[0].Model}
+	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec.Model}
 	now := s.now()
 	rank := newScoring(fusion, alpha, req.GetMinSimilarity(), now, s.cfg.halfLife, cands)
 	var results []*memoryv1.MemorySearchResult
@@ -443,11 +456,11 @@ func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 		if u.Summary != nil {
 			summary = *u.Summary
 		}
-		vec, err := s.embed(ctx, summary+"\n"+*u.Content)
+		vec, next, err := s.storeVectors(ctx, "memories", summary+"\n"+*u.Content)
 		if err != nil {
 			return nil, err
 		}
-		u.Vector, u.SearchText = &vec[0], searchText(summary, *u.Content)
+		u.Vector, u.Next, u.SearchText = &vec, next, searchText(summary, *u.Content)
 	}
 	m, err := s.store.Update(ctx, p.UserID, id, u)
 	if err != nil {
@@ -547,5 +560,15 @@ func (s *Server) GetStats(ctx context.Context, req *memoryv1.GetStatsRequest) (*
 	if err := validate.Repo("repo", req.GetRepo(), false); err != nil {
 		return nil, err
 	}
-	return s.store.Stats(ctx, p.UserID, req.GetRepo(), req.GetRepo() != "", s.cfg.halfLife)
+	resp, err := s.store.Stats(ctx, p.UserID, req.GetRepo(), req.GetRepo() != "", s.cfg.halfLife)
+	if err != nil {
+		return nil, err
+	}
+	if resp.MemoryEmbedding, err = s.embeddingStatus(ctx, "memories", p.UserID, req.GetRepo(), req.GetRepo() != "", resp.GetTotal()); err != nil {
+		return nil, err
+	}
+	if resp.CodePatternEmbedding, err = s.embeddingStatus(ctx, "code_patterns", p.UserID, req.GetRepo(), req.GetRepo() != "", resp.GetCodePatternCount()); err != nil {
+		return nil, err
+	}
+	return resp, nil
 }

@@ -84,11 +84,11 @@ func (s *Server) StoreCodePattern(ctx context.Context, req *memoryv1.StoreCodePa
 	}
 	pat.ContentHash = hash(store.PatternText(pat))
 	text := pat.Problem + "\n" + pat.Solution
-	vec, err := s.embed(ctx, text)
+	vec, next, err := s.storeVectors(ctx, "code_patterns", text)
 	if err != nil {
 		return nil, err
 	}
-	out, dedup, err := s.store.InsertPattern(ctx, pat, vec[0], searchText(text, pat.CodeAfter), req.GetRequestId())
+	out, dedup, err := s.store.InsertPattern(ctx, pat, vec, next, searchText(text, pat.CodeAfter), req.GetRequestId())
 	if err != nil {
 		return nil, err
 	}
@@ -125,14 +125,26 @@ func (s *Server) SearchCodePatterns(ctx context.Context, req *memoryv1.SearchCod
 	if err := checkImportance("min_similarity", req.GetMinSimilarity()); err != nil {
 		return nil, err
 	}
-	vec, err := s.embed(ctx, query)
-	if err != nil {
+	var (
+		vec   store.Vector
+		cands []*store.PatternCandidate
+	)
+	search := func() error {
+		if vec, err = s.queryVector(ctx, "code_patterns", query); err != nil {
+			return err
+		}
+		cands, err = s.store.SearchPatterns(ctx, store.PatternQuery{Owner: p.UserID, Repo: req.GetRepo(),
+			Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec, Words: queryWords(query), K: s.cfg.Candidates, TextPool: s.cfg.TextPool})
+		return err
+	}
+	if err := search(); err != nil {
 		return nil, err
 	}
-	cands, err := s.store.SearchPatterns(ctx, store.PatternQuery{Owner: p.UserID, Repo: req.GetRepo(),
-		Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec[0], Words: queryWords(query), K: s.cfg.Candidates, TextPool: s.cfg.TextPool})
-	if err != nil {
-		return nil, err
+	if !slices.ContainsFunc(cands, func(c *store.PatternCandidate) bool { return c.VectorRank > 0 }) && s.switched(ctx, "code_patterns", vec.Pair()) {
+		// Switched to a new embedding model by another replica meanwhile (see SearchMemories).
+		if err := search(); err != nil {
+			return nil, err
+		}
 	}
 	resp := &memoryv1.SearchCodePatternsResponse{}
 	alpha := s.cfg.HybridAlpha

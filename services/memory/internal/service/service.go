@@ -42,6 +42,9 @@ type Server struct {
 	now   func() time.Time
 
 	integrity prometheus.Counter
+	emb       embeddings
+	// signer is the service's own identity, which the re-embedding calls ai with.
+	signer *auth.ServiceSigner
 }
 
 var _ memoryv1.MemoryServiceServer = (*Server)(nil)
@@ -51,6 +54,12 @@ type Option func(*Server)
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// WithServiceSigner sets the service's own identity, which the background re-embedding
+// calls ai.Embed with (without one it cannot run).
+func WithServiceSigner(signer *auth.ServiceSigner) Option {
+	return func(s *Server) { s.signer = signer }
+}
 
 // WithClock sets the clock decay is measured by (tests).
 func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
@@ -66,7 +75,8 @@ func New(cfg Config, st *store.Store, ai aiv1.AIServiceClient, opts ...Option) *
 		integrity: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "thefold_memory_integrity_failures_total",
 			Help: "Memories read whose content no longer matches their SHA-256 content hash (never returned).",
-		})}
+		}),
+		emb: embeddings{state: map[string]store.EmbeddingState{}, checked: map[string]time.Time{}, kick: make(chan struct{}, 1)}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -126,16 +136,27 @@ func summarize(content string) string {
 	return line
 }
 
-// embed asks ai for the embedding of texts.
+// embed asks ai for the embedding of texts with the configured model, and notes the model
+// (and version) ai answered as the target of the stored vectors.
 func (s *Server) embed(ctx context.Context, texts ...string) ([]store.Vector, error) {
-	resp, err := s.ai.Embed(ctx, &aiv1.EmbedRequest{Texts: texts, Model: s.cfg.EmbedModel,
+	vecs, err := s.embedAs(ctx, s.cfg.EmbedModel, 0, texts...)
+	if err == nil {
+		s.observe(ctx, vecs[0].Pair())
+	}
+	return vecs, err
+}
+
+// embedAs asks ai for the embedding of texts with model ("": ai's default) at dims (0: the
+// model's size).
+func (s *Server) embedAs(ctx context.Context, model string, dims int, texts ...string) ([]store.Vector, error) {
+	resp, err := s.ai.Embed(ctx, &aiv1.EmbedRequest{Texts: texts, Model: model, Dimensions: int32(dims),
 		Attribution: &aiv1.Attribution{}})
 	if err != nil {
 		var d *errs.Downstream
 		if errors.As(err, &d) {
 			s.log.WarnContext(ctx, "ai Embed failed", "code", d.Status.Code().String(), "err", err)
 			if d.Status.Code() == codes.InvalidArgument || d.Status.Code() == codes.FailedPrecondition {
-				return nil, errs.Public(codes.FailedPrecondition, "the ai service cannot embed with model %q: %s", s.cfg.EmbedModel,
+				return nil, errs.Public(codes.FailedPrecondition, "the ai service cannot embed with model %q: %s", model,
 					validate.Truncate(d.Status.Message(), 300)).Wrap(err)
 			}
 			return nil, errs.Public(codes.Unavailable, "the ai service could not embed the text (%s); try again later", d.Status.Code()).Wrap(err)
@@ -151,7 +172,7 @@ func (s *Server) embed(ctx context.Context, texts ...string) ([]store.Vector, er
 	out := make([]store.Vector, len(texts))
 	for i, e := range resp.GetEmbeddings() {
 		out[i] = store.Vector{Model: resp.GetModel(), Values: e.GetValues()}
-		if len(out[i].Values) == 0 || len(out[i].Values) > 16000 {
+		if len(out[i].Values) == 0 || len(out[i].Values) > 16000 || len(out[i].Values) != len(out[0].Values) {
 			return nil, fmt.Errorf("ai Embed answered a vector of %d dimensions", len(out[i].Values))
 		}
 	}

@@ -43,8 +43,9 @@ func scanPattern(row pgx.Row, extra ...any) (*PatternRow, error) {
 }
 
 // InsertPattern stores a code pattern; the same content for the same owner, or the same
-// request_id, returns the existing one and dedup = true.
-func (s *Store) InsertPattern(ctx context.Context, p *memoryv1.CodePattern, v Vector, searchText, requestID string) (*memoryv1.CodePattern, bool, error) {
+// request_id, returns the existing one and dedup = true. next, while the code patterns are
+// re-embedded for another model, is the pattern's vector of that model.
+func (s *Store) InsertPattern(ctx context.Context, p *memoryv1.CodePattern, v Vector, next *Vector, searchText, requestID string) (*memoryv1.CodePattern, bool, error) {
 	if err := s.EnsureIndex(ctx, "code_patterns", v.Model, len(v.Values)); err != nil {
 		return nil, false, err
 	}
@@ -53,13 +54,14 @@ func (s *Store) InsertPattern(ctx context.Context, p *memoryv1.CodePattern, v Ve
 		reqID = &requestID
 	}
 	var id string
-	err := s.pool.QueryRow(ctx, `INSERT INTO code_patterns (owner_id, repo, problem, solution, language, file_paths, tags,
+	q, args := withNext(`INSERT INTO code_patterns (owner_id, repo, problem, solution, language, file_paths, tags,
 			code_before, code_after, source_task_id, confidence, content_hash, embedding, embedding_model, embedding_dims, search, request_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::vector, $14, $15, to_tsvector('english', $16), $17)
-		ON CONFLICT DO NOTHING RETURNING id::text`,
+		ON CONFLICT DO NOTHING RETURNING id`, []any{
 		p.GetOwnerId(), p.GetRepo(), p.GetProblem(), p.GetSolution(), p.GetLanguage(), nonNil(p.GetFilePaths()), nonNil(p.GetTags()),
 		p.GetCodeBefore(), p.GetCodeAfter(), p.GetSourceTaskId(), p.GetConfidence(), p.GetContentHash(), v.param(), v.Model,
-		len(v.Values), searchText, reqID).Scan(&id)
+		len(v.Values), searchText, reqID}, "code_pattern_next_embeddings", next)
+	err := s.pool.QueryRow(ctx, q, args...).Scan(&id)
 	dedup := false
 	if errors.Is(err, pgx.ErrNoRows) {
 		dedup = true
@@ -95,6 +97,8 @@ type PatternQuery struct {
 type PatternCandidate struct {
 	*PatternRow
 	Vector, Text float64
+	// VectorRank is the 1-based position in the vector ranking, 0 when absent.
+	VectorRank int
 }
 
 // SearchPatterns returns the union of the K nearest code patterns and the K best by full
@@ -117,7 +121,7 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 	}
 	out := make([]*PatternCandidate, len(hits))
 	for i, h := range hits {
-		out[i] = &PatternCandidate{PatternRow: h.row, Vector: h.vector, Text: h.text}
+		out[i] = &PatternCandidate{PatternRow: h.row, Vector: h.vector, Text: h.text, VectorRank: h.vectorRank}
 	}
 	return out, nil
 }

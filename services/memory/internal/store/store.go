@@ -208,6 +208,9 @@ func ts(t *time.Time) *timestamppb.Timestamp {
 type NewMemory struct {
 	Memory *memoryv1.Memory
 	Vector Vector
+	// Next, while the memories are re-embedded for another model, is the memory's vector
+	// of that model (kept in the side table until the switch).
+	Next *Vector
 	// SearchText is what the full-text vector is made of.
 	SearchText string
 	RequestID  string
@@ -241,15 +244,17 @@ func (s *Store) Insert(ctx context.Context, nm NewMemory) (*memoryv1.Memory, boo
 		expire = &t
 	}
 	var id string
-	err = s.pool.QueryRow(ctx, `INSERT INTO memories (owner_id, repo, memory_type, category, content, summary, content_hash,
+	q := `INSERT INTO memories (owner_id, repo, memory_type, category, content, summary, content_hash,
 			tags, trust_level, importance, embedding, embedding_model, embedding_dims, search, source_task_id, source_job_id,
 			metadata, request_id, expire_time)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::vector, $12, $13, to_tsvector('english', $14),
 			$15, $16, $17, $18, $19)
-		ON CONFLICT DO NOTHING RETURNING id::text`,
-		m.GetOwnerId(), m.GetRepo(), typeNames[m.GetType()], m.GetCategory(), m.GetContent(), m.GetSummary(), m.GetContentHash(),
+		ON CONFLICT DO NOTHING RETURNING id`
+	args := []any{m.GetOwnerId(), m.GetRepo(), typeNames[m.GetType()], m.GetCategory(), m.GetContent(), m.GetSummary(), m.GetContentHash(),
 		nonNil(m.GetTags()), trustNames[m.GetTrustLevel()], m.GetImportance(), nm.Vector.param(), nm.Vector.Model,
-		len(nm.Vector.Values), nm.SearchText, m.GetSourceTaskId(), m.GetSourceJobId(), meta, reqID, expire).Scan(&id)
+		len(nm.Vector.Values), nm.SearchText, m.GetSourceTaskId(), m.GetSourceJobId(), meta, reqID, expire}
+	q, args = withNext(q, args, "memory_next_embeddings", nm.Next)
+	err = s.pool.QueryRow(ctx, q, args...).Scan(&id)
 	dedup := false
 	if errors.Is(err, pgx.ErrNoRows) {
 		dedup = true
@@ -270,6 +275,17 @@ func (s *Store) Insert(ctx context.Context, nm NewMemory) (*memoryv1.Memory, boo
 		return nil, false, err
 	}
 	return row.Memory, dedup, nil
+}
+
+// withNext makes q, an INSERT … RETURNING id of a row with args, also keep next (when
+// set) in the side table nextTable, and return the id as text.
+func withNext(q string, args []any, nextTable string, next *Vector) (string, []any) {
+	if next == nil {
+		return "WITH ins AS (" + q + ") SELECT id::text FROM ins", args
+	}
+	n := len(args)
+	return fmt.Sprintf(`WITH ins AS (%s), nx AS (INSERT INTO %s (id, model, dims, embedding) SELECT id, $%d, $%d, $%d::vector FROM ins)
+		SELECT id::text FROM ins`, q, nextTable, n+1, n+2, n+3), append(args, next.Model, len(next.Values), next.param())
 }
 
 // Get reads one of owner's memories (expired ones are not found).
@@ -370,9 +386,12 @@ func (s *Store) Delete(ctx context.Context, owner, id string) error {
 
 // Update holds the new values of the fields that are set.
 type Update struct {
-	Content    *string
-	Hash       string
-	Vector     *Vector
+	Content *string
+	Hash    string
+	Vector  *Vector
+	// Next is the new content's vector of the model the memories are being re-embedded
+	// for, if they are.
+	Next       *Vector
 	SearchText string
 	Summary    *string
 	Tags       *[]string
@@ -440,7 +459,21 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		}
 		guard = " AND trust_level = ANY(" + arg(names) + ")"
 	}
-	tag, err := s.pool.Exec(ctx, "UPDATE memories SET "+strings.Join(sets, ", ")+" WHERE id = $1 AND owner_id = $2"+guard, c.Args...)
+	q := "UPDATE memories SET " + strings.Join(sets, ", ") + " WHERE id = $1 AND owner_id = $2" + guard
+	if u.Content != nil {
+		// New content makes a waiting vector of the next model stale: replaced, or dropped
+		// (the re-embedding then embeds the row again).
+		q = "WITH upd AS (" + q + " RETURNING id), "
+		if u.Next != nil {
+			q += "nx AS (INSERT INTO memory_next_embeddings (id, model, dims, embedding) SELECT id, " + arg(u.Next.Model) + ", " +
+				arg(len(u.Next.Values)) + ", " + arg(u.Next.param()) + "::vector FROM upd ON CONFLICT (id) DO UPDATE SET " +
+				"model = excluded.model, dims = excluded.dims, embedding = excluded.embedding)"
+		} else {
+			q += "nx AS (DELETE FROM memory_next_embeddings WHERE id IN (SELECT id FROM upd))"
+		}
+		q += " SELECT id FROM upd"
+	}
+	tag, err := s.pool.Exec(ctx, q, c.Args...)
 	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("content: the same content of this type and repository is already memory of yours: %w", errs.ErrAlreadyExists)
 	}

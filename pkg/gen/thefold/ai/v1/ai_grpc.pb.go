@@ -102,7 +102,9 @@ type AIServiceClient interface {
 	PlanTaskOrder(ctx context.Context, in *PlanTaskOrderRequest, opts ...grpc.CallOption) (*PlanTaskOrderResponse, error)
 	// Complete is a generic chat completion, optionally constrained to a JSON schema.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
-	// Embed returns one embedding vector per text.
+	// Embed returns one embedding vector per text. A service may call it as itself, for no
+	// owner (the memory service re-embeds stored memories when the model changes): recorded
+	// under the service's name, with no owner's spend limit.
 	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call and
 	// records nothing. REST: GET /v1/ai/cost:estimate.
@@ -333,7 +335,9 @@ type AIServiceServer interface {
 	PlanTaskOrder(context.Context, *PlanTaskOrderRequest) (*PlanTaskOrderResponse, error)
 	// Complete is a generic chat completion, optionally constrained to a JSON schema.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
-	// Embed returns one embedding vector per text.
+	// Embed returns one embedding vector per text. A service may call it as itself, for no
+	// owner (the memory service re-embeds stored memories when the model changes): recorded
+	// under the service's name, with no owner's spend limit.
 	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	// EstimateCost prices a number of tokens on a registry model. Makes no LLM call and
 	// records nothing. REST: GET /v1/ai/cost:estimate.
