@@ -29,7 +29,7 @@ images:
 	@# Debian packages): the sandbox container cannot build it, having neither.
 	@.thefold/images/sandbox build-image
 
-.PHONY: all demo setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build
+.PHONY: all demo setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build embed-model
 
 all: build
 
@@ -109,8 +109,15 @@ bench: setup
 	@cd services/github && go test -run '^$$' -bench GetTreeAndFindRelevantFiles -benchtime 20x -count=1 ./internal/service/
 	@cd services/github && go test -run '^$$' -bench BuildAndRank -benchtime 3x -count=1 ./internal/relevance/
 	@cd pkg && go test -run '^$$' -bench Count -count=1 ./tokens/
+	@cd pkg && go test -run '^$$' -bench CodeDescription -benchtime 1x -count=1 ./embed/
 	@cd services/memory && go test -run '^$$' -bench 'SearchLatency|RetrievalQuality' -benchtime 1x -count=1 -timeout 20m ./internal/service/
 	@cd services/builder && go test -run '^$$' -bench AnalyzeGo5000 -benchtime 3x -count=1 ./internal/depgraph/
+
+## embed-model: retrain the local@2 embedder's word vectors (pkg/embed/local2.model) from
+## the modules pkg/embed/training-manifest.txt names, downloaded into a private module cache
+## (~/.cache/thefold/embedtrain); about a minute, and the same manifest gives the same bytes.
+embed-model:
+	@cd pkg && go run ./embed/internal/embedtrain -manifest embed/training-manifest.txt -out embed/local2.model
 
 ## load: REST load through the gateway: 200 requests/s (70% GetTask/ListTasks, 30%
 ## CreateTask/UpdateTask) for 60 s, open loop, at most 100 in flight; prints the rate

@@ -1,8 +1,10 @@
-// Package embed is TheFold's built-in embedder (the ai service serves it as the "local"
-// model; memory tests answer Embed with it): deterministic feature hashing that
-// needs no model and no network, so memory search works on a stack with no provider
-// configured. It is weaker than a provider's embedding model, but good at what TheFold
-// mostly compares: code, identifiers and short technical prose.
+// Package embed holds TheFold's built-in embedders, which need no provider, no network and
+// no file at run time, so memory search works on a stack with no provider configured:
+// Local ("local@1") is deterministic feature hashing, good at what TheFold mostly compares
+// (code, identifiers, short technical prose) but lexical, with mostly-zero vectors; Trained
+// ("local@2") adds word vectors trained offline (make embed-model) and shipped inside the
+// binary, so words that mean alike meet, and its vectors are dense. Both are weaker than a
+// provider's embedding model.
 package embed
 
 import (
@@ -85,22 +87,27 @@ func (l *Local) Embed(texts []string) [][]float32 {
 	var b bag
 	sum := make([]float64, l.dims)
 	for i, text := range texts {
-		b.reset()
-		b.collect(text)
-		clear(sum)
-		for _, f := range b.feats {
-			h := mix(f.hash)
-			// Sublinear tf of the feature's mean weight: the same n-gram may come from words
-			// of different lengths.
-			v := f.weight / float64(f.tf) * (1 + math.Log(float64(f.tf)))
-			if h>>63 != 0 {
-				v = -v
-			}
-			sum[h%uint64(l.dims)] += v
-		}
+		b.hashed(text, sum)
 		out[i] = normalise(sum)
 	}
 	return out
+}
+
+// hashed sets sum to text's features hashed into len(sum) signed buckets.
+func (b *bag) hashed(text string, sum []float64) {
+	b.reset()
+	b.collect(text)
+	clear(sum)
+	for _, f := range b.feats {
+		h := mix(f.hash)
+		// Sublinear tf of the feature's mean weight: the same n-gram may come from words
+		// of different lengths.
+		v := f.weight / float64(f.tf) * (1 + math.Log(float64(f.tf)))
+		if h>>63 != 0 {
+			v = -v
+		}
+		sum[h%uint64(len(sum))] += v
+	}
 }
 
 func normalise(sum []float64) []float32 {
@@ -136,6 +143,9 @@ type bag struct {
 	parts []string
 	runes []rune
 	prev  string // the last content word, for bigrams
+	// weigh, when set, scales a word's features (a word's informativeness: local@2 knows
+	// how common each word is); Local leaves it nil.
+	weigh func(word string) float64
 }
 
 func (b *bag) reset() {
@@ -175,9 +185,13 @@ func (b *bag) word(w string) {
 		b.add(newHash(kindWord).str(w).sum(), stopWordWeight)
 		return
 	}
-	b.add(newHash(kindWord).str(w).sum(), wordWeight)
+	scale := 1.0
+	if b.weigh != nil {
+		scale = b.weigh(w)
+	}
+	b.add(newHash(kindWord).str(w).sum(), scale*wordWeight)
 	if b.prev != "" {
-		b.add(newHash(kindBigram).str(b.prev).byte(0).str(w).sum(), bigramWeight)
+		b.add(newHash(kindBigram).str(b.prev).byte(0).str(w).sum(), scale*bigramWeight)
 	}
 	b.prev = w
 
@@ -186,7 +200,7 @@ func (b *bag) word(w string) {
 	for size := minGram; size <= maxGram; size++ {
 		n += max(len(b.runes)-size+1, 0)
 	}
-	gw := gramWeight / math.Sqrt(float64(n))
+	gw := scale * gramWeight / math.Sqrt(float64(n))
 	for size := minGram; size <= maxGram; size++ {
 		for i := 0; i+size <= len(b.runes); i++ {
 			h := newHash(kindGram)

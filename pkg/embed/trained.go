@@ -1,0 +1,277 @@
+package embed
+
+import (
+	"bytes"
+	_ "embed" // the local@2 word vectors
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/thefold/thefold/pkg/embed/internal/modelfile"
+)
+
+// Embedder is what both built-in embedders offer.
+type Embedder interface {
+	// Name is the model name stored with the vectors ("local", "local@2"); vectors of
+	// different names, or sizes, are not comparable.
+	Name() string
+	// Version names the embedder and its revision: "local@1" (feature hashing),
+	// "local@2" (trained word vectors).
+	Version() string
+	Dimensions() int
+	Embed(texts []string) [][]float32
+}
+
+var (
+	_ Embedder = (*Local)(nil)
+	_ Embedder = (*Trained)(nil)
+)
+
+// Version is "local@1": Local's vectors have not changed since it was the only local
+// embedder.
+func (l *Local) Version() string { return "local@1" }
+
+// model is local2.model, written by make embed-model (internal/embedtrain) from the
+// modules in training-manifest.txt.
+//
+//go:embed local2.model
+var model []byte
+
+// Run-time weights, tuned by TestTune on modules held out of training (see
+// training-manifest.txt), never on the benchmarks' texts or GOROOT.
+const (
+	// sifA is the smooth inverse frequency constant (Arora, Liang and Ma 2017): a word of
+	// corpus share p weighs sifA/(sifA+p), so "get" or "value" count far less than
+	// "checksum".
+	sifA = 1e-3
+	// lexicalShare is the lexical part's share of the vector's squared norm; the word
+	// vectors hold the rest. The lexical part keeps exact names and rare words matching.
+	lexicalShare = 0.75
+	// commonRemoved is how much of the corpus's common direction is taken out of the
+	// averaged word vectors.
+	commonRemoved = 1.0
+	// lexicalSIF is the SIF constant of the lexical features' word weights.
+	lexicalSIF = 3e-2
+)
+
+// wordVectors is a decoded model, ready to average.
+type wordVectors struct {
+	dims   int
+	index  map[string]int32
+	vec    []float32 // row i is word i's unit vector
+	weight []float32 // row i's SIF weight
+	prob   []float32 // row i's share of the corpus
+	common []float32
+}
+
+func (wv *wordVectors) lexWeight(i int32, a float64) float32 {
+	return float32(a / (a + float64(wv.prob[i])))
+}
+
+func newWordVectors(m *modelfile.Model, a float64) *wordVectors {
+	wv := &wordVectors{dims: m.Dims, index: make(map[string]int32, len(m.Words)), vec: make([]float32, len(m.Vec)),
+		weight: make([]float32, len(m.Words)), prob: make([]float32, len(m.Words)), common: m.Common}
+	for i, w := range m.Words {
+		wv.index[w] = int32(i)
+		p := math.Exp(float64(m.LogProb[i]))
+		wv.weight[i] = float32(a / (a + p))
+		wv.prob[i] = float32(p)
+		for k := range m.Dims {
+			wv.vec[i*m.Dims+k] = float32(m.Vec[i*m.Dims+k]) * m.Scale[i]
+		}
+	}
+	return wv
+}
+
+var builtin struct {
+	once sync.Once
+	wv   *wordVectors
+	err  error
+}
+
+// builtinVectors decodes the embedded model once per process.
+func builtinVectors() (*wordVectors, error) {
+	builtin.once.Do(func() {
+		m, err := decodeBuiltin()
+		if err != nil {
+			builtin.err = err
+			return
+		}
+		builtin.wv = newWordVectors(m, sifA)
+	})
+	return builtin.wv, builtin.err
+}
+
+func decodeBuiltin() (*modelfile.Model, error) {
+	return decodeModel(model)
+}
+
+func decodeModel(b []byte) (*modelfile.Model, error) {
+	m, err := modelfile.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("embed: the built-in local@2 model: %w", err)
+	}
+	if m.Version != "local@2" {
+		return nil, fmt.Errorf("embed: the built-in model is %q, want local@2", m.Version)
+	}
+	return m, nil
+}
+
+// Trained is the "local@2" embedder: the SIF-weighted average of word vectors trained
+// offline (PPMI and SVD over Go modules' docs and code, shipped inside the binary), added to
+// Local's lexical features weighted by how informative each word is (the model knows how
+// common every word is). Its vectors are dense, which makes an approximate (HNSW) index
+// work much better than on Local's mostly-zero ones, and its words know their neighbours
+// ("remove" is near "delete"). It needs no network and no file at run time, is
+// deterministic and safe for concurrent use.
+type Trained struct {
+	wv   *wordVectors
+	dims int
+	p    trainedParams
+}
+
+// trainedParams are the run-time weights (TestTune's grid).
+type trainedParams struct {
+	lexShare float64 // the lexical part's share of the squared norm
+	lexA     float64 // SIF constant of the lexical word weights; 0: unweighted
+	removed  float64 // how much of the common direction is removed
+	concat   bool    // lexical and dense parts side by side, not superposed
+}
+
+var defaultParams = trainedParams{lexShare: lexicalShare, lexA: lexicalSIF, removed: commonRemoved}
+
+// NewTrained returns a Trained making vectors of dims dimensions (DefaultDims when 0),
+// between the word vectors' size and MaxDims. It fails when the size cannot be honoured or
+// the built-in model does not decode.
+func NewTrained(dims int) (*Trained, error) {
+	wv, err := builtinVectors()
+	if err != nil {
+		return nil, err
+	}
+	return newTrained(wv, dims, defaultParams)
+}
+
+func newTrained(wv *wordVectors, dims int, p trainedParams) (*Trained, error) {
+	if dims == 0 {
+		dims = DefaultDims
+	}
+	lo := wv.dims
+	if p.concat {
+		lo += MinDims
+	}
+	if dims < lo || dims > MaxDims {
+		return nil, fmt.Errorf("local@2 dimensions must be between %d and %d, got %d", lo, MaxDims, dims)
+	}
+	return &Trained{wv: wv, dims: dims, p: p}, nil
+}
+
+// Name is the model name stored with Trained's vectors.
+func (t *Trained) Name() string { return "local@2" }
+
+// Version is "local@2".
+func (t *Trained) Version() string { return "local@2" }
+
+// Dimensions is the size of every vector Embed returns.
+func (t *Trained) Dimensions() int { return t.dims }
+
+// weigh is a word's lexical weight: common words count less.
+func (t *Trained) weigh(w string) float64 {
+	i, ok := t.wv.index[w]
+	if !ok {
+		return 1
+	}
+	return float64(t.wv.lexWeight(i, t.p.lexA))
+}
+
+// Embed returns one L2-normalised vector per text, in order: the same text always gets
+// the same vector, in any process and batch. A text without letters or digits gets the
+// zero vector.
+func (t *Trained) Embed(texts []string) [][]float32 {
+	d := t.wv.dims
+	lexDims := t.dims
+	if t.p.concat {
+		lexDims -= d
+	}
+	var b bag
+	if t.p.lexA > 0 {
+		b.weigh = t.weigh
+	}
+	lex := make([]float64, lexDims)
+	dense := make([]float64, d)
+	lexW, denseW := math.Sqrt(t.p.lexShare), math.Sqrt(1-t.p.lexShare)
+	out := make([][]float32, len(texts))
+	for i, text := range texts {
+		b.hashed(text, lex)
+		unit(lex)
+		t.dense(text, dense)
+		sum := make([]float64, t.dims)
+		if t.p.concat {
+			for k, x := range dense {
+				sum[k] = denseW * x
+			}
+			for k, x := range lex {
+				sum[d+k] = lexW * x
+			}
+		} else {
+			// The dense part is spread over every dimension, repeated as often as it fits:
+			// the lexical buckets are random with respect to it, so the two add up without
+			// interfering more than two random vectors do.
+			for k, x := range lex {
+				sum[k] = lexW * x
+			}
+			reps := t.dims / d
+			w := denseW / math.Sqrt(float64(reps))
+			for r := range reps {
+				for k, x := range dense {
+					sum[r*d+k] += w * x
+				}
+			}
+		}
+		out[i] = normalise(sum)
+	}
+	return out
+}
+
+func unit(v []float64) {
+	var sq float64
+	for _, x := range v {
+		sq += x * x
+	}
+	if sq == 0 {
+		return
+	}
+	n := math.Sqrt(sq)
+	for k := range v {
+		v[k] /= n
+	}
+}
+
+// dense sets sum to the unit SIF-weighted average of text's known words, less the common
+// direction, or to zeros when text has no known word.
+func (t *Trained) dense(text string, sum []float64) {
+	clear(sum)
+	d := t.wv.dims
+	known := false
+	Words(text, func(w string) {
+		i, ok := t.wv.index[w]
+		if !ok {
+			return
+		}
+		known = true
+		wt := float64(t.wv.weight[i])
+		for k, x := range t.wv.vec[int(i)*d : int(i+1)*d] {
+			sum[k] += wt * float64(x)
+		}
+	})
+	if !known {
+		return
+	}
+	var proj float64
+	for k, c := range t.wv.common {
+		proj += sum[k] * float64(c)
+	}
+	for k, c := range t.wv.common {
+		sum[k] -= t.p.removed * proj * float64(c)
+	}
+	unit(sum)
+}
