@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/telemetry"
 	"github.com/thefold/thefold/services/gateway/internal/edge"
 )
 
@@ -29,8 +31,28 @@ func (f *fixedTasks) GetTask(context.Context, *tasksv1.GetTaskRequest) (*tasksv1
 
 // BenchmarkGetTaskThroughEdge is GetTask over REST through the edge in front of a real gRPC
 // server (the platform's interceptors, over loopback TCP) whose GetTask answers a fixed task:
-// the edge's own cost, with client and server in the same process.
+// the edge's own cost, with client and server in the same process. "tracing=off" has no
+// tracer provider or propagator installed; "tracing=no-exporter" installs them as a service
+// does by default (telemetry.Setup without an OTLP endpoint: spans with ids, W3C
+// propagation, nothing recorded), which is what the gateway runs with.
 func BenchmarkGetTaskThroughEdge(b *testing.B) {
+	b.Run("tracing=off", benchmarkGetTaskThroughEdge)
+	b.Run("tracing=no-exporter", func(b *testing.B) {
+		prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+		shutdown, err := telemetry.Setup(context.Background(), "gateway", telemetry.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			_ = shutdown(context.Background())
+			otel.SetTracerProvider(prevTP)
+			otel.SetTextMapPropagator(prevProp)
+		})
+		benchmarkGetTaskThroughEdge(b)
+	})
+}
+
+func benchmarkGetTaskThroughEdge(b *testing.B) {
 	now := timestamppb.New(time.Now())
 	svc := &fixedTasks{task: &tasksv1.Task{Id: "0196a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", OwnerId: "u7", Repo: "local/bench", Title: "bench",
 		Description: "a task the benchmark reads", Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG, Labels: []string{"bench"},

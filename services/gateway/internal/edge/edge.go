@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -99,6 +100,7 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		_, _ = w.Write(openapi.Spec)
 	})
 	root.Handle("/", rt)
+	front := &front{root: root, routes: rt}
 
 	// Outermost first:
 	//   streamDeadlines – must see the connection's own writer (see there);
@@ -112,7 +114,65 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 	//   forwardClient   – the services see the client's address as the edge established it;
 	//   serverSentEvents, then the routes.
 	return streamDeadlines(obs.observe(withRequestID(securityHeaders(cors(lim.CORSOrigins,
-		rateLimit(lim.RateLimits, guard(lim, forwardClient(lim.RateLimits.TrustedProxies, serverSentEvents(root))))))))), nil
+		rateLimit(lim.RateLimits, guard(lim, forwardClient(lim.RateLimits.TrustedProxies, serverSentEvents(front))))))))), nil
+}
+
+// ownPaths are the paths of the edge's own routes on its root mux.
+var ownPaths = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true}
+
+// front sends a request for a service's route straight to routes, and everything else
+// (the edge's own routes, and paths the root mux would redirect or refuse) through the
+// root mux. For a request whose path is already clean and is none of the edge's own, the
+// root mux can only pick its "/" route, and getting there costs it a tree walk and about
+// five allocations per request: the answer is the same without it.
+type front struct {
+	root   *http.ServeMux
+	routes *routes
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	if r.Method != http.MethodConnect && r.RequestURI != "*" && r.URL.RawPath == "" && !ownPaths[p] &&
+		cleanPath(p) == p && !needsEscape(p) {
+		f.routes.ServeHTTP(w, r)
+		return
+	}
+	f.root.ServeHTTP(w, r)
+}
+
+// cleanPath is net/http's canonical form of a request path (its ServeMux redirects a
+// request whose path differs from it): path.Clean, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			np = p
+		} else {
+			np += "/"
+		}
+	}
+	return np
+}
+
+// needsEscape reports whether p has a byte net/url escapes in a path (the root mux matches
+// and cleans the escaped form): anything but letters, digits, "-_.~" and "$&+,/:;=@".
+func needsEscape(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-_.~$&+,/:;=@", c) >= 0:
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // routes hands a request to the grpc-gateway mux of the service that owns its path's first
@@ -244,20 +304,36 @@ func withRequestID(next http.Handler) http.Handler {
 		if id == "" || len(id) > 128 || !validate.PrintableASCII(id, true) {
 			id = uuid.NewString()
 		}
-		r.Header.Set("X-Request-Id", id) // one value, the one echoed
-		w.Header().Set("X-Request-Id", id)
+		// One value, the one echoed, in the request and the response; one allocation for
+		// both (each header gets its own full slice, so an Add to one never reaches the other).
+		vals := []string{id, id}
+		r.Header["X-Request-Id"] = vals[0:1:1]
+		w.Header()["X-Request-Id"] = vals[1:2:2]
 		next.ServeHTTP(w, r)
 	})
+}
+
+// securityHeaderValues are the headers every API response carries, each value a full
+// one-element slice: assigning them saves an allocation per header and request (Header.Set
+// makes a new slice each time), an Add appends to a copy, and nothing writes into a
+// header's values in place.
+var securityHeaderValues = []struct {
+	key string
+	val []string
+}{
+	{"X-Content-Type-Options", []string{"nosniff"}},
+	{"X-Frame-Options", []string{"DENY"}},
+	{"Referrer-Policy", []string{"no-referrer"}},
+	{"Cache-Control", []string{"no-store"}},
 }
 
 // securityHeaders sets the headers every API response should carry.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
+		for _, sh := range securityHeaderValues {
+			h[sh.key] = sh.val[:1:1]
+		}
 		next.ServeHTTP(w, r)
 	})
 }

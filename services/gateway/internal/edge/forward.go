@@ -22,6 +22,15 @@ func forwardClient(trusted []netip.Prefix, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		// Without X-Forwarded-For and with the connection's address as the client's (no
+		// trusted proxy in between), grpc-gateway forwards exactly that address already:
+		// the request goes on as it is, without a copy of it and its headers.
+		if _, fwd := r.Header["X-Forwarded-For"]; !fwd {
+			if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && host == client {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
 		fwd := r.WithContext(r.Context()) // a shallow copy: the caller's request stays as it was
 		fwd.Header = r.Header.Clone()
 		fwd.Header.Del("X-Forwarded-For")

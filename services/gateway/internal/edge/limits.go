@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/validate"
 )
 
@@ -46,10 +45,9 @@ func (l Limits) Validate() error {
 //   - a body above the limit: 413, before it is held in memory whole;
 //   - header bytes gRPC metadata cannot carry (control or non-ASCII), which grpc-go refuses
 //     with an INTERNAL error (a 500 for every such request): Authorization is refused with
-//     401, other headers are dropped (withRequestID already replaced a bad X-Request-Id);
+//     401, other headers are dropped (withRequestID already replaced a bad X-Request-Id).
 //
-// and marks the request's calls fail-fast: a service that is down answers 503 at once
-// instead of after the whole deadline (internal calls keep waiting for a restarting peer).
+// (observe marks the request's calls fail-fast, in the one context it makes per request.)
 func guard(lim Limits, next http.Handler) http.Handler {
 	limit := lim.MaxBodyBytes
 	if limit <= 0 {
@@ -80,7 +78,7 @@ func guard(lim Limits, next http.Handler) http.Handler {
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		next.ServeHTTP(w, r.WithContext(grpcclient.FailFast(r.Context())))
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -116,8 +114,10 @@ func streamDeadlines(next http.Handler) http.Handler {
 // scrubHeaders drops header values gRPC metadata cannot carry and Grpc-Metadata-* headers
 // whose names are not valid metadata keys.
 func scrubHeaders(h http.Header) {
+	const prefix = "grpc-metadata-"
 	for k, vs := range h {
-		if name, ok := strings.CutPrefix(strings.ToLower(k), "grpc-metadata-"); ok && !validKey(name) {
+		// Only a Grpc-Metadata-* name is lowered (an allocation), not every header's.
+		if len(k) >= len(prefix) && strings.EqualFold(k[:len(prefix)], prefix) && !validKey(strings.ToLower(k[len(prefix):])) {
 			delete(h, k)
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/thefold/thefold/pkg/grpcclient"
 	tflog "github.com/thefold/thefold/pkg/logging"
 )
 
@@ -39,6 +41,35 @@ type observer struct {
 	spanStart []trace.SpanStartOption
 	requests  *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
+	// series holds the counter and histogram of each route, method and status seen, bound
+	// to their labels: a request looks them up by one key instead of hashing its label
+	// values into each vector (and formatting the status code) every time. It is bounded as
+	// the vectors are: only requests that matched a route are counted.
+	series sync.Map // seriesKey → *series
+}
+
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+type series struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// seriesFor returns the bound instruments of route, method and code.
+func (o *observer) seriesFor(route, method string, code int) *series {
+	k := seriesKey{route, method, code}
+	if s, ok := o.series.Load(k); ok {
+		return s.(*series)
+	}
+	s := &series{
+		requests: o.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+		latency:  o.latency.WithLabelValues(route, method),
+	}
+	actual, _ := o.series.LoadOrStore(k, s)
+	return actual.(*series)
 }
 
 func newObserver(reg prometheus.Registerer, log *slog.Logger) (*observer, error) {
@@ -104,7 +135,7 @@ func (e *exchange) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 func (o *observer) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx := otel.GetTextMapPropagator().Extract(r.Context(), traceHeaders(r.Header))
 		ctx, span := o.tracer.Start(ctx, r.Method, o.spanStart...)
 		defer span.End()
 		if span.IsRecording() {
@@ -118,7 +149,10 @@ func (o *observer) observe(next http.Handler) http.Handler {
 			span.SetAttributes(attrs...)
 		}
 		ex := &exchange{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(ex, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
+		// The request's calls fail fast: a service that is down answers 503 at once instead
+		// of after the whole deadline (internal calls keep waiting for a restarting peer).
+		// Marked here, where the request gets its one new context anyway.
+		next.ServeHTTP(ex, r.WithContext(grpcclient.FailFast(context.WithValue(ctx, exchangeKey{}, ex))))
 		elapsed := time.Since(start)
 
 		if span.IsRecording() {
@@ -135,8 +169,9 @@ func (o *observer) observe(next http.Handler) http.Handler {
 		if ex.route == "" {
 			return // the edge's own routes and refusals: not a service's request
 		}
-		o.requests.WithLabelValues(ex.route, r.Method, strconv.Itoa(ex.code)).Inc()
-		o.latency.WithLabelValues(ex.route, r.Method).Observe(elapsed.Seconds())
+		sr := o.seriesFor(ex.route, r.Method, ex.code)
+		sr.requests.Inc()
+		sr.latency.Observe(elapsed.Seconds())
 		if o.log.Enabled(ctx, slog.LevelInfo) {
 			o.log.LogAttrs(tflog.WithRequestID(ctx, r.Header.Get("X-Request-Id")), slog.LevelInfo, "http request",
 				slog.String("method", r.Method), slog.String("route", ex.route), slog.Int("code", ex.code),
@@ -165,4 +200,46 @@ func nameRoute(next runtime.HandlerFunc) runtime.HandlerFunc {
 		}
 		next(w, r, params)
 	}
+}
+
+// traceHeaders is the W3C propagators' view of the request's headers. HeaderCarrier
+// canonicalizes the key of every Get ("traceparent" → "Traceparent"), an allocation for each
+// of the three keys the propagators ask for on every request; those three are looked up
+// by their canonical names here, anything else as HeaderCarrier does.
+type traceHeaders http.Header
+
+func (c traceHeaders) Get(key string) string {
+	var vs []string
+	switch key {
+	case "traceparent":
+		vs = c["Traceparent"]
+	case "tracestate":
+		vs = c["Tracestate"]
+	case "baggage":
+		vs = c["Baggage"]
+	default:
+		return propagation.HeaderCarrier(c).Get(key)
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+func (c traceHeaders) Set(key, value string) { propagation.HeaderCarrier(c).Set(key, value) }
+
+func (c traceHeaders) Keys() []string { return propagation.HeaderCarrier(c).Keys() }
+
+// Values makes traceHeaders a ValuesGetter, as HeaderCarrier is (the baggage propagator
+// reads every Baggage header through it).
+func (c traceHeaders) Values(key string) []string {
+	switch key {
+	case "traceparent":
+		return c["Traceparent"]
+	case "tracestate":
+		return c["Tracestate"]
+	case "baggage":
+		return c["Baggage"]
+	}
+	return propagation.HeaderCarrier(c).Values(key)
 }

@@ -2,7 +2,12 @@ package edge
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 
 	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/gen/openapi"
@@ -56,5 +61,50 @@ func TestRoutePrefixes(t *testing.T) {
 	unknown := []byte(`{"paths":{"/v1/x":{"get":{"operationId":"NoService_Get"}}}}`)
 	if got := routePrefixes(unknown, contracts.All); got != nil {
 		t.Errorf("an unknown operation: %v, want nil", got)
+	}
+}
+
+// TestFrontAnswersAsTheRootMux: skipping the root mux for a service's route changes no
+// answer — redirects of unclean or escaped paths, the edge's own routes and their 405s,
+// and the routes themselves come out as the root mux alone gives them.
+func TestFrontAnswersAsTheRootMux(t *testing.T) {
+	t.Parallel()
+	newFront := func() (*front, *string) {
+		reached := new(string)
+		root := http.NewServeMux()
+		root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		root.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ready\n")) })
+		root.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) })
+		mux := runtime.NewServeMux()
+		_ = mux.HandlePath("GET", "/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request, p map[string]string) {
+			*reached = r.URL.Path
+			_, _ = w.Write([]byte("task " + p["id"]))
+		})
+		rt := &routes{all: mux, byPrefix: map[string]*runtime.ServeMux{"/v1/tasks": mux}}
+		root.Handle("/", rt)
+		return &front{root: root, routes: rt}, reached
+	}
+	for _, target := range []string{
+		"/v1/tasks/t1", "/v1/tasks/t1?x=1", "/v1//tasks/t1", "/v1/tasks/./t1", "/v1/x/../tasks/t1", "/v1/tasks/t1/",
+		"/v1/tasks/t%2F1", "/v1/tasks/t%201", "/v1/tasks/t!1", "/v1/tasks/t'(1)*", "/v1/tasks/t:1@x", "/v1/tasks/.",
+		"/healthz", "/readyz", "/openapi.json", "/healthz/", "//healthz", "/health%7A", "/", "/nope", "*",
+	} {
+		for _, method := range []string{"GET", "POST", "HEAD"} {
+			req := httptest.NewRequest(method, "http://edge"+strings.Replace(target, "*", "/", 1), nil)
+			if target == "*" {
+				req.RequestURI = "*"
+			}
+			f, fReached := newFront()
+			got := httptest.NewRecorder()
+			f.ServeHTTP(got, req.Clone(req.Context()))
+			r, rReached := newFront()
+			want := httptest.NewRecorder()
+			r.root.ServeHTTP(want, req.Clone(req.Context()))
+			if got.Code != want.Code || got.Body.String() != want.Body.String() || got.Header().Get("Location") != want.Header().Get("Location") ||
+				got.Header().Get("Allow") != want.Header().Get("Allow") || *fReached != *rReached {
+				t.Errorf("%s %s: front %d %q %v (route saw %q), root mux %d %q %v (route saw %q)", method, target,
+					got.Code, got.Body, got.Header(), *fReached, want.Code, want.Body, want.Header(), *rReached)
+			}
+		}
 	}
 }
