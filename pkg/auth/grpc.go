@@ -379,7 +379,9 @@ func bearerFromMetadata(ctx context.Context) (string, bool) {
 // service, so the callee sees the same principal. A context that already carries outgoing
 // authorization metadata is left as it is.
 func OutgoingContext(ctx context.Context) context.Context {
-	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get("authorization")) > 0 {
+	// ValueFromOutgoingContext, not FromOutgoingContext: the latter copies all the
+	// outgoing metadata (a map and a slice per key) to answer this one question.
+	if len(metadata.ValueFromOutgoingContext(ctx, "authorization")) > 0 {
 		return ctx
 	}
 	if p, ok := FromContext(ctx); ok && p.Token != "" {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/telemetry"
 )
 
 // DefaultTimeout bounds calls whose context has no deadline.
@@ -44,11 +45,14 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Outermost first: errors of the call (whatever failed below) are marked as a
+	// downstream's; a FailFast context turns WaitForReady off before anything waits.
+	unary := []grpc.UnaryClientInterceptor{downstreamUnary(), failFastUnary(), deadlineUnary(timeout), auth.UnaryClientInterceptor()}
+	stream := []grpc.StreamClientInterceptor{downstreamStream(), failFastStream(), auth.StreamClientInterceptor()}
 	opts := []grpc.DialOption{
 		// Transport security is provided by the deployment (mesh / private network);
 		// identity is the bearer token on every call.
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 		grpc.WithDefaultServiceConfig(sc),
 		// A service restarting (deploy, crash) is absorbed: calls wait for the connection
 		// within their deadline instead of failing at once while it reconnects. Callers
@@ -61,11 +65,16 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		// Outermost first: errors of the call (whatever failed below) are marked as a
-		// downstream's; a FailFast context turns WaitForReady off before anything waits.
-		grpc.WithChainUnaryInterceptor(downstreamUnary(), failFastUnary(), deadlineUnary(timeout), auth.UnaryClientInterceptor()),
-		grpc.WithChainStreamInterceptor(downstreamStream(), failFastStream(), auth.StreamClientInterceptor()),
 	}
+	// Client spans when this process exports spans (telemetry.Setup with an endpoint, which
+	// runs before any dial); otherwise only the trace context is passed on (propagate.go).
+	if telemetry.Exporting() {
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
+	} else {
+		unary = append(unary, propagateUnary())
+		stream = append(stream, propagateStream())
+	}
+	opts = append(opts, grpc.WithChainUnaryInterceptor(unary...), grpc.WithChainStreamInterceptor(stream...))
 	opts = append(opts, o.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {

@@ -119,13 +119,16 @@ func awaitReady(ctx context.Context, cc *grpc.ClientConn) {
 	}
 }
 
+// noWaitForReady is made once: an option value made per call is an allocation per call.
+var noWaitForReady = grpc.WaitForReady(false)
+
 // failFastUnary and failFastStream turn WaitForReady off for a FailFast context. The call
 // options they see include the connection's defaults first, so the option added last wins.
 func failFastUnary() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if isFailFast(ctx) {
 			awaitReady(ctx, cc)
-			opts = append(opts, grpc.WaitForReady(false))
+			opts = append(opts, noWaitForReady)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
@@ -135,7 +138,7 @@ func failFastStream() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if isFailFast(ctx) {
 			awaitReady(ctx, cc)
-			opts = append(opts, grpc.WaitForReady(false))
+			opts = append(opts, noWaitForReady)
 		}
 		return streamer(ctx, desc, cc, method, opts...)
 	}

@@ -5,6 +5,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -23,8 +24,17 @@ type Config struct {
 	OTLPEndpoint string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
 }
 
+// exporting is whether Setup installed an exporter.
+var exporting atomic.Bool
+
+// Exporting reports whether Setup installed an exporter, so spans this process records
+// leave it. Without one, work that only feeds recorded spans (a client span per outgoing
+// call, its attributes and events) can be skipped; trace context is still propagated.
+func Exporting() bool { return exporting.Load() }
+
 // Setup installs a global tracer provider and W3C propagation for service and returns a
-// shutdown function that flushes spans.
+// shutdown function that flushes spans. Call it before dialing other services (grpcclient
+// decides at dial time whether calls get client spans).
 func Setup(ctx context.Context, service string, cfg Config) (func(context.Context) error, error) {
 	res := resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("thefold-"+service))
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
@@ -43,6 +53,7 @@ func Setup(ctx context.Context, service string, cfg Config) (func(context.Contex
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
+	exporting.Store(cfg.OTLPEndpoint != "")
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, nil
