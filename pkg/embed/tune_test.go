@@ -65,7 +65,10 @@ func TestTune(t *testing.T) {
 			}
 		}
 	}
-	if g := os.Getenv("THEFOLD_EMBED_GRID"); g == "fine" {
+	if g := os.Getenv("THEFOLD_EMBED_GRID"); g == "final" {
+		grid([]float64{3e-4, 1e-3}, []float64{0.7, 0.75, 0.8}, []float64{0, 3e-2}, false)
+		return
+	} else if g == "fine" {
 		grid([]float64{3e-4, 1e-3, 3e-3}, []float64{0.7, 0.75, 0.8, 0.85}, []float64{0, 1e-2, 3e-2}, false)
 		return
 	} else if g == "quick" {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +27,11 @@ type corpus struct {
 	seen       map[[16]byte]bool
 	paragraphs int
 	dupes      int
+	// pairs are (doc comment word, code word) pairs of documented functions, flattened:
+	// they teach the vectors which code goes with which prose, which a window over the
+	// text sees only where a comment meets its signature.
+	pairs     []int32
+	functions int
 }
 
 func (c *corpus) tokens() int { return len(c.seq) - c.paragraphs }
@@ -56,12 +64,68 @@ func (c *corpus) addTree(root string) error {
 			return nil
 		}
 		c.addText(b)
+		if ext == ".go" && !strings.HasSuffix(p, "_test.go") {
+			c.addFunctions(b)
+		}
 		return nil
 	})
 }
 
 // addText adds a file's paragraphs (blocks between blank lines), each once: licence
 // headers and the docs of every release would otherwise count many times over.
+// addFunctions pairs every documented function's doc comment words with the words of its
+// signature and body (each distinct word once, at most maxSide of each).
+func (c *corpus) addFunctions(src []byte) {
+	const maxSide = 40
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "", src, parser.ParseComments)
+	if err != nil {
+		return
+	}
+	for _, decl := range f.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Doc == nil || fn.Body == nil {
+			continue
+		}
+		code := src[fset.Position(fn.Pos()).Offset:fset.Position(fn.End()).Offset]
+		sum := sha256.Sum256(code)
+		key := [16]byte(sum[:16])
+		key[0] ^= 0xff // not a paragraph's key
+		if c.seen[key] {
+			continue
+		}
+		c.seen[key] = true
+		doc, body := c.distinct(fn.Doc.Text(), maxSide), c.distinct(string(code), maxSide)
+		if len(doc) == 0 || len(body) == 0 {
+			continue
+		}
+		c.functions++
+		for _, a := range doc {
+			for _, b := range body {
+				if a != b {
+					c.pairs = append(c.pairs, a, b)
+				}
+			}
+		}
+	}
+}
+
+// distinct returns the ids of text's first n distinct useful words.
+func (c *corpus) distinct(text string, n int) []int32 {
+	var out []int32
+	embed.Words(text, func(w string) {
+		if len(out) >= n || !useful(w) {
+			return
+		}
+		id, ok := c.ids[w]
+		if !ok || slices.Contains(out, id) {
+			return
+		}
+		out = append(out, id)
+	})
+	return out
+}
+
 func (c *corpus) addText(b []byte) {
 	if c.ids == nil {
 		c.ids, c.seen = map[string]int32{}, map[[16]byte]bool{}
@@ -120,6 +184,7 @@ type vocabulary struct {
 	counts   []int64
 	total    int64 // all kept words' occurrences, in vocabulary or not
 	coverage float64
+	pairs    []int32 // corpus.pairs within the vocabulary
 }
 
 // vocabulary keeps the n most frequent words seen at least minCount times (ties by the
@@ -159,6 +224,11 @@ func (c *corpus) vocabulary(n, minCount int) (vocabulary, []int32) {
 			seq[i] = -1
 		} else {
 			seq[i] = remap[id]
+		}
+	}
+	for i := 0; i < len(c.pairs); i += 2 {
+		if a, b := remap[c.pairs[i]], remap[c.pairs[i+1]]; a >= 0 && b >= 0 {
+			v.pairs = append(v.pairs, a, b)
 		}
 	}
 	return v, seq

@@ -46,6 +46,7 @@ type config struct {
 	vocab, dims, window     int
 	minCount                int
 	smoothing, eigenPow     float64
+	pairWeight              float64
 }
 
 func run(ctx context.Context) error {
@@ -60,6 +61,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&c.minCount, "min-count", 5, "fewest occurrences for a word to have a vector")
 	flag.Float64Var(&c.smoothing, "smoothing", 0.75, "context distribution smoothing exponent")
 	flag.Float64Var(&c.eigenPow, "eigen-power", -0.5, "singular values are raised to this power in the word vectors (below 0 evens out the dimensions; tuned on the held-out modules)")
+	flag.Float64Var(&c.pairWeight, "pair-weight", 0.1, "co-occurrence weight of each (doc comment word, code word) pair of a documented function")
 	flag.Parse()
 
 	raw, err := os.ReadFile(c.manifest)
@@ -89,7 +91,7 @@ func run(ctx context.Context) error {
 		}
 		slog.Info("read", "module", m.path, "words", corpus.tokens()-before)
 	}
-	slog.Info("corpus", "words", corpus.tokens(), "distinct", len(corpus.ids), "paragraphs", corpus.paragraphs, "duplicates skipped", corpus.dupes, "took", time.Since(t0).Round(time.Millisecond))
+	slog.Info("corpus", "words", corpus.tokens(), "functions", corpus.functions, "pairs", len(corpus.pairs)/2, "distinct", len(corpus.ids), "paragraphs", corpus.paragraphs, "duplicates skipped", corpus.dupes, "took", time.Since(t0).Round(time.Millisecond))
 
 	vocab, seq := corpus.vocabulary(c.vocab, c.minCount)
 	slog.Info("vocabulary", "words", len(vocab.words), "covering", fmt.Sprintf("%.3f", vocab.coverage))

@@ -82,8 +82,13 @@ func (m *csr) transpose() *csr {
 // (window-d+1)/window, as word2vec's sampled window does on average) and returns the
 // positive pointwise mutual information, with the context distribution raised to
 // smoothing (Levy, Goldberg and Dagan 2015).
-func ppmi(n int, seq []int32, window int, smoothing float64) *csr {
+func ppmi(n int, seq []int32, pairs []int32, pairWeight float64, window int, smoothing float64) *csr {
 	counts := make([]float32, n*n)
+	for i := 0; i < len(pairs); i += 2 {
+		a, b := int(pairs[i]), int(pairs[i+1])
+		counts[a*n+b] += float32(pairWeight)
+		counts[b*n+a] += float32(pairWeight)
+	}
 	for i, a := range seq {
 		if a < 0 {
 			continue
@@ -304,7 +309,7 @@ func jacobiEigen(a []float64, l int) ([]float64, []float64) {
 func train(v vocabulary, seq []int32, c config) *modelfile.Model {
 	t0 := time.Now()
 	n, d := len(v.words), c.dims
-	m := ppmi(n, seq, c.window, c.smoothing)
+	m := ppmi(n, seq, v.pairs, c.pairWeight, c.window, c.smoothing)
 	slog.Info("ppmi", "words", n, "nonzero", len(m.val), "took", time.Since(t0).Round(time.Millisecond))
 	mt := m.transpose()
 
@@ -352,7 +357,7 @@ func train(v vocabulary, seq []int32, c config) *modelfile.Model {
 	})
 
 	mod := &modelfile.Model{
-		Header: modelfile.Header{Version: "local@2", Words: n, Dims: d, Tokens: v.total, Window: c.window, Smoothing: c.smoothing, EigenPow: c.eigenPow},
+		Header: modelfile.Header{Version: "local@2", Words: n, Dims: d, Tokens: v.total, Window: c.window, Smoothing: c.smoothing, EigenPow: c.eigenPow, PairWeight: c.pairWeight},
 		Words:  v.words, LogProb: make([]float32, n), Scale: make([]float32, n), Vec: make([]int8, n*d),
 	}
 	for i := range n {

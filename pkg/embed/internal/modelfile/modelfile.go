@@ -33,6 +33,9 @@ type Header struct {
 	Window    int     `json:"window"`
 	Smoothing float64 `json:"context_smoothing"`
 	EigenPow  float64 `json:"eigen_power"`
+	// PairWeight is the co-occurrence weight of a documented function's (doc comment
+	// word, code word) pairs.
+	PairWeight float64 `json:"pair_weight,omitempty"`
 }
 
 // Model is word vectors, int8-quantised per row: vector i is Vec[i*Dims:(i+1)*Dims]
