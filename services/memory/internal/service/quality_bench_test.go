@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thefold/thefold/pkg/embed"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	"github.com/thefold/thefold/pkg/testenv"
 
@@ -59,6 +60,7 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 	// service's own; four at a time (the test database pool has four connections).
 	t0 = time.Now()
 	ids := make([]string, len(secs))
+	summaries := make([]string, len(secs)) // the service embeds summary and content together
 	var dedup int
 	var mu sync.Mutex
 	jobs := make(chan int)
@@ -75,6 +77,7 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 					return
 				}
 				ids[i] = resp.GetMemory().GetId()
+				summaries[i] = resp.GetMemory().GetSummary()
 				if resp.GetDeduplicated() {
 					mu.Lock()
 					dedup++
@@ -184,6 +187,72 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 	// Every search counts an access of each result with an UPDATE of its row.
 	fmt.Printf("  after the searches: %s\n", tableStats(context.Background(), e.pool))
 	printPlans(b, store.New(e.pool), []string{secs[sample[0]].query, secs[sample[1]].query}, e.cfg.Candidates)
+	compareLocalEmbedders(b, secs, summaries, sample)
+}
+
+// compareLocalEmbedders ranks the same memories (summary and content, the text
+// StoreMemory embeds) for the same queries by exact cosine in memory, with each built-in
+// embedder (the service above embeds with whichever the fake ai
+// server answers with): vector-only recall, side by side, and the share of non-zero vector
+// components, which decides how well an HNSW graph over them works.
+func compareLocalEmbedders(b *testing.B, secs []docSection, summaries []string, sample []int) {
+	b.Helper()
+	trained, err := embed.NewTrained(embed.DefaultDims)
+	if err != nil {
+		b.Fatal(err)
+	}
+	contents := make([]string, len(secs))
+	for i, s := range secs {
+		contents[i] = summaries[i] + "\n" + s.content // as StoreMemory embeds it
+	}
+	queries := make([]string, len(sample))
+	for k, i := range sample {
+		queries[k] = secs[i].query
+	}
+	fmt.Printf("  vector-only by exact cosine in memory, %d sections, %d queries:\n", len(secs), len(sample))
+	fmt.Printf("  %-9s %8s %8s %9s %7s %9s\n", "embedder", "recall@1", "recall@5", "recall@10", "MRR@10", "non-zero")
+	for _, e := range []embed.Embedder{embed.NewLocal(embed.DefaultDims), trained} {
+		docs, qs := e.Embed(contents), e.Embed(queries)
+		var r1, r5, r10, mrr, nz, all float64
+		for _, d := range docs {
+			for _, x := range d {
+				if x != 0 {
+					nz++
+				}
+			}
+			all += float64(len(d))
+		}
+		for k, i := range sample {
+			want := dot32(qs[k], docs[i])
+			rank := 0
+			for j, d := range docs {
+				if j != i && dot32(qs[k], d) >= want {
+					rank++
+				}
+			}
+			if rank < 1 {
+				r1++
+			}
+			if rank < 5 {
+				r5++
+			}
+			if rank < 10 {
+				r10++
+				mrr += 1 / float64(rank+1)
+			}
+		}
+		n := float64(len(sample))
+		fmt.Printf("  %-9s %8.3f %8.3f %9.3f %7.3f %9.3f\n", e.Version(), r1/n, r5/n, r10/n, mrr/n, nz/all)
+		b.ReportMetric(r10/n, strings.ReplaceAll(e.Version(), "@", "")+"-memory-vector-r@10")
+	}
+}
+
+func dot32(a, b []float32) float64 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return float64(s)
 }
 
 func cmpUint(a, b uint64) int {
