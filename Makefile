@@ -109,7 +109,7 @@ bench: setup
 	@cd services/github && go test -run '^$$' -bench GetTreeAndFindRelevantFiles -benchtime 20x -count=1 ./internal/service/
 	@cd services/github && go test -run '^$$' -bench BuildAndRank -benchtime 3x -count=1 ./internal/relevance/
 	@cd pkg && go test -run '^$$' -bench Count -count=1 ./tokens/
-	@cd pkg && go test -run '^$$' -bench CodeDescription -benchtime 1x -count=1 ./embed/
+	@cd pkg && go test -run '^$$' -bench 'CodeDescription|HNSWRecall' -benchtime 1x -count=1 ./embed/
 	@cd services/memory && go test -run '^$$' -bench 'SearchLatency|RetrievalQuality' -benchtime 1x -count=1 -timeout 20m ./internal/service/
 	@cd services/builder && go test -run '^$$' -bench AnalyzeGo5000 -benchtime 3x -count=1 ./internal/depgraph/
 
