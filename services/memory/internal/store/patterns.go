@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/db"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 )
 
@@ -131,7 +132,16 @@ func (s *Store) CountReuse(ctx context.Context, owner string, ids []string) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, `UPDATE code_patterns SET reuse_count = reuse_count + 1 WHERE owner_id = $1 AND id = ANY($2::uuid[])`, owner, ids); err != nil {
+	// A search counts its results' reuse; it does not wait for a switch to a new embedding
+	// model (Switch holds off writes to the table): that count is lost instead.
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', '200ms', true)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE code_patterns SET reuse_count = reuse_count + 1 WHERE owner_id = $1 AND id = ANY($2::uuid[])`, owner, ids)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("store: count reuse: %w", err)
 	}
 	return nil
