@@ -184,3 +184,50 @@ func TestCorruptBuiltinModelFails(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkTrainedEmbed(b *testing.B) {
+	const para = "The builder retries a failing HTTP request with exponential backoff (see retryHTTPRequest in " +
+		"internal/client/retry.go) until max_retry_count is reached, then reports the error to the agent. "
+	text := strings.Repeat(para, 1024/len(para)+1)[:1024]
+	tr, err := NewTrained(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		tr.Embed([]string{text})
+	}
+}
+
+// What the first NewTrained in a process costs: decoding the embedded model.
+func BenchmarkDecodeModel(b *testing.B) {
+	for b.Loop() {
+		m, err := decodeBuiltin()
+		if err != nil {
+			b.Fatal(err)
+		}
+		newWordVectors(m, sifA)
+	}
+}
+
+func FuzzTrainedEmbed(f *testing.F) {
+	for _, s := range sample {
+		f.Add(s)
+	}
+	tr, err := NewTrained(0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		v := tr.Embed([]string{text})[0]
+		if len(v) != DefaultDims {
+			t.Fatalf("%d dimensions", len(v))
+		}
+		if n := norm(v); n != 0 && (n < 1-1e-5 || n > 1+1e-5) {
+			t.Fatalf("norm %f", n)
+		}
+		if again := tr.Embed([]string{"x", text})[1]; !slices.Equal(v, again) {
+			t.Fatal("vector depends on the batch")
+		}
+	})
+}
