@@ -327,8 +327,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, method string) (contex
 const ViaMetadataKey = "x-thefold-service"
 
 func viaFromMetadata(ctx context.Context) (string, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(ViaMetadataKey)
+	// The one key's values, not FromIncomingContext's copy of all the metadata (a map
+	// and a slice per key, on every call).
+	v := metadata.ValueFromIncomingContext(ctx, ViaMetadataKey)
 	if len(v) != 1 || v[0] == "" {
 		return "", false
 	}
@@ -365,8 +366,7 @@ type ctxStream struct {
 func (s *ctxStream) Context() context.Context { return s.ctx }
 
 func bearerFromMetadata(ctx context.Context) (string, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, "authorization") {
 		scheme, tok, ok := strings.Cut(v, " ")
 		if ok && strings.EqualFold(scheme, "bearer") && strings.TrimSpace(tok) != "" {
 			return strings.TrimSpace(tok), true

@@ -17,9 +17,9 @@ const requestIDHeader = "x-request-id"
 // requestID takes the caller's x-request-id (the gateway sets one per HTTP request) or makes
 // one, stores it for the logger and returns it in the response header.
 func requestID(ctx context.Context) context.Context {
-	md, _ := metadata.FromIncomingContext(ctx)
 	id := ""
-	if v := md.Get(requestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
+	// The one key's values, not FromIncomingContext's copy of all the metadata.
+	if v := metadata.ValueFromIncomingContext(ctx, requestIDHeader); len(v) > 0 && len(v[0]) <= 128 {
 		id = v[0]
 	}
 	if id == "" {

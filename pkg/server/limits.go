@@ -245,8 +245,7 @@ func clientAddress(ctx context.Context, trusted []netip.Prefix) string {
 			local = clientaddr.Host(p.LocalAddr.String())
 		}
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	return clientaddr.FromChain(host, md.Get("x-forwarded-for"), func(a string) bool {
+	return clientaddr.FromChain(host, metadata.ValueFromIncomingContext(ctx, "x-forwarded-for"), func(a string) bool {
 		return (a != "" && a == local) || clientaddr.InPrefixes(a, trusted)
 	})
 }
