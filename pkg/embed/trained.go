@@ -136,9 +136,14 @@ type trainedParams struct {
 	lexA     float64 // SIF constant of the lexical word weights; 0: unweighted
 	removed  float64 // how much of the common direction is removed
 	concat   bool    // lexical and dense parts side by side, not superposed
+	sublin   bool    // a word's dense weight grows with 1+log(tf), not tf
 }
 
-var defaultParams = trainedParams{lexShare: lexicalShare, lexA: lexicalSIF, removed: commonRemoved}
+// defaultParams are TestTune's choice. A word repeated in a text counts 1+log(tf) times in
+// the average: a long document's vector then keeps its rarer topics instead of leaning to
+// its most repeated words (Markdown MRR 0.793 → 0.806 on the tuning modules, code
+// 0.514 → 0.511).
+var defaultParams = trainedParams{lexShare: lexicalShare, lexA: lexicalSIF, removed: commonRemoved, sublin: true}
 
 // NewTrained returns a Trained making vectors of dims dimensions (DefaultDims when 0),
 // between the word vectors' size and MaxDims. It fails when the size cannot be honoured or
@@ -251,20 +256,29 @@ func unit(v []float64) {
 func (t *Trained) dense(text string, sum []float64) {
 	clear(sum)
 	d := t.wv.dims
-	known := false
+	var order []int32
+	tf := map[int32]int{}
 	Words(text, func(w string) {
 		i, ok := t.wv.index[w]
 		if !ok {
 			return
 		}
-		known = true
-		wt := float64(t.wv.weight[i])
+		if tf[i] == 0 {
+			order = append(order, i)
+		}
+		tf[i]++
+	})
+	if len(order) == 0 {
+		return
+	}
+	for _, i := range order {
+		wt := float64(t.wv.weight[i]) * float64(tf[i])
+		if t.p.sublin {
+			wt = float64(t.wv.weight[i]) * (1 + math.Log(float64(tf[i])))
+		}
 		for k, x := range t.wv.vec[int(i)*d : int(i+1)*d] {
 			sum[k] += wt * float64(x)
 		}
-	})
-	if !known {
-		return
 	}
 	var proj float64
 	for k, c := range t.wv.common {

@@ -50,12 +50,13 @@ func TestTune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sublin := os.Getenv("THEFOLD_EMBED_SUBLIN") != "0"
 	grid := func(sifs, shares, lexAs []float64, concat bool) {
 		for _, a := range sifs {
 			wv := newWordVectors(mod, a)
 			for _, share := range shares {
 				for _, lexA := range lexAs {
-					p := trainedParams{lexShare: share, lexA: lexA, removed: 1, concat: concat}
+					p := trainedParams{lexShare: share, lexA: lexA, removed: 1, concat: concat, sublin: sublin}
 					tr, err := newTrained(wv, DefaultDims, p)
 					if err != nil {
 						t.Fatal(err)
