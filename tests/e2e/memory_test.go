@@ -40,7 +40,7 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 		t.Fatalf("search: %d %v", code, body)
 	}
 	results, _ := body["results"].([]any)
-	if len(results) != 5 {
+	if len(results) != 5 || body["embedding_model"] != "local@1" {
 		t.Fatalf("results %v", body)
 	}
 	for _, r := range results {
@@ -87,6 +87,11 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 	code, body = rest(t, http.MethodGet, "/v1/memories:stats?repo=local/memories", token, nil)
 	if code != http.StatusOK || body["total"] != "200" || body["integrity_failures"] != "1" {
 		t.Fatalf("stats: %d %v", code, body)
+	}
+	// The vectors name the built-in embedder's version, and nothing waits to be re-embedded.
+	if emb, _ := body["memory_embedding"].(map[string]any); emb["active_model"] != "local@1" || emb["target_model"] != "local@1" ||
+		emb["reembedded"] != "200" || emb["total"] != "200" || emb["reembed_enabled"] != true {
+		t.Fatalf("stats: embedding status %v", body["memory_embedding"])
 	}
 	// Bad input is a 400 naming the field.
 	code, body = rest(t, http.MethodPost, "/v1/memories", token, map[string]any{"content": "   "})

@@ -292,7 +292,15 @@ func (s *Server) reembedTable(ctx context.Context, table string, target store.Pa
 		if len(dropped) > 0 {
 			s.log.InfoContext(ctx, "dropped the HNSW indexes of the previous embedding models", "table", table, "indexes", dropped)
 		}
-		return s.fill(ctx, table, target, true)
+		if err := s.fill(ctx, table, target, true); err != nil {
+			return err
+		}
+		start = time.Now()
+		if err := s.store.Vacuum(ctx, table); err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "vacuumed after the switch", "table", table, "took", time.Since(start).Round(time.Millisecond).String())
+		return nil
 	}
 	return nil
 }

@@ -326,6 +326,19 @@ func (s *Store) DropOtherIndexes(ctx context.Context, table string, keep Pair) (
 	return names, nil
 }
 
+// Vacuum vacuums and analyzes table: after a switch it holds a dead version of every row
+// (searches walk past them until autovacuum comes) and the statistics of a model no row has.
+// It does not hold off reads or writes.
+func (s *Store) Vacuum(ctx context.Context, table string) error {
+	if err := checkTable(table); err != nil {
+		return err
+	}
+	if _, err := s.pool.Exec(ctx, `VACUUM (ANALYZE) `+table); err != nil {
+		return fmt.Errorf("store: vacuum %s: %w", table, err)
+	}
+	return nil
+}
+
 // Progress counts the rows in scope (owner's, every owner's when owner is "", of repo when
 // repoSet) of table that have a
 // vector of target, in the row or its side row, and all of them. Expired memories are out
