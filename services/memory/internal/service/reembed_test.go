@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -13,6 +14,7 @@ import (
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 
 	"github.com/thefold/thefold/services/memory/internal/service"
+	"github.com/thefold/thefold/services/memory/internal/store"
 )
 
 // reembedConfig re-embeds in batches of 4, so a handful of rows takes several batches.
@@ -278,5 +280,67 @@ func TestReembedOff(t *testing.T) {
 	st := stats(t, e).GetMemoryEmbedding()
 	if got := embStatus(st); got != "local@1/384 → local@2/384 0/2" || st.GetReembedEnabled() {
 		t.Fatalf("embedding status with re-embedding off: %s, enabled %v", got, st.GetReembedEnabled())
+	}
+}
+
+// One replica re-embeds at a time: while another holds the re-embedding lock, a pass does
+// nothing (and says no error); once it is free, the pass does the work.
+func TestReembedOneRunnerAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := start(t, reembedConfig(""))
+	m := e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: topics[5].content, Repo: "acme/api"})
+	e.ai.current.Store(2)
+	findTop(t, e, topics[5].query, m.GetId())
+	unlock, ok, err := store.New(e.pool).TryLock(ctx, "thefold.memory.reembed")
+	if err != nil || !ok {
+		t.Fatalf("taking the lock as another replica: %v %v", ok, err)
+	}
+	if err := e.srv.Reembed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, e, "SELECT count(*) FROM memory_next_embeddings"); n != 0 || !slices.Equal(pairs(t, e, "memories"), []string{"local@1/384"}) {
+		t.Fatalf("a pass re-embedded while another replica held the lock (%d side vectors, %v)", n, pairs(t, e, "memories"))
+	}
+	unlock()
+	if err := e.srv.Reembed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pairs(t, e, "memories"); !slices.Equal(got, []string{"local@2/384"}) {
+		t.Fatalf("vectors after the lock was free: %v", got)
+	}
+}
+
+// The running job (RunReembed) starts at once when a call finds that ai embeds with a new
+// model, without waiting for its interval, and stops when its context ends.
+func TestRunReembedStartsWhenTheModelChanges(t *testing.T) {
+	t.Parallel()
+	e := start(t, reembedConfig(""))
+	m := e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: topics[6].content, Repo: "acme/api"})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.srv.RunReembed(ctx, time.Hour) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("RunReembed: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("RunReembed did not stop when its context ended")
+		}
+	}()
+	e.ai.current.Store(2)
+	findTop(t, e, topics[6].query, m.GetId()) // sees local@2
+	deadline := time.Now().Add(20 * time.Second)
+	for !slices.Equal(pairs(t, e, "memories"), []string{"local@2/384"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not re-embedded 20 s after a search found the new model (interval 1h): %v", pairs(t, e, "memories"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := findTop(t, e, topics[6].query, m.GetId()); got != "local@2" {
+		t.Fatalf("search after the job used %s", got)
 	}
 }
