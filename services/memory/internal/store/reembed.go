@@ -157,19 +157,6 @@ func (s *Store) Pending(ctx context.Context, table string, target Pair, after st
 	return out, nil
 }
 
-// HasPending reports whether some row of table has no vector of target.
-func (s *Store) HasPending(ctx context.Context, table string, target Pair) (bool, error) {
-	if err := checkTable(table); err != nil {
-		return false, err
-	}
-	var yes bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` m WHERE `+pendingCond(table)+`)`, target.Model, target.Dims).Scan(&yes)
-	if err != nil {
-		return false, fmt.Errorf("store: pending re-embedding of %s: %w", table, err)
-	}
-	return yes, nil
-}
-
 func params(ids []string, vecs []Vector) (Pair, []pgvector.Vector, error) {
 	if len(ids) != len(vecs) || len(vecs) == 0 {
 		return Pair{}, nil, fmt.Errorf("store: %d ids for %d vectors", len(ids), len(vecs))
