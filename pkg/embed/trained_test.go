@@ -231,3 +231,31 @@ func FuzzTrainedEmbed(f *testing.F) {
 		}
 	})
 }
+
+// A word outside the vocabulary still lands near the words it is made of.
+func TestTrainedSubwords(t *testing.T) {
+	t.Parallel()
+	tr := newTestTrained(t)
+	for _, w := range []string{"retrier", "kubeconfigs"} {
+		if _, ok := tr.wv.index[w]; ok {
+			t.Fatalf("%q is in the vocabulary; pick a word that is not", w)
+		}
+	}
+	dense := func(text string) []float64 {
+		v := make([]float64, tr.wv.dims)
+		tr.dense(text, v)
+		return v
+	}
+	dot := func(a, b []float64) (s float64) {
+		for k := range a {
+			s += a[k] * b[k]
+		}
+		return s
+	}
+	if near, far := dot(dense("retrier"), dense("retry")), dot(dense("retrier"), dense("certificate")); near <= far {
+		t.Errorf("retrier: retry at %.3f, certificate at %.3f", near, far)
+	}
+	if v := dense("zqxjvk"); dot(v, v) != 0 && dot(v, v) < 0.99 {
+		t.Errorf("an unknown word's vector has norm² %v, want 0 or 1", dot(v, v))
+	}
+}

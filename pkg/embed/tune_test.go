@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,12 +52,16 @@ func TestTune(t *testing.T) {
 		t.Fatal(err)
 	}
 	sublin := os.Getenv("THEFOLD_EMBED_SUBLIN") != "0"
+	oov := subwordWeight
+	if v := os.Getenv("THEFOLD_EMBED_OOV"); v != "" {
+		oov, _ = strconv.ParseFloat(v, 64)
+	}
 	grid := func(sifs, shares, lexAs []float64, concat bool) {
 		for _, a := range sifs {
 			wv := newWordVectors(mod, a)
 			for _, share := range shares {
 				for _, lexA := range lexAs {
-					p := trainedParams{lexShare: share, lexA: lexA, removed: 1, concat: concat, sublin: sublin}
+					p := trainedParams{lexShare: share, lexA: lexA, removed: 1, concat: concat, sublin: sublin, oov: oov}
 					tr, err := newTrained(wv, DefaultDims, p)
 					if err != nil {
 						t.Fatal(err)
