@@ -89,6 +89,8 @@ func (c *Config) Validate() error {
 	}
 	if c.EmbedDimensions < 16 || c.EmbedDimensions > 4096 {
 		problems = append(problems, fmt.Errorf("THEFOLD_AI_EMBED_DIMENSIONS: %d is outside 16–4096", c.EmbedDimensions))
+	} else if _, err := localVersions[CurrentLocal](c.EmbedDimensions); err != nil {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_EMBED_DIMENSIONS: %s: %w", LocalName(CurrentLocal), err))
 	}
 	if c.AttemptTimeout <= 0 {
 		problems = append(problems, errors.New("THEFOLD_AI_ATTEMPT_TIMEOUT: must be positive"))

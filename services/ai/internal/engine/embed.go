@@ -36,8 +36,19 @@ type localEmbedder interface {
 // localVersions makes each version of the built-in embedder at a size (0: its default).
 // A version's vectors never change — they are compared with vectors stored long ago — so a
 // changed embedder is a new version here (and a new CurrentLocal), never an edit of one.
+// The engine's default embedder is built from this table too (currentLocal), so a new
+// version is one line here and CurrentLocal.
 var localVersions = map[int]func(dims int) (localEmbedder, error){
 	1: func(dims int) (localEmbedder, error) { return embed.New(dims) }, // feature hashing (pkg/embed Local)
+}
+
+// currentLocal is CurrentLocal at a size known to be valid (validated config).
+func currentLocal(dims int) localEmbedder {
+	l, err := localVersions[CurrentLocal](dims)
+	if err != nil {
+		panic("engine: local embedder: " + err.Error())
+	}
+	return l
 }
 
 // LocalName is the exact name of a version of the built-in embedder ("local@1").

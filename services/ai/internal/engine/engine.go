@@ -23,7 +23,6 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
-	"github.com/thefold/thefold/pkg/embed"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/provider"
 	"github.com/thefold/thefold/services/ai/internal/registry"
@@ -36,7 +35,7 @@ type Engine struct {
 	log    *slog.Logger
 	reg    *registry.Registry
 	st     *store.Store
-	local  *embed.Local
+	local  localEmbedder // CurrentLocal at the configured size
 	lookup func(string) (string, bool)
 	// newProvider builds a provider client; tests replace the retry policy's sleep.
 	newProvider func(provider.Config) (llm.Provider, error)
@@ -75,7 +74,7 @@ func WithOwners(o Owners) Option { return func(e *Engine) { e.owners = o } }
 func New(cfg Config, log *slog.Logger, reg *registry.Registry, st *store.Store, lookup func(string) (string, bool), opts ...Option) *Engine {
 	e := &Engine{
 		cfg: cfg, log: log, reg: reg, st: st, lookup: cfg.GuardedLookup(lookup),
-		local:   embed.NewLocal(cfg.EmbedDimensions), // Config.Validate checked the size
+		local:   currentLocal(cfg.EmbedDimensions), // Config.Validate checked the size
 		now:     time.Now,
 		clients: map[string]llm.Provider{},
 		guarded: &http.Client{Transport: cfg.BaseURLPolicy().Transport()},
