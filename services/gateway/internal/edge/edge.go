@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/gen/openapi"
@@ -48,10 +49,10 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 	muxOpts := []runtime.ServeMuxOption{
 		runtime.WithMiddlewares(nameRoute),
 		runtime.WithErrorHandler(errorHandler),
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &jsonMarshaler{runtime.JSONPb{
 			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false},
 			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: false},
-		}),
+		}}),
 		runtime.WithIncomingHeaderMatcher(forwardHeader),
 		runtime.WithOutgoingHeaderMatcher(returnHeader),
 	}
@@ -115,6 +116,17 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 	//   serverSentEvents, then the routes.
 	return streamDeadlines(obs.observe(withRequestID(securityHeaders(cors(lim.CORSOrigins,
 		rateLimit(lim.RateLimits, guard(lim, forwardClient(lim.RateLimits.TrustedProxies, serverSentEvents(front))))))))), nil
+}
+
+// jsonMarshaler is grpc-gateway's JSONPb, except that a message's JSON is the answer's
+// bytes as protojson makes them: JSONPb.Marshal copies them into a growing buffer first.
+type jsonMarshaler struct{ runtime.JSONPb }
+
+func (m *jsonMarshaler) Marshal(v any) ([]byte, error) {
+	if p, ok := v.(proto.Message); ok {
+		return m.MarshalOptions.Marshal(p)
+	}
+	return m.JSONPb.Marshal(v)
 }
 
 // ownPaths are the paths of the edge's own routes on its root mux.

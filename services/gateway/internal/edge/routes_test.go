@@ -6,11 +6,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/gen/openapi"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 )
 
 func TestPathPrefix(t *testing.T) {
@@ -105,6 +109,26 @@ func TestFrontAnswersAsTheRootMux(t *testing.T) {
 				t.Errorf("%s %s: front %d %q %v (route saw %q), root mux %d %q %v (route saw %q)", method, target,
 					got.Code, got.Body, got.Header(), *fReached, want.Code, want.Body, want.Header(), *rReached)
 			}
+		}
+	}
+}
+
+// TestJSONMarshalerAsJSONPb: the edge's marshaler writes what grpc-gateway's JSONPb with the
+// same options writes, for messages and for the non-message values a response may carry.
+func TestJSONMarshalerAsJSONPb(t *testing.T) {
+	t.Parallel()
+	opts := protojson.MarshalOptions{UseProtoNames: true}
+	ours, theirs := &jsonMarshaler{runtime.JSONPb{MarshalOptions: opts}}, &runtime.JSONPb{MarshalOptions: opts}
+	now := timestamppb.New(time.Date(2026, 11, 28, 11, 0, 0, 5, time.UTC))
+	for _, v := range []any{
+		&tasksv1.GetTaskResponse{Task: &tasksv1.Task{Id: "t1", Title: "a \"title\" <b>", Labels: []string{"x", "y"}, CreateTime: now,
+			Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG}},
+		&tasksv1.GetTaskResponse{}, now, []*tasksv1.Task{{Id: "a"}, {Id: "b"}}, map[string]int{"n": 1}, "text", 42, nil,
+	} {
+		got, gotErr := ours.Marshal(v)
+		want, wantErr := theirs.Marshal(v)
+		if string(got) != string(want) || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("Marshal(%T) = %s, %v; JSONPb gives %s, %v", v, got, gotErr, want, wantErr)
 		}
 	}
 }
