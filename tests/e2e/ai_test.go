@@ -81,7 +81,7 @@ func TestEmbedLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Model != "local@1" || resp.Dimensions != 384 || len(resp.Embeddings) != 2 {
+	if resp.Model != "local@2" || resp.Dimensions != 384 || len(resp.Embeddings) != 2 {
 		t.Fatalf("embed %s %d %d", resp.Model, resp.Dimensions, len(resp.Embeddings))
 	}
 	if after := len(llm.Requests()); after != before {

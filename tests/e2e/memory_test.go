@@ -40,7 +40,7 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 		t.Fatalf("search: %d %v", code, body)
 	}
 	results, _ := body["results"].([]any)
-	if len(results) != 5 || body["embedding_model"] != "local@1" {
+	if len(results) != 5 || body["embedding_model"] != "local@2" {
 		t.Fatalf("results %v", body)
 	}
 	for _, r := range results {
@@ -89,7 +89,7 @@ func TestMemoryThroughTheGateway(t *testing.T) {
 		t.Fatalf("stats: %d %v", code, body)
 	}
 	// The vectors name the built-in embedder's version, and nothing waits to be re-embedded.
-	if emb, _ := body["memory_embedding"].(map[string]any); emb["active_model"] != "local@1" || emb["target_model"] != "local@1" ||
+	if emb, _ := body["memory_embedding"].(map[string]any); emb["active_model"] != "local@2" || emb["target_model"] != "local@2" ||
 		emb["reembedded"] != "200" || emb["total"] != "200" || emb["reembed_enabled"] != true {
 		t.Fatalf("stats: embedding status %v", body["memory_embedding"])
 	}

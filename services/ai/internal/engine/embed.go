@@ -24,8 +24,10 @@ import (
 // embedder made it.
 const LocalModel = "local"
 
-// CurrentLocal is the version "local" means.
-const CurrentLocal = 1
+// CurrentLocal is the version "local" means: 2, the trained embedder (dense vectors, which
+// also make a better HNSW graph); stored vectors of version 1 are re-embedded by the memory
+// service when it sees the new version.
+const CurrentLocal = 2
 
 // localEmbedder is one version of the built-in embedder at one size.
 type localEmbedder interface {
@@ -39,7 +41,8 @@ type localEmbedder interface {
 // The engine's default embedder is built from this table too (currentLocal), so a new
 // version is one line here and CurrentLocal.
 var localVersions = map[int]func(dims int) (localEmbedder, error){
-	1: func(dims int) (localEmbedder, error) { return embed.New(dims) }, // feature hashing (pkg/embed Local)
+	1: func(dims int) (localEmbedder, error) { return embed.New(dims) },        // feature hashing (pkg/embed Local)
+	2: func(dims int) (localEmbedder, error) { return embed.NewTrained(dims) }, // trained word vectors + lexical features (pkg/embed Trained)
 }
 
 // currentLocal is CurrentLocal at a size known to be valid (validated config).

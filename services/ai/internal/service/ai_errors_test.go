@@ -187,7 +187,7 @@ func TestNoProviderConfigured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if emb.Model != "local@1" || emb.Dimensions != 384 || len(emb.Embeddings) != 2 || len(emb.Embeddings[0].Values) != 384 {
+	if emb.Model != "local@2" || emb.Dimensions != 384 || len(emb.Embeddings) != 2 || len(emb.Embeddings[0].Values) != 384 {
 		t.Fatalf("embed %v %d", emb.Model, emb.Dimensions)
 	}
 	for _, c := range rpcCases() {
@@ -235,33 +235,43 @@ func TestKeyFromAPIKeyRef(t *testing.T) {
 func TestEmbedLocalVersions(t *testing.T) {
 	t.Parallel()
 	e := newAIEnv(t, nil, aiEnvOptions{})
-	want := embed.NewLocal(256).Embed([]string{"retry the HTTP request"})[0]
+	text := []string{"retry the HTTP request"}
+	v1 := embed.NewLocal(256).Embed(text)[0]
+	v2, err := embed.NewTrained(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float32{"local@1": v1, "local@2": v2.Embed(text)[0]}
 	cases := []struct {
 		model     string
 		dims      int32
 		wantModel string
 		wantDims  int32
 	}{
-		{"", 0, "local@1", 384},
-		{"local", 0, "local@1", 384},
+		{"", 0, "local@2", 384},
+		{"local", 0, "local@2", 384},
 		{"local@1", 0, "local@1", 384},
 		{"local@1", 256, "local@1", 256},
-		{"local-256", 0, "local@1", 256},
-		{"local", 256, "local@1", 256},
+		{"local@2", 256, "local@2", 256},
+		{"local-256", 0, "local@2", 256},
+		{"local", 256, "local@2", 256},
 	}
 	for _, c := range cases {
-		resp, err := e.ai.Embed(e.alice, &aiv1.EmbedRequest{Texts: []string{"retry the HTTP request"}, Model: c.model, Dimensions: c.dims})
+		resp, err := e.ai.Embed(e.alice, &aiv1.EmbedRequest{Texts: text, Model: c.model, Dimensions: c.dims})
 		if err != nil {
 			t.Fatalf("%q/%d: %v", c.model, c.dims, err)
 		}
 		if resp.GetModel() != c.wantModel || resp.GetDimensions() != c.wantDims || len(resp.GetEmbeddings()[0].GetValues()) != int(c.wantDims) {
 			t.Errorf("%q/%d: got %s/%d, want %s/%d", c.model, c.dims, resp.GetModel(), resp.GetDimensions(), c.wantModel, c.wantDims)
 		}
-		if c.wantDims == 256 && !slices.Equal(resp.GetEmbeddings()[0].GetValues(), want) {
-			t.Errorf("%q/%d: not the vector of pkg/embed's Local", c.model, c.dims)
+		if c.wantDims == 256 && !slices.Equal(resp.GetEmbeddings()[0].GetValues(), want[c.wantModel]) {
+			t.Errorf("%q/%d: not the vector of pkg/embed's %s", c.model, c.dims, c.wantModel)
 		}
 	}
-	if engine.LocalName(engine.CurrentLocal) != "local@1" {
+	// local@2 has a smallest size: asking it for less is the caller's mistake.
+	_, err = e.ai.Embed(e.alice, &aiv1.EmbedRequest{Texts: text, Model: "local@2", Dimensions: 64})
+	wantCode(t, err, codes.InvalidArgument, "dimensions")
+	if engine.LocalName(engine.CurrentLocal) != "local@2" {
 		t.Errorf("current local version %s; a new version needs this test and the memory service's migration reviewed", engine.LocalName(engine.CurrentLocal))
 	}
 }
@@ -273,7 +283,7 @@ func TestEmbedAsService(t *testing.T) {
 	e := newAIEnv(t, nil, aiEnvOptions{})
 	memory := auth.AsService(e.alice, e.grpc.ServiceSigner(t, "memory"))
 	resp, err := e.ai.Embed(memory, &aiv1.EmbedRequest{Texts: []string{"retry the request"}})
-	if err != nil || resp.GetModel() != "local@1" {
+	if err != nil || resp.GetModel() != "local@2" {
 		t.Fatalf("Embed as the memory service: %v %v", resp.GetModel(), err)
 	}
 	_, err = e.ai.Complete(memory, &aiv1.CompleteRequest{Messages: []*aiv1.ChatMessage{{Role: aiv1.MessageRole_MESSAGE_ROLE_USER, Content: "hi"}}})

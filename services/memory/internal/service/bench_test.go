@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -43,6 +44,25 @@ const (
 	exactQueries = 60
 )
 
+// benchEmbedder is the local embedder the latency benchmark stores and searches with: the
+// one the ai service ships as "local" (version 2), or the one THEFOLD_BENCH_EMBEDDER names
+// ("local@1"). Its vectors shape the HNSW graph, so the index's recall and speed depend on it.
+func benchEmbedder(b testing.TB) (embed.Embedder, int32) {
+	switch v := os.Getenv("THEFOLD_BENCH_EMBEDDER"); v {
+	case "", "local@2":
+		t, err := embed.NewTrained(embed.DefaultDims)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return t, 2
+	case "local@1":
+		return embed.NewLocal(embed.DefaultDims), 1
+	default:
+		b.Fatalf("THEFOLD_BENCH_EMBEDDER=%q: want local@1 or local@2", v)
+		return nil, 0
+	}
+}
+
 func searchLatency(b *testing.B, n int) {
 	// The set-up takes far longer than benchtime: the timer keeps running so the framework
 	// never calls this again with a larger b.N; ns/op is suppressed below and the figures
@@ -50,6 +70,8 @@ func searchLatency(b *testing.B, n int) {
 	ctx := context.Background()
 	e := start(b, service.Config{})
 	alice := longLived(e.alice)
+	local, version := benchEmbedder(b)
+	e.ai.current.Store(version) // the service embeds queries with the same embedder
 
 	t0 := time.Now()
 	mems := benchMemories(n)
@@ -57,13 +79,13 @@ func searchLatency(b *testing.B, n int) {
 	runtime.GC()
 
 	t0 = time.Now()
-	if err := bulkInsert(ctx, e.pool, benchOwner, mems); err != nil {
+	if err := bulkInsert(ctx, e.pool, benchOwner, local, mems); err != nil {
 		b.Fatal(err)
 	}
 	tLoad := time.Since(t0)
 
 	t0 = time.Now()
-	if err := buildIndex(ctx, e.pool); err != nil {
+	if err := buildIndex(ctx, e.pool, local.Version()); err != nil {
 		b.Fatal(err)
 	}
 	tIndex := time.Since(t0)
@@ -73,7 +95,6 @@ func searchLatency(b *testing.B, n int) {
 	}
 
 	queries := benchQueryTexts(benchQueries, mems)
-	local := embed.NewLocal(embed.DefaultDims)
 	qvecs := local.Embed(queries)
 	st := store.New(e.pool)
 
@@ -110,7 +131,7 @@ func searchLatency(b *testing.B, n int) {
 		}
 		access = append(access, time.Since(t))
 
-		vec := store.Vector{Model: "local@1", Values: qvecs[i]}
+		vec := store.Vector{Model: local.Version(), Values: qvecs[i]}
 		// The service's whole candidate search: both rankings.
 		t = time.Now()
 		if _, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, Words: words(q), K: k}); err != nil {
@@ -157,7 +178,7 @@ func searchLatency(b *testing.B, n int) {
 	for _, ef := range []int{40, 64, 100, 160} {
 		sw := &sweep{ef: ef}
 		for i := range queries[:exactQueries] {
-			vec := store.Vector{Model: "local@1", Values: qvecs[i]}
+			vec := store.Vector{Model: local.Version(), Values: qvecs[i]}
 			t := time.Now()
 			c, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, EfSearch: ef})
 			if err != nil {
@@ -169,7 +190,7 @@ func searchLatency(b *testing.B, n int) {
 		sweeps = append(sweeps, sw)
 	}
 	for i := range queries[:exactQueries] {
-		vec := store.Vector{Model: "local@1", Values: qvecs[i]}
+		vec := store.Vector{Model: local.Version(), Values: qvecs[i]}
 		ce, err := st.Search(ctx, store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, K: 10, Exact: true})
 		if err != nil {
 			b.Fatal(err)
@@ -227,14 +248,13 @@ func searchLatency(b *testing.B, n int) {
 		fmt.Printf("  targets at 100k: RPC p50 ≤ 5 ms (%s), p99 ≤ 20 ms (%s)\n",
 			verdict(ms(pct(rpc, 50)) <= 5), verdict(ms(pct(rpc, 99)) <= 20))
 	}
-	printPlans(b, st, queries[:2], k)
+	printPlans(b, st, local, queries[:2], k)
 }
 
 // printPlans prints the plans of the store's two ranking queries for each query.
-func printPlans(b *testing.B, st *store.Store, queries []string, k int) {
-	local := embed.NewLocal(embed.DefaultDims)
+func printPlans(b *testing.B, st *store.Store, local embed.Embedder, queries []string, k int) {
 	for _, q := range queries {
-		vec := store.Vector{Model: "local@1", Values: local.Embed([]string{q})[0]}
+		vec := store.Vector{Model: local.Version(), Values: local.Embed([]string{q})[0]}
 		vplan, tplan, match, err := st.Explain(context.Background(), store.SearchQuery{Owner: benchOwner, Filter: store.Filter{AnyRepo: true}, Vector: vec, Words: words(q), K: k})
 		if err != nil {
 			b.Fatal(err)
@@ -407,11 +427,11 @@ func vectorText(buf []byte, v []float32) []byte {
 // INSERT … SELECT FROM unnest, two batches at a time. The embedding is of what StoreMemory
 // embeds; the full-text vector is made from the summary and the content (the service adds
 // split identifiers too).
-func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []benchMemory) error {
+func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, local embed.Embedder, mems []benchMemory) error {
 	const batch = 1000
 	const q = `INSERT INTO memories (owner_id, repo, memory_type, content, summary, content_hash, tags, trust_level,
 			importance, embedding, embedding_model, embedding_dims, search, create_time, update_time)
-		SELECT $1, r, t, c, s, h, string_to_array(tg, ','), tl, imp, e::vector, 'local@1', 384,
+		SELECT $1, r, t, c, s, h, string_to_array(tg, ','), tl, imp, e::vector, $12, 384,
 			to_tsvector('english', s || E'\n' || c), now() - make_interval(secs => age), now() - make_interval(secs => age)
 		FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
 			$9::float8[], $10::text[], $11::float8[]) AS u(r, t, c, s, h, tg, tl, imp, e, age)
@@ -419,7 +439,6 @@ func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []be
 	jobs := make(chan []benchMemory)
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
-	local := embed.NewLocal(embed.DefaultDims)
 	for range 2 {
 		wg.Go(func() {
 			buf := make([]byte, 0, 4096)
@@ -438,7 +457,7 @@ func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []be
 					h, tg, tl, e = append(h, hex.EncodeToString(sum[:])), append(tg, m.tags), append(tl, m.trust), append(e, string(buf))
 					imp, age = append(imp, m.importance), append(age, m.ageSeconds)
 				}
-				if _, err := pool.Exec(ctx, q, owner, r, t, c, s, h, tg, tl, imp, e, age); err != nil {
+				if _, err := pool.Exec(ctx, q, owner, r, t, c, s, h, tg, tl, imp, e, age, local.Version()); err != nil {
 					errc <- fmt.Errorf("bulk insert: %w", err)
 					for range jobs { // drain
 					}
@@ -460,7 +479,7 @@ func bulkInsert(ctx context.Context, pool *pgxpool.Pool, owner string, mems []be
 // bulk load (much faster than inserting into it row by row), on connections allowed the
 // memory for it (the default maintenance_work_mem of 64MB does not hold a 100k graph and
 // the build then slows down many times), and vacuums and analyzes the table.
-func buildIndex(ctx context.Context, pool *pgxpool.Pool) error {
+func buildIndex(ctx context.Context, pool *pgxpool.Pool, model string) error {
 	cfg := pool.Config()
 	cfg.ConnConfig.RuntimeParams["maintenance_work_mem"] = "1GB"
 	cfg.MaxConns = 1
@@ -469,7 +488,7 @@ func buildIndex(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	defer big.Close()
-	if err := store.New(big).EnsureIndex(ctx, "memories", "local@1", embed.DefaultDims); err != nil {
+	if err := store.New(big).EnsureIndex(ctx, "memories", model, embed.DefaultDims); err != nil {
 		return err
 	}
 	// VACUUM too: autovacuum would otherwise visit the freshly loaded table while the

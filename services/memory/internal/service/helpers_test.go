@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,10 +28,9 @@ import (
 // embedServer answers AIService.Embed as the ai service does with no provider set up: with
 // TheFold's local embedder (pkg/embed) under its versioned names — "local" (and
 // "local-<size>") is the current version, "local@N" version N, and the answer names the
-// exact version. Version 1 is pkg/embed's Local; version 2 stands in for a new embedder
-// (version 1's vectors reversed: as unrelated to version 1's as a new model's). Tests
-// switch the current version as shipping a new embedder does, count the calls and texts,
-// and make calls fail.
+// exact version. Version 1 is pkg/embed's Local, version 2 its Trained, as in the ai
+// service. The current version starts at 1; tests switch it as shipping a new embedder
+// does, count the calls and texts, and make calls fail.
 type embedServer struct {
 	aiv1.UnimplementedAIServiceServer
 	current atomic.Int32
@@ -71,16 +69,19 @@ func (e *embedServer) Embed(_ context.Context, req *aiv1.EmbedRequest) (*aiv1.Em
 	if req.GetDimensions() != 0 {
 		dims = int(req.GetDimensions())
 	}
-	local, err := embed.New(dims)
+	var local embed.Embedder
+	var err error
+	if version == 2 {
+		local, err = embed.NewTrained(dims)
+	} else {
+		local, err = embed.New(dims)
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "dimensions: %v", err)
 	}
 	e.texts.Add(int64(len(req.GetTexts())))
 	resp := &aiv1.EmbedResponse{Model: fmt.Sprintf("local@%d", version), Dimensions: int32(dims)}
 	for _, v := range local.Embed(req.GetTexts()) {
-		if version == 2 {
-			slices.Reverse(v)
-		}
 		resp.Embeddings = append(resp.Embeddings, &aiv1.Embedding{Values: v})
 	}
 	return resp, nil

@@ -186,7 +186,7 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 		ms(tSearch)/float64(len(sample)*len(modes)))
 	// Every search counts an access of each result with an UPDATE of its row.
 	fmt.Printf("  after the searches: %s\n", tableStats(context.Background(), e.pool))
-	printPlans(b, store.New(e.pool), []string{secs[sample[0]].query, secs[sample[1]].query}, e.cfg.Candidates)
+	printPlans(b, store.New(e.pool), embed.NewLocal(embed.DefaultDims), []string{secs[sample[0]].query, secs[sample[1]].query}, e.cfg.Candidates)
 	compareLocalEmbedders(b, secs, summaries, sample)
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thefold/thefold/pkg/embed"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 
 	"github.com/thefold/thefold/services/memory/internal/service"
@@ -33,10 +34,10 @@ func reembedBench(b *testing.B, n int) {
 	service.WithLogger(slog.New(slog.NewTextHandler(os.Stdout, nil)))(e.srv)
 	alice := longLived(e.alice)
 	mems := benchMemories(n)
-	if err := bulkInsert(ctx, e.pool, benchOwner, mems); err != nil {
+	if err := bulkInsert(ctx, e.pool, benchOwner, embed.NewLocal(embed.DefaultDims), mems); err != nil {
 		b.Fatal(err)
 	}
-	if err := buildIndex(ctx, e.pool); err != nil {
+	if err := buildIndex(ctx, e.pool, "local@1"); err != nil {
 		b.Fatal(err)
 	}
 	queries := benchQueryTexts(100, mems)

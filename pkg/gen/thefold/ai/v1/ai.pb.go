@@ -4929,7 +4929,7 @@ type EmbedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per text, in order.
 	Embeddings []*Embedding `protobuf:"bytes,1,rep,name=embeddings,proto3" json:"embeddings,omitempty"`
-	// Model that embedded, with its version: "local@1" for the built-in embedder however the
+	// Model that embedded, with its version: "local@2" for the built-in embedder however the
 	// request named it, a provider model by its id (e.g. "text-embedding-3-small"). Vectors
 	// are comparable only with vectors of the same model and dimensions.
 	Model         string    `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`

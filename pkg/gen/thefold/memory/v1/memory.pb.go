@@ -168,7 +168,7 @@ type Memory struct {
 	LastAccessedTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_accessed_time,json=lastAccessedTime,proto3" json:"last_accessed_time,omitempty"`
 	// Lower-case hex SHA-256 of content, checked on every read.
 	ContentHash string `protobuf:"bytes,12,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
-	// Model and version that produced the stored embedding (e.g. "local@1",
+	// Model and version that produced the stored embedding (e.g. "local@2",
 	// "text-embedding-3-small"); vectors of different models are never compared. After the
 	// configured model changes, the service re-embeds every memory in the background and
 	// this names the new model once searches have switched to it (see EmbeddingStatus).
@@ -2467,7 +2467,7 @@ func (x *GetStatsResponse) GetCodePatternEmbedding() *EmbeddingStatus {
 // previous vectors are dropped.
 type EmbeddingStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Model (with its version, e.g. "local@1") and size of the vectors searches use now.
+	// Model (with its version, e.g. "local@2") and size of the vectors searches use now.
 	ActiveModel      string `protobuf:"bytes,1,opt,name=active_model,json=activeModel,proto3" json:"active_model,omitempty"`
 	ActiveDimensions int32  `protobuf:"varint,2,opt,name=active_dimensions,json=activeDimensions,proto3" json:"active_dimensions,omitempty"`
 	// Model and size the service is configured for (what ai.Embed answers for its configured
