@@ -35,8 +35,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx); err != nil {
-		slog.Error("embedtrain failed", "err", err)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(ctx, log); err != nil {
+		log.Error("embedtrain failed", "err", err)
 		os.Exit(1)
 	}
 }
@@ -47,11 +48,20 @@ type config struct {
 	minCount                int
 	smoothing, eigenPow     float64
 	pairWeight              float64
+	log                     *slog.Logger
 }
 
-func run(ctx context.Context) error {
+// logger is c's logger, or one that discards (tests).
+func (c config) logger() *slog.Logger {
+	if c.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.log
+}
+
+func run(ctx context.Context, log *slog.Logger) error {
 	home, _ := os.UserCacheDir()
-	var c config
+	c := config{log: log}
 	flag.StringVar(&c.manifest, "manifest", "embed/training-manifest.txt", "training manifest: one module@version and its role (train or tune) a line")
 	flag.StringVar(&c.out, "out", "embed/local2.model", "model file to write")
 	flag.StringVar(&c.modcache, "modcache", filepath.Join(home, "thefold", "embedtrain", "mod"), "private module cache the training modules are downloaded into")
@@ -82,19 +92,19 @@ func run(ctx context.Context) error {
 			return err
 		}
 		if m.role != "train" {
-			slog.Info("held out for tuning", "module", m.path, "dir", dir)
+			c.logger().Info("held out for tuning", "module", m.path, "dir", dir)
 			continue
 		}
 		before := corpus.tokens()
 		if err := corpus.addTree(dir); err != nil {
 			return err
 		}
-		slog.Info("read", "module", m.path, "words", corpus.tokens()-before)
+		c.logger().Info("read", "module", m.path, "words", corpus.tokens()-before)
 	}
-	slog.Info("corpus", "words", corpus.tokens(), "functions", corpus.functions, "pairs", len(corpus.pairs)/2, "distinct", len(corpus.ids), "paragraphs", corpus.paragraphs, "duplicates skipped", corpus.dupes, "took", time.Since(t0).Round(time.Millisecond))
+	c.logger().Info("corpus", "words", corpus.tokens(), "functions", corpus.functions, "pairs", len(corpus.pairs)/2, "distinct", len(corpus.ids), "paragraphs", corpus.paragraphs, "duplicates skipped", corpus.dupes, "took", time.Since(t0).Round(time.Millisecond))
 
 	vocab, seq := corpus.vocabulary(c.vocab, c.minCount)
-	slog.Info("vocabulary", "words", len(vocab.words), "covering", fmt.Sprintf("%.3f", vocab.coverage))
+	c.logger().Info("vocabulary", "words", len(vocab.words), "covering", fmt.Sprintf("%.3f", vocab.coverage))
 	m := train(vocab, seq, c)
 	m.Manifest = hex.EncodeToString(sum[:])
 
@@ -105,7 +115,7 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(c.out, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	slog.Info("wrote model", "file", c.out, "bytes", buf.Len(), "words", len(m.Words), "dims", m.Dims, "took", time.Since(t0).Round(time.Second))
+	c.logger().Info("wrote model", "file", c.out, "bytes", buf.Len(), "words", len(m.Words), "dims", m.Dims, "took", time.Since(t0).Round(time.Second))
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -310,7 +309,7 @@ func train(v vocabulary, seq []int32, c config) *modelfile.Model {
 	t0 := time.Now()
 	n, d := len(v.words), c.dims
 	m := ppmi(n, seq, v.pairs, c.pairWeight, c.window, c.smoothing)
-	slog.Info("ppmi", "words", n, "nonzero", len(m.val), "took", time.Since(t0).Round(time.Millisecond))
+	c.logger().Info("ppmi", "words", n, "nonzero", len(m.val), "took", time.Since(t0).Round(time.Millisecond))
 	mt := m.transpose()
 
 	l := d + 16
@@ -329,7 +328,7 @@ func train(v vocabulary, seq []int32, c config) *modelfile.Model {
 	}
 	bt := mt.mul(q, l) // (Qᵀ·M)ᵀ
 	vals, vecs := jacobiEigen(gram(bt, l), l)
-	slog.Info("svd", "rank", d, "sigma_1", math.Sqrt(vals[0]), "sigma_d", math.Sqrt(max(vals[d-1], 0)), "took", time.Since(t0).Round(time.Millisecond))
+	c.logger().Info("svd", "rank", d, "sigma_1", math.Sqrt(vals[0]), "sigma_d", math.Sqrt(max(vals[d-1], 0)), "took", time.Since(t0).Round(time.Millisecond))
 
 	w := make([]float64, n*d)
 	parallel(n, func(lo, hi int) {
