@@ -42,9 +42,10 @@ type Config struct {
 	// configured model (at once, too, when a call finds that the model changed), and retries
 	// a re-embedding that failed.
 	ReembedInterval time.Duration `env:"THEFOLD_MEMORY_REEMBED_INTERVAL, default=1m"`
-	// ReembedIndexMemory is the maintenance_work_mem the switch to a new model builds its
-	// HNSW index with (PostgreSQL's default, 64MB, does not hold the graph of 100k vectors,
-	// and the build then takes several times longer while writes wait).
+	// ReembedIndexMemory is the maintenance_work_mem the re-embedding job builds HNSW
+	// indexes with, the new model's after the switch among them (PostgreSQL's default, 64MB,
+	// does not hold the graph of 100k vectors, and the build then takes several times
+	// longer, while searches of the new model scan).
 	ReembedIndexMemory string `env:"THEFOLD_MEMORY_REEMBED_INDEX_MEMORY, default=512MB"`
 	// HalfLives overrides the half-life of memory types (e.g. "session:12h,decision:4320h").
 	HalfLives map[string]time.Duration `env:"THEFOLD_MEMORY_HALF_LIVES"`

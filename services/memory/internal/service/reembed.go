@@ -20,7 +20,9 @@ import (
 // stored meanwhile get both, and when all rows have one the store switches the table to the
 // target in one transaction. Until then searches use the old vectors; afterwards the new,
 // and the old are gone (no grace period: going back is configuring the old model, e.g.
-// "local@1", which re-embeds again).
+// "local@1", which re-embeds again). The target's HNSW index is built right after the
+// switch, concurrently with writes (store.BuildIndexes); until it is valid, searches of the
+// target scan its vectors exactly.
 
 // embeddings is what the service knows of the tables' embedding pairs.
 type embeddings struct {
@@ -227,6 +229,11 @@ func (s *Server) Reembed(ctx context.Context) error {
 }
 
 func (s *Server) reembedTable(ctx context.Context, table string, target store.Pair) error {
+	// An index a concurrent build left invalid (it failed, or the server stopped during it),
+	// or never built (this process stopped between a switch and its build), is built now.
+	if err := s.buildIndexes(ctx, table); err != nil {
+		return err
+	}
 	// No row of another pair (an empty table, or the steady state): the target is active.
 	adopted, err := s.store.Adopt(ctx, table, target)
 	if err != nil {
@@ -273,7 +280,7 @@ func (s *Server) reembedTable(ctx context.Context, table string, target store.Pa
 			return err
 		}
 		start := time.Now()
-		ok, err := s.store.Switch(ctx, table, target, s.cfg.indexMemory())
+		ok, err := s.store.Switch(ctx, table, target)
 		if err != nil {
 			return err
 		}
@@ -283,8 +290,13 @@ func (s *Server) reembedTable(ctx context.Context, table string, target store.Pa
 		if _, err := s.loadState(ctx, table); err != nil {
 			return err
 		}
-		s.log.InfoContext(ctx, "searches switched to the new embedding model", "table", table, "from", st.Active.String(), "to", target.String(),
-			"switch", time.Since(start).Round(time.Millisecond).String())
+		s.log.InfoContext(ctx, "searches switched to the new embedding model; they scan its vectors until its HNSW index is built", "table", table,
+			"from", st.Active.String(), "to", target.String(), "switch", time.Since(start).Round(time.Millisecond).String())
+		// Writes go on during the build (CONCURRENTLY); a build that fails is done again on
+		// the next pass.
+		if err := s.buildIndexes(ctx, table); err != nil {
+			return err
+		}
 		dropped, err := s.store.DropOtherIndexes(ctx, table, target)
 		if err != nil {
 			return err
@@ -303,6 +315,18 @@ func (s *Server) reembedTable(ctx context.Context, table string, target store.Pa
 		return nil
 	}
 	return nil
+}
+
+// buildIndexes builds the missing or invalid HNSW indexes of the pairs table has rows of
+// (store.BuildIndexes).
+func (s *Server) buildIndexes(ctx context.Context, table string) error {
+	start := time.Now()
+	built, err := s.store.BuildIndexes(ctx, table, s.cfg.indexMemory())
+	if len(built) > 0 {
+		s.log.InfoContext(ctx, "built HNSW indexes, concurrently with writes", "table", table, "indexes", built,
+			"took", time.Since(start).Round(time.Millisecond).String())
+	}
+	return err
 }
 
 // fill embeds the rows of table that have no vector of target with the configured model,

@@ -1,6 +1,21 @@
 package store
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/thefold/thefold/pkg/db/dbtest"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	"github.com/thefold/thefold/services/memory/migrations"
+)
 
 // Migration 00005 names the HNSW indexes of the built-in embedder's version 1 itself:
 // its names must be the ones EnsureIndex looks for.
@@ -12,5 +27,91 @@ func TestIndexNameOfLocalVersion1(t *testing.T) {
 		if got := indexName(c.table, "local@1", 384); got != c.want {
 			t.Errorf("indexName(%s, local@1, 384) = %s, want %s", c.table, got, c.want)
 		}
+	}
+}
+
+// breakIndex leaves the HNSW index of model/dims on memories invalid the way a failed
+// concurrent build does: it drops the index and builds it again while one of the pair's
+// rows has a vector of another size, which fails the build after the index is in the
+// catalog. The row gets its vector back.
+func breakIndex(t *testing.T, pool *pgxpool.Pool, model string, dims int) {
+	t.Helper()
+	ctx := context.Background()
+	var id, vec string
+	if err := pool.QueryRow(ctx, `SELECT id::text, embedding::text FROM memories WHERE embedding_model = $1 AND embedding_dims = $2 LIMIT 1`,
+		model, dims).Scan(&id, &vec); err != nil {
+		t.Fatal(err)
+	}
+	name := indexName("memories", model, dims)
+	for _, q := range []string{`DROP INDEX IF EXISTS ` + name, `UPDATE memories SET embedding = '[1,2]' WHERE id = '` + id + `'`} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, createIndexSQL("memories", Pair{model, dims})); err == nil {
+		t.Fatal("the concurrent build over a vector of the wrong size did not fail")
+	}
+	if _, err := pool.Exec(ctx, `UPDATE memories SET embedding = $1::vector WHERE id = $2`, vec, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// EnsureIndex does not take an invalid index (a concurrent build failed) for built, and
+// leaves it to BuildIndexes, which drops it and builds it again, and then does nothing.
+func TestInvalidIndexIsRebuilt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	s := New(pool)
+	insert := func(s *Store, i int) {
+		t.Helper()
+		m := &memoryv1.Memory{OwnerId: "alice", Repo: "acme/api", Type: typev1.MemoryType_MEMORY_TYPE_GENERAL,
+			Content: fmt.Sprint("memory ", i), ContentHash: fmt.Sprint("hash ", i), TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, Importance: 0.5}
+		if _, _, err := s.Insert(ctx, NewMemory{Memory: m, Vector: Vector{Model: "test@1", Values: []float32{1, float32(i), 0.5}}, SearchText: m.Content}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := indexName("memories", "test@1", 3)
+	valid := func() (exists, valid bool) {
+		t.Helper()
+		err := pool.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, name).Scan(&valid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, valid
+	}
+	for i := range 3 {
+		insert(s, i) // the first builds the pair's index, concurrently
+	}
+	if exists, ok := valid(); !exists || !ok || !s.indexed[name] {
+		t.Fatalf("index of a new pair: exists %v, valid %v, remembered %v", exists, ok, s.indexed[name])
+	}
+	breakIndex(t, pool, "test@1", 3)
+	if exists, ok := valid(); !exists || ok {
+		t.Fatalf("broken index: exists %v, valid %v, want an invalid one", exists, ok)
+	}
+
+	// Another process stores a row of the pair: the row is stored, the index not trusted.
+	other := New(pool)
+	insert(other, 3)
+	if other.indexed[name] {
+		t.Fatal("EnsureIndex remembered an invalid index as built")
+	}
+	built, err := other.BuildIndexes(ctx, "memories", "64MB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exists, ok := valid(); !slices.Equal(built, []string{name}) || !exists || !ok || !other.indexed[name] {
+		t.Fatalf("BuildIndexes built %v; index exists %v, valid %v, remembered %v; want %s rebuilt", built, exists, ok, other.indexed[name], name)
+	}
+	if built, err := other.BuildIndexes(ctx, "memories", "64MB"); err != nil || len(built) != 0 {
+		t.Fatalf("BuildIndexes again: built %v, %v; want nothing", built, err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE NOT i.indisvalid`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d invalid indexes left (%v)", n, err)
 	}
 }

@@ -121,7 +121,7 @@ func vecPred(model string, dims int) string {
 }
 
 // EnsureIndex makes the HNSW index of a (model, dimensions) pair on table (memories or
-// code_patterns) unless this process made it already.
+// code_patterns) unless this process knows it is there, valid.
 //
 // Why this DDL is here and not with the migrations: pgvector's HNSW indexes a column of one
 // fixed dimension, while the embedding column holds vectors of whatever model the operator
@@ -129,8 +129,16 @@ func vecPred(model string, dims int) string {
 // dimensions), learned only at run time. So each (model, dimensions) pair gets a partial
 // index over the expression embedding::vector(dims), restricted to rows of that pair —
 // exactly what searches of that model filter on (vecExpr, vecPred) — created the first time
-// a vector of the pair is stored or searched. CREATE INDEX IF NOT EXISTS makes it safe for
-// several replicas to race; the name hashes the model so any model name yields one index.
+// a vector of the pair is stored. The name hashes the model so any model name yields one
+// index.
+//
+// An index in the catalog but not valid is being built (after a re-embedding's switch, or
+// by another replica) or was left by a build that failed: EnsureIndex leaves it to its
+// builder or to the re-embedding job (BuildIndexes), which may take minutes, and does not
+// remember it as built. Only a pair with no index at all is built here, concurrently (see
+// index.go): normally a new pair, with no rows yet. Several replicas may race: all but one
+// wait for that one's build (it holds the table's lock) and find the index there (IF NOT
+// EXISTS).
 func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) error {
 	if err := CheckModel(model); err != nil {
 		return err
@@ -142,15 +150,21 @@ func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) 
 	if done {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) WHERE %s`,
-		name, table, vecExpr(dims), vecPred(model, dims)))
+	st, err := s.indexState(ctx, name)
+	if err != nil || st.exists {
+		if st.valid {
+			s.remember(name)
+		}
+		return err
+	}
+	_, err = s.pool.Exec(ctx, createIndexSQL(table, Pair{Model: model, Dims: dims}))
 	if err != nil && !db.IsUniqueViolation(err) && !db.IsDuplicateTable(err) { // two processes racing to create it
 		return fmt.Errorf("store: index for %s/%d: %w", model, dims, err)
 	}
-	s.mu.Lock()
-	s.indexed[name] = true
-	s.mu.Unlock()
-	return nil
+	if st, err = s.indexState(ctx, name); err == nil && st.valid {
+		s.remember(name)
+	}
+	return err
 }
 
 // Row is a stored memory: the contract's message and what only the service sees.
