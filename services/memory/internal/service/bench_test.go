@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -107,7 +108,7 @@ func searchLatency(b *testing.B, n int) {
 
 	// Each query is asked every way in turn, so all see the same cache state.
 	var rpc, hybrid, hnswK, hnsw10, exact, access []time.Duration
-	var hits10, hitsK, total int
+	var hits10, hitsK, near10, nearK, total int
 	k := e.cfg.Candidates
 	for i, q := range queries {
 		t := time.Now()
@@ -163,18 +164,20 @@ func searchLatency(b *testing.B, n int) {
 		want := topByVector(ce, 10)
 		hits10 += overlap(want, topByVector(c10, 10))
 		hitsK += overlap(want, topByVector(cK, 10))
+		near10 += withinKth(ce, c10, 10)
+		nearK += withinKth(ce, cK, 10)
 		total += len(want)
 	}
 	// The vector ranking alone at larger HNSW candidate lists: its latency with its recall.
 	type sweep struct {
-		ef         int
-		lat        []time.Duration
-		hits, seen int
+		ef               int
+		lat              []time.Duration
+		hits, near, seen int
 	}
 	// Timed first, all of them, then checked against exact search apart: a sequential scan
 	// between two timed walks would evict what the walks read.
 	var sweeps []*sweep
-	results := map[int][][]string{}
+	results := map[int][][]*store.Candidate{}
 	for _, ef := range []int{40, 64, 100, 160} {
 		sw := &sweep{ef: ef}
 		for i := range queries[:exactQueries] {
@@ -185,7 +188,7 @@ func searchLatency(b *testing.B, n int) {
 				b.Fatal(err)
 			}
 			sw.lat = append(sw.lat, time.Since(t))
-			results[ef] = append(results[ef], topByVector(c, 10))
+			results[ef] = append(results[ef], c)
 		}
 		sweeps = append(sweeps, sw)
 	}
@@ -197,7 +200,8 @@ func searchLatency(b *testing.B, n int) {
 		}
 		want := topByVector(ce, 10)
 		for _, sw := range sweeps {
-			sw.hits += overlap(want, results[sw.ef][i])
+			sw.hits += overlap(want, topByVector(results[sw.ef][i], 10))
+			sw.near += withinKth(ce, results[sw.ef][i], 10)
 			sw.seen += len(want)
 		}
 	}
@@ -212,6 +216,8 @@ func searchLatency(b *testing.B, n int) {
 	}
 	recall10 := float64(hits10) / float64(max(total, 1))
 	recallK := float64(hitsK) / float64(max(total, 1))
+	near10r := float64(near10) / float64(max(total, 1))
+	nearKr := float64(nearK) / float64(max(total, 1))
 
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(ms(pct(rpc, 50)), "rpc-p50-ms")
@@ -221,17 +227,19 @@ func searchLatency(b *testing.B, n int) {
 	b.ReportMetric(ms(pct(exact, 50)), "exact-p50-ms")
 	b.ReportMetric(ms(pct(exact, 99)), "exact-p99-ms")
 	b.ReportMetric(recall10, "recall@10")
+	b.ReportMetric(near10r, "ann-recall@10")
 
 	label := fmt.Sprintf("%dk", n/1000)
-	fmt.Printf("memory search at %s: RPC p50 %.2f ms p99 %.2f ms; store HNSW p50/p99 %.2f/%.2f ms (K=%d, ef_search %d), %.2f/%.2f ms (K=10, ef_search 40); exact p50/p99 %.2f/%.2f ms; recall@10 against exact %.3f (K=10) %.3f (K=%d)\n",
+	fmt.Printf("memory search at %s: RPC p50 %.2f ms p99 %.2f ms; store HNSW p50/p99 %.2f/%.2f ms (K=%d, ef_search %d), %.2f/%.2f ms (K=10, ef_search 40); exact p50/p99 %.2f/%.2f ms; recall@10 against exact %.3f (K=10) %.3f (K=%d), as ann-benchmarks counts it (as near as the exact 10th) %.3f (K=10) %.3f (K=%d)\n",
 		label, ms(pct(rpc, 50)), ms(pct(rpc, 99)), ms(pct(hnswK, 50)), ms(pct(hnswK, 99)), k, max(40, k),
-		ms(pct(hnsw10, 50)), ms(pct(hnsw10, 99)), ms(pct(exact, 50)), ms(pct(exact, 99)), recall10, recallK, k)
+		ms(pct(hnsw10, 50)), ms(pct(hnsw10, 99)), ms(pct(exact, 50)), ms(pct(exact, 99)), recall10, recallK, k, near10r, nearKr, k)
 	fmt.Printf("  where the RPC time goes at %s: store.Search with both rankings at once (K=%d) p50/p99 %.2f/%.2f ms, vector ranking alone %.2f/%.2f ms; RPC of words no memory has p50/p99 %.2f/%.2f ms; RecordAccess of the results p50/p99 %.2f/%.2f ms; %s\n",
 		label, k, ms(pct(hybrid, 50)), ms(pct(hybrid, 99)), ms(pct(hnswK, 50)), ms(pct(hnswK, 99)), ms(pct(rpcNoText, 50)), ms(pct(rpcNoText, 99)),
 		ms(pct(access, 50)), ms(pct(access, 99)), tableStats(ctx, e.pool))
 	var line strings.Builder
 	for _, sw := range sweeps {
-		fmt.Fprintf(&line, "; ef_search %d: p50/p99 %.2f/%.2f ms, recall@10 %.3f", sw.ef, ms(pct(sw.lat, 50)), ms(pct(sw.lat, 99)), float64(sw.hits)/float64(max(sw.seen, 1)))
+		fmt.Fprintf(&line, "; ef_search %d: p50/p99 %.2f/%.2f ms, recall@10 %.3f (ann-benchmarks %.3f)", sw.ef, ms(pct(sw.lat, 50)), ms(pct(sw.lat, 99)),
+			float64(sw.hits)/float64(max(sw.seen, 1)), float64(sw.near)/float64(max(sw.seen, 1)))
 	}
 	fmt.Printf("  the HNSW vector ranking alone (K=10) at %s%s\n", label, line.String())
 	var stats []time.Duration
@@ -355,6 +363,29 @@ func topByVector(cs []*store.Candidate, k int) []string {
 		ids = append(ids, c.GetId())
 	}
 	return ids
+}
+
+// withinKth counts the results among got's k nearest that are as near the query as the k-th
+// nearest of exact (cosine distance at most 1.001 times its): recall as ann-benchmarks
+// counts it. Generated memories are made of few words and many are equally near a query;
+// an index that returns one of several equally near memories instead of another has not
+// missed, though the ids differ.
+func withinKth(exact, got []*store.Candidate, k int) int {
+	ex := slices.Clone(exact)
+	slices.SortFunc(ex, func(a, b *store.Candidate) int { return cmp.Compare(b.Vector, a.Vector) })
+	if len(ex) == 0 {
+		return 0
+	}
+	kth := 1 - ex[min(k, len(ex))-1].Vector // cosine distance of the k-th nearest
+	g := slices.Clone(got)
+	slices.SortFunc(g, func(a, b *store.Candidate) int { return cmp.Compare(b.Vector, a.Vector) })
+	n := 0
+	for _, c := range g[:min(k, len(g))] {
+		if 1-c.Vector <= kth*1.001+1e-9 {
+			n++
+		}
+	}
+	return n
 }
 
 func overlap(want, got []string) int {

@@ -41,10 +41,17 @@ func (s *Store) indexState(ctx context.Context, name string) (indexStatus, error
 	return st, nil
 }
 
+// hnswParams are the HNSW graph's build parameters: more links per node (m) and a wider
+// search while linking (ef_construction) than pgvector's defaults (16, 64). On the latency
+// benchmark's 100k generated memories (local@2) they lift recall@10 of a walk with
+// ef_search 40 from 0.78 to 0.86 (ef_search 100: 0.87 → 0.93) at the same walk time, for
+// about 30% more build time (2026-11-28). Indexes built before keep their parameters.
+const hnswParams = "WITH (m = 24, ef_construction = 128)"
+
 // createIndexSQL builds the HNSW index of one pair without holding off writes.
 func createIndexSQL(table string, p Pair) string {
-	return fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) WHERE %s`,
-		indexName(table, p.Model, p.Dims), table, vecExpr(p.Dims), vecPred(p.Model, p.Dims))
+	return fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) %s WHERE %s`,
+		indexName(table, p.Model, p.Dims), table, vecExpr(p.Dims), hnswParams, vecPred(p.Model, p.Dims))
 }
 
 // BuildIndexes makes every pair that table has rows of have a valid HNSW index, and returns

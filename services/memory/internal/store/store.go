@@ -586,10 +586,14 @@ func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) er
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
+	// Counted without waiting for the WAL to reach the disk (every search ends here): a
+	// crash may lose the last few counts, which are statistics, and never a memory.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	b.Queue(`INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
 		SELECT id, 1, now() FROM memories WHERE owner_id = $1 AND id = ANY($2::uuid[])
 		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids)
-	if err != nil {
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store: record access: %w", err)
 	}
 	return nil
