@@ -312,9 +312,11 @@ func (t *Trained) Embed(texts []string) [][]float32 {
 	return out
 }
 
-// subwordWorthy is a word the trainer would have learnt (embedtrain's useful): not a
-// number or a single character, nor a run too long to be a word.
-func subwordWorthy(w string) bool {
+// Learnable reports whether w is a word the trainer learns a vector for (and run time
+// gives one from its letter sequences when it is outside the vocabulary): not a number or
+// a single character, nor a run too long to be a word (hashes, base64). The trainer and
+// run time must agree, hence one function.
+func Learnable(w string) bool {
 	if utf8.RuneCountInString(w) < 2 || len(w) > 32 {
 		return false
 	}
@@ -353,7 +355,7 @@ func (t *Trained) dense(text string, sum []float64) {
 	Words(text, func(w string) {
 		i, ok := t.wv.index[w]
 		if !ok {
-			if t.p.oov == 0 || !subwordWorthy(w) {
+			if t.p.oov == 0 || !Learnable(w) {
 				return
 			}
 			if i, ok = seen[w]; !ok {

@@ -114,7 +114,7 @@ func (c *corpus) addFunctions(src []byte) {
 func (c *corpus) distinct(text string, n int) []int32 {
 	var out []int32
 	embed.Words(text, func(w string) {
-		if len(out) >= n || !useful(w) {
+		if len(out) >= n || !embed.Learnable(w) {
 			return
 		}
 		id, ok := c.ids[w]
@@ -144,7 +144,7 @@ func (c *corpus) addText(b []byte) {
 		c.seen[key] = true
 		n := 0
 		embed.Words(string(para), func(w string) {
-			if !useful(w) {
+			if !embed.Learnable(w) {
 				return
 			}
 			id, ok := c.ids[w]
@@ -163,20 +163,6 @@ func (c *corpus) addText(b []byte) {
 			c.paragraphs++
 		}
 	}
-}
-
-// useful leaves out what has no meaning to learn: numbers, single characters, and
-// runs too long to be words (hashes, base64).
-func useful(w string) bool {
-	if utf8.RuneCountInString(w) < 2 || len(w) > 32 {
-		return false
-	}
-	for _, r := range w {
-		if r < '0' || r > '9' {
-			return true
-		}
-	}
-	return false
 }
 
 type vocabulary struct {
