@@ -757,7 +757,7 @@ func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolChoice_Mode.Descriptor instead.
 func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45, 0}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46, 0}
 }
 
 // ModelChoice says which model a call uses: an explicit model, or hints to select one.
@@ -2090,9 +2090,16 @@ type GenerateFileRequest struct {
 	Model       *ModelChoice `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
 	Attribution *Attribution `protobuf:"bytes,10,opt,name=attribution,proto3" json:"attribution,omitempty"`
 	// Whole file or edits, for MODIFY; CREATE is always the whole file.
-	Form          ChangeForm `protobuf:"varint,11,opt,name=form,proto3,enum=thefold.ai.v1.ChangeForm" json:"form,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Form ChangeForm `protobuf:"varint,11,opt,name=form,proto3,enum=thefold.ai.v1.ChangeForm" json:"form,omitempty"`
+	// The whole plan this file is one step of, so the writer sees what the other steps do
+	// (a caller a later step rewrites, a type an earlier step added). At most 500 steps.
+	Plan *v1.Plan `protobuf:"bytes,13,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Outlines of repository files the new code is likely to use or be used by: declarations,
+	// signatures and doc comments without bodies, in priority order, within the caller's
+	// token budget (truncated set when cut). Not files to change.
+	ReferenceFiles []*ContextFile `protobuf:"bytes,14,rep,name=reference_files,json=referenceFiles,proto3" json:"reference_files,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GenerateFileRequest) Reset() {
@@ -2202,6 +2209,20 @@ func (x *GenerateFileRequest) GetForm() ChangeForm {
 	return ChangeForm_CHANGE_FORM_UNSPECIFIED
 }
 
+func (x *GenerateFileRequest) GetPlan() *v1.Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *GenerateFileRequest) GetReferenceFiles() []*ContextFile {
+	if x != nil {
+		return x.ReferenceFiles
+	}
+	return nil
+}
+
 // GenerateFileResponse is the file GenerateFile wrote.
 type GenerateFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2296,11 +2317,21 @@ type FixFileRequest struct {
 	// The same skills, patterns and conventions the file was generated with: they are part of
 	// the prompt prefix GenerateFile cached, so passing them again lets the fix loop read it
 	// from the provider's cache, and keeps the guidance in force while fixing.
-	Skills        []*SkillFragment `protobuf:"bytes,13,rep,name=skills,proto3" json:"skills,omitempty"`
-	Patterns      []*CodePattern   `protobuf:"bytes,14,rep,name=patterns,proto3" json:"patterns,omitempty"`
-	Conventions   string           `protobuf:"bytes,15,opt,name=conventions,proto3" json:"conventions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Skills      []*SkillFragment `protobuf:"bytes,13,rep,name=skills,proto3" json:"skills,omitempty"`
+	Patterns    []*CodePattern   `protobuf:"bytes,14,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	Conventions string           `protobuf:"bytes,15,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	// The plan and the repository outlines, as in GenerateFileRequest.
+	Plan           *v1.Plan       `protobuf:"bytes,16,opt,name=plan,proto3" json:"plan,omitempty"`
+	ReferenceFiles []*ContextFile `protobuf:"bytes,17,rep,name=reference_files,json=referenceFiles,proto3" json:"reference_files,omitempty"`
+	// The earlier fix rounds of this file, oldest first: what each changed and what still
+	// failed after it, so the model does not repeat a fix that did not work. At most 20.
+	PreviousRounds []*FixHistory `protobuf:"bytes,18,rep,name=previous_rounds,json=previousRounds,proto3" json:"previous_rounds,omitempty"`
+	// Diagnostics in other files that a later plan step will rewrite: shown as expected, not
+	// to be fixed in this file (the usual case: this step changed a signature whose callers a
+	// later step updates). At most 200.
+	ExpectedErrors []*v1.Diagnostic `protobuf:"bytes,19,rep,name=expected_errors,json=expectedErrors,proto3" json:"expected_errors,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FixFileRequest) Reset() {
@@ -2431,6 +2462,108 @@ func (x *FixFileRequest) GetConventions() string {
 	return ""
 }
 
+func (x *FixFileRequest) GetPlan() *v1.Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *FixFileRequest) GetReferenceFiles() []*ContextFile {
+	if x != nil {
+		return x.ReferenceFiles
+	}
+	return nil
+}
+
+func (x *FixFileRequest) GetPreviousRounds() []*FixHistory {
+	if x != nil {
+		return x.PreviousRounds
+	}
+	return nil
+}
+
+func (x *FixFileRequest) GetExpectedErrors() []*v1.Diagnostic {
+	if x != nil {
+		return x.ExpectedErrors
+	}
+	return nil
+}
+
+// FixHistory is one earlier fix round of a file.
+type FixHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1-based.
+	Round int32 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	// The model's explanation of that round's change; empty when the round's answer was
+	// unusable.
+	Explanation string `protobuf:"bytes,2,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// Why the round's answer could not be used, when it could not.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The diagnostics left after the round.
+	ErrorsAfter   []*v1.Diagnostic `protobuf:"bytes,4,rep,name=errors_after,json=errorsAfter,proto3" json:"errors_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FixHistory) Reset() {
+	*x = FixHistory{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FixHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FixHistory) ProtoMessage() {}
+
+func (x *FixHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FixHistory.ProtoReflect.Descriptor instead.
+func (*FixHistory) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FixHistory) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *FixHistory) GetExplanation() string {
+	if x != nil {
+		return x.Explanation
+	}
+	return ""
+}
+
+func (x *FixHistory) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *FixHistory) GetErrorsAfter() []*v1.Diagnostic {
+	if x != nil {
+		return x.ErrorsAfter
+	}
+	return nil
+}
+
 // FixFileResponse is the fixed file.
 type FixFileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2448,7 +2581,7 @@ type FixFileResponse struct {
 
 func (x *FixFileResponse) Reset() {
 	*x = FixFileResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2593,7 @@ func (x *FixFileResponse) String() string {
 func (*FixFileResponse) ProtoMessage() {}
 
 func (x *FixFileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[19]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,7 +2606,7 @@ func (x *FixFileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FixFileResponse.ProtoReflect.Descriptor instead.
 func (*FixFileResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{19}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FixFileResponse) GetContent() string {
@@ -2521,7 +2654,7 @@ type ReviewCodeRequest struct {
 
 func (x *ReviewCodeRequest) Reset() {
 	*x = ReviewCodeRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2666,7 @@ func (x *ReviewCodeRequest) String() string {
 func (*ReviewCodeRequest) ProtoMessage() {}
 
 func (x *ReviewCodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[20]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2679,7 @@ func (x *ReviewCodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewCodeRequest.ProtoReflect.Descriptor instead.
 func (*ReviewCodeRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{20}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReviewCodeRequest) GetRequestId() string {
@@ -2612,7 +2745,7 @@ type ReviewCodeResponse struct {
 
 func (x *ReviewCodeResponse) Reset() {
 	*x = ReviewCodeResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2757,7 @@ func (x *ReviewCodeResponse) String() string {
 func (*ReviewCodeResponse) ProtoMessage() {}
 
 func (x *ReviewCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[21]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2770,7 @@ func (x *ReviewCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewCodeResponse.ProtoReflect.Descriptor instead.
 func (*ReviewCodeResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{21}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReviewCodeResponse) GetQualityScore() int32 {
@@ -2703,7 +2836,7 @@ type AttemptRecord struct {
 
 func (x *AttemptRecord) Reset() {
 	*x = AttemptRecord{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2848,7 @@ func (x *AttemptRecord) String() string {
 func (*AttemptRecord) ProtoMessage() {}
 
 func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[22]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2861,7 @@ func (x *AttemptRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptRecord.ProtoReflect.Descriptor instead.
 func (*AttemptRecord) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{22}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AttemptRecord) GetAttempt() int32 {
@@ -2797,7 +2930,7 @@ type DiagnoseFailureRequest struct {
 
 func (x *DiagnoseFailureRequest) Reset() {
 	*x = DiagnoseFailureRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2942,7 @@ func (x *DiagnoseFailureRequest) String() string {
 func (*DiagnoseFailureRequest) ProtoMessage() {}
 
 func (x *DiagnoseFailureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[23]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2955,7 @@ func (x *DiagnoseFailureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseFailureRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseFailureRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{23}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DiagnoseFailureRequest) GetRequestId() string {
@@ -2906,7 +3039,7 @@ type DiagnoseFailureResponse struct {
 
 func (x *DiagnoseFailureResponse) Reset() {
 	*x = DiagnoseFailureResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3051,7 @@ func (x *DiagnoseFailureResponse) String() string {
 func (*DiagnoseFailureResponse) ProtoMessage() {}
 
 func (x *DiagnoseFailureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[24]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3064,7 @@ func (x *DiagnoseFailureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseFailureResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseFailureResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{24}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DiagnoseFailureResponse) GetCategory() FailureCategory {
@@ -2994,7 +3127,7 @@ type InterveneRequest struct {
 
 func (x *InterveneRequest) Reset() {
 	*x = InterveneRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3006,7 +3139,7 @@ func (x *InterveneRequest) String() string {
 func (*InterveneRequest) ProtoMessage() {}
 
 func (x *InterveneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[25]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3019,7 +3152,7 @@ func (x *InterveneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterveneRequest.ProtoReflect.Descriptor instead.
 func (*InterveneRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{25}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *InterveneRequest) GetRequestId() string {
@@ -3082,7 +3215,7 @@ type InterveneResponse struct {
 
 func (x *InterveneResponse) Reset() {
 	*x = InterveneResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3227,7 @@ func (x *InterveneResponse) String() string {
 func (*InterveneResponse) ProtoMessage() {}
 
 func (x *InterveneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[26]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3240,7 @@ func (x *InterveneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterveneResponse.ProtoReflect.Descriptor instead.
 func (*InterveneResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{26}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *InterveneResponse) GetAction() InterventionAction {
@@ -3164,7 +3297,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3309,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[27]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3322,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{27}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ProjectPhase) GetName() string {
@@ -3226,7 +3359,7 @@ type ProjectPlan struct {
 
 func (x *ProjectPlan) Reset() {
 	*x = ProjectPlan{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3238,7 +3371,7 @@ func (x *ProjectPlan) String() string {
 func (*ProjectPlan) ProtoMessage() {}
 
 func (x *ProjectPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[28]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3251,7 +3384,7 @@ func (x *ProjectPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPlan.ProtoReflect.Descriptor instead.
 func (*ProjectPlan) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{28}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ProjectPlan) GetSummary() string {
@@ -3292,7 +3425,7 @@ type TaskOutcome struct {
 
 func (x *TaskOutcome) Reset() {
 	*x = TaskOutcome{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3437,7 @@ func (x *TaskOutcome) String() string {
 func (*TaskOutcome) ProtoMessage() {}
 
 func (x *TaskOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[29]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3450,7 @@ func (x *TaskOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOutcome.ProtoReflect.Descriptor instead.
 func (*TaskOutcome) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{29}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TaskOutcome) GetKey() string {
@@ -3374,7 +3507,7 @@ type DecomposeProjectRequest struct {
 
 func (x *DecomposeProjectRequest) Reset() {
 	*x = DecomposeProjectRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3519,7 @@ func (x *DecomposeProjectRequest) String() string {
 func (*DecomposeProjectRequest) ProtoMessage() {}
 
 func (x *DecomposeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[30]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3532,7 @@ func (x *DecomposeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecomposeProjectRequest.ProtoReflect.Descriptor instead.
 func (*DecomposeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{30}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecomposeProjectRequest) GetRequestId() string {
@@ -3462,7 +3595,7 @@ type DecomposeProjectResponse struct {
 
 func (x *DecomposeProjectResponse) Reset() {
 	*x = DecomposeProjectResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3474,7 +3607,7 @@ func (x *DecomposeProjectResponse) String() string {
 func (*DecomposeProjectResponse) ProtoMessage() {}
 
 func (x *DecomposeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[31]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3487,7 +3620,7 @@ func (x *DecomposeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecomposeProjectResponse.ProtoReflect.Descriptor instead.
 func (*DecomposeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{31}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DecomposeProjectResponse) GetPlan() *ProjectPlan {
@@ -3525,7 +3658,7 @@ type ReviseProjectPhaseRequest struct {
 
 func (x *ReviseProjectPhaseRequest) Reset() {
 	*x = ReviseProjectPhaseRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3537,7 +3670,7 @@ func (x *ReviseProjectPhaseRequest) String() string {
 func (*ReviseProjectPhaseRequest) ProtoMessage() {}
 
 func (x *ReviseProjectPhaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[32]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3550,7 +3683,7 @@ func (x *ReviseProjectPhaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviseProjectPhaseRequest.ProtoReflect.Descriptor instead.
 func (*ReviseProjectPhaseRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{32}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReviseProjectPhaseRequest) GetRequestId() string {
@@ -3618,7 +3751,7 @@ type ReviseProjectPhaseResponse struct {
 
 func (x *ReviseProjectPhaseResponse) Reset() {
 	*x = ReviseProjectPhaseResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3630,7 +3763,7 @@ func (x *ReviseProjectPhaseResponse) String() string {
 func (*ReviseProjectPhaseResponse) ProtoMessage() {}
 
 func (x *ReviseProjectPhaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[33]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3643,7 +3776,7 @@ func (x *ReviseProjectPhaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviseProjectPhaseResponse.ProtoReflect.Descriptor instead.
 func (*ReviseProjectPhaseResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{33}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReviseProjectPhaseResponse) GetPhase() *ProjectPhase {
@@ -3693,7 +3826,7 @@ type ReviewProjectRequest struct {
 
 func (x *ReviewProjectRequest) Reset() {
 	*x = ReviewProjectRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3705,7 +3838,7 @@ func (x *ReviewProjectRequest) String() string {
 func (*ReviewProjectRequest) ProtoMessage() {}
 
 func (x *ReviewProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[34]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3718,7 +3851,7 @@ func (x *ReviewProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewProjectRequest.ProtoReflect.Descriptor instead.
 func (*ReviewProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{34}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReviewProjectRequest) GetRequestId() string {
@@ -3791,7 +3924,7 @@ type ReviewProjectResponse struct {
 
 func (x *ReviewProjectResponse) Reset() {
 	*x = ReviewProjectResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3803,7 +3936,7 @@ func (x *ReviewProjectResponse) String() string {
 func (*ReviewProjectResponse) ProtoMessage() {}
 
 func (x *ReviewProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[35]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3816,7 +3949,7 @@ func (x *ReviewProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewProjectResponse.ProtoReflect.Descriptor instead.
 func (*ReviewProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{35}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReviewProjectResponse) GetQualityScore() int32 {
@@ -3887,7 +4020,7 @@ type OrderableTask struct {
 
 func (x *OrderableTask) Reset() {
 	*x = OrderableTask{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4032,7 @@ func (x *OrderableTask) String() string {
 func (*OrderableTask) ProtoMessage() {}
 
 func (x *OrderableTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[36]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4045,7 @@ func (x *OrderableTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderableTask.ProtoReflect.Descriptor instead.
 func (*OrderableTask) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{36}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *OrderableTask) GetId() string {
@@ -3980,7 +4113,7 @@ type TaskOrder struct {
 
 func (x *TaskOrder) Reset() {
 	*x = TaskOrder{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3992,7 +4125,7 @@ func (x *TaskOrder) String() string {
 func (*TaskOrder) ProtoMessage() {}
 
 func (x *TaskOrder) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[37]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4005,7 +4138,7 @@ func (x *TaskOrder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskOrder.ProtoReflect.Descriptor instead.
 func (*TaskOrder) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{37}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TaskOrder) GetTaskId() string {
@@ -4057,7 +4190,7 @@ type PlanTaskOrderRequest struct {
 
 func (x *PlanTaskOrderRequest) Reset() {
 	*x = PlanTaskOrderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4202,7 @@ func (x *PlanTaskOrderRequest) String() string {
 func (*PlanTaskOrderRequest) ProtoMessage() {}
 
 func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[38]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4215,7 @@ func (x *PlanTaskOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderRequest.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{38}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PlanTaskOrderRequest) GetRequestId() string {
@@ -4126,7 +4259,7 @@ type PlanTaskOrderResponse struct {
 
 func (x *PlanTaskOrderResponse) Reset() {
 	*x = PlanTaskOrderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4138,7 +4271,7 @@ func (x *PlanTaskOrderResponse) String() string {
 func (*PlanTaskOrderResponse) ProtoMessage() {}
 
 func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[39]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4151,7 +4284,7 @@ func (x *PlanTaskOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanTaskOrderResponse.ProtoReflect.Descriptor instead.
 func (*PlanTaskOrderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{39}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PlanTaskOrderResponse) GetTasks() []*TaskOrder {
@@ -4188,7 +4321,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4333,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[40]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4346,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{40}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChatMessage) GetRole() MessageRole {
@@ -4252,7 +4385,7 @@ type ContentBlock struct {
 
 func (x *ContentBlock) Reset() {
 	*x = ContentBlock{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4264,7 +4397,7 @@ func (x *ContentBlock) String() string {
 func (*ContentBlock) ProtoMessage() {}
 
 func (x *ContentBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[41]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4277,7 +4410,7 @@ func (x *ContentBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentBlock.ProtoReflect.Descriptor instead.
 func (*ContentBlock) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{41}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ContentBlock) GetBlock() isContentBlock_Block {
@@ -4352,7 +4485,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4364,7 +4497,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[42]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4377,7 +4510,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{42}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Tool) GetName() string {
@@ -4415,7 +4548,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4427,7 +4560,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4440,7 +4573,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ToolUse) GetId() string {
@@ -4478,7 +4611,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4490,7 +4623,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4503,7 +4636,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ToolResult) GetToolUseId() string {
@@ -4539,7 +4672,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4551,7 +4684,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4564,7 +4697,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ToolChoice) GetMode() ToolChoice_Mode {
@@ -4609,7 +4742,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4621,7 +4754,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4634,7 +4767,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CompleteRequest) GetRequestId() string {
@@ -4731,7 +4864,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4876,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +4889,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompleteResponse) GetContent() string {
@@ -4804,7 +4937,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4816,7 +4949,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4829,7 +4962,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -4861,7 +4994,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4873,7 +5006,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4886,7 +5019,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -4941,7 +5074,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4953,7 +5086,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4966,7 +5099,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -5016,7 +5149,7 @@ type EstimateCostRequest struct {
 
 func (x *EstimateCostRequest) Reset() {
 	*x = EstimateCostRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5028,7 +5161,7 @@ func (x *EstimateCostRequest) String() string {
 func (*EstimateCostRequest) ProtoMessage() {}
 
 func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5041,7 +5174,7 @@ func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostRequest.ProtoReflect.Descriptor instead.
 func (*EstimateCostRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EstimateCostRequest) GetModel() string {
@@ -5103,7 +5236,7 @@ type EstimateCostResponse struct {
 
 func (x *EstimateCostResponse) Reset() {
 	*x = EstimateCostResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5115,7 +5248,7 @@ func (x *EstimateCostResponse) String() string {
 func (*EstimateCostResponse) ProtoMessage() {}
 
 func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5128,7 +5261,7 @@ func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostResponse.ProtoReflect.Descriptor instead.
 func (*EstimateCostResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EstimateCostResponse) GetCostMicros() int64 {
@@ -5202,7 +5335,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5214,7 +5347,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5227,7 +5360,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Provider) GetId() string {
@@ -5350,7 +5483,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5362,7 +5495,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5375,7 +5508,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Model) GetId() string {
@@ -5521,7 +5654,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5533,7 +5666,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5546,7 +5679,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListProvidersRequest) GetEnabledOnly() bool {
@@ -5590,7 +5723,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5602,7 +5735,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5615,7 +5748,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -5642,7 +5775,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5654,7 +5787,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5667,7 +5800,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetProviderRequest) GetId() string {
@@ -5688,7 +5821,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5700,7 +5833,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5713,7 +5846,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetProviderResponse) GetProvider() *Provider {
@@ -5735,7 +5868,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5747,7 +5880,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5760,7 +5893,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateProviderRequest) GetProvider() *Provider {
@@ -5780,7 +5913,7 @@ type CreateProviderResponse struct {
 
 func (x *CreateProviderResponse) Reset() {
 	*x = CreateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5792,7 +5925,7 @@ func (x *CreateProviderResponse) String() string {
 func (*CreateProviderResponse) ProtoMessage() {}
 
 func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5805,7 +5938,7 @@ func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateProviderResponse) GetProvider() *Provider {
@@ -5831,7 +5964,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5843,7 +5976,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5856,7 +5989,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateProviderRequest) GetId() string {
@@ -5890,7 +6023,7 @@ type UpdateProviderResponse struct {
 
 func (x *UpdateProviderResponse) Reset() {
 	*x = UpdateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5902,7 +6035,7 @@ func (x *UpdateProviderResponse) String() string {
 func (*UpdateProviderResponse) ProtoMessage() {}
 
 func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5915,7 +6048,7 @@ func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *UpdateProviderResponse) GetProvider() *Provider {
@@ -5935,7 +6068,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5947,7 +6080,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5960,7 +6093,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteProviderRequest) GetId() string {
@@ -5979,7 +6112,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5991,7 +6124,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6004,7 +6137,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
 }
 
 // ListModelsRequest filters and pages models.
@@ -6030,7 +6163,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6042,7 +6175,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6055,7 +6188,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListModelsRequest) GetProviderId() string {
@@ -6119,7 +6252,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6131,7 +6264,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6144,7 +6277,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -6171,7 +6304,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6183,7 +6316,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6196,7 +6329,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetModelRequest) GetId() string {
@@ -6216,7 +6349,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6228,7 +6361,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6241,7 +6374,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetModelResponse) GetModel() *Model {
@@ -6262,7 +6395,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6274,7 +6407,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6287,7 +6420,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -6307,7 +6440,7 @@ type CreateModelResponse struct {
 
 func (x *CreateModelResponse) Reset() {
 	*x = CreateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6319,7 +6452,7 @@ func (x *CreateModelResponse) String() string {
 func (*CreateModelResponse) ProtoMessage() {}
 
 func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6332,7 +6465,7 @@ func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelResponse.ProtoReflect.Descriptor instead.
 func (*CreateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateModelResponse) GetModel() *Model {
@@ -6361,7 +6494,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6373,7 +6506,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6386,7 +6519,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateModelRequest) GetId() string {
@@ -6420,7 +6553,7 @@ type UpdateModelResponse struct {
 
 func (x *UpdateModelResponse) Reset() {
 	*x = UpdateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6432,7 +6565,7 @@ func (x *UpdateModelResponse) String() string {
 func (*UpdateModelResponse) ProtoMessage() {}
 
 func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6445,7 +6578,7 @@ func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *UpdateModelResponse) GetModel() *Model {
@@ -6465,7 +6598,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6477,7 +6610,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6490,7 +6623,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteModelRequest) GetId() string {
@@ -6509,7 +6642,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6521,7 +6654,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6534,7 +6667,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
 }
 
 // SelectModelRequest describes the call a model is wanted for.
@@ -6557,7 +6690,7 @@ type SelectModelRequest struct {
 
 func (x *SelectModelRequest) Reset() {
 	*x = SelectModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +6702,7 @@ func (x *SelectModelRequest) String() string {
 func (*SelectModelRequest) ProtoMessage() {}
 
 func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +6715,7 @@ func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelRequest.ProtoReflect.Descriptor instead.
 func (*SelectModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SelectModelRequest) GetComplexity() int32 {
@@ -6648,7 +6781,7 @@ type SelectModelResponse struct {
 
 func (x *SelectModelResponse) Reset() {
 	*x = SelectModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6660,7 +6793,7 @@ func (x *SelectModelResponse) String() string {
 func (*SelectModelResponse) ProtoMessage() {}
 
 func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6673,7 +6806,7 @@ func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelResponse.ProtoReflect.Descriptor instead.
 func (*SelectModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SelectModelResponse) GetModel() *Model {
@@ -6725,7 +6858,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6737,7 +6870,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6750,7 +6883,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetUsageRequest) GetStartTime() *timestamppb.Timestamp {
@@ -6867,7 +7000,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6879,7 +7012,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6892,7 +7025,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UsageRow) GetModel() string {
@@ -7020,7 +7153,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7032,7 +7165,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7045,7 +7178,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -7096,7 +7229,7 @@ type UsageRecord struct {
 
 func (x *UsageRecord) Reset() {
 	*x = UsageRecord{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7108,7 +7241,7 @@ func (x *UsageRecord) String() string {
 func (*UsageRecord) ProtoMessage() {}
 
 func (x *UsageRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7121,7 +7254,7 @@ func (x *UsageRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRecord.ProtoReflect.Descriptor instead.
 func (*UsageRecord) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *UsageRecord) GetId() string {
@@ -7264,7 +7397,7 @@ type ListUsageRecordsRequest struct {
 
 func (x *ListUsageRecordsRequest) Reset() {
 	*x = ListUsageRecordsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7276,7 +7409,7 @@ func (x *ListUsageRecordsRequest) String() string {
 func (*ListUsageRecordsRequest) ProtoMessage() {}
 
 func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7289,7 +7422,7 @@ func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListUsageRecordsRequest) GetStartTime() *timestamppb.Timestamp {
@@ -7395,7 +7528,7 @@ type ListUsageRecordsResponse struct {
 
 func (x *ListUsageRecordsResponse) Reset() {
 	*x = ListUsageRecordsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7407,7 +7540,7 @@ func (x *ListUsageRecordsResponse) String() string {
 func (*ListUsageRecordsResponse) ProtoMessage() {}
 
 func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7420,7 +7553,7 @@ func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListUsageRecordsResponse) GetRecords() []*UsageRecord {
@@ -7557,7 +7690,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x123\n" +
 	"\x06action\x18\x03 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12)\n" +
-	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"\xb7\x04\n" +
+	"\x10existing_content\x18\x04 \x01(\tR\x0fexistingContent\"\xa7\x05\n" +
 	"\x13GenerateFileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -7571,11 +7704,13 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05model\x18\t \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
 	"\vattribution\x18\n" +
 	" \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12-\n" +
-	"\x04form\x18\v \x01(\x0e2\x19.thefold.ai.v1.ChangeFormR\x04formJ\x04\b\x04\x10\x05\"\x93\x01\n" +
+	"\x04form\x18\v \x01(\x0e2\x19.thefold.ai.v1.ChangeFormR\x04form\x12)\n" +
+	"\x04plan\x18\r \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12C\n" +
+	"\x0freference_files\x18\x0e \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x0ereferenceFilesJ\x04\b\x04\x10\x05\"\x93\x01\n" +
 	"\x14GenerateFileResponse\x123\n" +
 	"\x06change\x18\x01 \x01(\v2\x1b.thefold.type.v1.FileChangeR\x06change\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12,\n" +
-	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xf8\x04\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xf2\x06\n" +
 	"\x0eFixFileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -7592,7 +7727,17 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04form\x18\v \x01(\x0e2\x19.thefold.ai.v1.ChangeFormR\x04form\x124\n" +
 	"\x06skills\x18\r \x03(\v2\x1c.thefold.ai.v1.SkillFragmentR\x06skills\x126\n" +
 	"\bpatterns\x18\x0e \x03(\v2\x1a.thefold.ai.v1.CodePatternR\bpatterns\x12 \n" +
-	"\vconventions\x18\x0f \x01(\tR\vconventionsJ\x04\b\a\x10\b\"\xa8\x01\n" +
+	"\vconventions\x18\x0f \x01(\tR\vconventions\x12)\n" +
+	"\x04plan\x18\x10 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12C\n" +
+	"\x0freference_files\x18\x11 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x0ereferenceFiles\x12B\n" +
+	"\x0fprevious_rounds\x18\x12 \x03(\v2\x19.thefold.ai.v1.FixHistoryR\x0epreviousRounds\x12D\n" +
+	"\x0fexpected_errors\x18\x13 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x0eexpectedErrorsJ\x04\b\a\x10\b\"\x9a\x01\n" +
+	"\n" +
+	"FixHistory\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x05R\x05round\x12 \n" +
+	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12>\n" +
+	"\ferrors_after\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\verrorsAfter\"\xa8\x01\n" +
 	"\x0fFixFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12 \n" +
 	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12,\n" +
@@ -8147,7 +8292,7 @@ func file_thefold_ai_v1_ai_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
+var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(BudgetMode)(0),                    // 0: thefold.ai.v1.BudgetMode
 	(CallPhase)(0),                     // 1: thefold.ai.v1.CallPhase
@@ -8180,90 +8325,91 @@ var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(*GenerateFileRequest)(nil),        // 28: thefold.ai.v1.GenerateFileRequest
 	(*GenerateFileResponse)(nil),       // 29: thefold.ai.v1.GenerateFileResponse
 	(*FixFileRequest)(nil),             // 30: thefold.ai.v1.FixFileRequest
-	(*FixFileResponse)(nil),            // 31: thefold.ai.v1.FixFileResponse
-	(*ReviewCodeRequest)(nil),          // 32: thefold.ai.v1.ReviewCodeRequest
-	(*ReviewCodeResponse)(nil),         // 33: thefold.ai.v1.ReviewCodeResponse
-	(*AttemptRecord)(nil),              // 34: thefold.ai.v1.AttemptRecord
-	(*DiagnoseFailureRequest)(nil),     // 35: thefold.ai.v1.DiagnoseFailureRequest
-	(*DiagnoseFailureResponse)(nil),    // 36: thefold.ai.v1.DiagnoseFailureResponse
-	(*InterveneRequest)(nil),           // 37: thefold.ai.v1.InterveneRequest
-	(*InterveneResponse)(nil),          // 38: thefold.ai.v1.InterveneResponse
-	(*ProjectPhase)(nil),               // 39: thefold.ai.v1.ProjectPhase
-	(*ProjectPlan)(nil),                // 40: thefold.ai.v1.ProjectPlan
-	(*TaskOutcome)(nil),                // 41: thefold.ai.v1.TaskOutcome
-	(*DecomposeProjectRequest)(nil),    // 42: thefold.ai.v1.DecomposeProjectRequest
-	(*DecomposeProjectResponse)(nil),   // 43: thefold.ai.v1.DecomposeProjectResponse
-	(*ReviseProjectPhaseRequest)(nil),  // 44: thefold.ai.v1.ReviseProjectPhaseRequest
-	(*ReviseProjectPhaseResponse)(nil), // 45: thefold.ai.v1.ReviseProjectPhaseResponse
-	(*ReviewProjectRequest)(nil),       // 46: thefold.ai.v1.ReviewProjectRequest
-	(*ReviewProjectResponse)(nil),      // 47: thefold.ai.v1.ReviewProjectResponse
-	(*OrderableTask)(nil),              // 48: thefold.ai.v1.OrderableTask
-	(*TaskOrder)(nil),                  // 49: thefold.ai.v1.TaskOrder
-	(*PlanTaskOrderRequest)(nil),       // 50: thefold.ai.v1.PlanTaskOrderRequest
-	(*PlanTaskOrderResponse)(nil),      // 51: thefold.ai.v1.PlanTaskOrderResponse
-	(*ChatMessage)(nil),                // 52: thefold.ai.v1.ChatMessage
-	(*ContentBlock)(nil),               // 53: thefold.ai.v1.ContentBlock
-	(*Tool)(nil),                       // 54: thefold.ai.v1.Tool
-	(*ToolUse)(nil),                    // 55: thefold.ai.v1.ToolUse
-	(*ToolResult)(nil),                 // 56: thefold.ai.v1.ToolResult
-	(*ToolChoice)(nil),                 // 57: thefold.ai.v1.ToolChoice
-	(*CompleteRequest)(nil),            // 58: thefold.ai.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 59: thefold.ai.v1.CompleteResponse
-	(*Embedding)(nil),                  // 60: thefold.ai.v1.Embedding
-	(*EmbedRequest)(nil),               // 61: thefold.ai.v1.EmbedRequest
-	(*EmbedResponse)(nil),              // 62: thefold.ai.v1.EmbedResponse
-	(*EstimateCostRequest)(nil),        // 63: thefold.ai.v1.EstimateCostRequest
-	(*EstimateCostResponse)(nil),       // 64: thefold.ai.v1.EstimateCostResponse
-	(*Provider)(nil),                   // 65: thefold.ai.v1.Provider
-	(*Model)(nil),                      // 66: thefold.ai.v1.Model
-	(*ListProvidersRequest)(nil),       // 67: thefold.ai.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),      // 68: thefold.ai.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),         // 69: thefold.ai.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),        // 70: thefold.ai.v1.GetProviderResponse
-	(*CreateProviderRequest)(nil),      // 71: thefold.ai.v1.CreateProviderRequest
-	(*CreateProviderResponse)(nil),     // 72: thefold.ai.v1.CreateProviderResponse
-	(*UpdateProviderRequest)(nil),      // 73: thefold.ai.v1.UpdateProviderRequest
-	(*UpdateProviderResponse)(nil),     // 74: thefold.ai.v1.UpdateProviderResponse
-	(*DeleteProviderRequest)(nil),      // 75: thefold.ai.v1.DeleteProviderRequest
-	(*DeleteProviderResponse)(nil),     // 76: thefold.ai.v1.DeleteProviderResponse
-	(*ListModelsRequest)(nil),          // 77: thefold.ai.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 78: thefold.ai.v1.ListModelsResponse
-	(*GetModelRequest)(nil),            // 79: thefold.ai.v1.GetModelRequest
-	(*GetModelResponse)(nil),           // 80: thefold.ai.v1.GetModelResponse
-	(*CreateModelRequest)(nil),         // 81: thefold.ai.v1.CreateModelRequest
-	(*CreateModelResponse)(nil),        // 82: thefold.ai.v1.CreateModelResponse
-	(*UpdateModelRequest)(nil),         // 83: thefold.ai.v1.UpdateModelRequest
-	(*UpdateModelResponse)(nil),        // 84: thefold.ai.v1.UpdateModelResponse
-	(*DeleteModelRequest)(nil),         // 85: thefold.ai.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),        // 86: thefold.ai.v1.DeleteModelResponse
-	(*SelectModelRequest)(nil),         // 87: thefold.ai.v1.SelectModelRequest
-	(*SelectModelResponse)(nil),        // 88: thefold.ai.v1.SelectModelResponse
-	(*GetUsageRequest)(nil),            // 89: thefold.ai.v1.GetUsageRequest
-	(*UsageRow)(nil),                   // 90: thefold.ai.v1.UsageRow
-	(*GetUsageResponse)(nil),           // 91: thefold.ai.v1.GetUsageResponse
-	(*UsageRecord)(nil),                // 92: thefold.ai.v1.UsageRecord
-	(*ListUsageRecordsRequest)(nil),    // 93: thefold.ai.v1.ListUsageRecordsRequest
-	(*ListUsageRecordsResponse)(nil),   // 94: thefold.ai.v1.ListUsageRecordsResponse
-	(v1.MemoryType)(0),                 // 95: thefold.type.v1.MemoryType
-	(v1.Trust)(0),                      // 96: thefold.type.v1.Trust
-	(v1.FileAction)(0),                 // 97: thefold.type.v1.FileAction
-	(*v1.Usage)(nil),                   // 98: thefold.type.v1.Usage
-	(*v1.Plan)(nil),                    // 99: thefold.type.v1.Plan
-	(*v1.FileChange)(nil),              // 100: thefold.type.v1.FileChange
-	(*v1.Diagnostic)(nil),              // 101: thefold.type.v1.Diagnostic
-	(*v1.Edit)(nil),                    // 102: thefold.type.v1.Edit
-	(*durationpb.Duration)(nil),        // 103: google.protobuf.Duration
-	(v1.Priority)(0),                   // 104: thefold.type.v1.Priority
-	(*structpb.Struct)(nil),            // 105: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 106: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 107: google.protobuf.FieldMask
+	(*FixHistory)(nil),                 // 31: thefold.ai.v1.FixHistory
+	(*FixFileResponse)(nil),            // 32: thefold.ai.v1.FixFileResponse
+	(*ReviewCodeRequest)(nil),          // 33: thefold.ai.v1.ReviewCodeRequest
+	(*ReviewCodeResponse)(nil),         // 34: thefold.ai.v1.ReviewCodeResponse
+	(*AttemptRecord)(nil),              // 35: thefold.ai.v1.AttemptRecord
+	(*DiagnoseFailureRequest)(nil),     // 36: thefold.ai.v1.DiagnoseFailureRequest
+	(*DiagnoseFailureResponse)(nil),    // 37: thefold.ai.v1.DiagnoseFailureResponse
+	(*InterveneRequest)(nil),           // 38: thefold.ai.v1.InterveneRequest
+	(*InterveneResponse)(nil),          // 39: thefold.ai.v1.InterveneResponse
+	(*ProjectPhase)(nil),               // 40: thefold.ai.v1.ProjectPhase
+	(*ProjectPlan)(nil),                // 41: thefold.ai.v1.ProjectPlan
+	(*TaskOutcome)(nil),                // 42: thefold.ai.v1.TaskOutcome
+	(*DecomposeProjectRequest)(nil),    // 43: thefold.ai.v1.DecomposeProjectRequest
+	(*DecomposeProjectResponse)(nil),   // 44: thefold.ai.v1.DecomposeProjectResponse
+	(*ReviseProjectPhaseRequest)(nil),  // 45: thefold.ai.v1.ReviseProjectPhaseRequest
+	(*ReviseProjectPhaseResponse)(nil), // 46: thefold.ai.v1.ReviseProjectPhaseResponse
+	(*ReviewProjectRequest)(nil),       // 47: thefold.ai.v1.ReviewProjectRequest
+	(*ReviewProjectResponse)(nil),      // 48: thefold.ai.v1.ReviewProjectResponse
+	(*OrderableTask)(nil),              // 49: thefold.ai.v1.OrderableTask
+	(*TaskOrder)(nil),                  // 50: thefold.ai.v1.TaskOrder
+	(*PlanTaskOrderRequest)(nil),       // 51: thefold.ai.v1.PlanTaskOrderRequest
+	(*PlanTaskOrderResponse)(nil),      // 52: thefold.ai.v1.PlanTaskOrderResponse
+	(*ChatMessage)(nil),                // 53: thefold.ai.v1.ChatMessage
+	(*ContentBlock)(nil),               // 54: thefold.ai.v1.ContentBlock
+	(*Tool)(nil),                       // 55: thefold.ai.v1.Tool
+	(*ToolUse)(nil),                    // 56: thefold.ai.v1.ToolUse
+	(*ToolResult)(nil),                 // 57: thefold.ai.v1.ToolResult
+	(*ToolChoice)(nil),                 // 58: thefold.ai.v1.ToolChoice
+	(*CompleteRequest)(nil),            // 59: thefold.ai.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 60: thefold.ai.v1.CompleteResponse
+	(*Embedding)(nil),                  // 61: thefold.ai.v1.Embedding
+	(*EmbedRequest)(nil),               // 62: thefold.ai.v1.EmbedRequest
+	(*EmbedResponse)(nil),              // 63: thefold.ai.v1.EmbedResponse
+	(*EstimateCostRequest)(nil),        // 64: thefold.ai.v1.EstimateCostRequest
+	(*EstimateCostResponse)(nil),       // 65: thefold.ai.v1.EstimateCostResponse
+	(*Provider)(nil),                   // 66: thefold.ai.v1.Provider
+	(*Model)(nil),                      // 67: thefold.ai.v1.Model
+	(*ListProvidersRequest)(nil),       // 68: thefold.ai.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),      // 69: thefold.ai.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),         // 70: thefold.ai.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),        // 71: thefold.ai.v1.GetProviderResponse
+	(*CreateProviderRequest)(nil),      // 72: thefold.ai.v1.CreateProviderRequest
+	(*CreateProviderResponse)(nil),     // 73: thefold.ai.v1.CreateProviderResponse
+	(*UpdateProviderRequest)(nil),      // 74: thefold.ai.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),     // 75: thefold.ai.v1.UpdateProviderResponse
+	(*DeleteProviderRequest)(nil),      // 76: thefold.ai.v1.DeleteProviderRequest
+	(*DeleteProviderResponse)(nil),     // 77: thefold.ai.v1.DeleteProviderResponse
+	(*ListModelsRequest)(nil),          // 78: thefold.ai.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 79: thefold.ai.v1.ListModelsResponse
+	(*GetModelRequest)(nil),            // 80: thefold.ai.v1.GetModelRequest
+	(*GetModelResponse)(nil),           // 81: thefold.ai.v1.GetModelResponse
+	(*CreateModelRequest)(nil),         // 82: thefold.ai.v1.CreateModelRequest
+	(*CreateModelResponse)(nil),        // 83: thefold.ai.v1.CreateModelResponse
+	(*UpdateModelRequest)(nil),         // 84: thefold.ai.v1.UpdateModelRequest
+	(*UpdateModelResponse)(nil),        // 85: thefold.ai.v1.UpdateModelResponse
+	(*DeleteModelRequest)(nil),         // 86: thefold.ai.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),        // 87: thefold.ai.v1.DeleteModelResponse
+	(*SelectModelRequest)(nil),         // 88: thefold.ai.v1.SelectModelRequest
+	(*SelectModelResponse)(nil),        // 89: thefold.ai.v1.SelectModelResponse
+	(*GetUsageRequest)(nil),            // 90: thefold.ai.v1.GetUsageRequest
+	(*UsageRow)(nil),                   // 91: thefold.ai.v1.UsageRow
+	(*GetUsageResponse)(nil),           // 92: thefold.ai.v1.GetUsageResponse
+	(*UsageRecord)(nil),                // 93: thefold.ai.v1.UsageRecord
+	(*ListUsageRecordsRequest)(nil),    // 94: thefold.ai.v1.ListUsageRecordsRequest
+	(*ListUsageRecordsResponse)(nil),   // 95: thefold.ai.v1.ListUsageRecordsResponse
+	(v1.MemoryType)(0),                 // 96: thefold.type.v1.MemoryType
+	(v1.Trust)(0),                      // 97: thefold.type.v1.Trust
+	(v1.FileAction)(0),                 // 98: thefold.type.v1.FileAction
+	(*v1.Usage)(nil),                   // 99: thefold.type.v1.Usage
+	(*v1.Plan)(nil),                    // 100: thefold.type.v1.Plan
+	(*v1.FileChange)(nil),              // 101: thefold.type.v1.FileChange
+	(*v1.Diagnostic)(nil),              // 102: thefold.type.v1.Diagnostic
+	(*v1.Edit)(nil),                    // 103: thefold.type.v1.Edit
+	(*durationpb.Duration)(nil),        // 104: google.protobuf.Duration
+	(v1.Priority)(0),                   // 105: thefold.type.v1.Priority
+	(*structpb.Struct)(nil),            // 106: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 107: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 108: google.protobuf.FieldMask
 }
 var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	0,   // 0: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
 	1,   // 1: thefold.ai.v1.Attribution.phase:type_name -> thefold.ai.v1.CallPhase
-	95,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
-	96,  // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
-	97,  // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
+	96,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
+	97,  // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
+	98,  // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
 	14,  // 5: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 6: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	16,  // 7: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
@@ -8271,24 +8417,24 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	13,  // 9: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	3,   // 10: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
 	19,  // 11: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
-	98,  // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
+	99,  // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 13: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 14: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	12,  // 15: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 16: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	0,   // 17: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	98,  // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
+	99,  // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 19: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 20: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	16,  // 21: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
 	17,  // 22: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	34,  // 23: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
-	99,  // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
+	35,  // 23: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
+	100, // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
 	12,  // 25: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 26: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	99,  // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
-	98,  // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
-	97,  // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
+	100, // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
+	99,  // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
+	98,  // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
 	14,  // 30: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	27,  // 31: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
 	15,  // 32: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
@@ -8297,191 +8443,198 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	12,  // 35: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 36: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	2,   // 37: thefold.ai.v1.GenerateFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
-	100, // 38: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
-	98,  // 39: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 40: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	101, // 41: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	15,  // 42: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 43: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 44: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	2,   // 45: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
-	17,  // 46: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	18,  // 47: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	98,  // 48: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
-	102, // 49: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
-	14,  // 50: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	20,  // 51: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 52: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 53: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	101, // 54: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	98,  // 55: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
-	101, // 56: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
-	4,   // 57: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
-	14,  // 58: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	99,  // 59: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
-	101, // 60: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	34,  // 61: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	15,  // 62: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 63: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 64: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	4,   // 65: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	103, // 66: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	98,  // 67: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 68: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	34,  // 69: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	99,  // 70: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
-	12,  // 71: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 72: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	5,   // 73: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
-	19,  // 74: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	98,  // 75: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
-	19,  // 76: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
-	39,  // 77: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
-	15,  // 78: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 79: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 80: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 81: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	40,  // 82: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	98,  // 83: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	40,  // 84: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	41,  // 85: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
-	12,  // 86: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 87: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	39,  // 88: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	98,  // 89: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
-	40,  // 90: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	41,  // 91: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
-	20,  // 92: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 93: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 94: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	101, // 95: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	98,  // 96: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	104, // 97: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
-	48,  // 98: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
-	12,  // 99: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 100: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	49,  // 101: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	98,  // 102: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
-	6,   // 103: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
-	53,  // 104: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
-	55,  // 105: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
-	56,  // 106: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
-	105, // 107: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	105, // 108: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
-	11,  // 109: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
-	52,  // 110: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 111: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	105, // 112: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	13,  // 113: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	54,  // 114: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
-	57,  // 115: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
-	105, // 116: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	7,   // 117: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	98,  // 118: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
-	55,  // 119: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
-	13,  // 120: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	60,  // 121: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	98,  // 122: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
-	66,  // 123: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	8,   // 124: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	66,  // 125: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	106, // 126: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	106, // 127: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	106, // 128: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	106, // 129: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	65,  // 130: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	65,  // 131: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	65,  // 132: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	65,  // 133: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	65,  // 134: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	107, // 135: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
-	65,  // 136: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 137: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	66,  // 138: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
-	66,  // 139: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
-	66,  // 140: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
-	66,  // 141: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
-	107, // 142: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66,  // 143: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 144: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	66,  // 145: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	66,  // 146: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	106, // 147: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	106, // 148: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	9,   // 149: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	1,   // 150: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	1,   // 151: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
-	90,  // 152: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	90,  // 153: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	106, // 154: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 155: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
-	98,  // 156: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
-	10,  // 157: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
-	106, // 158: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
-	106, // 159: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
-	1,   // 160: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	92,  // 161: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
-	21,  // 162: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	23,  // 163: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	25,  // 164: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	28,  // 165: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	30,  // 166: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	32,  // 167: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	35,  // 168: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	37,  // 169: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	42,  // 170: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	44,  // 171: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	46,  // 172: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	50,  // 173: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	58,  // 174: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	61,  // 175: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	63,  // 176: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	67,  // 177: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	69,  // 178: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
-	71,  // 179: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
-	73,  // 180: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
-	75,  // 181: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
-	77,  // 182: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	79,  // 183: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
-	81,  // 184: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
-	83,  // 185: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
-	85,  // 186: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	87,  // 187: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	89,  // 188: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	93,  // 189: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
-	22,  // 190: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	24,  // 191: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	26,  // 192: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	29,  // 193: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	31,  // 194: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	33,  // 195: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	36,  // 196: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	38,  // 197: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	43,  // 198: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	45,  // 199: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	47,  // 200: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	51,  // 201: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	59,  // 202: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	62,  // 203: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	64,  // 204: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	68,  // 205: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	70,  // 206: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
-	72,  // 207: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
-	74,  // 208: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
-	76,  // 209: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
-	78,  // 210: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	80,  // 211: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
-	82,  // 212: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
-	84,  // 213: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
-	86,  // 214: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	88,  // 215: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	91,  // 216: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	94,  // 217: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
-	190, // [190:218] is the sub-list for method output_type
-	162, // [162:190] is the sub-list for method input_type
-	162, // [162:162] is the sub-list for extension type_name
-	162, // [162:162] is the sub-list for extension extendee
-	0,   // [0:162] is the sub-list for field type_name
+	100, // 38: thefold.ai.v1.GenerateFileRequest.plan:type_name -> thefold.type.v1.Plan
+	15,  // 39: thefold.ai.v1.GenerateFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
+	101, // 40: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
+	99,  // 41: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 42: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	102, // 43: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	15,  // 44: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 45: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 46: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	2,   // 47: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
+	17,  // 48: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	18,  // 49: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	100, // 50: thefold.ai.v1.FixFileRequest.plan:type_name -> thefold.type.v1.Plan
+	15,  // 51: thefold.ai.v1.FixFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
+	31,  // 52: thefold.ai.v1.FixFileRequest.previous_rounds:type_name -> thefold.ai.v1.FixHistory
+	102, // 53: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
+	102, // 54: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
+	99,  // 55: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	103, // 56: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
+	14,  // 57: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	20,  // 58: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 59: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 60: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	102, // 61: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	99,  // 62: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 63: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	4,   // 64: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
+	14,  // 65: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	100, // 66: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	102, // 67: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	35,  // 68: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	15,  // 69: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 70: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 71: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 72: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
+	104, // 73: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	99,  // 74: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 75: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	35,  // 76: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	100, // 77: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	12,  // 78: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 79: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	5,   // 80: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
+	19,  // 81: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
+	99,  // 82: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	19,  // 83: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
+	40,  // 84: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
+	15,  // 85: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	16,  // 86: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	12,  // 87: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 88: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	41,  // 89: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
+	99,  // 90: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	41,  // 91: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	42,  // 92: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
+	12,  // 93: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	40,  // 95: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
+	99,  // 96: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	41,  // 97: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	42,  // 98: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
+	20,  // 99: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 100: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 101: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	102, // 102: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	99,  // 103: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	105, // 104: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	49,  // 105: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
+	12,  // 106: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 107: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	50,  // 108: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
+	99,  // 109: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	6,   // 110: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
+	54,  // 111: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
+	56,  // 112: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
+	57,  // 113: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
+	106, // 114: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	106, // 115: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
+	11,  // 116: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
+	53,  // 117: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	12,  // 118: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	106, // 119: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	13,  // 120: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	55,  // 121: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	58,  // 122: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	106, // 123: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	7,   // 124: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	99,  // 125: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	56,  // 126: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
+	13,  // 127: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	61,  // 128: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	99,  // 129: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	67,  // 130: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	8,   // 131: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	67,  // 132: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	107, // 133: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	107, // 134: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	107, // 135: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	107, // 136: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	66,  // 137: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	66,  // 138: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 139: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 140: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 141: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	108, // 142: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	66,  // 143: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	67,  // 144: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	67,  // 145: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 146: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	67,  // 147: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 148: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	108, // 149: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	67,  // 150: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 151: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	67,  // 152: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 153: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	107, // 154: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	107, // 155: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 156: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 157: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 158: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	91,  // 159: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	91,  // 160: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	107, // 161: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 162: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
+	99,  // 163: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
+	10,  // 164: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
+	107, // 165: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	107, // 166: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	1,   // 167: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	93,  // 168: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
+	21,  // 169: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	23,  // 170: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	25,  // 171: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	28,  // 172: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	30,  // 173: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	33,  // 174: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	36,  // 175: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	38,  // 176: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	43,  // 177: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	45,  // 178: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	47,  // 179: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	51,  // 180: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	59,  // 181: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	62,  // 182: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	64,  // 183: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	68,  // 184: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	70,  // 185: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	72,  // 186: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	74,  // 187: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	76,  // 188: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	78,  // 189: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	80,  // 190: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	82,  // 191: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	84,  // 192: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	86,  // 193: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	88,  // 194: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	90,  // 195: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	94,  // 196: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
+	22,  // 197: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	24,  // 198: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	26,  // 199: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	29,  // 200: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	32,  // 201: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	34,  // 202: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	37,  // 203: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	39,  // 204: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	44,  // 205: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	46,  // 206: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	48,  // 207: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	52,  // 208: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	60,  // 209: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	63,  // 210: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	65,  // 211: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	69,  // 212: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	71,  // 213: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	73,  // 214: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	75,  // 215: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	77,  // 216: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	79,  // 217: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	81,  // 218: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	83,  // 219: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	85,  // 220: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	87,  // 221: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	89,  // 222: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	92,  // 223: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	95,  // 224: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
+	197, // [197:225] is the sub-list for method output_type
+	169, // [169:197] is the sub-list for method input_type
+	169, // [169:169] is the sub-list for extension type_name
+	169, // [169:169] is the sub-list for extension extendee
+	0,   // [0:169] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
@@ -8489,19 +8642,19 @@ func file_thefold_ai_v1_ai_proto_init() {
 	if File_thefold_ai_v1_ai_proto != nil {
 		return
 	}
-	file_thefold_ai_v1_ai_proto_msgTypes[41].OneofWrappers = []any{
+	file_thefold_ai_v1_ai_proto_msgTypes[42].OneofWrappers = []any{
 		(*ContentBlock_Text)(nil),
 		(*ContentBlock_ToolUse)(nil),
 		(*ContentBlock_ToolResult)(nil),
 	}
-	file_thefold_ai_v1_ai_proto_msgTypes[46].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[47].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_ai_v1_ai_proto_rawDesc), len(file_thefold_ai_v1_ai_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   83,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

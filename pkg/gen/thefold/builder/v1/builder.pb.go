@@ -1675,7 +1675,15 @@ type StartBuildRequest struct {
 	// generation and fix, marked as context rather than instructions. At most 50, each
 	// non-empty and at most 4,000 characters (else INVALID_ARGUMENT naming
 	// memory_hints[i]).
-	MemoryHints   []string `protobuf:"bytes,11,rep,name=memory_hints,json=memoryHints,proto3" json:"memory_hints,omitempty"`
+	MemoryHints []string `protobuf:"bytes,11,rep,name=memory_hints,json=memoryHints,proto3" json:"memory_hints,omitempty"`
+	// The task as the person wrote it (the plan's summary is the planner's reading of it):
+	// every generation and fix sees it. Title at most 500 characters, description at most
+	// 100,000 (else INVALID_ARGUMENT naming the field).
+	TaskTitle       string `protobuf:"bytes,12,opt,name=task_title,json=taskTitle,proto3" json:"task_title,omitempty"`
+	TaskDescription string `protobuf:"bytes,13,opt,name=task_description,json=taskDescription,proto3" json:"task_description,omitempty"`
+	// Repository files the context phase found relevant (relative paths, at most 200): the
+	// builder gives the model outlines of them, with the files the changed code imports.
+	ContextPaths  []string `protobuf:"bytes,14,rep,name=context_paths,json=contextPaths,proto3" json:"context_paths,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1783,6 +1791,27 @@ func (x *StartBuildRequest) GetBudget() *v1.Budget {
 func (x *StartBuildRequest) GetMemoryHints() []string {
 	if x != nil {
 		return x.MemoryHints
+	}
+	return nil
+}
+
+func (x *StartBuildRequest) GetTaskTitle() string {
+	if x != nil {
+		return x.TaskTitle
+	}
+	return ""
+}
+
+func (x *StartBuildRequest) GetTaskDescription() string {
+	if x != nil {
+		return x.TaskDescription
+	}
+	return ""
+}
+
+func (x *StartBuildRequest) GetContextPaths() []string {
+	if x != nil {
+		return x.ContextPaths
 	}
 	return nil
 }
@@ -3473,7 +3502,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"fix_rounds\x18\x11 \x03(\v2\x1c.thefold.builder.v1.FixRoundR\tfixRounds\x129\n" +
 	"\n" +
 	"start_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x98\x03\n" +
+	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x87\x04\n" +
 	"\x11StartBuildRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -3488,7 +3517,11 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x12additional_context\x18\t \x01(\tR\x11additionalContext\x12/\n" +
 	"\x06budget\x18\n" +
 	" \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\x12!\n" +
-	"\fmemory_hints\x18\v \x03(\tR\vmemoryHints\"H\n" +
+	"\fmemory_hints\x18\v \x03(\tR\vmemoryHints\x12\x1d\n" +
+	"\n" +
+	"task_title\x18\f \x01(\tR\ttaskTitle\x12)\n" +
+	"\x10task_description\x18\r \x01(\tR\x0ftaskDescription\x12#\n" +
+	"\rcontext_paths\x18\x0e \x03(\tR\fcontextPaths\"H\n" +
 	"\x12StartBuildResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"!\n" +
 	"\x0fGetBuildRequest\x12\x0e\n" +
