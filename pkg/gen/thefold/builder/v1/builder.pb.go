@@ -906,9 +906,11 @@ type FixRound struct {
 	Resolved bool `protobuf:"varint,11,opt,name=resolved,proto3" json:"resolved,omitempty"`
 	// Why the round could not run or finish (e.g. the fix call failed, an edit did not apply);
 	// empty otherwise.
-	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Error     string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// The model's account of what it changed (FixFileResponse.explanation).
+	Explanation   string `protobuf:"bytes,15,opt,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1039,6 +1041,13 @@ func (x *FixRound) GetEndTime() *timestamppb.Timestamp {
 		return x.EndTime
 	}
 	return nil
+}
+
+func (x *FixRound) GetExplanation() string {
+	if x != nil {
+		return x.Explanation
+	}
+	return ""
 }
 
 // BuildReport is the outcome of a build, written in the finalize phase (or on failure, as
@@ -3406,7 +3415,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x10ValidationResult\x12\x16\n" +
 	"\x06passed\x18\x01 \x01(\bR\x06passed\x12=\n" +
 	"\vdiagnostics\x18\x02 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\vdiagnostics\x12\x16\n" +
-	"\x06output\x18\x03 \x01(\tR\x06output\"\xc9\x04\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\"\xeb\x04\n" +
 	"\bFixRound\x12\x19\n" +
 	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
 	"\vstep_number\x18\x02 \x01(\x05R\n" +
@@ -3424,7 +3433,8 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x05error\x18\f \x01(\tR\x05error\x129\n" +
 	"\n" +
 	"start_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
-	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xb1\x04\n" +
+	"\bend_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12 \n" +
+	"\vexplanation\x18\x0f \x01(\tR\vexplanation\"\xb1\x04\n" +
 	"\vBuildReport\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12>\n" +
 	"\rfiles_changed\x18\x02 \x03(\v2\x19.thefold.type.v1.FileDiffR\ffilesChanged\x129\n" +
