@@ -56,3 +56,27 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzApplyTolerant checks that ApplyTolerant never panics, that an edit Apply accepts it
+// applies the same way, and that the edits it reports as applied reproduce its result
+// exactly with Apply.
+func FuzzApplyTolerant(f *testing.F) {
+	f.Add("func A() {\n\treturn 1\n}\n", "  return 1\n", "  return 2\n", int32(0))
+	f.Add("a\r\n  b c d e f g h\r\n", "b  c d e f g h", "x\ny", int32(0))
+	f.Add("x\n\n\n", "\n\n", "", int32(2))
+	f.Add("\t\t\n", "        ", "  z", int32(0))
+	f.Fuzz(func(t *testing.T, content, old, new string, count int32) {
+		edits := []*typev1.Edit{edit(old, new, count)}
+		got, applied, failed := ApplyTolerant(content, edits)
+		if len(applied)+len(failed) != 1 {
+			t.Fatalf("%d applied, %d failed for one edit", len(applied), len(failed))
+		}
+		if exact, err := Apply(content, edits); err == nil && exact != got {
+			t.Fatalf("ApplyTolerant = %q, Apply = %q", got, exact)
+		}
+		again, err := Apply(content, applied)
+		if err != nil || again != got {
+			t.Fatalf("Apply(applied) = %q, %v; want %q", again, err, got)
+		}
+	})
+}

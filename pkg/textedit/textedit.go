@@ -3,10 +3,13 @@
 // checks a model's edits with it before answering, and the sandbox applies them to the
 // workspace, so both agree on what an edit means.
 //
-// Matching is exact, byte for byte: no whitespace or line-ending normalisation, because an
-// edit that matches "almost" may change the wrong place. When an edit does not apply, the
-// error says why in terms a model can act on (which edit, how many matches, the closest
-// line, differing line endings).
+// Apply's matching is exact, byte for byte: no whitespace or line-ending normalisation,
+// because an edit that matches "almost" may change the wrong place. ApplyTolerant, for the
+// ai service reading a model's answer, also accepts an edit whose whole lines match one
+// place when whitespace is ignored, and applies what it can; it returns the edits as they
+// applied, exact, so every other user of an edit (the sandbox, the forge) stays exact. When
+// an edit does not apply, the error says why in terms a model can act on (which edit, how
+// many matches, the closest line, differing line endings).
 package textedit
 
 import (
