@@ -1,6 +1,7 @@
 package prompts
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -45,5 +46,36 @@ func TestExtractJSON(t *testing.T) {
 				t.Errorf("ExtractJSON(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
+	}
+}
+
+// What models get wrong inside JSON strings is repaired; what cannot be repaired is
+// reported with its position.
+func TestExtractJSONLenient(t *testing.T) {
+	t.Parallel()
+	got, err := ExtractJSON("{\"content\": \"func f() {\n\treturn re.MustCompile(\"\\d+\")\n}\"}")
+	if err == nil {
+		t.Fatalf("an unescaped quote inside a string cannot be repaired, got %q", got)
+	}
+	cases := []struct{ name, in, want string }{
+		{"raw tab and newline", "{\"content\": \"func f() {\n\treturn 1\n}\"}", `{"content": "func f() {\u000a\u0009return 1\u000a}"}`},
+		{"backslash before a letter JSON has no escape for", `{"re": "\d+\.go"}`, `{"re": "\\d+\\.go"}`},
+		{"valid escapes kept", "```json\n{\"a\": \"x\\ty\\n\\\"q\\\" \\u00e9\t\"}\n```", `{"a": "x\ty\n\"q\" \u00e9\u0009"}`},
+	}
+	for _, c := range cases {
+		got, err := ExtractJSON(c.in)
+		if err != nil || string(got) != c.want {
+			t.Errorf("%s: ExtractJSON = %s, %v; want %s", c.name, got, err, c.want)
+		}
+	}
+	errCases := []struct{ name, in, want string }{
+		{"position of a missing comma", "{\n  \"a\": 1\n  \"b\": 2\n}", `line 3, column 3`},
+		{"cut off", "{\"a\": [1, 2", "not closed"},
+	}
+	for _, c := range errCases {
+		_, err := ExtractJSON(c.in)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", c.name, err, c.want)
+		}
 	}
 }
