@@ -201,8 +201,8 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		t = s.anthropicCache(req.Model, prompt.units, prompt.breakpoints)
 	}
 	s.mu.Unlock()
-	s.reply(w, r, rec, req.Model, dialectAnthropic, entry, failure, t, func(t *tokens) any {
-		return s.anthropicAnswer(req, entry, t)
+	s.reply(w, r, rec, req.Model, dialectAnthropic, entry, failure, t, func(e Response, t *tokens) any {
+		return s.anthropicAnswer(req, e, t)
 	})
 }
 

@@ -169,7 +169,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request) {
 	dims := s.embeddingDimensions(req.Dimensions)
 	s.mu.Unlock()
 	t := tokens{input: inputTokens(texts)}
-	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(*tokens) any {
+	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(Response, *tokens) any {
 		data := make([]map[string]any, len(texts))
 		for i, text := range texts {
 			var vec any = Embed(text, dims)

@@ -164,8 +164,8 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 		t = s.automaticCache(familyGemini, model, units)
 	}
 	s.mu.Unlock()
-	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(t *tokens) any {
-		return s.geminiAnswer(model, entry, t)
+	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(e Response, t *tokens) any {
+		return s.geminiAnswer(model, e, t)
 	})
 }
 
@@ -249,7 +249,7 @@ func (s *Server) geminiEmbed(w http.ResponseWriter, r *http.Request, rec *Record
 	}
 	s.mu.Unlock()
 	t := tokens{input: inputTokens(texts)}
-	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(*tokens) any {
+	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(Response, *tokens) any {
 		vecs := make([]map[string]any, len(texts))
 		for i, text := range texts {
 			vecs[i] = map[string]any{"values": Embed(text, dims[i])}

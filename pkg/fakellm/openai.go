@@ -139,8 +139,8 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		t = s.automaticCache(familyOpenAI, req.Model, units)
 	}
 	s.mu.Unlock()
-	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(t *tokens) any {
-		return s.openAIAnswer(req.Model, entry, t)
+	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(e Response, t *tokens) any {
+		return s.openAIAnswer(req.Model, e, t)
 	})
 }
 

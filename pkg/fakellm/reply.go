@@ -81,11 +81,12 @@ func stripCacheControl(v any) any {
 }
 
 // reply finishes a chat or embedding request once its entry is chosen: a script failure,
-// the scripted latency, then the scripted error, raw body, or the answer build makes (which
-// fills in the output tokens). The record is completed before the answer is written, so a
-// client that reads the record right after its answer sees it.
+// the scripted latency, then the scripted error, raw body, or the answer build makes from
+// the entry with its faults applied (build fills in the output tokens). The record is
+// completed before the answer is written, so a client that reads the record right after its
+// answer sees it.
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, rec *Recorded, model string, d dialect,
-	e Response, failure *scriptFailure, t tokens, build func(*tokens) any) {
+	e Response, failure *scriptFailure, t tokens, build func(Response, *tokens) any) {
 	if failure != nil {
 		s.finish(rec, model, http.StatusInternalServerError, tokens{})
 		writeError(w, d, apiError{status: http.StatusInternalServerError, message: failure.message, noRetry: true})
@@ -107,7 +108,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request, rec *Recorded, mo
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write([]byte(e.Raw))
 	default:
-		answer := build(&t)
+		answer := build(e.withFaults(), &t)
 		s.finish(rec, model, http.StatusOK, t)
 		writeJSON(w, http.StatusOK, answer)
 	}

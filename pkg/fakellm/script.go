@@ -36,6 +36,34 @@ type Script struct {
 }
 
 // Response is one scripted answer: Text and/or ToolCalls, or Raw, or Error.
+//
+// Faults make Text arrive the way real models botch it, so a test can script the right
+// answer and check that the client copes with how it is delivered. They apply to Text only
+// (never to Raw, ToolCalls or Error; an entry with faults needs Text), in the order listed,
+// before the answer is sent and its output tokens are estimated. Each is deterministic:
+//
+//   - "json_raw_control": inside every string literal of the JSON objects in Text (from a
+//     "{" in the prose to its matching "}"), the escapes \t and \n become a raw tab and a raw
+//     newline, and \\ before a character that is not a JSON escape becomes one backslash
+//     (a regular expression's "\\d" arrives as "\d"), which encoding/json refuses. Text
+//     outside string literals is left alone.
+//   - "json_in_fence": Text is wrapped in prose and a fence:
+//     "Here is the answer:\n\n```json\n" + Text + "\n```\n\nLet me know if you need anything else."
+//   - "elide": in the first ``` fenced block (an unclosed one runs to the end; no fence: the
+//     whole Text) of at least 9 lines, lines n/3 up to (not including) 2n/3 of its n lines
+//     are replaced by one line "<indent>// ... existing code ...", indent being the first
+//     removed line's leading whitespace; "#" instead of "//" when the fence's info string
+//     is python, py, sh, yaml or toml (its first word, in any case).
+//   - "search_whitespace_drift": in Aider SEARCH/REPLACE blocks (the lines "<<<<<<< SEARCH",
+//     "=======", ">>>>>>> REPLACE", exactly), every SEARCH line's indentation has each tab
+//     replaced by four spaces and the line gets two trailing spaces; REPLACE lines are
+//     unchanged.
+//   - "truncate": Text is cut at TruncateAt bytes, or at half its length when TruncateAt is
+//     0, moved back to a UTF-8 character boundary; the stop reason becomes max_tokens
+//     (Anthropic "max_tokens", OpenAI "length", Gemini "MAX_TOKENS") unless StopReason is
+//     set. Tool calls are still sent.
+//
+// An unknown fault is refused when the script is validated.
 type Response struct {
 	// Match makes the entry a matched one: it applies when the request's text (system and
 	// messages; for embeddings the inputs) contains Match, or when Match is a regular
@@ -49,6 +77,11 @@ type Response struct {
 	// MAX_TOKENS, stop_sequence, tool_use, tool_calls); it is translated per endpoint. Empty:
 	// tool_use when there are tool calls, end_turn otherwise.
 	StopReason string `json:"stop_reason,omitempty"`
+	// Faults are applied to Text in order before it is sent; see above.
+	Faults []string `json:"faults,omitempty"`
+	// TruncateAt is where the "truncate" fault cuts Text, in bytes (0: at half its length);
+	// beyond the end it cuts nothing. It needs that fault.
+	TruncateAt int `json:"truncate_at,omitempty"`
 	// OutputTokens overrides the estimated output token count.
 	OutputTokens int    `json:"output_tokens,omitempty"`
 	Error        *Error `json:"error,omitempty"`
@@ -135,7 +168,8 @@ var knownStopReasons = map[string]stopKind{
 	"stop_sequence": stopSequence, "tool_use": stopTool, "tool_calls": stopTool,
 }
 
-// Validate reports every problem in the script.
+// Validate reports every problem in the script, each named by its path in the script
+// (anthropic[2].faults[0]: unknown fault "x").
 func (s *Script) Validate() error {
 	var problems []error
 	if s.EmbeddingDimensions < 0 || s.EmbeddingDimensions > maxDimensions {
@@ -155,17 +189,26 @@ func (s *Script) Validate() error {
 			}
 		}
 		for i, r := range f.entries {
-			if err := r.validate(f.name == "embeddings", i == lastOrdered); err != nil {
-				problems = append(problems, fmt.Errorf("%s[%d]: %w", f.name, i, err))
+			for _, p := range r.validate(f.name == "embeddings", i == lastOrdered) {
+				path := fmt.Sprintf("%s[%d]", f.name, i)
+				if p.field != "" {
+					path += "." + p.field
+				}
+				problems = append(problems, fmt.Errorf("%s: %s", path, p.message))
 			}
 		}
 	}
 	return errors.Join(problems...)
 }
 
-func (r *Response) validate(embeddings, lastOrdered bool) error {
-	var problems []error
-	add := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+// problem is what is wrong with a field of an entry ("" for the entry as a whole).
+type problem struct{ field, message string }
+
+func (r *Response) validate(embeddings, lastOrdered bool) []problem {
+	var problems []problem
+	add := func(field, format string, args ...any) {
+		problems = append(problems, problem{field, fmt.Sprintf(format, args...)})
+	}
 	hasReply := r.Text != "" || len(r.ToolCalls) > 0
 	kinds := 0
 	for _, set := range []bool{hasReply, r.Raw != "", r.Error != nil} {
@@ -175,47 +218,63 @@ func (r *Response) validate(embeddings, lastOrdered bool) error {
 	}
 	switch {
 	case embeddings && hasReply:
-		add("embeddings entries take no text or tool_calls (vectors are computed from the input)")
+		add("", "embeddings entries take no text or tool_calls (vectors are computed from the input)")
 	case kinds > 1:
-		add("text/tool_calls, raw and error exclude each other")
+		add("", "text/tool_calls, raw and error exclude each other")
 	case kinds == 0 && !embeddings:
-		add("one of text, tool_calls, raw or error is required")
+		add("", "one of text, tool_calls, raw or error is required")
 	}
 	if _, ok := knownStopReasons[r.StopReason]; !ok {
-		add("stop_reason %q: not one of end_turn, stop, max_tokens, length, stop_sequence, tool_use, tool_calls", r.StopReason)
+		add("stop_reason", "%q is not one of end_turn, stop, max_tokens, length, stop_sequence, tool_use, tool_calls", r.StopReason)
 	}
 	for j, tc := range r.ToolCalls {
 		if tc.Name == "" {
-			add("tool_calls[%d].name: required", j)
+			add(fmt.Sprintf("tool_calls[%d].name", j), "required")
 		}
 		if len(tc.Input) > 0 {
 			var obj map[string]any
 			if err := json.Unmarshal(tc.Input, &obj); err != nil || obj == nil {
-				add("tool_calls[%d].input: must be a JSON object", j)
+				add(fmt.Sprintf("tool_calls[%d].input", j), "must be a JSON object")
 			}
 		}
 	}
+	truncates := false
+	for j, f := range r.Faults {
+		if _, ok := faults[f]; !ok {
+			add(fmt.Sprintf("faults[%d]", j), "unknown fault %q (known: %s)", f, strings.Join(faultNames(), ", "))
+		}
+		truncates = truncates || f == FaultTruncate
+	}
+	if len(r.Faults) > 0 && r.Text == "" {
+		add("faults", "apply to text only, and this entry has none")
+	}
+	switch {
+	case r.TruncateAt < 0:
+		add("truncate_at", "must not be negative")
+	case r.TruncateAt > 0 && !truncates:
+		add("truncate_at", "needs the %q fault", FaultTruncate)
+	}
 	if r.OutputTokens < 0 {
-		add("output_tokens: must not be negative")
+		add("output_tokens", "must not be negative")
 	}
 	if r.Latency < 0 {
-		add("latency: must not be negative")
+		add("latency", "must not be negative")
 	}
 	if r.Times < 0 {
-		add("times: must not be negative")
+		add("times", "must not be negative")
 	}
 	if r.RepeatLast && !lastOrdered {
-		add("repeat_last: only the last entry without match can repeat")
+		add("repeat_last", "only the last entry without match can repeat")
 	}
 	if e := r.Error; e != nil {
 		if e.Status != 0 && (e.Status < 400 || e.Status > 599) {
-			add("error.status: must be between 400 and 599")
+			add("error.status", "must be between 400 and 599")
 		}
 		if e.RetryAfter < 0 {
-			add("error.retry_after: must not be negative")
+			add("error.retry_after", "must not be negative")
 		}
 	}
-	return errors.Join(problems...)
+	return problems
 }
 
 // matcher is a compiled Match: a literal substring, and the same string as a regular

@@ -52,15 +52,15 @@ func TestParseScript(t *testing.T) {
 		{"text and raw", `{"gemini":[{"text":"a","raw":"b"}]}`, "exclude each other"},
 		{"text and error", `{"gemini":[{"text":"a","error":{"status":500}}]}`, "exclude each other"},
 		{"embedding text", `{"embeddings":[{"text":"a"}]}`, "embeddings[0]: embeddings entries take no text"},
-		{"stop reason", `{"anthropic":[{"text":"a","stop_reason":"done"}]}`, `stop_reason "done"`},
+		{"stop reason", `{"anthropic":[{"text":"a","stop_reason":"done"}]}`, `stop_reason: "done" is not one of`},
 		{"tool without name", `{"anthropic":[{"tool_calls":[{"input":{}}]}]}`, "tool_calls[0].name"},
 		{"tool input not an object", `{"anthropic":[{"tool_calls":[{"name":"x","input":[1]}]}]}`, "tool_calls[0].input"},
 		{"negative times", `{"anthropic":[{"text":"a","times":-1}]}`, "times"},
 		{"negative latency", `{"anthropic":[{"text":"a","latency":"-1s"}]}`, "latency"},
 		{"latency not a duration", `{"anthropic":[{"text":"a","latency":"soon"}]}`, "soon"},
 		{"latency a number", `{"anthropic":[{"text":"a","latency":200}]}`, "duration must be a string"},
-		{"repeat_last not last", `{"anthropic":[{"text":"a","repeat_last":true},{"text":"b"}]}`, "anthropic[0]: repeat_last"},
-		{"repeat_last on a matched entry", `{"anthropic":[{"text":"b"},{"match":"x","text":"a","repeat_last":true}]}`, "anthropic[1]: repeat_last"},
+		{"repeat_last not last", `{"anthropic":[{"text":"a","repeat_last":true},{"text":"b"}]}`, "anthropic[0].repeat_last"},
+		{"repeat_last on a matched entry", `{"anthropic":[{"text":"b"},{"match":"x","text":"a","repeat_last":true}]}`, "anthropic[1].repeat_last"},
 		{"error status", `{"openai":[{"error":{"status":200}}]}`, "error.status"},
 		{"negative retry_after", `{"openai":[{"error":{"status":429,"retry_after":-1}}]}`, "retry_after"},
 		{"dimensions", `{"embedding_dimensions":-1}`, "embedding_dimensions"},
@@ -80,7 +80,7 @@ func TestParseScript(t *testing.T) {
 func TestParseScriptCollectsEveryProblem(t *testing.T) {
 	t.Parallel()
 	_, err := ParseScript([]byte(`{"anthropic":[{}],"openai":[{"text":"a","times":-1}]}`))
-	if err == nil || !strings.Contains(err.Error(), "anthropic[0]") || !strings.Contains(err.Error(), "openai[0]: times") {
+	if err == nil || !strings.Contains(err.Error(), "anthropic[0]") || !strings.Contains(err.Error(), "openai[0].times") {
 		t.Errorf("err = %v, want both problems", err)
 	}
 }

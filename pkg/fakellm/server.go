@@ -158,6 +158,7 @@ func cloneResponses(rs []Response) []Response {
 	out := make([]Response, len(rs))
 	for i, r := range rs {
 		r.ToolCalls = append([]ToolCall(nil), r.ToolCalls...)
+		r.Faults = append([]string(nil), r.Faults...)
 		if r.Error != nil {
 			e := *r.Error
 			r.Error = &e
