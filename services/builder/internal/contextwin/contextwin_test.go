@@ -2,10 +2,11 @@ package contextwin
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/thefold/thefold/pkg/tokens"
+
+	"github.com/thefold/thefold/services/builder/internal/outline"
 )
 
 const goSrc = `// Package store keeps users.
@@ -13,7 +14,6 @@ package store
 
 import (
 	"fmt"
-	"strings"
 )
 
 // User is a user.
@@ -129,128 +129,6 @@ if __name__ == "__main__":
     main()
 `
 
-func TestOutline(t *testing.T) {
-	tests := []struct {
-		name, path, src string
-		want            []string // substrings (whole lines) the outline has
-		wantNot         []string // substrings it must not have
-		exact           string   // the whole outline, when set
-	}{
-		{
-			name: "go",
-			path: "store/store.go",
-			src:  goSrc,
-			exact: `package store
-
-import (
-	"fmt"
-	"strings"
-)
-
-type User struct {
-	ID   int
-	Name string
-}
-
-type Finder interface {
-	Find(id int) (*User, error)
-}
-
-const MaxUsers = 100
-
-var onSave = ...
-
-func New(id int, name string) *User
-
-func (u *User) String() string`,
-		},
-		{
-			name: "go that does not parse falls back to lines",
-			path: "bad.go",
-			src:  "package bad\n\ntype T struct {\n\tA int\n}\n\nfunc F(a int) int {\n\tfmt.Println(a\n\treturn a\n}\n",
-			want: []string{"package bad", "type T struct {\n\tA int\n}", "func F(a int) int { ... }"},
-			wantNot: []string{
-				"return a",
-			},
-		},
-		{
-			name: "typescript",
-			path: "web/src/store.ts",
-			src:  tsSrc,
-			want: []string{
-				"export interface User {\n  id: Id\n  name: string\n}",
-				"export type Role = 'admin'\n  | 'user'",
-				"const secret = 'x'",
-				"export function greet(user: User): string { ... }",
-				"export async function load(\n  id: Id,\n  opts: { force: boolean },\n): Promise<User> { ... }",
-				"export const handler = async (req: Request) => { ... }",
-				"export class Store extends Base {\n  private items: User[] = []\n  constructor(private readonly name: string) { ... }\n  get size(): number { ... }\n  add(item: User): void { ... }\n}",
-				"export { db } from './db'",
-			},
-			wantNot: []string{"return s", "throw new Error", "new Response", "super()", "push(item)", "app.listen", "import "},
-		},
-		{
-			name: "javascript",
-			path: "lib/util.mjs",
-			src:  "export function add(a, b) {\n  return a + b\n}\nexport default class Thing {\n  run() {\n    return 1\n  }\n}\n",
-			exact: "export function add(a, b) { ... }\n" +
-				"export default class Thing {\n  run() { ... }\n}",
-		},
-		{
-			name: "python",
-			path: "app/users.py",
-			src:  pySrc,
-			exact: `MAX_USERS = 10
-NAMES: List[str] = ...
-@dataclass
-class User(Base):
-    id: int
-    name: str = "x"
-    @property
-    def display(self) -> str:
-        ...
-    async def save(self,
-                   force: bool = False) -> None:
-        ...
-class Empty:
-    ...
-def double(x): ...
-def main() -> None:
-    ...`,
-		},
-		{
-			name:  "other files: first 20 lines",
-			path:  "README.md",
-			src:   strings.Repeat("line\n", 30),
-			exact: strings.TrimSuffix(strings.Repeat("line\n", 20), "\n"),
-		},
-		{
-			name:  "short other file",
-			path:  "Makefile",
-			src:   "all:\n\tgo build\n",
-			exact: "all:\n\tgo build",
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Outline(tc.path, tc.src)
-			if tc.exact != "" && got != tc.exact {
-				t.Errorf("outline =\n%s\nwant\n%s", got, tc.exact)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("outline lacks %q:\n%s", w, got)
-				}
-			}
-			for _, w := range tc.wantNot {
-				if strings.Contains(got, w) {
-					t.Errorf("outline has %q:\n%s", w, got)
-				}
-			}
-		})
-	}
-}
-
 func TestBuild(t *testing.T) {
 	deps := []Dep{
 		{Path: "store/store.go", Content: goSrc},
@@ -262,9 +140,9 @@ func TestBuild(t *testing.T) {
 		full += tokens.Count(d.Content)
 	}
 	third := tokens.Count(tsSrc)
-	outline := tokens.Count(Outline(deps[2].Path, deps[2].Content))
-	if outline >= third {
-		t.Fatalf("outline of %s (%d tokens) is not smaller than the file (%d)", deps[2].Path, outline, third)
+	short := tokens.Count(outline.File(deps[2].Path, deps[2].Content))
+	if short >= third {
+		t.Fatalf("outline of %s (%d tokens) is not smaller than the file (%d)", deps[2].Path, short, third)
 	}
 
 	type want struct {
@@ -281,7 +159,7 @@ func TestBuild(t *testing.T) {
 		{
 			name:   "two full, third outlined",
 			deps:   deps,
-			budget: full + outline,
+			budget: full + short,
 			want: want{
 				full:      []string{"store/store.go", "app/users.py"},
 				outlined:  []string{"web/src/store.ts"},
@@ -302,7 +180,7 @@ func TestBuild(t *testing.T) {
 		{
 			name:   "third left out when not even its outline fits",
 			deps:   deps,
-			budget: full + outline - 1,
+			budget: full + short - 1,
 			want: want{
 				full:      []string{"store/store.go", "app/users.py"},
 				paths:     []string{"store/store.go", "app/users.py"},
@@ -312,7 +190,7 @@ func TestBuild(t *testing.T) {
 		{
 			name:   "order of deps kept: outlined first, later full",
 			deps:   []Dep{deps[2], {Path: "small.go", Content: "package small\n"}},
-			budget: outline + tokens.Count("package small\n"),
+			budget: short + tokens.Count("package small\n"),
 			want: want{
 				full:      []string{"small.go"},
 				outlined:  []string{"web/src/store.ts"},
@@ -350,7 +228,7 @@ func TestBuild(t *testing.T) {
 					if d.Path != f.GetPath() {
 						continue
 					}
-					if want := map[bool]string{false: d.Content, true: Outline(d.Path, d.Content)}[f.GetTruncated()]; f.GetContent() != want {
+					if want := map[bool]string{false: d.Content, true: outline.File(d.Path, d.Content)}[f.GetTruncated()]; f.GetContent() != want {
 						t.Errorf("%s: content is not the %s", f.GetPath(), map[bool]string{false: "file", true: "outline"}[f.GetTruncated()])
 					}
 				}
