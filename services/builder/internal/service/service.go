@@ -38,6 +38,11 @@ const (
 	maxMemoryHint  = 4000
 	maxModel       = 200
 	maxReason      = 1000
+	// maxTaskTitle (characters), maxTaskDescription (bytes) and maxContextPaths bound
+	// StartBuildRequest.task_title, task_description and context_paths.
+	maxTaskTitle       = 500
+	maxTaskDescription = 100_000
+	maxContextPaths    = 200
 )
 
 // Queue starts build runs (jobrun.Enqueuer).
@@ -106,6 +111,7 @@ func (s *Server) StartBuild(ctx context.Context, req *builderv1.StartBuildReques
 			Repo: req.Repo, Plan: req.Plan, Model: req.Model, Budget: req.Budget,
 		},
 		AdditionalContext: req.AdditionalContext, MemoryHints: req.MemoryHints, RequestedStrategy: req.Strategy, MaxIterations: 3,
+		TaskTitle: req.TaskTitle, TaskDescription: req.TaskDescription, ContextPaths: req.ContextPaths,
 	}
 	got, _, err := s.store.Create(ctx, b, store.RequestHash(req), s.queue.Enqueue)
 	if err != nil {
@@ -152,6 +158,9 @@ func checkStart(req *builderv1.StartBuildRequest) error {
 			return err
 		}
 	}
+	if err := checkTask(req); err != nil {
+		return err
+	}
 	if err := validate.Enum("strategy", req.Strategy, true); err != nil {
 		return err
 	}
@@ -170,6 +179,31 @@ func checkStart(req *builderv1.StartBuildRequest) error {
 		return err
 	}
 	return validate.Strings(req)
+}
+
+// checkTask checks the task as written and the context phase's paths.
+func checkTask(req *builderv1.StartBuildRequest) error {
+	if err := validate.MaxLen("task_title", req.TaskTitle, maxTaskTitle); err != nil {
+		return err
+	}
+	if n := len(req.TaskDescription); n > maxTaskDescription {
+		return errs.Invalid("task_description", "%d bytes; at most %d", n, maxTaskDescription)
+	}
+	if n := len(req.ContextPaths); n > maxContextPaths {
+		return errs.Invalid("context_paths", "%d paths; at most %d", n, maxContextPaths)
+	}
+	seen := make(map[string]int, len(req.ContextPaths))
+	for i, p := range req.ContextPaths {
+		field := fmt.Sprintf("context_paths[%d]", i)
+		if err := validate.Path(field, p); err != nil {
+			return err
+		}
+		if j, ok := seen[p]; ok {
+			return errs.Invalid(field, "%q is also context_paths[%d]", p, j)
+		}
+		seen[p] = i
+	}
+	return nil
 }
 
 func checkPlan(p *typev1.Plan) error {

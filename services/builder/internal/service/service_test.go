@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -201,6 +202,15 @@ func (e *env) startBuild(t *testing.T, ctx context.Context, reqID string) *build
 	return resp.Build
 }
 
+// manyPaths is n distinct valid paths.
+func manyPaths(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("pkg/p%03d/file.go", i)
+	}
+	return out
+}
+
 // watchErr opens a watch and returns the error its stream ends with, skipping heartbeats;
 // only for requests that must fail.
 func watchErr(ctx context.Context, c builderv1.BuilderServiceClient, req *builderv1.WatchBuildRequest) error {
@@ -271,6 +281,19 @@ func TestInvalidArgument(t *testing.T) {
 		{"start: too many memory hints", startReq(func(r *builderv1.StartBuildRequest) { r.MemoryHints = make([]string, 51) }), "memory_hints"},
 		{"start: empty memory hint", startReq(func(r *builderv1.StartBuildRequest) { r.MemoryHints = []string{"use pgx", " \n"} }), "memory_hints[1]"},
 		{"start: memory hint too long", startReq(func(r *builderv1.StartBuildRequest) { r.MemoryHints = []string{strings.Repeat("m", 4001)} }), "memory_hints[0]"},
+		{"start: task_title too long", startReq(func(r *builderv1.StartBuildRequest) { r.TaskTitle = strings.Repeat("é", 501) }), "task_title"},
+		{"start: task_description too long", startReq(func(r *builderv1.StartBuildRequest) { r.TaskDescription = strings.Repeat("d", 100_001) }), "task_description"},
+		{"start: task_description of too many bytes", startReq(func(r *builderv1.StartBuildRequest) { r.TaskDescription = strings.Repeat("é", 50_001) }), "task_description"},
+		{"start: task_description not UTF-8", startReq(func(r *builderv1.StartBuildRequest) { r.TaskDescription = "bad \xff" }), "task_description"},
+		{"start: too many context paths", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = manyPaths(201) }), "context_paths"},
+		{"start: empty context path", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"a.go", ""} }), "context_paths[1]"},
+		{"start: context path with ..", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"../etc/passwd"} }), "context_paths[0]"},
+		{"start: context path inside with ..", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"a/../b.go"} }), "context_paths[0]"},
+		{"start: absolute context path", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"/etc/passwd"} }), "context_paths[0]"},
+		{"start: unclean context path", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"a.go", "./b.go"} }), "context_paths[1]"},
+		{"start: context path with a trailing slash", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"lib/"} }), "context_paths[0]"},
+		{"start: context path with a backslash", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{`lib\a.go`} }), "context_paths[0]"},
+		{"start: duplicate context paths", startReq(func(r *builderv1.StartBuildRequest) { r.ContextPaths = []string{"a.go", "b.go", "a.go"} }), "context_paths[2]"},
 		{"start: missing sandbox_id", startReq(func(r *builderv1.StartBuildRequest) { r.SandboxId = "" }), "sandbox_id"},
 		{"start: sandbox_id not a UUID", startReq(func(r *builderv1.StartBuildRequest) { r.SandboxId = "sb-1" }), "sandbox_id"},
 		{"start: job_id not a UUID", startReq(func(r *builderv1.StartBuildRequest) { r.JobId = "job" }), "job_id"},
@@ -434,6 +457,49 @@ func TestStartBuild(t *testing.T) {
 	bobs, err := c.StartBuild(e.bob, validStart())
 	if err != nil || bobs.Build.Id == b.Id || bobs.Build.OwnerId != "bob" {
 		t.Errorf("bob's StartBuild = %v, %v", bobs, err)
+	}
+}
+
+func TestStartBuildKeepsTheTaskAndContextPaths(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c, ctx := e.client, e.alice
+
+	// The task as written and the context paths are kept with the build, and are part of
+	// what a retry must repeat: the same request is the same build, another task is not.
+	withTask := func() *builderv1.StartBuildRequest {
+		req := validStart()
+		req.RequestId = "req-task"
+		req.TaskTitle = strings.Repeat("é", 500)
+		req.TaskDescription = "Greet people.\n\n" + strings.Repeat("d", 100_000-len("Greet people.\n\n"))
+		req.ContextPaths = append([]string{"util/util.go", "README.md"}, manyPaths(198)...)
+		return req
+	}
+	first, err := c.StartBuild(ctx, withTask())
+	if err != nil {
+		t.Fatalf("StartBuild at the limits: %v", err)
+	}
+	retried, err := c.StartBuild(ctx, withTask())
+	if err != nil || retried.Build.Id != first.Build.Id {
+		t.Errorf("retry of the same request = %v, %v; want build %s", retried, err, first.Build.Id)
+	}
+	for name, change := range map[string]func(*builderv1.StartBuildRequest){
+		"task_title":       func(r *builderv1.StartBuildRequest) { r.TaskTitle = "another task" },
+		"task_description": func(r *builderv1.StartBuildRequest) { r.TaskDescription = "another task" },
+		"context_paths":    func(r *builderv1.StartBuildRequest) { r.ContextPaths[0], r.ContextPaths[1] = r.ContextPaths[1], r.ContextPaths[0] },
+	} {
+		req := withTask()
+		change(req)
+		_, err := c.StartBuild(ctx, req)
+		t.Run("request_id reused with another "+name, func(t *testing.T) { grpctest.WantInvalid(t, err, "request_id") })
+	}
+	stored, err := e.store.Get(ctx, "alice", first.Build.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := withTask(); stored.TaskTitle != want.TaskTitle || stored.TaskDescription != want.TaskDescription ||
+		!slices.Equal(stored.ContextPaths, want.ContextPaths) {
+		t.Errorf("stored build's task %.40q %.40q, paths %q", stored.TaskTitle, stored.TaskDescription, stored.ContextPaths)
 	}
 }
 

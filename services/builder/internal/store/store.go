@@ -60,6 +60,12 @@ type Build struct {
 	AdditionalContext string
 	// MemoryHints are the caller's lessons from memory, given to every generation and fix.
 	MemoryHints []string
+	// TaskTitle and TaskDescription are the task as the person wrote it (the plan's summary
+	// is the planner's reading of it), given to every generation and fix.
+	TaskTitle, TaskDescription string
+	// ContextPaths are the repository files the caller's context phase found relevant:
+	// their outlines are the first of a generation's reference files.
+	ContextPaths []string
 	// RequestedStrategy is what StartBuild asked for (UNSPECIFIED: init chooses).
 	RequestedStrategy builderv1.BuildStrategy
 	// Generation counts RetryStep calls; it is part of the AI calls' idempotency keys.
@@ -192,11 +198,13 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 	created := false
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO builds (owner_id, request_id, request_hash, task_id, job_id, sandbox_id, repo,
-			requested_strategy, plan, model, additional_context, memory_hints, budget, files, max_iterations)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			requested_strategy, plan, model, additional_context, memory_hints, budget, files, max_iterations,
+			task_title, task_description, context_paths)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 			ON CONFLICT (owner_id, request_id) DO NOTHING RETURNING id`,
 			b.OwnerId, b.RequestId, requestHash, b.TaskId, b.JobId, b.SandboxId, b.Repo,
 			strategyName(b.RequestedStrategy), plan, b.Model, b.AdditionalContext, nonNil(b.MemoryHints), budget, files, b.MaxIterations,
+			b.TaskTitle, b.TaskDescription, nonNil(b.ContextPaths),
 		).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			var hash []byte
@@ -241,7 +249,7 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 const buildColumns = `id, owner_id, request_id, task_id, job_id, sandbox_id, repo, status, requested_strategy,
 	strategy, phase, plan, model, additional_context, memory_hints, current_step, total_steps, files_written, files_validated,
 	iterations, max_iterations, new_project, graph, files, usage, budget, report, error, generation, skills,
-	create_time, start_time, update_time, end_time`
+	task_title, task_description, context_paths, create_time, start_time, update_time, end_time`
 
 func scanBuild(row pgx.Row) (*Build, error) {
 	var (
@@ -255,7 +263,7 @@ func scanBuild(row pgx.Row) (*Build, error) {
 	err := row.Scan(&j.Id, &j.OwnerId, &j.RequestId, &j.TaskId, &j.JobId, &j.SandboxId, &j.Repo, &status, &requested,
 		&strategy, &phase, &plan, &j.Model, &b.AdditionalContext, &b.MemoryHints, &j.CurrentStep, &j.TotalSteps, &b.FilesWritten,
 		&b.FilesValidated, &j.Iterations, &b.MaxIterations, &b.NewProject, &graph, &files, &usage, &budget, &report, &j.Error,
-		&b.Generation, &skills, &create, &start, &update, &end)
+		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end)
 	if err != nil {
 		return nil, err
 	}

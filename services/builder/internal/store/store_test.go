@@ -102,6 +102,7 @@ func newBuild(owner, reqID string, mods ...func(*store.Build)) *store.Build {
 			Budget: &typev1.Budget{MaxTokens: 1000},
 		},
 		AdditionalContext: "ctx", MemoryHints: []string{"prefer pgx.Batch", "wrap errors with %w"}, RequestedStrategy: builderv1.BuildStrategy_BUILD_STRATEGY_SEQUENTIAL, MaxIterations: 5,
+		TaskTitle: "Add a thing", TaskDescription: "The thing goes in a.go.\n\nIt must be tested.", ContextPaths: []string{"b.go", "lib/c.go"},
 	}
 	for _, m := range mods {
 		m(b)
@@ -209,6 +210,9 @@ func TestCreate(t *testing.T) {
 		b.RequestedStrategy != builderv1.BuildStrategy_BUILD_STRATEGY_SEQUENTIAL || b.MaxIterations != 5 ||
 		b.Generation != 0 || b.CreateTime == nil || !slices.Equal(b.MemoryHints, []string{"prefer pgx.Batch", "wrap errors with %w"}) {
 		t.Errorf("created build = %v (+%q %q %v %d)", b.BuildJob, b.AdditionalContext, b.MemoryHints, b.RequestedStrategy, b.MaxIterations)
+	}
+	if b.TaskTitle != "Add a thing" || b.TaskDescription != "The thing goes in a.go.\n\nIt must be tested." || !slices.Equal(b.ContextPaths, []string{"b.go", "lib/c.go"}) {
+		t.Errorf("created build's task %q %q, context paths %q", b.TaskTitle, b.TaskDescription, b.ContextPaths)
 	}
 	if !proto.Equal(b.Plan, newBuild(alice, "r1").Plan) {
 		t.Errorf("plan = %v", b.Plan)
