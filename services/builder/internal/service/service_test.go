@@ -486,7 +486,9 @@ func TestStartBuildKeepsTheTaskAndContextPaths(t *testing.T) {
 	for name, change := range map[string]func(*builderv1.StartBuildRequest){
 		"task_title":       func(r *builderv1.StartBuildRequest) { r.TaskTitle = "another task" },
 		"task_description": func(r *builderv1.StartBuildRequest) { r.TaskDescription = "another task" },
-		"context_paths":    func(r *builderv1.StartBuildRequest) { r.ContextPaths[0], r.ContextPaths[1] = r.ContextPaths[1], r.ContextPaths[0] },
+		"context_paths": func(r *builderv1.StartBuildRequest) {
+			r.ContextPaths[0], r.ContextPaths[1] = r.ContextPaths[1], r.ContextPaths[0]
+		},
 	} {
 		req := withTask()
 		change(req)
