@@ -10,7 +10,7 @@ import (
 // minLooseBytes is the least text (whitespace collapsed) an old_text must have to be
 // matched loosely: a short one ("}", "return nil") that is unique only by luck must match
 // exactly.
-const minLooseBytes = 12
+const minLooseBytes = 8
 
 // ApplyTolerant applies edits in order as Apply does, with two differences for edits a
 // model wrote against a file it saw:

@@ -79,13 +79,20 @@ func (e *Engine) providerStatus(ctx context.Context, err error) error {
 // UNAVAILABLE (a retry, or a stronger model, may well answer correctly) with the reason
 // MODEL_OUTPUT_INVALID, and names what was wrong with the reply — the model's words are
 // not internal state, and the caller needs them to decide what to do.
-func invalidOutput(rpc string, cand registry.Candidate, perr error) error {
+func invalidOutput(rpc string, cand registry.Candidate, perr error, rounds int) error {
 	msg := perr.Error()
 	if len(msg) > 500 {
 		msg = msg[:500] + "…"
 	}
-	return errs.Public(codes.Unavailable, "model %s answered %s with output that does not match its schema, also after a repair round: %s",
-		cand.Model.GetName(), rpc, msg).
+	after := "with no repair round"
+	switch {
+	case rounds == 1:
+		after = "also after a repair round"
+	case rounds > 1:
+		after = fmt.Sprintf("also after %d repair rounds", rounds)
+	}
+	return errs.Public(codes.Unavailable, "model %s answered %s with output that cannot be used, %s: %s",
+		cand.Model.GetName(), rpc, after, msg).
 		WithDetails(&errdetails.ErrorInfo{Reason: ReasonModelOutputInvalid, Domain: errorDomain,
 			Metadata: map[string]string{"model": cand.Model.GetName(), "rpc": rpc}}).Wrap(perr)
 }

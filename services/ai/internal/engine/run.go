@@ -47,12 +47,17 @@ type Defaults struct {
 	Tags       []string
 }
 
-// Repairable marks a parse error worth one repair round: the model answered, but not in
-// the required shape. Parse functions return it (prompts.ParseError implements it).
+// Repairable marks a parse error worth a repair round: the model answered, but not in
+// the required shape. Parse functions return it.
 type Repairable interface {
 	error
-	Repair(req llm.Request, reply string) []llm.Message
+	// Repair returns the request of repair round n (1-based), after req was answered with
+	// reply, or false when no further round may follow.
+	Repair(req llm.Request, reply string, n int) (llm.Request, bool)
 }
+
+// maxRepairRounds bounds the repair rounds of any call, whatever its parser allows.
+const maxRepairRounds = 3
 
 // attemptResult is what calling one model produced.
 type attemptResult struct {
@@ -129,26 +134,26 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 			continue
 		}
 		out, perr := parse(res.resp)
-		if perr != nil {
-			var rp Repairable
-			if !errors.As(perr, &rp) {
-				rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_INVALID_OUTPUT
-				return zero, rec, invalidOutput(c.RPC, cand, perr)
+		req := c.LLM
+		for n := 1; perr != nil; n++ {
+			rp, ok := errors.AsType[Repairable](perr)
+			var next llm.Request
+			if ok && n <= maxRepairRounds {
+				next, ok = rp.Repair(req, res.resp.Text, n)
 			}
-			e.log.InfoContext(ctx, "model answer invalid; one repair round", "rpc", c.RPC,
+			if !ok || n > maxRepairRounds {
+				rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_INVALID_OUTPUT
+				return zero, rec, invalidOutput(c.RPC, cand, perr, n-1)
+			}
+			e.log.InfoContext(ctx, "model answer unusable; repair round", "rpc", c.RPC, "round", n,
 				"model", cand.Model.GetName(), "problem", perr.Error())
-			repairReq := c.LLM
-			repairReq.Messages = append(append([]llm.Message(nil), c.LLM.Messages...), rp.Repair(c.LLM, res.resp.Text)...)
-			res2, err := e.attempt(ctx, cand, repairReq)
-			rec.add(res2)
+			req = next
+			res, err = e.attempt(ctx, cand, req)
+			rec.add(res)
 			if err != nil {
 				return zero, rec, e.providerStatus(ctx, err)
 			}
-			out, perr = parse(res2.resp)
-			if perr != nil {
-				rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_INVALID_OUTPUT
-				return zero, rec, invalidOutput(c.RPC, cand, perr)
-			}
+			out, perr = parse(res.resp)
 		}
 		rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_OK
 		setUsage(out, rec.wireUsage())

@@ -51,8 +51,9 @@ func TestPromptLayout(t *testing.T) {
 			if diff := cmp.Diff(p, again, cmp.AllowUnexported(Schema{}), cmp.Comparer(func(a, b *Schema) bool { return a == b })); diff != "" {
 				t.Fatalf("the same request gave a different prompt (-first +second):\n%s", diff)
 			}
-			if p.RPC != b.rpc || p.Schema == nil || p.MaxTokens <= 0 {
-				t.Fatalf("RPC %q, schema %v, max tokens %d", p.RPC, p.Schema != nil, p.MaxTokens)
+			// File answers come as code blocks (Text), every other answer as JSON to a schema.
+			if p.RPC != b.rpc || (p.Schema == nil) != p.Text || p.MaxTokens <= 0 {
+				t.Fatalf("RPC %q, schema %v, text %v, max tokens %d", p.RPC, p.Schema != nil, p.Text, p.MaxTokens)
 			}
 			wantSystem := 1
 			if b.guidance {
@@ -78,8 +79,11 @@ func TestPromptLayout(t *testing.T) {
 				t.Errorf("cache marks: first context %v, last context %v, specifics %v; want true, true, false", blocks[0].Cache, last.Cache, specifics.Cache)
 			}
 			stable := llm.Text(contextText(p))
-			if !strings.HasSuffix(specifics.Text, p.Schema.Text()) {
+			if p.Schema != nil && !strings.HasSuffix(specifics.Text, p.Schema.Text()) {
 				t.Error("the specifics do not end with the answer's schema")
+			}
+			if p.Text && !strings.Contains(specifics.Text, "code block") && !strings.Contains(specifics.Text, "SEARCH/REPLACE") {
+				t.Error("the specifics do not say how to answer with code")
 			}
 			all := p.System[0].Text + stable.Text + specifics.Text
 			if strings.Contains(all, "<no value>") || strings.Contains(all, "%!") {
@@ -285,8 +289,11 @@ func TestFileFormInPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Schema != schemaFor("generate_file_edits") || !strings.Contains(specificsText(p), `Answer with edits`) {
-		t.Error("a MODIFY of 100 lines does not ask for edits")
+	if !p.Text || p.Schema != nil || !strings.Contains(specificsText(p), "Answer with SEARCH/REPLACE blocks") {
+		t.Error("a MODIFY of 100 lines does not ask for SEARCH/REPLACE blocks outside JSON")
+	}
+	if strings.Contains(specificsText(p), "JSON Schema") {
+		t.Error("a file answer is asked for as JSON")
 	}
 	if !strings.Contains(specificsText(p), "Current content:\n<data kind=\"file\" path=\"internal/api/limit.go\">\nline x") {
 		t.Error("the current content is not shown fenced")
@@ -296,7 +303,7 @@ func TestFileFormInPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Schema != schemaFor("generate_file_whole") || !strings.Contains(specificsText(p), "whole new file") {
+	if !strings.Contains(specificsText(p), "whole new file in one code block: ```internal/api/limit.go") {
 		t.Error("an explicit whole-file form is not asked for")
 	}
 	fix := fixFileReq()
@@ -305,8 +312,8 @@ func TestFileFormInPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Schema != schemaFor("fix_file_edits") {
-		t.Error("FixFile with form EDITS does not use the edits schema")
+	if !p.Text || !strings.Contains(specificsText(p), `Answer with {"explanation": "…"} and then SEARCH/REPLACE blocks`) {
+		t.Error("FixFile with form EDITS does not ask for an explanation and SEARCH/REPLACE blocks")
 	}
 }
 

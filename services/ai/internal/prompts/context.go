@@ -43,7 +43,9 @@ func fenceTask(t *aiv1.TaskSpec) string {
 	if len(t.GetLabels()) > 0 {
 		b.WriteString("Labels: " + Sanitize(strings.Join(t.GetLabels(), ", "), maxShortBytes) + "\n")
 	}
-	b.WriteString("\n" + Sanitize(t.GetDescription(), maxTextBytes))
+	// Cut in the middle: what follows the task as written (retry guidance, a reviewer's
+	// feedback) is appended at the end and matters as much as its start.
+	b.WriteString("\n" + truncateMiddle(Sanitize(t.GetDescription(), 0), maxTextBytes))
 	return Fence("task", nil, b.String(), 0)
 }
 

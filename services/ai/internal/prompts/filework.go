@@ -1,23 +1,28 @@
 package prompts
 
 import (
-	"path"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/textedit"
+
+	"github.com/thefold/thefold/services/ai/internal/llm"
 )
 
 // editsAboveLines is where the service switches an unspecified form to edits: beyond it,
 // rewriting a file costs more output tokens (and more chances to drop a line) than editing.
 const editsAboveLines = 80
 
-// EffectiveForm is the answer form a GenerateFile or FixFile call uses: CREATE is always the
-// whole file, and so is any change to an empty file (edits need text to match); an explicit
-// form is kept; CHANGE_FORM_UNSPECIFIED becomes edits for a MODIFY of a file over 80 lines
-// and the whole file otherwise.
+// EffectiveForm is the answer form a GenerateFile or FixFile call asks for: CREATE is always
+// the whole file, and so is any change to an empty file (edits need text to match); an
+// explicit form is kept; CHANGE_FORM_UNSPECIFIED becomes edits for a MODIFY of a file over
+// 80 lines and the whole file otherwise. (An answer in the other form is accepted too.)
 func EffectiveForm(action typev1.FileAction, existing string, form aiv1.ChangeForm) aiv1.ChangeForm {
 	if action != typev1.FileAction_FILE_ACTION_MODIFY || existing == "" {
 		return aiv1.ChangeForm_CHANGE_FORM_WHOLE_FILE
@@ -40,7 +45,7 @@ func lineCount(s string) int {
 }
 
 // fileMaxTokens leaves room for a whole-file answer as long as the file (about 3 bytes a
-// token, plus JSON escaping), within what models answer at most.
+// token) and an explanation, within what models answer at most.
 func fileMaxTokens(form aiv1.ChangeForm, existing string) int {
 	if form == aiv1.ChangeForm_CHANGE_FORM_EDITS {
 		return 16000
@@ -48,31 +53,52 @@ func fileMaxTokens(form aiv1.ChangeForm, existing string) int {
 	return min(max(16000, len(existing)/3+4000), 64000)
 }
 
+// Limits on the writer's context that the request checks do not already bound.
+const (
+	maxPlanStepsShown = 500
+	maxExcerptErrors  = 20
+	excerptRadius     = 3
+	maxHistoryRounds  = 20
+)
+
 // fileContextView is the block GenerateFile and FixFile share.
 type fileContextView struct {
 	Task *aiv1.TaskSpec
+	Plan *typev1.Plan
 	Deps []*aiv1.ContextFile
 }
 
-// fileWork renders the shared system text and context block around one call's specifics.
-func fileWork(rpc string, task *aiv1.TaskSpec, deps []*aiv1.ContextFile, guidance, specificsName string,
-	specifics any, schema *Schema, maxTokens int) (*Prompt, error) {
-	p := parts{rpc: rpc, guidance: guidance, schema: schema, maxTokens: maxTokens}
+// fileWork renders the shared system text and context blocks around one call's specifics:
+// the task and plan, one block per dependency file, then the repository outlines.
+func fileWork(rpc string, task *aiv1.TaskSpec, plan *typev1.Plan, deps, refs []*aiv1.ContextFile, guidance, specificsName string,
+	specifics any, maxTokens int) (*Prompt, error) {
+	p := parts{rpc: rpc, guidance: guidance, maxTokens: maxTokens, text: true}
 	var err error
 	if p.system, err = render("file_work.system", nil); err != nil {
 		return nil, err
 	}
-	head, err := render("file_work.context", fileContextView{Task: task, Deps: deps})
+	if plan != nil && len(plan.GetSteps()) > maxPlanStepsShown {
+		plan = &typev1.Plan{Summary: plan.GetSummary(), Packages: plan.GetPackages(), Steps: plan.GetSteps()[:maxPlanStepsShown]}
+	}
+	head, err := render("file_work.context", fileContextView{Task: task, Plan: plan, Deps: deps})
 	if err != nil {
 		return nil, err
 	}
 	// One block per dependency file, in the given order: a build's next file usually
 	// depends on this file's dependencies plus this file, so its prompt extends this
 	// prompt block by block, and the provider's cache (which looks back over block
-	// boundaries) serves the shared part to the next file's first call too.
+	// boundaries) serves the shared part to the next file's first call too. The outlines
+	// differ per file and come last; GenerateFile and FixFile of one file share them.
 	p.context = []string{head}
 	for _, d := range deps {
 		p.context = append(p.context, fenceFile("file", d.GetPath(), d.GetContent(), d.GetTruncated()))
+	}
+	if len(refs) > 0 {
+		r, err := render("file_work.references", refs)
+		if err != nil {
+			return nil, err
+		}
+		p.context = append(p.context, r)
 	}
 	if p.specifics, err = render(specificsName, specifics); err != nil {
 		return nil, err
@@ -80,17 +106,20 @@ func fileWork(rpc string, task *aiv1.TaskSpec, deps []*aiv1.ContextFile, guidanc
 	return assemble(p), nil
 }
 
-func fileSchema(prefix string, form aiv1.ChangeForm) *Schema {
-	if form == aiv1.ChangeForm_CHANGE_FORM_EDITS {
-		return schemaFor(prefix + "_edits")
+// stepFor is the id of the plan's step that writes path, or "".
+func stepFor(plan *typev1.Plan, p string) string {
+	for _, s := range plan.GetSteps() {
+		if s.GetPath() == p && s.GetAction() != typev1.FileAction_FILE_ACTION_UNSPECIFIED {
+			return s.GetId()
+		}
 	}
-	return schemaFor(prefix + "_whole")
+	return ""
 }
 
 // GenerateFile builds the prompt that writes one planned file. Skills, conventions and
 // code patterns form the second system segment; the project structure and the file spec
-// are the call's specifics, so the context block (task and dependency files) is the one
-// FixFile sends for the same file.
+// are the call's specifics, so the context blocks (task, plan, dependency files, outlines)
+// are the ones FixFile sends for the same file.
 func GenerateFile(req *aiv1.GenerateFileRequest) (*Prompt, error) {
 	f := req.GetFile()
 	if f == nil {
@@ -101,37 +130,324 @@ func GenerateFile(req *aiv1.GenerateFileRequest) (*Prompt, error) {
 	}
 	form := EffectiveForm(f.GetAction(), f.GetExistingContent(), req.GetForm())
 	v := struct {
-		Path, Description, Existing string
-		Modify, Edits               bool
-		Structure                   []string
+		Path, Description, Existing, StepID string
+		Modify, Edits                       bool
+		Structure                           []string
 	}{
-		Path: f.GetPath(), Description: f.GetDescription(), Existing: f.GetExistingContent(),
+		Path: f.GetPath(), Description: f.GetDescription(), Existing: f.GetExistingContent(), StepID: stepFor(req.GetPlan(), f.GetPath()),
 		Modify: f.GetAction() == typev1.FileAction_FILE_ACTION_MODIFY, Edits: form == aiv1.ChangeForm_CHANGE_FORM_EDITS,
 		Structure: req.GetProjectStructure(),
 	}
 	guidance := guidanceSegment(req.GetSkills(), req.GetConventions(), req.GetPatterns())
-	return fileWork("GenerateFile", req.GetTask(), req.GetDependencyFiles(), guidance, "generate_file.specifics", v,
-		fileSchema("generate_file", form), fileMaxTokens(form, f.GetExistingContent()))
+	return fileWork("GenerateFile", req.GetTask(), req.GetPlan(), req.GetDependencyFiles(), req.GetReferenceFiles(), guidance,
+		"generate_file.specifics", v, fileMaxTokens(form, f.GetExistingContent()))
 }
 
-// FixFile builds the prompt that fixes one file's diagnostics. Later attempts are told the
-// earlier ones failed. Given the skills, conventions and patterns GenerateFile had, its
-// system segments and context block are GenerateFile's, byte for byte: the provider's
+// FixFile builds the prompt that fixes one file's diagnostics: the file, its diagnostics with
+// a line-numbered excerpt around each, the errors a later step will fix, and what the
+// earlier rounds tried. Given the skills, conventions and patterns GenerateFile had, its
+// system segments and context blocks are GenerateFile's, byte for byte: the provider's
 // prompt cache serves the whole prefix to the fix loop.
 func FixFile(req *aiv1.FixFileRequest) (*Prompt, error) {
 	form := EffectiveForm(typev1.FileAction_FILE_ACTION_MODIFY, req.GetContent(), req.GetForm())
 	v := struct {
-		Path, Content, ErrorOutput string
-		Errors                     []*typev1.Diagnostic
-		Attempt                    int32
-		Edits                      bool
+		Path, Content, ErrorOutput, Excerpts, History string
+		Errors, Expected                              []*typev1.Diagnostic
+		Attempt                                       int32
+		Edits                                         bool
 	}{
 		Path: req.GetPath(), Content: req.GetContent(), ErrorOutput: req.GetErrorOutput(), Errors: req.GetErrors(),
-		Attempt: req.GetAttempt(), Edits: form == aiv1.ChangeForm_CHANGE_FORM_EDITS,
+		Expected: req.GetExpectedErrors(), Attempt: req.GetAttempt(), Edits: form == aiv1.ChangeForm_CHANGE_FORM_EDITS,
+		Excerpts: errorExcerpts(req.GetPath(), req.GetContent(), req.GetErrors()),
+		History:  fixHistory(req.GetPreviousRounds()),
 	}
 	guidance := guidanceSegment(req.GetSkills(), req.GetConventions(), req.GetPatterns())
-	return fileWork("FixFile", req.GetTask(), req.GetDependencyFiles(), guidance, "fix_file.specifics", v,
-		fileSchema("fix_file", form), fileMaxTokens(form, req.GetContent()))
+	return fileWork("FixFile", req.GetTask(), req.GetPlan(), req.GetDependencyFiles(), req.GetReferenceFiles(), guidance,
+		"fix_file.specifics", v, fileMaxTokens(form, req.GetContent()))
+}
+
+// errorExcerpts shows the lines around each error in file p, numbered, the error lines
+// marked with '>' and followed by their messages; overlapping windows merge. Empty when no
+// diagnostic points at a line of the file.
+func errorExcerpts(p, content string, ds []*typev1.Diagnostic) string {
+	lines := strings.Split(strings.TrimSuffix(content, "\n"), "\n")
+	msgs := map[int][]string{}
+	var at []int
+	for _, d := range ds {
+		if d.GetPath() != p || d.GetLine() < 1 || int(d.GetLine()) > len(lines) {
+			continue
+		}
+		l := int(d.GetLine())
+		if _, ok := msgs[l]; !ok {
+			if len(at) == maxExcerptErrors {
+				continue
+			}
+			at = append(at, l)
+		}
+		msgs[l] = append(msgs[l], d.GetMessage())
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	slices.Sort(at)
+	width := len(strconv.Itoa(len(lines)))
+	var b strings.Builder
+	last := 0
+	for _, l := range at {
+		from, to := max(l-excerptRadius, last+1, 1), min(l+excerptRadius, len(lines))
+		if from > last+1 && last > 0 {
+			b.WriteString("…\n")
+		}
+		for n := from; n <= to; n++ {
+			mark := " "
+			if _, ok := msgs[n]; ok {
+				mark = ">"
+			}
+			fmt.Fprintf(&b, "%s%*d| %s\n", mark, width, n, lines[n-1])
+			for _, m := range msgs[n] {
+				fmt.Fprintf(&b, " %*s^ %s\n", width, "", strings.ReplaceAll(m, "\n", " "))
+			}
+		}
+		last = max(last, to)
+	}
+	return Fence("excerpt", [][2]string{{"path", p}}, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
+}
+
+// fixHistory renders the earlier rounds, oldest first.
+func fixHistory(rs []*aiv1.FixHistory) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	if len(rs) > maxHistoryRounds {
+		rs = rs[len(rs)-maxHistoryRounds:]
+	}
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "Round %d: ", r.GetRound())
+		switch {
+		case r.GetError() != "":
+			b.WriteString("its answer could not be used: " + Sanitize(r.GetError(), maxShortBytes) + "\n")
+		case r.GetExplanation() != "":
+			b.WriteString("changed: " + Sanitize(r.GetExplanation(), maxShortBytes) + "\n")
+		default:
+			b.WriteString("changed the file (no explanation given)\n")
+		}
+		if len(r.GetErrorsAfter()) > 0 {
+			b.WriteString("Still failing after it:\n" + diagnosticLines(r.GetErrorsAfter()))
+		}
+	}
+	return Fence("fix-history", nil, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
+}
+
+// FileSession reads one GenerateFile or FixFile call's answers, across its repair rounds.
+// The code comes outside JSON (see codeanswer.go): SEARCH/REPLACE blocks or the whole file
+// in a code block, in either form whatever the request asked, and the JSON answers of
+// earlier versions still read. Edits apply tolerantly: the blocks that match apply, and the
+// next round asks only for the rest, against the file as it then is; after a second miss it
+// asks for the whole file. A whole file that leaves code out is asked for again, and a
+// reply cut off at the output limit is not asked for unchanged: a MODIFY switches to edits,
+// anything else gets twice the limit.
+type FileSession struct {
+	rpc, path string
+	create    bool
+	// existing is the file before the call; base is what the next edits apply to (existing
+	// with the edits that applied so far), applied those edits.
+	existing, base string
+	applied        []*typev1.Edit
+	misses         int
+	truncations    int
+}
+
+// maxFileRepairRounds bounds the repair rounds of one file call: a partial edit, a second
+// miss that asks for the whole file, and one more for what that answer got wrong.
+const maxFileRepairRounds = 3
+
+// NewGenerateSession reads the answers of req.
+func NewGenerateSession(req *aiv1.GenerateFileRequest) *FileSession {
+	f := req.GetFile()
+	return &FileSession{rpc: "GenerateFile", path: f.GetPath(), create: f.GetAction() != typev1.FileAction_FILE_ACTION_MODIFY,
+		existing: f.GetExistingContent(), base: f.GetExistingContent()}
+}
+
+// NewFixSession reads the answers of req.
+func NewFixSession(req *aiv1.FixFileRequest) *FileSession {
+	return &FileSession{rpc: "FixFile", path: req.GetPath(), existing: req.GetContent(), base: req.GetContent()}
+}
+
+// FileProblem is an answer the session cannot use yet, with the next round's request.
+type FileProblem struct {
+	*ParseError
+	s *FileSession
+	// next builds the repair round's request from the failed round's (false: none may
+	// follow), or is nil when no round may follow.
+	next func(req llm.Request, reply string) (llm.Request, bool)
+}
+
+// Unwrap makes the problem an *ParseError for errors.As.
+func (p *FileProblem) Unwrap() error { return p.ParseError }
+
+// Next returns the request of repair round n (1-based) after req got reply, or false when
+// there is none.
+func (p *FileProblem) Next(req llm.Request, reply string, n int) (llm.Request, bool) {
+	if p.next == nil || n > maxFileRepairRounds {
+		return llm.Request{}, false
+	}
+	return p.next(req, reply)
+}
+
+// ask is a problem whose repair round shows the model its reply and says what to do.
+func (s *FileSession) ask(format string, args ...any) *FileProblem {
+	pe := parseErr(s.rpc, format, args...)
+	return &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, reply string) (llm.Request, bool) {
+		return withTurns(req, reply, pe.Err.Error()), true
+	}}
+}
+
+// withTurns is req followed by the model's reply and a user turn.
+func withTurns(req llm.Request, reply, user string) llm.Request {
+	reply = strings.TrimSpace(reply)
+	if reply == "" {
+		reply = "(empty reply)" // providers refuse empty assistant turns
+	}
+	req.Messages = append(slices.Clone(req.Messages),
+		llm.Message{Role: llm.RoleAssistant, Blocks: []llm.Block{llm.Text(truncate(reply, maxRepairEcho))}},
+		llm.UserText(Sanitize(user, maxRepairEcho)))
+	return req
+}
+
+// FileResult is a usable answer: the resulting file, the edits it was made with (exact,
+// applying in order to the request's content; none when the answer was the whole file) and
+// the explanation (FixFile).
+type FileResult struct {
+	Content     string
+	Edits       []*typev1.Edit
+	Explanation string
+}
+
+// Read reads one reply; truncated says it stopped at the output limit. A *FileProblem error
+// carries the repair round.
+func (s *FileSession) Read(text string, truncated bool) (*FileResult, error) {
+	if truncated {
+		return nil, s.cutOff()
+	}
+	a, err := readCodeAnswer(text, s.path)
+	if err != nil {
+		return nil, s.ask("%v. %s", err, s.formHint())
+	}
+	if len(a.edits) == 0 && !a.hasFile {
+		// An answer in the JSON form of earlier versions: {"content": …} or {"edits": […]}.
+		if old, ok := legacyAnswer(text); ok {
+			a = old
+		}
+	}
+	switch {
+	case len(a.edits) > 0:
+		return s.readEdits(a)
+	case a.hasFile:
+		if err := lazyWhole(a.file, s.existing, !s.create); err != nil {
+			return nil, s.ask("%v", err)
+		}
+		if err := checkContent(s.rpc, "the code block", s.path, a.file); err != nil {
+			return nil, s.ask("%v", err.(*ParseError).Err)
+		}
+		return &FileResult{Content: a.file, Explanation: explanation(a.rest)}, nil
+	}
+	return nil, s.ask("the answer has no code. %s", s.formHint())
+}
+
+func (s *FileSession) formHint() string {
+	if s.create || s.base == "" {
+		return fmt.Sprintf("Answer with the whole file in one code block opened with ```%s", s.path)
+	}
+	return fmt.Sprintf("Answer with SEARCH/REPLACE blocks, or with the whole file in one code block opened with ```%s", s.path)
+}
+
+// readEdits applies an answer's edits to the file as it is, reporting the ones that miss.
+func (s *FileSession) readEdits(a codeAnswer) (*FileResult, error) {
+	if s.create || s.base == "" {
+		return nil, s.ask("the file is new (or empty), so edits have nothing to match: answer with the whole file in one code block opened with ```%s", s.path)
+	}
+	if err := lazyEdits(a.edits, s.base); err != nil {
+		return nil, s.ask("%v", err)
+	}
+	out, applied, failed := textedit.ApplyTolerant(s.base, a.edits)
+	if err := checkContent(s.rpc, "the edited file", "", out); err != nil {
+		return nil, s.ask("%v", err.(*ParseError).Err)
+	}
+	s.base, s.applied = out, append(s.applied, applied...)
+	if len(failed) == 0 {
+		return &FileResult{Content: out, Edits: s.applied, Explanation: explanation(a.rest)}, nil
+	}
+	s.misses++
+	var why []string
+	for _, f := range failed {
+		why = append(why, f.Error())
+	}
+	current := fenceFile("file", s.path, s.base, false)
+	if s.misses >= 2 {
+		pe := parseErr(s.rpc, "%d of %d SEARCH/REPLACE blocks did not apply again: %s", len(failed), len(a.edits), strings.Join(why, "; "))
+		msg := pe.Err.Error() + ". The blocks that applied are kept; the file as it now is:\n" + current +
+			"\n\nAnswer with the whole file instead: every line of it as it must be, in one code block opened with ```" + s.path + "."
+		if s.rpc == "FixFile" {
+			msg += ` Start with {"explanation": "…"}.`
+		}
+		return nil, &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, reply string) (llm.Request, bool) { return withTurns(req, reply, msg), true }}
+	}
+	pe := parseErr(s.rpc, "%d of %d SEARCH/REPLACE blocks did not apply: %s", len(failed), len(a.edits), strings.Join(why, "; "))
+	msg := pe.Err.Error() + fmt.Sprintf(". The other %d applied and are kept; the file as it now is:\n", len(applied)) + current +
+		"\n\nAnswer with SEARCH/REPLACE blocks for the changes still to make only, their SEARCH parts copied exactly from the file as it now is."
+	return nil, &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, reply string) (llm.Request, bool) { return withTurns(req, reply, msg), true }}
+}
+
+// cutOff is the problem of a reply stopped at the output limit: never asked again as it was.
+func (s *FileSession) cutOff() *FileProblem {
+	s.truncations++
+	pe := parseErr(s.rpc, "the reply was cut off at the output limit")
+	if s.truncations > 2 {
+		return &FileProblem{ParseError: pe, s: s}
+	}
+	if !s.create && s.base != "" && s.truncations == 1 {
+		msg := pe.Err.Error() + " before the file ended. Answer with SEARCH/REPLACE blocks for the changes instead of the whole file."
+		return &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, reply string) (llm.Request, bool) {
+			return withTurns(req, truncate(reply, 4<<10), msg), true
+		}}
+	}
+	return &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, _ string) (llm.Request, bool) {
+		// The same request with room for the answer: the cut reply is no use to repeat.
+		if req.MaxTokens <= 0 {
+			return req, false // the model's own maximum already applied
+		}
+		req.MaxTokens = min(req.MaxTokens*2, 128000)
+		return req, true
+	}}
+}
+
+// legacyAnswer reads the JSON answer form of earlier versions.
+func legacyAnswer(text string) (codeAnswer, bool) {
+	b, err := ExtractJSON(text)
+	if err != nil {
+		return codeAnswer{}, false
+	}
+	var j struct {
+		Content     *string    `json:"content"`
+		Edits       []editJSON `json:"edits"`
+		Explanation string     `json:"explanation"`
+	}
+	if json.Unmarshal(b, &j) != nil {
+		return codeAnswer{}, false
+	}
+	rest, _ := json.Marshal(map[string]string{"explanation": j.Explanation})
+	switch {
+	case len(j.Edits) > 0:
+		a := codeAnswer{rest: string(rest)}
+		for _, e := range j.Edits {
+			a.edits = append(a.edits, &typev1.Edit{OldText: e.OldText, NewText: e.NewText, ExpectedCount: e.ExpectedCount})
+		}
+		return a, true
+	case j.Content != nil:
+		return codeAnswer{file: *j.Content, hasFile: true, rest: string(rest)}, true
+	}
+	return codeAnswer{}, false
 }
 
 type editJSON struct {
@@ -140,97 +456,75 @@ type editJSON struct {
 	ExpectedCount int32  `json:"expected_count"`
 }
 
-// applyEdits applies the answer's edits to the real (unsanitised) content; edits that do
-// not apply are a ParseError quoting textedit's explanation, for the repair round.
-func applyEdits(rpc, content string, es []editJSON) (string, []*typev1.Edit, error) {
-	edits := make([]*typev1.Edit, 0, len(es))
-	for _, e := range es {
-		edits = append(edits, &typev1.Edit{OldText: e.OldText, NewText: e.NewText, ExpectedCount: e.ExpectedCount})
+// maxExplanationBytes caps a fix's explanation.
+const maxExplanationBytes = 2000
+
+// explanation is the answer's explanation: the "explanation" of its JSON object, else its
+// prose outside the code.
+func explanation(rest string) string {
+	rest = strings.TrimSpace(rest)
+	if rest == "" {
+		return ""
 	}
-	out, err := textedit.Apply(content, edits)
-	if err != nil {
-		return "", nil, parseErr(rpc, "at /edits: the edits do not apply to the current content: %v. "+
-			"Copy each old_text exactly from the current content, as it is after the edits before it", err)
+	if b, err := ExtractJSON(rest); err == nil {
+		var j struct {
+			Explanation string `json:"explanation"`
+		}
+		if json.Unmarshal(b, &j) == nil && strings.TrimSpace(j.Explanation) != "" {
+			return truncate(strings.TrimSpace(j.Explanation), maxExplanationBytes)
+		}
 	}
-	if err := checkContent(rpc, "/edits", "", out); err != nil {
-		return "", nil, err
-	}
-	return out, edits, nil
+	return truncate(rest, maxExplanationBytes)
 }
 
 // checkContent rejects file text no file should have: NUL bytes, or the whole file wrapped
 // in a markdown fence (a model habit) for a file that is not Markdown.
 func checkContent(rpc, at, filePath, content string) error {
 	if strings.ContainsRune(content, 0) {
-		return parseErr(rpc, "at %s: the file text contains a NUL character", at)
+		return parseErr(rpc, "%s contains a NUL character", at)
 	}
-	switch strings.ToLower(path.Ext(filePath)) {
-	case ".md", ".markdown", ".mdx":
+	if markdown(filePath) {
 		return nil
 	}
 	if filePath != "" && strings.HasPrefix(strings.TrimSpace(content), "```") {
-		return parseErr(rpc, "at %s: the file text is wrapped in a markdown fence; give the raw file text only", at)
+		return parseErr(rpc, "%s is wrapped in a markdown fence; give the raw file text only", at)
 	}
 	return nil
 }
 
-// ParseGenerateFile converts GenerateFile's answer in the form the request asked for (see
-// EffectiveForm). Edits are applied to the existing content; the response carries them and
-// the resulting file.
-func ParseGenerateFile(raw string, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
-	const rpc = "GenerateFile"
+// GenerateFileResponse converts a read answer.
+func GenerateFileResponse(req *aiv1.GenerateFileRequest, r *FileResult) *aiv1.GenerateFileResponse {
 	f := req.GetFile()
-	form := EffectiveForm(f.GetAction(), f.GetExistingContent(), req.GetForm())
 	change := &typev1.FileChange{Path: f.GetPath(), Action: f.GetAction()}
-	if form == aiv1.ChangeForm_CHANGE_FORM_EDITS {
-		var a struct {
-			Edits []editJSON `json:"edits"`
-		}
-		if err := decode(rpc, fileSchema("generate_file", form), raw, &a); err != nil {
-			return nil, err
-		}
-		content, edits, err := applyEdits(rpc, f.GetExistingContent(), a.Edits)
-		if err != nil {
-			return nil, err
-		}
-		change.Edits = edits
-		return &aiv1.GenerateFileResponse{Change: change, Content: content}, nil
+	if len(r.Edits) > 0 {
+		change.Edits = r.Edits
+	} else {
+		change.Content = r.Content
 	}
-	var a struct {
-		Content string `json:"content"`
-	}
-	if err := decode(rpc, fileSchema("generate_file", form), raw, &a); err != nil {
-		return nil, err
-	}
-	if err := checkContent(rpc, "/content", f.GetPath(), a.Content); err != nil {
-		return nil, err
-	}
-	change.Content = a.Content
-	return &aiv1.GenerateFileResponse{Change: change, Content: a.Content}, nil
+	return &aiv1.GenerateFileResponse{Change: change, Content: r.Content}
 }
 
-// ParseFixFile converts FixFile's answer in the form the request asked for: the fixed file,
-// the explanation and, for edits, the edits applied to the request's content.
+// FixFileResponse converts a read answer.
+func FixFileResponse(r *FileResult) *aiv1.FixFileResponse {
+	return &aiv1.FixFileResponse{Content: r.Content, Explanation: r.Explanation, Edits: r.Edits}
+}
+
+// ParseGenerateFile reads a single GenerateFile reply (no repair rounds; the service uses a
+// FileSession).
+func ParseGenerateFile(raw string, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
+	r, err := NewGenerateSession(req).Read(raw, false)
+	if err != nil {
+		return nil, err
+	}
+	return GenerateFileResponse(req, r), nil
+}
+
+// ParseFixFile reads a single FixFile reply (no repair rounds; the service uses a
+// FileSession).
 func ParseFixFile(raw string, req *aiv1.FixFileRequest) (*aiv1.FixFileResponse, error) {
-	const rpc = "FixFile"
-	form := EffectiveForm(typev1.FileAction_FILE_ACTION_MODIFY, req.GetContent(), req.GetForm())
-	var a struct {
-		Content     string     `json:"content"`
-		Edits       []editJSON `json:"edits"`
-		Explanation string     `json:"explanation"`
-	}
-	if err := decode(rpc, fileSchema("fix_file", form), raw, &a); err != nil {
+	r, err := NewFixSession(req).Read(raw, false)
+	if err != nil {
 		return nil, err
 	}
-	if form == aiv1.ChangeForm_CHANGE_FORM_EDITS {
-		content, edits, err := applyEdits(rpc, req.GetContent(), a.Edits)
-		if err != nil {
-			return nil, err
-		}
-		return &aiv1.FixFileResponse{Content: content, Explanation: a.Explanation, Edits: edits}, nil
-	}
-	if err := checkContent(rpc, "/content", req.GetPath(), a.Content); err != nil {
-		return nil, err
-	}
-	return &aiv1.FixFileResponse{Content: a.Content, Explanation: a.Explanation}, nil
+	return FixFileResponse(r), nil
 }

@@ -35,6 +35,9 @@ type Prompt struct {
 	Schema   *Schema
 	// MaxTokens caps the reply.
 	MaxTokens int
+	// Text: the answer is not one JSON object (code comes in code blocks), so no provider
+	// JSON mode may be asked for.
+	Text bool
 }
 
 // ParseError is a model answer that cannot be used: no JSON, a schema violation, or a
@@ -112,19 +115,24 @@ type parts struct {
 	specifics string
 	schema    *Schema
 	maxTokens int
+	// text: the specifics say how to answer; no JSON answer format is added.
+	text bool
 }
 
 // assemble lays the parts out for caching (see the package comment) and ends the last
 // block with the answer format.
 func assemble(p parts) *Prompt {
-	out := &Prompt{RPC: p.rpc, Schema: p.schema, MaxTokens: p.maxTokens}
+	out := &Prompt{RPC: p.rpc, Schema: p.schema, MaxTokens: p.maxTokens, Text: p.text}
 	out.System = []llm.Segment{{Text: p.system, Cache: true}}
 	if p.guidance != "" {
 		out.System = append(out.System, llm.Segment{Text: p.guidance, Cache: true})
 	}
-	specifics := answerFormat(p.schema)
-	if p.specifics != "" {
-		specifics = p.specifics + "\n\n" + specifics
+	specifics := p.specifics
+	if !p.text {
+		specifics = answerFormat(p.schema)
+		if p.specifics != "" {
+			specifics = p.specifics + "\n\n" + specifics
+		}
 	}
 	var blocks []llm.Block
 	for i, c := range p.context {

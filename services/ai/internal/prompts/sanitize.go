@@ -74,6 +74,22 @@ func truncate(s string, max int) string {
 	return s[:cut] + fmt.Sprintf("\n[… truncated %d bytes]", len(s)-cut)
 }
 
+// truncateMiddle caps s at about max bytes by cutting from its middle, keeping two thirds
+// of the room for its start and one third for its end.
+func truncateMiddle(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	head, tail := max*2/3, len(s)-max/3
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return s[:head] + fmt.Sprintf("\n[… %d bytes cut here …]\n", tail-head) + s[tail:]
+}
+
 // Fence wraps untrusted content as data for a prompt:
 //
 //	<data kind="file" path="internal/x.go">

@@ -88,8 +88,7 @@ func TestSchemaValidate(t *testing.T) {
 // init otherwise), and each answer schema is a closed object.
 func TestEmbeddedSchemas(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"assess_confidence", "assess_complexity", "plan_task", "generate_file_whole", "generate_file_edits",
-		"fix_file_whole", "fix_file_edits", "review_code", "diagnose_failure", "intervene", "decompose_project",
+	for _, name := range []string{"assess_confidence", "assess_complexity", "plan_task", "review_code", "diagnose_failure", "intervene", "decompose_project",
 		"revise_project_phase", "review_project", "plan_task_order"} {
 		s, ok := schemas[name]
 		if !ok {

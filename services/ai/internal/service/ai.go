@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -43,17 +44,35 @@ var (
 	chatDefaults    = engine.Defaults{Complexity: 3, Tags: []string{"chat"}}
 )
 
-// repairable gives a prompts.ParseError its repair round.
+// repairable gives a prompts.ParseError its repair round: one, quoting the reply and what
+// was wrong with it. A reply cut off at the output limit is not repaired: the same request
+// goes again with twice the room, when the request set a limit that can grow.
 type repairable struct {
 	error
-	p *prompts.Prompt
+	p         *prompts.Prompt
+	truncated bool
 }
 
 func (r repairable) Unwrap() error { return r.error }
 
-func (r repairable) Repair(_ llm.Request, reply string) []llm.Message {
-	return prompts.Repair(r.p, reply, r.error)
+func (r repairable) Repair(req llm.Request, reply string, n int) (llm.Request, bool) {
+	if n > 1 {
+		return llm.Request{}, false
+	}
+	if r.truncated {
+		if req.MaxTokens <= 0 {
+			return llm.Request{}, false // the model's own maximum already applied
+		}
+		req.MaxTokens = min(req.MaxTokens*2, maxRepairTokens)
+		return req, true
+	}
+	req.Messages = append(slices.Clone(req.Messages), prompts.Repair(r.p, reply, r.error)...)
+	return req, true
 }
+
+// maxRepairTokens caps the output limit a cut-off reply's retry asks for (the engine caps it
+// at the model's own maximum as well).
+const maxRepairTokens = 128000
 
 // parseWith adapts a prompts parser to the engine: parse errors become repairable.
 func parseWith[T proto.Message](p *prompts.Prompt, parse func(string) (T, error)) func(*llm.Response) (T, error) {
@@ -61,10 +80,34 @@ func parseWith[T proto.Message](p *prompts.Prompt, parse func(string) (T, error)
 		out, err := parse(r.Text)
 		if err != nil {
 			if _, ok := errors.AsType[*prompts.ParseError](err); ok {
-				return out, repairable{err, p}
+				return out, repairable{err, p, r.StopReason == llm.StopMaxTokens}
 			}
 		}
 		return out, err
+	}
+}
+
+// fileRepairable gives a file session's problem its rounds.
+type fileRepairable struct{ *prompts.FileProblem }
+
+func (r fileRepairable) Unwrap() error { return r.FileProblem }
+
+func (r fileRepairable) Repair(req llm.Request, reply string, n int) (llm.Request, bool) {
+	return r.Next(req, reply, n)
+}
+
+// readFile adapts a file session to the engine.
+func readFile[T proto.Message](s *prompts.FileSession, convert func(*prompts.FileResult) T) func(*llm.Response) (T, error) {
+	return func(r *llm.Response) (T, error) {
+		res, err := s.Read(r.Text, r.StopReason == llm.StopMaxTokens)
+		if err != nil {
+			var zero T
+			if fp, ok := errors.AsType[*prompts.FileProblem](err); ok {
+				return zero, fileRepairable{fp}
+			}
+			return zero, err
+		}
+		return convert(res), nil
 	}
 }
 
@@ -72,7 +115,7 @@ func call(rpc string, phase aiv1.CallPhase, req proto.Message, requestID string,
 	a *aiv1.Attribution, d engine.Defaults, p *prompts.Prompt) *engine.Call {
 	return &engine.Call{
 		RPC: rpc, Phase: phase, RequestID: requestID, Request: req, Model: m, Attribution: a, Defaults: d,
-		LLM: llm.Request{System: p.System, Messages: p.Messages, MaxTokens: p.MaxTokens, JSON: true},
+		LLM: llm.Request{System: p.System, Messages: p.Messages, MaxTokens: p.MaxTokens, JSON: !p.Text},
 	}
 }
 
@@ -163,11 +206,18 @@ func (s *AIServer) GenerateFile(ctx context.Context, req *aiv1.GenerateFileReque
 		checkCount("patterns", len(req.Patterns), maxListItems),
 		checkBytes("conventions", req.Conventions, maxText),
 		validate.Enum("form", req.Form, true),
+		checkShownPlan("plan", req.Plan),
+		checkContextFiles("reference_files", req.ReferenceFiles),
 	); err != nil {
 		return nil, err
 	}
-	return generate(ctx, s.eng, rpcSpec{"GenerateFile", aiv1.CallPhase_CALL_PHASE_GENERATION, codeDefaults}, req, prompts.GenerateFile,
-		func(raw string) (*aiv1.GenerateFileResponse, error) { return prompts.ParseGenerateFile(raw, req) })
+	p, err := prompts.GenerateFile(req)
+	if err != nil {
+		return nil, err
+	}
+	c := call("GenerateFile", aiv1.CallPhase_CALL_PHASE_GENERATION, req, req.RequestId, req.Model, req.Attribution, codeDefaults, p)
+	return engine.Run(ctx, s.eng, c, readFile(prompts.NewGenerateSession(req),
+		func(r *prompts.FileResult) *aiv1.GenerateFileResponse { return prompts.GenerateFileResponse(req, r) }))
 }
 
 func checkFileSpec(f *aiv1.FileSpec) error {
@@ -197,6 +247,13 @@ func (s *AIServer) FixFile(ctx context.Context, req *aiv1.FixFileRequest) (*aiv1
 		checkBytes("error_output", req.ErrorOutput, maxText),
 		checkContextFiles("dependency_files", req.DependencyFiles),
 		validate.Enum("form", req.Form, true),
+		checkCount("skills", len(req.Skills), maxListItems),
+		checkCount("patterns", len(req.Patterns), maxListItems),
+		checkBytes("conventions", req.Conventions, maxText),
+		checkShownPlan("plan", req.Plan),
+		checkContextFiles("reference_files", req.ReferenceFiles),
+		checkFixHistory("previous_rounds", req.PreviousRounds),
+		checkDiagnostics("expected_errors", req.ExpectedErrors),
 	); err != nil {
 		return nil, err
 	}
@@ -206,8 +263,12 @@ func (s *AIServer) FixFile(ctx context.Context, req *aiv1.FixFileRequest) (*aiv1
 	if req.Attempt < 0 {
 		return nil, errs.Invalid("attempt", "must not be negative, got %d", req.Attempt)
 	}
-	return generate(ctx, s.eng, rpcSpec{"FixFile", aiv1.CallPhase_CALL_PHASE_FIXING, codeDefaults}, req, prompts.FixFile,
-		func(raw string) (*aiv1.FixFileResponse, error) { return prompts.ParseFixFile(raw, req) })
+	p, err := prompts.FixFile(req)
+	if err != nil {
+		return nil, err
+	}
+	c := call("FixFile", aiv1.CallPhase_CALL_PHASE_FIXING, req, req.RequestId, req.Model, req.Attribution, codeDefaults, p)
+	return engine.Run(ctx, s.eng, c, readFile(prompts.NewFixSession(req), prompts.FixFileResponse))
 }
 
 // ReviewCode reviews one task's changes.

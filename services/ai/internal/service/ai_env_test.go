@@ -107,6 +107,9 @@ func (e *aiEnv) waits() []time.Duration {
 // answer returns a scripted reply of v as JSON text.
 func answer(t testing.TB, v any) fakellm.Response {
 	t.Helper()
+	if s, ok := v.(string); ok {
+		return fakellm.Response{Text: s} // an answer that is not JSON (code in code blocks)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)

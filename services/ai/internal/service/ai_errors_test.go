@@ -72,7 +72,7 @@ func TestUnrepairableAnswerIsAClearError(t *testing.T) {
 	e := newAIEnv(t, &fakellm.Script{Anthropic: []fakellm.Response{{Text: "I cannot do JSON today.", Times: 2}}},
 		aiEnvOptions{provider: "anthropic"})
 	_, err := e.ai.PlanTask(e.alice, planReq())
-	st := wantCode(t, err, codes.Unavailable, "does not match its schema")
+	st := wantCode(t, err, codes.Unavailable, "cannot be used, also after a repair round")
 	if reason(st) != engine.ReasonModelOutputInvalid {
 		t.Errorf("reason %q", reason(st))
 	}

@@ -74,7 +74,7 @@ func rpcCases() []rpcCase {
 				}
 			}},
 		{"GenerateFile",
-			map[string]any{"content": "package main\n\nfunc health() {}\n"},
+			"```health.go\npackage main\n\nfunc health() {}\n```",
 			func(ctx context.Context, c aiv1.AIServiceClient) (proto.Message, error) {
 				return c.GenerateFile(ctx, &aiv1.GenerateFileRequest{Task: testTask,
 					File:            &aiv1.FileSpec{Path: "health.go", Action: typev1.FileAction_FILE_ACTION_CREATE, Description: "handler"},
@@ -87,7 +87,7 @@ func rpcCases() []rpcCase {
 				}
 			}},
 		{"FixFile",
-			map[string]any{"content": "package main\n", "explanation": "removed the stray brace"},
+			"{\"explanation\": \"removed the stray brace\"}\n\n```main.go\npackage main\n```",
 			func(ctx context.Context, c aiv1.AIServiceClient) (proto.Message, error) {
 				return c.FixFile(ctx, &aiv1.FixFileRequest{Task: testTask, Path: "main.go", Content: "package main\n}\n", Attempt: 1,
 					Errors: []*typev1.Diagnostic{{Path: "main.go", Line: 2, Message: "syntax error: unexpected }", Severity: typev1.Severity_SEVERITY_ERROR}}})

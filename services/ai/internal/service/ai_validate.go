@@ -257,3 +257,53 @@ func checkProjectPlan(field string, p *aiv1.ProjectPlan) error {
 	}
 	return checkBytes(field+".conventions", p.Conventions, maxText)
 }
+
+// checkShownPlan checks a plan given to the model as context (not one to execute): at most
+// maxTasks steps, the texts bounded. Nil is allowed.
+func checkShownPlan(field string, p *typev1.Plan) error {
+	if p == nil {
+		return nil
+	}
+	if err := checkBytes(field+".summary", p.GetSummary(), maxDescription); err != nil {
+		return err
+	}
+	if err := checkCount(field+".steps", len(p.GetSteps()), maxTasks); err != nil {
+		return err
+	}
+	for i, s := range p.GetSteps() {
+		name := fmt.Sprintf("%s.steps[%d]", field, i)
+		if err := checkBytes(name+".description", s.GetDescription(), maxDescription); err != nil {
+			return err
+		}
+		if err := checkBytes(name+".id", s.GetId(), maxID); err != nil {
+			return err
+		}
+		if err := validate.Enum(name+".action", s.GetAction(), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFixHistory checks FixFile's earlier rounds.
+func checkFixHistory(field string, rs []*aiv1.FixHistory) error {
+	if err := checkCount(field, len(rs), 20); err != nil {
+		return err
+	}
+	for i, r := range rs {
+		name := fmt.Sprintf("%s[%d]", field, i)
+		if r.GetRound() < 1 {
+			return errs.Invalid(name+".round", "must be 1 or more, got %d", r.GetRound())
+		}
+		if err := checkBytes(name+".explanation", r.GetExplanation(), maxDescription); err != nil {
+			return err
+		}
+		if err := checkBytes(name+".error", r.GetError(), maxDescription); err != nil {
+			return err
+		}
+		if err := checkDiagnostics(name+".errors_after", r.GetErrorsAfter()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -61,22 +61,22 @@ func (s *AIServer) Complete(ctx context.Context, req *aiv1.CompleteRequest) (*ai
 		}
 		raw, err := prompts.ExtractJSON(r.Text)
 		if err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p}
+			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
 		}
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p}
+			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
 		}
 		if err := schema.Validate(v); err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p}
+			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: fmt.Errorf("the answer is a JSON %T, not an object", v)}, p}
+			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: fmt.Errorf("the answer is a JSON %T, not an object", v)}, p, r.StopReason == llm.StopMaxTokens}
 		}
 		st, err := structpb.NewStruct(obj)
 		if err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p}
+			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
 		}
 		out.Content, out.Json = string(raw), st
 		return out, nil
