@@ -5,8 +5,9 @@
 // UNAVAILABLE status) until the breaker lets a trial call through, so the task loop pauses
 // the job with that reason instead of spending its attempts on a service that is down.
 // Answers that say the call was wrong (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION…)
-// show the service up and count as successes; a call the caller cancelled counts as
-// neither.
+// show the service up and count as successes, and so does the ai service's
+// MODEL_OUTPUT_INVALID (a model that answered badly, not a service that is down); a call
+// the caller cancelled counts as neither.
 package breaker
 
 import (
@@ -183,8 +184,27 @@ var errCanceled = errors.New("breaker: call canceled by the caller")
 // failure reports whether err says the service is failing rather than the call wrong.
 func failure(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.DataLoss:
+	case codes.Unavailable:
+		// The ai service answered that the model's output could not be used: the service
+		// and the provider are up, so it is no outage (the caller counts it as a failed
+		// attempt of its own).
+		return !modelOutputInvalid(err)
+	case codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.DataLoss:
 		return true
+	}
+	return false
+}
+
+// modelOutputInvalid reports the ai service's MODEL_OUTPUT_INVALID answer.
+func modelOutputInvalid(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == "MODEL_OUTPUT_INVALID" && info.Domain == "ai.thefold.dev" {
+			return true
+		}
 	}
 	return false
 }

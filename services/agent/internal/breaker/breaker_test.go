@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -96,6 +97,21 @@ func TestBreakerOpensOnFailuresAndClosesAfterATrial(t *testing.T) {
 	if set.State("ai") != "closed" {
 		t.Fatalf("state after caller errors = %s", set.State("ai"))
 	}
+	// A model that answered unusably is no outage of the ai service either.
+	invalid, err := status.New(codes.Unavailable, "model m answered GenerateFile with output that cannot be used").WithDetails(
+		&errdetails.ErrorInfo{Reason: "MODEL_OUTPUT_INVALID", Domain: "ai.thefold.dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set(invalid.Err())
+	for range 5 {
+		if status.Code(check()) != codes.Unavailable {
+			t.Fatal("MODEL_OUTPUT_INVALID was not passed through")
+		}
+	}
+	if set.State("ai") != "closed" {
+		t.Fatalf("state after MODEL_OUTPUT_INVALID answers = %s", set.State("ai"))
+	}
 	// Three failures in a row open it; the fourth call does not reach the service.
 	f.set(status.Error(codes.Unavailable, "down"))
 	for range 3 {
@@ -104,7 +120,7 @@ func TestBreakerOpensOnFailuresAndClosesAfterATrial(t *testing.T) {
 		}
 	}
 	before := f.calls.Load()
-	err := check()
+	err = check()
 	var open *breaker.OpenError
 	if !errors.As(err, &open) || open.Service != "ai" || open.Failures != 3 || status.Code(err) != codes.Unavailable {
 		t.Fatalf("call on an open breaker: %v", err)
