@@ -62,7 +62,8 @@ func TestDiagnoseImplementationErrorRebuildsWithDiagnosis(t *testing.T) {
 	f := newFakes()
 	f.Build = failing(1)
 	f.Diagnose = func(int, *aiv1.DiagnoseFailureRequest) (*aiv1.DiagnoseFailureResponse, error) {
-		return &aiv1.DiagnoseFailureResponse{Category: aiv1.FailureCategory_FAILURE_CATEGORY_IMPLEMENTATION_ERROR, Reason: "hello is misspelt"}, nil
+		return &aiv1.DiagnoseFailureResponse{Category: aiv1.FailureCategory_FAILURE_CATEGORY_IMPLEMENTATION_ERROR, Reason: "hello is misspelt",
+			RecommendedRecovery: "spell it hello"}, nil
 	}
 	h := newHarness(t, f, testConfig())
 	rec := h.start(nil)
@@ -72,6 +73,16 @@ func TestDiagnoseImplementationErrorRebuildsWithDiagnosis(t *testing.T) {
 	diag := requests[*aiv1.DiagnoseFailureRequest](f, "DiagnoseFailure")
 	if len(diag) != 1 || len(diag[0].Errors) != 1 || diag[0].Errors[0].Message != "undefined: hellob" || diag[0].ErrorOutput != "undefined: hellob" {
 		t.Fatalf("diagnosis requests %v", diag)
+	}
+	// The diagnosis sees the failed code the errors point at, read from the attempt's sandbox.
+	if fs := diag[0].Files; len(fs) == 0 || fs[0].Path != "greet/hello.go" || fs[0].Content != "package greet\n" {
+		t.Fatalf("diagnosis files %v, want the failed greet/hello.go first", fs)
+	}
+	if reads := requests[*sandboxv1.ReadFileRequest](f, "ReadFile"); len(reads) == 0 || reads[0].SandboxId != "sb-1" {
+		t.Fatalf("sandbox reads %v, want greet/hello.go from the failed attempt's sandbox", reads)
+	}
+	if rec.Job.LastDiagnosis.GetRecommendedRecovery() != "spell it hello" {
+		t.Errorf("the diagnosis's recommended recovery was dropped: %v", rec.Job.LastDiagnosis)
 	}
 	if n := f.count("PlanTask"); n != 1 {
 		t.Errorf("%d plans, want 1 (an implementation error keeps the plan)", n)

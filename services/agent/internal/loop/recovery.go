@@ -9,13 +9,54 @@ import (
 
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/agent/internal/learn"
 	"github.com/thefold/thefold/services/agent/internal/store"
 )
 
 // Recovery: diagnosing a failure, choosing a recovery, intervening and restarting.
+
+// Limits on the failed code a diagnosis sees.
+const (
+	maxFailedFiles     = 10
+	maxFailedFileBytes = 64 << 10
+)
+
+// failedFiles is what the diagnosis looks at: the files the errors point at, as the failed
+// attempt left them in its sandbox (at most maxFailedFiles, each cut to
+// maxFailedFileBytes), then the context files of the base branch not among them. A file the
+// sandbox no longer has (deleted, or the sandbox gone) is left out.
+func (r *run) failedFiles(ctx context.Context, diags []*typev1.Diagnostic) []*aiv1.ContextFile {
+	var out []*aiv1.ContextFile
+	seen := map[string]bool{}
+	if sb := r.job().SandboxId; sb != "" && r.e.c.Sandbox != nil {
+		for _, d := range diags {
+			p := d.GetPath()
+			if p == "" || seen[p] || len(out) == maxFailedFiles {
+				continue
+			}
+			seen[p] = true
+			rf, err := r.e.c.Sandbox.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: sb, Path: p})
+			if err != nil {
+				continue
+			}
+			content, cut := string(rf.Content), false
+			if len(content) > maxFailedFileBytes {
+				content, cut = truncate(content, maxFailedFileBytes), true
+			}
+			out = append(out, &aiv1.ContextFile{Path: p, Content: content, Truncated: cut})
+		}
+	}
+	for _, f := range r.rec.Context.ContextFiles {
+		if !seen[f.GetPath()] && len(out) < 200 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // nextAttempt starts the next attempt of the current run.
 func (r *run) nextAttempt() {
@@ -31,7 +72,8 @@ func (r *run) diagnose(ctx context.Context) error {
 	defer cancel()
 	resp, err := r.e.c.AI.DiagnoseFailure(mctx, &aiv1.DiagnoseFailureRequest{
 		RequestId: r.key("diagnose", j.Attempt), Task: c.Task, Plan: j.Plan, Errors: last.Errors, ErrorOutput: last.Error,
-		Attempts: c.PreviousAttempts, Files: c.ContextFiles, Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_DIAGNOSIS),
+		Attempts: c.PreviousAttempts, Files: r.failedFiles(ctx, last.Errors), Model: r.modelChoice(),
+		Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_DIAGNOSIS),
 	})
 	if err != nil {
 		return err
@@ -40,7 +82,8 @@ func (r *run) diagnose(ctx context.Context) error {
 	last.Category, last.Diagnosis = resp.Category, resp.Reason
 	st.Failures++
 	st.Attempts++
-	d := &agentv1.Diagnosis{Category: agentv1.DiagnosisCategory(resp.Category), Reason: resp.Reason, Attempt: j.Attempt, CreateTime: timestamppb.Now()}
+	d := &agentv1.Diagnosis{Category: agentv1.DiagnosisCategory(resp.Category), Reason: resp.Reason, Attempt: j.Attempt, CreateTime: timestamppb.Now(),
+		RecommendedRecovery: truncate(resp.RecommendedRecovery, 4000)}
 	j.LastDiagnosis = d
 	stalled := learn.Stalled(st.Fingerprints)
 	switch {

@@ -744,9 +744,12 @@ type Diagnosis struct {
 	// The attempt that failed, 1-based.
 	Attempt int32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// When the diagnosis was made.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// What the diagnosis recommends doing differently, in the model's words: given to the next
+	// attempt's planning and build.
+	RecommendedRecovery string `protobuf:"bytes,6,opt,name=recommended_recovery,json=recommendedRecovery,proto3" json:"recommended_recovery,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Diagnosis) Reset() {
@@ -812,6 +815,13 @@ func (x *Diagnosis) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *Diagnosis) GetRecommendedRecovery() string {
+	if x != nil {
+		return x.RecommendedRecovery
+	}
+	return ""
 }
 
 // Job is one run of the task loop for one task.
@@ -6755,14 +6765,15 @@ var File_thefold_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/builder/v1/builder.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x19thefold/type/v1/ref.proto\x1a\x1bthefold/type/v1/usage.proto\"\xd7\x01\n" +
+	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/builder/v1/builder.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x19thefold/type/v1/ref.proto\x1a\x1bthefold/type/v1/usage.proto\"\x8a\x02\n" +
 	"\tDiagnosis\x12?\n" +
 	"\bcategory\x18\x01 \x01(\x0e2#.thefold.agent.v1.DiagnosisCategoryR\bcategory\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\brecovery\x18\x03 \x01(\tR\brecovery\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xae\t\n" +
+	"createTime\x121\n" +
+	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\xae\t\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
