@@ -251,10 +251,33 @@ func sep(i, n int) string {
 
 // fenceReviewFiles shows changed files within reviewBudget bytes in all: the largest files
 // are cut first, so every file is seen and small ones whole.
+// numbered prefixes every line of content with its 1-based number ("  7| "), so a review's
+// concerns can name lines.
+func numbered(content string) string {
+	lines := strings.Split(strings.TrimSuffix(content, "\n"), "\n")
+	width := len(strconv.Itoa(len(lines)))
+	var b strings.Builder
+	b.Grow(len(content) + len(lines)*(width+2))
+	for i, l := range lines {
+		b.WriteString(fmt.Sprintf("%*d| ", width, i+1))
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func numberedAttrs(attrs [][2]string) [][2]string {
+	return append(slices.Clone(attrs), [2]string{"lines", "numbered"})
+}
+
 func fenceReviewFiles(fs []*aiv1.ReviewFile) string {
 	sizes := make([]int, len(fs))
+	contents := make([]string, len(fs))
 	for i, f := range fs {
-		sizes[i] = len(f.GetContent()) + len(f.GetDiff())
+		if f.GetContent() != "" {
+			contents[i] = numbered(f.GetContent())
+		}
+		sizes[i] = len(contents[i]) + len(f.GetDiff())
 	}
 	caps := shareBudget(sizes, reviewBudget)
 	out := make([]string, 0, len(fs))
@@ -268,14 +291,14 @@ func fenceReviewFiles(fs []*aiv1.ReviewFile) string {
 		var parts []string
 		switch {
 		case f.GetAction() == typev1.FileAction_FILE_ACTION_CREATE && f.GetContent() != "":
-			parts = append(parts, Fence("file", attrs, f.GetContent(), max(caps[i], 1)))
+			parts = append(parts, Fence("file", numberedAttrs(attrs), contents[i], max(caps[i], 1)))
 		case f.GetAction() == typev1.FileAction_FILE_ACTION_DELETE || f.GetContent() == "":
 			parts = append(parts, Fence("diff", attrs, f.GetDiff(), max(caps[i], 1)))
 		default:
 			if f.GetDiff() != "" {
 				parts = append(parts, Fence("diff", attrs, f.GetDiff(), max(diffCap, 1)))
 			}
-			parts = append(parts, Fence("file", attrs, f.GetContent(), max(contentCap, 1)))
+			parts = append(parts, Fence("file", numberedAttrs(attrs), contents[i], max(contentCap, 1)))
 		}
 		out = append(out, strings.Join(parts, "\n"))
 	}

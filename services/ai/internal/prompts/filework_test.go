@@ -315,3 +315,16 @@ func TestTaskKeepsItsEnd(t *testing.T) {
 		t.Fatalf("the cut task lost its start or end (%d bytes)", len(out))
 	}
 }
+
+// ReviewCode asks for concerns by line, so it shows files with their line numbers.
+func TestReviewShowsLineNumbers(t *testing.T) {
+	t.Parallel()
+	p, err := ReviewCode(&aiv1.ReviewCodeRequest{Task: task(), Files: []*aiv1.ReviewFile{
+		{Path: "a.go", Action: typev1.FileAction_FILE_ACTION_MODIFY, Content: strings.Repeat("x\n", 9) + "package a\n", Diff: "@@ -1 +1 @@"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := allText(p); !strings.Contains(all, ` lines="numbered">`+"\n 1| x\n") || !strings.Contains(all, "10| package a\n</data>") {
+		t.Fatalf("the reviewed file is not numbered:\n%s", all)
+	}
+}
