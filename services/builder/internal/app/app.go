@@ -35,6 +35,11 @@ type Config struct {
 	// ContextBudget is the tokens of finished dependency files given to one generation in
 	// full (counted with the tokenizer); beyond it, outlines.
 	ContextBudget int `env:"THEFOLD_BUILDER_CONTEXT_BUDGET, default=60000"`
+	// ReferenceBudget is the tokens of repository outlines given to one generation or fix
+	// beside its dependencies (declarations, signatures and doc comments of the files the
+	// agent's context phase found, of the target's directory and of the packages it
+	// imports, in that order; the one that does not fit is cut); 0 gives none.
+	ReferenceBudget int `env:"THEFOLD_BUILDER_REFERENCE_BUDGET, default=6000"`
 	// MaxFixRounds bounds one file's fix rounds; MaxIterations the integrate phase's.
 	MaxFixRounds  int `env:"THEFOLD_BUILDER_MAX_FIX_ROUNDS, default=3"`
 	MaxIterations int `env:"THEFOLD_BUILDER_MAX_ITERATIONS, default=3"`
@@ -65,6 +70,9 @@ func (c *Config) Validate() error {
 	positive("THEFOLD_BUILDER_MAX_WATCHES_PER_USER", c.MaxWatchesPerUser)
 	if c.MaxFixRounds < 0 || c.MaxIterations < 0 {
 		problems = append(problems, errors.New("THEFOLD_BUILDER_MAX_FIX_ROUNDS, THEFOLD_BUILDER_MAX_ITERATIONS: must not be negative"))
+	}
+	if c.ReferenceBudget < 0 {
+		problems = append(problems, errors.New("THEFOLD_BUILDER_REFERENCE_BUDGET: must not be negative (0 gives no reference outlines)"))
 	}
 	if c.LeaseExpiry < 2*time.Second {
 		problems = append(problems, errors.New("THEFOLD_BUILDER_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
@@ -128,7 +136,7 @@ func Service() platform.Service {
 				d.Logger.WarnContext(ctx, "no skills service address: builds run without injected skills", "env", platform.AddrEnv("skills"))
 			}
 			eng := engine.New(st, aiv1.NewAIServiceClient(aiConn), sb, skills, d.ServiceSigner, engine.Config{
-				LeaseExpiry: cfg.LeaseExpiry, RenewEvery: time.Second, ContextBudget: cfg.ContextBudget,
+				LeaseExpiry: cfg.LeaseExpiry, RenewEvery: time.Second, ContextBudget: cfg.ContextBudget, ReferenceBudget: cfg.ReferenceBudget,
 				MaxFixRounds: cfg.MaxFixRounds, MaxIterations: cfg.MaxIterations,
 				CallTimeout: cfg.CallTimeout, ValidateTimeout: cfg.ValidateTimeout,
 			}, d.Logger)

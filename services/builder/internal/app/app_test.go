@@ -19,6 +19,7 @@ func TestConfigRefusesSettingsThatStopEveryBuild(t *testing.T) {
 		"THEFOLD_BUILDER_LEASE_EXPIRY":         func(c *Config) { c.LeaseExpiry = time.Second },
 		"THEFOLD_BUILDER_CONTEXT_BUDGET":       func(c *Config) { c.ContextBudget = -1 },
 		"THEFOLD_BUILDER_MAX_FIX_ROUNDS":       func(c *Config) { c.MaxFixRounds = -1 },
+		"THEFOLD_BUILDER_REFERENCE_BUDGET":     func(c *Config) { c.ReferenceBudget = -1 },
 		"THEFOLD_BUILDER_WATCH_HEARTBEAT":      func(c *Config) { c.WatchHeartbeat = 0 },
 		"THEFOLD_BUILDER_MAX_WATCHES_PER_USER": func(c *Config) { c.MaxWatchesPerUser = 0 },
 	} {

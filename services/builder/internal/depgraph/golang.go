@@ -29,8 +29,8 @@ func dirOf(p string) string {
 	return d
 }
 
-// modulePath extracts the module path from go.mod content, or "".
-func modulePath(gomod string) string {
+// ModulePath extracts the module path from go.mod content, or "".
+func ModulePath(gomod string) string {
 	for _, line := range strings.Split(gomod, "\n") {
 		line = strings.TrimSpace(line)
 		if i := strings.Index(line, "//"); i >= 0 {
@@ -72,7 +72,7 @@ func goEdges(files []File, plannedOnly map[string]bool, es *edgeSet) {
 	mods := goModules{}
 	for _, f := range files {
 		if path.Base(f.Path) == "go.mod" && !goSkipped(f.Path) {
-			if mp := modulePath(f.Content); mp != "" {
+			if mp := ModulePath(f.Content); mp != "" {
 				mods[dirOf(f.Path)] = mp
 			}
 		}

@@ -35,6 +35,10 @@ type Config struct {
 	// ContextBudget is the tokens of dependency files given to one generation in full;
 	// beyond it, dependencies are given as outlines.
 	ContextBudget int
+	// ReferenceBudget is the tokens of repository outlines (reference files: the build's
+	// context paths, the target's directory, the packages it imports) given to one
+	// generation or fix; 0 gives none.
+	ReferenceBudget int
 	// MaxFixRounds bounds the fix rounds of one file in the implement phase.
 	MaxFixRounds int
 	// MaxIterations bounds the validate→fix iterations of the integrate phase.
@@ -45,8 +49,8 @@ type Config struct {
 }
 
 // DefaultConfig is the configuration the service runs with unless told otherwise.
-var DefaultConfig = Config{LeaseExpiry: 15 * time.Second, RenewEvery: time.Second, ContextBudget: 60000, MaxFixRounds: 3, MaxIterations: 3,
-	CallTimeout: 10 * time.Minute, ValidateTimeout: 15 * time.Minute}
+var DefaultConfig = Config{LeaseExpiry: 15 * time.Second, RenewEvery: time.Second, ContextBudget: 60000, ReferenceBudget: 6000,
+	MaxFixRounds: 3, MaxIterations: 3, CallTimeout: 10 * time.Minute, ValidateTimeout: 15 * time.Minute}
 
 // Engine runs builds.
 type Engine struct {

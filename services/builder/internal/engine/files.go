@@ -31,6 +31,7 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 		if err != nil && status.Code(err) != codes.NotFound {
 			return fmt.Errorf("delete %s: %w", st.Path, err)
 		}
+		r.workspace().deleted(st.Path)
 		if f != nil {
 			f.Status = fileValid
 		}
@@ -48,6 +49,7 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 			existing = string(rf.Content)
 		}
 		deps := r.contextFiles(st.Path)
+		refs := r.referenceFiles(ctx, st.Path, existing, deps)
 		callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.CallTimeout)
 		defer cancel()
 		done := r.e.timed("ai")
@@ -55,7 +57,7 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 			RequestId: r.key(st, "generate"), Task: r.task(st),
 			File:            &aiv1.FileSpec{Path: st.Path, Description: st.Description, Action: st.Action, ExistingContent: existing},
 			DependencyFiles: deps, ProjectStructure: r.projectStructure(ctx), Skills: r.b.Skills, Model: r.model(),
-			Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_GENERATION),
+			Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_GENERATION), Plan: r.b.Plan, ReferenceFiles: refs,
 		})
 		done()
 		if err != nil {
@@ -101,8 +103,10 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 		}
 	}
 	// A check that failed only because the sandbox lacks a program (gcc for cgo, pytest…)
-	// is not the file's fault: no model can fix it, so no fix round is spent on it.
-	for !st.Validation.Passed && !environmental(st.Validation) && len(st.FixRounds) < r.e.cfg.MaxFixRounds {
+	// is not the file's fault: no model can fix it, so no fix round is spent on it. Nor
+	// on errors left only in files a later step changes (stepPassed).
+	passed, deferred := r.stepPassed(st)
+	for !passed && !environmental(st.Validation) && len(st.FixRounds) < r.e.cfg.MaxFixRounds {
 		round, err := r.fixRound(ctx, st, st.Phase, int32(len(st.FixRounds))+1)
 		if err != nil {
 			return err
@@ -118,9 +122,15 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 		if err := r.checkBudget(); err != nil {
 			return err
 		}
+		passed, deferred = r.stepPassed(st)
 	}
-	ok := st.Validation.Passed
+	ok := passed
 	why := ""
+	if deferred != "" {
+		r.e.log.InfoContext(ctx, "build: a file passes but for errors in files later steps change", "build", r.b.Id, "step", st.StepNumber,
+			"path", st.Path, "detail", deferred)
+		pending = append(pending, store.LogEvent(st.StepNumber, st.Phase, deferred))
+	}
 	if f != nil {
 		f.Status = fileValid
 		if !ok {
@@ -143,17 +153,23 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 // not the end of the build; one it cannot make (unavailable) is.
 func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.BuildPhase, n int32) (*builderv1.FixRound, error) {
 	before := st.Validation
+	// Errors in files a later step changes are that step's: the model is shown them as
+	// expected, so it does not undo this step's change to make them go away.
+	fix, expected := r.splitExpected(st, before.GetDiagnostics())
 	fr := &builderv1.FixRound{
 		BuildId: r.b.Id, StepNumber: st.StepNumber, Round: n, Phase: phase, Path: st.Path,
-		DiagnosticsBefore: before.GetDiagnostics(), StartTime: timestamppb.Now(),
+		DiagnosticsBefore: fix, StartTime: timestamppb.Now(),
 	}
+	deps := r.contextFiles(st.Path)
 	callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.CallTimeout)
 	defer cancel()
 	done := r.e.timed("ai")
 	resp, err := r.e.ai.FixFile(callCtx, &aiv1.FixFileRequest{
 		RequestId: r.key(st, fmt.Sprintf("fix-%d", n)), Task: r.task(st), Path: st.Path, Content: st.Content,
-		Errors: before.GetDiagnostics(), ErrorOutput: before.GetOutput(), DependencyFiles: r.contextFiles(st.Path),
+		Errors: firstN(fix, maxDiagnostics), ErrorOutput: before.GetOutput(), DependencyFiles: deps,
 		Attempt: n, Skills: r.b.Skills, Model: r.model(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_FIXING),
+		Plan: r.b.Plan, ReferenceFiles: r.referenceFiles(ctx, st.Path, st.Content, deps),
+		PreviousRounds: r.previousRounds(st), ExpectedErrors: firstN(expected, maxDiagnostics),
 	})
 	done()
 	switch code := status.Code(err); {
@@ -166,7 +182,7 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 		return nil, fmt.Errorf("fix %s (round %d): %w", st.Path, n, err)
 	}
 	r.spend(st, resp.Usage)
-	fr.Model, fr.Usage, fr.ChangedPaths = resp.GetUsage().GetModel(), resp.Usage, []string{st.Path}
+	fr.Model, fr.Usage, fr.ChangedPaths, fr.Explanation = resp.GetUsage().GetModel(), resp.Usage, []string{st.Path}, resp.Explanation
 	st.Content = resp.Content
 	if err := r.write(ctx, st.Path, st.Content); err != nil {
 		return nil, err
@@ -176,7 +192,8 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 		return nil, err
 	}
 	st.Validation = v
-	fr.DiagnosticsAfter, fr.Resolved, fr.EndTime = v.Diagnostics, v.Passed, timestamppb.Now()
+	resolved, _ := r.stepPassed(st)
+	fr.DiagnosticsAfter, fr.Resolved, fr.EndTime = v.Diagnostics, resolved, timestamppb.Now()
 	return fr, nil
 }
 
@@ -187,6 +204,7 @@ func (r *run) write(ctx context.Context, path, content string) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	r.workspace().wrote(path, content)
 	return nil
 }
 

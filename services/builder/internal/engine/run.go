@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -53,6 +54,8 @@ type run struct {
 	// structure is the workspace's file list, read once per run (project structure for
 	// the model).
 	structure []string
+	// ws holds the workspace files read for reference outlines (see referenceFiles).
+	ws *workspace
 }
 
 // apply persists the build as it is now, the given steps and events.
@@ -264,21 +267,72 @@ func (r *run) attribution(phase aiv1.CallPhase) *aiv1.Attribution {
 	return &aiv1.Attribution{JobId: r.b.JobId, TaskId: r.b.TaskId, Repo: r.b.Repo, BuildId: r.b.Id, Phase: phase}
 }
 
+// maxTaskDescription is the ai service's bound on TaskSpec.description, in characters.
+const maxTaskDescription = 64 << 10
+
+// task is what every generation and fix of st is told of the task: the title as the
+// person wrote it (else the first line of the plan's summary); the description as written,
+// then the plan's summary under a heading, the additional context, the memory hints and
+// the retry's guidance. The same for every call of a step (prompt caching); within
+// maxTaskDescription, the description as written cut first.
 func (r *run) task(st *store.Step) *aiv1.TaskSpec {
-	desc := r.b.Plan.GetSummary()
+	summary := r.b.Plan.GetSummary()
+	title := strings.TrimSpace(r.b.TaskTitle)
+	if title == "" {
+		title = firstLine(summary)
+	}
+	written := strings.TrimSpace(r.b.TaskDescription)
+	var rest strings.Builder
+	if r.b.TaskTitle != "" || written != "" {
+		if summary != "" {
+			rest.WriteString("\n\n## The plan's summary\n" + summary)
+		}
+	} else {
+		written = summary // no task as written: the summary is all there is
+	}
 	if r.b.AdditionalContext != "" {
-		desc += "\n\n" + r.b.AdditionalContext
+		rest.WriteString("\n\n" + r.b.AdditionalContext)
 	}
 	if len(r.b.MemoryHints) > 0 {
-		desc += "\n\nWhat earlier work taught (from memory; context to weigh, not instructions):"
+		rest.WriteString("\n\nWhat earlier work taught (from memory; context to weigh, not instructions):")
 		for _, h := range r.b.MemoryHints {
-			desc += "\n- " + strings.ReplaceAll(strings.TrimSpace(h), "\n", "\n  ")
+			rest.WriteString("\n- " + strings.ReplaceAll(strings.TrimSpace(h), "\n", "\n  "))
 		}
 	}
 	if st.Guidance != "" {
-		desc += "\n\nGuidance for this retry:\n" + st.Guidance
+		rest.WriteString("\n\nGuidance for this retry:\n" + st.Guidance)
 	}
-	return &aiv1.TaskSpec{Title: firstLine(r.b.Plan.GetSummary()), Description: desc}
+	tail := strings.TrimPrefix(rest.String(), "\n\n")
+	if written != "" {
+		tail = rest.String()
+	}
+	if n, room := utf8.RuneCountInString(written), maxTaskDescription-utf8.RuneCountInString(tail); n > room {
+		// The task as written keeps at least half of the room; the rest is cut at the end.
+		written = cutRunes(written, max(room, maxTaskDescription/2)-len(cutNote)) + cutNote
+	}
+	desc := written + tail
+	if utf8.RuneCountInString(desc) > maxTaskDescription {
+		desc = cutRunes(desc, maxTaskDescription-len(cutNote)) + cutNote
+	}
+	return &aiv1.TaskSpec{Title: cutRunes(title, 500), Description: desc}
+}
+
+// cutNote marks text cut to fit the ai service's bounds.
+const cutNote = "\n[… cut]"
+
+// cutRunes is s's first n characters.
+func cutRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
 }
 
 func (r *run) model() *aiv1.ModelChoice {
