@@ -22,6 +22,7 @@ import (
 	skillsv1 "github.com/thefold/thefold/pkg/gen/thefold/skills/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/usage"
+	"github.com/thefold/thefold/pkg/validate"
 	"github.com/thefold/thefold/pkg/wait"
 
 	"github.com/thefold/thefold/services/agent/internal/learn"
@@ -93,9 +94,10 @@ func (r *run) build(ctx context.Context) error {
 			hints = append(hints, truncate(m.Content, 4000))
 		}
 		start := time.Now()
+		title, desc := r.buildTask()
 		resp, err := r.e.c.Builder.StartBuild(ctx, &builderv1.StartBuildRequest{RequestId: k, JobId: j.Id, TaskId: j.TaskId, SandboxId: j.SandboxId,
 			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext(), 60000), MemoryHints: hints[:min(len(hints), 50)],
-			Budget: r.remaining()})
+			Budget: r.remaining(), TaskTitle: title, TaskDescription: desc, ContextPaths: r.contextPaths()})
 		r.audit("build_started", k, map[string]any{"build_id": resp.GetBuild().GetId(), "attempt": j.Attempt}, err, time.Since(start))
 		if err != nil {
 			return err
@@ -133,6 +135,44 @@ func (r *run) build(ctx context.Context) error {
 	}
 	r.setPhase(phaseValidate)
 	return nil
+}
+
+// Bounds of StartBuildRequest's task_title (characters), task_description (bytes) and
+// context_paths.
+const (
+	maxBuildTitle        = 500
+	maxBuildDescription  = 100_000
+	maxBuildContextPaths = 200
+)
+
+// buildTask is the task as the job holds it — as its person wrote it, with the answers to
+// the job's questions (or as an intervention rewrote it) — within the builder's bounds.
+func (r *run) buildTask() (title, description string) {
+	t := r.rec.Context.Task
+	title, description = t.GetTitle(), t.GetDescription()
+	if utf8.RuneCountInString(title) > maxBuildTitle {
+		title = string([]rune(title)[:maxBuildTitle-1]) + "…"
+	}
+	if len(description) > maxBuildDescription {
+		description = truncate(description, maxBuildDescription-len("…"))
+	}
+	return title, description
+}
+
+// contextPaths are the paths of the files the context phase gathered (those a
+// missing_context diagnosis fetched among them), in the order gathered, at most
+// maxBuildContextPaths: the builder outlines them for the model.
+func (r *run) contextPaths() []string {
+	var out []string
+	for _, f := range r.rec.Context.ContextFiles {
+		if len(out) == maxBuildContextPaths {
+			break
+		}
+		if validate.RelPath(f.GetPath()) == nil && !slices.Contains(out, f.GetPath()) {
+			out = append(out, f.GetPath())
+		}
+	}
+	return out
 }
 
 // remaining is what is left of the job's budget, the cap of its next build (a build

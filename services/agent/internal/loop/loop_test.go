@@ -113,3 +113,33 @@ func TestRemaining(t *testing.T) {
 		t.Errorf("remaining = %v", got)
 	}
 }
+
+// The build is given the task and the context phase's paths within StartBuild's bounds:
+// a title of at most 500 characters, a description of at most 100,000 bytes, at most 200
+// valid paths, each once.
+func TestBuildTaskAndContextPathsFitStartBuild(t *testing.T) {
+	files := []*aiv1.ContextFile{{Path: "a.go"}, {Path: "../escape.go"}, {Path: "a.go"}, {Path: "/abs.go"}, {Path: "b/c.go"}}
+	for i := range 300 {
+		files = append(files, &aiv1.ContextFile{Path: fmt.Sprintf("many/f%03d.go", i)})
+	}
+	r := &run{rec: &store.Record{Context: &aiv1.PlanTaskRequest{
+		Task:         &aiv1.TaskSpec{Title: strings.Repeat("é", 600), Description: strings.Repeat("d", 40_000) + strings.Repeat("ü", 40_000)},
+		ContextFiles: files,
+	}}}
+	title, desc := r.buildTask()
+	if n := utf8.RuneCountInString(title); n != 500 || !strings.HasPrefix(title, strings.Repeat("é", 499)) {
+		t.Errorf("title of %d characters", n)
+	}
+	if len(desc) > 100_000 || !strings.HasPrefix(desc, strings.Repeat("d", 40_000)) || !utf8.ValidString(desc) {
+		t.Errorf("description of %d bytes", len(desc))
+	}
+	paths := r.contextPaths()
+	if len(paths) != 200 || paths[0] != "a.go" || paths[1] != "b/c.go" || paths[2] != "many/f000.go" {
+		t.Errorf("%d context paths, starting %v", len(paths), paths[:min(3, len(paths))])
+	}
+	// A task within the bounds is given as it is.
+	r.rec.Context.Task = &aiv1.TaskSpec{Title: strings.Repeat("é", 500), Description: strings.Repeat("d", 100_000)}
+	if title, desc := r.buildTask(); title != r.rec.Context.Task.Title || desc != r.rec.Context.Task.Description {
+		t.Error("a task within the bounds was cut")
+	}
+}

@@ -43,6 +43,12 @@ func TestRunToReviewAndCompletion(t *testing.T) {
 	if got := f.taskStatuses(); !slices.Equal(got, []tasksv1.TaskStatus{tasksv1.TaskStatus_TASK_STATUS_IN_PROGRESS, tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW}) {
 		t.Errorf("task statuses %v", got)
 	}
+	// The build gets the task as the person wrote it and the context phase's files.
+	builds := requests[*builderv1.StartBuildRequest](f, "StartBuild")
+	if len(builds) != 1 || builds[0].TaskTitle != taskTitle || builds[0].TaskDescription != taskDesc ||
+		!slices.Equal(builds[0].ContextPaths, []string{"greet/greet.go"}) {
+		t.Errorf("StartBuild %v: want the task %q / %q and the context path greet/greet.go", builds, taskTitle, taskDesc)
+	}
 	rec = h.approve(rec.Job.Id)
 	wantStatus(t, rec, completed, "pull request http://forge/local/r/pulls/7 opened")
 	if n := f.count("CreatePullRequest"); n != 1 {
@@ -184,6 +190,17 @@ func TestDiagnoseMissingContextFetchesMore(t *testing.T) {
 	}
 	if !slices.Equal(paths, []string{"greet/greet.go", "pkg/x.go"}) {
 		t.Errorf("second plan's files %v", paths)
+	}
+	// The files fetched reach the build too, as context paths.
+	builds := requests[*builderv1.StartBuildRequest](f, "StartBuild")
+	if len(builds) != 2 || !slices.Equal(builds[0].ContextPaths, []string{"greet/greet.go"}) ||
+		!slices.Equal(builds[1].ContextPaths, []string{"greet/greet.go", "pkg/x.go"}) {
+		t.Errorf("builds' context paths %v", func() (out [][]string) {
+			for _, b := range builds {
+				out = append(out, b.ContextPaths)
+			}
+			return out
+		}())
 	}
 	// The memories are searched again with the diagnosis.
 	var again bool
