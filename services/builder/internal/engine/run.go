@@ -277,13 +277,13 @@ const maxTaskDescription = 64 << 10
 // maxTaskDescription, the description as written cut first.
 func (r *run) task(st *store.Step) *aiv1.TaskSpec {
 	summary := r.b.Plan.GetSummary()
-	title := strings.TrimSpace(r.b.TaskTitle)
+	title, written := strings.TrimSpace(r.b.TaskTitle), strings.TrimSpace(r.b.TaskDescription)
+	asWritten := title != "" || written != ""
 	if title == "" {
 		title = firstLine(summary)
 	}
-	written := strings.TrimSpace(r.b.TaskDescription)
 	var rest strings.Builder
-	if r.b.TaskTitle != "" || written != "" {
+	if asWritten {
 		if summary != "" {
 			rest.WriteString("\n\n## The plan's summary\n" + summary)
 		}
@@ -307,7 +307,8 @@ func (r *run) task(st *store.Step) *aiv1.TaskSpec {
 		tail = rest.String()
 	}
 	if n, room := utf8.RuneCountInString(written), maxTaskDescription-utf8.RuneCountInString(tail); n > room {
-		// The task as written keeps at least half of the room; the rest is cut at the end.
+		// The task as written gives way first, down to half the bound; the rest, when it
+		// alone is over, is cut at the end.
 		written = cutRunes(written, max(room, maxTaskDescription/2)-len(cutNote)) + cutNote
 	}
 	desc := written + tail

@@ -33,6 +33,8 @@ func TestTaskIsTheTaskAsWritten(t *testing.T) {
 			"add a cache", "Lookups are slow.\n\n## The plan's summary\nadd a cache\nwith details" + tail},
 		{"none: the plan's summary", "", "",
 			"add a cache", "add a cache\nwith details" + tail},
+		{"blank: the plan's summary", " \n", "\t",
+			"add a cache", "add a cache\nwith details" + tail},
 	}
 	for _, c := range cases {
 		got := build(c.title, c.desc).task(step)
