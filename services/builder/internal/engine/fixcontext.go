@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
@@ -20,8 +21,10 @@ const (
 	maxDiagnostics = 200
 	// maxPreviousRounds is the contract's bound on FixFileRequest.previous_rounds.
 	maxPreviousRounds = 20
-	// maxRoundErrors bounds the diagnostics told of one earlier round.
+	// maxRoundErrors bounds the diagnostics told of one earlier round, maxRoundText (bytes)
+	// its explanation and error (the ai service's bound).
 	maxRoundErrors = 50
+	maxRoundText   = 64 << 10
 )
 
 // laterChanges are the files that a later, not yet finished file step of the build will
@@ -100,8 +103,8 @@ func (r *run) previousRounds(st *store.Step) []*aiv1.FixHistory {
 	var out []*aiv1.FixHistory
 	for i, fr := range rounds {
 		left, _ := r.splitExpected(st, fr.DiagnosticsAfter)
-		out = append(out, &aiv1.FixHistory{Round: int32(i + 1), Explanation: fr.Explanation, Error: fr.Error,
-			ErrorsAfter: errorsOnly(left, maxRoundErrors)})
+		out = append(out, &aiv1.FixHistory{Round: int32(i + 1), Explanation: cutBytes(fr.Explanation, maxRoundText),
+			Error: cutBytes(fr.Error, maxRoundText), ErrorsAfter: errorsOnly(left, maxRoundErrors)})
 	}
 	if len(out) > maxPreviousRounds {
 		out = out[len(out)-maxPreviousRounds:]
@@ -126,4 +129,15 @@ func firstN(ds []*typev1.Diagnostic, n int) []*typev1.Diagnostic {
 		return ds[:n]
 	}
 	return ds
+}
+
+// cutBytes is at most n bytes of s, cut at a character.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -99,3 +99,15 @@ func pathsOf(ds []*typev1.Diagnostic) []string {
 	}
 	return out
 }
+
+func TestCutBytes(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"aé", 2, "a"}, {"éé", 3, "é"}, {"é", 0, ""}} {
+		if got := cutBytes(c.s, c.n); got != c.want {
+			t.Errorf("cutBytes(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+}
