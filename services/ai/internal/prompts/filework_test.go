@@ -287,7 +287,7 @@ func TestFixPromptContext(t *testing.T) {
 			t.Errorf("context block %d differs between GenerateFile and FixFile", i)
 		}
 	}
-	if !strings.Contains(specificsText(g), "(plan step 1)") {
+	if !strings.Contains(specificsText(g), "# File to modify: a.go\nPlan step: 1\n") {
 		t.Error("GenerateFile does not say which plan step the file is")
 	}
 }
