@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/errs"
 )
 
 // Config is one breaker's rule: it opens after Failures failed calls in a row and stays
@@ -188,26 +190,13 @@ func failure(err error) bool {
 		// The ai service answered that the model's output could not be used: the service
 		// and the provider are up, so it is no outage (the caller counts it as a failed
 		// attempt of its own).
-		return !modelOutputInvalid(err)
+		return !errs.ModelOutputInvalid(err)
 	case codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.DataLoss:
 		return true
 	}
 	return false
 }
 
-// modelOutputInvalid reports the ai service's MODEL_OUTPUT_INVALID answer.
-func modelOutputInvalid(err error) bool {
-	st, ok := status.FromError(err)
-	if !ok {
-		return false
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Reason == "MODEL_OUTPUT_INVALID" && info.Domain == "ai.thefold.dev" {
-			return true
-		}
-	}
-	return false
-}
 
 // do runs call through service's breaker.
 func (s *Set) do(ctx context.Context, service string, call func() error) error {

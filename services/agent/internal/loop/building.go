@@ -77,6 +77,9 @@ func (r *run) buildContext() string {
 	if d := r.job().LastDiagnosis; d != nil {
 		fmt.Fprintf(&b, "The previous attempt (%d) failed. Diagnosis (%s): %s\n", d.Attempt,
 			strings.ToLower(strings.TrimPrefix(d.Category.String(), "DIAGNOSIS_CATEGORY_")), d.Reason)
+		if d.RecommendedRecovery != "" {
+			b.WriteString("Recommended recovery: " + d.RecommendedRecovery + "\n")
+		}
 		if atts := r.rec.Context.PreviousAttempts; len(atts) > 0 {
 			b.WriteString("Its errors:\n" + diagnosticsText(atts[len(atts)-1].Errors, 20) + "\n")
 		}

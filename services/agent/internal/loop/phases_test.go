@@ -90,6 +90,10 @@ func TestDiagnoseImplementationErrorRebuildsWithDiagnosis(t *testing.T) {
 	if rec.Job.LastDiagnosis.GetRecommendedRecovery() != "spell it hello" {
 		t.Errorf("the diagnosis's recommended recovery was dropped: %v", rec.Job.LastDiagnosis)
 	}
+	if builds := requests[*builderv1.StartBuildRequest](f, "StartBuild"); len(builds) != 2 ||
+		!strings.Contains(builds[1].AdditionalContext, "Recommended recovery: spell it hello") {
+		t.Errorf("the second build is not given the recommended recovery")
+	}
 	if n := f.count("PlanTask"); n != 1 {
 		t.Errorf("%d plans, want 1 (an implementation error keeps the plan)", n)
 	}

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -80,6 +81,10 @@ func (r *run) diagnose(ctx context.Context) error {
 	}
 	r.spend(resp.Usage)
 	last.Category, last.Diagnosis = resp.Category, resp.Reason
+	if rec := strings.TrimSpace(resp.RecommendedRecovery); rec != "" {
+		// The next planning reads the attempts: the recommendation goes with the reason.
+		last.Diagnosis += "\nRecommended recovery: " + truncate(rec, 4000)
+	}
 	st.Failures++
 	st.Attempts++
 	d := &agentv1.Diagnosis{Category: agentv1.DiagnosisCategory(resp.Category), Reason: resp.Reason, Attempt: j.Attempt, CreateTime: timestamppb.Now(),

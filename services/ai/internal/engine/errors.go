@@ -19,11 +19,11 @@ import (
 
 // errorDomain is the ErrorInfo domain of the ai service's own failure reasons, so callers
 // (the agent) can tell a model that answered badly from a provider that did not answer.
-const errorDomain = "ai.thefold.dev"
+const errorDomain = errs.AIDomain
 
 // Reasons in ErrorInfo.reason.
 const (
-	ReasonModelOutputInvalid = "MODEL_OUTPUT_INVALID"
+	ReasonModelOutputInvalid = errs.ReasonModelOutputInvalid
 	ReasonProviderRateLimit  = "PROVIDER_RATE_LIMITED"
 	ReasonProviderDown       = "PROVIDER_UNAVAILABLE"
 	ReasonProviderAuth       = "PROVIDER_AUTH_FAILED"

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -20,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/thefold/thefold/pkg/db/dbtest"
+	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
@@ -448,5 +452,79 @@ func TestFixFileGetsPreviousRoundsAndExpectedErrors(t *testing.T) {
 	}
 	if app := fileStep(t, steps, "app/app.go"); app.Status != builderv1.BuildStepStatus_BUILD_STEP_STATUS_SUCCEEDED || len(app.FixRounds) != 0 {
 		t.Errorf("app/app.go: %v with %d rounds", app.Status, len(app.FixRounds))
+	}
+}
+
+// modelOutputInvalid is the ai service's answer when a model's output stayed unusable.
+func modelOutputInvalid(t *testing.T) error {
+	t.Helper()
+	st, err := status.New(codes.Unavailable, "model fake answered GenerateFile with output that cannot be used, also after 3 repair rounds: the answer has no code").
+		WithDetails(&errdetails.ErrorInfo{Reason: errs.ReasonModelOutputInvalid, Domain: errs.AIDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Err()
+}
+
+// A model answer the ai service could not use is a failed fix round, or a generation asked
+// again — not a failed build.
+func TestUnusableModelOutputIsAFailedRound(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(shop, goCheck)
+	broken := strings.Replace(greetTwoArgs, `return greeting + " " + name`, `return greeting + " " + BROKEN`, 1)
+	ai := &fakeAI{
+		generate: func(req *aiv1.GenerateFileRequest) string {
+			return map[string]string{"lib/greet.go": broken, "app/app.go": appFixed}[req.File.Path]
+		},
+		fix: func(*aiv1.FixFileRequest) (string, string) { return greetTwoArgs, "use name" },
+		fail: func(method string, n int) error {
+			if n == 1 {
+				return modelOutputInvalid(t)
+			}
+			return nil
+		},
+	}
+	h := newHarness(t, sb, ai, engine.DefaultConfig)
+	b, steps := h.build(shopPlan())
+	wantCompleted(t, b)
+	gens, fixes := ai.calls()
+	if len(gens) != 3 || gens[0].File.Path != "lib/greet.go" || gens[1].File.Path != "lib/greet.go" || gens[0].RequestId == gens[1].RequestId {
+		t.Fatalf("generations %d; want lib/greet.go asked twice with its own keys, then app/app.go", len(gens))
+	}
+	lib := fileStep(t, steps, "lib/greet.go")
+	if len(fixes) != 2 || len(lib.FixRounds) != 2 || !strings.Contains(lib.FixRounds[0].Error, "cannot be used") || !lib.FixRounds[1].Resolved {
+		t.Fatalf("fix rounds %v", lib.FixRounds)
+	}
+	if fixes[1].PreviousRounds[0].GetError() == "" {
+		t.Error("the second round is not told the first's answer was unusable")
+	}
+}
+
+// A file whose generations all stay unusable fails its step with the reason, and the build
+// ends failed naming it — at its end, with the rest built and checked, instead of erroring
+// out at the first unusable answer.
+func TestUnusableGenerationFailsTheStep(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(shop, goCheck)
+	ai := &fakeAI{
+		generate: func(req *aiv1.GenerateFileRequest) string { return greetTwoArgs },
+		fail: func(method string, _ int) error {
+			if method == "GenerateFile" {
+				return modelOutputInvalid(t)
+			}
+			return nil
+		},
+	}
+	h := newHarness(t, sb, ai, engine.DefaultConfig)
+	b, steps := h.build(shopPlan())
+	if b.Status != builderv1.BuildStatus_BUILD_STATUS_FAILED || !strings.Contains(b.Error, "planned files not written: lib/greet.go") {
+		t.Fatalf("build %v (%s), want FAILED naming lib/greet.go", b.Status, b.Error)
+	}
+	lib := fileStep(t, steps, "lib/greet.go")
+	if lib.Status != builderv1.BuildStepStatus_BUILD_STEP_STATUS_FAILED || !strings.Contains(lib.Error, "could not be used (2 tries)") {
+		t.Fatalf("step %v: %q", lib.Status, lib.Error)
+	}
+	if !slices.Contains(b.Report.GetFailedPaths(), "lib/greet.go") {
+		t.Errorf("failed paths %v", b.Report.GetFailedPaths())
 	}
 }

@@ -141,6 +141,11 @@ func (r *run) validateStep(ctx context.Context, st *store.Step) error {
 		if f.Action == typev1.FileAction_FILE_ACTION_DELETE || f.Status == builderv1.BuildFileStatus_BUILD_FILE_STATUS_SKIPPED {
 			continue
 		}
+		if r.neverWritten(f.Path) {
+			// Its generation failed: a passing check of the rest says nothing about it.
+			f.Status = fileFailed
+			continue
+		}
 		if bad[f.Path] {
 			f.Status = fileFailed
 			f.Diagnostics = filterPath(v.Diagnostics, f.Path)
@@ -199,4 +204,16 @@ func (r *run) fixStep(ctx context.Context, st *store.Step) error {
 		}
 	}
 	return r.finish(ctx, st, ok, why, fixAttempted(round))
+}
+
+// neverWritten reports a planned file whose step failed before the model's file was
+// written (its answers could not be used).
+func (r *run) neverWritten(path string) bool {
+	for _, st := range r.steps {
+		if st.Kind == builderv1.StepKind_STEP_KIND_FILE && st.Path == path && st.Status == stepFailed && !st.Generated &&
+			st.Action != typev1.FileAction_FILE_ACTION_DELETE {
+			return true
+		}
+	}
+	return false
 }

@@ -185,6 +185,9 @@ type fakeAI struct {
 	aiv1.UnimplementedAIServiceServer
 	generate func(req *aiv1.GenerateFileRequest) string
 	fix      func(req *aiv1.FixFileRequest) (content, explanation string)
+	// fail, when set, may fail the n-th call (1-based) of method ("GenerateFile", "FixFile")
+	// instead of answering.
+	fail func(method string, n int) error
 
 	mu        sync.Mutex
 	generated []*aiv1.GenerateFileRequest
@@ -194,7 +197,13 @@ type fakeAI struct {
 func (f *fakeAI) GenerateFile(_ context.Context, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
 	f.mu.Lock()
 	f.generated = append(f.generated, proto.CloneOf(req))
+	n := len(f.generated)
 	f.mu.Unlock()
+	if f.fail != nil {
+		if err := f.fail("GenerateFile", n); err != nil {
+			return nil, err
+		}
+	}
 	c := f.generate(req)
 	return &aiv1.GenerateFileResponse{Content: c, Usage: &typev1.Usage{Model: "fake", InputTokens: 10, OutputTokens: 5},
 		Change: &typev1.FileChange{Path: req.GetFile().GetPath(), Action: req.GetFile().GetAction(), Content: c}}, nil
@@ -203,7 +212,13 @@ func (f *fakeAI) GenerateFile(_ context.Context, req *aiv1.GenerateFileRequest) 
 func (f *fakeAI) FixFile(_ context.Context, req *aiv1.FixFileRequest) (*aiv1.FixFileResponse, error) {
 	f.mu.Lock()
 	f.fixes = append(f.fixes, proto.CloneOf(req))
+	n := len(f.fixes)
 	f.mu.Unlock()
+	if f.fail != nil {
+		if err := f.fail("FixFile", n); err != nil {
+			return nil, err
+		}
+	}
 	if f.fix == nil {
 		return nil, status.Error(codes.FailedPrecondition, "fake: no fix scripted")
 	}

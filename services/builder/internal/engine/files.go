@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
@@ -50,16 +51,27 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 		}
 		deps := r.contextFiles(st.Path)
 		refs := r.referenceFiles(ctx, st.Path, existing, deps)
-		callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.CallTimeout)
-		defer cancel()
-		done := r.e.timed("ai")
-		resp, err := r.e.ai.GenerateFile(callCtx, &aiv1.GenerateFileRequest{
+		req := &aiv1.GenerateFileRequest{
 			RequestId: r.key(st, "generate"), Task: r.task(st),
 			File:            &aiv1.FileSpec{Path: st.Path, Description: st.Description, Action: st.Action, ExistingContent: existing},
 			DependencyFiles: deps, ProjectStructure: r.projectStructure(ctx), Skills: r.b.Skills, Model: r.model(),
 			Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_GENERATION), Plan: r.b.Plan, ReferenceFiles: refs,
-		})
-		done()
+		}
+		resp, err := r.generate(ctx, req)
+		for try := 2; err != nil && errs.ModelOutputInvalid(err) && try <= generateTries; try++ {
+			// The model's answer could not be used even after the ai service's repair
+			// rounds: ask afresh (a new key, so not the recorded failure).
+			r.e.log.WarnContext(ctx, "generated file unusable; asking again", "build", r.b.Id, "path", st.Path, "try", try, "err", err)
+			req.RequestId = r.key(st, fmt.Sprintf("generate-%d", try))
+			resp, err = r.generate(ctx, req)
+		}
+		if err != nil && errs.ModelOutputInvalid(err) {
+			if f != nil {
+				f.Status = fileFailed
+			}
+			return r.finish(ctx, st, false, fmt.Sprintf("the model's answers for %s could not be used (%d tries): %s",
+				st.Path, generateTries, status.Convert(err).Message()))
+		}
 		if err != nil {
 			return fmt.Errorf("generate %s: %w", st.Path, err)
 		}
@@ -147,6 +159,19 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 	return r.finish(ctx, st, ok, why, pending...)
 }
 
+// generateTries is how many times a file is asked for when the model's answers cannot be
+// used (MODEL_OUTPUT_INVALID) before its step fails.
+const generateTries = 2
+
+// generate makes one GenerateFile call within the call timeout.
+func (r *run) generate(ctx context.Context, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
+	callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.CallTimeout)
+	defer cancel()
+	done := r.e.timed("ai")
+	defer done()
+	return r.e.ai.GenerateFile(callCtx, req)
+}
+
 // fixRound asks the model to fix st's file for its current diagnostics, writes the fix and
 // validates the file again; st's content and validation become the round's result. A fix
 // call the ai service refuses (the answer would not apply, say) is a round with its error,
@@ -174,7 +199,9 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 	done()
 	switch code := status.Code(err); {
 	case err == nil:
-	case code == codes.InvalidArgument || code == codes.FailedPrecondition:
+	case code == codes.InvalidArgument || code == codes.FailedPrecondition || errs.ModelOutputInvalid(err):
+		// The answer could not be used (refused, or unusable after the ai service's repair
+		// rounds): a failed round, not a failed build.
 		fr.Error = status.Convert(err).Message()
 		fr.DiagnosticsAfter, fr.EndTime = before.GetDiagnostics(), timestamppb.Now()
 		return fr, nil

@@ -29,12 +29,17 @@ func (r *run) finalize(ctx context.Context) error {
 	r.b.Report = rep
 	prev := r.b.Status
 	r.b.Status, r.b.EndTime = builderv1.BuildStatus_BUILD_STATUS_COMPLETED, timestamppb.Now()
-	if !rep.ValidationPassed {
+	switch {
+	case !rep.ValidationPassed:
 		r.b.Status = builderv1.BuildStatus_BUILD_STATUS_FAILED
 		r.b.Error = "validation failed: " + summarize(rep.Diagnostics)
 		if len(rep.FailedPaths) > 0 {
 			r.b.Error = fmt.Sprintf("validation failed in %s: %s", strings.Join(rep.FailedPaths, ", "), summarize(rep.Diagnostics))
 		}
+	case len(rep.FailedPaths) > 0:
+		// The rest validates, but planned files were never written.
+		r.b.Status = builderv1.BuildStatus_BUILD_STATUS_FAILED
+		r.b.Error = fmt.Sprintf("planned files not written: %s", strings.Join(rep.FailedPaths, ", "))
 	}
 	evs = append(evs, store.LogEvent(0, phaseFinalize, rep.Summary), store.StatusEvent(prev, r.b))
 	return r.apply(ctx, nil, evs...)
