@@ -197,7 +197,6 @@ func failure(err error) bool {
 	return false
 }
 
-
 // do runs call through service's breaker.
 func (s *Set) do(ctx context.Context, service string, call func() error) error {
 	e := s.breakers[service]
