@@ -51,16 +51,18 @@ func fixMatch(path string) string {
 	return `# Mode: fix\nFile: "?` + regexp.QuoteMeta(path) + `"?\n`
 }
 
-// content is a GenerateFile answer.
+// content is a GenerateFile answer: the file in a code block.
 func content(s string) string {
-	b, _ := json.Marshal(map[string]string{"content": s})
-	return string(b)
+	fence := "```"
+	for strings.Contains(s, fence) {
+		fence += "`"
+	}
+	return fence + "\n" + s + fence + "\n"
 }
 
-// fixed is a FixFile answer.
+// fixed is a FixFile answer: the explanation in JSON, then the file.
 func fixed(s string) string {
-	b, _ := json.Marshal(map[string]string{"content": s, "explanation": "scripted"})
-	return string(b)
+	return `{"explanation": "scripted"}` + "\n" + content(s)
 }
 
 // buildScript is prepended to the e2e script (TestMain).
