@@ -2330,8 +2330,12 @@ type FixFileRequest struct {
 	// to be fixed in this file (the usual case: this step changed a signature whose callers a
 	// later step updates). At most 200.
 	ExpectedErrors []*v1.Diagnostic `protobuf:"bytes,19,rep,name=expected_errors,json=expectedErrors,proto3" json:"expected_errors,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Files the fix may change besides path, shown whole: for a failing test, the code under
+	// test (the error is reported at the test's line, the defect may be in either). At most 5;
+	// their paths differ from path and from each other.
+	RelatedFiles  []*ContextFile `protobuf:"bytes,20,rep,name=related_files,json=relatedFiles,proto3" json:"related_files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FixFileRequest) Reset() {
@@ -2490,6 +2494,13 @@ func (x *FixFileRequest) GetExpectedErrors() []*v1.Diagnostic {
 	return nil
 }
 
+func (x *FixFileRequest) GetRelatedFiles() []*ContextFile {
+	if x != nil {
+		return x.RelatedFiles
+	}
+	return nil
+}
+
 // FixHistory is one earlier fix round of a file.
 type FixHistory struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2574,9 +2585,12 @@ type FixFileResponse struct {
 	Usage       *v1.Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The edits the model answered with, applied in order to the request's content; empty
 	// when it answered the whole file.
-	Edits         []*v1.Edit `protobuf:"bytes,4,rep,name=edits,proto3" json:"edits,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Edits []*v1.Edit `protobuf:"bytes,4,rep,name=edits,proto3" json:"edits,omitempty"`
+	// Related files (FixFileRequest.related_files) the model changed too, each whole
+	// (action MODIFY, content set), in the order the request gave them.
+	RelatedChanges []*v1.FileChange `protobuf:"bytes,5,rep,name=related_changes,json=relatedChanges,proto3" json:"related_changes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FixFileResponse) Reset() {
@@ -2633,6 +2647,13 @@ func (x *FixFileResponse) GetUsage() *v1.Usage {
 func (x *FixFileResponse) GetEdits() []*v1.Edit {
 	if x != nil {
 		return x.Edits
+	}
+	return nil
+}
+
+func (x *FixFileResponse) GetRelatedChanges() []*v1.FileChange {
+	if x != nil {
+		return x.RelatedChanges
 	}
 	return nil
 }
@@ -7710,7 +7731,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x14GenerateFileResponse\x123\n" +
 	"\x06change\x18\x01 \x01(\v2\x1b.thefold.type.v1.FileChangeR\x06change\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12,\n" +
-	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xf2\x06\n" +
+	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xb3\a\n" +
 	"\x0eFixFileRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -7731,18 +7752,20 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x04plan\x18\x10 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12C\n" +
 	"\x0freference_files\x18\x11 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\x0ereferenceFiles\x12B\n" +
 	"\x0fprevious_rounds\x18\x12 \x03(\v2\x19.thefold.ai.v1.FixHistoryR\x0epreviousRounds\x12D\n" +
-	"\x0fexpected_errors\x18\x13 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x0eexpectedErrorsJ\x04\b\a\x10\b\"\x9a\x01\n" +
+	"\x0fexpected_errors\x18\x13 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\x0eexpectedErrors\x12?\n" +
+	"\rrelated_files\x18\x14 \x03(\v2\x1a.thefold.ai.v1.ContextFileR\frelatedFilesJ\x04\b\a\x10\b\"\x9a\x01\n" +
 	"\n" +
 	"FixHistory\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x05R\x05round\x12 \n" +
 	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12>\n" +
-	"\ferrors_after\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\verrorsAfter\"\xa8\x01\n" +
+	"\ferrors_after\x18\x04 \x03(\v2\x1b.thefold.type.v1.DiagnosticR\verrorsAfter\"\xee\x01\n" +
 	"\x0fFixFileResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12 \n" +
 	"\vexplanation\x18\x02 \x01(\tR\vexplanation\x12,\n" +
 	"\x05usage\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12+\n" +
-	"\x05edits\x18\x04 \x03(\v2\x15.thefold.type.v1.EditR\x05edits\"\xaf\x02\n" +
+	"\x05edits\x18\x04 \x03(\v2\x15.thefold.type.v1.EditR\x05edits\x12D\n" +
+	"\x0frelated_changes\x18\x05 \x03(\v2\x1b.thefold.type.v1.FileChangeR\x0erelatedChanges\"\xaf\x02\n" +
 	"\x11ReviewCodeRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -8459,182 +8482,184 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	15,  // 51: thefold.ai.v1.FixFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
 	31,  // 52: thefold.ai.v1.FixFileRequest.previous_rounds:type_name -> thefold.ai.v1.FixHistory
 	102, // 53: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
-	102, // 54: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
-	99,  // 55: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
-	103, // 56: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
-	14,  // 57: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	20,  // 58: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 59: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 60: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	102, // 61: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	99,  // 62: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
-	102, // 63: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
-	4,   // 64: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
-	14,  // 65: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	100, // 66: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
-	102, // 67: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	35,  // 68: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	15,  // 69: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 70: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 71: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	4,   // 72: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	104, // 73: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	99,  // 74: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 75: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	35,  // 76: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	100, // 77: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
-	12,  // 78: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 79: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	5,   // 80: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
-	19,  // 81: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	99,  // 82: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
-	19,  // 83: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
-	40,  // 84: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
-	15,  // 85: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 86: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 87: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 88: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	41,  // 89: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	99,  // 90: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	41,  // 91: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	42,  // 92: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
-	12,  // 93: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	40,  // 95: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	99,  // 96: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
-	41,  // 97: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	42,  // 98: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
-	20,  // 99: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 100: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 101: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	102, // 102: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	99,  // 103: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	105, // 104: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
-	49,  // 105: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
-	12,  // 106: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 107: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	50,  // 108: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	99,  // 109: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
-	6,   // 110: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
-	54,  // 111: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
-	56,  // 112: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
-	57,  // 113: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
-	106, // 114: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	106, // 115: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
-	11,  // 116: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
-	53,  // 117: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 118: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	106, // 119: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	13,  // 120: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	55,  // 121: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
-	58,  // 122: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
-	106, // 123: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	7,   // 124: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	99,  // 125: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
-	56,  // 126: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
-	13,  // 127: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	61,  // 128: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	99,  // 129: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
-	67,  // 130: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	8,   // 131: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	67,  // 132: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	107, // 133: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	107, // 134: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	107, // 135: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	107, // 136: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	66,  // 137: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	66,  // 138: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 139: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 140: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 141: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	108, // 142: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66,  // 143: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	67,  // 144: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	67,  // 145: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 146: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
-	67,  // 147: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 148: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
-	108, // 149: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
-	67,  // 150: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 151: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	67,  // 152: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 153: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	107, // 154: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	107, // 155: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	9,   // 156: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	1,   // 157: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	1,   // 158: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
-	91,  // 159: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	91,  // 160: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	107, // 161: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 162: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
-	99,  // 163: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
-	10,  // 164: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
-	107, // 165: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
-	107, // 166: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
-	1,   // 167: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	93,  // 168: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
-	21,  // 169: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	23,  // 170: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	25,  // 171: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	28,  // 172: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	30,  // 173: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	33,  // 174: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	36,  // 175: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	38,  // 176: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	43,  // 177: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	45,  // 178: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	47,  // 179: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	51,  // 180: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	59,  // 181: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	62,  // 182: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	64,  // 183: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	68,  // 184: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	70,  // 185: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
-	72,  // 186: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
-	74,  // 187: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
-	76,  // 188: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
-	78,  // 189: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	80,  // 190: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
-	82,  // 191: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
-	84,  // 192: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
-	86,  // 193: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	88,  // 194: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	90,  // 195: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	94,  // 196: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
-	22,  // 197: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	24,  // 198: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	26,  // 199: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	29,  // 200: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	32,  // 201: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	34,  // 202: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	37,  // 203: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	39,  // 204: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	44,  // 205: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	46,  // 206: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	48,  // 207: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	52,  // 208: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	60,  // 209: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	63,  // 210: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	65,  // 211: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	69,  // 212: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	71,  // 213: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
-	73,  // 214: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
-	75,  // 215: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
-	77,  // 216: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
-	79,  // 217: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	81,  // 218: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
-	83,  // 219: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
-	85,  // 220: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
-	87,  // 221: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	89,  // 222: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	92,  // 223: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	95,  // 224: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
-	197, // [197:225] is the sub-list for method output_type
-	169, // [169:197] is the sub-list for method input_type
-	169, // [169:169] is the sub-list for extension type_name
-	169, // [169:169] is the sub-list for extension extendee
-	0,   // [0:169] is the sub-list for field type_name
+	15,  // 54: thefold.ai.v1.FixFileRequest.related_files:type_name -> thefold.ai.v1.ContextFile
+	102, // 55: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
+	99,  // 56: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	103, // 57: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
+	101, // 58: thefold.ai.v1.FixFileResponse.related_changes:type_name -> thefold.type.v1.FileChange
+	14,  // 59: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	20,  // 60: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 61: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 62: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	102, // 63: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	99,  // 64: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 65: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	4,   // 66: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
+	14,  // 67: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	100, // 68: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	102, // 69: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	35,  // 70: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	15,  // 71: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
+	12,  // 72: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 73: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 74: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
+	104, // 75: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	99,  // 76: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	14,  // 77: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	35,  // 78: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	100, // 79: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	12,  // 80: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 81: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	5,   // 82: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
+	19,  // 83: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
+	99,  // 84: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	19,  // 85: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
+	40,  // 86: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
+	15,  // 87: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	16,  // 88: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	12,  // 89: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 90: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	41,  // 91: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
+	99,  // 92: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	41,  // 93: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	42,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
+	12,  // 95: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 96: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	40,  // 97: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
+	99,  // 98: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	41,  // 99: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	42,  // 100: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
+	20,  // 101: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	12,  // 102: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 103: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	102, // 104: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	99,  // 105: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	105, // 106: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	49,  // 107: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
+	12,  // 108: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 109: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	50,  // 110: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
+	99,  // 111: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	6,   // 112: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
+	54,  // 113: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
+	56,  // 114: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
+	57,  // 115: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
+	106, // 116: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	106, // 117: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
+	11,  // 118: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
+	53,  // 119: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	12,  // 120: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	106, // 121: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	13,  // 122: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	55,  // 123: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	58,  // 124: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	106, // 125: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	7,   // 126: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	99,  // 127: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	56,  // 128: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
+	13,  // 129: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	61,  // 130: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	99,  // 131: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	67,  // 132: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	8,   // 133: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	67,  // 134: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	107, // 135: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	107, // 136: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	107, // 137: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	107, // 138: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	66,  // 139: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	66,  // 140: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 141: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 142: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	66,  // 143: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	108, // 144: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	66,  // 145: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	67,  // 146: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	67,  // 147: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 148: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	67,  // 149: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 150: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	108, // 151: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	67,  // 152: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 153: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	67,  // 154: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	67,  // 155: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	107, // 156: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	107, // 157: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 158: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 159: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 160: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	91,  // 161: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	91,  // 162: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	107, // 163: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 164: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
+	99,  // 165: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
+	10,  // 166: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
+	107, // 167: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	107, // 168: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	1,   // 169: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	93,  // 170: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
+	21,  // 171: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	23,  // 172: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	25,  // 173: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	28,  // 174: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	30,  // 175: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	33,  // 176: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	36,  // 177: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	38,  // 178: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	43,  // 179: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	45,  // 180: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	47,  // 181: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	51,  // 182: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	59,  // 183: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	62,  // 184: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	64,  // 185: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	68,  // 186: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	70,  // 187: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	72,  // 188: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	74,  // 189: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	76,  // 190: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	78,  // 191: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	80,  // 192: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	82,  // 193: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	84,  // 194: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	86,  // 195: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	88,  // 196: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	90,  // 197: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	94,  // 198: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
+	22,  // 199: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	24,  // 200: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	26,  // 201: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	29,  // 202: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	32,  // 203: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	34,  // 204: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	37,  // 205: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	39,  // 206: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	44,  // 207: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	46,  // 208: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	48,  // 209: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	52,  // 210: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	60,  // 211: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	63,  // 212: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	65,  // 213: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	69,  // 214: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	71,  // 215: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	73,  // 216: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	75,  // 217: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	77,  // 218: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	79,  // 219: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	81,  // 220: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	83,  // 221: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	85,  // 222: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	87,  // 223: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	89,  // 224: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	92,  // 225: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	95,  // 226: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
+	199, // [199:227] is the sub-list for method output_type
+	171, // [171:199] is the sub-list for method input_type
+	171, // [171:171] is the sub-list for extension type_name
+	171, // [171:171] is the sub-list for extension extendee
+	0,   // [0:171] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
