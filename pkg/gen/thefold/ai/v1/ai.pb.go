@@ -5497,9 +5497,14 @@ type Model struct {
 	// Output only.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Output only.
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The model can think before it answers, at an effort the ai service sets per call
+	// (Anthropic extended thinking, OpenAI reasoning_effort, Gemini thinkingConfig): planning,
+	// fixing, diagnosis and review ask for it. A model without it is never sent those settings
+	// (its provider may reject them). Not for embedding models.
+	SupportsReasoning bool `protobuf:"varint,19,opt,name=supports_reasoning,json=supportsReasoning,proto3" json:"supports_reasoning,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Model) Reset() {
@@ -5656,6 +5661,13 @@ func (x *Model) GetUpdateTime() *timestamppb.Timestamp {
 		return x.UpdateTime
 	}
 	return nil
+}
+
+func (x *Model) GetSupportsReasoning() bool {
+	if x != nil {
+		return x.SupportsReasoning
+	}
+	return false
 }
 
 // ListProvidersRequest filters and pages providers.
@@ -8013,7 +8025,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\xe3\x05\n" +
+	"updateTime\"\x92\x06\n" +
 	"\x05Model\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
@@ -8036,7 +8048,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vcreate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x89\x01\n" +
+	"updateTime\x12-\n" +
+	"\x12supports_reasoning\x18\x13 \x01(\bR\x11supportsReasoning\"\x89\x01\n" +
 	"\x14ListProvidersRequest\x12!\n" +
 	"\fenabled_only\x18\x01 \x01(\bR\venabledOnly\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1b\n" +
