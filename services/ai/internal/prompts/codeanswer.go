@@ -36,8 +36,9 @@ var (
 
 // readCodeAnswer reads the code of a reply for the file at filePath: SEARCH/REPLACE blocks
 // if it has any, else the whole file in a code block. A reply with neither has no code
-// (hasFile false, no edits) and is all rest.
-func readCodeAnswer(raw, filePath string) (codeAnswer, error) {
+// (hasFile false, no edits) and is all rest. Code blocks named by one of others (files the
+// answer may change too) are not taken for filePath's.
+func readCodeAnswer(raw, filePath string, others []string) (codeAnswer, error) {
 	raw = strings.ReplaceAll(raw, "\r\n", "\n")
 	lines := strings.Split(raw, "\n")
 	for _, l := range lines {
@@ -45,7 +46,26 @@ func readCodeAnswer(raw, filePath string) (codeAnswer, error) {
 			return readEditBlocks(lines)
 		}
 	}
-	return readFileBlock(lines, filePath)
+	return readFileBlock(lines, filePath, others)
+}
+
+// namedBlocks returns the whole files of the reply's code blocks named by one of paths
+// (path → content).
+func namedBlocks(raw string, paths []string) map[string]string {
+	lines := strings.Split(strings.ReplaceAll(raw, "\r\n", "\n"), "\n")
+	out := map[string]string{}
+	for _, b := range fenceBlocks(lines) {
+		if b.end < 0 {
+			continue
+		}
+		for _, p := range paths {
+			if _, seen := out[p]; !seen && infoNames(b.info, p, path.Base(p)) {
+				out[p] = joinLines(lines[b.open+1 : b.end])
+				break
+			}
+		}
+	}
+	return out
 }
 
 // readEditBlocks reads SEARCH/REPLACE blocks; fence lines around them and prose between
@@ -144,7 +164,7 @@ func fenceBlocks(lines []string) []fenceBlock {
 // string names the file, else the first that is not a JSON object (the answer's other
 // fields). A Markdown file may hold fences of its own, so its block runs to the last fence
 // line of the reply.
-func readFileBlock(lines []string, filePath string) (codeAnswer, error) {
+func readFileBlock(lines []string, filePath string, others []string) (codeAnswer, error) {
 	blocks := fenceBlocks(lines)
 	pick := -1
 	base := path.Base(filePath)
@@ -154,9 +174,17 @@ func readFileBlock(lines []string, filePath string) (codeAnswer, error) {
 			break
 		}
 	}
+	other := func(b fenceBlock) bool {
+		for _, o := range others {
+			if infoNames(b.info, o, path.Base(o)) {
+				return true
+			}
+		}
+		return false
+	}
 	if pick < 0 {
 		for k, b := range blocks {
-			if !jsonBlock(lines, b) {
+			if !jsonBlock(lines, b) && !other(b) {
 				pick = k
 				break
 			}

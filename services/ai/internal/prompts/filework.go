@@ -153,10 +153,12 @@ func FixFile(req *aiv1.FixFileRequest) (*Prompt, error) {
 	v := struct {
 		Path, Content, ErrorOutput, Excerpts, History string
 		Errors, Expected                              []*typev1.Diagnostic
+		Related                                       []*aiv1.ContextFile
 		Attempt                                       int32
 		Edits                                         bool
 	}{
-		Path: req.GetPath(), Content: req.GetContent(), ErrorOutput: req.GetErrorOutput(), Errors: req.GetErrors(),
+		Related: req.GetRelatedFiles(),
+		Path:    req.GetPath(), Content: req.GetContent(), ErrorOutput: req.GetErrorOutput(), Errors: req.GetErrors(),
 		Expected: req.GetExpectedErrors(), Attempt: req.GetAttempt(), Edits: form == aiv1.ChangeForm_CHANGE_FORM_EDITS,
 		Excerpts: errorExcerpts(req.GetPath(), req.GetContent(), req.GetErrors()),
 		History:  fixHistory(req.GetPreviousRounds()),
@@ -256,6 +258,9 @@ type FileSession struct {
 	applied        []*typev1.Edit
 	misses         int
 	truncations    int
+	// related are the other files the answer may change (FixFile's related_files), in the
+	// request's order, with their content.
+	related []*aiv1.ContextFile
 }
 
 // maxFileRepairRounds bounds the repair rounds of one file call: a partial edit, a second
@@ -271,7 +276,7 @@ func NewGenerateSession(req *aiv1.GenerateFileRequest) *FileSession {
 
 // NewFixSession reads the answers of req.
 func NewFixSession(req *aiv1.FixFileRequest) *FileSession {
-	return &FileSession{rpc: "FixFile", path: req.GetPath(), existing: req.GetContent(), base: req.GetContent()}
+	return &FileSession{rpc: "FixFile", path: req.GetPath(), existing: req.GetContent(), base: req.GetContent(), related: req.GetRelatedFiles()}
 }
 
 // FileProblem is an answer the session cannot use yet, with the next round's request.
@@ -322,6 +327,8 @@ type FileResult struct {
 	Content     string
 	Edits       []*typev1.Edit
 	Explanation string
+	// Related are the related files the answer changed, whole, in the request's order.
+	Related []*typev1.FileChange
 }
 
 // Read reads one reply; truncated says it stopped at the output limit. A *FileProblem error
@@ -330,7 +337,11 @@ func (s *FileSession) Read(text string, truncated bool) (*FileResult, error) {
 	if truncated {
 		return nil, s.cutOff()
 	}
-	a, err := readCodeAnswer(text, s.path)
+	var others []string
+	for _, f := range s.related {
+		others = append(others, f.GetPath())
+	}
+	a, err := readCodeAnswer(text, s.path, others)
 	if err != nil {
 		return nil, s.ask("%v. %s", err, s.formHint())
 	}
@@ -340,9 +351,14 @@ func (s *FileSession) Read(text string, truncated bool) (*FileResult, error) {
 			a = old
 		}
 	}
+	related, err := s.relatedChanges(text)
+	if err != nil {
+		return nil, err
+	}
+	var res *FileResult
 	switch {
 	case len(a.edits) > 0:
-		return s.readEdits(a)
+		res, err = s.readEdits(a)
 	case a.hasFile:
 		if err := lazyWhole(a.file, s.existing, !s.create); err != nil {
 			return nil, s.ask("%v", err)
@@ -350,9 +366,73 @@ func (s *FileSession) Read(text string, truncated bool) (*FileResult, error) {
 		if err := checkContent(s.rpc, "the code block", s.path, a.file); err != nil {
 			return nil, s.ask("%v", err.(*ParseError).Err)
 		}
-		return &FileResult{Content: a.file, Explanation: explanation(a.rest)}, nil
+		res = &FileResult{Content: a.file, Explanation: explanation(a.rest)}
+	case len(related) > 0:
+		// Only a related file changed (the defect was in the code under test).
+		res = &FileResult{Content: s.base, Edits: s.applied, Explanation: explanation(stripBlocks(text))}
+	default:
+		return nil, s.ask("the answer has no code. %s", s.formHint())
 	}
-	return nil, s.ask("the answer has no code. %s", s.formHint())
+	if err != nil {
+		return nil, err
+	}
+	res.Related = related
+	return res, nil
+}
+
+// relatedChanges reads the whole related files the answer gives, checked as the main file
+// is; a block that repeats a file unchanged is no change.
+func (s *FileSession) relatedChanges(text string) ([]*typev1.FileChange, error) {
+	if len(s.related) == 0 {
+		return nil, nil
+	}
+	var paths []string
+	for _, f := range s.related {
+		paths = append(paths, f.GetPath())
+	}
+	blocks := namedBlocks(text, paths)
+	var out []*typev1.FileChange
+	for _, f := range s.related {
+		c, ok := blocks[f.GetPath()]
+		if !ok || c == f.GetContent() {
+			continue
+		}
+		if err := lazyWhole(c, f.GetContent(), true); err != nil {
+			return nil, s.ask("in %s: %v", f.GetPath(), err)
+		}
+		if err := checkContent(s.rpc, "the code block of "+f.GetPath(), f.GetPath(), c); err != nil {
+			return nil, s.ask("%v", err.(*ParseError).Err)
+		}
+		out = append(out, &typev1.FileChange{Path: f.GetPath(), Action: typev1.FileAction_FILE_ACTION_MODIFY, Content: c})
+	}
+	return out, nil
+}
+
+// stripBlocks is text without its code blocks.
+func stripBlocks(text string) string {
+	lines := strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n")
+	keep := make([]bool, len(lines))
+	for i := range keep {
+		keep[i] = true
+	}
+	for _, b := range fenceBlocks(lines) {
+		end := b.end
+		if end < 0 {
+			end = len(lines) - 1
+		}
+		for i := b.open; i <= end; i++ {
+			if !jsonBlock(lines, b) {
+				keep[i] = false
+			}
+		}
+	}
+	var out []string
+	for i, l := range lines {
+		if keep[i] {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func (s *FileSession) formHint() string {
@@ -506,7 +586,7 @@ func GenerateFileResponse(req *aiv1.GenerateFileRequest, r *FileResult) *aiv1.Ge
 
 // FixFileResponse converts a read answer.
 func FixFileResponse(r *FileResult) *aiv1.FixFileResponse {
-	return &aiv1.FixFileResponse{Content: r.Content, Explanation: r.Explanation, Edits: r.Edits}
+	return &aiv1.FixFileResponse{Content: r.Content, Explanation: r.Explanation, Edits: r.Edits, RelatedChanges: r.Related}
 }
 
 // ParseGenerateFile reads a single GenerateFile reply (no repair rounds; the service uses a

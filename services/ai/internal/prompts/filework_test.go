@@ -328,3 +328,30 @@ func TestReviewShowsLineNumbers(t *testing.T) {
 		t.Fatalf("the reviewed file is not numbered:\n%s", all)
 	}
 }
+
+// A fix may change the test and the code under test together, each in its own named block;
+// a block naming a related file is never taken for the fixed file.
+func TestFixWithRelatedFiles(t *testing.T) {
+	t.Parallel()
+	req := &aiv1.FixFileRequest{Path: "a_test.go", Content: "package a\n\nfunc TestF() {}\n",
+		RelatedFiles: []*aiv1.ContextFile{{Path: "a.go", Content: "package a\n\nfunc F() int { return 0 }\n"}}}
+	got, err := ParseFixFile("```a.go\npackage a\n\nfunc F() int { return 1 }\n```\n```a_test.go\npackage a\n\nfunc TestF() { F() }\n```", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content != "package a\n\nfunc TestF() { F() }\n" || len(got.RelatedChanges) != 1 || got.RelatedChanges[0].Content != "package a\n\nfunc F() int { return 1 }\n" {
+		t.Fatalf("got %q and %v", got.Content, got.RelatedChanges)
+	}
+	// A related block only: the test stays as it is.
+	got, err = ParseFixFile("The bug is in F.\n```a.go\npackage a\n\nfunc F() int { return 1 }\n```", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Content != req.Content || len(got.RelatedChanges) != 1 || got.Explanation != "The bug is in F." {
+		t.Fatalf("got %q, %v, %q", got.Content, got.RelatedChanges, got.Explanation)
+	}
+	// Without related files, an unnamed block is the file.
+	if _, err := ParseFixFile("```\npackage a\n```", &aiv1.FixFileRequest{Path: "a_test.go", Content: "package a\n"}); err != nil {
+		t.Fatal(err)
+	}
+}

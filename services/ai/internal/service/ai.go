@@ -254,6 +254,7 @@ func (s *AIServer) FixFile(ctx context.Context, req *aiv1.FixFileRequest) (*aiv1
 		checkContextFiles("reference_files", req.ReferenceFiles),
 		checkFixHistory("previous_rounds", req.PreviousRounds),
 		checkDiagnostics("expected_errors", req.ExpectedErrors),
+		checkRelated("related_files", req.Path, req.RelatedFiles),
 	); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -170,6 +171,17 @@ func TestFileRequestsMalformedContext(t *testing.T) {
 		{"plan step with a bad action", "plan.steps[0].action", fix(func(r *aiv1.FixFileRequest) {
 			r.Plan = &typev1.Plan{Steps: []*typev1.PlanStep{{Id: "1", Action: typev1.FileAction(99)}}}
 		})},
+		{"related file is the fixed file", "related_files[0].path", fix(func(r *aiv1.FixFileRequest) {
+			r.RelatedFiles = []*aiv1.ContextFile{{Path: "main.go", Content: "x"}}
+		})},
+		{"related file twice", "related_files[1].path", fix(func(r *aiv1.FixFileRequest) {
+			r.RelatedFiles = []*aiv1.ContextFile{{Path: "a.go", Content: "x"}, {Path: "a.go", Content: "y"}}
+		})},
+		{"too many related files", "related_files", fix(func(r *aiv1.FixFileRequest) {
+			for i := range 6 {
+				r.RelatedFiles = append(r.RelatedFiles, &aiv1.ContextFile{Path: fmt.Sprintf("f%d.go", i), Content: "x"})
+			}
+		})},
 		{"expected error too long", "expected_errors[0].message", fix(func(r *aiv1.FixFileRequest) {
 			r.ExpectedErrors = []*typev1.Diagnostic{{Message: strings.Repeat("x", maxText+1)}}
 		})},
@@ -182,4 +194,28 @@ func TestFileRequestsMalformedContext(t *testing.T) {
 	g.ReferenceFiles = []*aiv1.ContextFile{{Path: "../x", Content: "x"}}
 	_, err := e.ai.GenerateFile(e.alice, g)
 	wantCode(t, err, codes.InvalidArgument, "reference_files[0].path")
+}
+
+// A failing test's fix may change the code under test: the related file comes back changed,
+// the test file as it was.
+func TestFixFileChangesTheCodeUnderTest(t *testing.T) {
+	t.Parallel()
+	code := "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n"
+	test := "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 2) != 4 {\n\t\tt.Fatal(\"2+2\")\n\t}\n}\n"
+	fixedCode := strings.Replace(code, "a - b", "a + b", 1)
+	e := newAIEnv(t, &fakellm.Script{Anthropic: []fakellm.Response{{Text: `{"explanation": "Add subtracted"}` + "\n```calc/calc.go\n" + fixedCode + "```\n"}}},
+		aiEnvOptions{provider: "anthropic"})
+	resp, err := e.ai.FixFile(e.alice, &aiv1.FixFileRequest{Task: testTask, Path: "calc/calc_test.go", Content: test, Attempt: 1,
+		Errors:       []*typev1.Diagnostic{{Path: "calc/calc_test.go", Line: 7, Message: "TestAdd: 2+2", Severity: typev1.Severity_SEVERITY_ERROR}},
+		RelatedFiles: []*aiv1.ContextFile{{Path: "calc/calc.go", Content: code}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Content != test || len(resp.RelatedChanges) != 1 || resp.RelatedChanges[0].Path != "calc/calc.go" || resp.RelatedChanges[0].Content != fixedCode ||
+		resp.Explanation != "Add subtracted" {
+		t.Fatalf("got %q, related %v, explanation %q", resp.Content, resp.RelatedChanges, resp.Explanation)
+	}
+	if body := string(e.fake.Requests()[0].Body); !strings.Contains(body, "Related files you may also change") || !strings.Contains(body, "a - b") {
+		t.Error("the prompt does not show the code under test as a file the fix may change")
+	}
 }

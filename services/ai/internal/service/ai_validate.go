@@ -307,3 +307,26 @@ func checkFixHistory(field string, rs []*aiv1.FixHistory) error {
 	}
 	return nil
 }
+
+// checkRelated checks FixFile's related files: at most 5, each a file as context files are,
+// none the fixed file itself, none twice.
+func checkRelated(field, target string, fs []*aiv1.ContextFile) error {
+	if err := checkCount(field, len(fs), 5); err != nil {
+		return err
+	}
+	if err := checkContextFiles(field, fs); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, f := range fs {
+		name := fmt.Sprintf("%s[%d].path", field, i)
+		if f.GetPath() == target {
+			return errs.Invalid(name, "%q is the file being fixed", f.GetPath())
+		}
+		if seen[f.GetPath()] {
+			return errs.Invalid(name, "%q is given twice", f.GetPath())
+		}
+		seen[f.GetPath()] = true
+	}
+	return nil
+}

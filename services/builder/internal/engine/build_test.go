@@ -6,6 +6,7 @@ package engine_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -526,5 +527,50 @@ func TestUnusableGenerationFailsTheStep(t *testing.T) {
 	}
 	if !slices.Contains(b.Report.GetFailedPaths(), "lib/greet.go") {
 		t.Errorf("failed paths %v", b.Report.GetFailedPaths())
+	}
+}
+
+// A test that fails at its own line may fail on the code under test: its fix round is given
+// that code and may change it; the change is written and the test passes.
+func TestFailingTestsFixMayChangeTheCodeUnderTest(t *testing.T) {
+	t.Parallel()
+	const calc = "package calc\n\n// Add adds.\nfunc Add(a, b int) int { return a - b }\n"
+	const calcTest = "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 2) != 4 {\n\t\tt.Fatal(\"2+2\")\n\t}\n}\n"
+	files := maps.Clone(shop)
+	files["calc/calc.go"] = calc
+	files["calc/other.go"] = "package calc\n\n// Sub subtracts.\nfunc Sub(a, b int) int { return a - b }\n"
+	check := func(fs map[string]string) []*typev1.Diagnostic {
+		if _, ok := fs["calc/calc_test.go"]; ok && strings.Contains(fs["calc/calc.go"], "a - b") {
+			return []*typev1.Diagnostic{{Path: "calc/calc_test.go", Line: 7, Severity: typev1.Severity_SEVERITY_ERROR, Message: "TestAdd: 2+2", Tool: "go test"}}
+		}
+		return nil
+	}
+	sb := newSandbox(files, check)
+	fixedCalc := strings.Replace(calc, "a - b", "a + b", 1)
+	ai := &fakeAI{
+		generate: func(*aiv1.GenerateFileRequest) string { return calcTest },
+		fixFull: func(req *aiv1.FixFileRequest) *aiv1.FixFileResponse {
+			return &aiv1.FixFileResponse{Content: req.Content, Explanation: "Add subtracted",
+				RelatedChanges: []*typev1.FileChange{{Path: "calc/calc.go", Action: typev1.FileAction_FILE_ACTION_MODIFY, Content: fixedCalc}}}
+		},
+	}
+	h := newHarness(t, sb, ai, engine.DefaultConfig)
+	b, steps := h.build(&typev1.Plan{Summary: "test Add", Steps: []*typev1.PlanStep{
+		{Id: "s1", Path: "calc/calc_test.go", Action: typev1.FileAction_FILE_ACTION_CREATE, Description: "TestAdd"}}})
+	wantCompleted(t, b)
+	_, fixes := ai.calls()
+	if len(fixes) != 1 {
+		t.Fatalf("%d fix rounds, want 1", len(fixes))
+	}
+	rel := fixes[0].RelatedFiles
+	if len(rel) != 2 || rel[0].Path != "calc/calc.go" || rel[0].Content != calc || rel[1].Path != "calc/other.go" {
+		t.Fatalf("related files %v, want calc/calc.go (the file the test names) first, then calc/other.go", rel)
+	}
+	if sb.content("calc/calc.go") != fixedCalc {
+		t.Errorf("the code under test was not changed in the sandbox: %q", sb.content("calc/calc.go"))
+	}
+	st := fileStep(t, steps, "calc/calc_test.go")
+	if fr := st.FixRounds; len(fr) != 1 || !fr[0].Resolved || !slices.Equal(fr[0].ChangedPaths, []string{"calc/calc_test.go", "calc/calc.go"}) {
+		t.Errorf("fix round %v", fr)
 	}
 }

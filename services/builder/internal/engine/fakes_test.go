@@ -185,6 +185,8 @@ type fakeAI struct {
 	aiv1.UnimplementedAIServiceServer
 	generate func(req *aiv1.GenerateFileRequest) string
 	fix      func(req *aiv1.FixFileRequest) (content, explanation string)
+	// fixFull, when set, answers FixFile instead of fix (e.g. with related changes).
+	fixFull func(req *aiv1.FixFileRequest) *aiv1.FixFileResponse
 	// fail, when set, may fail the n-th call (1-based) of method ("GenerateFile", "FixFile")
 	// instead of answering.
 	fail func(method string, n int) error
@@ -218,6 +220,11 @@ func (f *fakeAI) FixFile(_ context.Context, req *aiv1.FixFileRequest) (*aiv1.Fix
 		if err := f.fail("FixFile", n); err != nil {
 			return nil, err
 		}
+	}
+	if f.fixFull != nil {
+		r := f.fixFull(req)
+		r.Usage = &typev1.Usage{Model: "fake", InputTokens: 10, OutputTokens: 5}
+		return r, nil
 	}
 	if f.fix == nil {
 		return nil, status.Error(codes.FailedPrecondition, "fake: no fix scripted")

@@ -195,6 +195,7 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 		Attempt: n, Skills: r.b.Skills, Model: r.model(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_FIXING),
 		Plan: r.b.Plan, ReferenceFiles: r.referenceFiles(ctx, st.Path, st.Content, deps),
 		PreviousRounds: r.previousRounds(st), ExpectedErrors: firstN(expected, maxDiagnostics),
+		RelatedFiles: r.codeUnderTest(ctx, st.Path),
 	})
 	done()
 	switch code := status.Code(err); {
@@ -213,6 +214,18 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 	st.Content = resp.Content
 	if err := r.write(ctx, st.Path, st.Content); err != nil {
 		return nil, err
+	}
+	// A failing test's defect may have been in the code under test: the fix changed it.
+	for _, c := range resp.RelatedChanges {
+		if err := r.write(ctx, c.Path, c.Content); err != nil {
+			return nil, err
+		}
+		fr.ChangedPaths = append(fr.ChangedPaths, c.Path)
+		for _, other := range r.steps {
+			if other.Kind == builderv1.StepKind_STEP_KIND_FILE && other.Path == c.Path && other.Generated {
+				other.Content = c.Content
+			}
+		}
 	}
 	v, err := r.validateFile(ctx, st.Path)
 	if err != nil {

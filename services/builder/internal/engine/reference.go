@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -261,4 +262,78 @@ func moduleRoot(mods map[string]bool, dir string) (string, bool) {
 		}
 		dir = path.Dir(dir)
 	}
+}
+
+// Limits on the code under test a test's fix is shown.
+const (
+	maxRelated      = 3
+	maxRelatedBytes = 64 << 10
+)
+
+// isTest reports a test file by its name: Go's _test.go, Python's test_*.py and *_test.py,
+// and TypeScript/JavaScript's *.test.* and *.spec.*.
+func isTest(p string) bool {
+	base := path.Base(p)
+	switch family(path.Ext(p)) {
+	case ".go":
+		return strings.HasSuffix(base, "_test.go")
+	case ".py":
+		return strings.HasPrefix(base, "test_") || strings.HasSuffix(base, "_test.py")
+	case ".js":
+		return strings.Contains(base, ".test.") || strings.Contains(base, ".spec.")
+	}
+	return false
+}
+
+// subject is the name of the file a test file tests, by convention ("calc" for
+// calc_test.go, test_calc.py, calc.test.ts), or "".
+func subject(p string) string {
+	base := strings.TrimSuffix(path.Base(p), path.Ext(p))
+	for _, cut := range []string{"_test", ".test", ".spec"} {
+		base = strings.TrimSuffix(base, cut)
+	}
+	return strings.TrimPrefix(base, "test_")
+}
+
+// codeUnderTest are the files whose code a failing test in target may be failing on, which
+// its fix may change too: for a test file, the non-test files of its directory in its
+// language, the one its name names first — at most maxRelated, each cut to
+// maxRelatedBytes. None for a file that is not a test.
+func (r *run) codeUnderTest(ctx context.Context, target string) []*aiv1.ContextFile {
+	if !isTest(target) {
+		return nil
+	}
+	var cands []string
+	for _, p := range siblings(r.projectStructure(ctx), target) {
+		if !isTest(p) {
+			cands = append(cands, p)
+		}
+	}
+	name := subject(target)
+	slices.SortStableFunc(cands, func(a, b string) int {
+		am, bm := strings.TrimSuffix(path.Base(a), path.Ext(a)) == name, strings.TrimSuffix(path.Base(b), path.Ext(b)) == name
+		switch {
+		case am && !bm:
+			return -1
+		case bm && !am:
+			return 1
+		}
+		return 0
+	})
+	var out []*aiv1.ContextFile
+	for _, p := range cands {
+		if len(out) == maxRelated {
+			break
+		}
+		c, ok := r.workspace().read(ctx, p)
+		if !ok {
+			continue
+		}
+		f := &aiv1.ContextFile{Path: p, Content: c}
+		if len(c) > maxRelatedBytes {
+			f.Content, f.Truncated = cutTokens(c, maxRelatedBytes/4), true
+		}
+		out = append(out, f)
+	}
+	return out
 }
