@@ -18,9 +18,61 @@ type anthropicRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Tools         []json.RawMessage `json:"tools"`
-	StopSequences []string          `json:"stop_sequences"`
-	Stream        bool              `json:"stream"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice struct {
+		Type string `json:"type"`
+	} `json:"tool_choice"`
+	StopSequences []string `json:"stop_sequences"`
+	Stream        bool     `json:"stream"`
+	Temperature   *float64 `json:"temperature"`
+	// Thinking is extended thinking: {"type": "enabled", "budget_tokens": N}, "disabled" or
+	// "adaptive".
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budget_tokens"`
+	} `json:"thinking"`
+}
+
+// anthropicMinThinkingBudget is the smallest budget_tokens the API takes.
+const anthropicMinThinkingBudget = 1024
+
+// thinks reports whether the request enabled thinking.
+func (r *anthropicRequest) thinks() bool {
+	return r.Thinking != nil && (r.Thinking.Type == "enabled" || r.Thinking.Type == "adaptive")
+}
+
+// checkThinking refuses what the API refuses about thinking: an unknown type, a budget
+// under the minimum or not below max_tokens, and beside thinking a temperature other than 1
+// or a tool choice that forces a tool.
+func (r *anthropicRequest) checkThinking() error {
+	if r.Thinking == nil {
+		return nil
+	}
+	const docs = " Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+	switch r.Thinking.Type {
+	case "enabled":
+		switch b := r.Thinking.BudgetTokens; {
+		case b == nil:
+			return fmt.Errorf("thinking.enabled.budget_tokens: Field required")
+		case *b < anthropicMinThinkingBudget:
+			return fmt.Errorf("thinking.enabled.budget_tokens: Input should be greater than or equal to %d", anthropicMinThinkingBudget)
+		case *b >= r.MaxTokens:
+			return fmt.Errorf("`max_tokens` must be greater than `thinking.budget_tokens`." + docs)
+		}
+	case "adaptive", "disabled":
+	default:
+		return fmt.Errorf("thinking: Input tag '%s' found using 'type' does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'", r.Thinking.Type)
+	}
+	if !r.thinks() {
+		return nil
+	}
+	if r.Temperature != nil && *r.Temperature != 1 {
+		return fmt.Errorf("`temperature` may only be set to 1 when thinking is enabled." + docs)
+	}
+	if t := r.ToolChoice.Type; t == "any" || t == "tool" {
+		return fmt.Errorf("Thinking may not be enabled when tool_choice forces tool use.")
+	}
+	return nil
 }
 
 // anthropicBlock is the part of a content block fakellm reads.
@@ -67,6 +119,9 @@ func parseAnthropic(body []byte) (*anthropicRequest, *anthropicPrompt, error) {
 		return nil, nil, fmt.Errorf("messages: at least one message is required")
 	case req.Stream:
 		return nil, nil, fmt.Errorf("stream: fakellm does not stream; send stream false")
+	}
+	if err := req.checkThinking(); err != nil {
+		return nil, nil, err
 	}
 	p := &anthropicPrompt{}
 	for i, raw := range req.Tools {
@@ -208,6 +263,13 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) anthropicAnswer(req *anthropicRequest, e Response, t *tokens) any {
 	content := []map[string]any{}
+	thought := 0
+	if e.Thinking != "" && req.thinks() {
+		content = append(content, map[string]any{
+			"type": "thinking", "thinking": e.Thinking, "signature": s.nextID("signature"),
+		})
+		thought = estimateTokens(len(e.Thinking))
+	}
 	reply := e.Text
 	if e.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": e.Text})
@@ -219,7 +281,8 @@ func (s *Server) anthropicAnswer(req *anthropicRequest, e Response, t *tokens) a
 			"type": "tool_use", "id": s.nextID("toolu"), "name": tc.Name, "input": input,
 		})
 	}
-	t.output = outputTokens(reply, e.OutputTokens)
+	// Thinking tokens are output tokens.
+	t.output = outputTokens(reply, e.OutputTokens) + thought
 	var stopSeq any
 	stop := stopReason(e)
 	if stop == stopSequence && len(req.StopSequences) > 0 {

@@ -56,28 +56,68 @@ type geminiRequest struct {
 	Contents          []json.RawMessage `json:"contents"`
 	SystemInstruction json.RawMessage   `json:"systemInstruction"`
 	Tools             []json.RawMessage `json:"tools"`
+	GenerationConfig  struct {
+		ThinkingConfig *struct {
+			IncludeThoughts bool   `json:"includeThoughts"`
+			ThinkingBudget  *int   `json:"thinkingBudget"`
+			ThinkingLevel   string `json:"thinkingLevel"`
+		} `json:"thinkingConfig"`
+	} `json:"generationConfig"`
+}
+
+// geminiMaxThinkingBudget is the largest thinkingBudget a Gemini model takes (2.5 Pro's);
+// -1 asks for dynamic thinking.
+const geminiMaxThinkingBudget = 32768
+
+// thinks reports whether the model thinks: unless the thinking budget is 0.
+func (r *geminiRequest) thinks() bool {
+	tc := r.GenerationConfig.ThinkingConfig
+	return tc == nil || tc.ThinkingBudget == nil || *tc.ThinkingBudget != 0
+}
+
+// includesThoughts reports whether thought summaries are asked for.
+func (r *geminiRequest) includesThoughts() bool {
+	tc := r.GenerationConfig.ThinkingConfig
+	return tc != nil && tc.IncludeThoughts && r.thinks()
 }
 
 // parseGemini reads a generateContent request into units (system instruction, tools, then
 // one per content, the order of Gemini's implicit prefix caching) and the matched text.
-func parseGemini(body []byte) ([]unit, string, error) {
+func parseGemini(body []byte) (*geminiRequest, []unit, string, error) {
+	req, units, text, err := parseGeminiContents(body)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if tc := req.GenerationConfig.ThinkingConfig; tc != nil {
+		if b := tc.ThinkingBudget; b != nil && (*b < -1 || *b > geminiMaxThinkingBudget) {
+			return nil, nil, "", fmt.Errorf("* GenerateContentRequest.generation_config.thinking_config.thinking_budget: "+
+				"the budget %d is invalid; choose -1 (dynamic) or 0 to %d", *b, geminiMaxThinkingBudget)
+		}
+		if tc.ThinkingBudget != nil && tc.ThinkingLevel != "" {
+			return nil, nil, "", fmt.Errorf("* GenerateContentRequest.generation_config.thinking_config: thinking_budget and thinking_level are mutually exclusive")
+		}
+	}
+	return req, units, text, nil
+}
+
+func parseGeminiContents(body []byte) (*geminiRequest, []unit, string, error) {
 	var req geminiRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, "", fmt.Errorf("Invalid JSON payload received. %v", err)
+		return nil, nil, "", fmt.Errorf("Invalid JSON payload received. %v", err)
 	}
 	if len(req.Contents) == 0 {
-		return nil, "", fmt.Errorf("* GenerateContentRequest.contents: contents is not specified")
+		return nil, nil, "", fmt.Errorf("* GenerateContentRequest.contents: contents is not specified")
 	}
 	var units []unit
 	var text []string
 	if len(req.SystemInstruction) > 0 && string(req.SystemInstruction) != "null" {
 		var c geminiContent
 		if err := json.Unmarshal(req.SystemInstruction, &c); err != nil {
-			return nil, "", fmt.Errorf("systemInstruction: %v", err)
+			return nil, nil, "", fmt.Errorf("systemInstruction: %v", err)
 		}
 		t, err := partsText(c.Parts)
 		if err != nil {
-			return nil, "", fmt.Errorf("systemInstruction.%v", err)
+			return nil, nil, "", fmt.Errorf("systemInstruction.%v", err)
 		}
 		key, _ := canonical("system", req.SystemInstruction)
 		units = append(units, unit{key: key, chars: len(t)})
@@ -95,7 +135,7 @@ func parseGemini(body []byte) ([]unit, string, error) {
 				} `json:"functionDeclarations"`
 			}
 			if err := json.Unmarshal(raw, &t); err != nil {
-				return nil, "", fmt.Errorf("tools[%d]: %v", i, err)
+				return nil, nil, "", fmt.Errorf("tools[%d]: %v", i, err)
 			}
 			for _, f := range t.FunctionDeclarations {
 				chars += len(f.Name) + len(f.Description) + len(f.Parameters) + len(f.ParametersJSONSchema)
@@ -108,23 +148,23 @@ func parseGemini(body []byte) ([]unit, string, error) {
 	for i, raw := range req.Contents {
 		var c geminiContent
 		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, "", fmt.Errorf("contents[%d]: %v", i, err)
+			return nil, nil, "", fmt.Errorf("contents[%d]: %v", i, err)
 		}
 		if c.Role != "" && c.Role != "user" && c.Role != "model" {
-			return nil, "", fmt.Errorf("contents[%d].role: Please use a valid role: user, model.", i)
+			return nil, nil, "", fmt.Errorf("contents[%d].role: Please use a valid role: user, model.", i)
 		}
 		if len(c.Parts) == 0 {
-			return nil, "", fmt.Errorf("contents[%d].parts: must not be empty", i)
+			return nil, nil, "", fmt.Errorf("contents[%d].parts: must not be empty", i)
 		}
 		t, err := partsText(c.Parts)
 		if err != nil {
-			return nil, "", fmt.Errorf("contents[%d].%v", i, err)
+			return nil, nil, "", fmt.Errorf("contents[%d].%v", i, err)
 		}
 		key, _ := canonical("content", raw)
 		units = append(units, unit{key: key, chars: len(t)})
 		text = append(text, t)
 	}
-	return units, strings.Join(text, "\n"), nil
+	return &req, units, strings.Join(text, "\n"), nil
 }
 
 func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +191,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 		s.geminiEmbed(w, r, rec, model, endpoint, body)
 		return
 	}
-	units, text, err := parseGemini(body)
+	req, units, text, err := parseGemini(body)
 	if err != nil {
 		s.finish(rec, model, http.StatusBadRequest, tokens{})
 		writeError(w, dialectGemini, badRequest(err.Error()))
@@ -165,12 +205,19 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(e Response, t *tokens) any {
-		return s.geminiAnswer(model, e, t)
+		return s.geminiAnswer(req, model, e, t)
 	})
 }
 
-func (s *Server) geminiAnswer(model string, e Response, t *tokens) any {
+func (s *Server) geminiAnswer(req *geminiRequest, model string, e Response, t *tokens) any {
 	parts := []map[string]any{}
+	thoughts := 0
+	if e.Thinking != "" && req.thinks() {
+		thoughts = estimateTokens(len(e.Thinking))
+		if req.includesThoughts() {
+			parts = append(parts, map[string]any{"text": e.Thinking, "thought": true})
+		}
+	}
 	reply := e.Text
 	if e.Text != "" {
 		parts = append(parts, map[string]any{"text": e.Text})
@@ -181,11 +228,16 @@ func (s *Server) geminiAnswer(model string, e Response, t *tokens) any {
 		// Like the Gemini API (unlike Vertex), no call id: clients must pair calls by name.
 		parts = append(parts, map[string]any{"functionCall": map[string]any{"name": tc.Name, "args": input}})
 	}
-	t.output = outputTokens(reply, e.OutputTokens)
+	candidates := outputTokens(reply, e.OutputTokens)
+	// Thoughts are billed as output, beside the candidates' tokens.
+	t.output = candidates + thoughts
 	usage := map[string]any{
 		"promptTokenCount":     t.input,
-		"candidatesTokenCount": t.output,
+		"candidatesTokenCount": candidates,
 		"totalTokenCount":      t.input + t.output,
+	}
+	if thoughts > 0 {
+		usage["thoughtsTokenCount"] = thoughts
 	}
 	if t.cacheRead > 0 {
 		usage["cachedContentTokenCount"] = t.cacheRead

@@ -4,14 +4,40 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
 type openAIRequest struct {
-	Model    string            `json:"model"`
-	Messages []json.RawMessage `json:"messages"`
-	Tools    []json.RawMessage `json:"tools"`
-	Stream   bool              `json:"stream"`
+	Model       string            `json:"model"`
+	Messages    []json.RawMessage `json:"messages"`
+	Tools       []json.RawMessage `json:"tools"`
+	Stream      bool              `json:"stream"`
+	Temperature *float64          `json:"temperature"`
+	// ReasoningEffort is a reasoning model's effort; empty: the model's default.
+	ReasoningEffort string `json:"reasoning_effort"`
+}
+
+// openAIEfforts are the reasoning_effort values the API takes.
+var openAIEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+
+// reasons reports whether the model reasons before answering: a reasoning model does unless
+// told reasoning_effort "none".
+func (r *openAIRequest) reasons() bool { return r.ReasoningEffort != "none" }
+
+// checkReasoning refuses an unknown reasoning_effort, and a temperature beside one (OpenAI's
+// reasoning models take none but the default).
+func (r *openAIRequest) checkReasoning() error {
+	if r.ReasoningEffort == "" {
+		return nil
+	}
+	if !slices.Contains(openAIEfforts, r.ReasoningEffort) {
+		return fmt.Errorf("Invalid value: '%s'. Supported values are: '%s'.", r.ReasoningEffort, strings.Join(openAIEfforts, "', '"))
+	}
+	if r.reasons() && r.Temperature != nil && *r.Temperature != 1 {
+		return fmt.Errorf("Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", *r.Temperature)
+	}
+	return nil
 }
 
 type openAIMessage struct {
@@ -41,6 +67,9 @@ func parseOpenAI(body []byte) (*openAIRequest, []unit, string, error) {
 		return nil, nil, "", fmt.Errorf("you must provide a model parameter")
 	case len(req.Messages) == 0:
 		return nil, nil, "", fmt.Errorf("'messages': must contain at least one message")
+	}
+	if err := req.checkReasoning(); err != nil {
+		return nil, nil, "", err
 	}
 	var units []unit
 	if len(req.Tools) > 0 {
@@ -140,12 +169,17 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(e Response, t *tokens) any {
-		return s.openAIAnswer(req.Model, e, t)
+		return s.openAIAnswer(req, e, t)
 	})
 }
 
-func (s *Server) openAIAnswer(model string, e Response, t *tokens) any {
+func (s *Server) openAIAnswer(req *openAIRequest, e Response, t *tokens) any {
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	reasoning := 0
+	if e.Thinking != "" && req.reasons() {
+		msg["reasoning_content"] = e.Thinking
+		reasoning = estimateTokens(len(e.Thinking))
+	}
 	reply := e.Text
 	if e.Text != "" {
 		msg["content"] = e.Text
@@ -162,10 +196,11 @@ func (s *Server) openAIAnswer(model string, e Response, t *tokens) any {
 		}
 		msg["tool_calls"] = calls
 	}
-	t.output = outputTokens(reply, e.OutputTokens)
+	// completion_tokens includes the reasoning tokens.
+	t.output = outputTokens(reply, e.OutputTokens) + reasoning
 	return map[string]any{
 		"id": s.nextID("chatcmpl"), "object": "chat.completion", "created": s.now().Unix(),
-		"model": model, "system_fingerprint": "fakellm-scripted",
+		"model": req.Model, "system_fingerprint": "fakellm-scripted",
 		"choices": []map[string]any{{
 			"index": 0, "message": msg, "finish_reason": stopReason(e).openAI(), "logprobs": nil,
 		}},
@@ -174,7 +209,7 @@ func (s *Server) openAIAnswer(model string, e Response, t *tokens) any {
 			"completion_tokens":         t.output,
 			"total_tokens":              t.input + t.output,
 			"prompt_tokens_details":     map[string]any{"cached_tokens": t.cacheRead, "audio_tokens": 0},
-			"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+			"completion_tokens_details": map[string]any{"reasoning_tokens": reasoning, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
 		},
 	}
 }

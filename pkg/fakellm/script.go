@@ -37,6 +37,18 @@ type Script struct {
 
 // Response is one scripted answer: Text and/or ToolCalls, or Raw, or Error.
 //
+// Thinking is what the model reasons before it answers (beside Text or ToolCalls). It is
+// sent, before the answer, the way each API sends reasoning: an Anthropic "thinking" block
+// (only when the request enabled thinking: the API sends none otherwise), OpenAI's
+// "reasoning_content" on the message (as OpenAI-compatible servers such as vLLM and
+// DeepSeek do; OpenAI itself sends only the count) unless reasoning_effort is "none", and a
+// Gemini part with "thought": true when thinkingConfig.includeThoughts is set (and the
+// thinking budget is not 0). Whenever the model thought (Anthropic: thinking enabled;
+// OpenAI: reasoning_effort not "none"; Gemini: a budget other than 0, thoughts shown or
+// not), its tokens, estimated from its length, are output tokens: in Anthropic's
+// output_tokens, in OpenAI's completion_tokens and completion_tokens_details.reasoning_tokens,
+// in Gemini's thoughtsTokenCount.
+//
 // Faults make Text arrive the way real models botch it, so a test can script the right
 // answer and check that the client copes with how it is delivered. They apply to Text only
 // (never to Raw, ToolCalls or Error; an entry with faults needs Text), in the order listed,
@@ -69,6 +81,7 @@ type Response struct {
 	// messages; for embeddings the inputs) contains Match, or when Match is a regular
 	// expression that matches the text. A matched entry with Times 0 applies every time.
 	Match     string     `json:"match,omitempty"`
+	Thinking  string     `json:"thinking,omitempty"`
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Raw is sent as the 200 body verbatim, to feed clients malformed or odd JSON.
@@ -82,7 +95,8 @@ type Response struct {
 	// TruncateAt is where the "truncate" fault cuts Text, in bytes (0: at half its length);
 	// beyond the end it cuts nothing. It needs that fault.
 	TruncateAt int `json:"truncate_at,omitempty"`
-	// OutputTokens overrides the estimated output token count.
+	// OutputTokens overrides the estimated output token count of the answer; Thinking's
+	// tokens are added to it where they are sent.
 	OutputTokens int    `json:"output_tokens,omitempty"`
 	Error        *Error `json:"error,omitempty"`
 	// Latency delays the answer; a request cancelled meanwhile gets none (recorded as 499).
@@ -223,6 +237,9 @@ func (r *Response) validate(embeddings, lastOrdered bool) []problem {
 		add("", "text/tool_calls, raw and error exclude each other")
 	case kinds == 0 && !embeddings:
 		add("", "one of text, tool_calls, raw or error is required")
+	}
+	if r.Thinking != "" && !hasReply {
+		add("thinking", "goes before an answer: needs text or tool_calls")
 	}
 	if _, ok := knownStopReasons[r.StopReason]; !ok {
 		add("stop_reason", "%q is not one of end_turn, stop, max_tokens, length, stop_sequence, tool_use, tool_calls", r.StopReason)
