@@ -151,18 +151,18 @@ func TestModelFaults(t *testing.T) {
 		{marker: "[FAULT-ELIDE]", repo: "fault-elide", files: map[string]string{"elide/elide.go": longGo}, want: map[string]string{"elide/elide.go": longGoNew}},
 		{marker: "[FAULT-DRIFT]", repo: "fault-drift", files: map[string]string{"drift/drift.go": driftGo}, want: map[string]string{"drift/drift.go": driftGoNew}},
 		{marker: "[FAULT-TRUNC]", repo: "fault-trunc", want: map[string]string{"trunc/trunc.go": truncGo}, check: func(t *testing.T) {
-			var limits []string
+			var limits []int
 			for _, r := range llm.Requests() {
 				if b := string(r.Body); strings.Contains(b, `File to create: trunc/trunc.go`) {
 					var req struct {
 						MaxTokens int `json:"max_tokens"`
 					}
 					_ = json.Unmarshal(r.Body, &req)
-					limits = append(limits, fmt.Sprint(req.MaxTokens))
+					limits = append(limits, req.MaxTokens)
 				}
 			}
-			if len(limits) != 2 || limits[1] != "32000" {
-				t.Errorf("trunc/trunc.go was asked with max_tokens %v, want 16000 then 32000", limits)
+			if len(limits) != 2 || limits[1] <= limits[0] {
+				t.Errorf("trunc/trunc.go was asked with max_tokens %v, want a second call with more room than the first", limits)
 			}
 		}},
 		{marker: "[FAULT-INVENT]", repo: "fault-invent", files: map[string]string{"greet/greet.go": inventLib}, want: map[string]string{"app/welcome.go": inventGood}},
