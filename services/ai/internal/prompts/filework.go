@@ -103,7 +103,18 @@ func fileWork(rpc string, task *aiv1.TaskSpec, plan *typev1.Plan, deps, refs []*
 	if p.specifics, err = render(specificsName, specifics); err != nil {
 		return nil, err
 	}
-	return assemble(p), nil
+	out := assemble(p)
+	// What goes first when the prompt is over a model's window: the outlines, then the
+	// dependency files from the farthest (they come in dependency order, nearest last).
+	out.dropNames = map[int]string{}
+	if len(refs) > 0 {
+		i := len(p.context) - 1
+		out.drop, out.dropNames[i] = append(out.drop, i), "the repository outlines"
+	}
+	for k, d := range deps {
+		out.drop, out.dropNames[k+1] = append(out.drop, k+1), "dependency file "+attrValue(d.GetPath())
+	}
+	return out, nil
 }
 
 // stepFor is the id of the plan's step that writes path, or "".

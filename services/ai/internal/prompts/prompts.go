@@ -38,6 +38,10 @@ type Prompt struct {
 	// Text: the answer is not one JSON object (code comes in code blocks), so no provider
 	// JSON mode may be asked for.
 	Text bool
+	// drop are indexes of context blocks (in Messages[0]) that Fit may leave out, first
+	// first; dropNames says what each is.
+	drop      []int
+	dropNames map[int]string
 }
 
 // ParseError is a model answer that cannot be used: no JSON, a schema violation, or a
