@@ -29,6 +29,35 @@ func dirOf(p string) string {
 	return d
 }
 
+// LocalImportDirs returns the directories of the packages of module modPath (rooted at
+// root, a directory relative to the repository root) that the Go source src imports, in
+// import order, each path.Join(root, the package's path below the module). A parse error
+// still yields the imports parsed before it. Whether a directory belongs to a nested module
+// is the caller's to check.
+func LocalImportDirs(fset *token.FileSet, filename, src, root, modPath string) []string {
+	if fset == nil {
+		fset = token.NewFileSet()
+	}
+	af, _ := parser.ParseFile(fset, filename, src, parser.ImportsOnly)
+	if af == nil || modPath == "" {
+		return nil
+	}
+	var out []string
+	for _, spec := range af.Imports {
+		ip, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			continue
+		}
+		switch {
+		case ip == modPath:
+			out = append(out, root)
+		case strings.HasPrefix(ip, modPath+"/"):
+			out = append(out, path.Join(root, strings.TrimPrefix(ip, modPath+"/")))
+		}
+	}
+	return out
+}
+
 // ModulePath extracts the module path from go.mod content, or "".
 func ModulePath(gomod string) string {
 	for _, line := range strings.Split(gomod, "\n") {
@@ -108,26 +137,8 @@ func goEdges(files []File, plannedOnly map[string]bool, es *edgeSet) {
 			continue
 		}
 		modPath := mods[root]
-		// A parse error still yields the imports parsed before it.
-		af, _ := parser.ParseFile(fset, f.Path, f.Content, parser.ImportsOnly)
-		if af == nil {
-			continue
-		}
 		dir := dirOf(f.Path)
-		for _, spec := range af.Imports {
-			ip, err := strconv.Unquote(spec.Path.Value)
-			if err != nil {
-				continue
-			}
-			var rel string
-			switch {
-			case ip == modPath:
-				rel = root
-			case strings.HasPrefix(ip, modPath+"/"):
-				rel = path.Join(root, strings.TrimPrefix(ip, modPath+"/"))
-			default:
-				continue
-			}
+		for _, rel := range LocalImportDirs(fset, f.Path, f.Content, root, modPath) {
 			if r, ok := mods.rootOf(rel); !ok || r != root {
 				continue // the directory belongs to a nested module
 			}

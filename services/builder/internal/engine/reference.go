@@ -2,11 +2,8 @@ package engine
 
 import (
 	"context"
-	"go/parser"
-	"go/token"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -205,10 +202,6 @@ func (r *run) goImports(ctx context.Context, structure []string, target, content
 	if content == "" {
 		return nil
 	}
-	f, _ := parser.ParseFile(token.NewFileSet(), target, content, parser.ImportsOnly)
-	if f == nil || len(f.Imports) == 0 {
-		return nil
-	}
 	mods := map[string]bool{} // directories holding a go.mod ("." for the root)
 	byDir := map[string][]string{}
 	for _, p := range structure {
@@ -224,25 +217,11 @@ func (r *run) goImports(ctx context.Context, structure []string, target, content
 		return nil
 	}
 	gomod, ok := r.workspace().read(ctx, path.Join(root, "go.mod"))
-	modPath := depgraph.ModulePath(gomod)
-	if !ok || modPath == "" {
+	if !ok {
 		return nil
 	}
 	var out []string
-	for _, spec := range f.Imports {
-		ip, err := strconv.Unquote(spec.Path.Value)
-		if err != nil {
-			continue
-		}
-		var dir string
-		switch {
-		case ip == modPath:
-			dir = root
-		case strings.HasPrefix(ip, modPath+"/"):
-			dir = path.Join(root, strings.TrimPrefix(ip, modPath+"/"))
-		default:
-			continue
-		}
+	for _, dir := range depgraph.LocalImportDirs(nil, target, content, root, depgraph.ModulePath(gomod)) {
 		if r, ok := moduleRoot(mods, dir); !ok || r != root || dir == path.Dir(target) {
 			continue // a nested module's, or target's own package
 		}
