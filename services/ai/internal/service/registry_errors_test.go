@@ -17,6 +17,9 @@ func TestRegistryInvalidArgument(t *testing.T) {
 	ctx := e.admin
 	p := e.createProvider(t, &aiv1.Provider{Name: "p", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI, Enabled: true})
 	m := e.createModel(t, testModel(p.Id, "m", 2))
+	thinker := testModel(p.Id, "thinker", 3)
+	thinker.SupportsReasoning = true
+	r := e.createModel(t, thinker)
 
 	createProvider := func(mod func(*aiv1.Provider)) func() error {
 		return func() error {
@@ -141,6 +144,8 @@ func TestRegistryInvalidArgument(t *testing.T) {
 				m.Tags = append(m.Tags, strings.Repeat("t", i+1))
 			}
 		}), "model.tags"},
+		{"create model: reasoning embedding model", createModel(func(m *aiv1.Model) { m.SupportsReasoning, m.EmbeddingDimensions = true, 1536 }), "model.supports_reasoning"},
+		{"create model: reasoning with the embedding tag", createModel(func(m *aiv1.Model) { m.SupportsReasoning, m.Tags = true, []string{"embedding"} }), "model.supports_reasoning"},
 		// UpdateModel
 		{"update model: missing model", updateModel(m.Id, nil, "tier"), "model"},
 		{"update model: no mask, no field set", updateModel(m.Id, &aiv1.Model{Id: m.Id}), "update_mask"},
@@ -153,6 +158,9 @@ func TestRegistryInvalidArgument(t *testing.T) {
 		{"update model: empty name", updateModel(m.Id, &aiv1.Model{}, "name"), "model.name"},
 		{"update model: bad tag", updateModel(m.Id, &aiv1.Model{Tags: []string{"a b"}}, "tags"), "model.tags"},
 		{"update model: negative price", updateModel(m.Id, &aiv1.Model{OutputMicrosPerMtok: -5}, "output_micros_per_mtok"), "model.output_micros_per_mtok"},
+		{"update model: reasoning on an embedding model", updateModel(m.Id, &aiv1.Model{SupportsReasoning: true, EmbeddingDimensions: 768},
+			"supports_reasoning", "embedding_dimensions"), "model.supports_reasoning"},
+		{"update model: a reasoning model made an embedding one", updateModel(r.Id, &aiv1.Model{Tags: []string{"embedding"}}, "tags"), "model.supports_reasoning"},
 		// DeleteModel
 		{"delete model: garbage id", func() error { _, err := c.DeleteModel(ctx, &aiv1.DeleteModelRequest{Id: "{x}"}); return err }, "id"},
 		// SelectModel

@@ -48,6 +48,11 @@ func TestRegistrySeeds(t *testing.T) {
 	if m := e.seedModel(t, "moonshot-v1-32k"); m.Tier != 1 {
 		t.Errorf("moonshot-v1-32k tier %d", m.Tier)
 	}
+	for name, want := range map[string]bool{"claude-sonnet-4-5": true, "claude-haiku-4-5": true, "gemini-2.5-pro": true, "gpt-4o": false, "gemini-2.0-flash": false} {
+		if m := e.seedModel(t, name); m.SupportsReasoning != want {
+			t.Errorf("%s supports_reasoning = %v, want %v", name, m.SupportsReasoning, want)
+		}
+	}
 	enabled, err := e.client.ListProviders(e.admin, &aiv1.ListProvidersRequest{EnabledOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +192,22 @@ func TestModelLifecycle(t *testing.T) {
 	}
 	if up.Model.Tier != 4 || up.Model.Enabled || up.Model.Name != m.Name || !cmp.Equal(up.Model.Tags, []string{"planning"}) {
 		t.Errorf("updated %v", up.Model)
+	}
+	// supports_reasoning is set like supports_tools: on create and through update_mask.
+	r := testModel(p.Id, "o4-mini", 3)
+	r.SupportsReasoning = true
+	if got := e.createModel(t, r); !got.SupportsReasoning {
+		t.Errorf("created %v without supports_reasoning", got)
+	}
+	for _, on := range []bool{true, false} {
+		up, err := e.client.UpdateModel(ctx, &aiv1.UpdateModelRequest{Id: m.Id, UpdateMask: mask("supports_reasoning"),
+			Model: &aiv1.Model{SupportsReasoning: on}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.Model.SupportsReasoning != on || up.Model.Tier != 4 {
+			t.Errorf("after supports_reasoning=%v: %v", on, up.Model)
+		}
 	}
 	other := e.createProvider(t, &aiv1.Provider{Name: "other", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI})
 	_, err = e.client.UpdateModel(ctx, &aiv1.UpdateModelRequest{Id: m.Id, UpdateMask: mask("tier"), Model: &aiv1.Model{ProviderId: other.Id, Tier: 1}})

@@ -15,6 +15,7 @@ import (
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	"github.com/thefold/thefold/pkg/validate"
 
+	"github.com/thefold/thefold/services/ai/internal/registry"
 	"github.com/thefold/thefold/services/ai/internal/store"
 )
 
@@ -154,6 +155,11 @@ func regCheckModelFields(prefix string, m *aiv1.Model, fields []string) error {
 func regCheckModel(prefix string, m *aiv1.Model) error {
 	if m.ContextWindow > 0 && m.MaxOutputTokens > m.ContextWindow {
 		return errs.Invalid(prefix+"max_output_tokens", "%d is more than the context window (%d)", m.MaxOutputTokens, m.ContextWindow)
+	}
+	if m.SupportsReasoning && registry.IsEmbedding(m) {
+		// Nothing would use it, and a reasoning setting sent with an embedding request is
+		// one the provider refuses.
+		return errs.Invalid(prefix+"supports_reasoning", "an embedding model (embedding_dimensions or the embedding tag) does not reason")
 	}
 	return nil
 }

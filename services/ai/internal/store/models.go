@@ -19,7 +19,7 @@ import (
 const modelColumns = `m.id::text, m.provider_id::text, m.name, m.display_name, m.tier,
 	m.input_micros_per_mtok, m.output_micros_per_mtok, m.cache_read_micros_per_mtok, m.cache_write_micros_per_mtok,
 	m.context_window, m.max_output_tokens, m.embedding_dimensions, m.tags, m.supports_tools, m.supports_vision,
-	m.enabled, m.create_time, m.update_time`
+	m.supports_reasoning, m.enabled, m.create_time, m.update_time`
 
 func scanModel(row pgx.Row) (*aiv1.Model, error) {
 	var (
@@ -30,7 +30,7 @@ func scanModel(row pgx.Row) (*aiv1.Model, error) {
 	err := row.Scan(&m.Id, &m.ProviderId, &m.Name, &m.DisplayName, &tier,
 		&m.InputMicrosPerMtok, &m.OutputMicrosPerMtok, &m.CacheReadMicrosPerMtok, &m.CacheWriteMicrosPerMtok,
 		&m.ContextWindow, &m.MaxOutputTokens, &m.EmbeddingDimensions, &m.Tags, &m.SupportsTools, &m.SupportsVision,
-		&m.Enabled, &createTime, &updateTime)
+		&m.SupportsReasoning, &m.Enabled, &createTime, &updateTime)
 	if err != nil {
 		return nil, err
 	}
@@ -62,12 +62,14 @@ func getModel(ctx context.Context, q querier, id, lock string) (*aiv1.Model, err
 func (s *Store) CreateModel(ctx context.Context, m *aiv1.Model) (*aiv1.Model, error) {
 	created, err := scanModel(s.pool.QueryRow(ctx, `INSERT INTO models AS m (provider_id, name, display_name, tier,
 			input_micros_per_mtok, output_micros_per_mtok, cache_read_micros_per_mtok, cache_write_micros_per_mtok,
-			context_window, max_output_tokens, embedding_dimensions, tags, supports_tools, supports_vision, enabled)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			context_window, max_output_tokens, embedding_dimensions, tags, supports_tools, supports_vision,
+			supports_reasoning, enabled)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		RETURNING `+modelColumns,
 		m.ProviderId, m.Name, m.DisplayName, int16(m.Tier),
 		m.InputMicrosPerMtok, m.OutputMicrosPerMtok, m.CacheReadMicrosPerMtok, m.CacheWriteMicrosPerMtok,
-		m.ContextWindow, m.MaxOutputTokens, m.EmbeddingDimensions, nonNil(m.Tags), m.SupportsTools, m.SupportsVision, m.Enabled))
+		m.ContextWindow, m.MaxOutputTokens, m.EmbeddingDimensions, nonNil(m.Tags), m.SupportsTools, m.SupportsVision,
+		m.SupportsReasoning, m.Enabled))
 	if isForeignKey(err) {
 		return nil, fmt.Errorf("provider_id: provider %q: %w", m.ProviderId, errs.ErrNotFound)
 	}
@@ -177,7 +179,8 @@ func (e *extraColumn) Scan(dest ...any) error { return e.row.Scan(append(dest, e
 var ModelFields = []string{
 	"name", "display_name", "tier", "input_micros_per_mtok", "output_micros_per_mtok",
 	"cache_read_micros_per_mtok", "cache_write_micros_per_mtok", "context_window",
-	"max_output_tokens", "embedding_dimensions", "tags", "supports_tools", "supports_vision", "enabled",
+	"max_output_tokens", "embedding_dimensions", "tags", "supports_tools", "supports_vision",
+	"supports_reasoning", "enabled",
 }
 
 // setModelField copies field from src to dst.
@@ -209,6 +212,8 @@ func setModelField(dst, src *aiv1.Model, field string) error {
 		dst.SupportsTools = src.SupportsTools
 	case "supports_vision":
 		dst.SupportsVision = src.SupportsVision
+	case "supports_reasoning":
+		dst.SupportsReasoning = src.SupportsReasoning
 	case "enabled":
 		dst.Enabled = src.Enabled
 	default:
@@ -228,13 +233,13 @@ func (s *Store) UpdateModel(ctx context.Context, id string, m *aiv1.Model, field
 			updated, err := scanModel(tx.QueryRow(ctx, `UPDATE models AS m SET name = $2, display_name = $3, tier = $4,
 				input_micros_per_mtok = $5, output_micros_per_mtok = $6, cache_read_micros_per_mtok = $7,
 				cache_write_micros_per_mtok = $8, context_window = $9, max_output_tokens = $10,
-				embedding_dimensions = $11, tags = $12, supports_tools = $13, supports_vision = $14, enabled = $15,
-				update_time = now()
+				embedding_dimensions = $11, tags = $12, supports_tools = $13, supports_vision = $14,
+				supports_reasoning = $15, enabled = $16, update_time = now()
 			WHERE m.id = $1 RETURNING `+modelColumns,
 				id, after.Name, after.DisplayName, int16(after.Tier),
 				after.InputMicrosPerMtok, after.OutputMicrosPerMtok, after.CacheReadMicrosPerMtok, after.CacheWriteMicrosPerMtok,
 				after.ContextWindow, after.MaxOutputTokens, after.EmbeddingDimensions, nonNil(after.Tags),
-				after.SupportsTools, after.SupportsVision, after.Enabled))
+				after.SupportsTools, after.SupportsVision, after.SupportsReasoning, after.Enabled))
 			if err != nil {
 				return nil, dbError("store: update model", err)
 			}

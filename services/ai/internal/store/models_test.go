@@ -22,7 +22,7 @@ func TestModelCreateGetDelete(t *testing.T) {
 		m.CacheReadMicrosPerMtok, m.CacheWriteMicrosPerMtok = 100_000, 1_250_000
 		m.EmbeddingDimensions = 0
 		m.Tags = []string{"chat", "coding"}
-		m.SupportsTools, m.SupportsVision = true, true
+		m.SupportsTools, m.SupportsVision, m.SupportsReasoning = true, true, true
 	})
 	m := mustModel(t, s, in)
 	if d := cmp.Diff(in, m, ignoreOutput...); d != "" {
@@ -117,7 +117,7 @@ func TestUpdateModel(t *testing.T) {
 		ProviderId: missingID, Name: "m2", DisplayName: "M two", Tier: 4,
 		InputMicrosPerMtok: 1, OutputMicrosPerMtok: 2, CacheReadMicrosPerMtok: 3, CacheWriteMicrosPerMtok: 4,
 		ContextWindow: 5, MaxOutputTokens: 6, EmbeddingDimensions: 7, Tags: []string{"x", "y"},
-		SupportsTools: true, SupportsVision: true, Enabled: false,
+		SupportsTools: true, SupportsVision: true, SupportsReasoning: true, Enabled: false,
 	}
 	got, err := s.UpdateModel(ctx, m.Id, change, ModelFields, nil)
 	if err != nil {
@@ -220,6 +220,20 @@ func TestSeedCatalogue(t *testing.T) {
 		for _, m := range p.Models {
 			if m.Tier < 1 || m.Tier > 5 || len(m.Tags) == 0 || m.DisplayName == "" {
 				t.Errorf("seed model %s/%s is incomplete: %v", p.Name, m.Name, m)
+			}
+		}
+	}
+	// Reasoning as the providers document it: every Claude 4.x (Haiku 4.5 too) and Gemini
+	// 2.5; not GPT-4o/4.1, Gemini 2.0, the OpenAI-compatible servers' or embedding models.
+	reasoning := map[string]bool{
+		"anthropic/claude-haiku-4-5": true, "anthropic/claude-sonnet-4-5": true, "anthropic/claude-sonnet-4-6": true,
+		"anthropic/claude-opus-4-5": true, "anthropic/claude-opus-4-6": true,
+		"gemini/gemini-2.5-flash": true, "gemini/gemini-2.5-pro": true,
+	}
+	for _, p := range cat {
+		for _, m := range p.Models {
+			if want := reasoning[p.Name+"/"+m.Name]; m.SupportsReasoning != want {
+				t.Errorf("seed model %s/%s supports_reasoning = %v, want %v", p.Name, m.Name, m.SupportsReasoning, want)
 			}
 		}
 	}
