@@ -27,9 +27,9 @@ func AssessConfidence(req *aiv1.AssessConfidenceRequest) (*Prompt, error) {
 func ParseAssessConfidence(raw string) (*aiv1.AssessConfidenceResponse, error) {
 	const rpc = "AssessConfidence"
 	var a struct {
+		Reasoning  string     `json:"reasoning"`
 		Confidence int32      `json:"confidence"`
 		Decision   string     `json:"decision"`
-		Reasoning  string     `json:"reasoning"`
 		Questions  []string   `json:"questions"`
 		Subtasks   []taskJSON `json:"subtasks"`
 	}
@@ -73,12 +73,12 @@ func AssessComplexity(req *aiv1.AssessComplexityRequest) (*Prompt, error) {
 func ParseAssessComplexity(raw string) (*aiv1.AssessComplexityResponse, error) {
 	const rpc = "AssessComplexity"
 	var a struct {
+		Reasoning       string   `json:"reasoning"`
 		Complexity      int32    `json:"complexity"`
 		Tier            int32    `json:"tier"`
 		Tags            []string `json:"tags"`
 		BudgetMode      string   `json:"budget_mode"`
 		EstimatedTokens int64    `json:"estimated_tokens"`
-		Reasoning       string   `json:"reasoning"`
 	}
 	if err := decode(rpc, schemaFor("assess_complexity"), raw, &a); err != nil {
 		return nil, err

@@ -20,13 +20,13 @@ func PlanTaskOrder(req *aiv1.PlanTaskOrderRequest) (*Prompt, error) {
 func ParsePlanTaskOrder(raw string, req *aiv1.PlanTaskOrderRequest) (*aiv1.PlanTaskOrderResponse, error) {
 	const rpc = "PlanTaskOrder"
 	var a struct {
-		Tasks []struct {
+		Reasoning string `json:"reasoning"`
+		Tasks     []struct {
 			TaskID          string `json:"task_id"`
+			Reasoning       string `json:"reasoning"`
 			Complexity      int32  `json:"complexity"`
 			EstimatedTokens int64  `json:"estimated_tokens"`
-			Reasoning       string `json:"reasoning"`
 		} `json:"tasks"`
-		Reasoning string `json:"reasoning"`
 	}
 	if err := decode(rpc, schemaFor("plan_task_order"), raw, &a); err != nil {
 		return nil, err

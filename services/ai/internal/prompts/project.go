@@ -80,8 +80,8 @@ func ParseReviseProjectPhase(raw string, req *aiv1.ReviseProjectPhaseRequest) (*
 		return nil, err
 	}
 	var a struct {
-		Changed   bool       `json:"changed"`
 		Reasoning string     `json:"reasoning"`
+		Changed   bool       `json:"changed"`
 		Phase     *phaseJSON `json:"phase"`
 	}
 	if err := decode(rpc, schemaFor("revise_project_phase"), raw, &a); err != nil {

@@ -22,8 +22,8 @@ func DiagnoseFailure(req *aiv1.DiagnoseFailureRequest) (*Prompt, error) {
 func ParseDiagnoseFailure(raw string) (*aiv1.DiagnoseFailureResponse, error) {
 	const rpc = "DiagnoseFailure"
 	var a struct {
-		Category            string   `json:"category"`
 		Reason              string   `json:"reason"`
+		Category            string   `json:"category"`
 		RecommendedRecovery string   `json:"recommended_recovery"`
 		ContextRequests     []string `json:"context_requests"`
 		RetryAfterSeconds   int64    `json:"retry_after_seconds"`
@@ -61,8 +61,8 @@ func Intervene(req *aiv1.InterveneRequest) (*Prompt, error) {
 func ParseIntervene(raw string) (*aiv1.InterveneResponse, error) {
 	const rpc = "Intervene"
 	var a struct {
-		Action         string     `json:"action"`
 		Reason         string     `json:"reason"`
+		Action         string     `json:"action"`
 		NewTitle       string     `json:"new_title"`
 		NewDescription string     `json:"new_description"`
 		Subtasks       []taskJSON `json:"subtasks"`

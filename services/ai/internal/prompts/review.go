@@ -21,13 +21,14 @@ func ReviewCode(req *aiv1.ReviewCodeRequest) (*Prompt, error) {
 	return build("ReviewCode", "review_code", v, "", schemaFor("review_code"), 8000)
 }
 
+// reviewJSON is in the schemas' order: the summary first, the score last.
 type reviewJSON struct {
-	QualityScore           int32         `json:"quality_score"`
+	Summary                string        `json:"summary"`
 	Concerns               []concernJSON `json:"concerns"`
 	Documentation          string        `json:"documentation"`
-	Summary                string        `json:"summary"`
 	ArchitecturalDecisions []string      `json:"architectural_decisions"`
 	MemoriesExtracted      []string      `json:"memories_extracted"`
+	QualityScore           int32         `json:"quality_score"`
 }
 
 // ParseReviewCode converts ReviewCode's answer. Concerns become Diagnostics with tool
