@@ -27,6 +27,8 @@ func TestConfig(t *testing.T) {
 		{"an old local embedder kept", map[string]string{"THEFOLD_AI_EMBED_MODEL": "local@1"}, nil},
 		{"a local embedder of no such version", map[string]string{"THEFOLD_AI_EMBED_MODEL": "local@99"}, []string{"THEFOLD_AI_EMBED_MODEL", "local@1"}},
 		{"negative spend limit", map[string]string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS": "-1"}, []string{"THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS"}},
+		{"reasoning off", map[string]string{"THEFOLD_AI_REASONING": "off"}, nil},
+		{"reasoning neither on nor off", map[string]string{"THEFOLD_AI_REASONING": "high"}, []string{"THEFOLD_AI_REASONING", "on or off"}},
 		{"every problem at once", map[string]string{"THEFOLD_AI_EMBED_DIMENSIONS": "8", "THEFOLD_AI_MAX_ATTEMPTS": "0", "THEFOLD_AI_PRUNE_INTERVAL": "0s", "THEFOLD_AI_ANSWER_RETENTION": "1m"},
 			[]string{"THEFOLD_AI_EMBED_DIMENSIONS", "THEFOLD_AI_MAX_ATTEMPTS", "THEFOLD_AI_PRUNE_INTERVAL", "THEFOLD_AI_ANSWER_RETENTION"}},
 	}

@@ -61,6 +61,13 @@ type Config struct {
 	// SpendLimitExemptAdmins exempts administrators (also calls the agent and builder make
 	// on their behalf) from DailySpendLimitMicros.
 	SpendLimitExemptAdmins bool `env:"THEFOLD_AI_SPEND_LIMIT_EXEMPT_ADMINS, default=true"`
+	// Reasoning is "on" to let models that support it (the registry's supports_reasoning)
+	// think before they answer, at each RPC's effort: high for PlanTask, DecomposeProject and
+	// ReviseProjectPhase; medium for FixFile, DiagnoseFailure, Intervene, ReviewCode and
+	// ReviewProject; low for GenerateFile; none for the assessments, PlanTaskOrder and
+	// Complete (Anthropic extended thinking, OpenAI reasoning_effort, Gemini thinkingBudget;
+	// the thinking is billed as output tokens). "off" sends no reasoning setting to any model.
+	Reasoning string `env:"THEFOLD_AI_REASONING, default=on"`
 
 	// keyAllow and baseURLs are KeyEnvAllow and AllowPrivateBaseURLs parsed by Validate.
 	keyAllow keyref.Allow
@@ -111,11 +118,17 @@ func (c *Config) Validate() error {
 	if c.baseURLs, err = netguard.Parse(c.AllowPrivateBaseURLs); err != nil {
 		problems = append(problems, fmt.Errorf("THEFOLD_AI_ALLOW_PRIVATE_BASE_URLS: %w", err))
 	}
+	if c.Reasoning != "on" && c.Reasoning != "off" {
+		problems = append(problems, fmt.Errorf("THEFOLD_AI_REASONING: %q: want on or off", c.Reasoning))
+	}
 	if c.DailySpendLimitMicros < 0 {
 		problems = append(problems, errors.New("THEFOLD_AI_DAILY_SPEND_LIMIT_MICROS: must not be negative (0: no limit)"))
 	}
 	return errors.Join(problems...)
 }
+
+// reasoningOn is THEFOLD_AI_REASONING; a Config built by hand (tests) leaves it on.
+func (c *Config) reasoningOn() bool { return c.Reasoning != "off" }
 
 // KeyAllow is the parsed THEFOLD_AI_KEY_ENV_ALLOW; a Config that was not validated (tests
 // building one by hand) allows the default "*_API_KEY".

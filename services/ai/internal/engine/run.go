@@ -173,9 +173,12 @@ func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.R
 		return attemptResult{}, misconfigured(cand.Provider.GetName(), err)
 	}
 	req.Model = cand.Model.GetName()
-	if req.MaxTokens <= 0 || (cand.Model.GetMaxOutputTokens() > 0 && int32(req.MaxTokens) > cand.Model.GetMaxOutputTokens()) {
-		if m := cand.Model.GetMaxOutputTokens(); m > 0 {
-			req.MaxTokens = int(m)
+	req.Reasoning = e.effort(cand.Model, req.Reasoning)
+	// The client sends MaxTokens + the effort's budget (thinking counts as output): the
+	// answer's room is what the model's own maximum leaves beside the budget.
+	if m := int(cand.Model.GetMaxOutputTokens()); m > 0 {
+		if room := m - req.Reasoning.Budget(); req.MaxTokens <= 0 || req.MaxTokens > room {
+			req.MaxTokens = room
 		}
 	}
 	ctx, counter := llm.WithAttemptCounter(ctx)
@@ -194,6 +197,20 @@ func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.R
 	res.cost = registry.Price(cand.Model, resp.Usage.InputTokens, resp.Usage.OutputTokens,
 		resp.Usage.CacheReadTokens, resp.Usage.CacheWriteTokens).Total
 	return res, nil
+}
+
+// effort is the reasoning effort a call to m gets: none when THEFOLD_AI_REASONING is off or
+// m does not support reasoning (its provider may refuse the setting), and lowered until the
+// thinking budget takes at most half of m's output limit, so the answer keeps room.
+func (e *Engine) effort(m *aiv1.Model, want llm.Effort) llm.Effort {
+	if !e.cfg.reasoningOn() || !m.GetSupportsReasoning() {
+		return llm.EffortNone
+	}
+	limit := int(m.GetMaxOutputTokens())
+	for want > llm.EffortNone && limit > 0 && 2*want.Budget() > limit {
+		want--
+	}
+	return want
 }
 
 // failOver reports whether another model may succeed where this one failed: the provider

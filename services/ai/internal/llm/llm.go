@@ -96,6 +96,49 @@ type ToolChoice struct {
 	Name string
 }
 
+// Effort is how much a model may think before it answers: Anthropic's extended thinking,
+// OpenAI's reasoning_effort, Gemini's thinking budget. Only models that support reasoning
+// (the registry's supports_reasoning) are sent it; the engine clears it for the rest.
+type Effort int
+
+const (
+	// EffortNone sends no reasoning setting: the model's own default.
+	EffortNone Effort = iota
+	EffortLow
+	EffortMedium
+	EffortHigh
+)
+
+// Budget is the thinking tokens an effort allows: Anthropic's budget_tokens and Gemini's
+// thinkingBudget, and the room the output limit grows by for OpenAI's reasoning tokens. Every
+// provider counts thinking against the output limit, so a client sends MaxTokens + Budget.
+// Anthropic's minimum budget is 1024; Gemini 2.5 Flash's maximum is 24576.
+func (e Effort) Budget() int {
+	switch e {
+	case EffortLow:
+		return 2048
+	case EffortMedium:
+		return 8192
+	case EffortHigh:
+		return 16384
+	}
+	return 0
+}
+
+func (e Effort) String() string {
+	switch e {
+	case EffortNone:
+		return "none"
+	case EffortLow:
+		return "low"
+	case EffortMedium:
+		return "medium"
+	case EffortHigh:
+		return "high"
+	}
+	return fmt.Sprintf("Effort(%d)", int(e))
+}
+
 // Request is one model call.
 type Request struct {
 	// Model is the provider's model name, e.g. "claude-sonnet-4-5".
@@ -111,6 +154,13 @@ type Request struct {
 	// JSON asks for a JSON object reply where the provider supports a JSON mode (OpenAI
 	// response_format, Gemini response MIME type). Anthropic has none; the prompt asks.
 	JSON bool
+	// Reasoning lets the model think before it answers. MaxTokens stays the answer's room:
+	// the client adds Reasoning.Budget() to the output limit it sends, since thinking counts
+	// against it. The thinking is not part of Response.Text; its tokens are output tokens.
+	// Anthropic and OpenAI's reasoning models refuse a temperature beside it, so their
+	// clients leave Temperature out then; Anthropic also refuses thinking with a forced tool
+	// choice, so its client sends none when a tool is forced.
+	Reasoning Effort
 }
 
 // StopReason is why the model stopped.

@@ -81,7 +81,14 @@ func (c *anthropicClient) params(req llm.Request) (anthropic.MessageNewParams, e
 	if p.MaxTokens <= 0 {
 		p.MaxTokens = DefaultMaxTokens
 	}
-	if req.Temperature != nil {
+	if anthropicThinks(req) {
+		// Extended thinking: budget_tokens counts against max_tokens and must stay below
+		// it, so the answer keeps its room and max_tokens grows by the budget. The API
+		// refuses a temperature (other than 1) beside thinking: it is left out.
+		budget := int64(req.Reasoning.Budget())
+		p.MaxTokens += budget
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(budget)
+	} else if req.Temperature != nil {
 		p.Temperature = param.NewOpt(*req.Temperature)
 	}
 	// Breakpoints in Anthropic's prefix order (system, then messages); only the last four
@@ -139,6 +146,16 @@ func (c *anthropicClient) params(req llm.Request) (anthropic.MessageNewParams, e
 		}
 	}
 	return p, nil
+}
+
+// anthropicThinks reports whether req gets extended thinking: an effort was asked for, and
+// no tool is forced (the API refuses thinking with tool_choice any or tool).
+func anthropicThinks(req llm.Request) bool {
+	if req.Reasoning.Budget() == 0 {
+		return false
+	}
+	forced := req.ToolChoice.Mode == llm.ToolAny || req.ToolChoice.Mode == llm.ToolNamed
+	return len(req.Tools) == 0 || !forced
 }
 
 // message translates one message and returns the cache_control fields of its blocks
@@ -225,6 +242,9 @@ func (c *anthropicClient) response(msg *anthropic.Message) (*llm.Response, error
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
+		case "thinking", "redacted_thinking":
+			// The model's reasoning before its answer: not part of the answer (its tokens
+			// are in output_tokens already).
 		case "tool_use":
 			input := b.Input
 			if len(input) == 0 || string(input) == "null" {

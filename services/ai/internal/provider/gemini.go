@@ -54,8 +54,15 @@ func (c *geminiClient) Complete(ctx context.Context, req llm.Request) (*llm.Resp
 
 func (c *geminiClient) params(req llm.Request) ([]*genai.Content, *genai.GenerateContentConfig, error) {
 	cfg := &genai.GenerateContentConfig{StopSequences: req.StopSequences}
+	budget := req.Reasoning.Budget()
 	if req.MaxTokens > 0 {
-		cfg.MaxOutputTokens = int32(min(req.MaxTokens, 1<<31-1))
+		// Thinking counts against maxOutputTokens: it grows by the budget, so the answer
+		// keeps its room.
+		cfg.MaxOutputTokens = int32(min(req.MaxTokens+budget, 1<<31-1))
+	}
+	if budget > 0 {
+		b := int32(budget)
+		cfg.ThinkingConfig = &genai.ThinkingConfig{ThinkingBudget: &b}
 	}
 	if req.Temperature != nil {
 		t := float32(*req.Temperature)

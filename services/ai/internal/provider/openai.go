@@ -109,13 +109,25 @@ func (c *openaiClient) params(req llm.Request) (openai.ChatCompletionNewParams, 
 		}
 	}
 	if req.MaxTokens > 0 {
+		// Reasoning tokens count against the limit: it grows by the effort's budget, so
+		// the answer keeps its room.
+		limit := int64(req.MaxTokens + req.Reasoning.Budget())
 		if c.compatible {
-			p.MaxTokens = param.NewOpt(int64(req.MaxTokens))
+			p.MaxTokens = param.NewOpt(limit)
 		} else {
-			p.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
+			p.MaxCompletionTokens = param.NewOpt(limit)
 		}
 	}
-	if req.Temperature != nil {
+	switch req.Reasoning {
+	case llm.EffortLow:
+		p.ReasoningEffort = shared.ReasoningEffortLow
+	case llm.EffortMedium:
+		p.ReasoningEffort = shared.ReasoningEffortMedium
+	case llm.EffortHigh:
+		p.ReasoningEffort = shared.ReasoningEffortHigh
+	}
+	// OpenAI's reasoning models refuse a temperature other than 1: none beside an effort.
+	if req.Temperature != nil && req.Reasoning == llm.EffortNone {
 		p.Temperature = param.NewOpt(*req.Temperature)
 	}
 	if len(req.StopSequences) > 0 {
@@ -184,6 +196,9 @@ func (c *openaiClient) response(cc *openai.ChatCompletion) (*llm.Response, error
 		return nil, c.t.invalid("answer has no choices")
 	}
 	ch := cc.Choices[0]
+	// Content only: the reasoning some OpenAI-compatible servers send beside it
+	// (reasoning_content, reasoning) is not the answer. OpenAI counts reasoning tokens in
+	// completion_tokens, so they are output tokens below.
 	out := &llm.Response{Text: ch.Message.Content, Model: cc.Model}
 	for _, tc := range ch.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {

@@ -111,11 +111,29 @@ func readFile[T proto.Message](s *prompts.FileSession, convert func(*prompts.Fil
 	}
 }
 
+// reasoning is how much each RPC lets a model think before it answers (models that support
+// it, unless THEFOLD_AI_REASONING is off): planning most, since every later step builds on
+// the plan; fixing, diagnosis, intervention and review a middle amount, where a verdict or a
+// fix follows from analysis; writing a planned file little; the assessments, the task order
+// and Complete none (quick, cheap calls, and Complete is the caller's own request).
+var reasoning = map[string]llm.Effort{
+	"PlanTask":           llm.EffortHigh,
+	"DecomposeProject":   llm.EffortHigh,
+	"ReviseProjectPhase": llm.EffortHigh,
+	"FixFile":            llm.EffortMedium,
+	"DiagnoseFailure":    llm.EffortMedium,
+	"Intervene":          llm.EffortMedium,
+	"ReviewCode":         llm.EffortMedium,
+	"ReviewProject":      llm.EffortMedium,
+	"GenerateFile":       llm.EffortLow,
+}
+
 func call(rpc string, phase aiv1.CallPhase, req proto.Message, requestID string, m *aiv1.ModelChoice,
 	a *aiv1.Attribution, d engine.Defaults, p *prompts.Prompt) *engine.Call {
 	return &engine.Call{
 		RPC: rpc, Phase: phase, RequestID: requestID, Request: req, Model: m, Attribution: a, Defaults: d,
-		LLM: llm.Request{System: p.System, Messages: p.Messages, MaxTokens: p.MaxTokens, JSON: !p.Text},
+		LLM: llm.Request{System: p.System, Messages: p.Messages, MaxTokens: p.MaxTokens, JSON: !p.Text,
+			Reasoning: reasoning[rpc]},
 	}
 }
 
