@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/tokens"
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/netguard"
@@ -34,6 +37,9 @@ type Call struct {
 	RequireTools bool
 	// LLM is the request without the model name, which the engine fills per candidate.
 	LLM llm.Request
+	// Fit, when set, makes the request fit a model's context window of limit tokens
+	// (prompts.Prompt.Fit): the engine calls it per candidate whose window it knows.
+	Fit func(req llm.Request, limit int, count func(string) int) (llm.Request, bool)
 	// AsService lets a service call as itself, for no owner (Embed: the memory service
 	// re-embeds every owner's stored memories when the embedding model changes, work no
 	// owner asked for). Such calls are recorded under the service's name, with no user, and
@@ -54,6 +60,44 @@ type Repairable interface {
 	// Repair returns the request of repair round n (1-based), after req was answered with
 	// reply, or false when no further round may follow.
 	Repair(req llm.Request, reply string, n int) (llm.Request, bool)
+}
+
+// Fitting prompts into context windows. Counts are cl100k_base tokens (pkg/tokens); other
+// providers' tokenizers count code differently (Anthropic's is reported to count some 15%
+// more tokens on the same code; not measured here, there is no way to count with it
+// offline), so a provider's count is scaled by its factor, and windowMargin is left free
+// besides the reply's room.
+const windowMargin = 1024
+
+var tokenScale = map[aiv1.ProviderKind]float64{aiv1.ProviderKind_PROVIDER_KIND_ANTHROPIC: 1.15}
+
+// fitTo is the call's request as it fits the candidate's context window (c.LLM when the
+// model's window is unknown or the call cannot be fitted), or an error when even the
+// prompt's essentials do not fit.
+func (e *Engine) fitTo(c *Call, cand registry.Candidate) (llm.Request, error) {
+	window := int(cand.Model.GetContextWindow())
+	if c.Fit == nil || window <= 0 {
+		return c.LLM, nil
+	}
+	// The reply's room as attempt sends it: the answer's limit plus the thinking budget, at
+	// most the model's own maximum (the window counts the prompt and all of it).
+	reply := c.LLM.MaxTokens + e.effort(cand.Model, c.LLM.Reasoning).Budget()
+	if m := int(cand.Model.GetMaxOutputTokens()); m > 0 && (c.LLM.MaxTokens <= 0 || reply > m) {
+		reply = m
+	}
+	limit := window - reply - windowMargin
+	scale := tokenScale[cand.Provider.GetKind()]
+	if scale == 0 {
+		scale = 1
+	}
+	count := func(s string) int { return int(float64(tokens.Count(s))*scale + 0.5) }
+	req, ok := c.Fit(c.LLM, limit, count)
+	if !ok {
+		return c.LLM, errs.Public(codes.FailedPrecondition,
+			"the %s prompt does not fit model %s's context window (%d tokens, %d of them kept for the answer) even with its context cut; choose a model with a larger window",
+			c.RPC, cand.Model.GetName(), window, reply)
+	}
+	return req, nil
 }
 
 // maxRepairRounds bounds the repair rounds of any call, whatever its parser allows.
@@ -122,7 +166,13 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 	var lastErr error
 	for i, cand := range cands {
 		rec.cand = cand
-		res, err := e.attempt(ctx, cand, c.LLM)
+		first, ferr := e.fitTo(c, cand)
+		if ferr != nil {
+			lastErr = ferr
+			e.log.WarnContext(ctx, "prompt too large for the model; trying the next", "rpc", c.RPC, "model", cand.Model.GetName(), "err", ferr)
+			continue
+		}
+		res, err := e.attempt(ctx, cand, first)
 		rec.add(res)
 		if err != nil {
 			lastErr = err
@@ -134,7 +184,7 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 			continue
 		}
 		out, perr := parse(res.resp)
-		req := c.LLM
+		req := first
 		for n := 1; perr != nil; n++ {
 			rp, ok := errors.AsType[Repairable](perr)
 			var next llm.Request

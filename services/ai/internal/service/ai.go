@@ -160,8 +160,9 @@ func generate[Req generatingRequest, Resp proto.Message](ctx context.Context, en
 		var zero Resp
 		return zero, err
 	}
-	return engine.Run(ctx, eng, call(sp.name, sp.phase, req, req.GetRequestId(), req.GetModel(), req.GetAttribution(), sp.defaults, p),
-		parseWith(p, parse))
+	c := call(sp.name, sp.phase, req, req.GetRequestId(), req.GetModel(), req.GetAttribution(), sp.defaults, p)
+	c.Fit = p.Fit
+	return engine.Run(ctx, eng, c, parseWith(p, parse))
 }
 
 // AssessConfidence judges whether a task is clear enough to start.
@@ -234,6 +235,7 @@ func (s *AIServer) GenerateFile(ctx context.Context, req *aiv1.GenerateFileReque
 		return nil, err
 	}
 	c := call("GenerateFile", aiv1.CallPhase_CALL_PHASE_GENERATION, req, req.RequestId, req.Model, req.Attribution, codeDefaults, p)
+	c.Fit = p.Fit
 	return engine.Run(ctx, s.eng, c, readFile(prompts.NewGenerateSession(req),
 		func(r *prompts.FileResult) *aiv1.GenerateFileResponse { return prompts.GenerateFileResponse(req, r) }))
 }
@@ -287,6 +289,7 @@ func (s *AIServer) FixFile(ctx context.Context, req *aiv1.FixFileRequest) (*aiv1
 		return nil, err
 	}
 	c := call("FixFile", aiv1.CallPhase_CALL_PHASE_FIXING, req, req.RequestId, req.Model, req.Attribution, codeDefaults, p)
+	c.Fit = p.Fit
 	return engine.Run(ctx, s.eng, c, readFile(prompts.NewFixSession(req), prompts.FixFileResponse))
 }
 

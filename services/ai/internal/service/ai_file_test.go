@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/thefold/thefold/pkg/fakellm"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -43,6 +44,8 @@ func TestFileAnswersAsRealModelsGiveThem(t *testing.T) {
 		want  string
 		// asked is what the second request must say.
 		asked string
+		// moreRoom: the second request allows a longer reply than the first.
+		moreRoom bool
 	}{
 		{name: "code in JSON with raw tabs", req: createFile("main.go"),
 			replies: []fakellm.Response{{Text: string(legacy), Faults: []string{"json_raw_control"}}}, calls: 1, want: srcGo},
@@ -54,7 +57,7 @@ func TestFileAnswersAsRealModelsGiveThem(t *testing.T) {
 			replies: []fakellm.Response{{Text: editBlock, Faults: []string{"search_whitespace_drift"}}}, calls: 1,
 			want: strings.Replace(srcGo, `"hello "`, `"Good day, "`, 1)},
 		{name: "new file cut off at max_tokens", req: createFile("main.go"),
-			replies: []fakellm.Response{{Text: whole, Faults: []string{"truncate"}}, {Text: whole}}, calls: 2, want: srcGo, asked: `"max_tokens":32000`},
+			replies: []fakellm.Response{{Text: whole, Faults: []string{"truncate"}}, {Text: whole}}, calls: 2, want: srcGo, moreRoom: true},
 		{name: "whole rewrite cut off switches to edits", req: &aiv1.GenerateFileRequest{Task: testTask, Form: aiv1.ChangeForm_CHANGE_FORM_WHOLE_FILE,
 			File: &aiv1.FileSpec{Path: "main.go", Action: typev1.FileAction_FILE_ACTION_MODIFY, ExistingContent: srcGo, Description: "greet politely"}},
 			replies: []fakellm.Response{{Text: whole, Faults: []string{"truncate"}}, {Text: editBlock}}, calls: 2,
@@ -82,6 +85,16 @@ func TestFileAnswersAsRealModelsGiveThem(t *testing.T) {
 			reqs := e.fake.Requests()
 			if c.asked != "" && (len(reqs) < 2 || !strings.Contains(string(reqs[1].Body), c.asked)) {
 				t.Errorf("the second request does not say %q", c.asked)
+			}
+			if c.moreRoom {
+				var first, second struct {
+					MaxTokens int `json:"max_tokens"`
+				}
+				_ = json.Unmarshal(reqs[0].Body, &first)
+				_ = json.Unmarshal(reqs[1].Body, &second)
+				if second.MaxTokens <= first.MaxTokens {
+					t.Errorf("the retry of a cut-off reply allows %d tokens, the first call %d", second.MaxTokens, first.MaxTokens)
+				}
 			}
 		})
 	}
@@ -218,4 +231,43 @@ func TestFixFileChangesTheCodeUnderTest(t *testing.T) {
 	if body := string(e.fake.Requests()[0].Body); !strings.Contains(body, "Related files you may also change") || !strings.Contains(body, "a - b") {
 		t.Error("the prompt does not show the code under test as a file the fix may change")
 	}
+}
+
+// setWindows gives every enabled model of provider a context window and reply limit.
+func setWindows(t *testing.T, e *aiEnv, window, reply int32) {
+	t.Helper()
+	resp, err := e.reg.ListModels(e.admin, &aiv1.ListModelsRequest{EnabledOnly: true, PageSize: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range resp.Models {
+		if _, err := e.reg.UpdateModel(e.admin, &aiv1.UpdateModelRequest{Id: m.Id, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"context_window", "max_output_tokens"}},
+			Model: &aiv1.Model{ContextWindow: window, MaxOutputTokens: reply}}); err != nil {
+			t.Fatalf("update %s: %v", m.Name, err)
+		}
+	}
+}
+
+// A prompt over the chosen model's context window is fitted to it by priority; one whose
+// essentials do not fit is refused, naming the window.
+func TestPromptsFitTheModelsWindow(t *testing.T) {
+	t.Parallel()
+	e := newAIEnv(t, &fakellm.Script{Anthropic: []fakellm.Response{{Text: "```main.go\n" + srcGo + "```", RepeatLast: true}}},
+		aiEnvOptions{provider: "anthropic"})
+	setWindows(t, e, 30000, 4000)
+	dep := func(p string) *aiv1.ContextFile {
+		return &aiv1.ContextFile{Path: p, Content: strings.Repeat("// "+p+": a line of the dependency\n", 1500)}
+	}
+	req := createFile("main.go")
+	req.DependencyFiles = []*aiv1.ContextFile{dep("far.go"), dep("near.go")}
+	if _, err := e.ai.GenerateFile(e.alice, req); err != nil {
+		t.Fatal(err)
+	}
+	body := string(e.fake.Requests()[0].Body)
+	if strings.Contains(body, "far.go: a line") || !strings.Contains(body, "dependency file far.go left out") || !strings.Contains(body, "near.go: a line") {
+		t.Errorf("the prompt was not fitted by priority (%d bytes)", len(body))
+	}
+	setWindows(t, e, 6000, 4000)
+	_, err := e.ai.GenerateFile(e.alice, createFile("main.go"))
+	wantCode(t, err, codes.FailedPrecondition, "context window (6000 tokens")
 }
