@@ -1,27 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/thefold/thefold/cmd/thefold/internal/api"
 	"github.com/thefold/thefold/pkg/fakellm"
-	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/stack"
 )
-
-// providerKeys are the settings that name a real model provider; with none of them set the
-// demo runs the scripted model.
-var providerKeys = []string{"THEFOLD_AI_PROVIDER", "THEFOLD_AI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "MOONSHOT_API_KEY"}
 
 // demoTask is the task of deploy/fakellm/demo.json, the script the scripted model replays.
 const demoTask = "Add a health endpoint"
@@ -33,24 +24,11 @@ const demoTask = "Add a health endpoint"
 // fakellm replaying deploy/fakellm/demo.json — labelled as such everywhere — and the stack is
 // stopped at the end, since its model ends with the demo.
 func demo(ctx context.Context, st *stack.Stack, src string, timeout time.Duration, out io.Writer) error {
-	scripted := true
-	for _, k := range providerKeys {
-		if os.Getenv(k) != "" {
-			scripted = false
-		}
-	}
-	if scripted {
+	if realProvider() == "" {
 		script, err := fakellm.LoadScript(filepath.Join(src, "deploy", "fakellm", "demo.json"))
 		if err != nil {
 			return err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: fakellm.New(script), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
 		fmt.Fprintf(out, `
 *** SCRIPTED MODEL ***
 No provider key is set (%s), so this demo's model is fakellm: it REPLAYS the canned answers
@@ -58,22 +36,14 @@ of deploy/fakellm/demo.json (a plan, the files, a review). Nothing is generated 
 model; the demo shows the wiring — task, plan, sandboxed build with real go validation,
 review gate, pull request. Set ANTHROPIC_API_KEY (or another provider key) for a real model.
 
-`, strings.Join(providerKeys[2:], ", "))
-		for k, v := range map[string]string{"THEFOLD_AI_PROVIDER": "anthropic", "THEFOLD_AI_BASE_URL": "http://" + ln.Addr().String(), "THEFOLD_AI_API_KEY": "scripted-model"} {
-			if err := os.Setenv(k, v); err != nil {
-				return err
-			}
-		}
-		// A running stack has another model (or none): restart it with the scripted one.
-		if len(downServices(st)) < len(platform.ServiceNames) || st.SupervisorRunning() {
-			fmt.Fprintln(out, "restarting the stack with the scripted model …")
-			if err := st.Stop(20 * time.Second); err != nil {
-				return err
-			}
+`, scriptedNotice())
+		stop, err := startScriptedModel(st, script, out)
+		if err != nil {
+			return err
 		}
 		defer func() {
 			fmt.Fprintln(out, "\nstopping the stack: its scripted model ends with this demo (make run starts it again; the repository stays on disk)")
-			_ = st.Stop(20 * time.Second)
+			stop()
 		}()
 	}
 	if err := up(ctx, st, src, timeout, out); err != nil {
@@ -83,69 +53,40 @@ review gate, pull request. Set ANTHROPIC_API_KEY (or another provider key) for a
 	if err != nil {
 		return err
 	}
-	c := &apiClient{base: st.GatewayURL(), token: strings.TrimSpace(string(tok)), hc: &http.Client{Timeout: time.Minute}}
+	c := api.New(st.GatewayURL(), string(tok))
 
 	repo := "local/demo-" + time.Now().UTC().Format("20060102-150405")
-	var created struct {
-		Repo struct {
-			CloneURL string `json:"clone_url"`
-		} `json:"repo"`
-	}
-	if err := c.do(ctx, "POST", "/v1/repos", map[string]any{"repo": repo, "auto_init": true}, &created); err != nil {
-		return fmt.Errorf("create %s: %w", repo, err)
-	}
-	files := []map[string]any{
-		{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/demo\n\ngo 1.22\n"},
-		{"path": "main.go", "action": "FILE_ACTION_CREATE", "content": "package main\n\nfunc main() {}\n"},
-	}
-	if err := c.do(ctx, "POST", "/v1/repos/"+repo+"/commits", map[string]any{"branch": "main", "message": "Go module", "files": files}, nil); err != nil {
-		return fmt.Errorf("commit the Go module: %w", err)
-	}
-	fmt.Fprintf(out, "\nrepository %s (a Go module, on the local forge)\n", repo)
-	var task struct {
-		Task struct{ ID string } `json:"task"`
-	}
-	if err := c.do(ctx, "POST", "/v1/tasks", map[string]any{"title": demoTask, "repo": repo}, &task); err != nil {
-		return fmt.Errorf("create the task: %w", err)
-	}
-	var started struct {
-		Job struct{ ID string } `json:"job"`
-	}
-	if err := c.do(ctx, "POST", "/v1/jobs", map[string]any{"task_id": task.Task.ID}, &started); err != nil {
-		return fmt.Errorf("start the job: %w", err)
-	}
-	jobID := started.Job.ID
-	fmt.Fprintf(out, "task %q → job %s\n", demoTask, jobID)
-
-	job, err := c.waitJob(ctx, out, jobID, "JOB_STATUS_PENDING_REVIEW", 15*time.Minute)
+	cloneURL, err := c.CreateRepo(ctx, repo, "Go module", []api.File{
+		{Path: "go.mod", Content: "module example.com/demo\n\ngo 1.22\n"},
+		{Path: "main.go", Content: "package main\n\nfunc main() {}\n"},
+	})
 	if err != nil {
 		return err
 	}
-	var review struct {
-		Review struct {
-			QualityScore int32 `json:"quality_score"`
-			Summary      string
-			Files        []struct {
-				Diff struct {
-					Path      string
-					Additions int32
-					Deletions int32
-				}
-			}
-		} `json:"review"`
-	}
-	if err := c.do(ctx, "GET", "/v1/reviews/"+job.ReviewID, nil, &review); err != nil {
+	fmt.Fprintf(out, "\nrepository %s (a Go module, on the local forge)\n", repo)
+	_, jobID, err := c.StartTask(ctx, repo, demoTask, "")
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nthe review gate: %d files, quality %d/10\n", len(review.Review.Files), review.Review.QualityScore)
-	for _, f := range review.Review.Files {
+	fmt.Fprintf(out, "task %q → job %s\n", demoTask, jobID)
+
+	job, err := c.WaitJob(ctx, jobID, "JOB_STATUS_PENDING_REVIEW", 15*time.Minute, 2*time.Second, printProgress(out))
+	if err != nil {
+		return err
+	}
+	review, err := c.GetReview(ctx, job.ReviewID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nthe review gate: %d files, quality %d/10\n", len(review.Files), review.QualityScore)
+	for _, f := range review.Files {
 		fmt.Fprintf(out, "  %s (+%d −%d)\n", f.Diff.Path, f.Diff.Additions, f.Diff.Deletions)
 	}
 	fmt.Fprintln(out, "approving it as the admin (in real use a person reads the diff and decides: :approve, :requestChanges or :reject)")
-	if err := c.do(ctx, "POST", "/v1/reviews/"+job.ReviewID+":approve", map[string]any{"comment": "approved by thefold demo"}, nil); err != nil {
+	if err := c.Do(ctx, "POST", "/v1/reviews/"+job.ReviewID+":approve", map[string]any{"comment": "approved by thefold demo"}, nil); err != nil {
 		return err
 	}
-	if job, err = c.waitJob(ctx, out, jobID, "JOB_STATUS_COMPLETED", 5*time.Minute); err != nil {
+	if job, err = c.WaitJob(ctx, jobID, "JOB_STATUS_COMPLETED", 5*time.Minute, 2*time.Second, printProgress(out)); err != nil {
 		return err
 	}
 	var diff struct {
@@ -155,97 +96,24 @@ review gate, pull request. Set ANTHROPIC_API_KEY (or another provider key) for a
 			Deletions    int32
 		}
 	}
-	_ = c.do(ctx, "GET", fmt.Sprintf("/v1/repos/%s/pulls/%d/diff", repo, job.PullRequest.Number), nil, &diff)
+	_ = c.Do(ctx, "GET", fmt.Sprintf("/v1/repos/%s/pulls/%d/diff", repo, job.PullRequest.Number), nil, &diff)
 	fmt.Fprintf(out, `
 pull request #%d opened on %s: %d files, +%d −%d
   %s
   see it:   git clone %s && git -C %s log --oneline --all
   the job:  %s/v1/jobs/%s  (audit: /v1/audit-log?job_id=%s, metrics: /v1/jobs/%s/metrics)
 `, job.PullRequest.Number, repo, diff.Stats.FilesChanged, diff.Stats.Additions, diff.Stats.Deletions, job.PullRequest.URL,
-		created.Repo.CloneURL, filepath.Base(strings.TrimSuffix(created.Repo.CloneURL, ".git")), st.GatewayURL(), jobID, jobID, jobID)
+		cloneURL, filepath.Base(strings.TrimSuffix(cloneURL, ".git")), st.GatewayURL(), jobID, jobID, jobID)
 	return nil
 }
 
-// demoJob is the part of a job the demo reads.
-type demoJob struct {
-	Status      string
-	Phase       string
-	Error       string
-	ReviewID    string `json:"review_id"`
-	PullRequest struct {
-		Number int32
-		URL    string
-	} `json:"pull_request"`
-}
-
-// waitJob polls a job until it reaches want, printing its status and phase as they change.
-func (c *apiClient) waitJob(ctx context.Context, out io.Writer, id, want string, limit time.Duration) (*demoJob, error) {
-	deadline := time.Now().Add(limit)
+// printProgress prints a job's status and phase each time they change.
+func printProgress(out io.Writer) func(*api.Job) {
 	last := ""
-	for {
-		var got struct{ Job demoJob }
-		if err := c.do(ctx, "GET", "/v1/jobs/"+id, nil, &got); err != nil {
-			return nil, err
-		}
-		j := got.Job
+	return func(j *api.Job) {
 		if now := j.Status + " " + j.Phase; now != last {
 			fmt.Fprintf(out, "  %s  %s\n", strings.TrimPrefix(j.Status, "JOB_STATUS_"), strings.TrimPrefix(j.Phase, "JOB_PHASE_"))
 			last = now
 		}
-		switch j.Status {
-		case want:
-			return &j, nil
-		case "JOB_STATUS_FAILED", "JOB_STATUS_CANCELLED", "JOB_STATUS_HUMAN_NEEDED", "JOB_STATUS_REJECTED", "JOB_STATUS_SKIPPED":
-			return nil, fmt.Errorf("job %s ended %s: %s", id, j.Status, j.Error)
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("job %s is still %s after %s", id, j.Status, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
 	}
-}
-
-// apiClient calls the gateway's REST edge with the admin token.
-type apiClient struct {
-	base, token string
-	hc          *http.Client
-}
-
-func (c *apiClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Message string }
-		_ = json.Unmarshal(b, &e)
-		return errors.New(resp.Status + ": " + e.Message)
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
 }
