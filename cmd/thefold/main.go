@@ -4,6 +4,8 @@
 //	                   supervisor that restarts a service that dies, wait until healthy
 //	thefold demo       the main job end to end: up, a task to a reviewed pull request (the
 //	                   scripted model, labelled as such, when no provider key is set)
+//	thefold eval       up, then the eval's tasks (eval/tasks) through the mesh, each judged by
+//	                   hidden tests in a sandbox; a Markdown and an HTML report
 //	thefold down       stop the supervisor, then the services, gracefully
 //	thefold status     show which services run and which are down
 //	thefold supervise  the supervisor itself (thefold up starts it in the background)
@@ -52,6 +54,18 @@ commands:
            endpoint", the job through planning, a sandboxed build and validation to the review
            gate, approval, the pull request; without a provider key the model is fakellm
            replaying deploy/fakellm/demo.json (labelled SCRIPTED MODEL) and the stack stops after
+  eval     start the stack and run the eval: each task of eval/tasks (Go, TypeScript, Python
+           bug fixes and features) on a repository of its own, through the job to the review
+           gate; its hidden tests then run in a fresh sandbox on the review's files and the
+           review is rejected. Prints a summary and writes report.md, report.html and
+           results.json to -out. Without a provider key the model is fakellm replaying
+           eval/tasks/*/fakellm.json (REPLAYED ANSWERS, not a model) and the stack stops after.
+           Exit status 0 when the eval ran, whatever passed; 1 when it could not run.
+           Flags: -tasks IDS (comma-separated ids or globs, e.g. 'go-*,py-version-compare';
+           default all), -out DIR (default <src>/eval/out), -dir DIR (the tasks; default
+           <src>/eval/tasks), -timeout D (per task, to its review; default 15m),
+           -parallel N (tasks at once; default 2)
+           e.g. thefold eval -tasks 'ts-*' -out /tmp/eval
   down     stop the supervisor, then the services
   status   show which services are running and which are down
   token    issue, save and print a fresh admin token; the previous one is revoked
@@ -78,7 +92,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	dataDir := fs.String("data-dir", os.Getenv("THEFOLD_DATA_DIR"), "data directory")
 	src := fs.String("src", "", "source tree (holds go.work)")
-	timeout := fs.Duration("timeout", 90*time.Second, "how long up waits for health")
+	timeoutDefault, timeoutUsage := 90*time.Second, "how long up waits for health"
+	if cmd == "eval" {
+		// The eval's -timeout is per task; up waits for health as long as for the others.
+		timeoutDefault, timeoutUsage = 15*time.Minute, "per task: how long its job may take to reach review"
+	}
+	timeout := fs.Duration("timeout", timeoutDefault, timeoutUsage)
+	var ev evalFlags
+	if cmd == "eval" {
+		fs.StringVar(&ev.tasks, "tasks", "", "comma-separated task ids or globs (default: all)")
+		fs.StringVar(&ev.out, "out", "", "report directory (default <src>/eval/out)")
+		fs.StringVar(&ev.dir, "dir", "", "tasks directory (default <src>/eval/tasks)")
+		fs.IntVar(&ev.parallel, "parallel", 2, "tasks run at once")
+	}
 	defaultTTL, err := envDuration("THEFOLD_ADMIN_TOKEN_TTL")
 	if err != nil {
 		return err
@@ -96,7 +122,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *src == "" {
 		root, err := findSourceRoot()
-		if err != nil && (cmd == "up" || cmd == "demo" || *dataDir == "") {
+		if err != nil && (cmd == "up" || cmd == "demo" || cmd == "eval" || *dataDir == "") {
 			return err
 		}
 		*src = root
@@ -124,6 +150,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return up(ctx, st, *src, *timeout, out)
 	case "demo":
 		return demo(ctx, st, *src, *timeout, out)
+	case "eval":
+		ev.taskTimeout = *timeout
+		return runEval(ctx, st, *src, ev, out)
 	case "down":
 		if err := st.Stop(20 * time.Second); err != nil {
 			return err

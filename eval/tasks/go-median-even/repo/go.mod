@@ -1,0 +1,3 @@
+module example.com/samples
+
+go 1.22
