@@ -29,7 +29,7 @@ images:
 	@# Debian packages): the sandbox container cannot build it, having neither.
 	@.thefold/images/sandbox build-image
 
-.PHONY: all demo setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build embed-model
+.PHONY: all demo eval setup generate require-git check-generate lint test test-make test-unit test-e2e bench load run down status build embed-model
 
 all: build
 
@@ -134,6 +134,15 @@ run: setup
 ## labelled as such, when no provider key is set).
 demo: setup
 	@go run ./cmd/thefold demo
+
+## eval: the eval — the tasks of eval/tasks (5 Go, 5 TypeScript, 5 Python; bug fixes and
+## features), each on a local repository through the whole mesh to its review, then judged by
+## hidden tests run in a sandbox on the review's files; prints a summary table and writes
+## eval/out/report.md, report.html and results.json. Without a provider key the answers are
+## REPLAYED by the scripted model (eval/tasks/*/fakellm.json), not a model's, and the reports
+## say so. EVAL_FLAGS adds flags, e.g. EVAL_FLAGS="-tasks 'go-*' -parallel 3 -out /tmp/eval".
+eval: setup
+	@go run ./cmd/thefold eval $(EVAL_FLAGS)
 
 down:
 	@go run ./cmd/thefold down

@@ -67,10 +67,11 @@ func runEval(ctx context.Context, st *stack.Stack, src string, f evalFlags, out 
 		}
 		fmt.Fprintf(out, `
 *** SCRIPTED MODEL: REPLAYED ANSWERS, NOT A MODEL ***
-No provider key is set (%s), so the eval's model is fakellm: it REPLAYS the scripted answers
-of %s/*/fakellm.json. The figures show the platform's wiring and its recovery from botched
-answers (some scripts deliver the right answer the way models botch it); they say nothing
-about a model's skill. Set ANTHROPIC_API_KEY (or another provider key) to measure a model.
+No provider key is set (%s),
+so the eval's model is fakellm: it REPLAYS the scripted answers of %s/*/fakellm.json.
+The figures show the platform's wiring and its recovery from botched answers (several
+scripts deliver the right answer the way models botch it); they say nothing about a model's
+skill. Set ANTHROPIC_API_KEY (or another provider key) to measure a model.
 
 `, scriptedNotice(), shownDir)
 		// The scripted stack is the eval's own: no hourly cap on the jobs it starts.

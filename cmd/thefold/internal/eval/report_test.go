@@ -56,6 +56,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestReportMarkdown(t *testing.T) {
+	t.Parallel()
 	r := fixedReport()
 	md := r.Markdown()
 	golden(t, "report.md", md)
@@ -79,6 +80,7 @@ func TestReportMarkdown(t *testing.T) {
 }
 
 func TestReportHTML(t *testing.T) {
+	t.Parallel()
 	r := fixedReport()
 	page, err := r.HTML()
 	if err != nil {
@@ -110,6 +112,7 @@ func TestReportHTML(t *testing.T) {
 }
 
 func TestReportSummaryAndSource(t *testing.T) {
+	t.Parallel()
 	r := fixedReport()
 	var b bytes.Buffer
 	r.Summary(&b)
@@ -129,6 +132,7 @@ func TestReportSummaryAndSource(t *testing.T) {
 }
 
 func TestTailOf(t *testing.T) {
+	t.Parallel()
 	var long []string
 	for i := range 100 {
 		long = append(long, strings.Repeat("x", i))
