@@ -32,6 +32,10 @@ func TestCommands(t *testing.T) {
 		{"init", []string{"init", "-data-dir", dir, "-src", dir}, "", "admin token"},
 		{"down of nothing", []string{"down", "-data-dir", dir, "-src", dir}, "", "stopped"},
 		{"up outside a source tree", []string{"up", "-data-dir", dir, "-src", filepath.Join(dir, "missing")}, "go build", ""},
+		// The eval refuses bad flags and tasks before it starts anything.
+		{"eval with no parallelism", []string{"eval", "-data-dir", dir, "-src", dir, "-parallel", "0"}, "-parallel: want at least 1", ""},
+		{"eval of an unknown task", []string{"eval", "-data-dir", dir, "-src", "../..", "-tasks", "go-*,cobol-*"}, `"cobol-*" matches no task`, ""},
+		{"eval of a directory without tasks", []string{"eval", "-data-dir", dir, "-src", dir, "-dir", dir}, "no tasks (directories with a task.json)", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
