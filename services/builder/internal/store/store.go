@@ -195,6 +195,7 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 		return nil, false, err
 	}
 	var id string
+	var got *Build
 	created := false
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO builds (owner_id, request_id, request_hash, task_id, job_id, sandbox_id, repo,
@@ -237,12 +238,21 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 		if err != nil {
 			return err
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		// The build as created (PENDING), read before the commit lets a worker claim it:
+		// read after, it may already be RUNNING.
+		got, err = scanBuild(tx.QueryRow(ctx, `SELECT `+buildColumns+` FROM builds WHERE id = $1`, id))
+		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	got, err := s.Get(ctx, b.OwnerId, id)
+	if got != nil {
+		return got, created, nil
+	}
+	got, err = s.Get(ctx, b.OwnerId, id)
 	return got, created, err
 }
 
