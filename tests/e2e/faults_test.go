@@ -17,14 +17,18 @@ import (
 // mistakes real models make with the code itself (an invented function, a change that breaks
 // a caller a later step rewrites). Each job must reach review with the right file.
 
-// faultRepo creates a local-forge repository holding a Go module and files on main.
+// faultRepo creates a local-forge repository holding files on main, and a Go module unless
+// it is a Node project.
 func faultRepo(t *testing.T, name string, files map[string]string) string {
 	t.Helper()
 	repo := "local/" + name
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
-	fs := []map[string]any{{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/faults\n\ngo 1.22\n"}}
+	var fs []map[string]any
+	if _, node := files["package.json"]; !node {
+		fs = append(fs, map[string]any{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/faults\n\ngo 1.22\n"})
+	}
 	for p, c := range files {
 		fs = append(fs, map[string]any{"path": p, "action": "FILE_ACTION_CREATE", "content": c})
 	}
@@ -73,6 +77,14 @@ const (
 	depLibBad  = "package lib\n\nimport \"strings\"\n\n// Greet greets name with greeting.\nfunc Greet(greeting, name string) string { return greeting + \", \" + name }\n"
 	depLibNew  = "package lib\n\n// Greet greets name with greeting.\nfunc Greet(greeting, name string) string { return greeting + \", \" + name }\n"
 	depAppNew  = "package app\n\nimport \"example.com/faults/lib\"\n\n// Run greets the world.\nfunc Run() string { return lib.Greet(\"Hello\", \"world\") }\n"
+
+	depTSPackage = `{"name": "greeter", "version": "1.0.0", "private": true}` + "\n"
+	depTSConfig  = `{"compilerOptions": {"target": "ES2020", "module": "commonjs", "strict": true, "rootDir": ".", "outDir": "dist", "types": []}, "include": ["src"]}` + "\n"
+	tsLib        = "export function greet(name: string): string {\n  return \"Hello, \" + name;\n}\n"
+	tsApp        = "import { greet } from \"./lib\";\n\nexport function run(): string {\n  return greet(\"world\");\n}\n"
+	tsLibBad     = "export function greet(greeting: string, name: string): string {\n  const n: number = name;\n  return greeting + \", \" + name;\n}\n"
+	tsLibNew     = "export function greet(greeting: string, name: string): string {\n  return greeting + \", \" + name;\n}\n"
+	tsAppNew     = "import { greet } from \"./lib\";\n\nexport function run(): string {\n  return greet(\"Hello\", \"world\");\n}\n"
 )
 
 // faultScript holds the scenarios' answers, prepended to the e2e script (TestMain).
@@ -110,6 +122,14 @@ func faultScript() []fakellm.Response {
 		{Match: fixMatch("lib/lib.go"),
 			Text: `{"explanation": "removed the unused import"}` + "\n" + block("lib/lib.go", depLibNew)},
 		{Match: modMatch("app/app.go"), Text: block("app/app.go", depAppNew)},
+		// The same in TypeScript, where the check (tsc over the project) reports the callers'
+		// errors with the file's own: its fix round must be shown them as expected, and
+		// answers only then (the code before would show them as errors to fix).
+		{Match: planMatch("[FAULT-DEPENDENT-TS]"), Text: planSteps("Greet with a greeting.", "modify src/lib.ts", "modify src/app.ts")},
+		{Match: modMatch("src/lib.ts"), Text: block("src/lib.ts", tsLibBad)},
+		{Match: both(fixMatch("src/lib.ts"), `# Expected errors in other files[^#]*src/app\.ts`),
+			Text: `{"explanation": "removed the stray assignment"}` + "\n" + block("src/lib.ts", tsLibNew)},
+		{Match: modMatch("src/app.ts"), Text: block("src/app.ts", tsAppNew)},
 		// Diagnoses for these tasks, should an attempt fail (the test then fails on the
 		// attempt count).
 		{Match: both(`# Job: diagnose a failed attempt`, `\[FAULT-`), Text: diagnosisAnswer("implementation_error", "scripted")},
@@ -186,6 +206,9 @@ File: lib/lib.go`)
 					}
 				}
 			}},
+		{marker: "[FAULT-DEPENDENT-TS]", repo: "fault-dependent-ts",
+			files: map[string]string{"package.json": depTSPackage, "tsconfig.json": depTSConfig, "src/lib.ts": tsLib, "src/app.ts": tsApp},
+			want:  map[string]string{"src/lib.ts": tsLibNew, "src/app.ts": tsAppNew}},
 	}
 	for _, c := range cases {
 		t.Run(c.marker, func(t *testing.T) {
