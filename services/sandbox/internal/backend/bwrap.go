@@ -51,7 +51,7 @@ func NewBwrap(opts ...Option) (*Bwrap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bwrap backend: bubblewrap not installed (%v): %w", err, errs.ErrUnavailable)
 	}
-	st, err := newState(cfg.stateDir)
+	st, err := newState(cfg.stateDir, cfg.logger)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,8 @@ func (b *Bwrap) probe() error {
 // Name is "bwrap".
 func (b *Bwrap) Name() string { return "bwrap" }
 
-// Close removes the backend's state directories.
+// Close waits for the removals still going on in the background and removes the backend's
+// state directories.
 func (b *Bwrap) Close() error { return b.st.close() }
 
 // Release removes the state (home, build cache) kept for workspace, for when its sandbox is
@@ -116,8 +117,8 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	if err != nil {
 		return nil, err
 	}
-	cg, warns := newCgroup(l, b.cfg.noCgroup)
-	defer cg.remove()
+	cg, warns := newCgroup(b.st.id, l, b.cfg.noCgroup)
+	defer b.removeLater(cg)
 	argv := b.args(ws, dir, sd, s, eg, shared, prog)
 	argv = slices.Insert(argv, 1, bwrapSyncArgs...)
 	// The wrappers outside the sandbox get a minimal environment too, not the service's.
@@ -127,6 +128,10 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	}
 	return res, err
 }
+
+// removeLater removes a run's groups in the background: execute has killed everything in
+// them already (it returns once they are empty), and nothing joins them again.
+func (b *Bwrap) removeLater(cg *cgroup) { b.st.later(cg.remove) }
 
 // systemDirArgs are the bwrap options that make /bin, /lib… as the host has them, looked
 // at once per process. On merged-/usr systems they are symlinks into /usr: the link is

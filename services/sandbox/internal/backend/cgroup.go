@@ -2,8 +2,6 @@ package backend
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,20 +16,58 @@ import (
 // cgroupRoot is where cgroup v1 hierarchies are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
 
+// cgroupPrefix begins the name of every group the backends make:
+// thefold-sandbox-<owner>-<run>, the owner being the backend's state id (see state). A
+// process of the service started after a crash so tells a dead process's groups from those
+// of a live one beside them, and removes them (removeOwnerCgroups).
+const cgroupPrefix = "thefold-sandbox-"
+
 // cgroup is one run's cgroup v1 "pids" and "memory" groups. They exist because rlimits
 // cannot bound these two: RLIMIT_NPROC is never enforced for root (the service runs as root
 // in its container, and bwrap's user namespace maps the sandbox user back to root), and
 // RLIMIT_AS breaks the Go runtime, which reserves far more address space than it uses. The
 // groups are made beneath this process's own groups so any limit set on the service still
 // holds for its sandboxes. They also let a timeout kill every process of the run, including
-// one that left the process group.
+// one that left the process group. A group serves one run and is removed after it: it is
+// never used again.
 type cgroup struct {
 	pids, memory string // directories; "" when that controller is unavailable
 }
 
-// newCgroup makes the groups and sets the limits. The returned warnings say which limit
-// could not be enforced this way and why; the cgroup is never nil.
-func newCgroup(l Limits, off bool) (*cgroup, []string) {
+// newCgroup makes the groups of a run of owner and sets the limits. The returned warnings
+// say which limit could not be enforced this way and why; the cgroup is never nil.
+func newCgroup(owner string, l Limits, off bool) (*cgroup, []string) {
+	cg, warns := makeCgroup(owner, off)
+	for _, c := range cg.controllers() {
+		if err := setLimits(c.ctrl, *c.dir, l, 0); err != nil {
+			_ = os.Remove(*c.dir)
+			*c.dir = ""
+			warns = append(warns, fmt.Sprintf("%s limit not enforced: %v", c.ctrl, err))
+		}
+	}
+	return cg, warns
+}
+
+// controller is one of a cgroup's groups: its controller's name and its directory field.
+type controller struct {
+	ctrl string
+	dir  *string
+}
+
+// controllers are the groups c has.
+func (c *cgroup) controllers() []controller {
+	var out []controller
+	for _, x := range []controller{{"pids", &c.pids}, {"memory", &c.memory}} {
+		if *x.dir != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// makeCgroup makes the empty groups of a run of owner, without limits (setLimits sets
+// them). The warnings say which controller is missing and why; the cgroup is never nil.
+func makeCgroup(owner string, off bool) (*cgroup, []string) {
 	if off {
 		return &cgroup{}, []string{"pids limit not enforced: cgroups turned off", "memory limit per process only (RLIMIT_DATA): cgroups turned off"}
 	}
@@ -39,39 +75,68 @@ func newCgroup(l Limits, off bool) (*cgroup, []string) {
 	if err != nil {
 		return &cgroup{}, []string{"no cgroup limits (pids, memory): " + err.Error()}
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	name := "thefold-sandbox-" + hex.EncodeToString(rnd[:])
-	cg := &cgroup{}
-	var warns []string
-	// files are written in order: memory+swap may not be set below the memory limit.
-	make1 := func(ctrl string, files [][2]string, required string) string {
-		base, ok := own[ctrl]
-		if !ok {
-			warns = append(warns, fmt.Sprintf("%s limit not enforced: no cgroup v1 %q hierarchy", ctrl, ctrl))
-			return ""
-		}
-		dir := filepath.Join(cgroupRoot, ctrl, base, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			warns = append(warns, fmt.Sprintf("%s limit not enforced: %v", ctrl, err))
-			return ""
-		}
-		for _, fv := range files {
-			f := fv[0]
-			err := os.WriteFile(filepath.Join(dir, f), []byte(fv[1]), 0o644)
-			if err != nil && f == required {
-				_ = os.Remove(dir)
-				warns = append(warns, fmt.Sprintf("%s limit not enforced: %v", ctrl, err))
-				return ""
+	// Both groups take one name; a name already there (another run of this owner drew
+	// it) is drawn again: a group is never shared.
+	for attempt := 0; ; attempt++ {
+		cg := &cgroup{}
+		var warns []string
+		name := cgroupPrefix + owner + "-" + randomHex(4)
+		taken := false
+		for _, c := range []controller{{"pids", &cg.pids}, {"memory", &cg.memory}} {
+			base, ok := own[c.ctrl]
+			if !ok {
+				warns = append(warns, fmt.Sprintf("%s limit not enforced: no cgroup v1 %q hierarchy", c.ctrl, c.ctrl))
+				continue
 			}
+			dir := filepath.Join(cgroupRoot, c.ctrl, base, name)
+			err := os.Mkdir(dir, 0o755)
+			if errors.Is(err, os.ErrExist) && attempt < 3 {
+				taken = true
+				break
+			}
+			if err != nil {
+				warns = append(warns, fmt.Sprintf("%s limit not enforced: %v", c.ctrl, err))
+				continue
+			}
+			*c.dir = dir
 		}
-		return dir
+		if !taken {
+			return cg, warns
+		}
+		for _, d := range cg.dirs() {
+			_ = os.Remove(d)
+		}
 	}
-	cg.pids = make1("pids", [][2]string{{"pids.max", strconv.Itoa(l.Pids)}}, "pids.max")
-	mem := strconv.FormatInt(l.MemoryBytes, 10)
-	// memsw (memory+swap) may be absent when swap accounting is off; then only RAM is bounded.
-	cg.memory = make1("memory", [][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}}, "memory.limit_in_bytes")
-	return cg, warns
+}
+
+// setLimits writes l's bound into dir, a group of controller ctrl ("pids" or "memory"):
+// pids.max is l.Pids raised by extraPids (processes of the run's machinery in the group).
+// Memory is bounded with swap (memsw) too when the kernel accounts swap (only RAM is bounded
+// otherwise); memsw may not be set below the memory limit, hence the order. Only the first
+// file is required.
+func setLimits(ctrl, dir string, l Limits, extraPids int) error {
+	files := [][2]string{{"pids.max", strconv.Itoa(l.Pids + extraPids)}}
+	if ctrl == "memory" {
+		mem := strconv.FormatInt(l.MemoryBytes, 10)
+		files = [][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}}
+	}
+	for i, fv := range files {
+		if err := os.WriteFile(filepath.Join(dir, fv[0]), []byte(fv[1]), 0o644); err != nil && i == 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// join moves the process pid into the groups. The first move after a quiet spell waits for
+// an RCU grace period in the kernel (milliseconds).
+func (c *cgroup) join(pid int) error {
+	for _, d := range c.dirs() {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			return fmt.Errorf("move into the cgroup %s: %w", d, err)
+		}
+	}
+	return nil
 }
 
 // ownCgroups maps each v1 controller to this process's group path, from /proc/self/cgroup,
@@ -155,29 +220,51 @@ func (c *cgroup) oomKilled() bool {
 	return false
 }
 
-// remove kills what is left and removes the groups (rmdir fails while a process remains,
-// and a killed process leaves its group a moment after the signal).
+// remove kills what is left and removes the groups. It waits (a second at most per group)
+// while a killed process is leaving: run it after the run, off the command's time.
 func (c *cgroup) remove() {
 	c.kill()
-	var busy []string
 	for _, d := range c.dirs() {
-		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
-			busy = append(busy, d)
+		removeGroup(d)
+	}
+}
+
+// removeGroup removes the group dir, killing what is left in it first. rmdir fails while a
+// process remains, and an emptied group can stay busy for a moment while the kernel
+// finishes with its last processes: it is tried again for a second.
+func removeGroup(dir string) bool {
+	(&cgroup{pids: dir}).kill()
+	for i := 0; i < 200; i++ {
+		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return true
 		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if len(busy) == 0 {
-		return
+	return false
+}
+
+// removeOwnerCgroups removes the groups of owner (a process of the service that is gone)
+// beneath this process's own, and what still runs in them; it returns how many it removed.
+func removeOwnerCgroups(owner string) (n int) {
+	own, err := ownCgroups()
+	if err != nil {
+		return 0
 	}
-	// An emptied group can stay busy for a moment while the kernel finishes with its last
-	// processes: its removal goes on in the background rather than in the command's time.
-	go func() {
-		for _, d := range busy {
-			for i := 0; i < 200; i++ {
-				if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
+	for _, ctrl := range []string{"pids", "memory"} {
+		base, ok := own[ctrl]
+		if !ok {
+			continue
+		}
+		parent := filepath.Join(cgroupRoot, ctrl, base)
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), cgroupPrefix+owner+"-") && removeGroup(filepath.Join(parent, e.Name())) {
+				n++
 			}
 		}
-	}()
+	}
+	return n
 }

@@ -12,7 +12,7 @@ import (
 func TestCgroupLimitsAndRemoval(t *testing.T) {
 	t.Parallel()
 	l := Limits{Pids: 17, MemoryBytes: 96 << 20}.WithDefaults()
-	cg, warns := newCgroup(l, false)
+	cg, warns := newCgroup(testOwner(t), l, false)
 	if cg.pids == "" || cg.memory == "" {
 		cg.remove()
 		t.Skipf("this machine gives no cgroup v1 pids and memory groups: %q", warns)
@@ -48,7 +48,7 @@ func TestCgroupLimitsAndRemoval(t *testing.T) {
 // not only the wrapper) is in the run's pids and memory groups from its first instruction.
 func TestCommandRunsInItsCgroups(t *testing.T) {
 	t.Parallel()
-	if cg, warns := newCgroup(Limits{}.WithDefaults(), false); cg.pids == "" || cg.memory == "" {
+	if cg, warns := newCgroup(testOwner(t), Limits{}.WithDefaults(), false); cg.pids == "" || cg.memory == "" {
 		cg.remove()
 		t.Skipf("this machine gives no cgroup v1 pids and memory groups: %q", warns)
 	} else {
@@ -60,9 +60,21 @@ func TestCommandRunsInItsCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ctrl := range []string{"pids", "memory"} {
-			if !regexp.MustCompile(`(?m):` + ctrl + `:.*/thefold-sandbox-[0-9a-f]{16}$`).Match(res.Stdout) {
+			if !regexp.MustCompile(`(?m):` + ctrl + `:.*/thefold-sandbox-[0-9a-f]{8}-[0-9a-f]{8}$`).Match(res.Stdout) {
 				t.Errorf("the command is not in its %s group:\n%s%s", ctrl, res.Stdout, res.Stderr)
 			}
 		}
 	})
+}
+
+// testOwner is the id of a backend state made for t (and closed after it): the owner of
+// the cgroups a test makes directly.
+func testOwner(t *testing.T) string {
+	t.Helper()
+	st, err := newState(t.TempDir(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.close() })
+	return st.id
 }

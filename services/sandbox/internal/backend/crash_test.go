@@ -48,7 +48,8 @@ func TestBwrapRunDiesWithTheService(t *testing.T) {
 
 	var out bytes.Buffer
 	helper := exec.Command(os.Args[0], "-test.run=^TestBwrapCrashHelper$", "-test.v")
-	helper.Env = append(os.Environ(), crashMarkerEnv+"="+marker, crashDirEnv+"="+t.TempDir())
+	crashDir := t.TempDir()
+	helper.Env = append(os.Environ(), crashMarkerEnv+"="+marker, crashDirEnv+"="+crashDir)
 	helper.Stdout, helper.Stderr = &out, &out
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
@@ -92,6 +93,49 @@ func TestBwrapRunDiesWithTheService(t *testing.T) {
 	if len(before) < 2 {
 		t.Errorf("only %d process of the run was seen (bwrap and sleep at least were expected):\n%s", len(before), describe(before))
 	}
+
+	// The killed service left its state and its groups (its run's, its launchers'): the
+	// next backend over the same state directory removes them.
+	state := filepath.Join(crashDir, "state")
+	roots, _ := filepath.Glob(filepath.Join(state, stateRootPrefix+"*"))
+	if len(roots) != 1 {
+		t.Fatalf("the killed service's state roots: %q, want one", roots)
+	}
+	owner := strings.TrimPrefix(filepath.Base(roots[0]), stateRootPrefix)
+	left := ownerGroups(owner)
+	if cg, _ := makeCgroup(testOwner(t), false); len(cg.dirs()) == 2 {
+		cg.remove()
+		if len(left) == 0 {
+			t.Fatal("the killed service left no group: nothing here tests their removal")
+		}
+	}
+	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := os.Stat(roots[0]); !os.IsNotExist(err) {
+		t.Errorf("the killed service's state %s is still there: %v", roots[0], err)
+	}
+	if g := ownerGroups(owner); len(g) > 0 {
+		t.Errorf("the killed service's groups are still there: %q (before: %q)", g, left)
+	}
+}
+
+// ownerGroups lists the groups of owner beneath this process's own.
+func ownerGroups(owner string) []string {
+	own, err := ownCgroups()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, ctrl := range []string{"pids", "memory"} {
+		if base, ok := own[ctrl]; ok {
+			m, _ := filepath.Glob(filepath.Join(cgroupRoot, ctrl, base, cgroupPrefix+owner+"-*"))
+			out = append(out, m...)
+		}
+	}
+	return out
 }
 
 // TestBwrapCrashHelper is the service of TestBwrapRunDiesWithTheService: it runs a long

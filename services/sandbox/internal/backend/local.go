@@ -25,7 +25,7 @@ type Local struct {
 // NewLocal returns the local backend and logs, loudly, that it does not isolate.
 func NewLocal(opts ...Option) *Local {
 	cfg := newConfig(opts)
-	st, err := newState(cfg.stateDir)
+	st, err := newState(cfg.stateDir, cfg.logger)
 	cfg.logger.Warn("local backend does not isolate: sandboxed commands can read and write the host's files and reach its network; use bwrap or docker for code you do not trust")
 	b := &Local{cfg: cfg, st: st, stErr: err}
 	if cfg.warmDir != "" && cfg.goCache == "" {
@@ -110,8 +110,9 @@ func (b *Local) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	}
 
 	warns := []string{"local backend does not isolate: the command can read and write host files outside the workspace", "network not blocked: the local backend cannot block the network"}
-	cg, cgWarns := newCgroup(l, b.cfg.noCgroup)
-	defer cg.remove()
+	cg, cgWarns := newCgroup(b.st.id, l, b.cfg.noCgroup)
+	// Removed in the background: execute returns once the groups are empty.
+	defer b.st.later(cg.remove)
 	warns = append(warns, cgWarns...)
 	res, err := execute(ctx, invocation{
 		argv: s.Argv, env: envList(env), dir: filepath.Join(ws, dir), grace: b.cfg.grace, cg: cg, limits: l,

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -110,17 +113,104 @@ func trimNL(b []byte) []byte {
 // state holds a backend's per-workspace directories: home, tmp and the Go caches, kept
 // between runs of one workspace (so `go vet` after `go build` reuses the build cache) and
 // never shared between workspaces (one sandbox must not poison another's cache).
+//
+// Its root, thefold-sandbox-state-<id> in the base directory, holds a lock file (.lock) that
+// this process keeps locked (flock) while the backend lives: a root whose lock another
+// process can take was left by a process that is gone (killed, crashed), and newState
+// removes it with that owner's cgroups (named after the id). What the backend removes after
+// a run or a Release (cgroups, a released workspace's state) it removes in the background,
+// off the caller's time; close waits for it.
 type state struct {
-	mu   sync.Mutex
-	root string
+	mu     sync.Mutex
+	root   string
+	id     string   // 8 hex digits: names the root and the owner of the backend's cgroups
+	lock   *os.File // root/.lock, flocked until close
+	logger *slog.Logger
+
+	bgMu   sync.Mutex
+	bg     sync.WaitGroup
+	closed bool
 }
 
-func newState(base string) (*state, error) {
-	root, err := os.MkdirTemp(base, "thefold-sandbox-state-")
-	if err != nil {
-		return nil, fmt.Errorf("sandbox state directory: %w", err)
+// stateRootPrefix begins the name of a backend's state root in its base directory.
+const stateRootPrefix = "thefold-sandbox-state-"
+
+// ownerLock is the lock file of a state root (see state).
+const ownerLock = ".lock"
+
+func newState(base string, logger *slog.Logger) (*state, error) {
+	if base == "" {
+		base = os.TempDir()
 	}
-	return &state{root: root}, nil
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	reapStates(base, logger)
+	for attempt := 0; ; attempt++ {
+		id := randomHex(4)
+		root := filepath.Join(base, stateRootPrefix+id)
+		err := os.Mkdir(root, 0o700)
+		if errors.Is(err, os.ErrExist) && attempt < 3 {
+			continue // another backend's id
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sandbox state directory: %w", err)
+		}
+		lock, err := lockOwner(root)
+		if err != nil {
+			_ = os.RemoveAll(root)
+			return nil, fmt.Errorf("sandbox state directory: %w", err)
+		}
+		return &state{root: root, id: id, lock: lock, logger: logger}, nil
+	}
+}
+
+// lockOwner makes root's lock file and locks it. The file is locked before it takes its
+// name, so a root whose lock file is there and can be locked is never one being made.
+func lockOwner(root string) (*os.File, error) {
+	tmp := filepath.Join(root, ownerLock+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(root, ownerLock)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// reapStates removes the state roots under base whose owner is gone, and the cgroups that
+// owner made: what a killed process of the service left behind. A root without a lock file
+// (being made, or made by an older version) is left alone.
+func reapStates(base string, logger *slog.Logger) {
+	roots, err := filepath.Glob(filepath.Join(base, stateRootPrefix+"*"))
+	if err != nil {
+		return
+	}
+	for _, root := range roots {
+		id := strings.TrimPrefix(filepath.Base(root), stateRootPrefix)
+		if len(id) != 8 || strings.Trim(id, "0123456789abcdef") != "" {
+			continue // not a backend's root
+		}
+		f, err := os.Open(filepath.Join(root, ownerLock))
+		if err != nil {
+			continue
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close() // its owner lives
+			continue
+		}
+		// Held until the root is gone: another process starting now skips it.
+		groups := removeOwnerCgroups(id)
+		err = os.RemoveAll(root)
+		f.Close()
+		logger.Info("sandbox: removed the state of a backend whose process is gone", "dir", root, "cgroups", groups, "err", err)
+	}
 }
 
 // dir returns (and makes) the state directory of the workspace ws with the subdirectories
@@ -128,8 +218,7 @@ func newState(base string) (*state, error) {
 // the home directory itself, and the go command its caches): a sandbox's creation costs
 // one directory.
 func (s *state) dir(ws string, subs ...string) (string, error) {
-	sum := sha256.Sum256([]byte(ws))
-	d := filepath.Join(s.root, hex.EncodeToString(sum[:8]))
+	d := s.path(ws)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -143,15 +232,69 @@ func (s *state) dir(ws string, subs ...string) (string, error) {
 	return d, nil
 }
 
-// release removes the state directory of the workspace ws (absolute, symlink-free).
-func (s *state) release(ws string) error {
+// path is the state directory of the workspace ws (absolute, symlink-free).
+func (s *state) path(ws string) string {
 	sum := sha256.Sum256([]byte(ws))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return os.RemoveAll(filepath.Join(s.root, hex.EncodeToString(sum[:8])))
+	return filepath.Join(s.root, hex.EncodeToString(sum[:8]))
 }
 
-func (s *state) close() error { return os.RemoveAll(s.root) }
+// release takes the state directory of the workspace ws away at once (renamed, so a later
+// run of a workspace at the same path starts afresh) and removes it in the background.
+func (s *state) release(ws string) error {
+	trash := filepath.Join(s.root, "released-"+randomHex(8))
+	s.mu.Lock()
+	err := os.Rename(s.path(ws), trash)
+	s.mu.Unlock()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sandbox state directory: %w", err)
+	}
+	s.later(func() {
+		if err := os.RemoveAll(trash); err != nil {
+			s.logger.Warn("sandbox: remove a released state directory (close removes it)", "dir", trash, "err", err)
+		}
+	})
+	return nil
+}
+
+// later runs f in the background; close waits for it. Once closed, f runs at once.
+func (s *state) later(f func()) {
+	s.bgMu.Lock()
+	if s.closed {
+		s.bgMu.Unlock()
+		f()
+		return
+	}
+	s.bg.Add(1)
+	s.bgMu.Unlock()
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
+}
+
+// settle waits for what later started.
+func (s *state) settle() { s.bg.Wait() }
+
+// close waits for the background removals, then removes the root and lets its lock go.
+func (s *state) close() error {
+	s.bgMu.Lock()
+	s.closed = true
+	s.bgMu.Unlock()
+	s.bg.Wait()
+	err := os.RemoveAll(s.root)
+	s.lock.Close()
+	return err
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 // releaseWorkspace resolves workspace as CheckSpec does and removes its state.
 func releaseWorkspace(st *state, workspace string) error {

@@ -2,7 +2,11 @@ package backend
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // State kept per workspace (the build cache) survives between runs and goes with Release.
@@ -32,4 +36,123 @@ func TestReleaseRemovesWorkspaceState(t *testing.T) {
 			t.Fatalf("state shared between workspaces: %+v", res)
 		}
 	})
+}
+
+// Release takes a workspace's state away at once and removes it in the background; close
+// waits for what is still being removed.
+func TestStateReleaseIsDeferredAndCloseWaits(t *testing.T) {
+	t.Parallel()
+	st, err := newState(t.TempDir(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := st.dir("/some/workspace", "home")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "home", "kept"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.release("/some/workspace"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d); !os.IsNotExist(err) {
+		t.Fatalf("the state is still there when release returns: %v", err)
+	}
+	// A new sandbox over the same path starts afresh.
+	if d2, err := st.dir("/some/workspace"); err != nil {
+		t.Fatal(err)
+	} else if _, err := os.Stat(filepath.Join(d2, "home", "kept")); !os.IsNotExist(err) {
+		t.Fatalf("the released state came back: %v", err)
+	}
+	st.settle()
+	if left, _ := filepath.Glob(filepath.Join(st.root, "released-*")); len(left) > 0 {
+		t.Fatalf("released state not removed: %q", left)
+	}
+
+	// A removal still going on holds close up.
+	unblock := make(chan struct{})
+	st.later(func() { <-unblock })
+	closed := make(chan error, 1)
+	go func() { closed <- st.close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("close returned (%v) while a removal was going on", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(unblock)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(st.root); !os.IsNotExist(err) {
+		t.Fatalf("the state root is still there after close: %v", err)
+	}
+}
+
+// A backend started where another process's backend left its state (killed, crashed)
+// removes that state and the groups that process made, killing what runs in them; a live
+// backend's state and groups, and a root without a lock file, are left alone.
+func TestStateReapsWhatADeadProcessLeft(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	live, err := newState(base, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.close()
+	// What a dead owner left: its root, its lock file (nobody holds it), its groups.
+	dead := randomHex(4)
+	root := filepath.Join(base, stateRootPrefix+dead)
+	for _, f := range []string{ownerLock, "0123456789abcdef/home/file"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockless := filepath.Join(base, stateRootPrefix+randomHex(4))
+	if err := os.Mkdir(lockless, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	deadCg, _ := makeCgroup(dead, false)
+	liveCg, _ := makeCgroup(live.id, false)
+	defer liveCg.remove()
+	// Something still running in the dead owner's groups.
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	if err := deadCg.join(sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	sleeperDone := make(chan struct{})
+	go func() { sleeper.Wait(); close(sleeperDone) }()
+
+	st, err := newState(base, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Errorf("the dead owner's state is still there: %v", err)
+	}
+	for _, d := range deadCg.dirs() {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the dead owner's group %s is still there: %v", d, err)
+		}
+	}
+	if len(deadCg.dirs()) > 0 {
+		select {
+		case <-sleeperDone:
+		case <-time.After(5 * time.Second):
+			t.Error("the process in the dead owner's groups still runs")
+		}
+	}
+	for _, d := range append(liveCg.dirs(), live.root, filepath.Join(live.root, ownerLock), lockless) {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s (a live owner's, or without a lock) was removed: %v", d, err)
+		}
+	}
 }
