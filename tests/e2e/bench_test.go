@@ -25,9 +25,10 @@ func benchClients(parallelism int) int { return parallelism * runtime.GOMAXPROCS
 
 // BenchmarkGetTask measures GetTask directly over gRPC against the tasks service, over REST
 // through the gateway (which adds an HTTP hop, JSON transcoding and a second gRPC hop), and
-// over REST through bareproxy — the least a REST→gRPC proxy in its own process can do, the
-// floor the gateway is held against — sequentially (latency) and with parallel clients
-// (throughput), and prints the ratios.
+// over REST through bareproxy twice: hand-written, the least a REST→gRPC proxy in its own
+// process can do (the floor the gateway is held against), and through grpc-gateway's
+// generated handler with nothing else (the least an edge built on grpc-gateway can do) —
+// sequentially (latency) and with parallel clients (throughput), and prints the ratios.
 //
 // To compare like with like on a shared machine, whose speed drifts from second to second:
 // the paths take turns in short blocks of calls, so each sees the same machine; all are
@@ -73,6 +74,7 @@ func BenchmarkGetTask(b *testing.B) {
 		}},
 		{"rest", getREST(mesh.GatewayURL())},
 		{"bare", getREST(startBareProxy(b))},
+		{"grpc-gateway", getREST(startBareProxy(b, "-grpc-gateway"))},
 	}
 	for _, p := range paths {
 		// As many clients as the parallel run: the connections it needs exist before it is timed.
@@ -120,6 +122,10 @@ func BenchmarkGetTask(b *testing.B) {
 		fmt.Printf("GetTask throughput: gRPC %.0f calls/s, REST via gateway %.0f calls/s (gRPC/REST = %.2fx); floor, a bare REST proxy: %.0f calls/s (%.2fx)\n",
 			throughput["grpc"], throughput["rest"], throughput["grpc"]/throughput["rest"],
 			throughput["bare"], throughput["grpc"]/throughput["bare"])
+		fmt.Printf("GetTask REST against the floors: gateway latency %.2fx the bare proxy's, %.2fx grpc-gateway alone's (which is %.2fx the bare proxy's); gateway throughput %.2f of the bare proxy's, %.2f of grpc-gateway alone's (which is %.2f of the bare proxy's)\n",
+			float64(latency["rest"])/float64(latency["bare"]), float64(latency["rest"])/float64(latency["grpc-gateway"]),
+			float64(latency["grpc-gateway"])/float64(latency["bare"]),
+			throughput["rest"]/throughput["bare"], throughput["rest"]/throughput["grpc-gateway"], throughput["grpc-gateway"]/throughput["bare"])
 	}
 }
 
@@ -169,16 +175,16 @@ func concurrently(call func() error, clients, n int) error {
 	return <-errs
 }
 
-// startBareProxy builds and starts bareproxy in front of the mesh's tasks service and
-// returns its base URL; it is stopped when b ends.
-func startBareProxy(b *testing.B) string {
+// startBareProxy builds and starts bareproxy (with args) in front of the mesh's tasks
+// service and returns its base URL; it is stopped when b ends.
+func startBareProxy(b *testing.B, args ...string) string {
 	b.Helper()
 	exe := filepath.Join(b.TempDir(), "bareproxy")
 	build := exec.Command("go", "build", "-o", exe, "./bareproxy")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building bareproxy: %v\n%s", err, out)
 	}
-	cmd := exec.Command(exe, "-tasks", mesh.GRPCAddr("tasks"))
+	cmd := exec.Command(exe, append([]string{"-tasks", mesh.GRPCAddr("tasks")}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,10 +5,17 @@
 // logs, request ids, headers or error mapping. BenchmarkGetTask runs it beside the gateway,
 // so the price of the machine's extra process hop is printed apart from the gateway's own.
 //
-//	bareproxy -tasks 127.0.0.1:7002   (prints the address it listens on)
+// With -grpc-gateway it serves the same route through grpc-gateway's generated handler
+// instead (runtime.ServeMux and RegisterTaskServiceHandlerClient, the marshaler the edge
+// uses, nothing else): the least any REST edge built on grpc-gateway does, the library the
+// architecture names for the edge. The benchmark prints the gateway against both floors, so
+// what grpc-gateway itself costs is told apart from what the edge adds.
+//
+//	bareproxy -tasks 127.0.0.1:7002 [-grpc-gateway]   (prints the address it listens on)
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -16,6 +23,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -27,6 +35,7 @@ import (
 
 func main() {
 	tasks := flag.String("tasks", "", "the tasks service's gRPC address")
+	viaGateway := flag.Bool("grpc-gateway", false, "serve the route through grpc-gateway's generated handler")
 	flag.Parse()
 	if *tasks == "" {
 		fmt.Fprintln(os.Stderr, "bareproxy: -tasks is required")
@@ -45,6 +54,15 @@ func main() {
 	}
 	fmt.Println(lis.Addr().String())
 	marshal := protojson.MarshalOptions{UseProtoNames: true}
+	if *viaGateway {
+		mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{MarshalOptions: marshal}))
+		if err := tasksv1.RegisterTaskServiceHandlerClient(context.Background(), mux, client); err != nil {
+			fmt.Fprintln(os.Stderr, "bareproxy:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "bareproxy:", http.Serve(lis, mux))
+		os.Exit(1)
+	}
 	err = http.Serve(lis, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := strings.CutPrefix(r.URL.Path, "/v1/tasks/")
 		if !ok || r.Method != http.MethodGet {

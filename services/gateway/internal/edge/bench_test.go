@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"google.golang.org/grpc"
@@ -44,10 +45,13 @@ func (f *fixedTasks) GetTask(context.Context, *tasksv1.GetTaskRequest) (*tasksv1
 //
 // "floor" is the same call through tests/e2e/bareproxy's handler instead of the edge (a
 // plain grpc-go client, protojson out, nothing else): what the edge costs beyond it is the
-// difference, in allocations and CPU per call.
+// difference, in allocations and CPU per call. "grpc-gateway" is the call through
+// grpc-gateway's generated handler alone (bareproxy -grpc-gateway): the part of that
+// difference the library itself costs.
 func BenchmarkGetTaskThroughEdge(b *testing.B) {
-	b.Run("floor", func(b *testing.B) { benchmarkGetTaskThroughEdge(b, true) })
-	b.Run("tracing=off", func(b *testing.B) { benchmarkGetTaskThroughEdge(b, false) })
+	b.Run("floor", func(b *testing.B) { benchmarkGetTaskThroughEdge(b, floorBare) })
+	b.Run("grpc-gateway", func(b *testing.B) { benchmarkGetTaskThroughEdge(b, floorGRPCGateway) })
+	b.Run("tracing=off", func(b *testing.B) { benchmarkGetTaskThroughEdge(b, floorNone) })
 	b.Run("tracing=no-exporter", func(b *testing.B) {
 		prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
 		shutdown, err := telemetry.Setup(context.Background(), "gateway", telemetry.Config{})
@@ -59,11 +63,20 @@ func BenchmarkGetTaskThroughEdge(b *testing.B) {
 			otel.SetTracerProvider(prevTP)
 			otel.SetTextMapPropagator(prevProp)
 		})
-		benchmarkGetTaskThroughEdge(b, false)
+		benchmarkGetTaskThroughEdge(b, floorNone)
 	})
 }
 
-func benchmarkGetTaskThroughEdge(b *testing.B, floor bool) {
+// floorKind is what serves the route instead of the edge, if anything.
+type floorKind int
+
+const (
+	floorNone        floorKind = iota // the edge
+	floorBare                         // tests/e2e/bareproxy's hand-written handler
+	floorGRPCGateway                  // grpc-gateway's generated handler alone
+)
+
+func benchmarkGetTaskThroughEdge(b *testing.B, floor floorKind) {
 	now := timestamppb.New(time.Now())
 	svc := &fixedTasks{task: &tasksv1.Task{Id: "0196a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b", OwnerId: "u7", Repo: "local/bench", Title: "bench",
 		Description: "a task the benchmark reads", Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG, Labels: []string{"bench"},
@@ -77,8 +90,11 @@ func benchmarkGetTaskThroughEdge(b *testing.B, floor bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if floor {
+	switch floor {
+	case floorBare:
 		h = bareProxy(b, env.Server.Addr())
+	case floorGRPCGateway:
+		h = gatewayAlone(b, env.Server.Addr())
 	}
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
@@ -153,4 +169,21 @@ func bareProxy(b *testing.B, addr string) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(out)
 	})
+}
+
+// gatewayAlone is tests/e2e/bareproxy's -grpc-gateway handler: the route through
+// grpc-gateway's generated handler over one plain grpc-go connection, with the edge's
+// marshaler options and nothing else.
+func gatewayAlone(b *testing.B, addr string) http.Handler {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard,
+		&runtime.JSONPb{MarshalOptions: protojson.MarshalOptions{UseProtoNames: true}}))
+	if err := tasksv1.RegisterTaskServiceHandlerClient(context.Background(), mux, tasksv1.NewTaskServiceClient(conn)); err != nil {
+		b.Fatal(err)
+	}
+	return mux
 }
