@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -37,6 +38,8 @@ type Bwrap struct {
 	st    *state
 	bwrap string
 	warm  *warmCache
+	// launchers start runs in their cgroups ahead of time (see launcher); nil for none.
+	launchers *launchers
 }
 
 // NewBwrap checks that bubblewrap can make a sandbox on this machine by running `true` in
@@ -63,6 +66,7 @@ func NewBwrap(opts ...Option) (*Bwrap, error) {
 	if cfg.warmDir != "" && cfg.goCache == "" {
 		b.warm = startWarm(b, cfg.warmDir)
 	}
+	b.launchers = startLaunchers(st.id, cfg.noCgroup, cfg.logger)
 	return b, nil
 }
 
@@ -87,9 +91,12 @@ func (b *Bwrap) probe() error {
 // Name is "bwrap".
 func (b *Bwrap) Name() string { return "bwrap" }
 
-// Close waits for the removals still going on in the background and removes the backend's
-// state directories.
-func (b *Bwrap) Close() error { return b.st.close() }
+// Close ends the ready launchers, waits for the removals still going on in the background
+// and removes the backend's state directories.
+func (b *Bwrap) Close() error {
+	b.launchers.close()
+	return b.st.close()
+}
 
 // Release removes the state (home, build cache) kept for workspace, for when its sandbox is
 // destroyed; the workspace itself is the caller's.
@@ -117,14 +124,43 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 	if err != nil {
 		return nil, err
 	}
+	argv := b.args(ws, dir, sd, s, eg, shared, prog)
+	// The wrappers outside the sandbox get a minimal environment too, not the service's.
+	inv := invocation{argv: argv, env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, limits: l}
+	// A launcher cannot take stdin: it was started before the run was known.
+	if len(s.Stdin) == 0 {
+		if ln := b.launchers.take(); ln != nil {
+			res, err := b.runLaunched(ctx, ln, inv, s)
+			if !errors.Is(err, errLauncherGone) {
+				return res, err
+			}
+		}
+	}
 	cg, warns := newCgroup(b.st.id, l, b.cfg.noCgroup)
 	defer b.removeLater(cg)
-	argv := b.args(ws, dir, sd, s, eg, shared, prog)
-	argv = slices.Insert(argv, 1, bwrapSyncArgs...)
-	// The wrappers outside the sandbox get a minimal environment too, not the service's.
-	res, err := execute(ctx, invocation{argv: argv, env: []string{wrapperPath}, dir: ws, grace: b.cfg.grace, cg: cg, limits: l, bwrapSync: true}, s)
+	inv.argv, inv.cg, inv.bwrapSync = slices.Insert(argv, 1, bwrapSyncArgs...), cg, true
+	res, err := execute(ctx, inv, s)
 	if res != nil {
 		res.Warnings = append(warns, res.Warnings...)
+	}
+	return res, err
+}
+
+// runLaunched runs inv through the launcher ln. errLauncherGone means nothing ran: ln
+// could not take the run's limits, or its shell was gone.
+func (b *Bwrap) runLaunched(ctx context.Context, ln *launcher, inv invocation, s Spec) (*Result, error) {
+	// Another launcher is made once this run is done, not while it runs.
+	defer b.launchers.refill()
+	if err := ln.confine(inv.limits); err != nil {
+		b.cfg.logger.Warn("sandbox: a launcher could not take a run's limits; the run starts bwrap itself", "err", err)
+		ln.discard()
+		return nil, errLauncherGone
+	}
+	defer b.removeLater(ln.cg)
+	inv.cg, inv.launcher = ln.cg, ln
+	res, err := execute(ctx, inv, s)
+	if res != nil {
+		res.Warnings = append(slices.Clone(ln.warns), res.Warnings...)
 	}
 	return res, err
 }

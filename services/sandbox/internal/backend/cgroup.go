@@ -129,7 +129,7 @@ func setLimits(ctrl, dir string, l Limits, extraPids int) error {
 }
 
 // join moves the process pid into the groups. The first move after a quiet spell waits for
-// an RCU grace period in the kernel (milliseconds).
+// an RCU grace period in the kernel: milliseconds (see launcher).
 func (c *cgroup) join(pid int) error {
 	for _, d := range c.dirs() {
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {

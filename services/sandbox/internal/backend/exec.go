@@ -38,6 +38,9 @@ type invocation struct {
 	cg        *cgroup
 	limits    Limits
 	bwrapSync bool // argv is bwrap's, with --block-fd 3 --info-fd 4
+	// launcher, when set, runs argv (bwrap's, without the sync options): its shell is
+	// already in cg, and env and dir are its own.
+	launcher *launcher
 }
 
 // bwrapSyncArgs are the options a bwrapSync invocation's bwrap command line carries: the
@@ -89,90 +92,43 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 
-	_, err := lookPath(inv.argv[0], inv.env)
-	if err != nil {
-		// The same answer a shell gives: the command is the caller's mistake, not ours.
-		out.Write(2, []byte(err.Error()+"\n"))
-		res.ExitCode = 127
-		out.Finish(res)
-		return res, nil
-	}
-	argv := inv.argv
-	if !inv.bwrapSync {
-		argv = gate(inv.cg.dirs(), inv.argv)
-	}
-	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: inv.env, Dir: inv.dir}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// The gate's (or bwrap's block) pipe: the command waits on it until it is confined.
-	gateR, gateW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	defer gateW.Close()
-	cmd.ExtraFiles = []*os.File{gateR}
-	var infoR *os.File
-	if inv.bwrapSync {
-		var infoW *os.File
-		if infoR, infoW, err = os.Pipe(); err != nil {
+	start := time.Now()
+	var p *started
+	if inv.launcher != nil {
+		l := inv.launcher
+		p = &started{cmd: l.cmd, outR: l.outR, errR: l.errR, goOn: func() error { return l.launch(inv.argv) }}
+	} else {
+		if _, err := lookPath(inv.argv[0], inv.env); err != nil {
+			// The same answer a shell gives: the command is the caller's mistake, not ours.
+			out.Write(2, []byte(err.Error()+"\n"))
+			res.ExitCode = 127
+			out.Finish(res)
+			return res, nil
+		}
+		var err error
+		if p, err = startDirect(inv, s); err != nil {
 			return nil, err
 		}
-		defer infoR.Close()
-		defer infoW.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, infoW)
 	}
-	if len(s.Stdin) > 0 {
-		cmd.Stdin = bytes.NewReader(s.Stdin)
-		// Wait also waits for stdin to be copied; a process left holding the pipe unread
-		// must not keep Run waiting once the command has exited.
-		cmd.WaitDelay = drainBound
-	}
-	// Our own pipes instead of io.Writers: Wait then returns when the command exits rather
-	// than when every process holding the pipes has, so leftovers can be killed.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd := p.cmd
 	drained := make(chan struct{}, 2)
-	go func() { out.Drain(1, outR); drained <- struct{}{} }()
-	go func() { out.Drain(2, errR); drained <- struct{}{} }()
+	go func() { out.Drain(1, p.outR); drained <- struct{}{} }()
+	go func() { out.Drain(2, p.errR); drained <- struct{}{} }()
 
-	start := time.Now()
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	gateR.Close()
-	if len(cmd.ExtraFiles) > 1 {
-		cmd.ExtraFiles[1].Close() // bwrap's info pipe: EOF once bwrap is gone
-	}
-	if err == nil {
-		if err = confine(cmd.Process.Pid, infoR, inv); errors.Is(err, errBwrapNoChild) {
-			err = nil // bwrap is exiting: its status and message are the result
-		} else if err != nil {
-			// The gate, or bwrap's child, reads EOF and exits without running the command.
-			gateW.Close()
-			_ = cmd.Process.Kill()
+	if err := p.goOn(); err != nil {
+		_ = cmd.Process.Kill()
+		if inv.launcher != nil {
+			// The launcher's shell is gone or got no script: nothing ran; the run is
+			// made without it.
 			inv.cg.kill()
 			_ = cmd.Wait()
+			p.outR.Close()
+			p.errR.Close()
+			<-drained
+			<-drained
+			return nil, err
 		}
 	}
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		<-drained
-		<-drained
-		return nil, err
-	}
-	if _, err := gateW.Write([]byte("\n")); err != nil {
-		_ = cmd.Process.Kill()
-	}
-	gateW.Close()
 	pgid := cmd.Process.Pid
 
 	exited := make(chan struct{})
@@ -210,13 +166,13 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 		case <-drained:
 			n++
 		case <-bound.C:
-			outR.Close()
-			errR.Close()
+			p.outR.Close()
+			p.errR.Close()
 		}
 	}
 	bound.Stop()
-	outR.Close()
-	errR.Close()
+	p.outR.Close()
+	p.errR.Close()
 
 	if ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded) {
 		res.TimedOut = true
@@ -237,6 +193,90 @@ func execute(ctx context.Context, inv invocation, s Spec) (*Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// started is an invocation's process, started and confined, whose command has not run yet.
+type started struct {
+	cmd        *exec.Cmd
+	outR, errR *os.File // the read ends of its stdout and stderr
+	// goOn lets the command run: the gate's line, bwrap's block pipe, the launcher's
+	// script. An error means it will not.
+	goOn func() error
+}
+
+// startDirect starts inv's command line (the gate's shell, or bwrap) and confines it.
+func startDirect(inv invocation, s Spec) (_ *started, err error) {
+	argv := inv.argv
+	if !inv.bwrapSync {
+		argv = gate(inv.cg.dirs(), inv.argv)
+	}
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: inv.env, Dir: inv.dir}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var ours, theirs []*os.File // our ends (kept on success), the command's (always closed)
+	defer func() {
+		closeAll(theirs)
+		if err != nil {
+			closeAll(ours)
+		}
+	}()
+	// The gate's (or bwrap's block) pipe: the command waits on it until it is confined.
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs = append(ours, gateW), append(theirs, gateR)
+	cmd.ExtraFiles = []*os.File{gateR}
+	var infoR *os.File
+	if inv.bwrapSync {
+		// bwrap's info pipe: EOF once bwrap is gone.
+		var infoW *os.File
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		defer infoR.Close()
+		theirs = append(theirs, infoW)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, infoW)
+	}
+	if len(s.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(s.Stdin)
+		// Wait also waits for stdin to be copied; a process left holding the pipe unread
+		// must not keep Run waiting once the command has exited.
+		cmd.WaitDelay = drainBound
+	}
+	// Our own pipes instead of io.Writers: Wait then returns when the command exits rather
+	// than when every process holding the pipes has, so leftovers can be killed.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs = append(ours, outR), append(theirs, outW)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	ours, theirs = append(ours, errR), append(theirs, errW)
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	closeAll(theirs) // the command has them
+	theirs = nil
+	if err = confine(cmd.Process.Pid, infoR, inv); errors.Is(err, errBwrapNoChild) {
+		err = nil // bwrap is exiting: its status and message are the result
+	} else if err != nil {
+		// The gate, or bwrap's child, reads EOF and exits without running the command.
+		gateW.Close()
+		_ = cmd.Process.Kill()
+		inv.cg.kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	goOn := func() error {
+		defer gateW.Close()
+		_, err := gateW.Write([]byte("\n"))
+		return err
+	}
+	return &started{cmd: cmd, outR: outR, errR: errR, goOn: goOn}, nil
 }
 
 // confine puts the started invocation's command process under inv's cgroups and rlimits:

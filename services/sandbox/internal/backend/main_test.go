@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/thefold/thefold/services/sandbox/internal/egress"
 )
@@ -67,7 +68,8 @@ func newLocal(t testing.TB) *Local {
 	return b
 }
 
-// newBwrap returns the bwrap backend, or skips when this machine cannot make a sandbox.
+// newBwrap returns the bwrap backend, or skips when this machine cannot make a sandbox. Its
+// launchers are ready: its first runs (as many as launcherPool) start through them.
 func newBwrap(t testing.TB) *Bwrap {
 	t.Helper()
 	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(t.TempDir()))
@@ -75,20 +77,45 @@ func newBwrap(t testing.TB) *Bwrap {
 		t.Skipf("bwrap cannot run on this machine: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for len(b.launchers.ready) < launcherPool {
+		if time.Now().After(deadline) {
+			t.Fatalf("the bwrap backend's %d launchers not ready after 10 s", launcherPool)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	return b
 }
 
-// each runs f once per backend.
+// newBwrapDirect returns a bwrap backend without launchers: every run starts bwrap itself
+// (as when none is ready, or the run has stdin).
+func newBwrapDirect(t testing.TB) *Bwrap {
+	t.Helper()
+	b, err := NewBwrap(WithLogger(quiet()), WithStateDir(t.TempDir()))
+	if err != nil {
+		t.Skipf("bwrap cannot run on this machine: %v", err)
+	}
+	b.launchers.close()
+	b.launchers = nil
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// each runs f once per backend, and the bwrap one both ways: through a launcher and
+// starting bwrap itself.
 func each(t *testing.T, f func(t *testing.T, b Backend)) {
 	t.Helper()
-	for _, name := range []string{"local", "bwrap"} {
+	for _, name := range []string{"local", "bwrap", "bwrap-direct"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var b Backend
-			if name == "local" {
+			switch name {
+			case "local":
 				b = newLocal(t)
-			} else {
+			case "bwrap":
 				b = newBwrap(t)
+			default:
+				b = newBwrapDirect(t)
 			}
 			f(t, b)
 		})
