@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // cgroupRoot is where cgroup v1 hierarchies are mounted.
@@ -179,26 +182,65 @@ func (c *cgroup) dirs() []string {
 }
 
 // kill SIGKILLs every process in the groups until they are empty (new ones may be forked
-// while the first are killed), for at most a few seconds.
+// while the first are killed), for at most a few seconds. It waits for the killed ones on
+// pidfds, woken as they exit, rather than looking again and again: after a run, the one
+// left is usually the sandbox's pid 1 tearing its namespaces down.
 func (c *cgroup) kill() {
 	d := c.dirs()
 	if len(d) == 0 {
 		return
 	}
+	procs := filepath.Join(d[0], "cgroup.procs")
 	deadline := time.Now().Add(5 * time.Second)
-	// A group whose processes just exited usually empties within a millisecond: poll
-	// quickly first.
 	for pause := 20 * time.Microsecond; time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
-		b, err := os.ReadFile(filepath.Join(d[0], "cgroup.procs"))
+		b, err := os.ReadFile(procs)
 		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
 			return
 		}
+		var fds []unix.PollFd
 		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if len(fds) < 64 {
+				if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+					fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+				}
 			}
 		}
-		time.Sleep(pause)
+		if len(fds) == 0 {
+			time.Sleep(pause) // gone already (or no pidfds here): look again shortly
+			continue
+		}
+		awaitExits(fds, 5*time.Millisecond)
+	}
+}
+
+// awaitExits waits until every pidfd of fds says its process has exited, at most bound,
+// and closes them.
+func awaitExits(fds []unix.PollFd, bound time.Duration) {
+	end := time.Now().Add(bound)
+	for left := slices.Clone(fds); len(left) > 0; {
+		ms := int(time.Until(end)/time.Millisecond) + 1
+		if ms <= 0 {
+			break
+		}
+		n, err := unix.Poll(left, ms)
+		if n <= 0 && !errors.Is(err, unix.EINTR) {
+			break // the bound passed
+		}
+		live := left[:0]
+		for _, p := range left {
+			if p.Revents == 0 {
+				live = append(live, p)
+			}
+		}
+		left = live
+	}
+	for _, p := range fds {
+		_ = unix.Close(int(p.Fd))
 	}
 }
 

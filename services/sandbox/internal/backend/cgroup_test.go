@@ -2,10 +2,12 @@ package backend
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -78,4 +80,52 @@ func testOwner(t *testing.T) string {
 	}
 	t.Cleanup(func() { st.close() })
 	return st.id
+}
+
+// kill returns once every process of the group is gone, and keeps no descriptor of them.
+// Not parallel: it counts this process's descriptors.
+func TestCgroupKillEmptiesTheGroup(t *testing.T) {
+	cg, warns := makeCgroup(testOwner(t), false)
+	defer cg.remove()
+	if cg.pids == "" {
+		t.Skipf("no cgroup v1 pids group here: %q", warns)
+	}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	var procs []*exec.Cmd
+	for range 20 {
+		p := exec.Command("sleep", "60")
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer p.Process.Kill()
+		if err := cg.join(p.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	// Reaped as they die, as a sandbox's processes are (by bwrap, or the host's init).
+	var reaped sync.WaitGroup
+	for _, p := range procs {
+		reaped.Go(func() { p.Wait() })
+	}
+	cg.kill()
+	if left := readTrim(t, filepath.Join(cg.pids, "cgroup.procs")); left != "" {
+		t.Errorf("kill returned with processes in the group: %s", left)
+	}
+	for _, p := range procs {
+		if alive(p.Process.Pid) {
+			t.Errorf("pid %d alive after kill", p.Process.Pid)
+		}
+	}
+	reaped.Wait()
+	if after := fds(); after > before {
+		t.Errorf("%d descriptors open after kill, %d before", after, before)
+	}
 }
