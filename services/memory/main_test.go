@@ -29,6 +29,9 @@ func TestConfig(t *testing.T) {
 			"THEFOLD_MEMORY_REEMBED_INTERVAL": "0s", "THEFOLD_MEMORY_REEMBED_INDEX_MEMORY": "lots"},
 			[]string{"THEFOLD_MEMORY_REEMBED:", "THEFOLD_MEMORY_REEMBED_BATCH", "THEFOLD_MEMORY_REEMBED_INTERVAL", "THEFOLD_MEMORY_REEMBED_INDEX_MEMORY"}},
 		{"strategy hints need a person", map[string]string{"THEFOLD_MEMORY_MIN_STRATEGY_TRUST": "user"}, nil},
+		{"a wider HNSW walk", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "400"}, nil},
+		{"an HNSW walk out of range", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "0"}, []string{"THEFOLD_MEMORY_EF_SEARCH"}},
+		{"an HNSW walk beyond pgvector's", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "1001"}, []string{"THEFOLD_MEMORY_EF_SEARCH"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

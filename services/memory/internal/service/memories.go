@@ -304,7 +304,7 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 		if vec, err = s.queryVector(ctx, "memories", query); err != nil {
 			return err
 		}
-		cands, err = s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec, Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool})
+		cands, err = s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec, Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool, EfSearch: s.cfg.EfSearch})
 		return err
 	}
 	if err := search(); err != nil {

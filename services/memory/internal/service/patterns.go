@@ -134,7 +134,7 @@ func (s *Server) SearchCodePatterns(ctx context.Context, req *memoryv1.SearchCod
 			return err
 		}
 		cands, err = s.store.SearchPatterns(ctx, store.PatternQuery{Owner: p.UserID, Repo: req.GetRepo(),
-			Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec, Words: queryWords(query), K: s.cfg.Candidates, TextPool: s.cfg.TextPool})
+			Language: strings.ToLower(req.GetLanguage()), Tags: tags, Vector: vec, Words: queryWords(query), K: s.cfg.Candidates, TextPool: s.cfg.TextPool, EfSearch: s.cfg.EfSearch})
 		return err
 	}
 	if err := search(); err != nil {

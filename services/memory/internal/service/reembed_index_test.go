@@ -139,7 +139,7 @@ func TestReembedRebuildsABrokenIndex(t *testing.T) {
 			if err := e.pool.QueryRow(ctx, `SELECT id::text, embedding::text FROM memories LIMIT 1`).Scan(&id, &vec); err != nil {
 				t.Fatal(err)
 			}
-			def := `CREATE INDEX CONCURRENTLY ` + index + ` ON memories USING hnsw ((embedding::vector(384)) vector_cosine_ops)
+			def := `CREATE INDEX CONCURRENTLY ` + index + ` ON memories USING hnsw ((embedding::halfvec(384)) halfvec_cosine_ops)
 				WHERE embedding_model = 'local@1' AND embedding_dims = 384`
 			for _, q := range []string{`DROP INDEX ` + index, `UPDATE memories SET embedding = '[1,2]' WHERE id = '` + id + `'`, def,
 				`UPDATE memories SET embedding = '` + vec + `' WHERE id = '` + id + `'`} {
@@ -166,7 +166,7 @@ func TestReembedRebuildsABrokenIndex(t *testing.T) {
 			if err := e.srv.Reembed(ctx); err != nil {
 				t.Fatal(err)
 			}
-			c.breaks(t, e, "memories_hnsw_c66dc74b_384") // local@1/384's
+			c.breaks(t, e, "memories_hnsw_c66dc74b_384_h") // local@1/384's
 			if _, valid := hnswIndex(t, e, "memories", "local@1"); valid {
 				t.Fatal("the index is still valid")
 			}

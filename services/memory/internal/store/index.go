@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,8 +51,8 @@ const hnswParams = "WITH (m = 24, ef_construction = 128)"
 
 // createIndexSQL builds the HNSW index of one pair without holding off writes.
 func createIndexSQL(table string, p Pair) string {
-	return fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING hnsw (%s vector_cosine_ops) %s WHERE %s`,
-		indexName(table, p.Model, p.Dims), table, vecExpr(p.Dims), hnswParams, vecPred(p.Model, p.Dims))
+	return fmt.Sprintf(`CREATE INDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING hnsw (%s halfvec_cosine_ops) %s WHERE %s`,
+		indexName(table, p.Model, p.Dims), table, halfvecExpr(p.Dims), hnswParams, vecPred(p.Model, p.Dims))
 }
 
 // BuildIndexes makes every pair that table has rows of have a valid HNSW index, and returns
@@ -123,6 +124,9 @@ func (s *Store) BuildIndexes(ctx context.Context, table, indexMemory string) ([]
 		}
 		if st.valid {
 			s.remember(name)
+			if err := s.dropLegacyIndex(ctx, table, p); err != nil {
+				return built, err
+			}
 			continue
 		}
 		if st.exists { // being built by another session (an EnsureIndex): a later pass looks again
@@ -146,8 +150,67 @@ func (s *Store) BuildIndexes(ctx context.Context, table, indexMemory string) ([]
 		}
 		s.remember(name)
 		built = append(built, name)
+		if err := s.dropLegacyIndex(ctx, table, p); err != nil {
+			return built, err
+		}
 	}
 	return built, nil
+}
+
+// dropLegacyIndex drops the full-precision HNSW index of pair p, if there is one, once its
+// half-precision index is valid (concurrently: searches walking it finish first, and new ones
+// walk the new index, see Store.walkHalf).
+func (s *Store) dropLegacyIndex(ctx context.Context, table string, p Pair) error {
+	legacy := legacyIndexName(table, p.Model, p.Dims)
+	st, err := s.indexState(ctx, legacy)
+	if err != nil || !st.exists {
+		return err
+	}
+	s.forget(legacy)
+	if _, err := s.pool.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{legacy}.Sanitize()); err != nil {
+		return fmt.Errorf("store: drop %s: %w", legacy, err)
+	}
+	return nil
+}
+
+// legacyRecheck is how long a search keeps walking a pair's full-precision index before it
+// looks again whether the pair's half-precision index has been built.
+const legacyRecheck = 10 * time.Second
+
+// walkHalf reports whether searches of pair p walk its half-precision HNSW index (the one
+// indexName names) rather than the full-precision index it had before (legacyIndexName):
+// yes once that index is valid, or when the pair has no valid full-precision index either
+// (a new pair, or one whose index is being built: the search is then an exact scan either
+// way). Until then the full-precision index serves, so an upgrade's searches stay fast
+// while BuildIndexes builds the new one; the answer is kept legacyRecheck.
+func (s *Store) walkHalf(ctx context.Context, table string, p Pair) (bool, error) {
+	name := indexName(table, p.Model, p.Dims)
+	s.mu.Lock()
+	half := s.indexed[name]
+	until, waiting := s.legacyUntil[name]
+	s.mu.Unlock()
+	if half || (waiting && time.Now().Before(until)) {
+		return half, nil
+	}
+	st, err := s.indexState(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if st.valid {
+		s.remember(name)
+		s.mu.Lock()
+		delete(s.legacyUntil, name)
+		s.mu.Unlock()
+		return true, nil
+	}
+	legacy, err := s.indexState(ctx, legacyIndexName(table, p.Model, p.Dims))
+	if err != nil || !legacy.valid {
+		return true, err
+	}
+	s.mu.Lock()
+	s.legacyUntil[name] = time.Now().Add(legacyRecheck)
+	s.mu.Unlock()
+	return false, nil
 }
 
 // releaseIndexConn puts back a connection BuildIndexes set maintenance_work_mem on, reset,

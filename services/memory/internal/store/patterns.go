@@ -92,6 +92,8 @@ type PatternQuery struct {
 	Words    string
 	K        int
 	TextPool int
+	// EfSearch is the HNSW walk's candidate list (see SearchQuery.EfSearch).
+	EfSearch int
 }
 
 // PatternCandidate is a code pattern with its vector and full-text scores.
@@ -109,7 +111,7 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 		table: "code_patterns", columns: patternColumns,
 		where: "m.owner_id = $1 AND ($2 = '' OR m.repo = $2) AND ($3 = '' OR m.language = $3) AND m.tags @> $4",
 		args:  []any{q.Owner, q.Repo, q.Language, nonNil(q.Tags)},
-		vec:   q.Vector, words: q.Words, k: q.K, pool: q.TextPool,
+		vec:   q.Vector, words: q.Words, k: q.K, pool: q.TextPool, ef: q.EfSearch,
 	}, func(rows pgx.Rows, v, t *float64) (*PatternRow, string, error) {
 		r, err := scanPattern(rows, v, t)
 		if err != nil {

@@ -39,8 +39,9 @@ type SearchQuery struct {
 	EfSearch int
 }
 
-// DefaultEfSearch is the HNSW walk's candidate list when SearchQuery.EfSearch is 0.
-const DefaultEfSearch = 40
+// DefaultEfSearch is the HNSW walk's candidate list when SearchQuery.EfSearch is 0: the
+// memory service's default (THEFOLD_MEMORY_EF_SEARCH).
+const DefaultEfSearch = 160
 
 // Candidate is a memory found by either ranking, with both scores.
 type Candidate struct {
@@ -132,8 +133,12 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		settings, ef := searchSettings(r.k, r.ef, r.exact)
-		q, args := vectorQuery(r)
-		err := s.query(gctx, settings, []any{ef}, q, args, func(rows pgx.Rows) (err error) {
+		half, err := s.walkHalf(gctx, r.table, r.vec.Pair())
+		if err != nil {
+			return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
+		}
+		q, args := vectorQuery(r, half)
+		err = s.query(gctx, settings, []any{ef}, q, args, func(rows pgx.Rows) (err error) {
 			byVector, err = collect(rows)
 			return err
 		})
@@ -226,16 +231,22 @@ func orQuery(w string) string {
 // vectorQuery is the k rows nearest the query vector, walking the (model, size)'s HNSW
 // index, and its arguments: r.args, then the vector, words and k. The columns and scores are computed
 // for the k rows only (a small table is sorted rather than walked, and a sort would compute
-// them for every row).
-func vectorQuery(r ranking) (string, []any) {
+// them for every row). With half, the walk is of the half-precision index (halfvecExpr) and
+// the k rows it finds are ordered by their distance at full precision, the one their score
+// is of; without (exact search, or the pair's full-precision index before an upgrade's
+// rebuild, see Store.walkHalf), at full precision throughout.
+func vectorQuery(r ranking, half bool) (string, []any) {
 	c := db.Conds{Args: slices.Clone(r.args)}
 	v, w, k := c.Arg(r.vec.param()), c.Arg(r.words), c.Arg(r.k)
 	dims := len(r.vec.Values)
+	walk := fmt.Sprintf("(m.embedding::vector(%d)) <=> %s::vector(%d)", dims, v, dims)
+	if half && !r.exact {
+		walk = fmt.Sprintf("(m.embedding::halfvec(%d)) <=> %s::vector(%d)::halfvec(%d)", dims, v, dims, dims)
+	}
 	return fmt.Sprintf(`SELECT %s, %s FROM (
-			SELECT m.id, (m.embedding::vector(%d)) <=> %s::vector(%d) AS distance FROM %s m WHERE %s AND %s
-			ORDER BY distance LIMIT %s) t
-		JOIN %s m ON m.id = t.id ORDER BY t.distance, m.id`,
-		r.columns, scores(r, v, w), dims, v, dims, r.table, r.where, vecPred(r.vec.Model, dims), k, r.table), c.Args
+			SELECT m.id FROM %s m WHERE %s AND %s ORDER BY %s LIMIT %s) t
+		JOIN %s m ON m.id = t.id ORDER BY (m.embedding::vector(%d)) <=> %s::vector(%d), m.id`,
+		r.columns, scores(r, v, w), r.table, r.where, vecPred(r.vec.Model, dims), walk, k, r.table, dims, v, dims), c.Args
 }
 
 // textSelect picks the rows the text ranking scores: those matching match (see
@@ -393,8 +404,11 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 		if _, err := tx.Exec(ctx, settings, ef); err != nil {
 			return fmt.Errorf("store: search settings: %w", err)
 		}
-		var err error
-		q, args := vectorQuery(r)
+		half, err := s.walkHalf(ctx, r.table, r.vec.Pair())
+		if err != nil {
+			return err
+		}
+		q, args := vectorQuery(r, half)
 		if vector, err = plan(tx, q, args); err != nil {
 			return fmt.Errorf("store: explain vector ranking: %w", err)
 		}

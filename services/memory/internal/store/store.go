@@ -33,14 +33,17 @@ type Store struct {
 
 	mu      sync.Mutex
 	indexed map[string]bool
-	stats   map[string]*termStats // by table
+	// legacyUntil: pairs (by indexName) whose searches walk the full-precision index, until
+	// when (walkHalf).
+	legacyUntil map[string]time.Time
+	stats       map[string]*termStats // by table
 	// lexCache holds the lexemes of query words (see lexemes).
 	lexCache map[string][]string
 }
 
 // New returns a store over pool, whose search_path is the memory schema.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, indexed: map[string]bool{}, stats: map[string]*termStats{}, lexCache: map[string][]string{}}
+	return &Store{pool: pool, indexed: map[string]bool{}, legacyUntil: map[string]time.Time{}, stats: map[string]*termStats{}, lexCache: map[string][]string{}}
 }
 
 // Type and trust names as stored.
@@ -107,15 +110,30 @@ func CheckModel(m string) error {
 	return nil
 }
 
-// indexName is the HNSW index of one (model, dimensions) pair.
+// indexName is the HNSW index of one (model, dimensions) pair: a graph of the vectors at
+// half precision (halfvecExpr).
 func indexName(table, model string, dims int) string {
+	return legacyIndexName(table, model, dims) + "_h"
+}
+
+// legacyIndexName is the pair's HNSW index as it was built before 2026-11-29, over the
+// vectors at full precision (embedding::vector(dims)). Searches walk it until the pair's
+// half-precision index is built (BuildIndexes builds that and then drops this one).
+func legacyIndexName(table, model string, dims int) string {
 	h := fnv.New32a()
 	h.Write([]byte(model))
 	return fmt.Sprintf("%s_hnsw_%08x_%d", table, h.Sum32(), dims)
 }
 
-// vecExpr is the indexed expression of one size, and vecPred the partial index predicate.
-func vecExpr(dims int) string { return fmt.Sprintf("(embedding::vector(%d))", dims) }
+// halfvecExpr is the indexed expression of one size: the stored vector at half precision.
+// The HNSW graph holds it and is walked by it, and the walk's candidates are ordered and
+// scored at full precision (vectorQuery). Against a full-precision graph of the same
+// parameters, on the latency benchmark's 100k memories (2026-11-28, the two walked in turns):
+// the same recall@10 at every ef_search, each walk about 10% faster, the index half the size
+// and built in half the time; and it indexes vectors of up to 4,000 dimensions, where a
+// full-precision HNSW index stops at 2,000 (a 3,072-dimension model's could not be indexed).
+// vecPred is the partial index predicate.
+func halfvecExpr(dims int) string { return fmt.Sprintf("(embedding::halfvec(%d))", dims) }
 func vecPred(model string, dims int) string {
 	return fmt.Sprintf("embedding_model = '%s' AND embedding_dims = %d", model, dims)
 }
@@ -127,9 +145,9 @@ func vecPred(model string, dims int) string {
 // fixed dimension, while the embedding column holds vectors of whatever model the operator
 // configures (the built-in local embedder, or a provider's model of 768, 1536 or 3072
 // dimensions), learned only at run time. So each (model, dimensions) pair gets a partial
-// index over the expression embedding::vector(dims), restricted to rows of that pair —
-// exactly what searches of that model filter on (vecExpr, vecPred) — created the first time
-// a vector of the pair is stored. The name hashes the model so any model name yields one
+// index over the expression embedding::halfvec(dims), restricted to rows of that pair —
+// exactly what searches of that model walk and filter on (halfvecExpr, vecPred) — created
+// the first time a vector of the pair is stored. The name hashes the model so any model name yields one
 // index.
 //
 // An index in the catalog but not valid is being built (after a re-embedding's switch, or
@@ -155,6 +173,11 @@ func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) 
 		if st.valid {
 			s.remember(name)
 		}
+		return err
+	}
+	// A pair indexed before half-precision indexes (legacyIndexName) has its rows already:
+	// its new index is BuildIndexes' work, in the background, not a request's.
+	if legacy, err := s.indexState(ctx, legacyIndexName(table, model, dims)); err != nil || legacy.exists {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, createIndexSQL(table, Pair{Model: model, Dims: dims}))
