@@ -149,8 +149,10 @@ func (b *Bwrap) Run(ctx context.Context, workspace string, s Spec, l Limits) (*R
 // runLaunched runs inv through the launcher ln. errLauncherGone means nothing ran: ln
 // could not take the run's limits, or its shell was gone.
 func (b *Bwrap) runLaunched(ctx context.Context, ln *launcher, inv invocation, s Spec) (*Result, error) {
-	// Another launcher is made once this run is done, not while it runs.
+	// Another launcher is made once this run is done, not while it runs, with the limits
+	// it had.
 	defer b.launchers.refill()
+	b.launchers.expect(inv.limits)
 	if err := ln.confine(inv.limits); err != nil {
 		b.cfg.logger.Warn("sandbox: a launcher could not take a run's limits; the run starts bwrap itself", "err", err)
 		ln.discard()

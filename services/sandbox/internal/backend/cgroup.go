@@ -42,7 +42,7 @@ type cgroup struct {
 func newCgroup(owner string, l Limits, off bool) (*cgroup, []string) {
 	cg, warns := makeCgroup(owner, off)
 	for _, c := range cg.controllers() {
-		if err := setLimits(c.ctrl, *c.dir, l, 0); err != nil {
+		if err := setLimits(c.ctrl, *c.dir, l, 0, nil); err != nil {
 			_ = os.Remove(*c.dir)
 			*c.dir = ""
 			warns = append(warns, fmt.Sprintf("%s limit not enforced: %v", c.ctrl, err))
@@ -115,16 +115,33 @@ func makeCgroup(owner string, off bool) (*cgroup, []string) {
 // setLimits writes l's bound into dir, a group of controller ctrl ("pids" or "memory"):
 // pids.max is l.Pids raised by extraPids (processes of the run's machinery in the group).
 // Memory is bounded with swap (memsw) too when the kernel accounts swap (only RAM is bounded
-// otherwise); memsw may not be set below the memory limit, hence the order. Only the first
-// file is required.
-func setLimits(ctrl, dir string, l Limits, extraPids int) error {
-	files := [][2]string{{"pids.max", strconv.Itoa(l.Pids + extraPids)}}
-	if ctrl == "memory" {
-		mem := strconv.FormatInt(l.MemoryBytes, 10)
-		files = [][2]string{{"memory.limit_in_bytes", mem}, {"memory.memsw.limit_in_bytes", mem}}
+// otherwise, and the memsw file is not required). from is what the group was last given
+// (nil: nothing, it is new): a bound it holds already is not written again, and memsw, which
+// may never be below the memory limit, is written first when the bound goes up.
+func setLimits(ctrl, dir string, l Limits, extraPids int, from *Limits) error {
+	type file struct {
+		name, value string
+		required    bool
 	}
-	for i, fv := range files {
-		if err := os.WriteFile(filepath.Join(dir, fv[0]), []byte(fv[1]), 0o644); err != nil && i == 0 {
+	var files []file
+	switch ctrl {
+	case "pids":
+		if from != nil && from.Pids == l.Pids {
+			return nil
+		}
+		files = []file{{"pids.max", strconv.Itoa(l.Pids + extraPids), true}}
+	case "memory":
+		if from != nil && from.MemoryBytes == l.MemoryBytes {
+			return nil
+		}
+		mem := strconv.FormatInt(l.MemoryBytes, 10)
+		files = []file{{"memory.limit_in_bytes", mem, true}, {"memory.memsw.limit_in_bytes", mem, false}}
+		if from != nil && l.MemoryBytes > from.MemoryBytes {
+			files[0], files[1] = files[1], files[0]
+		}
+	}
+	for _, f := range files {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.value), 0o644); err != nil && f.required {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -45,6 +46,9 @@ type launcher struct {
 	outR, errR *os.File // the read ends of its stdout and stderr
 	cg         *cgroup
 	warns      []string // which limits the groups cannot enforce, for the run's result
+	// limits are what the groups were given ahead of time (nil: nothing yet): the limits
+	// runs asked for last, so that a run asking the same writes nothing.
+	limits *Limits
 }
 
 // errLauncherGone says a launcher's shell was gone when its script came: the run is made
@@ -107,12 +111,22 @@ func closeAll(files []*os.File) {
 // bwrap, which the shell becomes, and every process it makes inherit them. pids.max counts
 // bwrap's own process, which runs no code of the command's: the command keeps l.Pids.
 func (l *launcher) confine(lim Limits) error {
+	if err := l.limit(lim); err != nil {
+		return err
+	}
+	return setRlimits(l.cmd.Process.Pid, lim, l.cg.memory == "")
+}
+
+// limit sets lim on the launcher's groups (what they hold already is not written again).
+func (l *launcher) limit(lim Limits) error {
 	for _, c := range l.cg.controllers() {
-		if err := setLimits(c.ctrl, *c.dir, lim, 1); err != nil {
+		if err := setLimits(c.ctrl, *c.dir, lim, 1, l.limits); err != nil {
+			l.limits = nil // partly written: nothing is known of them any more
 			return fmt.Errorf("%s limit: %w", c.ctrl, err)
 		}
 	}
-	return setRlimits(l.cmd.Process.Pid, lim, l.cg.memory == "")
+	l.limits = &lim
+	return nil
 }
 
 // launch writes the script that execs argv and closes the pipe. The script is one brace
@@ -165,6 +179,9 @@ type launchers struct {
 	owner    string
 	noCgroup bool
 	logger   *slog.Logger
+	// expected are the limits the last run asked for: new launchers' groups get them
+	// ahead of time.
+	expected atomic.Pointer[Limits]
 	ready    chan *launcher
 	wake     chan struct{}
 	stop     chan struct{}
@@ -176,6 +193,7 @@ func startLaunchers(owner string, noCgroup bool, logger *slog.Logger) *launchers
 	p := &launchers{owner: owner, noCgroup: noCgroup, logger: logger,
 		ready: make(chan *launcher, launcherPool), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	p.expect(Limits{}.WithDefaults())
 	p.wake <- struct{}{}
 	go p.fill()
 	return p
@@ -192,6 +210,13 @@ func (p *launchers) take() *launcher {
 	default:
 		p.refill()
 		return nil
+	}
+}
+
+// expect records the limits a run asked for: the next launchers' groups get them ahead.
+func (p *launchers) expect(l Limits) {
+	if p != nil {
+		p.expected.Store(&l)
 	}
 }
 
@@ -256,6 +281,9 @@ func (p *launchers) make(n int) ([]*launcher, error) {
 			problems = append(problems, err)
 			l.discard()
 			continue
+		}
+		if lim := p.expected.Load(); lim != nil {
+			_ = l.limit(*lim) // failing, the run sets them
 		}
 		joined = append(joined, l)
 	}

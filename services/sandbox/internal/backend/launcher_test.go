@@ -114,11 +114,28 @@ func TestLauncherServesOneRun(t *testing.T) {
 	if _, err := os.Stat(first); !os.IsNotExist(err) {
 		t.Errorf("the run's group %s is still there after it: %v", first, err)
 	}
-	whileRunning(t, b, ws, l, func(pid int) {
-		if g := hostGroup(t, pid, "pids"); g == first {
-			t.Errorf("the second run is in the first one's group %s", g)
-		}
-	})
+	// The next runs have other groups, with their limits whatever the groups were given
+	// ahead of time (the defaults, the last run's): the same, lower or higher.
+	for _, l := range []Limits{l, {Pids: 500, MemoryBytes: 900 << 20}, {Pids: 20, MemoryBytes: 100 << 20}} {
+		launchersReady(t, b)
+		whileRunning(t, b, ws, l, func(pid int) {
+			g, mem := hostGroup(t, pid, "pids"), hostGroup(t, pid, "memory")
+			if g == first {
+				t.Errorf("a later run is in the first one's group %s", g)
+			}
+			if got, want := readTrim(t, filepath.Join(g, "pids.max")), strconv.Itoa(l.Pids+1); got != want {
+				t.Errorf("pids.max %s during a run with Pids %d, want %s", got, l.Pids, want)
+			}
+			want := strconv.FormatInt(l.MemoryBytes, 10)
+			for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes"} {
+				if _, err := os.Stat(filepath.Join(mem, f)); err == nil {
+					if got := readTrim(t, filepath.Join(mem, f)); got != want {
+						t.Errorf("%s %s during a run with MemoryBytes %d, want %s", f, got, l.MemoryBytes, want)
+					}
+				}
+			}
+		})
+	}
 }
 
 // Close ends the ready launchers' shells and removes their groups.

@@ -77,6 +77,13 @@ func newBwrap(t testing.TB) *Bwrap {
 		t.Skipf("bwrap cannot run on this machine: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
+	launchersReady(t, b)
+	return b
+}
+
+// launchersReady waits until b has all its launchers ready.
+func launchersReady(t testing.TB, b *Bwrap) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(b.launchers.ready) < launcherPool {
 		if time.Now().After(deadline) {
@@ -84,7 +91,6 @@ func newBwrap(t testing.TB) *Bwrap {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return b
 }
 
 // newBwrapDirect returns a bwrap backend without launchers: every run starts bwrap itself
