@@ -12,8 +12,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Option configures NewLocal, NewBwrap and Auto.
@@ -130,7 +133,17 @@ type state struct {
 	bgMu   sync.Mutex
 	bg     sync.WaitGroup
 	closed bool
+
+	// fresh are new, empty state directories (each holding home) made ahead in the
+	// background: a workspace's first run renames one into place instead of making it on
+	// the run's time. Each is handed out once.
+	fresh     chan string
+	refilling atomic.Bool
+	noFresh   atomic.Bool // the file system cannot rename without replacing: none made
 }
+
+// freshDirs is how many fresh state directories a state keeps ready.
+const freshDirs = 2
 
 // stateRootPrefix begins the name of a backend's state root in its base directory.
 const stateRootPrefix = "thefold-sandbox-state-"
@@ -161,7 +174,9 @@ func newState(base string, logger *slog.Logger) (*state, error) {
 			_ = os.RemoveAll(root)
 			return nil, fmt.Errorf("sandbox state directory: %w", err)
 		}
-		return &state{root: root, id: id, lock: lock, logger: logger}, nil
+		st := &state{root: root, id: id, lock: lock, logger: logger, fresh: make(chan string, freshDirs)}
+		st.refillFresh()
+		return st, nil
 	}
 }
 
@@ -221,8 +236,14 @@ func (s *state) dir(ws string, subs ...string) (string, error) {
 	d := s.path(ws)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("sandbox state directory: %w", err)
+	_, err := os.Lstat(d)
+	switch {
+	case err == nil: // an earlier run's
+	case errors.Is(err, os.ErrNotExist) && s.takeFresh(d):
+	default:
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("sandbox state directory: %w", err)
+		}
 	}
 	for _, sub := range subs {
 		if err := os.Mkdir(filepath.Join(d, sub), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -230,6 +251,49 @@ func (s *state) dir(ws string, subs ...string) (string, error) {
 		}
 	}
 	return d, nil
+}
+
+// takeFresh renames a fresh directory into place as d, where there is none (s.mu held),
+// and has another made. False when none is ready.
+func (s *state) takeFresh(d string) bool {
+	defer s.refillFresh()
+	var f string
+	select {
+	case f = <-s.fresh:
+	default:
+		return false
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, f, unix.AT_FDCWD, d, unix.RENAME_NOREPLACE)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			s.noFresh.Store(true)
+		}
+		s.later(func() { _ = os.RemoveAll(f) })
+		return false
+	}
+	return true
+}
+
+// refillFresh makes fresh directories in the background until freshDirs are ready (one
+// refill at a time).
+func (s *state) refillFresh() {
+	if s.noFresh.Load() || len(s.fresh) == cap(s.fresh) || !s.refilling.CompareAndSwap(false, true) {
+		return
+	}
+	s.later(func() {
+		defer s.refilling.Store(false)
+		for len(s.fresh) < cap(s.fresh) {
+			f := filepath.Join(s.root, "fresh-"+randomHex(8))
+			if err := os.Mkdir(f, 0o755); err != nil {
+				return
+			}
+			if err := os.Mkdir(filepath.Join(f, "home"), 0o755); err != nil {
+				_ = os.RemoveAll(f)
+				return
+			}
+			s.fresh <- f // only this refill sends, into room it saw
+		}
+	})
 }
 
 // path is the state directory of the workspace ws (absolute, symlink-free).

@@ -156,3 +156,56 @@ func TestStateReapsWhatADeadProcessLeft(t *testing.T) {
 		}
 	}
 }
+
+// A workspace's first run gets a fresh directory made ahead (home in it), its own: a later
+// run of the same workspace keeps it, another workspace gets another, and after Release
+// the workspace starts afresh.
+func TestStateDirsAreFresh(t *testing.T) {
+	t.Parallel()
+	st, err := newState(t.TempDir(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close()
+	ready := func() {
+		t.Helper()
+		st.settle()
+		if len(st.fresh) != freshDirs {
+			t.Fatalf("%d fresh directories ready, want %d", len(st.fresh), freshDirs)
+		}
+	}
+	mark := func(d string) string { return filepath.Join(d, "home", "mark") }
+	ready()
+	a, err := st.dir("/ws/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mark(a), nil, 0o644); err != nil {
+		t.Fatalf("no home in a fresh state directory: %v", err)
+	}
+	ready()
+	if again, err := st.dir("/ws/a"); err != nil || again != a {
+		t.Fatalf("second run of a: %q %v", again, err)
+	} else if _, err := os.Stat(mark(a)); err != nil {
+		t.Fatalf("a's state was replaced by a fresh one: %v", err)
+	}
+	b, err := st.dir("/ws/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(mark(b)); !os.IsNotExist(err) {
+		t.Fatalf("b got a's state: %v", err)
+	}
+	if err := st.release("/ws/a"); err != nil {
+		t.Fatal(err)
+	}
+	ready()
+	if a2, err := st.dir("/ws/a"); err != nil {
+		t.Fatal(err)
+	} else if _, err := os.Stat(mark(a2)); !os.IsNotExist(err) {
+		t.Fatalf("a's released state came back: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(st.root, "fresh-*")); len(left) != len(st.fresh) {
+		t.Fatalf("fresh directories %q, %d ready", left, len(st.fresh))
+	}
+}
