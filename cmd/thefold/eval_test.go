@@ -12,6 +12,7 @@ import (
 	"github.com/thefold/thefold/cmd/thefold/internal/eval"
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	"github.com/thefold/thefold/pkg/stack"
+	"github.com/thefold/thefold/pkg/stack/stacktest"
 )
 
 // TestEvalRunsTasksThroughTheRealStack runs thefold eval as a user would, against the nine
@@ -60,6 +61,11 @@ func TestEvalRunsTasksThroughTheRealStack(t *testing.T) {
 	t.Setenv("THEFOLD_DATABASE_URL", dbtest.NewEmptyDatabase(t))
 	if err := (&stack.Stack{DataDir: dir, Ports: ports, Env: []string{"THEFOLD_LOG_LEVEL=warn"}}).Save(); err != nil {
 		t.Fatal(err)
+	}
+	// Binaries eval's up finds up to date, linked once for every stack test (stacktest);
+	// without them up links its own.
+	if err := stacktest.Prebuild(t.Context(), &stack.Stack{DataDir: dir}, root); err != nil {
+		t.Logf("no prebuilt binaries: %v", err)
 	}
 	t.Cleanup(func() { _ = run(t.Context(), []string{"down", "-data-dir", dir, "-src", root}, &bytes.Buffer{}) })
 	out := filepath.Join(dir, "eval-out")

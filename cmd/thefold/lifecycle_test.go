@@ -16,6 +16,7 @@ import (
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/stack"
+	"github.com/thefold/thefold/pkg/stack/stacktest"
 )
 
 // startTime reads field 22 of /proc/<pid>/stat, as the launcher records it.
@@ -106,6 +107,11 @@ func TestUpKeepsTheRealStackUp(t *testing.T) {
 	st, err := stack.Load(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Binaries up finds up to date, linked once for every stack test (stacktest); without
+	// them up links its own.
+	if err := stacktest.Prebuild(ctx, st, root); err != nil {
+		t.Logf("no prebuilt binaries: %v", err)
 	}
 	if out, err := thefold("up", "-timeout", "3m"); err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
