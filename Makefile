@@ -4,7 +4,11 @@ SHELL := /bin/bash
 export PATH := $(shell go env GOPATH)/bin:$(PATH)
 MODULES := $(shell sed -n 's|^\s*\./\(.*\)$$|\1|p' go.work)
 SERVICES := tasks memory skills ai sandbox github builder agent gateway
-GO_TEST_FLAGS ?= -count=1 -race -trimpath -timeout 15m
+# -ldflags=-w: no DWARF in the test binaries (only debuggers read it; stack traces and race
+# reports come from the binary's own symbol tables and name files and lines as before).
+# test-unit links ~150 race-instrumented test binaries, a good part of its time; without
+# DWARF a link takes about 30% less user CPU (18 binaries: 28 s -> 20 s).
+GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m
 
 .PHONY: images
 ## images: one FROM-scratch image per service (static binaries), for docker-compose.yml,
