@@ -1,9 +1,12 @@
 package service_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -14,7 +17,10 @@ func TestRegistryInvalidArgument(t *testing.T) {
 	t.Parallel()
 	e := startRegistry(t)
 	c := e.client
-	ctx := e.admin
+	// The subtests run in parallel once this function has returned, behind the package's
+	// other parallel tests: e.admin's and e.user's 30 s, counted from their making, ran out
+	// before the last subtests called, on a loaded machine. The same tokens, 2 minutes.
+	ctx, user := withOwnDeadline(t, e.admin), withOwnDeadline(t, e.user)
 	p := e.createProvider(t, &aiv1.Provider{Name: "p", Kind: aiv1.ProviderKind_PROVIDER_KIND_OPENAI, Enabled: true})
 	m := e.createModel(t, testModel(p.Id, "m", 2))
 	thinker := testModel(p.Id, "thinker", 3)
@@ -53,7 +59,7 @@ func TestRegistryInvalidArgument(t *testing.T) {
 		return func() error { _, err := c.ListModels(ctx, req); return err }
 	}
 	selectModel := func(req *aiv1.SelectModelRequest) func() error {
-		return func() error { _, err := c.SelectModel(e.user, req); return err }
+		return func() error { _, err := c.SelectModel(user, req); return err }
 	}
 	getUsage := func(req *aiv1.GetUsageRequest) func() error {
 		return func() error { _, err := c.GetUsage(ctx, req); return err }
@@ -196,4 +202,13 @@ func TestRegistryInvalidArgument(t *testing.T) {
 			regWantInvalid(t, tc.call(), tc.field)
 		})
 	}
+}
+
+// withOwnDeadline is ctx's outgoing metadata (the caller's token) on a context whose
+// deadline, 2 minutes away, is counted from now.
+func withOwnDeadline(t *testing.T, ctx context.Context) context.Context {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	c, cancel := context.WithTimeout(metadata.NewOutgoingContext(context.Background(), md), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
 }
