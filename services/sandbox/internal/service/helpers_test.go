@@ -46,7 +46,10 @@ func start(t *testing.T, cfg service.Config) *env {
 		b    backend.Backend
 		kind = sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP
 	)
-	if bw, err := backend.NewBwrap(opts...); err == nil {
+	// The machine's warm Go build cache, as the service's own bwrap has (and startPolicy's):
+	// without it each sandbox compiles the standard library for go vet, build and test
+	// itself, about half a minute of CPU per Go validation. TestMain has made it.
+	if bw, err := backend.NewBwrap(append(opts, backend.WithWarmGoCache(backend.DefaultWarmDir()))...); err == nil {
 		b = bw
 	} else {
 		t.Logf("bwrap does not work here (%v): the local backend runs the commands", err)
