@@ -962,3 +962,31 @@ func TestNoFalsePositivesOnPkg(t *testing.T) {
 		t.Errorf("checked only %d Go files under %s, want the whole pkg module", files, root)
 	}
 }
+
+// Every format's need holds: each match of its expression in every secrets case (the
+// placeholders, look-alikes and real-looking keys) contains one of its literals, and each
+// format matches somewhere, so that the check says something for all of them. A need that
+// a match can lack would hide that credential from detectSecrets.
+func TestSecretFormatsNeedTheirLiterals(t *testing.T) {
+	t.Parallel()
+	matched := make([]int, len(secretFormats))
+	for _, tc := range secretCases {
+		src := expand(tc.src)
+		for i, p := range secretFormats {
+			if len(p.need) == 0 {
+				t.Fatalf("%s (%s): no literals to look for", p.rule, p.what)
+			}
+			for _, m := range p.re.FindAllString(src, -1) {
+				matched[i]++
+				if !containsAny(m, p.need) {
+					t.Errorf("%s (%s): match %q in case %q contains none of %q", p.rule, p.what, m, tc.name, p.need)
+				}
+			}
+		}
+	}
+	for i, p := range secretFormats {
+		if matched[i] == 0 {
+			t.Errorf("%s (%s): no secrets case matches %s", p.rule, p.what, p.re)
+		}
+	}
+}

@@ -21,6 +21,11 @@ type secretFormat struct {
 	tail string
 	// check, when set, must accept the match.
 	check func(src string, m []int) bool
+	// need are literals of which every match of re contains one: a source without any of
+	// them is not searched with re. Most expressions begin with \b, which keeps the regexp
+	// package from skipping ahead to a literal prefix itself, and run position by position
+	// over the whole file; strings.Contains skips the files that cannot match (nearly all).
+	need []string
 }
 
 // Alphabets used to check where a token ends.
@@ -32,18 +37,18 @@ const (
 // secretFormats are the known credential formats. Every one of them is specific enough
 // that a match is almost certainly a real credential, unless it is a placeholder.
 var secretFormats = []secretFormat{
-	{rule: "secrets/aws-access-key", what: "AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
-	{rule: "secrets/github-token", what: "GitHub token", re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{36}\b`)},
-	{rule: "secrets/github-token", what: "GitHub fine-grained token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{82}\b`)},
-	{rule: "secrets/slack-token", what: "Slack token", re: regexp.MustCompile(`\bxox[baprs]-[0-9]{8,}-[0-9A-Za-z-]{8,}`), tail: alnumDash},
-	{rule: "secrets/slack-webhook", what: "Slack webhook URL", re: regexp.MustCompile(`https://hooks\.slack\.com/services/T[A-Z0-9]{8,}/B[A-Z0-9]{8,}/[A-Za-z0-9]{20,}`)},
-	{rule: "secrets/stripe-key", what: "Stripe live key", re: regexp.MustCompile(`\b[sr]k_live_[0-9A-Za-z]{24,}\b`)},
-	{rule: "secrets/google-api-key", what: "Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`), tail: alnumDash},
-	{rule: "secrets/anthropic-key", what: "Anthropic API key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{32,}`), tail: alnumDash},
-	{rule: "secrets/openai-key", what: "OpenAI API key", re: regexp.MustCompile(`\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}`), tail: alnumDash, check: mixedToken},
-	{rule: "secrets/openai-key", what: "OpenAI API key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9]{32,}\b`), check: mixedToken},
-	{rule: "secrets/private-key", what: "private key", re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`), check: hasKeyMaterial},
-	{rule: "secrets/jwt", what: "JWT", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`), tail: alnumDash, check: jwtHeader},
+	{rule: "secrets/aws-access-key", what: "AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`), need: []string{"AKIA", "ASIA"}},
+	{rule: "secrets/github-token", what: "GitHub token", re: regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{36}\b`), need: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_"}},
+	{rule: "secrets/github-token", what: "GitHub fine-grained token", re: regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{82}\b`), need: []string{"github_pat_"}},
+	{rule: "secrets/slack-token", what: "Slack token", re: regexp.MustCompile(`\bxox[baprs]-[0-9]{8,}-[0-9A-Za-z-]{8,}`), tail: alnumDash, need: []string{"xox"}},
+	{rule: "secrets/slack-webhook", what: "Slack webhook URL", re: regexp.MustCompile(`https://hooks\.slack\.com/services/T[A-Z0-9]{8,}/B[A-Z0-9]{8,}/[A-Za-z0-9]{20,}`), need: []string{"https://hooks.slack.com/services/T"}},
+	{rule: "secrets/stripe-key", what: "Stripe live key", re: regexp.MustCompile(`\b[sr]k_live_[0-9A-Za-z]{24,}\b`), need: []string{"k_live_"}},
+	{rule: "secrets/google-api-key", what: "Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}`), tail: alnumDash, need: []string{"AIza"}},
+	{rule: "secrets/anthropic-key", what: "Anthropic API key", re: regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_-]{32,}`), tail: alnumDash, need: []string{"sk-ant-"}},
+	{rule: "secrets/openai-key", what: "OpenAI API key", re: regexp.MustCompile(`\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}`), tail: alnumDash, check: mixedToken, need: []string{"sk-proj-", "sk-svcacct-", "sk-admin-"}},
+	{rule: "secrets/openai-key", what: "OpenAI API key", re: regexp.MustCompile(`\bsk-[A-Za-z0-9]{32,}\b`), check: mixedToken, need: []string{"sk-"}},
+	{rule: "secrets/private-key", what: "private key", re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`), check: hasKeyMaterial, need: []string{"PRIVATE KEY"}},
+	{rule: "secrets/jwt", what: "JWT", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`), tail: alnumDash, check: jwtHeader, need: []string{"eyJ"}},
 }
 
 // mixedToken accepts a match whose text has both a digit and a letter, as every
@@ -359,6 +364,9 @@ func detectSecrets(f File) []Finding {
 	var out []Finding
 	var spans [][2]int
 	for _, p := range secretFormats {
+		if !containsAny(src, p.need) {
+			continue
+		}
 		for _, m := range p.re.FindAllStringIndex(src, -1) {
 			if p.tail != "" && m[1] < len(src) && strings.IndexByte(p.tail, src[m[1]]) >= 0 {
 				continue
@@ -408,6 +416,16 @@ func detectSecrets(f File) []Finding {
 			fmt.Sprintf("%q is assigned the literal %s: a credential in source code is leaked to everyone who can read it; read it from the environment or a secret manager", a.name, mask(a.value))))
 	}
 	return out
+}
+
+// containsAny reports whether s contains one of subs.
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // awsSecretRe is the shape of an AWS secret access key.
