@@ -116,7 +116,7 @@ func indexName(table, model string, dims int) string {
 	return legacyIndexName(table, model, dims) + "_h"
 }
 
-// legacyIndexName is the pair's HNSW index as it was built before 2026-11-29, over the
+// legacyIndexName is the pair's HNSW index as it was built until 2026-11-28, over the
 // vectors at full precision (embedding::vector(dims)). Searches walk it until the pair's
 // half-precision index is built (BuildIndexes builds that and then drops this one).
 func legacyIndexName(table, model string, dims int) string {
