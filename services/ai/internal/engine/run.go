@@ -17,6 +17,7 @@ import (
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
 	"github.com/thefold/thefold/services/ai/internal/netguard"
+	"github.com/thefold/thefold/services/ai/internal/prompts"
 	"github.com/thefold/thefold/services/ai/internal/registry"
 )
 
@@ -89,6 +90,9 @@ func (e *Engine) fitTo(c *Call, cand registry.Candidate) (llm.Request, error) {
 	scale := tokenScale[cand.Provider.GetKind()]
 	if scale == 0 {
 		scale = 1
+	}
+	if prompts.SurelyFits(c.LLM, limit, scale) {
+		return c.LLM, nil
 	}
 	count := func(s string) int { return int(float64(tokens.Count(s))*scale + 0.5) }
 	req, ok := c.Fit(c.LLM, limit, count)

@@ -78,3 +78,23 @@ func total(req llm.Request, count func(string) int) int {
 	}
 	return n
 }
+
+// SurelyFits reports whether req fits limit tokens without counting them: a cl100k token is
+// at least one byte, so a text's count is at most its length, scale times that for a
+// provider whose tokens run scale times cl100k's (each text's scaled count rounded, as the
+// engine's count does). Counting is the slow part of fitting (tens of milliseconds for a
+// large prompt, most of a GenerateFile's own time when the model answers at once) and most
+// prompts are far inside the window, so they skip it; false means only "count to know".
+func SurelyFits(req llm.Request, limit int, scale float64) bool {
+	bound := 0.0
+	add := func(s string) { bound += float64(len(s))*scale + 0.5 }
+	for _, s := range req.System {
+		add(s.Text)
+	}
+	for _, m := range req.Messages {
+		for _, b := range m.Blocks {
+			add(b.Text)
+		}
+	}
+	return bound <= float64(limit)
+}

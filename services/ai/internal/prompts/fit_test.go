@@ -82,3 +82,36 @@ func TestFitByPriority(t *testing.T) {
 		t.Fatal("Fit changed the request it was given")
 	}
 }
+
+// SurelyFits never says a request fits that does not by the real count (each text's cl100k
+// count, scaled and rounded as the engine counts), whatever the text — code, prose, CJK,
+// emoji, whitespace runs — and it says so for a request well inside the limit.
+func TestSurelyFitsIsABound(t *testing.T) {
+	texts := []string{
+		"package main\n\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n",
+		strings.Repeat("The quick brown fox jumps over the lazy dog. ", 40),
+		strings.Repeat("日本語のテキストと中文文本。", 30),
+		strings.Repeat("🙂🚀 ", 50),
+		strings.Repeat(" \t\n", 200),
+		"a",
+		"",
+	}
+	for _, scale := range []float64{1, 1.15} {
+		count := func(s string) int { return int(float64(tokens.Count(s))*scale + 0.5) }
+		for i := range texts {
+			for j := range texts {
+				req := llm.Request{System: []llm.Segment{{Text: texts[i]}}, Messages: []llm.Message{{Blocks: []llm.Block{{Text: texts[j]}, {Text: texts[i]}}}}}
+				n := total(req, count)
+				for _, limit := range []int{n - 1, n, n + 10, 4 * n} {
+					if SurelyFits(req, limit, scale) && n > limit {
+						t.Errorf("scale %v, texts %d+%d: SurelyFits at limit %d, but the prompt counts %d tokens", scale, i, j, limit, n)
+					}
+				}
+			}
+		}
+	}
+	small := llm.Request{Messages: []llm.Message{{Blocks: []llm.Block{{Text: strings.Repeat("x", 1000)}}}}}
+	if !SurelyFits(small, 200_000, 1.15) {
+		t.Error("a 1,000-byte prompt does not surely fit 200,000 tokens")
+	}
+}
