@@ -71,7 +71,10 @@ lint: require-git
 	@unformatted=$$(git ls-files '*.go' | grep -v '^pkg/gen/' | xargs gofmt -l); \
 		if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	@# Each module on its own (GOWORK=off): its go.mod and go.sum must be complete.
-	@for m in $(MODULES); do (cd $$m && GOWORK=off go vet ./...) || exit 1; done
+	@# -trimpath: the compile and vet actions do not depend on the checkout's path, so a
+	@# fresh clone (CI's every run) finds them in the build cache; without it every package
+	@# of the repository is compiled and vetted again (2.5 min on a busy two-core machine).
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go vet -trimpath ./...) || exit 1; done
 	@echo "lint ok"
 
 build:
