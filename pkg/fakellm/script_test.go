@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,36 @@ func TestDurationJSON(t *testing.T) {
 	var r Response
 	if err := json.Unmarshal(b, &r); err != nil || r.Latency != Duration(1500*time.Millisecond) {
 		t.Errorf("round trip = %v, %v", r.Latency, err)
+	}
+}
+
+// A matcher's prefilter (a literal every match of the expression contains) never changes
+// what it matches: the same answers as the literal or the whole expression run over the
+// text, for expressions with and without such a literal.
+func TestMatcherPrefilterKeepsMatches(t *testing.T) {
+	cases := []struct{ pattern, required string }{
+		{`# Mode: generate`, "# Mode: generate"},
+		{`File to create: "?health_test\.go"?\n`, "File to create: "},
+		{`(?s)plan.*for (bench|demo)/x\.go`, "/x.go"},
+		{`(?i)mode: FIX`, ""},
+		{`a|b`, ""},
+		{`(File: )[a-z]+\.go`, "File: "},
+		{`x{3}y`, "xxx"},
+		{`[unclosed`, ""},
+	}
+	texts := []string{"", "# Mode: generate\nFile to create: health_test.go\n", "File to create: \"health_test.go\"\n",
+		"a plan\nwith steps for demo/x.go", "MODE: fix", "b", "File: main.go", "File: Main.go", "xxxy", "xxy", "[unclosed"}
+	for _, c := range cases {
+		m := newMatcher(c.pattern)
+		if m.required != c.required {
+			t.Errorf("%q: required %q, want %q", c.pattern, m.required, c.required)
+		}
+		re, err := regexp.Compile(c.pattern)
+		for _, text := range texts {
+			want := strings.Contains(text, c.pattern) || (err == nil && re.MatchString(text))
+			if got := m.matches(text); got != want {
+				t.Errorf("%q against %q: %v, want %v", c.pattern, text, got, want)
+			}
+		}
 	}
 }
