@@ -296,17 +296,17 @@ func (r *Response) validate(embeddings, lastOrdered bool) []problem {
 }
 
 // matcher is a compiled Match: a literal substring, and the same string as a regular
-// expression when it compiles, with a substring every match of the expression contains.
+// expression when it compiles, with substrings every match of the expression contains.
 type matcher struct {
 	literal string
 	re      *regexp.Regexp
-	// required is a substring every match of re contains ("" when none is known): a text
-	// without it is not matched, and the expression is not run over it. A script of many
-	// entries is tried against every request, each expression over the whole prompt, and a
-	// prompt holds tens of kilobytes (the plan, dependency files, outlines): running them all
-	// was 25 ms of every request in the end-to-end suite's script, most of the builder
+	// required are substrings every match of re contains: a text without one of them is
+	// not matched, and the expression is not run over it. A script of many entries is
+	// tried against every request, each expression over the whole prompt, and a prompt
+	// holds tens of kilobytes (the plan, dependency files, outlines): running them all was
+	// 25 ms of every request in the end-to-end suite's script, most of the builder
 	// benchmark's wait on ai.
-	required string
+	required []string
 }
 
 func newMatcher(m string) matcher {
@@ -314,9 +314,9 @@ func newMatcher(m string) matcher {
 	if err != nil {
 		return matcher{literal: m} // not a regular expression: only the literal applies
 	}
-	var required string
+	var required []string
 	if tree, err := syntax.Parse(m, syntax.Perl); err == nil {
-		required = requiredLiteral(tree.Simplify())
+		required = requiredLiterals(tree.Simplify(), nil)
 	}
 	return matcher{literal: m, re: re, required: required}
 }
@@ -325,42 +325,42 @@ func (m matcher) matches(text string) bool {
 	if strings.Contains(text, m.literal) {
 		return true
 	}
-	if m.re == nil || !strings.Contains(text, m.required) {
+	if m.re == nil {
 		return false
+	}
+	for _, r := range m.required {
+		if !strings.Contains(text, r) {
+			return false
+		}
 	}
 	return m.re.MatchString(text)
 }
 
-// requiredLiteral is the longest case-sensitive literal that every match of re contains:
-// re itself when it is one, or one of the literals its top-level concatenation (through
-// capturing groups) is made of; "" when it has none.
-func requiredLiteral(re *syntax.Regexp) string {
-	switch re.Op {
-	case syntax.OpLiteral:
-		if re.Flags&syntax.FoldCase != 0 {
-			return ""
-		}
-		return string(re.Rune)
-	case syntax.OpCapture:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpConcat:
-		// Adjacent literals make one run; any other part ends it (its own required literal
-		// is a candidate too).
-		best, run := "", ""
+// requiredLiterals appends to out the case-sensitive literals every match of re contains:
+// re itself when it is one, or the runs of adjacent literals its top-level concatenation
+// (through capturing groups and nested concatenations) is made of.
+func requiredLiterals(re *syntax.Regexp, out []string) []string {
+	literal := func(r *syntax.Regexp) bool { return r.Op == syntax.OpLiteral && r.Flags&syntax.FoldCase == 0 }
+	switch {
+	case literal(re):
+		return append(out, string(re.Rune))
+	case re.Op == syntax.OpCapture:
+		return requiredLiterals(re.Sub[0], out)
+	case re.Op == syntax.OpConcat:
+		run := ""
 		for _, sub := range re.Sub {
-			if sub.Op == syntax.OpLiteral && sub.Flags&syntax.FoldCase == 0 {
+			if literal(sub) {
 				run += string(sub.Rune)
-			} else {
-				run = requiredLiteral(sub)
+				continue
 			}
-			if len(run) > len(best) {
-				best = run
+			if run != "" {
+				out, run = append(out, run), ""
 			}
-			if sub.Op != syntax.OpLiteral || sub.Flags&syntax.FoldCase != 0 {
-				run = ""
-			}
+			out = requiredLiterals(sub, out)
 		}
-		return best
+		if run != "" {
+			out = append(out, run)
+		}
 	}
-	return ""
+	return out
 }
