@@ -15,6 +15,7 @@ import (
 	"os"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"time"
 )
@@ -337,8 +338,9 @@ func (m matcher) matches(text string) bool {
 }
 
 // requiredLiterals appends to out the case-sensitive literals every match of re contains:
-// re itself when it is one, or the runs of adjacent literals its top-level concatenation
-// (through capturing groups and nested concatenations) is made of.
+// re itself when it is one, the runs of adjacent literals its top-level concatenation
+// (through capturing groups and nested concatenations) is made of, and what every branch
+// of an alternation requires.
 func requiredLiterals(re *syntax.Regexp, out []string) []string {
 	literal := func(r *syntax.Regexp) bool { return r.Op == syntax.OpLiteral && r.Flags&syntax.FoldCase == 0 }
 	switch {
@@ -361,6 +363,14 @@ func requiredLiterals(re *syntax.Regexp, out []string) []string {
 		if run != "" {
 			out = append(out, run)
 		}
+	case re.Op == syntax.OpAlternate:
+		// What every branch requires (both(a, b) is "a.*b|b.*a": a's and b's literals).
+		common := requiredLiterals(re.Sub[0], nil)
+		for _, sub := range re.Sub[1:] {
+			branch := requiredLiterals(sub, nil)
+			common = slices.DeleteFunc(common, func(l string) bool { return !slices.Contains(branch, l) })
+		}
+		out = append(out, common...)
 	}
 	return out
 }

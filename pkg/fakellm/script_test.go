@@ -138,12 +138,14 @@ func TestMatcherPrefilterKeepsMatches(t *testing.T) {
 		{`(?s)plan.*for (bench|demo)/x\.go`, []string{"plan", "for ", "/x.go"}},
 		{`(?i)mode: FIX`, nil},
 		{`a|b`, nil},
+		{`(?s)(?:# Job: review.*\[X-1\]|\[X-1\].*# Job: review)`, []string{"# Job: review", "[X-1]"}},
+		{`(?s)(?:ab.*c|c.*b)`, []string{"c"}},
 		{`(File: )[a-z]+\.go`, []string{"File: ", ".go"}},
 		{`x{3}y`, []string{"xxx", "y"}},
 		{`[unclosed`, nil},
 	}
 	texts := []string{"", "# Mode: generate\nFile to create: health_test.go\n", "File to create: \"health_test.go\"\n",
-		"a plan\nwith steps for demo/x.go", "MODE: fix", "b", "File: main.go", "File: Main.go", "xxxy", "xxy", "[unclosed"}
+		"a plan\nwith steps for demo/x.go", "MODE: fix", "b", "# Job: review\n[X-1]", "[X-1] # Job: review", "[X-1]", "abc", "cb", "ac", "File: main.go", "File: Main.go", "xxxy", "xxy", "[unclosed"}
 	for _, c := range cases {
 		m := newMatcher(c.pattern)
 		if !slices.Equal(m.required, c.required) {
