@@ -42,6 +42,10 @@ type wsFile struct {
 	// large): it gives no outline.
 	ok      bool
 	outline *string // computed on first use
+	// tokens is the outline's token count, -1 until first asked (outlineTokens): counting
+	// is cl100k's regexp pre-tokenizer, and every step of a build asks again for the same
+	// files (a quarter of the builder's CPU in BuildOrchestration when it was not kept).
+	tokens int
 }
 
 func newWorkspace(src analysis.Source) *workspace {
@@ -53,7 +57,7 @@ func (w *workspace) read(ctx context.Context, p string) (string, bool) {
 	if f, ok := w.files[p]; ok {
 		return f.content, f.ok
 	}
-	f := &wsFile{}
+	f := &wsFile{tokens: -1}
 	c, err := w.src.Read(ctx, p)
 	switch code := status.Code(err); {
 	case err == nil:
@@ -80,11 +84,23 @@ func (w *workspace) outline(ctx context.Context, p string) string {
 
 // wrote records that the build wrote content to p.
 func (w *workspace) wrote(p, content string) {
-	w.files[p] = &wsFile{content: content, ok: utf8.ValidString(content) && len(content) <= maxReferenceRead}
+	w.files[p] = &wsFile{content: content, ok: utf8.ValidString(content) && len(content) <= maxReferenceRead, tokens: -1}
 }
 
 // deleted records that the build deleted p.
-func (w *workspace) deleted(p string) { w.files[p] = &wsFile{} }
+func (w *workspace) deleted(p string) { w.files[p] = &wsFile{tokens: -1} }
+
+// outlineTokens is the token count of p's outline (o, what outline returned), counted once.
+func (w *workspace) outlineTokens(p, o string) int {
+	f := w.files[p]
+	if f == nil || f.outline == nil || *f.outline != o {
+		return tokens.Count(o)
+	}
+	if f.tokens < 0 {
+		f.tokens = tokens.Count(o)
+	}
+	return f.tokens
+}
 
 // referenceFiles are the outlines for a generation or fix of target (whose current content
 // is content; empty for a new file), in priority order: the build's context paths, the
@@ -126,7 +142,7 @@ func (r *run) referenceFiles(ctx context.Context, target, content string, deps [
 		if o == "" {
 			continue
 		}
-		if n := tokens.Count(o); n <= budget {
+		if n := ws.outlineTokens(p, o); n <= budget {
 			out = append(out, &aiv1.ContextFile{Path: p, Content: o})
 			budget -= n
 			continue
