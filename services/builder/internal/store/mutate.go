@@ -102,7 +102,7 @@ func queueBuild(batch *pgx.Batch, b *Build, lease string) error {
 			return err
 		}
 	}
-	files, err := marshalList(b.Files)
+	files, err := b.marshalFiles()
 	if err != nil {
 		return err
 	}
