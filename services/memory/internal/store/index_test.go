@@ -68,14 +68,7 @@ func TestInvalidIndexIsRebuilt(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
 	s := New(pool)
-	insert := func(s *Store, i int) {
-		t.Helper()
-		m := &memoryv1.Memory{OwnerId: "alice", Repo: "acme/api", Type: typev1.MemoryType_MEMORY_TYPE_GENERAL,
-			Content: fmt.Sprint("memory ", i), ContentHash: fmt.Sprint("hash ", i), TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, Importance: 0.5}
-		if _, _, err := s.Insert(ctx, NewMemory{Memory: m, Vector: Vector{Model: "test@1", Values: []float32{1, float32(i), 0.5}}, SearchText: m.Content}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(s *Store, i int) { insertTestMemory(t, s, i) }
 	name := indexName("memories", "test@1", 3)
 	valid := func() (exists, valid bool) {
 		t.Helper()
@@ -128,14 +121,7 @@ func TestLegacyIndexServesUntilRebuilt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	insert := func(s *Store, i int) {
-		t.Helper()
-		m := &memoryv1.Memory{OwnerId: "alice", Repo: "acme/api", Type: typev1.MemoryType_MEMORY_TYPE_GENERAL,
-			Content: fmt.Sprint("memory ", i), ContentHash: fmt.Sprint("hash ", i), TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, Importance: 0.5}
-		if _, _, err := s.Insert(ctx, NewMemory{Memory: m, Vector: Vector{Model: "test@1", Values: []float32{1, float32(i), 0.5}}, SearchText: m.Content}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	insert := func(s *Store, i int) { insertTestMemory(t, s, i) }
 	half, legacy := indexName("memories", "test@1", 3), legacyIndexName("memories", "test@1", 3)
 	exists := func(name string) bool {
 		t.Helper()
@@ -223,5 +209,15 @@ func TestLargeModelIsIndexed(t *testing.T) {
 	got, err := s.Search(ctx, SearchQuery{Owner: "alice", Filter: Filter{AnyRepo: true}, Vector: Vector{Model: "provider-large@3", Values: vec(1)}, K: 1})
 	if err != nil || len(got) != 1 || got[0].GetId() != ids[1] {
 		t.Fatalf("search for the second memory's vector: %v, %v; want %s", got, err, ids[1])
+	}
+}
+
+// insertTestMemory stores alice's memory number i, with a 3-dimension vector of model test@1.
+func insertTestMemory(t *testing.T, s *Store, i int) {
+	t.Helper()
+	m := &memoryv1.Memory{OwnerId: "alice", Repo: "acme/api", Type: typev1.MemoryType_MEMORY_TYPE_GENERAL,
+		Content: fmt.Sprint("memory ", i), ContentHash: fmt.Sprint("hash ", i), TrustLevel: memoryv1.MemoryTrustLevel_MEMORY_TRUST_LEVEL_USER, Importance: 0.5}
+	if _, _, err := s.Insert(context.Background(), NewMemory{Memory: m, Vector: Vector{Model: "test@1", Values: []float32{1, float32(i), 0.5}}, SearchText: m.Content}); err != nil {
+		t.Fatal(err)
 	}
 }
