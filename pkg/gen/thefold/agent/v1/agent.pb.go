@@ -507,6 +507,9 @@ const (
 	ProjectStatus_PROJECT_STATUS_REJECTED ProjectStatus = 7
 	// Terminal: CancelProject.
 	ProjectStatus_PROJECT_STATUS_CANCELLED ProjectStatus = 8
+	// A budget of the project is spent (status_reason says what was spent): ResumeProject,
+	// with a larger budget, continues it; CancelProject ends it.
+	ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED ProjectStatus = 9
 )
 
 // Enum value maps for ProjectStatus.
@@ -521,6 +524,7 @@ var (
 		6: "PROJECT_STATUS_FAILED",
 		7: "PROJECT_STATUS_REJECTED",
 		8: "PROJECT_STATUS_CANCELLED",
+		9: "PROJECT_STATUS_HUMAN_NEEDED",
 	}
 	ProjectStatus_value = map[string]int32{
 		"PROJECT_STATUS_UNSPECIFIED":    0,
@@ -532,6 +536,7 @@ var (
 		"PROJECT_STATUS_FAILED":         6,
 		"PROJECT_STATUS_REJECTED":       7,
 		"PROJECT_STATUS_CANCELLED":      8,
+		"PROJECT_STATUS_HUMAN_NEEDED":   9,
 	}
 )
 
@@ -562,6 +567,61 @@ func (ProjectStatus) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
+// ProjectMode is how a project's work reaches the repository.
+type ProjectMode int32
+
+const (
+	ProjectMode_PROJECT_MODE_UNSPECIFIED ProjectMode = 0
+	// The default: every task's files accumulate in the shared sandbox; after the last phase
+	// one review of all of them, and on approval one branch, one commit and one pull request.
+	ProjectMode_PROJECT_MODE_REVIEW ProjectMode = 1
+	// Session mode: like REVIEW, and every finished task is also committed to the project
+	// branch at once (a commit per task), so a long project's progress shows in git while it
+	// runs. The review and the pull request are still one.
+	ProjectMode_PROJECT_MODE_SESSION ProjectMode = 2
+)
+
+// Enum value maps for ProjectMode.
+var (
+	ProjectMode_name = map[int32]string{
+		0: "PROJECT_MODE_UNSPECIFIED",
+		1: "PROJECT_MODE_REVIEW",
+		2: "PROJECT_MODE_SESSION",
+	}
+	ProjectMode_value = map[string]int32{
+		"PROJECT_MODE_UNSPECIFIED": 0,
+		"PROJECT_MODE_REVIEW":      1,
+		"PROJECT_MODE_SESSION":     2,
+	}
+)
+
+func (x ProjectMode) Enum() *ProjectMode {
+	p := new(ProjectMode)
+	*p = x
+	return p
+}
+
+func (x ProjectMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProjectMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_agent_v1_agent_proto_enumTypes[7].Descriptor()
+}
+
+func (ProjectMode) Type() protoreflect.EnumType {
+	return &file_thefold_agent_v1_agent_proto_enumTypes[7]
+}
+
+func (x ProjectMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProjectMode.Descriptor instead.
+func (ProjectMode) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+}
+
 // ProjectTaskStatus is where one task of a project is.
 type ProjectTaskStatus int32
 
@@ -574,8 +634,10 @@ const (
 	// Its job validated, or a human resolved it (ResolveProjectTask; status_reason has the
 	// note).
 	ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED ProjectTaskStatus = 3
-	// Its job failed. Tasks that depend on it wait; the others go on. SkipProjectTask,
-	// ResolveProjectTask or RetryProjectTask decide what happens to it.
+	// Its job failed after its recoveries. The tasks that depend on it, directly or not, are
+	// SKIPPED with the reason; the others go on. RetryProjectTask runs it again (and puts
+	// the tasks skipped because of it back to PENDING), ResolveProjectTask records it as
+	// done by hand.
 	ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED ProjectTaskStatus = 4
 	// Not run: SkipProjectTask (status_reason says why), or the project ended first. Tasks
 	// that depend on a skipped task run without its work.
@@ -613,11 +675,11 @@ func (x ProjectTaskStatus) String() string {
 }
 
 func (ProjectTaskStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[7].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[8].Descriptor()
 }
 
 func (ProjectTaskStatus) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[7]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[8]
 }
 
 func (x ProjectTaskStatus) Number() protoreflect.EnumNumber {
@@ -626,7 +688,7 @@ func (x ProjectTaskStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProjectTaskStatus.Descriptor instead.
 func (ProjectTaskStatus) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 // ProjectEventType is what happened in a project. Each type names the payload it carries.
@@ -662,8 +724,11 @@ const (
 	ProjectEventType_PROJECT_EVENT_TYPE_UPDATED ProjectEventType = 13
 	// payload pull_request.
 	ProjectEventType_PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED ProjectEventType = 14
-	// payload budget_exhausted; a STATUS_CHANGED to FAILED follows.
+	// payload budget_exhausted; a STATUS_CHANGED to HUMAN_NEEDED follows.
 	ProjectEventType_PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED ProjectEventType = 15
+	// An event of one of the project's task jobs, relayed (only in the watch of one
+	// project); payload job_event.
+	ProjectEventType_PROJECT_EVENT_TYPE_JOB_EVENT ProjectEventType = 16
 )
 
 // Enum value maps for ProjectEventType.
@@ -685,6 +750,7 @@ var (
 		13: "PROJECT_EVENT_TYPE_UPDATED",
 		14: "PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED",
 		15: "PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED",
+		16: "PROJECT_EVENT_TYPE_JOB_EVENT",
 	}
 	ProjectEventType_value = map[string]int32{
 		"PROJECT_EVENT_TYPE_UNSPECIFIED":         0,
@@ -703,6 +769,7 @@ var (
 		"PROJECT_EVENT_TYPE_UPDATED":             13,
 		"PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED": 14,
 		"PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED":    15,
+		"PROJECT_EVENT_TYPE_JOB_EVENT":           16,
 	}
 )
 
@@ -717,11 +784,11 @@ func (x ProjectEventType) String() string {
 }
 
 func (ProjectEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[8].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[9].Descriptor()
 }
 
 func (ProjectEventType) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[8]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[9]
 }
 
 func (x ProjectEventType) Number() protoreflect.EnumNumber {
@@ -730,7 +797,7 @@ func (x ProjectEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProjectEventType.Descriptor instead.
 func (ProjectEventType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 // Diagnosis is the agent's verdict on one failed attempt.
@@ -4425,7 +4492,8 @@ type ProjectTask struct {
 	// carry an id of the caller's choosing, unique within the project (depends_on can then
 	// name it); empty gets a UUID.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Task in the tasks service, created by StartProject; empty while PLANNED.
+	// Task in the tasks service: the existing task the plan was made from, or the one
+	// StartProject created; empty while PLANNED for a task the planner proposed.
 	TaskId string `protobuf:"bytes,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	Title  string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
 	// What the task must do: the task description its job works from.
@@ -4444,7 +4512,9 @@ type ProjectTask struct {
 	// Last error, for FAILED.
 	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
 	// The skip reason, the resolution note or the retry guidance, whichever came last.
-	StatusReason  string `protobuf:"bytes,12,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	StatusReason string `protobuf:"bytes,12,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	// Jobs run for the task so far.
+	Attempts      int32 `protobuf:"varint,13,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4563,6 +4633,175 @@ func (x *ProjectTask) GetStatusReason() string {
 	return ""
 }
 
+func (x *ProjectTask) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// ProjectFile is one file the project's tasks wrote, as the review and the pull request
+// will have it.
+type ProjectFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the repository root.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The project task whose version stands (the last to write it).
+	ProjectTaskId string `protobuf:"bytes,2,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	// Earlier tasks that wrote it, oldest first: their version was replaced.
+	EarlierTaskIds []string `protobuf:"bytes,3,rep,name=earlier_task_ids,json=earlierTaskIds,proto3" json:"earlier_task_ids,omitempty"`
+	// The standing version deletes the file.
+	Deleted       bool `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectFile) Reset() {
+	*x = ProjectFile{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectFile) ProtoMessage() {}
+
+func (x *ProjectFile) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectFile.ProtoReflect.Descriptor instead.
+func (*ProjectFile) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ProjectFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ProjectFile) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *ProjectFile) GetEarlierTaskIds() []string {
+	if x != nil {
+		return x.EarlierTaskIds
+	}
+	return nil
+}
+
+func (x *ProjectFile) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// ProjectRevision is one change ai.ReviseProjectPhase made to a phase before it ran.
+type ProjectRevision struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The phase revised, 1-based.
+	PhaseNumber int32 `protobuf:"varint,1,opt,name=phase_number,json=phaseNumber,proto3" json:"phase_number,omitempty"`
+	// Why, in the planner's words.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Project tasks added, dropped and changed (title, description or dependencies).
+	AddedTaskIds   []string               `protobuf:"bytes,3,rep,name=added_task_ids,json=addedTaskIds,proto3" json:"added_task_ids,omitempty"`
+	RemovedTaskIds []string               `protobuf:"bytes,4,rep,name=removed_task_ids,json=removedTaskIds,proto3" json:"removed_task_ids,omitempty"`
+	ChangedTaskIds []string               `protobuf:"bytes,5,rep,name=changed_task_ids,json=changedTaskIds,proto3" json:"changed_task_ids,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProjectRevision) Reset() {
+	*x = ProjectRevision{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectRevision) ProtoMessage() {}
+
+func (x *ProjectRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectRevision.ProtoReflect.Descriptor instead.
+func (*ProjectRevision) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ProjectRevision) GetPhaseNumber() int32 {
+	if x != nil {
+		return x.PhaseNumber
+	}
+	return 0
+}
+
+func (x *ProjectRevision) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ProjectRevision) GetAddedTaskIds() []string {
+	if x != nil {
+		return x.AddedTaskIds
+	}
+	return nil
+}
+
+func (x *ProjectRevision) GetRemovedTaskIds() []string {
+	if x != nil {
+		return x.RemovedTaskIds
+	}
+	return nil
+}
+
+func (x *ProjectRevision) GetChangedTaskIds() []string {
+	if x != nil {
+		return x.ChangedTaskIds
+	}
+	return nil
+}
+
+func (x *ProjectRevision) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // ProjectPhase is a group of tasks run together; phases run in order.
 type ProjectPhase struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4577,7 +4816,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +4828,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +4841,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ProjectPhase) GetNumber() int32 {
@@ -4673,14 +4912,27 @@ type Project struct {
 	// When anything on the project last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When it reached a terminal status.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Mode    ProjectMode            `protobuf:"varint,20,opt,name=mode,proto3,enum=thefold.agent.v1.ProjectMode" json:"mode,omitempty"`
+	// Changes whenever the project changes; UpdateProject with project.etag set refuses an
+	// edit made on an older version (ABORTED).
+	Etag string `protobuf:"bytes,21,opt,name=etag,proto3" json:"etag,omitempty"`
+	// The revisions made between phases, oldest first.
+	Revisions []*ProjectRevision `protobuf:"bytes,22,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	// Branch the work starts from and the pull request targets; default the repository's
+	// default branch.
+	BaseBranch string `protobuf:"bytes,23,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	// Branch the project commits to ("thefold/project-<slug>"), set when it is first written.
+	Branch string `protobuf:"bytes,24,opt,name=branch,proto3" json:"branch,omitempty"`
+	// The files the tasks wrote so far, by path; unset in ListProjects.
+	Files         []*ProjectFile `protobuf:"bytes,25,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4944,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4957,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Project) GetId() string {
@@ -4841,6 +5093,48 @@ func (x *Project) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Project) GetMode() ProjectMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ProjectMode_PROJECT_MODE_UNSPECIFIED
+}
+
+func (x *Project) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *Project) GetRevisions() []*ProjectRevision {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+func (x *Project) GetBaseBranch() string {
+	if x != nil {
+		return x.BaseBranch
+	}
+	return ""
+}
+
+func (x *Project) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *Project) GetFiles() []*ProjectFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
 type PlanProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
@@ -4849,17 +5143,29 @@ type PlanProjectRequest struct {
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Required, "owner/name".
 	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
-	// Required: what to build.
+	// What to build (at most 20000 characters). Required unless task_ids or import_issues
+	// names the work instead.
 	Request string `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
 	// Optional conventions to follow; empty lets the planner derive them from the repository.
-	Conventions   string `protobuf:"bytes,4,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	Conventions string `protobuf:"bytes,4,opt,name=conventions,proto3" json:"conventions,omitempty"`
+	// Plan from these existing tasks of the caller in repo (at most 100) instead of a
+	// request text: their blocked-by links are the dependencies and the phases are the
+	// layers of that graph. A blocker outside the list is ignored.
+	TaskIds []string `protobuf:"bytes,5,rep,name=task_ids,json=taskIds,proto3" json:"task_ids,omitempty"`
+	// Import the repository's open issues (tasks.ImportIssues) and plan from every open
+	// task they made, as with task_ids.
+	ImportIssues bool `protobuf:"varint,6,opt,name=import_issues,json=importIssues,proto3" json:"import_issues,omitempty"`
+	// Default PROJECT_MODE_REVIEW.
+	Mode ProjectMode `protobuf:"varint,7,opt,name=mode,proto3,enum=thefold.agent.v1.ProjectMode" json:"mode,omitempty"`
+	// Branch to start from; default the repository's default branch.
+	BaseBranch    string `protobuf:"bytes,8,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanProjectRequest) Reset() {
 	*x = PlanProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5177,7 @@ func (x *PlanProjectRequest) String() string {
 func (*PlanProjectRequest) ProtoMessage() {}
 
 func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5190,7 @@ func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectRequest.ProtoReflect.Descriptor instead.
 func (*PlanProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PlanProjectRequest) GetRequestId() string {
@@ -4915,6 +5221,34 @@ func (x *PlanProjectRequest) GetConventions() string {
 	return ""
 }
 
+func (x *PlanProjectRequest) GetTaskIds() []string {
+	if x != nil {
+		return x.TaskIds
+	}
+	return nil
+}
+
+func (x *PlanProjectRequest) GetImportIssues() bool {
+	if x != nil {
+		return x.ImportIssues
+	}
+	return false
+}
+
+func (x *PlanProjectRequest) GetMode() ProjectMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ProjectMode_PROJECT_MODE_UNSPECIFIED
+}
+
+func (x *PlanProjectRequest) GetBaseBranch() string {
+	if x != nil {
+		return x.BaseBranch
+	}
+	return ""
+}
+
 type PlanProjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The PLANNED project.
@@ -4925,7 +5259,7 @@ type PlanProjectResponse struct {
 
 func (x *PlanProjectResponse) Reset() {
 	*x = PlanProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4937,7 +5271,7 @@ func (x *PlanProjectResponse) String() string {
 func (*PlanProjectResponse) ProtoMessage() {}
 
 func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4950,7 +5284,7 @@ func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectResponse.ProtoReflect.Descriptor instead.
 func (*PlanProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PlanProjectResponse) GetProject() *Project {
@@ -4970,7 +5304,9 @@ type UpdateProjectRequest struct {
 	// the new plan and form no cycle (otherwise INVALID_ARGUMENT), and only a task's title,
 	// description, depends_on and complexity are taken.
 	Project *Project `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
-	// Paths among "description", "conventions", "phases", "budget"; required.
+	// project.etag, when set, must be the project's current etag: an edit made on an older
+	// version of the plan is ABORTED (read it again and redo the edit).
+	// Paths among "description", "conventions", "phases", "budget", "mode"; required.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4978,7 +5314,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4990,7 +5326,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5003,7 +5339,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UpdateProjectRequest) GetId() string {
@@ -5036,7 +5372,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5384,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5397,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -5090,7 +5426,7 @@ type StartProjectRequest struct {
 
 func (x *StartProjectRequest) Reset() {
 	*x = StartProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5102,7 +5438,7 @@ func (x *StartProjectRequest) String() string {
 func (*StartProjectRequest) ProtoMessage() {}
 
 func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5115,7 +5451,7 @@ func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectRequest.ProtoReflect.Descriptor instead.
 func (*StartProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *StartProjectRequest) GetId() string {
@@ -5155,7 +5491,7 @@ type StartProjectResponse struct {
 
 func (x *StartProjectResponse) Reset() {
 	*x = StartProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5503,7 @@ func (x *StartProjectResponse) String() string {
 func (*StartProjectResponse) ProtoMessage() {}
 
 func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5516,7 @@ func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectResponse.ProtoReflect.Descriptor instead.
 func (*StartProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *StartProjectResponse) GetProject() *Project {
@@ -5200,7 +5536,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5212,7 +5548,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5225,7 +5561,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -5244,7 +5580,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5256,7 +5592,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5269,7 +5605,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -5294,7 +5630,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5306,7 +5642,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5319,7 +5655,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListProjectsRequest) GetRepo() string {
@@ -5362,7 +5698,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5710,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5723,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -5416,7 +5752,7 @@ type PauseProjectRequest struct {
 
 func (x *PauseProjectRequest) Reset() {
 	*x = PauseProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5428,7 +5764,7 @@ func (x *PauseProjectRequest) String() string {
 func (*PauseProjectRequest) ProtoMessage() {}
 
 func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5441,7 +5777,7 @@ func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectRequest.ProtoReflect.Descriptor instead.
 func (*PauseProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PauseProjectRequest) GetId() string {
@@ -5467,7 +5803,7 @@ type PauseProjectResponse struct {
 
 func (x *PauseProjectResponse) Reset() {
 	*x = PauseProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5479,7 +5815,7 @@ func (x *PauseProjectResponse) String() string {
 func (*PauseProjectResponse) ProtoMessage() {}
 
 func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5492,7 +5828,7 @@ func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectResponse.ProtoReflect.Descriptor instead.
 func (*PauseProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PauseProjectResponse) GetProject() *Project {
@@ -5505,14 +5841,17 @@ func (x *PauseProjectResponse) GetProject() *Project {
 type ResumeProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The project's id.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Optional new caps (a HUMAN_NEEDED project whose budget was spent needs larger ones);
+	// unset keeps the project's budget.
+	Budget        *v1.Budget `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResumeProjectRequest) Reset() {
 	*x = ResumeProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5863,7 @@ func (x *ResumeProjectRequest) String() string {
 func (*ResumeProjectRequest) ProtoMessage() {}
 
 func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5876,7 @@ func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectRequest.ProtoReflect.Descriptor instead.
 func (*ResumeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ResumeProjectRequest) GetId() string {
@@ -5545,6 +5884,13 @@ func (x *ResumeProjectRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *ResumeProjectRequest) GetBudget() *v1.Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
 }
 
 type ResumeProjectResponse struct {
@@ -5556,7 +5902,7 @@ type ResumeProjectResponse struct {
 
 func (x *ResumeProjectResponse) Reset() {
 	*x = ResumeProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5568,7 +5914,7 @@ func (x *ResumeProjectResponse) String() string {
 func (*ResumeProjectResponse) ProtoMessage() {}
 
 func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5581,7 +5927,7 @@ func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectResponse.ProtoReflect.Descriptor instead.
 func (*ResumeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ResumeProjectResponse) GetProject() *Project {
@@ -5603,7 +5949,7 @@ type CancelProjectRequest struct {
 
 func (x *CancelProjectRequest) Reset() {
 	*x = CancelProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5615,7 +5961,7 @@ func (x *CancelProjectRequest) String() string {
 func (*CancelProjectRequest) ProtoMessage() {}
 
 func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5628,7 +5974,7 @@ func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CancelProjectRequest) GetId() string {
@@ -5654,7 +6000,7 @@ type CancelProjectResponse struct {
 
 func (x *CancelProjectResponse) Reset() {
 	*x = CancelProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +6012,7 @@ func (x *CancelProjectResponse) String() string {
 func (*CancelProjectResponse) ProtoMessage() {}
 
 func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +6025,7 @@ func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CancelProjectResponse) GetProject() *Project {
@@ -5703,7 +6049,7 @@ type SkipProjectTaskRequest struct {
 
 func (x *SkipProjectTaskRequest) Reset() {
 	*x = SkipProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5715,7 +6061,7 @@ func (x *SkipProjectTaskRequest) String() string {
 func (*SkipProjectTaskRequest) ProtoMessage() {}
 
 func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5728,7 +6074,7 @@ func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SkipProjectTaskRequest) GetProjectId() string {
@@ -5761,7 +6107,7 @@ type SkipProjectTaskResponse struct {
 
 func (x *SkipProjectTaskResponse) Reset() {
 	*x = SkipProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5773,7 +6119,7 @@ func (x *SkipProjectTaskResponse) String() string {
 func (*SkipProjectTaskResponse) ProtoMessage() {}
 
 func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5786,7 +6132,7 @@ func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SkipProjectTaskResponse) GetProject() *Project {
@@ -5811,7 +6157,7 @@ type ResolveProjectTaskRequest struct {
 
 func (x *ResolveProjectTaskRequest) Reset() {
 	*x = ResolveProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5823,7 +6169,7 @@ func (x *ResolveProjectTaskRequest) String() string {
 func (*ResolveProjectTaskRequest) ProtoMessage() {}
 
 func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5836,7 +6182,7 @@ func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResolveProjectTaskRequest) GetProjectId() string {
@@ -5869,7 +6215,7 @@ type ResolveProjectTaskResponse struct {
 
 func (x *ResolveProjectTaskResponse) Reset() {
 	*x = ResolveProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5881,7 +6227,7 @@ func (x *ResolveProjectTaskResponse) String() string {
 func (*ResolveProjectTaskResponse) ProtoMessage() {}
 
 func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5894,7 +6240,7 @@ func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResolveProjectTaskResponse) GetProject() *Project {
@@ -5923,7 +6269,7 @@ type RetryProjectTaskRequest struct {
 
 func (x *RetryProjectTaskRequest) Reset() {
 	*x = RetryProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5935,7 +6281,7 @@ func (x *RetryProjectTaskRequest) String() string {
 func (*RetryProjectTaskRequest) ProtoMessage() {}
 
 func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5948,7 +6294,7 @@ func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *RetryProjectTaskRequest) GetProjectId() string {
@@ -5988,7 +6334,7 @@ type RetryProjectTaskResponse struct {
 
 func (x *RetryProjectTaskResponse) Reset() {
 	*x = RetryProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6000,7 +6346,7 @@ func (x *RetryProjectTaskResponse) String() string {
 func (*RetryProjectTaskResponse) ProtoMessage() {}
 
 func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6013,12 +6359,67 @@ func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *RetryProjectTaskResponse) GetProject() *Project {
 	if x != nil {
 		return x.Project
+	}
+	return nil
+}
+
+// ProjectJobEvent is the payload of a JOB_EVENT event: an event of a task's job, as
+// WatchJob delivers it.
+type ProjectJobEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project task the job runs (ProjectTask.id).
+	ProjectTaskId string            `protobuf:"bytes,1,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	Event         *WatchJobResponse `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectJobEvent) Reset() {
+	*x = ProjectJobEvent{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectJobEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectJobEvent) ProtoMessage() {}
+
+func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectJobEvent.ProtoReflect.Descriptor instead.
+func (*ProjectJobEvent) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *ProjectJobEvent) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *ProjectJobEvent) GetEvent() *WatchJobResponse {
+	if x != nil {
+		return x.Event
 	}
 	return nil
 }
@@ -6042,7 +6443,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6054,7 +6455,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6067,7 +6468,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ProjectSummary) GetId() string {
@@ -6134,7 +6535,7 @@ type ProjectStatusChange struct {
 
 func (x *ProjectStatusChange) Reset() {
 	*x = ProjectStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6146,7 +6547,7 @@ func (x *ProjectStatusChange) String() string {
 func (*ProjectStatusChange) ProtoMessage() {}
 
 func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6159,7 +6560,7 @@ func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectStatusChange.ProtoReflect.Descriptor instead.
 func (*ProjectStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ProjectStatusChange) GetPreviousStatus() ProjectStatus {
@@ -6195,7 +6596,7 @@ type ProjectPhaseChange struct {
 
 func (x *ProjectPhaseChange) Reset() {
 	*x = ProjectPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6207,7 +6608,7 @@ func (x *ProjectPhaseChange) String() string {
 func (*ProjectPhaseChange) ProtoMessage() {}
 
 func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6220,7 +6621,7 @@ func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseChange.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ProjectPhaseChange) GetNumber() int32 {
@@ -6250,7 +6651,7 @@ type ProjectPhaseRevision struct {
 
 func (x *ProjectPhaseRevision) Reset() {
 	*x = ProjectPhaseRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6262,7 +6663,7 @@ func (x *ProjectPhaseRevision) String() string {
 func (*ProjectPhaseRevision) ProtoMessage() {}
 
 func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6275,7 +6676,7 @@ func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseRevision.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ProjectPhaseRevision) GetPhase() *ProjectPhase {
@@ -6314,7 +6715,7 @@ type ProjectTaskChange struct {
 
 func (x *ProjectTaskChange) Reset() {
 	*x = ProjectTaskChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6326,7 +6727,7 @@ func (x *ProjectTaskChange) String() string {
 func (*ProjectTaskChange) ProtoMessage() {}
 
 func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6339,7 +6740,7 @@ func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTaskChange.ProtoReflect.Descriptor instead.
 func (*ProjectTaskChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ProjectTaskChange) GetProjectTaskId() string {
@@ -6404,7 +6805,7 @@ type ProjectUpdate struct {
 
 func (x *ProjectUpdate) Reset() {
 	*x = ProjectUpdate{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6416,7 +6817,7 @@ func (x *ProjectUpdate) String() string {
 func (*ProjectUpdate) ProtoMessage() {}
 
 func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6429,7 +6830,7 @@ func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectUpdate.ProtoReflect.Descriptor instead.
 func (*ProjectUpdate) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ProjectUpdate) GetUpdateMask() *fieldmaskpb.FieldMask {
@@ -6462,7 +6863,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6474,7 +6875,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6487,7 +6888,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *WatchProjectRequest) GetId() string {
@@ -6536,6 +6937,7 @@ type WatchProjectResponse struct {
 	//	*WatchProjectResponse_Updated
 	//	*WatchProjectResponse_PullRequest
 	//	*WatchProjectResponse_BudgetExhausted
+	//	*WatchProjectResponse_JobEvent
 	//	*WatchProjectResponse_Heartbeat
 	Payload       isWatchProjectResponse_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
@@ -6544,7 +6946,7 @@ type WatchProjectResponse struct {
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6556,7 +6958,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6569,7 +6971,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *WatchProjectResponse) GetId() int64 {
@@ -6688,6 +7090,15 @@ func (x *WatchProjectResponse) GetBudgetExhausted() *BudgetExhausted {
 	return nil
 }
 
+func (x *WatchProjectResponse) GetJobEvent() *ProjectJobEvent {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_JobEvent); ok {
+			return x.JobEvent
+		}
+	}
+	return nil
+}
+
 func (x *WatchProjectResponse) GetHeartbeat() *v1.Heartbeat {
 	if x != nil {
 		if x, ok := x.Payload.(*WatchProjectResponse_Heartbeat); ok {
@@ -6737,6 +7148,10 @@ type WatchProjectResponse_BudgetExhausted struct {
 	BudgetExhausted *BudgetExhausted `protobuf:"bytes,13,opt,name=budget_exhausted,json=budgetExhausted,proto3,oneof"`
 }
 
+type WatchProjectResponse_JobEvent struct {
+	JobEvent *ProjectJobEvent `protobuf:"bytes,14,opt,name=job_event,json=jobEvent,proto3,oneof"`
+}
+
 type WatchProjectResponse_Heartbeat struct {
 	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
 }
@@ -6758,6 +7173,8 @@ func (*WatchProjectResponse_Updated) isWatchProjectResponse_Payload() {}
 func (*WatchProjectResponse_PullRequest) isWatchProjectResponse_Payload() {}
 
 func (*WatchProjectResponse_BudgetExhausted) isWatchProjectResponse_Payload() {}
+
+func (*WatchProjectResponse_JobEvent) isWatchProjectResponse_Payload() {}
 
 func (*WatchProjectResponse_Heartbeat) isWatchProjectResponse_Payload() {}
 
@@ -7047,7 +7464,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
 	"\x14RejectReviewResponse\x120\n" +
-	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\x8d\x03\n" +
+	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\xa9\x03\n" +
 	"\vProjectTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -7064,12 +7481,26 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\foutput_files\x18\n" +
 	" \x03(\tR\voutputFiles\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12#\n" +
-	"\rstatus_reason\x18\f \x01(\tR\fstatusReason\"\x91\x01\n" +
+	"\rstatus_reason\x18\f \x01(\tR\fstatusReason\x12\x1a\n" +
+	"\battempts\x18\r \x01(\x05R\battempts\"\x8d\x01\n" +
+	"\vProjectFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12&\n" +
+	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12(\n" +
+	"\x10earlier_task_ids\x18\x03 \x03(\tR\x0eearlierTaskIds\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"\x83\x02\n" +
+	"\x0fProjectRevision\x12!\n" +
+	"\fphase_number\x18\x01 \x01(\x05R\vphaseNumber\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12$\n" +
+	"\x0eadded_task_ids\x18\x03 \x03(\tR\faddedTaskIds\x12(\n" +
+	"\x10removed_task_ids\x18\x04 \x03(\tR\x0eremovedTaskIds\x12(\n" +
+	"\x10changed_task_ids\x18\x05 \x03(\tR\x0echangedTaskIds\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x91\x01\n" +
 	"\fProjectPhase\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x123\n" +
-	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xac\x06\n" +
+	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xa2\b\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -7094,13 +7525,25 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"start_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vupdate_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x83\x01\n" +
+	"\bend_time\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x121\n" +
+	"\x04mode\x18\x14 \x01(\x0e2\x1d.thefold.agent.v1.ProjectModeR\x04mode\x12\x12\n" +
+	"\x04etag\x18\x15 \x01(\tR\x04etag\x12?\n" +
+	"\trevisions\x18\x16 \x03(\v2!.thefold.agent.v1.ProjectRevisionR\trevisions\x12\x1f\n" +
+	"\vbase_branch\x18\x17 \x01(\tR\n" +
+	"baseBranch\x12\x16\n" +
+	"\x06branch\x18\x18 \x01(\tR\x06branch\x123\n" +
+	"\x05files\x18\x19 \x03(\v2\x1d.thefold.agent.v1.ProjectFileR\x05files\"\x97\x02\n" +
 	"\x12PlanProjectRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12\x18\n" +
 	"\arequest\x18\x03 \x01(\tR\arequest\x12 \n" +
-	"\vconventions\x18\x04 \x01(\tR\vconventions\"J\n" +
+	"\vconventions\x18\x04 \x01(\tR\vconventions\x12\x19\n" +
+	"\btask_ids\x18\x05 \x03(\tR\ataskIds\x12#\n" +
+	"\rimport_issues\x18\x06 \x01(\bR\fimportIssues\x121\n" +
+	"\x04mode\x18\a \x01(\x0e2\x1d.thefold.agent.v1.ProjectModeR\x04mode\x12\x1f\n" +
+	"\vbase_branch\x18\b \x01(\tR\n" +
+	"baseBranch\"J\n" +
 	"\x13PlanProjectResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x98\x01\n" +
 	"\x14UpdateProjectRequest\x12\x0e\n" +
@@ -7135,9 +7578,10 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"K\n" +
 	"\x14PauseProjectResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"&\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"W\n" +
 	"\x14ResumeProjectRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"L\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x06budget\x18\x02 \x01(\v2\x17.thefold.type.v1.BudgetR\x06budget\"L\n" +
 	"\x15ResumeProjectResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\">\n" +
 	"\x14CancelProjectRequest\x12\x0e\n" +
@@ -7167,7 +7611,10 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"O\n" +
 	"\x18RetryProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x8c\x02\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"s\n" +
+	"\x0fProjectJobEvent\x12&\n" +
+	"\x0fproject_task_id\x18\x01 \x01(\tR\rprojectTaskId\x128\n" +
+	"\x05event\x18\x02 \x01(\v2\".thefold.agent.v1.WatchJobResponseR\x05event\"\x8c\x02\n" +
 	"\x0eProjectSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12 \n" +
@@ -7204,7 +7651,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x13WatchProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
-	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xeb\x06\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xad\a\n" +
 	"\x14WatchProjectResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x126\n" +
@@ -7220,7 +7667,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	" \x01(\v2!.thefold.agent.v1.ReviewSubmittedH\x00R\x0freviewSubmitted\x12;\n" +
 	"\aupdated\x18\v \x01(\v2\x1f.thefold.agent.v1.ProjectUpdateH\x00R\aupdated\x12D\n" +
 	"\fpull_request\x18\f \x01(\v2\x1f.thefold.type.v1.PullRequestRefH\x00R\vpullRequest\x12N\n" +
-	"\x10budget_exhausted\x18\r \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhausted\x12:\n" +
+	"\x10budget_exhausted\x18\r \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhausted\x12@\n" +
+	"\tjob_event\x18\x0e \x01(\v2!.thefold.agent.v1.ProjectJobEventH\x00R\bjobEvent\x12:\n" +
 	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
 	"\apayload*\xcb\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
@@ -7286,7 +7734,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x15REVIEW_STATUS_PENDING\x10\x01\x12\x1a\n" +
 	"\x16REVIEW_STATUS_APPROVED\x10\x02\x12#\n" +
 	"\x1fREVIEW_STATUS_CHANGES_REQUESTED\x10\x03\x12\x1a\n" +
-	"\x16REVIEW_STATUS_REJECTED\x10\x04*\x99\x02\n" +
+	"\x16REVIEW_STATUS_REJECTED\x10\x04*\xba\x02\n" +
 	"\rProjectStatus\x12\x1e\n" +
 	"\x1aPROJECT_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PROJECT_STATUS_PLANNED\x10\x01\x12\x1a\n" +
@@ -7296,14 +7744,19 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x18PROJECT_STATUS_COMPLETED\x10\x05\x12\x19\n" +
 	"\x15PROJECT_STATUS_FAILED\x10\x06\x12\x1b\n" +
 	"\x17PROJECT_STATUS_REJECTED\x10\a\x12\x1c\n" +
-	"\x18PROJECT_STATUS_CANCELLED\x10\b*\xde\x01\n" +
+	"\x18PROJECT_STATUS_CANCELLED\x10\b\x12\x1f\n" +
+	"\x1bPROJECT_STATUS_HUMAN_NEEDED\x10\t*^\n" +
+	"\vProjectMode\x12\x1c\n" +
+	"\x18PROJECT_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13PROJECT_MODE_REVIEW\x10\x01\x12\x18\n" +
+	"\x14PROJECT_MODE_SESSION\x10\x02*\xde\x01\n" +
 	"\x11ProjectTaskStatus\x12#\n" +
 	"\x1fPROJECT_TASK_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bPROJECT_TASK_STATUS_PENDING\x10\x01\x12\x1f\n" +
 	"\x1bPROJECT_TASK_STATUS_RUNNING\x10\x02\x12!\n" +
 	"\x1dPROJECT_TASK_STATUS_COMPLETED\x10\x03\x12\x1e\n" +
 	"\x1aPROJECT_TASK_STATUS_FAILED\x10\x04\x12\x1f\n" +
-	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05*\xef\x04\n" +
+	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05*\x91\x05\n" +
 	"\x10ProjectEventType\x12\"\n" +
 	"\x1ePROJECT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPROJECT_EVENT_TYPE_CREATED\x10\x01\x12%\n" +
@@ -7321,7 +7774,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1fPROJECT_EVENT_TYPE_TASK_RETRIED\x10\f\x12\x1e\n" +
 	"\x1aPROJECT_EVENT_TYPE_UPDATED\x10\r\x12*\n" +
 	"&PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED\x10\x0e\x12'\n" +
-	"#PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0f2\xde\b\n" +
+	"#PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0f\x12 \n" +
+	"\x1cPROJECT_EVENT_TYPE_JOB_EVENT\x10\x102\xde\b\n" +
 	"\fAgentService\x12T\n" +
 	"\tStartTask\x12\".thefold.agent.v1.StartTaskRequest\x1a#.thefold.agent.v1.StartTaskResponse\x12P\n" +
 	"\x06GetJob\x12\x1f.thefold.agent.v1.GetJobRequest\x1a .thefold.agent.v1.GetJobResponse\"\x03\x90\x02\x01\x12V\n" +
@@ -7370,8 +7824,8 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_thefold_agent_v1_agent_proto_rawDescData
 }
 
-var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
@@ -7380,296 +7834,308 @@ var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobEventType)(0),                      // 4: thefold.agent.v1.JobEventType
 	(ReviewStatus)(0),                      // 5: thefold.agent.v1.ReviewStatus
 	(ProjectStatus)(0),                     // 6: thefold.agent.v1.ProjectStatus
-	(ProjectTaskStatus)(0),                 // 7: thefold.agent.v1.ProjectTaskStatus
-	(ProjectEventType)(0),                  // 8: thefold.agent.v1.ProjectEventType
-	(*Diagnosis)(nil),                      // 9: thefold.agent.v1.Diagnosis
-	(*Job)(nil),                            // 10: thefold.agent.v1.Job
-	(*StartTaskRequest)(nil),               // 11: thefold.agent.v1.StartTaskRequest
-	(*StartTaskResponse)(nil),              // 12: thefold.agent.v1.StartTaskResponse
-	(*GetJobRequest)(nil),                  // 13: thefold.agent.v1.GetJobRequest
-	(*GetJobResponse)(nil),                 // 14: thefold.agent.v1.GetJobResponse
-	(*ListJobsRequest)(nil),                // 15: thefold.agent.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),               // 16: thefold.agent.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),               // 17: thefold.agent.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),              // 18: thefold.agent.v1.CancelJobResponse
-	(*PauseJobRequest)(nil),                // 19: thefold.agent.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),               // 20: thefold.agent.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),               // 21: thefold.agent.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),              // 22: thefold.agent.v1.ResumeJobResponse
-	(*SkipTaskRequest)(nil),                // 23: thefold.agent.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),               // 24: thefold.agent.v1.SkipTaskResponse
-	(*ResolveTaskRequest)(nil),             // 25: thefold.agent.v1.ResolveTaskRequest
-	(*ResolveTaskResponse)(nil),            // 26: thefold.agent.v1.ResolveTaskResponse
-	(*RespondToClarificationRequest)(nil),  // 27: thefold.agent.v1.RespondToClarificationRequest
-	(*RespondToClarificationResponse)(nil), // 28: thefold.agent.v1.RespondToClarificationResponse
-	(*JobSummary)(nil),                     // 29: thefold.agent.v1.JobSummary
-	(*JobStatusChange)(nil),                // 30: thefold.agent.v1.JobStatusChange
-	(*JobPhaseChange)(nil),                 // 31: thefold.agent.v1.JobPhaseChange
-	(*JobProgress)(nil),                    // 32: thefold.agent.v1.JobProgress
-	(*JobThought)(nil),                     // 33: thefold.agent.v1.JobThought
-	(*ClarificationRequested)(nil),         // 34: thefold.agent.v1.ClarificationRequested
-	(*SubtasksCreated)(nil),                // 35: thefold.agent.v1.SubtasksCreated
-	(*JobPlanChange)(nil),                  // 36: thefold.agent.v1.JobPlanChange
-	(*JobIntervention)(nil),                // 37: thefold.agent.v1.JobIntervention
-	(*ReviewSubmitted)(nil),                // 38: thefold.agent.v1.ReviewSubmitted
-	(*BudgetExhausted)(nil),                // 39: thefold.agent.v1.BudgetExhausted
-	(*WatchJobRequest)(nil),                // 40: thefold.agent.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),               // 41: thefold.agent.v1.WatchJobResponse
-	(*PhaseMetrics)(nil),                   // 42: thefold.agent.v1.PhaseMetrics
-	(*GetJobMetricsRequest)(nil),           // 43: thefold.agent.v1.GetJobMetricsRequest
-	(*GetJobMetricsResponse)(nil),          // 44: thefold.agent.v1.GetJobMetricsResponse
-	(*AuditLogEntry)(nil),                  // 45: thefold.agent.v1.AuditLogEntry
-	(*ListAuditLogRequest)(nil),            // 46: thefold.agent.v1.ListAuditLogRequest
-	(*ListAuditLogResponse)(nil),           // 47: thefold.agent.v1.ListAuditLogResponse
-	(*ReviewFile)(nil),                     // 48: thefold.agent.v1.ReviewFile
-	(*Review)(nil),                         // 49: thefold.agent.v1.Review
-	(*GetReviewRequest)(nil),               // 50: thefold.agent.v1.GetReviewRequest
-	(*GetReviewResponse)(nil),              // 51: thefold.agent.v1.GetReviewResponse
-	(*ListReviewsRequest)(nil),             // 52: thefold.agent.v1.ListReviewsRequest
-	(*ListReviewsResponse)(nil),            // 53: thefold.agent.v1.ListReviewsResponse
-	(*ApproveReviewRequest)(nil),           // 54: thefold.agent.v1.ApproveReviewRequest
-	(*ApproveReviewResponse)(nil),          // 55: thefold.agent.v1.ApproveReviewResponse
-	(*RequestChangesRequest)(nil),          // 56: thefold.agent.v1.RequestChangesRequest
-	(*RequestChangesResponse)(nil),         // 57: thefold.agent.v1.RequestChangesResponse
-	(*RejectReviewRequest)(nil),            // 58: thefold.agent.v1.RejectReviewRequest
-	(*RejectReviewResponse)(nil),           // 59: thefold.agent.v1.RejectReviewResponse
-	(*ProjectTask)(nil),                    // 60: thefold.agent.v1.ProjectTask
-	(*ProjectPhase)(nil),                   // 61: thefold.agent.v1.ProjectPhase
-	(*Project)(nil),                        // 62: thefold.agent.v1.Project
-	(*PlanProjectRequest)(nil),             // 63: thefold.agent.v1.PlanProjectRequest
-	(*PlanProjectResponse)(nil),            // 64: thefold.agent.v1.PlanProjectResponse
-	(*UpdateProjectRequest)(nil),           // 65: thefold.agent.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),          // 66: thefold.agent.v1.UpdateProjectResponse
-	(*StartProjectRequest)(nil),            // 67: thefold.agent.v1.StartProjectRequest
-	(*StartProjectResponse)(nil),           // 68: thefold.agent.v1.StartProjectResponse
-	(*GetProjectRequest)(nil),              // 69: thefold.agent.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),             // 70: thefold.agent.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),            // 71: thefold.agent.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),           // 72: thefold.agent.v1.ListProjectsResponse
-	(*PauseProjectRequest)(nil),            // 73: thefold.agent.v1.PauseProjectRequest
-	(*PauseProjectResponse)(nil),           // 74: thefold.agent.v1.PauseProjectResponse
-	(*ResumeProjectRequest)(nil),           // 75: thefold.agent.v1.ResumeProjectRequest
-	(*ResumeProjectResponse)(nil),          // 76: thefold.agent.v1.ResumeProjectResponse
-	(*CancelProjectRequest)(nil),           // 77: thefold.agent.v1.CancelProjectRequest
-	(*CancelProjectResponse)(nil),          // 78: thefold.agent.v1.CancelProjectResponse
-	(*SkipProjectTaskRequest)(nil),         // 79: thefold.agent.v1.SkipProjectTaskRequest
-	(*SkipProjectTaskResponse)(nil),        // 80: thefold.agent.v1.SkipProjectTaskResponse
-	(*ResolveProjectTaskRequest)(nil),      // 81: thefold.agent.v1.ResolveProjectTaskRequest
-	(*ResolveProjectTaskResponse)(nil),     // 82: thefold.agent.v1.ResolveProjectTaskResponse
-	(*RetryProjectTaskRequest)(nil),        // 83: thefold.agent.v1.RetryProjectTaskRequest
-	(*RetryProjectTaskResponse)(nil),       // 84: thefold.agent.v1.RetryProjectTaskResponse
-	(*ProjectSummary)(nil),                 // 85: thefold.agent.v1.ProjectSummary
-	(*ProjectStatusChange)(nil),            // 86: thefold.agent.v1.ProjectStatusChange
-	(*ProjectPhaseChange)(nil),             // 87: thefold.agent.v1.ProjectPhaseChange
-	(*ProjectPhaseRevision)(nil),           // 88: thefold.agent.v1.ProjectPhaseRevision
-	(*ProjectTaskChange)(nil),              // 89: thefold.agent.v1.ProjectTaskChange
-	(*ProjectUpdate)(nil),                  // 90: thefold.agent.v1.ProjectUpdate
-	(*WatchProjectRequest)(nil),            // 91: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 92: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 93: google.protobuf.Timestamp
-	(*v1.Budget)(nil),                      // 94: thefold.type.v1.Budget
-	(*v1.Usage)(nil),                       // 95: thefold.type.v1.Usage
-	(*v1.PullRequestRef)(nil),              // 96: thefold.type.v1.PullRequestRef
-	(*v1.Plan)(nil),                        // 97: thefold.type.v1.Plan
-	(v11.BuildPhase)(0),                    // 98: thefold.builder.v1.BuildPhase
-	(*v1.Heartbeat)(nil),                   // 99: thefold.type.v1.Heartbeat
-	(*durationpb.Duration)(nil),            // 100: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 101: google.protobuf.Struct
-	(*v1.FileDiff)(nil),                    // 102: thefold.type.v1.FileDiff
-	(*v1.Diagnostic)(nil),                  // 103: thefold.type.v1.Diagnostic
-	(*v1.DiffStats)(nil),                   // 104: thefold.type.v1.DiffStats
-	(*fieldmaskpb.FieldMask)(nil),          // 105: google.protobuf.FieldMask
+	(ProjectMode)(0),                       // 7: thefold.agent.v1.ProjectMode
+	(ProjectTaskStatus)(0),                 // 8: thefold.agent.v1.ProjectTaskStatus
+	(ProjectEventType)(0),                  // 9: thefold.agent.v1.ProjectEventType
+	(*Diagnosis)(nil),                      // 10: thefold.agent.v1.Diagnosis
+	(*Job)(nil),                            // 11: thefold.agent.v1.Job
+	(*StartTaskRequest)(nil),               // 12: thefold.agent.v1.StartTaskRequest
+	(*StartTaskResponse)(nil),              // 13: thefold.agent.v1.StartTaskResponse
+	(*GetJobRequest)(nil),                  // 14: thefold.agent.v1.GetJobRequest
+	(*GetJobResponse)(nil),                 // 15: thefold.agent.v1.GetJobResponse
+	(*ListJobsRequest)(nil),                // 16: thefold.agent.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),               // 17: thefold.agent.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),               // 18: thefold.agent.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),              // 19: thefold.agent.v1.CancelJobResponse
+	(*PauseJobRequest)(nil),                // 20: thefold.agent.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),               // 21: thefold.agent.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),               // 22: thefold.agent.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),              // 23: thefold.agent.v1.ResumeJobResponse
+	(*SkipTaskRequest)(nil),                // 24: thefold.agent.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),               // 25: thefold.agent.v1.SkipTaskResponse
+	(*ResolveTaskRequest)(nil),             // 26: thefold.agent.v1.ResolveTaskRequest
+	(*ResolveTaskResponse)(nil),            // 27: thefold.agent.v1.ResolveTaskResponse
+	(*RespondToClarificationRequest)(nil),  // 28: thefold.agent.v1.RespondToClarificationRequest
+	(*RespondToClarificationResponse)(nil), // 29: thefold.agent.v1.RespondToClarificationResponse
+	(*JobSummary)(nil),                     // 30: thefold.agent.v1.JobSummary
+	(*JobStatusChange)(nil),                // 31: thefold.agent.v1.JobStatusChange
+	(*JobPhaseChange)(nil),                 // 32: thefold.agent.v1.JobPhaseChange
+	(*JobProgress)(nil),                    // 33: thefold.agent.v1.JobProgress
+	(*JobThought)(nil),                     // 34: thefold.agent.v1.JobThought
+	(*ClarificationRequested)(nil),         // 35: thefold.agent.v1.ClarificationRequested
+	(*SubtasksCreated)(nil),                // 36: thefold.agent.v1.SubtasksCreated
+	(*JobPlanChange)(nil),                  // 37: thefold.agent.v1.JobPlanChange
+	(*JobIntervention)(nil),                // 38: thefold.agent.v1.JobIntervention
+	(*ReviewSubmitted)(nil),                // 39: thefold.agent.v1.ReviewSubmitted
+	(*BudgetExhausted)(nil),                // 40: thefold.agent.v1.BudgetExhausted
+	(*WatchJobRequest)(nil),                // 41: thefold.agent.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),               // 42: thefold.agent.v1.WatchJobResponse
+	(*PhaseMetrics)(nil),                   // 43: thefold.agent.v1.PhaseMetrics
+	(*GetJobMetricsRequest)(nil),           // 44: thefold.agent.v1.GetJobMetricsRequest
+	(*GetJobMetricsResponse)(nil),          // 45: thefold.agent.v1.GetJobMetricsResponse
+	(*AuditLogEntry)(nil),                  // 46: thefold.agent.v1.AuditLogEntry
+	(*ListAuditLogRequest)(nil),            // 47: thefold.agent.v1.ListAuditLogRequest
+	(*ListAuditLogResponse)(nil),           // 48: thefold.agent.v1.ListAuditLogResponse
+	(*ReviewFile)(nil),                     // 49: thefold.agent.v1.ReviewFile
+	(*Review)(nil),                         // 50: thefold.agent.v1.Review
+	(*GetReviewRequest)(nil),               // 51: thefold.agent.v1.GetReviewRequest
+	(*GetReviewResponse)(nil),              // 52: thefold.agent.v1.GetReviewResponse
+	(*ListReviewsRequest)(nil),             // 53: thefold.agent.v1.ListReviewsRequest
+	(*ListReviewsResponse)(nil),            // 54: thefold.agent.v1.ListReviewsResponse
+	(*ApproveReviewRequest)(nil),           // 55: thefold.agent.v1.ApproveReviewRequest
+	(*ApproveReviewResponse)(nil),          // 56: thefold.agent.v1.ApproveReviewResponse
+	(*RequestChangesRequest)(nil),          // 57: thefold.agent.v1.RequestChangesRequest
+	(*RequestChangesResponse)(nil),         // 58: thefold.agent.v1.RequestChangesResponse
+	(*RejectReviewRequest)(nil),            // 59: thefold.agent.v1.RejectReviewRequest
+	(*RejectReviewResponse)(nil),           // 60: thefold.agent.v1.RejectReviewResponse
+	(*ProjectTask)(nil),                    // 61: thefold.agent.v1.ProjectTask
+	(*ProjectFile)(nil),                    // 62: thefold.agent.v1.ProjectFile
+	(*ProjectRevision)(nil),                // 63: thefold.agent.v1.ProjectRevision
+	(*ProjectPhase)(nil),                   // 64: thefold.agent.v1.ProjectPhase
+	(*Project)(nil),                        // 65: thefold.agent.v1.Project
+	(*PlanProjectRequest)(nil),             // 66: thefold.agent.v1.PlanProjectRequest
+	(*PlanProjectResponse)(nil),            // 67: thefold.agent.v1.PlanProjectResponse
+	(*UpdateProjectRequest)(nil),           // 68: thefold.agent.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),          // 69: thefold.agent.v1.UpdateProjectResponse
+	(*StartProjectRequest)(nil),            // 70: thefold.agent.v1.StartProjectRequest
+	(*StartProjectResponse)(nil),           // 71: thefold.agent.v1.StartProjectResponse
+	(*GetProjectRequest)(nil),              // 72: thefold.agent.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),             // 73: thefold.agent.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),            // 74: thefold.agent.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),           // 75: thefold.agent.v1.ListProjectsResponse
+	(*PauseProjectRequest)(nil),            // 76: thefold.agent.v1.PauseProjectRequest
+	(*PauseProjectResponse)(nil),           // 77: thefold.agent.v1.PauseProjectResponse
+	(*ResumeProjectRequest)(nil),           // 78: thefold.agent.v1.ResumeProjectRequest
+	(*ResumeProjectResponse)(nil),          // 79: thefold.agent.v1.ResumeProjectResponse
+	(*CancelProjectRequest)(nil),           // 80: thefold.agent.v1.CancelProjectRequest
+	(*CancelProjectResponse)(nil),          // 81: thefold.agent.v1.CancelProjectResponse
+	(*SkipProjectTaskRequest)(nil),         // 82: thefold.agent.v1.SkipProjectTaskRequest
+	(*SkipProjectTaskResponse)(nil),        // 83: thefold.agent.v1.SkipProjectTaskResponse
+	(*ResolveProjectTaskRequest)(nil),      // 84: thefold.agent.v1.ResolveProjectTaskRequest
+	(*ResolveProjectTaskResponse)(nil),     // 85: thefold.agent.v1.ResolveProjectTaskResponse
+	(*RetryProjectTaskRequest)(nil),        // 86: thefold.agent.v1.RetryProjectTaskRequest
+	(*RetryProjectTaskResponse)(nil),       // 87: thefold.agent.v1.RetryProjectTaskResponse
+	(*ProjectJobEvent)(nil),                // 88: thefold.agent.v1.ProjectJobEvent
+	(*ProjectSummary)(nil),                 // 89: thefold.agent.v1.ProjectSummary
+	(*ProjectStatusChange)(nil),            // 90: thefold.agent.v1.ProjectStatusChange
+	(*ProjectPhaseChange)(nil),             // 91: thefold.agent.v1.ProjectPhaseChange
+	(*ProjectPhaseRevision)(nil),           // 92: thefold.agent.v1.ProjectPhaseRevision
+	(*ProjectTaskChange)(nil),              // 93: thefold.agent.v1.ProjectTaskChange
+	(*ProjectUpdate)(nil),                  // 94: thefold.agent.v1.ProjectUpdate
+	(*WatchProjectRequest)(nil),            // 95: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 96: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 97: google.protobuf.Timestamp
+	(*v1.Budget)(nil),                      // 98: thefold.type.v1.Budget
+	(*v1.Usage)(nil),                       // 99: thefold.type.v1.Usage
+	(*v1.PullRequestRef)(nil),              // 100: thefold.type.v1.PullRequestRef
+	(*v1.Plan)(nil),                        // 101: thefold.type.v1.Plan
+	(v11.BuildPhase)(0),                    // 102: thefold.builder.v1.BuildPhase
+	(*v1.Heartbeat)(nil),                   // 103: thefold.type.v1.Heartbeat
+	(*durationpb.Duration)(nil),            // 104: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 105: google.protobuf.Struct
+	(*v1.FileDiff)(nil),                    // 106: thefold.type.v1.FileDiff
+	(*v1.Diagnostic)(nil),                  // 107: thefold.type.v1.Diagnostic
+	(*v1.DiffStats)(nil),                   // 108: thefold.type.v1.DiffStats
+	(*fieldmaskpb.FieldMask)(nil),          // 109: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	93,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 2: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 3: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
-	9,   // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	94,  // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
-	95,  // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
-	96,  // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	97,  // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
-	93,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	93,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	93,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
-	94,  // 13: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
-	10,  // 14: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 15: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
+	10,  // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	98,  // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
+	99,  // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
+	100, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	101, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
+	97,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	97,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	98,  // 13: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
+	11,  // 14: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 15: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
 	0,   // 16: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
-	10,  // 17: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
-	10,  // 18: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 19: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 20: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 21: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 22: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
-	10,  // 23: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 17: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
+	11,  // 18: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 19: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 20: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 21: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 22: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 23: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
 	0,   // 24: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
-	93,  // 25: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 25: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 26: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
 	0,   // 27: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 28: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
 	1,   // 29: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
-	98,  // 30: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
-	97,  // 31: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
+	102, // 30: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
+	101, // 31: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
 	3,   // 32: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
-	95,  // 33: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
-	94,  // 34: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
-	93,  // 35: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
+	99,  // 33: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
+	98,  // 34: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
+	97,  // 35: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
 	4,   // 36: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
-	29,  // 37: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
-	30,  // 38: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
-	31,  // 39: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
-	32,  // 40: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
-	33,  // 41: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
-	34,  // 42: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
-	35,  // 43: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
-	36,  // 44: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
-	9,   // 45: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	37,  // 46: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
-	99,  // 47: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	38,  // 48: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	96,  // 49: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	39,  // 50: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	30,  // 37: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
+	31,  // 38: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
+	32,  // 39: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
+	33,  // 40: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
+	34,  // 41: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
+	35,  // 42: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
+	36,  // 43: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
+	37,  // 44: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
+	10,  // 45: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	38,  // 46: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
+	103, // 47: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	39,  // 48: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	100, // 49: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	40,  // 50: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
 	1,   // 51: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	95,  // 52: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
-	100, // 53: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
-	42,  // 54: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
-	95,  // 55: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
-	100, // 56: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	101, // 57: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	100, // 58: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	93,  // 59: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 60: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	93,  // 61: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
-	45,  // 62: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
-	102, // 63: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
+	99,  // 52: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
+	104, // 53: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	43,  // 54: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
+	99,  // 55: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
+	104, // 56: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	105, // 57: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	104, // 58: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	97,  // 59: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 60: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 61: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	46,  // 62: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
+	106, // 63: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
 	5,   // 64: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
-	103, // 65: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
-	48,  // 66: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	104, // 67: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
-	96,  // 68: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	93,  // 69: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 70: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	93,  // 71: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
-	49,  // 72: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
+	107, // 65: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
+	49,  // 66: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
+	108, // 67: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
+	100, // 68: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	97,  // 69: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 70: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	97,  // 71: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	50,  // 72: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
 	5,   // 73: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
-	49,  // 74: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
-	49,  // 75: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
-	49,  // 76: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
-	49,  // 77: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
-	7,   // 78: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	95,  // 79: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
-	60,  // 80: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
-	6,   // 81: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
-	61,  // 82: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
-	96,  // 83: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	94,  // 84: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
-	95,  // 85: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
-	93,  // 86: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	93,  // 87: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	93,  // 88: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	93,  // 89: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
-	62,  // 90: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 91: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
-	105, // 92: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	62,  // 93: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
-	94,  // 94: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
-	62,  // 95: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 96: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
-	6,   // 97: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
-	62,  // 98: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
-	62,  // 99: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 100: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 101: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 102: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 103: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	62,  // 104: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	6,   // 105: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
-	93,  // 106: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
-	6,   // 107: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	6,   // 108: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
-	61,  // 109: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
-	7,   // 110: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	95,  // 111: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
-	105, // 112: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
-	62,  // 113: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
-	93,  // 114: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
-	8,   // 115: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
-	85,  // 116: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
-	86,  // 117: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
-	87,  // 118: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
-	88,  // 119: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
-	89,  // 120: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
-	38,  // 121: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	90,  // 122: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
-	96,  // 123: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	39,  // 124: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	99,  // 125: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	11,  // 126: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	13,  // 127: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	15,  // 128: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	17,  // 129: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	19,  // 130: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	21,  // 131: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	23,  // 132: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	25,  // 133: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	27,  // 134: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	40,  // 135: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	43,  // 136: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	46,  // 137: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	50,  // 138: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	52,  // 139: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	54,  // 140: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	56,  // 141: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	58,  // 142: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	63,  // 143: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	65,  // 144: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
-	67,  // 145: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	69,  // 146: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	71,  // 147: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	73,  // 148: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	75,  // 149: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	77,  // 150: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
-	79,  // 151: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
-	81,  // 152: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
-	83,  // 153: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
-	91,  // 154: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	12,  // 155: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	14,  // 156: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	16,  // 157: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	18,  // 158: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	20,  // 159: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	22,  // 160: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	24,  // 161: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	26,  // 162: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	28,  // 163: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	41,  // 164: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	44,  // 165: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	47,  // 166: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	51,  // 167: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	53,  // 168: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	55,  // 169: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	57,  // 170: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	59,  // 171: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	64,  // 172: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	66,  // 173: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
-	68,  // 174: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	70,  // 175: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	72,  // 176: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	74,  // 177: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	76,  // 178: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	78,  // 179: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
-	80,  // 180: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
-	82,  // 181: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
-	84,  // 182: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
-	92,  // 183: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	155, // [155:184] is the sub-list for method output_type
-	126, // [126:155] is the sub-list for method input_type
-	126, // [126:126] is the sub-list for extension type_name
-	126, // [126:126] is the sub-list for extension extendee
-	0,   // [0:126] is the sub-list for field type_name
+	50,  // 74: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
+	50,  // 75: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
+	50,  // 76: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
+	50,  // 77: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
+	8,   // 78: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	99,  // 79: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
+	97,  // 80: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
+	61,  // 81: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
+	6,   // 82: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
+	64,  // 83: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
+	100, // 84: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	98,  // 85: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
+	99,  // 86: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
+	97,  // 87: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	97,  // 88: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	97,  // 89: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	97,  // 90: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	7,   // 91: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
+	63,  // 92: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
+	62,  // 93: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
+	7,   // 94: thefold.agent.v1.PlanProjectRequest.mode:type_name -> thefold.agent.v1.ProjectMode
+	65,  // 95: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 96: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
+	109, // 97: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	65,  // 98: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
+	98,  // 99: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	65,  // 100: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 101: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
+	6,   // 102: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
+	65,  // 103: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
+	65,  // 104: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
+	98,  // 105: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	65,  // 106: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 107: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 108: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 109: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	65,  // 110: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	42,  // 111: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
+	6,   // 112: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
+	97,  // 113: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
+	6,   // 114: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	6,   // 115: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
+	64,  // 116: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
+	8,   // 117: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	99,  // 118: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
+	109, // 119: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
+	65,  // 120: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
+	97,  // 121: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
+	9,   // 122: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
+	89,  // 123: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
+	90,  // 124: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
+	91,  // 125: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
+	92,  // 126: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
+	93,  // 127: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
+	39,  // 128: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	94,  // 129: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
+	100, // 130: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	40,  // 131: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	88,  // 132: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
+	103, // 133: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	12,  // 134: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	14,  // 135: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	16,  // 136: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	18,  // 137: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	20,  // 138: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	22,  // 139: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	24,  // 140: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	26,  // 141: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	28,  // 142: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	41,  // 143: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	44,  // 144: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	47,  // 145: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	51,  // 146: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	53,  // 147: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	55,  // 148: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	57,  // 149: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	59,  // 150: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	66,  // 151: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	68,  // 152: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
+	70,  // 153: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	72,  // 154: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	74,  // 155: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	76,  // 156: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	78,  // 157: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	80,  // 158: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	82,  // 159: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
+	84,  // 160: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
+	86,  // 161: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
+	95,  // 162: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	13,  // 163: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	15,  // 164: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	17,  // 165: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	19,  // 166: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	21,  // 167: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	23,  // 168: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	25,  // 169: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	27,  // 170: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	29,  // 171: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	42,  // 172: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	45,  // 173: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	48,  // 174: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	52,  // 175: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	54,  // 176: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	56,  // 177: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	58,  // 178: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	60,  // 179: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	67,  // 180: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	69,  // 181: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
+	71,  // 182: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	73,  // 183: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	75,  // 184: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	77,  // 185: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	79,  // 186: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	81,  // 187: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	83,  // 188: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
+	85,  // 189: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
+	87,  // 190: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
+	96,  // 191: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	163, // [163:192] is the sub-list for method output_type
+	134, // [134:163] is the sub-list for method input_type
+	134, // [134:134] is the sub-list for extension type_name
+	134, // [134:134] is the sub-list for extension extendee
+	0,   // [0:134] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -7693,7 +8159,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchJobResponse_PullRequest)(nil),
 		(*WatchJobResponse_BudgetExhausted)(nil),
 	}
-	file_thefold_agent_v1_agent_proto_msgTypes[83].OneofWrappers = []any{
+	file_thefold_agent_v1_agent_proto_msgTypes[86].OneofWrappers = []any{
 		(*WatchProjectResponse_Created)(nil),
 		(*WatchProjectResponse_StatusChange)(nil),
 		(*WatchProjectResponse_Phase)(nil),
@@ -7703,6 +8169,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchProjectResponse_Updated)(nil),
 		(*WatchProjectResponse_PullRequest)(nil),
 		(*WatchProjectResponse_BudgetExhausted)(nil),
+		(*WatchProjectResponse_JobEvent)(nil),
 		(*WatchProjectResponse_Heartbeat)(nil),
 	}
 	type x struct{}
@@ -7710,8 +8177,8 @@ func file_thefold_agent_v1_agent_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   84,
+			NumEnums:      10,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -101,6 +101,8 @@ const (
 	TaskSource_TASK_SOURCE_LINEAR      TaskSource = 4
 	TaskSource_TASK_SOURCE_CHAT        TaskSource = 5
 	TaskSource_TASK_SOURCE_HEALING     TaskSource = 6
+	// Planned by a project (agent ProjectService.PlanProject) from its request text.
+	TaskSource_TASK_SOURCE_PROJECT TaskSource = 7
 )
 
 // Enum value maps for TaskSource.
@@ -113,6 +115,7 @@ var (
 		4: "TASK_SOURCE_LINEAR",
 		5: "TASK_SOURCE_CHAT",
 		6: "TASK_SOURCE_HEALING",
+		7: "TASK_SOURCE_PROJECT",
 	}
 	TaskSource_value = map[string]int32{
 		"TASK_SOURCE_UNSPECIFIED": 0,
@@ -122,6 +125,7 @@ var (
 		"TASK_SOURCE_LINEAR":      4,
 		"TASK_SOURCE_CHAT":        5,
 		"TASK_SOURCE_HEALING":     6,
+		"TASK_SOURCE_PROJECT":     7,
 	}
 )
 
@@ -245,10 +249,12 @@ type Task struct {
 	// Position from the last PlanTaskOrder, 0 when not planned.
 	PlannedOrder int32 `protobuf:"varint,18,opt,name=planned_order,json=plannedOrder,proto3" json:"planned_order,omitempty"`
 	// Why the task is blocked or cancelled, when it is.
-	StatusReason  string                 `protobuf:"bytes,19,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	CompleteTime  *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	StatusReason string                 `protobuf:"bytes,19,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	CompleteTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=complete_time,json=completeTime,proto3" json:"complete_time,omitempty"`
+	// The agent project (ProjectService) the task belongs to, empty for none.
+	ProjectId     string `protobuf:"bytes,23,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +443,13 @@ func (x *Task) GetCompleteTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Task) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type CreateTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
@@ -454,11 +467,13 @@ type CreateTaskRequest struct {
 	Priority v1.Priority `protobuf:"varint,5,opt,name=priority,proto3,enum=thefold.type.v1.Priority" json:"priority,omitempty"`
 	Labels   []string    `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty"`
 	// Initial status: BACKLOG (default) or PLANNED.
-	Status        TaskStatus `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.tasks.v1.TaskStatus" json:"status,omitempty"`
-	BlockedBy     []string   `protobuf:"bytes,8,rep,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
-	ParentId      string     `protobuf:"bytes,9,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
-	ExternalId    string     `protobuf:"bytes,10,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
-	ExternalUrl   string     `protobuf:"bytes,11,opt,name=external_url,json=externalUrl,proto3" json:"external_url,omitempty"`
+	Status      TaskStatus `protobuf:"varint,7,opt,name=status,proto3,enum=thefold.tasks.v1.TaskStatus" json:"status,omitempty"`
+	BlockedBy   []string   `protobuf:"bytes,8,rep,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	ParentId    string     `protobuf:"bytes,9,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	ExternalId  string     `protobuf:"bytes,10,opt,name=external_id,json=externalId,proto3" json:"external_id,omitempty"`
+	ExternalUrl string     `protobuf:"bytes,11,opt,name=external_url,json=externalUrl,proto3" json:"external_url,omitempty"`
+	// The agent project the task belongs to (a UUID), empty for none.
+	ProjectId     string `protobuf:"bytes,13,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +588,13 @@ func (x *CreateTaskRequest) GetExternalId() string {
 func (x *CreateTaskRequest) GetExternalUrl() string {
 	if x != nil {
 		return x.ExternalUrl
+	}
+	return ""
+}
+
+func (x *CreateTaskRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
 	}
 	return ""
 }
@@ -886,7 +908,9 @@ type ListTasksRequest struct {
 	// 1–200, default 50.
 	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Tasks of this agent project.
+	ProjectId     string `protobuf:"bytes,8,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -970,6 +994,13 @@ func (x *ListTasksRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListTasksRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
 type ListTasksResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tasks         []*Task                `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
@@ -1029,7 +1060,7 @@ type UpdateTaskRequest struct {
 	// The fields to change.
 	Task *Task `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
 	// Updatable: title, description, priority, labels, repo, external_url, job_id,
-	// pull_request, complexity, estimated_tokens, planned_order. On REST an absent mask is
+	// pull_request, complexity, estimated_tokens, planned_order, project_id. On REST an absent mask is
 	// the fields present in the body.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2525,7 +2556,7 @@ var File_thefold_tasks_v1_tasks_proto protoreflect.FileDescriptor
 
 const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\n" +
-	"\x1cthefold/tasks/v1/tasks.proto\x12\x10thefold.tasks.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1ethefold/type/v1/priority.proto\x1a\x19thefold/type/v1/ref.proto\"\xe3\x06\n" +
+	"\x1cthefold/tasks/v1/tasks.proto\x12\x10thefold.tasks.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1ethefold/type/v1/priority.proto\x1a\x19thefold/type/v1/ref.proto\"\x82\a\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -2555,7 +2586,9 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12?\n" +
-	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\"\xb9\x03\n" +
+	"\rcomplete_time\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\fcompleteTime\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x17 \x01(\tR\tprojectId\"\xd8\x03\n" +
 	"\x11CreateTaskRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\f \x01(\tR\trequestId\x12\x14\n" +
@@ -2572,7 +2605,9 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\vexternal_id\x18\n" +
 	" \x01(\tR\n" +
 	"externalId\x12!\n" +
-	"\fexternal_url\x18\v \x01(\tR\vexternalUrl\"@\n" +
+	"\fexternal_url\x18\v \x01(\tR\vexternalUrl\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\r \x01(\tR\tprojectId\"@\n" +
 	"\x12CreateTaskResponse\x12*\n" +
 	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\"~\n" +
 	"\tBatchTask\x12\x10\n" +
@@ -2588,7 +2623,7 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x0eGetTaskRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"=\n" +
 	"\x0fGetTaskResponse\x12*\n" +
-	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\"\x85\x02\n" +
+	"\x04task\x18\x01 \x01(\v2\x16.thefold.tasks.v1.TaskR\x04task\"\xa4\x02\n" +
 	"\x10ListTasksRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x128\n" +
 	"\bstatuses\x18\x02 \x03(\x0e2\x1c.thefold.tasks.v1.TaskStatusR\bstatuses\x124\n" +
@@ -2597,7 +2632,9 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\tparent_id\x18\x05 \x01(\tR\bparentId\x12\x1b\n" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"i\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\b \x01(\tR\tprojectId\"i\n" +
 	"\x11ListTasksResponse\x12,\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\x05tasks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8c\x01\n" +
@@ -2715,7 +2752,7 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x15TASK_STATUS_IN_REVIEW\x10\x04\x12\x14\n" +
 	"\x10TASK_STATUS_DONE\x10\x05\x12\x17\n" +
 	"\x13TASK_STATUS_BLOCKED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*\xb5\x01\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\xce\x01\n" +
 	"\n" +
 	"TaskSource\x12\x1b\n" +
 	"\x17TASK_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -2724,7 +2761,8 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\x12TASK_SOURCE_GITHUB\x10\x03\x12\x16\n" +
 	"\x12TASK_SOURCE_LINEAR\x10\x04\x12\x14\n" +
 	"\x10TASK_SOURCE_CHAT\x10\x05\x12\x17\n" +
-	"\x13TASK_SOURCE_HEALING\x10\x06*\xab\x01\n" +
+	"\x13TASK_SOURCE_HEALING\x10\x06\x12\x17\n" +
+	"\x13TASK_SOURCE_PROJECT\x10\a*\xab\x01\n" +
 	"\rTaskEventType\x12\x1f\n" +
 	"\x1bTASK_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17TASK_EVENT_TYPE_CREATED\x10\x01\x12\x1b\n" +
