@@ -165,6 +165,10 @@ func TestBatchCreateTasks(t *testing.T) {
 		{"duplicate key", []*tasksv1.BatchTask{{Key: "a", Task: nt("a")}, {Key: "a", Task: nt("b")}}, "tasks[1].key"},
 		{"missing task", []*tasksv1.BatchTask{{Key: "a"}}, "tasks[0].task"},
 		{"bad title", []*tasksv1.BatchTask{{Key: "a", Task: &tasksv1.CreateTaskRequest{Repo: "local/demo"}}}, "tasks[0].task.title"},
+		{"bad project_id", []*tasksv1.BatchTask{
+			{Key: "a", Task: nt("a")},
+			{Key: "b", Task: &tasksv1.CreateTaskRequest{Title: "b", Repo: "local/demo", ProjectId: "not-a-uuid"}},
+		}, "tasks[1].task.project_id"},
 		{"unknown key", []*tasksv1.BatchTask{{Key: "a", Task: nt("a"), BlockedByKeys: []string{"zz"}}}, "tasks[0].blocked_by_keys"},
 		{"self", []*tasksv1.BatchTask{{Key: "a", Task: nt("a"), BlockedByKeys: []string{"a"}}}, "tasks[0].blocked_by_keys"},
 		{"cycle", []*tasksv1.BatchTask{

@@ -77,6 +77,8 @@ func TestInvalidArgument(t *testing.T) {
 		{"create: label too long", create(func(r *tasksv1.CreateTaskRequest) { r.Labels = []string{strings.Repeat("l", 65)} }), "labels"},
 		{"create: bad external_url", create(func(r *tasksv1.CreateTaskRequest) { r.ExternalUrl = "javascript:alert(1)" }), "external_url"},
 		{"create: external_id too long", create(func(r *tasksv1.CreateTaskRequest) { r.ExternalId = strings.Repeat("e", 201) }), "external_id"},
+		{"create: garbage project_id", create(func(r *tasksv1.CreateTaskRequest) { r.ProjectId = "project-1" }), "project_id"},
+		{"create: braced project_id", create(func(r *tasksv1.CreateTaskRequest) { r.ProjectId = "{" + tk.Id + "}" }), "project_id"},
 		// GetTask
 		{"get: missing id", func() error { _, err := c.GetTask(ctx, &tasksv1.GetTaskRequest{}); return err }, "id"},
 		{"get: garbage id", func() error { _, err := c.GetTask(ctx, &tasksv1.GetTaskRequest{Id: "not-a-uuid"}); return err }, "id"},
@@ -89,8 +91,9 @@ func TestInvalidArgument(t *testing.T) {
 		{"list: bad repo", list(&tasksv1.ListTasksRequest{Repo: "no-slash"}), "repo"},
 		{"list: unspecified status", list(&tasksv1.ListTasksRequest{Statuses: []tasksv1.TaskStatus{0}}), "statuses"},
 		{"list: undefined status", list(&tasksv1.ListTasksRequest{Statuses: []tasksv1.TaskStatus{backlog, 8}}), "statuses"},
-		{"list: undefined source", list(&tasksv1.ListTasksRequest{Source: 7}), "source"},
+		{"list: undefined source", list(&tasksv1.ListTasksRequest{Source: 8}), "source"},
 		{"list: garbage parent_id", list(&tasksv1.ListTasksRequest{ParentId: "x"}), "parent_id"},
+		{"list: garbage project_id", list(&tasksv1.ListTasksRequest{ProjectId: "x"}), "project_id"},
 		{"list: label too long", list(&tasksv1.ListTasksRequest{Label: strings.Repeat("l", 65)}), "label"},
 		// UpdateTask
 		{"update: missing task", func() error { return update(nil, mask("title")) }, "task"},
@@ -120,6 +123,8 @@ func TestInvalidArgument(t *testing.T) {
 		{"update: pull_request without number", func() error {
 			return update(&tasksv1.Task{Id: tk.Id, PullRequest: &typev1.PullRequestRef{Repo: "local/demo"}}, mask("pull_request"))
 		}, "task.pull_request.number"},
+		{"update: garbage project_id", func() error { return update(&tasksv1.Task{Id: tk.Id, ProjectId: "p1"}, mask("project_id")) }, "task.project_id"},
+		{"update: garbage project_id without a mask", func() error { return update(&tasksv1.Task{Id: tk.Id, ProjectId: "p1"}, nil) }, "task.project_id"},
 		{"update: pull_request bad repo", func() error {
 			return update(&tasksv1.Task{Id: tk.Id, PullRequest: &typev1.PullRequestRef{Repo: "nope", Number: 2}}, mask("pull_request"))
 		}, "task.pull_request.repo"},

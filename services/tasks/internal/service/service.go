@@ -280,8 +280,9 @@ func newTask(prefix, owner string, req *tasksv1.CreateTaskRequest) (*tasksv1.Tas
 		Labels:      slices.Clone(req.GetLabels()),
 		ExternalId:  req.GetExternalId(),
 		ExternalUrl: req.GetExternalUrl(),
+		ProjectId:   req.GetProjectId(),
 	}
-	if err := checkTaskFields(prefix, t, []string{"title", "repo", "description", "labels", "external_url"}); err != nil {
+	if err := checkTaskFields(prefix, t, []string{"title", "repo", "description", "labels", "external_url", "project_id"}); err != nil {
 		return nil, err
 	}
 	switch t.Status {
@@ -398,6 +399,9 @@ func (s *Server) ListTasks(ctx context.Context, req *tasksv1.ListTasksRequest) (
 	if f.ParentID, err = validate.UUID("parent_id", req.GetParentId(), false); err != nil {
 		return nil, err
 	}
+	if f.ProjectID, err = validate.UUID("project_id", req.GetProjectId(), false); err != nil {
+		return nil, err
+	}
 	if f.PageSize, err = validate.PageSize(req.GetPageSize(), defaultPage, maxPageSize); err != nil {
 		return nil, err
 	}
@@ -429,7 +433,7 @@ func (s *Server) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest)
 		Title: req.Task.Title, Description: req.Task.Description, Priority: req.Task.Priority,
 		Labels: slices.Clone(req.Task.Labels), Repo: req.Task.Repo, ExternalUrl: req.Task.ExternalUrl,
 		JobId: req.Task.JobId, PullRequest: req.Task.PullRequest, Complexity: req.Task.Complexity,
-		EstimatedTokens: req.Task.EstimatedTokens, PlannedOrder: req.Task.PlannedOrder,
+		EstimatedTokens: req.Task.EstimatedTokens, PlannedOrder: req.Task.PlannedOrder, ProjectId: req.Task.ProjectId,
 	}
 	if t.Id, err = validate.UUID("id", req.GetId(), true); err != nil {
 		return nil, err

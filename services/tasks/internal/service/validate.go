@@ -77,6 +77,9 @@ func checkTaskFields(prefix string, t *tasksv1.Task, fields []string) error {
 			if t.PlannedOrder < 0 {
 				err = errs.Invalid(name, "must not be negative")
 			}
+		case "project_id":
+			// Canonical form, so a filter matches whatever case the id was given in.
+			t.ProjectId, err = validate.UUID(name, t.ProjectId, false)
 		}
 		if err != nil {
 			return err

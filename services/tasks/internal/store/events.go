@@ -61,6 +61,8 @@ type taskRecord struct {
 	CreateTime        time.Time  `json:"create_time"`
 	UpdateTime        time.Time  `json:"update_time"`
 	CompleteTime      *time.Time `json:"complete_time,omitempty"`
+	// ProjectID came after version 1's first events: absent there, it reads as none.
+	ProjectID string `json:"project_id,omitempty"`
 }
 
 func recordOf(t *tasksv1.Task) taskRecord {
@@ -70,7 +72,7 @@ func recordOf(t *tasksv1.Task) taskRecord {
 		Labels: t.Labels, BlockedBy: t.BlockedBy, ParentID: t.ParentId, ExternalID: t.ExternalId,
 		ExternalURL: t.ExternalUrl, JobID: t.JobId, Complexity: t.Complexity,
 		EstimatedTokens: t.EstimatedTokens, PlannedOrder: t.PlannedOrder, StatusReason: t.StatusReason,
-		CreateTime: t.CreateTime.AsTime(), UpdateTime: t.UpdateTime.AsTime(),
+		CreateTime: t.CreateTime.AsTime(), UpdateTime: t.UpdateTime.AsTime(), ProjectID: t.ProjectId,
 	}
 	if pr := t.PullRequest; pr != nil {
 		r.PullRequestRepo, r.PullRequestNumber, r.PullRequestURL = pr.Repo, pr.Number, pr.Url
@@ -91,6 +93,7 @@ func (r taskRecord) proto() *tasksv1.Task {
 		EstimatedTokens: r.EstimatedTokens, PlannedOrder: r.PlannedOrder, StatusReason: r.StatusReason,
 		CreateTime: timestamppb.New(r.CreateTime), UpdateTime: timestamppb.New(r.UpdateTime),
 		PullRequest: pullRequest(r.PullRequestRepo, r.PullRequestNumber, r.PullRequestURL),
+		ProjectId:   r.ProjectID,
 	}
 	if r.CompleteTime != nil {
 		t.CompleteTime = timestamppb.New(*r.CompleteTime)

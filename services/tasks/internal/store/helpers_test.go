@@ -20,6 +20,9 @@ import (
 const (
 	alice = "alice"
 	bob   = "bob"
+	// Agent projects' ids, as the service passes them on (canonical form).
+	project      = "7b0e6a52-3c1d-4f5e-9a8b-2d4c6e8f0a1b"
+	otherProject = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 )
 
 func newStore(t *testing.T) (*Store, *pgxpool.Pool) {

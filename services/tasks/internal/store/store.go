@@ -74,7 +74,7 @@ func lockGraph(ctx context.Context, tx pgx.Tx, owner string) error {
 const taskColumns = `t.id::text, t.owner_id, t.repo, t.title, t.description, t.status, t.source,
 	t.priority, t.labels, coalesce(t.parent_id::text, ''), t.external_id, t.external_url, t.job_id,
 	t.pull_request_repo, t.pull_request_number, t.pull_request_url, t.complexity, t.estimated_tokens, t.planned_order, t.status_reason,
-	t.create_time, t.update_time, t.complete_time,
+	t.create_time, t.update_time, t.complete_time, t.project_id,
 	ARRAY(SELECT d.blocked_by_id::text FROM task_dependencies d WHERE d.task_id = t.id
 		ORDER BY d.create_time, d.blocked_by_id)`
 
@@ -91,7 +91,7 @@ func scanTask(row pgx.Row) (*tasksv1.Task, error) {
 	err := row.Scan(&t.Id, &t.OwnerId, &t.Repo, &t.Title, &t.Description, &status, &source,
 		&priority, &t.Labels, &t.ParentId, &t.ExternalId, &t.ExternalUrl, &t.JobId,
 		&prRepo, &prNumber, &prURL, &t.Complexity, &t.EstimatedTokens, &t.PlannedOrder, &t.StatusReason,
-		&createTime, &updateTime, &completeTime, &t.BlockedBy)
+		&createTime, &updateTime, &completeTime, &t.ProjectId, &t.BlockedBy)
 	if err != nil {
 		return nil, err
 	}

@@ -138,12 +138,12 @@ func insertTask(ctx context.Context, tx pgx.Tx, owner string, t *tasksv1.Task) (
 	var id string
 	err := tx.QueryRow(ctx, `INSERT INTO tasks (owner_id, repo, title, description, status, source, priority,
 			labels, parent_id, external_id, external_url, job_id, pull_request_repo, pull_request_number,
-			pull_request_url, complexity, estimated_tokens, planned_order, status_reason)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+			pull_request_url, complexity, estimated_tokens, planned_order, status_reason, project_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		RETURNING id::text`,
 		owner, t.Repo, t.Title, t.Description, StatusName(t.Status), SourceName(t.Source), int16(t.Priority),
 		nonNil(t.Labels), parent, t.ExternalId, t.ExternalUrl, t.JobId, pr.GetRepo(), pr.GetNumber(), pr.GetUrl(),
-		t.Complexity, t.EstimatedTokens, t.PlannedOrder, t.StatusReason).Scan(&id)
+		t.Complexity, t.EstimatedTokens, t.PlannedOrder, t.StatusReason, t.ProjectId).Scan(&id)
 	if err != nil {
 		return "", dbError("store: insert task", err)
 	}
@@ -174,6 +174,8 @@ type ListFilter struct {
 	Source   tasksv1.TaskSource
 	Label    string
 	ParentID string
+	// ProjectID is an agent project's id in canonical form.
+	ProjectID string
 	// PageSize is the number of tasks to return, > 0.
 	PageSize int
 	// After continues a listing after this position.
@@ -208,6 +210,10 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter) ([]*tasksv
 	if f.ParentID != "" {
 		c.Add("t.parent_id = $%d::uuid", f.ParentID)
 	}
+	if f.ProjectID != "" {
+		// The partial index's predicate, repeated: a generic plan cannot infer it from $n.
+		c.Add("t.project_id = $%d AND t.project_id <> ''", f.ProjectID)
+	}
 	if f.After != nil {
 		c.Add("(t.create_time, t.id) < ($%d, $%d::uuid)", f.After.CreateTime, f.After.ID)
 	}
@@ -232,7 +238,7 @@ func (s *Store) List(ctx context.Context, owner string, f ListFilter) ([]*tasksv
 // UpdatableFields are the update_mask paths UpdateTask accepts. Status has its own RPC.
 var UpdatableFields = []string{
 	"title", "description", "priority", "labels", "repo", "external_url", "job_id",
-	"pull_request", "complexity", "estimated_tokens", "planned_order",
+	"pull_request", "complexity", "estimated_tokens", "planned_order", "project_id",
 }
 
 // updateColumns are the columns and values field sets from t.
@@ -272,6 +278,8 @@ func updateValue(field string, t *tasksv1.Task) (any, error) {
 		return t.EstimatedTokens, nil
 	case "planned_order":
 		return t.PlannedOrder, nil
+	case "project_id":
+		return t.ProjectId, nil
 	}
 	return nil, fmt.Errorf("field %q is not updatable: %w", field, errs.ErrInvalid)
 }

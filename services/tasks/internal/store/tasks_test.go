@@ -32,6 +32,7 @@ func TestCreateGet(t *testing.T) {
 		tk.BlockedBy = []string{blocker.Id}
 		tk.ExternalId = "github:local/demo#12"
 		tk.ExternalUrl = "https://example.com/local/demo/issues/12"
+		tk.ProjectId = project
 	})
 	created := mustCreate(t, s, proto.Clone(in).(*tasksv1.Task))
 
@@ -181,11 +182,15 @@ func TestListFilters(t *testing.T) {
 	mustCreate(t, s, task(alice, "local/demo", "planned docs", func(tk *tasksv1.Task) {
 		tk.Status = planned
 		tk.Labels = []string{"docs"}
+		tk.ProjectId = project
 	}))
 	mustCreate(t, s, task(alice, "local/demo", "subtask", func(tk *tasksv1.Task) { tk.ParentId = parent.Id }))
 	started := mustCreate(t, s, task(alice, "local/other", "started"))
 	mustStatus(t, s, alice, started.Id, inProgress)
-	mustCreate(t, s, task(bob, "local/demo", "bob's api bug", func(tk *tasksv1.Task) { tk.Labels = []string{"bug"} }))
+	mustCreate(t, s, task(bob, "local/demo", "bob's api bug", func(tk *tasksv1.Task) {
+		tk.Labels = []string{"bug"}
+		tk.ProjectId = project
+	}))
 
 	cases := []struct {
 		name string
@@ -200,6 +205,9 @@ func TestListFilters(t *testing.T) {
 		{"label", ListFilter{Label: "bug"}, []string{"api bug"}},
 		{"label no match", ListFilter{Label: "nope"}, nil},
 		{"parent", ListFilter{ParentID: parent.Id}, []string{"subtask"}},
+		{"project", ListFilter{ProjectID: project}, []string{"planned docs"}},
+		{"project no match", ListFilter{ProjectID: otherProject}, nil},
+		{"project and repo", ListFilter{ProjectID: project, Repo: "local/other"}, nil},
 		{"combined", ListFilter{Repo: "local/demo", Label: "docs", Statuses: []tasksv1.TaskStatus{planned}}, []string{"planned docs"}},
 		{"combined no match", ListFilter{Repo: "local/other", Label: "docs"}, nil},
 	}
@@ -288,10 +296,11 @@ func TestUpdate(t *testing.T) {
 		Id: orig.Id, Title: "after", Description: "ignored: not in the mask", Priority: typev1.Priority_PRIORITY_HIGH,
 		Labels: []string{"b", "c"}, Repo: "local/moved", ExternalUrl: "https://example.com/x", JobId: "job-1",
 		PullRequest: &typev1.PullRequestRef{Repo: "local/moved", Number: 1, Url: "https://example.com/pr/1"}, Complexity: 7, EstimatedTokens: 12000, PlannedOrder: 3,
-		Status: done, // not updatable: ignored
+		ProjectId: project,
+		Status:    done, // not updatable: ignored
 	}
 	fields := []string{"title", "priority", "labels", "repo", "external_url", "job_id", "pull_request",
-		"complexity", "estimated_tokens", "planned_order"}
+		"complexity", "estimated_tokens", "planned_order", "project_id"}
 	got, err := s.Update(ctx, alice, change, fields)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +308,7 @@ func TestUpdate(t *testing.T) {
 	want := proto.Clone(orig).(*tasksv1.Task)
 	want.Title, want.Priority, want.Labels, want.Repo = "after", change.Priority, change.Labels, "local/moved"
 	want.ExternalUrl, want.JobId, want.PullRequest = change.ExternalUrl, "job-1", change.PullRequest
-	want.Complexity, want.EstimatedTokens, want.PlannedOrder = 7, 12000, 3
+	want.Complexity, want.EstimatedTokens, want.PlannedOrder, want.ProjectId = 7, 12000, 3, project
 	if d := cmp.Diff(want, got, protocmp.Transform(), protocmp.IgnoreFields(&tasksv1.Task{}, "update_time")); d != "" {
 		t.Errorf("updated (-want +got):\n%s", d)
 	}
@@ -307,13 +316,13 @@ func TestUpdate(t *testing.T) {
 		t.Errorf("update_time %v not after %v", got.UpdateTime.AsTime(), orig.UpdateTime.AsTime())
 	}
 
-	// Clearing labels stores an empty list.
-	got, err = s.Update(ctx, alice, &tasksv1.Task{Id: orig.Id}, []string{"labels"})
+	// Clearing labels stores an empty list; clearing project_id takes the task out of it.
+	got, err = s.Update(ctx, alice, &tasksv1.Task{Id: orig.Id}, []string{"labels", "project_id"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Labels) != 0 {
-		t.Errorf("labels = %v, want none", got.Labels)
+	if len(got.Labels) != 0 || got.ProjectId != "" {
+		t.Errorf("labels = %v, project_id = %q, want none", got.Labels, got.ProjectId)
 	}
 
 	_, err = s.Update(ctx, bob, change, []string{"title"})
@@ -327,8 +336,12 @@ func TestUpdate(t *testing.T) {
 	if d := cmp.Diff([]string{"created", "updated", "updated"}, eventTypes(evs)); d != "" {
 		t.Fatalf("event types (-want +got):\n%s", d)
 	}
-	if evs[1].Scope != "local/moved" || evs[1].Task.Title != "after" || evs[1].Payload.GetUpdated().GetPreviousRepo() != "local/demo" {
+	if evs[1].Scope != "local/moved" || evs[1].Task.Title != "after" || evs[1].Payload.GetUpdated().GetPreviousRepo() != "local/demo" ||
+		evs[1].Task.ProjectId != project {
 		t.Errorf("update event = %+v", evs[1])
+	}
+	if evs[2].Task.ProjectId != "" || !slices.Contains(evs[2].Payload.GetUpdated().GetChangedFields().GetPaths(), "project_id") {
+		t.Errorf("clearing event = %+v", evs[2])
 	}
 }
 
@@ -418,20 +431,20 @@ func TestStats(t *testing.T) {
 		{"", &Stats{
 			Total:         5,
 			ByStatus:      map[string]int64{"backlog": 3, "planned": 0, "in_progress": 0, "in_review": 0, "done": 1, "blocked": 0, "cancelled": 1},
-			BySource:      map[string]int64{"manual": 0, "api": 4, "github": 0, "linear": 0, "chat": 1, "healing": 0},
+			BySource:      map[string]int64{"manual": 0, "api": 4, "github": 0, "linear": 0, "chat": 1, "healing": 0, "project": 0},
 			ByPriority:    map[string]int64{"low": 1, "medium": 3, "high": 0, "urgent": 1},
 			BlockedByOpen: 1,
 		}},
 		{"local/demo", &Stats{
 			Total:         4,
 			ByStatus:      map[string]int64{"backlog": 3, "planned": 0, "in_progress": 0, "in_review": 0, "done": 1, "blocked": 0, "cancelled": 0},
-			BySource:      map[string]int64{"manual": 0, "api": 4, "github": 0, "linear": 0, "chat": 0, "healing": 0},
+			BySource:      map[string]int64{"manual": 0, "api": 4, "github": 0, "linear": 0, "chat": 0, "healing": 0, "project": 0},
 			ByPriority:    map[string]int64{"low": 0, "medium": 3, "high": 0, "urgent": 1},
 			BlockedByOpen: 1,
 		}},
 		{"none/such", &Stats{
 			ByStatus:   map[string]int64{"backlog": 0, "planned": 0, "in_progress": 0, "in_review": 0, "done": 0, "blocked": 0, "cancelled": 0},
-			BySource:   map[string]int64{"manual": 0, "api": 0, "github": 0, "linear": 0, "chat": 0, "healing": 0},
+			BySource:   map[string]int64{"manual": 0, "api": 0, "github": 0, "linear": 0, "chat": 0, "healing": 0, "project": 0},
 			ByPriority: map[string]int64{"low": 0, "medium": 0, "high": 0, "urgent": 0},
 		}},
 	}
