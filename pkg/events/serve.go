@@ -55,6 +55,11 @@ type Watch[R any] struct {
 	// State reports whether resource ID is finished; its error (errs.ErrNotFound when the
 	// resource does not exist or is someone else's) refuses the watch. Required with ID.
 	State func(ctx context.Context) (finished bool, err error)
+	// Related widens a watch of resource ID to the events of every stream whose Scope is
+	// Scope (e.g. a project's task jobs, scoped by the project's id, beside the project's
+	// own events); Decode then sees events of other streams too. The end of the watch is
+	// still decided by resource ID's own events.
+	Related bool
 	// Ends reports whether an event finishes resource ID (a move to a terminal status, a
 	// deletion). Only events that commit after the watch began count, so a resource that
 	// finished, was reopened and runs again is followed to its next end.
@@ -142,6 +147,13 @@ func (h *Handler[R]) serve(ctx context.Context, w Watch[R], send func(R) error) 
 		return beat(cursor, false)
 	}
 	filter := Filter{Stream: h.Stream, OwnerID: w.OwnerID, AggregateID: w.ID, Scope: w.Scope}
+	if w.Related {
+		if w.ID == "" || w.Scope == "" {
+			return errors.New("events: serve watch: a related watch needs an ID and a Scope")
+		}
+		filter.Stream, filter.AggregateID = "", ""
+	}
+	own := func(e Event) bool { return e.Stream == h.Stream && e.AggregateID == w.ID }
 	err = h.Hub.Watch(ctx, after, filter, func(e Event) error {
 		msg, err := h.Decode(e)
 		if err != nil {
@@ -150,7 +162,7 @@ func (h *Handler[R]) serve(ctx context.Context, w Watch[R], send func(R) error) 
 		if err := send(msg); err != nil {
 			return err
 		}
-		if w.ID != "" && ((finished && e.ID >= endAt) || (!finished && e.ID > lastAt && w.Ends != nil && w.Ends(msg))) {
+		if w.ID != "" && ((finished && e.ID >= endAt) || (!finished && e.ID > lastAt && own(e) && w.Ends != nil && w.Ends(msg))) {
 			endCursor = e.ID
 			return errEnd
 		}

@@ -28,15 +28,11 @@ import (
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
 	"github.com/thefold/thefold/services/agent/internal/loop"
+	"github.com/thefold/thefold/services/agent/internal/project"
 	"github.com/thefold/thefold/services/agent/internal/service"
 	"github.com/thefold/thefold/services/agent/internal/store"
 	"github.com/thefold/thefold/services/agent/migrations"
 )
-
-// projectService returns Unimplemented for every RPC until its own issue lands.
-type projectService struct {
-	agentv1.UnimplementedProjectServiceServer
-}
 
 // Config is the agent's own configuration, beside platform.Config.
 type Config struct {
@@ -117,6 +113,16 @@ type runArgs struct {
 func (runArgs) Kind() string { return "agent_job_run" }
 
 func (a runArgs) Job() string { return a.JobID }
+
+// projectArgs is the job-queue job that runs (or resumes) one project.
+type projectArgs struct {
+	ProjectID string `json:"project_id"`
+	Resume    string `json:"resume,omitempty"`
+}
+
+func (projectArgs) Kind() string { return "agent_project_run" }
+
+func (a projectArgs) Job() string { return a.ProjectID }
 
 // maxMessage is the largest answer the agent takes from another service.
 const maxMessage = 64 << 20
@@ -202,14 +208,32 @@ func Service() platform.Service {
 				}})
 			})
 
+			pc := project.DefaultConfig
+			pc.LeaseExpiry, pc.ContextTokens, pc.CallTimeout, pc.JobBudget = cfg.LeaseExpiry, cfg.ContextTokens, cfg.CallTimeout, budget
+			pc.RateLimit = store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}
+			projects := project.NewRunner(st, project.Clients{Tasks: clients.Tasks, AI: clients.AI, Repos: clients.Repos,
+				Sandbox: clients.Sandbox, Memory: clients.Memory}, d.ServiceSigner, pc, q, d.Logger)
+			pq, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[projectArgs]{
+				Name: "projects", MaxWorkers: cfg.MaxJobs, MaxAttempts: 25, Run: projects.Run,
+				New: func(id string) projectArgs { return projectArgs{ProjectID: id, Resume: uuid.NewString()} },
+			}, d.Logger)
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			d.Go("project worker", pq.Serve)
+			d.Go("project reaper", func(ctx context.Context) error {
+				return pq.Reap(ctx, st.ProjectLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
+			})
+
 			svc := service.New(st, service.Options{
 				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
 				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
+				AI: clients.AI, CallTimeout: cfg.CallTimeout, ProjectQueue: pq, ProjectStopper: projects,
 			})
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
-			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), &projectService{})
+			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), svc.Projects())
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

@@ -2,23 +2,7 @@ package app
 
 import (
 	"testing"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-
-	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
-	"github.com/thefold/thefold/pkg/grpctest"
 )
-
-// Until its issue lands, every ProjectService RPC is served and answers Unimplemented to an
-// authenticated caller — whatever the input, malformed included — and Unauthenticated to
-// a caller without a token. AgentService and ReviewService are tested in
-// internal/service.
-func TestProjectServiceIsServedAndAuthenticated(t *testing.T) {
-	grpctest.RequireServedAndAuthenticated(t, func(s *grpc.Server) {
-		agentv1.RegisterProjectServiceServer(s, &projectService{})
-	}, codes.Unimplemented, agentv1.ProjectService_ServiceDesc)
-}
 
 func TestConfigValidate(t *testing.T) {
 	ok := Config{MaxJobs: 1, LeaseExpiry: 3e9, MaxAttempts: 5, InterveneAfter: 3, MaxTokens: 1, MaxCostMicros: 1, MaxWallTime: 1e9,

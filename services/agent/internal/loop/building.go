@@ -40,6 +40,14 @@ func (r *run) sandbox(ctx context.Context) error {
 			return err
 		}
 	}
+	if j.ProjectId != "" {
+		if err := r.projectSandbox(ctx); err != nil {
+			return err
+		}
+		j.BuildId = ""
+		r.setPhase(phaseBuilding)
+		return nil
+	}
 	k := r.key("sandbox", j.Attempt)
 	if j.SandboxId != "" {
 		if _, err := r.e.c.Sandbox.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: j.SandboxId}); err != nil && status.Code(err) != codes.NotFound {

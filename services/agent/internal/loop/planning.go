@@ -20,6 +20,12 @@ import (
 // confidence asks whether the task is clear enough: proceed, ask, or break it down.
 func (r *run) confidence(ctx context.Context) error {
 	j, c := r.job(), r.rec.Context
+	if j.ProjectId != "" {
+		// A project's task is an atomic task of a plan a person confirmed, and a project
+		// job never waits for a person: nothing to ask, nothing to break down.
+		r.setPhase(phaseComplex)
+		return nil
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
 	resp, err := r.e.c.AI.AssessConfidence(mctx, &aiv1.AssessConfidenceRequest{

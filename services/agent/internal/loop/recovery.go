@@ -187,7 +187,7 @@ func (r *run) intervene(ctx context.Context) error {
 		action = agentv1.InterventionAction_INTERVENTION_ACTION_ESCALATE
 		r.human("intervention: the task was rewritten once already and still fails: " + resp.Reason)
 	case aiv1.InterventionAction_INTERVENTION_ACTION_SPLIT_TASK:
-		if len(resp.Subtasks) > 0 {
+		if len(resp.Subtasks) > 0 && j.ProjectId == "" {
 			return r.split(ctx, "intervention", resp.Subtasks, resp.Reason)
 		}
 		action = agentv1.InterventionAction_INTERVENTION_ACTION_ESCALATE

@@ -20,6 +20,11 @@ import (
 // here instead: the project reviews all its tasks at once).
 func (r *run) review(ctx context.Context) error {
 	j, st := r.job(), &r.rec.State
+	if j.ProjectId != "" {
+		// Collect-only: the project reviews all its tasks' files at once.
+		r.setStatus(completed, "validated for the project's review")
+		return nil
+	}
 	diff, err := r.e.c.Sandbox.Diff(ctx, &sandboxv1.DiffRequest{Id: j.SandboxId})
 	if err != nil {
 		return err
@@ -48,10 +53,6 @@ func (r *run) review(ctx context.Context) error {
 	}
 	r.spend(rc.Usage)
 	st.Quality, st.ReviewMemories = rc.QualityScore, rc.MemoriesExtracted
-	if j.ProjectId != "" {
-		r.setStatus(completed, "validated for the project's review")
-		return nil
-	}
 	if _, err := r.e.c.Sandbox.KeepAliveSandbox(ctx, &sandboxv1.KeepAliveSandboxRequest{Id: j.SandboxId, Pin: true}); err != nil {
 		return err
 	}

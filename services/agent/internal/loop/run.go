@@ -189,9 +189,16 @@ func (r *run) overBudget() bool {
 	return true
 }
 
-// human stops the job for a person: ResumeJob with guidance, SkipTask or ResolveTask.
+// human stops the job for a person: ResumeJob with guidance, SkipTask or ResolveTask. A
+// project's job never waits for a person: it fails, and the project decides (its task is
+// FAILED, its dependents skipped; RetryProjectTask runs it again).
 func (r *run) human(reason string) {
 	r.job().Error = reason
+	if r.job().ProjectId != "" {
+		r.thought("gave up: %s", reason)
+		r.setStatus(failed, reason)
+		return
+	}
 	r.thought("needs a human: %s", reason)
 	r.setStatus(humanNeeded, reason)
 }
@@ -279,7 +286,7 @@ const maxRunErrors = 8
 // best effort: the job's end is recorded whatever they answer.
 func (r *run) cleanup(ctx context.Context, taskStatus tasksv1.TaskStatus, reason string) {
 	j := r.job()
-	if j.SandboxId != "" {
+	if j.SandboxId != "" && j.ProjectId == "" { // a project's sandbox is the project's
 		_, err := r.e.c.Sandbox.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: j.SandboxId})
 		if status.Code(err) == codes.NotFound {
 			err = nil

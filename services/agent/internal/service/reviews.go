@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -54,8 +55,7 @@ func (v *reviews) ListReviews(ctx context.Context, req *agentv1.ListReviewsReque
 	if f.TaskID, err = validate.UUID("task_id", req.TaskId, false); err != nil {
 		return nil, err
 	}
-	projectID, err := validate.UUID("project_id", req.ProjectId, false)
-	if err != nil {
+	if f.ProjectID, err = validate.UUID("project_id", req.ProjectId, false); err != nil {
 		return nil, err
 	}
 	if err := validate.Repo("repo", req.Repo, false); err != nil {
@@ -71,15 +71,21 @@ func (v *reviews) ListReviews(ctx context.Context, req *agentv1.ListReviewsReque
 	if err != nil {
 		return nil, err
 	}
-	if projectID != "" {
-		// Project reviews come with ProjectService; no job review belongs to a project.
-		return &agentv1.ListReviewsResponse{}, nil
-	}
 	rs, next, err := v.s.store.ListReviews(ctx, owner, f, size, req.PageToken)
 	if err != nil {
 		return nil, err
 	}
 	return &agentv1.ListReviewsResponse{Reviews: rs, NextPageToken: next}, nil
+}
+
+// project returns the caller and the project of review id when it is a project's review
+// ("" for a job's review).
+func (v *reviews) project(ctx context.Context, id string) (owner, project string, err error) {
+	if owner, err = caller(ctx); err != nil {
+		return "", "", err
+	}
+	_, project, err = v.s.store.ReviewOf(ctx, owner, id)
+	return owner, project, err
 }
 
 // decide applies a decision to the caller's review id: check sees the review and its job
@@ -91,7 +97,7 @@ func (v *reviews) decide(ctx context.Context, id, what string,
 	if err != nil {
 		return nil, nil, false, err
 	}
-	jobID, err := v.s.store.ReviewOf(ctx, owner, id)
+	jobID, _, err := v.s.store.ReviewOf(ctx, owner, id)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -140,6 +146,16 @@ func (v *reviews) ApproveReview(ctx context.Context, req *agentv1.ApproveReviewR
 	if err := validate.MaxLen("comment", req.Comment, maxText); err != nil {
 		return nil, err
 	}
+	if owner, pid, err := v.project(ctx, id); err != nil || pid != "" {
+		if err != nil {
+			return nil, err
+		}
+		r, err := v.s.projects.approveProject(ctx, owner, pid, id, req.Comment)
+		if err != nil {
+			return nil, err
+		}
+		return &agentv1.ApproveReviewResponse{Review: r}, nil
+	}
 	_, r, _, err := v.decide(ctx, id, "ApproveReview", func(rec *store.Record, r *agentv1.Review) (store.Step, error) {
 		r.Status, r.Feedback = agentv1.ReviewStatus_REVIEW_STATUS_APPROVED, req.Comment
 		j := rec.Job
@@ -164,6 +180,21 @@ func (v *reviews) RequestChanges(ctx context.Context, req *agentv1.RequestChange
 	feedback, err := validate.RequiredText("feedback", req.Feedback, maxText)
 	if err != nil {
 		return nil, err
+	}
+	for i, t := range req.ProjectTaskIds {
+		if strings.TrimSpace(t) == "" || len(t) > 64 {
+			return nil, errs.Invalid(fmt.Sprintf("project_task_ids[%d]", i), "must be a project task id (1–64 characters)")
+		}
+	}
+	if owner, pid, err := v.project(ctx, id); err != nil || pid != "" {
+		if err != nil {
+			return nil, err
+		}
+		r, err := v.s.projects.changesProject(ctx, owner, pid, id, feedback, req.ProjectTaskIds)
+		if err != nil {
+			return nil, err
+		}
+		return &agentv1.RequestChangesResponse{Review: r}, nil
 	}
 	if len(req.ProjectTaskIds) > 0 {
 		return nil, errs.Invalid("project_task_ids", "only for a project's review; this is a job's review")
@@ -200,6 +231,16 @@ func (v *reviews) RejectReview(ctx context.Context, req *agentv1.RejectReviewReq
 	reason := req.Reason
 	if reason == "" {
 		reason = "rejected"
+	}
+	if owner, pid, err := v.project(ctx, id); err != nil || pid != "" {
+		if err != nil {
+			return nil, err
+		}
+		r, err := v.s.projects.rejectProject(ctx, owner, pid, id, reason)
+		if err != nil {
+			return nil, err
+		}
+		return &agentv1.RejectReviewResponse{Review: r}, nil
 	}
 	rec, r, _, err := v.decide(ctx, id, "RejectReview", func(rec *store.Record, r *agentv1.Review) (store.Step, error) {
 		r.Status, r.Feedback = agentv1.ReviewStatus_REVIEW_STATUS_REJECTED, req.Reason

@@ -28,6 +28,7 @@ import (
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
@@ -71,6 +72,12 @@ type Options struct {
 	Sandbox    sandboxv1.SandboxServiceClient
 	Builder    builderv1.BuilderServiceClient
 	Memory     memoryv1.MemoryServiceClient
+	// AI plans projects (DecomposeProject); CallTimeout bounds such a model call.
+	AI          aiv1.AIServiceClient
+	CallTimeout time.Duration
+	// ProjectQueue starts project runs; ProjectStopper stops one this process runs.
+	ProjectQueue   Queue
+	ProjectStopper Stopper
 
 	// MaxWatchesPerUser bounds the WatchJob streams one caller holds (auth.CallerKey), so
 	// one user cannot take every slot; <= 0 leaves only MaxWatches.
@@ -84,6 +91,8 @@ type Server struct {
 	o     Options
 	watch *events.Handler[*agentv1.WatchJobResponse]
 	log   *slog.Logger
+	// projects is the ProjectService side.
+	projects *projects
 }
 
 // New returns a Server.
@@ -94,7 +103,9 @@ func New(st *store.Store, o Options) *Server {
 	}
 	watch := st.WatchHandler()
 	watch.Every, watch.Watches = o.Heartbeat, events.NewWatches(max(o.MaxWatches, 1), "job watches", events.PerCaller(o.MaxWatchesPerUser))
-	return &Server{store: st, o: o, watch: watch, log: log}
+	s := &Server{store: st, o: o, watch: watch, log: log}
+	s.projects = newProjects(s)
+	return s
 }
 
 // Reviews is the ReviewService side of the server.

@@ -203,8 +203,8 @@ func TestMalformedInputOnEveryRPC(t *testing.T) {
 			_, err := e.review.RequestChanges(ctx, &agentv1.RequestChangesRequest{Id: missing})
 			return err
 		}},
-		{"RequestChanges", "project_task_ids", func() error {
-			_, err := e.review.RequestChanges(ctx, &agentv1.RequestChangesRequest{Id: missing, Feedback: "more", ProjectTaskIds: []string{"p"}})
+		{"RequestChanges", "project_task_ids[0]", func() error {
+			_, err := e.review.RequestChanges(ctx, &agentv1.RequestChangesRequest{Id: missing, Feedback: "more", ProjectTaskIds: []string{""}})
 			return err
 		}},
 		{"RejectReview", "id", func() error { _, err := e.review.RejectReview(ctx, &agentv1.RejectReviewRequest{}); return err }},

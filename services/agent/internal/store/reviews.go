@@ -77,15 +77,51 @@ func (s *Store) GetReview(ctx context.Context, owner, id string) (*agentv1.Revie
 	return r, jsonIn.Unmarshal(doc, r)
 }
 
-// ReviewOf returns the job id of owner's review id (NotFound otherwise), for a decision
-// that goes through Mutate.
-func (s *Store) ReviewOf(ctx context.Context, owner, id string) (string, error) {
-	var job string
-	err := s.pool.QueryRow(ctx, `SELECT job_id FROM reviews WHERE id = $1 AND owner_id = $2`, id, owner).Scan(&job)
+// ReviewOf returns the job id of owner's review id, or its project id for a project's
+// review (NotFound otherwise), for a decision that goes through Mutate or ChangeProject.
+func (s *Store) ReviewOf(ctx context.Context, owner, id string) (job, project string, err error) {
+	var j, p *string
+	err = s.pool.QueryRow(ctx, `SELECT job_id::text, project_id::text FROM reviews WHERE id = $1 AND owner_id = $2`, id, owner).Scan(&j, &p)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("review %s: %w", id, errs.ErrNotFound)
+		return "", "", fmt.Errorf("review %s: %w", id, errs.ErrNotFound)
 	}
-	return job, err
+	if j != nil {
+		job = *j
+	}
+	if p != nil {
+		project = *p
+	}
+	return job, project, err
+}
+
+// InsertProjectReview inserts r, the review of project p, under key (once: a second insert
+// with the key is a no-op that loads the first review's id), in tx, and sets p's review_id.
+func InsertProjectReview(ctx context.Context, tx pgx.Tx, p *agentv1.Project, r *agentv1.Review, key string) error {
+	now := timestamppb.Now()
+	r.OwnerId, r.ProjectId, r.Repo = p.OwnerId, p.Id, p.Repo
+	if r.Status == agentv1.ReviewStatus_REVIEW_STATUS_UNSPECIFIED {
+		r.Status = agentv1.ReviewStatus_REVIEW_STATUS_PENDING
+	}
+	if r.Id == "" {
+		r.Id = uuid.NewString()
+	}
+	r.CreateTime, r.UpdateTime = now, now
+	doc, err := jsonOut.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var id string
+	err = tx.QueryRow(ctx, `INSERT INTO reviews (id, owner_id, project_id, task_id, repo, status, submit_key, review)
+		VALUES ($1, $2, $3, '', $4, $5, $6, $7) ON CONFLICT (submit_key) DO NOTHING RETURNING id`,
+		r.Id, r.OwnerId, p.Id, r.Repo, ReviewStatusName(r.Status), key, doc).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = tx.QueryRow(ctx, `SELECT id FROM reviews WHERE submit_key = $1`, key).Scan(&id)
+	}
+	if err != nil {
+		return err
+	}
+	r.Id, p.ReviewId = id, id
+	return nil
 }
 
 // LoadReview reads review id in tx, locked, for a decision on it.
@@ -100,8 +136,8 @@ func LoadReview(ctx context.Context, tx pgx.Tx, id string) (*agentv1.Review, err
 
 // ReviewFilter narrows ListReviews; empty fields match anything.
 type ReviewFilter struct {
-	JobID, TaskID, Repo string
-	Statuses            []agentv1.ReviewStatus
+	JobID, TaskID, ProjectID, Repo string
+	Statuses                       []agentv1.ReviewStatus
 }
 
 const reviewTokenVersion = "r1"
@@ -116,6 +152,9 @@ func (s *Store) ListReviews(ctx context.Context, owner string, f ReviewFilter, p
 	}
 	if f.TaskID != "" {
 		c.Add("task_id = $%d", f.TaskID)
+	}
+	if f.ProjectID != "" {
+		c.Add("project_id = $%d::uuid", f.ProjectID)
 	}
 	if f.Repo != "" {
 		c.Add("repo = $%d", f.Repo)

@@ -197,6 +197,21 @@ func (e *RateLimitError) Error() string {
 // *RateLimitError.
 func (s *Store) Create(ctx context.Context, j *agentv1.Job, requestID string, requestHash []byte, limit RateLimit,
 	enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, bool, error) {
+	return s.CreateWithTask(ctx, j, nil, requestID, requestHash, limit, enqueue)
+}
+
+// CreateWithTask is Create with the task as the job is to see it (a project's task, with
+// the project's context in its description), instead of the task as the tasks service has
+// it; nil is Create.
+func (s *Store) CreateWithTask(ctx context.Context, j *agentv1.Job, task *aiv1.TaskSpec, requestID string, requestHash []byte, limit RateLimit,
+	enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, bool, error) {
+	jobContext := []byte("{}")
+	if task != nil {
+		var err error
+		if jobContext, err = jsonOut.Marshal(&aiv1.PlanTaskRequest{Task: task}); err != nil {
+			return nil, false, err
+		}
+	}
 	created := false
 	var id string
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -226,9 +241,9 @@ func (s *Store) Create(ctx context.Context, j *agentv1.Job, requestID string, re
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO jobs (owner_id, request_id, request_hash, task_id, project_id, repo, base_branch, status, job, create_time, update_time)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9, $9) RETURNING id`,
-			j.OwnerId, requestID, requestHash, j.TaskId, j.ProjectId, j.Repo, j.BaseBranch, doc, now).Scan(&id)
+		err = tx.QueryRow(ctx, `INSERT INTO jobs (owner_id, request_id, request_hash, task_id, project_id, repo, base_branch, status, job, context, create_time, update_time)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $10, $9, $9) RETURNING id`,
+			j.OwnerId, requestID, requestHash, j.TaskId, j.ProjectId, j.Repo, j.BaseBranch, doc, now, jobContext).Scan(&id)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.ConstraintName == "jobs_task_active" {
 			return status409(j.TaskId)

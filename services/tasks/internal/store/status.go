@@ -104,23 +104,34 @@ func (s *Store) SetStatus(ctx context.Context, owner, id string, to tasksv1.Task
 	return result, nil
 }
 
-// checkBlockersDone fails naming every blocker of id that is not done. The blockers stay
-// locked (FOR SHARE) until commit, so none can be reopened under the task that starts.
+// checkBlockersDone fails naming every blocker of id that is not done. Within an agent
+// project a blocker of the same project is also satisfied when it is in review (its work is
+// validated and waits for the project's one review, in the sandbox its dependents build in)
+// or cancelled (skipped in the project: its dependents go on without its work). The
+// blockers stay locked (FOR SHARE) until commit, so none can be reopened under the task
+// that starts.
 func checkBlockersDone(ctx context.Context, tx pgx.Tx, id string) error {
-	rows, err := tx.Query(ctx, `SELECT b.id::text, b.status FROM task_dependencies d
+	rows, err := tx.Query(ctx, `SELECT b.id::text, b.status, b.project_id <> '' AND b.project_id = t.project_id FROM task_dependencies d
 		JOIN tasks b ON b.id = d.blocked_by_id
+		JOIN tasks t ON t.id = d.task_id
 		WHERE d.task_id = $1 ORDER BY b.id FOR SHARE OF b`, id)
 	if err != nil {
 		return fmt.Errorf("store: read blockers: %w", err)
 	}
-	type blocker struct{ ID, Status string }
+	type blocker struct {
+		ID, Status  string
+		SameProject bool
+	}
 	all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[blocker])
 	if err != nil {
 		return fmt.Errorf("store: read blockers: %w", err)
 	}
 	var open []string
 	for _, b := range all {
-		if b.Status != StatusName(done) {
+		switch {
+		case b.Status == StatusName(done):
+		case b.SameProject && (b.Status == StatusName(tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW) || b.Status == StatusName(cancelled)):
+		default:
 			open = append(open, fmt.Sprintf("%s (%s)", b.ID, b.Status))
 		}
 	}

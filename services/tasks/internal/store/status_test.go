@@ -155,3 +155,35 @@ func TestStartRequiresBlockersDone(t *testing.T) {
 	mustDep(t, s, alice, tk.Id, b2.Id)
 	mustStatus(t, s, alice, tk.Id, inReview)
 }
+
+// Within a project, a blocker of the same project that waits for the project's review
+// (in_review) or was skipped in it (cancelled) lets its dependents start; a blocker of
+// another project, or of none, in those states does not.
+func TestStartWithinAProject(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := t.Context()
+	const proj, other = "7a1f0000-0000-4000-8000-000000000001", "7a1f0000-0000-4000-8000-000000000002"
+	in := func(p string) func(*tasksv1.Task) { return func(tk *tasksv1.Task) { tk.ProjectId = p } }
+	reviewed := mustCreate(t, s, task(alice, "local/demo", "reviewed", in(proj)))
+	skipped := mustCreate(t, s, task(alice, "local/demo", "skipped", in(proj)))
+	foreign := mustCreate(t, s, task(alice, "local/demo", "foreign", in(other)))
+	mustStatus(t, s, alice, reviewed.Id, inProgress)
+	mustStatus(t, s, alice, reviewed.Id, inReview)
+	mustStatus(t, s, alice, skipped.Id, cancelled)
+	mustStatus(t, s, alice, foreign.Id, inProgress)
+	mustStatus(t, s, alice, foreign.Id, inReview)
+
+	tk := mustCreate(t, s, task(alice, "local/demo", "waits", in(proj), func(tk *tasksv1.Task) { tk.BlockedBy = []string{reviewed.Id, skipped.Id} }))
+	mustStatus(t, s, alice, tk.Id, inProgress)
+
+	loose := mustCreate(t, s, task(alice, "local/demo", "no project", func(tk *tasksv1.Task) { tk.BlockedBy = []string{reviewed.Id} }))
+	_, err := s.SetStatus(ctx, alice, loose.Id, inProgress, "", 0)
+	wantErr(t, err, errs.ErrFailedPrecondition)
+	mixed := mustCreate(t, s, task(alice, "local/demo", "other project", in(proj), func(tk *tasksv1.Task) { tk.BlockedBy = []string{foreign.Id} }))
+	_, err = s.SetStatus(ctx, alice, mixed.Id, inProgress, "", 0)
+	wantErr(t, err, errs.ErrFailedPrecondition)
+	if !strings.Contains(err.Error(), foreign.Id+" (in_review)") {
+		t.Errorf("error %q should name the other project's blocker", err)
+	}
+}

@@ -62,7 +62,10 @@ type TaskServiceClient interface {
 	UpdateTask(ctx context.Context, in *UpdateTaskRequest, opts ...grpc.CallOption) (*UpdateTaskResponse, error)
 	// DeleteTask deletes a task and its dependency edges.
 	DeleteTask(ctx context.Context, in *DeleteTaskRequest, opts ...grpc.CallOption) (*DeleteTaskResponse, error)
-	// SetTaskStatus moves a task to a new status. An illegal transition is FAILED_PRECONDITION.
+	// SetTaskStatus moves a task to a new status. An illegal transition is FAILED_PRECONDITION,
+	// and so is a start (IN_PROGRESS) while a blocker is not DONE — within an agent project,
+	// a blocker of the same project that is IN_REVIEW (validated for the project's one review)
+	// or CANCELLED (skipped in the project) counts as done.
 	SetTaskStatus(ctx context.Context, in *SetTaskStatusRequest, opts ...grpc.CallOption) (*SetTaskStatusResponse, error)
 	// AddDependency records that task_id is blocked by blocked_by_id. A cycle is FAILED_PRECONDITION.
 	AddDependency(ctx context.Context, in *AddDependencyRequest, opts ...grpc.CallOption) (*AddDependencyResponse, error)
@@ -267,7 +270,10 @@ type TaskServiceServer interface {
 	UpdateTask(context.Context, *UpdateTaskRequest) (*UpdateTaskResponse, error)
 	// DeleteTask deletes a task and its dependency edges.
 	DeleteTask(context.Context, *DeleteTaskRequest) (*DeleteTaskResponse, error)
-	// SetTaskStatus moves a task to a new status. An illegal transition is FAILED_PRECONDITION.
+	// SetTaskStatus moves a task to a new status. An illegal transition is FAILED_PRECONDITION,
+	// and so is a start (IN_PROGRESS) while a blocker is not DONE — within an agent project,
+	// a blocker of the same project that is IN_REVIEW (validated for the project's one review)
+	// or CANCELLED (skipped in the project) counts as done.
 	SetTaskStatus(context.Context, *SetTaskStatusRequest) (*SetTaskStatusResponse, error)
 	// AddDependency records that task_id is blocked by blocked_by_id. A cycle is FAILED_PRECONDITION.
 	AddDependency(context.Context, *AddDependencyRequest) (*AddDependencyResponse, error)
