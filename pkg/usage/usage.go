@@ -3,6 +3,7 @@
 package usage
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -44,4 +45,19 @@ func DurationSum(a, b *durationpb.Duration) *durationpb.Duration {
 		d += b.AsDuration()
 	}
 	return durationpb.New(d)
+}
+
+// Exhausted says what of budget b the spending u (and active, the wall time it ran) has
+// used up — "N tokens of M", "$x of $y" or "T of wall time of W", the first cap reached —
+// or "" while every cap (a zero cap is none) still has room.
+func Exhausted(u *typev1.Usage, b *typev1.Budget, active time.Duration) string {
+	switch {
+	case b.GetMaxTokens() > 0 && Tokens(u) >= b.GetMaxTokens():
+		return fmt.Sprintf("%d tokens of %d", Tokens(u), b.GetMaxTokens())
+	case b.GetMaxCostMicros() > 0 && u.GetCostMicros() >= b.GetMaxCostMicros():
+		return fmt.Sprintf("$%.4f of $%.4f", float64(u.GetCostMicros())/1e6, float64(b.GetMaxCostMicros())/1e6)
+	case b.GetMaxWallTime().AsDuration() > 0 && active >= b.GetMaxWallTime().AsDuration():
+		return fmt.Sprintf("%s of wall time of %s", active.Round(time.Second), b.GetMaxWallTime().AsDuration())
+	}
+	return ""
 }

@@ -32,3 +32,22 @@ func TestAdd(t *testing.T) {
 		t.Errorf("Tokens = %d, %d; want 15, 0", Tokens(a), Tokens(nil))
 	}
 }
+
+func TestExhausted(t *testing.T) {
+	u := &typev1.Usage{InputTokens: 600, OutputTokens: 400, CostMicros: 2_500_000}
+	for _, tc := range []struct {
+		b      *typev1.Budget
+		active time.Duration
+		want   string
+	}{
+		{nil, time.Hour, ""},
+		{&typev1.Budget{MaxTokens: 1001, MaxCostMicros: 3_000_000, MaxWallTime: durationpb.New(2 * time.Hour)}, time.Hour, ""},
+		{&typev1.Budget{MaxTokens: 1000}, 0, "1000 tokens of 1000"},
+		{&typev1.Budget{MaxCostMicros: 2_000_000}, 0, "$2.5000 of $2.0000"},
+		{&typev1.Budget{MaxWallTime: durationpb.New(time.Minute)}, 90 * time.Second, "1m30s of wall time of 1m0s"},
+	} {
+		if got := Exhausted(u, tc.b, tc.active); got != tc.want {
+			t.Errorf("Exhausted(%v, %s) = %q, want %q", tc.b, tc.active, got, tc.want)
+		}
+	}
+}

@@ -661,10 +661,16 @@ func TestAgentResumesAfterTheAgentIsKilled(t *testing.T) {
 // jobEventTypes reads a finished job's events over REST (the stream ends after the event
 // that finished it), heartbeats left out.
 func jobEventTypes(t *testing.T, jobID string) []string {
+	return streamTypes(t, "/v1/jobs/"+jobID+":watch", "JOB_EVENT_TYPE_UNSPECIFIED")
+}
+
+// streamTypes reads a watch stream of one finished resource over REST to its end and
+// returns its events' types, heartbeats (type unspecified) left out.
+func streamTypes(t *testing.T, path, unspecified string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -681,12 +687,12 @@ func jobEventTypes(t *testing.T, jobID string) []string {
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("watch line %q: %v", sc.Text(), err)
 		}
-		if typ, _ := line.Result["type"].(string); typ != "" && typ != "JOB_EVENT_TYPE_UNSPECIFIED" {
+		if typ, _ := line.Result["type"].(string); typ != "" && typ != unspecified {
 			types = append(types, typ)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		t.Fatalf("watch: %v (the stream did not end)", err)
+		t.Fatalf("watch %s: %v (the stream did not end)", path, err)
 	}
 	return types
 }

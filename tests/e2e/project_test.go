@@ -19,6 +19,12 @@ import (
 // The project tests' requests and task titles carry markers; the scripted answers match
 // them, so each scenario gets its own plan, files and review.
 
+// projectPlanMatch matches the planning prompt of the project task whose title holds
+// marker (a task's prompt also names the tasks it depends on, further down).
+func projectPlanMatch(marker string) string {
+	return `(?s)# Job: plan a task.*Title: [^\n]*` + regexp.QuoteMeta(marker)
+}
+
 // projTask is a task of a scripted project plan: its title carries its marker, and its
 // job writes pkg/<pkg>.go.
 type projTask struct {
@@ -50,7 +56,7 @@ func taskScript(t projTask, broken bool) []fakellm.Response {
 	path := t.pkg + "/" + t.pkg + ".go"
 	marker := t.title[strings.Index(t.title, "["):]
 	src := fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", t.pkg)
-	rs := []fakellm.Response{{Match: planMatch(marker), Text: planAnswer("Write "+path+".", path)}}
+	rs := []fakellm.Response{{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)}}
 	if broken {
 		bad := fmt.Sprintf(brokenGo, t.pkg)
 		return append(rs,
@@ -253,14 +259,7 @@ func TestProjectFromARequestToOnePullRequest(t *testing.T) {
 		}
 	}
 	// The branch clones, holds every finished task's files and builds.
-	code, rp := rest(t, http.MethodGet, "/v1/repos/"+repo, token, nil)
-	if code != http.StatusOK {
-		t.Fatalf("get repo: %d %v", code, rp)
-	}
-	dst := filepath.Join(t.TempDir(), "clone")
-	if out, err := exec.Command("git", "clone", "--quiet", "--branch", p["branch"].(string), rp["repo"].(map[string]any)["clone_url"].(string), dst).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
+	dst := cloneBranch(t, repo, p["branch"].(string))
 	for _, f := range []string{"pa/pa.go", "pc/pc.go", "pf/pf.go"} {
 		if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
 			t.Errorf("the clone lacks %s: %v", f, err)
@@ -307,7 +306,7 @@ func moreProjectScripts() []fakellm.Response {
 		for _, t := range ph {
 			path := t.pkg + "/" + t.pkg + ".go"
 			marker := t.title[strings.Index(t.title, "["):]
-			rs = append(rs, fakellm.Response{Match: planMatch(marker), Text: planAnswer("Write "+path+".", path)},
+			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
 				fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(700 * time.Millisecond),
 					Text: content(fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", t.pkg))})
 		}
@@ -365,7 +364,7 @@ func TestProjectFromImportedIssuesCommitsEachTask(t *testing.T) {
 	p = waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_PENDING_REVIEW")
 	// While it ran, each task was committed on the project branch.
 	dst := cloneBranch(t, repo, p["branch"].(string))
-	out, err := exec.Command("git", "-C", dst, "log", "--format=%s", "main..HEAD").CombinedOutput()
+	out, err := exec.Command("git", "-C", dst, "log", "--format=%s", "origin/main..HEAD").CombinedOutput()
 	if err != nil {
 		t.Fatalf("git log: %v\n%s", err, out)
 	}
@@ -387,7 +386,9 @@ func TestProjectFromImportedIssuesCommitsEachTask(t *testing.T) {
 func planCount(marker string) int {
 	n := 0
 	for _, r := range llm.Requests() {
-		if b := string(r.Body); r.Status == http.StatusOK && strings.Contains(b, "# Job: plan a task") && strings.Contains(b, marker) {
+		// The body is JSON: the prompt's newlines are escaped there.
+		title := regexp.MustCompile(`Title: [^\\]*` + regexp.QuoteMeta(marker))
+		if b := string(r.Body); r.Status == http.StatusOK && strings.Contains(b, "# Job: plan a task") && title.MatchString(b) {
 			n++
 		}
 	}
@@ -433,7 +434,7 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 	}
 	for m, st := range projectTasks(p) {
 		if st["status"] != "PROJECT_TASK_STATUS_COMPLETED" {
-			t.Errorf("task %s is %v after the resume", m, st["status"])
+			t.Errorf("task %s is %v after the resume: %v %v", m, st["status"], st["error"], st["status_reason"])
 		}
 	}
 	// Changes asked of one task (named in the feedback) run only that task again.
@@ -480,4 +481,52 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 			t.Errorf("%d project branches, want 1: %v", n, br)
 		}
 	}
+}
+
+// TestProjectDemo runs the README tour's project: the request against the demo script
+// (deploy/fakellm/demo.json), through the watch stream, the one review and the pull
+// request.
+func TestProjectDemo(t *testing.T) {
+	t.Parallel()
+	repo := "local/project-demo"
+	demoRepo(t, repo)
+	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Report the server version over HTTP"})
+	if code != http.StatusOK {
+		t.Fatalf("plan: %d %v", code, body)
+	}
+	id := body["project"].(map[string]any)["id"].(string)
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+":start", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	p := waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_PENDING_REVIEW")
+	code, rv := rest(t, http.MethodGet, "/v1/reviews/"+p["review_id"].(string), token, nil)
+	if code != http.StatusOK || len(rv["review"].(map[string]any)["files"].([]any)) != 3 {
+		t.Fatalf("the project's review: %d %v", code, rv)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	p = waitProject(t, id, 2*time.Minute, "PROJECT_STATUS_COMPLETED")
+	if p["pull_request"] == nil {
+		t.Fatalf("completed project without a pull request: %v", p)
+	}
+	// The watch stream of the finished project replays its events and ends: phases, tasks,
+	// the task jobs' events relayed, the review and the pull request.
+	types := projectEventTypes(t, id)
+	for _, want := range []string{"PROJECT_EVENT_TYPE_CREATED", "PROJECT_EVENT_TYPE_PHASE_STARTED", "PROJECT_EVENT_TYPE_TASK_STARTED",
+		"PROJECT_EVENT_TYPE_JOB_EVENT", "PROJECT_EVENT_TYPE_TASK_COMPLETED", "PROJECT_EVENT_TYPE_PHASE_COMPLETED", "PROJECT_EVENT_TYPE_REVIEW_SUBMITTED",
+		"PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("the project's stream lacks %s: %v", want, types)
+		}
+	}
+	if types[len(types)-1] != "PROJECT_EVENT_TYPE_STATUS_CHANGED" {
+		t.Errorf("the stream ends with %s, want the status change to completed", types[len(types)-1])
+	}
+}
+
+// projectEventTypes reads a finished project's events over REST (the stream ends after the
+// event that finished it), heartbeats left out.
+func projectEventTypes(t *testing.T, id string) []string {
+	return streamTypes(t, "/v1/projects/"+id+":watch", "PROJECT_EVENT_TYPE_UNSPECIFIED")
 }

@@ -187,7 +187,10 @@ func (r *run) contextPaths() []string {
 }
 
 // remaining is what is left of the job's budget, the cap of its next build (a build
-// that would spend more fails, and the job stops on its budget at its next step).
+// that would spend more fails, and the job stops on its budget at its next step). It is
+// computed from the checkpoint alone (the wall time counted up to the last one), so a job
+// resumed after a crash between StartBuild and its checkpoint sends the same request
+// again: the builder takes a retry with the same key only for the same request.
 func (r *run) remaining() *typev1.Budget {
 	j := r.job()
 	b := j.GetBudget()
@@ -199,7 +202,7 @@ func (r *run) remaining() *typev1.Budget {
 		out.MaxCostMicros = max(b.GetMaxCostMicros()-j.Usage.GetCostMicros(), 1)
 	}
 	if w := b.GetMaxWallTime().AsDuration(); w > 0 {
-		out.MaxWallTime = durationpb.New(max(w-r.rec.State.Active-time.Since(r.since), time.Second))
+		out.MaxWallTime = durationpb.New(max(w-r.rec.State.Active, time.Second))
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -141,5 +142,18 @@ func TestBuildTaskAndContextPathsFitStartBuild(t *testing.T) {
 	r.rec.Context.Task = &aiv1.TaskSpec{Title: strings.Repeat("é", 500), Description: strings.Repeat("d", 100_000)}
 	if title, desc := r.buildTask(); title != r.rec.Context.Task.Title || desc != r.rec.Context.Task.Description {
 		t.Error("a task within the bounds was cut")
+	}
+}
+
+// A resumed job asks for its build with the same budget as before the crash: the builder
+// refuses a retry of a key with a different request.
+func TestRemainingBudgetDependsOnTheCheckpointOnly(t *testing.T) {
+	rec := &store.Record{Job: &agentv1.Job{Budget: &typev1.Budget{MaxTokens: 100, MaxWallTime: durationpb.New(time.Hour)},
+		Usage: &typev1.Usage{InputTokens: 30}}}
+	rec.State.Active = 10 * time.Minute
+	first := (&run{rec: rec, since: time.Now().Add(-time.Minute)}).remaining()
+	second := (&run{rec: rec, since: time.Now()}).remaining()
+	if !proto.Equal(first, second) || first.MaxTokens != 70 || first.MaxWallTime.AsDuration() != 50*time.Minute {
+		t.Fatalf("remaining before and after a resume: %v, %v", first, second)
 	}
 }

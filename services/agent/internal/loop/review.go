@@ -21,7 +21,11 @@ import (
 func (r *run) review(ctx context.Context) error {
 	j, st := r.job(), &r.rec.State
 	if j.ProjectId != "" {
-		// Collect-only: the project reviews all its tasks' files at once.
+		// Collect-only: the project reviews all its tasks' files at once. The task waits for
+		// that review (its dependents in the project may start: see tasks' SetTaskStatus).
+		if _, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW}); err != nil {
+			return err
+		}
 		r.setStatus(completed, "validated for the project's review")
 		return nil
 	}

@@ -170,15 +170,8 @@ func (r *run) loop(ctx context.Context) error {
 func (r *run) overBudget() bool {
 	j := r.job()
 	b := j.GetBudget()
-	var what string
-	switch active := r.rec.State.Active + time.Since(r.since); {
-	case b.GetMaxTokens() > 0 && usage.Tokens(j.Usage) >= b.GetMaxTokens():
-		what = fmt.Sprintf("%d tokens of %d", usage.Tokens(j.Usage), b.GetMaxTokens())
-	case b.GetMaxCostMicros() > 0 && j.Usage.GetCostMicros() >= b.GetMaxCostMicros():
-		what = fmt.Sprintf("$%.4f of $%.4f", float64(j.Usage.GetCostMicros())/1e6, float64(b.GetMaxCostMicros())/1e6)
-	case b.GetMaxWallTime().AsDuration() > 0 && active >= b.GetMaxWallTime().AsDuration():
-		what = fmt.Sprintf("%s of wall time of %s", active.Round(time.Second), b.GetMaxWallTime().AsDuration())
-	default:
+	what := usage.Exhausted(j.Usage, b, r.rec.State.Active+time.Since(r.since))
+	if what == "" {
 		return false
 	}
 	r.emit(&agentv1.WatchJobResponse{

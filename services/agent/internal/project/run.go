@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -46,7 +47,8 @@ type Clients struct {
 type Config struct {
 	// LeaseExpiry and RenewEvery are the project's lease (see the loop's).
 	LeaseExpiry, RenewEvery time.Duration
-	// Poll is how often the runner looks at the job of the task in progress.
+	// Poll is the longest the runner waits for an event of its task's job before it looks at
+	// the job again (an event wakes it at once).
 	Poll time.Duration
 	// ContextTokens is the token budget of what a task is told of the project (conventions,
 	// what the tasks it depends on built, guidance).
@@ -63,7 +65,7 @@ type Config struct {
 }
 
 // DefaultConfig is what the service runs with unless told otherwise.
-var DefaultConfig = Config{LeaseExpiry: 15 * time.Second, RenewEvery: time.Second, Poll: 250 * time.Millisecond,
+var DefaultConfig = Config{LeaseExpiry: 15 * time.Second, RenewEvery: time.Second, Poll: 5 * time.Second,
 	ContextTokens: 30000, ReviewTokens: 60000, CallTimeout: 10 * time.Minute, SandboxTTL: 24 * time.Hour}
 
 // Runner runs projects: each under its lease (jobrun.Runner), one step per checkpoint.
@@ -119,6 +121,8 @@ type run struct {
 	since time.Time
 	evs   []*agentv1.WatchProjectResponse
 	after []func(ctx context.Context, tx pgx.Tx) error
+	// saved is set by a step that wrote its checkpoint itself (with what it created).
+	saved bool
 }
 
 func (x *run) p() *agentv1.Project { return x.rec.Project }
@@ -175,22 +179,29 @@ func (x *run) setStatus(s agentv1.ProjectStatus, reason string) {
 	}
 }
 
-// save writes the checkpoint with what the step collected.
+// save writes the checkpoint with what the step collected, in a transaction of its own.
 func (x *run) save(ctx context.Context) error {
+	return x.e.store.InTx(ctx, func(tx pgx.Tx) error { return x.saveIn(ctx, tx) })
+}
+
+// saveIn writes the checkpoint with what the step collected in tx, fenced by the lease.
+// What was collected is handed over: should tx not commit, the run fails and the project
+// goes on from its last checkpoint.
+func (x *run) saveIn(ctx context.Context, tx pgx.Tx) error {
 	now := time.Now()
 	x.rec.State.Active += now.Sub(x.since)
 	x.since = now
-	after := x.after
-	err := x.e.store.SaveProject(ctx, x.rec, x.lease, x.evs, func(ctx context.Context, tx pgx.Tx) error {
-		for _, f := range after {
-			if err := f(ctx, tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	evs, after := x.evs, x.after
 	x.evs, x.after = nil, nil
-	return err
+	if err := x.e.store.SaveProject(ctx, tx, x.rec, x.lease, evs); err != nil {
+		return err
+	}
+	for _, f := range after {
+		if err := f(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // key is an idempotency key of the project's side effect.
@@ -224,9 +235,10 @@ func (x *run) loop(ctx context.Context) error {
 			return err
 		}
 		if idle {
-			if err := wait.Sleep(ctx, x.e.cfg.Poll); err != nil {
-				return err
-			}
+			continue // follow waited for the job
+		}
+		if x.saved {
+			x.saved = false
 			continue
 		}
 		if err := x.save(ctx); err != nil {
@@ -252,15 +264,8 @@ func (x *run) step(ctx context.Context) (idle bool, err error) {
 func (x *run) overBudget() bool {
 	p := x.p()
 	b := p.GetBudget()
-	var what string
-	switch active := x.rec.State.Active + time.Since(x.since); {
-	case b.GetMaxTokens() > 0 && usage.Tokens(p.Usage) >= b.GetMaxTokens():
-		what = fmt.Sprintf("%d tokens of %d", usage.Tokens(p.Usage), b.GetMaxTokens())
-	case b.GetMaxCostMicros() > 0 && p.Usage.GetCostMicros() >= b.GetMaxCostMicros():
-		what = fmt.Sprintf("$%.4f of $%.4f", float64(p.Usage.GetCostMicros())/1e6, float64(b.GetMaxCostMicros())/1e6)
-	case b.GetMaxWallTime().AsDuration() > 0 && active >= b.GetMaxWallTime().AsDuration():
-		what = fmt.Sprintf("%s of wall time of %s", active.Round(time.Second), b.GetMaxWallTime().AsDuration())
-	default:
+	what := usage.Exhausted(p.Usage, b, x.rec.State.Active+time.Since(x.since))
+	if what == "" {
 		return false
 	}
 	x.emit(&agentv1.WatchProjectResponse{Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED,
@@ -274,61 +279,86 @@ func (x *run) overBudget() bool {
 // tasks does the next thing of the tasks stage: set up, follow the task in progress, start
 // the next ready task, or close the phase (revising the next one) and move on.
 func (x *run) tasks(ctx context.Context) (idle bool, err error) {
+	for {
+		idle, again, err := x.tasksOnce(ctx)
+		if err != nil || idle || !again {
+			return idle, err
+		}
+	}
+}
+
+// tasksOnce does one thing of the tasks stage; again is set when what it did needs no
+// checkpoint of its own before the next (a task's end taken in, a phase begun, a task
+// skipped), so one checkpoint covers a task's end and the next task's start.
+func (x *run) tasksOnce(ctx context.Context) (idle, again bool, err error) {
 	p := x.p()
 	if !x.done("init") {
-		return false, x.init(ctx)
+		return false, false, x.init(ctx)
 	}
 	if t, ph := running(p); t != nil {
-		return x.follow(ctx, t, ph)
+		idle, err := x.follow(ctx, t, ph)
+		return idle, !idle, err
 	}
-	if p.CurrentPhase < 1 || int(p.CurrentPhase) > len(p.Phases) {
-		p.CurrentPhase = 1
-	}
-	ph := p.Phases[p.CurrentPhase-1]
-	if !x.done(fmt.Sprintf("phase%d_started", ph.Number)) {
-		x.mark(fmt.Sprintf("phase%d_started", ph.Number))
-		x.emit(&agentv1.WatchProjectResponse{Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED,
+	gen := x.rec.State.Generation
+	phaseEvent := func(typ agentv1.ProjectEventType, ph *agentv1.ProjectPhase) {
+		x.emit(&agentv1.WatchProjectResponse{Type: typ,
 			Payload: &agentv1.WatchProjectResponse_Phase{Phase: &agentv1.ProjectPhaseChange{Number: ph.Number, Name: ph.Name}}})
-		return false, nil
+	}
+	// The phase in progress is closed once no task of it is left to run.
+	closeCurrent := func(next int32) {
+		if p.CurrentPhase < 1 || int(p.CurrentPhase) > len(p.Phases) || p.CurrentPhase == next {
+			return
+		}
+		if k := fmt.Sprintf("g%d:phase%d_completed", gen, p.CurrentPhase); !x.done(k) {
+			x.mark(k)
+			phaseEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_PHASE_COMPLETED, p.Phases[p.CurrentPhase-1])
+		}
+	}
+	ph := firstPending(p)
+	if ph == nil {
+		closeCurrent(0)
+		x.rec.State.Stage = stageReview
+		return false, false, nil
+	}
+	if ph.Number != p.CurrentPhase {
+		closeCurrent(ph.Number)
+		// A later phase is revised once, before it first runs, in the light of what was built
+		// (not when a review's changes run tasks again).
+		if k := fmt.Sprintf("phase%d_revised", ph.Number); gen == 0 && ph.Number > 1 && !x.done(k) {
+			if err := x.revise(ctx, int(ph.Number)); err != nil {
+				return false, false, err
+			}
+			x.mark(k)
+			return false, false, nil
+		}
+		p.CurrentPhase = ph.Number
+		phaseEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED, ph)
+		return false, true, nil
 	}
 	if t := ready(p, ph); t != nil {
-		return false, x.start(ctx, t, ph)
+		return false, false, x.start(ctx, t, ph)
 	}
 	for _, t := range ph.Tasks {
 		if t.Status == agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING {
-			// Waits on a task of its phase that cannot finish (it should not happen: a
-			// failed task skips its dependents): skip it rather than wait for ever.
+			// Waits on a task that cannot finish (a failed task skips its dependents, so it
+			// should not happen): skip it rather than wait for ever.
 			x.skip(t, ph, "its dependencies did not complete")
-			return false, nil
+			return false, true, nil
 		}
 	}
-	x.emit(&agentv1.WatchProjectResponse{Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_PHASE_COMPLETED,
-		Payload: &agentv1.WatchProjectResponse_Phase{Phase: &agentv1.ProjectPhaseChange{Number: ph.Number, Name: ph.Name}}})
-	next := nextPhase(p, int(ph.Number))
-	if next == 0 {
-		x.rec.State.Stage = stageReview
-		return false, nil
-	}
-	if x.rec.State.Generation == 0 && !x.done(fmt.Sprintf("phase%d_revised", next)) {
-		if err := x.revise(ctx, next); err != nil {
-			return false, err
-		}
-		x.mark(fmt.Sprintf("phase%d_revised", next))
-	}
-	p.CurrentPhase = int32(next)
-	return false, nil
+	return false, false, nil
 }
 
-// nextPhase is the number of the first phase after after with a pending task, 0 if none.
-func nextPhase(p *agentv1.Project, after int) int {
-	for _, ph := range p.Phases[after:] {
+// firstPending is the first phase with a task to run, nil when none is left.
+func firstPending(p *agentv1.Project) *agentv1.ProjectPhase {
+	for _, ph := range p.Phases {
 		for _, t := range ph.Tasks {
 			if t.Status == agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING {
-				return int(ph.Number)
+				return ph
 			}
 		}
 	}
-	return 0
+	return nil
 }
 
 func running(p *agentv1.Project) (*agentv1.ProjectTask, *agentv1.ProjectPhase) {
@@ -401,7 +431,20 @@ func (x *run) start(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pro
 		SandboxId: p.SandboxId, Model: x.rec.State.Model, Budget: x.taskBudget(), Usage: &typev1.Usage{}}
 	spec := &aiv1.TaskSpec{Title: t.Title, Description: x.taskContext(ctx, t)}
 	reqID := fmt.Sprintf("project:%s:%s:%d", p.Id, t.Id, t.Attempts)
-	rec, _, err := x.e.store.CreateWithTask(ctx, j, spec, reqID, store.RequestHash(&aiv1.TaskSpec{Title: reqID}), x.e.cfg.RateLimit, x.e.jobs.Enqueue)
+	// The job and the checkpoint that names it commit together.
+	rec, _, err := x.e.store.CreateWithTask(ctx, j, spec, reqID, store.RequestHash(&aiv1.TaskSpec{Title: reqID}), x.e.cfg.RateLimit,
+		func(ctx context.Context, tx pgx.Tx, id string) error {
+			if err := x.e.jobs.Enqueue(ctx, tx, id); err != nil {
+				return err
+			}
+			t.JobId, t.Status, t.Error = id, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING, ""
+			x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED, t, ph))
+			if err := x.saveIn(ctx, tx); err != nil {
+				return err
+			}
+			x.saved = true
+			return nil
+		})
 	var rl *store.RateLimitError
 	if errors.As(err, &rl) {
 		// The owner's rate limit counts a project's tasks: wait for it.
@@ -410,10 +453,14 @@ func (x *run) start(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pro
 		return nil
 	}
 	if err != nil {
+		x.saved = false
 		return err
 	}
-	t.JobId, t.Status, t.Error = rec.Job.Id, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING, ""
-	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED, t, ph))
+	if !x.saved {
+		// The job was made before (a run that ended before its checkpoint): this is it.
+		t.JobId, t.Status, t.Error = rec.Job.Id, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING, ""
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED, t, ph))
+	}
 	return nil
 }
 
@@ -523,13 +570,19 @@ func firstLine(s string) string {
 // taken into the project, or its failure recorded and its dependents skipped.
 func (x *run) follow(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase) (bool, error) {
 	p := x.p()
+	// The cursor is read before the job: an event that ends the job after the read wakes the
+	// wait below.
+	cursor, err := x.e.store.LatestEvent(ctx)
+	if err != nil {
+		return false, err
+	}
 	jr, err := x.e.store.Load(ctx, t.JobId)
 	if err != nil {
 		return false, err
 	}
 	j := jr.Job
 	if !store.Terminal(j.Status) {
-		return true, nil
+		return true, x.e.store.AwaitJobEnd(ctx, t.JobId, cursor, x.e.cfg.Poll)
 	}
 	t.Usage = usage.Add(t.Usage, j.Usage)
 	p.Usage = usage.Add(p.Usage, j.Usage)
@@ -548,19 +601,27 @@ func (x *run) follow(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pr
 		return false, nil
 	}
 	changed := jr.State.ChangedFiles
-	var files []store.ProjectFile
-	for _, path := range changed {
-		f := store.ProjectFile{Path: path, TaskID: t.Id}
-		resp, err := x.e.c.Sandbox.ReadFile(ctx, &sandboxv1.ReadFileRequest{SandboxId: p.SandboxId, Path: path})
-		switch {
-		case status.Code(err) == codes.NotFound:
-			f.Deleted = true
-		case err != nil:
-			return false, err
-		default:
-			f.Content = resp.Content
-		}
-		files = append(files, f)
+	files := make([]store.ProjectFile, len(changed))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, path := range changed {
+		g.Go(func() error {
+			f := store.ProjectFile{Path: path, TaskID: t.Id}
+			resp, err := x.e.c.Sandbox.ReadFile(gctx, &sandboxv1.ReadFileRequest{SandboxId: p.SandboxId, Path: path})
+			switch {
+			case status.Code(err) == codes.NotFound:
+				f.Deleted = true
+			case err != nil:
+				return err
+			default:
+				f.Content = resp.Content
+			}
+			files[i] = f
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
 	}
 	x.after = append(x.after, func(ctx context.Context, tx pgx.Tx) error { return store.PutProjectFiles(ctx, tx, p.Id, files) })
 	for _, f := range files {
@@ -572,8 +633,8 @@ func (x *run) follow(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pr
 			return false, err
 		}
 	}
+	// (The job moved its task to in_review: it waits for the project's review.)
 	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_COMPLETED, t, ph))
-	x.setTask(ctx, t.TaskId, tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW, "validated; waits for the project's review")
 	return false, nil
 }
 
@@ -674,7 +735,7 @@ func (x *run) revise(ctx context.Context, number int) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
 	defer cancel()
-	resp, err := x.e.c.AI.ReviseProjectPhase(mctx, &aiv1.ReviseProjectPhaseRequest{RequestId: x.key("revise", number), Request: p.Request,
+	resp, err := x.e.c.AI.ReviseProjectPhase(mctx, &aiv1.ReviseProjectPhaseRequest{RequestId: x.key("revise", number), Request: request(p),
 		Plan: plan, PhaseIndex: int32(number - 1), Completed: outcomes, Attribution: x.attribution(aiv1.CallPhase_CALL_PHASE_PLANNING)})
 	if err != nil {
 		return err
@@ -773,6 +834,10 @@ func (x *run) revise(ctx context.Context, number int) error {
 	return nil
 }
 
+// request is what the project was asked to do: its request text, or for a plan made from
+// tasks or issues, its description.
+func request(p *agentv1.Project) string { return firstNonEmpty(p.Request, p.Description) }
+
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {
 		if v != "" {
@@ -814,7 +879,11 @@ func (x *run) commitTask(ctx context.Context, t *agentv1.ProjectTask, files []st
 		return err
 	}
 	p := x.p()
-	resp, err := x.e.c.Repos.CommitFiles(ctx, &githubv1.CommitFilesRequest{Repo: p.Repo, Branch: p.Branch, Files: changes(files),
+	fc, err := x.changes(ctx, p.Branch, files)
+	if err != nil || len(fc) == 0 {
+		return err
+	}
+	resp, err := x.e.c.Repos.CommitFiles(ctx, &githubv1.CommitFilesRequest{Repo: p.Repo, Branch: p.Branch, Files: fc,
 		Message:   fmt.Sprintf("thefold: %s\n\nProject: %s\nTask: %s (attempt %d)", t.Title, p.Id, t.Id, t.Attempts),
 		RequestId: x.key("commit", t.Id, t.Attempts), AuthorName: "TheFold", AuthorEmail: "thefold@localhost"})
 	if err != nil {
@@ -824,16 +893,38 @@ func (x *run) commitTask(ctx context.Context, t *agentv1.ProjectTask, files []st
 	return nil
 }
 
-func changes(files []store.ProjectFile) []*typev1.FileChange {
+// changes are files as the changes of a commit on ref: a file ref lacks is created, one it
+// has is modified, a deleted one it has is deleted (one it lacks is left out).
+func (x *run) changes(ctx context.Context, ref string, files []store.ProjectFile) ([]*typev1.FileChange, error) {
+	p := x.p()
+	missing := map[string]bool{}
+	for i := 0; i < len(files); i += 100 {
+		var paths []string
+		for _, f := range files[i:min(i+100, len(files))] {
+			paths = append(paths, f.Path)
+		}
+		resp, err := x.e.c.Repos.GetFiles(ctx, &githubv1.GetFilesRequest{Repo: p.Repo, Ref: ref, Paths: paths})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range resp.MissingPaths {
+			missing[m] = true
+		}
+	}
 	out := make([]*typev1.FileChange, 0, len(files))
 	for _, f := range files {
 		c := &typev1.FileChange{Path: f.Path, Action: typev1.FileAction_FILE_ACTION_MODIFY, Content: string(f.Content)}
-		if f.Deleted {
+		switch {
+		case f.Deleted && missing[f.Path]:
+			continue
+		case f.Deleted:
 			c.Action, c.Content = typev1.FileAction_FILE_ACTION_DELETE, ""
+		case missing[f.Path]:
+			c.Action = typev1.FileAction_FILE_ACTION_CREATE
 		}
 		out = append(out, c)
 	}
-	return out
+	return out, nil
 }
 
 // branchName is the project's branch: thefold/project-<slug>-<id prefix>.
@@ -885,7 +976,7 @@ func (x *run) review(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
 	defer cancel()
-	rc, err := x.e.c.AI.ReviewProject(mctx, &aiv1.ReviewProjectRequest{RequestId: x.key("review"), Request: p.Request, Plan: plan,
+	rc, err := x.e.c.AI.ReviewProject(mctx, &aiv1.ReviewProjectRequest{RequestId: x.key("review"), Request: request(p), Plan: plan,
 		Outcomes: outcomes, Files: aiFiles, Attribution: x.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
 	if err != nil {
 		return err
@@ -979,7 +1070,11 @@ func (x *run) complete(ctx context.Context) error {
 		if len(files) == 0 {
 			return status.Error(codes.FailedPrecondition, "the approved project changes no files")
 		}
-		resp, err := x.e.c.Repos.CommitFiles(ctx, &githubv1.CommitFilesRequest{Repo: p.Repo, Branch: p.Branch, Files: changes(files),
+		fc, err := x.changes(ctx, p.Branch, files)
+		if err != nil {
+			return err
+		}
+		resp, err := x.e.c.Repos.CommitFiles(ctx, &githubv1.CommitFilesRequest{Repo: p.Repo, Branch: p.Branch, Files: fc,
 			Message: "thefold: " + firstLine(p.Description) + "\n\nProject: " + p.Id, RequestId: x.key("commit_all"),
 			AuthorName: "TheFold", AuthorEmail: "thefold@localhost"})
 		if err != nil {

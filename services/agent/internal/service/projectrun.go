@@ -49,11 +49,7 @@ func (p *projects) projectBudget(b *typev1.Budget, tasks int) *typev1.Budget {
 
 // StartProject creates the plan's tasks in the tasks service and starts the project.
 func (p *projects) StartProject(ctx context.Context, req *agentv1.StartProjectRequest) (*agentv1.StartProjectResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := projectID("id", req.Id)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -178,20 +174,13 @@ func projectStatus(pr *agentv1.Project, to agentv1.ProjectStatus, reason string)
 
 // PauseProject pauses a RUNNING project; the task in progress finishes.
 func (p *projects) PauseProject(ctx context.Context, req *agentv1.PauseProjectRequest) (*agentv1.PauseProjectResponse, error) {
-	owner, err := caller(ctx)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	id, err := projectID("id", req.Id)
+	reason, err := reasonOr(req.Reason, "paused")
 	if err != nil {
 		return nil, err
-	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
-		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "paused"
 	}
 	rec, err := p.s.store.ChangeProject(ctx, owner, id, func(rec *store.ProjectRecord) ([]*agentv1.WatchProjectResponse, error) {
 		if err := wantProject(rec.Project, "PauseProject", projRunning); err != nil {
@@ -210,11 +199,7 @@ func (p *projects) PauseProject(ctx context.Context, req *agentv1.PauseProjectRe
 
 // ResumeProject continues a PAUSED project, or one a spent budget stopped.
 func (p *projects) ResumeProject(ctx context.Context, req *agentv1.ResumeProjectRequest) (*agentv1.ResumeProjectResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := projectID("id", req.Id)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -323,12 +308,9 @@ func (p *projects) SkipProjectTask(ctx context.Context, req *agentv1.SkipProject
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
+	reason, err := reasonOr(req.Reason, "skipped")
+	if err != nil {
 		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "skipped"
 	}
 	var taskID string
 	rec, err := p.taskChange(ctx, "SkipProjectTask", req.ProjectId, tid, func(rec *store.ProjectRecord, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase) ([]*agentv1.WatchProjectResponse, error) {

@@ -300,6 +300,15 @@ func (p *projects) decompose(ctx context.Context, req *agentv1.PlanProjectReques
 // projectID checks the id of a request.
 func projectID(field, id string) (string, error) { return validate.UUID(field, id, true) }
 
+// callerAndProject is the caller and the project id of a request naming one in its id.
+func callerAndProject(ctx context.Context, id string) (owner, project string, err error) {
+	if owner, err = caller(ctx); err != nil {
+		return "", "", err
+	}
+	project, err = projectID("id", id)
+	return owner, project, err
+}
+
 // wantProject is FailedPrecondition naming the project's status and the ones what needs.
 func wantProject(p *agentv1.Project, what string, ok ...agentv1.ProjectStatus) error {
 	if slices.Contains(ok, p.Status) {
@@ -317,11 +326,7 @@ var projectPaths = []string{"description", "conventions", "phases", "budget", "m
 
 // UpdateProject edits a PLANNED project.
 func (p *projects) UpdateProject(ctx context.Context, req *agentv1.UpdateProjectRequest) (*agentv1.UpdateProjectResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := projectID("id", req.Id)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -420,11 +425,7 @@ func prefixField(err error, prefix string) error {
 
 // GetProject returns one of the caller's projects.
 func (p *projects) GetProject(ctx context.Context, req *agentv1.GetProjectRequest) (*agentv1.GetProjectResponse, error) {
-	owner, err := caller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := projectID("id", req.Id)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
@@ -483,20 +484,13 @@ func (p *projects) WatchProject(req *agentv1.WatchProjectRequest, stream grpc.Se
 
 // CancelProject stops a project that has not ended.
 func (p *projects) CancelProject(ctx context.Context, req *agentv1.CancelProjectRequest) (*agentv1.CancelProjectResponse, error) {
-	owner, err := caller(ctx)
+	owner, id, err := callerAndProject(ctx, req.Id)
 	if err != nil {
 		return nil, err
 	}
-	id, err := projectID("id", req.Id)
+	reason, err := reasonOr(req.Reason, "cancelled")
 	if err != nil {
 		return nil, err
-	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
-		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "cancelled"
 	}
 	var running []string
 	rec, err := p.s.store.ChangeProject(ctx, owner, id, func(rec *store.ProjectRecord) ([]*agentv1.WatchProjectResponse, error) {

@@ -19,16 +19,12 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/thefold/thefold/pkg/db/dbtest"
-	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 
 	"github.com/thefold/thefold/services/agent/internal/project"
-	"github.com/thefold/thefold/services/agent/internal/service"
 	"github.com/thefold/thefold/services/agent/internal/store"
-	"github.com/thefold/thefold/services/agent/migrations"
 )
 
 const (
@@ -46,25 +42,11 @@ type projEnv struct {
 }
 
 // newProjEnv serves ProjectService (beside AgentService and ReviewService, as the agent
-// does) over real gRPC on a fresh agent schema. The downstream clients are nil: what these
-// tests call never reaches them.
+// does) over real gRPC on a fresh agent schema (newEnv, with 8 watches).
 func newProjEnv(t *testing.T) *projEnv {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
-	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = hub.Run(ctx) }()
-	st := store.New(pool, hub)
-	q := &queue{}
-	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 8})
-	e := grpctest.Start(t, func(s *grpc.Server) {
-		agentv1.RegisterAgentServiceServer(s, srv)
-		agentv1.RegisterReviewServiceServer(s, srv.Reviews())
-		agentv1.RegisterProjectServiceServer(s, srv.Projects())
-	})
-	return &projEnv{st: st, q: q, conn: e.Conn, projects: agentv1.NewProjectServiceClient(e.Conn),
-		ctx: func(user string) context.Context { return e.Context(t, user) }}
+	e := newEnvWatches(t, 8)
+	return &projEnv{st: e.st, q: e.q, conn: e.conn, projects: e.projects, ctx: e.ctx}
 }
 
 // seed stores a PLANNED project of owner in repo as PlanProject would (PlanProject needs

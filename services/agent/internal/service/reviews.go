@@ -225,12 +225,9 @@ func (v *reviews) RejectReview(ctx context.Context, req *agentv1.RejectReviewReq
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
+	reason, err := reasonOr(req.Reason, "rejected")
+	if err != nil {
 		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "rejected"
 	}
 	if owner, pid, err := v.project(ctx, id); err != nil || pid != "" {
 		if err != nil {

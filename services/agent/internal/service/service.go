@@ -249,6 +249,18 @@ func rateLimited(err error) error {
 		WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(max(time.Until(rl.Retry), time.Second).Round(time.Second))})
 }
 
+// reasonOr is a request's reason (at most maxReason bytes, else INVALID_ARGUMENT naming
+// "reason"), or def when it gives none.
+func reasonOr(reason, def string) (string, error) {
+	if err := validate.MaxLen("reason", reason, maxReason); err != nil {
+		return "", err
+	}
+	if reason == "" {
+		return def, nil
+	}
+	return reason, nil
+}
+
 // checkBranch checks a git branch name (empty allowed).
 func checkBranch(field, b string) error {
 	if b == "" {
@@ -380,12 +392,9 @@ func (s *Server) CancelJob(ctx context.Context, req *agentv1.CancelJobRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
+	reason, err := reasonOr(req.Reason, "cancelled")
+	if err != nil {
 		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "cancelled"
 	}
 	rec, err := s.control(ctx, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
 		if store.Terminal(rec.Job.Status) {
@@ -442,12 +451,9 @@ func (s *Server) PauseJob(ctx context.Context, req *agentv1.PauseJobRequest) (*a
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
+	reason, err := reasonOr(req.Reason, "paused")
+	if err != nil {
 		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "paused"
 	}
 	rec, err := s.control(ctx, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
 		if err := want(rec, "PauseJob", agentv1.JobStatus_JOB_STATUS_QUEUED, agentv1.JobStatus_JOB_STATUS_RUNNING); err != nil {
@@ -520,12 +526,9 @@ func (s *Server) SkipTask(ctx context.Context, req *agentv1.SkipTaskRequest) (*a
 	if err != nil {
 		return nil, err
 	}
-	if err := validate.MaxLen("reason", req.Reason, maxReason); err != nil {
+	reason, err := reasonOr(req.Reason, "skipped")
+	if err != nil {
 		return nil, err
-	}
-	reason := req.Reason
-	if reason == "" {
-		reason = "skipped"
 	}
 	rec, err := s.control(ctx, id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
 		if err := want(rec, "SkipTask", agentv1.JobStatus_JOB_STATUS_HUMAN_NEEDED); err != nil {

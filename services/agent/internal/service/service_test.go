@@ -53,16 +53,22 @@ func (q *queue) Enqueue(_ context.Context, tx pgx.Tx, id string) error {
 }
 
 type env struct {
-	st     *store.Store
-	q      *queue
-	agent  agentv1.AgentServiceClient
-	review agentv1.ReviewServiceClient
-	ctx    func(user string) context.Context
+	st       *store.Store
+	q        *queue
+	conn     *grpc.ClientConn
+	agent    agentv1.AgentServiceClient
+	review   agentv1.ReviewServiceClient
+	projects agentv1.ProjectServiceClient
+	ctx      func(user string) context.Context
 }
 
-// newEnv serves AgentService and ReviewService over real gRPC on a fresh agent schema. The
-// downstream clients are nil: what these tests call never reaches them.
-func newEnv(t *testing.T) *env {
+// newEnv serves AgentService, ReviewService and ProjectService over real gRPC on a fresh
+// agent schema, with at most 4 watches. The downstream clients are nil: what these tests
+// call never reaches them.
+func newEnv(t *testing.T) *env { return newEnvWatches(t, 4) }
+
+// newEnvWatches is newEnv with at most maxWatches watches.
+func newEnvWatches(t *testing.T, maxWatches int) *env {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
 	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
@@ -71,13 +77,14 @@ func newEnv(t *testing.T) *env {
 	go func() { _ = hub.Run(ctx) }()
 	st := store.New(pool, hub)
 	q := &queue{}
-	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 4})
+	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: maxWatches})
 	e := grpctest.Start(t, func(s *grpc.Server) {
 		agentv1.RegisterAgentServiceServer(s, srv)
 		agentv1.RegisterReviewServiceServer(s, srv.Reviews())
+		agentv1.RegisterProjectServiceServer(s, srv.Projects())
 	})
-	return &env{st: st, q: q, agent: agentv1.NewAgentServiceClient(e.Conn), review: agentv1.NewReviewServiceClient(e.Conn),
-		ctx: func(user string) context.Context { return e.Context(t, user) }}
+	return &env{st: st, q: q, conn: e.Conn, agent: agentv1.NewAgentServiceClient(e.Conn), review: agentv1.NewReviewServiceClient(e.Conn),
+		projects: agentv1.NewProjectServiceClient(e.Conn), ctx: func(user string) context.Context { return e.Context(t, user) }}
 }
 
 // job creates a QUEUED job of owner through the store (StartTask needs the tasks service).

@@ -345,19 +345,16 @@ func (s *Store) ChangeProject(ctx context.Context, owner, id string, change Proj
 	return out, err
 }
 
-// SaveProject writes the runner's record rec, fenced by its lease, with evs, and calls
-// after (may be nil) in the same transaction for the writes beside it (files, a review).
-func (s *Store) SaveProject(ctx context.Context, rec *ProjectRecord, lease string, evs []*agentv1.WatchProjectResponse,
-	after func(ctx context.Context, tx pgx.Tx) error) error {
-	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.writeProject(ctx, tx, rec, lease, evs); err != nil {
-			return err
-		}
-		if after != nil {
-			return after(ctx, tx)
-		}
-		return nil
-	})
+// SaveProject writes the runner's record rec in tx, fenced by its lease, with evs: the
+// runner's checkpoint, in its own transaction or in one with the writes it goes with (a
+// task's job created, its files, a review).
+func (s *Store) SaveProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord, lease string, evs []*agentv1.WatchProjectResponse) error {
+	return s.writeProject(ctx, tx, rec, lease, evs)
+}
+
+// InTx runs fn in a transaction of the store's database.
+func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return db.InTx(ctx, s.pool, fn)
 }
 
 // writeProject writes rec (version bumped, update time set) and evs in tx; with lease, only
@@ -522,4 +519,41 @@ func (s *Store) ClaimProject(ctx context.Context, id, lease string, expiry time.
 		return nil
 	})
 	return rec, ok, err
+}
+
+// statusChanged is the stored type of a job's STATUS_CHANGED event.
+var statusChanged = protoenum.Name(agentv1.JobEventType_JOB_EVENT_TYPE_STATUS_CHANGED, "JOB_EVENT_TYPE_")
+
+// errJobEvent ends AwaitJobEnd's watch.
+var errJobEvent = errors.New("store: a job event")
+
+// LatestEvent is the id of the newest event, a cursor for AwaitJobEnd.
+func (s *Store) LatestEvent(ctx context.Context) (int64, error) { return events.Latest(ctx, s.pool) }
+
+// AwaitJobEnd returns once an event that ends job id (Finishing) with an id above after
+// commits, or when d has passed or ctx ended (nil then too, unless ctx ended): the project
+// runner's wait on its task's job, woken by the job's end rather than polling.
+func (s *Store) AwaitJobEnd(ctx context.Context, id string, after int64, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if s.hub == nil {
+		<-wctx.Done()
+		return ctx.Err()
+	}
+	err := s.hub.Watch(wctx, after, events.Filter{Stream: EventStream, AggregateID: id}, func(e events.Event) error {
+		if e.Type != statusChanged {
+			return nil
+		}
+		if je, err := decodeEvent(e); err != nil || Finishing(je) {
+			return errJobEvent // an event that cannot be read: look at the job itself
+		}
+		return nil
+	})
+	if errors.Is(err, errJobEvent) || (err != nil && ctx.Err() == nil && wctx.Err() != nil) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }

@@ -25,8 +25,19 @@ func ReviewStatusName(s agentv1.ReviewStatus) string { return protoenum.Name(s, 
 // a no-op that loads the first review's id) and sets the job's review_id.
 func (s *Store) insertReview(ctx context.Context, tx pgx.Tx, rec *Record, r *agentv1.Review, key string) error {
 	j := rec.Job
-	now := timestamppb.Now()
 	r.OwnerId, r.JobId, r.TaskId, r.ProjectId, r.Repo = j.OwnerId, j.Id, j.TaskId, j.ProjectId, j.Repo
+	id, err := insertReviewRow(ctx, tx, r, key)
+	if err != nil {
+		return err
+	}
+	j.ReviewId = id
+	return nil
+}
+
+// insertReviewRow inserts r (owner, job or project, task and repo set) under key, once: a
+// second insert with the key loads the first review's id, which it returns and sets on r.
+func insertReviewRow(ctx context.Context, tx pgx.Tx, r *agentv1.Review, key string) (string, error) {
+	now := timestamppb.Now()
 	if r.Status == agentv1.ReviewStatus_REVIEW_STATUS_UNSPECIFIED {
 		r.Status = agentv1.ReviewStatus_REVIEW_STATUS_PENDING
 	}
@@ -36,20 +47,26 @@ func (s *Store) insertReview(ctx context.Context, tx pgx.Tx, rec *Record, r *age
 	r.CreateTime, r.UpdateTime = now, now
 	doc, err := jsonOut.Marshal(r)
 	if err != nil {
-		return err
+		return "", err
+	}
+	var job, project *string
+	if r.ProjectId != "" && r.JobId == "" {
+		project = &r.ProjectId
+	} else {
+		job = &r.JobId
 	}
 	var id string
-	err = tx.QueryRow(ctx, `INSERT INTO reviews (id, owner_id, job_id, task_id, repo, status, submit_key, review)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (submit_key) DO NOTHING RETURNING id`,
-		r.Id, r.OwnerId, r.JobId, r.TaskId, r.Repo, ReviewStatusName(r.Status), key, doc).Scan(&id)
+	err = tx.QueryRow(ctx, `INSERT INTO reviews (id, owner_id, job_id, project_id, task_id, repo, status, submit_key, review)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (submit_key) DO NOTHING RETURNING id`,
+		r.Id, r.OwnerId, job, project, r.TaskId, r.Repo, ReviewStatusName(r.Status), key, doc).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = tx.QueryRow(ctx, `SELECT id FROM reviews WHERE submit_key = $1`, key).Scan(&id)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	r.Id, j.ReviewId = id, id
-	return nil
+	r.Id = id
+	return id, nil
 }
 
 // UpdateReview writes r (its status, feedback, pull request, decide time) in tx.
@@ -97,30 +114,12 @@ func (s *Store) ReviewOf(ctx context.Context, owner, id string) (job, project st
 // InsertProjectReview inserts r, the review of project p, under key (once: a second insert
 // with the key is a no-op that loads the first review's id), in tx, and sets p's review_id.
 func InsertProjectReview(ctx context.Context, tx pgx.Tx, p *agentv1.Project, r *agentv1.Review, key string) error {
-	now := timestamppb.Now()
 	r.OwnerId, r.ProjectId, r.Repo = p.OwnerId, p.Id, p.Repo
-	if r.Status == agentv1.ReviewStatus_REVIEW_STATUS_UNSPECIFIED {
-		r.Status = agentv1.ReviewStatus_REVIEW_STATUS_PENDING
-	}
-	if r.Id == "" {
-		r.Id = uuid.NewString()
-	}
-	r.CreateTime, r.UpdateTime = now, now
-	doc, err := jsonOut.Marshal(r)
+	id, err := insertReviewRow(ctx, tx, r, key)
 	if err != nil {
 		return err
 	}
-	var id string
-	err = tx.QueryRow(ctx, `INSERT INTO reviews (id, owner_id, project_id, task_id, repo, status, submit_key, review)
-		VALUES ($1, $2, $3, '', $4, $5, $6, $7) ON CONFLICT (submit_key) DO NOTHING RETURNING id`,
-		r.Id, r.OwnerId, p.Id, r.Repo, ReviewStatusName(r.Status), key, doc).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		err = tx.QueryRow(ctx, `SELECT id FROM reviews WHERE submit_key = $1`, key).Scan(&id)
-	}
-	if err != nil {
-		return err
-	}
-	r.Id, p.ReviewId = id, id
+	p.ReviewId = id
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,17 +86,21 @@ func TestTaskProject(t *testing.T) {
 		}
 		return taskIDs(resp.Tasks)
 	}
+	// Newest first; the batch's tasks share a creation time, so their ids order them.
+	batchOrder := []string{api.Id, schema.Id}
+	slices.SortFunc(batchOrder, func(a, b string) int { return strings.Compare(b, a) })
+	newest := append(slices.Clone(batchOrder), planned.Id)
 	cases := []struct {
 		name string
 		req  *tasksv1.ListTasksRequest
 		want []string // newest first
 	}{
-		{"project", &tasksv1.ListTasksRequest{ProjectId: projectA}, []string{api.Id, schema.Id, planned.Id}},
+		{"project", &tasksv1.ListTasksRequest{ProjectId: projectA}, newest},
 		{"project in upper case", &tasksv1.ListTasksRequest{ProjectId: strings.ToUpper(projectB)}, []string{other.Id}},
 		{"project and source", &tasksv1.ListTasksRequest{ProjectId: projectB, Source: sourceProject}, nil},
-		{"source project", &tasksv1.ListTasksRequest{Source: sourceProject}, []string{api.Id, schema.Id, planned.Id}},
+		{"source project", &tasksv1.ListTasksRequest{Source: sourceProject}, newest},
 		{"unknown project", &tasksv1.ListTasksRequest{ProjectId: missingID}, nil},
-		{"paged", &tasksv1.ListTasksRequest{ProjectId: projectA, PageSize: 2}, []string{api.Id, schema.Id}},
+		{"paged", &tasksv1.ListTasksRequest{ProjectId: projectA, PageSize: 2}, newest[:2]},
 	}
 	for _, tc := range cases {
 		if d := cmp.Diff(tc.want, list(tc.req), cmpopts.EquateEmpty()); d != "" {
