@@ -530,3 +530,75 @@ func TestProjectDemo(t *testing.T) {
 func projectEventTypes(t *testing.T, id string) []string {
 	return streamTypes(t, "/v1/projects/"+id+":watch", "PROJECT_EVENT_TYPE_UNSPECIFIED")
 }
+
+// The budget project: two independent tasks.
+var projBudget = []projTask{
+	{"b1", "Write package ba [PROJ-B-1]", "ba", nil},
+	{"b2", "Write package bb [PROJ-B-2]", "bb", nil},
+}
+
+func budgetProjectScript() []fakellm.Response {
+	rs := []fakellm.Response{
+		{Match: both(`# Job: decompose a project`, regexp.QuoteMeta("[PROJ-B]")), Text: decomposeAnswer("Packages ba and bb [PROJ-B]", projBudget)},
+		{Match: both(`# Job: review a project`, regexp.QuoteMeta("[PROJ-B]")), Text: `{"summary": "Two packages.", "concerns": [], "documentation": "ba and bb.", "quality_score": 8}`},
+	}
+	for _, t := range projBudget {
+		rs = append(rs, taskScript(t, false)...)
+	}
+	return rs
+}
+
+// TestProjectBudgetStopsItForAPerson starts a project with a budget of one token, which its
+// planning already spent: the project is HUMAN_NEEDED with what it spent (and a
+// BUDGET_EXHAUSTED event); resumed with a larger budget, it reaches its review.
+func TestProjectBudgetStopsItForAPerson(t *testing.T) {
+	t.Parallel()
+	repo := agentRepo(t, "project-budget")
+	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build ba and bb [PROJ-B]"})
+	if code != http.StatusOK {
+		t.Fatalf("plan: %d %v", code, body)
+	}
+	id := body["project"].(map[string]any)["id"].(string)
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+":start", token, map[string]any{"budget": map[string]any{"max_tokens": 1}}); code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	p := waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_HUMAN_NEEDED")
+	if r, _ := p["status_reason"].(string); !strings.Contains(r, "budget exhausted") {
+		t.Fatalf("the project stopped for %q, want the budget", r)
+	}
+	if types := streamTypesUntil(t, id); !slices.Contains(types, "PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED") {
+		t.Errorf("no BUDGET_EXHAUSTED event: %v", types)
+	}
+	// The plan's own model call spent the budget (planning counts): no task ran. A task that
+	// had run and failed on its share would be retried with room.
+	var failed []string
+	for _, tk := range projectTasks(p) {
+		switch tk["status"] {
+		case "PROJECT_TASK_STATUS_FAILED":
+			failed = append(failed, tk["id"].(string))
+		case "PROJECT_TASK_STATUS_COMPLETED":
+			t.Errorf("a task completed within a budget of one token: %v", tk)
+		}
+	}
+	for _, ptID := range failed {
+		if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+"/tasks/"+ptID+":retry", token, map[string]any{"request_id": "retry-" + ptID}); code != http.StatusOK {
+			t.Fatalf("retry: %d %v", code, body)
+		}
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+":resume", token, map[string]any{"budget": map[string]any{"max_tokens": 50_000_000}}); code != http.StatusOK {
+		t.Fatalf("resume: %d %v", code, body)
+	}
+	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_PENDING_REVIEW")
+	for m, tk := range projectTasks(p) {
+		if tk["status"] != "PROJECT_TASK_STATUS_COMPLETED" {
+			t.Errorf("task %s is %v after the resume: %v", m, tk["status"], tk["error"])
+		}
+	}
+}
+
+// streamTypesUntil reads the events of an unfinished project from the start for a few
+// seconds, heartbeats left out.
+func streamTypesUntil(t *testing.T, id string) []string {
+	t.Helper()
+	return readStream(t, "/v1/projects/"+id+":watch", "PROJECT_EVENT_TYPE_UNSPECIFIED", 3*time.Second, false)
+}
