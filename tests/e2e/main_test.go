@@ -67,7 +67,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = append(append(append(append(append(append(faultScript(), append(append(append(projectScript(), moreProjectScripts()...), benchProjectScript()...), budgetProjectScript()...)...), agentScenarios()...), agentScript()...), isolationScript()...), buildScript()...), script.Anthropic...)
+	script.Anthropic = append(append(append(append(append(append(faultScript(), append(append(append(projectScript(), moreProjectScripts()...), benchProjectScript()...), append(budgetProjectScript(), restartProjectScript()...)...)...), agentScenarios()...), agentScript()...), isolationScript()...), buildScript()...), script.Anthropic...)
 	llm = fakellm.New(script)
 	llmTime = &llmClock{next: llm}
 	llmServer := httptest.NewServer(llmTime)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -420,12 +421,7 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := mesh.Kill("agent"); err != nil {
-		t.Fatal(err)
-	}
-	if err := mesh.Start(); err != nil {
-		t.Fatal(err)
-	}
+	restart(t, "agent")
 	p := waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_PENDING_REVIEW")
 	for f, n := range generations("ka/ka.go", "kb/kb.go", "kc/kc.go", "kd/kd.go") {
 		if n != 1 {
@@ -601,4 +597,105 @@ func TestProjectBudgetStopsItForAPerson(t *testing.T) {
 func streamTypesUntil(t *testing.T, id string) []string {
 	t.Helper()
 	return readStream(t, "/v1/projects/"+id+":watch", "PROJECT_EVENT_TYPE_UNSPECIFIED", 3*time.Second, false)
+}
+
+// The restart project: two phases of slow tasks, so the builder and the sandbox service can
+// be killed while a task builds.
+var projRestart = [][]projTask{
+	{{"r1", "Write package ra [PROJ-R-1]", "ra", nil}, {"r2", "Write package rb [PROJ-R-2]", "rb", nil}},
+	{{"r3", "Write package rc [PROJ-R-3]", "rc", []string{"r1"}}},
+}
+
+func restartProjectScript() []fakellm.Response {
+	rs := []fakellm.Response{
+		{Match: both(`# Job: decompose a project`, regexp.QuoteMeta("[PROJ-R]")), Text: decomposeAnswer("Packages ra to rc [PROJ-R]", projRestart...)},
+		{Match: both(`# Job: revise the next project phase`, regexp.QuoteMeta("[PROJ-R]")), Text: `{"reasoning": "fine", "changed": false}`},
+		{Match: both(`# Job: review a project`, regexp.QuoteMeta("[PROJ-R]")), Text: `{"summary": "Three packages.", "concerns": [], "documentation": "ra to rc.", "quality_score": 8}`},
+	}
+	for _, ph := range projRestart {
+		for _, t := range ph {
+			path := t.pkg + "/" + t.pkg + ".go"
+			marker := t.title[strings.Index(t.title, "["):]
+			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
+				fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(1500 * time.Millisecond),
+					Text: content(fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", t.pkg))})
+		}
+	}
+	return rs
+}
+
+// waitTaskRunning waits until the project task whose title holds marker is RUNNING.
+func waitTaskRunning(t *testing.T, id, marker string) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		code, got := rest(t, http.MethodGet, "/v1/projects/"+id, token, nil)
+		if code != http.StatusOK {
+			t.Fatalf("get project: %d %v", code, got)
+		}
+		if projectTasks(got["project"].(map[string]any))[marker]["status"] == "PROJECT_TASK_STATUS_RUNNING" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s never ran: %v", marker, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restart kills service and starts it again.
+func restart(t *testing.T, service string) {
+	t.Helper()
+	if err := mesh.Kill(service); err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProjectSurvivesABuilderAndASandboxRestart kills the builder while phase 1 builds and
+// the sandbox service while phase 2 builds: the project goes on to its one review and one
+// pull request, with every task's files.
+func TestProjectSurvivesABuilderAndASandboxRestart(t *testing.T) {
+	repo := agentRepo(t, "project-restart")
+	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build ra to rc [PROJ-R]"})
+	if code != http.StatusOK {
+		t.Fatalf("plan: %d %v", code, body)
+	}
+	id := body["project"].(map[string]any)["id"].(string)
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+":start", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	waitTaskRunning(t, id, "[PROJ-R-1]")
+	time.Sleep(time.Second) // into its build
+	restart(t, "builder")
+	waitTaskRunning(t, id, "[PROJ-R-3]")
+	time.Sleep(time.Second)
+	restart(t, "sandbox")
+	p := waitProject(t, id, 6*time.Minute, "PROJECT_STATUS_PENDING_REVIEW")
+	for m, tk := range projectTasks(p) {
+		if tk["status"] != "PROJECT_TASK_STATUS_COMPLETED" {
+			t.Errorf("task %s is %v after the restarts: %v", m, tk["status"], tk["error"])
+		}
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_COMPLETED")
+	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
+	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
+		t.Fatalf("pull requests: %d %v", code, prs)
+	}
+	dst := cloneBranch(t, repo, p["branch"].(string))
+	for _, f := range []string{"ra/ra.go", "rb/rb.go", "rc/rc.go"} {
+		if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
+			t.Errorf("the clone lacks %s: %v", f, err)
+		}
+	}
 }
