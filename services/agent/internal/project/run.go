@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -55,8 +54,8 @@ type Config struct {
 	ContextTokens int
 	// ReviewTokens is the token budget of the files given to the project's review.
 	ReviewTokens int
-	// CallTimeout bounds one model call; SandboxTTL is the project sandbox's idle lifetime.
-	CallTimeout, SandboxTTL time.Duration
+	// CallTimeout bounds one model call.
+	CallTimeout time.Duration
 	// JobBudget is a task job's default budget; a project's default budget is that times
 	// its task count.
 	JobBudget *typev1.Budget
@@ -66,7 +65,7 @@ type Config struct {
 
 // DefaultConfig is what the service runs with unless told otherwise.
 var DefaultConfig = Config{LeaseExpiry: 15 * time.Second, RenewEvery: time.Second, Poll: 5 * time.Second,
-	ContextTokens: 30000, ReviewTokens: 60000, CallTimeout: 10 * time.Minute, SandboxTTL: 24 * time.Hour}
+	ContextTokens: 30000, ReviewTokens: 60000, CallTimeout: 10 * time.Minute}
 
 // Runner runs projects: each under its lease (jobrun.Runner), one step per checkpoint.
 type Runner struct {
@@ -292,9 +291,8 @@ func (x *run) tasks(ctx context.Context) (idle bool, err error) {
 // skipped), so one checkpoint covers a task's end and the next task's start.
 func (x *run) tasksOnce(ctx context.Context) (idle, again bool, err error) {
 	p := x.p()
-	if !x.done("init") {
-		return false, false, x.init(ctx)
-	}
+	// The first task's job scaffolds an empty repository and makes the project's sandbox,
+	// as any job of the task loop does; the tasks after it work in that sandbox.
 	if t, ph := running(p); t != nil {
 		idle, err := x.follow(ctx, t, ph)
 		return idle, !idle, err
@@ -392,33 +390,6 @@ func ready(p *agentv1.Project, ph *agentv1.ProjectPhase) *agentv1.ProjectTask {
 			return t
 		}
 	}
-	return nil
-}
-
-// init scaffolds an empty repository and makes the project's sandbox.
-func (x *run) init(ctx context.Context) error {
-	p := x.p()
-	tree, err := x.e.c.Repos.GetTree(ctx, &githubv1.GetTreeRequest{Repo: p.Repo, Ref: p.BaseBranch, PageSize: 1})
-	if err != nil && status.Code(err) != codes.NotFound {
-		return err
-	}
-	if tree.GetEmpty() || status.Code(err) == codes.NotFound {
-		if _, err := x.e.c.Repos.InitRepo(ctx, &githubv1.InitRepoRequest{Repo: p.Repo, Branch: p.BaseBranch, Message: "Initial commit (TheFold)"}); err != nil &&
-			status.Code(err) != codes.AlreadyExists && status.Code(err) != codes.FailedPrecondition {
-			return err
-		}
-	}
-	if p.SandboxId == "" {
-		sctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
-		defer cancel()
-		resp, err := x.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: x.key("sandbox"), Repo: p.Repo, Ref: p.BaseBranch,
-			Ttl: durationpb.New(x.e.cfg.SandboxTTL)})
-		if err != nil {
-			return err
-		}
-		p.SandboxId = resp.GetSandbox().GetId()
-	}
-	x.mark("init")
 	return nil
 }
 
@@ -570,20 +541,25 @@ func firstLine(s string) string {
 // taken into the project, or its failure recorded and its dependents skipped.
 func (x *run) follow(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase) (bool, error) {
 	p := x.p()
-	// The cursor is read before the job: an event that ends the job after the read wakes the
-	// wait below.
-	cursor, err := x.e.store.LatestEvent(ctx)
-	if err != nil {
-		return false, err
-	}
 	jr, err := x.e.store.Load(ctx, t.JobId)
 	if err != nil {
 		return false, err
 	}
-	j := jr.Job
-	if !store.Terminal(j.Status) {
-		return true, x.e.store.AwaitJobEnd(ctx, t.JobId, cursor, x.e.cfg.Poll)
+	if !store.Terminal(jr.Job.Status) {
+		// The cursor is read before the job is looked at again: an event that ends the job
+		// after that look wakes the wait.
+		cursor, err := x.e.store.LatestEvent(ctx)
+		if err != nil {
+			return false, err
+		}
+		if jr, err = x.e.store.Load(ctx, t.JobId); err != nil {
+			return false, err
+		}
+		if !store.Terminal(jr.Job.Status) {
+			return true, x.e.store.AwaitJobEnd(ctx, t.JobId, cursor, x.e.cfg.Poll)
+		}
 	}
+	j := jr.Job
 	t.Usage = usage.Add(t.Usage, j.Usage)
 	p.Usage = usage.Add(p.Usage, j.Usage)
 	if j.SandboxId != "" && j.SandboxId != p.SandboxId {

@@ -418,7 +418,7 @@ func (s *Server) release(ctx context.Context, j *agentv1.Job, taskStatus tasksv1
 			s.log.WarnContext(ctx, "cancel the job's build", "job", j.Id, "build", j.BuildId, "error", err)
 		}
 	}
-	if j.SandboxId != "" && s.o.Sandbox != nil {
+	if j.SandboxId != "" && j.ProjectId == "" && s.o.Sandbox != nil { // a project's sandbox is the project's
 		if _, err := s.o.Sandbox.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: j.SandboxId}); err != nil && status.Code(err) != codes.NotFound {
 			s.log.WarnContext(ctx, "destroy the job's sandbox", "job", j.Id, "sandbox", j.SandboxId, "error", err)
 		}
