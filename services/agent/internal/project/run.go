@@ -532,7 +532,7 @@ func (x *run) taskContext(ctx context.Context, t *agentv1.ProjectTask) string {
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
+		s = strings.TrimRight(s[:i], "\r")
 	}
 	return s
 }
@@ -631,25 +631,22 @@ func recordFile(p *agentv1.Project, path, task string, deleted bool) {
 	slices.SortFunc(p.Files, func(a, b *agentv1.ProjectFile) int { return strings.Compare(a.Path, b.Path) })
 }
 
-// skipDependents skips every pending task that depends on t, directly or not.
+// skipDependents skips every pending task that depends on t, directly or not, naming t
+// (the task that failed) as the reason.
 func (x *run) skipDependents(t *agentv1.ProjectTask) {
 	p := x.p()
-	because := map[string]string{t.Id: t.Title}
+	reason := fmt.Sprintf("depends on %q (%s), which failed", t.Title, t.Id)
+	skipped := map[string]bool{t.Id: true}
 	for changed := true; changed; {
 		changed = false
 		for _, ph := range p.Phases {
 			for _, d := range ph.Tasks {
-				if d.Status != agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING {
+				if d.Status != agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING ||
+					!slices.ContainsFunc(d.DependsOn, func(id string) bool { return skipped[id] }) {
 					continue
 				}
-				for _, dep := range d.DependsOn {
-					if title, ok := because[dep]; ok {
-						x.skip(d, ph, fmt.Sprintf("depends on %q (%s), which failed", title, dep))
-						because[d.Id] = d.Title
-						changed = true
-						break
-					}
-				}
+				x.skip(d, ph, reason)
+				skipped[d.Id], changed = true, true
 			}
 		}
 	}
@@ -793,7 +790,7 @@ func (x *run) revise(ctx context.Context, number int) error {
 		if t.TaskId != "" || !slices.Contains(rev.AddedTaskIds, t.Id) {
 			continue
 		}
-		resp, err := x.e.c.Tasks.CreateTask(ctx, &tasksv1.CreateTaskRequest{RequestId: x.key("revise_task", number, t.Id), Title: truncate(t.Title, 500),
+		resp, err := x.e.c.Tasks.CreateTask(ctx, &tasksv1.CreateTaskRequest{RequestId: x.key("revise_task", number, t.Id), Title: truncate(t.Title, 490),
 			Repo: p.Repo, Description: t.Description, Source: tasksv1.TaskSource_TASK_SOURCE_PROJECT, Status: tasksv1.TaskStatus_TASK_STATUS_PLANNED, ProjectId: p.Id})
 		if err != nil {
 			return err
@@ -942,6 +939,13 @@ func (x *run) review(ctx context.Context) error {
 		outcomes = append(outcomes, o)
 	}
 	aiFiles := trimForReview(files, x.e.cfg.ReviewTokens)
+	if len(aiFiles) > maxReviewFiles {
+		// The review takes at most maxReviewFiles files: the largest are left out (every
+		// task's outcome still names its files).
+		slices.SortStableFunc(aiFiles, func(a, b *aiv1.ReviewFile) int { return len(a.Content) - len(b.Content) })
+		aiFiles = aiFiles[:maxReviewFiles]
+		slices.SortStableFunc(aiFiles, func(a, b *aiv1.ReviewFile) int { return strings.Compare(a.Path, b.Path) })
+	}
 	plan := &aiv1.ProjectPlan{Summary: p.Description, Conventions: p.Conventions}
 	for _, ph := range p.Phases {
 		aph := &aiv1.ProjectPhase{Name: ph.Name, Description: ph.Description}
@@ -985,6 +989,9 @@ func (x *run) review(ctx context.Context) error {
 	return nil
 }
 
+// maxReviewFiles is the most files ai.ReviewProject takes.
+const maxReviewFiles = 200
+
 // trimForReview is the project's files for its review within a token budget: files are
 // taken smallest first, each whole when it fits its fair share of what is left (the
 // budget over the files not yet taken), else cut to the lines that fit, with a note of
@@ -1012,9 +1019,15 @@ func trimForReview(files []store.ProjectFile, budget int) []*aiv1.ReviewFile {
 			continue
 		}
 		lines := strings.Split(text, "\n")
-		keep := min(max(len(lines)*share/max(n, 1), 1), len(lines))
-		rf.Content = strings.Join(lines[:keep], "\n") +
-			fmt.Sprintf("\n… (%d of its %d lines not shown: the file is cut to fit the review's budget)", len(lines)-keep, len(lines))
+		if keep := min(max(len(lines)*share/max(n, 1), 1), len(lines)); keep < len(lines) {
+			rf.Content = strings.Join(lines[:keep], "\n") +
+				fmt.Sprintf("\n… (%d of its %d lines not shown: the file is cut to fit the review's budget)", len(lines)-keep, len(lines))
+		} else {
+			// Too few lines to cut by (a minified file): cut its bytes instead.
+			keep := truncate(text, len(text)*share/max(n, 1))
+			rf.Content = strings.TrimSuffix(keep, "…") +
+				fmt.Sprintf("\n… (%d of its %d bytes not shown: the file is cut to fit the review's budget)", len(text)-len(strings.TrimSuffix(keep, "…")), len(text))
+		}
 		left = max(left-tokens.Count(rf.Content), 0)
 	}
 	return out

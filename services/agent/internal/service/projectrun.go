@@ -272,8 +272,9 @@ func wantTask(t *agentv1.ProjectTask, what string, ok ...agentv1.ProjectTaskStat
 	return errs.Precondition("project task %s is %s; %s needs a task that is %s", t.Id, name(t.Status), what, strings.Join(names, " or "))
 }
 
-// unskip puts back to PENDING the tasks skipped because t failed (directly or through
-// another skipped one), returning their events.
+// unskip puts back to PENDING the tasks skipped because t failed — the runner names the
+// task that failed in the reason of each of its dependents, direct or not; a reason naming
+// a task that was itself skipped because of t (a chain) counts too — returning their events.
 func unskip(pr *agentv1.Project, t *agentv1.ProjectTask) []*agentv1.WatchProjectResponse {
 	var evs []*agentv1.WatchProjectResponse
 	because := []string{t.Id}
@@ -281,18 +282,13 @@ func unskip(pr *agentv1.Project, t *agentv1.ProjectTask) []*agentv1.WatchProject
 		changed = false
 		for _, ph := range pr.Phases {
 			for _, d := range ph.Tasks {
-				if d.Status != taskSkipped {
+				if d.Status != taskSkipped || !skippedBecause.MatchString(d.StatusReason) ||
+					!slices.ContainsFunc(because, func(id string) bool { return strings.HasSuffix(d.StatusReason, "("+id+"), which failed") }) {
 					continue
 				}
-				for _, id := range because {
-					if skippedBecause.FindStringSubmatch(d.StatusReason) != nil && strings.Contains(d.StatusReason, "("+id+"), which failed") {
-						d.Status, d.StatusReason = taskPending, ""
-						evs = append(evs, project.TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_RETRIED, d, ph))
-						because = append(because, d.Id)
-						changed = true
-						break
-					}
-				}
+				d.Status, d.StatusReason = taskPending, ""
+				evs = append(evs, project.TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_RETRIED, d, ph))
+				because, changed = append(because, d.Id), true
 			}
 		}
 	}
