@@ -745,20 +745,10 @@ func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
 	if err := mesh.Kill("ai"); err != nil {
 		t.Fatal(err)
 	}
-	restart := func() {
-		if err := mesh.Start(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := mesh.WaitReady(ctx, time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
 	restarted := false
 	defer func() {
 		if !restarted {
-			restart()
+			startAgain(t)
 		}
 	}()
 	_, jobID := startJob(t, repo, "Write package brk [AGENT-BREAKER]", "F returns one.")
@@ -766,7 +756,7 @@ func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
 	if reason, _ := job["status_reason"].(string); !strings.Contains(reason, "circuit breaker for ai is open") || job["attempt"] != nil && job["attempt"].(float64) > 0 {
 		t.Fatalf("paused job: reason %q, attempt %v", reason, job["attempt"])
 	}
-	restart()
+	startAgain(t)
 	restarted = true
 	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if job["attempt"].(float64) != 1 {

@@ -299,16 +299,26 @@ func moreProjectScripts() []fakellm.Response {
 	rs = append(rs,
 		fakellm.Response{Match: both(`# Job: revise the next project phase`, regexp.QuoteMeta("[PROJ-S-")), Text: `{"reasoning": "fine", "changed": false}`},
 		fakellm.Response{Match: both(`# Job: review a project`, regexp.QuoteMeta("[PROJ-S-")), Text: `{"summary": "Three packages.", "concerns": [], "documentation": "Issues 1 to 3.", "quality_score": 8}`},
-		fakellm.Response{Match: both(`# Job: decompose a project`, regexp.QuoteMeta("[PROJ-K]")), Text: decomposeAnswer("Packages ka to kd [PROJ-K]", projKill...)},
-		fakellm.Response{Match: both(`# Job: revise the next project phase`, regexp.QuoteMeta("[PROJ-K]")), Text: `{"reasoning": "fine", "changed": false}`},
-		fakellm.Response{Match: both(`# Job: review a project`, regexp.QuoteMeta("[PROJ-K]")), Text: `{"summary": "Four packages.", "concerns": [], "documentation": "ka to kd.", "quality_score": 7}`},
 	)
-	for _, ph := range projKill {
+	return append(rs, slowProjectScript("[PROJ-K]", projKill, 700*time.Millisecond)...)
+}
+
+// slowProjectScript scripts the project whose request holds marker: its plan (phases), a
+// revision that changes nothing, its review, and each task's plan and file, the file
+// answered after latency (so a service can be killed while it builds).
+func slowProjectScript(marker string, phases [][]projTask, latency time.Duration) []fakellm.Response {
+	q := regexp.QuoteMeta(marker)
+	rs := []fakellm.Response{
+		{Match: both(`# Job: decompose a project`, q), Text: decomposeAnswer("Packages "+marker, phases...)},
+		{Match: both(`# Job: revise the next project phase`, q), Text: `{"reasoning": "fine", "changed": false}`},
+		{Match: both(`# Job: review a project`, q), Text: `{"summary": "Packages.", "concerns": [], "documentation": "The packages.", "quality_score": 8}`},
+	}
+	for _, ph := range phases {
 		for _, t := range ph {
 			path := t.pkg + "/" + t.pkg + ".go"
 			marker := t.title[strings.Index(t.title, "["):]
 			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
-				fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(700 * time.Millisecond),
+				fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(latency),
 					Text: content(fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", t.pkg))})
 		}
 	}
@@ -607,21 +617,7 @@ var projRestart = [][]projTask{
 }
 
 func restartProjectScript() []fakellm.Response {
-	rs := []fakellm.Response{
-		{Match: both(`# Job: decompose a project`, regexp.QuoteMeta("[PROJ-R]")), Text: decomposeAnswer("Packages ra to rc [PROJ-R]", projRestart...)},
-		{Match: both(`# Job: revise the next project phase`, regexp.QuoteMeta("[PROJ-R]")), Text: `{"reasoning": "fine", "changed": false}`},
-		{Match: both(`# Job: review a project`, regexp.QuoteMeta("[PROJ-R]")), Text: `{"summary": "Three packages.", "concerns": [], "documentation": "ra to rc.", "quality_score": 8}`},
-	}
-	for _, ph := range projRestart {
-		for _, t := range ph {
-			path := t.pkg + "/" + t.pkg + ".go"
-			marker := t.title[strings.Index(t.title, "["):]
-			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
-				fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(1500 * time.Millisecond),
-					Text: content(fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", t.pkg))})
-		}
-	}
-	return rs
+	return slowProjectScript("[PROJ-R]", projRestart, 1500*time.Millisecond)
 }
 
 // waitTaskRunning waits until the project task whose title holds marker is RUNNING.
@@ -649,6 +645,12 @@ func restart(t *testing.T, service string) {
 	if err := mesh.Kill(service); err != nil {
 		t.Fatal(err)
 	}
+	startAgain(t)
+}
+
+// startAgain starts the mesh's stopped services and waits until all are ready.
+func startAgain(t *testing.T) {
+	t.Helper()
 	if err := mesh.Start(); err != nil {
 		t.Fatal(err)
 	}
