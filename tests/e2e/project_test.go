@@ -245,15 +245,8 @@ func TestProjectFromARequestToOnePullRequest(t *testing.T) {
 	if !slices.Equal(paths, []string{"pa/pa.go", "pc/pc.go", "pf/pf.go"}) {
 		t.Fatalf("the review's files: %v", paths)
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
-		t.Fatalf("approve: %d %v", code, body)
-	}
-	p = waitProject(t, id, 2*time.Minute, "PROJECT_STATUS_COMPLETED")
-	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
-	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
-		t.Fatalf("pull requests: %d %v", code, prs)
-	}
-	prBody := fmt.Sprint(prs["pull_requests"].([]any)[0])
+	p, pr := approveToOnePullRequest(t, repo, id, p["review_id"].(string), 2*time.Minute)
+	prBody := fmt.Sprint(pr)
 	for _, s := range []string{"Phase 1", "which failed", "[PROJ-A-2]"} {
 		if !strings.Contains(prBody, s) {
 			t.Errorf("the pull request does not mention %q: %s", s, prBody)
@@ -383,14 +376,7 @@ func TestProjectFromImportedIssuesCommitsEachTask(t *testing.T) {
 	if len(commits) != 3 {
 		t.Fatalf("commits on the project branch: %q, want one per task", commits)
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
-		t.Fatalf("approve: %d %v", code, body)
-	}
-	p = waitProject(t, id, 2*time.Minute, "PROJECT_STATUS_COMPLETED")
-	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
-	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
-		t.Fatalf("pull requests: %d %v", code, prs)
-	}
+	approveToOnePullRequest(t, repo, id, p["review_id"].(string), 2*time.Minute)
 }
 
 // planCount counts the answered planning requests of the task whose title holds marker.
@@ -467,14 +453,7 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 	if code != http.StatusOK || p["review_id"] == first || rv["review"].(map[string]any)["previous_review_id"] != first {
 		t.Fatalf("the new review does not link the first (%s): %d %v", first, code, rv)
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
-		t.Fatalf("approve: %d %v", code, body)
-	}
-	waitProject(t, id, 2*time.Minute, "PROJECT_STATUS_COMPLETED")
-	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
-	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
-		t.Fatalf("pull requests after the kill: %d %v", code, prs)
-	}
+	approveToOnePullRequest(t, repo, id, p["review_id"].(string), 2*time.Minute)
 	code, br := rest(t, http.MethodGet, "/v1/repos/"+repo+"/branches", token, nil)
 	if code == http.StatusOK {
 		n := 0
@@ -686,18 +665,27 @@ func TestProjectSurvivesABuilderAndASandboxRestart(t *testing.T) {
 			t.Errorf("task %s is %v after the restarts: %v", m, tk["status"], tk["error"])
 		}
 	}
-	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
-		t.Fatalf("approve: %d %v", code, body)
-	}
-	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_COMPLETED")
-	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
-	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
-		t.Fatalf("pull requests: %d %v", code, prs)
-	}
+	p, _ = approveToOnePullRequest(t, repo, id, p["review_id"].(string), 3*time.Minute)
 	dst := cloneBranch(t, repo, p["branch"].(string))
 	for _, f := range []string{"ra/ra.go", "rb/rb.go", "rc/rc.go"} {
 		if _, err := os.Stat(filepath.Join(dst, f)); err != nil {
 			t.Errorf("the clone lacks %s: %v", f, err)
 		}
 	}
+}
+
+// approveToOnePullRequest approves the project's review, waits (at most timeout) until the
+// project is COMPLETED and checks that repo has exactly one pull request; it returns the
+// project and that pull request.
+func approveToOnePullRequest(t *testing.T, repo, id, reviewID string, timeout time.Duration) (project, pr map[string]any) {
+	t.Helper()
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+reviewID+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	project = waitProject(t, id, timeout, "PROJECT_STATUS_COMPLETED")
+	code, prs := rest(t, http.MethodGet, "/v1/repos/"+repo+"/pulls", token, nil)
+	if code != http.StatusOK || len(prs["pull_requests"].([]any)) != 1 {
+		t.Fatalf("pull requests: %d %v, want exactly one", code, prs)
+	}
+	return project, prs["pull_requests"].([]any)[0].(map[string]any)
 }
