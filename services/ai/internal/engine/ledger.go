@@ -91,7 +91,11 @@ func (e *Engine) record(ctx context.Context, p principal, c *Call, l *ledgerEntr
 	// The caller may have gone; the record of what was spent must still be written.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	id, err := e.st.RecordUsage(rctx, r)
+	write := e.st.RecordUsage
+	if c.RequestID != "" {
+		write = e.st.RecordUsageBeforeAnswer // (recorded's Finish or release follows it)
+	}
+	id, err := write(rctx, r)
 	if err != nil {
 		e.log.ErrorContext(ctx, "usage ledger write failed", "rpc", c.RPC, "err", err)
 		return

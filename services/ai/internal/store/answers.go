@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/wait"
 )
@@ -54,13 +55,18 @@ func (s *Store) Claim(ctx context.Context, caller, requestID, rpc, fingerprint s
 	// A row released between the insert and the read is claimed on the next round.
 	for range 3 {
 		now := s.now()
-		a, err := scanAnswer(s.pool.QueryRow(ctx, `INSERT INTO answers AS a (caller, request_id, rpc, fingerprint, state, create_time, update_time)
+		// The claim is written without waiting for its WAL flush: it only keeps live callers
+		// from calling twice, which a crash of the database ends anyway, and the answer's
+		// write (or the release) that follows it is flushed, and with it the claim.
+		var a *Answer
+		err := db.LazyQueryRow(ctx, s.pool, func(row pgx.Row) (err error) { a, err = scanAnswer(row); return err },
+			`INSERT INTO answers AS a (caller, request_id, rpc, fingerprint, state, create_time, update_time)
 			VALUES ($1, $2, $3, $4, 'running', $5, $5)
 			ON CONFLICT (caller, request_id) DO UPDATE
 				SET rpc = excluded.rpc, fingerprint = excluded.fingerprint,
 					create_time = excluded.create_time, update_time = excluded.update_time
 				WHERE a.state = 'running' AND a.update_time < $6
-			RETURNING `+answerColumns, caller, requestID, rpc, fingerprint, now, now.Add(-s.staleAfter)))
+			RETURNING `+answerColumns, caller, requestID, rpc, fingerprint, now, now.Add(-s.staleAfter))
 		if err == nil {
 			return a, true, nil
 		}

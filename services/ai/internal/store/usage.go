@@ -20,6 +20,17 @@ import (
 // RecordUsage appends r to the usage ledger and returns its id. r.CreateTime, when set, is
 // the entry's time (imports and tests); otherwise the database's now. r.Id is ignored.
 func (s *Store) RecordUsage(ctx context.Context, r *aiv1.UsageRecord) (string, error) {
+	return s.recordUsage(ctx, r, false)
+}
+
+// RecordUsageBeforeAnswer is RecordUsage for a call under a request_id, without waiting for
+// the entry's WAL flush: the write that always follows it, the answer's (Finish) or the
+// claim's release (Release), waits for its own flush, which makes this entry durable too.
+func (s *Store) RecordUsageBeforeAnswer(ctx context.Context, r *aiv1.UsageRecord) (string, error) {
+	return s.recordUsage(ctx, r, true)
+}
+
+func (s *Store) recordUsage(ctx context.Context, r *aiv1.UsageRecord, lazy bool) (string, error) {
 	var at *time.Time
 	if r.GetCreateTime() != nil {
 		t := r.GetCreateTime().AsTime()
@@ -27,16 +38,22 @@ func (s *Store) RecordUsage(ctx context.Context, r *aiv1.UsageRecord) (string, e
 	}
 	u := r.GetUsage()
 	var id string
-	err := s.pool.QueryRow(ctx, `INSERT INTO usage_records (create_time, user_id, caller, rpc, phase, job_id, task_id,
+	q := `INSERT INTO usage_records (create_time, user_id, caller, rpc, phase, job_id, task_id,
 			build_id, project_id, repo, request_id, model_id, model, provider, input_tokens, output_tokens,
 			cache_read_tokens, cache_write_tokens, cost_micros, latency_us, calls, outcome, error)
 		VALUES (coalesce($1, now()), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::uuid, $13, $14, $15, $16, $17,
 			$18, $19, $20, $21, $22, $23)
-		RETURNING id::text`,
-		at, r.UserId, r.Caller, r.Rpc, int16(r.Phase), r.JobId, r.TaskId, r.BuildId, r.ProjectId, r.Repo,
+		RETURNING id::text`
+	args := []any{at, r.UserId, r.Caller, r.Rpc, int16(r.Phase), r.JobId, r.TaskId, r.BuildId, r.ProjectId, r.Repo,
 		r.RequestId, nullable(r.ModelId), u.GetModel(), u.GetProvider(), u.GetInputTokens(), u.GetOutputTokens(),
 		u.GetCacheReadTokens(), u.GetCacheWriteTokens(), u.GetCostMicros(), u.GetLatency().AsDuration().Microseconds(),
-		u.GetCalls(), int16(r.Outcome), r.Error).Scan(&id)
+		u.GetCalls(), int16(r.Outcome), r.Error}
+	var err error
+	if lazy {
+		err = db.LazyQueryRow(ctx, s.pool, func(row pgx.Row) error { return row.Scan(&id) }, q, args...)
+	} else {
+		err = s.pool.QueryRow(ctx, q, args...).Scan(&id)
+	}
 	if err != nil {
 		return "", fmt.Errorf("store: record usage: %w", err)
 	}

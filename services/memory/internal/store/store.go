@@ -611,12 +611,9 @@ func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) er
 	}
 	// Counted without waiting for the WAL to reach the disk (every search ends here): a
 	// crash may lose the last few counts, which are statistics, and never a memory.
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
-	b.Queue(`INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
+	if err := db.LazyExec(ctx, s.pool, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
 		SELECT id, 1, now() FROM memories WHERE owner_id = $1 AND id = ANY($2::uuid[])
-		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids); err != nil {
 		return fmt.Errorf("store: record access: %w", err)
 	}
 	return nil

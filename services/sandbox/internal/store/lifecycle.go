@@ -45,9 +45,14 @@ func (s *Store) exec(ctx context.Context, op, id, sql string, args ...any) error
 // (sandboxes expire when idle). A sandbox that is not ready is ErrFailedPrecondition.
 func (s *Store) Use(ctx context.Context, owner, id string) (*Sandbox, error) {
 	now := s.now()
-	sb, err := scanSandbox(s.pool.QueryRow(ctx, `UPDATE sandboxes SET last_used_time = $3::timestamptz,
+	// Every file call comes here: its last-used time is written without waiting for the
+	// WAL flush (a crash of the database may lose the last few, which only shortens a
+	// sandbox's life by that much).
+	var sb *Sandbox
+	err := db.LazyQueryRow(ctx, s.pool, func(r pgx.Row) (err error) { sb, err = scanSandbox(r); return err },
+		`UPDATE sandboxes SET last_used_time = $3::timestamptz,
 		expire_time = $3::timestamptz + make_interval(secs => ttl_seconds)
-		WHERE id = $1 AND owner_id = $2 RETURNING `+sandboxColumns, id, owner, now))
+		WHERE id = $1 AND owner_id = $2 RETURNING `+sandboxColumns, id, owner, now)
 	if errors.Is(err, pgx.ErrNoRows) || isUUIDSyntax(err) {
 		return nil, notFound(id)
 	}
