@@ -39,6 +39,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	hub  *events.Hub
 	*jobrun.Leases
+	ends jobEnds
 }
 
 // New returns a store over pool (whose search_path is the agent schema); hub serves Watch
@@ -479,7 +480,7 @@ type Step struct {
 // when the job is no longer the caller's or no longer RUNNING. A job leaving RUNNING gives
 // up its lease.
 func (s *Store) Save(ctx context.Context, rec *Record, lease string, st Step) error {
-	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if cur, err := s.Fence(ctx, tx, rec.Job.Id, lease); err != nil || cur != "running" {
 			return cmp.Or(err, ErrLeaseLost)
 		}
@@ -493,6 +494,10 @@ func (s *Store) Save(ctx context.Context, rec *Record, lease string, st Step) er
 		}
 		return s.writeExtras(ctx, tx, rec.Job, st)
 	})
+	if err == nil && Terminal(rec.Job.Status) {
+		s.ends.ended(rec.Job.Id)
+	}
+	return err
 }
 
 // writeExtras writes st's audit entries and metrics for job j and runs st.After.
@@ -621,6 +626,9 @@ func (s *Store) mutate(ctx context.Context, owner, id string, change Change, enq
 		rec = r
 		return nil
 	})
+	if err == nil && rec != nil && Terminal(rec.Job.Status) {
+		s.ends.ended(id)
+	}
 	return rec, err
 }
 
