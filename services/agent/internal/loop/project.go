@@ -3,6 +3,8 @@ package loop
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -32,7 +34,7 @@ func (r *run) projectSandbox(ctx context.Context) error {
 	}
 	var diff *sandboxv1.DiffResponse
 	if j.SandboxId != "" {
-		diff, err = r.e.c.Sandbox.Diff(ctx, &sandboxv1.DiffRequest{Id: j.SandboxId, StatsOnly: false})
+		diff, err = r.e.c.Sandbox.Diff(ctx, &sandboxv1.DiffRequest{Id: j.SandboxId, StatsOnly: true})
 		if status.Code(err) == codes.NotFound {
 			r.thought("the project's sandbox %s is gone; making it again from %s and the project's %d files", j.SandboxId, j.BaseBranch, len(files))
 			j.SandboxId, err = "", nil
@@ -59,6 +61,12 @@ func (r *run) projectSandbox(ctx context.Context) error {
 	for _, f := range files {
 		want[f.Path] = f
 	}
+	// What the sandbox has that differs from the base, by its content's hash: a file the
+	// project has that is there as the project has it is left alone (no call for it).
+	changed := make(map[string]*typev1.FileDiff, len(diff.GetFiles()))
+	for _, f := range diff.GetFiles() {
+		changed[f.Path] = f
+	}
 	var fromBase []string
 	for _, f := range diff.GetFiles() {
 		_, ours := want[f.Path]
@@ -75,9 +83,15 @@ func (r *run) projectSandbox(ctx context.Context) error {
 	}
 	for _, f := range files {
 		var err error
-		if f.Deleted {
+		d := changed[f.Path]
+		switch {
+		case f.Deleted && d != nil && d.Action == typev1.FileAction_FILE_ACTION_DELETE:
+			// Deleted in the sandbox too.
+		case f.Deleted:
 			err = r.deleteFile(ctx, f.Path)
-		} else {
+		case d != nil && d.Action != typev1.FileAction_FILE_ACTION_DELETE && d.Sha256 == sha256Hex(f.Content):
+			// There as the project has it.
+		default:
 			err = r.writeFile(ctx, f.Path, f.Content)
 		}
 		if err != nil {
@@ -98,6 +112,11 @@ func (r *run) projectSandbox(ctx context.Context) error {
 		fromBase = fromBase[n:]
 	}
 	return nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func (r *run) writeFile(ctx context.Context, path string, content []byte) error {

@@ -186,6 +186,7 @@ func (w *Workspace) DiffWith(base *Snapshot, opts DiffOptions) ([]*typev1.FileDi
 			old, haveOld = baseContent(opts, fd.Path)
 		}
 		if fd.Action != typev1.FileAction_FILE_ACTION_DELETE {
+			fd.Sha256 = head.Files[fd.Path].SHA256
 			cur, haveCur = w.headContent(fd.Path, head.Files[fd.Path], opts.MaxBytes)
 		}
 		if !haveOld || !haveCur {

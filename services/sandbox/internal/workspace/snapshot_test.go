@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -127,6 +129,7 @@ func TestSnapshotDiff(t *testing.T) {
 `},
 		{Path: "new.txt", Action: create, Additions: 1, UnifiedDiff: "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+fresh\n"},
 	}
+	checkHashes(t, w, files)
 	checkDiffs(t, "DiffWith", files, want)
 	if want := (&typev1.DiffStats{FilesChanged: 6, Additions: 4, Deletions: 2}); !proto.Equal(stats, want) {
 		t.Fatalf("stats %v, want %v", stats, want)
@@ -164,6 +167,7 @@ func TestDiffWithoutBaseContent(t *testing.T) {
 		{Path: "new.txt", Action: typev1.FileAction_FILE_ACTION_CREATE, Additions: 1, UnifiedDiff: "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+n\n"},
 		{Path: "old.txt", Action: typev1.FileAction_FILE_ACTION_MODIFY}, // nothing to compare with
 	}
+	checkHashes(t, w, files)
 	checkDiffs(t, "DiffWith", files, want)
 	if stats.GetFilesChanged() != 2 || stats.GetAdditions() != 1 {
 		t.Fatalf("stats %v", stats)
@@ -185,6 +189,27 @@ func TestUnmarshalBinaryRefusesGarbage(t *testing.T) {
 }
 
 // checkDiffs compares file diffs one by one, so a failure names the file that differs.
+// checkHashes checks that each file DiffWith reports names its content's hash as it is now
+// (none for a deleted file), then clears the hashes for checkDiffs.
+func checkHashes(t *testing.T, w *Workspace, files []*typev1.FileDiff) {
+	t.Helper()
+	for _, f := range files {
+		want := ""
+		if f.Action != typev1.FileAction_FILE_ACTION_DELETE {
+			b, err := w.SnapshotContent(f.Path)
+			if err != nil {
+				t.Fatalf("%s: %v", f.Path, err)
+			}
+			sum := sha256.Sum256(b)
+			want = hex.EncodeToString(sum[:])
+		}
+		if f.Sha256 != want {
+			t.Errorf("%s: sha256 %q, want %q", f.Path, f.Sha256, want)
+		}
+		f.Sha256 = ""
+	}
+}
+
 func checkDiffs(t *testing.T, what string, got, want []*typev1.FileDiff) {
 	t.Helper()
 	var g, w []string

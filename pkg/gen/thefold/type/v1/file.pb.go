@@ -232,10 +232,12 @@ type FileDiff struct {
 	// For a rename, the path before; empty otherwise.
 	PreviousPath string `protobuf:"bytes,3,opt,name=previous_path,json=previousPath,proto3" json:"previous_path,omitempty"`
 	// Unified diff; empty for binary files or when only stats were asked for.
-	UnifiedDiff   string `protobuf:"bytes,4,opt,name=unified_diff,json=unifiedDiff,proto3" json:"unified_diff,omitempty"`
-	Additions     int32  `protobuf:"varint,5,opt,name=additions,proto3" json:"additions,omitempty"`
-	Deletions     int32  `protobuf:"varint,6,opt,name=deletions,proto3" json:"deletions,omitempty"`
-	Binary        bool   `protobuf:"varint,7,opt,name=binary,proto3" json:"binary,omitempty"`
+	UnifiedDiff string `protobuf:"bytes,4,opt,name=unified_diff,json=unifiedDiff,proto3" json:"unified_diff,omitempty"`
+	Additions   int32  `protobuf:"varint,5,opt,name=additions,proto3" json:"additions,omitempty"`
+	Deletions   int32  `protobuf:"varint,6,opt,name=deletions,proto3" json:"deletions,omitempty"`
+	Binary      bool   `protobuf:"varint,7,opt,name=binary,proto3" json:"binary,omitempty"`
+	// Hex SHA-256 of the file as it is now (a symlink's target text); empty for a DELETE.
+	Sha256        string `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -319,6 +321,13 @@ func (x *FileDiff) GetBinary() bool {
 	return false
 }
 
+func (x *FileDiff) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 // DiffStats sums a set of FileDiffs.
 type DiffStats struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -397,7 +406,7 @@ const file_thefold_type_v1_file_proto_rawDesc = "" +
 	"\x05edits\x18\x04 \x03(\v2\x15.thefold.type.v1.EditR\x05edits\x12\x1e\n" +
 	"\n" +
 	"executable\x18\x05 \x01(\bR\n" +
-	"executable\"\xef\x01\n" +
+	"executable\"\x87\x02\n" +
 	"\bFileDiff\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.thefold.type.v1.FileActionR\x06action\x12#\n" +
@@ -405,7 +414,8 @@ const file_thefold_type_v1_file_proto_rawDesc = "" +
 	"\funified_diff\x18\x04 \x01(\tR\vunifiedDiff\x12\x1c\n" +
 	"\tadditions\x18\x05 \x01(\x05R\tadditions\x12\x1c\n" +
 	"\tdeletions\x18\x06 \x01(\x05R\tdeletions\x12\x16\n" +
-	"\x06binary\x18\a \x01(\bR\x06binary\"l\n" +
+	"\x06binary\x18\a \x01(\bR\x06binary\x12\x16\n" +
+	"\x06sha256\x18\b \x01(\tR\x06sha256\"l\n" +
 	"\tDiffStats\x12#\n" +
 	"\rfiles_changed\x18\x01 \x01(\x05R\ffilesChanged\x12\x1c\n" +
 	"\tadditions\x18\x02 \x01(\x05R\tadditions\x12\x1c\n" +
