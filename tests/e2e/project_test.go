@@ -223,6 +223,17 @@ func TestProjectFromARequestToOnePullRequest(t *testing.T) {
 	if got["[PROJ-A-3]"]["description"] != "Write package pc; pa exists now." {
 		t.Errorf("the revision did not change pc: %v", got["[PROJ-A-3]"])
 	}
+	// A task is told what the tasks it depends on built, file contents included: f runs
+	// right after c (phase 3's revision between them) and depends on it and on a.
+	if ps := planPrompts("[PROJ-A-6]"); len(ps) == 0 {
+		t.Error("no plan prompt of [PROJ-A-6]")
+	} else {
+		for _, want := range []string{`pc/pc.go (by \"Write package pc [PROJ-A-3]\")`, "package pc", "package pa"} {
+			if !strings.Contains(ps[0], want) {
+				t.Errorf("the plan prompt of [PROJ-A-6], which depends on pc and pa, lacks %q:\n%s", want, ps[0])
+			}
+		}
+	}
 	revs, _ := p["revisions"].([]any)
 	if len(revs) != 1 || revs[0].(map[string]any)["phase_number"] != float64(2) {
 		t.Errorf("revisions: %v", revs)

@@ -122,6 +122,21 @@ type run struct {
 	after []func(ctx context.Context, tx pgx.Tx) error
 	// saved is set by a step that wrote its checkpoint itself (with what it created).
 	saved bool
+	// carry is set by a step whose changes are written with the next step's checkpoint.
+	carry bool
+	// reads are the ended tasks' files still being read from the sandbox (see follow);
+	// unsaved those read and not yet written (with the next checkpoint).
+	reads   []*pendingRead
+	unsaved []store.ProjectFile
+}
+
+// pendingRead is the read of a finished task's files, which goes on while the runner moves
+// to the next thing; it is settled before anything needs the files or they are written.
+type pendingRead struct {
+	t     *agentv1.ProjectTask
+	files []store.ProjectFile
+	err   error
+	done  chan struct{}
 }
 
 func (x *run) p() *agentv1.Project { return x.rec.Project }
@@ -150,7 +165,7 @@ func (x *run) Fail(ctx context.Context, err error) error {
 	if lerr == nil {
 		x.rec = rec
 	}
-	x.evs, x.after = nil, nil
+	x.evs, x.after, x.reads, x.unsaved = nil, nil, nil, nil
 	x.setStatus(agentv1.ProjectStatus_PROJECT_STATUS_FAILED, status.Convert(err).Message())
 	if serr := x.save(ctx); serr != nil && !errors.Is(serr, store.ErrLeaseLost) {
 		return errors.Join(err, serr)
@@ -180,6 +195,9 @@ func (x *run) setStatus(s agentv1.ProjectStatus, reason string) {
 
 // save writes the checkpoint with what the step collected, in a transaction of its own.
 func (x *run) save(ctx context.Context) error {
+	if err := x.settle(); err != nil {
+		return err
+	}
 	return x.e.store.InTx(ctx, func(tx pgx.Tx) error { return x.saveIn(ctx, tx) })
 }
 
@@ -187,11 +205,14 @@ func (x *run) save(ctx context.Context) error {
 // What was collected is handed over: should tx not commit, the run fails and the project
 // goes on from its last checkpoint.
 func (x *run) saveIn(ctx context.Context, tx pgx.Tx) error {
+	if err := x.settle(); err != nil { // (settled before the transaction began, as a rule)
+		return err
+	}
 	now := time.Now()
 	x.rec.State.Active += now.Sub(x.since)
 	x.since = now
 	evs, after := x.evs, x.after
-	x.evs, x.after = nil, nil
+	x.evs, x.after, x.unsaved = nil, nil, nil
 	if err := x.e.store.SaveProject(ctx, tx, x.rec, x.lease, evs); err != nil {
 		return err
 	}
@@ -236,8 +257,8 @@ func (x *run) loop(ctx context.Context) error {
 		if idle {
 			continue // follow waited for the job
 		}
-		if x.saved {
-			x.saved = false
+		if x.saved || x.carry {
+			x.saved, x.carry = false, false
 			continue
 		}
 		if err := x.save(ctx); err != nil {
@@ -315,7 +336,10 @@ func (x *run) tasksOnce(ctx context.Context) (idle, again bool, err error) {
 	ph := firstPending(p)
 	if ph == nil {
 		closeCurrent(0)
+		// The review's checkpoint writes this too (should the run end before it, the last
+		// task's end is taken in again, and the review's model call is idempotent).
 		x.rec.State.Stage = stageReview
+		x.carry = true
 		return false, false, nil
 	}
 	if ph.Number != p.CurrentPhase {
@@ -326,8 +350,10 @@ func (x *run) tasksOnce(ctx context.Context) (idle, again bool, err error) {
 			if err := x.revise(ctx, int(ph.Number)); err != nil {
 				return false, false, err
 			}
+			// The revision is written with the next task's start (its model call and the
+			// tasks it creates are idempotent by request id, should the run end before).
 			x.mark(k)
-			return false, false, nil
+			return false, true, nil
 		}
 		p.CurrentPhase = ph.Number
 		phaseEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_PHASE_STARTED, ph)
@@ -400,8 +426,18 @@ func (x *run) start(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pro
 	t.Attempts++
 	j := &agentv1.Job{OwnerId: p.OwnerId, TaskId: t.TaskId, ProjectId: p.Id, Repo: p.Repo, BaseBranch: p.BaseBranch,
 		SandboxId: p.SandboxId, Model: x.rec.State.Model, Budget: x.taskBudget(), Usage: &typev1.Usage{}}
+	// A task is told what the tasks it depends on built: their files must be in.
+	if slices.ContainsFunc(t.DependsOn, x.pending) {
+		if err := x.settle(); err != nil {
+			return err
+		}
+	}
 	spec := &aiv1.TaskSpec{Title: t.Title, Description: x.taskContext(ctx, t)}
 	reqID := fmt.Sprintf("project:%s:%s:%d", p.Id, t.Id, t.Attempts)
+	// The job's transaction does not wait on the sandbox.
+	if err := x.settle(); err != nil {
+		return err
+	}
 	// The job and the checkpoint that names it commit together.
 	rec, _, err := x.e.store.CreateWithTask(ctx, j, spec, reqID, store.RequestHash(&aiv1.TaskSpec{Title: reqID}), x.e.cfg.RateLimit,
 		func(ctx context.Context, tx pgx.Tx, id string) error {
@@ -502,7 +538,15 @@ func (x *run) taskContext(ctx context.Context, t *agentv1.ProjectTask) string {
 		return b.String()
 	}
 	add("\n### Already built by the tasks this one depends on\n")
-	files, err := x.e.store.ProjectFiles(ctx, p.Id)
+	var paths []string
+	for _, d := range deps {
+		paths = append(paths, d.OutputFiles...)
+	}
+	var files []store.ProjectFile
+	var err error
+	if len(paths) > 0 {
+		files, err = x.files(ctx, paths...)
+	}
 	if err != nil {
 		x.e.log.WarnContext(ctx, "project: files for a task's context", "project", p.Id, "error", err)
 	}
@@ -577,41 +621,104 @@ func (x *run) follow(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pr
 		return false, nil
 	}
 	changed := jr.State.ChangedFiles
-	files := make([]store.ProjectFile, len(changed))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, path := range changed {
-		g.Go(func() error {
-			f := store.ProjectFile{Path: path, TaskID: t.Id}
-			resp, err := x.e.c.Sandbox.ReadFile(gctx, &sandboxv1.ReadFileRequest{SandboxId: p.SandboxId, Path: path})
-			switch {
-			case status.Code(err) == codes.NotFound:
-				f.Deleted = true
-			case err != nil:
-				return err
-			default:
-				f.Content = resp.Content
-			}
-			files[i] = f
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return false, err
-	}
-	x.after = append(x.after, func(ctx context.Context, tx pgx.Tx) error { return store.PutProjectFiles(ctx, tx, p.Id, files) })
-	for _, f := range files {
-		recordFile(p, f.Path, t.Id, f.Deleted)
-	}
+	// The task's files are read from the sandbox while the runner goes on (a phase's
+	// revision, the next task's context); they are taken in before anything needs them
+	// and written with the next checkpoint (settle).
+	r := x.readFiles(ctx, t, p.SandboxId, changed)
 	t.OutputFiles, t.Status, t.Error = changed, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED, ""
 	if p.Mode == agentv1.ProjectMode_PROJECT_MODE_SESSION {
-		if err := x.commitTask(ctx, t, files); err != nil {
+		if err := x.settle(); err != nil {
+			return false, err
+		}
+		if err := x.commitTask(ctx, t, r.files); err != nil {
 			return false, err
 		}
 	}
 	// (The job moved its task to in_review: it waits for the project's review.)
 	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_COMPLETED, t, ph))
 	return false, nil
+}
+
+// readFiles starts reading task t's changed files from sandbox into a pending read.
+func (x *run) readFiles(ctx context.Context, t *agentv1.ProjectTask, sandbox string, changed []string) *pendingRead {
+	r := &pendingRead{t: t, files: make([]store.ProjectFile, len(changed)), done: make(chan struct{})}
+	x.reads = append(x.reads, r)
+	go func() {
+		defer close(r.done)
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for i, path := range changed {
+			g.Go(func() error {
+				f := store.ProjectFile{Path: path, TaskID: t.Id}
+				resp, err := x.e.c.Sandbox.ReadFile(gctx, &sandboxv1.ReadFileRequest{SandboxId: sandbox, Path: path})
+				switch {
+				case status.Code(err) == codes.NotFound:
+					f.Deleted = true
+				case err != nil:
+					return err
+				default:
+					f.Content = resp.Content
+				}
+				r.files[i] = f
+				return nil
+			})
+		}
+		r.err = g.Wait()
+	}()
+	return r
+}
+
+// settle waits for the pending reads and takes their files into the project: its files'
+// history now, the stored contents with the next checkpoint.
+func (x *run) settle() error {
+	reads := x.reads
+	x.reads = nil
+	p := x.p()
+	for _, r := range reads {
+		<-r.done
+		if r.err != nil {
+			return r.err
+		}
+		files := r.files
+		x.after = append(x.after, func(ctx context.Context, tx pgx.Tx) error { return store.PutProjectFiles(ctx, tx, p.Id, files) })
+		x.unsaved = append(x.unsaved, files...)
+		for _, f := range files {
+			recordFile(p, f.Path, r.t.Id, f.Deleted)
+		}
+	}
+	return nil
+}
+
+// files is the project's files (those at paths when any are given): as stored, with those
+// taken in since the last checkpoint in their place.
+func (x *run) files(ctx context.Context, paths ...string) ([]store.ProjectFile, error) {
+	stored, err := x.e.store.ProjectFiles(ctx, x.p().Id, paths...)
+	if err != nil {
+		return nil, err
+	}
+	if len(x.unsaved) == 0 {
+		return stored, nil
+	}
+	byPath := map[string]store.ProjectFile{}
+	for _, f := range stored {
+		byPath[f.Path] = f
+	}
+	for _, f := range x.unsaved { // in the order taken in: the latest stands
+		if len(paths) == 0 || slices.Contains(paths, f.Path) {
+			byPath[f.Path] = f
+		}
+	}
+	out := make([]store.ProjectFile, 0, len(byPath))
+	for _, f := range byPath {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b store.ProjectFile) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}
+
+// pending reports whether task id's files are still being read.
+func (x *run) pending(id string) bool {
+	return slices.ContainsFunc(x.reads, func(r *pendingRead) bool { return r.t.Id == id })
 }
 
 // recordFile notes that task wrote path: its version stands, an earlier task's is named in
@@ -928,7 +1035,10 @@ func branchName(title, id string) string {
 // review asks for ONE review of every file of every task and stops at the review gate.
 func (x *run) review(ctx context.Context) error {
 	p := x.p()
-	files, err := x.e.store.ProjectFiles(ctx, p.Id)
+	if err := x.settle(); err != nil {
+		return err
+	}
+	files, err := x.files(ctx)
 	if err != nil {
 		return err
 	}
@@ -956,9 +1066,29 @@ func (x *run) review(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
 	defer cancel()
-	rc, err := x.e.c.AI.ReviewProject(mctx, &aiv1.ReviewProjectRequest{RequestId: x.key("review"), Request: request(p), Plan: plan,
-		Outcomes: outcomes, Files: aiFiles, Attribution: x.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
-	if err != nil {
+	// The sandbox is kept for the review's decision (a change request runs tasks in it
+	// again) while the model reviews.
+	var rc *aiv1.ReviewProjectResponse
+	g, gctx := errgroup.WithContext(mctx)
+	g.Go(func() (err error) {
+		rc, err = x.e.c.AI.ReviewProject(gctx, &aiv1.ReviewProjectRequest{RequestId: x.key("review"), Request: request(p), Plan: plan,
+			Outcomes: outcomes, Files: aiFiles, Attribution: x.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
+		return err
+	})
+	if p.SandboxId != "" {
+		g.Go(func() error {
+			_, err := x.e.c.Sandbox.KeepAliveSandbox(gctx, &sandboxv1.KeepAliveSandboxRequest{Id: p.SandboxId, Pin: true})
+			if status.Code(err) == codes.NotFound {
+				return nil
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if p.SandboxId != "" {
+			// No review waits: the sandbox goes back to its time to live (a retry pins it again).
+			_, _ = x.e.c.Sandbox.KeepAliveSandbox(context.WithoutCancel(ctx), &sandboxv1.KeepAliveSandboxRequest{Id: p.SandboxId})
+		}
 		return err
 	}
 	p.Usage = usage.Add(p.Usage, rc.Usage)
@@ -978,11 +1108,6 @@ func (x *run) review(ctx context.Context) error {
 	key := x.key("review")
 	x.after = append(x.after, func(ctx context.Context, tx pgx.Tx) error { return store.InsertProjectReview(ctx, tx, p, rev, key) })
 	p.ReviewId = rev.Id
-	if p.SandboxId != "" {
-		if _, err := x.e.c.Sandbox.KeepAliveSandbox(ctx, &sandboxv1.KeepAliveSandboxRequest{Id: p.SandboxId, Pin: true}); err != nil && status.Code(err) != codes.NotFound {
-			return err
-		}
-	}
 	x.emit(&agentv1.WatchProjectResponse{Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_REVIEW_SUBMITTED,
 		Payload: &agentv1.WatchProjectResponse_ReviewSubmitted{ReviewSubmitted: &agentv1.ReviewSubmitted{ReviewId: rev.Id, QualityScore: rc.QualityScore}}})
 	x.setStatus(agentv1.ProjectStatus_PROJECT_STATUS_PENDING_REVIEW, fmt.Sprintf("review %s waits for a decision (quality %d/10)", rev.Id, rc.QualityScore))
@@ -1052,7 +1177,7 @@ func (x *run) complete(ctx context.Context) error {
 		x.mark("commit")
 	}
 	if !x.done("commit") {
-		files, err := x.e.store.ProjectFiles(ctx, p.Id)
+		files, err := x.files(ctx)
 		if err != nil {
 			return err
 		}

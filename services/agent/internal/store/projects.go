@@ -472,9 +472,14 @@ type ProjectFile struct {
 	TaskID string
 }
 
-// ProjectFiles returns the files project id's tasks wrote so far, by path.
-func (s *Store) ProjectFiles(ctx context.Context, id string) ([]ProjectFile, error) {
-	rows, err := s.pool.Query(ctx, `SELECT path, content, deleted, project_task_id FROM project_files WHERE project_id = $1 ORDER BY path`, id)
+// ProjectFiles returns the files project id's tasks wrote so far, by path: those at paths
+// when any are given, else all.
+func (s *Store) ProjectFiles(ctx context.Context, id string, paths ...string) ([]ProjectFile, error) {
+	q, args := `SELECT path, content, deleted, project_task_id FROM project_files WHERE project_id = $1`, []any{id}
+	if len(paths) > 0 {
+		q, args = q+` AND path = ANY($2)`, append(args, paths)
+	}
+	rows, err := s.pool.Query(ctx, q+` ORDER BY path`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: project files: %w", err)
 	}
@@ -536,10 +541,21 @@ func (s *Store) LatestEvent(ctx context.Context) (int64, error) { return events.
 func (s *Store) AwaitJobEnd(ctx context.Context, id string, after int64, d time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	// An end this process writes wakes the wait at once.
+	local, stop := s.ends.wait(id)
+	defer stop()
+	go func() {
+		select {
+		case <-local:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	if s.hub == nil {
 		<-wctx.Done()
 		return ctx.Err()
 	}
+	// (The local wake cancels wctx: Watch returns its error, which is no error here.)
 	err := s.hub.Watch(wctx, after, events.Filter{Stream: EventStream, AggregateID: id}, func(e events.Event) error {
 		if e.Type != statusChanged {
 			return nil
