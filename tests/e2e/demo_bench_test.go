@@ -19,16 +19,68 @@ type llmClock struct {
 	mu    sync.Mutex
 	total time.Duration
 	calls int
+	// spans are the answers' times, the latest last (at most maxLLMSpans).
+	spans []llmSpan
 	next  http.Handler
 }
+
+type llmSpan struct{ from, to time.Time }
+
+const maxLLMSpans = 10000
 
 func (c *llmClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	c.next.ServeHTTP(w, r)
+	end := time.Now()
 	c.mu.Lock()
-	c.total += time.Since(start)
+	c.total += end.Sub(start)
 	c.calls++
+	if len(c.spans) == maxLLMSpans {
+		c.spans = append(c.spans[:0], c.spans[maxLLMSpans/2:]...)
+	}
+	c.spans = append(c.spans, llmSpan{start, end})
 	c.mu.Unlock()
+}
+
+// within is the time the scripted model spent answering between from and to outside the
+// spans skip (sorted, not overlapping), and the number of answers that took it.
+func (c *llmClock) within(from, to time.Time, skip []llmSpan) (time.Duration, int) {
+	c.mu.Lock()
+	spans := slices.Clone(c.spans)
+	c.mu.Unlock()
+	var d time.Duration
+	n := 0
+	for _, s := range spans {
+		lo, hi := maxTime(s.from, from), minTime(s.to, to)
+		if !hi.After(lo) {
+			continue
+		}
+		in := hi.Sub(lo)
+		for _, k := range skip {
+			if a, b := maxTime(lo, k.from), minTime(hi, k.to); b.After(a) {
+				in -= b.Sub(a)
+			}
+		}
+		if in > 0 {
+			d += in
+			n++
+		}
+	}
+	return d, n
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (c *llmClock) read() (time.Duration, int) {

@@ -54,7 +54,12 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	defer os.RemoveAll(dataDir)
+	if os.Getenv("THEFOLD_E2E_KEEP") != "" {
+		// Kept for a look afterwards: the services' logs are under logs/.
+		defer fmt.Fprintln(os.Stderr, "e2e: kept the data directory", dataDir)
+	} else {
+		defer os.RemoveAll(dataDir)
+	}
 	ports, err := stack.FreePorts()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: ports:", err)

@@ -1,16 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/thefold/thefold/pkg/fakellm"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 )
 
 // The project benchmarks' scripts: a 50-task plan of 5 phases, and a 6-task project whose
@@ -98,8 +99,13 @@ func median(ds []time.Duration) time.Duration {
 // documents only (validation has no toolchain to run) with the scripted model answering at
 // once, from StartProject to PENDING_REVIEW, and prints what the project's own orchestration
 // costs per task beyond the task loop's: the wall time, less the time its task jobs ran
-// (each job from its creation to its end), divided by the tasks. Target: ≤ 10 ms per task.
+// (each job from its creation to its end) and the time the scripted model took to answer
+// the project's own calls outside them (its phase revisions and its review: a model's
+// latency, which the zero-latency model does not have; the demo benchmark counts
+// it apart likewise), divided by the tasks. Target: ≤ 10 ms per task.
 func BenchmarkProjectOrchestration(b *testing.B) {
+	pc := agentv1.NewProjectServiceClient(dial(b, "agent"))
+	var pers []time.Duration
 	for i := 0; i < b.N; i++ {
 		repo := fmt.Sprintf("local/bench-project-run-%d-%d", time.Now().UnixNano(), i)
 		if code, body := rest(b, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
@@ -110,25 +116,37 @@ func BenchmarkProjectOrchestration(b *testing.B) {
 			b.Fatalf("plan: %d %v", code, body)
 		}
 		id := body["project"].(map[string]any)["id"].(string)
-		start := time.Now()
+		// Followed as a person watching it would (polling would load the machine the
+		// project runs on).
+		ctx, cancel := context.WithTimeout(authed(context.Background()), 5*time.Minute)
+		stream, err := pc.WatchProject(ctx, &agentv1.WatchProjectRequest{Id: id})
+		if err != nil {
+			b.Fatal(err)
+		}
 		if code, body := rest(b, http.MethodPost, "/v1/projects/"+id+":start", token, map[string]any{}); code != http.StatusOK {
 			b.Fatalf("start: %d %v", code, body)
 		}
-		var p map[string]any
 		for {
-			code, got := rest(b, http.MethodGet, "/v1/projects/"+id, token, nil)
-			if code != http.StatusOK {
-				b.Fatalf("get project: %d %v", code, got)
+			ev, err := stream.Recv()
+			if err != nil {
+				b.Fatalf("watch project %s: %v", id, err)
 			}
-			p = got["project"].(map[string]any)
-			if p["status"] == "PROJECT_STATUS_PENDING_REVIEW" {
-				break
+			if sc := ev.GetStatusChange(); sc != nil {
+				if sc.Status == agentv1.ProjectStatus_PROJECT_STATUS_PENDING_REVIEW {
+					break
+				}
+				switch sc.Status {
+				case agentv1.ProjectStatus_PROJECT_STATUS_FAILED, agentv1.ProjectStatus_PROJECT_STATUS_CANCELLED, agentv1.ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED:
+					b.Fatalf("project %s: %v", id, sc)
+				}
 			}
-			if strings.HasSuffix(fmt.Sprint(p["status"]), "FAILED") || time.Since(start) > 5*time.Minute {
-				b.Fatalf("project %s: %v", id, p)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
+		cancel()
+		code, got := rest(b, http.MethodGet, "/v1/projects/"+id, token, nil)
+		if code != http.StatusOK {
+			b.Fatalf("get project: %d %v", code, got)
+		}
+		p := got["project"].(map[string]any)
 		// The project's own clock: from its start to its last change (the review).
 		started, _ := time.Parse(time.RFC3339Nano, p["start_time"].(string))
 		updated, _ := time.Parse(time.RFC3339Nano, p["update_time"].(string))
@@ -137,8 +155,7 @@ func BenchmarkProjectOrchestration(b *testing.B) {
 		if code != http.StatusOK {
 			b.Fatalf("jobs: %d %v", code, jobs)
 		}
-		type span struct{ from, to time.Time }
-		var spans []span
+		var spans []llmSpan
 		for _, j := range jobs["jobs"].([]any) {
 			jm := j.(map[string]any)
 			c, _ := time.Parse(time.RFC3339Nano, jm["create_time"].(string))
@@ -146,7 +163,7 @@ func BenchmarkProjectOrchestration(b *testing.B) {
 			if e.IsZero() {
 				b.Fatalf("job %v has no end", jm["id"])
 			}
-			spans = append(spans, span{c, e})
+			spans = append(spans, llmSpan{c, e})
 		}
 		if len(spans) != 6 {
 			b.Fatalf("%d jobs, want 6", len(spans))
@@ -161,14 +178,19 @@ func BenchmarkProjectOrchestration(b *testing.B) {
 		}
 		n := len(spans)
 		setup, tail := spans[0].from.Sub(started), updated.Sub(spans[n-1].to)
-		per := (wall - inJobs) / time.Duration(n)
-		b.ReportMetric(float64(per.Microseconds())/1000, "ms/task-overhead")
-		fmt.Printf("project of 6 document tasks: %s from start to review, %s of it in the task jobs; orchestration %s per task (target ≤ 10 ms): "+
-			"%s before the first job (repository, sandbox), %s between jobs (%s each: taking a job's files, the phase revisions' model calls, the next job), %s after the last (the review's model call)\n",
-			wall.Round(time.Millisecond), inJobs.Round(time.Millisecond), per.Round(100*time.Microsecond),
+		model, calls := llmTime.within(started, updated, spans)
+		per := (wall - inJobs - model) / time.Duration(n)
+		pers = append(pers, per)
+		fmt.Printf("project of 6 document tasks: %s from start to review, %s of it in the task jobs and %s in the scripted model's answers to the project's own %d calls; "+
+			"orchestration %s per task (target ≤ 10 ms): %s before the first job (repository, sandbox), %s between jobs (%s each: taking a job's files, the phase revisions, the next job), "+
+			"%s after the last (the review), model answers included\n",
+			wall.Round(time.Millisecond), inJobs.Round(time.Millisecond), model.Round(100*time.Microsecond), calls, per.Round(100*time.Microsecond),
 			setup.Round(time.Millisecond), gaps.Round(time.Millisecond), (gaps / time.Duration(n-1)).Round(100*time.Microsecond), tail.Round(time.Millisecond))
 		if code, body := rest(b, http.MethodPost, "/v1/reviews/"+p["review_id"].(string)+":reject", token, map[string]any{"reason": "benchmark"}); code != http.StatusOK {
 			b.Fatalf("reject: %d %v", code, body)
 		}
 	}
+	m := median(pers)
+	b.ReportMetric(float64(m.Microseconds())/1000, "ms/task-overhead")
+	fmt.Printf("project orchestration: %s per task, the median of %d projects (target ≤ 10 ms)\n", m.Round(100*time.Microsecond), len(pers))
 }
