@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,35 +87,60 @@ type Build struct {
 	// entry through protojson (a sixth of the builder's CPU); the binary encoding is a
 	// fraction of that, and an entry changed in place gets a new key.
 	filesJSON map[string][]byte
+	keyBuf    []byte
 }
 
 // marshalFiles is b.Files as marshalList makes it, reusing what earlier writes made of
-// entries that have not changed since.
+// entries that have not changed since: per entry a key written into one scratch buffer and
+// a map lookup, then one copy of the whole list into a buffer of its exact size.
 func (b *Build) marshalFiles() ([]byte, error) {
 	if b.filesJSON == nil || len(b.filesJSON) > 4*len(b.Files)+16 {
 		b.filesJSON = make(map[string][]byte, len(b.Files))
 	}
-	var out strings.Builder
-	out.WriteByte('[')
+	parts := make([][]byte, len(b.Files))
+	size := 2 + max(len(b.Files)-1, 0)
 	for i, f := range b.Files {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		key, err := proto.MarshalOptions{Deterministic: true}.Marshal(f)
-		if err != nil {
+		var err error
+		if b.keyBuf, err = fileKey(b.keyBuf[:0], f); err != nil {
 			return nil, err
 		}
-		j, ok := b.filesJSON[string(key)]
+		j, ok := b.filesJSON[string(b.keyBuf)]
 		if !ok {
 			if j, err = jsonOut.Marshal(f); err != nil {
 				return nil, err
 			}
-			b.filesJSON[string(key)] = j
+			b.filesJSON[string(b.keyBuf)] = j
 		}
-		out.Write(j)
+		parts[i] = j
+		size += len(j)
 	}
-	out.WriteByte(']')
-	return []byte(out.String()), nil
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for i, j := range parts {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, j...)
+	}
+	return append(out, ']'), nil
+}
+
+// fileKey appends to buf what identifies the content of file entry f for marshalFiles'
+// cache. Most entries have no diagnostics: their key is their four scalar fields written
+// out (a 0 byte first, which no binary encoding of a non-empty message starts with), far
+// cheaper than marshalling; an entry with diagnostics (or fields this code does not know)
+// is keyed by its binary encoding.
+func fileKey(buf []byte, f *builderv1.BuildFile) ([]byte, error) {
+	if len(f.Diagnostics) == 0 && len(f.ProtoReflect().GetUnknown()) == 0 {
+		buf = append(buf, 0)
+		buf = binary.AppendUvarint(buf, uint64(len(f.Path)))
+		buf = append(buf, f.Path...)
+		buf = binary.AppendVarint(buf, int64(f.Action))
+		buf = binary.AppendVarint(buf, int64(f.Status))
+		buf = binary.AppendVarint(buf, int64(f.Attempts))
+		return buf, nil
+	}
+	return proto.MarshalOptions{Deterministic: true}.MarshalAppend(buf, f)
 }
 
 // Step is a build step with what the engine needs beside the contract's BuildStep.
