@@ -94,7 +94,7 @@ test-make:
 
 test-e2e:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -parallel 8 -bench GetTask -benchtime 1000x ./...
+	@bash scripts/test-e2e.sh
 
 ## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
 ## order — and how long each phase took (scripts/test.sh).

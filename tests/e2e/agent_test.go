@@ -155,7 +155,7 @@ func planPrompts(marker string) []string {
 // request whose branch plain git clones and builds; once its owner promoted the strategy
 // the first task earned, the next task of the same kind gets it as a hint in its plan.
 func TestAgentAcceptance(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -366,7 +366,7 @@ func diagnosisOf(job map[string]any) string {
 }
 
 func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-fix")
 	taskID, jobID := startJob(t, repo, "Write package fixloop [AGENT-FIX]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
@@ -388,7 +388,7 @@ func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
 }
 
 func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-badplan")
 	_, jobID := startJob(t, repo, "Write package badplan [AGENT-BADPLAN]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
@@ -425,7 +425,7 @@ func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
 }
 
 func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	for _, c := range []struct{ marker, repo, want string }{
 		{"[AGENT-CONTEXT]", "agent-context", "DIAGNOSIS_CATEGORY_MISSING_CONTEXT"},
 		{"[AGENT-ENV]", "agent-env", "DIAGNOSIS_CATEGORY_ENVIRONMENT_ERROR"},
@@ -441,7 +441,7 @@ func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
 }
 
 func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-impossible")
 	taskID, jobID := startJob(t, repo, "Write package never [AGENT-IMPOSSIBLE]", "F returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -461,7 +461,7 @@ func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 }
 
 func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-stuck")
 	taskID, jobID := startJob(t, repo, "Write package stuck [AGENT-STUCK]", "F returns one.")
 	job := waitJob(t, jobID, 4*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -481,7 +481,7 @@ func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
 }
 
 func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-clarify")
 	_, jobID := startJob(t, repo, "Write package clarify [AGENT-CLARIFY]", "F returns a colour.")
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_WAITING_CLARIFICATION")
@@ -499,7 +499,7 @@ func TestAgentAsksAndWaitsForAnAnswer(t *testing.T) {
 }
 
 func TestAgentBreaksATaskDown(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-split")
 	taskID, jobID := startJob(t, repo, "Do two things [AGENT-SPLIT]", "Both halves.")
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_COMPLETED")
@@ -515,7 +515,7 @@ func TestAgentBreaksATaskDown(t *testing.T) {
 }
 
 func TestAgentBudgetStopsTheJob(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-budget")
 	taskID, jobID := startJobWith(t, repo, "Write package budget [AGENT-BUDGET]", "F returns one.", map[string]any{"budget": map[string]any{"max_tokens": 10}})
 	job := waitJob(t, jobID, time.Minute, "JOB_STATUS_HUMAN_NEEDED")
@@ -590,7 +590,7 @@ func auditCount(t *testing.T, jobID string) map[string]int {
 }
 
 func TestAgentPauseAndResumeMidBuild(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "agent-pause")
 	_, jobID := startJob(t, repo, "Write package pause [AGENT-PAUSE]", "Three functions.")
 	building := waitPhase(t, jobID, "JOB_PHASE_BUILDING")
@@ -619,6 +619,7 @@ func TestAgentPauseAndResumeMidBuild(t *testing.T) {
 // it again: the job goes on from its checkpoint, follows the same build, and approval opens
 // exactly one pull request.
 func TestAgentResumesAfterTheAgentIsKilled(t *testing.T) {
+	alone(t)
 	repo := agentRepo(t, "agent-kill")
 	_, jobID := startJob(t, repo, "Write package kill [AGENT-KILL]", "Three functions.")
 	building := waitPhase(t, jobID, "JOB_PHASE_BUILDING")
@@ -723,7 +724,7 @@ func demoRepo(t testing.TB, repo string) {
 // TestAgentDemoTask runs the README's demo: the health-endpoint task of the demo script
 // (deploy/fakellm/demo.json) on a fresh repository, from task to pull request.
 func TestAgentDemoTask(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := "local/agent-demo"
 	demoRepo(t, repo)
 	_, jobID := startJob(t, repo, "Add a health endpoint", "")
@@ -741,6 +742,7 @@ func TestAgentDemoTask(t *testing.T) {
 // circuit breaker opens, which pauses the job (no attempt spent); once ai is back and the
 // breaker's wait is over, the job resumes by itself.
 func TestAgentPausesWhileAServiceIsDown(t *testing.T) {
+	alone(t)
 	repo := agentRepo(t, "agent-breaker")
 	if err := mesh.Kill("ai"); err != nil {
 		t.Fatal(err)

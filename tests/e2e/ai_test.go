@@ -19,7 +19,7 @@ import (
 // fakellm, PlanTask and GenerateFile over gRPC return validated answers with usage and
 // cost, and the ledger (REST, admin) shows them. fakellm replays the demo script.
 func TestAIPlansAndGeneratesThroughTheAnthropicWireFormat(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	ai := aiv1.NewAIServiceClient(dial(t, "ai"))
@@ -73,6 +73,7 @@ func TestAIPlansAndGeneratesThroughTheAnthropicWireFormat(t *testing.T) {
 
 // Embed with the local embedder needs no provider and no network.
 func TestEmbedLocal(t *testing.T) {
+	alone(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
 	defer cancel()
 	ai := aiv1.NewAIServiceClient(dial(t, "ai"))
@@ -92,6 +93,7 @@ func TestEmbedLocal(t *testing.T) {
 // tasks.PlanTaskOrder is the mesh's first cross-service call: tasks asks ai, ai asks the
 // model, tasks stores the order.
 func TestTasksPlanTaskOrderThroughAI(t *testing.T) {
+	alone(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	tasks := tasksv1.NewTaskServiceClient(dial(t, "tasks"))

@@ -257,7 +257,7 @@ func generations(paths ...string) map[string]int {
 // on a plan of five Go files, WatchBuild streaming every phase and step live, GetBuild with
 // per-step tokens, cost and validation, and a module that go build and go vet accept.
 func TestBuildOverRESTProducesAModuleGoAccepts(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/calc", map[string]string{"go.mod": "module example.com/calc\n\ngo 1.22\n"})
@@ -484,7 +484,7 @@ func run(t testing.TB, ctx context.Context, sb sandboxv1.SandboxServiceClient, i
 // build with the file reported; RetryStep with guidance runs it again and the build
 // completes.
 func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/broken-build", map[string]string{"go.mod": "module example.com/broken\n\ngo 1.22\n"})
@@ -548,6 +548,7 @@ func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
 // TestBuildResumesAfterTheBuilderIsKilled kills the builder with SIGKILL midway and starts
 // it again: the build finishes, no file is generated twice, no event is lost or repeated.
 func TestBuildResumesAfterTheBuilderIsKilled(t *testing.T) {
+	alone(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/resume", map[string]string{"go.mod": "module example.com/resume\n\ngo 1.22\n"})
@@ -607,6 +608,7 @@ func TestBuildResumesAfterTheBuilderIsKilled(t *testing.T) {
 
 // TestBuildCancelStopsAtOnce cancels a build during a slow generation.
 func TestBuildCancelStopsAtOnce(t *testing.T) {
+	alone(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/slow", map[string]string{"go.mod": "module example.com/slow\n\ngo 1.22\n"})
@@ -654,7 +656,7 @@ func TestBuildCancelStopsAtOnce(t *testing.T) {
 
 // TestBuildBadInput: the errors a caller gets for what cannot be built.
 func TestBuildBadInput(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -796,7 +798,7 @@ func failures(steps []*builderv1.BuildStep) string {
 // go.mod writes it in the dependencies phase and runs `go mod download` before the
 // implement phase.
 func TestBuildScaffoldsANewProjectThenSyncsItsManifest(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/fresh", nil)

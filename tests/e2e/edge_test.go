@@ -11,7 +11,7 @@ import (
 // TestRESTProbes are the probes a new user ran against the REST edge: bad bytes and a huge
 // body are 4xx answers with a clear message (or a fresh request id), never a 500.
 func TestRESTProbes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cases := []struct {
 		name, method, path string
 		body               io.Reader

@@ -56,6 +56,7 @@ type esEvent struct {
 // starts it again: the browser reconnects by itself with its Last-Event-ID and sees every
 // task exactly once, in order — nothing lost, nothing repeated.
 func TestEventSourceReconnectsAcrossAGatewayRestart(t *testing.T) {
+	alone(t)
 	exe := chromiumPath(t)
 	repo := fmt.Sprintf("local/eventsource-%d", time.Now().UnixNano())
 	create := func(title string) string {

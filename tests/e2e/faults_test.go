@@ -158,7 +158,7 @@ func reviewFile(t *testing.T, job map[string]any, path string) string {
 // TestModelFaults runs each scenario as a task to review on its first attempt, with the
 // file as it should be.
 func TestModelFaults(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cases := []struct {
 		marker, repo string
 		files        map[string]string

@@ -13,7 +13,7 @@ import (
 // repository, commit two files on a branch, open a pull request, read its diff, merge it —
 // and plain `git clone` shows the merged files.
 func TestLocalForgeThroughTheGateway(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
@@ -100,7 +100,7 @@ func TestLocalForgeThroughTheGateway(t *testing.T) {
 // ImportIssues reads a repository's open issues from the github service: they become tasks
 // with their blocked-by links, and a second import updates instead of duplicating.
 func TestImportIssuesThroughTheMesh(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": "local/importing", "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}

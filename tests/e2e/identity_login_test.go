@@ -190,7 +190,7 @@ func waitLines(t *testing.T, lines func() []string, wants ...string) []string {
 // `curl -N` as server-sent events, and after RevokeToken is refused by the gateway (401) and
 // by tasks over gRPC (Unauthenticated) within 5 seconds.
 func TestLoginAcceptance(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "ada")
 	access, refresh := login(t, email, 0)
 
@@ -241,7 +241,7 @@ func TestLoginAcceptance(t *testing.T) {
 // directly against a service over gRPC, shows its scopes, is refused outside them, and is
 // refused everywhere within 5 seconds of its revocation.
 func TestAPIKeyLifecycle(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "grace")
 	access, _ := login(t, email, 0)
 	code, body := rest(t, "POST", "/v1/tasks", access, map[string]any{"title": "keyed", "repo": "local/keys"})
@@ -294,7 +294,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 // agent:write starts a job (the agent reads the task and the repository) — and each is
 // still refused outside its scopes.
 func TestAPIKeyScopesCoverWhatTheCallTakes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "hedy")
 	access, _ := login(t, email, 0)
 	repo := fmt.Sprintf("local/nowhere-%d", time.Now().UnixNano())
@@ -332,7 +332,7 @@ func TestAPIKeyScopesCoverWhatTheCallTakes(t *testing.T) {
 // TestAdminRPCsNeedTheAdminRole: a member calling an admin RPC gets 403 over REST and
 // PermissionDenied over gRPC, at the gateway and at another service.
 func TestAdminRPCsNeedTheAdminRole(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "linus")
 	access, _ := login(t, email, 0)
 	if code, body := rest(t, "POST", "/v1/users", access, map[string]any{"email": "x@example.com"}); code != http.StatusForbidden {
@@ -353,7 +353,7 @@ func TestAdminRPCsNeedTheAdminRole(t *testing.T) {
 // TestDisabledUserIsRefusedEverywhere: disabling a user refuses their tokens in every
 // service within 5 seconds, and they can no longer log in.
 func TestDisabledUserIsRefusedEverywhere(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	id, email := newUser(t, "margaret")
 	access, _ := login(t, email, 0)
 	code, body := rest(t, "POST", "/v1/tasks", access, map[string]any{"title": "soon disabled", "repo": "local/disabled"})
@@ -379,6 +379,7 @@ func TestDisabledUserIsRefusedEverywhere(t *testing.T) {
 // TestSigningKeyRotation: after `thefold rotate-key`, tokens signed with the old key still
 // work, and the gateway signs new ones with the new key, which every service accepts.
 func TestSigningKeyRotation(t *testing.T) {
+	alone(t)
 	_, email := newUser(t, "barbara")
 	old, _ := login(t, email, 0)
 	kid, err := mesh.RotateSigningKey()
@@ -432,6 +433,7 @@ func tokenKID(t *testing.T, tok string) string {
 // TestLoginLockout: wrong codes lock an address out with 429 and a Retry-After over REST;
 // an address nobody has is locked out exactly the same way, so the answer reveals nothing.
 func TestLoginLockout(t *testing.T) {
+	alone(t)
 	_, known := newUser(t, "alan")
 	unknown := fmt.Sprintf("nobody-%d@example.com", time.Now().UnixNano())
 	for _, email := range []string{known, unknown} {
@@ -490,7 +492,7 @@ func TestLoginLockout(t *testing.T) {
 // A login code is in the mail sink (the development path) and nowhere else: no log line of
 // any service holds it, and the logs and the data directory are the operator's alone.
 func TestLoginCodeStaysOutOfTheLogs(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "logs")
 	if code, body := rest(t, "POST", "/v1/auth/login-code", "", map[string]any{"email": email}); code != http.StatusOK {
 		t.Fatalf("request code = %d %v", code, body)

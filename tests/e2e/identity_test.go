@@ -17,6 +17,7 @@ import (
 // TestAdminTokenExpires: the token `thefold up` leaves behind carries exp, within the
 // default lifetime.
 func TestAdminTokenExpires(t *testing.T) {
+	alone(t)
 	code, body := rest(t, "GET", "/v1/auth/whoami", token, nil)
 	if code != http.StatusOK {
 		t.Fatalf("whoami = %d %v", code, body)
@@ -34,7 +35,7 @@ func TestAdminTokenExpires(t *testing.T) {
 // it reaches another service (here the gateway's WhoAmI) as the owner it acts for; one
 // minted too long ago is refused.
 func TestServiceIdentityAcrossTheMesh(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	key, err := auth.LoadPrivateKey(auth.ServicePrivateKeyPath(mesh.KeyDir(), "agent"))
 	if err != nil {
 		t.Fatal(err)

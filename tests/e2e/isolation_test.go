@@ -68,7 +68,7 @@ func languageRepo(t *testing.T, name string, files map[string]string) string {
 // A Python task and a TypeScript task run through the agent to review, their code and
 // tests run by the real toolchains in an isolated sandbox (never the local backend).
 func TestAgentPythonAndTypeScriptTasksRunIsolated(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cases := []struct {
 		name, marker, title string
 		files               map[string]string
@@ -174,6 +174,7 @@ func sandboxContainers(t *testing.T, id string) []string {
 // reconciles the engine with the sandbox table); the live sandbox gets a new container on
 // its next command, and destroying it leaves nothing behind.
 func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
+	alone(t)
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker command")
 	}
@@ -252,7 +253,7 @@ func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
 // member is refused whatever the stack offers), a member may not step down from the
 // default, and a Python sandbox that names no backend gets an isolating one.
 func TestSandboxBackendPolicyThroughTheMesh(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	_, email := newUser(t, "sandbox-member")
 	access, _ := login(t, email, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -383,6 +383,7 @@ func BenchmarkLoad(b *testing.B) {
 
 // TestLoadSmoke is a short load run in every e2e run: 50 requests/s for 3 s, no errors.
 func TestLoadSmoke(t *testing.T) {
+	alone(t)
 	rep := runLoad(t, loadConfig{Rate: 50, Duration: 3 * time.Second, MaxInFlight: 50, Timeout: 10 * time.Second})
 	var b strings.Builder
 	rep.print(&b)

@@ -16,7 +16,7 @@ import (
 // get decayed, explained, integrity-checked results (a memory changed in SQL is left out
 // and counted).
 func TestMemoryThroughTheGateway(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	topics := []string{"database connection pool", "authentication token refresh", "flaky watcher test", "docker image build", "css colour tokens"}
 	var authIDs []string
 	for i := range 200 {

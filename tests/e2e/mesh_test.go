@@ -68,7 +68,7 @@ func rest(t testing.TB, method, path, tok string, body any) (int, map[string]any
 }
 
 func TestEveryServiceIsHealthyWithMetricsAndReflection(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	for _, svc := range platform.ServiceNames {
 		t.Run(svc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -110,7 +110,7 @@ func TestEveryServiceIsHealthyWithMetricsAndReflection(t *testing.T) {
 }
 
 func TestTaskCreatedOverRESTIsReadOverGRPC(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": "x", "repo": "local/demo"})
 	if code != http.StatusOK {
 		t.Fatalf("POST /v1/tasks = %d %v", code, body)
@@ -132,7 +132,7 @@ func TestTaskCreatedOverRESTIsReadOverGRPC(t *testing.T) {
 }
 
 func TestTaskCreatedOverGRPCIsReadOverREST(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	created, err := tasksv1.NewTaskServiceClient(dial(t, "tasks")).CreateTask(authed(ctx), &tasksv1.CreateTaskRequest{
@@ -152,7 +152,7 @@ func TestTaskCreatedOverGRPCIsReadOverREST(t *testing.T) {
 }
 
 func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	for name, tok := range map[string]string{"no token": "", "garbage token": "not-a-jwt"} {
 		t.Run("REST "+name, func(t *testing.T) {
 			code, body := rest(t, "POST", "/v1/tasks", tok, map[string]any{"title": "x", "repo": "local/demo"})
@@ -184,7 +184,7 @@ func TestRequestsWithoutValidTokenAreRefused(t *testing.T) {
 }
 
 func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	// The github, memory, skills, builder and agent services answer.
 	for _, path := range []string{"/v1/repos", "/v1/memories", "/v1/skills", "/v1/builds", "/v1/jobs", "/v1/reviews", "/v1/audit-log", "/v1/projects"} {
 		if code, body := rest(t, "GET", path, token, nil); code != http.StatusOK {
@@ -225,7 +225,7 @@ func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 }
 
 func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
 	defer cancel()
 	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
@@ -263,7 +263,7 @@ func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 // TestTaskRESTSurface walks the tasks REST mapping end to end: the paths, query parameters,
 // PATCH with an inferred field mask, and the status codes of the error mapping.
 func TestTaskRESTSurface(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := "local/rest-surface"
 	create := func(title string) string {
 		code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo, "labels": []string{"api"}})
@@ -345,7 +345,7 @@ func TestTaskRESTSurface(t *testing.T) {
 // JSON, one {"result": …} object per message. A heartbeat opens the stream (so the headers go
 // out at once), the history after the cursor follows, then live events on the open stream.
 func TestWatchTasksOverREST(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := "local/rest-stream"
 	create := func(title string) {
 		if code, body := rest(t, "POST", "/v1/tasks", token, map[string]any{"title": title, "repo": repo}); code != http.StatusOK {
@@ -400,6 +400,7 @@ func TestWatchTasksOverREST(t *testing.T) {
 // stream ends, the gateway reconnects by itself, and a client resuming from its last event id
 // gets exactly what happened since.
 func TestWatchResumesAcrossARestartOfTasks(t *testing.T) {
+	alone(t)
 	repo := "local/restart"
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 2*time.Minute)
 	defer cancel()

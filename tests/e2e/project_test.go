@@ -152,7 +152,7 @@ func projectTasks(p map[string]any) map[string]map[string]any {
 }
 
 func TestProjectFromARequestToOnePullRequest(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "project-a")
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build packages pa to pf [PROJ-A]", "request_id": "proj-a"})
 	if code != http.StatusOK {
@@ -344,7 +344,7 @@ func cloneBranch(t *testing.T, repo, branch string) string {
 }
 
 func TestProjectFromImportedIssuesCommitsEachTask(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "project-issues")
 	numbers := map[string]float64{}
 	for _, it := range projIssues {
@@ -404,6 +404,7 @@ func planCount(marker string) int {
 }
 
 func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testing.T) {
+	alone(t)
 	repo := agentRepo(t, "project-kill")
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build ka to kd [PROJ-K]"})
 	if code != http.StatusOK {
@@ -483,7 +484,7 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 // (deploy/fakellm/demo.json), through the watch stream, the one review and the pull
 // request.
 func TestProjectDemo(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := "local/project-demo"
 	demoRepo(t, repo)
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Report the server version over HTTP"})
@@ -548,7 +549,7 @@ func budgetProjectScript() []fakellm.Response {
 // planning already spent: the project is HUMAN_NEEDED with what it spent (and a
 // BUDGET_EXHAUSTED event); resumed with a larger budget, it reaches its review.
 func TestProjectBudgetStopsItForAPerson(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	repo := agentRepo(t, "project-budget")
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build ba and bb [PROJ-B]"})
 	if code != http.StatusOK {
@@ -655,6 +656,7 @@ func startAgain(t *testing.T) {
 // the sandbox service while phase 2 builds: the project goes on to its one review and one
 // pull request, with every task's files.
 func TestProjectSurvivesABuilderAndASandboxRestart(t *testing.T) {
+	alone(t)
 	repo := agentRepo(t, "project-restart")
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "request": "Build ra to rc [PROJ-R]"})
 	if code != http.StatusOK {

@@ -21,7 +21,7 @@ import (
 // namespace, gets the same answers over gRPC, and the agent working for them cannot push
 // where they may not.
 func TestRepositoryAccessAcrossPeople(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}

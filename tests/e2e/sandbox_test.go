@@ -18,7 +18,7 @@ import (
 // and line a developer would see. The sandbox is then listed and diffed over REST, and
 // destroyed.
 func TestSandboxValidatesABrokenGoModule(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx, cancel := context.WithTimeout(authed(context.Background()), 2*time.Minute)
 	defer cancel()
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))

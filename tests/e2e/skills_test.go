@@ -13,7 +13,7 @@ import (
 // budget; a post-run check of a file with an AWS-style key and InsecureSkipVerify: true
 // reports both.
 func TestSkillsThroughTheGateway(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	code, body := rest(t, http.MethodPost, "/v1/skills:resolve", token, map[string]any{
 		"context":      map[string]any{"description": "add a SQL migration for users", "repo": "local/demo", "languages": []string{"go"}},
 		"phase":        "SKILL_PHASE_INJECT",

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The end-to-end suite as two processes at once, each with its own mesh of nine services and
+# its own database (tests/e2e/shard_test.go): the tests that need the mesh to themselves
+# (they stop services, or count what the whole mesh did) one after the other in the
+# "serial" shard, with the GetTask benchmark after them; the rest side by side in the
+# "parallel" shard. The serial tests mostly wait for leases to expire and services to come
+# back, so running them beside the parallel ones costs those little. Each line of output
+# is prefixed with its shard; the run fails if either shard fails.
+set -uo pipefail
+cd "$(dirname "$0")/../tests/e2e"
+
+run() {
+  local shard=$1
+  shift
+  THEFOLD_E2E_SHARD=$shard go run ../../pkg/testenv/cmd/testreport -slowest 10 -- \
+    -count=1 -trimpath -timeout 30m "$@" ./... 2>&1 | sed -u "s/^/[$shard] /"
+  return "${PIPESTATUS[0]}"
+}
+
+# The test binary and the report tool are built once, before the two start.
+go test -c -trimpath -o /dev/null . || exit 1
+go build -o /dev/null ../../pkg/testenv/cmd/testreport || exit 1
+
+run serial -bench GetTask -benchtime 1000x &
+serial=$!
+run parallel -parallel 8 &
+par=$!
+wait "$serial"
+rs=$?
+wait "$par"
+rp=$?
+if [ "$rs" -ne 0 ] || [ "$rp" -ne 0 ]; then
+  echo "e2e: the serial shard exited $rs, the parallel shard $rp" >&2
+  exit 1
+fi
