@@ -8,13 +8,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -38,34 +41,81 @@ func DefaultPorts() Ports {
 	return p
 }
 
-// FreePorts picks unused loopback ports (tests run beside a stack on the default ports).
+// FreePorts picks unused loopback ports for a stack (tests run beside a stack on the
+// default ports, and several stacks at once: the e2e shards, the launcher's tests). The
+// ports are below the kernel's ephemeral range, so that no outgoing connection takes one
+// while its service restarts, and each is reserved for the rest of this process's life by a
+// lock file, so that stacks started at once by several processes never pick the same one.
 func FreePorts() (Ports, error) {
 	p := Ports{GRPC: map[string]int{}, Admin: map[string]int{}}
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
+	var err error
+	for _, s := range platform.ServiceNames {
+		if p.GRPC[s], err = reservePort(); err != nil {
+			return p, err
 		}
-	}()
-	next := func() (int, error) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if p.Admin[s], err = reservePort(); err != nil {
+			return p, err
+		}
+	}
+	p.GatewayHTTP, err = reservePort()
+	return p, err
+}
+
+var (
+	reserveMu sync.Mutex
+	// reserved holds the lock files of the ports this process took, open until it exits.
+	reserved []*os.File
+)
+
+// reservePort returns a loopback port that is free now and that no other process using
+// reservePort holds.
+func reservePort() (int, error) {
+	reserveMu.Lock()
+	defer reserveMu.Unlock()
+	lo, hi := portRange()
+	dir := filepath.Join(os.TempDir(), "thefold-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, err
+	}
+	n := hi - lo + 1
+	start := rand.IntN(n)
+	for i := 0; i < n; i++ {
+		port := lo + (start+i)%n
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
 		if err != nil {
 			return 0, err
 		}
-		ls = append(ls, l)
-		return l.Addr().(*net.TCPAddr).Port, nil
-	}
-	var err error
-	for _, s := range platform.ServiceNames {
-		if p.GRPC[s], err = next(); err != nil {
-			return p, err
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close() // another process holds it
+			continue
 		}
-		if p.Admin[s], err = next(); err != nil {
-			return p, err
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			f.Close() // in use by something else
+			continue
+		}
+		_ = l.Close()
+		reserved = append(reserved, f)
+		return port, nil
+	}
+	return 0, fmt.Errorf("stack: no free port in %d-%d", lo, hi)
+}
+
+// portRange is where reservePort looks: below the kernel's ephemeral ports (32768 and up
+// unless the system says otherwise), from 20000.
+func portRange() (lo, hi int) {
+	lo, hi = 20000, 32767
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if eph, err := strconv.Atoi(f[0]); err == nil && eph-1 < hi {
+				hi = eph - 1
+			}
 		}
 	}
-	p.GatewayHTTP, err = next()
-	return p, err
+	if hi-lo < 1000 {
+		lo = max(hi-10000, 1024)
+	}
+	return lo, hi
 }
 
 // Stack is one local deployment.
