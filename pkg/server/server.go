@@ -221,6 +221,9 @@ func (s *Server) Run(ctx context.Context) error {
 	log := s.opts.Logger
 	s.metrics.initialize(s.grpc) // every method's series exists (at 0) before its first call
 	errc := make(chan error, 2)
+	// SERVING before the first call can be accepted: a health watch that came in first saw
+	// NOT_SERVING from a server that was up.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	go func() { errc <- s.grpc.Serve(s.lis) }()
 
 	var admin *http.Server
@@ -232,7 +235,6 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("serving", "grpc", s.Addr(), "admin", s.AdminAddr())
 
 	var runErr error
