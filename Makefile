@@ -61,6 +61,8 @@ check-generate: require-git generate
 		git status --porcelain -- pkg/gen proto/thefold/http.yaml docs/configuration.md; exit 1; \
 	fi
 	@echo "generated code is fresh"
+	@# The generated OpenAPI document is valid Swagger 2.0 (skipped in the race-detector run).
+	@cd pkg && go test -count=1 -run '^TestOpenAPIDocumentIsValid$$' ./contracts/
 
 ## lint: buf lint, buf breaking against the frozen v1 contracts, gofmt, go vet on every module.
 lint: require-git

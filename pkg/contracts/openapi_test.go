@@ -18,6 +18,11 @@ import (
 // TestOpenAPIDocumentIsValid validates the merged document the gateway serves with an
 // independent OpenAPI (Swagger 2.0) library, so client generators and validators accept it.
 func TestOpenAPIDocumentIsValid(t *testing.T) {
+	if raceDetector {
+		// One goroutine walking a document: the race detector finds nothing here and makes
+		// it ten times slower (26 s). make check-generate runs it without.
+		t.Skip("the OpenAPI document is validated without the race detector (make check-generate)")
+	}
 	t.Parallel()
 	doc, err := loads.Analyzed(json.RawMessage(openapi.Spec), "2.0")
 	if err != nil {
