@@ -45,25 +45,39 @@ type Change struct {
 	Events []*builderv1.WatchBuildResponse
 }
 
-// Apply writes c in one transaction and one round trip if the build is still held by lease
-// and running (pending for its first change); else ErrLeaseLost and nothing is written.
+// Apply writes c in one round trip if the build is still held by lease and running
+// (pending for its first change); else ErrLeaseLost and nothing is written. The batch's
+// statements run in one implicit transaction (no BEGIN and COMMIT of their own: two round
+// trips fewer, on every step of every file), which build_fence, its first statement, aborts
+// on the server when the lease does not hold the build.
 func (s *Store) Apply(ctx context.Context, lease string, c Change) error {
-	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		if err := queueChange(b, c, lease); err != nil {
-			return err
+	if lease == "" {
+		return errors.New("store: apply: a lease is required")
+	}
+	b := &pgx.Batch{}
+	if err := queueChange(b, c, lease); err != nil {
+		return err
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		var pg *pgconn.PgError
+		if errors.As(err, &pg) && pg.Code == fenceCode {
+			return ErrLeaseLost
 		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		c.Build.GraphChanged = false
-		return nil
-	})
+		return err
+	}
+	c.Build.GraphChanged = false
+	return nil
 }
 
-// queueChange queues c's statements on b: the build (fenced by lease when set), the steps,
-// the events.
+// fenceCode is the SQLSTATE build_fence raises.
+const fenceCode = "TF001"
+
+// queueChange queues c's statements on b: the fence when lease is set, the build (also
+// fenced by lease), the steps, the events.
 func queueChange(b *pgx.Batch, c Change, lease string) error {
+	if lease != "" {
+		b.Queue(`SELECT build_fence($1, $2)`, c.Build.Id, lease)
+	}
 	if err := queueBuild(b, c.Build, lease); err != nil {
 		return err
 	}
