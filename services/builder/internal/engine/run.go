@@ -219,7 +219,8 @@ func (r *run) runStep(ctx context.Context, st *store.Step) error {
 			r.b.Phase = st.Phase
 			evs = append([]*builderv1.WatchBuildResponse{store.PhaseEvent(prev, r.b)}, evs...)
 		}
-		if err := r.apply(ctx, []*store.Step{st}, evs...); err != nil {
+		// A step's start is progress (see store.Change.Progress).
+		if err := r.e.store.Apply(ctx, r.lease, store.Change{Build: r.b, Steps: []*store.Step{st}, Events: evs, Progress: true}); err != nil {
 			return err
 		}
 	}

@@ -43,6 +43,11 @@ type Change struct {
 	Build  *Build
 	Steps  []*Step
 	Events []*builderv1.WatchBuildResponse
+	// Progress marks a change whose loss in a crash of the database costs nothing but a
+	// redo (a step's start: a resumed build runs the step again from pending, its model
+	// answers recorded by request id): it commits without waiting for its WAL flush, which
+	// the step's end, flushed, then covers.
+	Progress bool
 }
 
 // Apply writes c in one round trip if the build is still held by lease and running
@@ -75,6 +80,9 @@ const fenceCode = "TF001"
 // queueChange queues c's statements on b: the fence when lease is set, the build (also
 // fenced by lease), the steps, the events.
 func queueChange(b *pgx.Batch, c Change, lease string) error {
+	if c.Progress {
+		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
+	}
 	if lease != "" {
 		b.Queue(`SELECT build_fence($1, $2)`, c.Build.Id, lease)
 	}

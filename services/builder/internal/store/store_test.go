@@ -324,17 +324,34 @@ func TestLease(t *testing.T) {
 	if got := eventTypes(t, pool, b.Id); !slices.Equal(got, eventsBefore) {
 		t.Errorf("events after a fenced Apply = %v, want %v", got, eventsBefore)
 	}
+	// Likewise a progress change (committed without waiting for its WAL flush).
+	err = s.Apply(ctx, l1, store.Change{
+		Build:    &store.Build{BuildJob: stale},
+		Steps:    []*store.Step{step(b.Id, 1, stepFailed, "a.go")},
+		Events:   []*builderv1.WatchBuildResponse{store.LogEvent(1, 0, "stale")},
+		Progress: true,
+	})
+	if !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("progress Apply with the old lease: %v, want ErrLeaseLost", err)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM build_steps WHERE build_id = $1`, b.Id); n != 0 {
+		t.Errorf("%d steps written by a fenced progress Apply", n)
+	}
 	if err := s.Renew(ctx, b.Id, l1); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("Renew(old lease) = %v, want ErrLeaseLost", err)
 	}
 
-	// The new holder writes.
+	// The new holder writes (its step's start as progress).
 	taken.Status = running
 	mustApply(t, s, l2, store.Change{
-		Build:  taken,
-		Steps:  []*store.Step{step(b.Id, 1, stepRunning, "a.go")},
-		Events: []*builderv1.WatchBuildResponse{store.StatusEvent(pending, taken)},
+		Build:    taken,
+		Steps:    []*store.Step{step(b.Id, 1, stepRunning, "a.go")},
+		Events:   []*builderv1.WatchBuildResponse{store.StatusEvent(pending, taken)},
+		Progress: true,
 	})
+	if n := countRows(t, pool, `SELECT count(*) FROM build_steps WHERE build_id = $1`, b.Id); n != 1 {
+		t.Errorf("%d steps after the holder's progress Apply, want 1", n)
+	}
 	if err := s.Renew(ctx, b.Id, l2); err != nil {
 		t.Errorf("Renew(l2) = %v", err)
 	}
