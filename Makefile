@@ -33,7 +33,7 @@ images:
 	@# Debian packages): the sandbox container cannot build it, having neither.
 	@.thefold/images/sandbox build-image
 
-.PHONY: all demo eval setup generate require-git check-generate lint test test-make test-unit test-e2e test-e2e-sharded bench load run down status build embed-model
+.PHONY: all demo eval setup generate require-git check-generate lint test test-make test-unit test-e2e test-e2e-serial bench load run down status build embed-model
 
 all: build
 
@@ -95,14 +95,14 @@ test-make:
 	@bash scripts/test-make.sh
 
 test-e2e:
+	@echo "== go test tests/e2e (two shards at once, scripts/test-e2e.sh)"
+	@bash scripts/test-e2e.sh
+
+## test-e2e-serial: the e2e suite in one process (one mesh): the parallel tests side by side
+## after the ones that need the mesh to themselves. Slower; for a machine short of memory.
+test-e2e-serial:
 	@echo "== go test tests/e2e"
 	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -parallel 8 -bench GetTask -benchtime 1000x ./...
-
-## test-e2e-sharded: the e2e suite as two processes at once, each with its own mesh
-## (scripts/test-e2e.sh): about 85 s faster here, but not what CI runs yet — in one of three
-## runs a docker sandbox container of the parallel shard vanished mid-job (cause not found).
-test-e2e-sharded:
-	@bash scripts/test-e2e.sh
 
 ## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
 ## order — and how long each phase took (scripts/test.sh).

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"crypto/rand"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,13 @@ import (
 // out, carry no sandbox id: Reconcile removes them, and a live sandbox's next command makes
 // its own.
 const labelPool = "org.thefold.sandbox.pool"
+
+// labelPoolToken names a pooled container before the engine has given it an id: from
+// ContainerCreate until the pool records the id, Reconcile (which may run meanwhile, in the
+// reaper) knows the container as this process's by its token. Without it, a container being
+// made looked like a crashed process's pooled container and was removed under the pool,
+// which then handed a sandbox a container that no longer existed.
+const labelPoolToken = "org.thefold.sandbox.pool.token"
 
 // PooledName is the container name a pooled container takes when it is handed to sandbox
 // id: its labels were set before it had a sandbox and cannot change, so
@@ -50,13 +58,19 @@ type pool struct {
 	idle    map[string][]string // image → ready container ids
 	filling map[string]int      // image → containers being made
 	// mine holds every container the pool made that is idle or handed out and still
-	// alive in this process, so Reconcile leaves them alone.
-	mine map[string]bool
+	// alive in this process, so Reconcile leaves them alone; making holds the tokens
+	// (labelPoolToken) of those being made, which have no id yet.
+	mine   map[string]bool
+	making map[string]bool
+	// made, when set (by a test), is called with each container made before it is
+	// recorded: the window Reconcile must not remove it in.
+	made func(id string)
 	wg   sync.WaitGroup
 }
 
 func newPool(size int, l backend.Limits) *pool {
-	return &pool{size: size, limits: withDefaults(l), idle: map[string][]string{}, filling: map[string]int{}, mine: map[string]bool{}}
+	return &pool{size: size, limits: withDefaults(l), idle: map[string][]string{}, filling: map[string]int{}, mine: map[string]bool{},
+		making: map[string]bool{}}
 }
 
 // WithPool keeps size started containers of every configured image ready (0, the default,
@@ -97,11 +111,17 @@ func (d *Docker) refill(image string) {
 	for !p.closed && len(p.idle[image])+p.filling[image] < p.size {
 		p.filling[image]++
 		p.wg.Add(1)
+		token := rand.Text()
+		p.making[token] = true
 		go func() {
 			defer p.wg.Done()
-			id, err := d.makePooled(image)
+			id, err := d.makePooled(image, token)
+			if p.made != nil {
+				p.made(id)
+			}
 			p.mu.Lock()
 			p.filling[image]--
+			delete(p.making, token)
 			switch {
 			case err != nil:
 				p.mu.Unlock()
@@ -119,13 +139,15 @@ func (d *Docker) refill(image string) {
 	}
 }
 
-// makePooled creates and starts one container of image with the pool's limits.
-func (d *Docker) makePooled(image string) (string, error) {
+// makePooled creates and starts one container of image with the pool's limits, labelled
+// with token.
+func (d *Docker) makePooled(image, token string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b := &box{}
 	labels := d.labels(b)
 	labels[labelPool] = "1"
+	labels[labelPoolToken] = token
 	if err := d.create(ctx, b, image, d.pool.limits, labels); err != nil {
 		return "", err
 	}
@@ -155,14 +177,15 @@ func (d *Docker) take(image string) (string, backend.Limits, bool) {
 	return id, p.limits, true
 }
 
-// pooled reports whether the pool made the container id and it is still in use here.
-func (d *Docker) pooled(id string) bool {
-	if d.pool == nil {
+// pooled reports whether the pool of this process made (or is making) the container c and
+// it is still in use here.
+func (d *Docker) pooled(c container.Summary) bool {
+	if d.pool == nil || c.Labels[labelPool] != "1" {
 		return false
 	}
 	d.pool.mu.Lock()
 	defer d.pool.mu.Unlock()
-	return d.pool.mine[id]
+	return d.pool.mine[c.ID] || d.pool.making[c.Labels[labelPoolToken]]
 }
 
 // forget drops a removed container from the pool's records.

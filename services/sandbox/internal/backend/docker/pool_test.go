@@ -100,3 +100,60 @@ func TestPoolHandsOutEachContainerOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A Reconcile that runs while the pool is making a container (after the engine created it,
+// before the pool recorded its id) leaves it alone: the reaper of a busy service used to
+// remove it there, and the pool then handed a sandbox a container that no longer existed
+// ("No such container" in the middle of a job).
+func TestReconcileLeavesAContainerThePoolIsMaking(t *testing.T) {
+	if shared == nil {
+		t.Skip(skipReason)
+	}
+	t.Parallel()
+	ctx := context.Background()
+	limits := backend.Limits{MemoryBytes: 256 << 20, CPUs: 1, Pids: 128}
+	d, err := New(ctx, WithClient(shared.Client()), WithPool(1, limits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	dir := t.TempDir()
+	none := func(context.Context, []string) (map[string]bool, error) { return map[string]bool{}, nil }
+	removed := make(chan int, 1)
+	d.pool.made = func(string) {
+		n, err := d.Reconcile(ctx, dir, none)
+		if err != nil {
+			t.Error(err)
+		}
+		select {
+		case removed <- n:
+		default:
+		}
+	}
+	if _, err := d.Reconcile(ctx, dir, none); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-removed:
+		if n != 0 {
+			t.Fatalf("Reconcile in the window removed %d containers, want 0", n)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the pool made no container in a minute")
+	}
+	deadline := time.Now().Add(time.Minute)
+	for d.PoolSize(DefaultImage) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool holds no container after a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ws := t.TempDir()
+	if err := d.Prepare(ctx, ws, Identity{ID: "sandbox-made", Owner: "alice", Dir: dir}, "go", limits); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Run(ctx, ws, backend.Spec{Argv: sh("echo ok")}, limits)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run in the pooled container: %v %+v", err, res)
+	}
+}

@@ -89,7 +89,7 @@ func (d *Docker) Reconcile(ctx context.Context, dir string, live func(ctx contex
 // reconcileOne removes c when nothing live uses it (see Reconcile) and reports whether it
 // did.
 func (d *Docker) reconcileOne(ctx context.Context, c container.Summary, keep map[string]bool) (bool, error) {
-	if d.pooled(c.ID) {
+	if d.pooled(c) {
 		return false, nil // waiting in the pool, or handed out to a sandbox of this process
 	}
 	id, ws := sandboxOf(c), c.Labels[labelWorkspace]
