@@ -2,6 +2,7 @@ package prompts
 
 import (
 	"fmt"
+	"github.com/thefold/thefold/pkg/fence"
 	"path"
 	"regexp"
 	"strings"
@@ -287,7 +288,7 @@ const (
 // MODIFY) a file that shrank sharply.
 func lazyWhole(content, existing string, modify bool) error {
 	if n, l := elision(content, existing); n > 0 {
-		return fmt.Errorf("the file leaves code out (line %d: %q); write every line of the file — nothing is filled in for you", n, truncate(l, 120))
+		return fmt.Errorf("the file leaves code out (line %d: %q); write every line of the file — nothing is filled in for you", n, fence.Truncate(l, 120))
 	}
 	if modify {
 		before, after := lineCount(existing), lineCount(content)
@@ -302,7 +303,7 @@ func lazyWhole(content, existing string, modify bool) error {
 func lazyEdits(edits []*typev1.Edit, existing string) error {
 	for i, e := range edits {
 		if n, l := elision(e.GetNewText(), existing+e.GetOldText()); n > 0 {
-			return fmt.Errorf("edit %d's replacement leaves code out (its line %d: %q); a replacement holds exactly the lines that take the SEARCH part's place", i+1, n, truncate(l, 120))
+			return fmt.Errorf("edit %d's replacement leaves code out (its line %d: %q); a replacement holds exactly the lines that take the SEARCH part's place", i+1, n, fence.Truncate(l, 120))
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"github.com/thefold/thefold/pkg/fence"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,26 +28,26 @@ var funcs = template.FuncMap{
 	"attempts":    fenceAttempts,
 	"plan":        fencePlan,
 	"projectPlan": fenceProjectPlan,
-	"text":        func(kind, s string) string { return Fence(kind, nil, s, maxTextBytes) },
-	"output":      func(kind, s string) string { return Fence(kind, nil, s, maxOutputBytes) },
+	"text":        func(kind, s string) string { return fence.Fence(kind, nil, s, maxTextBytes) },
+	"output":      func(kind, s string) string { return fence.Fence(kind, nil, s, maxOutputBytes) },
 	"reviewFiles": fenceReviewFiles,
 	"outcomes":    fenceOutcomes,
 	"orderable":   fenceOrderable,
-	"phaseName":   func(p *aiv1.ProjectPhase) string { return attrValue(p.GetName()) },
+	"phaseName":   func(p *aiv1.ProjectPhase) string { return fence.Attr(p.GetName()) },
 	"inc":         func(i int32) int32 { return i + 1 },
-	"attr":        attrValue,
+	"attr":        fence.Attr,
 }
 
 func fenceTask(t *aiv1.TaskSpec) string {
 	var b strings.Builder
-	b.WriteString("Title: " + Sanitize(t.GetTitle(), maxShortBytes) + "\n")
+	b.WriteString("Title: " + fence.Sanitize(t.GetTitle(), maxShortBytes) + "\n")
 	if len(t.GetLabels()) > 0 {
-		b.WriteString("Labels: " + Sanitize(strings.Join(t.GetLabels(), ", "), maxShortBytes) + "\n")
+		b.WriteString("Labels: " + fence.Sanitize(strings.Join(t.GetLabels(), ", "), maxShortBytes) + "\n")
 	}
 	// Cut in the middle: what follows the task as written (retry guidance, a reviewer's
 	// feedback) is appended at the end and matters as much as its start.
-	b.WriteString("\n" + truncateMiddle(Sanitize(t.GetDescription(), 0), maxTextBytes))
-	return Fence("task", nil, b.String(), 0)
+	b.WriteString("\n" + fence.TruncateMiddle(fence.Sanitize(t.GetDescription(), 0), maxTextBytes))
+	return fence.Fence("task", nil, b.String(), 0)
 }
 
 // fenceTree lists repository paths, at most maxTreePaths of them.
@@ -60,13 +61,13 @@ func fenceTree(paths []string) string {
 	}
 	var b strings.Builder
 	for _, p := range shown {
-		b.WriteString(Sanitize(strings.ReplaceAll(p, "\n", " "), maxShortBytes))
+		b.WriteString(fence.Sanitize(strings.ReplaceAll(p, "\n", " "), maxShortBytes))
 		b.WriteByte('\n')
 	}
 	if n := len(paths) - len(shown); n > 0 {
 		fmt.Fprintf(&b, "[… %d more paths not shown]\n", n)
 	}
-	return Fence("tree", [][2]string{{"paths", strconv.Itoa(len(paths))}}, b.String(), 0)
+	return fence.Fence("tree", [][2]string{{"paths", strconv.Itoa(len(paths))}}, b.String(), 0)
 }
 
 func fenceFile(kind, path, content string, truncated bool) string {
@@ -75,7 +76,7 @@ func fenceFile(kind, path, content string, truncated bool) string {
 		// The caller cut it to a token budget before we saw it.
 		attrs = append(attrs, [2]string{"truncated", "true"})
 	}
-	return Fence(kind, attrs, content, maxFileBytes)
+	return fence.Fence(kind, attrs, content, maxFileBytes)
 }
 
 // fenceFiles fences context files in the order given: the order is the dependency order
@@ -107,7 +108,7 @@ func trustedMemories(ms []*aiv1.MemoryFragment) string {
 			continue
 		}
 		fmt.Fprintf(&b, "- [%s] %s\n", memoryType(m.GetType()),
-			strings.ReplaceAll(Sanitize(m.GetContent(), maxMemoryBytes), "\n", "\n  "))
+			strings.ReplaceAll(fence.Sanitize(m.GetContent(), maxMemoryBytes), "\n", "\n  "))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
@@ -119,7 +120,7 @@ func untrustedMemories(ms []*aiv1.MemoryFragment) string {
 		if isTrusted(m) {
 			continue
 		}
-		out = append(out, Fence("memory", [][2]string{{"type", memoryType(m.GetType())}}, m.GetContent(), maxMemoryBytes))
+		out = append(out, fence.Fence("memory", [][2]string{{"type", memoryType(m.GetType())}}, m.GetContent(), maxMemoryBytes))
 	}
 	return strings.Join(out, "\n\n")
 }
@@ -149,7 +150,7 @@ func diagnosticLines(ds []*typev1.Diagnostic) string {
 		if d.GetRule() != "" {
 			src += " " + d.GetRule()
 		}
-		line := fmt.Sprintf("%s: %s: %s", loc, severity(d.GetSeverity()), Sanitize(d.GetMessage(), maxShortBytes))
+		line := fmt.Sprintf("%s: %s: %s", loc, severity(d.GetSeverity()), fence.Sanitize(d.GetMessage(), maxShortBytes))
 		if src = strings.TrimSpace(src); src != "" {
 			line += " [" + src + "]"
 		}
@@ -162,7 +163,7 @@ func fenceDiagnostics(ds []*typev1.Diagnostic) string {
 	if len(ds) == 0 {
 		return ""
 	}
-	return Fence("diagnostics", [][2]string{{"count", strconv.Itoa(len(ds))}}, diagnosticLines(ds), maxOutputBytes)
+	return fence.Fence("diagnostics", [][2]string{{"count", strconv.Itoa(len(ds))}}, diagnosticLines(ds), maxOutputBytes)
 }
 
 func fenceAttempts(as []*aiv1.AttemptRecord) string {
@@ -170,22 +171,22 @@ func fenceAttempts(as []*aiv1.AttemptRecord) string {
 	for _, a := range as {
 		var b strings.Builder
 		if a.GetSummary() != "" {
-			b.WriteString("Tried: " + Sanitize(a.GetSummary(), maxTextBytes) + "\n")
+			b.WriteString("Tried: " + fence.Sanitize(a.GetSummary(), maxTextBytes) + "\n")
 		}
 		if len(a.GetErrors()) > 0 {
 			b.WriteString("Diagnostics:\n" + diagnosticLines(a.GetErrors()))
 		}
 		if a.GetError() != "" {
-			b.WriteString("Failure output:\n" + Sanitize(a.GetError(), maxOutputBytes) + "\n")
+			b.WriteString("Failure output:\n" + fence.Sanitize(a.GetError(), maxOutputBytes) + "\n")
 		}
 		if a.GetCategory() != aiv1.FailureCategory_FAILURE_CATEGORY_UNSPECIFIED {
 			b.WriteString("Diagnosed as: " + categoryName(a.GetCategory()) + "\n")
 		}
 		if a.GetDiagnosis() != "" {
-			b.WriteString("Diagnosis: " + Sanitize(a.GetDiagnosis(), maxTextBytes) + "\n")
+			b.WriteString("Diagnosis: " + fence.Sanitize(a.GetDiagnosis(), maxTextBytes) + "\n")
 		}
 		attrs := [][2]string{{"attempt", strconv.Itoa(int(a.GetAttempt()))}}
-		out = append(out, Fence("attempt", attrs, b.String(), maxTextBytes+maxOutputBytes))
+		out = append(out, fence.Fence("attempt", attrs, b.String(), maxTextBytes+maxOutputBytes))
 	}
 	return strings.Join(out, "\n\n")
 }
@@ -219,7 +220,7 @@ func fencePlan(p *typev1.Plan) string {
 		b.WriteString("\n" + js(s) + sep(i, len(j.Steps)))
 	}
 	b.WriteString("\n]}")
-	return Fence("plan", nil, b.String(), maxFileBytes)
+	return fence.Fence("plan", nil, b.String(), maxFileBytes)
 }
 
 // fenceProjectPlan shows a project plan in DecomposeProject's answer shape, one task per
@@ -239,7 +240,7 @@ func fenceProjectPlan(p *aiv1.ProjectPlan) string {
 		b.WriteString("\n]}" + sep(i, len(j.Phases)))
 	}
 	b.WriteString("\n]}")
-	return Fence("project-plan", nil, b.String(), maxFileBytes)
+	return fence.Fence("project-plan", nil, b.String(), maxFileBytes)
 }
 
 func sep(i, n int) string {
@@ -291,14 +292,14 @@ func fenceReviewFiles(fs []*aiv1.ReviewFile) string {
 		var parts []string
 		switch {
 		case f.GetAction() == typev1.FileAction_FILE_ACTION_CREATE && f.GetContent() != "":
-			parts = append(parts, Fence("file", numberedAttrs(attrs), contents[i], max(caps[i], 1)))
+			parts = append(parts, fence.Fence("file", numberedAttrs(attrs), contents[i], max(caps[i], 1)))
 		case f.GetAction() == typev1.FileAction_FILE_ACTION_DELETE || f.GetContent() == "":
-			parts = append(parts, Fence("diff", attrs, f.GetDiff(), max(caps[i], 1)))
+			parts = append(parts, fence.Fence("diff", attrs, f.GetDiff(), max(caps[i], 1)))
 		default:
 			if f.GetDiff() != "" {
-				parts = append(parts, Fence("diff", attrs, f.GetDiff(), max(diffCap, 1)))
+				parts = append(parts, fence.Fence("diff", attrs, f.GetDiff(), max(diffCap, 1)))
 			}
-			parts = append(parts, Fence("file", numberedAttrs(attrs), contents[i], max(contentCap, 1)))
+			parts = append(parts, fence.Fence("file", numberedAttrs(attrs), contents[i], max(contentCap, 1)))
 		}
 		out = append(out, strings.Join(parts, "\n"))
 	}
@@ -335,14 +336,14 @@ func fenceOutcomes(os []*aiv1.TaskOutcome) string {
 			status = "succeeded"
 		}
 		var b strings.Builder
-		b.WriteString("Title: " + Sanitize(o.GetTitle(), maxShortBytes) + "\n")
+		b.WriteString("Title: " + fence.Sanitize(o.GetTitle(), maxShortBytes) + "\n")
 		if o.GetSummary() != "" {
-			b.WriteString(Sanitize(o.GetSummary(), maxTextBytes) + "\n")
+			b.WriteString(fence.Sanitize(o.GetSummary(), maxTextBytes) + "\n")
 		}
 		if len(o.GetFiles()) > 0 {
 			b.WriteString("Files: " + strings.Join(o.GetFiles(), ", ") + "\n")
 		}
-		out = append(out, Fence("outcome", [][2]string{{"key", o.GetKey()}, {"status", status}}, b.String(), maxTextBytes))
+		out = append(out, fence.Fence("outcome", [][2]string{{"key", o.GetKey()}, {"status", status}}, b.String(), maxTextBytes))
 	}
 	return strings.Join(out, "\n\n")
 }
@@ -361,14 +362,14 @@ func fenceOrderable(ts []*aiv1.OrderableTask) string {
 			attrs = append(attrs, [2]string{"blocked_by", strings.Join(t.GetBlockedBy(), ",")})
 		}
 		var b strings.Builder
-		b.WriteString("Title: " + Sanitize(t.GetTitle(), maxShortBytes) + "\n")
+		b.WriteString("Title: " + fence.Sanitize(t.GetTitle(), maxShortBytes) + "\n")
 		if len(t.GetLabels()) > 0 {
-			b.WriteString("Labels: " + Sanitize(strings.Join(t.GetLabels(), ", "), maxShortBytes) + "\n")
+			b.WriteString("Labels: " + fence.Sanitize(strings.Join(t.GetLabels(), ", "), maxShortBytes) + "\n")
 		}
 		if t.GetDescription() != "" {
-			b.WriteString("\n" + Sanitize(t.GetDescription(), maxOrderableBytes))
+			b.WriteString("\n" + fence.Sanitize(t.GetDescription(), maxOrderableBytes))
 		}
-		out = append(out, Fence("task", attrs, b.String(), 0))
+		out = append(out, fence.Fence("task", attrs, b.String(), 0))
 	}
 	return strings.Join(out, "\n\n")
 }
@@ -396,22 +397,22 @@ func guidanceSegment(skills []*aiv1.SkillFragment, conventions string, patterns 
 		var b strings.Builder
 		b.WriteString("# Skills\nFollow these instructions from the administrators where they apply.")
 		for _, s := range sorted {
-			b.WriteString("\n\n## " + Sanitize(strings.ReplaceAll(s.GetName(), "\n", " "), maxShortBytes) + "\n")
-			b.WriteString(Sanitize(s.GetContent(), maxSkillBytes))
+			b.WriteString("\n\n## " + fence.Sanitize(strings.ReplaceAll(s.GetName(), "\n", " "), maxShortBytes) + "\n")
+			b.WriteString(fence.Sanitize(s.GetContent(), maxSkillBytes))
 		}
 		parts = append(parts, b.String())
 	}
 	if strings.TrimSpace(conventions) != "" {
 		parts = append(parts, "# Project conventions\nThe code must follow these conventions of the project.\n\n"+
-			Fence("conventions", nil, conventions, maxTextBytes))
+			fence.Fence("conventions", nil, conventions, maxTextBytes))
 	}
 	if len(patterns) > 0 {
 		var b strings.Builder
 		b.WriteString("# Code patterns\nKnown patterns from this codebase's history; reuse them where they fit.")
 		for _, p := range patterns {
 			attrs := [][2]string{{"language", p.GetLanguage()}}
-			body := "Solves: " + Sanitize(p.GetDescription(), maxShortBytes) + "\n\n" + p.GetCode()
-			b.WriteString("\n\n" + Fence("code-pattern", attrs, body, maxMemoryBytes))
+			body := "Solves: " + fence.Sanitize(p.GetDescription(), maxShortBytes) + "\n\n" + p.GetCode()
+			b.WriteString("\n\n" + fence.Fence("code-pattern", attrs, body, maxMemoryBytes))
 		}
 		parts = append(parts, b.String())
 	}

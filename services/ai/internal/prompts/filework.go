@@ -3,6 +3,7 @@ package prompts
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/thefold/thefold/pkg/fence"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +113,7 @@ func fileWork(rpc string, task *aiv1.TaskSpec, plan *typev1.Plan, deps, refs []*
 		out.drop, out.dropNames[i] = append(out.drop, i), "the repository outlines"
 	}
 	for k, d := range deps {
-		out.drop, out.dropNames[k+1] = append(out.drop, k+1), "dependency file "+attrValue(d.GetPath())
+		out.drop, out.dropNames[k+1] = append(out.drop, k+1), "dependency file "+fence.Attr(d.GetPath())
 	}
 	return out, nil
 }
@@ -223,7 +224,7 @@ func errorExcerpts(p, content string, ds []*typev1.Diagnostic) string {
 		}
 		last = max(last, to)
 	}
-	return Fence("excerpt", [][2]string{{"path", p}}, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
+	return fence.Fence("excerpt", [][2]string{{"path", p}}, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
 }
 
 // fixHistory renders the earlier rounds, oldest first.
@@ -239,9 +240,9 @@ func fixHistory(rs []*aiv1.FixHistory) string {
 		fmt.Fprintf(&b, "Round %d: ", r.GetRound())
 		switch {
 		case r.GetError() != "":
-			b.WriteString("its answer could not be used: " + Sanitize(r.GetError(), maxShortBytes) + "\n")
+			b.WriteString("its answer could not be used: " + fence.Sanitize(r.GetError(), maxShortBytes) + "\n")
 		case r.GetExplanation() != "":
-			b.WriteString("changed: " + Sanitize(r.GetExplanation(), maxShortBytes) + "\n")
+			b.WriteString("changed: " + fence.Sanitize(r.GetExplanation(), maxShortBytes) + "\n")
 		default:
 			b.WriteString("changed the file (no explanation given)\n")
 		}
@@ -249,7 +250,7 @@ func fixHistory(rs []*aiv1.FixHistory) string {
 			b.WriteString("Still failing after it:\n" + diagnosticLines(r.GetErrorsAfter()))
 		}
 	}
-	return Fence("fix-history", nil, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
+	return fence.Fence("fix-history", nil, strings.TrimSuffix(b.String(), "\n"), maxOutputBytes)
 }
 
 // FileSession reads one GenerateFile or FixFile call's answers, across its repair rounds.
@@ -326,8 +327,8 @@ func withTurns(req llm.Request, reply, user string) llm.Request {
 		reply = "(empty reply)" // providers refuse empty assistant turns
 	}
 	req.Messages = append(slices.Clone(req.Messages),
-		llm.Message{Role: llm.RoleAssistant, Blocks: []llm.Block{llm.Text(truncate(reply, maxRepairEcho))}},
-		llm.UserText(Sanitize(user, maxRepairEcho)))
+		llm.Message{Role: llm.RoleAssistant, Blocks: []llm.Block{llm.Text(fence.Truncate(reply, maxRepairEcho))}},
+		llm.UserText(fence.Sanitize(user, maxRepairEcho)))
 	return req
 }
 
@@ -500,7 +501,7 @@ func (s *FileSession) cutOff() *FileProblem {
 	if !s.create && s.base != "" && s.truncations == 1 {
 		msg := pe.Err.Error() + " before the file ended. Answer with SEARCH/REPLACE blocks for the changes instead of the whole file."
 		return &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, reply string) (llm.Request, bool) {
-			return withTurns(req, truncate(reply, 4<<10), msg), true
+			return withTurns(req, fence.Truncate(reply, 4<<10), msg), true
 		}}
 	}
 	return &FileProblem{ParseError: pe, s: s, next: func(req llm.Request, _ string) (llm.Request, bool) {
@@ -562,10 +563,10 @@ func explanation(rest string) string {
 			Explanation string `json:"explanation"`
 		}
 		if json.Unmarshal(b, &j) == nil && strings.TrimSpace(j.Explanation) != "" {
-			return truncate(strings.TrimSpace(j.Explanation), maxExplanationBytes)
+			return fence.Truncate(strings.TrimSpace(j.Explanation), maxExplanationBytes)
 		}
 	}
-	return truncate(rest, maxExplanationBytes)
+	return fence.Truncate(rest, maxExplanationBytes)
 }
 
 // checkContent rejects file text no file should have: NUL bytes, or the whole file wrapped

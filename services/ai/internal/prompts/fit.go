@@ -2,6 +2,7 @@ package prompts
 
 import (
 	"fmt"
+	"github.com/thefold/thefold/pkg/fence"
 
 	"github.com/thefold/thefold/services/ai/internal/llm"
 )
@@ -51,7 +52,7 @@ func (p *Prompt) Fit(req llm.Request, limit int, count func(string) int) (out ll
 		}
 		text := blocks[longest].Text
 		keep := int(float64(len(text)) * float64(sizes[longest]-over-64) / float64(sizes[longest]))
-		blocks[longest].Text = truncateMiddle(text, max(keep, 0))
+		blocks[longest].Text = fence.TruncateMiddle(text, max(keep, 0))
 		after := count(blocks[longest].Text)
 		n += after - sizes[longest]
 		sizes[longest] = after

@@ -14,6 +14,7 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"github.com/thefold/thefold/pkg/fence"
 	"strings"
 	"text/template"
 
@@ -207,14 +208,14 @@ func Repair(p *Prompt, badReply string, problem error) []llm.Message {
 		// Providers reject empty assistant turns.
 		reply = "(empty reply)"
 	}
-	reply = truncate(reply, maxRepairEcho)
+	reply = fence.Truncate(reply, maxRepairEcho)
 	var b strings.Builder
 	b.WriteString("That answer cannot be used:\n")
 	msg := "unknown problem"
 	if problem != nil {
 		msg = problem.Error()
 	}
-	b.WriteString(Sanitize(msg, maxOutputBytes))
+	b.WriteString(fence.Sanitize(msg, maxOutputBytes))
 	b.WriteString("\n\nAnswer again with the complete, corrected JSON object only: no prose, no markdown fence")
 	if p != nil && p.Schema != nil {
 		b.WriteString(", matching the JSON Schema given above")
