@@ -56,6 +56,7 @@ var naturallyIdempotent = map[string]string{
 
 	// Values set, not added.
 	"thefold.agent.v1.ProjectService.UpdateProject":        setsFields,
+	"thefold.agent.v1.ChatService.UpdateConversation":      setsFields,
 	"thefold.ai.v1.ModelRegistryService.UpdateModel":       setsFields,
 	"thefold.ai.v1.ModelRegistryService.UpdateProvider":    setsFields,
 	"thefold.gateway.v1.UserService.UpdateUser":            setsFields,
@@ -81,6 +82,7 @@ var naturallyIdempotent = map[string]string{
 	"thefold.memory.v1.MemoryService.DeleteMemory":      deletesByID,
 	"thefold.skills.v1.SkillService.DeleteSkill":        deletesByID,
 	"thefold.tasks.v1.TaskService.DeleteTask":           deletesByID,
+	"thefold.agent.v1.ChatService.DeleteConversation":   deletesByID,
 	"thefold.sandbox.v1.SandboxService.DeleteFile":      "deletes by path: a retry finds it gone (NOT_FOUND)",
 	"thefold.sandbox.v1.SandboxService.DestroySandbox":  "destroying a destroyed sandbox succeeds and changes nothing",
 
@@ -94,6 +96,7 @@ var naturallyIdempotent = map[string]string{
 	"thefold.agent.v1.ProjectService.ResumeProject":      "continues a PAUSED project and never runs a completed task again: a retry finds it RUNNING (FAILED_PRECONDITION)",
 	"thefold.agent.v1.ProjectService.SkipProjectTask":    guardedOnce,
 	"thefold.agent.v1.ProjectService.ResolveProjectTask": guardedOnce,
+	"thefold.agent.v1.ChatService.CancelReply":           guardedOnce,
 	"thefold.agent.v1.ReviewService.ApproveReview":       "approving an APPROVED review again is a no-op that returns it",
 	"thefold.agent.v1.ReviewService.RejectReview":        guardedOnce,
 	"thefold.agent.v1.ReviewService.RequestChanges":      "keyed by the review: only a PENDING review is sent back and it never becomes PENDING again (the next round is a new review), so a retry is FAILED_PRECONDITION, never a second round",

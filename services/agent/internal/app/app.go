@@ -27,6 +27,7 @@ import (
 	"github.com/thefold/thefold/pkg/platform"
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
+	"github.com/thefold/thefold/services/agent/internal/chat"
 	"github.com/thefold/thefold/services/agent/internal/loop"
 	"github.com/thefold/thefold/services/agent/internal/project"
 	"github.com/thefold/thefold/services/agent/internal/service"
@@ -68,6 +69,11 @@ type Config struct {
 	// "ai=5/60s,sandbox=3/30s" (defaults: ai, builder, github, memory, tasks, skills 5/60s;
 	// sandbox 3/30s).
 	Breakers string `env:"THEFOLD_AGENT_BREAKERS"`
+	// ChatMaxRounds bounds the model calls of one chat reply (tool rounds plus the answer);
+	// ChatContextTokens is how much of a conversation is sent to the model whole (older
+	// turns are summarised).
+	ChatMaxRounds     int `env:"THEFOLD_AGENT_CHAT_MAX_ROUNDS, default=10"`
+	ChatContextTokens int `env:"THEFOLD_AGENT_CHAT_CONTEXT_TOKENS, default=60000"`
 	// Events is how long job events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
 }
@@ -88,6 +94,10 @@ func (c *Config) Validate() error {
 	positive("THEFOLD_AGENT_CONTEXT_TOKENS", int64(c.ContextTokens))
 	positive("THEFOLD_AGENT_MAX_WATCHES", int64(c.MaxWatches))
 	positive("THEFOLD_AGENT_MAX_WATCHES_PER_USER", int64(c.MaxWatchesPerUser))
+	positive("THEFOLD_AGENT_CHAT_MAX_ROUNDS", int64(c.ChatMaxRounds))
+	if c.ChatContextTokens < 2000 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_CHAT_CONTEXT_TOKENS: at least 2000"))
+	}
 	if _, err := breaker.ParseConfigs(c.Breakers, breaker.Defaults); err != nil {
 		problems = append(problems, fmt.Errorf("THEFOLD_AGENT_BREAKERS: %w", err))
 	}
@@ -123,6 +133,16 @@ type projectArgs struct {
 func (projectArgs) Kind() string { return "agent_project_run" }
 
 func (a projectArgs) Job() string { return a.ProjectID }
+
+// replyArgs is the job-queue job that runs (or resumes) one chat reply.
+type replyArgs struct {
+	ReplyID string `json:"reply_id"`
+	Resume  string `json:"resume,omitempty"`
+}
+
+func (replyArgs) Kind() string { return "agent_chat_reply" }
+
+func (a replyArgs) Job() string { return a.ReplyID }
 
 // maxMessage is the largest answer the agent takes from another service.
 const maxMessage = 64 << 20
@@ -231,9 +251,27 @@ func Service() platform.Service {
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 				AI: clients.AI, CallTimeout: cfg.CallTimeout, ProjectQueue: pq, ProjectStopper: projects,
 			})
+			cc := chat.DefaultConfig
+			cc.MaxRounds, cc.ContextTokens, cc.LeaseExpiry, cc.CallTimeout = cfg.ChatMaxRounds, cfg.ChatContextTokens, cfg.LeaseExpiry, cfg.CallTimeout
+			replies := chat.NewRunner(st, chat.Clients{AI: clients.AI, Tasks: clients.Tasks, Repos: clients.Repos, Memory: clients.Memory,
+				Agent: svc, Projects: svc.Projects()}, d.ServiceSigner, cc, d.Logger)
+			rq, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[replyArgs]{
+				Name: "replies", MaxWorkers: max(cfg.MaxJobs, 8), MaxAttempts: 25, Run: replies.Run,
+				New: func(id string) replyArgs { return replyArgs{ReplyID: id, Resume: uuid.NewString()} },
+			}, d.Logger)
+			if err != nil {
+				return fmt.Errorf("agent: %w", err)
+			}
+			d.Go("reply worker", rq.Serve)
+			d.Go("reply reaper", func(ctx context.Context) error {
+				return rq.Reap(ctx, st.ReplyLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
+			})
+			d.Go("chat notifier", chat.NewNotifier(st, hub, d.Logger).Run)
+
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), svc.Projects())
+			agentv1.RegisterChatServiceServer(d.Server.GRPC(), svc.Chat(rq, replies))
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

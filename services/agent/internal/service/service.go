@@ -668,6 +668,9 @@ func (s *Server) ListAuditLog(ctx context.Context, req *agentv1.ListAuditLogRequ
 	if f.TaskID, err = validate.UUID("task_id", req.TaskId, false); err != nil {
 		return nil, err
 	}
+	if f.ConversationID, err = validate.UUID("conversation_id", req.ConversationId, false); err != nil {
+		return nil, err
+	}
 	if req.Action != "" {
 		if len(req.Action) > maxAction || strings.Trim(req.Action, "abcdefghijklmnopqrstuvwxyz_") != "" {
 			return nil, errs.Invalid("action", "must be a lower_snake action name, e.g. plan_created")

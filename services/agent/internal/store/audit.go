@@ -130,9 +130,9 @@ func (s *Store) Metrics(ctx context.Context, owner, id string) ([]*agentv1.Phase
 
 // AuditFilter narrows ListAudit; empty fields match anything.
 type AuditFilter struct {
-	JobID, TaskID, Action string
-	FailuresOnly          bool
-	Start, End            time.Time
+	JobID, TaskID, Action, ConversationID string
+	FailuresOnly                          bool
+	Start, End                            time.Time
 }
 
 const auditTokenVersion = "a1"
@@ -171,7 +171,11 @@ func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, page
 		}
 		c.Add("id < $%d", before)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, job_id, task_id, owner_id, actor, action, details, success, error, duration_ms, create_time
+	if f.ConversationID != "" {
+		c.Add("conversation_id = $%d::uuid", f.ConversationID)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, coalesce(job_id::text, ''), task_id, owner_id, actor, action, details, success, error, duration_ms,
+			create_time, coalesce(conversation_id::text, '')
 		FROM audit_log`+c.Where()+` ORDER BY id DESC LIMIT `+c.Arg(pageSize+1), c.Args...)
 	if err != nil {
 		return nil, "", err
@@ -185,7 +189,8 @@ func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, page
 			details []byte
 			at      time.Time
 		)
-		if err := rows.Scan(&id, &e.JobId, &e.TaskId, &e.OwnerId, &e.Actor, &e.Action, &details, &e.Success, &e.Error, &ms, &at); err != nil {
+		if err := rows.Scan(&id, &e.JobId, &e.TaskId, &e.OwnerId, &e.Actor, &e.Action, &details, &e.Success, &e.Error, &ms, &at,
+			&e.ConversationId); err != nil {
 			return nil, "", err
 		}
 		if err := jsonIn.Unmarshal(details, e.Details); err != nil {
@@ -203,4 +208,25 @@ func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, page
 		next = validate.EncodePageToken(auditTokenVersion, out[len(out)-1].Id)
 	}
 	return out, next, nil
+}
+
+// AuditTool records a conversation's tool call a (Key: the reply and the call, so a resumed
+// reply's call is one entry), done for owner by actor.
+func (s *Store) AuditTool(ctx context.Context, conv, owner string, a Audit) error {
+	details, err := structpb.NewStruct(a.Details)
+	if err != nil {
+		return fmt.Errorf("store: audit %s: details: %w", a.Action, err)
+	}
+	doc, err := jsonOut.Marshal(details)
+	if err != nil {
+		return err
+	}
+	msg := ""
+	if a.Err != nil {
+		msg = a.Err.Error()
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO audit_log (conversation_id, task_id, owner_id, actor, action, key, details, success, error, duration_ms)
+		VALUES ($1, '', $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING`,
+		conv, owner, a.Actor, a.Action, a.Key, doc, a.Err == nil, msg, a.Duration.Milliseconds())
+	return err
 }

@@ -3390,11 +3390,12 @@ func (x *GetJobMetricsResponse) GetTotalDuration() *durationpb.Duration {
 	return nil
 }
 
-// AuditLogEntry records one audited step of a job.
+// AuditLogEntry records one audited step of a job, or a tool call of a conversation.
 type AuditLogEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned id.
-	Id     string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The job; empty for a conversation's tool call.
 	JobId  string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	TaskId string `protobuf:"bytes,3,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Owner of the job.
@@ -3409,10 +3410,13 @@ type AuditLogEntry struct {
 	// Why it failed, when success is false.
 	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	// How long the step took.
-	Duration      *durationpb.Duration   `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duration   *durationpb.Duration   `protobuf:"bytes,10,opt,name=duration,proto3" json:"duration,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The conversation whose reply made the tool call (action "chat_tool", details.tool the
+	// tool's name).
+	ConversationId string `protobuf:"bytes,12,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AuditLogEntry) Reset() {
@@ -3522,6 +3526,13 @@ func (x *AuditLogEntry) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *AuditLogEntry) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 type ListAuditLogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Filters; empty means any.
@@ -3536,9 +3547,11 @@ type ListAuditLogRequest struct {
 	// 1–500, default 100.
 	PageSize int32 `protobuf:"varint,7,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token.
-	PageToken     string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageToken string `protobuf:"bytes,8,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only the tool calls of this conversation.
+	ConversationId string `protobuf:"bytes,9,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListAuditLogRequest) Reset() {
@@ -3623,6 +3636,13 @@ func (x *ListAuditLogRequest) GetPageSize() int32 {
 func (x *ListAuditLogRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListAuditLogRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
 	}
 	return ""
 }
@@ -7374,7 +7394,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x126\n" +
 	"\x06phases\x18\x02 \x03(\v2\x1e.thefold.agent.v1.PhaseMetricsR\x06phases\x12,\n" +
 	"\x05total\x18\x03 \x01(\v2\x16.thefold.type.v1.UsageR\x05total\x12@\n" +
-	"\x0etotal_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rtotalDuration\"\xef\x02\n" +
+	"\x0etotal_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rtotalDuration\"\x98\x03\n" +
 	"\rAuditLogEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x17\n" +
@@ -7388,7 +7408,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\bduration\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\bduration\x12;\n" +
 	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xb0\x02\n" +
+	"createTime\x12'\n" +
+	"\x0fconversation_id\x18\f \x01(\tR\x0econversationId\"\xd9\x02\n" +
 	"\x13ListAuditLogRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x16\n" +
@@ -7399,7 +7420,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
 	"\tpage_size\x18\a \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\b \x01(\tR\tpageToken\"y\n" +
+	"page_token\x18\b \x01(\tR\tpageToken\x12'\n" +
+	"\x0fconversation_id\x18\t \x01(\tR\x0econversationId\"y\n" +
 	"\x14ListAuditLogResponse\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.thefold.agent.v1.AuditLogEntryR\aentries\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"U\n" +

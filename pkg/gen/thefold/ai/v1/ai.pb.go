@@ -757,7 +757,7 @@ func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolChoice_Mode.Descriptor instead.
 func (ToolChoice_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46, 0}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47, 0}
 }
 
 // ModelChoice says which model a call uses: an explicit model, or hints to select one.
@@ -4399,6 +4399,7 @@ type ContentBlock struct {
 	//	*ContentBlock_Text
 	//	*ContentBlock_ToolUse
 	//	*ContentBlock_ToolResult
+	//	*ContentBlock_Image
 	Block         isContentBlock_Block `protobuf_oneof:"block"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4468,6 +4469,15 @@ func (x *ContentBlock) GetToolResult() *ToolResult {
 	return nil
 }
 
+func (x *ContentBlock) GetImage() *Image {
+	if x != nil {
+		if x, ok := x.Block.(*ContentBlock_Image); ok {
+			return x.Image
+		}
+	}
+	return nil
+}
+
 type isContentBlock_Block interface {
 	isContentBlock_Block()
 }
@@ -4486,11 +4496,74 @@ type ContentBlock_ToolResult struct {
 	ToolResult *ToolResult `protobuf:"bytes,3,opt,name=tool_result,json=toolResult,proto3,oneof"`
 }
 
+type ContentBlock_Image struct {
+	// In a user message: an image, for models that take images (the registry's
+	// supports_vision); another model gets a line saying an image was left out.
+	Image *Image `protobuf:"bytes,4,opt,name=image,proto3,oneof"`
+}
+
 func (*ContentBlock_Text) isContentBlock_Block() {}
 
 func (*ContentBlock_ToolUse) isContentBlock_Block() {}
 
 func (*ContentBlock_ToolResult) isContentBlock_Block() {}
+
+func (*ContentBlock_Image) isContentBlock_Block() {}
+
+// Image is a picture in a message.
+type Image struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// image/png, image/jpeg, image/gif or image/webp.
+	MediaType string `protobuf:"bytes,1,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// The encoded picture; at most 5 MiB.
+	Data          []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Image) Reset() {
+	*x = Image{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Image) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Image) ProtoMessage() {}
+
+func (x *Image) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Image.ProtoReflect.Descriptor instead.
+func (*Image) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *Image) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *Image) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
 
 // Tool is a function the model may call.
 type Tool struct {
@@ -4506,7 +4579,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4518,7 +4591,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[43]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4531,7 +4604,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{43}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Tool) GetName() string {
@@ -4569,7 +4642,7 @@ type ToolUse struct {
 
 func (x *ToolUse) Reset() {
 	*x = ToolUse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4654,7 @@ func (x *ToolUse) String() string {
 func (*ToolUse) ProtoMessage() {}
 
 func (x *ToolUse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[44]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +4667,7 @@ func (x *ToolUse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolUse.ProtoReflect.Descriptor instead.
 func (*ToolUse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{44}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ToolUse) GetId() string {
@@ -4632,7 +4705,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4644,7 +4717,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[45]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4657,7 +4730,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{45}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ToolResult) GetToolUseId() string {
@@ -4693,7 +4766,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4705,7 +4778,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[46]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4718,7 +4791,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{46}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ToolChoice) GetMode() ToolChoice_Mode {
@@ -4763,7 +4836,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4775,7 +4848,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[47]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4788,7 +4861,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{47}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CompleteRequest) GetRequestId() string {
@@ -4885,7 +4958,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4897,7 +4970,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[48]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4910,7 +4983,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{48}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CompleteResponse) GetContent() string {
@@ -4948,6 +5021,242 @@ func (x *CompleteResponse) GetToolUses() []*ToolUse {
 	return nil
 }
 
+// StreamCompleteRequest is the input of StreamComplete: the fields of a CompleteRequest
+// without a json_schema.
+type StreamCompleteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it streams the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// System prompt; cached by the provider where supported.
+	System string `protobuf:"bytes,2,opt,name=system,proto3" json:"system,omitempty"`
+	// At least one; the last is from the user.
+	Messages []*ChatMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	Model    *ModelChoice   `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// 0 uses the model's default.
+	MaxTokens int32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Unset uses the provider's default.
+	Temperature   *float64     `protobuf:"fixed64,6,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	StopSequences []string     `protobuf:"bytes,7,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	Attribution   *Attribution `protobuf:"bytes,8,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	// Tools the model may call.
+	Tools         []*Tool     `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`
+	ToolChoice    *ToolChoice `protobuf:"bytes,10,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCompleteRequest) Reset() {
+	*x = StreamCompleteRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCompleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCompleteRequest) ProtoMessage() {}
+
+func (x *StreamCompleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCompleteRequest.ProtoReflect.Descriptor instead.
+func (*StreamCompleteRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *StreamCompleteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *StreamCompleteRequest) GetSystem() string {
+	if x != nil {
+		return x.System
+	}
+	return ""
+}
+
+func (x *StreamCompleteRequest) GetMessages() []*ChatMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *StreamCompleteRequest) GetModel() *ModelChoice {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *StreamCompleteRequest) GetMaxTokens() int32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *StreamCompleteRequest) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *StreamCompleteRequest) GetStopSequences() []string {
+	if x != nil {
+		return x.StopSequences
+	}
+	return nil
+}
+
+func (x *StreamCompleteRequest) GetAttribution() *Attribution {
+	if x != nil {
+		return x.Attribution
+	}
+	return nil
+}
+
+func (x *StreamCompleteRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *StreamCompleteRequest) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+// StreamCompleteResponse is one message of a streamed reply: a piece of text, a complete
+// tool call, or (last) the whole response.
+type StreamCompleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*StreamCompleteResponse_TextDelta
+	//	*StreamCompleteResponse_ToolUse
+	//	*StreamCompleteResponse_Done
+	Event isStreamCompleteResponse_Event `protobuf_oneof:"event"`
+	// The model answering (registry name), set on the first message.
+	Model         string `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCompleteResponse) Reset() {
+	*x = StreamCompleteResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCompleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCompleteResponse) ProtoMessage() {}
+
+func (x *StreamCompleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCompleteResponse.ProtoReflect.Descriptor instead.
+func (*StreamCompleteResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *StreamCompleteResponse) GetEvent() isStreamCompleteResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamCompleteResponse) GetTextDelta() string {
+	if x != nil {
+		if x, ok := x.Event.(*StreamCompleteResponse_TextDelta); ok {
+			return x.TextDelta
+		}
+	}
+	return ""
+}
+
+func (x *StreamCompleteResponse) GetToolUse() *ToolUse {
+	if x != nil {
+		if x, ok := x.Event.(*StreamCompleteResponse_ToolUse); ok {
+			return x.ToolUse
+		}
+	}
+	return nil
+}
+
+func (x *StreamCompleteResponse) GetDone() *CompleteResponse {
+	if x != nil {
+		if x, ok := x.Event.(*StreamCompleteResponse_Done); ok {
+			return x.Done
+		}
+	}
+	return nil
+}
+
+func (x *StreamCompleteResponse) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+type isStreamCompleteResponse_Event interface {
+	isStreamCompleteResponse_Event()
+}
+
+type StreamCompleteResponse_TextDelta struct {
+	// The next piece of the reply's text.
+	TextDelta string `protobuf:"bytes,1,opt,name=text_delta,json=textDelta,proto3,oneof"`
+}
+
+type StreamCompleteResponse_ToolUse struct {
+	// A tool call, once its input is complete.
+	ToolUse *ToolUse `protobuf:"bytes,2,opt,name=tool_use,json=toolUse,proto3,oneof"`
+}
+
+type StreamCompleteResponse_Done struct {
+	// The whole reply, as Complete returns it; the last message of the stream.
+	Done *CompleteResponse `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
+}
+
+func (*StreamCompleteResponse_TextDelta) isStreamCompleteResponse_Event() {}
+
+func (*StreamCompleteResponse_ToolUse) isStreamCompleteResponse_Event() {}
+
+func (*StreamCompleteResponse_Done) isStreamCompleteResponse_Event() {}
+
 // Embedding is one vector.
 type Embedding struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4958,7 +5267,7 @@ type Embedding struct {
 
 func (x *Embedding) Reset() {
 	*x = Embedding{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4970,7 +5279,7 @@ func (x *Embedding) String() string {
 func (*Embedding) ProtoMessage() {}
 
 func (x *Embedding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[49]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4983,7 +5292,7 @@ func (x *Embedding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Embedding.ProtoReflect.Descriptor instead.
 func (*Embedding) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{49}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Embedding) GetValues() []float32 {
@@ -5015,7 +5324,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5336,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[50]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5349,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{50}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -5095,7 +5404,7 @@ type EmbedResponse struct {
 
 func (x *EmbedResponse) Reset() {
 	*x = EmbedResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5107,7 +5416,7 @@ func (x *EmbedResponse) String() string {
 func (*EmbedResponse) ProtoMessage() {}
 
 func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[51]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5120,7 +5429,7 @@ func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
 func (*EmbedResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{51}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EmbedResponse) GetEmbeddings() []*Embedding {
@@ -5170,7 +5479,7 @@ type EstimateCostRequest struct {
 
 func (x *EstimateCostRequest) Reset() {
 	*x = EstimateCostRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5182,7 +5491,7 @@ func (x *EstimateCostRequest) String() string {
 func (*EstimateCostRequest) ProtoMessage() {}
 
 func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[52]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5195,7 +5504,7 @@ func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostRequest.ProtoReflect.Descriptor instead.
 func (*EstimateCostRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{52}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EstimateCostRequest) GetModel() string {
@@ -5257,7 +5566,7 @@ type EstimateCostResponse struct {
 
 func (x *EstimateCostResponse) Reset() {
 	*x = EstimateCostResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5269,7 +5578,7 @@ func (x *EstimateCostResponse) String() string {
 func (*EstimateCostResponse) ProtoMessage() {}
 
 func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[53]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5282,7 +5591,7 @@ func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostResponse.ProtoReflect.Descriptor instead.
 func (*EstimateCostResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{53}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EstimateCostResponse) GetCostMicros() int64 {
@@ -5356,7 +5665,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5677,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[54]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5690,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{54}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Provider) GetId() string {
@@ -5509,7 +5818,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5521,7 +5830,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5534,7 +5843,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Model) GetId() string {
@@ -5687,7 +5996,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5699,7 +6008,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5712,7 +6021,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListProvidersRequest) GetEnabledOnly() bool {
@@ -5756,7 +6065,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5768,7 +6077,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5781,7 +6090,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -5808,7 +6117,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5820,7 +6129,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5833,7 +6142,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetProviderRequest) GetId() string {
@@ -5854,7 +6163,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6175,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6188,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetProviderResponse) GetProvider() *Provider {
@@ -5901,7 +6210,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5913,7 +6222,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5926,7 +6235,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateProviderRequest) GetProvider() *Provider {
@@ -5946,7 +6255,7 @@ type CreateProviderResponse struct {
 
 func (x *CreateProviderResponse) Reset() {
 	*x = CreateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5958,7 +6267,7 @@ func (x *CreateProviderResponse) String() string {
 func (*CreateProviderResponse) ProtoMessage() {}
 
 func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5971,7 +6280,7 @@ func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateProviderResponse) GetProvider() *Provider {
@@ -5997,7 +6306,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6009,7 +6318,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6022,7 +6331,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UpdateProviderRequest) GetId() string {
@@ -6056,7 +6365,7 @@ type UpdateProviderResponse struct {
 
 func (x *UpdateProviderResponse) Reset() {
 	*x = UpdateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6068,7 +6377,7 @@ func (x *UpdateProviderResponse) String() string {
 func (*UpdateProviderResponse) ProtoMessage() {}
 
 func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6081,7 +6390,7 @@ func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateProviderResponse) GetProvider() *Provider {
@@ -6101,7 +6410,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6113,7 +6422,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6126,7 +6435,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeleteProviderRequest) GetId() string {
@@ -6145,7 +6454,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6157,7 +6466,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6170,7 +6479,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
 }
 
 // ListModelsRequest filters and pages models.
@@ -6196,7 +6505,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6208,7 +6517,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6221,7 +6530,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListModelsRequest) GetProviderId() string {
@@ -6285,7 +6594,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6297,7 +6606,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6310,7 +6619,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -6337,7 +6646,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6349,7 +6658,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6362,7 +6671,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetModelRequest) GetId() string {
@@ -6382,7 +6691,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6394,7 +6703,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6407,7 +6716,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetModelResponse) GetModel() *Model {
@@ -6428,7 +6737,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6440,7 +6749,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6453,7 +6762,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -6473,7 +6782,7 @@ type CreateModelResponse struct {
 
 func (x *CreateModelResponse) Reset() {
 	*x = CreateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6485,7 +6794,7 @@ func (x *CreateModelResponse) String() string {
 func (*CreateModelResponse) ProtoMessage() {}
 
 func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6498,7 +6807,7 @@ func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelResponse.ProtoReflect.Descriptor instead.
 func (*CreateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CreateModelResponse) GetModel() *Model {
@@ -6527,7 +6836,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6539,7 +6848,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6552,7 +6861,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateModelRequest) GetId() string {
@@ -6586,7 +6895,7 @@ type UpdateModelResponse struct {
 
 func (x *UpdateModelResponse) Reset() {
 	*x = UpdateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6598,7 +6907,7 @@ func (x *UpdateModelResponse) String() string {
 func (*UpdateModelResponse) ProtoMessage() {}
 
 func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6611,7 +6920,7 @@ func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateModelResponse) GetModel() *Model {
@@ -6631,7 +6940,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6643,7 +6952,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6656,7 +6965,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteModelRequest) GetId() string {
@@ -6675,7 +6984,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6687,7 +6996,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6700,7 +7009,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
 }
 
 // SelectModelRequest describes the call a model is wanted for.
@@ -6723,7 +7032,7 @@ type SelectModelRequest struct {
 
 func (x *SelectModelRequest) Reset() {
 	*x = SelectModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6735,7 +7044,7 @@ func (x *SelectModelRequest) String() string {
 func (*SelectModelRequest) ProtoMessage() {}
 
 func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6748,7 +7057,7 @@ func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelRequest.ProtoReflect.Descriptor instead.
 func (*SelectModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SelectModelRequest) GetComplexity() int32 {
@@ -6814,7 +7123,7 @@ type SelectModelResponse struct {
 
 func (x *SelectModelResponse) Reset() {
 	*x = SelectModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6826,7 +7135,7 @@ func (x *SelectModelResponse) String() string {
 func (*SelectModelResponse) ProtoMessage() {}
 
 func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6839,7 +7148,7 @@ func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelResponse.ProtoReflect.Descriptor instead.
 func (*SelectModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SelectModelResponse) GetModel() *Model {
@@ -6891,7 +7200,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6903,7 +7212,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6916,7 +7225,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *GetUsageRequest) GetStartTime() *timestamppb.Timestamp {
@@ -7033,7 +7342,7 @@ type UsageRow struct {
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7045,7 +7354,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7058,7 +7367,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UsageRow) GetModel() string {
@@ -7186,7 +7495,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7198,7 +7507,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7211,7 +7520,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -7262,7 +7571,7 @@ type UsageRecord struct {
 
 func (x *UsageRecord) Reset() {
 	*x = UsageRecord{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7274,7 +7583,7 @@ func (x *UsageRecord) String() string {
 func (*UsageRecord) ProtoMessage() {}
 
 func (x *UsageRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7287,7 +7596,7 @@ func (x *UsageRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRecord.ProtoReflect.Descriptor instead.
 func (*UsageRecord) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *UsageRecord) GetId() string {
@@ -7430,7 +7739,7 @@ type ListUsageRecordsRequest struct {
 
 func (x *ListUsageRecordsRequest) Reset() {
 	*x = ListUsageRecordsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7442,7 +7751,7 @@ func (x *ListUsageRecordsRequest) String() string {
 func (*ListUsageRecordsRequest) ProtoMessage() {}
 
 func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7455,7 +7764,7 @@ func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListUsageRecordsRequest) GetStartTime() *timestamppb.Timestamp {
@@ -7561,7 +7870,7 @@ type ListUsageRecordsResponse struct {
 
 func (x *ListUsageRecordsResponse) Reset() {
 	*x = ListUsageRecordsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7573,7 +7882,7 @@ func (x *ListUsageRecordsResponse) String() string {
 func (*ListUsageRecordsResponse) ProtoMessage() {}
 
 func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7586,7 +7895,7 @@ func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{83}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListUsageRecordsResponse) GetRecords() []*UsageRecord {
@@ -7924,13 +8233,18 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vChatMessage\x12.\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x1a.thefold.ai.v1.MessageRoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x123\n" +
-	"\x06blocks\x18\x03 \x03(\v2\x1b.thefold.ai.v1.ContentBlockR\x06blocks\"\xa0\x01\n" +
+	"\x06blocks\x18\x03 \x03(\v2\x1b.thefold.ai.v1.ContentBlockR\x06blocks\"\xce\x01\n" +
 	"\fContentBlock\x12\x14\n" +
 	"\x04text\x18\x01 \x01(\tH\x00R\x04text\x123\n" +
 	"\btool_use\x18\x02 \x01(\v2\x16.thefold.ai.v1.ToolUseH\x00R\atoolUse\x12<\n" +
 	"\vtool_result\x18\x03 \x01(\v2\x19.thefold.ai.v1.ToolResultH\x00R\n" +
-	"toolResultB\a\n" +
-	"\x05block\"x\n" +
+	"toolResult\x12,\n" +
+	"\x05image\x18\x04 \x01(\v2\x14.thefold.ai.v1.ImageH\x00R\x05imageB\a\n" +
+	"\x05block\":\n" +
+	"\x05Image\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"x\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
@@ -7977,7 +8291,30 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\vstop_reason\x18\x03 \x01(\x0e2\x19.thefold.ai.v1.StopReasonR\n" +
 	"stopReason\x12,\n" +
 	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x123\n" +
-	"\ttool_uses\x18\x05 \x03(\v2\x16.thefold.ai.v1.ToolUseR\btoolUses\"#\n" +
+	"\ttool_uses\x18\x05 \x03(\v2\x16.thefold.ai.v1.ToolUseR\btoolUses\"\xda\x03\n" +
+	"\x15StreamCompleteRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06system\x18\x02 \x01(\tR\x06system\x126\n" +
+	"\bmessages\x18\x03 \x03(\v2\x1a.thefold.ai.v1.ChatMessageR\bmessages\x120\n" +
+	"\x05model\x18\x04 \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x05 \x01(\x05R\tmaxTokens\x12%\n" +
+	"\vtemperature\x18\x06 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12%\n" +
+	"\x0estop_sequences\x18\a \x03(\tR\rstopSequences\x12<\n" +
+	"\vattribution\x18\b \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12)\n" +
+	"\x05tools\x18\t \x03(\v2\x13.thefold.ai.v1.ToolR\x05tools\x12:\n" +
+	"\vtool_choice\x18\n" +
+	" \x01(\v2\x19.thefold.ai.v1.ToolChoiceR\n" +
+	"toolChoiceB\x0e\n" +
+	"\f_temperature\"\xc4\x01\n" +
+	"\x16StreamCompleteResponse\x12\x1f\n" +
+	"\n" +
+	"text_delta\x18\x01 \x01(\tH\x00R\ttextDelta\x123\n" +
+	"\btool_use\x18\x02 \x01(\v2\x16.thefold.ai.v1.ToolUseH\x00R\atoolUse\x125\n" +
+	"\x04done\x18\x03 \x01(\v2\x1f.thefold.ai.v1.CompleteResponseH\x00R\x04done\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05modelB\a\n" +
+	"\x05event\"#\n" +
 	"\tEmbedding\x12\x16\n" +
 	"\x06values\x18\x01 \x03(\x02R\x06values\"\xb7\x01\n" +
 	"\fEmbedRequest\x12\x1d\n" +
@@ -8279,8 +8616,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x0fCALL_OUTCOME_OK\x10\x01\x12\x1f\n" +
 	"\x1bCALL_OUTCOME_INVALID_OUTPUT\x10\x02\x12\x1f\n" +
 	"\x1bCALL_OUTCOME_PROVIDER_ERROR\x10\x03\x12\x1a\n" +
-	"\x16CALL_OUTCOME_CANCELLED\x10\x042\xc1\n" +
-	"\n" +
+	"\x16CALL_OUTCOME_CANCELLED\x10\x042\xa2\v\n" +
 	"\tAIService\x12c\n" +
 	"\x10AssessConfidence\x12&.thefold.ai.v1.AssessConfidenceRequest\x1a'.thefold.ai.v1.AssessConfidenceResponse\x12c\n" +
 	"\x10AssessComplexity\x12&.thefold.ai.v1.AssessComplexityRequest\x1a'.thefold.ai.v1.AssessComplexityResponse\x12K\n" +
@@ -8295,7 +8631,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x12ReviseProjectPhase\x12(.thefold.ai.v1.ReviseProjectPhaseRequest\x1a).thefold.ai.v1.ReviseProjectPhaseResponse\x12Z\n" +
 	"\rReviewProject\x12#.thefold.ai.v1.ReviewProjectRequest\x1a$.thefold.ai.v1.ReviewProjectResponse\x12Z\n" +
 	"\rPlanTaskOrder\x12#.thefold.ai.v1.PlanTaskOrderRequest\x1a$.thefold.ai.v1.PlanTaskOrderResponse\x12K\n" +
-	"\bComplete\x12\x1e.thefold.ai.v1.CompleteRequest\x1a\x1f.thefold.ai.v1.CompleteResponse\x12B\n" +
+	"\bComplete\x12\x1e.thefold.ai.v1.CompleteRequest\x1a\x1f.thefold.ai.v1.CompleteResponse\x12_\n" +
+	"\x0eStreamComplete\x12$.thefold.ai.v1.StreamCompleteRequest\x1a%.thefold.ai.v1.StreamCompleteResponse0\x01\x12B\n" +
 	"\x05Embed\x12\x1b.thefold.ai.v1.EmbedRequest\x1a\x1c.thefold.ai.v1.EmbedResponse\x12\\\n" +
 	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse\"\x03\x90\x02\x012\xb2\t\n" +
 	"\x14ModelRegistryService\x12_\n" +
@@ -8328,7 +8665,7 @@ func file_thefold_ai_v1_ai_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(BudgetMode)(0),                    // 0: thefold.ai.v1.BudgetMode
 	(CallPhase)(0),                     // 1: thefold.ai.v1.CallPhase
@@ -8385,67 +8722,70 @@ var file_thefold_ai_v1_ai_proto_goTypes = []any{
 	(*PlanTaskOrderResponse)(nil),      // 52: thefold.ai.v1.PlanTaskOrderResponse
 	(*ChatMessage)(nil),                // 53: thefold.ai.v1.ChatMessage
 	(*ContentBlock)(nil),               // 54: thefold.ai.v1.ContentBlock
-	(*Tool)(nil),                       // 55: thefold.ai.v1.Tool
-	(*ToolUse)(nil),                    // 56: thefold.ai.v1.ToolUse
-	(*ToolResult)(nil),                 // 57: thefold.ai.v1.ToolResult
-	(*ToolChoice)(nil),                 // 58: thefold.ai.v1.ToolChoice
-	(*CompleteRequest)(nil),            // 59: thefold.ai.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 60: thefold.ai.v1.CompleteResponse
-	(*Embedding)(nil),                  // 61: thefold.ai.v1.Embedding
-	(*EmbedRequest)(nil),               // 62: thefold.ai.v1.EmbedRequest
-	(*EmbedResponse)(nil),              // 63: thefold.ai.v1.EmbedResponse
-	(*EstimateCostRequest)(nil),        // 64: thefold.ai.v1.EstimateCostRequest
-	(*EstimateCostResponse)(nil),       // 65: thefold.ai.v1.EstimateCostResponse
-	(*Provider)(nil),                   // 66: thefold.ai.v1.Provider
-	(*Model)(nil),                      // 67: thefold.ai.v1.Model
-	(*ListProvidersRequest)(nil),       // 68: thefold.ai.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),      // 69: thefold.ai.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),         // 70: thefold.ai.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),        // 71: thefold.ai.v1.GetProviderResponse
-	(*CreateProviderRequest)(nil),      // 72: thefold.ai.v1.CreateProviderRequest
-	(*CreateProviderResponse)(nil),     // 73: thefold.ai.v1.CreateProviderResponse
-	(*UpdateProviderRequest)(nil),      // 74: thefold.ai.v1.UpdateProviderRequest
-	(*UpdateProviderResponse)(nil),     // 75: thefold.ai.v1.UpdateProviderResponse
-	(*DeleteProviderRequest)(nil),      // 76: thefold.ai.v1.DeleteProviderRequest
-	(*DeleteProviderResponse)(nil),     // 77: thefold.ai.v1.DeleteProviderResponse
-	(*ListModelsRequest)(nil),          // 78: thefold.ai.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 79: thefold.ai.v1.ListModelsResponse
-	(*GetModelRequest)(nil),            // 80: thefold.ai.v1.GetModelRequest
-	(*GetModelResponse)(nil),           // 81: thefold.ai.v1.GetModelResponse
-	(*CreateModelRequest)(nil),         // 82: thefold.ai.v1.CreateModelRequest
-	(*CreateModelResponse)(nil),        // 83: thefold.ai.v1.CreateModelResponse
-	(*UpdateModelRequest)(nil),         // 84: thefold.ai.v1.UpdateModelRequest
-	(*UpdateModelResponse)(nil),        // 85: thefold.ai.v1.UpdateModelResponse
-	(*DeleteModelRequest)(nil),         // 86: thefold.ai.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),        // 87: thefold.ai.v1.DeleteModelResponse
-	(*SelectModelRequest)(nil),         // 88: thefold.ai.v1.SelectModelRequest
-	(*SelectModelResponse)(nil),        // 89: thefold.ai.v1.SelectModelResponse
-	(*GetUsageRequest)(nil),            // 90: thefold.ai.v1.GetUsageRequest
-	(*UsageRow)(nil),                   // 91: thefold.ai.v1.UsageRow
-	(*GetUsageResponse)(nil),           // 92: thefold.ai.v1.GetUsageResponse
-	(*UsageRecord)(nil),                // 93: thefold.ai.v1.UsageRecord
-	(*ListUsageRecordsRequest)(nil),    // 94: thefold.ai.v1.ListUsageRecordsRequest
-	(*ListUsageRecordsResponse)(nil),   // 95: thefold.ai.v1.ListUsageRecordsResponse
-	(v1.MemoryType)(0),                 // 96: thefold.type.v1.MemoryType
-	(v1.Trust)(0),                      // 97: thefold.type.v1.Trust
-	(v1.FileAction)(0),                 // 98: thefold.type.v1.FileAction
-	(*v1.Usage)(nil),                   // 99: thefold.type.v1.Usage
-	(*v1.Plan)(nil),                    // 100: thefold.type.v1.Plan
-	(*v1.FileChange)(nil),              // 101: thefold.type.v1.FileChange
-	(*v1.Diagnostic)(nil),              // 102: thefold.type.v1.Diagnostic
-	(*v1.Edit)(nil),                    // 103: thefold.type.v1.Edit
-	(*durationpb.Duration)(nil),        // 104: google.protobuf.Duration
-	(v1.Priority)(0),                   // 105: thefold.type.v1.Priority
-	(*structpb.Struct)(nil),            // 106: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 107: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 108: google.protobuf.FieldMask
+	(*Image)(nil),                      // 55: thefold.ai.v1.Image
+	(*Tool)(nil),                       // 56: thefold.ai.v1.Tool
+	(*ToolUse)(nil),                    // 57: thefold.ai.v1.ToolUse
+	(*ToolResult)(nil),                 // 58: thefold.ai.v1.ToolResult
+	(*ToolChoice)(nil),                 // 59: thefold.ai.v1.ToolChoice
+	(*CompleteRequest)(nil),            // 60: thefold.ai.v1.CompleteRequest
+	(*CompleteResponse)(nil),           // 61: thefold.ai.v1.CompleteResponse
+	(*StreamCompleteRequest)(nil),      // 62: thefold.ai.v1.StreamCompleteRequest
+	(*StreamCompleteResponse)(nil),     // 63: thefold.ai.v1.StreamCompleteResponse
+	(*Embedding)(nil),                  // 64: thefold.ai.v1.Embedding
+	(*EmbedRequest)(nil),               // 65: thefold.ai.v1.EmbedRequest
+	(*EmbedResponse)(nil),              // 66: thefold.ai.v1.EmbedResponse
+	(*EstimateCostRequest)(nil),        // 67: thefold.ai.v1.EstimateCostRequest
+	(*EstimateCostResponse)(nil),       // 68: thefold.ai.v1.EstimateCostResponse
+	(*Provider)(nil),                   // 69: thefold.ai.v1.Provider
+	(*Model)(nil),                      // 70: thefold.ai.v1.Model
+	(*ListProvidersRequest)(nil),       // 71: thefold.ai.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),      // 72: thefold.ai.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),         // 73: thefold.ai.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),        // 74: thefold.ai.v1.GetProviderResponse
+	(*CreateProviderRequest)(nil),      // 75: thefold.ai.v1.CreateProviderRequest
+	(*CreateProviderResponse)(nil),     // 76: thefold.ai.v1.CreateProviderResponse
+	(*UpdateProviderRequest)(nil),      // 77: thefold.ai.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),     // 78: thefold.ai.v1.UpdateProviderResponse
+	(*DeleteProviderRequest)(nil),      // 79: thefold.ai.v1.DeleteProviderRequest
+	(*DeleteProviderResponse)(nil),     // 80: thefold.ai.v1.DeleteProviderResponse
+	(*ListModelsRequest)(nil),          // 81: thefold.ai.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 82: thefold.ai.v1.ListModelsResponse
+	(*GetModelRequest)(nil),            // 83: thefold.ai.v1.GetModelRequest
+	(*GetModelResponse)(nil),           // 84: thefold.ai.v1.GetModelResponse
+	(*CreateModelRequest)(nil),         // 85: thefold.ai.v1.CreateModelRequest
+	(*CreateModelResponse)(nil),        // 86: thefold.ai.v1.CreateModelResponse
+	(*UpdateModelRequest)(nil),         // 87: thefold.ai.v1.UpdateModelRequest
+	(*UpdateModelResponse)(nil),        // 88: thefold.ai.v1.UpdateModelResponse
+	(*DeleteModelRequest)(nil),         // 89: thefold.ai.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),        // 90: thefold.ai.v1.DeleteModelResponse
+	(*SelectModelRequest)(nil),         // 91: thefold.ai.v1.SelectModelRequest
+	(*SelectModelResponse)(nil),        // 92: thefold.ai.v1.SelectModelResponse
+	(*GetUsageRequest)(nil),            // 93: thefold.ai.v1.GetUsageRequest
+	(*UsageRow)(nil),                   // 94: thefold.ai.v1.UsageRow
+	(*GetUsageResponse)(nil),           // 95: thefold.ai.v1.GetUsageResponse
+	(*UsageRecord)(nil),                // 96: thefold.ai.v1.UsageRecord
+	(*ListUsageRecordsRequest)(nil),    // 97: thefold.ai.v1.ListUsageRecordsRequest
+	(*ListUsageRecordsResponse)(nil),   // 98: thefold.ai.v1.ListUsageRecordsResponse
+	(v1.MemoryType)(0),                 // 99: thefold.type.v1.MemoryType
+	(v1.Trust)(0),                      // 100: thefold.type.v1.Trust
+	(v1.FileAction)(0),                 // 101: thefold.type.v1.FileAction
+	(*v1.Usage)(nil),                   // 102: thefold.type.v1.Usage
+	(*v1.Plan)(nil),                    // 103: thefold.type.v1.Plan
+	(*v1.FileChange)(nil),              // 104: thefold.type.v1.FileChange
+	(*v1.Diagnostic)(nil),              // 105: thefold.type.v1.Diagnostic
+	(*v1.Edit)(nil),                    // 106: thefold.type.v1.Edit
+	(*durationpb.Duration)(nil),        // 107: google.protobuf.Duration
+	(v1.Priority)(0),                   // 108: thefold.type.v1.Priority
+	(*structpb.Struct)(nil),            // 109: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),      // 110: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 111: google.protobuf.FieldMask
 }
 var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	0,   // 0: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
 	1,   // 1: thefold.ai.v1.Attribution.phase:type_name -> thefold.ai.v1.CallPhase
-	96,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
-	97,  // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
-	98,  // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
+	99,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
+	100, // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
+	101, // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
 	14,  // 5: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 6: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	16,  // 7: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
@@ -8453,24 +8793,24 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	13,  // 9: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	3,   // 10: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
 	19,  // 11: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
-	99,  // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 13: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 14: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	12,  // 15: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 16: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	0,   // 17: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	99,  // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 19: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	15,  // 20: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
 	16,  // 21: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
 	17,  // 22: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
 	35,  // 23: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
-	100, // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
+	103, // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
 	12,  // 25: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 26: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	100, // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
-	99,  // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
-	98,  // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
+	103, // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
+	102, // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
+	101, // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
 	14,  // 30: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	27,  // 31: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
 	15,  // 32: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
@@ -8479,53 +8819,53 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	12,  // 35: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 36: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	2,   // 37: thefold.ai.v1.GenerateFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
-	100, // 38: thefold.ai.v1.GenerateFileRequest.plan:type_name -> thefold.type.v1.Plan
+	103, // 38: thefold.ai.v1.GenerateFileRequest.plan:type_name -> thefold.type.v1.Plan
 	15,  // 39: thefold.ai.v1.GenerateFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
-	101, // 40: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
-	99,  // 41: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
+	104, // 40: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
+	102, // 41: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 42: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	102, // 43: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	105, // 43: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
 	15,  // 44: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
 	12,  // 45: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 46: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	2,   // 47: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
 	17,  // 48: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
 	18,  // 49: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	100, // 50: thefold.ai.v1.FixFileRequest.plan:type_name -> thefold.type.v1.Plan
+	103, // 50: thefold.ai.v1.FixFileRequest.plan:type_name -> thefold.type.v1.Plan
 	15,  // 51: thefold.ai.v1.FixFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
 	31,  // 52: thefold.ai.v1.FixFileRequest.previous_rounds:type_name -> thefold.ai.v1.FixHistory
-	102, // 53: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
+	105, // 53: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
 	15,  // 54: thefold.ai.v1.FixFileRequest.related_files:type_name -> thefold.ai.v1.ContextFile
-	102, // 55: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
-	99,  // 56: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
-	103, // 57: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
-	101, // 58: thefold.ai.v1.FixFileResponse.related_changes:type_name -> thefold.type.v1.FileChange
+	105, // 55: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
+	102, // 56: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	106, // 57: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
+	104, // 58: thefold.ai.v1.FixFileResponse.related_changes:type_name -> thefold.type.v1.FileChange
 	14,  // 59: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	20,  // 60: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
 	12,  // 61: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 62: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	102, // 63: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	99,  // 64: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
-	102, // 65: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	105, // 63: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	102, // 64: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	105, // 65: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
 	4,   // 66: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
 	14,  // 67: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	100, // 68: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
-	102, // 69: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	103, // 68: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	105, // 69: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
 	35,  // 70: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
 	15,  // 71: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
 	12,  // 72: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 73: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	4,   // 74: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	104, // 75: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	99,  // 76: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	107, // 75: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	102, // 76: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
 	14,  // 77: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
 	35,  // 78: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	100, // 79: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	103, // 79: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
 	12,  // 80: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 81: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	5,   // 82: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
 	19,  // 83: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	99,  // 84: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 84: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
 	19,  // 85: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
 	40,  // 86: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
 	15,  // 87: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
@@ -8533,146 +8873,156 @@ var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	12,  // 89: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 90: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	41,  // 91: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	99,  // 92: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 92: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
 	41,  // 93: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
 	42,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
 	12,  // 95: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 96: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	40,  // 97: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	99,  // 98: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 98: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
 	41,  // 99: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
 	42,  // 100: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
 	20,  // 101: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
 	12,  // 102: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 103: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	102, // 104: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	99,  // 105: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	105, // 106: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	105, // 104: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	102, // 105: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	108, // 106: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
 	49,  // 107: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
 	12,  // 108: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
 	13,  // 109: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
 	50,  // 110: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	99,  // 111: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	102, // 111: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
 	6,   // 112: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
 	54,  // 113: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
-	56,  // 114: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
-	57,  // 115: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
-	106, // 116: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	106, // 117: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
-	11,  // 118: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
-	53,  // 119: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 120: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	106, // 121: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	13,  // 122: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	55,  // 123: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
-	58,  // 124: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
-	106, // 125: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	7,   // 126: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	99,  // 127: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
-	56,  // 128: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
-	13,  // 129: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	61,  // 130: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	99,  // 131: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
-	67,  // 132: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	8,   // 133: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	67,  // 134: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	107, // 135: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	107, // 136: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	107, // 137: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	107, // 138: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	66,  // 139: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	66,  // 140: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 141: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 142: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	66,  // 143: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	108, // 144: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66,  // 145: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	67,  // 146: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	67,  // 147: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 148: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
-	67,  // 149: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 150: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
-	108, // 151: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
-	67,  // 152: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 153: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	67,  // 154: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	67,  // 155: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	107, // 156: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	107, // 157: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	9,   // 158: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	1,   // 159: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	1,   // 160: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
-	91,  // 161: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	91,  // 162: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	107, // 163: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 164: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
-	99,  // 165: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
-	10,  // 166: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
-	107, // 167: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
-	107, // 168: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
-	1,   // 169: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	93,  // 170: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
-	21,  // 171: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	23,  // 172: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	25,  // 173: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	28,  // 174: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	30,  // 175: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	33,  // 176: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	36,  // 177: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	38,  // 178: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	43,  // 179: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	45,  // 180: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	47,  // 181: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	51,  // 182: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	59,  // 183: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	62,  // 184: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	64,  // 185: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	68,  // 186: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	70,  // 187: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
-	72,  // 188: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
-	74,  // 189: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
-	76,  // 190: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
-	78,  // 191: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	80,  // 192: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
-	82,  // 193: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
-	84,  // 194: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
-	86,  // 195: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	88,  // 196: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	90,  // 197: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	94,  // 198: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
-	22,  // 199: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	24,  // 200: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	26,  // 201: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	29,  // 202: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	32,  // 203: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	34,  // 204: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	37,  // 205: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	39,  // 206: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	44,  // 207: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	46,  // 208: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	48,  // 209: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	52,  // 210: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	60,  // 211: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	63,  // 212: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	65,  // 213: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	69,  // 214: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	71,  // 215: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
-	73,  // 216: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
-	75,  // 217: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
-	77,  // 218: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
-	79,  // 219: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	81,  // 220: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
-	83,  // 221: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
-	85,  // 222: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
-	87,  // 223: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	89,  // 224: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	92,  // 225: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	95,  // 226: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
-	199, // [199:227] is the sub-list for method output_type
-	171, // [171:199] is the sub-list for method input_type
-	171, // [171:171] is the sub-list for extension type_name
-	171, // [171:171] is the sub-list for extension extendee
-	0,   // [0:171] is the sub-list for field type_name
+	57,  // 114: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
+	58,  // 115: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
+	55,  // 116: thefold.ai.v1.ContentBlock.image:type_name -> thefold.ai.v1.Image
+	109, // 117: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	109, // 118: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
+	11,  // 119: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
+	53,  // 120: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	12,  // 121: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	109, // 122: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	13,  // 123: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	56,  // 124: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	59,  // 125: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	109, // 126: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	7,   // 127: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	102, // 128: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	57,  // 129: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
+	53,  // 130: thefold.ai.v1.StreamCompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	12,  // 131: thefold.ai.v1.StreamCompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	13,  // 132: thefold.ai.v1.StreamCompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	56,  // 133: thefold.ai.v1.StreamCompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	59,  // 134: thefold.ai.v1.StreamCompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	57,  // 135: thefold.ai.v1.StreamCompleteResponse.tool_use:type_name -> thefold.ai.v1.ToolUse
+	61,  // 136: thefold.ai.v1.StreamCompleteResponse.done:type_name -> thefold.ai.v1.CompleteResponse
+	13,  // 137: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	64,  // 138: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	102, // 139: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	70,  // 140: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	8,   // 141: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	70,  // 142: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	110, // 143: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	110, // 144: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	110, // 145: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	110, // 146: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	69,  // 147: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	69,  // 148: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	69,  // 149: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	69,  // 150: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	69,  // 151: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	111, // 152: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	69,  // 153: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	70,  // 154: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	70,  // 155: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	70,  // 156: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	70,  // 157: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	70,  // 158: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	111, // 159: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	70,  // 160: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 161: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	70,  // 162: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	70,  // 163: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	110, // 164: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	110, // 165: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	9,   // 166: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 167: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 168: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	94,  // 169: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	94,  // 170: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	110, // 171: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 172: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
+	102, // 173: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
+	10,  // 174: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
+	110, // 175: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	110, // 176: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	1,   // 177: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	96,  // 178: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
+	21,  // 179: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	23,  // 180: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	25,  // 181: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	28,  // 182: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	30,  // 183: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	33,  // 184: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	36,  // 185: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	38,  // 186: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	43,  // 187: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	45,  // 188: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	47,  // 189: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	51,  // 190: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	60,  // 191: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	62,  // 192: thefold.ai.v1.AIService.StreamComplete:input_type -> thefold.ai.v1.StreamCompleteRequest
+	65,  // 193: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	67,  // 194: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	71,  // 195: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	73,  // 196: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	75,  // 197: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	77,  // 198: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	79,  // 199: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	81,  // 200: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	83,  // 201: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	85,  // 202: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	87,  // 203: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	89,  // 204: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	91,  // 205: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	93,  // 206: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	97,  // 207: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
+	22,  // 208: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	24,  // 209: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	26,  // 210: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	29,  // 211: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	32,  // 212: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	34,  // 213: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	37,  // 214: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	39,  // 215: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	44,  // 216: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	46,  // 217: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	48,  // 218: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	52,  // 219: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	61,  // 220: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	63,  // 221: thefold.ai.v1.AIService.StreamComplete:output_type -> thefold.ai.v1.StreamCompleteResponse
+	66,  // 222: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	68,  // 223: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	72,  // 224: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	74,  // 225: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	76,  // 226: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	78,  // 227: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	80,  // 228: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	82,  // 229: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	84,  // 230: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	86,  // 231: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	88,  // 232: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	90,  // 233: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	92,  // 234: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	95,  // 235: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	98,  // 236: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
+	208, // [208:237] is the sub-list for method output_type
+	179, // [179:208] is the sub-list for method input_type
+	179, // [179:179] is the sub-list for extension type_name
+	179, // [179:179] is the sub-list for extension extendee
+	0,   // [0:179] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
@@ -8684,15 +9034,22 @@ func file_thefold_ai_v1_ai_proto_init() {
 		(*ContentBlock_Text)(nil),
 		(*ContentBlock_ToolUse)(nil),
 		(*ContentBlock_ToolResult)(nil),
+		(*ContentBlock_Image)(nil),
 	}
-	file_thefold_ai_v1_ai_proto_msgTypes[47].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[48].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[50].OneofWrappers = []any{}
+	file_thefold_ai_v1_ai_proto_msgTypes[51].OneofWrappers = []any{
+		(*StreamCompleteResponse_TextDelta)(nil),
+		(*StreamCompleteResponse_ToolUse)(nil),
+		(*StreamCompleteResponse_Done)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_ai_v1_ai_proto_rawDesc), len(file_thefold_ai_v1_ai_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   84,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

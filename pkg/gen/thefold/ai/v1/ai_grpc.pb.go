@@ -32,6 +32,7 @@ const (
 	AIService_ReviewProject_FullMethodName      = "/thefold.ai.v1.AIService/ReviewProject"
 	AIService_PlanTaskOrder_FullMethodName      = "/thefold.ai.v1.AIService/PlanTaskOrder"
 	AIService_Complete_FullMethodName           = "/thefold.ai.v1.AIService/Complete"
+	AIService_StreamComplete_FullMethodName     = "/thefold.ai.v1.AIService/StreamComplete"
 	AIService_Embed_FullMethodName              = "/thefold.ai.v1.AIService/Embed"
 	AIService_EstimateCost_FullMethodName       = "/thefold.ai.v1.AIService/EstimateCost"
 )
@@ -102,6 +103,14 @@ type AIServiceClient interface {
 	PlanTaskOrder(ctx context.Context, in *PlanTaskOrderRequest, opts ...grpc.CallOption) (*PlanTaskOrderResponse, error)
 	// Complete is a generic chat completion, optionally constrained to a JSON schema.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
+	// StreamComplete is Complete with the reply streamed while the model writes it: text as it
+	// arrives, each tool call once its input is complete, then the whole response, exactly
+	// what Complete would have returned (usage, stop reason, tool calls). A stream that ends
+	// without the final message failed (its status says why). A json_schema is not streamed
+	// (INVALID_ARGUMENT: use Complete). A retry with a request_id already answered streams
+	// the recorded reply as one text message, its tool calls and the final message, billed
+	// once. Providers that cannot stream answer whole, as one text message.
+	StreamComplete(ctx context.Context, in *StreamCompleteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamCompleteResponse], error)
 	// Embed returns one embedding vector per text. A service may call it as itself, for no
 	// owner (the memory service re-embeds stored memories when the model changes): recorded
 	// under the service's name, with no owner's spend limit.
@@ -249,6 +258,25 @@ func (c *aIServiceClient) Complete(ctx context.Context, in *CompleteRequest, opt
 	return out, nil
 }
 
+func (c *aIServiceClient) StreamComplete(ctx context.Context, in *StreamCompleteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamCompleteResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AIService_ServiceDesc.Streams[0], AIService_StreamComplete_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamCompleteRequest, StreamCompleteResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AIService_StreamCompleteClient = grpc.ServerStreamingClient[StreamCompleteResponse]
+
 func (c *aIServiceClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EmbedResponse)
@@ -335,6 +363,14 @@ type AIServiceServer interface {
 	PlanTaskOrder(context.Context, *PlanTaskOrderRequest) (*PlanTaskOrderResponse, error)
 	// Complete is a generic chat completion, optionally constrained to a JSON schema.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
+	// StreamComplete is Complete with the reply streamed while the model writes it: text as it
+	// arrives, each tool call once its input is complete, then the whole response, exactly
+	// what Complete would have returned (usage, stop reason, tool calls). A stream that ends
+	// without the final message failed (its status says why). A json_schema is not streamed
+	// (INVALID_ARGUMENT: use Complete). A retry with a request_id already answered streams
+	// the recorded reply as one text message, its tool calls and the final message, billed
+	// once. Providers that cannot stream answer whole, as one text message.
+	StreamComplete(*StreamCompleteRequest, grpc.ServerStreamingServer[StreamCompleteResponse]) error
 	// Embed returns one embedding vector per text. A service may call it as itself, for no
 	// owner (the memory service re-embeds stored memories when the model changes): recorded
 	// under the service's name, with no owner's spend limit.
@@ -390,6 +426,9 @@ func (UnimplementedAIServiceServer) PlanTaskOrder(context.Context, *PlanTaskOrde
 }
 func (UnimplementedAIServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedAIServiceServer) StreamComplete(*StreamCompleteRequest, grpc.ServerStreamingServer[StreamCompleteResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamComplete not implemented")
 }
 func (UnimplementedAIServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
@@ -652,6 +691,17 @@ func _AIService_Complete_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AIService_StreamComplete_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamCompleteRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AIServiceServer).StreamComplete(m, &grpc.GenericServerStream[StreamCompleteRequest, StreamCompleteResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AIService_StreamCompleteServer = grpc.ServerStreamingServer[StreamCompleteResponse]
+
 func _AIService_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EmbedRequest)
 	if err := dec(in); err != nil {
@@ -756,7 +806,13 @@ var AIService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AIService_EstimateCost_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamComplete",
+			Handler:       _AIService_StreamComplete_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "thefold/ai/v1/ai.proto",
 }
 
