@@ -117,8 +117,6 @@ func parseAnthropic(body []byte) (*anthropicRequest, *anthropicPrompt, error) {
 		return nil, nil, fmt.Errorf("max_tokens: must be at least 1")
 	case len(req.Messages) == 0:
 		return nil, nil, fmt.Errorf("messages: at least one message is required")
-	case req.Stream:
-		return nil, nil, fmt.Errorf("stream: fakellm does not stream; send stream false")
 	}
 	if err := req.checkThinking(); err != nil {
 		return nil, nil, err
@@ -256,49 +254,144 @@ func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request) {
 		t = s.anthropicCache(req.Model, prompt.units, prompt.breakpoints)
 	}
 	s.mu.Unlock()
+	if req.Stream {
+		s.streamed(rec)
+		s.replyStream(w, r, rec, req.Model, dialectAnthropic, entry, failure, t,
+			func(e Response, t *tokens) { t.output = anthropicOutput(req, e) },
+			func(es *eventStream, e Response, t tokens) { s.anthropicStream(es, req, e, t) })
+		return
+	}
 	s.reply(w, r, rec, req.Model, dialectAnthropic, entry, failure, t, func(e Response, t *tokens) any {
 		return s.anthropicAnswer(req, e, t)
 	})
 }
 
+// anthropicOutput counts an answer's output tokens: the reply, and the thinking when the
+// request enabled it (thinking tokens are output tokens).
+func anthropicOutput(req *anthropicRequest, e Response) int {
+	thought := 0
+	if e.Thinking != "" && req.thinks() {
+		thought = estimateTokens(len(e.Thinking))
+	}
+	return outputTokens(replyText(e), e.OutputTokens) + thought
+}
+
+// replyText is what an answer's output tokens are estimated from: its text and each tool
+// call's name and input.
+func replyText(e Response) string {
+	reply := e.Text
+	for _, tc := range e.ToolCalls {
+		reply += tc.Name + string(toolInput(tc))
+	}
+	return reply
+}
+
 func (s *Server) anthropicAnswer(req *anthropicRequest, e Response, t *tokens) any {
 	content := []map[string]any{}
-	thought := 0
 	if e.Thinking != "" && req.thinks() {
 		content = append(content, map[string]any{
 			"type": "thinking", "thinking": e.Thinking, "signature": s.nextID("signature"),
 		})
-		thought = estimateTokens(len(e.Thinking))
 	}
-	reply := e.Text
 	if e.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": e.Text})
 	}
 	for _, tc := range e.ToolCalls {
-		input := toolInput(tc)
-		reply += tc.Name + string(input)
 		content = append(content, map[string]any{
-			"type": "tool_use", "id": s.nextID("toolu"), "name": tc.Name, "input": input,
+			"type": "tool_use", "id": s.nextID("toolu"), "name": tc.Name, "input": toolInput(tc),
 		})
 	}
-	// Thinking tokens are output tokens.
-	t.output = outputTokens(reply, e.OutputTokens) + thought
-	var stopSeq any
-	stop := stopReason(e)
-	if stop == stopSequence && len(req.StopSequences) > 0 {
-		stopSeq = req.StopSequences[0]
-	}
+	t.output = anthropicOutput(req, e)
 	return map[string]any{
 		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": req.Model,
-		"content": content, "stop_reason": stop.anthropic(), "stop_sequence": stopSeq,
-		"usage": map[string]any{
-			// Anthropic's input_tokens leaves out what was read from or written to the cache.
-			"input_tokens":                t.input - t.cacheRead - t.cacheWrite,
-			"output_tokens":               t.output,
-			"cache_creation_input_tokens": t.cacheWrite,
-			"cache_read_input_tokens":     t.cacheRead,
-			"cache_creation":              map[string]any{"ephemeral_5m_input_tokens": t.cacheWrite, "ephemeral_1h_input_tokens": 0},
-			"service_tier":                "standard",
-		},
+		"content": content, "stop_reason": stopReason(e).anthropic(), "stop_sequence": anthropicStopSequence(req, e),
+		"usage": anthropicUsage(*t, t.output),
 	}
+}
+
+// anthropicStopSequence is the stop_sequence of an answer that stopped at one.
+func anthropicStopSequence(req *anthropicRequest, e Response) any {
+	if stopReason(e) == stopSequence && len(req.StopSequences) > 0 {
+		return req.StopSequences[0]
+	}
+	return nil
+}
+
+// anthropicUsage is a message's usage with output output tokens.
+func anthropicUsage(t tokens, output int) map[string]any {
+	return map[string]any{
+		// Anthropic's input_tokens leaves out what was read from or written to the cache.
+		"input_tokens":                t.input - t.cacheRead - t.cacheWrite,
+		"output_tokens":               output,
+		"cache_creation_input_tokens": t.cacheWrite,
+		"cache_read_input_tokens":     t.cacheRead,
+		"cache_creation":              map[string]any{"ephemeral_5m_input_tokens": t.cacheWrite, "ephemeral_1h_input_tokens": 0},
+		"service_tier":                "standard",
+	}
+}
+
+// anthropicStream writes the answer as Messages streaming events: message_start with the
+// input usage (and one output token, as the API reports then), a ping, each content block
+// as content_block_start, its deltas and content_block_stop, then message_delta with the
+// stop reason and the output tokens, and message_stop.
+func (s *Server) anthropicStream(es *eventStream, req *anthropicRequest, e Response, t tokens) {
+	es.event("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": s.nextID("msg"), "type": "message", "role": "assistant", "model": req.Model,
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": anthropicUsage(t, 1),
+	}})
+	es.event("ping", map[string]any{"type": "ping"})
+	index := 0
+	// block writes a content block; deltas reports false when the stream broke off.
+	block := func(start map[string]any, deltas func() bool) bool {
+		es.event("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": start})
+		if !deltas() {
+			return false
+		}
+		es.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
+		return true
+	}
+	delta := func(d map[string]any, text bool) {
+		es.delta("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": d}, text)
+	}
+	if e.Thinking != "" && req.thinks() {
+		block(map[string]any{"type": "thinking", "thinking": "", "signature": ""}, func() bool {
+			for _, c := range chunks(e.Thinking, e.ChunkSize) {
+				delta(map[string]any{"type": "thinking_delta", "thinking": c}, false)
+			}
+			es.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": index,
+				"delta": map[string]any{"type": "signature_delta", "signature": s.nextID("signature")}})
+			return true
+		})
+	}
+	if e.Text != "" {
+		ok := block(map[string]any{"type": "text", "text": ""}, func() bool {
+			pieces := chunks(e.Text, e.ChunkSize)
+			for i, c := range pieces {
+				delta(map[string]any{"type": "text_delta", "text": c}, true)
+				if es.breaking(i == len(pieces)-1) {
+					// Overloaded mid-answer: the API's way of failing a stream it began.
+					es.event("error", map[string]any{"type": "error", "error": map[string]any{
+						"type": "overloaded_error", "message": "Overloaded"}})
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			return
+		}
+	}
+	for _, tc := range e.ToolCalls {
+		block(map[string]any{"type": "tool_use", "id": s.nextID("toolu"), "name": tc.Name, "input": map[string]any{}}, func() bool {
+			for _, c := range chunks(compactInput(tc), e.ChunkSize) {
+				delta(map[string]any{"type": "input_json_delta", "partial_json": c}, false)
+			}
+			return true
+		})
+	}
+	es.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": stopReason(e).anthropic(), "stop_sequence": anthropicStopSequence(req, e)},
+		"usage": map[string]any{"output_tokens": t.output}})
+	es.event("message_stop", map[string]any{"type": "message_stop"})
 }

@@ -131,7 +131,6 @@ func TestAnthropicMessages(t *testing.T) {
 		{"bad role", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":"x"}]}`, "messages.0.role"},
 		{"empty content", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[]}]}`, "messages.0.content"},
 		{"block without type", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, "type"},
-		{"stream", `{"model":"m","max_tokens":1,"stream":true,"messages":[{"role":"user","content":"x"}]}`, "stream"},
 		{"five breakpoints", `{"model":"m","max_tokens":1,"system":[` + strings.Repeat(`{"type":"text","text":"s","cache_control":{"type":"ephemeral"}},`, 4) +
 			`{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}]}]}`, "maximum of 4"},
 	}

@@ -170,9 +170,10 @@ func parseGeminiContents(body []byte) (*geminiRequest, []unit, string, error) {
 func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 	model, method, ok := strings.Cut(r.PathValue("call"), ":")
 	known := map[string]string{
-		"generateContent":    EndpointGeminiGenerate,
-		"embedContent":       EndpointGeminiEmbed,
-		"batchEmbedContents": EndpointGeminiBatchEmbed,
+		"generateContent":       EndpointGeminiGenerate,
+		"streamGenerateContent": EndpointGeminiStream,
+		"embedContent":          EndpointGeminiEmbed,
+		"batchEmbedContents":    EndpointGeminiBatchEmbed,
 	}
 	endpoint := known[method]
 	if !geminiVersions[r.PathValue("version")] || !ok || model == "" || endpoint == "" {
@@ -187,8 +188,15 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 		writeError(w, dialectGemini, apiError{status: http.StatusRequestEntityTooLarge, message: err.Error(), noRetry: true})
 		return
 	}
-	if endpoint != EndpointGeminiGenerate {
+	stream := endpoint == EndpointGeminiStream
+	if endpoint != EndpointGeminiGenerate && !stream {
 		s.geminiEmbed(w, r, rec, model, endpoint, body)
+		return
+	}
+	if stream && r.URL.Query().Get("alt") != "sse" {
+		// Without alt=sse the API streams one JSON array, which no SDK here reads.
+		s.finish(rec, model, http.StatusBadRequest, tokens{})
+		writeError(w, dialectGemini, badRequest("fakellm streams streamGenerateContent only as server-sent events: add ?alt=sse"))
 		return
 	}
 	req, units, text, err := parseGemini(body)
@@ -204,33 +212,31 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request) {
 		t = s.automaticCache(familyGemini, model, units)
 	}
 	s.mu.Unlock()
+	if stream {
+		s.streamed(rec)
+		s.replyStream(w, r, rec, model, dialectGemini, entry, failure, t,
+			func(e Response, t *tokens) { t.output, _, _ = geminiOutput(req, e) },
+			func(es *eventStream, e Response, t tokens) { s.geminiStream(es, req, model, e, t) })
+		return
+	}
 	s.reply(w, r, rec, model, dialectGemini, entry, failure, t, func(e Response, t *tokens) any {
 		return s.geminiAnswer(req, model, e, t)
 	})
 }
 
-func (s *Server) geminiAnswer(req *geminiRequest, model string, e Response, t *tokens) any {
-	parts := []map[string]any{}
-	thoughts := 0
+// geminiOutput counts an answer's output: its candidates' tokens and the thoughts', which
+// are billed as output beside them.
+func geminiOutput(req *geminiRequest, e Response) (output, candidates, thoughts int) {
 	if e.Thinking != "" && req.thinks() {
 		thoughts = estimateTokens(len(e.Thinking))
-		if req.includesThoughts() {
-			parts = append(parts, map[string]any{"text": e.Thinking, "thought": true})
-		}
 	}
-	reply := e.Text
-	if e.Text != "" {
-		parts = append(parts, map[string]any{"text": e.Text})
-	}
-	for _, tc := range e.ToolCalls {
-		input := toolInput(tc)
-		reply += tc.Name + string(input)
-		// Like the Gemini API (unlike Vertex), no call id: clients must pair calls by name.
-		parts = append(parts, map[string]any{"functionCall": map[string]any{"name": tc.Name, "args": input}})
-	}
-	candidates := outputTokens(reply, e.OutputTokens)
-	// Thoughts are billed as output, beside the candidates' tokens.
-	t.output = candidates + thoughts
+	candidates = outputTokens(replyText(e), e.OutputTokens)
+	return candidates + thoughts, candidates, thoughts
+}
+
+// geminiUsage is an answer's usageMetadata.
+func geminiUsage(req *geminiRequest, e Response, t tokens) map[string]any {
+	_, candidates, thoughts := geminiOutput(req, e)
 	usage := map[string]any{
 		"promptTokenCount":     t.input,
 		"candidatesTokenCount": candidates,
@@ -242,15 +248,81 @@ func (s *Server) geminiAnswer(req *geminiRequest, model string, e Response, t *t
 	if t.cacheRead > 0 {
 		usage["cachedContentTokenCount"] = t.cacheRead
 	}
+	return usage
+}
+
+// geminiFunctionCall is a call's part. Like the Gemini API (unlike Vertex), no call id:
+// clients must pair calls by name.
+func geminiFunctionCall(tc ToolCall) map[string]any {
+	return map[string]any{"functionCall": map[string]any{"name": tc.Name, "args": toolInput(tc)}}
+}
+
+func (s *Server) geminiAnswer(req *geminiRequest, model string, e Response, t *tokens) any {
+	parts := []map[string]any{}
+	if e.Thinking != "" && req.includesThoughts() {
+		parts = append(parts, map[string]any{"text": e.Thinking, "thought": true})
+	}
+	if e.Text != "" {
+		parts = append(parts, map[string]any{"text": e.Text})
+	}
+	for _, tc := range e.ToolCalls {
+		parts = append(parts, geminiFunctionCall(tc))
+	}
+	t.output, _, _ = geminiOutput(req, e)
 	return map[string]any{
 		"candidates": []map[string]any{{
 			"content":      map[string]any{"role": "model", "parts": parts},
 			"finishReason": stopReason(e).gemini(),
 			"index":        0,
 		}},
-		"usageMetadata": usage,
+		"usageMetadata": geminiUsage(req, e, *t),
 		"modelVersion":  model,
 		"responseId":    s.nextID("resp"),
+	}
+}
+
+// geminiStream writes the answer as streamGenerateContent's server-sent events: one
+// GenerateContentResponse per part (thought summaries and text in pieces, each function
+// call whole), data lines only. Every chunk has the prompt's usage; the last one the
+// finishReason and the whole usage.
+func (s *Server) geminiStream(es *eventStream, req *geminiRequest, model string, e Response, t tokens) {
+	type piece struct {
+		part map[string]any
+		text bool
+	}
+	var pieces []piece
+	if e.Thinking != "" && req.includesThoughts() {
+		for _, c := range chunks(e.Thinking, e.ChunkSize) {
+			pieces = append(pieces, piece{part: map[string]any{"text": c, "thought": true}})
+		}
+	}
+	texts := chunks(e.Text, e.ChunkSize)
+	for _, c := range texts {
+		pieces = append(pieces, piece{part: map[string]any{"text": c}, text: true})
+	}
+	for _, tc := range e.ToolCalls {
+		pieces = append(pieces, piece{part: geminiFunctionCall(tc)})
+	}
+	id := s.nextID("resp")
+	prompt := map[string]any{"promptTokenCount": t.input, "totalTokenCount": t.input}
+	if t.cacheRead > 0 {
+		prompt["cachedContentTokenCount"] = t.cacheRead
+	}
+	sentTexts := 0
+	for i, p := range pieces {
+		cand := map[string]any{"content": map[string]any{"role": "model", "parts": []map[string]any{p.part}}, "index": 0}
+		chunk := map[string]any{"candidates": []map[string]any{cand}, "usageMetadata": prompt, "modelVersion": model, "responseId": id}
+		if i == len(pieces)-1 {
+			cand["finishReason"] = stopReason(e).gemini()
+			chunk["usageMetadata"] = geminiUsage(req, e, t)
+		}
+		es.delta("", chunk, p.text)
+		if p.text {
+			sentTexts++
+			if es.breaking(sentTexts == len(texts)) {
+				es.abort()
+			}
+		}
 	}
 }
 

@@ -9,11 +9,15 @@ import (
 )
 
 type openAIRequest struct {
-	Model       string            `json:"model"`
-	Messages    []json.RawMessage `json:"messages"`
-	Tools       []json.RawMessage `json:"tools"`
-	Stream      bool              `json:"stream"`
-	Temperature *float64          `json:"temperature"`
+	Model    string            `json:"model"`
+	Messages []json.RawMessage `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+	Stream   bool              `json:"stream"`
+	// StreamOptions.IncludeUsage asks a stream for a last chunk with the usage.
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	Temperature *float64 `json:"temperature"`
 	// ReasoningEffort is a reasoning model's effort; empty: the model's default.
 	ReasoningEffort string `json:"reasoning_effort"`
 }
@@ -61,8 +65,6 @@ func parseOpenAI(body []byte) (*openAIRequest, []unit, string, error) {
 		return nil, nil, "", fmt.Errorf("We could not parse the JSON body of your request: %v", err)
 	}
 	switch {
-	case req.Stream:
-		return nil, nil, "", fmt.Errorf("stream: fakellm does not stream; send stream false")
 	case req.Model == "":
 		return nil, nil, "", fmt.Errorf("you must provide a model parameter")
 	case len(req.Messages) == 0:
@@ -168,48 +170,116 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request) {
 		t = s.automaticCache(familyOpenAI, req.Model, units)
 	}
 	s.mu.Unlock()
+	if req.Stream {
+		s.streamed(rec)
+		s.replyStream(w, r, rec, req.Model, dialectOpenAI, entry, failure, t,
+			func(e Response, t *tokens) { t.output, _ = openAIOutput(req, e) },
+			func(es *eventStream, e Response, t tokens) { s.openAIStream(es, req, e, t) })
+		return
+	}
 	s.reply(w, r, rec, req.Model, dialectOpenAI, entry, failure, t, func(e Response, t *tokens) any {
 		return s.openAIAnswer(req, e, t)
 	})
 }
 
-func (s *Server) openAIAnswer(req *openAIRequest, e Response, t *tokens) any {
-	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
-	reasoning := 0
+// openAIOutput counts an answer's completion tokens, which include the reasoning tokens
+// (also returned).
+func openAIOutput(req *openAIRequest, e Response) (output, reasoning int) {
 	if e.Thinking != "" && req.reasons() {
-		msg["reasoning_content"] = e.Thinking
 		reasoning = estimateTokens(len(e.Thinking))
 	}
-	reply := e.Text
+	return outputTokens(replyText(e), e.OutputTokens) + reasoning, reasoning
+}
+
+func (s *Server) openAIAnswer(req *openAIRequest, e Response, t *tokens) any {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	if e.Thinking != "" && req.reasons() {
+		msg["reasoning_content"] = e.Thinking
+	}
 	if e.Text != "" {
 		msg["content"] = e.Text
 	}
 	if len(e.ToolCalls) > 0 {
 		calls := make([]map[string]any, len(e.ToolCalls))
 		for i, tc := range e.ToolCalls {
-			args := string(toolInput(tc))
-			reply += tc.Name + args
 			calls[i] = map[string]any{
 				"id": s.nextID("call"), "type": "function",
-				"function": map[string]any{"name": tc.Name, "arguments": args},
+				"function": map[string]any{"name": tc.Name, "arguments": string(toolInput(tc))},
 			}
 		}
 		msg["tool_calls"] = calls
 	}
-	// completion_tokens includes the reasoning tokens.
-	t.output = outputTokens(reply, e.OutputTokens) + reasoning
+	var reasoning int
+	t.output, reasoning = openAIOutput(req, e)
 	return map[string]any{
 		"id": s.nextID("chatcmpl"), "object": "chat.completion", "created": s.now().Unix(),
 		"model": req.Model, "system_fingerprint": "fakellm-scripted",
 		"choices": []map[string]any{{
 			"index": 0, "message": msg, "finish_reason": stopReason(e).openAI(), "logprobs": nil,
 		}},
-		"usage": map[string]any{
-			"prompt_tokens":             t.input,
-			"completion_tokens":         t.output,
-			"total_tokens":              t.input + t.output,
-			"prompt_tokens_details":     map[string]any{"cached_tokens": t.cacheRead, "audio_tokens": 0},
-			"completion_tokens_details": map[string]any{"reasoning_tokens": reasoning, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-		},
+		"usage": openAIUsage(*t, reasoning),
 	}
+}
+
+func openAIUsage(t tokens, reasoning int) map[string]any {
+	return map[string]any{
+		"prompt_tokens":             t.input,
+		"completion_tokens":         t.output,
+		"total_tokens":              t.input + t.output,
+		"prompt_tokens_details":     map[string]any{"cached_tokens": t.cacheRead, "audio_tokens": 0},
+		"completion_tokens_details": map[string]any{"reasoning_tokens": reasoning, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+	}
+}
+
+// openAIStream writes the answer as chat.completion.chunk events: the role, the reasoning,
+// text and tool call deltas (a call's id, type and name first, then its arguments), a
+// chunk with the finish_reason, the usage chunk when stream_options.include_usage asks for
+// it, and [DONE].
+func (s *Server) openAIStream(es *eventStream, req *openAIRequest, e Response, t tokens) {
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	id, created := s.nextID("chatcmpl"), s.now().Unix()
+	chunk := func(choices []map[string]any) map[string]any {
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created,
+			"model": req.Model, "system_fingerprint": "fakellm-scripted", "choices": choices}
+		if includeUsage {
+			c["usage"] = nil // every chunk but the last has usage null
+		}
+		return c
+	}
+	choice := func(delta map[string]any, finish any) []map[string]any {
+		return []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+	}
+	es.event("", chunk(choice(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil)))
+	if e.Thinking != "" && req.reasons() {
+		for _, c := range chunks(e.Thinking, e.ChunkSize) {
+			es.delta("", chunk(choice(map[string]any{"reasoning_content": c}, nil)), false)
+		}
+	}
+	pieces := chunks(e.Text, e.ChunkSize)
+	for i, c := range pieces {
+		es.delta("", chunk(choice(map[string]any{"content": c}, nil)), true)
+		if es.breaking(i == len(pieces)-1) {
+			es.abort()
+		}
+	}
+	for i, tc := range e.ToolCalls {
+		es.delta("", chunk(choice(map[string]any{"tool_calls": []map[string]any{{
+			"index": i, "id": s.nextID("call"), "type": "function",
+			"function": map[string]any{"name": tc.Name, "arguments": ""},
+		}}}, nil)), false)
+		// The arguments as the whole answer has them (a string: not re-encoded).
+		for _, c := range chunks(string(toolInput(tc)), e.ChunkSize) {
+			es.delta("", chunk(choice(map[string]any{"tool_calls": []map[string]any{{
+				"index": i, "function": map[string]any{"arguments": c},
+			}}}, nil)), false)
+		}
+	}
+	es.event("", chunk(choice(map[string]any{}, stopReason(e).openAI())))
+	if includeUsage {
+		_, reasoning := openAIOutput(req, e)
+		last := chunk([]map[string]any{})
+		last["usage"] = openAIUsage(t, reasoning)
+		es.event("", last)
+	}
+	es.write("", []byte("[DONE]"))
 }

@@ -110,7 +110,6 @@ func TestOpenAIChat(t *testing.T) {
 	}}
 	bad := []struct{ name, body, want string }{
 		{"not JSON", `[`, "parse"},
-		{"stream", `{"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}`, "stream"},
 		{"no model", `{"messages":[{"role":"user","content":"x"}]}`, "model"},
 		{"no messages", `{"model":"m","messages":[]}`, "messages"},
 		{"bad role", `{"model":"m","messages":[{"role":"robot","content":"x"}]}`, "messages.0.role"},

@@ -87,20 +87,10 @@ func stripCacheControl(v any) any {
 // answer sees it.
 func (s *Server) reply(w http.ResponseWriter, r *http.Request, rec *Recorded, model string, d dialect,
 	e Response, failure *scriptFailure, t tokens, build func(Response, *tokens) any) {
-	if failure != nil {
-		s.finish(rec, model, http.StatusInternalServerError, tokens{})
-		writeError(w, d, apiError{status: http.StatusInternalServerError, message: failure.message, noRetry: true})
-		return
-	}
-	if !wait(r, e.Latency) {
-		s.finish(rec, model, statusCancelled, t)
+	if s.replyFailure(w, r, rec, model, d, e, failure, t) {
 		return
 	}
 	switch {
-	case e.Error != nil:
-		ae := scripted(e.Error)
-		s.finish(rec, model, ae.status, t)
-		writeError(w, d, ae)
 	case e.Raw != "":
 		t.output = outputTokens(e.Raw, e.OutputTokens)
 		s.finish(rec, model, http.StatusOK, t)
@@ -112,4 +102,27 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request, rec *Recorded, mo
 		s.finish(rec, model, http.StatusOK, t)
 		writeJSON(w, http.StatusOK, answer)
 	}
+}
+
+// replyFailure answers a script failure, waits the scripted latency, and answers the
+// scripted error; it reports whether the request is done with (answered, or cancelled
+// during the latency).
+func (s *Server) replyFailure(w http.ResponseWriter, r *http.Request, rec *Recorded, model string, d dialect,
+	e Response, failure *scriptFailure, t tokens) bool {
+	if failure != nil {
+		s.finish(rec, model, http.StatusInternalServerError, tokens{})
+		writeError(w, d, apiError{status: http.StatusInternalServerError, message: failure.message, noRetry: true})
+		return true
+	}
+	if !wait(r, e.Latency) {
+		s.finish(rec, model, statusCancelled, t)
+		return true
+	}
+	if e.Error != nil {
+		ae := scripted(e.Error)
+		s.finish(rec, model, ae.status, t)
+		writeError(w, d, ae)
+		return true
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 // Package fakellm is an HTTP server that replays scripted answers in the wire formats of the
 // Anthropic Messages, OpenAI Chat Completions and Embeddings, and Gemini generateContent and
-// embedding APIs, so the official SDKs run unchanged in tests and in the demo. It is not a
+// embedding APIs, whole or streamed as server-sent events (see Response), so the official
+// SDKs run unchanged in tests and in the demo. It is not a
 // language model: every answer comes from a script (or, for embeddings, from a hash of the
 // text), every id says "fakellm", and a request the script does not cover is refused with an
 // error instead of being answered. It also counts tokens and prompt-cache hits the way the
@@ -78,6 +79,25 @@ type Script struct {
 //     set. Tool calls are still sent.
 //
 // An unknown fault is refused when the script is validated.
+//
+// Streaming: a request that asks for a stream (Anthropic and OpenAI "stream": true, Gemini
+// streamGenerateContent?alt=sse) gets the same answer as server-sent events in its API's
+// format: Anthropic message_start (with the input usage), content_block_start, _delta
+// (thinking_delta and signature_delta, text_delta, input_json_delta) and _stop per block,
+// message_delta (stop reason, output_tokens) and message_stop; OpenAI chat.completion.chunk
+// objects (role, reasoning_content, content and tool_calls deltas by index, the
+// finish_reason, then a chunk without choices holding the usage when
+// stream_options.include_usage is set) and "data: [DONE]"; Gemini one
+// GenerateContentResponse per event, data lines only, the finishReason and the whole usage
+// on the last. Text, thinking and each tool call's JSON input (compacted) are split into
+// deltas of ChunkSize bytes (default DefaultChunkSize, 16), each cut moved back to a UTF-8
+// character boundary; Gemini sends each function call whole, as the API does. Latency is
+// waited before anything is sent and ChunkDelay before every delta after the first.
+// BreakAfter n > 0 breaks the answer off after its n-th text delta (after the last, when
+// there are fewer): Anthropic sends an overloaded_error event, OpenAI and Gemini drop the
+// connection. Error is answered as without a stream, before any event, as the APIs refuse
+// a request; Raw is sent verbatim as the event stream. Tokens are counted as for the whole
+// answer, and the record notes Stream and FirstDeltaAt.
 type Response struct {
 	// Match makes the entry a matched one: it applies when the request's text (system and
 	// messages; for embeddings the inputs) contains Match, or when Match is a regular
@@ -103,6 +123,12 @@ type Response struct {
 	Error        *Error `json:"error,omitempty"`
 	// Latency delays the answer; a request cancelled meanwhile gets none (recorded as 499).
 	Latency Duration `json:"latency,omitempty"`
+	// ChunkSize is the bytes per delta of a streamed answer (0: DefaultChunkSize).
+	ChunkSize int `json:"chunk_size,omitempty"`
+	// ChunkDelay is waited before each delta of a streamed answer after the first.
+	ChunkDelay Duration `json:"chunk_delay,omitempty"`
+	// BreakAfter breaks a streamed answer off after this many text deltas; it needs text.
+	BreakAfter int `json:"break_after,omitempty"`
 	// Times serves the entry this many times before moving on (0 means once for an ordered
 	// entry, without limit for a matched one).
 	Times int `json:"times,omitempty"`
@@ -278,6 +304,18 @@ func (r *Response) validate(embeddings, lastOrdered bool) []problem {
 	}
 	if r.Latency < 0 {
 		add("latency", "must not be negative")
+	}
+	switch {
+	case r.ChunkSize < 0:
+		add("chunk_size", "must not be negative")
+	case r.ChunkDelay < 0:
+		add("chunk_delay", "must not be negative")
+	case r.BreakAfter < 0:
+		add("break_after", "must not be negative")
+	case embeddings && (r.ChunkSize != 0 || r.ChunkDelay != 0 || r.BreakAfter != 0):
+		add("", "embeddings entries are not streamed: chunk_size, chunk_delay and break_after do not apply")
+	case r.BreakAfter > 0 && r.Text == "":
+		add("break_after", "counts text deltas, and this entry has no text")
 	}
 	if r.Times < 0 {
 		add("times", "must not be negative")

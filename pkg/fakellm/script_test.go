@@ -20,7 +20,7 @@ func TestParseScript(t *testing.T) {
 	    {"match": "plan", "text": "{\"steps\":[]}", "times": 2},
 	    {"error": {"status": 429, "type": "rate_limit_error", "message": "slow", "retry_after": 1.5}, "times": 2},
 	    {"text": "done", "tool_calls": [{"name": "write_file", "input": {"path": "a.go"}}], "stop_reason": "tool_use",
-	     "output_tokens": 7, "latency": "200ms", "repeat_last": true}
+	     "output_tokens": 7, "latency": "200ms", "chunk_size": 3, "chunk_delay": "5ms", "break_after": 1, "repeat_last": true}
 	  ],
 	  "openai": [{"raw": "{not json"}],
 	  "embeddings": [{"latency": "1s"}],
@@ -32,7 +32,8 @@ func TestParseScript(t *testing.T) {
 			{Match: "plan", Text: `{"steps":[]}`, Times: 2},
 			{Error: &Error{Status: 429, Type: "rate_limit_error", Message: "slow", RetryAfter: 1.5}, Times: 2},
 			{Text: "done", ToolCalls: []ToolCall{{Name: "write_file", Input: json.RawMessage(`{"path": "a.go"}`)}},
-				StopReason: "tool_use", OutputTokens: 7, Latency: Duration(200 * time.Millisecond), RepeatLast: true},
+				StopReason: "tool_use", OutputTokens: 7, Latency: Duration(200 * time.Millisecond),
+				ChunkSize: 3, ChunkDelay: Duration(5 * time.Millisecond), BreakAfter: 1, RepeatLast: true},
 		},
 		OpenAI:              []Response{{Raw: "{not json"}},
 		Embeddings:          []Response{{Latency: Duration(time.Second)}},
@@ -67,6 +68,11 @@ func TestParseScript(t *testing.T) {
 		{"negative retry_after", `{"openai":[{"error":{"status":429,"retry_after":-1}}]}`, "retry_after"},
 		{"dimensions", `{"embedding_dimensions":-1}`, "embedding_dimensions"},
 		{"min cache", `{"min_cache_tokens":-1}`, "min_cache_tokens"},
+		{"negative chunk_size", `{"anthropic":[{"text":"a","chunk_size":-1}]}`, "anthropic[0].chunk_size"},
+		{"negative chunk_delay", `{"openai":[{"text":"a","chunk_delay":"-5ms"}]}`, "openai[0].chunk_delay"},
+		{"negative break_after", `{"gemini":[{"text":"a","break_after":-1}]}`, "gemini[0].break_after"},
+		{"break_after without text", `{"gemini":[{"tool_calls":[{"name":"x"}],"break_after":1}]}`, "gemini[0].break_after: counts text deltas"},
+		{"streamed embeddings", `{"embeddings":[{"chunk_size":4}]}`, "embeddings[0]: embeddings entries are not streamed"},
 	}
 	for _, b := range bad {
 		t.Run(b.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ const (
 	EndpointOpenAIChat        = "openai.chat_completions"
 	EndpointOpenAIEmbeddings  = "openai.embeddings"
 	EndpointGeminiGenerate    = "gemini.generate_content"
+	EndpointGeminiStream      = "gemini.stream_generate_content"
 	EndpointGeminiEmbed       = "gemini.embed_content"
 	EndpointGeminiBatchEmbed  = "gemini.batch_embed_contents"
 )
@@ -50,6 +51,11 @@ type Recorded struct {
 	CacheReadTokens  int             `json:"cache_read_tokens"`
 	CacheWriteTokens int             `json:"cache_write_tokens"`
 	Time             time.Time       `json:"time"`
+	// Stream is set when the request asked for a streamed answer (server-sent events).
+	Stream bool `json:"stream,omitempty"`
+	// FirstDeltaAt is when the first delta of a streamed answer (a piece of text or
+	// thinking, or a tool call) began to be written; zero when none was.
+	FirstDeltaAt time.Time `json:"first_delta_at,omitzero"`
 }
 
 // Option configures a Server.
@@ -274,6 +280,13 @@ func (s *Server) finish(rec *Recorded, model string, status int, t tokens) {
 	s.logger.Info("fakellm answered", "endpoint", endpoint, "model", model, "status", status,
 		"input_tokens", t.input, "cache_read_tokens", t.cacheRead, "cache_write_tokens", t.cacheWrite,
 		"output_tokens", t.output)
+}
+
+// streamed marks a request's record as asking for a stream.
+func (s *Server) streamed(rec *Recorded) {
+	s.mu.Lock()
+	rec.Stream = true
+	s.mu.Unlock()
 }
 
 // nextID returns a fresh id with the given prefix, e.g. "fakellm-msg-1".

@@ -75,6 +75,20 @@ func (e *Engine) providerStatus(ctx context.Context, err error) error {
 	}
 }
 
+// brokeOff is the answer when a streamed reply failed after its first delta went out: no
+// retry and no other model were tried (the caller holds part of the reply), so the status
+// says so rather than "no fallback model answered".
+func (e *Engine) brokeOff(ctx context.Context, err error) error {
+	pe, ok := llm.AsError(err)
+	if !ok {
+		return e.providerStatus(ctx, err) // the caller's own (the stream's Send), or public
+	}
+	e.log.WarnContext(ctx, "streamed reply broke off", "provider", pe.Provider, "kind", pe.Kind.String(), "status", pe.Status, "err", err)
+	return errs.Public(codes.Unavailable, "provider %s broke off the reply after it began (%s); a reply is not tried again once part of it was sent: call again",
+		pe.Provider, pe.Kind).
+		WithDetails(&errdetails.ErrorInfo{Reason: ReasonProviderDown, Domain: errorDomain, Metadata: map[string]string{"provider": pe.Provider}}).Wrap(err)
+}
+
 // invalidOutput is the answer when the model's reply could not be parsed or repaired. It is
 // UNAVAILABLE (a retry, or a stronger model, may well answer correctly) with the reason
 // MODEL_OUTPUT_INVALID, and names what was wrong with the reply — the model's words are

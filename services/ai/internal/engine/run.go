@@ -41,6 +41,12 @@ type Call struct {
 	// Fit, when set, makes the request fit a model's context window of limit tokens
 	// (prompts.Prompt.Fit): the engine calls it per candidate whose window it knows.
 	Fit func(req llm.Request, limit int, count func(string) int) (llm.Request, bool)
+	// Stream, when set, gets the reply while the model writes it (StreamComplete): text as
+	// it arrives and each tool call once complete, with the registry name of the model
+	// answering. Once a delta went out the call is the model's that sent it: no retry, no
+	// fallback to another model, no repair round (the caller already has the text). It is
+	// not called for an answer recorded under the request_id: the caller sends that whole.
+	Stream func(model string, d llm.Delta) error
 	// AsService lets a service call as itself, for no owner (Embed: the memory service
 	// re-embeds every owner's stored memories when the embedding model changes, work no
 	// owner asked for). Such calls are recorded under the service's name, with no user, and
@@ -168,6 +174,8 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 		return zero, rec, err
 	}
 	var lastErr error
+	// delivered: a streamed delta went out, and the call is the answering model's.
+	delivered := false
 	for i, cand := range cands {
 		rec.cand = cand
 		first, ferr := e.fitTo(c, cand)
@@ -176,11 +184,18 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 			e.log.WarnContext(ctx, "prompt too large for the model; trying the next", "rpc", c.RPC, "model", cand.Model.GetName(), "err", ferr)
 			continue
 		}
-		res, err := e.attempt(ctx, cand, first)
+		var on func(llm.Delta) error
+		if c.Stream != nil {
+			on = func(d llm.Delta) error {
+				delivered = true
+				return c.Stream(cand.Model.GetName(), d)
+			}
+		}
+		res, err := e.attempt(ctx, cand, first, on)
 		rec.add(res)
 		if err != nil {
 			lastErr = err
-			if ctx.Err() != nil || !failOver(err) || i == len(cands)-1 {
+			if ctx.Err() != nil || !failOver(err) || delivered || i == len(cands)-1 {
 				break
 			}
 			e.log.WarnContext(ctx, "model failed; trying the next", "rpc", c.RPC,
@@ -191,6 +206,7 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 		req := first
 		for n := 1; perr != nil; n++ {
 			rp, ok := errors.AsType[Repairable](perr)
+			ok = ok && !delivered // a streamed reply cannot be taken back
 			var next llm.Request
 			if ok && n <= maxRepairRounds {
 				next, ok = rp.Repair(req, res.resp.Text, n)
@@ -202,7 +218,7 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 			e.log.InfoContext(ctx, "model answer unusable; repair round", "rpc", c.RPC, "round", n,
 				"model", cand.Model.GetName(), "problem", perr.Error())
 			req = next
-			res, err = e.attempt(ctx, cand, req)
+			res, err = e.attempt(ctx, cand, req, on)
 			rec.add(res)
 			if err != nil {
 				return zero, rec, e.providerStatus(ctx, err)
@@ -217,15 +233,20 @@ func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*l
 		rec.outcome = aiv1.CallOutcome_CALL_OUTCOME_CANCELLED
 		return zero, rec, ctx.Err()
 	}
+	if delivered {
+		return zero, rec, e.brokeOff(ctx, lastErr)
+	}
 	return zero, rec, e.providerStatus(ctx, lastErr)
 }
 
-// attempt calls one model (with the provider's retry policy) and prices the answer.
-func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.Request) (attemptResult, error) {
+// attempt calls one model (with the provider's retry policy) and prices the answer. With
+// on set the reply is streamed to it (llm.Stream).
+func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.Request, on func(llm.Delta) error) (attemptResult, error) {
 	client, err := e.client(cand.Provider)
 	if err != nil {
 		return attemptResult{}, misconfigured(cand.Provider.GetName(), err)
 	}
+	req = forVision(req, cand.Model)
 	req.Model = cand.Model.GetName()
 	req.Reasoning = e.effort(cand.Model, req.Reasoning)
 	// The client sends MaxTokens + the effort's budget (thinking counts as output): the
@@ -237,7 +258,12 @@ func (e *Engine) attempt(ctx context.Context, cand registry.Candidate, req llm.R
 	}
 	ctx, counter := llm.WithAttemptCounter(ctx)
 	start := e.now()
-	resp, err := client.Complete(ctx, req)
+	var resp *llm.Response
+	if on != nil {
+		resp, err = llm.Stream(ctx, client, req, on)
+	} else {
+		resp, err = client.Complete(ctx, req)
+	}
 	res := attemptResult{latency: e.now().Sub(start), calls: max(*counter, 1)}
 	if errors.Is(err, netguard.ErrBlocked) {
 		// Refused before anything was sent: not a provider failure, no fallback.

@@ -29,6 +29,9 @@ const (
 	BlockToolUse
 	// BlockToolResult answers a tool call (user messages).
 	BlockToolResult
+	// BlockImage is a picture (user messages): MediaType and Data. Only models that take
+	// images are sent one; the engine replaces it by a note for the others.
+	BlockImage
 )
 
 // Block is one part of a message.
@@ -44,6 +47,10 @@ type Block struct {
 	Input json.RawMessage
 	// IsError marks a failed BlockToolResult.
 	IsError bool
+	// MediaType of a BlockImage: image/png, image/jpeg, image/gif or image/webp.
+	MediaType string
+	// Data is a BlockImage's encoded picture (the bytes, not base64).
+	Data []byte
 	// Cache marks the end of a stable prefix (system, tools and messages up to and including
 	// this block) that the provider may cache: an Anthropic cache_control breakpoint. Other
 	// providers cache prefixes by themselves and ignore it.
@@ -52,6 +59,11 @@ type Block struct {
 
 // Text returns a text block.
 func Text(s string) Block { return Block{Kind: BlockText, Text: s} }
+
+// Image returns an image block.
+func Image(mediaType string, data []byte) Block {
+	return Block{Kind: BlockImage, MediaType: mediaType, Data: data}
+}
 
 // Message is one turn.
 type Message struct {

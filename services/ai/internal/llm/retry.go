@@ -82,13 +82,15 @@ func countAttempt(ctx context.Context) {
 	}
 }
 
-// WithRetry returns p with pol applied to Complete and Embed: an *Error that is Retryable
+// WithRetry returns p with pol applied to Complete, Stream and Embed: an *Error that is Retryable
 // is tried again after max(its RetryAfter, the jittered backoff), up to MaxAttempts. A
 // retry-after longer than MaxRetryAfter, or one that would outlast ctx's deadline, ends the
 // call with that error. The error returned after retries wraps the last *Error with the
 // attempt count (AsError finds it); a failed first attempt that is not retried is returned
 // as it is. When ctx ends while waiting, the error wraps ctx.Err(), not a provider error,
-// so nobody retries a cancelled call.
+// so nobody retries a cancelled call. A stream is retried only until its first delta was
+// delivered: after that the caller holds part of a reply, and a second attempt would
+// deliver another. The returned provider always streams (see Stream).
 func WithRetry(p Provider, pol RetryPolicy) Provider {
 	return &retrying{p: p, pol: pol.withDefaults()}
 }
@@ -101,14 +103,27 @@ type retrying struct {
 func (r *retrying) Name() string { return r.p.Name() }
 
 func (r *retrying) Complete(ctx context.Context, req Request) (*Response, error) {
-	return retry(ctx, r.pol, func(ctx context.Context) (*Response, error) { return r.p.Complete(ctx, req) })
+	return retry(ctx, r.pol, nil, func(ctx context.Context) (*Response, error) { return r.p.Complete(ctx, req) })
+}
+
+func (r *retrying) Stream(ctx context.Context, req Request, on func(Delta) error) (*Response, error) {
+	delivered := false
+	counted := func(d Delta) error {
+		delivered = true
+		return on(d)
+	}
+	return retry(ctx, r.pol, func() bool { return delivered }, func(ctx context.Context) (*Response, error) {
+		return Stream(ctx, r.p, req, counted)
+	})
 }
 
 func (r *retrying) Embed(ctx context.Context, req EmbedRequest) (*EmbedResponse, error) {
-	return retry(ctx, r.pol, func(ctx context.Context) (*EmbedResponse, error) { return r.p.Embed(ctx, req) })
+	return retry(ctx, r.pol, nil, func(ctx context.Context) (*EmbedResponse, error) { return r.p.Embed(ctx, req) })
 }
 
-func retry[T any](ctx context.Context, pol RetryPolicy, call func(context.Context) (T, error)) (T, error) {
+// retry runs call under pol. committed, when set, reports whether the caller already has
+// part of the answer (a stream's delta), which ends the retries.
+func retry[T any](ctx context.Context, pol RetryPolicy, committed func() bool, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
@@ -125,6 +140,9 @@ func retry[T any](ctx context.Context, pol RetryPolicy, call func(context.Contex
 		pe, ok := AsError(err)
 		if !ok || !pe.Retryable() || ctx.Err() != nil {
 			return zero, attempted(n, err)
+		}
+		if committed != nil && committed() {
+			return zero, fmt.Errorf("the reply broke off after it began, so it is not tried again: %w", attempted(n, err))
 		}
 		if n >= pol.MaxAttempts {
 			if n == 1 {

@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +241,127 @@ func TestBackoff(t *testing.T) {
 			t.Errorf("Backoff(%d): largest of 2000 draws %s, want some above %s", tc.n, top, tc.ceiling/2)
 		}
 	}
+}
+
+// streaming is a Streamer that, per call, delivers its text deltas then fails with the
+// call's error (nil: succeeds).
+type streaming struct {
+	mu     sync.Mutex
+	deltas []string
+	// before is how many deltas each call delivers before failing; errs its errors.
+	before []int
+	errs   []error
+	calls  int
+}
+
+func (s *streaming) Name() string { return "streaming" }
+
+func (s *streaming) Complete(ctx context.Context, req llm.Request) (*llm.Response, error) {
+	return nil, errors.New("not used")
+}
+
+func (s *streaming) Embed(ctx context.Context, req llm.EmbedRequest) (*llm.EmbedResponse, error) {
+	return nil, llm.ErrUnsupported
+}
+
+func (s *streaming) Stream(ctx context.Context, req llm.Request, on func(llm.Delta) error) (*llm.Response, error) {
+	s.mu.Lock()
+	i := min(s.calls, len(s.errs)-1)
+	s.calls++
+	s.mu.Unlock()
+	n := len(s.deltas)
+	if s.errs[i] != nil {
+		n = s.before[i]
+	}
+	for _, d := range s.deltas[:n] {
+		if err := on(llm.Delta{Text: d}); err != nil {
+			return nil, err
+		}
+	}
+	if s.errs[i] != nil {
+		return nil, s.errs[i]
+	}
+	return &llm.Response{Text: strings.Join(s.deltas, "")}, nil
+}
+
+// A stream is retried like a call until its first delta is delivered, and never after.
+func TestWithRetryStream(t *testing.T) {
+	t.Parallel()
+	server := perr(llm.KindServer, 503, 0)
+	cases := []struct {
+		name      string
+		before    []int
+		errs      []error
+		wantCalls int
+		wantText  []string // delivered
+		wantErr   bool
+	}{
+		{"fails before the first delta, then streams", []int{0, 0}, []error{server, nil}, 2, []string{"a", "b", "c"}, false},
+		{"breaks after a delta: not retried", []int{1, 0}, []error{server, nil}, 1, []string{"a"}, true},
+		{"not retryable before a delta", []int{0}, []error{perr(llm.KindAuth, 401, 0)}, 1, nil, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sp := &streaming{deltas: []string{"a", "b", "c"}, before: tc.before, errs: tc.errs}
+			var sl sleeps
+			var got []string
+			ctx, counter := llm.WithAttemptCounter(context.Background())
+			resp, err := llm.WithRetry(sp, llm.RetryPolicy{Sleep: sl.sleep}).(llm.Streamer).Stream(ctx, llm.Request{},
+				func(d llm.Delta) error { got = append(got, d.Text); return nil })
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err == nil && resp.Text != "abc" {
+				t.Errorf("text %q", resp.Text)
+			}
+			if tc.wantErr {
+				if _, ok := llm.AsError(err); !ok {
+					t.Errorf("err = %v does not carry the provider's error", err)
+				}
+			}
+			if sp.calls != tc.wantCalls || *counter != tc.wantCalls {
+				t.Errorf("calls = %d (counted %d), want %d", sp.calls, *counter, tc.wantCalls)
+			}
+			if !slices.Equal(got, tc.wantText) {
+				t.Errorf("delivered %q, want %q", got, tc.wantText)
+			}
+		})
+	}
+}
+
+// A provider that cannot stream answers whole: the text as one delta, then each tool call.
+func TestStreamWithoutStreamer(t *testing.T) {
+	t.Parallel()
+	p := &whole{resp: &llm.Response{Text: "all at once", ToolUses: []llm.Block{
+		{Kind: llm.BlockToolUse, ToolUseID: "1", ToolName: "a"}, {Kind: llm.BlockToolUse, ToolUseID: "2", ToolName: "b"}}}}
+	var got []string
+	resp, err := llm.Stream(context.Background(), llm.WithRetry(p, llm.RetryPolicy{}), llm.Request{}, func(d llm.Delta) error {
+		if d.ToolUse != nil {
+			got = append(got, "tool "+d.ToolUse.ToolName)
+		} else {
+			got = append(got, d.Text)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"all at once", "tool a", "tool b"}; !slices.Equal(got, want) || resp != p.resp {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+	stop := errors.New("stop")
+	if _, err := llm.Stream(context.Background(), p, llm.Request{}, func(llm.Delta) error { return stop }); err != stop {
+		t.Errorf("err = %v, want the callback's", err)
+	}
+}
+
+type whole struct{ resp *llm.Response }
+
+func (w *whole) Name() string { return "whole" }
+func (w *whole) Complete(context.Context, llm.Request) (*llm.Response, error) {
+	return w.resp, nil
+}
+func (w *whole) Embed(context.Context, llm.EmbedRequest) (*llm.EmbedResponse, error) {
+	return nil, llm.ErrUnsupported
 }

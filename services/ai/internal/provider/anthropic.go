@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -61,6 +63,71 @@ func (c *anthropicClient) Complete(ctx context.Context, req llm.Request) (*llm.R
 		return nil, err
 	}
 	return c.response(msg)
+}
+
+// Stream is Complete with the reply delivered as it arrives: Messages.NewStreaming, its
+// events accumulated into the message Complete would have got (text and input_json
+// deltas, usage from message_start and message_delta). Text goes out with each
+// text_delta, a tool call at its content_block_stop.
+func (c *anthropicClient) Stream(ctx context.Context, req llm.Request, on func(llm.Delta) error) (*llm.Response, error) {
+	params, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	var msg anthropic.Message
+	err = c.t.stream(ctx, anthropicKind, on, func(ctx context.Context, emit func(llm.Delta) error) error {
+		msg = anthropic.Message{} // a retry starts over
+		s := c.messages.NewStreaming(ctx, params)
+		defer s.Close()
+		stopped := false
+		for s.Next() {
+			ev := s.Current()
+			if err := msg.Accumulate(ev); err != nil {
+				return err
+			}
+			switch ev.Type {
+			case "content_block_delta":
+				if ev.Delta.Type == "text_delta" && ev.Delta.Text != "" {
+					if err := emit(llm.Delta{Text: ev.Delta.Text}); err != nil {
+						return err
+					}
+				}
+			case "content_block_stop":
+				if b := msg.Content[ev.Index]; b.Type == "tool_use" {
+					tu, err := anthropicToolUse(b)
+					if err != nil {
+						return err
+					}
+					if err := emit(llm.Delta{ToolUse: &tu}); err != nil {
+						return err
+					}
+				}
+			case "message_stop":
+				stopped = true
+			}
+		}
+		if err := s.Err(); err != nil {
+			return err
+		}
+		if !stopped {
+			return errors.New("the stream ended before message_stop")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.response(&msg)
+}
+
+// anthropicToolUse is a tool_use block of the reply; its input must be a JSON object
+// (a streamed one is the input_json deltas joined).
+func anthropicToolUse(b anthropic.ContentBlockUnion) (llm.Block, error) {
+	input, err := toolInput(b.Input)
+	if err != nil {
+		return llm.Block{}, fmt.Errorf("tool_use %s: %v", b.Name, err)
+	}
+	return llm.Block{Kind: llm.BlockToolUse, ToolUseID: b.ID, ToolName: b.Name, Input: input}, nil
 }
 
 // anthropicKind: an overloaded_error is Overloaded whatever its status.
@@ -184,6 +251,15 @@ func (c *anthropicClient) message(m llm.Message) (anthropic.MessageParam, []*ant
 			tu := &anthropic.ToolUseBlockParam{ID: b.ToolUseID, Name: b.ToolName, Input: input}
 			mp.Content = append(mp.Content, anthropic.ContentBlockParamUnion{OfToolUse: tu})
 			cc = &tu.CacheControl
+		case llm.BlockImage:
+			if m.Role == llm.RoleAssistant {
+				return mp, nil, errBlock(j, errors.New("an image must be in a user message"))
+			}
+			img := &anthropic.ImageBlockParam{Source: anthropic.ImageBlockParamSourceUnion{OfBase64: &anthropic.Base64ImageSourceParam{
+				MediaType: anthropic.Base64ImageSourceMediaType(b.MediaType), Data: base64.StdEncoding.EncodeToString(b.Data),
+			}}}
+			mp.Content = append(mp.Content, anthropic.ContentBlockParamUnion{OfImage: img})
+			cc = &img.CacheControl
 		case llm.BlockToolResult:
 			tr := &anthropic.ToolResultBlockParam{ToolUseID: b.ToolUseID}
 			if b.Text != "" {
@@ -246,11 +322,11 @@ func (c *anthropicClient) response(msg *anthropic.Message) (*llm.Response, error
 			// The model's reasoning before its answer: not part of the answer (its tokens
 			// are in output_tokens already).
 		case "tool_use":
-			input := b.Input
-			if len(input) == 0 || string(input) == "null" {
-				input = json.RawMessage("{}")
+			tu, err := anthropicToolUse(b)
+			if err != nil {
+				return nil, c.t.invalid("%v", err)
 			}
-			out.ToolUses = append(out.ToolUses, llm.Block{Kind: llm.BlockToolUse, ToolUseID: b.ID, ToolName: b.Name, Input: input})
+			out.ToolUses = append(out.ToolUses, tu)
 		}
 	}
 	out.Text = strings.Join(text, "")

@@ -53,7 +53,10 @@ func (c *geminiClient) Complete(ctx context.Context, req llm.Request) (*llm.Resp
 }
 
 func (c *geminiClient) params(req llm.Request) ([]*genai.Content, *genai.GenerateContentConfig, error) {
-	cfg := &genai.GenerateContentConfig{StopSequences: req.StopSequences}
+	// AutomaticContinuation off: genai would otherwise send the request again by itself
+	// when an answer ends with a continuation token, and every request is the retry
+	// policy's to make (and the ledger's to count).
+	cfg := &genai.GenerateContentConfig{StopSequences: req.StopSequences, AutomaticContinuation: genai.Ptr(false)}
 	budget := req.Reasoning.Budget()
 	if req.MaxTokens > 0 {
 		// Thinking counts against maxOutputTokens: it grows by the budget, so the answer
@@ -101,6 +104,11 @@ func (c *geminiClient) params(req llm.Request) ([]*genai.Content, *genai.Generat
 				}
 				names[b.ToolUseID] = b.ToolName
 				content.Parts = append(content.Parts, &genai.Part{FunctionCall: &genai.FunctionCall{Name: b.ToolName, Args: args}})
+			case llm.BlockImage:
+				if m.Role == llm.RoleAssistant {
+					return nil, nil, c.t.badRequest("message %d: %v", i, errBlock(j, errors.New("an image must be in a user message")))
+				}
+				content.Parts = append(content.Parts, &genai.Part{InlineData: &genai.Blob{Data: b.Data, MIMEType: b.MediaType}})
 			case llm.BlockToolResult:
 				name, ok := names[b.ToolUseID]
 				if !ok {
@@ -150,55 +158,148 @@ func (c *geminiClient) response(req llm.Request, res *genai.GenerateContentRespo
 	if res == nil {
 		return nil, c.t.invalid("empty answer")
 	}
-	if len(res.Candidates) == 0 {
-		if res.PromptFeedback != nil && res.PromptFeedback.BlockReason != "" {
-			return nil, c.t.badRequest("prompt blocked: %s", res.PromptFeedback.BlockReason)
+	r := newGeminiReply(req)
+	if err := r.add(res, nil); err != nil {
+		return nil, c.t.invalid("%v", err)
+	}
+	return r.result(c.t)
+}
+
+// Stream is Complete with the reply delivered as it arrives: GenerateContentStream
+// (streamGenerateContent?alt=sse), each chunk a GenerateContentResponse. Text goes out with
+// each text part, a function call (Gemini sends each whole) as it comes.
+func (c *geminiClient) Stream(ctx context.Context, req llm.Request, on func(llm.Delta) error) (*llm.Response, error) {
+	contents, cfg, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	var r *geminiReply
+	err = c.t.stream(ctx, nil, on, func(ctx context.Context, emit func(llm.Delta) error) error {
+		r = newGeminiReply(req) // a retry starts over
+		for chunk, err := range c.models.GenerateContentStream(ctx, req.Model, contents, cfg) {
+			if err != nil {
+				return err
+			}
+			if err := r.add(chunk, emit); err != nil {
+				return err
+			}
 		}
-		return nil, c.t.invalid("answer has no candidates")
+		if r.finish == "" && r.feedback == "" {
+			return errors.New("the stream ended without a finish reason")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	out := &llm.Response{Model: res.ModelVersion}
-	if out.Model == "" {
-		out.Model = req.Model
-	}
-	// Gemini's calls carry no id (the Gemini API leaves it empty): number them after the
-	// calls already in the conversation, so ids are stable and unique within it.
-	seen := 0
+	return r.result(c.t)
+}
+
+// geminiReply reads an answer: a whole one, or a stream's chunks in order.
+type geminiReply struct {
+	out        *llm.Response
+	text       strings.Builder
+	candidates bool
+	finish     genai.FinishReason
+	feedback   genai.BlockedReason
+	// seen numbers the calls, which carry no id on the Gemini API: after the calls already
+	// in the conversation, so ids are stable and unique within it.
+	seen int
+}
+
+func newGeminiReply(req llm.Request) *geminiReply {
+	r := &geminiReply{out: &llm.Response{Model: req.Model}}
 	for _, m := range req.Messages {
 		for _, b := range m.Blocks {
 			if b.Kind == llm.BlockToolUse {
-				seen++
+				r.seen++
 			}
 		}
 	}
+	return r
+}
+
+// add reads one answer or chunk; emit, when set, gets its text and calls.
+func (r *geminiReply) add(res *genai.GenerateContentResponse, emit func(llm.Delta) error) error {
+	if res == nil {
+		return nil
+	}
+	if res.ModelVersion != "" {
+		r.out.Model = res.ModelVersion
+	}
+	if res.PromptFeedback != nil && res.PromptFeedback.BlockReason != "" {
+		r.feedback = res.PromptFeedback.BlockReason
+	}
+	if u := res.UsageMetadata; u != nil {
+		// promptTokenCount includes the cached tokens; thinking is billed as output. A
+		// stream's counts are totals so far: the last wins.
+		r.out.Usage = llm.Usage{
+			InputTokens:     int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+			OutputTokens:    int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+			CacheReadTokens: int64(u.CachedContentTokenCount),
+		}
+	}
+	if len(res.Candidates) == 0 || res.Candidates[0] == nil {
+		return nil
+	}
+	r.candidates = true
 	cand := res.Candidates[0]
-	var text []string
-	if cand.Content != nil {
-		for _, p := range cand.Content.Parts {
-			switch {
-			case p.FunctionCall != nil:
-				input := json.RawMessage("{}")
-				if len(p.FunctionCall.Args) > 0 {
-					b, err := json.Marshal(p.FunctionCall.Args)
-					if err != nil {
-						return nil, c.t.invalid("function call %s: %v", p.FunctionCall.Name, err)
-					}
-					input = b
+	if cand.FinishReason != "" {
+		r.finish = cand.FinishReason
+	}
+	if cand.Content == nil {
+		return nil
+	}
+	for _, p := range cand.Content.Parts {
+		var d llm.Delta
+		switch {
+		case p == nil:
+			continue
+		case p.FunctionCall != nil:
+			input := json.RawMessage("{}")
+			if len(p.FunctionCall.Args) > 0 {
+				b, err := json.Marshal(p.FunctionCall.Args)
+				if err != nil {
+					return fmt.Errorf("function call %s: %v", p.FunctionCall.Name, err)
 				}
-				id := p.FunctionCall.ID
-				if id == "" {
-					seen++
-					id = fmt.Sprintf("call_%d", seen)
-				}
-				out.ToolUses = append(out.ToolUses, llm.Block{Kind: llm.BlockToolUse, ToolUseID: id, ToolName: p.FunctionCall.Name, Input: input})
-			case p.Thought:
-				// A thinking summary is not the answer.
-			case p.Text != "":
-				text = append(text, p.Text)
+				input = b
+			}
+			id := p.FunctionCall.ID
+			if id == "" {
+				r.seen++
+				id = fmt.Sprintf("call_%d", r.seen)
+			}
+			tu := llm.Block{Kind: llm.BlockToolUse, ToolUseID: id, ToolName: p.FunctionCall.Name, Input: input}
+			r.out.ToolUses = append(r.out.ToolUses, tu)
+			d.ToolUse = &tu
+		case p.Thought:
+			// A thinking summary is not the answer.
+			continue
+		case p.Text != "":
+			r.text.WriteString(p.Text)
+			d.Text = p.Text
+		default:
+			continue
+		}
+		if emit != nil {
+			if err := emit(d); err != nil {
+				return err
 			}
 		}
 	}
-	out.Text = strings.Join(text, "")
-	switch cand.FinishReason {
+	return nil
+}
+
+func (r *geminiReply) result(t transport) (*llm.Response, error) {
+	if !r.candidates {
+		if r.feedback != "" {
+			return nil, t.badRequest("prompt blocked: %s", r.feedback)
+		}
+		return nil, t.invalid("answer has no candidates")
+	}
+	out := r.out
+	out.Text = r.text.String()
+	switch r.finish {
 	case genai.FinishReasonStop:
 		// Gemini says STOP for the end of a turn and for a stop sequence alike.
 		out.StopReason = llm.StopEndTurn
@@ -207,14 +308,6 @@ func (c *geminiClient) response(req llm.Request, res *genai.GenerateContentRespo
 	}
 	if len(out.ToolUses) > 0 {
 		out.StopReason = llm.StopToolUse
-	}
-	if u := res.UsageMetadata; u != nil {
-		// promptTokenCount includes the cached tokens; thinking is billed as output.
-		out.Usage = llm.Usage{
-			InputTokens:     int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
-			OutputTokens:    int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
-			CacheReadTokens: int64(u.CachedContentTokenCount),
-		}
 	}
 	return out, nil
 }

@@ -2,8 +2,10 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -63,6 +65,138 @@ func (c *openaiClient) Complete(ctx context.Context, req llm.Request) (*llm.Resp
 		return nil, err
 	}
 	return c.response(cc)
+}
+
+// Stream is Complete with the reply delivered as it arrives: Chat.Completions.NewStreaming
+// with stream_options.include_usage (the usage comes in a last chunk without choices).
+// Text goes out with each content delta; a tool call, assembled from its deltas by index,
+// once the next call starts or the choice finishes.
+func (c *openaiClient) Stream(ctx context.Context, req llm.Request, on func(llm.Delta) error) (*llm.Response, error) {
+	params, err := c.params(req)
+	if err != nil {
+		return nil, err
+	}
+	params.StreamOptions.IncludeUsage = param.NewOpt(true)
+	var acc openaiStream
+	err = c.t.stream(ctx, nil, on, func(ctx context.Context, emit func(llm.Delta) error) error {
+		acc = openaiStream{emit: emit} // a retry starts over
+		s := c.chat.NewStreaming(ctx, params)
+		defer s.Close()
+		for s.Next() {
+			if err := acc.add(s.Current()); err != nil {
+				return err
+			}
+		}
+		if err := s.Err(); err != nil {
+			return err
+		}
+		return acc.end()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return openaiResult(acc.model, acc.text.String(), acc.done, acc.finish, acc.usage), nil
+}
+
+// openaiStream assembles a streamed chat completion (its first choice).
+type openaiStream struct {
+	emit   func(llm.Delta) error
+	model  string
+	text   strings.Builder
+	calls  []*openaiCall // by index
+	done   []llm.Block   // the calls delivered, in order
+	finish string
+	usage  openai.CompletionUsage
+}
+
+type openaiCall struct {
+	id, typ, name string
+	args          strings.Builder
+	sent          bool
+}
+
+func (a *openaiStream) add(chunk openai.ChatCompletionChunk) error {
+	if chunk.Model != "" {
+		a.model = chunk.Model
+	}
+	if chunk.JSON.Usage.Valid() {
+		a.usage = chunk.Usage
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue // one choice is asked for
+		}
+		if t := ch.Delta.Content; t != "" {
+			a.text.WriteString(t)
+			if err := a.emit(llm.Delta{Text: t}); err != nil {
+				return err
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			i := max(int(tc.Index), 0) // some servers send -1 for a single call
+			if i >= len(a.calls)+maxToolCallGap {
+				return fmt.Errorf("tool call index %d skips too far past %d", tc.Index, len(a.calls))
+			}
+			for len(a.calls) <= i {
+				a.calls = append(a.calls, &openaiCall{})
+			}
+			// A call's deltas come together: one at a later index finishes the earlier.
+			if err := a.flush(i); err != nil {
+				return err
+			}
+			call := a.calls[i]
+			if tc.ID != "" {
+				call.id = tc.ID
+			}
+			if tc.Type != "" {
+				call.typ = tc.Type
+			}
+			if call.name == "" {
+				call.name = tc.Function.Name
+			}
+			call.args.WriteString(tc.Function.Arguments)
+		}
+		if ch.FinishReason != "" {
+			a.finish = ch.FinishReason
+			if err := a.flush(len(a.calls)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxToolCallGap bounds how far a tool call's index may jump ahead (a garbled stream must
+// not make the client allocate without bound).
+const maxToolCallGap = 128
+
+// flush delivers the calls before index n not delivered yet.
+func (a *openaiStream) flush(n int) error {
+	for _, call := range a.calls[:n] {
+		if call.sent {
+			continue
+		}
+		call.sent = true
+		if call.typ != "" && call.typ != "function" {
+			continue
+		}
+		b, err := openaiToolUse(call.id, call.name, call.args.String())
+		if err != nil {
+			return err
+		}
+		a.done = append(a.done, b)
+		if err := a.emit(llm.Delta{ToolUse: &b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *openaiStream) end() error {
+	if a.finish == "" {
+		return errors.New("the stream ended without a finish_reason")
+	}
+	return a.flush(len(a.calls))
 }
 
 func (c *openaiClient) params(req llm.Request) (openai.ChatCompletionNewParams, error) {
@@ -145,12 +279,24 @@ func openaiMessages(m llm.Message) ([]openai.ChatCompletionMessageParamUnion, er
 	var out []openai.ChatCompletionMessageParamUnion
 	var text []string
 	var calls []openai.ChatCompletionMessageToolCallUnionParam
+	// parts is the user's content in order when it holds an image (a plain string else).
+	var parts []openai.ChatCompletionContentPartUnionParam
+	images := false
 	for j, b := range m.Blocks {
 		switch b.Kind {
 		case llm.BlockText:
 			if b.Text != "" {
 				text = append(text, b.Text)
+				parts = append(parts, openai.TextContentPart(b.Text))
 			}
+		case llm.BlockImage:
+			if m.Role == llm.RoleAssistant {
+				return nil, errBlock(j, errors.New("an image must be in a user message"))
+			}
+			images = true
+			parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{
+				URL: "data:" + b.MediaType + ";base64," + base64.StdEncoding.EncodeToString(b.Data),
+			}))
 		case llm.BlockToolUse:
 			if m.Role != llm.RoleAssistant {
 				return nil, errBlock(j, errors.New("a tool call must be in an assistant message"))
@@ -185,7 +331,10 @@ func openaiMessages(m llm.Message) ([]openai.ChatCompletionMessageParamUnion, er
 		}
 		return append(out, openai.ChatCompletionMessageParamUnion{OfAssistant: a}), nil
 	}
-	if joined != "" || len(out) == 0 {
+	switch {
+	case images:
+		out = append(out, openai.UserMessage(parts))
+	case joined != "" || len(out) == 0:
 		out = append(out, openai.UserMessage(joined))
 	}
 	return out, nil
@@ -196,24 +345,39 @@ func (c *openaiClient) response(cc *openai.ChatCompletion) (*llm.Response, error
 		return nil, c.t.invalid("answer has no choices")
 	}
 	ch := cc.Choices[0]
-	// Content only: the reasoning some OpenAI-compatible servers send beside it
-	// (reasoning_content, reasoning) is not the answer. OpenAI counts reasoning tokens in
-	// completion_tokens, so they are output tokens below.
-	out := &llm.Response{Text: ch.Message.Content, Model: cc.Model}
+	var calls []llm.Block
 	for _, tc := range ch.Message.ToolCalls {
 		if tc.Type != "" && tc.Type != "function" {
 			continue
 		}
-		args := json.RawMessage(strings.TrimSpace(tc.Function.Arguments))
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
+		b, err := openaiToolUse(tc.ID, tc.Function.Name, tc.Function.Arguments)
+		if err != nil {
+			return nil, c.t.invalid("%v", err)
 		}
-		if _, err := toolInput(args); err != nil {
-			return nil, c.t.invalid("tool call %s: arguments are not a JSON object", tc.Function.Name)
-		}
-		out.ToolUses = append(out.ToolUses, llm.Block{Kind: llm.BlockToolUse, ToolUseID: tc.ID, ToolName: tc.Function.Name, Input: args})
+		calls = append(calls, b)
 	}
-	switch ch.FinishReason {
+	return openaiResult(cc.Model, ch.Message.Content, calls, ch.FinishReason, cc.Usage), nil
+}
+
+// openaiToolUse is a tool call of the reply; its arguments must be a JSON object.
+func openaiToolUse(id, name, arguments string) (llm.Block, error) {
+	args := json.RawMessage(strings.TrimSpace(arguments))
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if _, err := toolInput(args); err != nil {
+		return llm.Block{}, fmt.Errorf("tool call %s: arguments are not a JSON object", name)
+	}
+	return llm.Block{Kind: llm.BlockToolUse, ToolUseID: id, ToolName: name, Input: args}, nil
+}
+
+// openaiResult is the reply of a completion, whole or streamed.
+func openaiResult(model, text string, calls []llm.Block, finish string, u openai.CompletionUsage) *llm.Response {
+	// Content only: the reasoning some OpenAI-compatible servers send beside it
+	// (reasoning_content, reasoning) is not the answer. OpenAI counts reasoning tokens in
+	// completion_tokens, so they are output tokens below.
+	out := &llm.Response{Text: text, Model: model, ToolUses: calls}
+	switch finish {
 	case "stop":
 		// OpenAI says "stop" for the end of a turn and for a stop sequence alike.
 		out.StopReason = llm.StopEndTurn
@@ -225,14 +389,13 @@ func (c *openaiClient) response(cc *openai.ChatCompletion) (*llm.Response, error
 	if len(out.ToolUses) > 0 {
 		out.StopReason = llm.StopToolUse
 	}
-	u := cc.Usage
 	out.Usage = llm.Usage{
 		InputTokens:      u.PromptTokens,
 		OutputTokens:     u.CompletionTokens,
 		CacheReadTokens:  u.PromptTokensDetails.CachedTokens,
 		CacheWriteTokens: u.PromptTokensDetails.CacheWriteTokens,
 	}
-	return out, nil
+	return out
 }
 
 func (c *openaiClient) Embed(ctx context.Context, req llm.EmbedRequest) (*llm.EmbedResponse, error) {

@@ -124,12 +124,33 @@ func (t transport) attempt(ctx context.Context, kindOf func(error) (llm.ErrorKin
 		// The SDK gave up before sending: the request itself is wrong.
 		e.Kind = llm.KindBadRequest
 	}
-	if kindOf != nil && status >= 400 {
+	if kindOf != nil && status != 0 {
+		// status >= 400, or an error event in a stream that began with 200.
 		if k, ok := kindOf(err); ok {
 			e.Kind = k
 		}
 	}
 	return e
+}
+
+// stream runs one streaming SDK call like attempt. The call hands each delta to emit,
+// which passes it to on. An error of on is the caller's (the client went away): it ends
+// the call and is returned as it is, never classified as the provider's.
+func (t transport) stream(ctx context.Context, kindOf func(error) (llm.ErrorKind, bool), on func(llm.Delta) error,
+	call func(ctx context.Context, emit func(llm.Delta) error) error) error {
+	var onErr error
+	emit := func(d llm.Delta) error {
+		if err := on(d); err != nil {
+			onErr = err
+			return err
+		}
+		return nil
+	}
+	err := t.attempt(ctx, kindOf, func(ctx context.Context) error { return call(ctx, emit) })
+	if onErr != nil {
+		return onErr
+	}
+	return err
 }
 
 // invalid is the error for an answer that decoded but is not a usable reply.

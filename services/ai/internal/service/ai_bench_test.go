@@ -1,10 +1,14 @@
 package service
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/thefold/thefold/pkg/fakellm"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -113,4 +117,47 @@ func BenchmarkFixLoopPromptCache(b *testing.B) {
 				name, in, share*100, fixShare*100, float64(with)/1e6, float64(without)/1e6, 100*(1-float64(with)/float64(without)))
 		}
 	})
+}
+
+// BenchmarkStreamCompleteFirstDelta measures, per provider family, how long the first
+// piece of a streamed reply takes from fakellm writing it (its record's FirstDeltaAt) to
+// the gRPC client receiving it as a text_delta: the provider SDK's event decoding, the
+// engine, the service and one gRPC hop. It prints the p50 and p99 over the iterations.
+func BenchmarkStreamCompleteFirstDelta(b *testing.B) {
+	for _, prov := range []string{"anthropic", "openai", "gemini"} {
+		b.Run(prov, func(b *testing.B) {
+			e := newAIEnv(b, scriptFor(prov, fakellm.Response{Text: strings.Repeat("a streamed reply ", 16), ChunkSize: 16, RepeatLast: true}),
+				aiEnvOptions{provider: prov})
+			req := &aiv1.StreamCompleteRequest{Messages: []*aiv1.ChatMessage{{Role: aiv1.MessageRole_MESSAGE_ROLE_USER, Content: "Stream me a reply."}}}
+			var lat []time.Duration
+			for b.Loop() {
+				s, err := e.ai.StreamComplete(e.alice, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var first time.Time
+				for {
+					m, err := s.Recv()
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if first.IsZero() && m.GetTextDelta() != "" {
+						first = time.Now()
+					}
+				}
+				recs := e.fake.Requests()
+				sent := recs[len(recs)-1].FirstDeltaAt
+				if first.IsZero() || sent.IsZero() {
+					b.Fatalf("no first delta: received %v, fakellm wrote %v", first, sent)
+				}
+				lat = append(lat, first.Sub(sent))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[min(len(lat)*99/100, len(lat)-1)].Microseconds()), "p99-µs")
+		})
+	}
 }

@@ -454,6 +454,25 @@ func TestAIServiceBadInput(t *testing.T) {
 			_, err := c.Complete(ctx, &aiv1.CompleteRequest{Temperature: &tmp, Messages: []*aiv1.ChatMessage{{Role: aiv1.MessageRole_MESSAGE_ROLE_USER, Content: "x"}}})
 			return err
 		}, "temperature"},
+		{"complete: image from the assistant", func(ctx context.Context) error {
+			_, err := c.Complete(ctx, &aiv1.CompleteRequest{Messages: []*aiv1.ChatMessage{
+				{Role: aiv1.MessageRole_MESSAGE_ROLE_ASSISTANT, Blocks: []*aiv1.ContentBlock{{Block: &aiv1.ContentBlock_Image{Image: &aiv1.Image{MediaType: "image/png", Data: pngBytes}}}}},
+				{Role: aiv1.MessageRole_MESSAGE_ROLE_USER, Content: "x"}}})
+			return err
+		}, "messages[0].blocks[0].image"},
+		{"complete: image mislabelled", func(ctx context.Context) error {
+			_, err := c.Complete(ctx, &aiv1.CompleteRequest{Messages: []*aiv1.ChatMessage{imageMessage("image/gif", pngBytes)}})
+			return err
+		}, "messages[0].blocks[1].image.data"},
+		// TestStreamCompleteBadInput has StreamComplete's whole table.
+		{"stream: no messages", func(ctx context.Context) error {
+			_, err := streamReply(ctx, c, &aiv1.StreamCompleteRequest{})
+			return err
+		}, "messages"},
+		{"stream: image media type", func(ctx context.Context) error {
+			_, err := streamReply(ctx, c, &aiv1.StreamCompleteRequest{Messages: []*aiv1.ChatMessage{imageMessage("image/tiff", pngBytes)}})
+			return err
+		}, "messages[0].blocks[1].image.media_type"},
 		{"embed: no texts", func(ctx context.Context) error { _, err := c.Embed(ctx, &aiv1.EmbedRequest{}); return err }, "texts"},
 		{"embed: 5 dimensions", func(ctx context.Context) error {
 			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Dimensions: 5})
@@ -489,6 +508,30 @@ func TestAIServiceBadInput(t *testing.T) {
 	}
 	if n := len(e.fake.Requests()); n != 0 {
 		t.Fatalf("bad input reached the model %d times", n)
+	}
+	// Every RPC of the service is among the cases (named by the prefix of theirs).
+	rpcOf := map[string]string{
+		"confidence": "AssessConfidence", "complexity": "AssessComplexity", "plan": "PlanTask",
+		"generate": "GenerateFile", "fix": "FixFile", "review": "ReviewCode", "diagnose": "DiagnoseFailure",
+		"intervene": "Intervene", "decompose": "DecomposeProject", "revise": "ReviseProjectPhase",
+		"review project": "ReviewProject", "order": "PlanTaskOrder", "complete": "Complete",
+		"stream": "StreamComplete", "embed": "Embed", "estimate": "EstimateCost",
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		prefix, _, _ := strings.Cut(tc.name, ":")
+		covered[rpcOf[prefix]] = true
+	}
+	sd := aiv1.AIService_ServiceDesc
+	for _, m := range sd.Methods {
+		if !covered[m.MethodName] {
+			t.Errorf("%s.%s has no malformed-input case", sd.ServiceName, m.MethodName)
+		}
+	}
+	for _, m := range sd.Streams {
+		if !covered[m.StreamName] {
+			t.Errorf("%s.%s has no malformed-input case", sd.ServiceName, m.StreamName)
+		}
 	}
 	// An unknown explicit model is NOT_FOUND.
 	_, err := c.PlanTask(e.alice, &aiv1.PlanTaskRequest{Task: testTask, Model: &aiv1.ModelChoice{Model: "no-such-model"}})

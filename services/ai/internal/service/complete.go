@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/thefold/thefold/pkg/errs"
@@ -19,68 +23,91 @@ import (
 
 // Complete is a generic chat completion, with tools or constrained to a JSON schema.
 func (s *AIServer) Complete(ctx context.Context, req *aiv1.CompleteRequest) (*aiv1.CompleteResponse, error) {
-	if err := checkCommon(req.RequestId, req.Model, req.Attribution); err != nil {
+	c, parse, err := chat("Complete", req, req)
+	if err != nil {
 		return nil, err
+	}
+	return engine.Run(ctx, s.eng, c, parse)
+}
+
+// chat is the model call of Complete and StreamComplete: req validated and translated, the
+// engine's call (its request_id and fingerprint those of orig, the RPC's own request) and
+// the parser of the reply into the response.
+func chat(rpc string, orig proto.Message, req *aiv1.CompleteRequest) (*engine.Call, func(*llm.Response) (*aiv1.CompleteResponse, error), error) {
+	if err := checkCommon(req.RequestId, req.Model, req.Attribution); err != nil {
+		return nil, nil, err
 	}
 	lreq, err := completeRequest(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var schema *prompts.Schema
 	if req.JsonSchema != nil {
 		raw, err := protojson.Marshal(req.JsonSchema)
 		if err != nil {
-			return nil, errs.Invalid("json_schema", "not JSON: %v", err)
+			return nil, nil, errs.Invalid("json_schema", "not JSON: %v", err)
 		}
 		if schema, err = prompts.CompileSchema(raw); err != nil {
-			return nil, errs.Invalid("json_schema", "%v", err)
+			return nil, nil, errs.Invalid("json_schema", "%v", err)
 		}
 		lreq.JSON = true
 		// The provider-neutral way to hold a model to a schema: state it, then validate.
 		lreq.System = append(lreq.System, llm.Segment{Text: "Answer with one JSON object only, matching this JSON Schema:\n" + string(raw)})
 	}
-	c := &engine.Call{RPC: "Complete", Phase: aiv1.CallPhase_CALL_PHASE_COMPLETION, RequestID: req.RequestId,
-		Request: req, Model: req.Model, Attribution: req.Attribution, Defaults: chatDefaults, LLM: lreq}
+	c := &engine.Call{RPC: rpc, Phase: aiv1.CallPhase_CALL_PHASE_COMPLETION, RequestID: req.RequestId,
+		Request: orig, Model: req.Model, Attribution: req.Attribution, Defaults: chatDefaults, LLM: lreq}
 	if len(req.Tools) > 0 {
 		c.Defaults.Tags, c.RequireTools = nil, true
 	}
-	p := &prompts.Prompt{RPC: "Complete", System: lreq.System, Messages: lreq.Messages, Schema: schema}
-	return engine.Run(ctx, s.eng, c, func(r *llm.Response) (*aiv1.CompleteResponse, error) {
+	p := &prompts.Prompt{RPC: rpc, System: lreq.System, Messages: lreq.Messages, Schema: schema}
+	return c, func(r *llm.Response) (*aiv1.CompleteResponse, error) {
 		out := &aiv1.CompleteResponse{Content: r.Text, StopReason: stopReason(r.StopReason)}
-		for _, tu := range r.ToolUses {
-			in := &structpb.Struct{}
-			if len(tu.Input) > 0 {
-				if err := protojson.Unmarshal(tu.Input, in); err != nil {
-					return nil, fmt.Errorf("tool_use %s: input is not a JSON object: %w", tu.ToolName, err)
-				}
+		for _, b := range r.ToolUses {
+			tu, err := toolUse(b)
+			if err != nil {
+				return nil, err
 			}
-			out.ToolUses = append(out.ToolUses, &aiv1.ToolUse{Id: tu.ToolUseID, Name: tu.ToolName, Input: in})
+			out.ToolUses = append(out.ToolUses, tu)
 		}
 		if schema == nil {
 			return out, nil
 		}
+		bad := func(err error) error {
+			return repairable{&prompts.ParseError{RPC: rpc, Err: err}, p, r.StopReason == llm.StopMaxTokens}
+		}
 		raw, err := prompts.ExtractJSON(r.Text)
 		if err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
+			return nil, bad(err)
 		}
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
+			return nil, bad(err)
 		}
 		if err := schema.Validate(v); err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
+			return nil, bad(err)
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: fmt.Errorf("the answer is a JSON %T, not an object", v)}, p, r.StopReason == llm.StopMaxTokens}
+			return nil, bad(fmt.Errorf("the answer is a JSON %T, not an object", v))
 		}
 		st, err := structpb.NewStruct(obj)
 		if err != nil {
-			return nil, repairable{&prompts.ParseError{RPC: "Complete", Err: err}, p, r.StopReason == llm.StopMaxTokens}
+			return nil, bad(err)
 		}
 		out.Content, out.Json = string(raw), st
 		return out, nil
-	})
+	}, nil
+}
+
+// toolUse is a tool call of the model's reply as the API returns it.
+func toolUse(b llm.Block) (*aiv1.ToolUse, error) {
+	in := &structpb.Struct{}
+	if len(b.Input) > 0 {
+		if err := protojson.Unmarshal(b.Input, in); err != nil {
+			return nil, fmt.Errorf("tool_use %s: input is not a JSON object: %w", b.ToolName, err)
+		}
+	}
+	return &aiv1.ToolUse{Id: b.ToolUseID, Name: b.ToolName, Input: in}, nil
 }
 
 // completeRequest validates a CompleteRequest and translates it to the provider-neutral
@@ -231,6 +258,15 @@ func chatMessage(field string, m *aiv1.ChatMessage, toolIDs map[string]bool) (ll
 			}
 			toolIDs[v.ToolUse.Id] = true
 			out.Blocks = append(out.Blocks, llm.Block{Kind: llm.BlockToolUse, ToolUseID: v.ToolUse.Id, ToolName: v.ToolUse.Name, Input: in})
+		case *aiv1.ContentBlock_Image:
+			if out.Role != llm.RoleUser {
+				return out, errs.Invalid(bf+".image", "only in user messages")
+			}
+			img, err := checkImage(bf+".image", v.Image)
+			if err != nil {
+				return out, err
+			}
+			out.Blocks = append(out.Blocks, img)
 		case *aiv1.ContentBlock_ToolResult:
 			if out.Role != llm.RoleUser {
 				return out, errs.Invalid(bf+".tool_result", "only in user messages")
@@ -248,6 +284,32 @@ func chatMessage(field string, m *aiv1.ChatMessage, toolIDs map[string]bool) (ll
 		}
 	}
 	return out, nil
+}
+
+// maxImageBytes is the largest picture a message may hold (the providers' own limit is
+// about 5 MB per image).
+const maxImageBytes = 5 << 20
+
+// imageTypes are the media types every provider takes.
+var imageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// checkImage validates an image block. Its bytes must be what media_type says: a provider
+// refuses a mislabelled picture, and that is the caller's mistake, not the provider's.
+func checkImage(field string, img *aiv1.Image) (llm.Block, error) {
+	mt := img.GetMediaType()
+	if !slices.Contains(imageTypes, mt) {
+		return llm.Block{}, errs.Invalid(field+".media_type", "want one of %s, got %q", strings.Join(imageTypes, ", "), validate.Truncate(mt, 80))
+	}
+	switch n := len(img.GetData()); {
+	case n == 0:
+		return llm.Block{}, errs.Invalid(field+".data", "required (the encoded picture)")
+	case n > maxImageBytes:
+		return llm.Block{}, errs.Invalid(field+".data", "at most %d bytes (5 MiB), got %d", maxImageBytes, n)
+	}
+	if sniffed := http.DetectContentType(img.Data); sniffed != mt {
+		return llm.Block{}, errs.Invalid(field+".data", "is not a %s picture: its bytes look like %s", mt, sniffed)
+	}
+	return llm.Image(mt, img.Data), nil
 }
 
 func stopReason(r llm.StopReason) aiv1.StopReason {
