@@ -63,6 +63,32 @@ func TestAnthropicMessages(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a tool call's input captured from the request: the last match's group",
+		script: []Response{{ToolCalls: []ToolCall{
+			{Name: "start_task", Input: json.RawMessage(`{"task_id":"$capture:\"id\":\"(task-[0-9]+)\"","note":"kept"}`)},
+		}}},
+		body: `{"model":"claude-test","max_tokens":100,"messages":[{"role":"user","content":"make it"},
+			{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"create_task","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"{\"id\":\"task-7\"} {\"id\":\"task-42\"}"}]}]}`,
+		status: 200,
+		check: func(t *testing.T, a answer) {
+			want := []any{map[string]any{"type": "tool_use", "id": "fakellm-toolu-1", "name": "start_task",
+				"input": map[string]any{"task_id": "task-42", "note": "kept"}}}
+			if diff := cmp.Diff(want, a.body["content"]); diff != "" {
+				t.Errorf("content (-want +got):\n%s", diff)
+			}
+		},
+	}, {
+		name:   "a capture that matches nothing fails the request",
+		script: []Response{{ToolCalls: []ToolCall{{Name: "start_task", Input: json.RawMessage(`{"task_id":"$capture:task-(\\d+)"}`)}}}},
+		body:   hello,
+		status: 500,
+		check: func(t *testing.T, a answer) {
+			if !strings.Contains(str(t, a.body, "error", "message"), "matches nothing") {
+				t.Errorf("error = %v", a.body["error"])
+			}
+		},
+	}, {
 		name:   "stop_sequence names the request's sequence; output_tokens override",
 		script: []Response{{Text: "partial", StopReason: "stop_sequence", OutputTokens: 42}},
 		body:   `{"model":"m","max_tokens":5,"stop_sequences":["END"],"messages":[{"role":"user","content":"x"}]}`,

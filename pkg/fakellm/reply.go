@@ -3,7 +3,10 @@ package fakellm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
 )
 
 // stopKind is a stop reason independent of any provider's vocabulary.
@@ -125,4 +128,58 @@ func (s *Server) replyFailure(w http.ResponseWriter, r *http.Request, rec *Recor
 		return true
 	}
 	return false
+}
+
+// capturePrefix starts a tool call input's string value that is taken from the request: see
+// ToolCall.
+const capturePrefix = "$capture:"
+
+// captured is e with its tool calls' "$capture:<regexp>" values replaced from text, the
+// request's text; a regexp that does not match is a script failure.
+func (e Response) captured(text string) (Response, *scriptFailure) {
+	if !strings.Contains(toolInputs(e.ToolCalls), capturePrefix) {
+		return e, nil
+	}
+	calls := make([]ToolCall, len(e.ToolCalls))
+	for i, tc := range e.ToolCalls {
+		calls[i] = tc
+		if !strings.Contains(string(tc.Input), capturePrefix) {
+			continue
+		}
+		var in map[string]any
+		if err := json.Unmarshal(tc.Input, &in); err != nil {
+			return e, &scriptFailure{"fakellm: tool call input: " + err.Error()}
+		}
+		for k, v := range in {
+			pat, ok := v.(string)
+			if !ok || !strings.HasPrefix(pat, capturePrefix) {
+				continue
+			}
+			re, err := regexp.Compile(strings.TrimPrefix(pat, capturePrefix))
+			if err != nil {
+				return e, &scriptFailure{fmt.Sprintf("fakellm: tool call %s input %q: %v", tc.Name, k, err)}
+			}
+			all := re.FindAllStringSubmatch(text, -1)
+			if len(all) == 0 {
+				return e, &scriptFailure{fmt.Sprintf("fakellm: tool call %s input %q: %s matches nothing in the request", tc.Name, k, re)}
+			}
+			last := all[len(all)-1]
+			in[k] = last[len(last)-1]
+		}
+		b, err := json.Marshal(in)
+		if err != nil {
+			return e, &scriptFailure{"fakellm: tool call input: " + err.Error()}
+		}
+		calls[i].Input = b
+	}
+	e.ToolCalls = calls
+	return e, nil
+}
+
+func toolInputs(calls []ToolCall) string {
+	var b strings.Builder
+	for _, tc := range calls {
+		b.Write(tc.Input)
+	}
+	return b.String()
 }

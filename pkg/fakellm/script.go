@@ -136,7 +136,12 @@ type Response struct {
 	RepeatLast bool `json:"repeat_last,omitempty"`
 }
 
-// ToolCall is a tool the scripted model calls; Input is a JSON object ({} when empty).
+// ToolCall is a tool the scripted model calls; Input is a JSON object ({} when empty). A
+// string value of Input written "$capture:<regexp>" is taken from the request: it becomes
+// the first group of the regexp's last match in the request's text (system and messages,
+// tool results included), the whole match when the regexp has no group. A scripted model can
+// so pass on an id an earlier tool call returned; a regexp that matches nothing fails the
+// request as an exhausted script does.
 type ToolCall struct {
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input,omitempty"`

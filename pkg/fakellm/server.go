@@ -228,7 +228,7 @@ func (s *Server) pick(fam, endpoint, text string) (Response, *scriptFailure) {
 			continue
 		}
 		st.matchedUses[i]++
-		return e, nil
+		return e.captured(text)
 	}
 	var ordered []Response
 	for _, e := range entries {
@@ -242,7 +242,7 @@ func (s *Server) pick(fam, endpoint, text string) (Response, *scriptFailure) {
 		if st.usedAtPos >= max(e.Times, 1) && !(e.RepeatLast && st.pos == len(ordered)-1) {
 			st.pos, st.usedAtPos = st.pos+1, 0
 		}
-		return e, nil
+		return e.captured(text)
 	}
 	return Response{}, &scriptFailure{"fakellm: script exhausted for " + endpoint}
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,7 +73,8 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = append(append(append(append(append(append(faultScript(), append(append(append(projectScript(), moreProjectScripts()...), benchProjectScript()...), append(budgetProjectScript(), restartProjectScript()...)...)...), agentScenarios()...), agentScript()...), isolationScript()...), buildScript()...), script.Anthropic...)
+	script.Anthropic = slices.Concat(chatScript(), faultScript(), projectScript(), moreProjectScripts(), benchProjectScript(),
+		budgetProjectScript(), restartProjectScript(), agentScenarios(), agentScript(), isolationScript(), buildScript(), script.Anthropic)
 	llm = fakellm.New(script)
 	llmTime = &llmClock{next: llm}
 	llmServer := httptest.NewServer(llmTime)

@@ -69,7 +69,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			}
 		}
 		if m != nil {
-			if err := n.st.AddNoticeOnce(ctx, conv, "event:"+strconv.FormatInt(e.ID, 10), m); err != nil {
+			if err := n.st.AddNoticeOnce(ctx, conv, noticeKey(m, e.ID), m); err != nil {
 				return err
 			}
 		}
@@ -153,6 +153,23 @@ func (n *Notifier) projectNotice(e events.Event) (*agentv1.ConversationMessage, 
 	}
 	return nil, nil
 }
+
+// noticeKey keys notice m of event id: once per event, except a job's or project's start,
+// which the tool that started it may have told of already (startedKey).
+func noticeKey(m *agentv1.ConversationMessage, id int64) string {
+	switch refs := m.GetNotice().GetRefs(); m.GetNotice().GetKind() {
+	case agentv1.NoticeKind_NOTICE_KIND_JOB_STARTED:
+		return startedKey("job", refs.GetJobId())
+	case agentv1.NoticeKind_NOTICE_KIND_PROJECT_STARTED:
+		return startedKey("project", refs.GetProjectId())
+	}
+	return "event:" + strconv.FormatInt(id, 10)
+}
+
+// startedKey keys the notice that a job or project (kind) started: the tool that starts it
+// adds it at once (its first events may come before the conversation is linked to it), the
+// notifier adds it when the tool did not.
+func startedKey(kind, id string) string { return kind + ":" + id + ":started" }
 
 func short(id string) string {
 	if len(id) > 8 {

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -214,6 +215,10 @@ var toolList = []*tool{
 			if err := x.r.st.LinkConversation(ctx, "job", j.GetId(), x.conv.Id); err != nil {
 				return "", err
 			}
+			if err := x.r.st.AddNoticeOnce(ctx, x.conv.Id, startedKey("job", j.GetId()), notice(agentv1.NoticeKind_NOTICE_KIND_JOB_STARTED,
+				&agentv1.NoticeRefs{JobId: j.GetId(), TaskId: j.GetTaskId(), Repo: j.GetRepo()}, "Job "+short(j.GetId())+" started on "+j.GetRepo()+".")); err != nil {
+				return "", err
+			}
 			return protoJSON(&agentv1.Job{Id: j.Id, TaskId: j.TaskId, Repo: j.Repo, Status: j.Status, Phase: j.Phase, Branch: j.Branch})
 		},
 	},
@@ -418,6 +423,10 @@ var toolList = []*tool{
 			if err := x.r.st.LinkConversation(ctx, "project", p.GetId(), x.conv.Id); err != nil {
 				return "", err
 			}
+			if err := x.r.st.AddNoticeOnce(ctx, x.conv.Id, startedKey("project", p.GetId()), notice(agentv1.NoticeKind_NOTICE_KIND_PROJECT_STARTED,
+				&agentv1.NoticeRefs{ProjectId: p.GetId(), Repo: p.GetRepo()}, "Project "+short(p.GetId())+" started.")); err != nil {
+				return "", err
+			}
 			return protoJSON(&agentv1.Project{Id: p.Id, Repo: p.Repo, Status: p.Status})
 		},
 	},
@@ -474,8 +483,16 @@ func planText(p *agentv1.Project) string {
 	return b.String()
 }
 
-// protoJSON is m as compact JSON with proto field names.
+// protoJSON is m as compact JSON with proto field names (protojson's own output varies its
+// spacing from build to build; compacted, the model is sent the same bytes every time).
 func protoJSON(m interface{ ProtoReflect() protoreflect.Message }) (string, error) {
 	b, err := marshal.Marshal(m)
-	return string(b), err
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return "", err
+	}
+	return out.String(), nil
 }
