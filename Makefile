@@ -111,15 +111,18 @@ test:
 
 ## bench: GetTask latency/throughput over gRPC and through the gateway, append/query
 ## latency with 0 and 1,000 idle event watchers, the ai fix loop's prompt-cache share
-## and cost, a streamed reply's first delta from fakellm to the client, and a sandbox's create + run `true` + destroy per backend against raw, the builder's
-## orchestration cost per file and dependency analysis of 5,000 Go files, the README's
-## demo task from StartTask to PENDING_REVIEW with where its time went, and a project's
-## plan and start (50 tasks) and orchestration per task (prints figures).
+## and cost, a streamed reply's first delta from fakellm to the ai service's client and to
+## a chat's SSE client through the gateway, a sandbox's create + run `true` + destroy per
+## backend against raw, the builder's orchestration cost per file and dependency analysis
+## of 5,000 Go files, the README's demo task from StartTask to PENDING_REVIEW with where its
+## time went, and a project's plan and start (50 tasks) and orchestration per task (prints
+## figures).
 bench: setup
 	@cd tests/e2e && go test -run '^$$' -bench DemoTask -benchtime 3x -count=1 ./...
 	@cd tests/e2e && go test -run '^$$' -bench GetTask -benchtime 2000x -count=1 ./...
 	@cd tests/e2e && go test -run '^$$' -bench BuildOrchestration -benchtime 1x -count=1 ./...
 	@cd tests/e2e && go test -run '^$$' -bench 'ProjectPlanAndStart|ProjectOrchestration' -benchtime 7x -count=1 ./...
+	@cd tests/e2e && go test -run '^$$' -bench ChatFirstToken -benchtime 100x -count=1 ./...
 	@cd pkg && go test -run '^$$' -bench RPCLatency -benchtime 1000x -count=1 ./events/
 	@cd services/ai && go test -run '^$$' -bench FixLoopPromptCache -benchtime 3x -count=1 ./internal/service/
 	@cd services/ai && go test -run '^$$' -bench StreamCompleteFirstDelta -benchtime 1000x -count=1 ./internal/service/

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,11 @@ func chatScript() []fakellm.Response {
 			{Name: "start_task", Input: json.RawMessage(`{"task_id":"` + jsonEscape(`$capture:other task ([0-9a-f-]{36})`) + `"}`)},
 		}},
 
+		// A conversation that outgrows the model's context is summarised.
+		{Match: `(?s)Summarise the conversation.*` + q("[CHAT-SUM-1]"), Text: "The person shared a long build log [CHAT-SUM-1] and TheFold read it."},
+		{Match: chatMatch(q("[CHAT-SUM-2]")), Text: "From what we said: it was a build log."},
+		{Match: chatMatch(q("[CHAT-SUM-1]")), Text: "I read the log."},
+
 		// A reply cancelled while it streams.
 		{Match: chatMatch(q("[CHAT-SLOW]")), Text: slow, ChunkSize: 16, ChunkDelay: fakellm.Duration(150 * time.Millisecond)},
 		// The first-token benchmark.
@@ -91,7 +98,7 @@ type chatEvent struct {
 // watchChat follows a conversation's server-sent events through the gateway from lastID
 // ("" for the start) until ctx ends; events arrive on the channel, which is closed at the
 // end.
-func watchChat(t *testing.T, ctx context.Context, tok, conv, lastID string) <-chan chatEvent {
+func watchChat(t testing.TB, ctx context.Context, tok, conv, lastID string) <-chan chatEvent {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/conversations/"+conv+":watch", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -199,7 +206,7 @@ func isNotice(kind string) func(chatEvent) bool {
 func replyEnded(e chatEvent) bool { return e.typ == "REPLY_ENDED" }
 
 // newConversation creates a conversation about repo over REST.
-func newConversation(t *testing.T, tok, repo string) string {
+func newConversation(t testing.TB, tok, repo string) string {
 	t.Helper()
 	code, body := rest(t, http.MethodPost, "/v1/conversations", tok, map[string]any{"repo": repo, "title": "e2e " + repo})
 	if code != http.StatusOK {
@@ -518,5 +525,170 @@ func TestChatCancelKeepsAConsistentHistory(t *testing.T) {
 	code, _ = rest(t, http.MethodPost, "/v1/conversations/"+conv+"/messages", token, map[string]any{"text": "Never mind. [CHAT-BENCH]"})
 	if code != http.StatusOK {
 		t.Fatalf("the next message: %d", code)
+	}
+}
+
+// openAIChatScript answers the chat scenario that runs over OpenAI's wire format.
+func openAIChatScript() []fakellm.Response {
+	return []fakellm.Response{
+		{Match: chatMatch(regexp.QuoteMeta("[CHAT-OAI]"), `tool="list_repos"`), Text: "Those are your repositories.", ChunkSize: 6},
+		{Match: chatMatch(regexp.QuoteMeta("[CHAT-OAI]")), ToolCalls: []fakellm.ToolCall{{Name: "list_repos"}}},
+	}
+}
+
+// The same tool-use loop over OpenAI's wire format: the ai service is restarted with
+// OpenAI as its provider (at fakellm), so the stream and the tool calls go through the
+// OpenAI SDK; then it is restarted as it was. Alone: every other test's calls would go to
+// OpenAI meanwhile.
+func TestChatOverOpenAIWireFormat(t *testing.T) {
+	alone(t)
+	repo := agentRepo(t, fmt.Sprintf("chat-oai-%d", time.Now().UnixNano()))
+	llm.SetScript(withOpenAI(script, openAIChatScript()))
+	t.Cleanup(func() { llm.SetScript(script) })
+	withAIProvider(t, "THEFOLD_AI_PROVIDER=openai", "THEFOLD_AI_BASE_URL="+llmURL+"/v1/")
+
+	conv := newConversation(t, token, repo)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := watchChat(t, ctx, token, conv, "")
+	say(t, token, conv, "Which repositories do I have? [CHAT-OAI]")
+	evs := until(t, stream, time.Minute, "the end of the reply", replyEnded)
+	if r := evs[len(evs)-1].data["reply"].(map[string]any); r["status"] != "REPLY_STATUS_COMPLETED" {
+		t.Fatalf("reply %v: %v", r, summary(evs))
+	}
+	var listed, deltas, answer string
+	for _, e := range evs {
+		if r, ok := message(e)["tool_result"].(map[string]any); ok {
+			listed = fmt.Sprint(r["content"])
+		}
+		if e.typ == "TEXT_DELTA" {
+			deltas += e.data["delta"].(map[string]any)["text"].(string)
+		}
+		if m := message(e); m["role"] == "CHAT_ROLE_ASSISTANT" {
+			answer = m["text"].(string)
+		}
+	}
+	if !strings.Contains(listed, repo) || answer != "Those are your repositories." || deltas != answer {
+		t.Fatalf("listed %q, answer %q from deltas %q", listed, answer, deltas)
+	}
+	streamed := 0
+	for _, rec := range llm.Requests() {
+		if rec.Endpoint == fakellm.EndpointOpenAIChat && rec.Stream && strings.Contains(string(rec.Body), "[CHAT-OAI]") {
+			streamed++
+		}
+	}
+	if streamed != 2 {
+		t.Fatalf("%d streamed OpenAI requests of the conversation, want 2", streamed)
+	}
+}
+
+// withAIProvider restarts the ai service with env in place of the mesh's own settings of
+// those variables, and restarts it as it was when the test ends.
+func withAIProvider(t *testing.T, env ...string) {
+	t.Helper()
+	saved := slices.Clone(mesh.Env)
+	set := slices.Clone(saved)
+	for _, kv := range env {
+		name := kv[:strings.IndexByte(kv, '=')+1]
+		set = slices.DeleteFunc(set, func(e string) bool { return strings.HasPrefix(e, name) })
+		set = append(set, kv)
+	}
+	mesh.Env = set
+	restart(t, "ai")
+	t.Cleanup(func() {
+		mesh.Env = saved
+		restart(t, "ai")
+	})
+}
+
+// withOpenAI is s with openai entries added before its own.
+func withOpenAI(s *fakellm.Script, entries []fakellm.Response) *fakellm.Script {
+	cp := *s
+	cp.OpenAI = append(slices.Clone(entries), s.OpenAI...)
+	return &cp
+}
+
+// BenchmarkChatFirstToken: how long the first piece of a reply's text takes from fakellm
+// writing it to a client of the conversation's server-sent events through the gateway
+// (target p99 ≤ 50 ms), over the whole path: ai's stream, the agent's reply run, its event,
+// the watch, the gateway.
+func BenchmarkChatFirstToken(b *testing.B) {
+	var lat []time.Duration
+	for i := range b.N {
+		conv := newConversation(b, token, "")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		stream := watchChat(b, ctx, token, conv, "")
+		marker := fmt.Sprintf("[CHAT-BENCH] %d-%d", time.Now().UnixNano(), i)
+		code, body := rest(b, http.MethodPost, "/v1/conversations/"+conv+"/messages", token, map[string]any{"text": marker})
+		if code != http.StatusOK {
+			b.Fatalf("send: %d %v", code, body)
+		}
+		var got time.Time
+		for ev := range stream {
+			if ev.typ == "TEXT_DELTA" && got.IsZero() {
+				got = time.Now()
+			}
+			if ev.typ == "REPLY_ENDED" {
+				break
+			}
+		}
+		cancel()
+		var sent time.Time
+		for _, rec := range llm.Requests() {
+			if rec.Stream && strings.Contains(string(rec.Body), marker) {
+				sent = rec.FirstDeltaAt
+			}
+		}
+		if got.IsZero() || sent.IsZero() {
+			b.Fatalf("no first delta (received %v, sent %v)", got, sent)
+		}
+		lat = append(lat, got.Sub(sent))
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// A conversation that outgrows the model's context (THEFOLD_AGENT_CHAT_CONTEXT_TOKENS,
+// 60,000 here) is summarised, not cut: the older turns become a summary kept with the
+// conversation and sent to the model instead of them, a notice says so, and the messages
+// themselves stay in the conversation.
+func TestChatSummarisesALongConversation(t *testing.T) {
+	parallel(t)
+	conv := newConversation(t, token, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := watchChat(t, ctx, token, conv, "")
+	log := strings.Repeat("build step ok: compiled package and ran its tests in 0.2s\n", 250<<10/58)
+	code, body := rest(t, http.MethodPost, "/v1/conversations/"+conv+"/messages", token, map[string]any{"text": "Here is the build log [CHAT-SUM-1]",
+		"attachments": []map[string]any{{"name": "build.log", "media_type": "text/plain", "content": base64.StdEncoding.EncodeToString([]byte(log))}}})
+	if code != http.StatusOK {
+		t.Fatalf("send the log: %d %v", code, body)
+	}
+	until(t, stream, time.Minute, "the first reply's end", replyEnded)
+	say(t, token, conv, "What was it? [CHAT-SUM-2]")
+	evs := until(t, stream, time.Minute, "the second reply's end", replyEnded)
+	if !slices.ContainsFunc(evs, isNotice("SUMMARISED")) {
+		t.Fatalf("no summary notice: %v", summary(evs))
+	}
+	code, got := rest(t, http.MethodGet, "/v1/conversations/"+conv, token, nil)
+	if code != http.StatusOK || !strings.Contains(fmt.Sprint(got["conversation"].(map[string]any)["summary"]), "long build log") {
+		t.Fatalf("the kept summary: %d %v", code, got)
+	}
+	var sent string
+	for _, rec := range llm.Requests() {
+		if b := string(rec.Body); strings.Contains(b, "[CHAT-SUM-2]") && strings.Contains(b, "You are TheFold") {
+			sent = b
+		}
+	}
+	if sent == "" || strings.Contains(sent, "compiled package and ran its tests") || !strings.Contains(sent, `data kind=\"summary\"`) {
+		t.Fatalf("the model was sent %d bytes; want the summary instead of the log", len(sent))
+	}
+	_, msgs := rest(t, http.MethodGet, "/v1/conversations/"+conv+"/messages", token, nil)
+	first := msgs["messages"].([]any)[len(msgs["messages"].([]any))-1].(map[string]any)
+	if atts, _ := first["attachments"].([]any); len(atts) != 1 || atts[0].(map[string]any)["size_bytes"] != strconv.Itoa(len(log)) {
+		t.Fatalf("the first message as kept: %v", first)
 	}
 }

@@ -29,6 +29,8 @@ var (
 	mesh  *stack.Stack
 	token string
 	llm   *fakellm.Server
+	// llmURL is where llm answers.
+	llmURL string
 	// llmTime is llm with a clock: the time spent answering (BenchmarkDemoTask).
 	llmTime *llmClock
 	// script is what llm serves: the demo script after the build tests' entries. A test
@@ -79,6 +81,7 @@ func runMain(m *testing.M) int {
 	llmTime = &llmClock{next: llm}
 	llmServer := httptest.NewServer(llmTime)
 	defer llmServer.Close()
+	llmURL = llmServer.URL
 	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
 		"THEFOLD_LOG_LEVEL=warn",
 		// A killed builder's builds are resumed after this (the kill -9 test waits for it).

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -403,6 +404,10 @@ func (x *run) request(hist []*agentv1.ConversationMessage) (*aiv1.StreamComplete
 	if x.conv.Summary != "" {
 		system += "\n\nWhat was said earlier in this conversation, summarised:\n" + fence.Fence("summary", nil, x.conv.Summary, 0)
 	}
+	if n, ok := largeRequest(hist); ok {
+		system += fmt.Sprintf("\n\nThe person's last message is a large build request (%d words): plan it as a project (plan_project) "+
+			"rather than one task, unless it is plainly one small change.", n)
+	}
 	msgs := messages(hist, x.conv.SummarySeq)
 	req := &aiv1.StreamCompleteRequest{
 		RequestId:   fmt.Sprintf("chat-%s-%d", x.reply.Id, x.reply.Rounds+1),
@@ -416,6 +421,38 @@ func (x *run) request(hist []*agentv1.ConversationMessage) (*aiv1.StreamComplete
 		req.Model = &aiv1.ModelChoice{Model: x.reply.Model}
 	}
 	return req, nil
+}
+
+// buildWords ask for something to be built, systemWords name kinds of systems: the seed's
+// heuristic of a large request.
+var (
+	buildWords  = []string{"build", "create", "implement", "add", "make", "write", "develop", "setup", "design", "migrate"}
+	systemWords = []string{"api", "database", "db", "frontend", "backend", "dashboard", "service", "auth", "queue", "cli", "ui", "store", "worker"}
+)
+
+// largeRequest reports whether the person's last message is a large build request, the
+// seed's heuristic: build intent with more than 100 words, or with three or more kinds of
+// systems named. The model decides; this is a hint in its prompt.
+func largeRequest(hist []*agentv1.ConversationMessage) (int, bool) {
+	for i := len(hist) - 1; i >= 0; i-- {
+		m := hist[i]
+		if m.Role != agentv1.ChatRole_CHAT_ROLE_USER {
+			continue
+		}
+		words := strings.FieldsFunc(strings.ToLower(m.Text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		has := func(set []string) int {
+			n := 0
+			for _, w := range set {
+				if slices.Contains(words, w) || slices.Contains(words, w+"s") {
+					n++
+				}
+			}
+			return n
+		}
+		build := has(buildWords) > 0
+		return len(words), build && (len(words) > 100 || has(systemWords) >= 3)
+	}
+	return 0, false
 }
 
 // messages turns the conversation after seq after into the model's turns: the person's

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -194,6 +195,7 @@ var toolList = []*tool{
 			}
 			t := resp.GetTask()
 			x.refs.TaskId, x.refs.Repo = t.GetId(), t.GetRepo()
+			x.r.estimate(ctx, x.owner, t)
 			return protoJSON(t)
 		},
 	},
@@ -452,6 +454,27 @@ var toolList = []*tool{
 			return protoJSON(&agentv1.Job{Id: j.Id, Status: j.Status})
 		},
 	},
+}
+
+// estimate assesses task t's complexity and tokens in the background and records them on
+// the task, as the seed's chat does: the reply does not wait for it, and a failure only
+// leaves the task unassessed (logged).
+func (r *Runner) estimate(ctx context.Context, owner string, t *tasksv1.Task) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.CallTimeout)
+	go func() {
+		defer cancel()
+		a, err := r.c.AI.AssessComplexity(ctx, &aiv1.AssessComplexityRequest{RequestId: "chat-estimate-" + t.GetId(),
+			Task:        &aiv1.TaskSpec{Title: t.GetTitle(), Description: t.GetDescription(), Labels: t.GetLabels()},
+			Attribution: &aiv1.Attribution{TaskId: t.GetId(), Repo: t.GetRepo()}})
+		if err == nil {
+			_, err = r.c.Tasks.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: t.GetId(),
+				Task:       &tasksv1.Task{Complexity: a.GetComplexity(), EstimatedTokens: a.GetEstimatedTokens()},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"complexity", "estimated_tokens"}}})
+		}
+		if err != nil {
+			r.log.WarnContext(ctx, "chat: estimate a task", "task", t.GetId(), "owner", owner, "err", err)
+		}
+	}()
 }
 
 // confirmed reports whether the person wrote a message after the plan of project id was
