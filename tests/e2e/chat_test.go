@@ -692,3 +692,31 @@ func TestChatSummarisesALongConversation(t *testing.T) {
 		t.Fatalf("the first message as kept: %v", first)
 	}
 }
+
+// The README tour's conversation against deploy/fakellm/demo.json: the scripted model lists
+// the person's repositories with a tool and answers; the stream shows it.
+func TestChatDemo(t *testing.T) {
+	parallel(t)
+	repo := fmt.Sprintf("local/chat-demo-%d", time.Now().UnixNano())
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	conv := newConversation(t, token, repo)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream := watchChat(t, ctx, token, conv, "")
+	say(t, token, conv, "Which repositories do I have?")
+	evs := until(t, stream, time.Minute, "the end of the reply", replyEnded)
+	var listed, answer string
+	for _, e := range evs {
+		if r, ok := message(e)["tool_result"].(map[string]any); ok && r["name"] == "list_repos" {
+			listed = fmt.Sprint(r["content"])
+		}
+		if m := message(e); m["role"] == "CHAT_ROLE_ASSISTANT" {
+			answer = fmt.Sprint(m["text"])
+		}
+	}
+	if !strings.Contains(listed, repo) || !strings.Contains(answer, "scripted demo model") {
+		t.Fatalf("listed %q, answered %q: %v", listed, answer, summary(evs))
+	}
+}
