@@ -172,6 +172,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if _, err := seal.LoadKeyFile(filepath.Join(st.KeyDir(), "github-secret.key"), true); err != nil {
 			return err
 		}
+		// The key that seals people's integration secrets (Slack and Discord webhooks and
+		// signing secrets) in the agent's database, likewise.
+		if _, err := seal.LoadKeyFile(filepath.Join(st.KeyDir(), "agent-secret.key"), true); err != nil {
+			return err
+		}
 		// The local forge's repositories: docker-compose mounts this directory into the
 		// github container, which runs as the user who ran init.
 		repos := filepath.Join(st.DataDir, "repos")

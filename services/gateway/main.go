@@ -238,9 +238,12 @@ func register(ctx context.Context, d *platform.Deps) error {
 	if err != nil {
 		return err
 	}
+	if d.ServiceSigner == nil {
+		d.Logger.WarnContext(ctx, "no service identity (THEFOLD_AUTH_SERVICE_KEY_FILE): /hooks/slack and /hooks/discord answer 503")
+	}
 	h, err := edge.New(ctx, d.Logger, d.Server.Registry(), conns, edge.Limits{
 		MaxBodyBytes: cfg.HTTPMaxBodyBytes, RateLimits: rates, CORSOrigins: cfg.HTTPCORSOrigins,
-	})
+	}, edge.WithInboundHooks(d.ServiceSigner))
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -718,5 +720,78 @@ func TestChatDemo(t *testing.T) {
 	}
 	if !strings.Contains(listed, repo) || !strings.Contains(answer, "scripted demo model") {
 		t.Fatalf("listed %q, answered %q: %v", listed, answer, summary(evs))
+	}
+}
+
+// webhook is an httptest Slack or Discord incoming webhook recording what it is posted.
+type webhook struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+}
+
+func newWebhook(t *testing.T) *webhook {
+	h := &webhook{}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		h.mu.Lock()
+		h.bodies = append(h.bodies, m)
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// posted waits for a body whose field holds want.
+func (h *webhook) posted(t *testing.T, field, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		for _, b := range h.bodies {
+			if s, _ := b[field].(string); strings.Contains(s, want) {
+				h.mu.Unlock()
+				return b
+			}
+		}
+		h.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no post with %s containing %q", field, want)
+	return nil
+}
+
+// The person's notices reach their Slack and Discord incoming webhooks in each one's
+// payload shape; the integrations show no secret.
+func TestChatNoticesReachSlackAndDiscord(t *testing.T) {
+	parallel(t)
+	repo := agentRepo(t, fmt.Sprintf("chat-hooks-%d", time.Now().UnixNano()))
+	slack, discord := newWebhook(t), newWebhook(t)
+	for _, in := range []map[string]any{
+		{"kind": "INTEGRATION_KIND_SLACK", "name": "e2e slack", "webhook_url": slack.URL + "/services/T/B/x"},
+		{"kind": "INTEGRATION_KIND_DISCORD", "name": "e2e discord", "webhook_url": discord.URL + "/api/webhooks/1/x",
+			"notices": []string{"NOTICE_KIND_PLAN_PROPOSED"}},
+	} {
+		code, body := rest(t, http.MethodPost, "/v1/integrations", token, map[string]any{"integration": in})
+		if code != http.StatusOK {
+			t.Fatalf("create integration: %d %v", code, body)
+		}
+		got := body["integration"].(map[string]any)
+		if got["webhook_url"] != nil || !strings.HasPrefix(fmt.Sprint(got["webhook_hint"]), "127.0.0.1:") {
+			t.Fatalf("the integration as returned: %v", got)
+		}
+		id := got["id"].(string)
+		t.Cleanup(func() { rest(t, http.MethodDelete, "/v1/integrations/"+id, token, nil) })
+	}
+	conv := newConversation(t, token, repo)
+	say(t, token, conv, "Plan a status service for "+repo+" [CHAT-PLAN]")
+	want := "Project plan for " + repo
+	if b := slack.posted(t, "text", want); len(b) != 1 {
+		t.Fatalf("slack payload %v: want only text", b)
+	}
+	if b := discord.posted(t, "content", want); b["allowed_mentions"] == nil {
+		t.Fatalf("discord payload %v: want content and allowed_mentions", b)
 	}
 }

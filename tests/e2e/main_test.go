@@ -105,6 +105,9 @@ func runMain(m *testing.M) int {
 		"THEFOLD_HTTP_RATE_PER_USER=off", "THEFOLD_HTTP_RATE_PER_ADDRESS=off",
 		"THEFOLD_GRPC_RATE_PER_USER=off", "THEFOLD_GRPC_RATE_PER_SERVICE=off", "THEFOLD_GRPC_RATE_PER_ADDRESS=off",
 		"THEFOLD_AI_PROVIDER=anthropic", "THEFOLD_AI_BASE_URL=" + llmServer.URL, "THEFOLD_AI_API_KEY=fakellm-e2e",
+		// The integration tests' webhooks are httptest servers on the loopback address
+		// (posted to over http, which only an allowed loopback host may be).
+		"THEFOLD_AGENT_WEBHOOK_HOSTS=127.0.0.1",
 	}}
 	start := time.Now()
 	// Binaries Build finds up to date when cmd/thefold's stack tests (make test-unit) or an

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +26,7 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/jobrun"
 	"github.com/thefold/thefold/pkg/platform"
+	"github.com/thefold/thefold/pkg/seal"
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
 	"github.com/thefold/thefold/services/agent/internal/chat"
@@ -74,8 +76,32 @@ type Config struct {
 	// turns are summarised).
 	ChatMaxRounds     int `env:"THEFOLD_AGENT_CHAT_MAX_ROUNDS, default=10"`
 	ChatContextTokens int `env:"THEFOLD_AGENT_CHAT_CONTEXT_TOKENS, default=60000"`
+	// SecretKeyFile is the key (64 hex digits) that seals people's integration secrets
+	// (webhook URLs, inbound signing secrets) at rest; empty:
+	// $THEFOLD_DATA_DIR/keys/agent-secret.key, made on first start.
+	SecretKeyFile string `env:"THEFOLD_AGENT_SECRET_KEY_FILE"`
+	// DataDir is the local stack's data directory: the default secret key file is under it.
+	DataDir string `env:"THEFOLD_DATA_DIR"`
+	// WebhookHosts are the hosts integration webhooks may be posted to (https), beside
+	// hooks.slack.com, discord.com and discordapp.com; a loopback address listed here may
+	// be posted to over http (tests, a local relay).
+	WebhookHosts []string `env:"THEFOLD_AGENT_WEBHOOK_HOSTS"`
+	// WebhookBackoff is the wait after a webhook post's first failure (it doubles with each
+	// retry, up to 5 minutes); a webhook that fails 5 times in a row is disabled.
+	WebhookBackoff time.Duration `env:"THEFOLD_AGENT_WEBHOOK_BACKOFF, default=2s"`
 	// Events is how long job events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
+}
+
+// secretKeyPath is the key file sealing integration secrets, "" when there is none.
+func (c *Config) secretKeyPath() string {
+	switch {
+	case c.SecretKeyFile != "":
+		return c.SecretKeyFile
+	case c.DataDir != "":
+		return filepath.Join(c.DataDir, "keys", "agent-secret.key")
+	}
+	return ""
 }
 
 // Validate reports settings that would stop every job.
@@ -106,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseExpiry < 2*time.Second {
 		problems = append(problems, errors.New("THEFOLD_AGENT_LEASE_EXPIRY: at least 2s (a lease is renewed every second)"))
+	}
+	if c.WebhookBackoff <= 0 {
+		problems = append(problems, errors.New("THEFOLD_AGENT_WEBHOOK_BACKOFF: must be positive"))
 	}
 	if c.Backoff < 0 || c.MaxWallTime <= 0 || c.WatchHeartbeat <= 0 || c.CallTimeout <= 0 {
 		problems = append(problems, errors.New("THEFOLD_AGENT_BACKOFF must not be negative; THEFOLD_AGENT_MAX_WALL_TIME, THEFOLD_AGENT_WATCH_HEARTBEAT and THEFOLD_AGENT_CALL_TIMEOUT must be positive"))
@@ -204,6 +233,18 @@ func Service() platform.Service {
 				d.Logger.WarnContext(ctx, "no skills service address: jobs run without skills", "env", platform.AddrEnv("skills"))
 			}
 
+			var box *seal.Box
+			if path := cfg.secretKeyPath(); path != "" {
+				key, err := seal.LoadKeyFile(path, cfg.SecretKeyFile == "")
+				if err != nil {
+					return err
+				}
+				if box, err = seal.New(key); err != nil {
+					return err
+				}
+			} else {
+				d.Logger.WarnContext(ctx, "no secret key (THEFOLD_AGENT_SECRET_KEY_FILE or THEFOLD_DATA_DIR): people cannot connect Slack or Discord")
+			}
 			hub := d.Events(&cfg.Events)
 			st := store.New(d.Pool, hub)
 			budget := &typev1.Budget{MaxTokens: cfg.MaxTokens, MaxCostMicros: cfg.MaxCostMicros, MaxWallTime: durationpb.New(cfg.MaxWallTime)}
@@ -250,6 +291,7 @@ func Service() platform.Service {
 				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 				AI: clients.AI, CallTimeout: cfg.CallTimeout, ProjectQueue: pq, ProjectStopper: projects,
+				Secrets: box, WebhookHosts: cfg.WebhookHosts,
 			})
 			cc := chat.DefaultConfig
 			cc.MaxRounds, cc.ContextTokens, cc.LeaseExpiry, cc.CallTimeout = cfg.ChatMaxRounds, cfg.ChatContextTokens, cfg.LeaseExpiry, cfg.CallTimeout
@@ -267,6 +309,11 @@ func Service() platform.Service {
 				return rq.Reap(ctx, st.ReplyLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
 			})
 			d.Go("chat notifier", chat.NewNotifier(st, hub, d.Logger).Run)
+			if box != nil {
+				dc := chat.DefaultDelivererConfig
+				dc.Backoff = cfg.WebhookBackoff
+				d.Go("notice deliverer", chat.NewDeliverer(st, box, chat.NewPoster(cfg.WebhookHosts), dc, d.Logger).Run)
+			}
 
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())

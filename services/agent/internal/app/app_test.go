@@ -8,7 +8,7 @@ import (
 func TestConfigValidate(t *testing.T) {
 	ok := Config{MaxJobs: 1, LeaseExpiry: 3e9, MaxAttempts: 5, InterveneAfter: 3, MaxTokens: 1, MaxCostMicros: 1, MaxWallTime: 1e9,
 		ContextTokens: 1, MaxWatches: 1, MaxWatchesPerUser: 1, WatchHeartbeat: 1e9, CallTimeout: 1e9, ChatMaxRounds: 10,
-		ChatContextTokens: 60000}
+		ChatContextTokens: 60000, WebhookBackoff: 1e9}
 	ok.Events.Every, ok.Events.MaxAge = 3600e9, 3600e9
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)

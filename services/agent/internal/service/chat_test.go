@@ -190,6 +190,62 @@ func TestChatMalformedInputOnEveryRPC(t *testing.T) {
 			_, err := e.chat.CancelReply(ctx, &agentv1.CancelReplyRequest{ConversationId: conv, ReplyId: "x"})
 			return err
 		}},
+		{"CreateIntegration", "integration", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{})
+			return err
+		}},
+		{"CreateIntegration", "integration.kind", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{Name: "n", WebhookUrl: "https://hooks.slack.com/x"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.name", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, WebhookUrl: "https://hooks.slack.com/x"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.webhook_url", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, Name: "n"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.webhook_url", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, Name: "n", WebhookUrl: "https://evil.example/hook"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.webhook_url", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_DISCORD, Name: "n", WebhookUrl: "http://discord.com/api/webhooks/1/x"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.inbound_secret", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_DISCORD, Name: "n", WebhookUrl: "https://discord.com/api/webhooks/1/x",
+				InboundSecret: "not hex", ExternalUserId: "1"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.external_user_id", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, Name: "n", WebhookUrl: "https://hooks.slack.com/x", InboundSecret: "s"}})
+			return err
+		}},
+		{"CreateIntegration", "integration.notices[0]", func() error {
+			_, err := e.chat.CreateIntegration(ctx, &agentv1.CreateIntegrationRequest{Integration: &agentv1.Integration{
+				Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, Name: "n", WebhookUrl: "https://hooks.slack.com/x", Notices: []agentv1.NoticeKind{0}}})
+			return err
+		}},
+		{"ListIntegrations", "page_size", func() error {
+			_, err := e.chat.ListIntegrations(ctx, &agentv1.ListIntegrationsRequest{PageSize: 101})
+			return err
+		}},
+		{"TestIntegration", "id", func() error {
+			_, err := e.chat.TestIntegration(ctx, &agentv1.TestIntegrationRequest{Id: "x"})
+			return err
+		}},
+		{"DeleteIntegration", "id", func() error {
+			_, err := e.chat.DeleteIntegration(ctx, &agentv1.DeleteIntegrationRequest{})
+			return err
+		}},
 		{"WatchConversation", "id", func() error {
 			s, err := e.chat.WatchConversation(ctx, &agentv1.WatchConversationRequest{})
 			if err != nil {
@@ -205,6 +261,14 @@ func TestChatMalformedInputOnEveryRPC(t *testing.T) {
 			}
 			_, err = s.Recv()
 			return err
+		}},
+		// Only the gateway may call HandleInbound: these run as the gateway on a server of
+		// their own (inbound_test.go, which has every malformed case).
+		{"HandleInbound", "kind", func() error {
+			return gatewayInbound(t, &agentv1.HandleInboundRequest{Body: []byte("user_id=U1")})
+		}},
+		{"HandleInbound", "body", func() error {
+			return gatewayInbound(t, &agentv1.HandleInboundRequest{Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK})
 		}},
 	}
 	covered := map[string]bool{}

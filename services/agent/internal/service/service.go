@@ -36,6 +36,7 @@ import (
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/jobrun"
+	"github.com/thefold/thefold/pkg/seal"
 	"github.com/thefold/thefold/pkg/usage"
 	"github.com/thefold/thefold/pkg/validate"
 
@@ -82,6 +83,10 @@ type Options struct {
 	// MaxWatchesPerUser bounds the WatchJob streams one caller holds (auth.CallerKey), so
 	// one user cannot take every slot; <= 0 leaves only MaxWatches.
 	MaxWatchesPerUser int
+	// Secrets seals people's integration secrets; nil: integrations cannot be created.
+	Secrets *seal.Box
+	// WebhookHosts are the hosts webhooks may be posted to beside Slack's and Discord's.
+	WebhookHosts []string
 }
 
 // Server implements AgentService and ReviewService.

@@ -367,6 +367,9 @@ func insertMessages(b *pgx.Batch, c *agentv1.Conversation, last *int64, msgs []*
 		}
 		b.Queue(`INSERT INTO conversation_messages (id, conversation_id, seq, role, reply_id, request_id, message, create_time)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, m.Id, c.Id, m.Seq, roleNames[m.Role], reply, rid, doc, now.AsTime())
+		if m.Role == agentv1.ChatRole_CHAT_ROLE_SYSTEM {
+			queueDeliveries(b, c, m)
+		}
 		if err := conversationEvent(b, c, &agentv1.WatchConversationResponse{Type: agentv1.ConversationEventType_CONVERSATION_EVENT_TYPE_MESSAGE_ADDED,
 			Payload: &agentv1.WatchConversationResponse_Message{Message: withoutContent(m)}}); err != nil {
 			return err

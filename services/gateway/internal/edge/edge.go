@@ -1,7 +1,7 @@
 // Package edge is the gateway's REST edge: grpc-gateway handlers for every public RPC of
 // every service, each dialing its service, with the caller's Authorization header forwarded
 // as gRPC metadata; Watch routes as NDJSON or server-sent events; plus /openapi.json,
-// /healthz and /readyz.
+// /healthz, /readyz, and the inbound hooks of Slack and Discord (hooks.go).
 package edge
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/contracts"
 	"github.com/thefold/thefold/pkg/gen/openapi"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/validate"
 )
 
@@ -38,9 +39,13 @@ func Services() []string {
 
 // New returns the edge handler. conns has a client connection for each service in
 // Services(); the caller owns them. Request metrics are registered on reg.
-func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn, lim Limits) (http.Handler, error) {
+func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns map[string]*grpc.ClientConn, lim Limits, opts ...Option) (http.Handler, error) {
 	if err := lim.Validate(); err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	obs, err := newObserver(reg, log)
 	if err != nil {
@@ -100,6 +105,10 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Spec)
 	})
+	for _, hr := range hookRoutes {
+		root.Handle(hr.path, &hook{route: hr.path, kind: hr.kind, headers: hr.headers,
+			chat: agentv1.NewChatServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
+	}
 	root.Handle("/", rt)
 	front := &front{root: root, routes: rt}
 
@@ -130,7 +139,7 @@ func (m *jsonMarshaler) Marshal(v any) ([]byte, error) {
 }
 
 // ownPaths are the paths of the edge's own routes on its root mux.
-var ownPaths = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true}
+var ownPaths = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true, "/hooks/slack": true, "/hooks/discord": true}
 
 // front sends a request for a service's route straight to routes, and everything else
 // (the edge's own routes, and paths the root mux would redirect or refuse) through the

@@ -303,6 +303,56 @@ func (ConversationEventType) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{3}
 }
 
+// IntegrationKind is where an integration posts and listens.
+type IntegrationKind int32
+
+const (
+	IntegrationKind_INTEGRATION_KIND_UNSPECIFIED IntegrationKind = 0
+	IntegrationKind_INTEGRATION_KIND_SLACK       IntegrationKind = 1
+	IntegrationKind_INTEGRATION_KIND_DISCORD     IntegrationKind = 2
+)
+
+// Enum value maps for IntegrationKind.
+var (
+	IntegrationKind_name = map[int32]string{
+		0: "INTEGRATION_KIND_UNSPECIFIED",
+		1: "INTEGRATION_KIND_SLACK",
+		2: "INTEGRATION_KIND_DISCORD",
+	}
+	IntegrationKind_value = map[string]int32{
+		"INTEGRATION_KIND_UNSPECIFIED": 0,
+		"INTEGRATION_KIND_SLACK":       1,
+		"INTEGRATION_KIND_DISCORD":     2,
+	}
+)
+
+func (x IntegrationKind) Enum() *IntegrationKind {
+	p := new(IntegrationKind)
+	*p = x
+	return p
+}
+
+func (x IntegrationKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (IntegrationKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_agent_v1_chat_proto_enumTypes[4].Descriptor()
+}
+
+func (IntegrationKind) Type() protoreflect.EnumType {
+	return &file_thefold_agent_v1_chat_proto_enumTypes[4]
+}
+
+func (x IntegrationKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use IntegrationKind.Descriptor instead.
+func (IntegrationKind) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{4}
+}
+
 // Conversation is one thread between a person and TheFold.
 type Conversation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2192,6 +2242,713 @@ func (*WatchConversationResponse_Conversation) isWatchConversationResponse_Paylo
 
 func (*WatchConversationResponse_Heartbeat) isWatchConversationResponse_Payload() {}
 
+// Integration is a person's Slack or Discord connection.
+type Integration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned UUID.
+	Id      string          `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OwnerId string          `protobuf:"bytes,2,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
+	Kind    IntegrationKind `protobuf:"varint,3,opt,name=kind,proto3,enum=thefold.agent.v1.IntegrationKind" json:"kind,omitempty"`
+	// The person's name for it, 1–100 characters.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// Input only: the incoming webhook URL the notices are posted to (https; Slack's
+	// hooks.slack.com, Discord's discord.com/api/webhooks, or a host the operator allowed).
+	// Stored encrypted, never returned.
+	WebhookUrl string `protobuf:"bytes,5,opt,name=webhook_url,json=webhookUrl,proto3" json:"webhook_url,omitempty"`
+	// Output only: the webhook's host and last four characters, to tell webhooks apart.
+	WebhookHint string `protobuf:"bytes,6,opt,name=webhook_hint,json=webhookHint,proto3" json:"webhook_hint,omitempty"`
+	// Input only: Slack: the app's signing secret; Discord: the application's public key (64
+	// hex digits). With it and external_user_id, inbound requests of that user are verified
+	// and become the owner's messages. Stored encrypted, never returned.
+	InboundSecret string `protobuf:"bytes,7,opt,name=inbound_secret,json=inboundSecret,proto3" json:"inbound_secret,omitempty"`
+	// Output only: an inbound secret is set.
+	InboundConfigured bool `protobuf:"varint,8,opt,name=inbound_configured,json=inboundConfigured,proto3" json:"inbound_configured,omitempty"`
+	// The person's user id in Slack or Discord (whose inbound requests are theirs); unique
+	// per kind.
+	ExternalUserId string `protobuf:"bytes,9,opt,name=external_user_id,json=externalUserId,proto3" json:"external_user_id,omitempty"`
+	// The conversation inbound messages go to; empty: one is made with the first.
+	ConversationId string `protobuf:"bytes,10,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The notices that are posted; empty: all.
+	Notices []NoticeKind `protobuf:"varint,11,rep,packed,name=notices,proto3,enum=thefold.agent.v1.NoticeKind" json:"notices,omitempty"`
+	// Output only: false once deliveries failed too often in a row (disabled_reason says why);
+	// a successful TestIntegration enables it again.
+	Enabled        bool   `protobuf:"varint,12,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	DisabledReason string `protobuf:"bytes,13,opt,name=disabled_reason,json=disabledReason,proto3" json:"disabled_reason,omitempty"`
+	// Output only.
+	ConsecutiveFailures int32                  `protobuf:"varint,14,opt,name=consecutive_failures,json=consecutiveFailures,proto3" json:"consecutive_failures,omitempty"`
+	LastDeliveryTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=last_delivery_time,json=lastDeliveryTime,proto3" json:"last_delivery_time,omitempty"`
+	CreateTime          *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Integration) Reset() {
+	*x = Integration{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Integration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Integration) ProtoMessage() {}
+
+func (x *Integration) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Integration.ProtoReflect.Descriptor instead.
+func (*Integration) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Integration) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Integration) GetOwnerId() string {
+	if x != nil {
+		return x.OwnerId
+	}
+	return ""
+}
+
+func (x *Integration) GetKind() IntegrationKind {
+	if x != nil {
+		return x.Kind
+	}
+	return IntegrationKind_INTEGRATION_KIND_UNSPECIFIED
+}
+
+func (x *Integration) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Integration) GetWebhookUrl() string {
+	if x != nil {
+		return x.WebhookUrl
+	}
+	return ""
+}
+
+func (x *Integration) GetWebhookHint() string {
+	if x != nil {
+		return x.WebhookHint
+	}
+	return ""
+}
+
+func (x *Integration) GetInboundSecret() string {
+	if x != nil {
+		return x.InboundSecret
+	}
+	return ""
+}
+
+func (x *Integration) GetInboundConfigured() bool {
+	if x != nil {
+		return x.InboundConfigured
+	}
+	return false
+}
+
+func (x *Integration) GetExternalUserId() string {
+	if x != nil {
+		return x.ExternalUserId
+	}
+	return ""
+}
+
+func (x *Integration) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Integration) GetNotices() []NoticeKind {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+func (x *Integration) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *Integration) GetDisabledReason() string {
+	if x != nil {
+		return x.DisabledReason
+	}
+	return ""
+}
+
+func (x *Integration) GetConsecutiveFailures() int32 {
+	if x != nil {
+		return x.ConsecutiveFailures
+	}
+	return 0
+}
+
+func (x *Integration) GetLastDeliveryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDeliveryTime
+	}
+	return nil
+}
+
+func (x *Integration) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+type CreateIntegrationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// kind, name and webhook_url required; inbound_secret, external_user_id,
+	// conversation_id and notices optional.
+	Integration   *Integration `protobuf:"bytes,2,opt,name=integration,proto3" json:"integration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateIntegrationRequest) Reset() {
+	*x = CreateIntegrationRequest{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateIntegrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateIntegrationRequest) ProtoMessage() {}
+
+func (x *CreateIntegrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateIntegrationRequest.ProtoReflect.Descriptor instead.
+func (*CreateIntegrationRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateIntegrationRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CreateIntegrationRequest) GetIntegration() *Integration {
+	if x != nil {
+		return x.Integration
+	}
+	return nil
+}
+
+type CreateIntegrationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Integration   *Integration           `protobuf:"bytes,1,opt,name=integration,proto3" json:"integration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateIntegrationResponse) Reset() {
+	*x = CreateIntegrationResponse{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateIntegrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateIntegrationResponse) ProtoMessage() {}
+
+func (x *CreateIntegrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateIntegrationResponse.ProtoReflect.Descriptor instead.
+func (*CreateIntegrationResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateIntegrationResponse) GetIntegration() *Integration {
+	if x != nil {
+		return x.Integration
+	}
+	return nil
+}
+
+type ListIntegrationsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1–100, default 50.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIntegrationsRequest) Reset() {
+	*x = ListIntegrationsRequest{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIntegrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIntegrationsRequest) ProtoMessage() {}
+
+func (x *ListIntegrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIntegrationsRequest.ProtoReflect.Descriptor instead.
+func (*ListIntegrationsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListIntegrationsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListIntegrationsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListIntegrationsResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Integrations []*Integration         `protobuf:"bytes,1,rep,name=integrations,proto3" json:"integrations,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListIntegrationsResponse) Reset() {
+	*x = ListIntegrationsResponse{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListIntegrationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListIntegrationsResponse) ProtoMessage() {}
+
+func (x *ListIntegrationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListIntegrationsResponse.ProtoReflect.Descriptor instead.
+func (*ListIntegrationsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListIntegrationsResponse) GetIntegrations() []*Integration {
+	if x != nil {
+		return x.Integrations
+	}
+	return nil
+}
+
+func (x *ListIntegrationsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type TestIntegrationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestIntegrationRequest) Reset() {
+	*x = TestIntegrationRequest{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestIntegrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestIntegrationRequest) ProtoMessage() {}
+
+func (x *TestIntegrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestIntegrationRequest.ProtoReflect.Descriptor instead.
+func (*TestIntegrationRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TestIntegrationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TestIntegrationResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Integration *Integration           `protobuf:"bytes,1,opt,name=integration,proto3" json:"integration,omitempty"`
+	// Whether the webhook took the message, and the HTTP status it answered (0: no answer).
+	Delivered  bool  `protobuf:"varint,2,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	HttpStatus int32 `protobuf:"varint,3,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	// Why it was not delivered.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestIntegrationResponse) Reset() {
+	*x = TestIntegrationResponse{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestIntegrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestIntegrationResponse) ProtoMessage() {}
+
+func (x *TestIntegrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestIntegrationResponse.ProtoReflect.Descriptor instead.
+func (*TestIntegrationResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TestIntegrationResponse) GetIntegration() *Integration {
+	if x != nil {
+		return x.Integration
+	}
+	return nil
+}
+
+func (x *TestIntegrationResponse) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+func (x *TestIntegrationResponse) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *TestIntegrationResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type DeleteIntegrationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteIntegrationRequest) Reset() {
+	*x = DeleteIntegrationRequest{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteIntegrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteIntegrationRequest) ProtoMessage() {}
+
+func (x *DeleteIntegrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteIntegrationRequest.ProtoReflect.Descriptor instead.
+func (*DeleteIntegrationRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteIntegrationRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteIntegrationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteIntegrationResponse) Reset() {
+	*x = DeleteIntegrationResponse{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteIntegrationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteIntegrationResponse) ProtoMessage() {}
+
+func (x *DeleteIntegrationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteIntegrationResponse.ProtoReflect.Descriptor instead.
+func (*DeleteIntegrationResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{35}
+}
+
+type HandleInboundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  IntegrationKind        `protobuf:"varint,1,opt,name=kind,proto3,enum=thefold.agent.v1.IntegrationKind" json:"kind,omitempty"`
+	// The request's headers that matter (names in lower case): Slack's
+	// x-slack-signature and x-slack-request-timestamp, Discord's x-signature-ed25519 and
+	// x-signature-timestamp, and content-type.
+	Headers map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The request's body, as received (at most 64 KiB).
+	Body          []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleInboundRequest) Reset() {
+	*x = HandleInboundRequest{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleInboundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleInboundRequest) ProtoMessage() {}
+
+func (x *HandleInboundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleInboundRequest.ProtoReflect.Descriptor instead.
+func (*HandleInboundRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *HandleInboundRequest) GetKind() IntegrationKind {
+	if x != nil {
+		return x.Kind
+	}
+	return IntegrationKind_INTEGRATION_KIND_UNSPECIFIED
+}
+
+func (x *HandleInboundRequest) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *HandleInboundRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+type HandleInboundResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the gateway answers: status, content type and body.
+	HttpStatus    int32  `protobuf:"varint,1,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	ContentType   string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Body          []byte `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleInboundResponse) Reset() {
+	*x = HandleInboundResponse{}
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleInboundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleInboundResponse) ProtoMessage() {}
+
+func (x *HandleInboundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_chat_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleInboundResponse.ProtoReflect.Descriptor instead.
+func (*HandleInboundResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_chat_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *HandleInboundResponse) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *HandleInboundResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
+func (x *HandleInboundResponse) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
 var File_thefold_agent_v1_chat_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_chat_proto_rawDesc = "" +
@@ -2345,7 +3102,63 @@ const file_thefold_agent_v1_chat_proto_rawDesc = "" +
 	"\x05reply\x18\a \x01(\v2\x17.thefold.agent.v1.ReplyH\x00R\x05reply\x12D\n" +
 	"\fconversation\x18\b \x01(\v2\x1e.thefold.agent.v1.ConversationH\x00R\fconversation\x12:\n" +
 	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
-	"\apayload*\x9c\x01\n" +
+	"\apayload\"\xa5\x05\n" +
+	"\vIntegration\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bowner_id\x18\x02 \x01(\tR\aownerId\x125\n" +
+	"\x04kind\x18\x03 \x01(\x0e2!.thefold.agent.v1.IntegrationKindR\x04kind\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1f\n" +
+	"\vwebhook_url\x18\x05 \x01(\tR\n" +
+	"webhookUrl\x12!\n" +
+	"\fwebhook_hint\x18\x06 \x01(\tR\vwebhookHint\x12%\n" +
+	"\x0einbound_secret\x18\a \x01(\tR\rinboundSecret\x12-\n" +
+	"\x12inbound_configured\x18\b \x01(\bR\x11inboundConfigured\x12(\n" +
+	"\x10external_user_id\x18\t \x01(\tR\x0eexternalUserId\x12'\n" +
+	"\x0fconversation_id\x18\n" +
+	" \x01(\tR\x0econversationId\x126\n" +
+	"\anotices\x18\v \x03(\x0e2\x1c.thefold.agent.v1.NoticeKindR\anotices\x12\x18\n" +
+	"\aenabled\x18\f \x01(\bR\aenabled\x12'\n" +
+	"\x0fdisabled_reason\x18\r \x01(\tR\x0edisabledReason\x121\n" +
+	"\x14consecutive_failures\x18\x0e \x01(\x05R\x13consecutiveFailures\x12H\n" +
+	"\x12last_delivery_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x10lastDeliveryTime\x12;\n" +
+	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"z\n" +
+	"\x18CreateIntegrationRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12?\n" +
+	"\vintegration\x18\x02 \x01(\v2\x1d.thefold.agent.v1.IntegrationR\vintegration\"\\\n" +
+	"\x19CreateIntegrationResponse\x12?\n" +
+	"\vintegration\x18\x01 \x01(\v2\x1d.thefold.agent.v1.IntegrationR\vintegration\"U\n" +
+	"\x17ListIntegrationsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x85\x01\n" +
+	"\x18ListIntegrationsResponse\x12A\n" +
+	"\fintegrations\x18\x01 \x03(\v2\x1d.thefold.agent.v1.IntegrationR\fintegrations\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"(\n" +
+	"\x16TestIntegrationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xaf\x01\n" +
+	"\x17TestIntegrationResponse\x12?\n" +
+	"\vintegration\x18\x01 \x01(\v2\x1d.thefold.agent.v1.IntegrationR\vintegration\x12\x1c\n" +
+	"\tdelivered\x18\x02 \x01(\bR\tdelivered\x12\x1f\n" +
+	"\vhttp_status\x18\x03 \x01(\x05R\n" +
+	"httpStatus\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"*\n" +
+	"\x18DeleteIntegrationRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x1b\n" +
+	"\x19DeleteIntegrationResponse\"\xec\x01\n" +
+	"\x14HandleInboundRequest\x125\n" +
+	"\x04kind\x18\x01 \x01(\x0e2!.thefold.agent.v1.IntegrationKindR\x04kind\x12M\n" +
+	"\aheaders\x18\x02 \x03(\v23.thefold.agent.v1.HandleInboundRequest.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
+	"\x15HandleInboundResponse\x12\x1f\n" +
+	"\vhttp_status\x18\x01 \x01(\x05R\n" +
+	"httpStatus\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\x12\x12\n" +
+	"\x04body\x18\x03 \x01(\fR\x04body*\x9c\x01\n" +
 	"\bChatRole\x12\x19\n" +
 	"\x15CHAT_ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eCHAT_ROLE_USER\x10\x01\x12\x17\n" +
@@ -2381,7 +3194,11 @@ const file_thefold_agent_v1_chat_proto_rawDesc = "" +
 	"%CONVERSATION_EVENT_TYPE_REPLY_STARTED\x10\x03\x12'\n" +
 	"#CONVERSATION_EVENT_TYPE_REPLY_ENDED\x10\x04\x12#\n" +
 	"\x1fCONVERSATION_EVENT_TYPE_UPDATED\x10\x05\x12#\n" +
-	"\x1fCONVERSATION_EVENT_TYPE_DELETED\x10\x062\xd1\a\n" +
+	"\x1fCONVERSATION_EVENT_TYPE_DELETED\x10\x06*m\n" +
+	"\x0fIntegrationKind\x12 \n" +
+	"\x1cINTEGRATION_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16INTEGRATION_KIND_SLACK\x10\x01\x12\x1c\n" +
+	"\x18INTEGRATION_KIND_DISCORD\x10\x022\xe7\v\n" +
 	"\vChatService\x12o\n" +
 	"\x12CreateConversation\x12+.thefold.agent.v1.CreateConversationRequest\x1a,.thefold.agent.v1.CreateConversationResponse\x12k\n" +
 	"\x0fGetConversation\x12(.thefold.agent.v1.GetConversationRequest\x1a).thefold.agent.v1.GetConversationResponse\"\x03\x90\x02\x01\x12q\n" +
@@ -2391,7 +3208,12 @@ const file_thefold_agent_v1_chat_proto_rawDesc = "" +
 	"\fListMessages\x12%.thefold.agent.v1.ListMessagesRequest\x1a&.thefold.agent.v1.ListMessagesResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\vSendMessage\x12$.thefold.agent.v1.SendMessageRequest\x1a%.thefold.agent.v1.SendMessageResponse\x12Z\n" +
 	"\vCancelReply\x12$.thefold.agent.v1.CancelReplyRequest\x1a%.thefold.agent.v1.CancelReplyResponse\x12s\n" +
-	"\x11WatchConversation\x12*.thefold.agent.v1.WatchConversationRequest\x1a+.thefold.agent.v1.WatchConversationResponse\"\x03\x90\x02\x010\x01B\xc0\x01\n" +
+	"\x11WatchConversation\x12*.thefold.agent.v1.WatchConversationRequest\x1a+.thefold.agent.v1.WatchConversationResponse\"\x03\x90\x02\x010\x01\x12l\n" +
+	"\x11CreateIntegration\x12*.thefold.agent.v1.CreateIntegrationRequest\x1a+.thefold.agent.v1.CreateIntegrationResponse\x12n\n" +
+	"\x10ListIntegrations\x12).thefold.agent.v1.ListIntegrationsRequest\x1a*.thefold.agent.v1.ListIntegrationsResponse\"\x03\x90\x02\x01\x12f\n" +
+	"\x0fTestIntegration\x12(.thefold.agent.v1.TestIntegrationRequest\x1a).thefold.agent.v1.TestIntegrationResponse\x12l\n" +
+	"\x11DeleteIntegration\x12*.thefold.agent.v1.DeleteIntegrationRequest\x1a+.thefold.agent.v1.DeleteIntegrationResponse\x12`\n" +
+	"\rHandleInbound\x12&.thefold.agent.v1.HandleInboundRequest\x1a'.thefold.agent.v1.HandleInboundResponseB\xc0\x01\n" +
 	"\x14com.thefold.agent.v1B\tChatProtoP\x01Z;github.com/thefold/thefold/pkg/gen/thefold/agent/v1;agentv1\xa2\x02\x03TAX\xaa\x02\x10Thefold.Agent.V1\xca\x02\x10Thefold\\Agent\\V1\xe2\x02\x1cThefold\\Agent\\V1\\GPBMetadata\xea\x02\x12Thefold::Agent::V1b\x06proto3"
 
 var (
@@ -2406,106 +3228,139 @@ func file_thefold_agent_v1_chat_proto_rawDescGZIP() []byte {
 	return file_thefold_agent_v1_chat_proto_rawDescData
 }
 
-var file_thefold_agent_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_thefold_agent_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_thefold_agent_v1_chat_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_thefold_agent_v1_chat_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_thefold_agent_v1_chat_proto_goTypes = []any{
 	(ChatRole)(0),                      // 0: thefold.agent.v1.ChatRole
 	(NoticeKind)(0),                    // 1: thefold.agent.v1.NoticeKind
 	(ReplyStatus)(0),                   // 2: thefold.agent.v1.ReplyStatus
 	(ConversationEventType)(0),         // 3: thefold.agent.v1.ConversationEventType
-	(*Conversation)(nil),               // 4: thefold.agent.v1.Conversation
-	(*ConversationMessage)(nil),        // 5: thefold.agent.v1.ConversationMessage
-	(*Attachment)(nil),                 // 6: thefold.agent.v1.Attachment
-	(*ToolCall)(nil),                   // 7: thefold.agent.v1.ToolCall
-	(*ToolResult)(nil),                 // 8: thefold.agent.v1.ToolResult
-	(*NoticeRefs)(nil),                 // 9: thefold.agent.v1.NoticeRefs
-	(*Notice)(nil),                     // 10: thefold.agent.v1.Notice
-	(*Reply)(nil),                      // 11: thefold.agent.v1.Reply
-	(*CreateConversationRequest)(nil),  // 12: thefold.agent.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil), // 13: thefold.agent.v1.CreateConversationResponse
-	(*GetConversationRequest)(nil),     // 14: thefold.agent.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 15: thefold.agent.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),   // 16: thefold.agent.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),  // 17: thefold.agent.v1.ListConversationsResponse
-	(*UpdateConversationRequest)(nil),  // 18: thefold.agent.v1.UpdateConversationRequest
-	(*UpdateConversationResponse)(nil), // 19: thefold.agent.v1.UpdateConversationResponse
-	(*DeleteConversationRequest)(nil),  // 20: thefold.agent.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil), // 21: thefold.agent.v1.DeleteConversationResponse
-	(*ListMessagesRequest)(nil),        // 22: thefold.agent.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 23: thefold.agent.v1.ListMessagesResponse
-	(*SendMessageRequest)(nil),         // 24: thefold.agent.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 25: thefold.agent.v1.SendMessageResponse
-	(*CancelReplyRequest)(nil),         // 26: thefold.agent.v1.CancelReplyRequest
-	(*CancelReplyResponse)(nil),        // 27: thefold.agent.v1.CancelReplyResponse
-	(*WatchConversationRequest)(nil),   // 28: thefold.agent.v1.WatchConversationRequest
-	(*TextDelta)(nil),                  // 29: thefold.agent.v1.TextDelta
-	(*WatchConversationResponse)(nil),  // 30: thefold.agent.v1.WatchConversationResponse
-	(*timestamppb.Timestamp)(nil),      // 31: google.protobuf.Timestamp
-	(*v1.Usage)(nil),                   // 32: thefold.type.v1.Usage
-	(*structpb.Struct)(nil),            // 33: google.protobuf.Struct
-	(*fieldmaskpb.FieldMask)(nil),      // 34: google.protobuf.FieldMask
-	(*v1.Heartbeat)(nil),               // 35: thefold.type.v1.Heartbeat
+	(IntegrationKind)(0),               // 4: thefold.agent.v1.IntegrationKind
+	(*Conversation)(nil),               // 5: thefold.agent.v1.Conversation
+	(*ConversationMessage)(nil),        // 6: thefold.agent.v1.ConversationMessage
+	(*Attachment)(nil),                 // 7: thefold.agent.v1.Attachment
+	(*ToolCall)(nil),                   // 8: thefold.agent.v1.ToolCall
+	(*ToolResult)(nil),                 // 9: thefold.agent.v1.ToolResult
+	(*NoticeRefs)(nil),                 // 10: thefold.agent.v1.NoticeRefs
+	(*Notice)(nil),                     // 11: thefold.agent.v1.Notice
+	(*Reply)(nil),                      // 12: thefold.agent.v1.Reply
+	(*CreateConversationRequest)(nil),  // 13: thefold.agent.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil), // 14: thefold.agent.v1.CreateConversationResponse
+	(*GetConversationRequest)(nil),     // 15: thefold.agent.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 16: thefold.agent.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),   // 17: thefold.agent.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),  // 18: thefold.agent.v1.ListConversationsResponse
+	(*UpdateConversationRequest)(nil),  // 19: thefold.agent.v1.UpdateConversationRequest
+	(*UpdateConversationResponse)(nil), // 20: thefold.agent.v1.UpdateConversationResponse
+	(*DeleteConversationRequest)(nil),  // 21: thefold.agent.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 22: thefold.agent.v1.DeleteConversationResponse
+	(*ListMessagesRequest)(nil),        // 23: thefold.agent.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 24: thefold.agent.v1.ListMessagesResponse
+	(*SendMessageRequest)(nil),         // 25: thefold.agent.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 26: thefold.agent.v1.SendMessageResponse
+	(*CancelReplyRequest)(nil),         // 27: thefold.agent.v1.CancelReplyRequest
+	(*CancelReplyResponse)(nil),        // 28: thefold.agent.v1.CancelReplyResponse
+	(*WatchConversationRequest)(nil),   // 29: thefold.agent.v1.WatchConversationRequest
+	(*TextDelta)(nil),                  // 30: thefold.agent.v1.TextDelta
+	(*WatchConversationResponse)(nil),  // 31: thefold.agent.v1.WatchConversationResponse
+	(*Integration)(nil),                // 32: thefold.agent.v1.Integration
+	(*CreateIntegrationRequest)(nil),   // 33: thefold.agent.v1.CreateIntegrationRequest
+	(*CreateIntegrationResponse)(nil),  // 34: thefold.agent.v1.CreateIntegrationResponse
+	(*ListIntegrationsRequest)(nil),    // 35: thefold.agent.v1.ListIntegrationsRequest
+	(*ListIntegrationsResponse)(nil),   // 36: thefold.agent.v1.ListIntegrationsResponse
+	(*TestIntegrationRequest)(nil),     // 37: thefold.agent.v1.TestIntegrationRequest
+	(*TestIntegrationResponse)(nil),    // 38: thefold.agent.v1.TestIntegrationResponse
+	(*DeleteIntegrationRequest)(nil),   // 39: thefold.agent.v1.DeleteIntegrationRequest
+	(*DeleteIntegrationResponse)(nil),  // 40: thefold.agent.v1.DeleteIntegrationResponse
+	(*HandleInboundRequest)(nil),       // 41: thefold.agent.v1.HandleInboundRequest
+	(*HandleInboundResponse)(nil),      // 42: thefold.agent.v1.HandleInboundResponse
+	nil,                                // 43: thefold.agent.v1.HandleInboundRequest.HeadersEntry
+	(*timestamppb.Timestamp)(nil),      // 44: google.protobuf.Timestamp
+	(*v1.Usage)(nil),                   // 45: thefold.type.v1.Usage
+	(*structpb.Struct)(nil),            // 46: google.protobuf.Struct
+	(*fieldmaskpb.FieldMask)(nil),      // 47: google.protobuf.FieldMask
+	(*v1.Heartbeat)(nil),               // 48: thefold.type.v1.Heartbeat
 }
 var file_thefold_agent_v1_chat_proto_depIdxs = []int32{
-	31, // 0: thefold.agent.v1.Conversation.create_time:type_name -> google.protobuf.Timestamp
-	31, // 1: thefold.agent.v1.Conversation.update_time:type_name -> google.protobuf.Timestamp
-	32, // 2: thefold.agent.v1.Conversation.usage:type_name -> thefold.type.v1.Usage
+	44, // 0: thefold.agent.v1.Conversation.create_time:type_name -> google.protobuf.Timestamp
+	44, // 1: thefold.agent.v1.Conversation.update_time:type_name -> google.protobuf.Timestamp
+	45, // 2: thefold.agent.v1.Conversation.usage:type_name -> thefold.type.v1.Usage
 	0,  // 3: thefold.agent.v1.ConversationMessage.role:type_name -> thefold.agent.v1.ChatRole
-	6,  // 4: thefold.agent.v1.ConversationMessage.attachments:type_name -> thefold.agent.v1.Attachment
-	7,  // 5: thefold.agent.v1.ConversationMessage.tool_call:type_name -> thefold.agent.v1.ToolCall
-	8,  // 6: thefold.agent.v1.ConversationMessage.tool_result:type_name -> thefold.agent.v1.ToolResult
-	10, // 7: thefold.agent.v1.ConversationMessage.notice:type_name -> thefold.agent.v1.Notice
-	32, // 8: thefold.agent.v1.ConversationMessage.usage:type_name -> thefold.type.v1.Usage
-	31, // 9: thefold.agent.v1.ConversationMessage.create_time:type_name -> google.protobuf.Timestamp
-	33, // 10: thefold.agent.v1.ToolCall.input:type_name -> google.protobuf.Struct
-	9,  // 11: thefold.agent.v1.ToolResult.refs:type_name -> thefold.agent.v1.NoticeRefs
+	7,  // 4: thefold.agent.v1.ConversationMessage.attachments:type_name -> thefold.agent.v1.Attachment
+	8,  // 5: thefold.agent.v1.ConversationMessage.tool_call:type_name -> thefold.agent.v1.ToolCall
+	9,  // 6: thefold.agent.v1.ConversationMessage.tool_result:type_name -> thefold.agent.v1.ToolResult
+	11, // 7: thefold.agent.v1.ConversationMessage.notice:type_name -> thefold.agent.v1.Notice
+	45, // 8: thefold.agent.v1.ConversationMessage.usage:type_name -> thefold.type.v1.Usage
+	44, // 9: thefold.agent.v1.ConversationMessage.create_time:type_name -> google.protobuf.Timestamp
+	46, // 10: thefold.agent.v1.ToolCall.input:type_name -> google.protobuf.Struct
+	10, // 11: thefold.agent.v1.ToolResult.refs:type_name -> thefold.agent.v1.NoticeRefs
 	1,  // 12: thefold.agent.v1.Notice.kind:type_name -> thefold.agent.v1.NoticeKind
-	9,  // 13: thefold.agent.v1.Notice.refs:type_name -> thefold.agent.v1.NoticeRefs
+	10, // 13: thefold.agent.v1.Notice.refs:type_name -> thefold.agent.v1.NoticeRefs
 	2,  // 14: thefold.agent.v1.Reply.status:type_name -> thefold.agent.v1.ReplyStatus
-	32, // 15: thefold.agent.v1.Reply.usage:type_name -> thefold.type.v1.Usage
-	31, // 16: thefold.agent.v1.Reply.create_time:type_name -> google.protobuf.Timestamp
-	31, // 17: thefold.agent.v1.Reply.end_time:type_name -> google.protobuf.Timestamp
-	4,  // 18: thefold.agent.v1.CreateConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
-	4,  // 19: thefold.agent.v1.GetConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
-	4,  // 20: thefold.agent.v1.ListConversationsResponse.conversations:type_name -> thefold.agent.v1.Conversation
-	4,  // 21: thefold.agent.v1.UpdateConversationRequest.conversation:type_name -> thefold.agent.v1.Conversation
-	34, // 22: thefold.agent.v1.UpdateConversationRequest.update_mask:type_name -> google.protobuf.FieldMask
-	4,  // 23: thefold.agent.v1.UpdateConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
-	5,  // 24: thefold.agent.v1.ListMessagesResponse.messages:type_name -> thefold.agent.v1.ConversationMessage
-	6,  // 25: thefold.agent.v1.SendMessageRequest.attachments:type_name -> thefold.agent.v1.Attachment
-	5,  // 26: thefold.agent.v1.SendMessageResponse.message:type_name -> thefold.agent.v1.ConversationMessage
-	11, // 27: thefold.agent.v1.SendMessageResponse.reply:type_name -> thefold.agent.v1.Reply
-	11, // 28: thefold.agent.v1.CancelReplyResponse.reply:type_name -> thefold.agent.v1.Reply
-	31, // 29: thefold.agent.v1.WatchConversationResponse.time:type_name -> google.protobuf.Timestamp
+	45, // 15: thefold.agent.v1.Reply.usage:type_name -> thefold.type.v1.Usage
+	44, // 16: thefold.agent.v1.Reply.create_time:type_name -> google.protobuf.Timestamp
+	44, // 17: thefold.agent.v1.Reply.end_time:type_name -> google.protobuf.Timestamp
+	5,  // 18: thefold.agent.v1.CreateConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
+	5,  // 19: thefold.agent.v1.GetConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
+	5,  // 20: thefold.agent.v1.ListConversationsResponse.conversations:type_name -> thefold.agent.v1.Conversation
+	5,  // 21: thefold.agent.v1.UpdateConversationRequest.conversation:type_name -> thefold.agent.v1.Conversation
+	47, // 22: thefold.agent.v1.UpdateConversationRequest.update_mask:type_name -> google.protobuf.FieldMask
+	5,  // 23: thefold.agent.v1.UpdateConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
+	6,  // 24: thefold.agent.v1.ListMessagesResponse.messages:type_name -> thefold.agent.v1.ConversationMessage
+	7,  // 25: thefold.agent.v1.SendMessageRequest.attachments:type_name -> thefold.agent.v1.Attachment
+	6,  // 26: thefold.agent.v1.SendMessageResponse.message:type_name -> thefold.agent.v1.ConversationMessage
+	12, // 27: thefold.agent.v1.SendMessageResponse.reply:type_name -> thefold.agent.v1.Reply
+	12, // 28: thefold.agent.v1.CancelReplyResponse.reply:type_name -> thefold.agent.v1.Reply
+	44, // 29: thefold.agent.v1.WatchConversationResponse.time:type_name -> google.protobuf.Timestamp
 	3,  // 30: thefold.agent.v1.WatchConversationResponse.type:type_name -> thefold.agent.v1.ConversationEventType
-	5,  // 31: thefold.agent.v1.WatchConversationResponse.message:type_name -> thefold.agent.v1.ConversationMessage
-	29, // 32: thefold.agent.v1.WatchConversationResponse.delta:type_name -> thefold.agent.v1.TextDelta
-	11, // 33: thefold.agent.v1.WatchConversationResponse.reply:type_name -> thefold.agent.v1.Reply
-	4,  // 34: thefold.agent.v1.WatchConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
-	35, // 35: thefold.agent.v1.WatchConversationResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	12, // 36: thefold.agent.v1.ChatService.CreateConversation:input_type -> thefold.agent.v1.CreateConversationRequest
-	14, // 37: thefold.agent.v1.ChatService.GetConversation:input_type -> thefold.agent.v1.GetConversationRequest
-	16, // 38: thefold.agent.v1.ChatService.ListConversations:input_type -> thefold.agent.v1.ListConversationsRequest
-	18, // 39: thefold.agent.v1.ChatService.UpdateConversation:input_type -> thefold.agent.v1.UpdateConversationRequest
-	20, // 40: thefold.agent.v1.ChatService.DeleteConversation:input_type -> thefold.agent.v1.DeleteConversationRequest
-	22, // 41: thefold.agent.v1.ChatService.ListMessages:input_type -> thefold.agent.v1.ListMessagesRequest
-	24, // 42: thefold.agent.v1.ChatService.SendMessage:input_type -> thefold.agent.v1.SendMessageRequest
-	26, // 43: thefold.agent.v1.ChatService.CancelReply:input_type -> thefold.agent.v1.CancelReplyRequest
-	28, // 44: thefold.agent.v1.ChatService.WatchConversation:input_type -> thefold.agent.v1.WatchConversationRequest
-	13, // 45: thefold.agent.v1.ChatService.CreateConversation:output_type -> thefold.agent.v1.CreateConversationResponse
-	15, // 46: thefold.agent.v1.ChatService.GetConversation:output_type -> thefold.agent.v1.GetConversationResponse
-	17, // 47: thefold.agent.v1.ChatService.ListConversations:output_type -> thefold.agent.v1.ListConversationsResponse
-	19, // 48: thefold.agent.v1.ChatService.UpdateConversation:output_type -> thefold.agent.v1.UpdateConversationResponse
-	21, // 49: thefold.agent.v1.ChatService.DeleteConversation:output_type -> thefold.agent.v1.DeleteConversationResponse
-	23, // 50: thefold.agent.v1.ChatService.ListMessages:output_type -> thefold.agent.v1.ListMessagesResponse
-	25, // 51: thefold.agent.v1.ChatService.SendMessage:output_type -> thefold.agent.v1.SendMessageResponse
-	27, // 52: thefold.agent.v1.ChatService.CancelReply:output_type -> thefold.agent.v1.CancelReplyResponse
-	30, // 53: thefold.agent.v1.ChatService.WatchConversation:output_type -> thefold.agent.v1.WatchConversationResponse
-	45, // [45:54] is the sub-list for method output_type
-	36, // [36:45] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	6,  // 31: thefold.agent.v1.WatchConversationResponse.message:type_name -> thefold.agent.v1.ConversationMessage
+	30, // 32: thefold.agent.v1.WatchConversationResponse.delta:type_name -> thefold.agent.v1.TextDelta
+	12, // 33: thefold.agent.v1.WatchConversationResponse.reply:type_name -> thefold.agent.v1.Reply
+	5,  // 34: thefold.agent.v1.WatchConversationResponse.conversation:type_name -> thefold.agent.v1.Conversation
+	48, // 35: thefold.agent.v1.WatchConversationResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	4,  // 36: thefold.agent.v1.Integration.kind:type_name -> thefold.agent.v1.IntegrationKind
+	1,  // 37: thefold.agent.v1.Integration.notices:type_name -> thefold.agent.v1.NoticeKind
+	44, // 38: thefold.agent.v1.Integration.last_delivery_time:type_name -> google.protobuf.Timestamp
+	44, // 39: thefold.agent.v1.Integration.create_time:type_name -> google.protobuf.Timestamp
+	32, // 40: thefold.agent.v1.CreateIntegrationRequest.integration:type_name -> thefold.agent.v1.Integration
+	32, // 41: thefold.agent.v1.CreateIntegrationResponse.integration:type_name -> thefold.agent.v1.Integration
+	32, // 42: thefold.agent.v1.ListIntegrationsResponse.integrations:type_name -> thefold.agent.v1.Integration
+	32, // 43: thefold.agent.v1.TestIntegrationResponse.integration:type_name -> thefold.agent.v1.Integration
+	4,  // 44: thefold.agent.v1.HandleInboundRequest.kind:type_name -> thefold.agent.v1.IntegrationKind
+	43, // 45: thefold.agent.v1.HandleInboundRequest.headers:type_name -> thefold.agent.v1.HandleInboundRequest.HeadersEntry
+	13, // 46: thefold.agent.v1.ChatService.CreateConversation:input_type -> thefold.agent.v1.CreateConversationRequest
+	15, // 47: thefold.agent.v1.ChatService.GetConversation:input_type -> thefold.agent.v1.GetConversationRequest
+	17, // 48: thefold.agent.v1.ChatService.ListConversations:input_type -> thefold.agent.v1.ListConversationsRequest
+	19, // 49: thefold.agent.v1.ChatService.UpdateConversation:input_type -> thefold.agent.v1.UpdateConversationRequest
+	21, // 50: thefold.agent.v1.ChatService.DeleteConversation:input_type -> thefold.agent.v1.DeleteConversationRequest
+	23, // 51: thefold.agent.v1.ChatService.ListMessages:input_type -> thefold.agent.v1.ListMessagesRequest
+	25, // 52: thefold.agent.v1.ChatService.SendMessage:input_type -> thefold.agent.v1.SendMessageRequest
+	27, // 53: thefold.agent.v1.ChatService.CancelReply:input_type -> thefold.agent.v1.CancelReplyRequest
+	29, // 54: thefold.agent.v1.ChatService.WatchConversation:input_type -> thefold.agent.v1.WatchConversationRequest
+	33, // 55: thefold.agent.v1.ChatService.CreateIntegration:input_type -> thefold.agent.v1.CreateIntegrationRequest
+	35, // 56: thefold.agent.v1.ChatService.ListIntegrations:input_type -> thefold.agent.v1.ListIntegrationsRequest
+	37, // 57: thefold.agent.v1.ChatService.TestIntegration:input_type -> thefold.agent.v1.TestIntegrationRequest
+	39, // 58: thefold.agent.v1.ChatService.DeleteIntegration:input_type -> thefold.agent.v1.DeleteIntegrationRequest
+	41, // 59: thefold.agent.v1.ChatService.HandleInbound:input_type -> thefold.agent.v1.HandleInboundRequest
+	14, // 60: thefold.agent.v1.ChatService.CreateConversation:output_type -> thefold.agent.v1.CreateConversationResponse
+	16, // 61: thefold.agent.v1.ChatService.GetConversation:output_type -> thefold.agent.v1.GetConversationResponse
+	18, // 62: thefold.agent.v1.ChatService.ListConversations:output_type -> thefold.agent.v1.ListConversationsResponse
+	20, // 63: thefold.agent.v1.ChatService.UpdateConversation:output_type -> thefold.agent.v1.UpdateConversationResponse
+	22, // 64: thefold.agent.v1.ChatService.DeleteConversation:output_type -> thefold.agent.v1.DeleteConversationResponse
+	24, // 65: thefold.agent.v1.ChatService.ListMessages:output_type -> thefold.agent.v1.ListMessagesResponse
+	26, // 66: thefold.agent.v1.ChatService.SendMessage:output_type -> thefold.agent.v1.SendMessageResponse
+	28, // 67: thefold.agent.v1.ChatService.CancelReply:output_type -> thefold.agent.v1.CancelReplyResponse
+	31, // 68: thefold.agent.v1.ChatService.WatchConversation:output_type -> thefold.agent.v1.WatchConversationResponse
+	34, // 69: thefold.agent.v1.ChatService.CreateIntegration:output_type -> thefold.agent.v1.CreateIntegrationResponse
+	36, // 70: thefold.agent.v1.ChatService.ListIntegrations:output_type -> thefold.agent.v1.ListIntegrationsResponse
+	38, // 71: thefold.agent.v1.ChatService.TestIntegration:output_type -> thefold.agent.v1.TestIntegrationResponse
+	40, // 72: thefold.agent.v1.ChatService.DeleteIntegration:output_type -> thefold.agent.v1.DeleteIntegrationResponse
+	42, // 73: thefold.agent.v1.ChatService.HandleInbound:output_type -> thefold.agent.v1.HandleInboundResponse
+	60, // [60:74] is the sub-list for method output_type
+	46, // [46:60] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_chat_proto_init() }
@@ -2525,8 +3380,8 @@ func file_thefold_agent_v1_chat_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_chat_proto_rawDesc), len(file_thefold_agent_v1_chat_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   27,
+			NumEnums:      5,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

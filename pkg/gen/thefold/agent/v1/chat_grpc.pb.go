@@ -28,6 +28,11 @@ const (
 	ChatService_SendMessage_FullMethodName        = "/thefold.agent.v1.ChatService/SendMessage"
 	ChatService_CancelReply_FullMethodName        = "/thefold.agent.v1.ChatService/CancelReply"
 	ChatService_WatchConversation_FullMethodName  = "/thefold.agent.v1.ChatService/WatchConversation"
+	ChatService_CreateIntegration_FullMethodName  = "/thefold.agent.v1.ChatService/CreateIntegration"
+	ChatService_ListIntegrations_FullMethodName   = "/thefold.agent.v1.ChatService/ListIntegrations"
+	ChatService_TestIntegration_FullMethodName    = "/thefold.agent.v1.ChatService/TestIntegration"
+	ChatService_DeleteIntegration_FullMethodName  = "/thefold.agent.v1.ChatService/DeleteIntegration"
+	ChatService_HandleInbound_FullMethodName      = "/thefold.agent.v1.ChatService/HandleInbound"
 )
 
 // ChatServiceClient is the client API for ChatService service.
@@ -77,6 +82,28 @@ type ChatServiceClient interface {
 	// (thefold/type/v1/event.proto): resumable from an event id, heartbeats while quiet. It
 	// does not end while the conversation exists.
 	WatchConversation(ctx context.Context, in *WatchConversationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchConversationResponse], error)
+	// CreateIntegration connects the caller's Slack or Discord: the notices of their
+	// conversations are posted to its incoming webhook (with retries and backoff; a webhook
+	// that keeps failing is disabled and the person told in a notice), and with an inbound
+	// secret the person's slash commands (Slack) or interactions (Discord) become their
+	// messages. Secrets are stored encrypted and never returned. A retry with the same
+	// request_id returns the integration the first call made.
+	CreateIntegration(ctx context.Context, in *CreateIntegrationRequest, opts ...grpc.CallOption) (*CreateIntegrationResponse, error)
+	// ListIntegrations lists the caller's integrations, newest first.
+	ListIntegrations(ctx context.Context, in *ListIntegrationsRequest, opts ...grpc.CallOption) (*ListIntegrationsResponse, error)
+	// TestIntegration posts a test message to the integration's webhook now and says how it
+	// answered. A disabled integration is enabled again when the test succeeds.
+	TestIntegration(ctx context.Context, in *TestIntegrationRequest, opts ...grpc.CallOption) (*TestIntegrationResponse, error)
+	// DeleteIntegration deletes one of the caller's integrations; nothing more is posted to
+	// it.
+	DeleteIntegration(ctx context.Context, in *DeleteIntegrationRequest, opts ...grpc.CallOption) (*DeleteIntegrationResponse, error)
+	// HandleInbound takes a Slack slash command or a Discord interaction as the gateway
+	// received it (POST /hooks/slack, /hooks/discord) and answers what the gateway sends back.
+	// The request's signature is verified against the secret of the integration of the user
+	// it names (a bad or missing one is UNAUTHENTICATED and nothing is stored); its text
+	// becomes a message of that integration's owner. Only the gateway, speaking for itself,
+	// may call it.
+	HandleInbound(ctx context.Context, in *HandleInboundRequest, opts ...grpc.CallOption) (*HandleInboundResponse, error)
 }
 
 type chatServiceClient struct {
@@ -186,6 +213,56 @@ func (c *chatServiceClient) WatchConversation(ctx context.Context, in *WatchConv
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ChatService_WatchConversationClient = grpc.ServerStreamingClient[WatchConversationResponse]
 
+func (c *chatServiceClient) CreateIntegration(ctx context.Context, in *CreateIntegrationRequest, opts ...grpc.CallOption) (*CreateIntegrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateIntegrationResponse)
+	err := c.cc.Invoke(ctx, ChatService_CreateIntegration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chatServiceClient) ListIntegrations(ctx context.Context, in *ListIntegrationsRequest, opts ...grpc.CallOption) (*ListIntegrationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListIntegrationsResponse)
+	err := c.cc.Invoke(ctx, ChatService_ListIntegrations_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chatServiceClient) TestIntegration(ctx context.Context, in *TestIntegrationRequest, opts ...grpc.CallOption) (*TestIntegrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TestIntegrationResponse)
+	err := c.cc.Invoke(ctx, ChatService_TestIntegration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chatServiceClient) DeleteIntegration(ctx context.Context, in *DeleteIntegrationRequest, opts ...grpc.CallOption) (*DeleteIntegrationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteIntegrationResponse)
+	err := c.cc.Invoke(ctx, ChatService_DeleteIntegration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *chatServiceClient) HandleInbound(ctx context.Context, in *HandleInboundRequest, opts ...grpc.CallOption) (*HandleInboundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HandleInboundResponse)
+	err := c.cc.Invoke(ctx, ChatService_HandleInbound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ChatServiceServer is the server API for ChatService service.
 // All implementations must embed UnimplementedChatServiceServer
 // for forward compatibility.
@@ -233,6 +310,28 @@ type ChatServiceServer interface {
 	// (thefold/type/v1/event.proto): resumable from an event id, heartbeats while quiet. It
 	// does not end while the conversation exists.
 	WatchConversation(*WatchConversationRequest, grpc.ServerStreamingServer[WatchConversationResponse]) error
+	// CreateIntegration connects the caller's Slack or Discord: the notices of their
+	// conversations are posted to its incoming webhook (with retries and backoff; a webhook
+	// that keeps failing is disabled and the person told in a notice), and with an inbound
+	// secret the person's slash commands (Slack) or interactions (Discord) become their
+	// messages. Secrets are stored encrypted and never returned. A retry with the same
+	// request_id returns the integration the first call made.
+	CreateIntegration(context.Context, *CreateIntegrationRequest) (*CreateIntegrationResponse, error)
+	// ListIntegrations lists the caller's integrations, newest first.
+	ListIntegrations(context.Context, *ListIntegrationsRequest) (*ListIntegrationsResponse, error)
+	// TestIntegration posts a test message to the integration's webhook now and says how it
+	// answered. A disabled integration is enabled again when the test succeeds.
+	TestIntegration(context.Context, *TestIntegrationRequest) (*TestIntegrationResponse, error)
+	// DeleteIntegration deletes one of the caller's integrations; nothing more is posted to
+	// it.
+	DeleteIntegration(context.Context, *DeleteIntegrationRequest) (*DeleteIntegrationResponse, error)
+	// HandleInbound takes a Slack slash command or a Discord interaction as the gateway
+	// received it (POST /hooks/slack, /hooks/discord) and answers what the gateway sends back.
+	// The request's signature is verified against the secret of the integration of the user
+	// it names (a bad or missing one is UNAUTHENTICATED and nothing is stored); its text
+	// becomes a message of that integration's owner. Only the gateway, speaking for itself,
+	// may call it.
+	HandleInbound(context.Context, *HandleInboundRequest) (*HandleInboundResponse, error)
 	mustEmbedUnimplementedChatServiceServer()
 }
 
@@ -269,6 +368,21 @@ func (UnimplementedChatServiceServer) CancelReply(context.Context, *CancelReplyR
 }
 func (UnimplementedChatServiceServer) WatchConversation(*WatchConversationRequest, grpc.ServerStreamingServer[WatchConversationResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchConversation not implemented")
+}
+func (UnimplementedChatServiceServer) CreateIntegration(context.Context, *CreateIntegrationRequest) (*CreateIntegrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateIntegration not implemented")
+}
+func (UnimplementedChatServiceServer) ListIntegrations(context.Context, *ListIntegrationsRequest) (*ListIntegrationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListIntegrations not implemented")
+}
+func (UnimplementedChatServiceServer) TestIntegration(context.Context, *TestIntegrationRequest) (*TestIntegrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TestIntegration not implemented")
+}
+func (UnimplementedChatServiceServer) DeleteIntegration(context.Context, *DeleteIntegrationRequest) (*DeleteIntegrationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteIntegration not implemented")
+}
+func (UnimplementedChatServiceServer) HandleInbound(context.Context, *HandleInboundRequest) (*HandleInboundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HandleInbound not implemented")
 }
 func (UnimplementedChatServiceServer) mustEmbedUnimplementedChatServiceServer() {}
 func (UnimplementedChatServiceServer) testEmbeddedByValue()                     {}
@@ -446,6 +560,96 @@ func _ChatService_WatchConversation_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ChatService_WatchConversationServer = grpc.ServerStreamingServer[WatchConversationResponse]
 
+func _ChatService_CreateIntegration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateIntegrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).CreateIntegration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_CreateIntegration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).CreateIntegration(ctx, req.(*CreateIntegrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChatService_ListIntegrations_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListIntegrationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).ListIntegrations(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_ListIntegrations_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).ListIntegrations(ctx, req.(*ListIntegrationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChatService_TestIntegration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TestIntegrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).TestIntegration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_TestIntegration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).TestIntegration(ctx, req.(*TestIntegrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChatService_DeleteIntegration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteIntegrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).DeleteIntegration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_DeleteIntegration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).DeleteIntegration(ctx, req.(*DeleteIntegrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ChatService_HandleInbound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleInboundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ChatServiceServer).HandleInbound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ChatService_HandleInbound_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ChatServiceServer).HandleInbound(ctx, req.(*HandleInboundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ChatService_ServiceDesc is the grpc.ServiceDesc for ChatService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -484,6 +688,26 @@ var ChatService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelReply",
 			Handler:    _ChatService_CancelReply_Handler,
+		},
+		{
+			MethodName: "CreateIntegration",
+			Handler:    _ChatService_CreateIntegration_Handler,
+		},
+		{
+			MethodName: "ListIntegrations",
+			Handler:    _ChatService_ListIntegrations_Handler,
+		},
+		{
+			MethodName: "TestIntegration",
+			Handler:    _ChatService_TestIntegration_Handler,
+		},
+		{
+			MethodName: "DeleteIntegration",
+			Handler:    _ChatService_DeleteIntegration_Handler,
+		},
+		{
+			MethodName: "HandleInbound",
+			Handler:    _ChatService_HandleInbound_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

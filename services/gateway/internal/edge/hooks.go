@@ -1,0 +1,134 @@
+package edge
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/thefold/thefold/pkg/auth"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	"github.com/thefold/thefold/pkg/validate"
+)
+
+// MaxHookBody bounds an inbound hook's body (413 above it): the agent takes at most 64 KiB,
+// and a slash command or an interaction is a few hundred bytes.
+const MaxHookBody = 64 << 10
+
+// Option adds to what New serves.
+type Option func(*options)
+
+type options struct {
+	hookSigner *auth.ServiceSigner
+}
+
+// WithInboundHooks serves POST /hooks/slack and POST /hooks/discord: each request is handed
+// to the agent's ChatService.HandleInbound as signer's service speaking for itself (the
+// gateway's own identity). Without a signer those routes answer 503.
+func WithInboundHooks(signer *auth.ServiceSigner) Option {
+	return func(o *options) { o.hookSigner = signer }
+}
+
+// hook is one inbound hook route: Slack's slash commands or Discord's interactions. They
+// carry no bearer token — Slack and Discord sign them, and the agent verifies the signature
+// against the integration of the user a request names — so no caller's token is forwarded:
+// the edge calls as itself. The request-size and rate limits apply as to any request.
+type hook struct {
+	route   string
+	kind    agentv1.IntegrationKind
+	headers []string // canonical names of the headers the agent needs
+	chat    agentv1.ChatServiceClient
+	signer  *auth.ServiceSigner
+	log     *slog.Logger
+}
+
+// hookRoutes are the inbound hooks' paths, with their kinds and the headers they forward.
+var hookRoutes = []struct {
+	path    string
+	kind    agentv1.IntegrationKind
+	headers []string
+}{
+	{"/hooks/slack", agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, []string{"Content-Type", "X-Slack-Signature", "X-Slack-Request-Timestamp"}},
+	{"/hooks/discord", agentv1.IntegrationKind_INTEGRATION_KIND_DISCORD, []string{"Content-Type", "X-Signature-Ed25519", "X-Signature-Timestamp"}},
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ex, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.route = h.route // counted and logged as a route of its own
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		hookError(w, http.StatusMethodNotAllowed, "POST only: Slack and Discord post their requests")
+		return
+	}
+	if h.signer == nil {
+		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
+		return
+	}
+	if r.ContentLength > MaxHookBody {
+		w.Header().Set("Connection", "close")
+		hookError(w, http.StatusRequestEntityTooLarge, "request body too large: at most 65536 bytes")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxHookBody+1))
+	if err != nil {
+		hookError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return
+	}
+	if len(body) > MaxHookBody {
+		w.Header().Set("Connection", "close")
+		hookError(w, http.StatusRequestEntityTooLarge, "request body too large: at most 65536 bytes")
+		return
+	}
+	req := &agentv1.HandleInboundRequest{Kind: h.kind, Body: body, Headers: make(map[string]string, len(h.headers))}
+	for _, name := range h.headers {
+		if v := r.Header.Get(name); v != "" {
+			req.Headers[strings.ToLower(name)] = v
+		}
+	}
+	ctx := auth.AsService(r.Context(), h.signer)
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", id)
+	}
+	resp, err := h.chat.HandleInbound(ctx, req)
+	if err != nil {
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.Unauthenticated:
+			hookError(w, http.StatusUnauthorized, st.Message())
+		case codes.PermissionDenied:
+			hookError(w, http.StatusForbidden, st.Message())
+		case codes.InvalidArgument:
+			hookError(w, http.StatusBadRequest, st.Message())
+		default:
+			// The agent's own trouble is not the caller's answer: mapped, not passed on.
+			h.log.WarnContext(r.Context(), "inbound hook: the agent did not take the request", "route", h.route, "code", st.Code().String(), "err", st.Message())
+			hookError(w, http.StatusBadGateway, "TheFold could not take the request now ("+codeName(st.Code())+"); try again")
+		}
+		return
+	}
+	code, ct := int(resp.GetHttpStatus()), resp.GetContentType()
+	if code < 200 || code > 599 || !validate.PrintableASCII(ct, true) {
+		h.log.WarnContext(r.Context(), "inbound hook: the agent's answer cannot be sent", "route", h.route, "status", code, "content_type", ct)
+		hookError(w, http.StatusBadGateway, "TheFold could not take the request now; try again")
+		return
+	}
+	if ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(resp.GetBody())
+}
+
+// hookError answers an inbound hook that failed: {"error": msg}, the shape Slack and
+// Discord (and whoever configures them) read; the X-Request-Id header names the request.
+func hookError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
