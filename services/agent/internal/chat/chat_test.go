@@ -118,3 +118,13 @@ func TestRefusalAndLargeRequest(t *testing.T) {
 		t.Fatalf("definitions: %v, %v", len(defs), err)
 	}
 }
+
+func TestUpToReply(t *testing.T) {
+	hist := []*agentv1.ConversationMessage{
+		{Seq: 1, ReplyId: "r0"}, {Seq: 2, ReplyId: "r"}, {Seq: 3, Role: agentv1.ChatRole_CHAT_ROLE_SYSTEM},
+		{Seq: 4, ReplyId: "r"}, {Seq: 5, Role: agentv1.ChatRole_CHAT_ROLE_SYSTEM},
+	}
+	if got := upToReply(hist, "r"); len(got) != 4 || got[3].Seq != 4 {
+		t.Fatalf("up to reply r: %v", got)
+	}
+}

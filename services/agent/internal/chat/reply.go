@@ -152,9 +152,19 @@ func (x *run) keepStreamed() {
 	}
 }
 
-// Fail implements jobrun.Job: a reply that failed ends FAILED with a notice saying why; the
-// person may send again.
+// retryFor is how long after its start a reply that failed for a passing reason (a service
+// or the model unavailable, a model call still claimed by a run that died) is tried again
+// instead of failing.
+const retryFor = 5 * time.Minute
+
+// Fail implements jobrun.Job: a reply that failed for good, or for a passing reason for too
+// long, ends FAILED with a notice saying why (the person may send again); one that failed
+// for a passing reason is run again (the queue's backoff) from its last message.
 func (x *run) Fail(ctx context.Context, err error) error {
+	if transient(err) && time.Since(x.reply.CreateTime.AsTime()) < retryFor {
+		_ = x.r.st.ReplyLeases().Release(ctx, x.reply.Id, x.lease)
+		return err
+	}
 	reason := status.Convert(err).Message()
 	if status.Code(err) == codes.Unknown {
 		reason = err.Error()
@@ -165,6 +175,15 @@ func (x *run) Fail(ctx context.Context, err error) error {
 		return errors.Join(err, werr)
 	}
 	return nil
+}
+
+// transient reports whether err may pass by itself.
+func transient(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown:
+		return !errors.Is(err, context.Canceled)
+	}
+	return false
 }
 
 func notice(kind agentv1.NoticeKind, refs *agentv1.NoticeRefs, text string) *agentv1.ConversationMessage {
@@ -408,7 +427,7 @@ func (x *run) request(hist []*agentv1.ConversationMessage) (*aiv1.StreamComplete
 		system += fmt.Sprintf("\n\nThe person's last message is a large build request (%d words): plan it as a project (plan_project) "+
 			"rather than one task, unless it is plainly one small change.", n)
 	}
-	msgs := messages(hist, x.conv.SummarySeq)
+	msgs := messages(upToReply(hist, x.reply.Id), x.conv.SummarySeq)
 	req := &aiv1.StreamCompleteRequest{
 		RequestId:   fmt.Sprintf("chat-%s-%d", x.reply.Id, x.reply.Rounds+1),
 		System:      system,
@@ -421,6 +440,20 @@ func (x *run) request(hist []*agentv1.ConversationMessage) (*aiv1.StreamComplete
 		req.Model = &aiv1.ModelChoice{Model: x.reply.Model}
 	}
 	return req, nil
+}
+
+// upToReply is hist up to the last message reply wrote (the person's message, a round's
+// answer, a tool's result): a round's request is the same when the round is made again
+// after a crash (its request_id then matches the first try), whatever notices came in
+// meanwhile; they are in the next round's.
+func upToReply(hist []*agentv1.ConversationMessage, reply string) []*agentv1.ConversationMessage {
+	last := -1
+	for i, m := range hist {
+		if m.ReplyId == reply {
+			last = i
+		}
+	}
+	return hist[:last+1]
 }
 
 // buildWords ask for something to be built, systemWords name kinds of systems: the seed's
