@@ -795,3 +795,38 @@ func TestChatNoticesReachSlackAndDiscord(t *testing.T) {
 		t.Fatalf("discord payload %v: want content and allowed_mentions", b)
 	}
 }
+
+// A reply is a durable run: the agent is killed while the model's answer streams, and the
+// restarted agent (or its lease's expiry) carries the reply on to one complete answer.
+func TestChatReplyResumesAfterTheAgentIsKilled(t *testing.T) {
+	alone(t)
+	conv := newConversation(t, token, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stream := watchChat(t, ctx, token, conv, "")
+	reply := say(t, token, conv, "Tell me a long story, again [CHAT-SLOW]")
+	until(t, stream, time.Minute, "the first piece of text", func(e chatEvent) bool { return e.typ == "TEXT_DELTA" })
+	restart(t, "agent")
+	full := strings.Repeat("This reply streams slowly, piece by piece. ", 20)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		code, body := rest(t, http.MethodGet, "/v1/conversations/"+conv, token, nil)
+		if code == http.StatusOK && body["conversation"].(map[string]any)["active_reply_id"] == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reply did not end after the restart: %v", body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, msgs := rest(t, http.MethodGet, "/v1/conversations/"+conv+"/messages", token, nil)
+	var answers []map[string]any
+	for _, m := range msgs["messages"].([]any) {
+		if m := m.(map[string]any); m["role"] == "CHAT_ROLE_ASSISTANT" {
+			answers = append(answers, m)
+		}
+	}
+	if len(answers) != 1 || answers[0]["text"] != full || answers[0]["incomplete"] == true || answers[0]["reply_id"] != reply {
+		t.Fatalf("after the restart the assistant said %v", answers)
+	}
+}
