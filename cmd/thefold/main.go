@@ -13,6 +13,16 @@
 //	thefold init       create the signing keys and the admin token only (for docker compose)
 //	thefold rotate-key replace the token signing key; tokens signed with the old one stay
 //	                   valid until they expire
+//
+// and talks to a running one through the Go client (pkg/client) as a logged-in user:
+//
+//	thefold login      keep credentials in a profile (one-time code, API key or token)
+//	thefold whoami     who the profile is
+//	thefold logout     forget them
+//	thefold tasks      list, get, create
+//	thefold jobs       list, get, start, watch
+//
+// The command tree is cobra's (cli.go); the stack commands keep their Go-style flags (run).
 package main
 
 import (
@@ -39,10 +49,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "thefold:", err)
-		os.Exit(1)
-	}
+	os.Exit(execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 const usage = `usage: thefold <command> [flags]

@@ -67,7 +67,7 @@ func agentScript() []fakellm.Response {
 }
 
 // agentRepo creates a local-forge repository holding a Go module on main.
-func agentRepo(t *testing.T, name string) string {
+func agentRepo(t testing.TB, name string) string {
 	t.Helper()
 	repo := "local/" + name
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The command line's exit codes and messages for what goes wrong before the API answers.
+func TestExecuteExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("THEFOLD_CONFIG_DIR", dir)
+	t.Setenv("THEFOLD_TOKEN", "")
+	t.Setenv("THEFOLD_API_KEY", "")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"unknown command", []string{"deploy"}, exitUsage, `unknown command "deploy"`},
+		{"bad flag", []string{"tasks", "list", "--nope"}, exitUsage, "unknown flag: --nope"},
+		{"missing argument", []string{"tasks", "get"}, exitUsage, "want TASK_ID"},
+		{"bad status", []string{"tasks", "list", "--status", "sleeping"}, exitUsage, `--status "sleeping"`},
+		{"not logged in", []string{"tasks", "list"}, exitAuth, "not logged in"},
+		{"no such profile", []string{"whoami", "--profile", "ci"}, exitUsage, `no profile "ci"`},
+		{"login needs one way", []string{"login"}, exitUsage, "give one of --email, --api-key or --token"},
+		{"stack command keeps its flags", []string{"status", "-data-dir", dir, "-src", dir}, exitFailure, "not running"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := execute(context.Background(), c.args, strings.NewReader(""), &out, &errOut)
+			if code != c.code || !strings.Contains(errOut.String(), c.stderr) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, errOut.String(), c.code, c.stderr)
+			}
+		})
+	}
+	var out bytes.Buffer
+	if code := execute(context.Background(), []string{"--help"}, strings.NewReader(""), &out, &out); code != 0 || !strings.Contains(out.String(), "Exit codes:") {
+		t.Fatalf("help: %d %q", code, out.String())
+	}
+}
+
+// Credentials are kept readable by their owner alone.
+func TestProfilesAreTheOwnersAlone(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("THEFOLD_CONFIG_DIR", filepath.Join(dir, "cfg"))
+	ps, path, err := loadProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Profiles["p"] = &profile{Token: "secret"}
+	if err := ps.save(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v", path, fi.Mode(), err)
+	}
+	if di, _ := os.Stat(filepath.Dir(path)); di.Mode().Perm() != 0o700 {
+		t.Fatalf("its directory: %v", di.Mode())
+	}
+	again, _, err := loadProfiles()
+	if err != nil || again.Profiles["p"].Token != "secret" {
+		t.Fatalf("reloaded %v, %v", again, err)
+	}
+}

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/thefold/thefold/pkg/platform"
+)
+
+var (
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
+)
+
+// cliBinary builds cmd/thefold once per test process.
+func cliBinary(t testing.TB) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "thefold-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		cliPath = filepath.Join(dir, "thefold")
+		out, err := exec.Command("go", "build", "-trimpath", "-o", cliPath, "../../cmd/thefold").CombinedOutput()
+		if err != nil {
+			cliErr = fmt.Errorf("build the CLI: %v\n%s", err, out)
+		}
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliPath
+}
+
+// cli runs the thefold binary against the mesh with env (THEFOLD_TOKEN etc.) and a config
+// directory of its own; it returns stdout, stderr and the exit code.
+func cli(t testing.TB, configDir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(cliBinary(t), args...)
+	cmd.Env = append(os.Environ(), "THEFOLD_CONFIG_DIR="+configDir, "THEFOLD_TOKEN=", "THEFOLD_API_KEY=", "THEFOLD_PROFILE=")
+	for _, s := range platform.ServiceNames {
+		cmd.Env = append(cmd.Env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// The command line against the mesh: create and list tasks as JSON, clear errors with the
+// documented exit codes (bad input by field, not found, not logged in, a refused login),
+// and a login kept in a profile.
+func TestCLI(t *testing.T) {
+	parallel(t)
+	cfg := t.TempDir()
+	repo := agentRepo(t, fmt.Sprintf("cli-%d", time.Now().UnixNano()))
+	tok := []string{"THEFOLD_TOKEN=" + token}
+	out, errOut, code := cli(t, cfg, tok, "tasks", "create", "--repo", repo, "--title", "Made by the CLI", "-o", "json")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	var task map[string]any
+	if err := json.Unmarshal([]byte(out), &task); err != nil || task["title"] != "Made by the CLI" {
+		t.Fatalf("create printed %q (%v)", out, err)
+	}
+	out, errOut, code = cli(t, cfg, tok, "tasks", "list", "--repo", repo, "-o", "json")
+	var tasks []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &tasks) != nil || len(tasks) != 1 || tasks[0]["id"] != task["id"] {
+		t.Fatalf("list: %d %q %s", code, out, errOut)
+	}
+	if out, _, code = cli(t, cfg, tok, "tasks", "list", "--repo", repo); code != 0 || !strings.Contains(out, "Made by the CLI") || !strings.HasPrefix(out, "ID") {
+		t.Fatalf("table: %d %q", code, out)
+	}
+	if out, _, code = cli(t, cfg, tok, "tasks", "get", task["id"].(string), "-o", "yaml"); code != 0 || !strings.Contains(out, "title: Made by the CLI") {
+		t.Fatalf("yaml: %d %q", code, out)
+	}
+	for _, c := range []struct {
+		args   []string
+		env    []string
+		code   int
+		stderr string
+	}{
+		{[]string{"tasks", "create", "--repo", "no-slash", "--title", "x"}, tok, 2, "repo:"},
+		{[]string{"tasks", "get", "00000000-0000-4000-8000-000000000000"}, tok, 4, "not found"},
+		{[]string{"tasks", "list", "--bogus"}, tok, 2, "unknown flag"},
+		{[]string{"tasks", "list"}, nil, 3, "not logged in"},
+		{[]string{"tasks", "list"}, []string{"THEFOLD_TOKEN=expired.or.garbage"}, 3, "thefold login"},
+	} {
+		if _, errOut, code := cli(t, cfg, c.env, c.args...); code != c.code || !strings.Contains(errOut, c.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.stderr)
+		}
+	}
+	if _, errOut, code := cli(t, cfg, nil, "login", "--token", token); code != 0 {
+		t.Fatalf("login: %d %s", code, errOut)
+	}
+	out, errOut, code = cli(t, cfg, nil, "whoami", "-o", "json")
+	var who map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &who) != nil || who["user_id"] == nil {
+		t.Fatalf("whoami from the profile: %d %q %s", code, out, errOut)
+	}
+	if fi, err := os.Stat(filepath.Join(cfg, "profiles.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the credentials file: %v %v", fi, err)
+	}
+	if _, _, code := cli(t, cfg, nil, "logout"); code != 0 {
+		t.Fatal("logout")
+	}
+	if _, errOut, code := cli(t, cfg, nil, "whoami"); code != 3 {
+		t.Fatalf("after logout: %d %s", code, errOut)
+	}
+}
+
+// BenchmarkCLITasksList: `thefold tasks list` of 100 tasks, from process start to exit
+// (target ≤ 50 ms: a command line must feel instant), as hyperfine would run it.
+func BenchmarkCLITasksList(b *testing.B) {
+	repo := agentRepo(b, fmt.Sprintf("cli-bench-%d", time.Now().UnixNano()))
+	for i := range 100 {
+		if code, body := rest(b, "POST", "/v1/tasks", token, map[string]any{"title": fmt.Sprintf("task %d", i), "repo": repo}); code != 200 {
+			b.Fatalf("create: %d %v", code, body)
+		}
+	}
+	cfg := b.TempDir()
+	env := []string{"THEFOLD_TOKEN=" + token}
+	if out, errOut, code := cli(b, cfg, env, "tasks", "list", "--repo", repo, "-o", "json"); code != 0 || strings.Count(out, `"id"`) != 100 {
+		b.Fatalf("warm-up: %d %s", code, errOut)
+	}
+	var runs []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, errOut, code := cli(b, cfg, env, "tasks", "list", "--repo", repo, "-o", "json"); code != 0 {
+			b.Fatalf("list: %d %s", code, errOut)
+		}
+		runs = append(runs, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(runs)
+	b.ReportMetric(float64(runs[len(runs)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(runs[len(runs)*9/10].Microseconds())/1000, "p90-ms")
+}
