@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/thefold/thefold/pkg/client"
+	"github.com/thefold/thefold/pkg/mcpserver"
 )
 
 // Exit codes, documented in the root command's help: scripts may rely on them.
@@ -128,7 +129,7 @@ profile's credentials, else THEFOLD_TOKEN or THEFOLD_API_KEY.
 		})
 	}
 	root.AddGroup(&cobra.Group{ID: "stack", Title: "Run a local stack:"}, &cobra.Group{ID: "api", Title: "Work with TheFold:"})
-	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g)} {
+	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g), mcpCommand(g)} {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}
@@ -265,4 +266,36 @@ func statusOf(err error) (*grpcstatus.Status, bool) {
 		}
 	}
 	return nil, false
+}
+
+func mcpCommand(g *globals) *cobra.Command {
+	var transport, addr string
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve TheFold to AI agents as an MCP server (stdio or streamable HTTP)",
+		Long: `Serve TheFold's tools over the Model Context Protocol, as the logged-in user: create and
+start a task, watch a job, answer its question, read a review, search memory, find
+relevant files, list tasks and repositories, plan a project (and start it only when the
+person confirmed). No tool approves, rejects or merges: reviews stay with the person.
+
+Over stdio for an agent that runs it (Claude Code, Cursor: command "thefold mcp"), or
+over streamable HTTP at http://ADDR/mcp on a loopback address only.`,
+		Example: `  thefold mcp                               # stdio
+  thefold mcp --transport http --addr 127.0.0.1:8765`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if transport != "stdio" && transport != "http" {
+				return usageError{fmt.Errorf("--transport %q: stdio or http", transport)}
+			}
+			c, _, err := g.connect()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			return mcpserver.Serve(cmd.Context(), c, transport, addr)
+		},
+	}
+	cmd.Flags().StringVar(&transport, "transport", "stdio", "stdio or http")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "the loopback address of the HTTP transport")
+	return cmd
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/thefold/thefold/pkg/platform"
 )
@@ -156,4 +159,42 @@ func BenchmarkCLITasksList(b *testing.B) {
 	slices.Sort(runs)
 	b.ReportMetric(float64(runs[len(runs)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(runs[len(runs)*9/10].Microseconds())/1000, "p90-ms")
+}
+
+// `thefold mcp` over stdio, as an agent (Claude Code, Cursor) runs it: the SDK's own client
+// starts the binary, lists the tools and calls one as the logged-in user.
+func TestCLIServesMCPOverStdio(t *testing.T) {
+	parallel(t)
+	repo := agentRepo(t, fmt.Sprintf("cli-mcp-%d", time.Now().UnixNano()))
+	cmd := exec.Command(cliBinary(t), "mcp")
+	cmd.Env = append(os.Environ(), "THEFOLD_CONFIG_DIR="+t.TempDir(), "THEFOLD_TOKEN="+token, "THEFOLD_API_KEY=", "THEFOLD_PROFILE=")
+	for _, s := range platform.ServiceNames {
+		cmd.Env = append(cmd.Env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio", Version: "e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "create_and_start_task") || slices.Contains(names, "approve_review") {
+		t.Fatalf("tools over stdio: %v", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_repos", Arguments: map[string]any{"owner": "local"}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_repos: %v, %v", res, err)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(b), repo) {
+		t.Fatalf("list_repos over stdio does not show %s: %s", repo, b)
+	}
 }
