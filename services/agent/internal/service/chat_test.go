@@ -10,14 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
-	"github.com/thefold/thefold/pkg/db/dbtest"
-	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 
 	"github.com/thefold/thefold/services/agent/internal/service"
 	"github.com/thefold/thefold/services/agent/internal/store"
-	"github.com/thefold/thefold/services/agent/migrations"
 )
 
 // stops records the replies the server asked to stop.
@@ -38,12 +35,7 @@ type chatEnv struct {
 // enqueued (no runner), so the tests see the requests' own effects.
 func newChatEnv(t *testing.T) *chatEnv {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
-	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = hub.Run(ctx) }()
-	st := store.New(pool, hub)
+	st, _ := testStore(t)
 	q, sp := &queue{}, &stops{}
 	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 8})
 	e := grpctest.Start(t, func(s *grpc.Server) {

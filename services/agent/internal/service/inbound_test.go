@@ -23,15 +23,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
-	"github.com/thefold/thefold/pkg/db/dbtest"
-	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/seal"
 
 	"github.com/thefold/thefold/services/agent/internal/service"
-	"github.com/thefold/thefold/services/agent/internal/store"
-	"github.com/thefold/thefold/services/agent/migrations"
 )
 
 const (
@@ -72,12 +68,7 @@ type inboundEnv struct {
 
 func newInboundEnv(t *testing.T) *inboundEnv {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
-	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = hub.Run(ctx) }()
-	st := store.New(pool, hub)
+	st, pool := testStore(t)
 	key := make([]byte, seal.KeySize)
 	_, _ = rand.Read(key)
 	box, err := seal.New(key)

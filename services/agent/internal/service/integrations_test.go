@@ -15,8 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/thefold/thefold/pkg/db/dbtest"
-	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/seal"
@@ -24,7 +22,6 @@ import (
 	"github.com/thefold/thefold/services/agent/internal/chat"
 	"github.com/thefold/thefold/services/agent/internal/service"
 	"github.com/thefold/thefold/services/agent/internal/store"
-	"github.com/thefold/thefold/services/agent/migrations"
 )
 
 // receiver is a webhook: it records the bodies posted and answers status.
@@ -70,12 +67,7 @@ type integrationEnv struct {
 // after three failures in a row.
 func newIntegrationEnv(t *testing.T) *integrationEnv {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
-	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = hub.Run(ctx) }()
-	st := store.New(pool, hub)
+	st, _ := testStore(t)
 	box, err := seal.New(make([]byte, seal.KeySize))
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -70,12 +71,7 @@ func newEnv(t *testing.T) *env { return newEnvWatches(t, 4) }
 // newEnvWatches is newEnv with at most maxWatches watches.
 func newEnvWatches(t *testing.T, maxWatches int) *env {
 	t.Helper()
-	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
-	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go func() { _ = hub.Run(ctx) }()
-	st := store.New(pool, hub)
+	st, _ := testStore(t)
 	q := &queue{}
 	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: maxWatches})
 	e := grpctest.Start(t, func(s *grpc.Server) {
@@ -85,6 +81,17 @@ func newEnvWatches(t *testing.T, maxWatches int) *env {
 	})
 	return &env{st: st, q: q, conn: e.Conn, agent: agentv1.NewAgentServiceClient(e.Conn), review: agentv1.NewReviewServiceClient(e.Conn),
 		projects: agentv1.NewProjectServiceClient(e.Conn), ctx: func(user string) context.Context { return e.Context(t, user) }}
+}
+
+// testStore is a store over a fresh agent schema with its events hub running.
+func testStore(t *testing.T) (*store.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
+	hub := events.NewHub(pool, events.WithPollInterval(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = hub.Run(ctx) }()
+	return store.New(pool, hub), pool
 }
 
 // job creates a QUEUED job of owner through the store (StartTask needs the tasks service).

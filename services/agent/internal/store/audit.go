@@ -32,6 +32,21 @@ type Audit struct {
 	Duration time.Duration
 }
 
+// row is a's details as stored (JSON) and its error's message ("" for a success).
+func (a Audit) row() (details []byte, msg string, err error) {
+	st, err := structpb.NewStruct(a.Details)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: audit %s: details: %w", a.Action, err)
+	}
+	if details, err = jsonOut.Marshal(st); err != nil {
+		return nil, "", err
+	}
+	if a.Err != nil {
+		msg = a.Err.Error()
+	}
+	return details, msg, nil
+}
+
 // Metric is what one step adds to its phase's totals.
 type Metric struct {
 	Phase    agentv1.JobPhase
@@ -43,17 +58,9 @@ type Metric struct {
 func (s *Store) writeAudit(ctx context.Context, tx pgx.Tx, j *agentv1.Job, st Step) error {
 	batch := &pgx.Batch{}
 	for _, a := range st.Audit {
-		details, err := structpb.NewStruct(a.Details)
-		if err != nil {
-			return fmt.Errorf("store: audit %s: details: %w", a.Action, err)
-		}
-		doc, err := jsonOut.Marshal(details)
+		doc, msg, err := a.row()
 		if err != nil {
 			return err
-		}
-		msg := ""
-		if a.Err != nil {
-			msg = a.Err.Error()
 		}
 		batch.Queue(`INSERT INTO audit_log (job_id, task_id, owner_id, actor, action, key, details, success, error, duration_ms)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING`,
@@ -213,17 +220,9 @@ func (s *Store) ListAudit(ctx context.Context, owner string, f AuditFilter, page
 // AuditTool records a conversation's tool call a (Key: the reply and the call, so a resumed
 // reply's call is one entry), done for owner by actor.
 func (s *Store) AuditTool(ctx context.Context, conv, owner string, a Audit) error {
-	details, err := structpb.NewStruct(a.Details)
-	if err != nil {
-		return fmt.Errorf("store: audit %s: details: %w", a.Action, err)
-	}
-	doc, err := jsonOut.Marshal(details)
+	doc, msg, err := a.row()
 	if err != nil {
 		return err
-	}
-	msg := ""
-	if a.Err != nil {
-		msg = a.Err.Error()
 	}
 	_, err = s.pool.Exec(ctx, `INSERT INTO audit_log (conversation_id, task_id, owner_id, actor, action, key, details, success, error, duration_ms)
 		VALUES ($1, '', $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING`,
