@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/thefold/thefold/pkg/fakellm"
 	"github.com/thefold/thefold/pkg/platform"
 )
 
@@ -196,5 +197,50 @@ func TestCLIServesMCPOverStdio(t *testing.T) {
 	b, _ := json.Marshal(res.StructuredContent)
 	if !strings.Contains(string(b), repo) {
 		t.Fatalf("list_repos over stdio does not show %s: %s", repo, b)
+	}
+}
+
+const cliGo = "package cli\n\n// Name is the command's name.\nfunc Name() string { return \"thefold\" }\n"
+
+// cliScript answers the jobs `thefold run` starts.
+func cliScript() []fakellm.Response {
+	return []fakellm.Response{
+		{Match: planMatch("[CLI-RUN]"), Text: planAnswer("Add package cli.", "cli/cli.go")},
+		{Match: genMatch("cli/cli.go"), Text: content(cliGo)},
+	}
+}
+
+// `thefold run … --yes` does the main job in one command: a task to a pull request, its
+// progress as plain lines when the output is not a terminal; under a pseudo-terminal the
+// progress line is redrawn in place and the diff is coloured.
+func TestCLIRunReachesAPullRequest(t *testing.T) {
+	parallel(t)
+	repo := agentRepo(t, fmt.Sprintf("cli-run-%d", time.Now().UnixNano()))
+	tok := []string{"THEFOLD_TOKEN=" + token}
+	out, errOut, code := cli(t, t.TempDir(), tok, "run", "Add package cli", "--repo", repo, "--description", "Package cli names the command. [CLI-RUN]", "--yes")
+	if code != 0 || !strings.Contains(out, "Pull request:") || !strings.Contains(out, "is done") || strings.Contains(out, "\x1b[") {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "+func Name() string") || !strings.Contains(out, "Ready for review:") {
+		t.Fatalf("the review was not shown:\n%s", out)
+	}
+	if _, _, code := cli(t, t.TempDir(), tok, "run", "No repo"); code != 2 {
+		t.Fatalf("run without --repo: exit %d", code)
+	}
+
+	// The same under a pseudo-terminal (script(1)): the progress is redrawn in place.
+	env := []string{"THEFOLD_TOKEN=" + token, "THEFOLD_CONFIG_DIR=" + t.TempDir()}
+	for _, s := range platform.ServiceNames {
+		env = append(env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
+	}
+	line := fmt.Sprintf("%s run 'Add package cli' --repo %s --description 'Again. [CLI-RUN]' --yes", cliBinary(t), repo)
+	cmd := exec.Command("script", "-qec", line, "/dev/null")
+	cmd.Env = append(os.Environ(), env...)
+	tty, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("under a pty: %v\n%s", err, tty)
+	}
+	if s := string(tty); !strings.Contains(s, "\r\x1b[2K") || !strings.Contains(s, "\x1b[32m+func Name()") || !strings.Contains(s, "Pull request:") {
+		t.Fatalf("the terminal display:\n%q", s)
 	}
 }
