@@ -244,3 +244,46 @@ func TestCLIRunReachesAPullRequest(t *testing.T) {
 		t.Fatalf("the terminal display:\n%q", s)
 	}
 }
+
+// The resource commands: a streamed chat turn (the demo script lists the repositories with
+// a tool), repositories, memory search, reviews, and API keys made and revoked.
+func TestCLIResources(t *testing.T) {
+	parallel(t)
+	cfg := t.TempDir()
+	tok := []string{"THEFOLD_TOKEN=" + token}
+	repo := agentRepo(t, fmt.Sprintf("cli-res-%d", time.Now().UnixNano()))
+	out, errOut, code := cli(t, cfg, tok, "chat", "-m", "Which repositories do I have?")
+	if code != 0 || !strings.Contains(out, "↳ list_repos") || !strings.Contains(out, "✓") || !strings.Contains(out, "scripted demo model") {
+		t.Fatalf("chat: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, _, code = cli(t, cfg, tok, "repos", "list", "-o", "json"); code != 0 || !strings.Contains(out, repo) {
+		t.Fatalf("repos: %d %q", code, out)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "memory", "search", "health endpoint", "-o", "json"); code != 0 {
+		t.Fatalf("memory search: %d %s", code, errOut)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "reviews", "list", "-o", "json"); code != 0 {
+		t.Fatalf("reviews: %d %s", code, errOut)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "reviews", "approve", "00000000-0000-4000-8000-000000000000"); code != 4 {
+		t.Fatalf("approving a missing review: %d %s", code, errOut)
+	}
+	_, email := newUser(t, "cli-keys")
+	access, _ := login(t, email, 0)
+	person := []string{"THEFOLD_TOKEN=" + access}
+	out, errOut, code = cli(t, cfg, person, "keys", "create", "ci", "-o", "json")
+	var key map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &key) != nil || key["secret"] == nil {
+		t.Fatalf("keys create: %d %q %s", code, out, errOut)
+	}
+	id := key["api_key"].(map[string]any)["id"].(string)
+	if out, _, code = cli(t, cfg, []string{"THEFOLD_API_KEY=" + key["secret"].(string)}, "whoami", "-o", "json"); code != 0 {
+		t.Fatalf("whoami by the new key: %d %q", code, out)
+	}
+	if out, _, code = cli(t, cfg, person, "keys", "list"); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("keys list: %d %q", code, out)
+	}
+	if _, errOut, code = cli(t, cfg, person, "keys", "revoke", id); code != 0 {
+		t.Fatalf("keys revoke: %d %s", code, errOut)
+	}
+}

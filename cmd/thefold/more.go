@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/thefold/thefold/pkg/client"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	gatewayv1 "github.com/thefold/thefold/pkg/gen/thefold/gateway/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
+)
+
+// withClient is a RunE that runs fn with a client of the profile.
+func (g *globals) withClient(fn func(cmd *cobra.Command, args []string, c *client.Client) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, _, err := g.connect()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(cmd, args, c)
+	}
+}
+
+func reviewsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "reviews", Short: "List, show and decide reviews"}
+	var repo string
+	list := &cobra.Command{
+		Use: "list", Short: "List your reviews, newest first", Args: cobra.NoArgs,
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			resp, err := c.Reviews().ListReviews(cmd.Context(), &agentv1.ListReviewsRequest{Repo: repo})
+			if err != nil {
+				return err
+			}
+			items := make([]proto.Message, len(resp.Reviews))
+			for i, r := range resp.Reviews {
+				items[i] = r
+			}
+			return g.print(items, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tREPO\tSTATUS\tQUALITY\tJOB")
+				for _, r := range resp.Reviews {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.Id, r.Repo, enumName(r.Status, "REVIEW_STATUS_"), r.QualityScore, r.JobId)
+				}
+			})
+		}),
+	}
+	list.Flags().StringVar(&repo, "repo", "", "only this repository")
+	show := &cobra.Command{
+		Use: "show REVIEW_ID", Short: "Show a review: the diff and the AI review", Args: exactArgs(1, "REVIEW_ID"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Reviews().GetReview(cmd.Context(), &agentv1.GetReviewRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			v := resp.Review
+			return g.print(v, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "review\t%s\nstatus\t%s\nquality\t%d/10\n", v.Id, enumName(v.Status, "REVIEW_STATUS_"), v.QualityScore)
+				for _, cn := range v.Concerns {
+					fmt.Fprintf(w, "concern\t%s\n", cn.GetMessage())
+				}
+				for _, f := range v.Files {
+					fmt.Fprintf(w, "\n%s\n", f.GetDiff().GetUnifiedDiff())
+				}
+			})
+		}),
+	}
+	approve := &cobra.Command{
+		Use: "approve REVIEW_ID", Short: "Approve a review: the branch, commit and pull request follow", Args: exactArgs(1, "REVIEW_ID"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Reviews().ApproveReview(cmd.Context(), &agentv1.ApproveReviewRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			return g.print(resp.Review, func(w *tabwriter.Writer) { fmt.Fprintf(w, "approved\t%s\n", resp.Review.Id) })
+		}),
+	}
+	var feedback, reason string
+	changes := &cobra.Command{
+		Use: "request-changes REVIEW_ID --feedback TEXT", Short: "Send a review back with feedback: the job runs again", Args: exactArgs(1, "REVIEW_ID"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Reviews().RequestChanges(cmd.Context(), &agentv1.RequestChangesRequest{Id: args[0], Feedback: feedback})
+			if err != nil {
+				return err
+			}
+			return g.print(resp.Review, func(w *tabwriter.Writer) { fmt.Fprintf(w, "sent back\t%s\n", resp.Review.Id) })
+		}),
+	}
+	changes.Flags().StringVar(&feedback, "feedback", "", "what should change")
+	reject := &cobra.Command{
+		Use: "reject REVIEW_ID", Short: "Reject a review: the job ends, nothing is merged", Args: exactArgs(1, "REVIEW_ID"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Reviews().RejectReview(cmd.Context(), &agentv1.RejectReviewRequest{Id: args[0], Reason: reason})
+			if err != nil {
+				return err
+			}
+			return g.print(resp.Review, func(w *tabwriter.Writer) { fmt.Fprintf(w, "rejected\t%s\n", resp.Review.Id) })
+		}),
+	}
+	reject.Flags().StringVar(&reason, "reason", "", "why")
+	cmd.AddCommand(list, show, approve, changes, reject)
+	return cmd
+}
+
+func reposCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "repos", Short: "The repositories you can work in"}
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List repositories", Args: cobra.NoArgs,
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			resp, err := c.Repos().ListRepos(cmd.Context(), &githubv1.ListReposRequest{PageSize: 100})
+			if err != nil {
+				return err
+			}
+			items := make([]proto.Message, len(resp.Repos))
+			for i, r := range resp.Repos {
+				items[i] = r
+			}
+			return g.print(items, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "REPO\tDEFAULT BRANCH\tPROVIDER")
+				for _, r := range resp.Repos {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", r.Repo, r.DefaultBranch, enumName(r.Provider, "REPO_PROVIDER_"))
+				}
+			})
+		}),
+	})
+	return cmd
+}
+
+func memoryCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "memory", Short: "What TheFold remembers"}
+	var (
+		repo  string
+		limit int32
+	)
+	search := &cobra.Command{
+		Use: "search QUERY", Short: "Search memories, with why each was found (vector, text, decay)", Args: exactArgs(1, "QUERY"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Memory().SearchMemories(cmd.Context(), &memoryv1.SearchMemoriesRequest{Query: args[0], Repo: repo, Limit: limit})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SCORE\tVECTOR\tTEXT\tDECAY\tMEMORY")
+				for _, r := range resp.Results {
+					s := r.GetScore()
+					fmt.Fprintf(w, "%.3f\t%.3f\t%.3f\t%.3f\t%s\n", s.GetFinal(), s.GetVector(), s.GetText(), s.GetDecay(),
+						firstLine(r.GetMemory().GetContent(), 80))
+				}
+			})
+		}),
+	}
+	search.Flags().StringVar(&repo, "repo", "", "within this repository")
+	search.Flags().Int32Var(&limit, "limit", 10, "at most this many (1-50)")
+	cmd.AddCommand(search)
+	return cmd
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
+
+func keysCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "keys", Short: "Your API keys (for tools and CI)"}
+	list := &cobra.Command{
+		Use: "list", Short: "List your API keys", Args: cobra.NoArgs,
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			resp, err := c.Auth().ListAPIKeys(cmd.Context(), &gatewayv1.ListAPIKeysRequest{})
+			if err != nil {
+				return err
+			}
+			items := make([]proto.Message, len(resp.ApiKeys))
+			for i, k := range resp.ApiKeys {
+				items[i] = k
+			}
+			return g.print(items, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tNAME\tPREFIX\tSCOPES")
+				for _, k := range resp.ApiKeys {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Id, k.Name, k.Prefix, strings.Join(k.Scopes, ","))
+				}
+			})
+		}),
+	}
+	var scopes []string
+	create := &cobra.Command{
+		Use: "create NAME", Short: "Create an API key; its secret is shown once", Args: exactArgs(1, "NAME"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Auth().CreateAPIKey(cmd.Context(), &gatewayv1.CreateAPIKeyRequest{Name: args[0], Scopes: scopes})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "id\t%s\nsecret\t%s\n\t(shown once: keep it now)\n", resp.ApiKey.Id, resp.Secret)
+			})
+		}),
+	}
+	create.Flags().StringArrayVar(&scopes, "scope", nil, `narrow the key, e.g. "tasks:read" (repeatable; none: all you can do)`)
+	revoke := &cobra.Command{
+		Use: "revoke KEY_ID", Short: "Revoke an API key", Args: exactArgs(1, "KEY_ID"),
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.Auth().RevokeAPIKey(cmd.Context(), &gatewayv1.RevokeAPIKeyRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) { fmt.Fprintf(w, "revoked\t%s\n", args[0]) })
+		}),
+	}
+	cmd.AddCommand(list, create, revoke)
+	return cmd
+}
+
+func chatCommand(g *globals) *cobra.Command {
+	var conv, repo, message string
+	cmd := &cobra.Command{
+		Use:   "chat",
+		Short: "Talk to TheFold: it answers as it writes and acts through tools",
+		Long: `chat opens a conversation (a new one, or --conversation ID) and reads your messages line
+by line; each reply streams as the model writes it, with its tool calls and their results
+shown compactly, and the notices of the jobs it started. -m sends one message, prints the
+reply and exits (scripts). An empty line or end of input ends the chat.`,
+		Example: `  thefold chat --repo local/demo
+  thefold chat -m "Which repositories do I have?"`,
+		Args: cobra.NoArgs,
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			ctx := cmd.Context()
+			if conv == "" {
+				resp, err := c.Chat().CreateConversation(ctx, &agentv1.CreateConversationRequest{Repo: repo})
+				if err != nil {
+					return err
+				}
+				conv = resp.Conversation.Id
+				fmt.Fprintf(g.errOut, "conversation %s (continue it: thefold chat --conversation %s)\n", conv, conv)
+			}
+			send := func(text string) error { return chatTurn(ctx, g.out, c, conv, text) }
+			if message != "" {
+				return send(message)
+			}
+			in := bufio.NewScanner(g.in)
+			for {
+				fmt.Fprint(g.out, "you> ")
+				if !in.Scan() || strings.TrimSpace(in.Text()) == "" {
+					fmt.Fprintln(g.out)
+					return nil
+				}
+				if err := send(in.Text()); err != nil {
+					return err
+				}
+			}
+		}),
+	}
+	cmd.Flags().StringVar(&conv, "conversation", "", "go on with this conversation")
+	cmd.Flags().StringVar(&repo, "repo", "", "the repository the tools use by default (a new conversation)")
+	cmd.Flags().StringVarP(&message, "message", "m", "", "send this one message and print the reply")
+	return cmd
+}
+
+// chatTurn sends text and prints the reply as it streams, until it ends.
+func chatTurn(ctx context.Context, out io.Writer, c *client.Client, conv, text string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Chat().WatchConversation(ctx, &agentv1.WatchConversationRequest{Id: conv, FromNow: true})
+	if err != nil {
+		return err
+	}
+	// The watch starts with a heartbeat once it is following: from then on nothing of the
+	// reply can be missed.
+	if _, err := stream.Recv(); err != nil {
+		return err
+	}
+	sent, err := c.Chat().SendMessage(ctx, &agentv1.SendMessageRequest{ConversationId: conv, Text: text})
+	if err != nil {
+		return err
+	}
+	streaming := false
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch p := ev.Payload.(type) {
+		case *agentv1.WatchConversationResponse_Delta:
+			if !streaming {
+				fmt.Fprint(out, "thefold> ")
+				streaming = true
+			}
+			fmt.Fprint(out, p.Delta.Text)
+		case *agentv1.WatchConversationResponse_Message:
+			m := p.Message
+			switch m.Role {
+			case agentv1.ChatRole_CHAT_ROLE_ASSISTANT:
+				if streaming {
+					fmt.Fprintln(out)
+					streaming = false
+				}
+			case agentv1.ChatRole_CHAT_ROLE_TOOL_CALL:
+				b, _ := m.GetToolCall().GetInput().MarshalJSON()
+				fmt.Fprintf(out, "  ↳ %s %s\n", m.GetToolCall().GetName(), firstLine(string(b), 100))
+			case agentv1.ChatRole_CHAT_ROLE_TOOL_RESULT:
+				mark := "✓"
+				if m.GetToolResult().GetIsError() {
+					mark = "✗"
+				}
+				fmt.Fprintf(out, "    %s %s\n", mark, firstLine(m.GetToolResult().GetContent(), 100))
+			case agentv1.ChatRole_CHAT_ROLE_SYSTEM:
+				fmt.Fprintf(out, "  • %s\n", firstLine(m.Text, 200))
+			}
+		case *agentv1.WatchConversationResponse_Reply:
+			if p.Reply.Id == sent.Reply.Id && p.Reply.Status != agentv1.ReplyStatus_REPLY_STATUS_RUNNING {
+				if streaming {
+					fmt.Fprintln(out)
+				}
+				if p.Reply.Status != agentv1.ReplyStatus_REPLY_STATUS_COMPLETED {
+					return fmt.Errorf("the reply %s: %s", enumName(p.Reply.Status, "REPLY_STATUS_"), p.Reply.StatusReason)
+				}
+				return nil
+			}
+		}
+	}
+}
