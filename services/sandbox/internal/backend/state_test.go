@@ -205,6 +205,8 @@ func TestStateDirsAreFresh(t *testing.T) {
 	} else if _, err := os.Stat(mark(a2)); !os.IsNotExist(err) {
 		t.Fatalf("a's released state came back: %v", err)
 	}
+	// The take above started a refill in the background: compare once it is done.
+	st.settle()
 	if left, _ := filepath.Glob(filepath.Join(st.root, "fresh-*")); len(left) != len(st.fresh) {
 		t.Fatalf("fresh directories %q, %d ready", left, len(st.fresh))
 	}
