@@ -287,3 +287,35 @@ func TestCLIResources(t *testing.T) {
 		t.Fatalf("keys revoke: %d %s", code, errOut)
 	}
 }
+
+// Projects from the command line: plan, edit the plan in $EDITOR (here a sed), show it,
+// start it (then cancelled: its task has no scripted answers).
+func TestCLIProjects(t *testing.T) {
+	parallel(t)
+	cfg := t.TempDir()
+	tok := []string{"THEFOLD_TOKEN=" + token}
+	repo := agentRepo(t, fmt.Sprintf("cli-proj-%d", time.Now().UnixNano()))
+	out, errOut, code := cli(t, cfg, tok, "projects", "plan", "A status service [PROJ-CHAT]", "--repo", repo, "-o", "json")
+	var p map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || p["status"] != "PROJECT_STATUS_PLANNED" {
+		t.Fatalf("plan: %d %q %s", code, out, errOut)
+	}
+	id := p["id"].(string)
+	editor := []string{"THEFOLD_TOKEN=" + token, `EDITOR=sed -i 's/Write package status/Write package status with a test/'`, "VISUAL="}
+	if out, errOut, code = cli(t, cfg, editor, "projects", "edit", id); code != 0 || !strings.Contains(out, "Write package status with a test") {
+		t.Fatalf("edit: %d %q %s", code, out, errOut)
+	}
+	if out, _, code = cli(t, cfg, []string{"THEFOLD_TOKEN=" + token, "EDITOR=true", "VISUAL="}, "projects", "edit", id); code != 0 || !strings.Contains(out, "unchanged") {
+		t.Fatalf("an unchanged edit: %d %q", code, out)
+	}
+	if out, _, code = cli(t, cfg, tok, "projects", "get", id); code != 0 || !strings.Contains(out, "with a test") || !strings.Contains(out, "phase 1") {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	if out, errOut, code = cli(t, cfg, tok, "projects", "start", id); code != 0 || !strings.Contains(out, "running") {
+		t.Fatalf("start: %d %q %s", code, out, errOut)
+	}
+	rest(t, "POST", "/v1/projects/"+id+":cancel", token, map[string]any{})
+	if _, errOut, code = cli(t, cfg, tok, "projects", "start", id); code != 5 {
+		t.Fatalf("starting a cancelled project: %d %s", code, errOut)
+	}
+}
