@@ -43,6 +43,18 @@ func TestExecuteExitCodes(t *testing.T) {
 	if code := execute(context.Background(), []string{"--help"}, strings.NewReader(""), &out, &out); code != 0 || !strings.Contains(out.String(), "Exit codes:") {
 		t.Fatalf("help: %d %q", code, out.String())
 	}
+	// Shell completion for the three shells, which knows the commands.
+	for shell, want := range map[string]string{"bash": "__start_thefold", "zsh": "#compdef thefold", "fish": "complete -c thefold"} {
+		out.Reset()
+		if code := execute(context.Background(), []string{"completion", shell}, strings.NewReader(""), &out, &out); code != 0 || !strings.Contains(out.String(), want) {
+			t.Errorf("completion %s: exit %d, %d bytes without %q", shell, code, out.Len(), want)
+		}
+	}
+	out.Reset()
+	execute(context.Background(), []string{"__complete", "ta"}, strings.NewReader(""), &out, &out)
+	if !strings.Contains(out.String(), "tasks") {
+		t.Errorf("completing \"ta\": %q", out.String())
+	}
 }
 
 // Credentials are kept readable by their owner alone.
