@@ -302,12 +302,7 @@ func whoamiCommand(g *globals) *cobra.Command {
 		Use:   "whoami",
 		Short: "Show who the command line is logged in as",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			who, err := c.Auth().WhoAmI(cmd.Context(), &gatewayv1.WhoAmIRequest{})
 			if err != nil {
 				return err
@@ -321,6 +316,6 @@ func whoamiCommand(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "expires\t%s\n", who.GetExpireTime().AsTime().Local().Format(time.RFC3339))
 				}
 			})
-		},
+		}),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/thefold/thefold/pkg/client"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 )
@@ -72,12 +73,7 @@ func tasksCommand(g *globals) *cobra.Command {
 		Use:   "get TASK_ID",
 		Short: "Show one task",
 		Args:  exactArgs(1, "TASK_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Tasks().GetTask(cmd.Context(), &tasksv1.GetTaskRequest{Id: args[0]})
 			if err != nil {
 				return err
@@ -89,7 +85,7 @@ func tasksCommand(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "description\t%s\n", strings.ReplaceAll(t.Description, "\n", "\n\t"))
 				}
 			})
-		},
+		}),
 	}
 
 	var title, description string
@@ -98,18 +94,13 @@ func tasksCommand(g *globals) *cobra.Command {
 		Short:   "Create a task (thefold jobs start TASK_ID works on it)",
 		Example: `  thefold tasks create --repo local/demo --title "Add a health endpoint" --description "GET /health answers 200"`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Tasks().CreateTask(cmd.Context(), &tasksv1.CreateTaskRequest{Repo: repo, Title: title, Description: description})
 			if err != nil {
 				return err
 			}
 			return g.print(resp.Task, func(w *tabwriter.Writer) { fmt.Fprintf(w, "%s\n", resp.Task.Id) })
-		},
+		}),
 	}
 	create.Flags().StringVar(&repo, "repo", "", "the repository (owner/name)")
 	create.Flags().StringVar(&title, "title", "", "a short imperative title")
@@ -125,12 +116,7 @@ func jobsCommand(g *globals) *cobra.Command {
 		Use:   "list",
 		Short: "List your jobs, newest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Agent().ListJobs(cmd.Context(), &agentv1.ListJobsRequest{PageSize: limit})
 			if err != nil {
 				return err
@@ -146,53 +132,38 @@ func jobsCommand(g *globals) *cobra.Command {
 						float64(j.GetUsage().GetCostMicros())/1e6)
 				}
 			})
-		},
+		}),
 	}
 	list.Flags().Int32Var(&limit, "limit", 50, "at most this many (1-200)")
 	get := &cobra.Command{
 		Use:   "get JOB_ID",
 		Short: "Show one job",
 		Args:  exactArgs(1, "JOB_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Agent().GetJob(cmd.Context(), &agentv1.GetJobRequest{Id: args[0]})
 			if err != nil {
 				return err
 			}
 			return g.print(resp.Job, func(w *tabwriter.Writer) { printJob(w, resp.Job) })
-		},
+		}),
 	}
 	start := &cobra.Command{
 		Use:   "start TASK_ID",
 		Short: "Start a job that works on a task",
 		Args:  exactArgs(1, "TASK_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Agent().StartTask(cmd.Context(), &agentv1.StartTaskRequest{TaskId: args[0]})
 			if err != nil {
 				return err
 			}
 			return g.print(resp.Job, func(w *tabwriter.Writer) { fmt.Fprintf(w, "%s\n", resp.Job.Id) })
-		},
+		}),
 	}
 	watch := &cobra.Command{
 		Use:   "watch JOB_ID",
 		Short: "Follow a job's events until it ends (Ctrl-C stops watching, not the job)",
 		Args:  exactArgs(1, "JOB_ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := g.connect()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			stream, err := c.Agent().WatchJob(cmd.Context(), &agentv1.WatchJobRequest{Id: args[0]})
 			if err != nil {
 				return err
@@ -216,7 +187,7 @@ func jobsCommand(g *globals) *cobra.Command {
 				}
 				fmt.Fprintf(g.out, "%s  %s\n", ev.GetTime().AsTime().Local().Format(time.TimeOnly), eventLine(ev))
 			}
-		},
+		}),
 	}
 	cmd.AddCommand(list, get, start, watch)
 	return cmd
