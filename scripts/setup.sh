@@ -89,6 +89,17 @@ for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2;
 pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL did not come up" >&2; exit 1; }
 
 psql_admin() { (cd / && as_root su postgres -c "PGOPTIONS=--client-min-messages=warning psql -v ON_ERROR_STOP=1 -qtA $*"); }
+
+# A server that was already running when apt upgraded the package (installing
+# postgresql-server-dev pulls the newest minor release) still runs the old binary, which then
+# fails to load the new one's libraries ("undefined symbol" from plpgsql.so): restart it.
+installed=$(/usr/lib/postgresql/$PG_VERSION/bin/postgres --version | awk '{print $3}')
+running=$(psql_admin "-c 'SHOW server_version'" | awk '{print $1}')
+if [ "$installed" != "$running" ]; then
+  log "PostgreSQL $running is running but $installed is installed: restarting"
+  as_root pg_ctlcluster $PG_VERSION main restart
+  for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
+fi
 if [ "$(psql_admin "-c \"SELECT 1 FROM pg_roles WHERE rolname='$DB_USER'\"")" != "1" ]; then
   log "creating role $DB_USER"
   # Superuser: the role creates per-test databases and the vector extension.
