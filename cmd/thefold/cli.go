@@ -106,6 +106,10 @@ service's THEFOLD_<SERVICE>_ADDR, else this machine's documented ports. Who you 
 profile's credentials, else THEFOLD_TOKEN or THEFOLD_API_KEY.
 
 ` + exitCodesHelp,
+		Example: `  thefold up && thefold login --token "$(thefold token)"
+  thefold run "Add a health endpoint" --repo local/demo
+  thefold tasks graph --repo local/demo
+  thefold usage --since 7d --by day`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -129,7 +133,7 @@ profile's credentials, else THEFOLD_TOKEN or THEFOLD_API_KEY.
 		})
 	}
 	root.AddGroup(&cobra.Group{ID: "stack", Title: "Run a local stack:"}, &cobra.Group{ID: "api", Title: "Work with TheFold:"})
-	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g), runCommand(g), projectsCommand(g), reviewsCommand(g), chatCommand(g), reposCommand(g), memoryCommand(g), keysCommand(g), mcpCommand(g)} {
+	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g), runCommand(g), projectsCommand(g), reviewsCommand(g), chatCommand(g), reposCommand(g), memoryCommand(g), keysCommand(g), skillsCommand(g), modelsCommand(g), usageCommand(g), mcpCommand(g)} {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // The command line's exit codes and messages for what goes wrong before the API answers.
@@ -29,6 +31,21 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"no such profile", []string{"whoami", "--profile", "ci"}, exitUsage, `no profile "ci"`},
 		{"login needs one way", []string{"login"}, exitUsage, "give one of --email, --api-key or --token"},
 		{"stack command keeps its flags", []string{"status", "-data-dir", dir, "-src", dir}, exitFailure, "not running"},
+		{"answer without text", []string{"jobs", "answer", "0b6f3c2e-8d1a-4f7e-a5c9-3e2d1b0a9f87"}, exitUsage, `want JOB_ID "TEXT"`},
+		{"empty answer", []string{"jobs", "answer", "0b6f3c2e-8d1a-4f7e-a5c9-3e2d1b0a9f87", " "}, exitUsage, "is empty"},
+		{"resolve without a note", []string{"jobs", "resolve", "0b6f3c2e-8d1a-4f7e-a5c9-3e2d1b0a9f87"}, exitUsage, "--note is required"},
+		{"audit without a job", []string{"jobs", "audit"}, exitUsage, "want JOB_ID"},
+		{"graph without a repository", []string{"tasks", "graph"}, exitUsage, "--repo is required"},
+		{"import without a repository", []string{"tasks", "import-issues"}, exitUsage, "--repo is required"},
+		{"update with nothing to change", []string{"tasks", "update", "6c1e0f4a-2b7d-4c1e-9f3a-0d5b8e2a7c41"}, exitUsage, "nothing to change"},
+		{"update with a bad priority", []string{"tasks", "update", "6c1e0f4a-2b7d-4c1e-9f3a-0d5b8e2a7c41", "--priority", "asap"}, exitUsage, `--priority "asap"`},
+		{"usage by nonsense", []string{"usage", "--by", "nonsense"}, exitUsage, `--by "nonsense": one of model, day, phase`},
+		{"usage by repository", []string{"usage", "--by", "repo"}, exitUsage, "filter with --repo"},
+		{"usage since and from", []string{"usage", "--since", "24h", "--from", "2026-11-01"}, exitUsage, "not both"},
+		{"usage since nonsense", []string{"usage", "--since", "a while"}, exitUsage, `--since "a while"`},
+		{"skills get without an id", []string{"skills", "get"}, exitUsage, "want SKILL_ID"},
+		{"skills list bad phase", []string{"skills", "list", "--phase", "later"}, exitUsage, `--phase "later"`},
+		{"models list not logged in", []string{"models", "list"}, exitAuth, "not logged in"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,6 +72,26 @@ func TestExecuteExitCodes(t *testing.T) {
 	if !strings.Contains(out.String(), "tasks") {
 		t.Errorf("completing \"ta\": %q", out.String())
 	}
+}
+
+// Every command a person runs shows an example in its help (the stack commands document
+// their Go-style flags themselves, and cobra's own commands are cobra's).
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		switch {
+		case c.GroupID == "stack", c.Hidden, c.Name() == "help", c.Name() == "completion",
+			c.Name() == cobra.ShellCompRequestCmd, c.Name() == cobra.ShellCompNoDescRequestCmd:
+			return
+		case c.Runnable() && strings.TrimSpace(c.Example) == "":
+			t.Errorf("%q has no Example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	var out bytes.Buffer
+	walk(newRoot(strings.NewReader(""), &out, &out))
 }
 
 // Credentials are kept readable by their owner alone.

@@ -36,6 +36,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 	var repo string
 	list := &cobra.Command{
 		Use: "list", Short: "List your reviews, newest first", Args: cobra.NoArgs,
+		Example: "  thefold reviews list --repo local/demo",
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Reviews().ListReviews(cmd.Context(), &agentv1.ListReviewsRequest{Repo: repo})
 			if err != nil {
@@ -56,6 +57,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 	list.Flags().StringVar(&repo, "repo", "", "only this repository")
 	show := &cobra.Command{
 		Use: "show REVIEW_ID", Short: "Show a review: the diff and the AI review", Args: exactArgs(1, "REVIEW_ID"),
+		Example: "  thefold reviews show 8e4d2c1a-5b6f-4a7e-9c3d-2f1e0a9b8c7d | less -R",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Reviews().GetReview(cmd.Context(), &agentv1.GetReviewRequest{Id: args[0]})
 			if err != nil {
@@ -75,6 +77,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 	}
 	approve := &cobra.Command{
 		Use: "approve REVIEW_ID", Short: "Approve a review: the branch, commit and pull request follow", Args: exactArgs(1, "REVIEW_ID"),
+		Example: "  thefold reviews approve 8e4d2c1a-5b6f-4a7e-9c3d-2f1e0a9b8c7d",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Reviews().ApproveReview(cmd.Context(), &agentv1.ApproveReviewRequest{Id: args[0]})
 			if err != nil {
@@ -86,6 +89,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 	var feedback, reason string
 	changes := &cobra.Command{
 		Use: "request-changes REVIEW_ID --feedback TEXT", Short: "Send a review back with feedback: the job runs again", Args: exactArgs(1, "REVIEW_ID"),
+		Example: `  thefold reviews request-changes 8e4d2c1a-5b6f-4a7e-9c3d-2f1e0a9b8c7d --feedback "Add a test for the empty input"`,
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Reviews().RequestChanges(cmd.Context(), &agentv1.RequestChangesRequest{Id: args[0], Feedback: feedback})
 			if err != nil {
@@ -97,6 +101,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 	changes.Flags().StringVar(&feedback, "feedback", "", "what should change")
 	reject := &cobra.Command{
 		Use: "reject REVIEW_ID", Short: "Reject a review: the job ends, nothing is merged", Args: exactArgs(1, "REVIEW_ID"),
+		Example: `  thefold reviews reject 8e4d2c1a-5b6f-4a7e-9c3d-2f1e0a9b8c7d --reason "Solved another way"`,
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Reviews().RejectReview(cmd.Context(), &agentv1.RejectReviewRequest{Id: args[0], Reason: reason})
 			if err != nil {
@@ -114,6 +119,7 @@ func reposCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "repos", Short: "The repositories you can work in"}
 	cmd.AddCommand(&cobra.Command{
 		Use: "list", Short: "List repositories", Args: cobra.NoArgs,
+		Example: "  thefold repos list\n  thefold repos list -o json | jq -r '.[].repo'",
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Repos().ListRepos(cmd.Context(), &githubv1.ListReposRequest{PageSize: 100})
 			if err != nil {
@@ -142,6 +148,7 @@ func memoryCommand(g *globals) *cobra.Command {
 	)
 	search := &cobra.Command{
 		Use: "search QUERY", Short: "Search memories, with why each was found (vector, text, decay)", Args: exactArgs(1, "QUERY"),
+		Example: `  thefold memory search "how are migrations applied" --repo local/demo --limit 5`,
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Memory().SearchMemories(cmd.Context(), &memoryv1.SearchMemoriesRequest{Query: args[0], Repo: repo, Limit: limit})
 			if err != nil {
@@ -175,6 +182,7 @@ func keysCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Your API keys (for tools and CI)"}
 	list := &cobra.Command{
 		Use: "list", Short: "List your API keys", Args: cobra.NoArgs,
+		Example: "  thefold keys list",
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Auth().ListAPIKeys(cmd.Context(), &gatewayv1.ListAPIKeysRequest{})
 			if err != nil {
@@ -195,6 +203,7 @@ func keysCommand(g *globals) *cobra.Command {
 	var scopes []string
 	create := &cobra.Command{
 		Use: "create NAME", Short: "Create an API key; its secret is shown once", Args: exactArgs(1, "NAME"),
+		Example: "  thefold keys create ci --scope tasks:read --scope jobs:write\n  thefold keys create laptop -o json | jq -r .secret",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Auth().CreateAPIKey(cmd.Context(), &gatewayv1.CreateAPIKeyRequest{Name: args[0], Scopes: scopes})
 			if err != nil {
@@ -208,6 +217,7 @@ func keysCommand(g *globals) *cobra.Command {
 	create.Flags().StringArrayVar(&scopes, "scope", nil, `narrow the key, e.g. "tasks:read" (repeatable; none: all you can do)`)
 	revoke := &cobra.Command{
 		Use: "revoke KEY_ID", Short: "Revoke an API key", Args: exactArgs(1, "KEY_ID"),
+		Example: "  thefold keys revoke 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Auth().RevokeAPIKey(cmd.Context(), &gatewayv1.RevokeAPIKeyRequest{Id: args[0]})
 			if err != nil {

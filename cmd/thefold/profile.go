@@ -257,9 +257,10 @@ directory)/thefold/profiles.json, readable by you alone, under the profile named
 
 func logoutCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "logout",
-		Short: "Forget the profile's credentials (and end its login session)",
-		Args:  cobra.NoArgs,
+		Use:     "logout",
+		Short:   "Forget the profile's credentials (and end its login session)",
+		Example: "  thefold logout\n  thefold logout --profile ci",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ps, path, err := loadProfiles()
 			if err != nil {
@@ -299,9 +300,10 @@ func logoutCommand(g *globals) *cobra.Command {
 
 func whoamiCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "whoami",
-		Short: "Show who the command line is logged in as",
-		Args:  cobra.NoArgs,
+		Use:     "whoami",
+		Short:   "Show who the command line is logged in as",
+		Example: "  thefold whoami\n  thefold whoami --profile ci -o json",
+		Args:    cobra.NoArgs,
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			who, err := c.Auth().WhoAmI(cmd.Context(), &gatewayv1.WhoAmIRequest{})
 			if err != nil {

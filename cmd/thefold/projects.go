@@ -39,6 +39,7 @@ func projectsCommand(g *globals) *cobra.Command {
 	plan.Flags().StringVar(&repo, "repo", "", "the repository (owner/name)")
 	list := &cobra.Command{
 		Use: "list", Short: "List your projects, newest first", Args: cobra.NoArgs,
+		Example: "  thefold projects list --repo local/demo",
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
 			resp, err := c.Projects().ListProjects(cmd.Context(), &agentv1.ListProjectsRequest{Repo: repo})
 			if err != nil {
@@ -59,6 +60,7 @@ func projectsCommand(g *globals) *cobra.Command {
 	list.Flags().StringVar(&repo, "repo", "", "only this repository")
 	get := &cobra.Command{
 		Use: "get PROJECT_ID", Short: "Show a project's plan and progress", Args: exactArgs(1, "PROJECT_ID"),
+		Example: "  thefold projects get 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Projects().GetProject(cmd.Context(), &agentv1.GetProjectRequest{Id: args[0]})
 			if err != nil {
@@ -73,7 +75,8 @@ func projectsCommand(g *globals) *cobra.Command {
 		Long: `edit opens the plan's phases in $EDITOR (VISUAL, EDITOR, else vi) as YAML. Save to update
 the plan; an unchanged file changes nothing. A plan edited by someone else meanwhile is
 refused (exit 5): edit again.`,
-		Args: exactArgs(1, "PROJECT_ID"),
+		Example: "  thefold projects edit 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b\n  EDITOR=nano thefold projects edit 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b",
+		Args:    exactArgs(1, "PROJECT_ID"),
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			ctx := cmd.Context()
 			resp, err := c.Projects().GetProject(ctx, &agentv1.GetProjectRequest{Id: args[0]})
@@ -108,6 +111,7 @@ refused (exit 5): edit again.`,
 	}
 	start := &cobra.Command{
 		Use: "start PROJECT_ID", Short: "Confirm a planned project: its tasks run phase by phase", Args: exactArgs(1, "PROJECT_ID"),
+		Example: "  thefold projects start 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b && thefold projects watch 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			resp, err := c.Projects().StartProject(cmd.Context(), &agentv1.StartProjectRequest{Id: args[0]})
 			if err != nil {
@@ -120,6 +124,7 @@ refused (exit 5): edit again.`,
 	}
 	watch := &cobra.Command{
 		Use: "watch PROJECT_ID", Short: "Follow a project: phases, tasks and each task's job, a line each", Args: exactArgs(1, "PROJECT_ID"),
+		Example: "  thefold projects watch 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			stream, err := c.Projects().WatchProject(cmd.Context(), &agentv1.WatchProjectRequest{Id: args[0]})
 			if err != nil {
