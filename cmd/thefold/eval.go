@@ -8,15 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-
-	"github.com/thefold/thefold/cmd/thefold/internal/api"
 	"github.com/thefold/thefold/cmd/thefold/internal/eval"
-	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	"github.com/thefold/thefold/pkg/client"
 	"github.com/thefold/thefold/pkg/stack"
 )
 
@@ -96,22 +92,14 @@ skill. Set ANTHROPIC_API_KEY (or another provider key) to measure a model.
 	if err := up(ctx, st, src, 2*time.Minute, out); err != nil {
 		return err
 	}
-	tok, err := os.ReadFile(st.TokenPath())
+	c, err := stackClient(st)
 	if err != nil {
 		return err
 	}
-	client := api.New(st.GatewayURL(), string(tok))
-	conn, err := grpc.NewClient(st.GRPCAddr("sandbox"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+	defer c.Close()
 	started := time.Now()
 	runner := &eval.Runner{
-		API: client, Sandboxes: sandboxv1.NewSandboxServiceClient(conn),
-		Auth: func(ctx context.Context) context.Context {
-			return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+client.Token)
-		},
+		Client:     c,
 		RepoPrefix: "local/eval-" + started.UTC().Format("20060102-150405") + "-",
 		Timeout:    f.taskTimeout, Parallel: f.parallel, Log: out,
 	}
@@ -129,6 +117,19 @@ skill. Set ANTHROPIC_API_KEY (or another provider key) to measure a model.
 		return fmt.Errorf("eval interrupted: %w", ctx.Err())
 	}
 	return nil
+}
+
+// stackClient is a gRPC client of st's services as the stack's admin (its token file).
+func stackClient(st *stack.Stack) (*client.Client, error) {
+	tok, err := os.ReadFile(st.TokenPath())
+	if err != nil {
+		return nil, err
+	}
+	cfg := client.Config{Token: strings.TrimSpace(string(tok)), Addrs: map[string]string{}}
+	for s := range st.Ports.GRPC {
+		cfg.Addrs[s] = st.GRPCAddr(s)
+	}
+	return client.New(cfg)
 }
 
 // writeReports writes report.md, report.html and results.json into dir.

@@ -81,6 +81,10 @@ type runner struct {
 	yes    bool
 	answer string
 	in     *bufio.Reader
+	// label, when set, marks every line of the run (the demo's "[SCRIPTED MODEL]").
+	label string
+	// approveNote is said before a review is approved without asking (--yes, the demo).
+	approveNote string
 	// line is the progress line shown (a terminal redraws it in place).
 	line string
 }
@@ -94,6 +98,9 @@ func (r *runner) colour(code, s string) string {
 
 // progress shows s: in place on a terminal, as a line of its own elsewhere.
 func (r *runner) progress(s string) {
+	if r.label != "" {
+		s = r.label + " " + s
+	}
 	if s == r.line {
 		return
 	}
@@ -111,25 +118,37 @@ func (r *runner) say(format string, args ...any) {
 		fmt.Fprintln(r.g.out)
 		r.line = ""
 	}
+	if r.label != "" {
+		format = r.label + " " + format
+	}
 	fmt.Fprintf(r.g.out, format+"\n", args...)
 }
 
 func (r *runner) run(ctx context.Context, repo, title, description string) error {
-	task, err := r.c.Tasks().CreateTask(ctx, &tasksv1.CreateTaskRequest{Repo: repo, Title: title, Description: description})
+	job, err := r.start(ctx, repo, title, description)
 	if err != nil {
 		return err
 	}
-	job, err := r.c.Agent().StartTask(ctx, &agentv1.StartTaskRequest{TaskId: task.Task.Id})
-	if err != nil {
-		return err
-	}
-	r.say("%s task %s, job %s on %s", r.colour(ansiBold, "TheFold"), task.Task.Id, job.Job.Id, repo)
-	err = r.follow(ctx, job.Job)
+	err = r.follow(ctx, job)
 	if errors.Is(err, errDetached) || (err != nil && ctx.Err() != nil) {
-		r.say("Detached: the job goes on. Watch it again with: thefold jobs watch %s", job.Job.Id)
+		r.say("Detached: the job goes on. Watch it again with: thefold jobs watch %s", job.Id)
 		return nil
 	}
 	return err
+}
+
+// start creates the task and starts its job.
+func (r *runner) start(ctx context.Context, repo, title, description string) (*agentv1.Job, error) {
+	task, err := r.c.Tasks().CreateTask(ctx, &tasksv1.CreateTaskRequest{Repo: repo, Title: title, Description: description})
+	if err != nil {
+		return nil, err
+	}
+	job, err := r.c.Agent().StartTask(ctx, &agentv1.StartTaskRequest{TaskId: task.Task.Id})
+	if err != nil {
+		return nil, err
+	}
+	r.say("%s task %s %q, job %s on %s", r.colour(ansiBold, "TheFold"), task.Task.Id, title, job.Job.Id, repo)
+	return job.Job, nil
 }
 
 // follow watches job until it ends, answering its question and deciding its review on the
@@ -155,8 +174,7 @@ func (r *runner) follow(ctx context.Context, job *agentv1.Job) error {
 		case *agentv1.WatchJobResponse_PhaseChanged:
 			phase, step = enumName(p.PhaseChanged.Phase, "JOB_PHASE_"), ""
 		case *agentv1.WatchJobResponse_Progress:
-			pr := p.Progress
-			step = fmt.Sprintf("step %d/%d %s %s", pr.CurrentStep, pr.TotalSteps, enumName(pr.BuildPhase, "BUILD_PHASE_"), pr.FilePath)
+			step = progressText(p.Progress)
 		case *agentv1.WatchJobResponse_Diagnosis:
 			r.say("  diagnosis: %s — %s", enumName(p.Diagnosis.GetCategory(), "DIAGNOSIS_CATEGORY_"), p.Diagnosis.GetReason())
 		case *agentv1.WatchJobResponse_ClarificationRequested:
@@ -191,9 +209,28 @@ func (r *runner) follow(ctx context.Context, job *agentv1.Job) error {
 				}
 			}
 		}
-		r.progress(fmt.Sprintf("%s %-12s %s  $%.4f", r.colour(ansiCyan, "▸"), phase, step, float64(cost)/1e6))
+		if phase != "" && phase != "unspecified" {
+			r.progress(fmt.Sprintf("%s %-12s %s  $%.4f", r.colour(ansiCyan, "▸"), phase, step, float64(cost)/1e6))
+		}
 	}
 	return nil
+}
+
+// progressText is a build's progress: its phase, the step of the steps known so far, the
+// file, and the fix round that ended.
+func progressText(p *agentv1.JobProgress) string {
+	s := fmt.Sprintf("%s step %d/%d", enumName(p.BuildPhase, "BUILD_PHASE_"), p.CurrentStep, max(p.TotalSteps, p.CurrentStep))
+	if p.FilePath != "" {
+		s += " " + p.FilePath
+	}
+	if p.FixRound > 0 {
+		verdict := "still failing"
+		if p.FixPassed {
+			verdict = "fixed"
+		}
+		s += fmt.Sprintf(" · fix round %d %s", p.FixRound, verdict)
+	}
+	return s
 }
 
 // ask prints question and reads a line, or fails when there is no one to ask.
@@ -255,6 +292,9 @@ func (r *runner) review(ctx context.Context, job string) error {
 		r.say("  %s", v.Documentation)
 	}
 	choice := "a"
+	if r.yes && r.approveNote != "" {
+		r.say("%s", r.approveNote)
+	}
 	if !r.yes {
 		if choice, err = r.ask("[a]pprove, [c]hange (with feedback), or [r]eject?"); err != nil {
 			return err

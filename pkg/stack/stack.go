@@ -187,6 +187,11 @@ func (s *Stack) env(svc string) []string {
 	// THEFOLD_DATABASE_URL is the service's own role, added by startOne (dbroles.go): the
 	// administrator's URL is never given to a service.
 	env = append(env, s.authEnv(svc)...)
+	// The local forge's pull-request links point at this stack's gateway, wherever its port
+	// is, unless a public URL is configured (behind a proxy).
+	if svc == "github" && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "THEFOLD_GITHUB_PUBLIC_URL=") }) {
+		env = append(env, "THEFOLD_GITHUB_PUBLIC_URL="+s.GatewayURL())
+	}
 	for _, other := range platform.ServiceNames {
 		env = append(env, platform.AddrEnv(other)+"="+s.GRPCAddr(other))
 	}

@@ -373,6 +373,17 @@ func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
 	if job["attempt"].(float64) != 2 || diagnosisOf(job) != "DIAGNOSIS_CATEGORY_IMPLEMENTATION_ERROR" {
 		t.Fatalf("job after the fix loop: attempt %v, diagnosis %v", job["attempt"], job["last_diagnosis"])
 	}
+	// The job's progress events carry the build's fix rounds as they end (what thefold run
+	// shows), each with its file's step, within the steps known so far.
+	rounds := jobFixRounds(t, jobID)
+	if len(rounds) == 0 {
+		t.Error("no progress event of the job carries a fix round")
+	}
+	for _, p := range rounds {
+		if p.CurrentStep < 1 || p.CurrentStep > p.TotalSteps {
+			t.Errorf("fix round progress %v: step outside 1..total", p)
+		}
+	}
 	code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":reject", token, map[string]any{"reason": "not needed"})
 	if code != http.StatusOK || body["review"].(map[string]any)["status"] != "REVIEW_STATUS_REJECTED" {
 		t.Fatalf("reject: %d %v", code, body)
@@ -823,4 +834,29 @@ func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 		t.Fatalf("SSE stream ended without an end event (last %q)", lastType)
 	}
 	return out
+}
+
+// jobFixRounds reads the history of a job waiting for review up to its review and returns
+// its progress events that report a fix round.
+func jobFixRounds(t *testing.T, jobID string) []*agentv1.JobProgress {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(authed(t.Context()), 30*time.Second)
+	defer cancel()
+	stream, err := agentv1.NewAgentServiceClient(dial(t, "agent")).WatchJob(ctx, &agentv1.WatchJobRequest{Id: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*agentv1.JobProgress
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch %s: %v", jobID, err)
+		}
+		if p := ev.GetProgress(); p.GetFixRound() > 0 {
+			out = append(out, p)
+		}
+		if ev.GetStatusChange().GetStatus() == agentv1.JobStatus_JOB_STATUS_PENDING_REVIEW {
+			return out
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/fakellm"
 	"github.com/thefold/thefold/pkg/platform"
 )
@@ -108,7 +109,8 @@ func TestCLI(t *testing.T) {
 		{[]string{"tasks", "get", "00000000-0000-4000-8000-000000000000"}, tok, 4, "not found"},
 		{[]string{"tasks", "list", "--bogus"}, tok, 2, "unknown flag"},
 		{[]string{"tasks", "list"}, nil, 3, "not logged in"},
-		{[]string{"tasks", "list"}, []string{"THEFOLD_TOKEN=expired.or.garbage"}, 3, "thefold login"},
+		{[]string{"tasks", "list"}, []string{"THEFOLD_TOKEN=not.a.token"}, 3, "thefold login"},
+		{[]string{"tasks", "list"}, []string{"THEFOLD_TOKEN=" + expiredToken(t)}, 3, "thefold login"},
 	} {
 		if _, errOut, code := cli(t, cfg, c.env, c.args...); code != c.code || !strings.Contains(errOut, c.stderr) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.stderr)
@@ -318,4 +320,20 @@ func TestCLIProjects(t *testing.T) {
 	if _, errOut, code = cli(t, cfg, tok, "projects", "start", id); code != 5 {
 		t.Fatalf("starting a cancelled project: %d %s", code, errOut)
 	}
+}
+
+// expiredToken is an admin token signed with the mesh's key that expired a minute ago: a
+// login that ran out.
+func expiredToken(t *testing.T) string {
+	t.Helper()
+	priv, err := auth.LoadPrivateKey(filepath.Join(mesh.KeyDir(), auth.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := auth.NewSigner(priv, auth.WithClock(func() time.Time { return time.Now().Add(-time.Hour) })).
+		Issue("admin", []string{auth.RoleAdmin}, time.Hour-time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/thefold/thefold/cmd/thefold/internal/api"
-	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/thefold/thefold/pkg/client"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // Result is what one task came to.
@@ -58,18 +63,15 @@ type PhaseTime struct {
 
 // Runner runs tasks through the mesh.
 type Runner struct {
-	API *api.Client
-	// Sandboxes is the sandbox service (gRPC: it has no REST route for creating one); Auth
-	// adds the caller's credentials to a context for it.
-	Sandboxes sandboxv1.SandboxServiceClient
-	Auth      func(context.Context) context.Context
+	// Client is the stack's gRPC API, called as the stack's admin: the local forge, tasks,
+	// jobs, reviews, builds, and the sandboxes the hidden tests run in.
+	Client *client.Client
 	// RepoPrefix starts each task's repository name, e.g. "local/eval-20260101-120000-".
 	RepoPrefix string
 	// Timeout bounds one task's job, from its start to the review; Parallel is how many tasks
-	// run at once; Poll how often a job is read (default 1s).
+	// run at once.
 	Timeout  time.Duration
 	Parallel int
-	Poll     time.Duration
 	// Log gets a line per change of a task's job and per result; nil for none.
 	Log io.Writer
 
@@ -129,30 +131,23 @@ func (r *Runner) logf(id, format string, args ...any) {
 func (r *Runner) runOne(ctx context.Context, t *Task) Result {
 	res := r.base(t)
 	res.Repo = r.RepoPrefix + t.ID
-	files := make([]api.File, len(t.Repo))
-	for i, f := range t.Repo {
-		files[i] = api.File{Path: f.Path, Content: f.Content}
-	}
-	if _, err := r.API.CreateRepo(ctx, res.Repo, "eval task "+t.ID+": the starting files", files); err != nil {
+	if err := r.createRepo(ctx, res.Repo, "eval task "+t.ID+": the starting files", t.Repo); err != nil {
 		res.Reason = "harness: " + err.Error()
 		return res
 	}
 	start := time.Now()
-	_, jobID, err := r.API.StartTask(ctx, res.Repo, t.TitleWithMarker(), t.Description)
+	started, err := r.startTask(ctx, res.Repo, t.TitleWithMarker(), t.Description)
 	if err != nil {
 		res.Reason = "harness: " + err.Error()
 		return res
 	}
+	jobID := started.GetId()
 	res.JobID = jobID
 	r.logf(t.ID, "job %s on %s", jobID, res.Repo)
 	last := ""
-	poll := r.Poll
-	if poll == 0 {
-		poll = time.Second
-	}
-	job, werr := r.API.WaitJob(ctx, jobID, "JOB_STATUS_PENDING_REVIEW", r.Timeout, poll, func(j *api.Job) {
-		if now := short(j.Status) + " " + short(j.Phase); now != last {
-			r.logf(t.ID, "%s (attempt %d)", now, j.Attempt)
+	job, werr := r.waitJob(ctx, started, agentv1.JobStatus_JOB_STATUS_PENDING_REVIEW, r.Timeout, func(j *agentv1.Job) {
+		if now := short(j.GetStatus()) + " " + short(j.GetPhase()); now != last {
+			r.logf(t.ID, "%s (attempt %d)", now, j.GetAttempt())
 			last = now
 		}
 	})
@@ -162,30 +157,32 @@ func (r *Runner) runOne(ctx context.Context, t *Task) Result {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
 	if job != nil {
-		res.JobStatus = short(job.Status)
+		res.JobStatus = short(job.GetStatus())
 	}
 	r.collect(hctx, &res, job)
 	if werr != nil {
 		res.Reason = jobReason(job, werr)
-		if job == nil || !terminal(job.Status) {
-			if err := r.API.Do(hctx, http.MethodPost, "/v1/jobs/"+jobID+":cancel", map[string]any{"reason": "thefold eval: " + firstLine(res.Reason)}, nil); err != nil {
+		if job == nil || !terminal(job.GetStatus()) {
+			if _, err := r.Client.Agent().CancelJob(hctx, &agentv1.CancelJobRequest{Id: jobID, Reason: "thefold eval: " + firstLine(res.Reason)}); err != nil {
 				r.logf(t.ID, "cancelling job %s: %v", jobID, err)
 			}
 		}
 		return res
 	}
+	reviewID := job.GetReviewId()
 	defer func() {
-		if err := r.API.Do(hctx, http.MethodPost, "/v1/reviews/"+job.ReviewID+":reject", map[string]any{"reason": "thefold eval: measured by its hidden tests, not merged"}, nil); err != nil {
-			r.logf(t.ID, "rejecting review %s: %v", job.ReviewID, err)
+		if _, err := r.Client.Reviews().RejectReview(hctx, &agentv1.RejectReviewRequest{Id: reviewID, Reason: "thefold eval: measured by its hidden tests, not merged"}); err != nil {
+			r.logf(t.ID, "rejecting review %s: %v", reviewID, err)
 		}
 	}()
-	review, err := r.API.GetReview(hctx, job.ReviewID)
+	got, err := r.Client.Reviews().GetReview(hctx, &agentv1.GetReviewRequest{Id: reviewID})
 	if err != nil {
 		res.Reason = "harness: read the review: " + err.Error()
 		return res
 	}
-	for _, f := range review.Files {
-		res.Files = append(res.Files, f.Diff.Path)
+	review := got.GetReview()
+	for _, f := range review.GetFiles() {
+		res.Files = append(res.Files, f.GetDiff().GetPath())
 	}
 	if ctx.Err() != nil {
 		res.Reason = "not tested: " + ctx.Err().Error()
@@ -206,76 +203,135 @@ func (r *Runner) runOne(ctx context.Context, t *Task) Result {
 	return res
 }
 
+// createRepo creates repo ("local/name") on the local forge with files as its initial
+// commit on main.
+func (r *Runner) createRepo(ctx context.Context, repo, message string, files []File) error {
+	if _, err := r.Client.Repos().CreateRepo(ctx, &githubv1.CreateRepoRequest{Repo: repo}); err != nil {
+		return fmt.Errorf("create %s: %w", repo, err)
+	}
+	changes := make([]*typev1.FileChange, len(files))
+	for i, f := range files {
+		changes[i] = &typev1.FileChange{Path: f.Path, Action: typev1.FileAction_FILE_ACTION_CREATE, Content: f.Content}
+	}
+	if _, err := r.Client.Repos().InitRepo(ctx, &githubv1.InitRepoRequest{Repo: repo, Branch: "main", Message: message, Files: changes}); err != nil {
+		return fmt.Errorf("commit to %s: %w", repo, err)
+	}
+	return nil
+}
+
+// startTask creates a task on repo and starts a job for it.
+func (r *Runner) startTask(ctx context.Context, repo, title, description string) (*agentv1.Job, error) {
+	task, err := r.Client.Tasks().CreateTask(ctx, &tasksv1.CreateTaskRequest{Title: title, Description: description, Repo: repo})
+	if err != nil {
+		return nil, fmt.Errorf("create the task: %w", err)
+	}
+	started, err := r.Client.Agent().StartTask(ctx, &agentv1.StartTaskRequest{TaskId: task.GetTask().GetId()})
+	if err != nil {
+		return nil, fmt.Errorf("start the job: %w", err)
+	}
+	return started.GetJob(), nil
+}
+
 // collect reads what the job spent: attempts, its builds' fix rounds, tokens, cost, models.
-func (r *Runner) collect(ctx context.Context, res *Result, job *api.Job) {
+func (r *Runner) collect(ctx context.Context, res *Result, job *agentv1.Job) {
 	if res.JobID == "" {
 		return
 	}
 	if job != nil {
-		res.Attempts = int(job.Attempt)
-		res.InputTokens, res.OutputTokens, res.CostMicros = int64(job.Usage.InputTokens), int64(job.Usage.OutputTokens), int64(job.Usage.CostMicros)
-		if job.Model != "" {
-			res.Models = append(res.Models, job.Model)
+		res.Attempts = int(job.GetAttempt())
+		u := job.GetUsage()
+		res.InputTokens, res.OutputTokens, res.CostMicros = u.GetInputTokens(), u.GetOutputTokens(), u.GetCostMicros()
+		if job.GetModel() != "" {
+			res.Models = append(res.Models, job.GetModel())
 		}
 	}
-	if m, err := r.API.JobMetrics(ctx, res.JobID); err == nil {
-		res.InputTokens, res.OutputTokens, res.CostMicros = int64(m.Total.InputTokens), int64(m.Total.OutputTokens), int64(m.Total.CostMicros)
-		for _, p := range m.Phases {
-			res.Phases = append(res.Phases, PhaseTime{Phase: strings.ToLower(short(p.Phase)), Wall: time.Duration(p.Duration)})
-			for _, model := range p.Models {
+	if m, err := r.Client.Agent().GetJobMetrics(ctx, &agentv1.GetJobMetricsRequest{Id: res.JobID}); err == nil {
+		u := m.GetTotal()
+		res.InputTokens, res.OutputTokens, res.CostMicros = u.GetInputTokens(), u.GetOutputTokens(), u.GetCostMicros()
+		for _, p := range m.GetPhases() {
+			res.Phases = append(res.Phases, PhaseTime{Phase: strings.ToLower(short(p.GetPhase())), Wall: p.GetDuration().AsDuration()})
+			for _, model := range p.GetModels() {
 				if !slices.Contains(res.Models, model) {
 					res.Models = append(res.Models, model)
 				}
 			}
 		}
 	}
-	if builds, err := r.API.JobBuilds(ctx, res.JobID); err == nil {
+	if builds, err := r.jobBuilds(ctx, res.JobID); err == nil {
 		for _, b := range builds {
-			res.FixRounds += int(b.Report.FixRounds)
+			res.FixRounds += int(b.GetReport().GetFixRounds())
 		}
 	}
 }
 
+// jobBuilds lists a job's builds (one per attempt), newest first.
+func (r *Runner) jobBuilds(ctx context.Context, jobID string) ([]*builderv1.BuildJob, error) {
+	var out []*builderv1.BuildJob
+	req := &builderv1.ListBuildsRequest{JobId: jobID, PageSize: 200}
+	for {
+		page, err := r.Client.Builder().ListBuilds(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.GetBuilds()...)
+		if page.GetNextPageToken() == "" {
+			return out, nil
+		}
+		req.PageToken = page.GetNextPageToken()
+	}
+}
+
 // terminal statuses: nothing to cancel.
-func terminal(status string) bool {
+func terminal(status agentv1.JobStatus) bool {
 	switch status {
-	case "JOB_STATUS_COMPLETED", "JOB_STATUS_FAILED", "JOB_STATUS_CANCELLED", "JOB_STATUS_SKIPPED", "JOB_STATUS_REJECTED":
+	case agentv1.JobStatus_JOB_STATUS_COMPLETED, agentv1.JobStatus_JOB_STATUS_FAILED, agentv1.JobStatus_JOB_STATUS_CANCELLED,
+		agentv1.JobStatus_JOB_STATUS_SKIPPED, agentv1.JobStatus_JOB_STATUS_REJECTED:
 		return true
 	}
 	return false
 }
 
 // jobReason says why a job did not reach review.
-func jobReason(job *api.Job, err error) string {
-	var stopped *api.StoppedError
+func jobReason(job *agentv1.Job, err error) string {
+	var stopped *stoppedError
 	if errors.As(err, &stopped) {
-		j := stopped.Job
-		why := j.Error
+		j := stopped.job
+		why := j.GetError()
 		if why == "" {
-			why = j.StatusReason
+			why = j.GetStatusReason()
 		}
-		if j.Status == "JOB_STATUS_COMPLETED" {
+		if j.GetStatus() == agentv1.JobStatus_JOB_STATUS_COMPLETED {
 			why = "completed without a review (broken down into subtasks?) " + why
 		}
-		if j.LastDiagnosis.Category != "" && !strings.Contains(why, j.LastDiagnosis.Reason) {
-			why += fmt.Sprintf(" (last diagnosis %s: %s)", short(j.LastDiagnosis.Category), j.LastDiagnosis.Reason)
+		if d := j.GetLastDiagnosis(); d.GetCategory() != agentv1.DiagnosisCategory_DIAGNOSIS_CATEGORY_UNSPECIFIED && !strings.Contains(why, d.GetReason()) {
+			why += fmt.Sprintf(" (last diagnosis %s: %s)", short(d.GetCategory()), d.GetReason())
 		}
-		return "job " + short(j.Status) + ": " + strings.TrimSpace(why)
+		return "job " + short(j.GetStatus()) + ": " + strings.TrimSpace(why)
 	}
 	if job != nil {
-		return fmt.Sprintf("job stopped waiting in %s %s: %v", short(job.Status), short(job.Phase), err)
+		return fmt.Sprintf("job stopped waiting in %s %s: %v", short(job.GetStatus()), short(job.GetPhase()), err)
 	}
 	return "harness: " + err.Error()
 }
 
-// short drops an enum's prefix: JOB_STATUS_RUNNING → RUNNING.
-func short(enum string) string {
+// enum is a generated protobuf enum.
+type enum interface {
+	protoreflect.Enum
+	String() string
+}
+
+// short drops an enum's prefix: JOB_STATUS_RUNNING → RUNNING; the zero value (unset) is "".
+func short(v enum) string {
+	if v.Number() == 0 {
+		return ""
+	}
+	name := v.String()
 	for _, p := range []string{"JOB_STATUS_", "JOB_PHASE_", "DIAGNOSIS_CATEGORY_"} {
-		if s, ok := strings.CutPrefix(enum, p); ok {
+		if s, ok := strings.CutPrefix(name, p); ok {
 			return s
 		}
 	}
-	return enum
+	return name
 }
 
 func firstLine(s string) string {

@@ -123,6 +123,7 @@ func (r *run) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	total := int32(len(j.Plan.GetSteps()))
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -131,11 +132,25 @@ func (r *run) build(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s := ev.GetStep(); s != nil && ev.Type == builderv1.BuildEventType_BUILD_EVENT_TYPE_STEP_STARTED {
+		// The build's steps: the plan's, and those its phases add (validation, integration),
+		// known as each phase begins.
+		if pc := ev.GetPhaseChange(); pc != nil {
+			total = max(total, pc.TotalSteps)
+		}
+		var progress *agentv1.JobProgress
+		switch {
+		case ev.Type == builderv1.BuildEventType_BUILD_EVENT_TYPE_STEP_STARTED && ev.GetStep() != nil:
 			b := ev.GetStep()
-			r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_PROGRESS, Payload: &agentv1.WatchJobResponse_Progress{Progress: &agentv1.JobProgress{
-				BuildPhase: b.Phase, CurrentStep: b.StepNumber, TotalSteps: int32(len(j.Plan.GetSteps())), FilePath: b.Path,
-			}}})
+			total = max(total, b.StepNumber)
+			progress = &agentv1.JobProgress{BuildPhase: b.Phase, CurrentStep: b.StepNumber, TotalSteps: total, FilePath: b.Path}
+		case ev.Type == builderv1.BuildEventType_BUILD_EVENT_TYPE_FIX_ATTEMPTED && ev.GetFixRound() != nil:
+			f := ev.GetFixRound()
+			total = max(total, f.StepNumber)
+			progress = &agentv1.JobProgress{BuildPhase: f.Phase, CurrentStep: f.StepNumber, TotalSteps: total, FilePath: f.Path,
+				FixRound: max(f.Round, 1), FixPassed: f.Resolved}
+		}
+		if progress != nil {
+			r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_PROGRESS, Payload: &agentv1.WatchJobResponse_Progress{Progress: progress}})
 			if err := r.save(ctx); err != nil {
 				return err
 			}

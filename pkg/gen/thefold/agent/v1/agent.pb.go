@@ -2402,7 +2402,11 @@ type JobProgress struct {
 	CurrentStep int32 `protobuf:"varint,2,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
 	TotalSteps  int32 `protobuf:"varint,3,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
 	// File being worked on, if any.
-	FilePath      string `protobuf:"bytes,4,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
+	FilePath string `protobuf:"bytes,4,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
+	// Set when a fix round of the step ended (the fix written and validated again): its
+	// number, 1-based, and whether the validation after it passed; 0 when a step started.
+	FixRound      int32 `protobuf:"varint,5,opt,name=fix_round,json=fixRound,proto3" json:"fix_round,omitempty"`
+	FixPassed     bool  `protobuf:"varint,6,opt,name=fix_passed,json=fixPassed,proto3" json:"fix_passed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2463,6 +2467,20 @@ func (x *JobProgress) GetFilePath() string {
 		return x.FilePath
 	}
 	return ""
+}
+
+func (x *JobProgress) GetFixRound() int32 {
+	if x != nil {
+		return x.FixRound
+	}
+	return 0
+}
+
+func (x *JobProgress) GetFixPassed() bool {
+	if x != nil {
+		return x.FixPassed
+	}
+	return false
 }
 
 // JobThought is one human-readable line of the agent's reasoning or activity.
@@ -7331,14 +7349,17 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0eJobPhaseChange\x12A\n" +
 	"\x0eprevious_phase\x18\x01 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\rpreviousPhase\x120\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xaf\x01\n" +
+	"\aattempt\x18\x03 \x01(\x05R\aattempt\"\xeb\x01\n" +
 	"\vJobProgress\x12?\n" +
 	"\vbuild_phase\x18\x01 \x01(\x0e2\x1e.thefold.builder.v1.BuildPhaseR\n" +
 	"buildPhase\x12!\n" +
 	"\fcurrent_step\x18\x02 \x01(\x05R\vcurrentStep\x12\x1f\n" +
 	"\vtotal_steps\x18\x03 \x01(\x05R\n" +
 	"totalSteps\x12\x1b\n" +
-	"\tfile_path\x18\x04 \x01(\tR\bfilePath\" \n" +
+	"\tfile_path\x18\x04 \x01(\tR\bfilePath\x12\x1b\n" +
+	"\tfix_round\x18\x05 \x01(\x05R\bfixRound\x12\x1d\n" +
+	"\n" +
+	"fix_passed\x18\x06 \x01(\bR\tfixPassed\" \n" +
 	"\n" +
 	"JobThought\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\"4\n" +
