@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -216,6 +217,35 @@ func (r *runner) follow(ctx context.Context, job *agentv1.Job) error {
 	return nil
 }
 
+// page shows text through the pager on a terminal (a diff longer than the screen), and
+// prints it elsewhere. The pager is THEFOLD_PAGER, else PAGER (either set empty: none), else
+// less when installed; LESS=FRX makes less keep the colours and exit at once when the text
+// fits on the screen.
+func (r *runner) page(text string) {
+	if pager := pagerCommand(); r.tty && pager != "" {
+		cmd := exec.Command("sh", "-c", pager)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(text), r.g.out, r.g.errOut
+		cmd.Env = append(os.Environ(), "LESS=FRX")
+		if err := cmd.Start(); err == nil {
+			_ = cmd.Wait() // quitting the pager early is no error of the run
+			return
+		}
+	}
+	fmt.Fprint(r.g.out, text)
+}
+
+func pagerCommand() string {
+	for _, k := range []string{"THEFOLD_PAGER", "PAGER"} {
+		if v, ok := os.LookupEnv(k); ok {
+			return v
+		}
+	}
+	if _, err := exec.LookPath("less"); err == nil {
+		return "less"
+	}
+	return ""
+}
+
 // progressText is a build's progress: its phase, the step of the steps known so far, the
 // file, and the fix round that ended.
 func progressText(p *agentv1.JobProgress) string {
@@ -271,8 +301,12 @@ func (r *runner) review(ctx context.Context, job string) error {
 	v := rv.Review
 	r.say("%s review %s: %d files, +%d −%d, AI quality %d/10", r.colour(ansiBold, "Ready for review:"), v.Id,
 		v.GetStats().GetFilesChanged(), v.GetStats().GetAdditions(), v.GetStats().GetDeletions(), v.QualityScore)
+	var diff strings.Builder
 	for _, f := range v.Files {
-		r.say("%s", r.colour(ansiBold, "── "+f.GetDiff().GetPath()))
+		if r.label != "" {
+			diff.WriteString(r.label + " ")
+		}
+		diff.WriteString(r.colour(ansiBold, "── "+f.GetDiff().GetPath()) + "\n")
 		for _, line := range strings.Split(strings.TrimRight(f.GetDiff().GetUnifiedDiff(), "\n"), "\n") {
 			switch {
 			case strings.HasPrefix(line, "+") && !strings.HasPrefix(line, "+++"):
@@ -282,9 +316,10 @@ func (r *runner) review(ctx context.Context, job string) error {
 			case strings.HasPrefix(line, "@@"):
 				line = r.colour(ansiCyan, line)
 			}
-			fmt.Fprintln(r.g.out, line)
+			diff.WriteString(line + "\n")
 		}
 	}
+	r.page(diff.String())
 	for _, c := range v.Concerns {
 		r.say("  concern: %s", c.GetMessage())
 	}

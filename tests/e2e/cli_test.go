@@ -230,8 +230,10 @@ func TestCLIRunReachesAPullRequest(t *testing.T) {
 		t.Fatalf("run without --repo: exit %d", code)
 	}
 
-	// The same under a pseudo-terminal (script(1)): the progress is redrawn in place.
-	env := []string{"THEFOLD_TOKEN=" + token, "THEFOLD_CONFIG_DIR=" + t.TempDir()}
+	// The same under a pseudo-terminal (script(1)): the progress is redrawn in place, and
+	// the diff goes through the pager (here one that keeps a copy).
+	paged := filepath.Join(t.TempDir(), "paged")
+	env := []string{"THEFOLD_TOKEN=" + token, "THEFOLD_CONFIG_DIR=" + t.TempDir(), "THEFOLD_PAGER=tee " + paged}
 	for _, s := range platform.ServiceNames {
 		env = append(env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
 	}
@@ -244,6 +246,9 @@ func TestCLIRunReachesAPullRequest(t *testing.T) {
 	}
 	if s := string(tty); !strings.Contains(s, "\r\x1b[2K") || !strings.Contains(s, "\x1b[32m+func Name()") || !strings.Contains(s, "Pull request:") {
 		t.Fatalf("the terminal display:\n%q", s)
+	}
+	if b, err := os.ReadFile(paged); err != nil || !strings.Contains(string(b), "\x1b[32m+func Name()") {
+		t.Fatalf("the pager was given %q (%v), want the coloured diff", b, err)
 	}
 }
 
