@@ -7,7 +7,8 @@
 package agentv1
 
 import (
-	v11 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
+	v11 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	v12 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -144,6 +145,9 @@ const (
 	JobPhase_JOB_PHASE_REVIEWING JobPhase = 11
 	// Branch, commit, pull request, memories, sandbox clean-up.
 	JobPhase_JOB_PHASE_COMPLETING JobPhase = 12
+	// ai.RunSubAgents, between COMPLEXITY and PLANNING, when the owner's preferences turn
+	// sub-agents on and the task's complexity is 5 or more.
+	JobPhase_JOB_PHASE_SUB_AGENTS JobPhase = 13
 )
 
 // Enum value maps for JobPhase.
@@ -162,6 +166,7 @@ var (
 		10: "JOB_PHASE_INTERVENING",
 		11: "JOB_PHASE_REVIEWING",
 		12: "JOB_PHASE_COMPLETING",
+		13: "JOB_PHASE_SUB_AGENTS",
 	}
 	JobPhase_value = map[string]int32{
 		"JOB_PHASE_UNSPECIFIED": 0,
@@ -177,6 +182,7 @@ var (
 		"JOB_PHASE_INTERVENING": 10,
 		"JOB_PHASE_REVIEWING":   11,
 		"JOB_PHASE_COMPLETING":  12,
+		"JOB_PHASE_SUB_AGENTS":  13,
 	}
 )
 
@@ -954,7 +960,11 @@ type Job struct {
 	// When anything on the job last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,29,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// When the job reached a terminal status.
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// The owner's preferences when the job started (PreferencesService): what it ran under.
+	Preferences *Preferences `protobuf:"bytes,31,opt,name=preferences,proto3" json:"preferences,omitempty"`
+	// The sub-agents of the current attempt; unset when none ran.
+	SubAgents     *SubAgentsRun `protobuf:"bytes,32,opt,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1199,6 +1209,180 @@ func (x *Job) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Job) GetPreferences() *Preferences {
+	if x != nil {
+		return x.Preferences
+	}
+	return nil
+}
+
+func (x *Job) GetSubAgents() *SubAgentsRun {
+	if x != nil {
+		return x.SubAgents
+	}
+	return nil
+}
+
+// SubAgentsRun is what the job's sub-agents did (ai.RunSubAgents), or why they did not run.
+type SubAgentsRun struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each role's outcome, in the team's order (empty when skipped).
+	Roles []*SubAgentOutcome `protobuf:"bytes,1,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Why no sub-agent ran though the preferences turned them on (e.g. the estimate exceeds
+	// what is left of the budget); empty when they ran.
+	SkippedReason string `protobuf:"bytes,2,opt,name=skipped_reason,json=skippedReason,proto3" json:"skipped_reason,omitempty"`
+	// The merge strategy used, and the merged context's size in tokens.
+	Merge        v11.MergeStrategy `protobuf:"varint,3,opt,name=merge,proto3,enum=thefold.ai.v1.MergeStrategy" json:"merge,omitempty"`
+	MergedTokens int32             `protobuf:"varint,4,opt,name=merged_tokens,json=mergedTokens,proto3" json:"merged_tokens,omitempty"`
+	// The estimate's upper bound before they ran, and what they cost, micro-dollars.
+	EstimateMaxCostMicros int64 `protobuf:"varint,5,opt,name=estimate_max_cost_micros,json=estimateMaxCostMicros,proto3" json:"estimate_max_cost_micros,omitempty"`
+	CostMicros            int64 `protobuf:"varint,6,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *SubAgentsRun) Reset() {
+	*x = SubAgentsRun{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubAgentsRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubAgentsRun) ProtoMessage() {}
+
+func (x *SubAgentsRun) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubAgentsRun.ProtoReflect.Descriptor instead.
+func (*SubAgentsRun) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SubAgentsRun) GetRoles() []*SubAgentOutcome {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *SubAgentsRun) GetSkippedReason() string {
+	if x != nil {
+		return x.SkippedReason
+	}
+	return ""
+}
+
+func (x *SubAgentsRun) GetMerge() v11.MergeStrategy {
+	if x != nil {
+		return x.Merge
+	}
+	return v11.MergeStrategy(0)
+}
+
+func (x *SubAgentsRun) GetMergedTokens() int32 {
+	if x != nil {
+		return x.MergedTokens
+	}
+	return 0
+}
+
+func (x *SubAgentsRun) GetEstimateMaxCostMicros() int64 {
+	if x != nil {
+		return x.EstimateMaxCostMicros
+	}
+	return 0
+}
+
+func (x *SubAgentsRun) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
+// SubAgentOutcome is one role's outcome.
+type SubAgentOutcome struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  v11.SubAgentRole       `protobuf:"varint,1,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	Model string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Empty when the role succeeded; otherwise why its output was left out.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	CostMicros    int64  `protobuf:"varint,4,opt,name=cost_micros,json=costMicros,proto3" json:"cost_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubAgentOutcome) Reset() {
+	*x = SubAgentOutcome{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubAgentOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubAgentOutcome) ProtoMessage() {}
+
+func (x *SubAgentOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubAgentOutcome.ProtoReflect.Descriptor instead.
+func (*SubAgentOutcome) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubAgentOutcome) GetRole() v11.SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return v11.SubAgentRole(0)
+}
+
+func (x *SubAgentOutcome) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SubAgentOutcome) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SubAgentOutcome) GetCostMicros() int64 {
+	if x != nil {
+		return x.CostMicros
+	}
+	return 0
+}
+
 type StartTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
@@ -1219,7 +1403,7 @@ type StartTaskRequest struct {
 
 func (x *StartTaskRequest) Reset() {
 	*x = StartTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1415,7 @@ func (x *StartTaskRequest) String() string {
 func (*StartTaskRequest) ProtoMessage() {}
 
 func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1428,7 @@ func (x *StartTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskRequest.ProtoReflect.Descriptor instead.
 func (*StartTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StartTaskRequest) GetRequestId() string {
@@ -1292,7 +1476,7 @@ type StartTaskResponse struct {
 
 func (x *StartTaskResponse) Reset() {
 	*x = StartTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1488,7 @@ func (x *StartTaskResponse) String() string {
 func (*StartTaskResponse) ProtoMessage() {}
 
 func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1501,7 @@ func (x *StartTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartTaskResponse.ProtoReflect.Descriptor instead.
 func (*StartTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StartTaskResponse) GetJob() *Job {
@@ -1337,7 +1521,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1533,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1546,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1381,7 +1565,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1577,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1590,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1434,7 +1618,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1446,7 +1630,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1459,7 +1643,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListJobsRequest) GetTaskId() string {
@@ -1516,7 +1700,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1712,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1725,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1570,7 +1754,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1766,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1779,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1621,7 +1805,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +1817,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +1830,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1668,7 +1852,7 @@ type PauseJobRequest struct {
 
 func (x *PauseJobRequest) Reset() {
 	*x = PauseJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1864,7 @@ func (x *PauseJobRequest) String() string {
 func (*PauseJobRequest) ProtoMessage() {}
 
 func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1877,7 @@ func (x *PauseJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobRequest.ProtoReflect.Descriptor instead.
 func (*PauseJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PauseJobRequest) GetId() string {
@@ -1719,7 +1903,7 @@ type PauseJobResponse struct {
 
 func (x *PauseJobResponse) Reset() {
 	*x = PauseJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1915,7 @@ func (x *PauseJobResponse) String() string {
 func (*PauseJobResponse) ProtoMessage() {}
 
 func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1928,7 @@ func (x *PauseJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseJobResponse.ProtoReflect.Descriptor instead.
 func (*PauseJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PauseJobResponse) GetJob() *Job {
@@ -1771,7 +1955,7 @@ type ResumeJobRequest struct {
 
 func (x *ResumeJobRequest) Reset() {
 	*x = ResumeJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1967,7 @@ func (x *ResumeJobRequest) String() string {
 func (*ResumeJobRequest) ProtoMessage() {}
 
 func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1980,7 @@ func (x *ResumeJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobRequest.ProtoReflect.Descriptor instead.
 func (*ResumeJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeJobRequest) GetId() string {
@@ -1829,7 +2013,7 @@ type ResumeJobResponse struct {
 
 func (x *ResumeJobResponse) Reset() {
 	*x = ResumeJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2025,7 @@ func (x *ResumeJobResponse) String() string {
 func (*ResumeJobResponse) ProtoMessage() {}
 
 func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2038,7 @@ func (x *ResumeJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeJobResponse.ProtoReflect.Descriptor instead.
 func (*ResumeJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeJobResponse) GetJob() *Job {
@@ -1876,7 +2060,7 @@ type SkipTaskRequest struct {
 
 func (x *SkipTaskRequest) Reset() {
 	*x = SkipTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2072,7 @@ func (x *SkipTaskRequest) String() string {
 func (*SkipTaskRequest) ProtoMessage() {}
 
 func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[14]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2085,7 @@ func (x *SkipTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{14}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SkipTaskRequest) GetId() string {
@@ -1927,7 +2111,7 @@ type SkipTaskResponse struct {
 
 func (x *SkipTaskResponse) Reset() {
 	*x = SkipTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2123,7 @@ func (x *SkipTaskResponse) String() string {
 func (*SkipTaskResponse) ProtoMessage() {}
 
 func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[15]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2136,7 @@ func (x *SkipTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{15}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SkipTaskResponse) GetJob() *Job {
@@ -1974,7 +2158,7 @@ type ResolveTaskRequest struct {
 
 func (x *ResolveTaskRequest) Reset() {
 	*x = ResolveTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2170,7 @@ func (x *ResolveTaskRequest) String() string {
 func (*ResolveTaskRequest) ProtoMessage() {}
 
 func (x *ResolveTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[16]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2183,7 @@ func (x *ResolveTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResolveTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{16}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResolveTaskRequest) GetId() string {
@@ -2025,7 +2209,7 @@ type ResolveTaskResponse struct {
 
 func (x *ResolveTaskResponse) Reset() {
 	*x = ResolveTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2221,7 @@ func (x *ResolveTaskResponse) String() string {
 func (*ResolveTaskResponse) ProtoMessage() {}
 
 func (x *ResolveTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[17]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2234,7 @@ func (x *ResolveTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResolveTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{17}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResolveTaskResponse) GetJob() *Job {
@@ -2077,7 +2261,7 @@ type RespondToClarificationRequest struct {
 
 func (x *RespondToClarificationRequest) Reset() {
 	*x = RespondToClarificationRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2273,7 @@ func (x *RespondToClarificationRequest) String() string {
 func (*RespondToClarificationRequest) ProtoMessage() {}
 
 func (x *RespondToClarificationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[18]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2286,7 @@ func (x *RespondToClarificationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToClarificationRequest.ProtoReflect.Descriptor instead.
 func (*RespondToClarificationRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{18}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RespondToClarificationRequest) GetId() string {
@@ -2135,7 +2319,7 @@ type RespondToClarificationResponse struct {
 
 func (x *RespondToClarificationResponse) Reset() {
 	*x = RespondToClarificationResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2331,7 @@ func (x *RespondToClarificationResponse) String() string {
 func (*RespondToClarificationResponse) ProtoMessage() {}
 
 func (x *RespondToClarificationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[19]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2344,7 @@ func (x *RespondToClarificationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RespondToClarificationResponse.ProtoReflect.Descriptor instead.
 func (*RespondToClarificationResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{19}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RespondToClarificationResponse) GetJob() *Job {
@@ -2188,7 +2372,7 @@ type JobSummary struct {
 
 func (x *JobSummary) Reset() {
 	*x = JobSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2384,7 @@ func (x *JobSummary) String() string {
 func (*JobSummary) ProtoMessage() {}
 
 func (x *JobSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[20]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2397,7 @@ func (x *JobSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSummary.ProtoReflect.Descriptor instead.
 func (*JobSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{20}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobSummary) GetId() string {
@@ -2280,7 +2464,7 @@ type JobStatusChange struct {
 
 func (x *JobStatusChange) Reset() {
 	*x = JobStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2476,7 @@ func (x *JobStatusChange) String() string {
 func (*JobStatusChange) ProtoMessage() {}
 
 func (x *JobStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[21]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2489,7 @@ func (x *JobStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatusChange.ProtoReflect.Descriptor instead.
 func (*JobStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{21}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobStatusChange) GetPreviousStatus() JobStatus {
@@ -2344,7 +2528,7 @@ type JobPhaseChange struct {
 
 func (x *JobPhaseChange) Reset() {
 	*x = JobPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2540,7 @@ func (x *JobPhaseChange) String() string {
 func (*JobPhaseChange) ProtoMessage() {}
 
 func (x *JobPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2553,7 @@ func (x *JobPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPhaseChange.ProtoReflect.Descriptor instead.
 func (*JobPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobPhaseChange) GetPreviousPhase() JobPhase {
@@ -2397,7 +2581,7 @@ func (x *JobPhaseChange) GetAttempt() int32 {
 type JobProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Builder pipeline stage.
-	BuildPhase v11.BuildPhase `protobuf:"varint,1,opt,name=build_phase,json=buildPhase,proto3,enum=thefold.builder.v1.BuildPhase" json:"build_phase,omitempty"`
+	BuildPhase v12.BuildPhase `protobuf:"varint,1,opt,name=build_phase,json=buildPhase,proto3,enum=thefold.builder.v1.BuildPhase" json:"build_phase,omitempty"`
 	// Step being run, 1-based, of total_steps known so far.
 	CurrentStep int32 `protobuf:"varint,2,opt,name=current_step,json=currentStep,proto3" json:"current_step,omitempty"`
 	TotalSteps  int32 `protobuf:"varint,3,opt,name=total_steps,json=totalSteps,proto3" json:"total_steps,omitempty"`
@@ -2413,7 +2597,7 @@ type JobProgress struct {
 
 func (x *JobProgress) Reset() {
 	*x = JobProgress{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2609,7 @@ func (x *JobProgress) String() string {
 func (*JobProgress) ProtoMessage() {}
 
 func (x *JobProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,14 +2622,14 @@ func (x *JobProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
 func (*JobProgress) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
-func (x *JobProgress) GetBuildPhase() v11.BuildPhase {
+func (x *JobProgress) GetBuildPhase() v12.BuildPhase {
 	if x != nil {
 		return x.BuildPhase
 	}
-	return v11.BuildPhase(0)
+	return v12.BuildPhase(0)
 }
 
 func (x *JobProgress) GetCurrentStep() int32 {
@@ -2493,7 +2677,7 @@ type JobThought struct {
 
 func (x *JobThought) Reset() {
 	*x = JobThought{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2689,7 @@ func (x *JobThought) String() string {
 func (*JobThought) ProtoMessage() {}
 
 func (x *JobThought) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2702,7 @@ func (x *JobThought) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobThought.ProtoReflect.Descriptor instead.
 func (*JobThought) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobThought) GetText() string {
@@ -2540,7 +2724,7 @@ type ClarificationRequested struct {
 
 func (x *ClarificationRequested) Reset() {
 	*x = ClarificationRequested{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2736,7 @@ func (x *ClarificationRequested) String() string {
 func (*ClarificationRequested) ProtoMessage() {}
 
 func (x *ClarificationRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2749,7 @@ func (x *ClarificationRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClarificationRequested.ProtoReflect.Descriptor instead.
 func (*ClarificationRequested) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ClarificationRequested) GetQuestion() string {
@@ -2586,7 +2770,7 @@ type SubtasksCreated struct {
 
 func (x *SubtasksCreated) Reset() {
 	*x = SubtasksCreated{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2782,7 @@ func (x *SubtasksCreated) String() string {
 func (*SubtasksCreated) ProtoMessage() {}
 
 func (x *SubtasksCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2795,7 @@ func (x *SubtasksCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtasksCreated.ProtoReflect.Descriptor instead.
 func (*SubtasksCreated) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubtasksCreated) GetTaskIds() []string {
@@ -2634,7 +2818,7 @@ type JobPlanChange struct {
 
 func (x *JobPlanChange) Reset() {
 	*x = JobPlanChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2830,7 @@ func (x *JobPlanChange) String() string {
 func (*JobPlanChange) ProtoMessage() {}
 
 func (x *JobPlanChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2843,7 @@ func (x *JobPlanChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPlanChange.ProtoReflect.Descriptor instead.
 func (*JobPlanChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JobPlanChange) GetRevision() int32 {
@@ -2688,7 +2872,7 @@ type JobIntervention struct {
 
 func (x *JobIntervention) Reset() {
 	*x = JobIntervention{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2884,7 @@ func (x *JobIntervention) String() string {
 func (*JobIntervention) ProtoMessage() {}
 
 func (x *JobIntervention) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2897,7 @@ func (x *JobIntervention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobIntervention.ProtoReflect.Descriptor instead.
 func (*JobIntervention) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JobIntervention) GetAction() InterventionAction {
@@ -2743,7 +2927,7 @@ type ReviewSubmitted struct {
 
 func (x *ReviewSubmitted) Reset() {
 	*x = ReviewSubmitted{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2939,7 @@ func (x *ReviewSubmitted) String() string {
 func (*ReviewSubmitted) ProtoMessage() {}
 
 func (x *ReviewSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2952,7 @@ func (x *ReviewSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewSubmitted.ProtoReflect.Descriptor instead.
 func (*ReviewSubmitted) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReviewSubmitted) GetReviewId() string {
@@ -2798,7 +2982,7 @@ type BudgetExhausted struct {
 
 func (x *BudgetExhausted) Reset() {
 	*x = BudgetExhausted{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2810,7 +2994,7 @@ func (x *BudgetExhausted) String() string {
 func (*BudgetExhausted) ProtoMessage() {}
 
 func (x *BudgetExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2823,7 +3007,7 @@ func (x *BudgetExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetExhausted.ProtoReflect.Descriptor instead.
 func (*BudgetExhausted) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BudgetExhausted) GetUsage() *v1.Usage {
@@ -2855,7 +3039,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +3051,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +3064,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -2941,7 +3125,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2953,7 +3137,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2966,7 +3150,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchJobResponse) GetId() int64 {
@@ -3235,7 +3419,7 @@ type PhaseMetrics struct {
 
 func (x *PhaseMetrics) Reset() {
 	*x = PhaseMetrics{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3431,7 @@ func (x *PhaseMetrics) String() string {
 func (*PhaseMetrics) ProtoMessage() {}
 
 func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3444,7 @@ func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseMetrics.ProtoReflect.Descriptor instead.
 func (*PhaseMetrics) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PhaseMetrics) GetPhase() JobPhase {
@@ -3301,7 +3485,7 @@ type GetJobMetricsRequest struct {
 
 func (x *GetJobMetricsRequest) Reset() {
 	*x = GetJobMetricsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3497,7 @@ func (x *GetJobMetricsRequest) String() string {
 func (*GetJobMetricsRequest) ProtoMessage() {}
 
 func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3510,7 @@ func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetJobMetricsRequest) GetId() string {
@@ -3352,7 +3536,7 @@ type GetJobMetricsResponse struct {
 
 func (x *GetJobMetricsResponse) Reset() {
 	*x = GetJobMetricsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3548,7 @@ func (x *GetJobMetricsResponse) String() string {
 func (*GetJobMetricsResponse) ProtoMessage() {}
 
 func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3561,7 @@ func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetJobMetricsResponse) GetJobId() string {
@@ -3439,7 +3623,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3635,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3648,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AuditLogEntry) GetId() string {
@@ -3574,7 +3758,7 @@ type ListAuditLogRequest struct {
 
 func (x *ListAuditLogRequest) Reset() {
 	*x = ListAuditLogRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3586,7 +3770,7 @@ func (x *ListAuditLogRequest) String() string {
 func (*ListAuditLogRequest) ProtoMessage() {}
 
 func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3599,7 +3783,7 @@ func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditLogRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListAuditLogRequest) GetJobId() string {
@@ -3677,7 +3861,7 @@ type ListAuditLogResponse struct {
 
 func (x *ListAuditLogResponse) Reset() {
 	*x = ListAuditLogResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3689,7 +3873,7 @@ func (x *ListAuditLogResponse) String() string {
 func (*ListAuditLogResponse) ProtoMessage() {}
 
 func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3702,7 +3886,7 @@ func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditLogResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditLogResponse) GetEntries() []*AuditLogEntry {
@@ -3733,7 +3917,7 @@ type ReviewFile struct {
 
 func (x *ReviewFile) Reset() {
 	*x = ReviewFile{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3745,7 +3929,7 @@ func (x *ReviewFile) String() string {
 func (*ReviewFile) ProtoMessage() {}
 
 func (x *ReviewFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3758,7 +3942,7 @@ func (x *ReviewFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewFile.ProtoReflect.Descriptor instead.
 func (*ReviewFile) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReviewFile) GetDiff() *v1.FileDiff {
@@ -3819,7 +4003,7 @@ type Review struct {
 
 func (x *Review) Reset() {
 	*x = Review{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +4015,7 @@ func (x *Review) String() string {
 func (*Review) ProtoMessage() {}
 
 func (x *Review) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +4028,7 @@ func (x *Review) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Review.ProtoReflect.Descriptor instead.
 func (*Review) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Review) GetId() string {
@@ -3990,7 +4174,7 @@ type GetReviewRequest struct {
 
 func (x *GetReviewRequest) Reset() {
 	*x = GetReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4186,7 @@ func (x *GetReviewRequest) String() string {
 func (*GetReviewRequest) ProtoMessage() {}
 
 func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4199,7 @@ func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetReviewRequest) GetId() string {
@@ -4034,7 +4218,7 @@ type GetReviewResponse struct {
 
 func (x *GetReviewResponse) Reset() {
 	*x = GetReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4046,7 +4230,7 @@ func (x *GetReviewResponse) String() string {
 func (*GetReviewResponse) ProtoMessage() {}
 
 func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4059,7 +4243,7 @@ func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetReviewResponse) GetReview() *Review {
@@ -4088,7 +4272,7 @@ type ListReviewsRequest struct {
 
 func (x *ListReviewsRequest) Reset() {
 	*x = ListReviewsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4284,7 @@ func (x *ListReviewsRequest) String() string {
 func (*ListReviewsRequest) ProtoMessage() {}
 
 func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4297,7 @@ func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsRequest.ProtoReflect.Descriptor instead.
 func (*ListReviewsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListReviewsRequest) GetJobId() string {
@@ -4177,7 +4361,7 @@ type ListReviewsResponse struct {
 
 func (x *ListReviewsResponse) Reset() {
 	*x = ListReviewsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4373,7 @@ func (x *ListReviewsResponse) String() string {
 func (*ListReviewsResponse) ProtoMessage() {}
 
 func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4386,7 @@ func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsResponse.ProtoReflect.Descriptor instead.
 func (*ListReviewsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListReviewsResponse) GetReviews() []*Review {
@@ -4231,7 +4415,7 @@ type ApproveReviewRequest struct {
 
 func (x *ApproveReviewRequest) Reset() {
 	*x = ApproveReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +4427,7 @@ func (x *ApproveReviewRequest) String() string {
 func (*ApproveReviewRequest) ProtoMessage() {}
 
 func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +4440,7 @@ func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewRequest.ProtoReflect.Descriptor instead.
 func (*ApproveReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ApproveReviewRequest) GetId() string {
@@ -4282,7 +4466,7 @@ type ApproveReviewResponse struct {
 
 func (x *ApproveReviewResponse) Reset() {
 	*x = ApproveReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4294,7 +4478,7 @@ func (x *ApproveReviewResponse) String() string {
 func (*ApproveReviewResponse) ProtoMessage() {}
 
 func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4307,7 +4491,7 @@ func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewResponse.ProtoReflect.Descriptor instead.
 func (*ApproveReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApproveReviewResponse) GetReview() *Review {
@@ -4332,7 +4516,7 @@ type RequestChangesRequest struct {
 
 func (x *RequestChangesRequest) Reset() {
 	*x = RequestChangesRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4344,7 +4528,7 @@ func (x *RequestChangesRequest) String() string {
 func (*RequestChangesRequest) ProtoMessage() {}
 
 func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4357,7 +4541,7 @@ func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesRequest.ProtoReflect.Descriptor instead.
 func (*RequestChangesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RequestChangesRequest) GetId() string {
@@ -4390,7 +4574,7 @@ type RequestChangesResponse struct {
 
 func (x *RequestChangesResponse) Reset() {
 	*x = RequestChangesResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4586,7 @@ func (x *RequestChangesResponse) String() string {
 func (*RequestChangesResponse) ProtoMessage() {}
 
 func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4599,7 @@ func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesResponse.ProtoReflect.Descriptor instead.
 func (*RequestChangesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RequestChangesResponse) GetReview() *Review {
@@ -4437,7 +4621,7 @@ type RejectReviewRequest struct {
 
 func (x *RejectReviewRequest) Reset() {
 	*x = RejectReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4633,7 @@ func (x *RejectReviewRequest) String() string {
 func (*RejectReviewRequest) ProtoMessage() {}
 
 func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4646,7 @@ func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewRequest.ProtoReflect.Descriptor instead.
 func (*RejectReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RejectReviewRequest) GetId() string {
@@ -4488,7 +4672,7 @@ type RejectReviewResponse struct {
 
 func (x *RejectReviewResponse) Reset() {
 	*x = RejectReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4500,7 +4684,7 @@ func (x *RejectReviewResponse) String() string {
 func (*RejectReviewResponse) ProtoMessage() {}
 
 func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4513,7 +4697,7 @@ func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewResponse.ProtoReflect.Descriptor instead.
 func (*RejectReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RejectReviewResponse) GetReview() *Review {
@@ -4559,7 +4743,7 @@ type ProjectTask struct {
 
 func (x *ProjectTask) Reset() {
 	*x = ProjectTask{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4755,7 @@ func (x *ProjectTask) String() string {
 func (*ProjectTask) ProtoMessage() {}
 
 func (x *ProjectTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4768,7 @@ func (x *ProjectTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTask.ProtoReflect.Descriptor instead.
 func (*ProjectTask) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ProjectTask) GetId() string {
@@ -4696,7 +4880,7 @@ type ProjectFile struct {
 
 func (x *ProjectFile) Reset() {
 	*x = ProjectFile{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +4892,7 @@ func (x *ProjectFile) String() string {
 func (*ProjectFile) ProtoMessage() {}
 
 func (x *ProjectFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +4905,7 @@ func (x *ProjectFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectFile.ProtoReflect.Descriptor instead.
 func (*ProjectFile) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ProjectFile) GetPath() string {
@@ -4770,7 +4954,7 @@ type ProjectRevision struct {
 
 func (x *ProjectRevision) Reset() {
 	*x = ProjectRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4782,7 +4966,7 @@ func (x *ProjectRevision) String() string {
 func (*ProjectRevision) ProtoMessage() {}
 
 func (x *ProjectRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4795,7 +4979,7 @@ func (x *ProjectRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectRevision.ProtoReflect.Descriptor instead.
 func (*ProjectRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProjectRevision) GetPhaseNumber() int32 {
@@ -4854,7 +5038,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4866,7 +5050,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4879,7 +5063,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ProjectPhase) GetNumber() int32 {
@@ -4970,7 +5154,7 @@ type Project struct {
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4982,7 +5166,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4995,7 +5179,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Project) GetId() string {
@@ -5203,7 +5387,7 @@ type PlanProjectRequest struct {
 
 func (x *PlanProjectRequest) Reset() {
 	*x = PlanProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5215,7 +5399,7 @@ func (x *PlanProjectRequest) String() string {
 func (*PlanProjectRequest) ProtoMessage() {}
 
 func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5228,7 +5412,7 @@ func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectRequest.ProtoReflect.Descriptor instead.
 func (*PlanProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PlanProjectRequest) GetRequestId() string {
@@ -5297,7 +5481,7 @@ type PlanProjectResponse struct {
 
 func (x *PlanProjectResponse) Reset() {
 	*x = PlanProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5309,7 +5493,7 @@ func (x *PlanProjectResponse) String() string {
 func (*PlanProjectResponse) ProtoMessage() {}
 
 func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5322,7 +5506,7 @@ func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectResponse.ProtoReflect.Descriptor instead.
 func (*PlanProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PlanProjectResponse) GetProject() *Project {
@@ -5352,7 +5536,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5364,7 +5548,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5377,7 +5561,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateProjectRequest) GetId() string {
@@ -5410,7 +5594,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5422,7 +5606,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5435,7 +5619,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -5464,7 +5648,7 @@ type StartProjectRequest struct {
 
 func (x *StartProjectRequest) Reset() {
 	*x = StartProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +5660,7 @@ func (x *StartProjectRequest) String() string {
 func (*StartProjectRequest) ProtoMessage() {}
 
 func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +5673,7 @@ func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectRequest.ProtoReflect.Descriptor instead.
 func (*StartProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StartProjectRequest) GetId() string {
@@ -5529,7 +5713,7 @@ type StartProjectResponse struct {
 
 func (x *StartProjectResponse) Reset() {
 	*x = StartProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5541,7 +5725,7 @@ func (x *StartProjectResponse) String() string {
 func (*StartProjectResponse) ProtoMessage() {}
 
 func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5554,7 +5738,7 @@ func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectResponse.ProtoReflect.Descriptor instead.
 func (*StartProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StartProjectResponse) GetProject() *Project {
@@ -5574,7 +5758,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5586,7 +5770,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5599,7 +5783,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -5618,7 +5802,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5630,7 +5814,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5643,7 +5827,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -5668,7 +5852,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5680,7 +5864,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5693,7 +5877,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListProjectsRequest) GetRepo() string {
@@ -5736,7 +5920,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5748,7 +5932,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5761,7 +5945,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -5790,7 +5974,7 @@ type PauseProjectRequest struct {
 
 func (x *PauseProjectRequest) Reset() {
 	*x = PauseProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5802,7 +5986,7 @@ func (x *PauseProjectRequest) String() string {
 func (*PauseProjectRequest) ProtoMessage() {}
 
 func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5815,7 +5999,7 @@ func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectRequest.ProtoReflect.Descriptor instead.
 func (*PauseProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PauseProjectRequest) GetId() string {
@@ -5841,7 +6025,7 @@ type PauseProjectResponse struct {
 
 func (x *PauseProjectResponse) Reset() {
 	*x = PauseProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5853,7 +6037,7 @@ func (x *PauseProjectResponse) String() string {
 func (*PauseProjectResponse) ProtoMessage() {}
 
 func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5866,7 +6050,7 @@ func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectResponse.ProtoReflect.Descriptor instead.
 func (*PauseProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PauseProjectResponse) GetProject() *Project {
@@ -5889,7 +6073,7 @@ type ResumeProjectRequest struct {
 
 func (x *ResumeProjectRequest) Reset() {
 	*x = ResumeProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5901,7 +6085,7 @@ func (x *ResumeProjectRequest) String() string {
 func (*ResumeProjectRequest) ProtoMessage() {}
 
 func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5914,7 +6098,7 @@ func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectRequest.ProtoReflect.Descriptor instead.
 func (*ResumeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResumeProjectRequest) GetId() string {
@@ -5940,7 +6124,7 @@ type ResumeProjectResponse struct {
 
 func (x *ResumeProjectResponse) Reset() {
 	*x = ResumeProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5952,7 +6136,7 @@ func (x *ResumeProjectResponse) String() string {
 func (*ResumeProjectResponse) ProtoMessage() {}
 
 func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5965,7 +6149,7 @@ func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectResponse.ProtoReflect.Descriptor instead.
 func (*ResumeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResumeProjectResponse) GetProject() *Project {
@@ -5987,7 +6171,7 @@ type CancelProjectRequest struct {
 
 func (x *CancelProjectRequest) Reset() {
 	*x = CancelProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5999,7 +6183,7 @@ func (x *CancelProjectRequest) String() string {
 func (*CancelProjectRequest) ProtoMessage() {}
 
 func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6012,7 +6196,7 @@ func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CancelProjectRequest) GetId() string {
@@ -6038,7 +6222,7 @@ type CancelProjectResponse struct {
 
 func (x *CancelProjectResponse) Reset() {
 	*x = CancelProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6050,7 +6234,7 @@ func (x *CancelProjectResponse) String() string {
 func (*CancelProjectResponse) ProtoMessage() {}
 
 func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6063,7 +6247,7 @@ func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CancelProjectResponse) GetProject() *Project {
@@ -6087,7 +6271,7 @@ type SkipProjectTaskRequest struct {
 
 func (x *SkipProjectTaskRequest) Reset() {
 	*x = SkipProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6099,7 +6283,7 @@ func (x *SkipProjectTaskRequest) String() string {
 func (*SkipProjectTaskRequest) ProtoMessage() {}
 
 func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6112,7 +6296,7 @@ func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SkipProjectTaskRequest) GetProjectId() string {
@@ -6145,7 +6329,7 @@ type SkipProjectTaskResponse struct {
 
 func (x *SkipProjectTaskResponse) Reset() {
 	*x = SkipProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6157,7 +6341,7 @@ func (x *SkipProjectTaskResponse) String() string {
 func (*SkipProjectTaskResponse) ProtoMessage() {}
 
 func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6170,7 +6354,7 @@ func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SkipProjectTaskResponse) GetProject() *Project {
@@ -6195,7 +6379,7 @@ type ResolveProjectTaskRequest struct {
 
 func (x *ResolveProjectTaskRequest) Reset() {
 	*x = ResolveProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6207,7 +6391,7 @@ func (x *ResolveProjectTaskRequest) String() string {
 func (*ResolveProjectTaskRequest) ProtoMessage() {}
 
 func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6220,7 +6404,7 @@ func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ResolveProjectTaskRequest) GetProjectId() string {
@@ -6253,7 +6437,7 @@ type ResolveProjectTaskResponse struct {
 
 func (x *ResolveProjectTaskResponse) Reset() {
 	*x = ResolveProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6449,7 @@ func (x *ResolveProjectTaskResponse) String() string {
 func (*ResolveProjectTaskResponse) ProtoMessage() {}
 
 func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6462,7 @@ func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ResolveProjectTaskResponse) GetProject() *Project {
@@ -6307,7 +6491,7 @@ type RetryProjectTaskRequest struct {
 
 func (x *RetryProjectTaskRequest) Reset() {
 	*x = RetryProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6319,7 +6503,7 @@ func (x *RetryProjectTaskRequest) String() string {
 func (*RetryProjectTaskRequest) ProtoMessage() {}
 
 func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6332,7 +6516,7 @@ func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *RetryProjectTaskRequest) GetProjectId() string {
@@ -6372,7 +6556,7 @@ type RetryProjectTaskResponse struct {
 
 func (x *RetryProjectTaskResponse) Reset() {
 	*x = RetryProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6384,7 +6568,7 @@ func (x *RetryProjectTaskResponse) String() string {
 func (*RetryProjectTaskResponse) ProtoMessage() {}
 
 func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6397,7 +6581,7 @@ func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RetryProjectTaskResponse) GetProject() *Project {
@@ -6420,7 +6604,7 @@ type ProjectJobEvent struct {
 
 func (x *ProjectJobEvent) Reset() {
 	*x = ProjectJobEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6432,7 +6616,7 @@ func (x *ProjectJobEvent) String() string {
 func (*ProjectJobEvent) ProtoMessage() {}
 
 func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6445,7 +6629,7 @@ func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectJobEvent.ProtoReflect.Descriptor instead.
 func (*ProjectJobEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ProjectJobEvent) GetProjectTaskId() string {
@@ -6481,7 +6665,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6493,7 +6677,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6506,7 +6690,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ProjectSummary) GetId() string {
@@ -6573,7 +6757,7 @@ type ProjectStatusChange struct {
 
 func (x *ProjectStatusChange) Reset() {
 	*x = ProjectStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6585,7 +6769,7 @@ func (x *ProjectStatusChange) String() string {
 func (*ProjectStatusChange) ProtoMessage() {}
 
 func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6598,7 +6782,7 @@ func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectStatusChange.ProtoReflect.Descriptor instead.
 func (*ProjectStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ProjectStatusChange) GetPreviousStatus() ProjectStatus {
@@ -6634,7 +6818,7 @@ type ProjectPhaseChange struct {
 
 func (x *ProjectPhaseChange) Reset() {
 	*x = ProjectPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6646,7 +6830,7 @@ func (x *ProjectPhaseChange) String() string {
 func (*ProjectPhaseChange) ProtoMessage() {}
 
 func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6659,7 +6843,7 @@ func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseChange.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ProjectPhaseChange) GetNumber() int32 {
@@ -6689,7 +6873,7 @@ type ProjectPhaseRevision struct {
 
 func (x *ProjectPhaseRevision) Reset() {
 	*x = ProjectPhaseRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6701,7 +6885,7 @@ func (x *ProjectPhaseRevision) String() string {
 func (*ProjectPhaseRevision) ProtoMessage() {}
 
 func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6714,7 +6898,7 @@ func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseRevision.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ProjectPhaseRevision) GetPhase() *ProjectPhase {
@@ -6753,7 +6937,7 @@ type ProjectTaskChange struct {
 
 func (x *ProjectTaskChange) Reset() {
 	*x = ProjectTaskChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6765,7 +6949,7 @@ func (x *ProjectTaskChange) String() string {
 func (*ProjectTaskChange) ProtoMessage() {}
 
 func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6778,7 +6962,7 @@ func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTaskChange.ProtoReflect.Descriptor instead.
 func (*ProjectTaskChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ProjectTaskChange) GetProjectTaskId() string {
@@ -6843,7 +7027,7 @@ type ProjectUpdate struct {
 
 func (x *ProjectUpdate) Reset() {
 	*x = ProjectUpdate{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6855,7 +7039,7 @@ func (x *ProjectUpdate) String() string {
 func (*ProjectUpdate) ProtoMessage() {}
 
 func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6868,7 +7052,7 @@ func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectUpdate.ProtoReflect.Descriptor instead.
 func (*ProjectUpdate) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{84}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ProjectUpdate) GetUpdateMask() *fieldmaskpb.FieldMask {
@@ -6901,7 +7085,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6913,7 +7097,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6926,7 +7110,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{85}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *WatchProjectRequest) GetId() string {
@@ -6984,7 +7168,7 @@ type WatchProjectResponse struct {
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6996,7 +7180,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7009,7 +7193,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{86}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WatchProjectResponse) GetId() int64 {
@@ -7220,7 +7404,7 @@ var File_thefold_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a thefold/builder/v1/builder.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x19thefold/type/v1/ref.proto\x1a\x1bthefold/type/v1/usage.proto\"\x8a\x02\n" +
+	"\x1cthefold/agent/v1/agent.proto\x12\x10thefold.agent.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"thefold/agent/v1/preferences.proto\x1a\x16thefold/ai/v1/ai.proto\x1a thefold/builder/v1/builder.proto\x1a thefold/type/v1/diagnostic.proto\x1a\x1bthefold/type/v1/event.proto\x1a\x1athefold/type/v1/file.proto\x1a\x1athefold/type/v1/plan.proto\x1a\x19thefold/type/v1/ref.proto\x1a\x1bthefold/type/v1/usage.proto\"\x8a\x02\n" +
 	"\tDiagnosis\x12?\n" +
 	"\bcategory\x18\x01 \x01(\x0e2#.thefold.agent.v1.DiagnosisCategoryR\bcategory\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
@@ -7228,7 +7412,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x121\n" +
-	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\xae\t\n" +
+	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\xae\n" +
+	"\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
@@ -7269,7 +7454,24 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"start_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vupdate_time\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xb2\x01\n" +
+	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12?\n" +
+	"\vpreferences\x18\x1f \x01(\v2\x1d.thefold.agent.v1.PreferencesR\vpreferences\x12=\n" +
+	"\n" +
+	"sub_agents\x18  \x01(\v2\x1e.thefold.agent.v1.SubAgentsRunR\tsubAgents\"\xa1\x02\n" +
+	"\fSubAgentsRun\x127\n" +
+	"\x05roles\x18\x01 \x03(\v2!.thefold.agent.v1.SubAgentOutcomeR\x05roles\x12%\n" +
+	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x122\n" +
+	"\x05merge\x18\x03 \x01(\x0e2\x1c.thefold.ai.v1.MergeStrategyR\x05merge\x12#\n" +
+	"\rmerged_tokens\x18\x04 \x01(\x05R\fmergedTokens\x127\n" +
+	"\x18estimate_max_cost_micros\x18\x05 \x01(\x03R\x15estimateMaxCostMicros\x12\x1f\n" +
+	"\vcost_micros\x18\x06 \x01(\x03R\n" +
+	"costMicros\"\x8f\x01\n" +
+	"\x0fSubAgentOutcome\x12/\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x1f\n" +
+	"\vcost_micros\x18\x04 \x01(\x03R\n" +
+	"costMicros\"\xb2\x01\n" +
 	"\x10StartTaskRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -7727,7 +7929,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x14JOB_STATUS_CANCELLED\x10\t\x12\x16\n" +
 	"\x12JOB_STATUS_SKIPPED\x10\n" +
 	"\x12\x17\n" +
-	"\x13JOB_STATUS_REJECTED\x10\v*\xd2\x02\n" +
+	"\x13JOB_STATUS_REJECTED\x10\v*\xec\x02\n" +
 	"\bJobPhase\x12\x19\n" +
 	"\x15JOB_PHASE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13JOB_PHASE_PREPARING\x10\x01\x12\x15\n" +
@@ -7742,7 +7944,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x15JOB_PHASE_INTERVENING\x10\n" +
 	"\x12\x17\n" +
 	"\x13JOB_PHASE_REVIEWING\x10\v\x12\x18\n" +
-	"\x14JOB_PHASE_COMPLETING\x10\f*\xff\x01\n" +
+	"\x14JOB_PHASE_COMPLETING\x10\f\x12\x18\n" +
+	"\x14JOB_PHASE_SUB_AGENTS\x10\r*\xff\x01\n" +
 	"\x11DiagnosisCategory\x12\"\n" +
 	"\x1eDIAGNOSIS_CATEGORY_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bDIAGNOSIS_CATEGORY_BAD_PLAN\x10\x01\x12+\n" +
@@ -7868,7 +8071,7 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
@@ -7882,303 +8085,313 @@ var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(ProjectEventType)(0),                  // 9: thefold.agent.v1.ProjectEventType
 	(*Diagnosis)(nil),                      // 10: thefold.agent.v1.Diagnosis
 	(*Job)(nil),                            // 11: thefold.agent.v1.Job
-	(*StartTaskRequest)(nil),               // 12: thefold.agent.v1.StartTaskRequest
-	(*StartTaskResponse)(nil),              // 13: thefold.agent.v1.StartTaskResponse
-	(*GetJobRequest)(nil),                  // 14: thefold.agent.v1.GetJobRequest
-	(*GetJobResponse)(nil),                 // 15: thefold.agent.v1.GetJobResponse
-	(*ListJobsRequest)(nil),                // 16: thefold.agent.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),               // 17: thefold.agent.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),               // 18: thefold.agent.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),              // 19: thefold.agent.v1.CancelJobResponse
-	(*PauseJobRequest)(nil),                // 20: thefold.agent.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),               // 21: thefold.agent.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),               // 22: thefold.agent.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),              // 23: thefold.agent.v1.ResumeJobResponse
-	(*SkipTaskRequest)(nil),                // 24: thefold.agent.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),               // 25: thefold.agent.v1.SkipTaskResponse
-	(*ResolveTaskRequest)(nil),             // 26: thefold.agent.v1.ResolveTaskRequest
-	(*ResolveTaskResponse)(nil),            // 27: thefold.agent.v1.ResolveTaskResponse
-	(*RespondToClarificationRequest)(nil),  // 28: thefold.agent.v1.RespondToClarificationRequest
-	(*RespondToClarificationResponse)(nil), // 29: thefold.agent.v1.RespondToClarificationResponse
-	(*JobSummary)(nil),                     // 30: thefold.agent.v1.JobSummary
-	(*JobStatusChange)(nil),                // 31: thefold.agent.v1.JobStatusChange
-	(*JobPhaseChange)(nil),                 // 32: thefold.agent.v1.JobPhaseChange
-	(*JobProgress)(nil),                    // 33: thefold.agent.v1.JobProgress
-	(*JobThought)(nil),                     // 34: thefold.agent.v1.JobThought
-	(*ClarificationRequested)(nil),         // 35: thefold.agent.v1.ClarificationRequested
-	(*SubtasksCreated)(nil),                // 36: thefold.agent.v1.SubtasksCreated
-	(*JobPlanChange)(nil),                  // 37: thefold.agent.v1.JobPlanChange
-	(*JobIntervention)(nil),                // 38: thefold.agent.v1.JobIntervention
-	(*ReviewSubmitted)(nil),                // 39: thefold.agent.v1.ReviewSubmitted
-	(*BudgetExhausted)(nil),                // 40: thefold.agent.v1.BudgetExhausted
-	(*WatchJobRequest)(nil),                // 41: thefold.agent.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),               // 42: thefold.agent.v1.WatchJobResponse
-	(*PhaseMetrics)(nil),                   // 43: thefold.agent.v1.PhaseMetrics
-	(*GetJobMetricsRequest)(nil),           // 44: thefold.agent.v1.GetJobMetricsRequest
-	(*GetJobMetricsResponse)(nil),          // 45: thefold.agent.v1.GetJobMetricsResponse
-	(*AuditLogEntry)(nil),                  // 46: thefold.agent.v1.AuditLogEntry
-	(*ListAuditLogRequest)(nil),            // 47: thefold.agent.v1.ListAuditLogRequest
-	(*ListAuditLogResponse)(nil),           // 48: thefold.agent.v1.ListAuditLogResponse
-	(*ReviewFile)(nil),                     // 49: thefold.agent.v1.ReviewFile
-	(*Review)(nil),                         // 50: thefold.agent.v1.Review
-	(*GetReviewRequest)(nil),               // 51: thefold.agent.v1.GetReviewRequest
-	(*GetReviewResponse)(nil),              // 52: thefold.agent.v1.GetReviewResponse
-	(*ListReviewsRequest)(nil),             // 53: thefold.agent.v1.ListReviewsRequest
-	(*ListReviewsResponse)(nil),            // 54: thefold.agent.v1.ListReviewsResponse
-	(*ApproveReviewRequest)(nil),           // 55: thefold.agent.v1.ApproveReviewRequest
-	(*ApproveReviewResponse)(nil),          // 56: thefold.agent.v1.ApproveReviewResponse
-	(*RequestChangesRequest)(nil),          // 57: thefold.agent.v1.RequestChangesRequest
-	(*RequestChangesResponse)(nil),         // 58: thefold.agent.v1.RequestChangesResponse
-	(*RejectReviewRequest)(nil),            // 59: thefold.agent.v1.RejectReviewRequest
-	(*RejectReviewResponse)(nil),           // 60: thefold.agent.v1.RejectReviewResponse
-	(*ProjectTask)(nil),                    // 61: thefold.agent.v1.ProjectTask
-	(*ProjectFile)(nil),                    // 62: thefold.agent.v1.ProjectFile
-	(*ProjectRevision)(nil),                // 63: thefold.agent.v1.ProjectRevision
-	(*ProjectPhase)(nil),                   // 64: thefold.agent.v1.ProjectPhase
-	(*Project)(nil),                        // 65: thefold.agent.v1.Project
-	(*PlanProjectRequest)(nil),             // 66: thefold.agent.v1.PlanProjectRequest
-	(*PlanProjectResponse)(nil),            // 67: thefold.agent.v1.PlanProjectResponse
-	(*UpdateProjectRequest)(nil),           // 68: thefold.agent.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),          // 69: thefold.agent.v1.UpdateProjectResponse
-	(*StartProjectRequest)(nil),            // 70: thefold.agent.v1.StartProjectRequest
-	(*StartProjectResponse)(nil),           // 71: thefold.agent.v1.StartProjectResponse
-	(*GetProjectRequest)(nil),              // 72: thefold.agent.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),             // 73: thefold.agent.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),            // 74: thefold.agent.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),           // 75: thefold.agent.v1.ListProjectsResponse
-	(*PauseProjectRequest)(nil),            // 76: thefold.agent.v1.PauseProjectRequest
-	(*PauseProjectResponse)(nil),           // 77: thefold.agent.v1.PauseProjectResponse
-	(*ResumeProjectRequest)(nil),           // 78: thefold.agent.v1.ResumeProjectRequest
-	(*ResumeProjectResponse)(nil),          // 79: thefold.agent.v1.ResumeProjectResponse
-	(*CancelProjectRequest)(nil),           // 80: thefold.agent.v1.CancelProjectRequest
-	(*CancelProjectResponse)(nil),          // 81: thefold.agent.v1.CancelProjectResponse
-	(*SkipProjectTaskRequest)(nil),         // 82: thefold.agent.v1.SkipProjectTaskRequest
-	(*SkipProjectTaskResponse)(nil),        // 83: thefold.agent.v1.SkipProjectTaskResponse
-	(*ResolveProjectTaskRequest)(nil),      // 84: thefold.agent.v1.ResolveProjectTaskRequest
-	(*ResolveProjectTaskResponse)(nil),     // 85: thefold.agent.v1.ResolveProjectTaskResponse
-	(*RetryProjectTaskRequest)(nil),        // 86: thefold.agent.v1.RetryProjectTaskRequest
-	(*RetryProjectTaskResponse)(nil),       // 87: thefold.agent.v1.RetryProjectTaskResponse
-	(*ProjectJobEvent)(nil),                // 88: thefold.agent.v1.ProjectJobEvent
-	(*ProjectSummary)(nil),                 // 89: thefold.agent.v1.ProjectSummary
-	(*ProjectStatusChange)(nil),            // 90: thefold.agent.v1.ProjectStatusChange
-	(*ProjectPhaseChange)(nil),             // 91: thefold.agent.v1.ProjectPhaseChange
-	(*ProjectPhaseRevision)(nil),           // 92: thefold.agent.v1.ProjectPhaseRevision
-	(*ProjectTaskChange)(nil),              // 93: thefold.agent.v1.ProjectTaskChange
-	(*ProjectUpdate)(nil),                  // 94: thefold.agent.v1.ProjectUpdate
-	(*WatchProjectRequest)(nil),            // 95: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 96: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 97: google.protobuf.Timestamp
-	(*v1.Budget)(nil),                      // 98: thefold.type.v1.Budget
-	(*v1.Usage)(nil),                       // 99: thefold.type.v1.Usage
-	(*v1.PullRequestRef)(nil),              // 100: thefold.type.v1.PullRequestRef
-	(*v1.Plan)(nil),                        // 101: thefold.type.v1.Plan
-	(v11.BuildPhase)(0),                    // 102: thefold.builder.v1.BuildPhase
-	(*v1.Heartbeat)(nil),                   // 103: thefold.type.v1.Heartbeat
-	(*durationpb.Duration)(nil),            // 104: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 105: google.protobuf.Struct
-	(*v1.FileDiff)(nil),                    // 106: thefold.type.v1.FileDiff
-	(*v1.Diagnostic)(nil),                  // 107: thefold.type.v1.Diagnostic
-	(*v1.DiffStats)(nil),                   // 108: thefold.type.v1.DiffStats
-	(*fieldmaskpb.FieldMask)(nil),          // 109: google.protobuf.FieldMask
+	(*SubAgentsRun)(nil),                   // 12: thefold.agent.v1.SubAgentsRun
+	(*SubAgentOutcome)(nil),                // 13: thefold.agent.v1.SubAgentOutcome
+	(*StartTaskRequest)(nil),               // 14: thefold.agent.v1.StartTaskRequest
+	(*StartTaskResponse)(nil),              // 15: thefold.agent.v1.StartTaskResponse
+	(*GetJobRequest)(nil),                  // 16: thefold.agent.v1.GetJobRequest
+	(*GetJobResponse)(nil),                 // 17: thefold.agent.v1.GetJobResponse
+	(*ListJobsRequest)(nil),                // 18: thefold.agent.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),               // 19: thefold.agent.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),               // 20: thefold.agent.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),              // 21: thefold.agent.v1.CancelJobResponse
+	(*PauseJobRequest)(nil),                // 22: thefold.agent.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),               // 23: thefold.agent.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),               // 24: thefold.agent.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),              // 25: thefold.agent.v1.ResumeJobResponse
+	(*SkipTaskRequest)(nil),                // 26: thefold.agent.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),               // 27: thefold.agent.v1.SkipTaskResponse
+	(*ResolveTaskRequest)(nil),             // 28: thefold.agent.v1.ResolveTaskRequest
+	(*ResolveTaskResponse)(nil),            // 29: thefold.agent.v1.ResolveTaskResponse
+	(*RespondToClarificationRequest)(nil),  // 30: thefold.agent.v1.RespondToClarificationRequest
+	(*RespondToClarificationResponse)(nil), // 31: thefold.agent.v1.RespondToClarificationResponse
+	(*JobSummary)(nil),                     // 32: thefold.agent.v1.JobSummary
+	(*JobStatusChange)(nil),                // 33: thefold.agent.v1.JobStatusChange
+	(*JobPhaseChange)(nil),                 // 34: thefold.agent.v1.JobPhaseChange
+	(*JobProgress)(nil),                    // 35: thefold.agent.v1.JobProgress
+	(*JobThought)(nil),                     // 36: thefold.agent.v1.JobThought
+	(*ClarificationRequested)(nil),         // 37: thefold.agent.v1.ClarificationRequested
+	(*SubtasksCreated)(nil),                // 38: thefold.agent.v1.SubtasksCreated
+	(*JobPlanChange)(nil),                  // 39: thefold.agent.v1.JobPlanChange
+	(*JobIntervention)(nil),                // 40: thefold.agent.v1.JobIntervention
+	(*ReviewSubmitted)(nil),                // 41: thefold.agent.v1.ReviewSubmitted
+	(*BudgetExhausted)(nil),                // 42: thefold.agent.v1.BudgetExhausted
+	(*WatchJobRequest)(nil),                // 43: thefold.agent.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),               // 44: thefold.agent.v1.WatchJobResponse
+	(*PhaseMetrics)(nil),                   // 45: thefold.agent.v1.PhaseMetrics
+	(*GetJobMetricsRequest)(nil),           // 46: thefold.agent.v1.GetJobMetricsRequest
+	(*GetJobMetricsResponse)(nil),          // 47: thefold.agent.v1.GetJobMetricsResponse
+	(*AuditLogEntry)(nil),                  // 48: thefold.agent.v1.AuditLogEntry
+	(*ListAuditLogRequest)(nil),            // 49: thefold.agent.v1.ListAuditLogRequest
+	(*ListAuditLogResponse)(nil),           // 50: thefold.agent.v1.ListAuditLogResponse
+	(*ReviewFile)(nil),                     // 51: thefold.agent.v1.ReviewFile
+	(*Review)(nil),                         // 52: thefold.agent.v1.Review
+	(*GetReviewRequest)(nil),               // 53: thefold.agent.v1.GetReviewRequest
+	(*GetReviewResponse)(nil),              // 54: thefold.agent.v1.GetReviewResponse
+	(*ListReviewsRequest)(nil),             // 55: thefold.agent.v1.ListReviewsRequest
+	(*ListReviewsResponse)(nil),            // 56: thefold.agent.v1.ListReviewsResponse
+	(*ApproveReviewRequest)(nil),           // 57: thefold.agent.v1.ApproveReviewRequest
+	(*ApproveReviewResponse)(nil),          // 58: thefold.agent.v1.ApproveReviewResponse
+	(*RequestChangesRequest)(nil),          // 59: thefold.agent.v1.RequestChangesRequest
+	(*RequestChangesResponse)(nil),         // 60: thefold.agent.v1.RequestChangesResponse
+	(*RejectReviewRequest)(nil),            // 61: thefold.agent.v1.RejectReviewRequest
+	(*RejectReviewResponse)(nil),           // 62: thefold.agent.v1.RejectReviewResponse
+	(*ProjectTask)(nil),                    // 63: thefold.agent.v1.ProjectTask
+	(*ProjectFile)(nil),                    // 64: thefold.agent.v1.ProjectFile
+	(*ProjectRevision)(nil),                // 65: thefold.agent.v1.ProjectRevision
+	(*ProjectPhase)(nil),                   // 66: thefold.agent.v1.ProjectPhase
+	(*Project)(nil),                        // 67: thefold.agent.v1.Project
+	(*PlanProjectRequest)(nil),             // 68: thefold.agent.v1.PlanProjectRequest
+	(*PlanProjectResponse)(nil),            // 69: thefold.agent.v1.PlanProjectResponse
+	(*UpdateProjectRequest)(nil),           // 70: thefold.agent.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),          // 71: thefold.agent.v1.UpdateProjectResponse
+	(*StartProjectRequest)(nil),            // 72: thefold.agent.v1.StartProjectRequest
+	(*StartProjectResponse)(nil),           // 73: thefold.agent.v1.StartProjectResponse
+	(*GetProjectRequest)(nil),              // 74: thefold.agent.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),             // 75: thefold.agent.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),            // 76: thefold.agent.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),           // 77: thefold.agent.v1.ListProjectsResponse
+	(*PauseProjectRequest)(nil),            // 78: thefold.agent.v1.PauseProjectRequest
+	(*PauseProjectResponse)(nil),           // 79: thefold.agent.v1.PauseProjectResponse
+	(*ResumeProjectRequest)(nil),           // 80: thefold.agent.v1.ResumeProjectRequest
+	(*ResumeProjectResponse)(nil),          // 81: thefold.agent.v1.ResumeProjectResponse
+	(*CancelProjectRequest)(nil),           // 82: thefold.agent.v1.CancelProjectRequest
+	(*CancelProjectResponse)(nil),          // 83: thefold.agent.v1.CancelProjectResponse
+	(*SkipProjectTaskRequest)(nil),         // 84: thefold.agent.v1.SkipProjectTaskRequest
+	(*SkipProjectTaskResponse)(nil),        // 85: thefold.agent.v1.SkipProjectTaskResponse
+	(*ResolveProjectTaskRequest)(nil),      // 86: thefold.agent.v1.ResolveProjectTaskRequest
+	(*ResolveProjectTaskResponse)(nil),     // 87: thefold.agent.v1.ResolveProjectTaskResponse
+	(*RetryProjectTaskRequest)(nil),        // 88: thefold.agent.v1.RetryProjectTaskRequest
+	(*RetryProjectTaskResponse)(nil),       // 89: thefold.agent.v1.RetryProjectTaskResponse
+	(*ProjectJobEvent)(nil),                // 90: thefold.agent.v1.ProjectJobEvent
+	(*ProjectSummary)(nil),                 // 91: thefold.agent.v1.ProjectSummary
+	(*ProjectStatusChange)(nil),            // 92: thefold.agent.v1.ProjectStatusChange
+	(*ProjectPhaseChange)(nil),             // 93: thefold.agent.v1.ProjectPhaseChange
+	(*ProjectPhaseRevision)(nil),           // 94: thefold.agent.v1.ProjectPhaseRevision
+	(*ProjectTaskChange)(nil),              // 95: thefold.agent.v1.ProjectTaskChange
+	(*ProjectUpdate)(nil),                  // 96: thefold.agent.v1.ProjectUpdate
+	(*WatchProjectRequest)(nil),            // 97: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 98: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 99: google.protobuf.Timestamp
+	(*v1.Budget)(nil),                      // 100: thefold.type.v1.Budget
+	(*v1.Usage)(nil),                       // 101: thefold.type.v1.Usage
+	(*v1.PullRequestRef)(nil),              // 102: thefold.type.v1.PullRequestRef
+	(*v1.Plan)(nil),                        // 103: thefold.type.v1.Plan
+	(*Preferences)(nil),                    // 104: thefold.agent.v1.Preferences
+	(v11.MergeStrategy)(0),                 // 105: thefold.ai.v1.MergeStrategy
+	(v11.SubAgentRole)(0),                  // 106: thefold.ai.v1.SubAgentRole
+	(v12.BuildPhase)(0),                    // 107: thefold.builder.v1.BuildPhase
+	(*v1.Heartbeat)(nil),                   // 108: thefold.type.v1.Heartbeat
+	(*durationpb.Duration)(nil),            // 109: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 110: google.protobuf.Struct
+	(*v1.FileDiff)(nil),                    // 111: thefold.type.v1.FileDiff
+	(*v1.Diagnostic)(nil),                  // 112: thefold.type.v1.Diagnostic
+	(*v1.DiffStats)(nil),                   // 113: thefold.type.v1.DiffStats
+	(*fieldmaskpb.FieldMask)(nil),          // 114: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	97,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 2: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 3: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
 	10,  // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	98,  // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
-	99,  // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
-	100, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	101, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
-	97,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	97,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
-	98,  // 13: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
-	11,  // 14: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 15: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
-	0,   // 16: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
-	11,  // 17: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
-	11,  // 18: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 19: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 20: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 21: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 22: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 23: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
-	0,   // 24: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
-	97,  // 25: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
-	0,   // 26: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
-	0,   // 27: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
-	1,   // 28: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
-	1,   // 29: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
-	102, // 30: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
-	101, // 31: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
-	3,   // 32: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
-	99,  // 33: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
-	98,  // 34: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
-	97,  // 35: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
-	4,   // 36: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
-	30,  // 37: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
-	31,  // 38: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
-	32,  // 39: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
-	33,  // 40: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
-	34,  // 41: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
-	35,  // 42: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
-	36,  // 43: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
-	37,  // 44: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
-	10,  // 45: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	38,  // 46: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
-	103, // 47: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	39,  // 48: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	100, // 49: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	40,  // 50: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	1,   // 51: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	99,  // 52: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
-	104, // 53: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
-	43,  // 54: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
-	99,  // 55: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
-	104, // 56: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	105, // 57: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	104, // 58: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	97,  // 59: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 60: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 61: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
-	46,  // 62: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
-	106, // 63: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
-	5,   // 64: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
-	107, // 65: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
-	49,  // 66: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	108, // 67: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
-	100, // 68: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	97,  // 69: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 70: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	97,  // 71: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
-	50,  // 72: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
-	5,   // 73: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
-	50,  // 74: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
-	50,  // 75: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
-	50,  // 76: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
-	50,  // 77: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
-	8,   // 78: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	99,  // 79: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
-	97,  // 80: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
-	61,  // 81: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
-	6,   // 82: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
-	64,  // 83: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
-	100, // 84: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	98,  // 85: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
-	99,  // 86: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
-	97,  // 87: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	97,  // 88: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	97,  // 89: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	97,  // 90: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
-	7,   // 91: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
-	63,  // 92: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
-	62,  // 93: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
-	7,   // 94: thefold.agent.v1.PlanProjectRequest.mode:type_name -> thefold.agent.v1.ProjectMode
-	65,  // 95: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 96: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
-	109, // 97: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	65,  // 98: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
-	98,  // 99: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
-	65,  // 100: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 101: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
-	6,   // 102: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
-	65,  // 103: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
-	65,  // 104: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
-	98,  // 105: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
-	65,  // 106: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 107: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 108: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 109: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	65,  // 110: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	42,  // 111: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
-	6,   // 112: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
-	97,  // 113: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
-	6,   // 114: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	6,   // 115: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
-	64,  // 116: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
-	8,   // 117: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	99,  // 118: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
-	109, // 119: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
-	65,  // 120: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
-	97,  // 121: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
-	9,   // 122: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
-	89,  // 123: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
-	90,  // 124: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
-	91,  // 125: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
-	92,  // 126: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
-	93,  // 127: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
-	39,  // 128: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	94,  // 129: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
-	100, // 130: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	40,  // 131: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	88,  // 132: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
-	103, // 133: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	12,  // 134: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	14,  // 135: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	16,  // 136: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	18,  // 137: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	20,  // 138: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	22,  // 139: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	24,  // 140: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	26,  // 141: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	28,  // 142: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	41,  // 143: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	44,  // 144: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	47,  // 145: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	51,  // 146: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	53,  // 147: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	55,  // 148: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	57,  // 149: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	59,  // 150: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	66,  // 151: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	68,  // 152: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
-	70,  // 153: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	72,  // 154: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	74,  // 155: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	76,  // 156: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	78,  // 157: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	80,  // 158: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
-	82,  // 159: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
-	84,  // 160: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
-	86,  // 161: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
-	95,  // 162: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	13,  // 163: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	15,  // 164: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	17,  // 165: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	19,  // 166: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	21,  // 167: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	23,  // 168: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	25,  // 169: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	27,  // 170: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	29,  // 171: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	42,  // 172: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	45,  // 173: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	48,  // 174: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	52,  // 175: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	54,  // 176: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	56,  // 177: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	58,  // 178: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	60,  // 179: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	67,  // 180: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	69,  // 181: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
-	71,  // 182: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	73,  // 183: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	75,  // 184: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	77,  // 185: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	79,  // 186: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	81,  // 187: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
-	83,  // 188: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
-	85,  // 189: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
-	87,  // 190: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
-	96,  // 191: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	163, // [163:192] is the sub-list for method output_type
-	134, // [134:163] is the sub-list for method input_type
-	134, // [134:134] is the sub-list for extension type_name
-	134, // [134:134] is the sub-list for extension extendee
-	0,   // [0:134] is the sub-list for field type_name
+	100, // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
+	101, // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
+	102, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	103, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
+	99,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	99,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	99,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	104, // 13: thefold.agent.v1.Job.preferences:type_name -> thefold.agent.v1.Preferences
+	12,  // 14: thefold.agent.v1.Job.sub_agents:type_name -> thefold.agent.v1.SubAgentsRun
+	13,  // 15: thefold.agent.v1.SubAgentsRun.roles:type_name -> thefold.agent.v1.SubAgentOutcome
+	105, // 16: thefold.agent.v1.SubAgentsRun.merge:type_name -> thefold.ai.v1.MergeStrategy
+	106, // 17: thefold.agent.v1.SubAgentOutcome.role:type_name -> thefold.ai.v1.SubAgentRole
+	100, // 18: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
+	11,  // 19: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 20: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
+	0,   // 21: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
+	11,  // 22: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
+	11,  // 23: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 24: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 25: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 26: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 27: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
+	11,  // 28: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
+	0,   // 29: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
+	99,  // 30: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
+	0,   // 31: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
+	0,   // 32: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 33: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
+	1,   // 34: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
+	107, // 35: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
+	103, // 36: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
+	3,   // 37: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
+	101, // 38: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
+	100, // 39: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
+	99,  // 40: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
+	4,   // 41: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
+	32,  // 42: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
+	33,  // 43: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
+	34,  // 44: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
+	35,  // 45: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
+	36,  // 46: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
+	37,  // 47: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
+	38,  // 48: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
+	39,  // 49: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
+	10,  // 50: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	40,  // 51: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
+	108, // 52: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	41,  // 53: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	102, // 54: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	42,  // 55: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	1,   // 56: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
+	101, // 57: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
+	109, // 58: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	45,  // 59: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
+	101, // 60: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
+	109, // 61: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	110, // 62: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	109, // 63: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	99,  // 64: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 65: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	99,  // 66: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	48,  // 67: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
+	111, // 68: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
+	5,   // 69: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
+	112, // 70: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
+	51,  // 71: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
+	113, // 72: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
+	102, // 73: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	99,  // 74: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 75: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	99,  // 76: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	52,  // 77: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
+	5,   // 78: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
+	52,  // 79: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
+	52,  // 80: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
+	52,  // 81: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
+	52,  // 82: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
+	8,   // 83: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	101, // 84: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
+	99,  // 85: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
+	63,  // 86: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
+	6,   // 87: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
+	66,  // 88: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
+	102, // 89: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	100, // 90: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
+	101, // 91: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
+	99,  // 92: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	99,  // 93: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	99,  // 94: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	99,  // 95: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	7,   // 96: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
+	65,  // 97: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
+	64,  // 98: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
+	7,   // 99: thefold.agent.v1.PlanProjectRequest.mode:type_name -> thefold.agent.v1.ProjectMode
+	67,  // 100: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 101: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
+	114, // 102: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	67,  // 103: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
+	100, // 104: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	67,  // 105: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 106: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
+	6,   // 107: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
+	67,  // 108: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
+	67,  // 109: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
+	100, // 110: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	67,  // 111: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 112: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 113: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 114: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	67,  // 115: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	44,  // 116: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
+	6,   // 117: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
+	99,  // 118: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
+	6,   // 119: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	6,   // 120: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
+	66,  // 121: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
+	8,   // 122: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	101, // 123: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
+	114, // 124: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
+	67,  // 125: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
+	99,  // 126: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
+	9,   // 127: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
+	91,  // 128: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
+	92,  // 129: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
+	93,  // 130: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
+	94,  // 131: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
+	95,  // 132: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
+	41,  // 133: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	96,  // 134: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
+	102, // 135: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	42,  // 136: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	90,  // 137: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
+	108, // 138: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	14,  // 139: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	16,  // 140: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	18,  // 141: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	20,  // 142: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	22,  // 143: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	24,  // 144: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	26,  // 145: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	28,  // 146: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	30,  // 147: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	43,  // 148: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	46,  // 149: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	49,  // 150: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	53,  // 151: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	55,  // 152: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	57,  // 153: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	59,  // 154: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	61,  // 155: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	68,  // 156: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	70,  // 157: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
+	72,  // 158: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	74,  // 159: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	76,  // 160: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	78,  // 161: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	80,  // 162: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	82,  // 163: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	84,  // 164: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
+	86,  // 165: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
+	88,  // 166: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
+	97,  // 167: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	15,  // 168: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	17,  // 169: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	19,  // 170: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	21,  // 171: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	23,  // 172: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	25,  // 173: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	27,  // 174: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	29,  // 175: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	31,  // 176: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	44,  // 177: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	47,  // 178: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	50,  // 179: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	54,  // 180: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	56,  // 181: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	58,  // 182: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	60,  // 183: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	62,  // 184: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	69,  // 185: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	71,  // 186: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
+	73,  // 187: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	75,  // 188: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	77,  // 189: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	79,  // 190: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	81,  // 191: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	83,  // 192: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	85,  // 193: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
+	87,  // 194: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
+	89,  // 195: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
+	98,  // 196: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	168, // [168:197] is the sub-list for method output_type
+	139, // [139:168] is the sub-list for method input_type
+	139, // [139:139] is the sub-list for extension type_name
+	139, // [139:139] is the sub-list for extension extendee
+	0,   // [0:139] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -8186,7 +8399,8 @@ func file_thefold_agent_v1_agent_proto_init() {
 	if File_thefold_agent_v1_agent_proto != nil {
 		return
 	}
-	file_thefold_agent_v1_agent_proto_msgTypes[32].OneofWrappers = []any{
+	file_thefold_agent_v1_preferences_proto_init()
+	file_thefold_agent_v1_agent_proto_msgTypes[34].OneofWrappers = []any{
 		(*WatchJobResponse_Created)(nil),
 		(*WatchJobResponse_StatusChange)(nil),
 		(*WatchJobResponse_PhaseChanged)(nil),
@@ -8202,7 +8416,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchJobResponse_PullRequest)(nil),
 		(*WatchJobResponse_BudgetExhausted)(nil),
 	}
-	file_thefold_agent_v1_agent_proto_msgTypes[86].OneofWrappers = []any{
+	file_thefold_agent_v1_agent_proto_msgTypes[88].OneofWrappers = []any{
 		(*WatchProjectResponse_Created)(nil),
 		(*WatchProjectResponse_StatusChange)(nil),
 		(*WatchProjectResponse_Phase)(nil),
@@ -8221,7 +8435,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   87,
+			NumMessages:   89,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

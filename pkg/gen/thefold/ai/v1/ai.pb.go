@@ -113,6 +113,8 @@ const (
 	CallPhase_CALL_PHASE_EMBEDDING CallPhase = 11
 	// Complete.
 	CallPhase_CALL_PHASE_COMPLETION CallPhase = 12
+	// RunSubAgents (each role's call, and the merge).
+	CallPhase_CALL_PHASE_SUB_AGENTS CallPhase = 13
 )
 
 // Enum value maps for CallPhase.
@@ -131,6 +133,7 @@ var (
 		10: "CALL_PHASE_ORDERING",
 		11: "CALL_PHASE_EMBEDDING",
 		12: "CALL_PHASE_COMPLETION",
+		13: "CALL_PHASE_SUB_AGENTS",
 	}
 	CallPhase_value = map[string]int32{
 		"CALL_PHASE_UNSPECIFIED":  0,
@@ -146,6 +149,7 @@ var (
 		"CALL_PHASE_ORDERING":     10,
 		"CALL_PHASE_EMBEDDING":    11,
 		"CALL_PHASE_COMPLETION":   12,
+		"CALL_PHASE_SUB_AGENTS":   13,
 	}
 )
 
@@ -174,6 +178,127 @@ func (x CallPhase) Number() protoreflect.EnumNumber {
 // Deprecated: Use CallPhase.Descriptor instead.
 func (CallPhase) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{1}
+}
+
+// SubAgentRole is a sub-agent's speciality (RunSubAgents).
+type SubAgentRole int32
+
+const (
+	SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED SubAgentRole = 0
+	// A detailed implementation plan: order, interfaces, risks.
+	SubAgentRole_SUB_AGENT_ROLE_PLANNER SubAgentRole = 1
+	// Guidance for writing the code: approach per file, pitfalls.
+	SubAgentRole_SUB_AGENT_ROLE_IMPLEMENTER SubAgentRole = 2
+	// The tests to write: cases, edge cases, how to run them.
+	SubAgentRole_SUB_AGENT_ROLE_TESTER SubAgentRole = 3
+	// What a reviewer will check: quality, security, conventions.
+	SubAgentRole_SUB_AGENT_ROLE_REVIEWER SubAgentRole = 4
+	// Documentation to add or update.
+	SubAgentRole_SUB_AGENT_ROLE_DOCUMENTER SubAgentRole = 5
+	// A summary of the context: what the repository already has that the task touches.
+	SubAgentRole_SUB_AGENT_ROLE_RESEARCHER SubAgentRole = 6
+)
+
+// Enum value maps for SubAgentRole.
+var (
+	SubAgentRole_name = map[int32]string{
+		0: "SUB_AGENT_ROLE_UNSPECIFIED",
+		1: "SUB_AGENT_ROLE_PLANNER",
+		2: "SUB_AGENT_ROLE_IMPLEMENTER",
+		3: "SUB_AGENT_ROLE_TESTER",
+		4: "SUB_AGENT_ROLE_REVIEWER",
+		5: "SUB_AGENT_ROLE_DOCUMENTER",
+		6: "SUB_AGENT_ROLE_RESEARCHER",
+	}
+	SubAgentRole_value = map[string]int32{
+		"SUB_AGENT_ROLE_UNSPECIFIED": 0,
+		"SUB_AGENT_ROLE_PLANNER":     1,
+		"SUB_AGENT_ROLE_IMPLEMENTER": 2,
+		"SUB_AGENT_ROLE_TESTER":      3,
+		"SUB_AGENT_ROLE_REVIEWER":    4,
+		"SUB_AGENT_ROLE_DOCUMENTER":  5,
+		"SUB_AGENT_ROLE_RESEARCHER":  6,
+	}
+)
+
+func (x SubAgentRole) Enum() *SubAgentRole {
+	p := new(SubAgentRole)
+	*p = x
+	return p
+}
+
+func (x SubAgentRole) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SubAgentRole) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
+}
+
+func (SubAgentRole) Type() protoreflect.EnumType {
+	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
+}
+
+func (x SubAgentRole) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SubAgentRole.Descriptor instead.
+func (SubAgentRole) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+}
+
+// MergeStrategy is how RunSubAgents merges its roles' outputs.
+type MergeStrategy int32
+
+const (
+	// CONCATENATE.
+	MergeStrategy_MERGE_STRATEGY_UNSPECIFIED MergeStrategy = 0
+	// Each role's output as a section under a header, in the team's order.
+	MergeStrategy_MERGE_STRATEGY_CONCATENATE MergeStrategy = 1
+	// A low-tier model combines the outputs into one (CONCATENATE when that call fails).
+	MergeStrategy_MERGE_STRATEGY_AI_MERGE MergeStrategy = 2
+)
+
+// Enum value maps for MergeStrategy.
+var (
+	MergeStrategy_name = map[int32]string{
+		0: "MERGE_STRATEGY_UNSPECIFIED",
+		1: "MERGE_STRATEGY_CONCATENATE",
+		2: "MERGE_STRATEGY_AI_MERGE",
+	}
+	MergeStrategy_value = map[string]int32{
+		"MERGE_STRATEGY_UNSPECIFIED": 0,
+		"MERGE_STRATEGY_CONCATENATE": 1,
+		"MERGE_STRATEGY_AI_MERGE":    2,
+	}
+)
+
+func (x MergeStrategy) Enum() *MergeStrategy {
+	p := new(MergeStrategy)
+	*p = x
+	return p
+}
+
+func (x MergeStrategy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MergeStrategy) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
+}
+
+func (MergeStrategy) Type() protoreflect.EnumType {
+	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
+}
+
+func (x MergeStrategy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MergeStrategy.Descriptor instead.
+func (MergeStrategy) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
 }
 
 // ChangeForm is how GenerateFile and FixFile answer a change to an existing file.
@@ -216,11 +341,11 @@ func (x ChangeForm) String() string {
 }
 
 func (ChangeForm) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[2].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
 }
 
 func (ChangeForm) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[2]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
 }
 
 func (x ChangeForm) Number() protoreflect.EnumNumber {
@@ -229,7 +354,7 @@ func (x ChangeForm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ChangeForm.Descriptor instead.
 func (ChangeForm) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{2}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
 }
 
 // ConfidenceDecision is what to do with a task after assessing it.
@@ -272,11 +397,11 @@ func (x ConfidenceDecision) String() string {
 }
 
 func (ConfidenceDecision) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[3].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
 }
 
 func (ConfidenceDecision) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[3]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
 }
 
 func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
@@ -285,7 +410,7 @@ func (x ConfidenceDecision) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ConfidenceDecision.Descriptor instead.
 func (ConfidenceDecision) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{3}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
 }
 
 // FailureCategory is why an attempt failed.
@@ -336,11 +461,11 @@ func (x FailureCategory) String() string {
 }
 
 func (FailureCategory) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[4].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
 }
 
 func (FailureCategory) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[4]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
 }
 
 func (x FailureCategory) Number() protoreflect.EnumNumber {
@@ -349,7 +474,7 @@ func (x FailureCategory) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailureCategory.Descriptor instead.
 func (FailureCategory) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{4}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
 }
 
 // InterventionAction is what an intervention decides.
@@ -392,11 +517,11 @@ func (x InterventionAction) String() string {
 }
 
 func (InterventionAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[5].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
 }
 
 func (InterventionAction) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[5]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
 }
 
 func (x InterventionAction) Number() protoreflect.EnumNumber {
@@ -405,7 +530,7 @@ func (x InterventionAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InterventionAction.Descriptor instead.
 func (InterventionAction) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{5}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
 }
 
 // MessageRole is who wrote a chat message.
@@ -442,11 +567,11 @@ func (x MessageRole) String() string {
 }
 
 func (MessageRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[6].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
 }
 
 func (MessageRole) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[6]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
 }
 
 func (x MessageRole) Number() protoreflect.EnumNumber {
@@ -455,7 +580,7 @@ func (x MessageRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageRole.Descriptor instead.
 func (MessageRole) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{6}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
 }
 
 // StopReason is why the model stopped.
@@ -500,11 +625,11 @@ func (x StopReason) String() string {
 }
 
 func (StopReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[7].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[9].Descriptor()
 }
 
 func (StopReason) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[7]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[9]
 }
 
 func (x StopReason) Number() protoreflect.EnumNumber {
@@ -513,7 +638,7 @@ func (x StopReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use StopReason.Descriptor instead.
 func (StopReason) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{7}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
 }
 
 // ProviderKind is the wire protocol a provider speaks.
@@ -557,11 +682,11 @@ func (x ProviderKind) String() string {
 }
 
 func (ProviderKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[8].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[10].Descriptor()
 }
 
 func (ProviderKind) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[8]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[10]
 }
 
 func (x ProviderKind) Number() protoreflect.EnumNumber {
@@ -570,7 +695,7 @@ func (x ProviderKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProviderKind.Descriptor instead.
 func (ProviderKind) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{8}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
 }
 
 // UsageGroupBy is a dimension to group usage by.
@@ -589,6 +714,8 @@ const (
 	UsageGroupBy_USAGE_GROUP_BY_PROJECT UsageGroupBy = 7
 	// The AIService RPC, e.g. "GenerateFile".
 	UsageGroupBy_USAGE_GROUP_BY_RPC UsageGroupBy = 8
+	// The sub-agent role (SubAgentRole); other calls group under UNSPECIFIED.
+	UsageGroupBy_USAGE_GROUP_BY_ROLE UsageGroupBy = 9
 )
 
 // Enum value maps for UsageGroupBy.
@@ -603,6 +730,7 @@ var (
 		6: "USAGE_GROUP_BY_BUILD",
 		7: "USAGE_GROUP_BY_PROJECT",
 		8: "USAGE_GROUP_BY_RPC",
+		9: "USAGE_GROUP_BY_ROLE",
 	}
 	UsageGroupBy_value = map[string]int32{
 		"USAGE_GROUP_BY_UNSPECIFIED": 0,
@@ -614,6 +742,7 @@ var (
 		"USAGE_GROUP_BY_BUILD":       6,
 		"USAGE_GROUP_BY_PROJECT":     7,
 		"USAGE_GROUP_BY_RPC":         8,
+		"USAGE_GROUP_BY_ROLE":        9,
 	}
 )
 
@@ -628,11 +757,11 @@ func (x UsageGroupBy) String() string {
 }
 
 func (UsageGroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[9].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[11].Descriptor()
 }
 
 func (UsageGroupBy) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[9]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[11]
 }
 
 func (x UsageGroupBy) Number() protoreflect.EnumNumber {
@@ -641,7 +770,7 @@ func (x UsageGroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UsageGroupBy.Descriptor instead.
 func (UsageGroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{9}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{11}
 }
 
 // CallOutcome is how a ledger entry's call ended.
@@ -688,11 +817,11 @@ func (x CallOutcome) String() string {
 }
 
 func (CallOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[10].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[12].Descriptor()
 }
 
 func (CallOutcome) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[10]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[12]
 }
 
 func (x CallOutcome) Number() protoreflect.EnumNumber {
@@ -701,7 +830,7 @@ func (x CallOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CallOutcome.Descriptor instead.
 func (CallOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{10}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{12}
 }
 
 type ToolChoice_Mode int32
@@ -744,11 +873,11 @@ func (x ToolChoice_Mode) String() string {
 }
 
 func (ToolChoice_Mode) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_ai_v1_ai_proto_enumTypes[11].Descriptor()
+	return file_thefold_ai_v1_ai_proto_enumTypes[13].Descriptor()
 }
 
 func (ToolChoice_Mode) Type() protoreflect.EnumType {
-	return &file_thefold_ai_v1_ai_proto_enumTypes[11]
+	return &file_thefold_ai_v1_ai_proto_enumTypes[13]
 }
 
 func (x ToolChoice_Mode) Number() protoreflect.EnumNumber {
@@ -844,7 +973,9 @@ type Attribution struct {
 	// Build in the builder service, when the call is a build step's.
 	BuildId string `protobuf:"bytes,5,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
 	// Project in the agent service, when the call is for a project.
-	ProjectId     string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	ProjectId string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The sub-agent the call is for (RunSubAgents sets it per role; callers leave it unset).
+	Role          SubAgentRole `protobuf:"varint,7,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +1050,13 @@ func (x *Attribution) GetProjectId() string {
 		return x.ProjectId
 	}
 	return ""
+}
+
+func (x *Attribution) GetRole() SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
 }
 
 // TaskSpec is a task as the model sees it.
@@ -1822,11 +1960,16 @@ type PlanTaskRequest struct {
 	// Human review feedback when changes were requested.
 	Feedback string `protobuf:"bytes,9,opt,name=feedback,proto3" json:"feedback,omitempty"`
 	// The plan being revised, after a BAD_PLAN diagnosis.
-	PreviousPlan  *v1.Plan     `protobuf:"bytes,10,opt,name=previous_plan,json=previousPlan,proto3" json:"previous_plan,omitempty"`
-	Model         *ModelChoice `protobuf:"bytes,11,opt,name=model,proto3" json:"model,omitempty"`
-	Attribution   *Attribution `protobuf:"bytes,12,opt,name=attribution,proto3" json:"attribution,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PreviousPlan *v1.Plan `protobuf:"bytes,10,opt,name=previous_plan,json=previousPlan,proto3" json:"previous_plan,omitempty"`
+	// The merged output of the task's sub-agents (RunSubAgentsResponse.merged_context), given
+	// to the model fenced as context to weigh, not as instructions.
+	Model       *ModelChoice `protobuf:"bytes,11,opt,name=model,proto3" json:"model,omitempty"`
+	Attribution *Attribution `protobuf:"bytes,12,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	// The merged output of the task's sub-agents (RunSubAgentsResponse.merged_context), given
+	// to the model fenced as context to weigh, not as instructions.
+	EnrichedContext string `protobuf:"bytes,13,opt,name=enriched_context,json=enrichedContext,proto3" json:"enriched_context,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PlanTaskRequest) Reset() {
@@ -1941,6 +2084,13 @@ func (x *PlanTaskRequest) GetAttribution() *Attribution {
 		return x.Attribution
 	}
 	return nil
+}
+
+func (x *PlanTaskRequest) GetEnrichedContext() string {
+	if x != nil {
+		return x.EnrichedContext
+	}
+	return ""
 }
 
 // PlanTaskResponse is the plan PlanTask made.
@@ -5461,6 +5611,548 @@ func (x *EmbedResponse) GetUsage() *v1.Usage {
 }
 
 // EstimateCostRequest names a model and token counts to price.
+// RunSubAgentsRequest is a task for a team of sub-agents.
+type RunSubAgentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Idempotency key (see AIService): a retry with it returns the recorded answer, billed once.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Required: the task as the person wrote it.
+	Task *TaskSpec `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// Required, 5–10: chooses the team.
+	Complexity int32 `protobuf:"varint,3,opt,name=complexity,proto3" json:"complexity,omitempty"`
+	// Chooses each role's tier; UNSPECIFIED is BALANCED.
+	BudgetMode BudgetMode    `protobuf:"varint,4,opt,name=budget_mode,json=budgetMode,proto3,enum=thefold.ai.v1.BudgetMode" json:"budget_mode,omitempty"`
+	Merge      MergeStrategy `protobuf:"varint,5,opt,name=merge,proto3,enum=thefold.ai.v1.MergeStrategy" json:"merge,omitempty"`
+	// What the team reads besides the task (each bounded as for PlanTask).
+	ProjectTree  []string          `protobuf:"bytes,6,rep,name=project_tree,json=projectTree,proto3" json:"project_tree,omitempty"`
+	ContextFiles []*ContextFile    `protobuf:"bytes,7,rep,name=context_files,json=contextFiles,proto3" json:"context_files,omitempty"`
+	Memories     []*MemoryFragment `protobuf:"bytes,8,rep,name=memories,proto3" json:"memories,omitempty"`
+	// The most the team may cost, micro-dollars: a team whose estimate's upper bound is
+	// higher is refused (FAILED_PRECONDITION) before any call. 0: no limit of its own.
+	MaxCostMicros int64 `protobuf:"varint,9,opt,name=max_cost_micros,json=maxCostMicros,proto3" json:"max_cost_micros,omitempty"`
+	// The merged context's cap in tokens; 0 means 6000.
+	MaxContextTokens int32        `protobuf:"varint,10,opt,name=max_context_tokens,json=maxContextTokens,proto3" json:"max_context_tokens,omitempty"`
+	Attribution      *Attribution `protobuf:"bytes,11,opt,name=attribution,proto3" json:"attribution,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *RunSubAgentsRequest) Reset() {
+	*x = RunSubAgentsRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSubAgentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSubAgentsRequest) ProtoMessage() {}
+
+func (x *RunSubAgentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSubAgentsRequest.ProtoReflect.Descriptor instead.
+func (*RunSubAgentsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RunSubAgentsRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RunSubAgentsRequest) GetTask() *TaskSpec {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+func (x *RunSubAgentsRequest) GetComplexity() int32 {
+	if x != nil {
+		return x.Complexity
+	}
+	return 0
+}
+
+func (x *RunSubAgentsRequest) GetBudgetMode() BudgetMode {
+	if x != nil {
+		return x.BudgetMode
+	}
+	return BudgetMode_BUDGET_MODE_UNSPECIFIED
+}
+
+func (x *RunSubAgentsRequest) GetMerge() MergeStrategy {
+	if x != nil {
+		return x.Merge
+	}
+	return MergeStrategy_MERGE_STRATEGY_UNSPECIFIED
+}
+
+func (x *RunSubAgentsRequest) GetProjectTree() []string {
+	if x != nil {
+		return x.ProjectTree
+	}
+	return nil
+}
+
+func (x *RunSubAgentsRequest) GetContextFiles() []*ContextFile {
+	if x != nil {
+		return x.ContextFiles
+	}
+	return nil
+}
+
+func (x *RunSubAgentsRequest) GetMemories() []*MemoryFragment {
+	if x != nil {
+		return x.Memories
+	}
+	return nil
+}
+
+func (x *RunSubAgentsRequest) GetMaxCostMicros() int64 {
+	if x != nil {
+		return x.MaxCostMicros
+	}
+	return 0
+}
+
+func (x *RunSubAgentsRequest) GetMaxContextTokens() int32 {
+	if x != nil {
+		return x.MaxContextTokens
+	}
+	return 0
+}
+
+func (x *RunSubAgentsRequest) GetAttribution() *Attribution {
+	if x != nil {
+		return x.Attribution
+	}
+	return nil
+}
+
+// SubAgentResult is what one role of the team did.
+type SubAgentResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  SubAgentRole           `protobuf:"varint,1,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	// Registry model id of the model that answered (or was chosen, when the role failed).
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// The role's output as Markdown; empty when it failed.
+	Output string `protobuf:"bytes,3,opt,name=output,proto3" json:"output,omitempty"`
+	// Why the role's output was left out; empty when it succeeded.
+	Error string    `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Usage *v1.Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The roles whose outputs it was given.
+	DependsOn     []SubAgentRole         `protobuf:"varint,6,rep,packed,name=depends_on,json=dependsOn,proto3,enum=thefold.ai.v1.SubAgentRole" json:"depends_on,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubAgentResult) Reset() {
+	*x = SubAgentResult{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubAgentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubAgentResult) ProtoMessage() {}
+
+func (x *SubAgentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubAgentResult.ProtoReflect.Descriptor instead.
+func (*SubAgentResult) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SubAgentResult) GetRole() SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
+}
+
+func (x *SubAgentResult) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SubAgentResult) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *SubAgentResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SubAgentResult) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *SubAgentResult) GetDependsOn() []SubAgentRole {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *SubAgentResult) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *SubAgentResult) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// RunSubAgentsResponse is the team's work.
+type RunSubAgentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the team's order.
+	Results []*SubAgentResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The merged outputs of the roles that succeeded, within max_context_tokens.
+	MergedContext string `protobuf:"bytes,2,opt,name=merged_context,json=mergedContext,proto3" json:"merged_context,omitempty"`
+	// The strategy that produced merged_context (CONCATENATE when AI_MERGE's call failed).
+	Merge MergeStrategy `protobuf:"varint,3,opt,name=merge,proto3,enum=thefold.ai.v1.MergeStrategy" json:"merge,omitempty"`
+	// All the team's calls, the merge included.
+	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunSubAgentsResponse) Reset() {
+	*x = RunSubAgentsResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunSubAgentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunSubAgentsResponse) ProtoMessage() {}
+
+func (x *RunSubAgentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunSubAgentsResponse.ProtoReflect.Descriptor instead.
+func (*RunSubAgentsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *RunSubAgentsResponse) GetResults() []*SubAgentResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *RunSubAgentsResponse) GetMergedContext() string {
+	if x != nil {
+		return x.MergedContext
+	}
+	return ""
+}
+
+func (x *RunSubAgentsResponse) GetMerge() MergeStrategy {
+	if x != nil {
+		return x.Merge
+	}
+	return MergeStrategy_MERGE_STRATEGY_UNSPECIFIED
+}
+
+func (x *RunSubAgentsResponse) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// EstimateSubAgentCostRequest describes a task to estimate a team for.
+type EstimateSubAgentCostRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, 1–10 (below 5 the team is empty).
+	Complexity int32 `protobuf:"varint,1,opt,name=complexity,proto3" json:"complexity,omitempty"`
+	// UNSPECIFIED is BALANCED.
+	BudgetMode BudgetMode `protobuf:"varint,2,opt,name=budget_mode,json=budgetMode,proto3,enum=thefold.ai.v1.BudgetMode" json:"budget_mode,omitempty"`
+	// The size of what each role reads (task and context), in tokens; 0 means 4000.
+	TaskTokens    int64         `protobuf:"varint,3,opt,name=task_tokens,json=taskTokens,proto3" json:"task_tokens,omitempty"`
+	Merge         MergeStrategy `protobuf:"varint,4,opt,name=merge,proto3,enum=thefold.ai.v1.MergeStrategy" json:"merge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateSubAgentCostRequest) Reset() {
+	*x = EstimateSubAgentCostRequest{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateSubAgentCostRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateSubAgentCostRequest) ProtoMessage() {}
+
+func (x *EstimateSubAgentCostRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateSubAgentCostRequest.ProtoReflect.Descriptor instead.
+func (*EstimateSubAgentCostRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *EstimateSubAgentCostRequest) GetComplexity() int32 {
+	if x != nil {
+		return x.Complexity
+	}
+	return 0
+}
+
+func (x *EstimateSubAgentCostRequest) GetBudgetMode() BudgetMode {
+	if x != nil {
+		return x.BudgetMode
+	}
+	return BudgetMode_BUDGET_MODE_UNSPECIFIED
+}
+
+func (x *EstimateSubAgentCostRequest) GetTaskTokens() int64 {
+	if x != nil {
+		return x.TaskTokens
+	}
+	return 0
+}
+
+func (x *EstimateSubAgentCostRequest) GetMerge() MergeStrategy {
+	if x != nil {
+		return x.Merge
+	}
+	return MergeStrategy_MERGE_STRATEGY_UNSPECIFIED
+}
+
+// SubAgentEstimate is one role of an estimated team.
+type SubAgentEstimate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  SubAgentRole           `protobuf:"varint,1,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	// Registry model id and tier the role would run on.
+	Model     string         `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Tier      int32          `protobuf:"varint,3,opt,name=tier,proto3" json:"tier,omitempty"`
+	DependsOn []SubAgentRole `protobuf:"varint,4,rep,packed,name=depends_on,json=dependsOn,proto3,enum=thefold.ai.v1.SubAgentRole" json:"depends_on,omitempty"`
+	// The role's output cap in tokens.
+	MaxOutputTokens int32 `protobuf:"varint,5,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	// Micro-dollars: the role's input with a short answer, and with an answer at its cap.
+	MinCostMicros int64 `protobuf:"varint,6,opt,name=min_cost_micros,json=minCostMicros,proto3" json:"min_cost_micros,omitempty"`
+	MaxCostMicros int64 `protobuf:"varint,7,opt,name=max_cost_micros,json=maxCostMicros,proto3" json:"max_cost_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubAgentEstimate) Reset() {
+	*x = SubAgentEstimate{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubAgentEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubAgentEstimate) ProtoMessage() {}
+
+func (x *SubAgentEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubAgentEstimate.ProtoReflect.Descriptor instead.
+func (*SubAgentEstimate) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *SubAgentEstimate) GetRole() SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
+}
+
+func (x *SubAgentEstimate) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SubAgentEstimate) GetTier() int32 {
+	if x != nil {
+		return x.Tier
+	}
+	return 0
+}
+
+func (x *SubAgentEstimate) GetDependsOn() []SubAgentRole {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *SubAgentEstimate) GetMaxOutputTokens() int32 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *SubAgentEstimate) GetMinCostMicros() int64 {
+	if x != nil {
+		return x.MinCostMicros
+	}
+	return 0
+}
+
+func (x *SubAgentEstimate) GetMaxCostMicros() int64 {
+	if x != nil {
+		return x.MaxCostMicros
+	}
+	return 0
+}
+
+// EstimateSubAgentCostResponse is the team and what it would cost.
+type EstimateSubAgentCostResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the order the roles run; empty below complexity 5.
+	Team []*SubAgentEstimate `protobuf:"bytes,1,rep,name=team,proto3" json:"team,omitempty"`
+	// Totals, micro-dollars, the AI_MERGE call included when asked for.
+	MinCostMicros int64 `protobuf:"varint,2,opt,name=min_cost_micros,json=minCostMicros,proto3" json:"min_cost_micros,omitempty"`
+	MaxCostMicros int64 `protobuf:"varint,3,opt,name=max_cost_micros,json=maxCostMicros,proto3" json:"max_cost_micros,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EstimateSubAgentCostResponse) Reset() {
+	*x = EstimateSubAgentCostResponse{}
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EstimateSubAgentCostResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EstimateSubAgentCostResponse) ProtoMessage() {}
+
+func (x *EstimateSubAgentCostResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EstimateSubAgentCostResponse.ProtoReflect.Descriptor instead.
+func (*EstimateSubAgentCostResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *EstimateSubAgentCostResponse) GetTeam() []*SubAgentEstimate {
+	if x != nil {
+		return x.Team
+	}
+	return nil
+}
+
+func (x *EstimateSubAgentCostResponse) GetMinCostMicros() int64 {
+	if x != nil {
+		return x.MinCostMicros
+	}
+	return 0
+}
+
+func (x *EstimateSubAgentCostResponse) GetMaxCostMicros() int64 {
+	if x != nil {
+		return x.MaxCostMicros
+	}
+	return 0
+}
+
 type EstimateCostRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Registry model id or provider model name.
@@ -5479,7 +6171,7 @@ type EstimateCostRequest struct {
 
 func (x *EstimateCostRequest) Reset() {
 	*x = EstimateCostRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +6183,7 @@ func (x *EstimateCostRequest) String() string {
 func (*EstimateCostRequest) ProtoMessage() {}
 
 func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[55]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +6196,7 @@ func (x *EstimateCostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostRequest.ProtoReflect.Descriptor instead.
 func (*EstimateCostRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{55}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *EstimateCostRequest) GetModel() string {
@@ -5566,7 +6258,7 @@ type EstimateCostResponse struct {
 
 func (x *EstimateCostResponse) Reset() {
 	*x = EstimateCostResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5578,7 +6270,7 @@ func (x *EstimateCostResponse) String() string {
 func (*EstimateCostResponse) ProtoMessage() {}
 
 func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[56]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5591,7 +6283,7 @@ func (x *EstimateCostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EstimateCostResponse.ProtoReflect.Descriptor instead.
 func (*EstimateCostResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{56}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *EstimateCostResponse) GetCostMicros() int64 {
@@ -5665,7 +6357,7 @@ type Provider struct {
 
 func (x *Provider) Reset() {
 	*x = Provider{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5677,7 +6369,7 @@ func (x *Provider) String() string {
 func (*Provider) ProtoMessage() {}
 
 func (x *Provider) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[57]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5690,7 +6382,7 @@ func (x *Provider) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Provider.ProtoReflect.Descriptor instead.
 func (*Provider) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{57}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Provider) GetId() string {
@@ -5818,7 +6510,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5830,7 +6522,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[58]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5843,7 +6535,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{58}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Model) GetId() string {
@@ -5996,7 +6688,7 @@ type ListProvidersRequest struct {
 
 func (x *ListProvidersRequest) Reset() {
 	*x = ListProvidersRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6008,7 +6700,7 @@ func (x *ListProvidersRequest) String() string {
 func (*ListProvidersRequest) ProtoMessage() {}
 
 func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[59]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6021,7 +6713,7 @@ func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
 func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{59}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListProvidersRequest) GetEnabledOnly() bool {
@@ -6065,7 +6757,7 @@ type ListProvidersResponse struct {
 
 func (x *ListProvidersResponse) Reset() {
 	*x = ListProvidersResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6077,7 +6769,7 @@ func (x *ListProvidersResponse) String() string {
 func (*ListProvidersResponse) ProtoMessage() {}
 
 func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[60]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6090,7 +6782,7 @@ func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
 func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{60}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListProvidersResponse) GetProviders() []*Provider {
@@ -6117,7 +6809,7 @@ type GetProviderRequest struct {
 
 func (x *GetProviderRequest) Reset() {
 	*x = GetProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6129,7 +6821,7 @@ func (x *GetProviderRequest) String() string {
 func (*GetProviderRequest) ProtoMessage() {}
 
 func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[61]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6142,7 +6834,7 @@ func (x *GetProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderRequest.ProtoReflect.Descriptor instead.
 func (*GetProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{61}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetProviderRequest) GetId() string {
@@ -6163,7 +6855,7 @@ type GetProviderResponse struct {
 
 func (x *GetProviderResponse) Reset() {
 	*x = GetProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6175,7 +6867,7 @@ func (x *GetProviderResponse) String() string {
 func (*GetProviderResponse) ProtoMessage() {}
 
 func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[62]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6188,7 +6880,7 @@ func (x *GetProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProviderResponse.ProtoReflect.Descriptor instead.
 func (*GetProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{62}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetProviderResponse) GetProvider() *Provider {
@@ -6210,7 +6902,7 @@ type CreateProviderRequest struct {
 
 func (x *CreateProviderRequest) Reset() {
 	*x = CreateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6222,7 +6914,7 @@ func (x *CreateProviderRequest) String() string {
 func (*CreateProviderRequest) ProtoMessage() {}
 
 func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[63]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6235,7 +6927,7 @@ func (x *CreateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderRequest.ProtoReflect.Descriptor instead.
 func (*CreateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{63}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateProviderRequest) GetProvider() *Provider {
@@ -6255,7 +6947,7 @@ type CreateProviderResponse struct {
 
 func (x *CreateProviderResponse) Reset() {
 	*x = CreateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6267,7 +6959,7 @@ func (x *CreateProviderResponse) String() string {
 func (*CreateProviderResponse) ProtoMessage() {}
 
 func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[64]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6280,7 +6972,7 @@ func (x *CreateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProviderResponse.ProtoReflect.Descriptor instead.
 func (*CreateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{64}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateProviderResponse) GetProvider() *Provider {
@@ -6306,7 +6998,7 @@ type UpdateProviderRequest struct {
 
 func (x *UpdateProviderRequest) Reset() {
 	*x = UpdateProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6318,7 +7010,7 @@ func (x *UpdateProviderRequest) String() string {
 func (*UpdateProviderRequest) ProtoMessage() {}
 
 func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[65]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6331,7 +7023,7 @@ func (x *UpdateProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{65}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateProviderRequest) GetId() string {
@@ -6365,7 +7057,7 @@ type UpdateProviderResponse struct {
 
 func (x *UpdateProviderResponse) Reset() {
 	*x = UpdateProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6377,7 +7069,7 @@ func (x *UpdateProviderResponse) String() string {
 func (*UpdateProviderResponse) ProtoMessage() {}
 
 func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[66]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6390,7 +7082,7 @@ func (x *UpdateProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProviderResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{66}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *UpdateProviderResponse) GetProvider() *Provider {
@@ -6410,7 +7102,7 @@ type DeleteProviderRequest struct {
 
 func (x *DeleteProviderRequest) Reset() {
 	*x = DeleteProviderRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6422,7 +7114,7 @@ func (x *DeleteProviderRequest) String() string {
 func (*DeleteProviderRequest) ProtoMessage() {}
 
 func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[67]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6435,7 +7127,7 @@ func (x *DeleteProviderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderRequest.ProtoReflect.Descriptor instead.
 func (*DeleteProviderRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{67}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteProviderRequest) GetId() string {
@@ -6454,7 +7146,7 @@ type DeleteProviderResponse struct {
 
 func (x *DeleteProviderResponse) Reset() {
 	*x = DeleteProviderResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6466,7 +7158,7 @@ func (x *DeleteProviderResponse) String() string {
 func (*DeleteProviderResponse) ProtoMessage() {}
 
 func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[68]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6479,7 +7171,7 @@ func (x *DeleteProviderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteProviderResponse.ProtoReflect.Descriptor instead.
 func (*DeleteProviderResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{68}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
 }
 
 // ListModelsRequest filters and pages models.
@@ -6505,7 +7197,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6517,7 +7209,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[69]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6530,7 +7222,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{69}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListModelsRequest) GetProviderId() string {
@@ -6594,7 +7286,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6606,7 +7298,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[70]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6619,7 +7311,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{70}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -6646,7 +7338,7 @@ type GetModelRequest struct {
 
 func (x *GetModelRequest) Reset() {
 	*x = GetModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6658,7 +7350,7 @@ func (x *GetModelRequest) String() string {
 func (*GetModelRequest) ProtoMessage() {}
 
 func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[71]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6671,7 +7363,7 @@ func (x *GetModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelRequest.ProtoReflect.Descriptor instead.
 func (*GetModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{71}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetModelRequest) GetId() string {
@@ -6691,7 +7383,7 @@ type GetModelResponse struct {
 
 func (x *GetModelResponse) Reset() {
 	*x = GetModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6703,7 +7395,7 @@ func (x *GetModelResponse) String() string {
 func (*GetModelResponse) ProtoMessage() {}
 
 func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[72]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6716,7 +7408,7 @@ func (x *GetModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelResponse.ProtoReflect.Descriptor instead.
 func (*GetModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{72}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetModelResponse) GetModel() *Model {
@@ -6737,7 +7429,7 @@ type CreateModelRequest struct {
 
 func (x *CreateModelRequest) Reset() {
 	*x = CreateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6749,7 +7441,7 @@ func (x *CreateModelRequest) String() string {
 func (*CreateModelRequest) ProtoMessage() {}
 
 func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[73]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6762,7 +7454,7 @@ func (x *CreateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelRequest.ProtoReflect.Descriptor instead.
 func (*CreateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{73}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *CreateModelRequest) GetModel() *Model {
@@ -6782,7 +7474,7 @@ type CreateModelResponse struct {
 
 func (x *CreateModelResponse) Reset() {
 	*x = CreateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6794,7 +7486,7 @@ func (x *CreateModelResponse) String() string {
 func (*CreateModelResponse) ProtoMessage() {}
 
 func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[74]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6807,7 +7499,7 @@ func (x *CreateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateModelResponse.ProtoReflect.Descriptor instead.
 func (*CreateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{74}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *CreateModelResponse) GetModel() *Model {
@@ -6836,7 +7528,7 @@ type UpdateModelRequest struct {
 
 func (x *UpdateModelRequest) Reset() {
 	*x = UpdateModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6848,7 +7540,7 @@ func (x *UpdateModelRequest) String() string {
 func (*UpdateModelRequest) ProtoMessage() {}
 
 func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[75]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6861,7 +7553,7 @@ func (x *UpdateModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelRequest.ProtoReflect.Descriptor instead.
 func (*UpdateModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{75}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *UpdateModelRequest) GetId() string {
@@ -6895,7 +7587,7 @@ type UpdateModelResponse struct {
 
 func (x *UpdateModelResponse) Reset() {
 	*x = UpdateModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6907,7 +7599,7 @@ func (x *UpdateModelResponse) String() string {
 func (*UpdateModelResponse) ProtoMessage() {}
 
 func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[76]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6920,7 +7612,7 @@ func (x *UpdateModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateModelResponse.ProtoReflect.Descriptor instead.
 func (*UpdateModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{76}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *UpdateModelResponse) GetModel() *Model {
@@ -6940,7 +7632,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6952,7 +7644,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[77]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6965,7 +7657,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{77}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *DeleteModelRequest) GetId() string {
@@ -6984,7 +7676,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6996,7 +7688,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[78]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7009,7 +7701,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{78}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{84}
 }
 
 // SelectModelRequest describes the call a model is wanted for.
@@ -7032,7 +7724,7 @@ type SelectModelRequest struct {
 
 func (x *SelectModelRequest) Reset() {
 	*x = SelectModelRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7044,7 +7736,7 @@ func (x *SelectModelRequest) String() string {
 func (*SelectModelRequest) ProtoMessage() {}
 
 func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[79]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7057,7 +7749,7 @@ func (x *SelectModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelRequest.ProtoReflect.Descriptor instead.
 func (*SelectModelRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{79}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SelectModelRequest) GetComplexity() int32 {
@@ -7123,7 +7815,7 @@ type SelectModelResponse struct {
 
 func (x *SelectModelResponse) Reset() {
 	*x = SelectModelResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7135,7 +7827,7 @@ func (x *SelectModelResponse) String() string {
 func (*SelectModelResponse) ProtoMessage() {}
 
 func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[80]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7148,7 +7840,7 @@ func (x *SelectModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SelectModelResponse.ProtoReflect.Descriptor instead.
 func (*SelectModelResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{80}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *SelectModelResponse) GetModel() *Model {
@@ -7200,7 +7892,7 @@ type GetUsageRequest struct {
 
 func (x *GetUsageRequest) Reset() {
 	*x = GetUsageRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7212,7 +7904,7 @@ func (x *GetUsageRequest) String() string {
 func (*GetUsageRequest) ProtoMessage() {}
 
 func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[81]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7225,7 +7917,7 @@ func (x *GetUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetUsageRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{81}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetUsageRequest) GetStartTime() *timestamppb.Timestamp {
@@ -7335,14 +8027,15 @@ type UsageRow struct {
 	ProjectId  string `protobuf:"bytes,14,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	Rpc        string `protobuf:"bytes,15,opt,name=rpc,proto3" json:"rpc,omitempty"`
 	// Calls that failed (no answer), included in calls.
-	FailedCalls   int64 `protobuf:"varint,16,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
+	FailedCalls   int64        `protobuf:"varint,16,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
+	Role          SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageRow) Reset() {
 	*x = UsageRow{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7354,7 +8047,7 @@ func (x *UsageRow) String() string {
 func (*UsageRow) ProtoMessage() {}
 
 func (x *UsageRow) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[82]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7367,7 +8060,7 @@ func (x *UsageRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRow.ProtoReflect.Descriptor instead.
 func (*UsageRow) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{82}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *UsageRow) GetModel() string {
@@ -7482,6 +8175,13 @@ func (x *UsageRow) GetFailedCalls() int64 {
 	return 0
 }
 
+func (x *UsageRow) GetRole() SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
+}
+
 // GetUsageResponse is the grouped usage.
 type GetUsageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7495,7 +8195,7 @@ type GetUsageResponse struct {
 
 func (x *GetUsageResponse) Reset() {
 	*x = GetUsageResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7507,7 +8207,7 @@ func (x *GetUsageResponse) String() string {
 func (*GetUsageResponse) ProtoMessage() {}
 
 func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[83]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7520,7 +8220,7 @@ func (x *GetUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetUsageResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{83}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *GetUsageResponse) GetRows() []*UsageRow {
@@ -7564,14 +8264,16 @@ type UsageRecord struct {
 	// For a failed call, the public error message.
 	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
 	// The request_id the call was made with, if any.
-	RequestId     string `protobuf:"bytes,16,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,16,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The sub-agent the call was for; UNSPECIFIED for other calls.
+	Role          SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UsageRecord) Reset() {
 	*x = UsageRecord{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7583,7 +8285,7 @@ func (x *UsageRecord) String() string {
 func (*UsageRecord) ProtoMessage() {}
 
 func (x *UsageRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[84]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7596,7 +8298,7 @@ func (x *UsageRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRecord.ProtoReflect.Descriptor instead.
 func (*UsageRecord) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{84}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *UsageRecord) GetId() string {
@@ -7711,6 +8413,13 @@ func (x *UsageRecord) GetRequestId() string {
 	return ""
 }
 
+func (x *UsageRecord) GetRole() SubAgentRole {
+	if x != nil {
+		return x.Role
+	}
+	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
+}
+
 // ListUsageRecordsRequest filters and pages ledger entries.
 type ListUsageRecordsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7739,7 +8448,7 @@ type ListUsageRecordsRequest struct {
 
 func (x *ListUsageRecordsRequest) Reset() {
 	*x = ListUsageRecordsRequest{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7751,7 +8460,7 @@ func (x *ListUsageRecordsRequest) String() string {
 func (*ListUsageRecordsRequest) ProtoMessage() {}
 
 func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[85]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7764,7 +8473,7 @@ func (x *ListUsageRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsRequest.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{85}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ListUsageRecordsRequest) GetStartTime() *timestamppb.Timestamp {
@@ -7870,7 +8579,7 @@ type ListUsageRecordsResponse struct {
 
 func (x *ListUsageRecordsResponse) Reset() {
 	*x = ListUsageRecordsResponse{}
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7882,7 +8591,7 @@ func (x *ListUsageRecordsResponse) String() string {
 func (*ListUsageRecordsResponse) ProtoMessage() {}
 
 func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_ai_v1_ai_proto_msgTypes[86]
+	mi := &file_thefold_ai_v1_ai_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7895,7 +8604,7 @@ func (x *ListUsageRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsageRecordsResponse.ProtoReflect.Descriptor instead.
 func (*ListUsageRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{86}
+	return file_thefold_ai_v1_ai_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ListUsageRecordsResponse) GetRecords() []*UsageRecord {
@@ -7924,7 +8633,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"complexity\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\tR\x04tags\x12:\n" +
 	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
-	"budgetMode\"\xbb\x01\n" +
+	"budgetMode\"\xec\x01\n" +
 	"\vAttribution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -7932,7 +8641,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05phase\x18\x04 \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x19\n" +
 	"\bbuild_id\x18\x05 \x01(\tR\abuildId\x12\x1d\n" +
 	"\n" +
-	"project_id\x18\x06 \x01(\tR\tprojectId\"Z\n" +
+	"project_id\x18\x06 \x01(\tR\tprojectId\x12/\n" +
+	"\x04role\x18\a \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"Z\n" +
 	"\bTaskSpec\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
@@ -8009,7 +8719,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"budgetMode\x12)\n" +
 	"\x10estimated_tokens\x18\x05 \x01(\x03R\x0festimatedTokens\x12\x1c\n" +
 	"\treasoning\x18\x06 \x01(\tR\treasoning\x12,\n" +
-	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xea\x04\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x95\x05\n" +
 	"\x0fPlanTaskRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -8024,7 +8734,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\rprevious_plan\x18\n" +
 	" \x01(\v2\x15.thefold.type.v1.PlanR\fpreviousPlan\x120\n" +
 	"\x05model\x18\v \x01(\v2\x1a.thefold.ai.v1.ModelChoiceR\x05model\x12<\n" +
-	"\vattribution\x18\f \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"k\n" +
+	"\vattribution\x18\f \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\x12)\n" +
+	"\x10enriched_context\x18\r \x01(\tR\x0fenrichedContext\"k\n" +
 	"\x10PlanTaskResponse\x12)\n" +
 	"\x04plan\x18\x01 \x01(\v2\x15.thefold.type.v1.PlanR\x04plan\x12,\n" +
 	"\x05usage\x18\x02 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xa0\x01\n" +
@@ -8334,7 +9045,62 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\n" +
 	"dimensions\x18\x03 \x01(\x05R\n" +
 	"dimensions\x12,\n" +
-	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xcd\x01\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xa4\x04\n" +
+	"\x13RunSubAgentsRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
+	"\x04task\x18\x02 \x01(\v2\x17.thefold.ai.v1.TaskSpecR\x04task\x12\x1e\n" +
+	"\n" +
+	"complexity\x18\x03 \x01(\x05R\n" +
+	"complexity\x12:\n" +
+	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
+	"budgetMode\x122\n" +
+	"\x05merge\x18\x05 \x01(\x0e2\x1c.thefold.ai.v1.MergeStrategyR\x05merge\x12!\n" +
+	"\fproject_tree\x18\x06 \x03(\tR\vprojectTree\x12?\n" +
+	"\rcontext_files\x18\a \x03(\v2\x1a.thefold.ai.v1.ContextFileR\fcontextFiles\x129\n" +
+	"\bmemories\x18\b \x03(\v2\x1d.thefold.ai.v1.MemoryFragmentR\bmemories\x12&\n" +
+	"\x0fmax_cost_micros\x18\t \x01(\x03R\rmaxCostMicros\x12,\n" +
+	"\x12max_context_tokens\x18\n" +
+	" \x01(\x05R\x10maxContextTokens\x12<\n" +
+	"\vattribution\x18\v \x01(\v2\x1a.thefold.ai.v1.AttributionR\vattribution\"\xe1\x02\n" +
+	"\x0eSubAgentResult\x12/\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
+	"\x06output\x18\x03 \x01(\tR\x06output\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12,\n" +
+	"\x05usage\x18\x05 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12:\n" +
+	"\n" +
+	"depends_on\x18\x06 \x03(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\tdependsOn\x129\n" +
+	"\n" +
+	"start_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\xd8\x01\n" +
+	"\x14RunSubAgentsResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.thefold.ai.v1.SubAgentResultR\aresults\x12%\n" +
+	"\x0emerged_context\x18\x02 \x01(\tR\rmergedContext\x122\n" +
+	"\x05merge\x18\x03 \x01(\x0e2\x1c.thefold.ai.v1.MergeStrategyR\x05merge\x12,\n" +
+	"\x05usage\x18\x04 \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\xce\x01\n" +
+	"\x1bEstimateSubAgentCostRequest\x12\x1e\n" +
+	"\n" +
+	"complexity\x18\x01 \x01(\x05R\n" +
+	"complexity\x12:\n" +
+	"\vbudget_mode\x18\x02 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
+	"budgetMode\x12\x1f\n" +
+	"\vtask_tokens\x18\x03 \x01(\x03R\n" +
+	"taskTokens\x122\n" +
+	"\x05merge\x18\x04 \x01(\x0e2\x1c.thefold.ai.v1.MergeStrategyR\x05merge\"\xa5\x02\n" +
+	"\x10SubAgentEstimate\x12/\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
+	"\x04tier\x18\x03 \x01(\x05R\x04tier\x12:\n" +
+	"\n" +
+	"depends_on\x18\x04 \x03(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\tdependsOn\x12*\n" +
+	"\x11max_output_tokens\x18\x05 \x01(\x05R\x0fmaxOutputTokens\x12&\n" +
+	"\x0fmin_cost_micros\x18\x06 \x01(\x03R\rminCostMicros\x12&\n" +
+	"\x0fmax_cost_micros\x18\a \x01(\x03R\rmaxCostMicros\"\xa3\x01\n" +
+	"\x1cEstimateSubAgentCostResponse\x123\n" +
+	"\x04team\x18\x01 \x03(\v2\x1f.thefold.ai.v1.SubAgentEstimateR\x04team\x12&\n" +
+	"\x0fmin_cost_micros\x18\x02 \x01(\x03R\rminCostMicros\x12&\n" +
+	"\x0fmax_cost_micros\x18\x03 \x01(\x03R\rmaxCostMicros\"\xcd\x01\n" +
 	"\x13EstimateCostRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
 	"\finput_tokens\x18\x02 \x01(\x03R\vinputTokens\x12#\n" +
@@ -8475,7 +9241,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	" \x01(\tR\abuildId\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\v \x01(\tR\tprojectId\x12\x10\n" +
-	"\x03rpc\x18\f \x01(\tR\x03rpc\"\xf6\x03\n" +
+	"\x03rpc\x18\f \x01(\tR\x03rpc\"\xa7\x04\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x10\n" +
@@ -8495,10 +9261,11 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x0e \x01(\tR\tprojectId\x12\x10\n" +
 	"\x03rpc\x18\x0f \x01(\tR\x03rpc\x12!\n" +
-	"\ffailed_calls\x18\x10 \x01(\x03R\vfailedCalls\"n\n" +
+	"\ffailed_calls\x18\x10 \x01(\x03R\vfailedCalls\x12/\n" +
+	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"n\n" +
 	"\x10GetUsageResponse\x12+\n" +
 	"\x04rows\x18\x01 \x03(\v2\x17.thefold.ai.v1.UsageRowR\x04rows\x12-\n" +
-	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total\"\xff\x03\n" +
+	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total\"\xb0\x04\n" +
 	"\vUsageRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12;\n" +
 	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -8519,7 +9286,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\aoutcome\x18\x0e \x01(\x0e2\x1a.thefold.ai.v1.CallOutcomeR\aoutcome\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x10 \x01(\tR\trequestId\"\xbb\x03\n" +
+	"request_id\x18\x10 \x01(\tR\trequestId\x12/\n" +
+	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"\xbb\x03\n" +
 	"\x17ListUsageRecordsRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -8546,7 +9314,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x17BUDGET_MODE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BUDGET_MODE_BALANCED\x10\x01\x12\x1d\n" +
 	"\x19BUDGET_MODE_QUALITY_FIRST\x10\x02\x12\x1f\n" +
-	"\x1bBUDGET_MODE_AGGRESSIVE_SAVE\x10\x03*\xdc\x02\n" +
+	"\x1bBUDGET_MODE_AGGRESSIVE_SAVE\x10\x03*\xf7\x02\n" +
 	"\tCallPhase\x12\x1a\n" +
 	"\x16CALL_PHASE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15CALL_PHASE_CONFIDENCE\x10\x01\x12\x19\n" +
@@ -8561,7 +9329,20 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13CALL_PHASE_ORDERING\x10\n" +
 	"\x12\x18\n" +
 	"\x14CALL_PHASE_EMBEDDING\x10\v\x12\x19\n" +
-	"\x15CALL_PHASE_COMPLETION\x10\f*\\\n" +
+	"\x15CALL_PHASE_COMPLETION\x10\f\x12\x19\n" +
+	"\x15CALL_PHASE_SUB_AGENTS\x10\r*\xe0\x01\n" +
+	"\fSubAgentRole\x12\x1e\n" +
+	"\x1aSUB_AGENT_ROLE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SUB_AGENT_ROLE_PLANNER\x10\x01\x12\x1e\n" +
+	"\x1aSUB_AGENT_ROLE_IMPLEMENTER\x10\x02\x12\x19\n" +
+	"\x15SUB_AGENT_ROLE_TESTER\x10\x03\x12\x1b\n" +
+	"\x17SUB_AGENT_ROLE_REVIEWER\x10\x04\x12\x1d\n" +
+	"\x19SUB_AGENT_ROLE_DOCUMENTER\x10\x05\x12\x1d\n" +
+	"\x19SUB_AGENT_ROLE_RESEARCHER\x10\x06*l\n" +
+	"\rMergeStrategy\x12\x1e\n" +
+	"\x1aMERGE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aMERGE_STRATEGY_CONCATENATE\x10\x01\x12\x1b\n" +
+	"\x17MERGE_STRATEGY_AI_MERGE\x10\x02*\\\n" +
 	"\n" +
 	"ChangeForm\x12\x1b\n" +
 	"\x17CHANGE_FORM_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -8600,7 +9381,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x17PROVIDER_KIND_ANTHROPIC\x10\x01\x12\x18\n" +
 	"\x14PROVIDER_KIND_OPENAI\x10\x02\x12\x18\n" +
 	"\x14PROVIDER_KIND_GEMINI\x10\x03\x12#\n" +
-	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*\xf9\x01\n" +
+	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*\x92\x02\n" +
 	"\fUsageGroupBy\x12\x1e\n" +
 	"\x1aUSAGE_GROUP_BY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14USAGE_GROUP_BY_MODEL\x10\x01\x12\x16\n" +
@@ -8610,13 +9391,14 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13USAGE_GROUP_BY_TASK\x10\x05\x12\x18\n" +
 	"\x14USAGE_GROUP_BY_BUILD\x10\x06\x12\x1a\n" +
 	"\x16USAGE_GROUP_BY_PROJECT\x10\a\x12\x16\n" +
-	"\x12USAGE_GROUP_BY_RPC\x10\b*\x9e\x01\n" +
+	"\x12USAGE_GROUP_BY_RPC\x10\b\x12\x17\n" +
+	"\x13USAGE_GROUP_BY_ROLE\x10\t*\x9e\x01\n" +
 	"\vCallOutcome\x12\x1c\n" +
 	"\x18CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_OUTCOME_OK\x10\x01\x12\x1f\n" +
 	"\x1bCALL_OUTCOME_INVALID_OUTPUT\x10\x02\x12\x1f\n" +
 	"\x1bCALL_OUTCOME_PROVIDER_ERROR\x10\x03\x12\x1a\n" +
-	"\x16CALL_OUTCOME_CANCELLED\x10\x042\xa2\v\n" +
+	"\x16CALL_OUTCOME_CANCELLED\x10\x042\xf1\f\n" +
 	"\tAIService\x12c\n" +
 	"\x10AssessConfidence\x12&.thefold.ai.v1.AssessConfidenceRequest\x1a'.thefold.ai.v1.AssessConfidenceResponse\x12c\n" +
 	"\x10AssessComplexity\x12&.thefold.ai.v1.AssessComplexityRequest\x1a'.thefold.ai.v1.AssessComplexityResponse\x12K\n" +
@@ -8632,7 +9414,9 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\rReviewProject\x12#.thefold.ai.v1.ReviewProjectRequest\x1a$.thefold.ai.v1.ReviewProjectResponse\x12Z\n" +
 	"\rPlanTaskOrder\x12#.thefold.ai.v1.PlanTaskOrderRequest\x1a$.thefold.ai.v1.PlanTaskOrderResponse\x12K\n" +
 	"\bComplete\x12\x1e.thefold.ai.v1.CompleteRequest\x1a\x1f.thefold.ai.v1.CompleteResponse\x12_\n" +
-	"\x0eStreamComplete\x12$.thefold.ai.v1.StreamCompleteRequest\x1a%.thefold.ai.v1.StreamCompleteResponse0\x01\x12B\n" +
+	"\x0eStreamComplete\x12$.thefold.ai.v1.StreamCompleteRequest\x1a%.thefold.ai.v1.StreamCompleteResponse0\x01\x12W\n" +
+	"\fRunSubAgents\x12\".thefold.ai.v1.RunSubAgentsRequest\x1a#.thefold.ai.v1.RunSubAgentsResponse\x12t\n" +
+	"\x14EstimateSubAgentCost\x12*.thefold.ai.v1.EstimateSubAgentCostRequest\x1a+.thefold.ai.v1.EstimateSubAgentCostResponse\"\x03\x90\x02\x01\x12B\n" +
 	"\x05Embed\x12\x1b.thefold.ai.v1.EmbedRequest\x1a\x1c.thefold.ai.v1.EmbedResponse\x12\\\n" +
 	"\fEstimateCost\x12\".thefold.ai.v1.EstimateCostRequest\x1a#.thefold.ai.v1.EstimateCostResponse\"\x03\x90\x02\x012\xb2\t\n" +
 	"\x14ModelRegistryService\x12_\n" +
@@ -8664,365 +9448,399 @@ func file_thefold_ai_v1_ai_proto_rawDescGZIP() []byte {
 	return file_thefold_ai_v1_ai_proto_rawDescData
 }
 
-var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
+var file_thefold_ai_v1_ai_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
+var file_thefold_ai_v1_ai_proto_msgTypes = make([]protoimpl.MessageInfo, 93)
 var file_thefold_ai_v1_ai_proto_goTypes = []any{
-	(BudgetMode)(0),                    // 0: thefold.ai.v1.BudgetMode
-	(CallPhase)(0),                     // 1: thefold.ai.v1.CallPhase
-	(ChangeForm)(0),                    // 2: thefold.ai.v1.ChangeForm
-	(ConfidenceDecision)(0),            // 3: thefold.ai.v1.ConfidenceDecision
-	(FailureCategory)(0),               // 4: thefold.ai.v1.FailureCategory
-	(InterventionAction)(0),            // 5: thefold.ai.v1.InterventionAction
-	(MessageRole)(0),                   // 6: thefold.ai.v1.MessageRole
-	(StopReason)(0),                    // 7: thefold.ai.v1.StopReason
-	(ProviderKind)(0),                  // 8: thefold.ai.v1.ProviderKind
-	(UsageGroupBy)(0),                  // 9: thefold.ai.v1.UsageGroupBy
-	(CallOutcome)(0),                   // 10: thefold.ai.v1.CallOutcome
-	(ToolChoice_Mode)(0),               // 11: thefold.ai.v1.ToolChoice.Mode
-	(*ModelChoice)(nil),                // 12: thefold.ai.v1.ModelChoice
-	(*Attribution)(nil),                // 13: thefold.ai.v1.Attribution
-	(*TaskSpec)(nil),                   // 14: thefold.ai.v1.TaskSpec
-	(*ContextFile)(nil),                // 15: thefold.ai.v1.ContextFile
-	(*MemoryFragment)(nil),             // 16: thefold.ai.v1.MemoryFragment
-	(*SkillFragment)(nil),              // 17: thefold.ai.v1.SkillFragment
-	(*CodePattern)(nil),                // 18: thefold.ai.v1.CodePattern
-	(*TaskProposal)(nil),               // 19: thefold.ai.v1.TaskProposal
-	(*ReviewFile)(nil),                 // 20: thefold.ai.v1.ReviewFile
-	(*AssessConfidenceRequest)(nil),    // 21: thefold.ai.v1.AssessConfidenceRequest
-	(*AssessConfidenceResponse)(nil),   // 22: thefold.ai.v1.AssessConfidenceResponse
-	(*AssessComplexityRequest)(nil),    // 23: thefold.ai.v1.AssessComplexityRequest
-	(*AssessComplexityResponse)(nil),   // 24: thefold.ai.v1.AssessComplexityResponse
-	(*PlanTaskRequest)(nil),            // 25: thefold.ai.v1.PlanTaskRequest
-	(*PlanTaskResponse)(nil),           // 26: thefold.ai.v1.PlanTaskResponse
-	(*FileSpec)(nil),                   // 27: thefold.ai.v1.FileSpec
-	(*GenerateFileRequest)(nil),        // 28: thefold.ai.v1.GenerateFileRequest
-	(*GenerateFileResponse)(nil),       // 29: thefold.ai.v1.GenerateFileResponse
-	(*FixFileRequest)(nil),             // 30: thefold.ai.v1.FixFileRequest
-	(*FixHistory)(nil),                 // 31: thefold.ai.v1.FixHistory
-	(*FixFileResponse)(nil),            // 32: thefold.ai.v1.FixFileResponse
-	(*ReviewCodeRequest)(nil),          // 33: thefold.ai.v1.ReviewCodeRequest
-	(*ReviewCodeResponse)(nil),         // 34: thefold.ai.v1.ReviewCodeResponse
-	(*AttemptRecord)(nil),              // 35: thefold.ai.v1.AttemptRecord
-	(*DiagnoseFailureRequest)(nil),     // 36: thefold.ai.v1.DiagnoseFailureRequest
-	(*DiagnoseFailureResponse)(nil),    // 37: thefold.ai.v1.DiagnoseFailureResponse
-	(*InterveneRequest)(nil),           // 38: thefold.ai.v1.InterveneRequest
-	(*InterveneResponse)(nil),          // 39: thefold.ai.v1.InterveneResponse
-	(*ProjectPhase)(nil),               // 40: thefold.ai.v1.ProjectPhase
-	(*ProjectPlan)(nil),                // 41: thefold.ai.v1.ProjectPlan
-	(*TaskOutcome)(nil),                // 42: thefold.ai.v1.TaskOutcome
-	(*DecomposeProjectRequest)(nil),    // 43: thefold.ai.v1.DecomposeProjectRequest
-	(*DecomposeProjectResponse)(nil),   // 44: thefold.ai.v1.DecomposeProjectResponse
-	(*ReviseProjectPhaseRequest)(nil),  // 45: thefold.ai.v1.ReviseProjectPhaseRequest
-	(*ReviseProjectPhaseResponse)(nil), // 46: thefold.ai.v1.ReviseProjectPhaseResponse
-	(*ReviewProjectRequest)(nil),       // 47: thefold.ai.v1.ReviewProjectRequest
-	(*ReviewProjectResponse)(nil),      // 48: thefold.ai.v1.ReviewProjectResponse
-	(*OrderableTask)(nil),              // 49: thefold.ai.v1.OrderableTask
-	(*TaskOrder)(nil),                  // 50: thefold.ai.v1.TaskOrder
-	(*PlanTaskOrderRequest)(nil),       // 51: thefold.ai.v1.PlanTaskOrderRequest
-	(*PlanTaskOrderResponse)(nil),      // 52: thefold.ai.v1.PlanTaskOrderResponse
-	(*ChatMessage)(nil),                // 53: thefold.ai.v1.ChatMessage
-	(*ContentBlock)(nil),               // 54: thefold.ai.v1.ContentBlock
-	(*Image)(nil),                      // 55: thefold.ai.v1.Image
-	(*Tool)(nil),                       // 56: thefold.ai.v1.Tool
-	(*ToolUse)(nil),                    // 57: thefold.ai.v1.ToolUse
-	(*ToolResult)(nil),                 // 58: thefold.ai.v1.ToolResult
-	(*ToolChoice)(nil),                 // 59: thefold.ai.v1.ToolChoice
-	(*CompleteRequest)(nil),            // 60: thefold.ai.v1.CompleteRequest
-	(*CompleteResponse)(nil),           // 61: thefold.ai.v1.CompleteResponse
-	(*StreamCompleteRequest)(nil),      // 62: thefold.ai.v1.StreamCompleteRequest
-	(*StreamCompleteResponse)(nil),     // 63: thefold.ai.v1.StreamCompleteResponse
-	(*Embedding)(nil),                  // 64: thefold.ai.v1.Embedding
-	(*EmbedRequest)(nil),               // 65: thefold.ai.v1.EmbedRequest
-	(*EmbedResponse)(nil),              // 66: thefold.ai.v1.EmbedResponse
-	(*EstimateCostRequest)(nil),        // 67: thefold.ai.v1.EstimateCostRequest
-	(*EstimateCostResponse)(nil),       // 68: thefold.ai.v1.EstimateCostResponse
-	(*Provider)(nil),                   // 69: thefold.ai.v1.Provider
-	(*Model)(nil),                      // 70: thefold.ai.v1.Model
-	(*ListProvidersRequest)(nil),       // 71: thefold.ai.v1.ListProvidersRequest
-	(*ListProvidersResponse)(nil),      // 72: thefold.ai.v1.ListProvidersResponse
-	(*GetProviderRequest)(nil),         // 73: thefold.ai.v1.GetProviderRequest
-	(*GetProviderResponse)(nil),        // 74: thefold.ai.v1.GetProviderResponse
-	(*CreateProviderRequest)(nil),      // 75: thefold.ai.v1.CreateProviderRequest
-	(*CreateProviderResponse)(nil),     // 76: thefold.ai.v1.CreateProviderResponse
-	(*UpdateProviderRequest)(nil),      // 77: thefold.ai.v1.UpdateProviderRequest
-	(*UpdateProviderResponse)(nil),     // 78: thefold.ai.v1.UpdateProviderResponse
-	(*DeleteProviderRequest)(nil),      // 79: thefold.ai.v1.DeleteProviderRequest
-	(*DeleteProviderResponse)(nil),     // 80: thefold.ai.v1.DeleteProviderResponse
-	(*ListModelsRequest)(nil),          // 81: thefold.ai.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 82: thefold.ai.v1.ListModelsResponse
-	(*GetModelRequest)(nil),            // 83: thefold.ai.v1.GetModelRequest
-	(*GetModelResponse)(nil),           // 84: thefold.ai.v1.GetModelResponse
-	(*CreateModelRequest)(nil),         // 85: thefold.ai.v1.CreateModelRequest
-	(*CreateModelResponse)(nil),        // 86: thefold.ai.v1.CreateModelResponse
-	(*UpdateModelRequest)(nil),         // 87: thefold.ai.v1.UpdateModelRequest
-	(*UpdateModelResponse)(nil),        // 88: thefold.ai.v1.UpdateModelResponse
-	(*DeleteModelRequest)(nil),         // 89: thefold.ai.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),        // 90: thefold.ai.v1.DeleteModelResponse
-	(*SelectModelRequest)(nil),         // 91: thefold.ai.v1.SelectModelRequest
-	(*SelectModelResponse)(nil),        // 92: thefold.ai.v1.SelectModelResponse
-	(*GetUsageRequest)(nil),            // 93: thefold.ai.v1.GetUsageRequest
-	(*UsageRow)(nil),                   // 94: thefold.ai.v1.UsageRow
-	(*GetUsageResponse)(nil),           // 95: thefold.ai.v1.GetUsageResponse
-	(*UsageRecord)(nil),                // 96: thefold.ai.v1.UsageRecord
-	(*ListUsageRecordsRequest)(nil),    // 97: thefold.ai.v1.ListUsageRecordsRequest
-	(*ListUsageRecordsResponse)(nil),   // 98: thefold.ai.v1.ListUsageRecordsResponse
-	(v1.MemoryType)(0),                 // 99: thefold.type.v1.MemoryType
-	(v1.Trust)(0),                      // 100: thefold.type.v1.Trust
-	(v1.FileAction)(0),                 // 101: thefold.type.v1.FileAction
-	(*v1.Usage)(nil),                   // 102: thefold.type.v1.Usage
-	(*v1.Plan)(nil),                    // 103: thefold.type.v1.Plan
-	(*v1.FileChange)(nil),              // 104: thefold.type.v1.FileChange
-	(*v1.Diagnostic)(nil),              // 105: thefold.type.v1.Diagnostic
-	(*v1.Edit)(nil),                    // 106: thefold.type.v1.Edit
-	(*durationpb.Duration)(nil),        // 107: google.protobuf.Duration
-	(v1.Priority)(0),                   // 108: thefold.type.v1.Priority
-	(*structpb.Struct)(nil),            // 109: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil),      // 110: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 111: google.protobuf.FieldMask
+	(BudgetMode)(0),                      // 0: thefold.ai.v1.BudgetMode
+	(CallPhase)(0),                       // 1: thefold.ai.v1.CallPhase
+	(SubAgentRole)(0),                    // 2: thefold.ai.v1.SubAgentRole
+	(MergeStrategy)(0),                   // 3: thefold.ai.v1.MergeStrategy
+	(ChangeForm)(0),                      // 4: thefold.ai.v1.ChangeForm
+	(ConfidenceDecision)(0),              // 5: thefold.ai.v1.ConfidenceDecision
+	(FailureCategory)(0),                 // 6: thefold.ai.v1.FailureCategory
+	(InterventionAction)(0),              // 7: thefold.ai.v1.InterventionAction
+	(MessageRole)(0),                     // 8: thefold.ai.v1.MessageRole
+	(StopReason)(0),                      // 9: thefold.ai.v1.StopReason
+	(ProviderKind)(0),                    // 10: thefold.ai.v1.ProviderKind
+	(UsageGroupBy)(0),                    // 11: thefold.ai.v1.UsageGroupBy
+	(CallOutcome)(0),                     // 12: thefold.ai.v1.CallOutcome
+	(ToolChoice_Mode)(0),                 // 13: thefold.ai.v1.ToolChoice.Mode
+	(*ModelChoice)(nil),                  // 14: thefold.ai.v1.ModelChoice
+	(*Attribution)(nil),                  // 15: thefold.ai.v1.Attribution
+	(*TaskSpec)(nil),                     // 16: thefold.ai.v1.TaskSpec
+	(*ContextFile)(nil),                  // 17: thefold.ai.v1.ContextFile
+	(*MemoryFragment)(nil),               // 18: thefold.ai.v1.MemoryFragment
+	(*SkillFragment)(nil),                // 19: thefold.ai.v1.SkillFragment
+	(*CodePattern)(nil),                  // 20: thefold.ai.v1.CodePattern
+	(*TaskProposal)(nil),                 // 21: thefold.ai.v1.TaskProposal
+	(*ReviewFile)(nil),                   // 22: thefold.ai.v1.ReviewFile
+	(*AssessConfidenceRequest)(nil),      // 23: thefold.ai.v1.AssessConfidenceRequest
+	(*AssessConfidenceResponse)(nil),     // 24: thefold.ai.v1.AssessConfidenceResponse
+	(*AssessComplexityRequest)(nil),      // 25: thefold.ai.v1.AssessComplexityRequest
+	(*AssessComplexityResponse)(nil),     // 26: thefold.ai.v1.AssessComplexityResponse
+	(*PlanTaskRequest)(nil),              // 27: thefold.ai.v1.PlanTaskRequest
+	(*PlanTaskResponse)(nil),             // 28: thefold.ai.v1.PlanTaskResponse
+	(*FileSpec)(nil),                     // 29: thefold.ai.v1.FileSpec
+	(*GenerateFileRequest)(nil),          // 30: thefold.ai.v1.GenerateFileRequest
+	(*GenerateFileResponse)(nil),         // 31: thefold.ai.v1.GenerateFileResponse
+	(*FixFileRequest)(nil),               // 32: thefold.ai.v1.FixFileRequest
+	(*FixHistory)(nil),                   // 33: thefold.ai.v1.FixHistory
+	(*FixFileResponse)(nil),              // 34: thefold.ai.v1.FixFileResponse
+	(*ReviewCodeRequest)(nil),            // 35: thefold.ai.v1.ReviewCodeRequest
+	(*ReviewCodeResponse)(nil),           // 36: thefold.ai.v1.ReviewCodeResponse
+	(*AttemptRecord)(nil),                // 37: thefold.ai.v1.AttemptRecord
+	(*DiagnoseFailureRequest)(nil),       // 38: thefold.ai.v1.DiagnoseFailureRequest
+	(*DiagnoseFailureResponse)(nil),      // 39: thefold.ai.v1.DiagnoseFailureResponse
+	(*InterveneRequest)(nil),             // 40: thefold.ai.v1.InterveneRequest
+	(*InterveneResponse)(nil),            // 41: thefold.ai.v1.InterveneResponse
+	(*ProjectPhase)(nil),                 // 42: thefold.ai.v1.ProjectPhase
+	(*ProjectPlan)(nil),                  // 43: thefold.ai.v1.ProjectPlan
+	(*TaskOutcome)(nil),                  // 44: thefold.ai.v1.TaskOutcome
+	(*DecomposeProjectRequest)(nil),      // 45: thefold.ai.v1.DecomposeProjectRequest
+	(*DecomposeProjectResponse)(nil),     // 46: thefold.ai.v1.DecomposeProjectResponse
+	(*ReviseProjectPhaseRequest)(nil),    // 47: thefold.ai.v1.ReviseProjectPhaseRequest
+	(*ReviseProjectPhaseResponse)(nil),   // 48: thefold.ai.v1.ReviseProjectPhaseResponse
+	(*ReviewProjectRequest)(nil),         // 49: thefold.ai.v1.ReviewProjectRequest
+	(*ReviewProjectResponse)(nil),        // 50: thefold.ai.v1.ReviewProjectResponse
+	(*OrderableTask)(nil),                // 51: thefold.ai.v1.OrderableTask
+	(*TaskOrder)(nil),                    // 52: thefold.ai.v1.TaskOrder
+	(*PlanTaskOrderRequest)(nil),         // 53: thefold.ai.v1.PlanTaskOrderRequest
+	(*PlanTaskOrderResponse)(nil),        // 54: thefold.ai.v1.PlanTaskOrderResponse
+	(*ChatMessage)(nil),                  // 55: thefold.ai.v1.ChatMessage
+	(*ContentBlock)(nil),                 // 56: thefold.ai.v1.ContentBlock
+	(*Image)(nil),                        // 57: thefold.ai.v1.Image
+	(*Tool)(nil),                         // 58: thefold.ai.v1.Tool
+	(*ToolUse)(nil),                      // 59: thefold.ai.v1.ToolUse
+	(*ToolResult)(nil),                   // 60: thefold.ai.v1.ToolResult
+	(*ToolChoice)(nil),                   // 61: thefold.ai.v1.ToolChoice
+	(*CompleteRequest)(nil),              // 62: thefold.ai.v1.CompleteRequest
+	(*CompleteResponse)(nil),             // 63: thefold.ai.v1.CompleteResponse
+	(*StreamCompleteRequest)(nil),        // 64: thefold.ai.v1.StreamCompleteRequest
+	(*StreamCompleteResponse)(nil),       // 65: thefold.ai.v1.StreamCompleteResponse
+	(*Embedding)(nil),                    // 66: thefold.ai.v1.Embedding
+	(*EmbedRequest)(nil),                 // 67: thefold.ai.v1.EmbedRequest
+	(*EmbedResponse)(nil),                // 68: thefold.ai.v1.EmbedResponse
+	(*RunSubAgentsRequest)(nil),          // 69: thefold.ai.v1.RunSubAgentsRequest
+	(*SubAgentResult)(nil),               // 70: thefold.ai.v1.SubAgentResult
+	(*RunSubAgentsResponse)(nil),         // 71: thefold.ai.v1.RunSubAgentsResponse
+	(*EstimateSubAgentCostRequest)(nil),  // 72: thefold.ai.v1.EstimateSubAgentCostRequest
+	(*SubAgentEstimate)(nil),             // 73: thefold.ai.v1.SubAgentEstimate
+	(*EstimateSubAgentCostResponse)(nil), // 74: thefold.ai.v1.EstimateSubAgentCostResponse
+	(*EstimateCostRequest)(nil),          // 75: thefold.ai.v1.EstimateCostRequest
+	(*EstimateCostResponse)(nil),         // 76: thefold.ai.v1.EstimateCostResponse
+	(*Provider)(nil),                     // 77: thefold.ai.v1.Provider
+	(*Model)(nil),                        // 78: thefold.ai.v1.Model
+	(*ListProvidersRequest)(nil),         // 79: thefold.ai.v1.ListProvidersRequest
+	(*ListProvidersResponse)(nil),        // 80: thefold.ai.v1.ListProvidersResponse
+	(*GetProviderRequest)(nil),           // 81: thefold.ai.v1.GetProviderRequest
+	(*GetProviderResponse)(nil),          // 82: thefold.ai.v1.GetProviderResponse
+	(*CreateProviderRequest)(nil),        // 83: thefold.ai.v1.CreateProviderRequest
+	(*CreateProviderResponse)(nil),       // 84: thefold.ai.v1.CreateProviderResponse
+	(*UpdateProviderRequest)(nil),        // 85: thefold.ai.v1.UpdateProviderRequest
+	(*UpdateProviderResponse)(nil),       // 86: thefold.ai.v1.UpdateProviderResponse
+	(*DeleteProviderRequest)(nil),        // 87: thefold.ai.v1.DeleteProviderRequest
+	(*DeleteProviderResponse)(nil),       // 88: thefold.ai.v1.DeleteProviderResponse
+	(*ListModelsRequest)(nil),            // 89: thefold.ai.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),           // 90: thefold.ai.v1.ListModelsResponse
+	(*GetModelRequest)(nil),              // 91: thefold.ai.v1.GetModelRequest
+	(*GetModelResponse)(nil),             // 92: thefold.ai.v1.GetModelResponse
+	(*CreateModelRequest)(nil),           // 93: thefold.ai.v1.CreateModelRequest
+	(*CreateModelResponse)(nil),          // 94: thefold.ai.v1.CreateModelResponse
+	(*UpdateModelRequest)(nil),           // 95: thefold.ai.v1.UpdateModelRequest
+	(*UpdateModelResponse)(nil),          // 96: thefold.ai.v1.UpdateModelResponse
+	(*DeleteModelRequest)(nil),           // 97: thefold.ai.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),          // 98: thefold.ai.v1.DeleteModelResponse
+	(*SelectModelRequest)(nil),           // 99: thefold.ai.v1.SelectModelRequest
+	(*SelectModelResponse)(nil),          // 100: thefold.ai.v1.SelectModelResponse
+	(*GetUsageRequest)(nil),              // 101: thefold.ai.v1.GetUsageRequest
+	(*UsageRow)(nil),                     // 102: thefold.ai.v1.UsageRow
+	(*GetUsageResponse)(nil),             // 103: thefold.ai.v1.GetUsageResponse
+	(*UsageRecord)(nil),                  // 104: thefold.ai.v1.UsageRecord
+	(*ListUsageRecordsRequest)(nil),      // 105: thefold.ai.v1.ListUsageRecordsRequest
+	(*ListUsageRecordsResponse)(nil),     // 106: thefold.ai.v1.ListUsageRecordsResponse
+	(v1.MemoryType)(0),                   // 107: thefold.type.v1.MemoryType
+	(v1.Trust)(0),                        // 108: thefold.type.v1.Trust
+	(v1.FileAction)(0),                   // 109: thefold.type.v1.FileAction
+	(*v1.Usage)(nil),                     // 110: thefold.type.v1.Usage
+	(*v1.Plan)(nil),                      // 111: thefold.type.v1.Plan
+	(*v1.FileChange)(nil),                // 112: thefold.type.v1.FileChange
+	(*v1.Diagnostic)(nil),                // 113: thefold.type.v1.Diagnostic
+	(*v1.Edit)(nil),                      // 114: thefold.type.v1.Edit
+	(*durationpb.Duration)(nil),          // 115: google.protobuf.Duration
+	(v1.Priority)(0),                     // 116: thefold.type.v1.Priority
+	(*structpb.Struct)(nil),              // 117: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),        // 118: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),        // 119: google.protobuf.FieldMask
 }
 var file_thefold_ai_v1_ai_proto_depIdxs = []int32{
 	0,   // 0: thefold.ai.v1.ModelChoice.budget_mode:type_name -> thefold.ai.v1.BudgetMode
 	1,   // 1: thefold.ai.v1.Attribution.phase:type_name -> thefold.ai.v1.CallPhase
-	99,  // 2: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
-	100, // 3: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
-	101, // 4: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
-	14,  // 5: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 6: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 7: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 8: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 9: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	3,   // 10: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
-	19,  // 11: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
-	102, // 12: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 13: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 14: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 15: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 16: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	0,   // 17: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	102, // 18: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 19: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	15,  // 20: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 21: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	17,  // 22: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	35,  // 23: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
-	103, // 24: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
-	12,  // 25: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 26: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	103, // 27: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
-	102, // 28: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
-	101, // 29: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
-	14,  // 30: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	27,  // 31: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
-	15,  // 32: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
-	17,  // 33: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	18,  // 34: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	12,  // 35: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 36: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	2,   // 37: thefold.ai.v1.GenerateFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
-	103, // 38: thefold.ai.v1.GenerateFileRequest.plan:type_name -> thefold.type.v1.Plan
-	15,  // 39: thefold.ai.v1.GenerateFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
-	104, // 40: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
-	102, // 41: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 42: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	105, // 43: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	15,  // 44: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 45: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 46: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	2,   // 47: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
-	17,  // 48: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
-	18,  // 49: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
-	103, // 50: thefold.ai.v1.FixFileRequest.plan:type_name -> thefold.type.v1.Plan
-	15,  // 51: thefold.ai.v1.FixFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
-	31,  // 52: thefold.ai.v1.FixFileRequest.previous_rounds:type_name -> thefold.ai.v1.FixHistory
-	105, // 53: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
-	15,  // 54: thefold.ai.v1.FixFileRequest.related_files:type_name -> thefold.ai.v1.ContextFile
-	105, // 55: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
-	102, // 56: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
-	106, // 57: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
-	104, // 58: thefold.ai.v1.FixFileResponse.related_changes:type_name -> thefold.type.v1.FileChange
-	14,  // 59: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	20,  // 60: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 61: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 62: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	105, // 63: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	102, // 64: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
-	105, // 65: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
-	4,   // 66: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
-	14,  // 67: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	103, // 68: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
-	105, // 69: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
-	35,  // 70: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	15,  // 71: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
-	12,  // 72: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 73: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	4,   // 74: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
-	107, // 75: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
-	102, // 76: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
-	14,  // 77: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
-	35,  // 78: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
-	103, // 79: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
-	12,  // 80: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 81: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	5,   // 82: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
-	19,  // 83: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
-	102, // 84: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
-	19,  // 85: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
-	40,  // 86: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
-	15,  // 87: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
-	16,  // 88: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
-	12,  // 89: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 90: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	41,  // 91: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
-	102, // 92: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	41,  // 93: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	42,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
-	12,  // 95: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 96: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	40,  // 97: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
-	102, // 98: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
-	41,  // 99: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
-	42,  // 100: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
-	20,  // 101: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
-	12,  // 102: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 103: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	105, // 104: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
-	102, // 105: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
-	108, // 106: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
-	49,  // 107: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
-	12,  // 108: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 109: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	50,  // 110: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
-	102, // 111: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
-	6,   // 112: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
-	54,  // 113: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
-	57,  // 114: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
-	58,  // 115: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
-	55,  // 116: thefold.ai.v1.ContentBlock.image:type_name -> thefold.ai.v1.Image
-	109, // 117: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	109, // 118: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
-	11,  // 119: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
-	53,  // 120: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 121: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	109, // 122: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
-	13,  // 123: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	56,  // 124: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
-	59,  // 125: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
-	109, // 126: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
-	7,   // 127: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
-	102, // 128: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
-	57,  // 129: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
-	53,  // 130: thefold.ai.v1.StreamCompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
-	12,  // 131: thefold.ai.v1.StreamCompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
-	13,  // 132: thefold.ai.v1.StreamCompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	56,  // 133: thefold.ai.v1.StreamCompleteRequest.tools:type_name -> thefold.ai.v1.Tool
-	59,  // 134: thefold.ai.v1.StreamCompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
-	57,  // 135: thefold.ai.v1.StreamCompleteResponse.tool_use:type_name -> thefold.ai.v1.ToolUse
-	61,  // 136: thefold.ai.v1.StreamCompleteResponse.done:type_name -> thefold.ai.v1.CompleteResponse
-	13,  // 137: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
-	64,  // 138: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
-	102, // 139: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
-	70,  // 140: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
-	8,   // 141: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
-	70,  // 142: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
-	110, // 143: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
-	110, // 144: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
-	110, // 145: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
-	110, // 146: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
-	69,  // 147: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
-	69,  // 148: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	69,  // 149: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	69,  // 150: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	69,  // 151: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
-	111, // 152: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
-	69,  // 153: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
-	70,  // 154: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
-	70,  // 155: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
-	70,  // 156: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
-	70,  // 157: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
-	70,  // 158: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
-	111, // 159: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
-	70,  // 160: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
-	0,   // 161: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
-	70,  // 162: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
-	70,  // 163: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
-	110, // 164: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
-	110, // 165: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
-	9,   // 166: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
-	1,   // 167: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	1,   // 168: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
-	94,  // 169: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
-	94,  // 170: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
-	110, // 171: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
-	1,   // 172: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
-	102, // 173: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
-	10,  // 174: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
-	110, // 175: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
-	110, // 176: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
-	1,   // 177: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
-	96,  // 178: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
-	21,  // 179: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
-	23,  // 180: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
-	25,  // 181: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
-	28,  // 182: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
-	30,  // 183: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
-	33,  // 184: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
-	36,  // 185: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
-	38,  // 186: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
-	43,  // 187: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
-	45,  // 188: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
-	47,  // 189: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
-	51,  // 190: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
-	60,  // 191: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
-	62,  // 192: thefold.ai.v1.AIService.StreamComplete:input_type -> thefold.ai.v1.StreamCompleteRequest
-	65,  // 193: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
-	67,  // 194: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
-	71,  // 195: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
-	73,  // 196: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
-	75,  // 197: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
-	77,  // 198: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
-	79,  // 199: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
-	81,  // 200: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
-	83,  // 201: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
-	85,  // 202: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
-	87,  // 203: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
-	89,  // 204: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
-	91,  // 205: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
-	93,  // 206: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
-	97,  // 207: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
-	22,  // 208: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
-	24,  // 209: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
-	26,  // 210: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
-	29,  // 211: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
-	32,  // 212: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
-	34,  // 213: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
-	37,  // 214: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
-	39,  // 215: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
-	44,  // 216: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
-	46,  // 217: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
-	48,  // 218: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
-	52,  // 219: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
-	61,  // 220: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
-	63,  // 221: thefold.ai.v1.AIService.StreamComplete:output_type -> thefold.ai.v1.StreamCompleteResponse
-	66,  // 222: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
-	68,  // 223: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
-	72,  // 224: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
-	74,  // 225: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
-	76,  // 226: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
-	78,  // 227: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
-	80,  // 228: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
-	82,  // 229: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
-	84,  // 230: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
-	86,  // 231: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
-	88,  // 232: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
-	90,  // 233: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
-	92,  // 234: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
-	95,  // 235: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
-	98,  // 236: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
-	208, // [208:237] is the sub-list for method output_type
-	179, // [179:208] is the sub-list for method input_type
-	179, // [179:179] is the sub-list for extension type_name
-	179, // [179:179] is the sub-list for extension extendee
-	0,   // [0:179] is the sub-list for field type_name
+	2,   // 2: thefold.ai.v1.Attribution.role:type_name -> thefold.ai.v1.SubAgentRole
+	107, // 3: thefold.ai.v1.MemoryFragment.type:type_name -> thefold.type.v1.MemoryType
+	108, // 4: thefold.ai.v1.MemoryFragment.trust:type_name -> thefold.type.v1.Trust
+	109, // 5: thefold.ai.v1.ReviewFile.action:type_name -> thefold.type.v1.FileAction
+	16,  // 6: thefold.ai.v1.AssessConfidenceRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	17,  // 7: thefold.ai.v1.AssessConfidenceRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	18,  // 8: thefold.ai.v1.AssessConfidenceRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	14,  // 9: thefold.ai.v1.AssessConfidenceRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 10: thefold.ai.v1.AssessConfidenceRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	5,   // 11: thefold.ai.v1.AssessConfidenceResponse.decision:type_name -> thefold.ai.v1.ConfidenceDecision
+	21,  // 12: thefold.ai.v1.AssessConfidenceResponse.suggested_subtasks:type_name -> thefold.ai.v1.TaskProposal
+	110, // 13: thefold.ai.v1.AssessConfidenceResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 14: thefold.ai.v1.AssessComplexityRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	17,  // 15: thefold.ai.v1.AssessComplexityRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	14,  // 16: thefold.ai.v1.AssessComplexityRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 17: thefold.ai.v1.AssessComplexityRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	0,   // 18: thefold.ai.v1.AssessComplexityResponse.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	110, // 19: thefold.ai.v1.AssessComplexityResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 20: thefold.ai.v1.PlanTaskRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	17,  // 21: thefold.ai.v1.PlanTaskRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	18,  // 22: thefold.ai.v1.PlanTaskRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	19,  // 23: thefold.ai.v1.PlanTaskRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	37,  // 24: thefold.ai.v1.PlanTaskRequest.previous_attempts:type_name -> thefold.ai.v1.AttemptRecord
+	111, // 25: thefold.ai.v1.PlanTaskRequest.previous_plan:type_name -> thefold.type.v1.Plan
+	14,  // 26: thefold.ai.v1.PlanTaskRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 27: thefold.ai.v1.PlanTaskRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	111, // 28: thefold.ai.v1.PlanTaskResponse.plan:type_name -> thefold.type.v1.Plan
+	110, // 29: thefold.ai.v1.PlanTaskResponse.usage:type_name -> thefold.type.v1.Usage
+	109, // 30: thefold.ai.v1.FileSpec.action:type_name -> thefold.type.v1.FileAction
+	16,  // 31: thefold.ai.v1.GenerateFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	29,  // 32: thefold.ai.v1.GenerateFileRequest.file:type_name -> thefold.ai.v1.FileSpec
+	17,  // 33: thefold.ai.v1.GenerateFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
+	19,  // 34: thefold.ai.v1.GenerateFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	20,  // 35: thefold.ai.v1.GenerateFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	14,  // 36: thefold.ai.v1.GenerateFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 37: thefold.ai.v1.GenerateFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 38: thefold.ai.v1.GenerateFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
+	111, // 39: thefold.ai.v1.GenerateFileRequest.plan:type_name -> thefold.type.v1.Plan
+	17,  // 40: thefold.ai.v1.GenerateFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
+	112, // 41: thefold.ai.v1.GenerateFileResponse.change:type_name -> thefold.type.v1.FileChange
+	110, // 42: thefold.ai.v1.GenerateFileResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 43: thefold.ai.v1.FixFileRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	113, // 44: thefold.ai.v1.FixFileRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	17,  // 45: thefold.ai.v1.FixFileRequest.dependency_files:type_name -> thefold.ai.v1.ContextFile
+	14,  // 46: thefold.ai.v1.FixFileRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 47: thefold.ai.v1.FixFileRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	4,   // 48: thefold.ai.v1.FixFileRequest.form:type_name -> thefold.ai.v1.ChangeForm
+	19,  // 49: thefold.ai.v1.FixFileRequest.skills:type_name -> thefold.ai.v1.SkillFragment
+	20,  // 50: thefold.ai.v1.FixFileRequest.patterns:type_name -> thefold.ai.v1.CodePattern
+	111, // 51: thefold.ai.v1.FixFileRequest.plan:type_name -> thefold.type.v1.Plan
+	17,  // 52: thefold.ai.v1.FixFileRequest.reference_files:type_name -> thefold.ai.v1.ContextFile
+	33,  // 53: thefold.ai.v1.FixFileRequest.previous_rounds:type_name -> thefold.ai.v1.FixHistory
+	113, // 54: thefold.ai.v1.FixFileRequest.expected_errors:type_name -> thefold.type.v1.Diagnostic
+	17,  // 55: thefold.ai.v1.FixFileRequest.related_files:type_name -> thefold.ai.v1.ContextFile
+	113, // 56: thefold.ai.v1.FixHistory.errors_after:type_name -> thefold.type.v1.Diagnostic
+	110, // 57: thefold.ai.v1.FixFileResponse.usage:type_name -> thefold.type.v1.Usage
+	114, // 58: thefold.ai.v1.FixFileResponse.edits:type_name -> thefold.type.v1.Edit
+	112, // 59: thefold.ai.v1.FixFileResponse.related_changes:type_name -> thefold.type.v1.FileChange
+	16,  // 60: thefold.ai.v1.ReviewCodeRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	22,  // 61: thefold.ai.v1.ReviewCodeRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	14,  // 62: thefold.ai.v1.ReviewCodeRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 63: thefold.ai.v1.ReviewCodeRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	113, // 64: thefold.ai.v1.ReviewCodeResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	110, // 65: thefold.ai.v1.ReviewCodeResponse.usage:type_name -> thefold.type.v1.Usage
+	113, // 66: thefold.ai.v1.AttemptRecord.errors:type_name -> thefold.type.v1.Diagnostic
+	6,   // 67: thefold.ai.v1.AttemptRecord.category:type_name -> thefold.ai.v1.FailureCategory
+	16,  // 68: thefold.ai.v1.DiagnoseFailureRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	111, // 69: thefold.ai.v1.DiagnoseFailureRequest.plan:type_name -> thefold.type.v1.Plan
+	113, // 70: thefold.ai.v1.DiagnoseFailureRequest.errors:type_name -> thefold.type.v1.Diagnostic
+	37,  // 71: thefold.ai.v1.DiagnoseFailureRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	17,  // 72: thefold.ai.v1.DiagnoseFailureRequest.files:type_name -> thefold.ai.v1.ContextFile
+	14,  // 73: thefold.ai.v1.DiagnoseFailureRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 74: thefold.ai.v1.DiagnoseFailureRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	6,   // 75: thefold.ai.v1.DiagnoseFailureResponse.category:type_name -> thefold.ai.v1.FailureCategory
+	115, // 76: thefold.ai.v1.DiagnoseFailureResponse.retry_after:type_name -> google.protobuf.Duration
+	110, // 77: thefold.ai.v1.DiagnoseFailureResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 78: thefold.ai.v1.InterveneRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	37,  // 79: thefold.ai.v1.InterveneRequest.attempts:type_name -> thefold.ai.v1.AttemptRecord
+	111, // 80: thefold.ai.v1.InterveneRequest.last_plan:type_name -> thefold.type.v1.Plan
+	14,  // 81: thefold.ai.v1.InterveneRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 82: thefold.ai.v1.InterveneRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	7,   // 83: thefold.ai.v1.InterveneResponse.action:type_name -> thefold.ai.v1.InterventionAction
+	21,  // 84: thefold.ai.v1.InterveneResponse.subtasks:type_name -> thefold.ai.v1.TaskProposal
+	110, // 85: thefold.ai.v1.InterveneResponse.usage:type_name -> thefold.type.v1.Usage
+	21,  // 86: thefold.ai.v1.ProjectPhase.tasks:type_name -> thefold.ai.v1.TaskProposal
+	42,  // 87: thefold.ai.v1.ProjectPlan.phases:type_name -> thefold.ai.v1.ProjectPhase
+	17,  // 88: thefold.ai.v1.DecomposeProjectRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	18,  // 89: thefold.ai.v1.DecomposeProjectRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	14,  // 90: thefold.ai.v1.DecomposeProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 91: thefold.ai.v1.DecomposeProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	43,  // 92: thefold.ai.v1.DecomposeProjectResponse.plan:type_name -> thefold.ai.v1.ProjectPlan
+	110, // 93: thefold.ai.v1.DecomposeProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	43,  // 94: thefold.ai.v1.ReviseProjectPhaseRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	44,  // 95: thefold.ai.v1.ReviseProjectPhaseRequest.completed:type_name -> thefold.ai.v1.TaskOutcome
+	14,  // 96: thefold.ai.v1.ReviseProjectPhaseRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 97: thefold.ai.v1.ReviseProjectPhaseRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	42,  // 98: thefold.ai.v1.ReviseProjectPhaseResponse.phase:type_name -> thefold.ai.v1.ProjectPhase
+	110, // 99: thefold.ai.v1.ReviseProjectPhaseResponse.usage:type_name -> thefold.type.v1.Usage
+	43,  // 100: thefold.ai.v1.ReviewProjectRequest.plan:type_name -> thefold.ai.v1.ProjectPlan
+	44,  // 101: thefold.ai.v1.ReviewProjectRequest.outcomes:type_name -> thefold.ai.v1.TaskOutcome
+	22,  // 102: thefold.ai.v1.ReviewProjectRequest.files:type_name -> thefold.ai.v1.ReviewFile
+	14,  // 103: thefold.ai.v1.ReviewProjectRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 104: thefold.ai.v1.ReviewProjectRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	113, // 105: thefold.ai.v1.ReviewProjectResponse.concerns:type_name -> thefold.type.v1.Diagnostic
+	110, // 106: thefold.ai.v1.ReviewProjectResponse.usage:type_name -> thefold.type.v1.Usage
+	116, // 107: thefold.ai.v1.OrderableTask.priority:type_name -> thefold.type.v1.Priority
+	51,  // 108: thefold.ai.v1.PlanTaskOrderRequest.tasks:type_name -> thefold.ai.v1.OrderableTask
+	14,  // 109: thefold.ai.v1.PlanTaskOrderRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 110: thefold.ai.v1.PlanTaskOrderRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	52,  // 111: thefold.ai.v1.PlanTaskOrderResponse.tasks:type_name -> thefold.ai.v1.TaskOrder
+	110, // 112: thefold.ai.v1.PlanTaskOrderResponse.usage:type_name -> thefold.type.v1.Usage
+	8,   // 113: thefold.ai.v1.ChatMessage.role:type_name -> thefold.ai.v1.MessageRole
+	56,  // 114: thefold.ai.v1.ChatMessage.blocks:type_name -> thefold.ai.v1.ContentBlock
+	59,  // 115: thefold.ai.v1.ContentBlock.tool_use:type_name -> thefold.ai.v1.ToolUse
+	60,  // 116: thefold.ai.v1.ContentBlock.tool_result:type_name -> thefold.ai.v1.ToolResult
+	57,  // 117: thefold.ai.v1.ContentBlock.image:type_name -> thefold.ai.v1.Image
+	117, // 118: thefold.ai.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	117, // 119: thefold.ai.v1.ToolUse.input:type_name -> google.protobuf.Struct
+	13,  // 120: thefold.ai.v1.ToolChoice.mode:type_name -> thefold.ai.v1.ToolChoice.Mode
+	55,  // 121: thefold.ai.v1.CompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	14,  // 122: thefold.ai.v1.CompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	117, // 123: thefold.ai.v1.CompleteRequest.json_schema:type_name -> google.protobuf.Struct
+	15,  // 124: thefold.ai.v1.CompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	58,  // 125: thefold.ai.v1.CompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	61,  // 126: thefold.ai.v1.CompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	117, // 127: thefold.ai.v1.CompleteResponse.json:type_name -> google.protobuf.Struct
+	9,   // 128: thefold.ai.v1.CompleteResponse.stop_reason:type_name -> thefold.ai.v1.StopReason
+	110, // 129: thefold.ai.v1.CompleteResponse.usage:type_name -> thefold.type.v1.Usage
+	59,  // 130: thefold.ai.v1.CompleteResponse.tool_uses:type_name -> thefold.ai.v1.ToolUse
+	55,  // 131: thefold.ai.v1.StreamCompleteRequest.messages:type_name -> thefold.ai.v1.ChatMessage
+	14,  // 132: thefold.ai.v1.StreamCompleteRequest.model:type_name -> thefold.ai.v1.ModelChoice
+	15,  // 133: thefold.ai.v1.StreamCompleteRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	58,  // 134: thefold.ai.v1.StreamCompleteRequest.tools:type_name -> thefold.ai.v1.Tool
+	61,  // 135: thefold.ai.v1.StreamCompleteRequest.tool_choice:type_name -> thefold.ai.v1.ToolChoice
+	59,  // 136: thefold.ai.v1.StreamCompleteResponse.tool_use:type_name -> thefold.ai.v1.ToolUse
+	63,  // 137: thefold.ai.v1.StreamCompleteResponse.done:type_name -> thefold.ai.v1.CompleteResponse
+	15,  // 138: thefold.ai.v1.EmbedRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	66,  // 139: thefold.ai.v1.EmbedResponse.embeddings:type_name -> thefold.ai.v1.Embedding
+	110, // 140: thefold.ai.v1.EmbedResponse.usage:type_name -> thefold.type.v1.Usage
+	16,  // 141: thefold.ai.v1.RunSubAgentsRequest.task:type_name -> thefold.ai.v1.TaskSpec
+	0,   // 142: thefold.ai.v1.RunSubAgentsRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	3,   // 143: thefold.ai.v1.RunSubAgentsRequest.merge:type_name -> thefold.ai.v1.MergeStrategy
+	17,  // 144: thefold.ai.v1.RunSubAgentsRequest.context_files:type_name -> thefold.ai.v1.ContextFile
+	18,  // 145: thefold.ai.v1.RunSubAgentsRequest.memories:type_name -> thefold.ai.v1.MemoryFragment
+	15,  // 146: thefold.ai.v1.RunSubAgentsRequest.attribution:type_name -> thefold.ai.v1.Attribution
+	2,   // 147: thefold.ai.v1.SubAgentResult.role:type_name -> thefold.ai.v1.SubAgentRole
+	110, // 148: thefold.ai.v1.SubAgentResult.usage:type_name -> thefold.type.v1.Usage
+	2,   // 149: thefold.ai.v1.SubAgentResult.depends_on:type_name -> thefold.ai.v1.SubAgentRole
+	118, // 150: thefold.ai.v1.SubAgentResult.start_time:type_name -> google.protobuf.Timestamp
+	118, // 151: thefold.ai.v1.SubAgentResult.end_time:type_name -> google.protobuf.Timestamp
+	70,  // 152: thefold.ai.v1.RunSubAgentsResponse.results:type_name -> thefold.ai.v1.SubAgentResult
+	3,   // 153: thefold.ai.v1.RunSubAgentsResponse.merge:type_name -> thefold.ai.v1.MergeStrategy
+	110, // 154: thefold.ai.v1.RunSubAgentsResponse.usage:type_name -> thefold.type.v1.Usage
+	0,   // 155: thefold.ai.v1.EstimateSubAgentCostRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	3,   // 156: thefold.ai.v1.EstimateSubAgentCostRequest.merge:type_name -> thefold.ai.v1.MergeStrategy
+	2,   // 157: thefold.ai.v1.SubAgentEstimate.role:type_name -> thefold.ai.v1.SubAgentRole
+	2,   // 158: thefold.ai.v1.SubAgentEstimate.depends_on:type_name -> thefold.ai.v1.SubAgentRole
+	73,  // 159: thefold.ai.v1.EstimateSubAgentCostResponse.team:type_name -> thefold.ai.v1.SubAgentEstimate
+	78,  // 160: thefold.ai.v1.EstimateCostResponse.model:type_name -> thefold.ai.v1.Model
+	10,  // 161: thefold.ai.v1.Provider.kind:type_name -> thefold.ai.v1.ProviderKind
+	78,  // 162: thefold.ai.v1.Provider.models:type_name -> thefold.ai.v1.Model
+	118, // 163: thefold.ai.v1.Provider.create_time:type_name -> google.protobuf.Timestamp
+	118, // 164: thefold.ai.v1.Provider.update_time:type_name -> google.protobuf.Timestamp
+	118, // 165: thefold.ai.v1.Model.create_time:type_name -> google.protobuf.Timestamp
+	118, // 166: thefold.ai.v1.Model.update_time:type_name -> google.protobuf.Timestamp
+	77,  // 167: thefold.ai.v1.ListProvidersResponse.providers:type_name -> thefold.ai.v1.Provider
+	77,  // 168: thefold.ai.v1.GetProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	77,  // 169: thefold.ai.v1.CreateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	77,  // 170: thefold.ai.v1.CreateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	77,  // 171: thefold.ai.v1.UpdateProviderRequest.provider:type_name -> thefold.ai.v1.Provider
+	119, // 172: thefold.ai.v1.UpdateProviderRequest.update_mask:type_name -> google.protobuf.FieldMask
+	77,  // 173: thefold.ai.v1.UpdateProviderResponse.provider:type_name -> thefold.ai.v1.Provider
+	78,  // 174: thefold.ai.v1.ListModelsResponse.models:type_name -> thefold.ai.v1.Model
+	78,  // 175: thefold.ai.v1.GetModelResponse.model:type_name -> thefold.ai.v1.Model
+	78,  // 176: thefold.ai.v1.CreateModelRequest.model:type_name -> thefold.ai.v1.Model
+	78,  // 177: thefold.ai.v1.CreateModelResponse.model:type_name -> thefold.ai.v1.Model
+	78,  // 178: thefold.ai.v1.UpdateModelRequest.model:type_name -> thefold.ai.v1.Model
+	119, // 179: thefold.ai.v1.UpdateModelRequest.update_mask:type_name -> google.protobuf.FieldMask
+	78,  // 180: thefold.ai.v1.UpdateModelResponse.model:type_name -> thefold.ai.v1.Model
+	0,   // 181: thefold.ai.v1.SelectModelRequest.budget_mode:type_name -> thefold.ai.v1.BudgetMode
+	78,  // 182: thefold.ai.v1.SelectModelResponse.model:type_name -> thefold.ai.v1.Model
+	78,  // 183: thefold.ai.v1.SelectModelResponse.fallbacks:type_name -> thefold.ai.v1.Model
+	118, // 184: thefold.ai.v1.GetUsageRequest.start_time:type_name -> google.protobuf.Timestamp
+	118, // 185: thefold.ai.v1.GetUsageRequest.end_time:type_name -> google.protobuf.Timestamp
+	11,  // 186: thefold.ai.v1.GetUsageRequest.group_by:type_name -> thefold.ai.v1.UsageGroupBy
+	1,   // 187: thefold.ai.v1.GetUsageRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	1,   // 188: thefold.ai.v1.UsageRow.phase:type_name -> thefold.ai.v1.CallPhase
+	2,   // 189: thefold.ai.v1.UsageRow.role:type_name -> thefold.ai.v1.SubAgentRole
+	102, // 190: thefold.ai.v1.GetUsageResponse.rows:type_name -> thefold.ai.v1.UsageRow
+	102, // 191: thefold.ai.v1.GetUsageResponse.total:type_name -> thefold.ai.v1.UsageRow
+	118, // 192: thefold.ai.v1.UsageRecord.create_time:type_name -> google.protobuf.Timestamp
+	1,   // 193: thefold.ai.v1.UsageRecord.phase:type_name -> thefold.ai.v1.CallPhase
+	110, // 194: thefold.ai.v1.UsageRecord.usage:type_name -> thefold.type.v1.Usage
+	12,  // 195: thefold.ai.v1.UsageRecord.outcome:type_name -> thefold.ai.v1.CallOutcome
+	2,   // 196: thefold.ai.v1.UsageRecord.role:type_name -> thefold.ai.v1.SubAgentRole
+	118, // 197: thefold.ai.v1.ListUsageRecordsRequest.start_time:type_name -> google.protobuf.Timestamp
+	118, // 198: thefold.ai.v1.ListUsageRecordsRequest.end_time:type_name -> google.protobuf.Timestamp
+	1,   // 199: thefold.ai.v1.ListUsageRecordsRequest.phase:type_name -> thefold.ai.v1.CallPhase
+	104, // 200: thefold.ai.v1.ListUsageRecordsResponse.records:type_name -> thefold.ai.v1.UsageRecord
+	23,  // 201: thefold.ai.v1.AIService.AssessConfidence:input_type -> thefold.ai.v1.AssessConfidenceRequest
+	25,  // 202: thefold.ai.v1.AIService.AssessComplexity:input_type -> thefold.ai.v1.AssessComplexityRequest
+	27,  // 203: thefold.ai.v1.AIService.PlanTask:input_type -> thefold.ai.v1.PlanTaskRequest
+	30,  // 204: thefold.ai.v1.AIService.GenerateFile:input_type -> thefold.ai.v1.GenerateFileRequest
+	32,  // 205: thefold.ai.v1.AIService.FixFile:input_type -> thefold.ai.v1.FixFileRequest
+	35,  // 206: thefold.ai.v1.AIService.ReviewCode:input_type -> thefold.ai.v1.ReviewCodeRequest
+	38,  // 207: thefold.ai.v1.AIService.DiagnoseFailure:input_type -> thefold.ai.v1.DiagnoseFailureRequest
+	40,  // 208: thefold.ai.v1.AIService.Intervene:input_type -> thefold.ai.v1.InterveneRequest
+	45,  // 209: thefold.ai.v1.AIService.DecomposeProject:input_type -> thefold.ai.v1.DecomposeProjectRequest
+	47,  // 210: thefold.ai.v1.AIService.ReviseProjectPhase:input_type -> thefold.ai.v1.ReviseProjectPhaseRequest
+	49,  // 211: thefold.ai.v1.AIService.ReviewProject:input_type -> thefold.ai.v1.ReviewProjectRequest
+	53,  // 212: thefold.ai.v1.AIService.PlanTaskOrder:input_type -> thefold.ai.v1.PlanTaskOrderRequest
+	62,  // 213: thefold.ai.v1.AIService.Complete:input_type -> thefold.ai.v1.CompleteRequest
+	64,  // 214: thefold.ai.v1.AIService.StreamComplete:input_type -> thefold.ai.v1.StreamCompleteRequest
+	69,  // 215: thefold.ai.v1.AIService.RunSubAgents:input_type -> thefold.ai.v1.RunSubAgentsRequest
+	72,  // 216: thefold.ai.v1.AIService.EstimateSubAgentCost:input_type -> thefold.ai.v1.EstimateSubAgentCostRequest
+	67,  // 217: thefold.ai.v1.AIService.Embed:input_type -> thefold.ai.v1.EmbedRequest
+	75,  // 218: thefold.ai.v1.AIService.EstimateCost:input_type -> thefold.ai.v1.EstimateCostRequest
+	79,  // 219: thefold.ai.v1.ModelRegistryService.ListProviders:input_type -> thefold.ai.v1.ListProvidersRequest
+	81,  // 220: thefold.ai.v1.ModelRegistryService.GetProvider:input_type -> thefold.ai.v1.GetProviderRequest
+	83,  // 221: thefold.ai.v1.ModelRegistryService.CreateProvider:input_type -> thefold.ai.v1.CreateProviderRequest
+	85,  // 222: thefold.ai.v1.ModelRegistryService.UpdateProvider:input_type -> thefold.ai.v1.UpdateProviderRequest
+	87,  // 223: thefold.ai.v1.ModelRegistryService.DeleteProvider:input_type -> thefold.ai.v1.DeleteProviderRequest
+	89,  // 224: thefold.ai.v1.ModelRegistryService.ListModels:input_type -> thefold.ai.v1.ListModelsRequest
+	91,  // 225: thefold.ai.v1.ModelRegistryService.GetModel:input_type -> thefold.ai.v1.GetModelRequest
+	93,  // 226: thefold.ai.v1.ModelRegistryService.CreateModel:input_type -> thefold.ai.v1.CreateModelRequest
+	95,  // 227: thefold.ai.v1.ModelRegistryService.UpdateModel:input_type -> thefold.ai.v1.UpdateModelRequest
+	97,  // 228: thefold.ai.v1.ModelRegistryService.DeleteModel:input_type -> thefold.ai.v1.DeleteModelRequest
+	99,  // 229: thefold.ai.v1.ModelRegistryService.SelectModel:input_type -> thefold.ai.v1.SelectModelRequest
+	101, // 230: thefold.ai.v1.ModelRegistryService.GetUsage:input_type -> thefold.ai.v1.GetUsageRequest
+	105, // 231: thefold.ai.v1.ModelRegistryService.ListUsageRecords:input_type -> thefold.ai.v1.ListUsageRecordsRequest
+	24,  // 232: thefold.ai.v1.AIService.AssessConfidence:output_type -> thefold.ai.v1.AssessConfidenceResponse
+	26,  // 233: thefold.ai.v1.AIService.AssessComplexity:output_type -> thefold.ai.v1.AssessComplexityResponse
+	28,  // 234: thefold.ai.v1.AIService.PlanTask:output_type -> thefold.ai.v1.PlanTaskResponse
+	31,  // 235: thefold.ai.v1.AIService.GenerateFile:output_type -> thefold.ai.v1.GenerateFileResponse
+	34,  // 236: thefold.ai.v1.AIService.FixFile:output_type -> thefold.ai.v1.FixFileResponse
+	36,  // 237: thefold.ai.v1.AIService.ReviewCode:output_type -> thefold.ai.v1.ReviewCodeResponse
+	39,  // 238: thefold.ai.v1.AIService.DiagnoseFailure:output_type -> thefold.ai.v1.DiagnoseFailureResponse
+	41,  // 239: thefold.ai.v1.AIService.Intervene:output_type -> thefold.ai.v1.InterveneResponse
+	46,  // 240: thefold.ai.v1.AIService.DecomposeProject:output_type -> thefold.ai.v1.DecomposeProjectResponse
+	48,  // 241: thefold.ai.v1.AIService.ReviseProjectPhase:output_type -> thefold.ai.v1.ReviseProjectPhaseResponse
+	50,  // 242: thefold.ai.v1.AIService.ReviewProject:output_type -> thefold.ai.v1.ReviewProjectResponse
+	54,  // 243: thefold.ai.v1.AIService.PlanTaskOrder:output_type -> thefold.ai.v1.PlanTaskOrderResponse
+	63,  // 244: thefold.ai.v1.AIService.Complete:output_type -> thefold.ai.v1.CompleteResponse
+	65,  // 245: thefold.ai.v1.AIService.StreamComplete:output_type -> thefold.ai.v1.StreamCompleteResponse
+	71,  // 246: thefold.ai.v1.AIService.RunSubAgents:output_type -> thefold.ai.v1.RunSubAgentsResponse
+	74,  // 247: thefold.ai.v1.AIService.EstimateSubAgentCost:output_type -> thefold.ai.v1.EstimateSubAgentCostResponse
+	68,  // 248: thefold.ai.v1.AIService.Embed:output_type -> thefold.ai.v1.EmbedResponse
+	76,  // 249: thefold.ai.v1.AIService.EstimateCost:output_type -> thefold.ai.v1.EstimateCostResponse
+	80,  // 250: thefold.ai.v1.ModelRegistryService.ListProviders:output_type -> thefold.ai.v1.ListProvidersResponse
+	82,  // 251: thefold.ai.v1.ModelRegistryService.GetProvider:output_type -> thefold.ai.v1.GetProviderResponse
+	84,  // 252: thefold.ai.v1.ModelRegistryService.CreateProvider:output_type -> thefold.ai.v1.CreateProviderResponse
+	86,  // 253: thefold.ai.v1.ModelRegistryService.UpdateProvider:output_type -> thefold.ai.v1.UpdateProviderResponse
+	88,  // 254: thefold.ai.v1.ModelRegistryService.DeleteProvider:output_type -> thefold.ai.v1.DeleteProviderResponse
+	90,  // 255: thefold.ai.v1.ModelRegistryService.ListModels:output_type -> thefold.ai.v1.ListModelsResponse
+	92,  // 256: thefold.ai.v1.ModelRegistryService.GetModel:output_type -> thefold.ai.v1.GetModelResponse
+	94,  // 257: thefold.ai.v1.ModelRegistryService.CreateModel:output_type -> thefold.ai.v1.CreateModelResponse
+	96,  // 258: thefold.ai.v1.ModelRegistryService.UpdateModel:output_type -> thefold.ai.v1.UpdateModelResponse
+	98,  // 259: thefold.ai.v1.ModelRegistryService.DeleteModel:output_type -> thefold.ai.v1.DeleteModelResponse
+	100, // 260: thefold.ai.v1.ModelRegistryService.SelectModel:output_type -> thefold.ai.v1.SelectModelResponse
+	103, // 261: thefold.ai.v1.ModelRegistryService.GetUsage:output_type -> thefold.ai.v1.GetUsageResponse
+	106, // 262: thefold.ai.v1.ModelRegistryService.ListUsageRecords:output_type -> thefold.ai.v1.ListUsageRecordsResponse
+	232, // [232:263] is the sub-list for method output_type
+	201, // [201:232] is the sub-list for method input_type
+	201, // [201:201] is the sub-list for extension type_name
+	201, // [201:201] is the sub-list for extension extendee
+	0,   // [0:201] is the sub-list for field type_name
 }
 
 func init() { file_thefold_ai_v1_ai_proto_init() }
@@ -9048,8 +9866,8 @@ func file_thefold_ai_v1_ai_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_ai_v1_ai_proto_rawDesc), len(file_thefold_ai_v1_ai_proto_rawDesc)),
-			NumEnums:      12,
-			NumMessages:   87,
+			NumEnums:      14,
+			NumMessages:   93,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

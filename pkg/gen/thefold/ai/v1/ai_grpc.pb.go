@@ -19,22 +19,24 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AIService_AssessConfidence_FullMethodName   = "/thefold.ai.v1.AIService/AssessConfidence"
-	AIService_AssessComplexity_FullMethodName   = "/thefold.ai.v1.AIService/AssessComplexity"
-	AIService_PlanTask_FullMethodName           = "/thefold.ai.v1.AIService/PlanTask"
-	AIService_GenerateFile_FullMethodName       = "/thefold.ai.v1.AIService/GenerateFile"
-	AIService_FixFile_FullMethodName            = "/thefold.ai.v1.AIService/FixFile"
-	AIService_ReviewCode_FullMethodName         = "/thefold.ai.v1.AIService/ReviewCode"
-	AIService_DiagnoseFailure_FullMethodName    = "/thefold.ai.v1.AIService/DiagnoseFailure"
-	AIService_Intervene_FullMethodName          = "/thefold.ai.v1.AIService/Intervene"
-	AIService_DecomposeProject_FullMethodName   = "/thefold.ai.v1.AIService/DecomposeProject"
-	AIService_ReviseProjectPhase_FullMethodName = "/thefold.ai.v1.AIService/ReviseProjectPhase"
-	AIService_ReviewProject_FullMethodName      = "/thefold.ai.v1.AIService/ReviewProject"
-	AIService_PlanTaskOrder_FullMethodName      = "/thefold.ai.v1.AIService/PlanTaskOrder"
-	AIService_Complete_FullMethodName           = "/thefold.ai.v1.AIService/Complete"
-	AIService_StreamComplete_FullMethodName     = "/thefold.ai.v1.AIService/StreamComplete"
-	AIService_Embed_FullMethodName              = "/thefold.ai.v1.AIService/Embed"
-	AIService_EstimateCost_FullMethodName       = "/thefold.ai.v1.AIService/EstimateCost"
+	AIService_AssessConfidence_FullMethodName     = "/thefold.ai.v1.AIService/AssessConfidence"
+	AIService_AssessComplexity_FullMethodName     = "/thefold.ai.v1.AIService/AssessComplexity"
+	AIService_PlanTask_FullMethodName             = "/thefold.ai.v1.AIService/PlanTask"
+	AIService_GenerateFile_FullMethodName         = "/thefold.ai.v1.AIService/GenerateFile"
+	AIService_FixFile_FullMethodName              = "/thefold.ai.v1.AIService/FixFile"
+	AIService_ReviewCode_FullMethodName           = "/thefold.ai.v1.AIService/ReviewCode"
+	AIService_DiagnoseFailure_FullMethodName      = "/thefold.ai.v1.AIService/DiagnoseFailure"
+	AIService_Intervene_FullMethodName            = "/thefold.ai.v1.AIService/Intervene"
+	AIService_DecomposeProject_FullMethodName     = "/thefold.ai.v1.AIService/DecomposeProject"
+	AIService_ReviseProjectPhase_FullMethodName   = "/thefold.ai.v1.AIService/ReviseProjectPhase"
+	AIService_ReviewProject_FullMethodName        = "/thefold.ai.v1.AIService/ReviewProject"
+	AIService_PlanTaskOrder_FullMethodName        = "/thefold.ai.v1.AIService/PlanTaskOrder"
+	AIService_Complete_FullMethodName             = "/thefold.ai.v1.AIService/Complete"
+	AIService_StreamComplete_FullMethodName       = "/thefold.ai.v1.AIService/StreamComplete"
+	AIService_RunSubAgents_FullMethodName         = "/thefold.ai.v1.AIService/RunSubAgents"
+	AIService_EstimateSubAgentCost_FullMethodName = "/thefold.ai.v1.AIService/EstimateSubAgentCost"
+	AIService_Embed_FullMethodName                = "/thefold.ai.v1.AIService/Embed"
+	AIService_EstimateCost_FullMethodName         = "/thefold.ai.v1.AIService/EstimateCost"
 )
 
 // AIServiceClient is the client API for AIService service.
@@ -111,6 +113,21 @@ type AIServiceClient interface {
 	// the recorded reply as one text message, its tool calls and the final message, billed
 	// once. Providers that cannot stream answer whole, as one text message.
 	StreamComplete(ctx context.Context, in *StreamCompleteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamCompleteResponse], error)
+	// RunSubAgents runs a team of specialised sub-agents on a complex task and merges their
+	// outputs into context for the plan and the build (enriched context, never instructions
+	// that replace the task). The team follows the complexity (below 5 none: INVALID_ARGUMENT;
+	// 5–7 implementer and tester; 8–9 the planner, then implementer, tester and reviewer on its
+	// output; 10 also the documenter), each role on the registry tier its budget mode gives it.
+	// Roles run as a dependency graph: the ready ones at once, each fed its dependencies'
+	// outputs. A role that fails is left out and its result says why; the call fails only on
+	// bad input, when every role failed, or (FAILED_PRECONDITION) when the team's estimate
+	// exceeds max_cost_micros. Each model call is filed under CALL_PHASE_SUB_AGENTS with its
+	// role.
+	RunSubAgents(ctx context.Context, in *RunSubAgentsRequest, opts ...grpc.CallOption) (*RunSubAgentsResponse, error)
+	// EstimateSubAgentCost is the team RunSubAgents would run for a complexity, budget mode
+	// and task size: the roles, their models and a cost range from the registry's prices.
+	// Makes no LLM call and records nothing.
+	EstimateSubAgentCost(ctx context.Context, in *EstimateSubAgentCostRequest, opts ...grpc.CallOption) (*EstimateSubAgentCostResponse, error)
 	// Embed returns one embedding vector per text. A service may call it as itself, for no
 	// owner (the memory service re-embeds stored memories when the model changes): recorded
 	// under the service's name, with no owner's spend limit.
@@ -277,6 +294,26 @@ func (c *aIServiceClient) StreamComplete(ctx context.Context, in *StreamComplete
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AIService_StreamCompleteClient = grpc.ServerStreamingClient[StreamCompleteResponse]
 
+func (c *aIServiceClient) RunSubAgents(ctx context.Context, in *RunSubAgentsRequest, opts ...grpc.CallOption) (*RunSubAgentsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunSubAgentsResponse)
+	err := c.cc.Invoke(ctx, AIService_RunSubAgents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *aIServiceClient) EstimateSubAgentCost(ctx context.Context, in *EstimateSubAgentCostRequest, opts ...grpc.CallOption) (*EstimateSubAgentCostResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EstimateSubAgentCostResponse)
+	err := c.cc.Invoke(ctx, AIService_EstimateSubAgentCost_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *aIServiceClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EmbedResponse)
@@ -371,6 +408,21 @@ type AIServiceServer interface {
 	// the recorded reply as one text message, its tool calls and the final message, billed
 	// once. Providers that cannot stream answer whole, as one text message.
 	StreamComplete(*StreamCompleteRequest, grpc.ServerStreamingServer[StreamCompleteResponse]) error
+	// RunSubAgents runs a team of specialised sub-agents on a complex task and merges their
+	// outputs into context for the plan and the build (enriched context, never instructions
+	// that replace the task). The team follows the complexity (below 5 none: INVALID_ARGUMENT;
+	// 5–7 implementer and tester; 8–9 the planner, then implementer, tester and reviewer on its
+	// output; 10 also the documenter), each role on the registry tier its budget mode gives it.
+	// Roles run as a dependency graph: the ready ones at once, each fed its dependencies'
+	// outputs. A role that fails is left out and its result says why; the call fails only on
+	// bad input, when every role failed, or (FAILED_PRECONDITION) when the team's estimate
+	// exceeds max_cost_micros. Each model call is filed under CALL_PHASE_SUB_AGENTS with its
+	// role.
+	RunSubAgents(context.Context, *RunSubAgentsRequest) (*RunSubAgentsResponse, error)
+	// EstimateSubAgentCost is the team RunSubAgents would run for a complexity, budget mode
+	// and task size: the roles, their models and a cost range from the registry's prices.
+	// Makes no LLM call and records nothing.
+	EstimateSubAgentCost(context.Context, *EstimateSubAgentCostRequest) (*EstimateSubAgentCostResponse, error)
 	// Embed returns one embedding vector per text. A service may call it as itself, for no
 	// owner (the memory service re-embeds stored memories when the model changes): recorded
 	// under the service's name, with no owner's spend limit.
@@ -429,6 +481,12 @@ func (UnimplementedAIServiceServer) Complete(context.Context, *CompleteRequest) 
 }
 func (UnimplementedAIServiceServer) StreamComplete(*StreamCompleteRequest, grpc.ServerStreamingServer[StreamCompleteResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamComplete not implemented")
+}
+func (UnimplementedAIServiceServer) RunSubAgents(context.Context, *RunSubAgentsRequest) (*RunSubAgentsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunSubAgents not implemented")
+}
+func (UnimplementedAIServiceServer) EstimateSubAgentCost(context.Context, *EstimateSubAgentCostRequest) (*EstimateSubAgentCostResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EstimateSubAgentCost not implemented")
 }
 func (UnimplementedAIServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
@@ -702,6 +760,42 @@ func _AIService_StreamComplete_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AIService_StreamCompleteServer = grpc.ServerStreamingServer[StreamCompleteResponse]
 
+func _AIService_RunSubAgents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunSubAgentsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AIServiceServer).RunSubAgents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AIService_RunSubAgents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AIServiceServer).RunSubAgents(ctx, req.(*RunSubAgentsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AIService_EstimateSubAgentCost_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EstimateSubAgentCostRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AIServiceServer).EstimateSubAgentCost(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AIService_EstimateSubAgentCost_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AIServiceServer).EstimateSubAgentCost(ctx, req.(*EstimateSubAgentCostRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AIService_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EmbedRequest)
 	if err := dec(in); err != nil {
@@ -796,6 +890,14 @@ var AIService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Complete",
 			Handler:    _AIService_Complete_Handler,
+		},
+		{
+			MethodName: "RunSubAgents",
+			Handler:    _AIService_RunSubAgents_Handler,
+		},
+		{
+			MethodName: "EstimateSubAgentCost",
+			Handler:    _AIService_EstimateSubAgentCost_Handler,
 		},
 		{
 			MethodName: "Embed",
