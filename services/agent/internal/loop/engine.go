@@ -156,4 +156,5 @@ const (
 	phaseIntervene = agentv1.JobPhase_JOB_PHASE_INTERVENING
 	phaseReviewing = agentv1.JobPhase_JOB_PHASE_REVIEWING
 	phaseComplete  = agentv1.JobPhase_JOB_PHASE_COMPLETING
+	phaseSubAgents = agentv1.JobPhase_JOB_PHASE_SUB_AGENTS
 )

@@ -7,6 +7,7 @@ package loop
 // request, in order, for the tests to assert on.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -77,6 +78,11 @@ type fakes struct {
 	// Diagnose answers the nth diagnosis (1-based); Intervene the nth intervention.
 	Diagnose  func(n int, req *aiv1.DiagnoseFailureRequest) (*aiv1.DiagnoseFailureResponse, error)
 	Intervene func(n int, req *aiv1.InterveneRequest) (*aiv1.InterveneResponse, error)
+	// Complexity is AssessComplexity's answer (default 3).
+	Complexity int32
+	// EstimateSubAgentCost and RunSubAgents answer the sub-agents phase (default: unimplemented).
+	EstimateSubAgentCost func(*aiv1.EstimateSubAgentCostRequest) (*aiv1.EstimateSubAgentCostResponse, error)
+	RunSubAgents         func(n int, req *aiv1.RunSubAgentsRequest) (*aiv1.RunSubAgentsResponse, error)
 }
 
 const (
@@ -248,7 +254,23 @@ func (c *fakeAI) AssessConfidence(_ context.Context, req *aiv1.AssessConfidenceR
 
 func (c *fakeAI) AssessComplexity(_ context.Context, req *aiv1.AssessComplexityRequest, _ ...grpc.CallOption) (*aiv1.AssessComplexityResponse, error) {
 	c.f.record("AssessComplexity", req)
-	return &aiv1.AssessComplexityResponse{Complexity: 3}, nil
+	return &aiv1.AssessComplexityResponse{Complexity: cmp.Or(c.f.Complexity, 3)}, nil
+}
+
+func (c *fakeAI) EstimateSubAgentCost(_ context.Context, req *aiv1.EstimateSubAgentCostRequest, _ ...grpc.CallOption) (*aiv1.EstimateSubAgentCostResponse, error) {
+	c.f.record("EstimateSubAgentCost", req)
+	if c.f.EstimateSubAgentCost == nil {
+		return nil, status.Error(codes.Unimplemented, "fake: EstimateSubAgentCost")
+	}
+	return c.f.EstimateSubAgentCost(req)
+}
+
+func (c *fakeAI) RunSubAgents(_ context.Context, req *aiv1.RunSubAgentsRequest, _ ...grpc.CallOption) (*aiv1.RunSubAgentsResponse, error) {
+	c.f.record("RunSubAgents", req)
+	if c.f.RunSubAgents == nil {
+		return nil, status.Error(codes.Unimplemented, "fake: RunSubAgents")
+	}
+	return c.f.RunSubAgents(c.f.count("RunSubAgents"), req)
 }
 
 func (c *fakeAI) PlanTask(_ context.Context, req *aiv1.PlanTaskRequest, _ ...grpc.CallOption) (*aiv1.PlanTaskResponse, error) {
@@ -429,8 +451,14 @@ func (h *harness) start(budget *typev1.Budget) *store.Record {
 // create creates a queued job and returns its id.
 func (h *harness) create(budget *typev1.Budget) string {
 	h.t.Helper()
+	return h.createWith(budget, nil)
+}
+
+// createWith creates a queued job that started under prefs and returns its id.
+func (h *harness) createWith(budget *typev1.Budget, prefs *agentv1.Preferences) string {
+	h.t.Helper()
 	rec, created, err := h.st.Create(context.Background(), &agentv1.Job{OwnerId: testOwner, TaskId: uuid.NewString(), Repo: testRepo,
-		BaseBranch: "main", Budget: budget}, "", nil, store.RateLimit{}, noEnqueue)
+		BaseBranch: "main", Budget: budget, Preferences: prefs}, "", nil, store.RateLimit{}, noEnqueue)
 	if err != nil || !created {
 		h.t.Fatalf("create job: %v (created %v)", err, created)
 	}

@@ -103,8 +103,16 @@ func (r *run) complexity(ctx context.Context) error {
 	}
 	r.spend(resp.Usage)
 	j.Complexity = resp.Complexity
+	if coding := j.GetPreferences().GetDefaultModels()["coding"]; j.Model == "" && coding != "" {
+		j.Model = coding
+		r.thought("complexity %d: model %s (the owner's default for coding)", j.Complexity, j.Model)
+	}
 	if j.Model == "" && r.e.c.Models != nil {
-		sel, err := r.e.c.Models.SelectModel(ctx, &aiv1.SelectModelRequest{Complexity: resp.Complexity, Tags: resp.Tags, BudgetMode: resp.BudgetMode})
+		mode := resp.BudgetMode
+		if m := r.budgetMode(); m != aiv1.BudgetMode_BUDGET_MODE_UNSPECIFIED {
+			mode = m // the owner's choice over the assessment's suggestion
+		}
+		sel, err := r.e.c.Models.SelectModel(ctx, &aiv1.SelectModelRequest{Complexity: resp.Complexity, Tags: resp.Tags, BudgetMode: mode})
 		switch {
 		case err == nil:
 			j.Model = sel.GetModel().GetId()
@@ -118,6 +126,10 @@ func (r *run) complexity(ctx context.Context) error {
 	}
 	if j.Attempt == 0 {
 		j.Attempt = 1
+	}
+	if r.wantsSubAgents() {
+		r.setPhase(phaseSubAgents)
+		return nil
 	}
 	r.setPhase(phasePlanning)
 	return nil

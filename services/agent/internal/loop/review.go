@@ -51,7 +51,7 @@ func (r *run) review(ctx context.Context) error {
 	defer cancel()
 	rc, err := r.e.c.AI.ReviewCode(mctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt), Task: r.rec.Context.Task, Files: aiFiles,
 		ValidationSummary: fmt.Sprintf("The build validated (attempt %d); %d files changed.", j.Attempt, len(files)),
-		Model:             r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
+		Model:             r.modelFor("review"), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
 	if err != nil {
 		return err
 	}

@@ -137,6 +137,8 @@ func (r *run) loop(ctx context.Context) error {
 			err = r.confidence(ctx)
 		case phaseComplex:
 			err = r.complexity(ctx)
+		case phaseSubAgents:
+			err = r.subAgents(ctx)
 		case phasePlanning:
 			err = r.plan(ctx)
 		case phaseSandbox:
@@ -298,10 +300,22 @@ func (r *run) modelCall(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, r.e.cfg.CallTimeout)
 }
 
-// modelChoice is the model the job's calls use.
+// modelChoice is the model the job's own calls use: the owner's default model for
+// planning when the preferences name one, else the job's, selected in the owner's budget
+// mode.
 func (r *run) modelChoice() *aiv1.ModelChoice {
+	return r.modelFor("planning")
+}
+
+// modelFor is the model of the job's calls for purpose ("planning", "review"; see
+// Preferences.default_models).
+func (r *run) modelFor(purpose string) *aiv1.ModelChoice {
 	j := r.job()
-	return &aiv1.ModelChoice{Model: j.Model, Complexity: j.Complexity}
+	m := j.Model
+	if d := j.GetPreferences().GetDefaultModels()[purpose]; d != "" {
+		m = d
+	}
+	return &aiv1.ModelChoice{Model: m, Complexity: j.Complexity, BudgetMode: r.budgetMode()}
 }
 
 // attribution tags the job's calls in the ai usage ledger.

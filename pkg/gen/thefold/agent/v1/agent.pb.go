@@ -963,7 +963,8 @@ type Job struct {
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// The owner's preferences when the job started (PreferencesService): what it ran under.
 	Preferences *Preferences `protobuf:"bytes,31,opt,name=preferences,proto3" json:"preferences,omitempty"`
-	// The sub-agents of the current attempt; unset when none ran.
+	// What the job's sub-agents did (they run once, before its first plan), or why they were
+	// skipped; unset when they were not wanted.
 	SubAgents     *SubAgentsRun `protobuf:"bytes,32,opt,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
