@@ -46,6 +46,22 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"skills get without an id", []string{"skills", "get"}, exitUsage, "want SKILL_ID"},
 		{"skills list bad phase", []string{"skills", "list", "--phase", "later"}, exitUsage, `--phase "later"`},
 		{"models list not logged in", []string{"models", "list"}, exitAuth, "not logged in"},
+		{"prefs set with nothing to change", []string{"prefs", "set"}, exitUsage, "nothing to change"},
+		{"prefs set sub-agents maybe", []string{"prefs", "set", "--sub-agents", "maybe"}, exitUsage, `--sub-agents "maybe": on or off`},
+		{"prefs set bad budget mode", []string{"prefs", "set", "--budget-mode", "cheap"}, exitUsage,
+			`--budget-mode "cheap": one of balanced, quality_first, aggressive_save`},
+		{"prefs set bad merge", []string{"prefs", "set", "--merge", "zip"}, exitUsage, `--merge "zip": one of concatenate, ai_merge`},
+		{"prefs set model of no purpose", []string{"prefs", "set", "--model", "deploy=x"}, exitUsage, `--model "deploy=x": want PURPOSE=MODEL_ID`},
+		{"prefs set model without purpose", []string{"prefs", "set", "--model", "claude"}, exitUsage, `--model "claude"`},
+		{"prefs set bad cost", []string{"prefs", "set", "--job-max-cost", "lots"}, exitUsage, `--job-max-cost "lots": want dollars`},
+		{"prefs set negative cost", []string{"prefs", "set", "--job-max-cost", "-1"}, exitUsage, `--job-max-cost "-1"`},
+		{"prefs set negative tokens", []string{"prefs", "set", "--job-max-tokens", "-5"}, exitUsage, "--job-max-tokens -5: must not be negative"},
+		{"prefs set bad wall time", []string{"prefs", "set", "--job-max-wall-time", "soon"}, exitUsage, `invalid argument "soon"`},
+		{"prefs set unknown moment", []string{"prefs", "set", "--notify", "sms=on"}, exitUsage, `--notify "sms=on": want MOMENT=on|off`},
+		{"prefs set moment maybe", []string{"prefs", "set", "--notify", "review_ready=maybe"}, exitUsage, `--notify review_ready "maybe": on or off`},
+		{"prefs get with an argument", []string{"prefs", "get", "alice"}, exitUsage, "unknown command"},
+		{"prefs get not logged in", []string{"prefs", "get"}, exitAuth, "not logged in"},
+		{"prefs set not logged in", []string{"prefs", "set", "--sub-agents", "on", "--notify", "job_failed=off"}, exitAuth, "not logged in"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -9,8 +10,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // The graph as text: numbered in dependency order, each task with its blockers by number
@@ -124,5 +127,64 @@ func TestPrintUsage(t *testing.T) {
 		strings.Join(strings.Fields(lines[1]), " ") != "2026-11-28 anthropic/claude-sonnet-4-5 3 1200 300 $0.0090" ||
 		strings.Join(strings.Fields(lines[3]), " ") != "total 4 1300 320 $0.0092" {
 		t.Errorf("usage table:\n%s", b.String())
+	}
+}
+
+// `prefs set` asks for what its flags name and nothing else.
+func TestPrefsUpdateMasksTheFlagsGiven(t *testing.T) {
+	changed := func(names ...string) func(string) bool {
+		return func(f string) bool { return slices.Contains(names, f) }
+	}
+	req, err := prefsUpdate(changed("sub-agents", "job-max-cost"), "", "on", "", "", []string{"coding=claude-sonnet-4-5", "review="},
+		[]string{"review_ready=off", "job_failed=on"}, 0, "$2.50", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"sub_agents_enabled", "default_models.coding", "default_models.review", "job_budget.max_cost_micros",
+		"notifications.review_ready", "notifications.job_failed"}
+	if got := req.UpdateMask.Paths; !slices.Equal(got, want) {
+		t.Errorf("mask %v, want %v", got, want)
+	}
+	p := req.Preferences
+	if !p.SubAgentsEnabled || p.JobBudget.MaxCostMicros != 2_500_000 || p.DefaultModels["coding"] != "claude-sonnet-4-5" || p.DefaultModels["review"] != "" ||
+		p.Notifications.ReviewReady || !p.Notifications.JobFailed {
+		t.Errorf("preferences %v", p)
+	}
+	req, err = prefsUpdate(changed("budget-mode", "merge", "job-max-tokens", "job-max-wall-time"), "alice", "", "Quality-First", "AI_MERGE", nil, nil,
+		7000, "", 45*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = req.Preferences
+	if got := req.UpdateMask.Paths; !slices.Equal(got, []string{"budget_mode", "sub_agent_merge", "job_budget.max_tokens", "job_budget.max_wall_time"}) ||
+		p.UserId != "alice" || p.BudgetMode != aiv1.BudgetMode_BUDGET_MODE_QUALITY_FIRST || p.SubAgentMerge != aiv1.MergeStrategy_MERGE_STRATEGY_AI_MERGE ||
+		p.JobBudget.MaxTokens != 7000 || p.JobBudget.MaxWallTime.AsDuration() != 45*time.Minute {
+		t.Errorf("mask %v, preferences %v", got, p)
+	}
+	if _, err := prefsUpdate(changed(), "", "", "", "", nil, nil, 0, "", 0); err == nil || !strings.Contains(err.Error(), "nothing to change") {
+		t.Errorf("no flags: %v", err)
+	}
+}
+
+// The preferences as text: a line per setting, what is unset said plainly.
+func TestPrintPrefs(t *testing.T) {
+	var b bytes.Buffer
+	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	printPrefs(w, &agentv1.Preferences{UserId: "alice", SubAgentsEnabled: true, SubAgentMerge: aiv1.MergeStrategy_MERGE_STRATEGY_AI_MERGE,
+		BudgetMode: aiv1.BudgetMode_BUDGET_MODE_BALANCED, DefaultModels: map[string]string{"coding": "claude-sonnet-4-5"},
+		JobBudget:     &typev1.Budget{MaxCostMicros: 2_500_000},
+		Notifications: &agentv1.NotificationSettings{JobCompleted: true, JobFailed: true, Clarification: true}})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	for _, want := range []string{"user alice", "sub-agents on", "merge ai_merge", "budget mode balanced", "model coding claude-sonnet-4-5",
+		"model planning (automatic)", "job max cost $2.5000", "job max tokens (server default)", "notify review_ready off", "notify job_failed on"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("no line %q in:\n%s", want, b.String())
+		}
 	}
 }

@@ -263,6 +263,9 @@ func (c *Client) Projects() agentv1.ProjectServiceClient {
 func (c *Client) Chat() agentv1.ChatServiceClient {
 	return agentv1.NewChatServiceClient(c.conn("agent"))
 }
+func (c *Client) Preferences() agentv1.PreferencesServiceClient {
+	return agentv1.NewPreferencesServiceClient(c.conn("agent"))
+}
 func (c *Client) Builder() builderv1.BuilderServiceClient {
 	return builderv1.NewBuilderServiceClient(c.conn("builder"))
 }

@@ -319,6 +319,7 @@ func Service() platform.Service {
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), svc.Projects())
 			agentv1.RegisterChatServiceServer(d.Server.GRPC(), svc.Chat(rq, replies))
+			agentv1.RegisterPreferencesServiceServer(d.Server.GRPC(), svc.Preferences())
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

@@ -16,7 +16,8 @@ import (
 
 // Notifier brings the events of the jobs and projects a conversation started back into it
 // as notices: started, a question (answerable in place), a person needed, the review ready,
-// the pull request opened, done, failed. It follows the agent's own events from a cursor
+// the pull request opened, done, failed. The conversation hears of each; the owner's
+// integrations (Slack, Discord) of those their preferences' notifications leave on. It follows the agent's own events from a cursor
 // kept in the database, so a restarted agent misses none; every replica may run one, as
 // a notice is added once per event (keyed by it).
 type Notifier struct {
@@ -43,8 +44,11 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}
 	seen := 0
 	return n.hub.Watch(ctx, after, events.Filter{}, func(e events.Event) error {
-		var m *agentv1.ConversationMessage
-		var kind, target string
+		var (
+			m            *agentv1.ConversationMessage
+			moment       store.Moment
+			kind, target string
+		)
 		switch e.Stream {
 		case store.EventStream:
 			kind, target = "job", e.AggregateID
@@ -59,9 +63,9 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}
 		if conv != "" {
 			if kind == "job" {
-				m, err = n.jobNotice(ctx, e)
+				m, moment, err = n.jobNotice(ctx, e)
 			} else {
-				m, err = n.projectNotice(e)
+				m, moment, err = n.projectNotice(e)
 			}
 			if err != nil {
 				n.log.WarnContext(ctx, "chat: notice", "event", e.ID, "err", err)
@@ -69,7 +73,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			}
 		}
 		if m != nil {
-			if err := n.st.AddNoticeOnce(ctx, conv, noticeKey(m, e.ID), m); err != nil {
+			if err := n.st.AddNoticeOnce(ctx, conv, noticeKey(m, e.ID), m, moment); err != nil {
 				return err
 			}
 		}
@@ -80,11 +84,13 @@ func (n *Notifier) Run(ctx context.Context) error {
 	})
 }
 
-// jobNotice is the notice of job event e, nil when it is not one a person must see.
-func (n *Notifier) jobNotice(ctx context.Context, e events.Event) (*agentv1.ConversationMessage, error) {
+// jobNotice is the notice of job event e, nil when it is not one a person must see, and
+// the moment it tells of (the owner's preferences say whether it goes to their
+// integrations).
+func (n *Notifier) jobNotice(ctx context.Context, e events.Event) (*agentv1.ConversationMessage, store.Moment, error) {
 	ev := &agentv1.WatchJobResponse{}
 	if err := jsonIn.Unmarshal(e.Payload, ev); err != nil {
-		return nil, err
+		return nil, store.MomentNone, err
 	}
 	refs := &agentv1.NoticeRefs{JobId: e.AggregateID, Repo: e.Scope}
 	if rec, err := n.st.Load(ctx, e.AggregateID); err == nil {
@@ -96,38 +102,43 @@ func (n *Notifier) jobNotice(ctx context.Context, e events.Event) (*agentv1.Conv
 		switch p.StatusChange.Status {
 		case agentv1.JobStatus_JOB_STATUS_RUNNING:
 			if p.StatusChange.PreviousStatus != agentv1.JobStatus_JOB_STATUS_QUEUED {
-				return nil, nil
+				return nil, store.MomentNone, nil
 			}
-			return notice(agentv1.NoticeKind_NOTICE_KIND_JOB_STARTED, refs, job+" started on "+refs.Repo+"."), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_JOB_STARTED, refs, job+" started on "+refs.Repo+"."), store.MomentNone, nil
 		case agentv1.JobStatus_JOB_STATUS_HUMAN_NEEDED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_HUMAN_NEEDED, refs, job+" needs a person: "+p.StatusChange.Reason), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_HUMAN_NEEDED, refs, job+" needs a person: "+p.StatusChange.Reason), store.MomentJobFailed, nil
 		case agentv1.JobStatus_JOB_STATUS_COMPLETED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_DONE, refs, job+" is done."), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_DONE, refs, job+" is done."), store.MomentJobCompleted, nil
 		case agentv1.JobStatus_JOB_STATUS_FAILED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_FAILED, refs, job+" failed: "+p.StatusChange.Reason), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_FAILED, refs, job+" failed: "+p.StatusChange.Reason), store.MomentJobFailed, nil
 		case agentv1.JobStatus_JOB_STATUS_REJECTED, agentv1.JobStatus_JOB_STATUS_CANCELLED:
+			// An end without the work done: NotificationSettings.job_failed covers it.
 			return notice(agentv1.NoticeKind_NOTICE_KIND_DONE, refs, job+" ended: "+store.StatusName(p.StatusChange.Status)+
-				reasonSuffix(p.StatusChange.Reason)), nil
+				reasonSuffix(p.StatusChange.Reason)), store.MomentJobFailed, nil
 		}
 	case *agentv1.WatchJobResponse_ClarificationRequested:
 		return notice(agentv1.NoticeKind_NOTICE_KIND_CLARIFICATION, refs, job+" asks: "+p.ClarificationRequested.Question+
-			"\nAnswer here and TheFold passes it on."), nil
+			"\nAnswer here and TheFold passes it on."), store.MomentClarification, nil
 	case *agentv1.WatchJobResponse_ReviewSubmitted:
 		refs.ReviewId = p.ReviewSubmitted.ReviewId
 		return notice(agentv1.NoticeKind_NOTICE_KIND_REVIEW_READY, refs, fmt.Sprintf("%s is ready for review (AI quality %d/10): review %s.",
-			job, p.ReviewSubmitted.QualityScore, p.ReviewSubmitted.ReviewId)), nil
+			job, p.ReviewSubmitted.QualityScore, p.ReviewSubmitted.ReviewId)), store.MomentReviewReady, nil
 	case *agentv1.WatchJobResponse_PullRequest:
+		// The pull request is what completing a job means.
 		refs.PullRequestUrl = p.PullRequest.Url
-		return notice(agentv1.NoticeKind_NOTICE_KIND_PR_OPENED, refs, fmt.Sprintf("%s opened pull request #%d: %s", job, p.PullRequest.Number, p.PullRequest.Url)), nil
+		return notice(agentv1.NoticeKind_NOTICE_KIND_PR_OPENED, refs, fmt.Sprintf("%s opened pull request #%d: %s", job, p.PullRequest.Number, p.PullRequest.Url)),
+			store.MomentJobCompleted, nil
 	}
-	return nil, nil
+	return nil, store.MomentNone, nil
 }
 
-// projectNotice is the notice of project event e, nil when it is not one a person must see.
-func (n *Notifier) projectNotice(e events.Event) (*agentv1.ConversationMessage, error) {
+// projectNotice is the notice of project event e, nil when it is not one a person must see,
+// and its moment: a project's moments are its jobs' (review ready, completed, failed or in
+// need of a person).
+func (n *Notifier) projectNotice(e events.Event) (*agentv1.ConversationMessage, store.Moment, error) {
 	ev := &agentv1.WatchProjectResponse{}
 	if err := jsonIn.Unmarshal(e.Payload, ev); err != nil {
-		return nil, err
+		return nil, store.MomentNone, err
 	}
 	refs := &agentv1.NoticeRefs{ProjectId: e.AggregateID}
 	proj := "Project " + short(e.AggregateID)
@@ -136,22 +147,22 @@ func (n *Notifier) projectNotice(e events.Event) (*agentv1.ConversationMessage, 
 		switch p.StatusChange.Status {
 		case agentv1.ProjectStatus_PROJECT_STATUS_RUNNING:
 			if p.StatusChange.PreviousStatus != agentv1.ProjectStatus_PROJECT_STATUS_PLANNED {
-				return nil, nil
+				return nil, store.MomentNone, nil
 			}
-			return notice(agentv1.NoticeKind_NOTICE_KIND_PROJECT_STARTED, refs, proj+" started."), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_PROJECT_STARTED, refs, proj+" started."), store.MomentNone, nil
 		case agentv1.ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_HUMAN_NEEDED, refs, proj+" needs a person: "+p.StatusChange.Reason), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_HUMAN_NEEDED, refs, proj+" needs a person: "+p.StatusChange.Reason), store.MomentJobFailed, nil
 		case agentv1.ProjectStatus_PROJECT_STATUS_COMPLETED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_DONE, refs, proj+" is done."), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_DONE, refs, proj+" is done."), store.MomentJobCompleted, nil
 		case agentv1.ProjectStatus_PROJECT_STATUS_FAILED:
-			return notice(agentv1.NoticeKind_NOTICE_KIND_FAILED, refs, proj+" failed: "+p.StatusChange.Reason), nil
+			return notice(agentv1.NoticeKind_NOTICE_KIND_FAILED, refs, proj+" failed: "+p.StatusChange.Reason), store.MomentJobFailed, nil
 		}
 	case *agentv1.WatchProjectResponse_ReviewSubmitted:
 		refs.ReviewId = p.ReviewSubmitted.ReviewId
 		return notice(agentv1.NoticeKind_NOTICE_KIND_REVIEW_READY, refs, fmt.Sprintf("%s is ready for review (AI quality %d/10): review %s.",
-			proj, p.ReviewSubmitted.QualityScore, p.ReviewSubmitted.ReviewId)), nil
+			proj, p.ReviewSubmitted.QualityScore, p.ReviewSubmitted.ReviewId)), store.MomentReviewReady, nil
 	}
-	return nil, nil
+	return nil, store.MomentNone, nil
 }
 
 // noticeKey keys notice m of event id: once per event, except a job's or project's start,

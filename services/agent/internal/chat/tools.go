@@ -22,6 +22,8 @@ import (
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/validate"
+
+	"github.com/thefold/thefold/services/agent/internal/store"
 )
 
 // A tool is a function the model may call in a reply. It runs as the conversation's owner:
@@ -218,7 +220,7 @@ var toolList = []*tool{
 				return "", err
 			}
 			if err := x.r.st.AddNoticeOnce(ctx, x.conv.Id, startedKey("job", j.GetId()), notice(agentv1.NoticeKind_NOTICE_KIND_JOB_STARTED,
-				&agentv1.NoticeRefs{JobId: j.GetId(), TaskId: j.GetTaskId(), Repo: j.GetRepo()}, "Job "+short(j.GetId())+" started on "+j.GetRepo()+".")); err != nil {
+				&agentv1.NoticeRefs{JobId: j.GetId(), TaskId: j.GetTaskId(), Repo: j.GetRepo()}, "Job "+short(j.GetId())+" started on "+j.GetRepo()+"."), store.MomentNone); err != nil {
 				return "", err
 			}
 			return protoJSON(&agentv1.Job{Id: j.Id, TaskId: j.TaskId, Repo: j.Repo, Status: j.Status, Phase: j.Phase, Branch: j.Branch})
@@ -426,7 +428,7 @@ var toolList = []*tool{
 				return "", err
 			}
 			if err := x.r.st.AddNoticeOnce(ctx, x.conv.Id, startedKey("project", p.GetId()), notice(agentv1.NoticeKind_NOTICE_KIND_PROJECT_STARTED,
-				&agentv1.NoticeRefs{ProjectId: p.GetId(), Repo: p.GetRepo()}, "Project "+short(p.GetId())+" started.")); err != nil {
+				&agentv1.NoticeRefs{ProjectId: p.GetId(), Repo: p.GetRepo()}, "Project "+short(p.GetId())+" started."), store.MomentNone); err != nil {
 				return "", err
 			}
 			return protoJSON(&agentv1.Project{Id: p.Id, Repo: p.Repo, Status: p.Status})

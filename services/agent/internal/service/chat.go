@@ -313,7 +313,16 @@ func (c *chat) SendMessage(ctx context.Context, req *agentv1.SendMessageRequest)
 		}
 		m.Attachments = append(m.Attachments, at)
 	}
-	msg, reply, created, err := c.s.store.SendMessage(ctx, owner, conv, m, req.RequestId, req.Model,
+	model := req.Model
+	if model == "" {
+		// The model the owner chose for chat, if any (else the ai service selects one).
+		p, err := c.s.store.GetPreferences(ctx, owner)
+		if err != nil {
+			return nil, err
+		}
+		model = p.GetDefaultModels()["chat"]
+	}
+	msg, reply, created, err := c.s.store.SendMessage(ctx, owner, conv, m, req.RequestId, model,
 		func(ctx context.Context, tx pgx.Tx, id string) error { return c.replies.Enqueue(ctx, tx, id) })
 	if err != nil {
 		return nil, err

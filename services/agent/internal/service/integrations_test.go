@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
+	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 	"github.com/thefold/thefold/pkg/seal"
 
@@ -258,5 +261,128 @@ func TestADeadWebhookIsDisabledAndThePersonTold(t *testing.T) {
 	tested, err := e.chat.TestIntegration(e.ctx(alice), &agentv1.TestIntegrationRequest{Id: in.Id})
 	if err != nil || !tested.Delivered || !tested.Integration.Enabled || tested.Integration.ConsecutiveFailures != 0 {
 		t.Fatalf("test after the fix: %v, %v", tested, err)
+	}
+}
+
+// The notices of a conversation's jobs reach the owner's integrations as their preferences'
+// notifications say (review ready, completed, failed or cancelled, a question); the
+// conversation hears of every one.
+func TestNoticesToIntegrationsFollowThePreferences(t *testing.T) {
+	e := newIntegrationEnv(t)
+	ctx := context.Background()
+	hook := newReceiver(t)
+	e.create(t, alice, &agentv1.Integration{Kind: agentv1.IntegrationKind_INTEGRATION_KIND_SLACK, Name: "all", WebhookUrl: hook.URL + "/hook"})
+	if _, err := e.st.UpdatePreferences(ctx, alice, &agentv1.Preferences{Notifications: &agentv1.NotificationSettings{JobCompleted: true, Clarification: true}},
+		[]string{"notifications"}); err != nil {
+		t.Fatal(err)
+	}
+	conv, err := e.st.CreateConversation(ctx, &agentv1.Conversation{OwnerId: alice, Title: "c"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The notifier follows the agent's events from the first.
+	if err := e.st.SetNotifyCursor(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	hub := events.NewHub(e.st.Pool(), events.WithPollInterval(50*time.Millisecond))
+	run, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go func() { _ = hub.Run(run) }()
+	go func() { _ = chat.NewNotifier(e.st, hub, nil).Run(run) }()
+
+	job := func(task, repo string) *store.Record {
+		t.Helper()
+		rec, _, err := e.st.Create(ctx, &agentv1.Job{OwnerId: alice, TaskId: task, Repo: repo, BaseBranch: "main"}, "", nil, store.RateLimit{}, (&queue{}).Enqueue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.LinkConversation(ctx, "job", rec.Job.Id, conv.Id); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	const lease = "5d6f3c7e-8a9b-4c0d-9e1f-2a3b4c5d6e7f"
+	claim := func(id string) *store.Record {
+		t.Helper()
+		rec, ok, err := e.st.Claim(ctx, id, lease, time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim %s: %v %v", id, ok, err)
+		}
+		return rec
+	}
+	save := func(rec *store.Record, evs ...*agentv1.WatchJobResponse) {
+		t.Helper()
+		if err := e.st.Save(ctx, rec, lease, store.Step{Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := func(rec *store.Record, st agentv1.JobStatus, reason string) {
+		t.Helper()
+		prev := rec.Job.Status
+		rec.Job.Status, rec.Job.StatusReason = st, reason
+		save(rec, store.StatusEvent(prev, rec.Job))
+	}
+
+	done := claim(job(taskA, "local/r").Job.Id)
+	save(done, &agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_CLARIFICATION_REQUESTED,
+		Payload: &agentv1.WatchJobResponse_ClarificationRequested{ClarificationRequested: &agentv1.ClarificationRequested{Question: "which database?"}}})
+	save(done, &agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_REVIEW_SUBMITTED,
+		Payload: &agentv1.WatchJobResponse_ReviewSubmitted{ReviewSubmitted: &agentv1.ReviewSubmitted{ReviewId: missing, QualityScore: 8}}})
+	save(done, &agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_PULL_REQUEST_OPENED,
+		Payload: &agentv1.WatchJobResponse_PullRequest{PullRequest: &typev1.PullRequestRef{Number: 7, Url: "http://forge/pr/7"}}})
+	end(done, agentv1.JobStatus_JOB_STATUS_COMPLETED, "")
+	failed := claim(job("22222222-2222-4222-8222-222222222222", "local/s").Job.Id)
+	end(failed, agentv1.JobStatus_JOB_STATUS_FAILED, "out of attempts")
+	cancelled := job("33333333-3333-4333-8333-333333333333", "local/t")
+	if _, err := e.st.Mutate(ctx, alice, cancelled.Job.Id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		prev := rec.Job.Status
+		rec.Job.Status = agentv1.JobStatus_JOB_STATUS_CANCELLED
+		return store.Step{Events: []*agentv1.WatchJobResponse{store.StatusEvent(prev, rec.Job)}}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The conversation hears of all eight.
+	var kinds []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		msgs, err := e.st.History(ctx, conv.Id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = kinds[:0]
+		for _, m := range msgs {
+			kinds = append(kinds, store.NoticeKindName(m.GetNotice().GetKind()))
+		}
+		if len(msgs) == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the conversation has %d notices, want 8: %v", len(msgs), kinds)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got, want := strings.Join(kinds, ","), "job_started,clarification,review_ready,pr_opened,done,job_started,failed,done"; got != want {
+		t.Fatalf("the conversation's notices %s, want %s", got, want)
+	}
+	// Slack, only of the moments left on (and the starts, which no setting governs).
+	e.drain(t)
+	var texts []string
+	for _, b := range hook.got() {
+		texts = append(texts, b["text"].(string))
+	}
+	got := strings.Join(texts, "|")
+	for _, want := range []string{"started on local/r", "asks: which database?", "opened pull request #7", "is done.", "started on local/s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("slack was not posted %q: %q", want, texts)
+		}
+	}
+	for _, not := range []string{"ready for review", "failed", "cancelled"} {
+		if strings.Contains(got, not) {
+			t.Errorf("slack was posted %q though the preferences turned it off: %q", not, texts)
+		}
+	}
+	if len(texts) != 5 {
+		t.Errorf("slack was posted %d notices, want 5: %q", len(texts), texts)
 	}
 }

@@ -165,7 +165,9 @@ func withDefaults(b, def *typev1.Budget) *typev1.Budget {
 	return out
 }
 
-// StartTask creates a job for one of the caller's tasks and queues it.
+// StartTask creates a job for one of the caller's tasks and queues it, with the caller's
+// preferences as they are now (Job.preferences) and the budget the request gives, each cap
+// it leaves unset taken from the preferences' job budget, else the server's default.
 func (s *Server) StartTask(ctx context.Context, req *agentv1.StartTaskRequest) (*agentv1.StartTaskResponse, error) {
 	owner, err := caller(ctx)
 	if err != nil {
@@ -234,8 +236,14 @@ func (s *Server) StartTask(ctx context.Context, req *agentv1.StartTaskRequest) (
 			branch = "main"
 		}
 	}
+	// The job runs under its owner's preferences as they are now (the loop reads them from
+	// the job), and a cap the request leaves unset comes from them before the server's.
+	prefs, err := s.store.GetPreferences(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
 	j := &agentv1.Job{OwnerId: owner, TaskId: taskID, Repo: task.Repo, BaseBranch: branch, Model: req.Model,
-		Budget: withDefaults(req.Budget, s.o.Budget), Usage: &typev1.Usage{}}
+		Budget: withDefaults(req.Budget, withDefaults(prefs.JobBudget, s.o.Budget)), Usage: &typev1.Usage{}, Preferences: prefs}
 	rec, _, err := s.store.Create(ctx, j, req.RequestId, store.RequestHash(req), s.o.RateLimit, s.o.Queue.Enqueue)
 	if err != nil {
 		return nil, rateLimited(err)

@@ -347,8 +347,9 @@ func (s *Store) GetReply(ctx context.Context, owner, conv, id string) (*ReplyRec
 
 // insertMessages queues the inserts of msgs (ids, seqs and times set here) into conversation
 // c after its last message, the conversation's new last seq and update time, and a
-// MESSAGE_ADDED event per message.
-func insertMessages(b *pgx.Batch, c *agentv1.Conversation, last *int64, msgs []*agentv1.ConversationMessage, requestID string) error {
+// MESSAGE_ADDED event per message; a notice's deliveries to the owner's integrations are
+// queued too, unless the owner's preferences turned its moment off.
+func insertMessages(b *pgx.Batch, c *agentv1.Conversation, last *int64, msgs []*agentv1.ConversationMessage, requestID string, moment Moment) error {
 	now := timestamppb.Now()
 	for _, m := range msgs {
 		*last++
@@ -368,7 +369,7 @@ func insertMessages(b *pgx.Batch, c *agentv1.Conversation, last *int64, msgs []*
 		b.Queue(`INSERT INTO conversation_messages (id, conversation_id, seq, role, reply_id, request_id, message, create_time)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, m.Id, c.Id, m.Seq, roleNames[m.Role], reply, rid, doc, now.AsTime())
 		if m.Role == agentv1.ChatRole_CHAT_ROLE_SYSTEM {
-			queueDeliveries(b, c, m)
+			queueDeliveries(b, c, m, moment)
 		}
 		if err := conversationEvent(b, c, &agentv1.WatchConversationResponse{Type: agentv1.ConversationEventType_CONVERSATION_EVENT_TYPE_MESSAGE_ADDED,
 			Payload: &agentv1.WatchConversationResponse_Message{Message: withoutContent(m)}}); err != nil {
@@ -431,7 +432,7 @@ func (s *Store) SendMessage(ctx context.Context, owner, conv string, m *agentv1.
 		m.Role, m.Author, m.ReplyId = agentv1.ChatRole_CHAT_ROLE_USER, owner, replyID
 		last := int64(c.MessageCount)
 		b := &pgx.Batch{}
-		if err := insertMessages(b, c, &last, []*agentv1.ConversationMessage{m}, requestID); err != nil {
+		if err := insertMessages(b, c, &last, []*agentv1.ConversationMessage{m}, requestID, MomentNone); err != nil {
 			return err
 		}
 		title := c.Title
@@ -616,7 +617,7 @@ func (s *Store) replyStep(ctx context.Context, tx pgx.Tx, conv *ConversationReco
 	c := conv.Conversation
 	last := int64(c.MessageCount)
 	b := &pgx.Batch{}
-	if err := insertMessages(b, c, &last, st.Messages, ""); err != nil {
+	if err := insertMessages(b, c, &last, st.Messages, "", MomentNone); err != nil {
 		return nil, err
 	}
 	if st.Usage != nil {
@@ -728,7 +729,7 @@ func (s *Store) AddIncomplete(ctx context.Context, id string, m *agentv1.Convers
 		last := int64(c.MessageCount)
 		b := &pgx.Batch{}
 		m.ReplyId, m.Incomplete = id, true
-		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, ""); err != nil {
+		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, "", MomentNone); err != nil {
 			return err
 		}
 		b.Queue(`UPDATE conversations SET last_seq = $2, update_time = now() WHERE id = $1`, c.Id, last)
@@ -737,8 +738,10 @@ func (s *Store) AddIncomplete(ctx context.Context, id string, m *agentv1.Convers
 }
 
 // AddNoticeOnce adds a notice (a SYSTEM message) to conversation conv unless one with key
-// was added already (or the conversation is gone).
-func (s *Store) AddNoticeOnce(ctx context.Context, conv, key string, m *agentv1.ConversationMessage) error {
+// was added already (or the conversation is gone). moment is the job's moment it tells of:
+// the notice goes to the owner's integrations unless their preferences turned it off (the
+// conversation has it either way).
+func (s *Store) AddNoticeOnce(ctx context.Context, conv, key string, m *agentv1.ConversationMessage, moment Moment) error {
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		c, err := lockConversation(ctx, tx, "", conv)
 		if err != nil {
@@ -752,7 +755,7 @@ func (s *Store) AddNoticeOnce(ctx context.Context, conv, key string, m *agentv1.
 		m.Role, m.Author = agentv1.ChatRole_CHAT_ROLE_SYSTEM, "thefold"
 		last := int64(c.MessageCount)
 		b := &pgx.Batch{}
-		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, key); err != nil {
+		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, key, moment); err != nil {
 			return err
 		}
 		b.Queue(`UPDATE conversations SET last_seq = $2, update_time = now() WHERE id = $1`, c.Id, last)
@@ -794,7 +797,7 @@ func (s *Store) AddNotice(ctx context.Context, conv string, m *agentv1.Conversat
 		m.Role, m.Author = agentv1.ChatRole_CHAT_ROLE_SYSTEM, "thefold"
 		last := int64(c.MessageCount)
 		b := &pgx.Batch{}
-		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, ""); err != nil {
+		if err := insertMessages(b, c.Conversation, &last, []*agentv1.ConversationMessage{m}, "", MomentNone); err != nil {
 			return err
 		}
 		b.Queue(`UPDATE conversations SET last_seq = $2, update_time = now() WHERE id = $1`, c.Id, last)

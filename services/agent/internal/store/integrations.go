@@ -172,15 +172,21 @@ func (s *Store) SetIntegrationConversation(ctx context.Context, id, conv string)
 }
 
 // queueDeliveries queues on b the deliveries of notice m of conversation c to the enabled
-// integrations of c's owner that post its kind.
-func queueDeliveries(b *pgx.Batch, c *agentv1.Conversation, m *agentv1.ConversationMessage) {
+// integrations of c's owner that post its kind, unless the owner's preferences turned
+// moment off.
+func queueDeliveries(b *pgx.Batch, c *agentv1.Conversation, m *agentv1.ConversationMessage, moment Moment) {
 	kind := m.GetNotice().GetKind()
 	if kind == agentv1.NoticeKind_NOTICE_KIND_UNSPECIFIED || kind == agentv1.NoticeKind_NOTICE_KIND_SUMMARISED {
 		return
 	}
+	wanted := "true"
+	if col, ok := momentColumns[moment]; ok {
+		// No row: the defaults, every moment on.
+		wanted = `NOT EXISTS (SELECT 1 FROM user_preferences p WHERE p.user_id = $1 AND NOT p.` + col + `)`
+	}
 	b.Queue(`INSERT INTO integration_deliveries (integration_id, message_id, conversation_id, text)
 		SELECT id, $2, $3, $4 FROM integrations
-		WHERE owner_id = $1 AND enabled AND (notices = '{}' OR $5 = ANY (notices))
+		WHERE owner_id = $1 AND enabled AND (notices = '{}' OR $5 = ANY (notices)) AND `+wanted+`
 		ON CONFLICT DO NOTHING`, c.OwnerId, m.Id, c.Id, m.Text, NoticeKindName(kind))
 }
 

@@ -192,7 +192,8 @@ func (e *RateLimitError) Error() string {
 }
 
 // Create inserts job j (owner, task, repo, budget, model set) QUEUED with its CREATED event
-// and calls enqueue in the same transaction. A retry of the same request returns the first
+// and calls enqueue in the same transaction. A job without preferences gets its owner's
+// current ones (the snapshot it runs under). A retry of the same request returns the first
 // job and created false; the same request_id with another request is InvalidArgument; a
 // task with an unfinished job is AlreadyExists; an owner over the rate limit gets a
 // *RateLimitError.
@@ -235,6 +236,14 @@ func (s *Store) CreateWithTask(ctx context.Context, j *agentv1.Job, task *aiv1.T
 		}
 		if err := checkRate(ctx, tx, j.OwnerId, limit); err != nil {
 			return err
+		}
+		// The job runs under its owner's preferences as they are when it starts.
+		if j.Preferences == nil {
+			p, err := preferences(ctx, tx, j.OwnerId, false)
+			if err != nil {
+				return err
+			}
+			j.Preferences = p
 		}
 		now := time.Now()
 		j.Status, j.CreateTime, j.UpdateTime = agentv1.JobStatus_JOB_STATUS_QUEUED, timestamppb.New(now), timestamppb.New(now)
