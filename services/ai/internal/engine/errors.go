@@ -122,3 +122,10 @@ func misconfigured(provider string, err error) error {
 	}
 	return errs.Public(codes.FailedPrecondition, "provider %s is misconfigured: %v", provider, err).Wrap(err)
 }
+
+// PublicError is err as the caller of method would be told it (errs.ToStatus): a status
+// error with a public message, anything internal logged under a reference and masked.
+// RunSubAgents reports each failed role's error in the role's result this way.
+func (e *Engine) PublicError(ctx context.Context, method string, err error) error {
+	return errs.ToStatus(ctx, e.log, method, err)
+}

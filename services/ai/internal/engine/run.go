@@ -34,6 +34,10 @@ type Call struct {
 	Attribution *aiv1.Attribution
 	// Defaults apply when the caller gave no selection hints.
 	Defaults Defaults
+	// Tier, when above 0, selects the model at this registry tier (the nearest tier that
+	// has one, as registry.SelectTier does) instead of from Model's hints and Defaults:
+	// RunSubAgents gives each role its tier. Model must then be empty.
+	Tier int32
 	// RequireTools limits selection to models that support tool use (Complete with tools).
 	RequireTools bool
 	// LLM is the request without the model name, which the engine fills per candidate.
@@ -149,13 +153,17 @@ func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work fun
 	}
 	out, rec, err := work(ctx)
 	e.record(ctx, p, c, rec, err)
+	usageID := ""
+	if rec != nil {
+		usageID = rec.id
+	}
 	if err != nil {
 		// Only answers are recorded: the claim goes, and a retry calls again.
 		release()
 		return zero, err
 	}
 	if c.RequestID != "" {
-		if ferr := e.finish(ctx, p, c, out, rec.id); ferr != nil {
+		if ferr := e.finish(ctx, p, c, out, usageID); ferr != nil {
 			e.log.WarnContext(ctx, "recording the answer failed; a retry will call the model again",
 				"rpc", c.RPC, "err", ferr)
 		}
@@ -163,10 +171,27 @@ func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work fun
 	return out, nil
 }
 
+// Idempotent makes work, an RPC whose model calls are Runs of their own (each recorded in
+// the ledger by its Run), idempotent by c's request_id: a retry returns the answer work
+// recorded, billed once, as Run's retries are. c makes no call itself and has no ledger
+// entry; only its RPC, RequestID and Request are used.
+func Idempotent[T proto.Message](ctx context.Context, e *Engine, c *Call, work func(context.Context) (T, error)) (T, error) {
+	return recorded(ctx, e, c, func(ctx context.Context) (T, *ledgerEntry, error) {
+		out, err := work(ctx)
+		return out, nil, err
+	})
+}
+
 func run[T proto.Message](ctx context.Context, e *Engine, c *Call, parse func(*llm.Response) (T, error)) (T, *ledgerEntry, error) {
 	var zero T
 	rec := &ledgerEntry{outcome: aiv1.CallOutcome_CALL_OUTCOME_PROVIDER_ERROR}
-	cands, err := e.candidates(ctx, c.Model, c.Defaults, c.RequireTools)
+	var cands []registry.Candidate
+	var err error
+	if c.Tier > 0 {
+		cands, err = e.TierCandidates(ctx, c.Tier)
+	} else {
+		cands, err = e.candidates(ctx, c.Model, c.Defaults, c.RequireTools)
+	}
 	if err != nil {
 		return zero, rec, err
 	}

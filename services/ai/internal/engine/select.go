@@ -64,3 +64,23 @@ func (e *Engine) candidates(ctx context.Context, choice *aiv1.ModelChoice, def D
 	}
 	return append([]registry.Candidate{chosen}, slices.Clip(fallbacks)...), nil
 }
+
+// TierCandidates returns the models a call at a registry tier tries in order: the one
+// registry.SelectTier chooses (no tags asked: a tag would move the call off its tier where
+// no model of that tier carries it) and its fallbacks. No callable provider at all is
+// FAILED_PRECONDITION naming the settings to set. The operator's THEFOLD_AI_MODEL does not
+// apply: a tier is a hint, and that setting is for calls that give none.
+func (e *Engine) TierCandidates(ctx context.Context, tier int32) ([]registry.Candidate, error) {
+	all, err := e.reg.Candidates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, errs.Public(codes.FailedPrecondition, "%s", noProviderMessage)
+	}
+	chosen, fallbacks, _, err := registry.SelectTier(all, tier, &aiv1.SelectModelRequest{}, e.cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	return append([]registry.Candidate{chosen}, slices.Clip(fallbacks)...), nil
+}

@@ -33,6 +33,14 @@ var builders = []struct {
 	{"ReviseProjectPhase", func() (*Prompt, error) { return ReviseProjectPhase(reviseProjectPhaseReq()) }, false},
 	{"ReviewProject", func() (*Prompt, error) { return ReviewProject(reviewProjectReq()) }, false},
 	{"PlanTaskOrder", func() (*Prompt, error) { return PlanTaskOrder(planTaskOrderReq()) }, false},
+	{"RunSubAgents", func() (*Prompt, error) {
+		return SubAgent(runSubAgentsReq(), aiv1.SubAgentRole_SUB_AGENT_ROLE_PLANNER, nil)
+	}, false},
+	{"RunSubAgents", func() (*Prompt, error) {
+		return SubAgent(runSubAgentsReq(), aiv1.SubAgentRole_SUB_AGENT_ROLE_IMPLEMENTER, []SubAgentInput{
+			{Role: aiv1.SubAgentRole_SUB_AGENT_ROLE_RESEARCHER, Failed: true},
+			{Role: aiv1.SubAgentRole_SUB_AGENT_ROLE_PLANNER, Output: "### Steps\n1. " + injection}})
+	}, false},
 }
 
 func TestPromptLayout(t *testing.T) {

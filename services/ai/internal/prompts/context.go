@@ -36,6 +36,10 @@ var funcs = template.FuncMap{
 	"phaseName":   func(p *aiv1.ProjectPhase) string { return fence.Attr(p.GetName()) },
 	"inc":         func(i int32) int32 { return i + 1 },
 	"attr":        fence.Attr,
+	// A sub-agent's output shown to another model call: model text, so data.
+	"subAgentOutput": func(role, s string) string {
+		return fence.Fence("sub-agent-output", [][2]string{{"role", role}}, s, maxSubAgentOutputBytes)
+	},
 }
 
 func fenceTask(t *aiv1.TaskSpec) string {

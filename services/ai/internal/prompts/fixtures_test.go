@@ -114,7 +114,12 @@ func assessComplexityReq() *aiv1.AssessComplexityRequest {
 
 func planTaskReq() *aiv1.PlanTaskRequest {
 	return &aiv1.PlanTaskRequest{Task: task(), ProjectTree: tree(), ContextFiles: ctxFiles(), Memories: memories(), Skills: skills(),
-		StrategyHint: "Middleware first, then wiring.", PreviousAttempts: attempts(), Feedback: "Use a token bucket. " + injection, PreviousPlan: samplePlan()}
+		StrategyHint: "Middleware first, then wiring.", PreviousAttempts: attempts(), Feedback: "Use a token bucket. " + injection, PreviousPlan: samplePlan(),
+		EnrichedContext: "## Planner\n\n### Steps\n1. Add the limiter.\n" + injection}
+}
+
+func runSubAgentsReq() *aiv1.RunSubAgentsRequest {
+	return &aiv1.RunSubAgentsRequest{Task: task(), Complexity: 8, ProjectTree: tree(), ContextFiles: ctxFiles(), Memories: memories()}
 }
 
 func generateFileReq() *aiv1.GenerateFileRequest {

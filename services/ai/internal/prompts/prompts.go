@@ -154,22 +154,31 @@ func assemble(p parts) *Prompt {
 // build renders the templates "<name>.system", "<name>.context" and "<name>.specifics"
 // (the last two may be empty) and assembles them.
 func build(rpc, name string, data any, guidance string, schema *Schema, maxTokens int) (*Prompt, error) {
+	p, err := renderParts(rpc, name, data, guidance, schema, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(p), nil
+}
+
+// renderParts is build before assembly, for a prompt that adds context blocks of its own.
+func renderParts(rpc, name string, data any, guidance string, schema *Schema, maxTokens int) (parts, error) {
 	p := parts{rpc: rpc, guidance: guidance, schema: schema, maxTokens: maxTokens}
 	var err error
 	if p.system, err = render(name+".system", data); err != nil {
-		return nil, err
+		return p, err
 	}
 	ctx, err := render(name+".context", data)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	if ctx != "" {
 		p.context = []string{ctx}
 	}
 	if p.specifics, err = render(name+".specifics", data); err != nil {
-		return nil, err
+		return p, err
 	}
-	return assemble(p), nil
+	return p, nil
 }
 
 func answerFormat(s *Schema) string {

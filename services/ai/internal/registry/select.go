@@ -54,6 +54,19 @@ func TargetTier(complexity int32, mode aiv1.BudgetMode) int32 {
 // errs.ErrFailedPrecondition with what was asked for.
 func Select(cands []Candidate, req *aiv1.SelectModelRequest, prefer string) (chosen Candidate, fallbacks []Candidate, reason string, err error) {
 	target := TargetTier(req.GetComplexity(), req.GetBudgetMode())
+	return selectAt(cands, req, target, prefer, askedFor(req, target))
+}
+
+// SelectTier is Select with the target tier given rather than derived from a complexity and
+// budget mode (req's are ignored): RunSubAgents fixes a tier per role. tier is clamped to
+// 1–5; the nearest tier with an eligible model is chosen as Select does.
+func SelectTier(cands []Candidate, tier int32, req *aiv1.SelectModelRequest, prefer string) (chosen Candidate, fallbacks []Candidate, reason string, err error) {
+	tier = min(max(tier, 1), 5)
+	return selectAt(cands, req, tier, prefer, fmt.Sprintf("tier %d asked", tier))
+}
+
+// selectAt is Select at target; asked says in words how target was arrived at.
+func selectAt(cands []Candidate, req *aiv1.SelectModelRequest, target int32, prefer, asked string) (chosen Candidate, fallbacks []Candidate, reason string, err error) {
 	var eligible []Candidate
 	for _, c := range cands {
 		if matches(c, req) {
@@ -108,7 +121,7 @@ func Select(cands []Candidate, req *aiv1.SelectModelRequest, prefer string) (cho
 	if len(rest) > maxFallbacks {
 		rest = rest[:maxFallbacks]
 	}
-	return chosen, rest, explain(req, target, tier, chosen), nil
+	return chosen, rest, explain(req, asked, target, tier, chosen), nil
 }
 
 // matches reports whether c is eligible for req.
@@ -207,9 +220,8 @@ func requirements(req *aiv1.SelectModelRequest) string {
 	return s
 }
 
-// explain is Select's reason, e.g. "complexity 7, balanced → tier 4; chose claude-opus-4-5
-// (anthropic, tier 5: no tier-4 model with tags [coding])".
-func explain(req *aiv1.SelectModelRequest, target, tier int32, chosen Candidate) string {
+// askedFor says how Select arrived at its target tier, e.g. "complexity 7, balanced → tier 4".
+func askedFor(req *aiv1.SelectModelRequest, target int32) string {
 	c := "complexity unset"
 	if req.GetComplexity() > 0 {
 		c = fmt.Sprintf("complexity %d", req.GetComplexity())
@@ -221,8 +233,13 @@ func explain(req *aiv1.SelectModelRequest, target, tier int32, chosen Candidate)
 	case aiv1.BudgetMode_BUDGET_MODE_AGGRESSIVE_SAVE:
 		mode = "aggressive save"
 	}
-	s := fmt.Sprintf("%s, %s → tier %d; chose %s (%s, tier %d", c, mode, target,
-		chosen.Model.GetName(), chosen.Provider.GetName(), tier)
+	return fmt.Sprintf("%s, %s → tier %d", c, mode, target)
+}
+
+// explain is Select's reason, e.g. "complexity 7, balanced → tier 4; chose claude-opus-4-5
+// (anthropic, tier 5: no tier-4 model with tags [coding])".
+func explain(req *aiv1.SelectModelRequest, asked string, target, tier int32, chosen Candidate) string {
+	s := fmt.Sprintf("%s; chose %s (%s, tier %d", asked, chosen.Model.GetName(), chosen.Provider.GetName(), tier)
 	switch {
 	case tier > target:
 		s += fmt.Sprintf(": no enabled tier-%d model%s", target, requirements(req))

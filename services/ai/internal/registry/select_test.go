@@ -227,3 +227,42 @@ func TestSelectTies(t *testing.T) {
 		t.Errorf("prefer zeta (-want +got):\n%s", d)
 	}
 }
+
+// SelectTier selects at a tier given directly (RunSubAgents' roles), the nearest tier with
+// a model when it has none, whatever the request's complexity says.
+func TestSelectTier(t *testing.T) {
+	t.Parallel()
+	anthropicOnly := func() []Candidate {
+		var out []Candidate
+		for _, c := range testCandidates() {
+			if c.Provider.Name == "anthropic" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		cands  []Candidate
+		tier   int32
+		prefer string
+		want   string
+		reason string
+	}{
+		{testCandidates(), 3, "anthropic", "sonnet", "tier 3 asked; chose sonnet (anthropic, tier 3)"},
+		{testCandidates(), 3, "", "gpt-4.1", "tier 3 asked; chose gpt-4.1"},
+		{testCandidates(), 4, "", "pro", "tier 4 asked"},
+		{anthropicOnly(), 1, "", "haiku", "tier 1 asked; chose haiku (anthropic, tier 2: no enabled tier-1 model)"},
+		{anthropicOnly(), 4, "", "opus", "tier 4 asked; chose opus (anthropic, tier 5: no enabled tier-4 model)"},
+		{testCandidates(), 0, "", "flash", "tier 1 asked"},
+		{testCandidates(), 9, "anthropic", "opus", "tier 5 asked"},
+	}
+	for _, c := range cases {
+		got, _, reason, err := SelectTier(c.cands, c.tier, &aiv1.SelectModelRequest{Complexity: 10}, c.prefer)
+		if err != nil {
+			t.Fatalf("tier %d: %v", c.tier, err)
+		}
+		if got.Model.Name != c.want || !strings.HasPrefix(reason, c.reason) {
+			t.Errorf("tier %d: chose %s (%q), want %s (%q…)", c.tier, got.Model.Name, reason, c.want, c.reason)
+		}
+	}
+}

@@ -206,6 +206,7 @@ func (s *AIServer) PlanTask(ctx context.Context, req *aiv1.PlanTaskRequest) (*ai
 		checkAttempts("previous_attempts", req.PreviousAttempts),
 		checkBytes("feedback", req.Feedback, maxDescription),
 		checkBytes("strategy_hint", req.StrategyHint, maxDescription),
+		checkBytes("enriched_context", req.EnrichedContext, maxText),
 	); err != nil {
 		return nil, err
 	}

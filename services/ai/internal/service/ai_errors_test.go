@@ -490,6 +490,94 @@ func TestAIServiceBadInput(t *testing.T) {
 			_, err := c.Embed(ctx, &aiv1.EmbedRequest{Texts: []string{"x"}, Model: "claude-sonnet-4-5"})
 			return err
 		}, "model"},
+		{"plan: sub-agent analysis too large", func(ctx context.Context) error {
+			_, err := c.PlanTask(ctx, &aiv1.PlanTaskRequest{Task: testTask, EnrichedContext: strings.Repeat("x", maxText+1)})
+			return err
+		}, "enriched_context"},
+		{"plan: a sub-agent role in the attribution", func(ctx context.Context) error {
+			_, err := c.PlanTask(ctx, &aiv1.PlanTaskRequest{Task: testTask, Attribution: &aiv1.Attribution{Role: aiv1.SubAgentRole_SUB_AGENT_ROLE_PLANNER}})
+			return err
+		}, "attribution.role"},
+		{"subagents: no task", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Complexity: 6})
+			return err
+		}, "task"},
+		{"subagents: request_id with spaces", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{RequestId: "a #planner", Task: testTask, Complexity: 6})
+			return err
+		}, "request_id"},
+		{"subagents: complexity below a team", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 4})
+			return err
+		}, "complexity"},
+		{"subagents: complexity unset", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask})
+			return err
+		}, "complexity"},
+		{"subagents: complexity 11", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 11})
+			return err
+		}, "complexity"},
+		{"subagents: unknown budget mode", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, BudgetMode: 9})
+			return err
+		}, "budget_mode"},
+		{"subagents: unknown merge", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, Merge: 7})
+			return err
+		}, "merge"},
+		{"subagents: path escapes", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, ContextFiles: []*aiv1.ContextFile{{Path: "../x"}}})
+			return err
+		}, "context_files[0].path"},
+		{"subagents: too many memories", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, Memories: make([]*aiv1.MemoryFragment, maxListItems+1)})
+			return err
+		}, "memories"},
+		{"subagents: tree path too long", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, ProjectTree: []string{strings.Repeat("a", maxPath+1)}})
+			return err
+		}, "project_tree[0]"},
+		{"subagents: negative max_cost_micros", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, MaxCostMicros: -1})
+			return err
+		}, "max_cost_micros"},
+		{"subagents: max_context_tokens too small", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, MaxContextTokens: 100})
+			return err
+		}, "max_context_tokens"},
+		{"subagents: max_context_tokens too large", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, MaxContextTokens: 1 << 20})
+			return err
+		}, "max_context_tokens"},
+		{"subagents: a role in the attribution", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, Attribution: &aiv1.Attribution{Role: aiv1.SubAgentRole_SUB_AGENT_ROLE_TESTER}})
+			return err
+		}, "attribution.role"},
+		{"subagents: an unknown role in the attribution", func(ctx context.Context) error {
+			_, err := c.RunSubAgents(ctx, &aiv1.RunSubAgentsRequest{Task: testTask, Complexity: 6, Attribution: &aiv1.Attribution{Role: 42}})
+			return err
+		}, "attribution.role"},
+		{"team estimate: complexity 0", func(ctx context.Context) error {
+			_, err := c.EstimateSubAgentCost(ctx, &aiv1.EstimateSubAgentCostRequest{})
+			return err
+		}, "complexity"},
+		{"team estimate: complexity 11", func(ctx context.Context) error {
+			_, err := c.EstimateSubAgentCost(ctx, &aiv1.EstimateSubAgentCostRequest{Complexity: 11})
+			return err
+		}, "complexity"},
+		{"team estimate: unknown budget mode", func(ctx context.Context) error {
+			_, err := c.EstimateSubAgentCost(ctx, &aiv1.EstimateSubAgentCostRequest{Complexity: 6, BudgetMode: -1})
+			return err
+		}, "budget_mode"},
+		{"team estimate: unknown merge", func(ctx context.Context) error {
+			_, err := c.EstimateSubAgentCost(ctx, &aiv1.EstimateSubAgentCostRequest{Complexity: 6, Merge: 3})
+			return err
+		}, "merge"},
+		{"team estimate: negative task_tokens", func(ctx context.Context) error {
+			_, err := c.EstimateSubAgentCost(ctx, &aiv1.EstimateSubAgentCostRequest{Complexity: 6, TaskTokens: -5})
+			return err
+		}, "task_tokens"},
 		{"estimate: no model", func(ctx context.Context) error {
 			_, err := c.EstimateCost(ctx, &aiv1.EstimateCostRequest{})
 			return err
@@ -516,6 +604,7 @@ func TestAIServiceBadInput(t *testing.T) {
 		"intervene": "Intervene", "decompose": "DecomposeProject", "revise": "ReviseProjectPhase",
 		"review project": "ReviewProject", "order": "PlanTaskOrder", "complete": "Complete",
 		"stream": "StreamComplete", "embed": "Embed", "estimate": "EstimateCost",
+		"subagents": "RunSubAgents", "team estimate": "EstimateSubAgentCost",
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -92,7 +92,16 @@ func checkAttribution(a *aiv1.Attribution) error {
 	if err := validate.Repo("attribution.repo", a.Repo, false); err != nil {
 		return err
 	}
-	return validate.Enum("attribution.phase", a.Phase, true)
+	if err := validate.Enum("attribution.phase", a.Phase, true); err != nil {
+		return err
+	}
+	if a.Role != aiv1.SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED {
+		if err := validate.Enum("attribution.role", a.Role, true); err != nil {
+			return err
+		}
+		return errs.Invalid("attribution.role", "is set by RunSubAgents for its own calls; leave it unset")
+	}
+	return nil
 }
 
 func checkTask(field string, t *aiv1.TaskSpec) error {

@@ -40,14 +40,14 @@ func (s *Store) recordUsage(ctx context.Context, r *aiv1.UsageRecord, lazy bool)
 	var id string
 	q := `INSERT INTO usage_records (create_time, user_id, caller, rpc, phase, job_id, task_id,
 			build_id, project_id, repo, request_id, model_id, model, provider, input_tokens, output_tokens,
-			cache_read_tokens, cache_write_tokens, cost_micros, latency_us, calls, outcome, error)
+			cache_read_tokens, cache_write_tokens, cost_micros, latency_us, calls, outcome, error, role)
 		VALUES (coalesce($1, now()), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::uuid, $13, $14, $15, $16, $17,
-			$18, $19, $20, $21, $22, $23)
+			$18, $19, $20, $21, $22, $23, $24)
 		RETURNING id::text`
 	args := []any{at, r.UserId, r.Caller, r.Rpc, int16(r.Phase), r.JobId, r.TaskId, r.BuildId, r.ProjectId, r.Repo,
 		r.RequestId, nullable(r.ModelId), u.GetModel(), u.GetProvider(), u.GetInputTokens(), u.GetOutputTokens(),
 		u.GetCacheReadTokens(), u.GetCacheWriteTokens(), u.GetCostMicros(), u.GetLatency().AsDuration().Microseconds(),
-		u.GetCalls(), int16(r.Outcome), r.Error}
+		u.GetCalls(), int16(r.Outcome), r.Error, int16(r.Role)}
 	var err error
 	if lazy {
 		err = db.LazyQueryRow(ctx, s.pool, func(row pgx.Row) error { return row.Scan(&id) }, q, args...)
@@ -112,7 +112,11 @@ var groupColumns = map[aiv1.UsageGroupBy][]string{
 	aiv1.UsageGroupBy_USAGE_GROUP_BY_BUILD:   {"u.build_id"},
 	aiv1.UsageGroupBy_USAGE_GROUP_BY_PROJECT: {"u.project_id"},
 	aiv1.UsageGroupBy_USAGE_GROUP_BY_RPC:     {"u.rpc"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:    {"u.role"},
 }
+
+// numericColumns are the group columns holding enum numbers: ordered by number, not text.
+var numericColumns = map[string]bool{"u.phase": true, "u.role": true}
 
 // setGroupValue puts the scanned value of dimension g's column i into row.
 func setGroupValue(row *aiv1.UsageRow, g aiv1.UsageGroupBy, i int, v any) {
@@ -139,6 +143,9 @@ func setGroupValue(row *aiv1.UsageRow, g aiv1.UsageGroupBy, i int, v any) {
 		row.ProjectId = s
 	case aiv1.UsageGroupBy_USAGE_GROUP_BY_RPC:
 		row.Rpc = s
+	case aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:
+		n, _ := v.(int16)
+		row.Role = aiv1.SubAgentRole(n)
 	}
 }
 
@@ -177,7 +184,7 @@ func (s *Store) GetUsage(ctx context.Context, f UsageFilter, groupBy []aiv1.Usag
 		order := make([]string, len(cols))
 		for i, c := range cols {
 			order[i] = c
-			if c != "u.phase" {
+			if !numericColumns[c] {
 				order[i] += ` COLLATE "C"`
 			}
 		}
@@ -233,7 +240,7 @@ type UsageCursor struct {
 const usageColumns = `u.id::text, u.create_time, u.user_id, u.caller, u.rpc, u.phase, u.job_id, u.task_id,
 	u.build_id, u.project_id, u.repo, u.request_id, coalesce(u.model_id::text, ''), u.model, u.provider,
 	u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_micros, u.latency_us,
-	u.calls, u.outcome, u.error`
+	u.calls, u.outcome, u.error, u.role`
 
 func scanUsage(row pgx.Row) (*aiv1.UsageRecord, error) {
 	var (
@@ -241,18 +248,20 @@ func scanUsage(row pgx.Row) (*aiv1.UsageRecord, error) {
 		u              typev1.Usage
 		createTime     time.Time
 		phase, outcome int16
+		role           int16
 		latencyUS      int64
 	)
 	err := row.Scan(&r.Id, &createTime, &r.UserId, &r.Caller, &r.Rpc, &phase, &r.JobId, &r.TaskId,
 		&r.BuildId, &r.ProjectId, &r.Repo, &r.RequestId, &r.ModelId, &u.Model, &u.Provider,
 		&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &latencyUS,
-		&u.Calls, &outcome, &r.Error)
+		&u.Calls, &outcome, &r.Error, &role)
 	if err != nil {
 		return nil, err
 	}
 	r.CreateTime = timestamppb.New(createTime)
 	r.Phase = aiv1.CallPhase(phase)
 	r.Outcome = aiv1.CallOutcome(outcome)
+	r.Role = aiv1.SubAgentRole(role)
 	u.Latency = durationpb.New(time.Duration(latencyUS) * time.Microsecond)
 	r.Usage = &u
 	return &r, nil

@@ -117,7 +117,8 @@ type AIServiceClient interface {
 	// outputs into context for the plan and the build (enriched context, never instructions
 	// that replace the task). The team follows the complexity (below 5 none: INVALID_ARGUMENT;
 	// 5–7 implementer and tester; 8–9 the planner, then implementer, tester and reviewer on its
-	// output; 10 also the documenter), each role on the registry tier its budget mode gives it.
+	// output; 10 the researcher and the planner, then those three and the documenter on both
+	// outputs), each role on the registry tier its budget mode gives it.
 	// Roles run as a dependency graph: the ready ones at once, each fed its dependencies'
 	// outputs. A role that fails is left out and its result says why; the call fails only on
 	// bad input, when every role failed, or (FAILED_PRECONDITION) when the team's estimate
@@ -412,7 +413,8 @@ type AIServiceServer interface {
 	// outputs into context for the plan and the build (enriched context, never instructions
 	// that replace the task). The team follows the complexity (below 5 none: INVALID_ARGUMENT;
 	// 5–7 implementer and tester; 8–9 the planner, then implementer, tester and reviewer on its
-	// output; 10 also the documenter), each role on the registry tier its budget mode gives it.
+	// output; 10 the researcher and the planner, then those three and the documenter on both
+	// outputs), each role on the registry tier its budget mode gives it.
 	// Roles run as a dependency graph: the ready ones at once, each fed its dependencies'
 	// outputs. A role that fails is left out and its result says why; the call fails only on
 	// bad input, when every role failed, or (FAILED_PRECONDITION) when the team's estimate
