@@ -165,6 +165,26 @@ func TestSubAgentsEnrichTheBuild(t *testing.T) {
 	if !anyThought(t, tok, job["id"].(string), "sub-agent tester left out") {
 		t.Error("no note in the job's events that the tester was left out")
 	}
+	// Their cost is the job's, in a phase of its own.
+	code, metrics := rest(t, http.MethodGet, "/v1/jobs/"+job["id"].(string)+"/metrics", tok, nil)
+	var saPhase map[string]any
+	for _, p := range metrics["phases"].([]any) {
+		if m := p.(map[string]any); m["phase"] == "JOB_PHASE_SUB_AGENTS" {
+			saPhase = m
+		}
+	}
+	if code != http.StatusOK || saPhase == nil || saPhase["usage"].(map[string]any)["cost_micros"] == nil {
+		t.Errorf("metrics: %d, the sub_agents phase %v", code, saPhase)
+	}
+	// The estimate before anything runs, over REST; a complexity out of range is refused.
+	code, est := rest(t, http.MethodGet, "/v1/ai/sub-agents/cost:estimate?complexity=8&budget_mode=BUDGET_MODE_BALANCED", tok, nil)
+	if team, _ := est["team"].([]any); code != http.StatusOK || len(team) != 4 || est["max_cost_micros"] == nil {
+		t.Errorf("estimate: %d %v", code, est)
+	}
+	if code, body := rest(t, http.MethodGet, "/v1/ai/sub-agents/cost:estimate?complexity=11", tok, nil); code != http.StatusBadRequest ||
+		!strings.Contains(fmt.Sprint(body["field_violations"]), "complexity") {
+		t.Errorf("estimate of complexity 11: %d %v", code, body)
+	}
 
 	// Off: the same kind of task makes no sub-agent call (once the first job, which holds
 	// the repository, is decided).
