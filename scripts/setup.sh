@@ -148,10 +148,19 @@ fi
 # nor its table at 100k memories (490MB together): searches then copy pages in from the OS
 # cache (p50 7.5 ms instead of 5.7 in the memory benchmark). A quarter of RAM, between 128MB
 # and 2GB, is the usual setting; it takes a restart, done only when the value changes.
+#
+# Connections: the end-to-end suite runs two meshes of nine services at once (each with its
+# connection pools) beside the unit tests' databases; the default 100 is used up as soon as
+# a developer runs some tests while the suite runs ("remaining connection slots are
+# reserved"), and every service then answers INTERNAL. 300 leaves room; it too takes a
+# restart.
 want_mb=$(awk '/^MemTotal/ {m = int($2 / 1024 / 4); if (m < 128) m = 128; if (m > 2048) m = 2048; print m}' /proc/meminfo)
-if [ "$(psql_admin "-c \"SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'\"")" != "$want_mb" ]; then
-  log "shared_buffers = ${want_mb}MB (a quarter of RAM, at most 2GB): restarting PostgreSQL"
+want_conns=300
+if [ "$(psql_admin "-c \"SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'\"")" != "$want_mb" ] ||
+  [ "$(psql_admin "-c \"SELECT setting FROM pg_settings WHERE name = 'max_connections'\"")" -lt "$want_conns" ]; then
+  log "shared_buffers = ${want_mb}MB (a quarter of RAM, at most 2GB), max_connections = $want_conns: restarting PostgreSQL"
   psql_admin "-c \"ALTER SYSTEM SET shared_buffers = '${want_mb}MB'\""
+  psql_admin "-c \"ALTER SYSTEM SET max_connections = $want_conns\""
   as_root pg_ctlcluster $PG_VERSION main restart
   for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
   pg_isready -q -h 127.0.0.1 -p 5432 || { echo "PostgreSQL did not come back up" >&2; exit 1; }

@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thefold/thefold/pkg/client"
 	"github.com/thefold/thefold/pkg/fakellm"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 )
 
 // The chat scenarios' scripted model. Each conversation's messages carry a marker; the
@@ -828,5 +830,52 @@ func TestChatReplyResumesAfterTheAgentIsKilled(t *testing.T) {
 	}
 	if len(answers) != 1 || answers[0]["text"] != full || answers[0]["incomplete"] == true || answers[0]["reply_id"] != reply {
 		t.Fatalf("after the restart the assistant said %v", answers)
+	}
+}
+
+// A message sent with an API key narrowed to agent:write makes a reply whose tools can do
+// no more: the scripted model's list_repos (github:read) is refused, with a tool result
+// that says why; a full login's reply lists them (TestChatDemo).
+func TestChatToolsKeepToTheKeysScopes(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "chat-scoped")
+	access, _ := login(t, email, 0)
+	code, body := rest(t, http.MethodPost, "/v1/auth/api-keys", access, map[string]any{"name": "chat only", "scopes": []string{"agent:write"}})
+	if code != http.StatusOK {
+		t.Fatalf("create an API key: %d %v", code, body)
+	}
+	c := meshClient(t, client.Config{APIKey: body["secret"].(string)})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conv, err := c.Chat().CreateConversation(ctx, &agentv1.CreateConversationRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := c.Chat().WatchConversation(ctx, &agentv1.WatchConversationRequest{Id: conv.Conversation.Id, FromNow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // following from here on
+		t.Fatal(err)
+	}
+	sent, err := c.Chat().SendMessage(ctx, &agentv1.SendMessageRequest{ConversationId: conv.Conversation.Id, Text: "Which repositories do I have?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result *agentv1.ToolResult
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		if r := ev.GetMessage().GetToolResult(); r != nil && r.GetName() == "list_repos" {
+			result = r
+		}
+		if rp := ev.GetReply(); rp.GetId() == sent.Reply.Id && rp.Status != agentv1.ReplyStatus_REPLY_STATUS_RUNNING {
+			break
+		}
+	}
+	if result == nil || !result.IsError || !strings.Contains(result.Content, "do not allow /thefold.github.v1.RepoService/ListRepos") {
+		t.Fatalf("list_repos under an agent:write key: %v", result)
 	}
 }

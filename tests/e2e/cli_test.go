@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -53,7 +54,14 @@ func cliBinary(t testing.TB) string {
 // directory of its own; it returns stdout, stderr and the exit code.
 func cli(t testing.TB, configDir string, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return cliWithInput(t, configDir, env, "", args...)
+}
+
+// cliWithInput is cli with input as what a person types.
+func cliWithInput(t testing.TB, configDir string, env []string, input string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(cliBinary(t), args...)
+	cmd.Stdin = strings.NewReader(input)
 	cmd.Env = append(os.Environ(), "THEFOLD_CONFIG_DIR="+configDir, "THEFOLD_TOKEN=", "THEFOLD_API_KEY=", "THEFOLD_PROFILE=")
 	for _, s := range platform.ServiceNames {
 		cmd.Env = append(cmd.Env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
@@ -249,6 +257,30 @@ func TestCLIRunReachesAPullRequest(t *testing.T) {
 	}
 	if b, err := os.ReadFile(paged); err != nil || !strings.Contains(string(b), "\x1b[32m+func Name()") {
 		t.Fatalf("the pager was given %q (%v), want the coloured diff", b, err)
+	}
+}
+
+// thefold run asks the job's question inline and the review's decision, reading the
+// person's answers: the answer reaches the job, the approval opens the pull request.
+func TestCLIRunAsksInline(t *testing.T) {
+	parallel(t)
+	repo := agentRepo(t, fmt.Sprintf("cli-ask-%d", time.Now().UnixNano()))
+	out, errOut, code := cliWithInput(t, t.TempDir(), []string{"THEFOLD_TOKEN=" + token}, "use blue\na\n",
+		"run", "Write package clarify [AGENT-CLARIFY]", "--repo", repo, "--description", "F returns a colour.")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"The job asks: Which colour should F use?", "[a]pprove, [c]hange (with feedback), or [r]eject?", "Pull request:", "is done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run did not show %q:\n%s", want, out)
+		}
+	}
+	id := regexp.MustCompile(`job ([0-9a-f-]{36}) on`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatalf("no job id in %q", out)
+	}
+	if code, body := rest(t, "GET", "/v1/jobs/"+id[1], token, nil); code != 200 || body["job"].(map[string]any)["clarification_answer"] != "use blue" {
+		t.Errorf("the job's answer: %d %v", code, body)
 	}
 }
 

@@ -338,10 +338,14 @@ func (x *run) callTool(ctx context.Context, m *agentv1.ConversationMessage, hist
 		content string
 		err     error
 	)
+	t, known := tools[call.GetName()]
 	if why := refusal(call.GetName()); why != "" {
 		err = fmt.Errorf("refused: %s", why)
-	} else if t, ok := tools[call.GetName()]; !ok {
+	} else if !known {
 		err = fmt.Errorf("there is no tool %q; the tools are %s", call.GetName(), strings.Join(toolNames(), ", "))
+	} else if m := outOfScope(t, x.reply.Scopes); m != "" {
+		err = fmt.Errorf("refused: the message came through an API key whose scopes (%s) do not allow %s; use a key with more scopes, or write without one",
+			strings.Join(x.reply.Scopes, ", "), m)
 	} else {
 		tctx, cancel := context.WithTimeout(ctx, x.r.cfg.CallTimeout)
 		content, err = t.run(tctx, c)

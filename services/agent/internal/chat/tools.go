@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/thefold/thefold/pkg/auth"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
@@ -33,7 +34,22 @@ type tool struct {
 	description string
 	// schema is the JSON Schema of its input.
 	schema string
-	run    func(ctx context.Context, x *toolCall) (string, error)
+	// methods are the RPCs it makes as the person: a message sent with an API key whose
+	// scopes do not allow one of them cannot use the tool (auth.ScopesAllow), so a
+	// conversation never does more than the credential that wrote to it may.
+	methods []string
+	run     func(ctx context.Context, x *toolCall) (string, error)
+}
+
+// outOfScope is the first RPC of t that scopes do not allow, "" when they allow them all
+// (no scopes: a full login, or an integration, allows everything its owner may do).
+func outOfScope(t *tool, scopes []string) string {
+	for _, m := range t.methods {
+		if !auth.ScopesAllow(scopes, m) {
+			return m
+		}
+	}
+	return ""
 }
 
 // toolCall is one call of a tool in a reply.
@@ -162,6 +178,7 @@ func callError(err error) error {
 var toolList = []*tool{
 	{
 		name:        "create_task",
+		methods:     []string{tasksv1.TaskService_CreateTask_FullMethodName},
 		description: "Create a task (a unit of coding work) in a repository the person owns or may write to. It does not start it: call start_task for that.",
 		schema: `{"type":"object","properties":{
 			"repo":{"type":"string","description":"owner/name; default the conversation's repository"},
@@ -203,6 +220,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "start_task",
+		methods:     []string{agentv1.AgentService_StartTask_FullMethodName},
 		description: "Start a job that does a task: it plans, builds and validates the change in a sandbox, then stops at a review for the person. The job's progress comes back into this conversation.",
 		schema:      `{"type":"object","properties":{"task_id":{"type":"string"}},"required":["task_id"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -228,6 +246,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "list_tasks",
+		methods:     []string{tasksv1.TaskService_ListTasks_FullMethodName},
 		description: "List the person's tasks, optionally of one repository and with given statuses (backlog, planned, in_progress, in_review, done, blocked, cancelled).",
 		schema: `{"type":"object","properties":{"repo":{"type":"string"},
 			"statuses":{"type":"array","items":{"type":"string"}},"limit":{"type":"integer","minimum":1,"maximum":50}}}`,
@@ -267,6 +286,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "read_file",
+		methods:     []string{githubv1.RepoService_GetFiles_FullMethodName},
 		description: "Read one file of a repository at its default branch (or a ref).",
 		schema:      `{"type":"object","properties":{"repo":{"type":"string"},"path":{"type":"string"},"ref":{"type":"string"}},"required":["path"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -295,6 +315,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "search_code",
+		methods:     []string{githubv1.RepoService_FindRelevantFiles_FullMethodName},
 		description: "Find the files of a repository most relevant to a description, with their contents (ranked).",
 		schema:      `{"type":"object","properties":{"repo":{"type":"string"},"query":{"type":"string"},"max_files":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -320,6 +341,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "get_job",
+		methods:     []string{agentv1.AgentService_GetJob_FullMethodName},
 		description: "Get a job's status, phase, cost so far and, when it waits, its question or review.",
 		schema:      `{"type":"object","properties":{"job_id":{"type":"string"}},"required":["job_id"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -339,6 +361,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "search_memory",
+		methods:     []string{memoryv1.MemoryService_SearchMemories_FullMethodName},
 		description: "Search what TheFold remembers (decisions, errors and their fixes, patterns) for a query, optionally within a repository.",
 		schema:      `{"type":"object","properties":{"query":{"type":"string"},"repo":{"type":"string"},"limit":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -363,6 +386,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "list_repos",
+		methods:     []string{githubv1.RepoService_ListRepos_FullMethodName},
 		description: "List the repositories the person can work in.",
 		schema:      `{"type":"object","properties":{}}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -379,7 +403,8 @@ var toolList = []*tool{
 		},
 	},
 	{
-		name: "plan_project",
+		name:    "plan_project",
+		methods: []string{agentv1.ProjectService_PlanProject_FullMethodName},
 		description: "Plan a large piece of work (several systems, many files, or a long request) as a project: phases of tasks. The plan is shown to the person; " +
 			"nothing starts until they confirm in a later message. Use it instead of create_task when the request is big.",
 		schema: `{"type":"object","properties":{"repo":{"type":"string"},"request":{"type":"string","description":"the whole request, in the person's words"}},"required":["request"]}`,
@@ -408,6 +433,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "start_project",
+		methods:     []string{agentv1.ProjectService_StartProject_FullMethodName},
 		description: "Start a planned project, only after the person confirmed its plan in a message written after the plan was shown.",
 		schema:      `{"type":"object","properties":{"project_id":{"type":"string"}},"required":["project_id"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {
@@ -436,6 +462,7 @@ var toolList = []*tool{
 	},
 	{
 		name:        "answer_clarification",
+		methods:     []string{agentv1.AgentService_RespondToClarification_FullMethodName},
 		description: "Pass the person's answer to a job that asked a question (status waiting_clarification).",
 		schema:      `{"type":"object","properties":{"job_id":{"type":"string"},"answer":{"type":"string"}},"required":["job_id","answer"]}`,
 		run: func(ctx context.Context, x *toolCall) (string, error) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -322,7 +323,12 @@ func (c *chat) SendMessage(ctx context.Context, req *agentv1.SendMessageRequest)
 		}
 		model = p.GetDefaultModels()["chat"]
 	}
-	msg, reply, created, err := c.s.store.SendMessage(ctx, owner, conv, m, req.RequestId, model,
+	// An API key's scopes go with the reply: its tools may do no more than the key allows.
+	var scopes []string
+	if p, ok := auth.FromContext(ctx); ok {
+		scopes = p.Scopes
+	}
+	msg, reply, created, err := c.s.store.SendMessage(ctx, owner, conv, m, req.RequestId, model, scopes,
 		func(ctx context.Context, tx pgx.Tx, id string) error { return c.replies.Enqueue(ctx, tx, id) })
 	if err != nil {
 		return nil, err

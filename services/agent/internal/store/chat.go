@@ -296,7 +296,7 @@ func (s *Store) ConversationWatchHandler() *events.Handler[*agentv1.WatchConvers
 // Reply record.
 
 const replyColumns = `id::text, conversation_id::text, owner_id, message_id::text, status, status_reason, model, rounds, usage,
-	create_time, end_time`
+	create_time, end_time, scopes`
 
 // ReplyRecord is a reply with what only the agent needs.
 type ReplyRecord struct {
@@ -304,6 +304,9 @@ type ReplyRecord struct {
 	OwnerID string
 	// Model is the registry model asked for ("" lets the policy choose).
 	Model string
+	// Scopes are those of the API key that sent the message (none: a full login): the
+	// reply's tools may do no more.
+	Scopes []string
 }
 
 func scanReply(row pgx.Row) (*ReplyRecord, error) {
@@ -316,7 +319,7 @@ func scanReply(row pgx.Row) (*ReplyRecord, error) {
 		ended   *time.Time
 	)
 	if err := row.Scan(&r.Id, &r.ConversationId, &rec.OwnerID, &r.MessageId, &status, &r.StatusReason, &rec.Model, &r.Rounds, &use,
-		&created, &ended); err != nil {
+		&created, &ended, &rec.Scopes); err != nil {
 		return nil, err
 	}
 	r.Status = replyStatuses[status]
@@ -395,7 +398,7 @@ func withoutContent(m *agentv1.ConversationMessage) *agentv1.ConversationMessage
 // reply (RUNNING, enqueued by enqueue in the same transaction). A retry with requestID
 // returns the first message and its reply with created false. An archived conversation,
 // or one with a reply running, is FAILED_PRECONDITION.
-func (s *Store) SendMessage(ctx context.Context, owner, conv string, m *agentv1.ConversationMessage, requestID, model string,
+func (s *Store) SendMessage(ctx context.Context, owner, conv string, m *agentv1.ConversationMessage, requestID, model string, scopes []string,
 	enqueue func(ctx context.Context, tx pgx.Tx, replyID string) error) (msg *agentv1.ConversationMessage, reply *ReplyRecord, created bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		rec, err := lockConversation(ctx, tx, owner, conv)
@@ -440,9 +443,12 @@ func (s *Store) SendMessage(ctx context.Context, owner, conv string, m *agentv1.
 			title = TitleFrom(m)
 		}
 		reply = &ReplyRecord{Reply: &agentv1.Reply{Id: replyID, ConversationId: c.Id, MessageId: m.Id, Status: agentv1.ReplyStatus_REPLY_STATUS_RUNNING,
-			Usage: &typev1.Usage{}, CreateTime: m.CreateTime}, OwnerID: owner, Model: model}
-		b.Queue(`INSERT INTO conversation_replies (id, conversation_id, owner_id, message_id, status, model, create_time)
-			VALUES ($1, $2, $3, $4, 'running', $5, $6)`, replyID, c.Id, owner, m.Id, model, m.CreateTime.AsTime())
+			Usage: &typev1.Usage{}, CreateTime: m.CreateTime}, OwnerID: owner, Model: model, Scopes: scopes}
+		if scopes == nil {
+			scopes = []string{}
+		}
+		b.Queue(`INSERT INTO conversation_replies (id, conversation_id, owner_id, message_id, status, model, create_time, scopes)
+			VALUES ($1, $2, $3, $4, 'running', $5, $6, $7)`, replyID, c.Id, owner, m.Id, model, m.CreateTime.AsTime(), scopes)
 		b.Queue(`UPDATE conversations SET last_seq = $2, active_reply_id = $3, title = $4, update_time = $5 WHERE id = $1`,
 			c.Id, last, replyID, title, m.CreateTime.AsTime())
 		if err := conversationEvent(b, c, &agentv1.WatchConversationResponse{Type: agentv1.ConversationEventType_CONVERSATION_EVENT_TYPE_REPLY_STARTED,
