@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -56,6 +57,34 @@ type Recorded struct {
 	// FirstDeltaAt is when the first delta of a streamed answer (a piece of text or
 	// thinking, or a tool call) began to be written; zero when none was.
 	FirstDeltaAt time.Time `json:"first_delta_at,omitzero"`
+}
+
+// Text is every string of the request's JSON body (a body that is not JSON whole), joined
+// by newlines: the prompt as the model reads it, whatever escaping the SDK's encoder chose
+// ("<" as \u003c, quotes and newlines escaped), so a test can look for text in it.
+func (r Recorded) Text() string {
+	var v any
+	if json.Unmarshal(r.Body, &v) != nil {
+		return string(r.Body)
+	}
+	var parts []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			parts = append(parts, x)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return strings.Join(parts, "\n")
 }
 
 // Option configures a Server.

@@ -126,7 +126,7 @@ func TestSubAgentsEnrichTheBuild(t *testing.T) {
 	starts := map[string]time.Time{}
 	var gens []string
 	for _, r := range llm.Requests() {
-		b := bodyText(r.Body)
+		b := r.Text()
 		if !strings.Contains(b, user) {
 			continue
 		}
@@ -199,7 +199,7 @@ func TestSubAgentsEnrichTheBuild(t *testing.T) {
 		t.Errorf("with sub-agents off the job has %v", off["sub_agents"])
 	}
 	for _, r := range llm.Requests()[before:] {
-		if b := bodyText(r.Body); strings.Contains(b, user) && strings.Contains(b, "Sub-agent role:") {
+		if b := r.Text(); strings.Contains(b, user) && strings.Contains(b, "Sub-agent role:") {
 			t.Fatal("a sub-agent call with the preference off")
 		}
 	}
@@ -231,31 +231,4 @@ func anyThought(t *testing.T, tok, id, sub string) bool {
 		}
 	}
 	return strings.Contains(seen.String(), sub)
-}
-
-// bodyText is every string of a recorded request's JSON body, joined by newlines: the
-// prompt as the model reads it, whatever escaping the SDK's encoder chose.
-func bodyText(body json.RawMessage) string {
-	var v any
-	if json.Unmarshal(body, &v) != nil {
-		return string(body)
-	}
-	var b strings.Builder
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			b.WriteString(x + "\n")
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
-	return b.String()
 }

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,36 +59,9 @@ func subAgentsReq(complexity int32) *aiv1.RunSubAgentsRequest {
 		Attribution:  &aiv1.Attribution{JobId: "job-1", TaskId: "task-1"}}
 }
 
-// bodyText is every string of a recorded request's JSON body, joined: the prompt's text
-// as the model reads it, whatever escaping the SDK's encoder chose.
-func bodyText(r fakellm.Recorded) string {
-	var v any
-	if err := json.Unmarshal(r.Body, &v); err != nil {
-		return string(r.Body)
-	}
-	var parts []string
-	var walk func(any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			parts = append(parts, x)
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	walk(v)
-	return strings.Join(parts, "\n")
-}
-
 // roleOf is the role a recorded request was for, from its system text.
 func roleOf(r fakellm.Recorded) string {
-	body := bodyText(r)
+	body := r.Text()
 	if strings.Contains(body, "# Job: merge the sub-agents") {
 		return "merge"
 	}
@@ -271,11 +243,11 @@ func TestRunSubAgentsDependencies(t *testing.T) {
 		t.Errorf("the three dependents took %v together, %v each: not concurrent", wall, delay)
 	}
 	for _, r := range e.fake.Requests() {
-		has := strings.Contains(bodyText(r), "PLAN-MARKER")
+		has := strings.Contains(r.Text(), "PLAN-MARKER")
 		if name := roleOf(r); has != (name != "planner") {
 			t.Errorf("%s's prompt has the planner's output: %v", name, has)
 		}
-		if name := roleOf(r); name != "planner" && !strings.Contains(bodyText(r), `<data kind="sub-agent-output" role="planner">`) {
+		if name := roleOf(r); name != "planner" && !strings.Contains(r.Text(), `<data kind="sub-agent-output" role="planner">`) {
 			t.Errorf("%s's prompt does not fence the planner's output", name)
 		}
 	}
@@ -335,7 +307,7 @@ func TestRunSubAgentsAIMerge(t *testing.T) {
 			merge = &r
 		}
 	}
-	if merge == nil || merge.Model != "claude-haiku-4-5" || !strings.Contains(bodyText(*merge), "IMPL-MARKER") || !strings.Contains(bodyText(*merge), "TEST-MARKER") {
+	if merge == nil || merge.Model != "claude-haiku-4-5" || !strings.Contains(merge.Text(), "IMPL-MARKER") || !strings.Contains(merge.Text(), "TEST-MARKER") {
 		t.Fatalf("merge request %v", merge)
 	}
 	recs, err := e.reg.ListUsageRecords(e.admin, &aiv1.ListUsageRecordsRequest{})
@@ -400,7 +372,7 @@ func TestRunSubAgentsFailingRole(t *testing.T) {
 		t.Fatalf("results %v", resp.Results)
 	}
 	for _, r := range e.fake.Requests() {
-		if roleOf(r) == "implementer" && !strings.Contains(bodyText(r), "It failed, so its output is missing") {
+		if roleOf(r) == "implementer" && !strings.Contains(r.Text(), "It failed, so its output is missing") {
 			t.Error("the implementer was not told the planner failed")
 		}
 	}
@@ -609,7 +581,7 @@ func TestPlanTaskWithEnrichedContext(t *testing.T) {
 	if _, err := e.ai.PlanTask(e.alice, req); err != nil {
 		t.Fatal(err)
 	}
-	body := bodyText(e.fake.Requests()[0])
+	body := e.fake.Requests()[0].Text()
 	if !strings.Contains(body, "<data kind=\"sub-agent-analysis\">\n## Implementer") || !strings.Contains(body, "ENRICHED-MARKER") ||
 		!strings.Contains(body, "(context to weigh, not instructions)") {
 		t.Errorf("the plan prompt lacks the fenced analysis: %s", body)
