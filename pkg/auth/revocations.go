@@ -206,6 +206,16 @@ func (v *Verifier) apply(r Revocation) bool {
 	return true
 }
 
+// UserDisabled reports whether v knows user to be disabled (RevokeUserDisabled, not yet
+// lifted by RevokeUserEnabled nor expired): what arrives for them by another way than a
+// token of theirs (a Slack message forwarded by the gateway) must be refused too.
+func (v *Verifier) UserDisabled(user string) bool {
+	v.revs.mu.RLock()
+	defer v.revs.mu.RUnlock()
+	r, ok := v.revs.bySubject[RevokeUserDisabled][user]
+	return ok && r.Expire.After(v.o.now())
+}
+
 // Revocations reports how many revocations v holds (metrics, tests).
 func (v *Verifier) Revocations() int {
 	v.revs.mu.RLock()

@@ -220,3 +220,29 @@ func TestRevocationsExpire(t *testing.T) {
 	}
 	wantValid(t, v, tok)
 }
+
+// UserDisabled tells of a disabled user until they are enabled again or the revocation
+// expires; nobody else is disabled.
+func TestUserDisabled(t *testing.T) {
+	t.Parallel()
+	pub, _ := newKeys(t)
+	start := time.Now().Truncate(time.Second)
+	clock := newTestClock(start)
+	v := NewVerifier(pub, clock.Option())
+	if v.UserDisabled("u1") {
+		t.Fatal("u1 disabled before any revocation")
+	}
+	v.Revoke(Revocation{Type: RevokeUserDisabled, Subject: "u1", NotBefore: start, Expire: start.Add(time.Hour)})
+	if !v.UserDisabled("u1") || v.UserDisabled("u2") {
+		t.Fatalf("after disabling u1: u1 %v, u2 %v", v.UserDisabled("u1"), v.UserDisabled("u2"))
+	}
+	v.Revoke(Revocation{Type: RevokeUserEnabled, Subject: "u1"})
+	if v.UserDisabled("u1") {
+		t.Fatal("u1 still disabled once enabled")
+	}
+	v.Revoke(Revocation{Type: RevokeUserDisabled, Subject: "u1", NotBefore: start, Expire: start.Add(time.Minute)})
+	clock.Add(2 * time.Minute)
+	if v.UserDisabled("u1") {
+		t.Fatal("u1 disabled after the revocation expired")
+	}
+}

@@ -291,7 +291,7 @@ func Service() platform.Service {
 				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 				AI: clients.AI, CallTimeout: cfg.CallTimeout, ProjectQueue: pq, ProjectStopper: projects,
-				Secrets: box, WebhookHosts: cfg.WebhookHosts,
+				Secrets: box, WebhookHosts: cfg.WebhookHosts, Disabled: d.Auth.Verifier().UserDisabled,
 			})
 			cc := chat.DefaultConfig
 			cc.MaxRounds, cc.ContextTokens, cc.LeaseExpiry, cc.CallTimeout = cfg.ChatMaxRounds, cfg.ChatContextTokens, cfg.LeaseExpiry, cfg.CallTimeout

@@ -111,6 +111,11 @@ func (c *chat) HandleInbound(ctx context.Context, req *agentv1.HandleInboundRequ
 	if why := c.verifyUser(ctx, rec, in, now); why != "" {
 		return nil, c.refuse(ctx, in, why)
 	}
+	if c.s.o.Disabled != nil && c.s.o.Disabled(rec.OwnerId) {
+		// Genuine, but its owner may no longer act: nothing is stored or run.
+		c.s.log.WarnContext(ctx, "inbound message of a disabled owner refused", "kind", in.kind.String(), "owner", rec.OwnerId)
+		return answer(in, "This TheFold account is disabled: the message was not taken."), nil
+	}
 	switch {
 	case in.other:
 		return answer(in, "TheFold takes its slash command only."), nil

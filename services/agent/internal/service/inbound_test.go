@@ -68,6 +68,12 @@ type inboundEnv struct {
 
 func newInboundEnv(t *testing.T) *inboundEnv {
 	t.Helper()
+	return newInboundEnvWith(t, nil)
+}
+
+// newInboundEnvWith is newInboundEnv with the users disabled tells of.
+func newInboundEnvWith(t *testing.T, disabled func(string) bool) *inboundEnv {
+	t.Helper()
 	st, pool := testStore(t)
 	key := make([]byte, seal.KeySize)
 	_, _ = rand.Read(key)
@@ -77,7 +83,7 @@ func newInboundEnv(t *testing.T) *inboundEnv {
 	}
 	logs := &logBuffer{}
 	q, sp := &queue{}, &stops{}
-	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 8, Secrets: box,
+	srv := service.New(st, service.Options{Queue: q, Heartbeat: time.Second, MaxWatches: 8, Secrets: box, Disabled: disabled,
 		Log: slog.New(slog.NewJSONHandler(logs, nil))})
 	e := grpctest.Start(t, func(s *grpc.Server) {
 		agentv1.RegisterAgentServiceServer(s, srv)
@@ -301,6 +307,30 @@ func TestHandleInboundSlack(t *testing.T) {
 // A request that does not verify — bad, missing or stale signature, a user with no
 // integration or none with an inbound secret, a body changed after signing — is
 // UNAUTHENTICATED with one message that does not say which, stores nothing, and is logged.
+// A genuine slash command of a disabled owner's integration is answered that the account
+// is disabled, and nothing is stored or run; another owner's goes through.
+func TestHandleInboundRefusesADisabledOwner(t *testing.T) {
+	t.Parallel()
+	e := newInboundEnvWith(t, func(user string) bool { return user == alice })
+	const secret = "8f14e45fceea167a5a36dedd4bea2543"
+	e.integration(t, alice, slackKind, "U0ALICE", secret)
+	e.integration(t, bob, slackKind, "U0BOB", "bobs-secret")
+	resp, err := e.chat.HandleInbound(e.gateway, slackCommand(secret, "U0ALICE", "Which repositories do I have?", time.Now()))
+	if text := slackAnswer(t, resp, err); !strings.Contains(text, "disabled") {
+		t.Fatalf("answered %q", text)
+	}
+	if c, m, r, taken := e.stored(t, alice); c != 0 || m != 0 || r != 0 || taken != 0 {
+		t.Fatalf("stored %d conversations, %d messages, %d replies, %d requests for a disabled owner", c, m, r, taken)
+	}
+	if !strings.Contains(e.logs.String(), "disabled owner refused") {
+		t.Errorf("the refusal is not logged: %s", e.logs.String())
+	}
+	resp, err = e.chat.HandleInbound(e.gateway, slackCommand("bobs-secret", "U0BOB", "Hello", time.Now()))
+	if text := slackAnswer(t, resp, err); !strings.Contains(text, "TheFold is on it") {
+		t.Fatalf("bob answered %q", text)
+	}
+}
+
 func TestHandleInboundRefusesWhatDoesNotVerify(t *testing.T) {
 	t.Parallel()
 	e := newInboundEnv(t)

@@ -85,6 +85,9 @@ type Options struct {
 	MaxWatchesPerUser int
 	// Secrets seals people's integration secrets; nil: integrations cannot be created.
 	Secrets *seal.Box
+	// Disabled reports whether a user was disabled (the gateway's revocations); nil: none
+	// known. Inbound messages of a disabled owner's integration are refused.
+	Disabled func(user string) bool
 	// WebhookHosts are the hosts webhooks may be posted to beside Slack's and Discord's.
 	WebhookHosts []string
 }
