@@ -659,6 +659,12 @@ func usageCell(gb aiv1.UsageGroupBy, r *aiv1.UsageRow) string {
 		v = r.ProjectId
 	case aiv1.UsageGroupBy_USAGE_GROUP_BY_RPC:
 		v = r.Rpc
+	case aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:
+		if r.Role != aiv1.SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED {
+			v = enumName(r.Role, "SUB_AGENT_ROLE_")
+		}
+	case aiv1.UsageGroupBy_USAGE_GROUP_BY_CONVERSATION:
+		v = r.ConversationId
 	}
 	return orElse(v, "-")
 }

@@ -723,6 +723,17 @@ func TestChatDemo(t *testing.T) {
 	if !strings.Contains(listed, repo) || !strings.Contains(answer, "scripted demo model") {
 		t.Fatalf("listed %q, answered %q: %v", listed, answer, summary(evs))
 	}
+	// The reply's model calls are filed under the conversation in the usage ledger.
+	code, recs := rest(t, http.MethodGet, "/v1/ai/usage/records?conversation_id="+conv, token, nil)
+	records, _ := recs["records"].([]any)
+	if code != http.StatusOK || len(records) < 2 {
+		t.Fatalf("the conversation's usage records: %d %v", code, recs)
+	}
+	for _, r := range records {
+		if r.(map[string]any)["conversation_id"] != conv {
+			t.Errorf("record %v is not the conversation's", r)
+		}
+	}
 }
 
 // webhook is an httptest Slack or Discord incoming webhook recording what it is posted.

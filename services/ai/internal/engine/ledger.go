@@ -65,7 +65,7 @@ func (e *Engine) record(ctx context.Context, p principal, c *Call, l *ledgerEntr
 		UserId: p.userID, Caller: p.caller, Rpc: c.RPC, Phase: phase,
 		JobId: a.GetJobId(), TaskId: a.GetTaskId(), BuildId: a.GetBuildId(), ProjectId: a.GetProjectId(),
 		Repo: a.GetRepo(), ModelId: modelID, Usage: l.wireUsage(), Outcome: l.outcome,
-		RequestId: c.RequestID, Role: a.GetRole(),
+		RequestId: c.RequestID, Role: a.GetRole(), ConversationId: a.GetConversationId(),
 	}
 	if callErr != nil {
 		if l.outcome == aiv1.CallOutcome_CALL_OUTCOME_OK {

@@ -84,6 +84,7 @@ func checkAttribution(a *aiv1.Attribution) error {
 	for _, f := range []struct{ name, v string }{
 		{"attribution.job_id", a.JobId}, {"attribution.task_id", a.TaskId},
 		{"attribution.build_id", a.BuildId}, {"attribution.project_id", a.ProjectId},
+		{"attribution.conversation_id", a.ConversationId},
 	} {
 		if err := validate.MaxLen(f.name, f.v, maxID); err != nil {
 			return err

@@ -239,6 +239,7 @@ type regUsageQuery interface {
 	GetProjectId() string
 	GetRpc() string
 	GetPhase() aiv1.CallPhase
+	GetConversationId() string
 }
 
 // regUsageFilter validates the filters of q.
@@ -246,6 +247,7 @@ func regUsageFilter(q regUsageQuery) (store.UsageFilter, error) {
 	f := store.UsageFilter{
 		UserID: q.GetUserId(), Repo: q.GetRepo(), JobID: q.GetJobId(), TaskID: q.GetTaskId(),
 		BuildID: q.GetBuildId(), ProjectID: q.GetProjectId(), RPC: q.GetRpc(), Phase: q.GetPhase(),
+		ConversationID: q.GetConversationId(),
 	}
 	var err error
 	if f.Start, err = regCheckTime("start_time", q.GetStartTime()); err != nil {
@@ -259,6 +261,7 @@ func regUsageFilter(q regUsageQuery) (store.UsageFilter, error) {
 	}
 	for _, c := range []struct{ field, v string }{
 		{"user_id", f.UserID}, {"job_id", f.JobID}, {"task_id", f.TaskID}, {"build_id", f.BuildID}, {"project_id", f.ProjectID},
+		{"conversation_id", f.ConversationID},
 	} {
 		if err := validate.MaxLen(c.field, c.v, regMaxFilter); err != nil {
 			return f, err

@@ -40,14 +40,14 @@ func (s *Store) recordUsage(ctx context.Context, r *aiv1.UsageRecord, lazy bool)
 	var id string
 	q := `INSERT INTO usage_records (create_time, user_id, caller, rpc, phase, job_id, task_id,
 			build_id, project_id, repo, request_id, model_id, model, provider, input_tokens, output_tokens,
-			cache_read_tokens, cache_write_tokens, cost_micros, latency_us, calls, outcome, error, role)
+			cache_read_tokens, cache_write_tokens, cost_micros, latency_us, calls, outcome, error, role, conversation_id)
 		VALUES (coalesce($1, now()), $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::uuid, $13, $14, $15, $16, $17,
-			$18, $19, $20, $21, $22, $23, $24)
+			$18, $19, $20, $21, $22, $23, $24, $25)
 		RETURNING id::text`
 	args := []any{at, r.UserId, r.Caller, r.Rpc, int16(r.Phase), r.JobId, r.TaskId, r.BuildId, r.ProjectId, r.Repo,
 		r.RequestId, nullable(r.ModelId), u.GetModel(), u.GetProvider(), u.GetInputTokens(), u.GetOutputTokens(),
 		u.GetCacheReadTokens(), u.GetCacheWriteTokens(), u.GetCostMicros(), u.GetLatency().AsDuration().Microseconds(),
-		u.GetCalls(), int16(r.Outcome), r.Error, int16(r.Role)}
+		u.GetCalls(), int16(r.Outcome), r.Error, int16(r.Role), r.ConversationId}
 	var err error
 	if lazy {
 		err = db.LazyQueryRow(ctx, s.pool, func(row pgx.Row) error { return row.Scan(&id) }, q, args...)
@@ -73,6 +73,8 @@ type UsageFilter struct {
 	ProjectID  string
 	RPC        string
 	Phase      aiv1.CallPhase
+	// ConversationID selects a conversation's chat replies.
+	ConversationID string
 }
 
 func (f UsageFilter) where() *db.Conds {
@@ -85,7 +87,7 @@ func (f UsageFilter) where() *db.Conds {
 	}
 	for _, c := range []struct{ col, v string }{
 		{"u.user_id", f.UserID}, {"u.repo", f.Repo}, {"u.job_id", f.JobID}, {"u.task_id", f.TaskID},
-		{"u.build_id", f.BuildID}, {"u.project_id", f.ProjectID}, {"u.rpc", f.RPC},
+		{"u.build_id", f.BuildID}, {"u.project_id", f.ProjectID}, {"u.rpc", f.RPC}, {"u.conversation_id", f.ConversationID},
 	} {
 		if c.v != "" {
 			w.Add(c.col+" = $%d", c.v) // c.col is one of the literals above
@@ -105,14 +107,15 @@ func (f UsageFilter) where() *db.Conds {
 var groupColumns = map[aiv1.UsageGroupBy][]string{
 	aiv1.UsageGroupBy_USAGE_GROUP_BY_MODEL: {"u.provider", "u.model"},
 	// The UTC day, whatever the session's time zone.
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_DAY:     {"to_char(u.create_time AT TIME ZONE 'UTC', 'YYYY-MM-DD')"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_PHASE:   {"u.phase"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_JOB:     {"u.job_id"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_TASK:    {"u.task_id"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_BUILD:   {"u.build_id"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_PROJECT: {"u.project_id"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_RPC:     {"u.rpc"},
-	aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:    {"u.role"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_DAY:          {"to_char(u.create_time AT TIME ZONE 'UTC', 'YYYY-MM-DD')"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_PHASE:        {"u.phase"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_JOB:          {"u.job_id"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_TASK:         {"u.task_id"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_BUILD:        {"u.build_id"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_PROJECT:      {"u.project_id"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_RPC:          {"u.rpc"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:         {"u.role"},
+	aiv1.UsageGroupBy_USAGE_GROUP_BY_CONVERSATION: {"u.conversation_id"},
 }
 
 // numericColumns are the group columns holding enum numbers: ordered by number, not text.
@@ -146,6 +149,8 @@ func setGroupValue(row *aiv1.UsageRow, g aiv1.UsageGroupBy, i int, v any) {
 	case aiv1.UsageGroupBy_USAGE_GROUP_BY_ROLE:
 		n, _ := v.(int16)
 		row.Role = aiv1.SubAgentRole(n)
+	case aiv1.UsageGroupBy_USAGE_GROUP_BY_CONVERSATION:
+		row.ConversationId = s
 	}
 }
 
@@ -240,7 +245,7 @@ type UsageCursor struct {
 const usageColumns = `u.id::text, u.create_time, u.user_id, u.caller, u.rpc, u.phase, u.job_id, u.task_id,
 	u.build_id, u.project_id, u.repo, u.request_id, coalesce(u.model_id::text, ''), u.model, u.provider,
 	u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost_micros, u.latency_us,
-	u.calls, u.outcome, u.error, u.role`
+	u.calls, u.outcome, u.error, u.role, u.conversation_id`
 
 func scanUsage(row pgx.Row) (*aiv1.UsageRecord, error) {
 	var (
@@ -254,7 +259,7 @@ func scanUsage(row pgx.Row) (*aiv1.UsageRecord, error) {
 	err := row.Scan(&r.Id, &createTime, &r.UserId, &r.Caller, &r.Rpc, &phase, &r.JobId, &r.TaskId,
 		&r.BuildId, &r.ProjectId, &r.Repo, &r.RequestId, &r.ModelId, &u.Model, &u.Provider,
 		&u.InputTokens, &u.OutputTokens, &u.CacheReadTokens, &u.CacheWriteTokens, &u.CostMicros, &latencyUS,
-		&u.Calls, &outcome, &r.Error, &role)
+		&u.Calls, &outcome, &r.Error, &role, &r.ConversationId)
 	if err != nil {
 		return nil, err
 	}

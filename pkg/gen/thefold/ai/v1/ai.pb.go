@@ -716,33 +716,37 @@ const (
 	UsageGroupBy_USAGE_GROUP_BY_RPC UsageGroupBy = 8
 	// The sub-agent role (SubAgentRole); other calls group under UNSPECIFIED.
 	UsageGroupBy_USAGE_GROUP_BY_ROLE UsageGroupBy = 9
+	// The conversation (chat replies); other calls group under "".
+	UsageGroupBy_USAGE_GROUP_BY_CONVERSATION UsageGroupBy = 10
 )
 
 // Enum value maps for UsageGroupBy.
 var (
 	UsageGroupBy_name = map[int32]string{
-		0: "USAGE_GROUP_BY_UNSPECIFIED",
-		1: "USAGE_GROUP_BY_MODEL",
-		2: "USAGE_GROUP_BY_DAY",
-		3: "USAGE_GROUP_BY_PHASE",
-		4: "USAGE_GROUP_BY_JOB",
-		5: "USAGE_GROUP_BY_TASK",
-		6: "USAGE_GROUP_BY_BUILD",
-		7: "USAGE_GROUP_BY_PROJECT",
-		8: "USAGE_GROUP_BY_RPC",
-		9: "USAGE_GROUP_BY_ROLE",
+		0:  "USAGE_GROUP_BY_UNSPECIFIED",
+		1:  "USAGE_GROUP_BY_MODEL",
+		2:  "USAGE_GROUP_BY_DAY",
+		3:  "USAGE_GROUP_BY_PHASE",
+		4:  "USAGE_GROUP_BY_JOB",
+		5:  "USAGE_GROUP_BY_TASK",
+		6:  "USAGE_GROUP_BY_BUILD",
+		7:  "USAGE_GROUP_BY_PROJECT",
+		8:  "USAGE_GROUP_BY_RPC",
+		9:  "USAGE_GROUP_BY_ROLE",
+		10: "USAGE_GROUP_BY_CONVERSATION",
 	}
 	UsageGroupBy_value = map[string]int32{
-		"USAGE_GROUP_BY_UNSPECIFIED": 0,
-		"USAGE_GROUP_BY_MODEL":       1,
-		"USAGE_GROUP_BY_DAY":         2,
-		"USAGE_GROUP_BY_PHASE":       3,
-		"USAGE_GROUP_BY_JOB":         4,
-		"USAGE_GROUP_BY_TASK":        5,
-		"USAGE_GROUP_BY_BUILD":       6,
-		"USAGE_GROUP_BY_PROJECT":     7,
-		"USAGE_GROUP_BY_RPC":         8,
-		"USAGE_GROUP_BY_ROLE":        9,
+		"USAGE_GROUP_BY_UNSPECIFIED":  0,
+		"USAGE_GROUP_BY_MODEL":        1,
+		"USAGE_GROUP_BY_DAY":          2,
+		"USAGE_GROUP_BY_PHASE":        3,
+		"USAGE_GROUP_BY_JOB":          4,
+		"USAGE_GROUP_BY_TASK":         5,
+		"USAGE_GROUP_BY_BUILD":        6,
+		"USAGE_GROUP_BY_PROJECT":      7,
+		"USAGE_GROUP_BY_RPC":          8,
+		"USAGE_GROUP_BY_ROLE":         9,
+		"USAGE_GROUP_BY_CONVERSATION": 10,
 	}
 )
 
@@ -975,9 +979,11 @@ type Attribution struct {
 	// Project in the agent service, when the call is for a project.
 	ProjectId string `protobuf:"bytes,6,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	// The sub-agent the call is for (RunSubAgents sets it per role; callers leave it unset).
-	Role          SubAgentRole `protobuf:"varint,7,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Role SubAgentRole `protobuf:"varint,7,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	// Conversation in the agent service, when the call is a chat reply's.
+	ConversationId string `protobuf:"bytes,8,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Attribution) Reset() {
@@ -1057,6 +1063,13 @@ func (x *Attribution) GetRole() SubAgentRole {
 		return x.Role
 	}
 	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
+}
+
+func (x *Attribution) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
 }
 
 // TaskSpec is a task as the model sees it.
@@ -7885,9 +7898,11 @@ type GetUsageRequest struct {
 	BuildId   string    `protobuf:"bytes,10,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
 	ProjectId string    `protobuf:"bytes,11,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	// AIService RPC name, e.g. "FixFile".
-	Rpc           string `protobuf:"bytes,12,opt,name=rpc,proto3" json:"rpc,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rpc string `protobuf:"bytes,12,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// Calls of this conversation's chat replies.
+	ConversationId string `protobuf:"bytes,13,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetUsageRequest) Reset() {
@@ -8004,6 +8019,13 @@ func (x *GetUsageRequest) GetRpc() string {
 	return ""
 }
 
+func (x *GetUsageRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 // UsageRow is usage summed over one group; only the grouped dimensions are set.
 type UsageRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -8027,10 +8049,11 @@ type UsageRow struct {
 	ProjectId  string `protobuf:"bytes,14,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
 	Rpc        string `protobuf:"bytes,15,opt,name=rpc,proto3" json:"rpc,omitempty"`
 	// Calls that failed (no answer), included in calls.
-	FailedCalls   int64        `protobuf:"varint,16,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
-	Role          SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FailedCalls    int64        `protobuf:"varint,16,opt,name=failed_calls,json=failedCalls,proto3" json:"failed_calls,omitempty"`
+	Role           SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	ConversationId string       `protobuf:"bytes,18,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UsageRow) Reset() {
@@ -8182,6 +8205,13 @@ func (x *UsageRow) GetRole() SubAgentRole {
 	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
 }
 
+func (x *UsageRow) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 // GetUsageResponse is the grouped usage.
 type GetUsageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -8266,9 +8296,11 @@ type UsageRecord struct {
 	// The request_id the call was made with, if any.
 	RequestId string `protobuf:"bytes,16,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The sub-agent the call was for; UNSPECIFIED for other calls.
-	Role          SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Role SubAgentRole `protobuf:"varint,17,opt,name=role,proto3,enum=thefold.ai.v1.SubAgentRole" json:"role,omitempty"`
+	// The conversation whose reply made the call, if any.
+	ConversationId string `protobuf:"bytes,18,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UsageRecord) Reset() {
@@ -8420,6 +8452,13 @@ func (x *UsageRecord) GetRole() SubAgentRole {
 	return SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED
 }
 
+func (x *UsageRecord) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 // ListUsageRecordsRequest filters and pages ledger entries.
 type ListUsageRecordsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -8441,9 +8480,11 @@ type ListUsageRecordsRequest struct {
 	// At most this many entries; 0 uses the default of 50, at most 200.
 	PageSize int32 `protobuf:"varint,12,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first.
-	PageToken     string `protobuf:"bytes,13,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PageToken string `protobuf:"bytes,13,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Calls of this conversation's chat replies.
+	ConversationId string `protobuf:"bytes,14,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListUsageRecordsRequest) Reset() {
@@ -8567,6 +8608,13 @@ func (x *ListUsageRecordsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListUsageRecordsRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
 // ListUsageRecordsResponse is one page of ledger entries.
 type ListUsageRecordsResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -8633,7 +8681,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"complexity\x12\x12\n" +
 	"\x04tags\x18\x03 \x03(\tR\x04tags\x12:\n" +
 	"\vbudget_mode\x18\x04 \x01(\x0e2\x19.thefold.ai.v1.BudgetModeR\n" +
-	"budgetMode\"\xec\x01\n" +
+	"budgetMode\"\x95\x02\n" +
 	"\vAttribution\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x12\n" +
@@ -8642,7 +8690,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\bbuild_id\x18\x05 \x01(\tR\abuildId\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x06 \x01(\tR\tprojectId\x12/\n" +
-	"\x04role\x18\a \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"Z\n" +
+	"\x04role\x18\a \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12'\n" +
+	"\x0fconversation_id\x18\b \x01(\tR\x0econversationId\"Z\n" +
 	"\bTaskSpec\x12\x14\n" +
 	"\x05title\x18\x01 \x01(\tR\x05title\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x16\n" +
@@ -9225,7 +9274,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x13SelectModelResponse\x12*\n" +
 	"\x05model\x18\x01 \x01(\v2\x14.thefold.ai.v1.ModelR\x05model\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x122\n" +
-	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xaf\x03\n" +
+	"\tfallbacks\x18\x03 \x03(\v2\x14.thefold.ai.v1.ModelR\tfallbacks\"\xd8\x03\n" +
 	"\x0fGetUsageRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -9241,7 +9290,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	" \x01(\tR\abuildId\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\v \x01(\tR\tprojectId\x12\x10\n" +
-	"\x03rpc\x18\f \x01(\tR\x03rpc\"\xa7\x04\n" +
+	"\x03rpc\x18\f \x01(\tR\x03rpc\x12'\n" +
+	"\x0fconversation_id\x18\r \x01(\tR\x0econversationId\"\xd0\x04\n" +
 	"\bUsageRow\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x10\n" +
@@ -9262,10 +9312,11 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"project_id\x18\x0e \x01(\tR\tprojectId\x12\x10\n" +
 	"\x03rpc\x18\x0f \x01(\tR\x03rpc\x12!\n" +
 	"\ffailed_calls\x18\x10 \x01(\x03R\vfailedCalls\x12/\n" +
-	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"n\n" +
+	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12'\n" +
+	"\x0fconversation_id\x18\x12 \x01(\tR\x0econversationId\"n\n" +
 	"\x10GetUsageResponse\x12+\n" +
 	"\x04rows\x18\x01 \x03(\v2\x17.thefold.ai.v1.UsageRowR\x04rows\x12-\n" +
-	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total\"\xb0\x04\n" +
+	"\x05total\x18\x02 \x01(\v2\x17.thefold.ai.v1.UsageRowR\x05total\"\xd9\x04\n" +
 	"\vUsageRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12;\n" +
 	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -9287,7 +9338,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x10 \x01(\tR\trequestId\x12/\n" +
-	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\"\xbb\x03\n" +
+	"\x04role\x18\x11 \x01(\x0e2\x1b.thefold.ai.v1.SubAgentRoleR\x04role\x12'\n" +
+	"\x0fconversation_id\x18\x12 \x01(\tR\x0econversationId\"\xe4\x03\n" +
 	"\x17ListUsageRecordsRequest\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -9305,7 +9357,8 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x05phase\x18\v \x01(\x0e2\x18.thefold.ai.v1.CallPhaseR\x05phase\x12\x1b\n" +
 	"\tpage_size\x18\f \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\r \x01(\tR\tpageToken\"x\n" +
+	"page_token\x18\r \x01(\tR\tpageToken\x12'\n" +
+	"\x0fconversation_id\x18\x0e \x01(\tR\x0econversationId\"x\n" +
 	"\x18ListUsageRecordsResponse\x124\n" +
 	"\arecords\x18\x01 \x03(\v2\x1a.thefold.ai.v1.UsageRecordR\arecords\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x83\x01\n" +
@@ -9381,7 +9434,7 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x17PROVIDER_KIND_ANTHROPIC\x10\x01\x12\x18\n" +
 	"\x14PROVIDER_KIND_OPENAI\x10\x02\x12\x18\n" +
 	"\x14PROVIDER_KIND_GEMINI\x10\x03\x12#\n" +
-	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*\x92\x02\n" +
+	"\x1fPROVIDER_KIND_OPENAI_COMPATIBLE\x10\x04*\xb3\x02\n" +
 	"\fUsageGroupBy\x12\x1e\n" +
 	"\x1aUSAGE_GROUP_BY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14USAGE_GROUP_BY_MODEL\x10\x01\x12\x16\n" +
@@ -9392,7 +9445,9 @@ const file_thefold_ai_v1_ai_proto_rawDesc = "" +
 	"\x14USAGE_GROUP_BY_BUILD\x10\x06\x12\x1a\n" +
 	"\x16USAGE_GROUP_BY_PROJECT\x10\a\x12\x16\n" +
 	"\x12USAGE_GROUP_BY_RPC\x10\b\x12\x17\n" +
-	"\x13USAGE_GROUP_BY_ROLE\x10\t*\x9e\x01\n" +
+	"\x13USAGE_GROUP_BY_ROLE\x10\t\x12\x1f\n" +
+	"\x1bUSAGE_GROUP_BY_CONVERSATION\x10\n" +
+	"*\x9e\x01\n" +
 	"\vCallOutcome\x12\x1c\n" +
 	"\x18CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fCALL_OUTCOME_OK\x10\x01\x12\x1f\n" +
