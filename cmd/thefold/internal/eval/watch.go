@@ -53,6 +53,11 @@ func (r *Runner) waitJob(ctx context.Context, job *agentv1.Job, want agentv1.Job
 	progress(cur)
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	deadline, _ := wctx.Deadline()
+	// over reports whether the wait is over: its context's end can trail the stream's own
+	// timer, which ends the stream with DeadlineExceeded (or, when the server saw it first,
+	// cleanly) a moment before.
+	over := func() bool { return wctx.Err() != nil || !time.Now().Before(deadline) }
 	// From the job's first event (after_id 0 replays what the agent retains): the job was
 	// started a moment ago, so nothing it did before the stream opened is missed. After a
 	// reconnection, from the last event seen.
@@ -70,11 +75,11 @@ func (r *Runner) waitJob(ctx context.Context, job *agentv1.Job, want agentv1.Job
 			ev, err = stream.Recv()
 		}
 		switch {
+		case err != nil && over():
+			return r.notThere(ctx, cur, limit)
 		case errors.Is(err, io.EOF):
 			// The stream of a finished job ends after its last event: the read says how.
 			return r.settled(ctx, cur, want, true)
-		case err != nil && wctx.Err() != nil:
-			return r.notThere(ctx, cur, limit)
 		case status.Code(err) == codes.Unavailable:
 			// The agent restarted: go on from the last event seen.
 			stream, err = nil, wait.Sleep(wctx, reconnectPause)
