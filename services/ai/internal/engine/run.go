@@ -56,6 +56,11 @@ type Call struct {
 	// owner asked for). Such calls are recorded under the service's name, with no user, and
 	// no owner's spend limit applies.
 	AsService bool
+	// Spent, when set, is told what the call cost as the ledger records it, answered or
+	// not: a caller that goes on after a failed call (RunSubAgents leaving a role out)
+	// still accounts for the tokens the provider billed. Not called for an answer recorded
+	// under the request_id (that cost nothing again).
+	Spent func(*typev1.Usage)
 }
 
 // Defaults are an RPC's selection hints when the caller gives none.
@@ -153,6 +158,9 @@ func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work fun
 	}
 	out, rec, err := work(ctx)
 	e.record(ctx, p, c, rec, err)
+	if c.Spent != nil && rec != nil {
+		c.Spent(rec.wireUsage())
+	}
 	usageID := ""
 	if rec != nil {
 		usageID = rec.id

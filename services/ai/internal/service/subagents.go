@@ -13,6 +13,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/tokens"
 	"github.com/thefold/thefold/pkg/validate"
 
@@ -167,6 +168,10 @@ func (s *AIServer) runRole(ctx context.Context, req *aiv1.RunSubAgentsRequest, m
 		}
 	}
 	c := s.subAgentCall(req, requestID, m.role, tier, p)
+	// A role that fails after the provider billed it (an answer that never parsed) still
+	// costs the job: its result carries what the ledger recorded.
+	var spent *typev1.Usage
+	c.Spent = func(u *typev1.Usage) { spent = u }
 	out, err := engine.Run(ctx, s.eng, c, parseWith(p, func(raw string) (*aiv1.SubAgentResult, error) {
 		md, err := prompts.ParseSubAgent(m.role, raw)
 		if err != nil {
@@ -175,6 +180,9 @@ func (s *AIServer) runRole(ctx context.Context, req *aiv1.RunSubAgentsRequest, m
 		return &aiv1.SubAgentResult{Role: m.role, Output: md}, nil
 	}))
 	if err != nil {
+		if spent.GetCalls() > 0 || spent.GetCostMicros() > 0 {
+			res.Usage = spent
+		}
 		return fail(err)
 	}
 	res.Output, res.Usage = out.GetOutput(), out.GetUsage()

@@ -25,8 +25,8 @@ import (
 // merge merges the outputs of the roles that succeeded as req asks: CONCATENATE, each as a
 // "## <Role>" section in the team's order; AI_MERGE, one more call on a tier-2 model
 // (phase SUB_AGENTS, no role), CONCATENATE again when that call fails. It returns the text,
-// the strategy that made it and the merge call's result (nil when there was none) for its
-// usage.
+// the strategy that made it and the merge call's result (nil when there was none, or it
+// cost nothing) for its usage.
 func (s *AIServer) merge(ctx context.Context, req *aiv1.RunSubAgentsRequest, runs []roleRun) (string, aiv1.MergeStrategy, *aiv1.SubAgentResult) {
 	var sections []prompts.SubAgentSection
 	var parts, names []string
@@ -51,6 +51,8 @@ func (s *AIServer) merge(ctx context.Context, req *aiv1.RunSubAgentsRequest, run
 		requestID = req.RequestId + " #merge " + strings.Join(names, ",")
 	}
 	c := s.subAgentCall(req, requestID, aiv1.SubAgentRole_SUB_AGENT_ROLE_UNSPECIFIED, mergeTier, p)
+	var spent *typev1.Usage
+	c.Spent = func(u *typev1.Usage) { spent = u }
 	// The merge answers in Markdown: its result is a RunSubAgentsResponse (a message with a
 	// usage field, as the engine needs) holding the text.
 	out, err := engine.Run(ctx, s.eng, c, func(r *llm.Response) (*aiv1.RunSubAgentsResponse, error) {
@@ -61,8 +63,13 @@ func (s *AIServer) merge(ctx context.Context, req *aiv1.RunSubAgentsRequest, run
 		return &aiv1.RunSubAgentsResponse{MergedContext: md}, nil
 	})
 	if err != nil {
-		// The roles' work is done and paid for: it is not lost to a failed merge.
-		return concatenated, aiv1.MergeStrategy_MERGE_STRATEGY_CONCATENATE, nil
+		// The roles' work is done and paid for: it is not lost to a failed merge (whose own
+		// cost, if the provider billed it, still counts).
+		var failed *aiv1.SubAgentResult
+		if spent.GetCalls() > 0 || spent.GetCostMicros() > 0 {
+			failed = &aiv1.SubAgentResult{Usage: spent}
+		}
+		return concatenated, aiv1.MergeStrategy_MERGE_STRATEGY_CONCATENATE, failed
 	}
 	return out.GetMergedContext(), aiv1.MergeStrategy_MERGE_STRATEGY_AI_MERGE, &aiv1.SubAgentResult{Usage: out.GetUsage()}
 }

@@ -361,6 +361,15 @@ func TestRunSubAgentsFailingRole(t *testing.T) {
 	if !strings.HasPrefix(resp.MergedContext, "## Implementer") || strings.Contains(resp.MergedContext, "Tester") {
 		t.Errorf("merged: %s", resp.MergedContext)
 	}
+	// What the tester's unusable answers cost (the answer and its repair rounds, billed by
+	// the provider) is the team's all the same.
+	if u := tester.GetUsage(); u.GetCalls() < 1 || u.GetOutputTokens() == 0 || u.GetCostMicros() == 0 {
+		t.Errorf("the failed tester's usage %v: want what the ledger recorded", u)
+	}
+	if resp.Usage.GetCalls() != impl.GetUsage().GetCalls()+tester.GetUsage().GetCalls() ||
+		resp.Usage.GetCostMicros() != impl.GetUsage().GetCostMicros()+tester.GetUsage().GetCostMicros() {
+		t.Errorf("the team's usage %v is not the implementer's %v plus the tester's %v", resp.Usage, impl.Usage, tester.Usage)
+	}
 	// The tester's dependents (at complexity 8, the planner's) run without a failed
 	// dependency's output, and are told so.
 	e = newAIEnv(t, subAgentScript(t, map[string]fakellm.Response{"planner": {Error: &fakellm.Error{Status: 400}}}), aiEnvOptions{provider: "anthropic"})
