@@ -59,6 +59,14 @@ func TestLocalForgeThroughTheGateway(t *testing.T) {
 	if d := files[0].(map[string]any)["unified_diff"].(string); !strings.Contains(d, "+func Health() string") {
 		t.Fatalf("diff of health.go:\n%s", d)
 	}
+	// The local forge runs no checks of its own: none on the head, through the REST edge.
+	code, checks := rest(t, http.MethodGet, "/v1/repos/local/acceptance/pulls/1/checks", token, nil)
+	if code != http.StatusOK || checks["state"] != "CHECK_STATE_NONE" || checks["head_sha"] == "" || checks["head_sha"] != diff["head_sha"] {
+		t.Fatalf("checks: %d %v", code, checks)
+	}
+	if code, body := rest(t, http.MethodGet, "/v1/repos/local/acceptance/pulls/0/checks", token, nil); code != http.StatusBadRequest {
+		t.Fatalf("checks of pull request 0: %d %v", code, body)
+	}
 	code, merged := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls/1:merge", token, map[string]any{})
 	if code != http.StatusOK {
 		t.Fatalf("merge: %d %v", code, merged)

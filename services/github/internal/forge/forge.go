@@ -177,6 +177,9 @@ type Provider interface {
 	GetPullRequest(ctx context.Context, repo string, number int32, a Actor) (*githubv1.PullRequest, error)
 	ListPullRequests(ctx context.Context, q PullRequestQuery, a Actor) ([]*githubv1.PullRequest, string, error)
 	PullRequestDiff(ctx context.Context, repo string, number int32, pin *DiffPin, a Actor) (*Diff, error)
+	// PullRequestChecks returns the checks on a pull request's head commit, by name, and
+	// their combined state (CHECK_STATE_NONE when there are none).
+	PullRequestChecks(ctx context.Context, repo string, number int32, a Actor) (*githubv1.GetPullRequestChecksResponse, error)
 	MergePullRequest(ctx context.Context, m MergeSpec) (*githubv1.PullRequest, error)
 	ClosePullRequest(ctx context.Context, repo string, number int32, deleteBranch bool, a Actor) (*githubv1.PullRequest, error)
 

@@ -55,7 +55,9 @@ type fRepo struct {
 	issues        map[int]*fIssue
 	nextNum       int
 	nextComment   int64
-	deps          map[int][]int // issue → blocking issues
+	deps          map[int][]int          // issue → blocking issues
+	checkRuns     map[string][]fCheckRun // commit sha → its check runs
+	statuses      map[string][]fStatus   // commit sha → its latest status per context
 }
 
 type fIssue struct {
@@ -514,6 +516,8 @@ func (f *fakeGH) routeRepo(w http.ResponseWriter, r *http.Request, repo *fRepo, 
 		}
 		writeJSON(w, 201, map[string]any{"sha": g.putBlob(data)})
 
+	case first == "commits" && len(seg) == 3 && (seg[2] == "check-runs" || seg[2] == "status") && r.Method == http.MethodGet:
+		f.getChecks(w, r, repo, seg[1], seg[2])
 	case first == "commits" && len(seg) == 2 && r.Method == http.MethodGet:
 		f.getCommit(w, r, repo, seg[1])
 	case first == "compare" && len(seg) == 2 && r.Method == http.MethodGet:

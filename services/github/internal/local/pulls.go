@@ -225,6 +225,16 @@ func (p *Provider) PullRequestDiff(ctx context.Context, repo string, number int3
 	return &forge.Diff{BaseSHA: base, HeadSHA: head, Files: files, Stats: stats}, nil
 }
 
+// PullRequestChecks answers no checks on the pull request's head: the local forge runs
+// none of its own.
+func (p *Provider) PullRequestChecks(ctx context.Context, repo string, number int32, a forge.Actor) (*githubv1.GetPullRequestChecksResponse, error) {
+	pr, err := p.GetPullRequest(ctx, repo, number, a)
+	if err != nil {
+		return nil, err
+	}
+	return &githubv1.GetPullRequestChecksResponse{HeadSha: pr.GetHeadSha(), State: githubv1.CheckState_CHECK_STATE_NONE}, nil
+}
+
 // MergePullRequest merges an open pull request into its base.
 func (p *Provider) MergePullRequest(ctx context.Context, m forge.MergeSpec) (*githubv1.PullRequest, error) {
 	if _, err := p.repo(ctx, m.Repo, m.Actor); err != nil {

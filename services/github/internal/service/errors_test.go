@@ -164,6 +164,22 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.GetPullRequest(ctx, &githubv1.GetPullRequestRequest{Repo: repo, Number: 42})
 			return err
 		}},
+		{"GetPullRequestChecks", codes.InvalidArgument, "number", func(ctx context.Context) error {
+			_, err := c.GetPullRequestChecks(ctx, &githubv1.GetPullRequestChecksRequest{Repo: repo})
+			return err
+		}},
+		{"GetPullRequestChecks", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.GetPullRequestChecks(ctx, &githubv1.GetPullRequestChecksRequest{Repo: "no-slash", Number: 1})
+			return err
+		}},
+		{"GetPullRequestChecks", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.GetPullRequestChecks(ctx, &githubv1.GetPullRequestChecksRequest{Number: 1})
+			return err
+		}},
+		{"GetPullRequestChecks", codes.NotFound, "", func(ctx context.Context) error {
+			_, err := c.GetPullRequestChecks(ctx, &githubv1.GetPullRequestChecksRequest{Repo: repo, Number: 42})
+			return err
+		}},
 		{"ListPullRequests", codes.InvalidArgument, "state", func(ctx context.Context) error {
 			_, err := c.ListPullRequests(ctx, &githubv1.ListPullRequestsRequest{Repo: repo, State: 99})
 			return err

@@ -475,3 +475,62 @@ func TestPrivateRepositories(t *testing.T) {
 		t.Fatalf("alice lists %v %v", list, err)
 	}
 }
+
+// The local forge runs no checks: a pull request's checks are CHECK_STATE_NONE on its
+// current head, readable by whoever may read the repository and no one else.
+func TestLocalPullRequestChecks(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	c := e.client
+	repo := e.repo(t, "checks", map[string]string{"a.txt": "a\n"})
+	if _, err := c.CreateBranch(e.alice, &githubv1.CreateBranchRequest{Repo: repo, Branch: "work"}); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(content string) string {
+		t.Helper()
+		res, err := c.CommitFiles(e.alice, &githubv1.CommitFilesRequest{Repo: repo, Branch: "work", Message: "m",
+			Files: []*typev1.FileChange{modify("a.txt", content)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetCommitSha()
+	}
+	first := commit("a1\n")
+	pr, err := c.CreatePullRequest(e.alice, &githubv1.CreatePullRequestRequest{Repo: repo, Head: "work", Title: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := pr.GetPullRequest().GetNumber()
+	got, err := c.GetPullRequestChecks(e.alice, &githubv1.GetPullRequestChecksRequest{Repo: repo, Number: n})
+	if err != nil || got.GetHeadSha() != first || got.GetState() != githubv1.CheckState_CHECK_STATE_NONE || len(got.GetChecks()) != 0 {
+		t.Fatalf("checks = %v %v, want NONE on %s", got, err, first)
+	}
+	// After a push the checks are those of the new head.
+	second := commit("a2\n")
+	got, err = c.GetPullRequestChecks(e.alice, &githubv1.GetPullRequestChecksRequest{Repo: repo, Number: n})
+	if err != nil || got.GetHeadSha() != second || got.GetState() != githubv1.CheckState_CHECK_STATE_NONE {
+		t.Fatalf("checks after a push = %v %v, want NONE on %s", got, err, second)
+	}
+
+	// A private repository's pull request is NOT_FOUND to someone without a role on it.
+	if _, err := c.CreateRepo(e.alice, &githubv1.CreateRepoRequest{Repo: "local/hidden", Private: true, AutoInit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateBranch(e.alice, &githubv1.CreateBranchRequest{Repo: "local/hidden", Branch: "work"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CommitFiles(e.alice, &githubv1.CommitFilesRequest{Repo: "local/hidden", Branch: "work", Message: "m",
+		Files: []*typev1.FileChange{create("b.txt", "b\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	hidden, err := c.CreatePullRequest(e.alice, &githubv1.CreatePullRequestRequest{Repo: "local/hidden", Head: "work", Title: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &githubv1.GetPullRequestChecksRequest{Repo: "local/hidden", Number: hidden.GetPullRequest().GetNumber()}
+	if got, err := c.GetPullRequestChecks(e.alice, req); err != nil || got.GetState() != githubv1.CheckState_CHECK_STATE_NONE {
+		t.Fatalf("alice's own private pull request: %v %v", got, err)
+	}
+	_, err = c.GetPullRequestChecks(e.bob, req)
+	wantCode(t, err, codes.NotFound, "")
+}

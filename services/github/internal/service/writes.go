@@ -167,6 +167,15 @@ func (s *Server) GetPullRequest(ctx context.Context, req *githubv1.GetPullReques
 	return &githubv1.GetPullRequestResponse{PullRequest: pr}, nil
 }
 
+// GetPullRequestChecks returns the checks on a pull request's head commit.
+func (s *Server) GetPullRequestChecks(ctx context.Context, req *githubv1.GetPullRequestChecksRequest) (*githubv1.GetPullRequestChecksResponse, error) {
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleRead)
+	if err != nil {
+		return nil, err
+	}
+	return p.PullRequestChecks(ctx, req.GetRepo(), req.GetNumber(), a)
+}
+
 // ListPullRequests lists a repository's pull requests, newest first.
 func (s *Server) ListPullRequests(ctx context.Context, req *githubv1.ListPullRequestsRequest) (*githubv1.ListPullRequestsResponse, error) {
 	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleRead)

@@ -33,6 +33,7 @@ const (
 	RepoService_GetPullRequest_FullMethodName         = "/thefold.github.v1.RepoService/GetPullRequest"
 	RepoService_ListPullRequests_FullMethodName       = "/thefold.github.v1.RepoService/ListPullRequests"
 	RepoService_GetPullRequestDiff_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequestDiff"
+	RepoService_GetPullRequestChecks_FullMethodName   = "/thefold.github.v1.RepoService/GetPullRequestChecks"
 	RepoService_MergePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/MergePullRequest"
 	RepoService_ClosePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/ClosePullRequest"
 	RepoService_ListIssues_FullMethodName             = "/thefold.github.v1.RepoService/ListIssues"
@@ -111,6 +112,11 @@ type RepoServiceClient interface {
 	// files with their unified diffs, one page of files at a time, and the stats of the whole
 	// pull request.
 	GetPullRequestDiff(ctx context.Context, in *GetPullRequestDiffRequest, opts ...grpc.CallOption) (*GetPullRequestDiffResponse, error)
+	// GetPullRequestChecks returns the checks on a pull request's head commit: GitHub's check
+	// runs and commit statuses, and their combined state. The local forge runs no checks of its
+	// own (CHECK_STATE_NONE, no checks): a caller that needs them runs the repository's tests
+	// itself.
+	GetPullRequestChecks(ctx context.Context, in *GetPullRequestChecksRequest, opts ...grpc.CallOption) (*GetPullRequestChecksResponse, error)
 	// MergePullRequest merges an open pull request. An already merged one is returned as is;
 	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
 	// expected_head_sha is ABORTED.
@@ -317,6 +323,16 @@ func (c *repoServiceClient) GetPullRequestDiff(ctx context.Context, in *GetPullR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetPullRequestDiffResponse)
 	err := c.cc.Invoke(ctx, RepoService_GetPullRequestDiff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) GetPullRequestChecks(ctx context.Context, in *GetPullRequestChecksRequest, opts ...grpc.CallOption) (*GetPullRequestChecksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPullRequestChecksResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetPullRequestChecks_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -552,6 +568,11 @@ type RepoServiceServer interface {
 	// files with their unified diffs, one page of files at a time, and the stats of the whole
 	// pull request.
 	GetPullRequestDiff(context.Context, *GetPullRequestDiffRequest) (*GetPullRequestDiffResponse, error)
+	// GetPullRequestChecks returns the checks on a pull request's head commit: GitHub's check
+	// runs and commit statuses, and their combined state. The local forge runs no checks of its
+	// own (CHECK_STATE_NONE, no checks): a caller that needs them runs the repository's tests
+	// itself.
+	GetPullRequestChecks(context.Context, *GetPullRequestChecksRequest) (*GetPullRequestChecksResponse, error)
 	// MergePullRequest merges an open pull request. An already merged one is returned as is;
 	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
 	// expected_head_sha is ABORTED.
@@ -656,6 +677,9 @@ func (UnimplementedRepoServiceServer) ListPullRequests(context.Context, *ListPul
 }
 func (UnimplementedRepoServiceServer) GetPullRequestDiff(context.Context, *GetPullRequestDiffRequest) (*GetPullRequestDiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPullRequestDiff not implemented")
+}
+func (UnimplementedRepoServiceServer) GetPullRequestChecks(context.Context, *GetPullRequestChecksRequest) (*GetPullRequestChecksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPullRequestChecks not implemented")
 }
 func (UnimplementedRepoServiceServer) MergePullRequest(context.Context, *MergePullRequestRequest) (*MergePullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergePullRequest not implemented")
@@ -970,6 +994,24 @@ func _RepoService_GetPullRequestDiff_Handler(srv interface{}, ctx context.Contex
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RepoServiceServer).GetPullRequestDiff(ctx, req.(*GetPullRequestDiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_GetPullRequestChecks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPullRequestChecksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetPullRequestChecks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetPullRequestChecks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetPullRequestChecks(ctx, req.(*GetPullRequestChecksRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1338,6 +1380,10 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPullRequestDiff",
 			Handler:    _RepoService_GetPullRequestDiff_Handler,
+		},
+		{
+			MethodName: "GetPullRequestChecks",
+			Handler:    _RepoService_GetPullRequestChecks_Handler,
 		},
 		{
 			MethodName: "MergePullRequest",
