@@ -51,6 +51,7 @@ func (r *run) fileStep(ctx context.Context, st *store.Step) error {
 		}
 		deps := r.contextFiles(st.Path)
 		refs := r.referenceFiles(ctx, st.Path, existing, deps)
+		r.readGuidance(ctx)
 		req := &aiv1.GenerateFileRequest{
 			RequestId: r.key(st, "generate"), Task: r.task(st),
 			File:            &aiv1.FileSpec{Path: st.Path, Description: st.Description, Action: st.Action, ExistingContent: existing},
@@ -186,6 +187,7 @@ func (r *run) fixRound(ctx context.Context, st *store.Step, phase builderv1.Buil
 		DiagnosticsBefore: fix, StartTime: timestamppb.Now(),
 	}
 	deps := r.contextFiles(st.Path)
+	r.readGuidance(ctx)
 	callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.CallTimeout)
 	defer cancel()
 	done := r.e.timed("ai")

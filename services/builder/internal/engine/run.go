@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/thefold/thefold/pkg/fence"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	builderv1 "github.com/thefold/thefold/pkg/gen/thefold/builder/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -261,7 +262,13 @@ func (r *run) finish(ctx context.Context, st *store.Step, ok bool, why string, e
 
 // key is the idempotency key of one model call of st.
 func (r *run) key(st *store.Step, call string) string {
-	return fmt.Sprintf("build-%s-g%d-s%d-%s", r.b.Id, r.b.Generation, st.StepNumber, call)
+	k := fmt.Sprintf("build-%s-g%d-s%d-%s", r.b.Id, r.b.Generation, st.StepNumber, call)
+	if n := len(r.b.Guidance); n > 0 {
+		// The call's request carries the guidance (task): a resumed call made after a message
+		// arrived is a new request, which the ai service would refuse under the old key.
+		k += fmt.Sprintf("-m%d", n)
+	}
+	return k
 }
 
 func (r *run) attribution(phase aiv1.CallPhase) *aiv1.Attribution {
@@ -274,7 +281,8 @@ const maxTaskDescription = 64 << 10
 // task is what every generation and fix of st is told of the task: the title as the
 // person wrote it (else the first line of the plan's summary); the description as written,
 // then the plan's summary under a heading, the additional context, the memory hints and
-// the retry's guidance. The same for every call of a step (prompt caching); within
+// the retry's guidance, and last what people told the build while it ran, each message
+// fenced. The same for every call of a step (prompt caching); within
 // maxTaskDescription, the description as written cut first.
 func (r *run) task(st *store.Step) *aiv1.TaskSpec {
 	summary := r.b.Plan.GetSummary()
@@ -303,6 +311,13 @@ func (r *run) task(st *store.Step) *aiv1.TaskSpec {
 	if st.Guidance != "" {
 		rest.WriteString("\n\nGuidance for this retry:\n" + st.Guidance)
 	}
+	// Last: it changes while the build runs, and what comes before it stays cached.
+	if len(r.b.Guidance) > 0 {
+		rest.WriteString("\n\n" + guidanceHeading)
+		for _, g := range r.b.Guidance {
+			rest.WriteString("\n" + fence.Fence("guidance", [][2]string{{"author", g.GetAuthor()}}, g.GetText(), maxGuidanceBytes))
+		}
+	}
 	tail := strings.TrimPrefix(rest.String(), "\n\n")
 	if written != "" {
 		tail = rest.String()
@@ -317,6 +332,24 @@ func (r *run) task(st *store.Step) *aiv1.TaskSpec {
 		desc = cutRunes(desc, maxTaskDescription-len(cutNote)) + cutNote
 	}
 	return &aiv1.TaskSpec{Title: cutRunes(title, 500), Description: desc}
+}
+
+// guidanceHeading introduces what people told the build while it ran (AddGuidance).
+const guidanceHeading = "Messages from the person while the build ran (their words, to act on):"
+
+// maxGuidanceBytes caps one fenced message (AddGuidance takes at most 8000 characters).
+const maxGuidanceBytes = 4 * 8000
+
+// readGuidance refreshes the build's guidance from the store, where AddGuidance appends
+// to it while the build runs: called before each model call that writes code, so every
+// call after a message arrived is told it. A failed read keeps what the run knew.
+func (r *run) readGuidance(ctx context.Context) {
+	g, err := r.e.store.Guidance(ctx, r.b.Id)
+	if err != nil {
+		r.e.log.WarnContext(ctx, "reading the build's guidance", "build", r.b.Id, "err", err)
+		return
+	}
+	r.b.Guidance = g
 }
 
 // cutNote marks text cut to fit the ai service's bounds.

@@ -43,6 +43,8 @@ const (
 	maxTaskTitle       = 500
 	maxTaskDescription = 100_000
 	maxContextPaths    = 200
+	// maxGuidanceText bounds AddGuidanceRequest.text, in characters.
+	maxGuidanceText = 8000
 )
 
 // Queue starts build runs (jobrun.Enqueuer).
@@ -399,6 +401,34 @@ func (s *Server) RetryStep(ctx context.Context, req *builderv1.RetryStepRequest)
 		return nil, err
 	}
 	return &builderv1.RetryStepResponse{Build: b.BuildJob}, nil
+}
+
+// AddGuidance gives a build that is not finished a person's message; every model call the
+// build makes after it is told it (the engine reads the build's guidance before each).
+func (s *Server) AddGuidance(ctx context.Context, req *builderv1.AddGuidanceRequest) (*builderv1.AddGuidanceResponse, error) {
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := buildID("build_id", req.GetBuildId())
+	if err != nil {
+		return nil, err
+	}
+	text, err := validate.RequiredText("text", req.GetText(), maxGuidanceText)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.RequestID("request_id", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	if err := validate.Strings(req); err != nil {
+		return nil, err
+	}
+	b, err := s.store.AddGuidance(ctx, owner, id, text, req.GetRequestId())
+	if err != nil {
+		return nil, err
+	}
+	return &builderv1.AddGuidanceResponse{Build: b.BuildJob}, nil
 }
 
 // WatchBuild streams build events after a cursor (events.Handler's rules: a watch of one

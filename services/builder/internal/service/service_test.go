@@ -261,6 +261,9 @@ func TestInvalidArgument(t *testing.T) {
 	watch := func(req *builderv1.WatchBuildRequest) func() error {
 		return func() error { return watchErr(ctx, c, req) }
 	}
+	guide := func(req *builderv1.AddGuidanceRequest) func() error {
+		return func() error { _, err := c.AddGuidance(ctx, req); return err }
+	}
 	analyze := func(req *builderv1.AnalyzeDependenciesRequest) func() error {
 		return func() error { _, err := c.AnalyzeDependencies(ctx, req); return err }
 	}
@@ -352,6 +355,16 @@ func TestInvalidArgument(t *testing.T) {
 		{"retry: guidance too long", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, Guidance: strings.Repeat("g", 64<<10+1)}), "guidance"},
 		{"retry: request_id with a space", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, RequestId: "a b"}), "request_id"},
 		{"retry: request_id too long", retry(&builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1, RequestId: strings.Repeat("r", 200)}), "request_id"},
+		// AddGuidance
+		{"guidance: missing build_id", guide(&builderv1.AddGuidanceRequest{Text: "use hi"}), "build_id"},
+		{"guidance: build_id not a UUID", guide(&builderv1.AddGuidanceRequest{BuildId: "x", Text: "use hi"}), "build_id"},
+		{"guidance: missing text", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id}), "text"},
+		{"guidance: blank text", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: " \n\t"}), "text"},
+		{"guidance: text too long", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: strings.Repeat("é", 8001)}), "text"},
+		{"guidance: text with NUL", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use\x00hi"}), "text"},
+		{"guidance: text not UTF-8", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use \xff"}), "text"},
+		{"guidance: request_id with a space", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use hi", RequestId: "a b"}), "request_id"},
+		{"guidance: request_id too long", guide(&builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use hi", RequestId: strings.Repeat("r", 200)}), "request_id"},
 		// WatchBuild
 		{"watch: negative after_id", watch(&builderv1.WatchBuildRequest{Id: b.Id, AfterId: -1}), "after_id"},
 		{"watch: id not a UUID", watch(&builderv1.WatchBuildRequest{Id: "x"}), "id"},
@@ -520,6 +533,14 @@ func TestOtherUsersBuildsAreNotFound(t *testing.T) {
 			_, err := c.RetryStep(e.bob, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
 			return err
 		},
+		"AddGuidance": func() error {
+			_, err := c.AddGuidance(e.bob, &builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use hi"})
+			return err
+		},
+		"AddGuidance missing": func() error {
+			_, err := c.AddGuidance(e.alice, &builderv1.AddGuidanceRequest{BuildId: missingID, Text: "use hi"})
+			return err
+		},
 		"WatchBuild": func() error { return watchErr(e.bob, c, &builderv1.WatchBuildRequest{Id: b.Id}) },
 		"GetBuild missing": func() error {
 			_, err := c.GetBuild(e.alice, &builderv1.GetBuildRequest{Id: missingID})
@@ -535,7 +556,7 @@ func TestOtherUsersBuildsAreNotFound(t *testing.T) {
 		t.Errorf("bob's ListBuilds = %v, %v", list, err)
 	}
 	got, err := c.GetBuild(e.alice, &builderv1.GetBuildRequest{Id: b.Id})
-	if err != nil || got.Build.Status != builderv1.BuildStatus_BUILD_STATUS_PENDING {
+	if err != nil || got.Build.Status != builderv1.BuildStatus_BUILD_STATUS_PENDING || len(got.Build.Guidance) != 0 {
 		t.Errorf("alice's build after bob's calls = %v, %v", got, err)
 	}
 	if got := e.cancel.got(); len(got) != 0 {
@@ -648,6 +669,10 @@ func TestUnauthenticated(t *testing.T) {
 		},
 		"RetryStep": func(ctx context.Context) error {
 			_, err := c.RetryStep(ctx, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
+			return err
+		},
+		"AddGuidance": func(ctx context.Context) error {
+			_, err := c.AddGuidance(ctx, &builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use hi"})
 			return err
 		},
 		"WatchBuild": func(ctx context.Context) error { return watchErr(ctx, c, &builderv1.WatchBuildRequest{Id: b.Id}) },

@@ -320,13 +320,14 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 const buildColumns = `id, owner_id, request_id, task_id, job_id, sandbox_id, repo, status, requested_strategy,
 	strategy, phase, plan, model, additional_context, memory_hints, current_step, total_steps, files_written, files_validated,
 	iterations, max_iterations, new_project, graph, files, usage, budget, report, error, generation, skills,
-	task_title, task_description, context_paths, create_time, start_time, update_time, end_time`
+	task_title, task_description, context_paths, create_time, start_time, update_time, end_time, guidance`
 
 func scanBuild(row pgx.Row) (*Build, error) {
 	var (
 		b                                                 = &Build{BuildJob: &builderv1.BuildJob{}}
 		status, requested, strategy, phase                string
 		plan, graph, files, usage, budget, report, skills []byte
+		guidance                                          []byte
 		create, update                                    time.Time
 		start, end                                        *time.Time
 	)
@@ -334,7 +335,7 @@ func scanBuild(row pgx.Row) (*Build, error) {
 	err := row.Scan(&j.Id, &j.OwnerId, &j.RequestId, &j.TaskId, &j.JobId, &j.SandboxId, &j.Repo, &status, &requested,
 		&strategy, &phase, &plan, &j.Model, &b.AdditionalContext, &b.MemoryHints, &j.CurrentStep, &j.TotalSteps, &b.FilesWritten,
 		&b.FilesValidated, &j.Iterations, &b.MaxIterations, &b.NewProject, &graph, &files, &usage, &budget, &report, &j.Error,
-		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end)
+		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end, &guidance)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +357,9 @@ func scanBuild(row pgx.Row) (*Build, error) {
 	}
 	if b.Skills, err = unmarshalArray(skills, func() *aiv1.SkillFragment { return &aiv1.SkillFragment{} }); err != nil {
 		return nil, fmt.Errorf("store: build %s: skills: %w", j.Id, err)
+	}
+	if j.Guidance, err = unmarshalGuidance(guidance); err != nil {
+		return nil, fmt.Errorf("store: build %s: guidance: %w", j.Id, err)
 	}
 	if j.Files, err = unmarshalFiles(files); err != nil {
 		return nil, fmt.Errorf("store: build %s: files: %w", j.Id, err)

@@ -1234,11 +1234,13 @@ type BuildJob struct {
 	// Set when the build ends.
 	Report *BuildReport `protobuf:"bytes,20,opt,name=report,proto3" json:"report,omitempty"`
 	// Why the build failed or was cancelled.
-	Error         string                 `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	EndTime       *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	Error      string                 `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	StartTime  *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	EndTime    *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// What people told the build while it ran (AddGuidance), oldest first.
+	Guidance      []*BuildGuidance `protobuf:"bytes,26,rep,name=guidance,proto3" json:"guidance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1448,6 +1450,85 @@ func (x *BuildJob) GetEndTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *BuildJob) GetGuidance() []*BuildGuidance {
+	if x != nil {
+		return x.Guidance
+	}
+	return nil
+}
+
+// BuildGuidance is one message a person gave a running build.
+type BuildGuidance struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Text  string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// Who said it (the user the caller acted for).
+	Author     string                 `protobuf:"bytes,2,opt,name=author,proto3" json:"author,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The step that was running when it arrived: the calls of later steps (and later calls of
+	// that one) are told it.
+	StepNumber    int32 `protobuf:"varint,4,opt,name=step_number,json=stepNumber,proto3" json:"step_number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildGuidance) Reset() {
+	*x = BuildGuidance{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildGuidance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildGuidance) ProtoMessage() {}
+
+func (x *BuildGuidance) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildGuidance.ProtoReflect.Descriptor instead.
+func (*BuildGuidance) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *BuildGuidance) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *BuildGuidance) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *BuildGuidance) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *BuildGuidance) GetStepNumber() int32 {
+	if x != nil {
+		return x.StepNumber
+	}
+	return 0
+}
+
 // BuildStep is one persisted step of a build.
 type BuildStep struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1489,7 +1570,7 @@ type BuildStep struct {
 
 func (x *BuildStep) Reset() {
 	*x = BuildStep{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1582,7 @@ func (x *BuildStep) String() string {
 func (*BuildStep) ProtoMessage() {}
 
 func (x *BuildStep) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[9]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1595,7 @@ func (x *BuildStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
 func (*BuildStep) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{9}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BuildStep) GetBuildId() string {
@@ -1699,7 +1780,7 @@ type StartBuildRequest struct {
 
 func (x *StartBuildRequest) Reset() {
 	*x = StartBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1792,7 @@ func (x *StartBuildRequest) String() string {
 func (*StartBuildRequest) ProtoMessage() {}
 
 func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[10]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1805,7 @@ func (x *StartBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildRequest.ProtoReflect.Descriptor instead.
 func (*StartBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{10}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartBuildRequest) GetRequestId() string {
@@ -1834,7 +1915,7 @@ type StartBuildResponse struct {
 
 func (x *StartBuildResponse) Reset() {
 	*x = StartBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1927,7 @@ func (x *StartBuildResponse) String() string {
 func (*StartBuildResponse) ProtoMessage() {}
 
 func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[11]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1940,7 @@ func (x *StartBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBuildResponse.ProtoReflect.Descriptor instead.
 func (*StartBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{11}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StartBuildResponse) GetBuild() *BuildJob {
@@ -1878,7 +1959,7 @@ type GetBuildRequest struct {
 
 func (x *GetBuildRequest) Reset() {
 	*x = GetBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1971,7 @@ func (x *GetBuildRequest) String() string {
 func (*GetBuildRequest) ProtoMessage() {}
 
 func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[12]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +1984,7 @@ func (x *GetBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildRequest.ProtoReflect.Descriptor instead.
 func (*GetBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{12}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetBuildRequest) GetId() string {
@@ -1924,7 +2005,7 @@ type GetBuildResponse struct {
 
 func (x *GetBuildResponse) Reset() {
 	*x = GetBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2017,7 @@ func (x *GetBuildResponse) String() string {
 func (*GetBuildResponse) ProtoMessage() {}
 
 func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[13]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2030,7 @@ func (x *GetBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBuildResponse.ProtoReflect.Descriptor instead.
 func (*GetBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{13}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetBuildResponse) GetBuild() *BuildJob {
@@ -1984,7 +2065,7 @@ type ListBuildsRequest struct {
 
 func (x *ListBuildsRequest) Reset() {
 	*x = ListBuildsRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2077,7 @@ func (x *ListBuildsRequest) String() string {
 func (*ListBuildsRequest) ProtoMessage() {}
 
 func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[14]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2090,7 @@ func (x *ListBuildsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsRequest.ProtoReflect.Descriptor instead.
 func (*ListBuildsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{14}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListBuildsRequest) GetTaskId() string {
@@ -2066,7 +2147,7 @@ type ListBuildsResponse struct {
 
 func (x *ListBuildsResponse) Reset() {
 	*x = ListBuildsResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2159,7 @@ func (x *ListBuildsResponse) String() string {
 func (*ListBuildsResponse) ProtoMessage() {}
 
 func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[15]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2172,7 @@ func (x *ListBuildsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBuildsResponse.ProtoReflect.Descriptor instead.
 func (*ListBuildsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{15}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListBuildsResponse) GetBuilds() []*BuildJob {
@@ -2119,7 +2200,7 @@ type CancelBuildRequest struct {
 
 func (x *CancelBuildRequest) Reset() {
 	*x = CancelBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2212,7 @@ func (x *CancelBuildRequest) String() string {
 func (*CancelBuildRequest) ProtoMessage() {}
 
 func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[16]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2225,7 @@ func (x *CancelBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildRequest.ProtoReflect.Descriptor instead.
 func (*CancelBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{16}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelBuildRequest) GetId() string {
@@ -2170,7 +2251,7 @@ type CancelBuildResponse struct {
 
 func (x *CancelBuildResponse) Reset() {
 	*x = CancelBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2263,7 @@ func (x *CancelBuildResponse) String() string {
 func (*CancelBuildResponse) ProtoMessage() {}
 
 func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[17]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2276,7 @@ func (x *CancelBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBuildResponse.ProtoReflect.Descriptor instead.
 func (*CancelBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{17}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelBuildResponse) GetBuild() *BuildJob {
@@ -2224,7 +2305,7 @@ type RetryStepRequest struct {
 
 func (x *RetryStepRequest) Reset() {
 	*x = RetryStepRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2317,7 @@ func (x *RetryStepRequest) String() string {
 func (*RetryStepRequest) ProtoMessage() {}
 
 func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[18]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2330,7 @@ func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepRequest.ProtoReflect.Descriptor instead.
 func (*RetryStepRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{18}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryStepRequest) GetBuildId() string {
@@ -2280,6 +2361,115 @@ func (x *RetryStepRequest) GetRequestId() string {
 	return ""
 }
 
+type AddGuidanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the build (not finished).
+	BuildId string `protobuf:"bytes,1,opt,name=build_id,json=buildId,proto3" json:"build_id,omitempty"`
+	// Required: the person's message, at most 8000 characters.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
+	// request_id adds nothing again. Empty: no key.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddGuidanceRequest) Reset() {
+	*x = AddGuidanceRequest{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddGuidanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddGuidanceRequest) ProtoMessage() {}
+
+func (x *AddGuidanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddGuidanceRequest.ProtoReflect.Descriptor instead.
+func (*AddGuidanceRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AddGuidanceRequest) GetBuildId() string {
+	if x != nil {
+		return x.BuildId
+	}
+	return ""
+}
+
+func (x *AddGuidanceRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *AddGuidanceRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type AddGuidanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build with its guidance.
+	Build         *BuildJob `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddGuidanceResponse) Reset() {
+	*x = AddGuidanceResponse{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddGuidanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddGuidanceResponse) ProtoMessage() {}
+
+func (x *AddGuidanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddGuidanceResponse.ProtoReflect.Descriptor instead.
+func (*AddGuidanceResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *AddGuidanceResponse) GetBuild() *BuildJob {
+	if x != nil {
+		return x.Build
+	}
+	return nil
+}
+
 type RetryStepResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Build         *BuildJob              `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
@@ -2289,7 +2479,7 @@ type RetryStepResponse struct {
 
 func (x *RetryStepResponse) Reset() {
 	*x = RetryStepResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2491,7 @@ func (x *RetryStepResponse) String() string {
 func (*RetryStepResponse) ProtoMessage() {}
 
 func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2504,7 @@ func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepResponse.ProtoReflect.Descriptor instead.
 func (*RetryStepResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RetryStepResponse) GetBuild() *BuildJob {
@@ -2341,7 +2531,7 @@ type WatchBuildRequest struct {
 
 func (x *WatchBuildRequest) Reset() {
 	*x = WatchBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2543,7 @@ func (x *WatchBuildRequest) String() string {
 func (*WatchBuildRequest) ProtoMessage() {}
 
 func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2556,7 @@ func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildRequest.ProtoReflect.Descriptor instead.
 func (*WatchBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchBuildRequest) GetId() string {
@@ -2418,7 +2608,7 @@ type BuildCreated struct {
 
 func (x *BuildCreated) Reset() {
 	*x = BuildCreated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2620,7 @@ func (x *BuildCreated) String() string {
 func (*BuildCreated) ProtoMessage() {}
 
 func (x *BuildCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2633,7 @@ func (x *BuildCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildCreated.ProtoReflect.Descriptor instead.
 func (*BuildCreated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BuildCreated) GetJobId() string {
@@ -2517,7 +2707,7 @@ type BuildStatusChange struct {
 
 func (x *BuildStatusChange) Reset() {
 	*x = BuildStatusChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2719,7 @@ func (x *BuildStatusChange) String() string {
 func (*BuildStatusChange) ProtoMessage() {}
 
 func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2732,7 @@ func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStatusChange.ProtoReflect.Descriptor instead.
 func (*BuildStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BuildStatusChange) GetPreviousStatus() BuildStatus {
@@ -2588,7 +2778,7 @@ type BuildPhaseChange struct {
 
 func (x *BuildPhaseChange) Reset() {
 	*x = BuildPhaseChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2790,7 @@ func (x *BuildPhaseChange) String() string {
 func (*BuildPhaseChange) ProtoMessage() {}
 
 func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2803,7 @@ func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildPhaseChange.ProtoReflect.Descriptor instead.
 func (*BuildPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BuildPhaseChange) GetPreviousPhase() BuildPhase {
@@ -2673,7 +2863,7 @@ type StepSummary struct {
 
 func (x *StepSummary) Reset() {
 	*x = StepSummary{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2875,7 @@ func (x *StepSummary) String() string {
 func (*StepSummary) ProtoMessage() {}
 
 func (x *StepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2888,7 @@ func (x *StepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSummary.ProtoReflect.Descriptor instead.
 func (*StepSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StepSummary) GetStepNumber() int32 {
@@ -2823,7 +3013,7 @@ type FileValidated struct {
 
 func (x *FileValidated) Reset() {
 	*x = FileValidated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2835,7 +3025,7 @@ func (x *FileValidated) String() string {
 func (*FileValidated) ProtoMessage() {}
 
 func (x *FileValidated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2848,7 +3038,7 @@ func (x *FileValidated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileValidated.ProtoReflect.Descriptor instead.
 func (*FileValidated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FileValidated) GetStepNumber() int32 {
@@ -2900,7 +3090,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3102,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3115,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BuildLog) GetStepNumber() int32 {
@@ -2979,7 +3169,7 @@ type WatchBuildResponse struct {
 
 func (x *WatchBuildResponse) Reset() {
 	*x = WatchBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3181,7 @@ func (x *WatchBuildResponse) String() string {
 func (*WatchBuildResponse) ProtoMessage() {}
 
 func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3194,7 @@ func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildResponse.ProtoReflect.Descriptor instead.
 func (*WatchBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchBuildResponse) GetId() int64 {
@@ -3191,7 +3381,7 @@ type PlannedFile struct {
 
 func (x *PlannedFile) Reset() {
 	*x = PlannedFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3393,7 @@ func (x *PlannedFile) String() string {
 func (*PlannedFile) ProtoMessage() {}
 
 func (x *PlannedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3406,7 @@ func (x *PlannedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedFile.ProtoReflect.Descriptor instead.
 func (*PlannedFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PlannedFile) GetPath() string {
@@ -3269,7 +3459,7 @@ type AnalyzeDependenciesRequest struct {
 
 func (x *AnalyzeDependenciesRequest) Reset() {
 	*x = AnalyzeDependenciesRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3471,7 @@ func (x *AnalyzeDependenciesRequest) String() string {
 func (*AnalyzeDependenciesRequest) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3484,7 @@ func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AnalyzeDependenciesRequest) GetFiles() []*PlannedFile {
@@ -3337,7 +3527,7 @@ type AnalyzeDependenciesResponse struct {
 
 func (x *AnalyzeDependenciesResponse) Reset() {
 	*x = AnalyzeDependenciesResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3539,7 @@ func (x *AnalyzeDependenciesResponse) String() string {
 func (*AnalyzeDependenciesResponse) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3552,7 @@ func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{30}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AnalyzeDependenciesResponse) GetGraph() *DependencyGraph {
@@ -3450,7 +3640,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"fix_rounds\x18\n" +
 	" \x01(\x05R\tfixRounds\x12.\n" +
 	"\x13fix_rounds_resolved\x18\v \x01(\x05R\x11fixRoundsResolved\x12!\n" +
-	"\ffailed_paths\x18\f \x03(\tR\vfailedPaths\"\x94\b\n" +
+	"\ffailed_paths\x18\f \x03(\tR\vfailedPaths\"\xd3\b\n" +
 	"\bBuildJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x1d\n" +
@@ -3485,7 +3675,15 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"start_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vupdate_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
-	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"\x97\x06\n" +
+	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12=\n" +
+	"\bguidance\x18\x1a \x03(\v2!.thefold.builder.v1.BuildGuidanceR\bguidance\"\x99\x01\n" +
+	"\rBuildGuidance\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
+	"\x06author\x18\x02 \x01(\tR\x06author\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x1f\n" +
+	"\vstep_number\x18\x04 \x01(\x05R\n" +
+	"stepNumber\"\x97\x06\n" +
 	"\tBuildStep\x12\x19\n" +
 	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
 	"\vstep_number\x18\x02 \x01(\x05R\n" +
@@ -3561,7 +3759,14 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"stepNumber\x12\x1a\n" +
 	"\bguidance\x18\x03 \x01(\tR\bguidance\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"G\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"b\n" +
+	"\x12AddGuidanceRequest\x12\x19\n" +
+	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"I\n" +
+	"\x13AddGuidanceResponse\x122\n" +
+	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"G\n" +
 	"\x11RetryStepResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"p\n" +
 	"\x11WatchBuildRequest\x12\x0e\n" +
@@ -3713,7 +3918,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1fBUILD_EVENT_TYPE_FILE_VALIDATED\x10\b\x12\"\n" +
 	"\x1eBUILD_EVENT_TYPE_FIX_ATTEMPTED\x10\t\x12\x18\n" +
 	"\x14BUILD_EVENT_TYPE_LOG\x10\n" +
-	"2\xc6\x05\n" +
+	"2\xa6\x06\n" +
 	"\x0eBuilderService\x12[\n" +
 	"\n" +
 	"StartBuild\x12%.thefold.builder.v1.StartBuildRequest\x1a&.thefold.builder.v1.StartBuildResponse\x12Z\n" +
@@ -3721,7 +3926,8 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\n" +
 	"ListBuilds\x12%.thefold.builder.v1.ListBuildsRequest\x1a&.thefold.builder.v1.ListBuildsResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\vCancelBuild\x12&.thefold.builder.v1.CancelBuildRequest\x1a'.thefold.builder.v1.CancelBuildResponse\x12X\n" +
-	"\tRetryStep\x12$.thefold.builder.v1.RetryStepRequest\x1a%.thefold.builder.v1.RetryStepResponse\x12b\n" +
+	"\tRetryStep\x12$.thefold.builder.v1.RetryStepRequest\x1a%.thefold.builder.v1.RetryStepResponse\x12^\n" +
+	"\vAddGuidance\x12&.thefold.builder.v1.AddGuidanceRequest\x1a'.thefold.builder.v1.AddGuidanceResponse\x12b\n" +
 	"\n" +
 	"WatchBuild\x12%.thefold.builder.v1.WatchBuildRequest\x1a&.thefold.builder.v1.WatchBuildResponse\"\x03\x90\x02\x010\x01\x12{\n" +
 	"\x13AnalyzeDependencies\x12..thefold.builder.v1.AnalyzeDependenciesRequest\x1a/.thefold.builder.v1.AnalyzeDependenciesResponse\"\x03\x90\x02\x01B\xd1\x01\n" +
@@ -3740,7 +3946,7 @@ func file_thefold_builder_v1_builder_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_builder_v1_builder_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(StepKind)(0),                       // 0: thefold.builder.v1.StepKind
 	(BuildPhase)(0),                     // 1: thefold.builder.v1.BuildPhase
@@ -3758,138 +3964,146 @@ var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(*FixRound)(nil),                    // 13: thefold.builder.v1.FixRound
 	(*BuildReport)(nil),                 // 14: thefold.builder.v1.BuildReport
 	(*BuildJob)(nil),                    // 15: thefold.builder.v1.BuildJob
-	(*BuildStep)(nil),                   // 16: thefold.builder.v1.BuildStep
-	(*StartBuildRequest)(nil),           // 17: thefold.builder.v1.StartBuildRequest
-	(*StartBuildResponse)(nil),          // 18: thefold.builder.v1.StartBuildResponse
-	(*GetBuildRequest)(nil),             // 19: thefold.builder.v1.GetBuildRequest
-	(*GetBuildResponse)(nil),            // 20: thefold.builder.v1.GetBuildResponse
-	(*ListBuildsRequest)(nil),           // 21: thefold.builder.v1.ListBuildsRequest
-	(*ListBuildsResponse)(nil),          // 22: thefold.builder.v1.ListBuildsResponse
-	(*CancelBuildRequest)(nil),          // 23: thefold.builder.v1.CancelBuildRequest
-	(*CancelBuildResponse)(nil),         // 24: thefold.builder.v1.CancelBuildResponse
-	(*RetryStepRequest)(nil),            // 25: thefold.builder.v1.RetryStepRequest
-	(*RetryStepResponse)(nil),           // 26: thefold.builder.v1.RetryStepResponse
-	(*WatchBuildRequest)(nil),           // 27: thefold.builder.v1.WatchBuildRequest
-	(*BuildCreated)(nil),                // 28: thefold.builder.v1.BuildCreated
-	(*BuildStatusChange)(nil),           // 29: thefold.builder.v1.BuildStatusChange
-	(*BuildPhaseChange)(nil),            // 30: thefold.builder.v1.BuildPhaseChange
-	(*StepSummary)(nil),                 // 31: thefold.builder.v1.StepSummary
-	(*FileValidated)(nil),               // 32: thefold.builder.v1.FileValidated
-	(*BuildLog)(nil),                    // 33: thefold.builder.v1.BuildLog
-	(*WatchBuildResponse)(nil),          // 34: thefold.builder.v1.WatchBuildResponse
-	(*PlannedFile)(nil),                 // 35: thefold.builder.v1.PlannedFile
-	(*AnalyzeDependenciesRequest)(nil),  // 36: thefold.builder.v1.AnalyzeDependenciesRequest
-	(*AnalyzeDependenciesResponse)(nil), // 37: thefold.builder.v1.AnalyzeDependenciesResponse
-	(v1.FileAction)(0),                  // 38: thefold.type.v1.FileAction
-	(*v1.Diagnostic)(nil),               // 39: thefold.type.v1.Diagnostic
-	(*v1.Usage)(nil),                    // 40: thefold.type.v1.Usage
-	(*timestamppb.Timestamp)(nil),       // 41: google.protobuf.Timestamp
-	(*v1.FileDiff)(nil),                 // 42: thefold.type.v1.FileDiff
-	(*v1.DiffStats)(nil),                // 43: thefold.type.v1.DiffStats
-	(*v1.Plan)(nil),                     // 44: thefold.type.v1.Plan
-	(*v1.Budget)(nil),                   // 45: thefold.type.v1.Budget
-	(*v1.Heartbeat)(nil),                // 46: thefold.type.v1.Heartbeat
+	(*BuildGuidance)(nil),               // 16: thefold.builder.v1.BuildGuidance
+	(*BuildStep)(nil),                   // 17: thefold.builder.v1.BuildStep
+	(*StartBuildRequest)(nil),           // 18: thefold.builder.v1.StartBuildRequest
+	(*StartBuildResponse)(nil),          // 19: thefold.builder.v1.StartBuildResponse
+	(*GetBuildRequest)(nil),             // 20: thefold.builder.v1.GetBuildRequest
+	(*GetBuildResponse)(nil),            // 21: thefold.builder.v1.GetBuildResponse
+	(*ListBuildsRequest)(nil),           // 22: thefold.builder.v1.ListBuildsRequest
+	(*ListBuildsResponse)(nil),          // 23: thefold.builder.v1.ListBuildsResponse
+	(*CancelBuildRequest)(nil),          // 24: thefold.builder.v1.CancelBuildRequest
+	(*CancelBuildResponse)(nil),         // 25: thefold.builder.v1.CancelBuildResponse
+	(*RetryStepRequest)(nil),            // 26: thefold.builder.v1.RetryStepRequest
+	(*AddGuidanceRequest)(nil),          // 27: thefold.builder.v1.AddGuidanceRequest
+	(*AddGuidanceResponse)(nil),         // 28: thefold.builder.v1.AddGuidanceResponse
+	(*RetryStepResponse)(nil),           // 29: thefold.builder.v1.RetryStepResponse
+	(*WatchBuildRequest)(nil),           // 30: thefold.builder.v1.WatchBuildRequest
+	(*BuildCreated)(nil),                // 31: thefold.builder.v1.BuildCreated
+	(*BuildStatusChange)(nil),           // 32: thefold.builder.v1.BuildStatusChange
+	(*BuildPhaseChange)(nil),            // 33: thefold.builder.v1.BuildPhaseChange
+	(*StepSummary)(nil),                 // 34: thefold.builder.v1.StepSummary
+	(*FileValidated)(nil),               // 35: thefold.builder.v1.FileValidated
+	(*BuildLog)(nil),                    // 36: thefold.builder.v1.BuildLog
+	(*WatchBuildResponse)(nil),          // 37: thefold.builder.v1.WatchBuildResponse
+	(*PlannedFile)(nil),                 // 38: thefold.builder.v1.PlannedFile
+	(*AnalyzeDependenciesRequest)(nil),  // 39: thefold.builder.v1.AnalyzeDependenciesRequest
+	(*AnalyzeDependenciesResponse)(nil), // 40: thefold.builder.v1.AnalyzeDependenciesResponse
+	(v1.FileAction)(0),                  // 41: thefold.type.v1.FileAction
+	(*v1.Diagnostic)(nil),               // 42: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),                    // 43: thefold.type.v1.Usage
+	(*timestamppb.Timestamp)(nil),       // 44: google.protobuf.Timestamp
+	(*v1.FileDiff)(nil),                 // 45: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 46: thefold.type.v1.DiffStats
+	(*v1.Plan)(nil),                     // 47: thefold.type.v1.Plan
+	(*v1.Budget)(nil),                   // 48: thefold.type.v1.Budget
+	(*v1.Heartbeat)(nil),                // 49: thefold.type.v1.Heartbeat
 }
 var file_thefold_builder_v1_builder_proto_depIdxs = []int32{
 	7,  // 0: thefold.builder.v1.DependencyGraph.nodes:type_name -> thefold.builder.v1.DependencyNode
 	8,  // 1: thefold.builder.v1.DependencyGraph.cycles:type_name -> thefold.builder.v1.DependencyCycle
 	10, // 2: thefold.builder.v1.DependencyGraph.stats:type_name -> thefold.builder.v1.LanguageStats
-	38, // 3: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
+	41, // 3: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
 	5,  // 4: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
-	39, // 5: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	39, // 6: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	42, // 5: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	42, // 6: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
 	1,  // 7: thefold.builder.v1.FixRound.phase:type_name -> thefold.builder.v1.BuildPhase
-	39, // 8: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
-	39, // 9: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
-	40, // 10: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
-	41, // 11: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
-	41, // 12: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
-	42, // 13: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
-	43, // 14: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
-	39, // 15: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	39, // 16: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
+	42, // 8: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
+	42, // 9: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
+	43, // 10: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
+	44, // 11: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
+	44, // 12: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
+	45, // 13: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
+	46, // 14: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
+	42, // 15: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	42, // 16: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
 	3,  // 17: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
 	2,  // 18: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
 	1,  // 19: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
-	44, // 20: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
+	47, // 20: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
 	11, // 21: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
 	9,  // 22: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
-	40, // 23: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
-	45, // 24: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
+	43, // 23: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
+	48, // 24: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
 	14, // 25: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
-	41, // 26: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
-	41, // 27: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
-	41, // 28: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
-	41, // 29: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
-	1,  // 30: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 31: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
-	38, // 32: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
-	40, // 33: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
-	4,  // 34: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
-	12, // 35: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
-	13, // 36: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
-	41, // 37: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
-	41, // 38: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
-	44, // 39: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
-	2,  // 40: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	45, // 41: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
-	15, // 42: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	15, // 43: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	16, // 44: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
-	3,  // 45: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
-	15, // 46: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
-	15, // 47: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	15, // 48: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
-	2,  // 49: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	3,  // 50: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
-	3,  // 51: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
-	40, // 52: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
-	1,  // 53: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
-	1,  // 54: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
-	2,  // 55: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	1,  // 56: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 57: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
-	38, // 58: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
-	4,  // 59: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
-	40, // 60: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
-	40, // 61: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
-	41, // 62: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
-	41, // 63: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
-	39, // 64: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	1,  // 65: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
-	41, // 66: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
-	6,  // 67: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
-	28, // 68: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
-	29, // 69: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
-	30, // 70: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
-	31, // 71: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
-	32, // 72: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
-	13, // 73: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
-	33, // 74: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
-	46, // 75: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	38, // 76: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
-	35, // 77: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
-	9,  // 78: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
-	2,  // 79: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	17, // 80: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
-	19, // 81: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
-	21, // 82: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
-	23, // 83: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
-	25, // 84: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
-	27, // 85: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
-	36, // 86: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
-	18, // 87: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
-	20, // 88: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
-	22, // 89: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
-	24, // 90: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
-	26, // 91: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
-	34, // 92: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
-	37, // 93: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
-	87, // [87:94] is the sub-list for method output_type
-	80, // [80:87] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	44, // 26: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
+	44, // 27: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
+	44, // 28: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
+	44, // 29: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
+	16, // 30: thefold.builder.v1.BuildJob.guidance:type_name -> thefold.builder.v1.BuildGuidance
+	44, // 31: thefold.builder.v1.BuildGuidance.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 32: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 33: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
+	41, // 34: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
+	43, // 35: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
+	4,  // 36: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
+	12, // 37: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
+	13, // 38: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
+	44, // 39: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
+	44, // 40: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
+	47, // 41: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
+	2,  // 42: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	48, // 43: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
+	15, // 44: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 45: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	17, // 46: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
+	3,  // 47: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
+	15, // 48: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
+	15, // 49: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 50: thefold.builder.v1.AddGuidanceResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 51: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
+	2,  // 52: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	3,  // 53: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
+	3,  // 54: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
+	43, // 55: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
+	1,  // 56: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
+	1,  // 57: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
+	2,  // 58: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 59: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 60: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
+	41, // 61: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
+	4,  // 62: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
+	43, // 63: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
+	43, // 64: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
+	44, // 65: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
+	44, // 66: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
+	42, // 67: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 68: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
+	44, // 69: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
+	6,  // 70: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
+	31, // 71: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
+	32, // 72: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
+	33, // 73: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
+	34, // 74: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
+	35, // 75: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
+	13, // 76: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
+	36, // 77: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
+	49, // 78: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	41, // 79: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
+	38, // 80: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
+	9,  // 81: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
+	2,  // 82: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	18, // 83: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
+	20, // 84: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
+	22, // 85: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
+	24, // 86: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
+	26, // 87: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
+	27, // 88: thefold.builder.v1.BuilderService.AddGuidance:input_type -> thefold.builder.v1.AddGuidanceRequest
+	30, // 89: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
+	39, // 90: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
+	19, // 91: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
+	21, // 92: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
+	23, // 93: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
+	25, // 94: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
+	29, // 95: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
+	28, // 96: thefold.builder.v1.BuilderService.AddGuidance:output_type -> thefold.builder.v1.AddGuidanceResponse
+	37, // 97: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
+	40, // 98: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
+	91, // [91:99] is the sub-list for method output_type
+	83, // [83:91] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_thefold_builder_v1_builder_proto_init() }
@@ -3897,7 +4111,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 	if File_thefold_builder_v1_builder_proto != nil {
 		return
 	}
-	file_thefold_builder_v1_builder_proto_msgTypes[27].OneofWrappers = []any{
+	file_thefold_builder_v1_builder_proto_msgTypes[30].OneofWrappers = []any{
 		(*WatchBuildResponse_Created)(nil),
 		(*WatchBuildResponse_StatusChange)(nil),
 		(*WatchBuildResponse_PhaseChange)(nil),
@@ -3913,7 +4127,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_builder_v1_builder_proto_rawDesc), len(file_thefold_builder_v1_builder_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

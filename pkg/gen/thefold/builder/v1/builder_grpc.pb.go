@@ -24,6 +24,7 @@ const (
 	BuilderService_ListBuilds_FullMethodName          = "/thefold.builder.v1.BuilderService/ListBuilds"
 	BuilderService_CancelBuild_FullMethodName         = "/thefold.builder.v1.BuilderService/CancelBuild"
 	BuilderService_RetryStep_FullMethodName           = "/thefold.builder.v1.BuilderService/RetryStep"
+	BuilderService_AddGuidance_FullMethodName         = "/thefold.builder.v1.BuilderService/AddGuidance"
 	BuilderService_WatchBuild_FullMethodName          = "/thefold.builder.v1.BuilderService/WatchBuild"
 	BuilderService_AnalyzeDependencies_FullMethodName = "/thefold.builder.v1.BuilderService/AnalyzeDependencies"
 )
@@ -60,6 +61,12 @@ type BuilderServiceClient interface {
 	// it succeeds, continues the build after it. Another state of build or step is
 	// FAILED_PRECONDITION. Internal: called by the agent.
 	RetryStep(ctx context.Context, in *RetryStepRequest, opts ...grpc.CallOption) (*RetryStepResponse, error)
+	// AddGuidance gives a build that is not finished a person's message: every model call the
+	// build makes after it (the files it writes and fixes) is told it, fenced and labelled as
+	// the person's words, after the task. A finished build is FAILED_PRECONDITION. A retry with
+	// the same request_id adds nothing again. Internal: the agent passes on what a person
+	// posts to a running job.
+	AddGuidance(ctx context.Context, in *AddGuidanceRequest, opts ...grpc.CallOption) (*AddGuidanceResponse, error)
 	// WatchBuild streams build events after a cursor, in the envelope of
 	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
 	// misses nothing. With an id, the stream ends after the event that finishes that build;
@@ -131,6 +138,16 @@ func (c *builderServiceClient) RetryStep(ctx context.Context, in *RetryStepReque
 	return out, nil
 }
 
+func (c *builderServiceClient) AddGuidance(ctx context.Context, in *AddGuidanceRequest, opts ...grpc.CallOption) (*AddGuidanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddGuidanceResponse)
+	err := c.cc.Invoke(ctx, BuilderService_AddGuidance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *builderServiceClient) WatchBuild(ctx context.Context, in *WatchBuildRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchBuildResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &BuilderService_ServiceDesc.Streams[0], BuilderService_WatchBuild_FullMethodName, cOpts...)
@@ -192,6 +209,12 @@ type BuilderServiceServer interface {
 	// it succeeds, continues the build after it. Another state of build or step is
 	// FAILED_PRECONDITION. Internal: called by the agent.
 	RetryStep(context.Context, *RetryStepRequest) (*RetryStepResponse, error)
+	// AddGuidance gives a build that is not finished a person's message: every model call the
+	// build makes after it (the files it writes and fixes) is told it, fenced and labelled as
+	// the person's words, after the task. A finished build is FAILED_PRECONDITION. A retry with
+	// the same request_id adds nothing again. Internal: the agent passes on what a person
+	// posts to a running job.
+	AddGuidance(context.Context, *AddGuidanceRequest) (*AddGuidanceResponse, error)
 	// WatchBuild streams build events after a cursor, in the envelope of
 	// thefold/type/v1/event.proto; a client that reconnects with the last event id it saw
 	// misses nothing. With an id, the stream ends after the event that finishes that build;
@@ -227,6 +250,9 @@ func (UnimplementedBuilderServiceServer) CancelBuild(context.Context, *CancelBui
 }
 func (UnimplementedBuilderServiceServer) RetryStep(context.Context, *RetryStepRequest) (*RetryStepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryStep not implemented")
+}
+func (UnimplementedBuilderServiceServer) AddGuidance(context.Context, *AddGuidanceRequest) (*AddGuidanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddGuidance not implemented")
 }
 func (UnimplementedBuilderServiceServer) WatchBuild(*WatchBuildRequest, grpc.ServerStreamingServer[WatchBuildResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchBuild not implemented")
@@ -345,6 +371,24 @@ func _BuilderService_RetryStep_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BuilderService_AddGuidance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddGuidanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BuilderServiceServer).AddGuidance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BuilderService_AddGuidance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BuilderServiceServer).AddGuidance(ctx, req.(*AddGuidanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _BuilderService_WatchBuild_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchBuildRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -400,6 +444,10 @@ var BuilderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryStep",
 			Handler:    _BuilderService_RetryStep_Handler,
+		},
+		{
+			MethodName: "AddGuidance",
+			Handler:    _BuilderService_AddGuidance_Handler,
 		},
 		{
 			MethodName: "AnalyzeDependencies",
