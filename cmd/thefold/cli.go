@@ -147,6 +147,15 @@ profile's credentials, else THEFOLD_TOKEN or THEFOLD_API_KEY.
 	return root
 }
 
+// protoList is xs as the list g.print writes (a JSON or YAML array of messages).
+func protoList[T proto.Message](xs []T) []proto.Message {
+	out := make([]proto.Message, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
 // connect is the client of the profile (or the environment).
 func (g *globals) connect() (*client.Client, *profile, error) {
 	cfg, p, err := g.clientConfig()

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/client"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -42,11 +41,7 @@ func reviewsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Reviews))
-			for i, r := range resp.Reviews {
-				items[i] = r
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Reviews), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREPO\tSTATUS\tQUALITY\tJOB")
 				for _, r := range resp.Reviews {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", r.Id, r.Repo, enumName(r.Status, "REVIEW_STATUS_"), r.QualityScore, r.JobId)
@@ -125,11 +120,7 @@ func reposCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Repos))
-			for i, r := range resp.Repos {
-				items[i] = r
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Repos), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "REPO\tDEFAULT BRANCH\tPROVIDER")
 				for _, r := range resp.Repos {
 					fmt.Fprintf(w, "%s\t%s\t%s\n", r.Repo, r.DefaultBranch, enumName(r.Provider, "REPO_PROVIDER_"))
@@ -188,11 +179,7 @@ func keysCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.ApiKeys))
-			for i, k := range resp.ApiKeys {
-				items[i] = k
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.ApiKeys), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tNAME\tPREFIX\tSCOPES")
 				for _, k := range resp.ApiKeys {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Id, k.Name, k.Prefix, strings.Join(k.Scopes, ","))

@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -193,11 +192,7 @@ func auditCommand(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			items := make([]proto.Message, len(resp.Entries))
-			for i, e := range resp.Entries {
-				items[i] = e
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Entries), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "TIME\tACTION\tACTOR\tDETAILS")
 				for _, e := range resp.Entries {
 					details := compactDetails(e.Details, 100)
@@ -317,11 +312,7 @@ func skillsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Skills))
-			for i, s := range resp.Skills {
-				items[i] = s
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Skills), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tNAME\tPHASE\tCATEGORY\tSCOPE\tPRIORITY\tENABLED\tCONFIDENCE")
 				for _, s := range resp.Skills {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.2f\n", s.Id, s.Name, enumName(s.Phase, "SKILL_PHASE_"), enumName(s.Category, "SKILL_CATEGORY_"),
@@ -441,11 +432,7 @@ func modelsCommand(g *globals) *cobra.Command {
 					break
 				}
 			}
-			items := make([]proto.Message, len(models))
-			for i, m := range models {
-				items[i] = m
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(models), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tPROVIDER\tMODEL\tTIER\tINPUT $/MTOK\tOUTPUT $/MTOK\tCONTEXT\tENABLED")
 				for _, m := range models {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.2f\t%.2f\t%d\t%s\n", m.Id, orElse(names[m.ProviderId], m.ProviderId), m.Name, m.Tier,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"sigs.k8s.io/yaml"
 
@@ -45,11 +44,7 @@ func projectsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Projects))
-			for i, p := range resp.Projects {
-				items[i] = p
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Projects), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREPO\tSTATUS\tDESCRIPTION")
 				for _, p := range resp.Projects {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Id, p.Repo, enumName(p.Status, "PROJECT_STATUS_"), firstLine(p.Description, 60))

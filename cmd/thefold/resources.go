@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/thefold/thefold/pkg/client"
@@ -56,11 +55,7 @@ func tasksCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Tasks))
-			for i, t := range resp.Tasks {
-				items[i] = t
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Tasks), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREPO\tSTATUS\tTITLE")
 				for _, t := range resp.Tasks {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Id, t.Repo, enumName(t.Status, "TASK_STATUS_"), t.Title)
@@ -217,11 +212,7 @@ func jobsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := make([]proto.Message, len(resp.Jobs))
-			for i, j := range resp.Jobs {
-				items[i] = j
-			}
-			return g.print(items, func(w *tabwriter.Writer) {
+			return g.print(protoList(resp.Jobs), func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREPO\tSTATUS\tPHASE\tCOST")
 				for _, j := range resp.Jobs {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t$%.4f\n", j.Id, j.Repo, enumName(j.Status, "JOB_STATUS_"), enumName(j.Phase, "JOB_PHASE_"),
