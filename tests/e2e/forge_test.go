@@ -11,7 +11,8 @@ import (
 
 // The acceptance probe of the local forge, through the gateway's REST edge: create a
 // repository, commit two files on a branch, open a pull request, read its diff, merge it —
-// and plain `git clone` shows the merged files.
+// and plain `git clone` shows the merged files; a second pull request whose base moved
+// takes the base in with mergeBase.
 func TestLocalForgeThroughTheGateway(t *testing.T) {
 	parallel(t)
 	if _, err := exec.LookPath("git"); err != nil {
@@ -67,6 +68,22 @@ func TestLocalForgeThroughTheGateway(t *testing.T) {
 	if code, body := rest(t, http.MethodGet, "/v1/repos/local/acceptance/pulls/0/checks", token, nil); code != http.StatusBadRequest {
 		t.Fatalf("checks of pull request 0: %d %v", code, body)
 	}
+	// A second pull request, from main before the first is merged: merging moves its base.
+	if code, body := rest(t, http.MethodPost, "/v1/repos/local/acceptance/branches", token, map[string]any{"branch": "feature/docs"}); code != http.StatusOK {
+		t.Fatalf("branch: %d %v", code, body)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/local/acceptance/commits", token, map[string]any{
+		"branch": "feature/docs", "message": "Add docs",
+		"files": []map[string]any{{"path": "docs.md", "action": "FILE_ACTION_CREATE", "content": "# Docs\n"}},
+	}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	code, docs := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls", token, map[string]any{"head": "feature/docs", "title": "Docs"})
+	if code != http.StatusOK || docs["pull_request"].(map[string]any)["number"].(float64) != 2 {
+		t.Fatalf("second pull request: %d %v", code, docs)
+	}
+	docsHead := docs["pull_request"].(map[string]any)["head_sha"].(string)
+
 	code, merged := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls/1:merge", token, map[string]any{})
 	if code != http.StatusOK {
 		t.Fatalf("merge: %d %v", code, merged)
@@ -91,6 +108,29 @@ func TestLocalForgeThroughTheGateway(t *testing.T) {
 	out, err := log.Output()
 	if err != nil || strings.TrimSpace(string(out)) != "Health check (#1)" {
 		t.Fatalf("last commit %q %v", out, err)
+	}
+
+	// The base of the second pull request moved: updating its branch merges main into it (a
+	// new head holding health.go), and a second update finds nothing to do.
+	code, up := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls/2:mergeBase", token, map[string]any{"expected_head_sha": docsHead})
+	if code != http.StatusOK || up["updated"] != true {
+		t.Fatalf("update branch: %d %v", code, up)
+	}
+	newHead, _ := up["pull_request"].(map[string]any)["head_sha"].(string)
+	if newHead == "" || newHead == docsHead {
+		t.Fatalf("head after the update %q (was %q)", newHead, docsHead)
+	}
+	show := exec.Command("git", "ls-remote", cloneURL, "refs/heads/feature/docs")
+	show.Env = cmd.Env
+	if out, err := show.Output(); err != nil || !strings.HasPrefix(string(out), newHead) {
+		t.Fatalf("feature/docs in the repository: %q %v, want %s", out, err, newHead)
+	}
+	code, again := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls/2:mergeBase", token, map[string]any{})
+	if code != http.StatusOK || again["updated"] == true || again["pull_request"].(map[string]any)["head_sha"] != newHead {
+		t.Fatalf("second update branch: %d %v", code, again)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/local/acceptance/pulls/1:mergeBase", token, map[string]any{}); code != http.StatusBadRequest {
+		t.Fatalf("update branch of a merged pull request: %d %v, want 400", code, body)
 	}
 
 	// Bad input at the edge: a path that escapes the repository is a 400 naming the field;

@@ -181,6 +181,12 @@ type Provider interface {
 	// their combined state (CHECK_STATE_NONE when there are none).
 	PullRequestChecks(ctx context.Context, repo string, number int32, a Actor) (*githubv1.GetPullRequestChecksResponse, error)
 	MergePullRequest(ctx context.Context, m MergeSpec) (*githubv1.PullRequest, error)
+	// MergeBaseIntoPullRequest merges an open pull request's base into its head and returns
+	// the pull request with its new head; updated is false (and nothing is written) when the
+	// head already contains the base. A head other than expectedHeadSHA (when set) is
+	// errs.ErrConflict; conflicting changes and a merged or closed pull request are
+	// errs.ErrFailedPrecondition.
+	MergeBaseIntoPullRequest(ctx context.Context, repo string, number int32, expectedHeadSHA string, a Actor) (pr *githubv1.PullRequest, updated bool, err error)
 	ClosePullRequest(ctx context.Context, repo string, number int32, deleteBranch bool, a Actor) (*githubv1.PullRequest, error)
 
 	ListIssues(ctx context.Context, q IssueQuery, a Actor) ([]*githubv1.Issue, string, error)

@@ -34,6 +34,9 @@ type fakeGH struct {
 	truncate bool // recursive trees answer truncated
 	depsOff  bool // the dependencies API answers 404
 	noSumm   bool // issues carry no issue_dependencies_summary
+	// updateLag is how many reads of a pull request still show its old head after an
+	// update of its branch was accepted (GitHub moves the head in the background).
+	updateLag int
 }
 
 type fReq struct {
@@ -58,6 +61,7 @@ type fRepo struct {
 	deps          map[int][]int          // issue → blocking issues
 	checkRuns     map[string][]fCheckRun // commit sha → its check runs
 	statuses      map[string][]fStatus   // commit sha → its latest status per context
+	pending       map[int]*fUpdate       // pull request → its accepted, not yet visible branch update
 }
 
 type fIssue struct {
@@ -69,10 +73,12 @@ type fIssue struct {
 	labels   []string
 	user     string
 	comments int
-	created  time.Time
-	updated  time.Time
-	closed   *time.Time
-	pull     *fPull
+	// commentList is every comment posted, oldest first, as GitHub answers it.
+	commentList []map[string]any
+	created     time.Time
+	updated     time.Time
+	closed      *time.Time
+	pull        *fPull
 }
 
 type fPull struct {
@@ -144,7 +150,8 @@ func (f *fakeGH) addRepo(full string, files map[string]string) *fRepo {
 func (f *fakeGH) newRepo(owner, name string) *fRepo {
 	f.nextID++
 	r := &fRepo{id: f.nextID, owner: owner, name: name, defaultBranch: "main", created: fakeEpoch,
-		refs: map[string]string{}, git: newFGit(), issues: map[int]*fIssue{}, nextNum: 1, nextComment: 500, deps: map[int][]int{}}
+		refs: map[string]string{}, git: newFGit(), issues: map[int]*fIssue{}, nextNum: 1, nextComment: 500, deps: map[int][]int{},
+		pending: map[int]*fUpdate{}}
 	f.repos[owner+"/"+name] = r
 	return r
 }
@@ -528,9 +535,21 @@ func (f *fakeGH) routeRepo(w http.ResponseWriter, r *http.Request, repo *fRepo, 
 			return
 		}
 		mb := g.mergeBase(bs, hs)
+		shared := len(g.ancestors(mb)) // commits on both sides
+		ahead, behind := len(g.ancestors(hs))-shared, len(g.ancestors(bs))-shared
+		status := "diverged"
+		switch {
+		case ahead == 0 && behind == 0:
+			status = "identical"
+		case behind == 0:
+			status = "ahead"
+		case ahead == 0:
+			status = "behind"
+		}
 		writeJSON(w, 200, map[string]any{
 			"base_commit": map[string]any{"sha": bs}, "merge_base_commit": map[string]any{"sha": mb},
-			"status": "ahead", "files": g.diffTrees(g.commits[mb].tree, g.commits[hs].tree),
+			"status": status, "ahead_by": ahead, "behind_by": behind, "total_commits": ahead,
+			"files": g.diffTrees(g.commits[mb].tree, g.commits[hs].tree),
 		})
 	case first == "tarball" && r.Method == http.MethodGet:
 		ref := strings.Join(seg[1:], "/")

@@ -57,6 +57,7 @@ func (f *fakeGH) routePulls(w http.ResponseWriter, r *http.Request, repo *fRepo,
 	}
 	switch {
 	case len(seg) == 1 && r.Method == http.MethodGet:
+		f.settle(repo, is)
 		writeJSON(w, 200, f.pullJSON(repo, is, true))
 	case len(seg) == 1 && r.Method == http.MethodPatch:
 		var in struct {
@@ -77,6 +78,8 @@ func (f *fakeGH) routePulls(w http.ResponseWriter, r *http.Request, repo *fRepo,
 		writeJSON(w, 200, files[lo:hi])
 	case len(seg) == 2 && seg[1] == "merge" && r.Method == http.MethodPut:
 		f.mergePull(w, repo, is, body)
+	case len(seg) == 2 && seg[1] == "update-branch" && r.Method == http.MethodPut:
+		f.updateBranch(w, repo, is, body)
 	default:
 		writeJSON(w, 404, msg("Not Found"))
 	}
@@ -311,6 +314,9 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 			is.labels = *in.Labels
 		}
 		if in.State != nil && *in.State != is.state {
+			if is.pull != nil && is.state == "open" {
+				is.pull.headSHA = f.headOf(repo, is)
+			}
 			is.state = *in.State
 			is.closed = nil
 			if is.state == "closed" {
@@ -342,11 +348,16 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 		_ = json.Unmarshal(body, &in)
 		repo.nextComment++
 		is.comments++
-		writeJSON(w, 201, map[string]any{
+		c := map[string]any{
 			"id": repo.nextComment, "body": in.Body, "user": map[string]any{"login": f.login},
 			"html_url":   fmt.Sprintf("https://github.example/%s/%s/issues/%d#issuecomment-%d", repo.owner, repo.name, n, repo.nextComment),
 			"created_at": fakeEpoch.Format(time.RFC3339),
-		})
+		}
+		is.commentList = append(is.commentList, c)
+		writeJSON(w, 201, c)
+	case len(seg) == 2 && seg[1] == "comments" && r.Method == http.MethodGet:
+		lo, hi := paginate(w, r, len(is.commentList))
+		writeJSON(w, 200, append([]map[string]any{}, is.commentList[lo:hi]...))
 	case len(seg) >= 3 && seg[1] == "dependencies" && seg[2] == "blocked_by":
 		f.routeDeps(w, r, repo, is, seg[3:], body)
 	default:

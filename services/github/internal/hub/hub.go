@@ -64,6 +64,10 @@ type Provider struct {
 	loginMu sync.Mutex
 	logins  map[[32]byte]string // the login of each token's user, once known, by SHA-256 of the token
 
+	// updatePoll and updateWait pace and bound the reads that wait for an accepted branch
+	// update to move a pull request's head (defaultUpdatePoll, defaultUpdateWait).
+	updatePoll, updateWait time.Duration
+
 	// depsOff is set once GitHub answered 404/410 on the issue dependencies API: it is not
 	// available on this server, and every issue read would pay one more call to learn it again.
 	depsOff atomic.Bool
@@ -107,7 +111,8 @@ func New(cfg Config) (*Provider, error) {
 	if wait <= 0 {
 		wait = 60 * time.Second
 	}
-	return &Provider{gh: gh, log: log, maxRetryWait: wait, token: cfg.Token, logins: map[[32]byte]string{}}, nil
+	return &Provider{gh: gh, log: log, maxRetryWait: wait, token: cfg.Token, logins: map[[32]byte]string{},
+		updatePoll: defaultUpdatePoll, updateWait: defaultUpdateWait}, nil
 }
 
 // errNoCredential refuses a call that names no GitHub credential.

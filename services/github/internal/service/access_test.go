@@ -35,6 +35,10 @@ func writes(c githubv1.RepoServiceClient, repo string) map[string]func(ctx conte
 			_, err := c.MergePullRequest(ctx, &githubv1.MergePullRequestRequest{Repo: repo, Number: 1})
 			return err
 		},
+		"MergeBaseIntoPullRequest": func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: 1})
+			return err
+		},
 		"ClosePullRequest": func(ctx context.Context) error {
 			_, err := c.ClosePullRequest(ctx, &githubv1.ClosePullRequestRequest{Repo: repo, Number: 1})
 			return err
@@ -129,12 +133,13 @@ func TestRepositoryPermissions(t *testing.T) {
 	for _, call := range writes(c, "local/secret") {
 		wantCode(t, call(e.bob), codes.PermissionDenied, "")
 	}
-	// Write: pushes and issues, but no merge and no settings.
+	// Write: pushes (updating a pull request's branch too) and issues, but no merge and no
+	// settings.
 	if _, err := c.SetCollaborator(e.alice, &githubv1.SetCollaboratorRequest{Repo: "local/secret", UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_WRITE}); err != nil {
 		t.Fatal(err)
 	}
 	w := writes(c, "local/secret")
-	for _, ok := range []string{"CreateBranch", "CommitFiles", "CreateIssue", "CommentOnIssue", "UpdateIssue"} {
+	for _, ok := range []string{"CreateBranch", "CommitFiles", "CreateIssue", "CommentOnIssue", "UpdateIssue", "MergeBaseIntoPullRequest"} {
 		if err := w[ok](e.bob); err != nil {
 			t.Fatalf("%s by a writer: %v", ok, err)
 		}

@@ -192,6 +192,30 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.MergePullRequest(ctx, &githubv1.MergePullRequestRequest{Repo: repo, Number: 1, ExpectedHeadSha: "zz"})
 			return err
 		}},
+		{"MergeBaseIntoPullRequest", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Number: 1})
+			return err
+		}},
+		{"MergeBaseIntoPullRequest", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: "no-slash", Number: 1})
+			return err
+		}},
+		{"MergeBaseIntoPullRequest", codes.InvalidArgument, "number", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo})
+			return err
+		}},
+		{"MergeBaseIntoPullRequest", codes.InvalidArgument, "number", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: -3})
+			return err
+		}},
+		{"MergeBaseIntoPullRequest", codes.InvalidArgument, "expected_head_sha", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: 1, ExpectedHeadSha: "ABC123"})
+			return err
+		}},
+		{"MergeBaseIntoPullRequest", codes.NotFound, "", func(ctx context.Context) error {
+			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: 42})
+			return err
+		}},
 		{"ClosePullRequest", codes.InvalidArgument, "number", func(ctx context.Context) error {
 			_, err := c.ClosePullRequest(ctx, &githubv1.ClosePullRequestRequest{Repo: repo, Number: -1})
 			return err

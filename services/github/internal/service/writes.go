@@ -332,6 +332,24 @@ func (s *Server) MergePullRequest(ctx context.Context, req *githubv1.MergePullRe
 	return &githubv1.MergePullRequestResponse{PullRequest: pr, MergeCommitSha: pr.GetMergeCommitSha()}, nil
 }
 
+// MergeBaseIntoPullRequest merges an open pull request's base into its head. It needs
+// WRITE, not ADMIN as merging does: it only adds a commit to the head branch, which a
+// writer may push anyway (CommitFiles), and never touches the base.
+func (s *Server) MergeBaseIntoPullRequest(ctx context.Context, req *githubv1.MergeBaseIntoPullRequestRequest) (*githubv1.MergeBaseIntoPullRequestResponse, error) {
+	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSHA("expected_head_sha", req.GetExpectedHeadSha()); err != nil {
+		return nil, err
+	}
+	pr, updated, err := p.MergeBaseIntoPullRequest(ctx, req.GetRepo(), req.GetNumber(), req.GetExpectedHeadSha(), a)
+	if err != nil {
+		return nil, err
+	}
+	return &githubv1.MergeBaseIntoPullRequestResponse{PullRequest: pr, Updated: updated}, nil
+}
+
 // ClosePullRequest closes an open pull request without merging it.
 func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRequestRequest) (*githubv1.ClosePullRequestResponse, error) {
 	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)

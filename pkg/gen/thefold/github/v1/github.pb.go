@@ -3416,6 +3416,125 @@ func (x *MergePullRequestResponse) GetMergeCommitSha() string {
 	return ""
 }
 
+// MergeBaseIntoPullRequestRequest names a pull request whose head should take in its base.
+type MergeBaseIntoPullRequestRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required, the pull request's number.
+	Number int32 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// When set, updates only if the head is this sha; otherwise ABORTED.
+	ExpectedHeadSha string `protobuf:"bytes,3,opt,name=expected_head_sha,json=expectedHeadSha,proto3" json:"expected_head_sha,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MergeBaseIntoPullRequestRequest) Reset() {
+	*x = MergeBaseIntoPullRequestRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeBaseIntoPullRequestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeBaseIntoPullRequestRequest) ProtoMessage() {}
+
+func (x *MergeBaseIntoPullRequestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeBaseIntoPullRequestRequest.ProtoReflect.Descriptor instead.
+func (*MergeBaseIntoPullRequestRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *MergeBaseIntoPullRequestRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *MergeBaseIntoPullRequestRequest) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *MergeBaseIntoPullRequestRequest) GetExpectedHeadSha() string {
+	if x != nil {
+		return x.ExpectedHeadSha
+	}
+	return ""
+}
+
+// MergeBaseIntoPullRequestResponse is the pull request after the update.
+type MergeBaseIntoPullRequestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With the new head_sha when updated.
+	PullRequest *PullRequest `protobuf:"bytes,1,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// False when the head already contained the base (nothing was written).
+	Updated       bool `protobuf:"varint,2,opt,name=updated,proto3" json:"updated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeBaseIntoPullRequestResponse) Reset() {
+	*x = MergeBaseIntoPullRequestResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeBaseIntoPullRequestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeBaseIntoPullRequestResponse) ProtoMessage() {}
+
+func (x *MergeBaseIntoPullRequestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeBaseIntoPullRequestResponse.ProtoReflect.Descriptor instead.
+func (*MergeBaseIntoPullRequestResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MergeBaseIntoPullRequestResponse) GetPullRequest() *PullRequest {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
+func (x *MergeBaseIntoPullRequestResponse) GetUpdated() bool {
+	if x != nil {
+		return x.Updated
+	}
+	return false
+}
+
 type GetPullRequestChecksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, "owner/name".
@@ -3428,7 +3547,7 @@ type GetPullRequestChecksRequest struct {
 
 func (x *GetPullRequestChecksRequest) Reset() {
 	*x = GetPullRequestChecksRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3440,7 +3559,7 @@ func (x *GetPullRequestChecksRequest) String() string {
 func (*GetPullRequestChecksRequest) ProtoMessage() {}
 
 func (x *GetPullRequestChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[36]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3453,7 +3572,7 @@ func (x *GetPullRequestChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestChecksRequest.ProtoReflect.Descriptor instead.
 func (*GetPullRequestChecksRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{36}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetPullRequestChecksRequest) GetRepo() string {
@@ -3491,7 +3610,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3622,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[37]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3635,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{37}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Check) GetName() string {
@@ -3575,7 +3694,7 @@ type GetPullRequestChecksResponse struct {
 
 func (x *GetPullRequestChecksResponse) Reset() {
 	*x = GetPullRequestChecksResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3587,7 +3706,7 @@ func (x *GetPullRequestChecksResponse) String() string {
 func (*GetPullRequestChecksResponse) ProtoMessage() {}
 
 func (x *GetPullRequestChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3600,7 +3719,7 @@ func (x *GetPullRequestChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestChecksResponse.ProtoReflect.Descriptor instead.
 func (*GetPullRequestChecksResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetPullRequestChecksResponse) GetHeadSha() string {
@@ -3639,7 +3758,7 @@ type ClosePullRequestRequest struct {
 
 func (x *ClosePullRequestRequest) Reset() {
 	*x = ClosePullRequestRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3651,7 +3770,7 @@ func (x *ClosePullRequestRequest) String() string {
 func (*ClosePullRequestRequest) ProtoMessage() {}
 
 func (x *ClosePullRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3664,7 +3783,7 @@ func (x *ClosePullRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosePullRequestRequest.ProtoReflect.Descriptor instead.
 func (*ClosePullRequestRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClosePullRequestRequest) GetRepo() string {
@@ -3698,7 +3817,7 @@ type ClosePullRequestResponse struct {
 
 func (x *ClosePullRequestResponse) Reset() {
 	*x = ClosePullRequestResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3829,7 @@ func (x *ClosePullRequestResponse) String() string {
 func (*ClosePullRequestResponse) ProtoMessage() {}
 
 func (x *ClosePullRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3842,7 @@ func (x *ClosePullRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosePullRequestResponse.ProtoReflect.Descriptor instead.
 func (*ClosePullRequestResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClosePullRequestResponse) GetPullRequest() *PullRequest {
@@ -3764,7 +3883,7 @@ type Issue struct {
 
 func (x *Issue) Reset() {
 	*x = Issue{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +3895,7 @@ func (x *Issue) String() string {
 func (*Issue) ProtoMessage() {}
 
 func (x *Issue) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +3908,7 @@ func (x *Issue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Issue.ProtoReflect.Descriptor instead.
 func (*Issue) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Issue) GetRepo() string {
@@ -3909,7 +4028,7 @@ type ListIssuesRequest struct {
 
 func (x *ListIssuesRequest) Reset() {
 	*x = ListIssuesRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3921,7 +4040,7 @@ func (x *ListIssuesRequest) String() string {
 func (*ListIssuesRequest) ProtoMessage() {}
 
 func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3934,7 +4053,7 @@ func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesRequest.ProtoReflect.Descriptor instead.
 func (*ListIssuesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListIssuesRequest) GetRepo() string {
@@ -3984,7 +4103,7 @@ type ListIssuesResponse struct {
 
 func (x *ListIssuesResponse) Reset() {
 	*x = ListIssuesResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3996,7 +4115,7 @@ func (x *ListIssuesResponse) String() string {
 func (*ListIssuesResponse) ProtoMessage() {}
 
 func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4009,7 +4128,7 @@ func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesResponse.ProtoReflect.Descriptor instead.
 func (*ListIssuesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{43}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListIssuesResponse) GetIssues() []*Issue {
@@ -4039,7 +4158,7 @@ type GetIssueRequest struct {
 
 func (x *GetIssueRequest) Reset() {
 	*x = GetIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4170,7 @@ func (x *GetIssueRequest) String() string {
 func (*GetIssueRequest) ProtoMessage() {}
 
 func (x *GetIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4183,7 @@ func (x *GetIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIssueRequest.ProtoReflect.Descriptor instead.
 func (*GetIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{44}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetIssueRequest) GetRepo() string {
@@ -4091,7 +4210,7 @@ type GetIssueResponse struct {
 
 func (x *GetIssueResponse) Reset() {
 	*x = GetIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4222,7 @@ func (x *GetIssueResponse) String() string {
 func (*GetIssueResponse) ProtoMessage() {}
 
 func (x *GetIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4235,7 @@ func (x *GetIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIssueResponse.ProtoReflect.Descriptor instead.
 func (*GetIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{45}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetIssueResponse) GetIssue() *Issue {
@@ -4149,7 +4268,7 @@ type CreateIssueRequest struct {
 
 func (x *CreateIssueRequest) Reset() {
 	*x = CreateIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4161,7 +4280,7 @@ func (x *CreateIssueRequest) String() string {
 func (*CreateIssueRequest) ProtoMessage() {}
 
 func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4174,7 +4293,7 @@ func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueRequest.ProtoReflect.Descriptor instead.
 func (*CreateIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{46}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateIssueRequest) GetRepo() string {
@@ -4229,7 +4348,7 @@ type CreateIssueResponse struct {
 
 func (x *CreateIssueResponse) Reset() {
 	*x = CreateIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4241,7 +4360,7 @@ func (x *CreateIssueResponse) String() string {
 func (*CreateIssueResponse) ProtoMessage() {}
 
 func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4254,7 +4373,7 @@ func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueResponse.ProtoReflect.Descriptor instead.
 func (*CreateIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{47}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CreateIssueResponse) GetIssue() *Issue {
@@ -4284,7 +4403,7 @@ type UpdateIssueRequest struct {
 
 func (x *UpdateIssueRequest) Reset() {
 	*x = UpdateIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4296,7 +4415,7 @@ func (x *UpdateIssueRequest) String() string {
 func (*UpdateIssueRequest) ProtoMessage() {}
 
 func (x *UpdateIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4309,7 +4428,7 @@ func (x *UpdateIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateIssueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{48}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateIssueRequest) GetRepo() string {
@@ -4350,7 +4469,7 @@ type UpdateIssueResponse struct {
 
 func (x *UpdateIssueResponse) Reset() {
 	*x = UpdateIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4362,7 +4481,7 @@ func (x *UpdateIssueResponse) String() string {
 func (*UpdateIssueResponse) ProtoMessage() {}
 
 func (x *UpdateIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4375,7 +4494,7 @@ func (x *UpdateIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateIssueResponse.ProtoReflect.Descriptor instead.
 func (*UpdateIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{49}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateIssueResponse) GetIssue() *Issue {
@@ -4402,7 +4521,7 @@ type IssueComment struct {
 
 func (x *IssueComment) Reset() {
 	*x = IssueComment{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4533,7 @@ func (x *IssueComment) String() string {
 func (*IssueComment) ProtoMessage() {}
 
 func (x *IssueComment) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4546,7 @@ func (x *IssueComment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueComment.ProtoReflect.Descriptor instead.
 func (*IssueComment) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{50}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *IssueComment) GetId() string {
@@ -4484,7 +4603,7 @@ type CommentOnIssueRequest struct {
 
 func (x *CommentOnIssueRequest) Reset() {
 	*x = CommentOnIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4496,7 +4615,7 @@ func (x *CommentOnIssueRequest) String() string {
 func (*CommentOnIssueRequest) ProtoMessage() {}
 
 func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4509,7 +4628,7 @@ func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueRequest.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{51}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CommentOnIssueRequest) GetRepo() string {
@@ -4550,7 +4669,7 @@ type CommentOnIssueResponse struct {
 
 func (x *CommentOnIssueResponse) Reset() {
 	*x = CommentOnIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4562,7 +4681,7 @@ func (x *CommentOnIssueResponse) String() string {
 func (*CommentOnIssueResponse) ProtoMessage() {}
 
 func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4575,7 +4694,7 @@ func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueResponse.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{52}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CommentOnIssueResponse) GetComment() *IssueComment {
@@ -4602,7 +4721,7 @@ type Namespace struct {
 
 func (x *Namespace) Reset() {
 	*x = Namespace{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4614,7 +4733,7 @@ func (x *Namespace) String() string {
 func (*Namespace) ProtoMessage() {}
 
 func (x *Namespace) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4627,7 +4746,7 @@ func (x *Namespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
 func (*Namespace) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{53}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Namespace) GetName() string {
@@ -4676,7 +4795,7 @@ type NamespaceMember struct {
 
 func (x *NamespaceMember) Reset() {
 	*x = NamespaceMember{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4688,7 +4807,7 @@ func (x *NamespaceMember) String() string {
 func (*NamespaceMember) ProtoMessage() {}
 
 func (x *NamespaceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4701,7 +4820,7 @@ func (x *NamespaceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceMember.ProtoReflect.Descriptor instead.
 func (*NamespaceMember) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{54}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NamespaceMember) GetUserId() string {
@@ -4731,7 +4850,7 @@ type CreateNamespaceRequest struct {
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4862,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +4875,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{55}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateNamespaceRequest) GetName() string {
@@ -4783,7 +4902,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4795,7 +4914,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4808,7 +4927,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{56}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
@@ -4829,7 +4948,7 @@ type GetNamespaceRequest struct {
 
 func (x *GetNamespaceRequest) Reset() {
 	*x = GetNamespaceRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4960,7 @@ func (x *GetNamespaceRequest) String() string {
 func (*GetNamespaceRequest) ProtoMessage() {}
 
 func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4973,7 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{57}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetNamespaceRequest) GetName() string {
@@ -4874,7 +4993,7 @@ type GetNamespaceResponse struct {
 
 func (x *GetNamespaceResponse) Reset() {
 	*x = GetNamespaceResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5005,7 @@ func (x *GetNamespaceResponse) String() string {
 func (*GetNamespaceResponse) ProtoMessage() {}
 
 func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5018,7 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{58}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetNamespaceResponse) GetNamespace() *Namespace {
@@ -4924,7 +5043,7 @@ type SetNamespaceMemberRequest struct {
 
 func (x *SetNamespaceMemberRequest) Reset() {
 	*x = SetNamespaceMemberRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4936,7 +5055,7 @@ func (x *SetNamespaceMemberRequest) String() string {
 func (*SetNamespaceMemberRequest) ProtoMessage() {}
 
 func (x *SetNamespaceMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4949,7 +5068,7 @@ func (x *SetNamespaceMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceMemberRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceMemberRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{59}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetNamespaceMemberRequest) GetName() string {
@@ -4983,7 +5102,7 @@ type SetNamespaceMemberResponse struct {
 
 func (x *SetNamespaceMemberResponse) Reset() {
 	*x = SetNamespaceMemberResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4995,7 +5114,7 @@ func (x *SetNamespaceMemberResponse) String() string {
 func (*SetNamespaceMemberResponse) ProtoMessage() {}
 
 func (x *SetNamespaceMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5008,7 +5127,7 @@ func (x *SetNamespaceMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceMemberResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceMemberResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{60}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetNamespaceMemberResponse) GetNamespace() *Namespace {
@@ -5029,7 +5148,7 @@ type Collaborator struct {
 
 func (x *Collaborator) Reset() {
 	*x = Collaborator{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5160,7 @@ func (x *Collaborator) String() string {
 func (*Collaborator) ProtoMessage() {}
 
 func (x *Collaborator) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5173,7 @@ func (x *Collaborator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collaborator.ProtoReflect.Descriptor instead.
 func (*Collaborator) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{61}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Collaborator) GetUserId() string {
@@ -5086,7 +5205,7 @@ type SetCollaboratorRequest struct {
 
 func (x *SetCollaboratorRequest) Reset() {
 	*x = SetCollaboratorRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5098,7 +5217,7 @@ func (x *SetCollaboratorRequest) String() string {
 func (*SetCollaboratorRequest) ProtoMessage() {}
 
 func (x *SetCollaboratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5111,7 +5230,7 @@ func (x *SetCollaboratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCollaboratorRequest.ProtoReflect.Descriptor instead.
 func (*SetCollaboratorRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{62}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetCollaboratorRequest) GetRepo() string {
@@ -5145,7 +5264,7 @@ type SetCollaboratorResponse struct {
 
 func (x *SetCollaboratorResponse) Reset() {
 	*x = SetCollaboratorResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5157,7 +5276,7 @@ func (x *SetCollaboratorResponse) String() string {
 func (*SetCollaboratorResponse) ProtoMessage() {}
 
 func (x *SetCollaboratorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5170,7 +5289,7 @@ func (x *SetCollaboratorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCollaboratorResponse.ProtoReflect.Descriptor instead.
 func (*SetCollaboratorResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{63}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetCollaboratorResponse) GetCollaborators() []*Collaborator {
@@ -5195,7 +5314,7 @@ type ListCollaboratorsRequest struct {
 
 func (x *ListCollaboratorsRequest) Reset() {
 	*x = ListCollaboratorsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5207,7 +5326,7 @@ func (x *ListCollaboratorsRequest) String() string {
 func (*ListCollaboratorsRequest) ProtoMessage() {}
 
 func (x *ListCollaboratorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5220,7 +5339,7 @@ func (x *ListCollaboratorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollaboratorsRequest.ProtoReflect.Descriptor instead.
 func (*ListCollaboratorsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{64}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListCollaboratorsRequest) GetRepo() string {
@@ -5256,7 +5375,7 @@ type ListCollaboratorsResponse struct {
 
 func (x *ListCollaboratorsResponse) Reset() {
 	*x = ListCollaboratorsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5268,7 +5387,7 @@ func (x *ListCollaboratorsResponse) String() string {
 func (*ListCollaboratorsResponse) ProtoMessage() {}
 
 func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5281,7 +5400,7 @@ func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollaboratorsResponse.ProtoReflect.Descriptor instead.
 func (*ListCollaboratorsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{65}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListCollaboratorsResponse) GetCollaborators() []*Collaborator {
@@ -5311,7 +5430,7 @@ type GitHubCredential struct {
 
 func (x *GitHubCredential) Reset() {
 	*x = GitHubCredential{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5442,7 @@ func (x *GitHubCredential) String() string {
 func (*GitHubCredential) ProtoMessage() {}
 
 func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5455,7 @@ func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubCredential.ProtoReflect.Descriptor instead.
 func (*GitHubCredential) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{66}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GitHubCredential) GetUserId() string {
@@ -5371,7 +5490,7 @@ type SetGitHubCredentialRequest struct {
 
 func (x *SetGitHubCredentialRequest) Reset() {
 	*x = SetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5383,7 +5502,7 @@ func (x *SetGitHubCredentialRequest) String() string {
 func (*SetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5396,7 +5515,7 @@ func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{67}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetGitHubCredentialRequest) GetToken() string {
@@ -5416,7 +5535,7 @@ type SetGitHubCredentialResponse struct {
 
 func (x *SetGitHubCredentialResponse) Reset() {
 	*x = SetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5428,7 +5547,7 @@ func (x *SetGitHubCredentialResponse) String() string {
 func (*SetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5441,7 +5560,7 @@ func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{68}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5460,7 +5579,7 @@ type GetGitHubCredentialRequest struct {
 
 func (x *GetGitHubCredentialRequest) Reset() {
 	*x = GetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5472,7 +5591,7 @@ func (x *GetGitHubCredentialRequest) String() string {
 func (*GetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5485,7 +5604,7 @@ func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{69}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{71}
 }
 
 // GetGitHubCredentialResponse describes it.
@@ -5498,7 +5617,7 @@ type GetGitHubCredentialResponse struct {
 
 func (x *GetGitHubCredentialResponse) Reset() {
 	*x = GetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5629,7 @@ func (x *GetGitHubCredentialResponse) String() string {
 func (*GetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5642,7 @@ func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{70}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5542,7 +5661,7 @@ type DeleteGitHubCredentialRequest struct {
 
 func (x *DeleteGitHubCredentialRequest) Reset() {
 	*x = DeleteGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5554,7 +5673,7 @@ func (x *DeleteGitHubCredentialRequest) String() string {
 func (*DeleteGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5567,7 +5686,7 @@ func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{71}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
 }
 
 // DeleteGitHubCredentialResponse says whether there was one.
@@ -5580,7 +5699,7 @@ type DeleteGitHubCredentialResponse struct {
 
 func (x *DeleteGitHubCredentialResponse) Reset() {
 	*x = DeleteGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5592,7 +5711,7 @@ func (x *DeleteGitHubCredentialResponse) String() string {
 func (*DeleteGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5605,7 +5724,7 @@ func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteGitHubCredentialResponse) GetDeleted() bool {
@@ -5628,7 +5747,7 @@ type GitHubGrant struct {
 
 func (x *GitHubGrant) Reset() {
 	*x = GitHubGrant{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5640,7 +5759,7 @@ func (x *GitHubGrant) String() string {
 func (*GitHubGrant) ProtoMessage() {}
 
 func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5653,7 +5772,7 @@ func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubGrant.ProtoReflect.Descriptor instead.
 func (*GitHubGrant) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GitHubGrant) GetUserId() string {
@@ -5692,7 +5811,7 @@ type SetGitHubGrantRequest struct {
 
 func (x *SetGitHubGrantRequest) Reset() {
 	*x = SetGitHubGrantRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5704,7 +5823,7 @@ func (x *SetGitHubGrantRequest) String() string {
 func (*SetGitHubGrantRequest) ProtoMessage() {}
 
 func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5717,7 +5836,7 @@ func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SetGitHubGrantRequest) GetUserId() string {
@@ -5751,7 +5870,7 @@ type SetGitHubGrantResponse struct {
 
 func (x *SetGitHubGrantResponse) Reset() {
 	*x = SetGitHubGrantResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5763,7 +5882,7 @@ func (x *SetGitHubGrantResponse) String() string {
 func (*SetGitHubGrantResponse) ProtoMessage() {}
 
 func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5776,7 +5895,7 @@ func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SetGitHubGrantResponse) GetGrants() []*GitHubGrant {
@@ -5801,7 +5920,7 @@ type ListGitHubGrantsRequest struct {
 
 func (x *ListGitHubGrantsRequest) Reset() {
 	*x = ListGitHubGrantsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5813,7 +5932,7 @@ func (x *ListGitHubGrantsRequest) String() string {
 func (*ListGitHubGrantsRequest) ProtoMessage() {}
 
 func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5826,7 +5945,7 @@ func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListGitHubGrantsRequest) GetUserId() string {
@@ -5862,7 +5981,7 @@ type ListGitHubGrantsResponse struct {
 
 func (x *ListGitHubGrantsResponse) Reset() {
 	*x = ListGitHubGrantsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5874,7 +5993,7 @@ func (x *ListGitHubGrantsResponse) String() string {
 func (*ListGitHubGrantsResponse) ProtoMessage() {}
 
 func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5887,7 +6006,7 @@ func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListGitHubGrantsResponse) GetGrants() []*GitHubGrant {
@@ -6140,7 +6259,14 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\rdelete_branch\x18\a \x01(\bR\fdeleteBranch\"\x87\x01\n" +
 	"\x18MergePullRequestResponse\x12A\n" +
 	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\x12(\n" +
-	"\x10merge_commit_sha\x18\x02 \x01(\tR\x0emergeCommitSha\"I\n" +
+	"\x10merge_commit_sha\x18\x02 \x01(\tR\x0emergeCommitSha\"y\n" +
+	"\x1fMergeBaseIntoPullRequestRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x05R\x06number\x12*\n" +
+	"\x11expected_head_sha\x18\x03 \x01(\tR\x0fexpectedHeadSha\"\x7f\n" +
+	" MergeBaseIntoPullRequestResponse\x12A\n" +
+	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\x12\x18\n" +
+	"\aupdated\x18\x02 \x01(\bR\aupdated\"I\n" +
 	"\x1bGetPullRequestChecksRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\"\xc3\x01\n" +
@@ -6363,7 +6489,7 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x1aNAMESPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NAMESPACE_ROLE_NONE\x10\x01\x12\x19\n" +
 	"\x15NAMESPACE_ROLE_MEMBER\x10\x02\x12\x18\n" +
-	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xb8\x1a\n" +
+	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xbe\x1b\n" +
 	"\vRepoService\x12[\n" +
 	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
@@ -6382,7 +6508,8 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x10ListPullRequests\x12*.thefold.github.v1.ListPullRequestsRequest\x1a+.thefold.github.v1.ListPullRequestsResponse\"\x03\x90\x02\x01\x12v\n" +
 	"\x12GetPullRequestDiff\x12,.thefold.github.v1.GetPullRequestDiffRequest\x1a-.thefold.github.v1.GetPullRequestDiffResponse\"\x03\x90\x02\x01\x12|\n" +
 	"\x14GetPullRequestChecks\x12..thefold.github.v1.GetPullRequestChecksRequest\x1a/.thefold.github.v1.GetPullRequestChecksResponse\"\x03\x90\x02\x01\x12k\n" +
-	"\x10MergePullRequest\x12*.thefold.github.v1.MergePullRequestRequest\x1a+.thefold.github.v1.MergePullRequestResponse\x12k\n" +
+	"\x10MergePullRequest\x12*.thefold.github.v1.MergePullRequestRequest\x1a+.thefold.github.v1.MergePullRequestResponse\x12\x83\x01\n" +
+	"\x18MergeBaseIntoPullRequest\x122.thefold.github.v1.MergeBaseIntoPullRequestRequest\x1a3.thefold.github.v1.MergeBaseIntoPullRequestResponse\x12k\n" +
 	"\x10ClosePullRequest\x12*.thefold.github.v1.ClosePullRequestRequest\x1a+.thefold.github.v1.ClosePullRequestResponse\x12^\n" +
 	"\n" +
 	"ListIssues\x12$.thefold.github.v1.ListIssuesRequest\x1a%.thefold.github.v1.ListIssuesResponse\"\x03\x90\x02\x01\x12X\n" +
@@ -6415,113 +6542,115 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_thefold_github_v1_github_proto_goTypes = []any{
-	(RepoProvider)(0),                      // 0: thefold.github.v1.RepoProvider
-	(RepoRole)(0),                          // 1: thefold.github.v1.RepoRole
-	(TreeEntryType)(0),                     // 2: thefold.github.v1.TreeEntryType
-	(RelevantFileInclusion)(0),             // 3: thefold.github.v1.RelevantFileInclusion
-	(PullRequestState)(0),                  // 4: thefold.github.v1.PullRequestState
-	(MergeMethod)(0),                       // 5: thefold.github.v1.MergeMethod
-	(CheckState)(0),                        // 6: thefold.github.v1.CheckState
-	(IssueState)(0),                        // 7: thefold.github.v1.IssueState
-	(NamespaceKind)(0),                     // 8: thefold.github.v1.NamespaceKind
-	(NamespaceRole)(0),                     // 9: thefold.github.v1.NamespaceRole
-	(*Repo)(nil),                           // 10: thefold.github.v1.Repo
-	(*ListReposRequest)(nil),               // 11: thefold.github.v1.ListReposRequest
-	(*ListReposResponse)(nil),              // 12: thefold.github.v1.ListReposResponse
-	(*GetRepoRequest)(nil),                 // 13: thefold.github.v1.GetRepoRequest
-	(*GetRepoResponse)(nil),                // 14: thefold.github.v1.GetRepoResponse
-	(*CreateRepoRequest)(nil),              // 15: thefold.github.v1.CreateRepoRequest
-	(*CreateRepoResponse)(nil),             // 16: thefold.github.v1.CreateRepoResponse
-	(*InitRepoRequest)(nil),                // 17: thefold.github.v1.InitRepoRequest
-	(*InitRepoResponse)(nil),               // 18: thefold.github.v1.InitRepoResponse
-	(*TreeEntry)(nil),                      // 19: thefold.github.v1.TreeEntry
-	(*GetTreeRequest)(nil),                 // 20: thefold.github.v1.GetTreeRequest
-	(*GetTreeResponse)(nil),                // 21: thefold.github.v1.GetTreeResponse
-	(*File)(nil),                           // 22: thefold.github.v1.File
-	(*GetFilesRequest)(nil),                // 23: thefold.github.v1.GetFilesRequest
-	(*GetFilesResponse)(nil),               // 24: thefold.github.v1.GetFilesResponse
-	(*GetArchiveRequest)(nil),              // 25: thefold.github.v1.GetArchiveRequest
-	(*ArchiveMetadata)(nil),                // 26: thefold.github.v1.ArchiveMetadata
-	(*GetArchiveResponse)(nil),             // 27: thefold.github.v1.GetArchiveResponse
-	(*FindRelevantFilesRequest)(nil),       // 28: thefold.github.v1.FindRelevantFilesRequest
-	(*RelevantFile)(nil),                   // 29: thefold.github.v1.RelevantFile
-	(*FindRelevantFilesResponse)(nil),      // 30: thefold.github.v1.FindRelevantFilesResponse
-	(*CreateBranchRequest)(nil),            // 31: thefold.github.v1.CreateBranchRequest
-	(*CreateBranchResponse)(nil),           // 32: thefold.github.v1.CreateBranchResponse
-	(*CommitFilesRequest)(nil),             // 33: thefold.github.v1.CommitFilesRequest
-	(*CommitFilesResponse)(nil),            // 34: thefold.github.v1.CommitFilesResponse
-	(*PullRequest)(nil),                    // 35: thefold.github.v1.PullRequest
-	(*CreatePullRequestRequest)(nil),       // 36: thefold.github.v1.CreatePullRequestRequest
-	(*CreatePullRequestResponse)(nil),      // 37: thefold.github.v1.CreatePullRequestResponse
-	(*GetPullRequestRequest)(nil),          // 38: thefold.github.v1.GetPullRequestRequest
-	(*GetPullRequestResponse)(nil),         // 39: thefold.github.v1.GetPullRequestResponse
-	(*ListPullRequestsRequest)(nil),        // 40: thefold.github.v1.ListPullRequestsRequest
-	(*ListPullRequestsResponse)(nil),       // 41: thefold.github.v1.ListPullRequestsResponse
-	(*GetPullRequestDiffRequest)(nil),      // 42: thefold.github.v1.GetPullRequestDiffRequest
-	(*GetPullRequestDiffResponse)(nil),     // 43: thefold.github.v1.GetPullRequestDiffResponse
-	(*MergePullRequestRequest)(nil),        // 44: thefold.github.v1.MergePullRequestRequest
-	(*MergePullRequestResponse)(nil),       // 45: thefold.github.v1.MergePullRequestResponse
-	(*GetPullRequestChecksRequest)(nil),    // 46: thefold.github.v1.GetPullRequestChecksRequest
-	(*Check)(nil),                          // 47: thefold.github.v1.Check
-	(*GetPullRequestChecksResponse)(nil),   // 48: thefold.github.v1.GetPullRequestChecksResponse
-	(*ClosePullRequestRequest)(nil),        // 49: thefold.github.v1.ClosePullRequestRequest
-	(*ClosePullRequestResponse)(nil),       // 50: thefold.github.v1.ClosePullRequestResponse
-	(*Issue)(nil),                          // 51: thefold.github.v1.Issue
-	(*ListIssuesRequest)(nil),              // 52: thefold.github.v1.ListIssuesRequest
-	(*ListIssuesResponse)(nil),             // 53: thefold.github.v1.ListIssuesResponse
-	(*GetIssueRequest)(nil),                // 54: thefold.github.v1.GetIssueRequest
-	(*GetIssueResponse)(nil),               // 55: thefold.github.v1.GetIssueResponse
-	(*CreateIssueRequest)(nil),             // 56: thefold.github.v1.CreateIssueRequest
-	(*CreateIssueResponse)(nil),            // 57: thefold.github.v1.CreateIssueResponse
-	(*UpdateIssueRequest)(nil),             // 58: thefold.github.v1.UpdateIssueRequest
-	(*UpdateIssueResponse)(nil),            // 59: thefold.github.v1.UpdateIssueResponse
-	(*IssueComment)(nil),                   // 60: thefold.github.v1.IssueComment
-	(*CommentOnIssueRequest)(nil),          // 61: thefold.github.v1.CommentOnIssueRequest
-	(*CommentOnIssueResponse)(nil),         // 62: thefold.github.v1.CommentOnIssueResponse
-	(*Namespace)(nil),                      // 63: thefold.github.v1.Namespace
-	(*NamespaceMember)(nil),                // 64: thefold.github.v1.NamespaceMember
-	(*CreateNamespaceRequest)(nil),         // 65: thefold.github.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),        // 66: thefold.github.v1.CreateNamespaceResponse
-	(*GetNamespaceRequest)(nil),            // 67: thefold.github.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),           // 68: thefold.github.v1.GetNamespaceResponse
-	(*SetNamespaceMemberRequest)(nil),      // 69: thefold.github.v1.SetNamespaceMemberRequest
-	(*SetNamespaceMemberResponse)(nil),     // 70: thefold.github.v1.SetNamespaceMemberResponse
-	(*Collaborator)(nil),                   // 71: thefold.github.v1.Collaborator
-	(*SetCollaboratorRequest)(nil),         // 72: thefold.github.v1.SetCollaboratorRequest
-	(*SetCollaboratorResponse)(nil),        // 73: thefold.github.v1.SetCollaboratorResponse
-	(*ListCollaboratorsRequest)(nil),       // 74: thefold.github.v1.ListCollaboratorsRequest
-	(*ListCollaboratorsResponse)(nil),      // 75: thefold.github.v1.ListCollaboratorsResponse
-	(*GitHubCredential)(nil),               // 76: thefold.github.v1.GitHubCredential
-	(*SetGitHubCredentialRequest)(nil),     // 77: thefold.github.v1.SetGitHubCredentialRequest
-	(*SetGitHubCredentialResponse)(nil),    // 78: thefold.github.v1.SetGitHubCredentialResponse
-	(*GetGitHubCredentialRequest)(nil),     // 79: thefold.github.v1.GetGitHubCredentialRequest
-	(*GetGitHubCredentialResponse)(nil),    // 80: thefold.github.v1.GetGitHubCredentialResponse
-	(*DeleteGitHubCredentialRequest)(nil),  // 81: thefold.github.v1.DeleteGitHubCredentialRequest
-	(*DeleteGitHubCredentialResponse)(nil), // 82: thefold.github.v1.DeleteGitHubCredentialResponse
-	(*GitHubGrant)(nil),                    // 83: thefold.github.v1.GitHubGrant
-	(*SetGitHubGrantRequest)(nil),          // 84: thefold.github.v1.SetGitHubGrantRequest
-	(*SetGitHubGrantResponse)(nil),         // 85: thefold.github.v1.SetGitHubGrantResponse
-	(*ListGitHubGrantsRequest)(nil),        // 86: thefold.github.v1.ListGitHubGrantsRequest
-	(*ListGitHubGrantsResponse)(nil),       // 87: thefold.github.v1.ListGitHubGrantsResponse
-	(*timestamppb.Timestamp)(nil),          // 88: google.protobuf.Timestamp
-	(*v1.FileChange)(nil),                  // 89: thefold.type.v1.FileChange
-	(*v1.DiffStats)(nil),                   // 90: thefold.type.v1.DiffStats
-	(*v1.FileDiff)(nil),                    // 91: thefold.type.v1.FileDiff
-	(*fieldmaskpb.FieldMask)(nil),          // 92: google.protobuf.FieldMask
+	(RepoProvider)(0),                        // 0: thefold.github.v1.RepoProvider
+	(RepoRole)(0),                            // 1: thefold.github.v1.RepoRole
+	(TreeEntryType)(0),                       // 2: thefold.github.v1.TreeEntryType
+	(RelevantFileInclusion)(0),               // 3: thefold.github.v1.RelevantFileInclusion
+	(PullRequestState)(0),                    // 4: thefold.github.v1.PullRequestState
+	(MergeMethod)(0),                         // 5: thefold.github.v1.MergeMethod
+	(CheckState)(0),                          // 6: thefold.github.v1.CheckState
+	(IssueState)(0),                          // 7: thefold.github.v1.IssueState
+	(NamespaceKind)(0),                       // 8: thefold.github.v1.NamespaceKind
+	(NamespaceRole)(0),                       // 9: thefold.github.v1.NamespaceRole
+	(*Repo)(nil),                             // 10: thefold.github.v1.Repo
+	(*ListReposRequest)(nil),                 // 11: thefold.github.v1.ListReposRequest
+	(*ListReposResponse)(nil),                // 12: thefold.github.v1.ListReposResponse
+	(*GetRepoRequest)(nil),                   // 13: thefold.github.v1.GetRepoRequest
+	(*GetRepoResponse)(nil),                  // 14: thefold.github.v1.GetRepoResponse
+	(*CreateRepoRequest)(nil),                // 15: thefold.github.v1.CreateRepoRequest
+	(*CreateRepoResponse)(nil),               // 16: thefold.github.v1.CreateRepoResponse
+	(*InitRepoRequest)(nil),                  // 17: thefold.github.v1.InitRepoRequest
+	(*InitRepoResponse)(nil),                 // 18: thefold.github.v1.InitRepoResponse
+	(*TreeEntry)(nil),                        // 19: thefold.github.v1.TreeEntry
+	(*GetTreeRequest)(nil),                   // 20: thefold.github.v1.GetTreeRequest
+	(*GetTreeResponse)(nil),                  // 21: thefold.github.v1.GetTreeResponse
+	(*File)(nil),                             // 22: thefold.github.v1.File
+	(*GetFilesRequest)(nil),                  // 23: thefold.github.v1.GetFilesRequest
+	(*GetFilesResponse)(nil),                 // 24: thefold.github.v1.GetFilesResponse
+	(*GetArchiveRequest)(nil),                // 25: thefold.github.v1.GetArchiveRequest
+	(*ArchiveMetadata)(nil),                  // 26: thefold.github.v1.ArchiveMetadata
+	(*GetArchiveResponse)(nil),               // 27: thefold.github.v1.GetArchiveResponse
+	(*FindRelevantFilesRequest)(nil),         // 28: thefold.github.v1.FindRelevantFilesRequest
+	(*RelevantFile)(nil),                     // 29: thefold.github.v1.RelevantFile
+	(*FindRelevantFilesResponse)(nil),        // 30: thefold.github.v1.FindRelevantFilesResponse
+	(*CreateBranchRequest)(nil),              // 31: thefold.github.v1.CreateBranchRequest
+	(*CreateBranchResponse)(nil),             // 32: thefold.github.v1.CreateBranchResponse
+	(*CommitFilesRequest)(nil),               // 33: thefold.github.v1.CommitFilesRequest
+	(*CommitFilesResponse)(nil),              // 34: thefold.github.v1.CommitFilesResponse
+	(*PullRequest)(nil),                      // 35: thefold.github.v1.PullRequest
+	(*CreatePullRequestRequest)(nil),         // 36: thefold.github.v1.CreatePullRequestRequest
+	(*CreatePullRequestResponse)(nil),        // 37: thefold.github.v1.CreatePullRequestResponse
+	(*GetPullRequestRequest)(nil),            // 38: thefold.github.v1.GetPullRequestRequest
+	(*GetPullRequestResponse)(nil),           // 39: thefold.github.v1.GetPullRequestResponse
+	(*ListPullRequestsRequest)(nil),          // 40: thefold.github.v1.ListPullRequestsRequest
+	(*ListPullRequestsResponse)(nil),         // 41: thefold.github.v1.ListPullRequestsResponse
+	(*GetPullRequestDiffRequest)(nil),        // 42: thefold.github.v1.GetPullRequestDiffRequest
+	(*GetPullRequestDiffResponse)(nil),       // 43: thefold.github.v1.GetPullRequestDiffResponse
+	(*MergePullRequestRequest)(nil),          // 44: thefold.github.v1.MergePullRequestRequest
+	(*MergePullRequestResponse)(nil),         // 45: thefold.github.v1.MergePullRequestResponse
+	(*MergeBaseIntoPullRequestRequest)(nil),  // 46: thefold.github.v1.MergeBaseIntoPullRequestRequest
+	(*MergeBaseIntoPullRequestResponse)(nil), // 47: thefold.github.v1.MergeBaseIntoPullRequestResponse
+	(*GetPullRequestChecksRequest)(nil),      // 48: thefold.github.v1.GetPullRequestChecksRequest
+	(*Check)(nil),                            // 49: thefold.github.v1.Check
+	(*GetPullRequestChecksResponse)(nil),     // 50: thefold.github.v1.GetPullRequestChecksResponse
+	(*ClosePullRequestRequest)(nil),          // 51: thefold.github.v1.ClosePullRequestRequest
+	(*ClosePullRequestResponse)(nil),         // 52: thefold.github.v1.ClosePullRequestResponse
+	(*Issue)(nil),                            // 53: thefold.github.v1.Issue
+	(*ListIssuesRequest)(nil),                // 54: thefold.github.v1.ListIssuesRequest
+	(*ListIssuesResponse)(nil),               // 55: thefold.github.v1.ListIssuesResponse
+	(*GetIssueRequest)(nil),                  // 56: thefold.github.v1.GetIssueRequest
+	(*GetIssueResponse)(nil),                 // 57: thefold.github.v1.GetIssueResponse
+	(*CreateIssueRequest)(nil),               // 58: thefold.github.v1.CreateIssueRequest
+	(*CreateIssueResponse)(nil),              // 59: thefold.github.v1.CreateIssueResponse
+	(*UpdateIssueRequest)(nil),               // 60: thefold.github.v1.UpdateIssueRequest
+	(*UpdateIssueResponse)(nil),              // 61: thefold.github.v1.UpdateIssueResponse
+	(*IssueComment)(nil),                     // 62: thefold.github.v1.IssueComment
+	(*CommentOnIssueRequest)(nil),            // 63: thefold.github.v1.CommentOnIssueRequest
+	(*CommentOnIssueResponse)(nil),           // 64: thefold.github.v1.CommentOnIssueResponse
+	(*Namespace)(nil),                        // 65: thefold.github.v1.Namespace
+	(*NamespaceMember)(nil),                  // 66: thefold.github.v1.NamespaceMember
+	(*CreateNamespaceRequest)(nil),           // 67: thefold.github.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),          // 68: thefold.github.v1.CreateNamespaceResponse
+	(*GetNamespaceRequest)(nil),              // 69: thefold.github.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),             // 70: thefold.github.v1.GetNamespaceResponse
+	(*SetNamespaceMemberRequest)(nil),        // 71: thefold.github.v1.SetNamespaceMemberRequest
+	(*SetNamespaceMemberResponse)(nil),       // 72: thefold.github.v1.SetNamespaceMemberResponse
+	(*Collaborator)(nil),                     // 73: thefold.github.v1.Collaborator
+	(*SetCollaboratorRequest)(nil),           // 74: thefold.github.v1.SetCollaboratorRequest
+	(*SetCollaboratorResponse)(nil),          // 75: thefold.github.v1.SetCollaboratorResponse
+	(*ListCollaboratorsRequest)(nil),         // 76: thefold.github.v1.ListCollaboratorsRequest
+	(*ListCollaboratorsResponse)(nil),        // 77: thefold.github.v1.ListCollaboratorsResponse
+	(*GitHubCredential)(nil),                 // 78: thefold.github.v1.GitHubCredential
+	(*SetGitHubCredentialRequest)(nil),       // 79: thefold.github.v1.SetGitHubCredentialRequest
+	(*SetGitHubCredentialResponse)(nil),      // 80: thefold.github.v1.SetGitHubCredentialResponse
+	(*GetGitHubCredentialRequest)(nil),       // 81: thefold.github.v1.GetGitHubCredentialRequest
+	(*GetGitHubCredentialResponse)(nil),      // 82: thefold.github.v1.GetGitHubCredentialResponse
+	(*DeleteGitHubCredentialRequest)(nil),    // 83: thefold.github.v1.DeleteGitHubCredentialRequest
+	(*DeleteGitHubCredentialResponse)(nil),   // 84: thefold.github.v1.DeleteGitHubCredentialResponse
+	(*GitHubGrant)(nil),                      // 85: thefold.github.v1.GitHubGrant
+	(*SetGitHubGrantRequest)(nil),            // 86: thefold.github.v1.SetGitHubGrantRequest
+	(*SetGitHubGrantResponse)(nil),           // 87: thefold.github.v1.SetGitHubGrantResponse
+	(*ListGitHubGrantsRequest)(nil),          // 88: thefold.github.v1.ListGitHubGrantsRequest
+	(*ListGitHubGrantsResponse)(nil),         // 89: thefold.github.v1.ListGitHubGrantsResponse
+	(*timestamppb.Timestamp)(nil),            // 90: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),                    // 91: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),                     // 92: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                      // 93: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),            // 94: google.protobuf.FieldMask
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,   // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	88,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	88,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	90,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
 	1,   // 3: thefold.github.v1.Repo.permission:type_name -> thefold.github.v1.RepoRole
 	0,   // 4: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 5: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
 	10,  // 6: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	0,   // 7: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 8: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	89,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
+	91,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
 	10,  // 10: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	2,   // 11: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
 	19,  // 12: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
@@ -6529,128 +6658,131 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	26,  // 14: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
 	3,   // 15: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
 	29,  // 16: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	89,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
-	90,  // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	91,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	92,  // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
 	4,   // 19: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	90,  // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
-	88,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	88,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	88,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	88,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	92,  // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	90,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	90,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	90,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
 	35,  // 25: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	35,  // 26: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	4,   // 27: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
 	35,  // 28: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	91,  // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	90,  // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	93,  // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	92,  // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
 	5,   // 31: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
 	35,  // 32: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	6,   // 33: thefold.github.v1.Check.state:type_name -> thefold.github.v1.CheckState
-	6,   // 34: thefold.github.v1.GetPullRequestChecksResponse.state:type_name -> thefold.github.v1.CheckState
-	47,  // 35: thefold.github.v1.GetPullRequestChecksResponse.checks:type_name -> thefold.github.v1.Check
-	35,  // 36: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	7,   // 37: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	88,  // 38: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	88,  // 39: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	88,  // 40: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
-	7,   // 41: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
-	51,  // 42: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
-	51,  // 43: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	51,  // 44: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	51,  // 45: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
-	92,  // 46: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	51,  // 47: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	88,  // 48: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 49: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
-	8,   // 50: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
-	64,  // 51: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
-	88,  // 52: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
-	9,   // 53: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
-	8,   // 54: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
-	63,  // 55: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
-	63,  // 56: thefold.github.v1.GetNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
-	9,   // 57: thefold.github.v1.SetNamespaceMemberRequest.role:type_name -> thefold.github.v1.NamespaceRole
-	63,  // 58: thefold.github.v1.SetNamespaceMemberResponse.namespace:type_name -> thefold.github.v1.Namespace
-	1,   // 59: thefold.github.v1.Collaborator.role:type_name -> thefold.github.v1.RepoRole
-	1,   // 60: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
-	71,  // 61: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
-	71,  // 62: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
-	88,  // 63: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
-	76,  // 64: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	76,  // 65: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	1,   // 66: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
-	1,   // 67: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
-	83,  // 68: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	83,  // 69: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	11,  // 70: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	13,  // 71: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	15,  // 72: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	17,  // 73: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	20,  // 74: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	23,  // 75: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	25,  // 76: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	28,  // 77: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	31,  // 78: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	33,  // 79: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	36,  // 80: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	38,  // 81: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	40,  // 82: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	42,  // 83: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
-	46,  // 84: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
-	44,  // 85: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	49,  // 86: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
-	52,  // 87: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	54,  // 88: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
-	56,  // 89: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	58,  // 90: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
-	61,  // 91: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	65,  // 92: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
-	67,  // 93: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
-	69,  // 94: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
-	72,  // 95: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
-	74,  // 96: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
-	77,  // 97: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
-	79,  // 98: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
-	81,  // 99: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
-	84,  // 100: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
-	86,  // 101: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
-	12,  // 102: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	14,  // 103: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	16,  // 104: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	18,  // 105: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	21,  // 106: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	24,  // 107: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	27,  // 108: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	30,  // 109: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	32,  // 110: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	34,  // 111: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	37,  // 112: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	39,  // 113: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	41,  // 114: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	43,  // 115: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
-	48,  // 116: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
-	45,  // 117: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	50,  // 118: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
-	53,  // 119: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	55,  // 120: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
-	57,  // 121: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	59,  // 122: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
-	62,  // 123: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	66,  // 124: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
-	68,  // 125: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
-	70,  // 126: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
-	73,  // 127: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
-	75,  // 128: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
-	78,  // 129: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
-	80,  // 130: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
-	82,  // 131: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
-	85,  // 132: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
-	87,  // 133: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
-	102, // [102:134] is the sub-list for method output_type
-	70,  // [70:102] is the sub-list for method input_type
-	70,  // [70:70] is the sub-list for extension type_name
-	70,  // [70:70] is the sub-list for extension extendee
-	0,   // [0:70] is the sub-list for field type_name
+	35,  // 33: thefold.github.v1.MergeBaseIntoPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	6,   // 34: thefold.github.v1.Check.state:type_name -> thefold.github.v1.CheckState
+	6,   // 35: thefold.github.v1.GetPullRequestChecksResponse.state:type_name -> thefold.github.v1.CheckState
+	49,  // 36: thefold.github.v1.GetPullRequestChecksResponse.checks:type_name -> thefold.github.v1.Check
+	35,  // 37: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	7,   // 38: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
+	90,  // 39: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	90,  // 40: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	90,  // 41: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	7,   // 42: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
+	53,  // 43: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
+	53,  // 44: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	53,  // 45: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	53,  // 46: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
+	94,  // 47: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	53,  // 48: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	90,  // 49: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	62,  // 50: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
+	8,   // 51: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
+	66,  // 52: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
+	90,  // 53: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	9,   // 54: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
+	8,   // 55: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
+	65,  // 56: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	65,  // 57: thefold.github.v1.GetNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	9,   // 58: thefold.github.v1.SetNamespaceMemberRequest.role:type_name -> thefold.github.v1.NamespaceRole
+	65,  // 59: thefold.github.v1.SetNamespaceMemberResponse.namespace:type_name -> thefold.github.v1.Namespace
+	1,   // 60: thefold.github.v1.Collaborator.role:type_name -> thefold.github.v1.RepoRole
+	1,   // 61: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
+	73,  // 62: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	73,  // 63: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	90,  // 64: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
+	78,  // 65: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	78,  // 66: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	1,   // 67: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
+	1,   // 68: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
+	85,  // 69: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	85,  // 70: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	11,  // 71: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	13,  // 72: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	15,  // 73: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	17,  // 74: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	20,  // 75: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	23,  // 76: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	25,  // 77: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	28,  // 78: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	31,  // 79: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	33,  // 80: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	36,  // 81: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	38,  // 82: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	40,  // 83: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	42,  // 84: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	48,  // 85: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
+	44,  // 86: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	46,  // 87: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:input_type -> thefold.github.v1.MergeBaseIntoPullRequestRequest
+	51,  // 88: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	54,  // 89: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	56,  // 90: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	58,  // 91: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	60,  // 92: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	63,  // 93: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	67,  // 94: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
+	69,  // 95: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
+	71,  // 96: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
+	74,  // 97: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
+	76,  // 98: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
+	79,  // 99: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
+	81,  // 100: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
+	83,  // 101: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
+	86,  // 102: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
+	88,  // 103: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
+	12,  // 104: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	14,  // 105: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	16,  // 106: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	18,  // 107: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	21,  // 108: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	24,  // 109: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	27,  // 110: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	30,  // 111: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	32,  // 112: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	34,  // 113: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	37,  // 114: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	39,  // 115: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	41,  // 116: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	43,  // 117: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	50,  // 118: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
+	45,  // 119: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	47,  // 120: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:output_type -> thefold.github.v1.MergeBaseIntoPullRequestResponse
+	52,  // 121: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	55,  // 122: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	57,  // 123: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	59,  // 124: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	61,  // 125: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	64,  // 126: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	68,  // 127: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
+	70,  // 128: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
+	72,  // 129: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
+	75,  // 130: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
+	77,  // 131: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
+	80,  // 132: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
+	82,  // 133: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
+	84,  // 134: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
+	87,  // 135: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
+	89,  // 136: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
+	104, // [104:137] is the sub-list for method output_type
+	71,  // [71:104] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -6669,7 +6801,7 @@ func file_thefold_github_v1_github_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   78,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -670,6 +670,67 @@ func local_request_RepoService_MergePullRequest_0(ctx context.Context, marshaler
 	return msg, metadata, err
 }
 
+func request_RepoService_MergeBaseIntoPullRequest_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq MergeBaseIntoPullRequestRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["repo"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "repo")
+	}
+	protoReq.Repo, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "repo", err)
+	}
+	val, ok = pathParams["number"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "number")
+	}
+	protoReq.Number, err = runtime.Int32(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "number", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.MergeBaseIntoPullRequest(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RepoService_MergeBaseIntoPullRequest_0(ctx context.Context, marshaler runtime.Marshaler, server RepoServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq MergeBaseIntoPullRequestRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["repo"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "repo")
+	}
+	protoReq.Repo, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "repo", err)
+	}
+	val, ok = pathParams["number"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "number")
+	}
+	protoReq.Number, err = runtime.Int32(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "number", err)
+	}
+	msg, err := server.MergeBaseIntoPullRequest(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_RepoService_ClosePullRequest_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ClosePullRequestRequest
@@ -1680,6 +1741,26 @@ func RegisterRepoServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_MergePullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RepoService_MergeBaseIntoPullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.github.v1.RepoService/MergeBaseIntoPullRequest", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/pulls/{number}:mergeBase"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RepoService_ClosePullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -2261,6 +2342,23 @@ func RegisterRepoServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_MergePullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RepoService_MergeBaseIntoPullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.github.v1.RepoService/MergeBaseIntoPullRequest", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/pulls/{number}:mergeBase"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RepoService_ClosePullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -2537,65 +2635,67 @@ func RegisterRepoServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 }
 
 var (
-	pattern_RepoService_ListRepos_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "repos"}, ""))
-	pattern_RepoService_GetRepo_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2}, []string{"v1", "repos", "repo"}, ""))
-	pattern_RepoService_CreateRepo_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "repos"}, ""))
-	pattern_RepoService_GetTree_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "tree"}, ""))
-	pattern_RepoService_GetFiles_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "files"}, ""))
-	pattern_RepoService_CreateBranch_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "branches"}, ""))
-	pattern_RepoService_CommitFiles_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "commits"}, ""))
-	pattern_RepoService_CreatePullRequest_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "pulls"}, ""))
-	pattern_RepoService_GetPullRequest_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, ""))
-	pattern_RepoService_ListPullRequests_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "pulls"}, ""))
-	pattern_RepoService_GetPullRequestDiff_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "pulls", "number", "diff"}, ""))
-	pattern_RepoService_GetPullRequestChecks_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "pulls", "number", "checks"}, ""))
-	pattern_RepoService_MergePullRequest_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "merge"))
-	pattern_RepoService_ClosePullRequest_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "close"))
-	pattern_RepoService_ListIssues_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "issues"}, ""))
-	pattern_RepoService_GetIssue_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "issues", "number"}, ""))
-	pattern_RepoService_CreateIssue_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "issues"}, ""))
-	pattern_RepoService_UpdateIssue_0            = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "issues", "number"}, ""))
-	pattern_RepoService_CommentOnIssue_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "issues", "number", "comments"}, ""))
-	pattern_RepoService_CreateNamespace_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "namespaces"}, ""))
-	pattern_RepoService_GetNamespace_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "namespaces", "name"}, ""))
-	pattern_RepoService_SetNamespaceMember_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "namespaces", "name", "members", "user_id"}, ""))
-	pattern_RepoService_SetCollaborator_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "collaborators", "user_id"}, ""))
-	pattern_RepoService_ListCollaborators_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "collaborators"}, ""))
-	pattern_RepoService_SetGitHubCredential_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
-	pattern_RepoService_GetGitHubCredential_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
-	pattern_RepoService_DeleteGitHubCredential_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
-	pattern_RepoService_SetGitHubGrant_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "grants"}, ""))
-	pattern_RepoService_ListGitHubGrants_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "grants"}, ""))
+	pattern_RepoService_ListRepos_0                = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "repos"}, ""))
+	pattern_RepoService_GetRepo_0                  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2}, []string{"v1", "repos", "repo"}, ""))
+	pattern_RepoService_CreateRepo_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "repos"}, ""))
+	pattern_RepoService_GetTree_0                  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "tree"}, ""))
+	pattern_RepoService_GetFiles_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "files"}, ""))
+	pattern_RepoService_CreateBranch_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "branches"}, ""))
+	pattern_RepoService_CommitFiles_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "commits"}, ""))
+	pattern_RepoService_CreatePullRequest_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "pulls"}, ""))
+	pattern_RepoService_GetPullRequest_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, ""))
+	pattern_RepoService_ListPullRequests_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "pulls"}, ""))
+	pattern_RepoService_GetPullRequestDiff_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "pulls", "number", "diff"}, ""))
+	pattern_RepoService_GetPullRequestChecks_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "pulls", "number", "checks"}, ""))
+	pattern_RepoService_MergePullRequest_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "merge"))
+	pattern_RepoService_MergeBaseIntoPullRequest_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "mergeBase"))
+	pattern_RepoService_ClosePullRequest_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "close"))
+	pattern_RepoService_ListIssues_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "issues"}, ""))
+	pattern_RepoService_GetIssue_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "issues", "number"}, ""))
+	pattern_RepoService_CreateIssue_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "issues"}, ""))
+	pattern_RepoService_UpdateIssue_0              = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "issues", "number"}, ""))
+	pattern_RepoService_CommentOnIssue_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "issues", "number", "comments"}, ""))
+	pattern_RepoService_CreateNamespace_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"v1", "namespaces"}, ""))
+	pattern_RepoService_GetNamespace_0             = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2}, []string{"v1", "namespaces", "name"}, ""))
+	pattern_RepoService_SetNamespaceMember_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 4, 1, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "namespaces", "name", "members", "user_id"}, ""))
+	pattern_RepoService_SetCollaborator_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "collaborators", "user_id"}, ""))
+	pattern_RepoService_ListCollaborators_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "collaborators"}, ""))
+	pattern_RepoService_SetGitHubCredential_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
+	pattern_RepoService_GetGitHubCredential_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
+	pattern_RepoService_DeleteGitHubCredential_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
+	pattern_RepoService_SetGitHubGrant_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "grants"}, ""))
+	pattern_RepoService_ListGitHubGrants_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "grants"}, ""))
 )
 
 var (
-	forward_RepoService_ListRepos_0              = runtime.ForwardResponseMessage
-	forward_RepoService_GetRepo_0                = runtime.ForwardResponseMessage
-	forward_RepoService_CreateRepo_0             = runtime.ForwardResponseMessage
-	forward_RepoService_GetTree_0                = runtime.ForwardResponseMessage
-	forward_RepoService_GetFiles_0               = runtime.ForwardResponseMessage
-	forward_RepoService_CreateBranch_0           = runtime.ForwardResponseMessage
-	forward_RepoService_CommitFiles_0            = runtime.ForwardResponseMessage
-	forward_RepoService_CreatePullRequest_0      = runtime.ForwardResponseMessage
-	forward_RepoService_GetPullRequest_0         = runtime.ForwardResponseMessage
-	forward_RepoService_ListPullRequests_0       = runtime.ForwardResponseMessage
-	forward_RepoService_GetPullRequestDiff_0     = runtime.ForwardResponseMessage
-	forward_RepoService_GetPullRequestChecks_0   = runtime.ForwardResponseMessage
-	forward_RepoService_MergePullRequest_0       = runtime.ForwardResponseMessage
-	forward_RepoService_ClosePullRequest_0       = runtime.ForwardResponseMessage
-	forward_RepoService_ListIssues_0             = runtime.ForwardResponseMessage
-	forward_RepoService_GetIssue_0               = runtime.ForwardResponseMessage
-	forward_RepoService_CreateIssue_0            = runtime.ForwardResponseMessage
-	forward_RepoService_UpdateIssue_0            = runtime.ForwardResponseMessage
-	forward_RepoService_CommentOnIssue_0         = runtime.ForwardResponseMessage
-	forward_RepoService_CreateNamespace_0        = runtime.ForwardResponseMessage
-	forward_RepoService_GetNamespace_0           = runtime.ForwardResponseMessage
-	forward_RepoService_SetNamespaceMember_0     = runtime.ForwardResponseMessage
-	forward_RepoService_SetCollaborator_0        = runtime.ForwardResponseMessage
-	forward_RepoService_ListCollaborators_0      = runtime.ForwardResponseMessage
-	forward_RepoService_SetGitHubCredential_0    = runtime.ForwardResponseMessage
-	forward_RepoService_GetGitHubCredential_0    = runtime.ForwardResponseMessage
-	forward_RepoService_DeleteGitHubCredential_0 = runtime.ForwardResponseMessage
-	forward_RepoService_SetGitHubGrant_0         = runtime.ForwardResponseMessage
-	forward_RepoService_ListGitHubGrants_0       = runtime.ForwardResponseMessage
+	forward_RepoService_ListRepos_0                = runtime.ForwardResponseMessage
+	forward_RepoService_GetRepo_0                  = runtime.ForwardResponseMessage
+	forward_RepoService_CreateRepo_0               = runtime.ForwardResponseMessage
+	forward_RepoService_GetTree_0                  = runtime.ForwardResponseMessage
+	forward_RepoService_GetFiles_0                 = runtime.ForwardResponseMessage
+	forward_RepoService_CreateBranch_0             = runtime.ForwardResponseMessage
+	forward_RepoService_CommitFiles_0              = runtime.ForwardResponseMessage
+	forward_RepoService_CreatePullRequest_0        = runtime.ForwardResponseMessage
+	forward_RepoService_GetPullRequest_0           = runtime.ForwardResponseMessage
+	forward_RepoService_ListPullRequests_0         = runtime.ForwardResponseMessage
+	forward_RepoService_GetPullRequestDiff_0       = runtime.ForwardResponseMessage
+	forward_RepoService_GetPullRequestChecks_0     = runtime.ForwardResponseMessage
+	forward_RepoService_MergePullRequest_0         = runtime.ForwardResponseMessage
+	forward_RepoService_MergeBaseIntoPullRequest_0 = runtime.ForwardResponseMessage
+	forward_RepoService_ClosePullRequest_0         = runtime.ForwardResponseMessage
+	forward_RepoService_ListIssues_0               = runtime.ForwardResponseMessage
+	forward_RepoService_GetIssue_0                 = runtime.ForwardResponseMessage
+	forward_RepoService_CreateIssue_0              = runtime.ForwardResponseMessage
+	forward_RepoService_UpdateIssue_0              = runtime.ForwardResponseMessage
+	forward_RepoService_CommentOnIssue_0           = runtime.ForwardResponseMessage
+	forward_RepoService_CreateNamespace_0          = runtime.ForwardResponseMessage
+	forward_RepoService_GetNamespace_0             = runtime.ForwardResponseMessage
+	forward_RepoService_SetNamespaceMember_0       = runtime.ForwardResponseMessage
+	forward_RepoService_SetCollaborator_0          = runtime.ForwardResponseMessage
+	forward_RepoService_ListCollaborators_0        = runtime.ForwardResponseMessage
+	forward_RepoService_SetGitHubCredential_0      = runtime.ForwardResponseMessage
+	forward_RepoService_GetGitHubCredential_0      = runtime.ForwardResponseMessage
+	forward_RepoService_DeleteGitHubCredential_0   = runtime.ForwardResponseMessage
+	forward_RepoService_SetGitHubGrant_0           = runtime.ForwardResponseMessage
+	forward_RepoService_ListGitHubGrants_0         = runtime.ForwardResponseMessage
 )

@@ -19,38 +19,39 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	RepoService_ListRepos_FullMethodName              = "/thefold.github.v1.RepoService/ListRepos"
-	RepoService_GetRepo_FullMethodName                = "/thefold.github.v1.RepoService/GetRepo"
-	RepoService_CreateRepo_FullMethodName             = "/thefold.github.v1.RepoService/CreateRepo"
-	RepoService_InitRepo_FullMethodName               = "/thefold.github.v1.RepoService/InitRepo"
-	RepoService_GetTree_FullMethodName                = "/thefold.github.v1.RepoService/GetTree"
-	RepoService_GetFiles_FullMethodName               = "/thefold.github.v1.RepoService/GetFiles"
-	RepoService_GetArchive_FullMethodName             = "/thefold.github.v1.RepoService/GetArchive"
-	RepoService_FindRelevantFiles_FullMethodName      = "/thefold.github.v1.RepoService/FindRelevantFiles"
-	RepoService_CreateBranch_FullMethodName           = "/thefold.github.v1.RepoService/CreateBranch"
-	RepoService_CommitFiles_FullMethodName            = "/thefold.github.v1.RepoService/CommitFiles"
-	RepoService_CreatePullRequest_FullMethodName      = "/thefold.github.v1.RepoService/CreatePullRequest"
-	RepoService_GetPullRequest_FullMethodName         = "/thefold.github.v1.RepoService/GetPullRequest"
-	RepoService_ListPullRequests_FullMethodName       = "/thefold.github.v1.RepoService/ListPullRequests"
-	RepoService_GetPullRequestDiff_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequestDiff"
-	RepoService_GetPullRequestChecks_FullMethodName   = "/thefold.github.v1.RepoService/GetPullRequestChecks"
-	RepoService_MergePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/MergePullRequest"
-	RepoService_ClosePullRequest_FullMethodName       = "/thefold.github.v1.RepoService/ClosePullRequest"
-	RepoService_ListIssues_FullMethodName             = "/thefold.github.v1.RepoService/ListIssues"
-	RepoService_GetIssue_FullMethodName               = "/thefold.github.v1.RepoService/GetIssue"
-	RepoService_CreateIssue_FullMethodName            = "/thefold.github.v1.RepoService/CreateIssue"
-	RepoService_UpdateIssue_FullMethodName            = "/thefold.github.v1.RepoService/UpdateIssue"
-	RepoService_CommentOnIssue_FullMethodName         = "/thefold.github.v1.RepoService/CommentOnIssue"
-	RepoService_CreateNamespace_FullMethodName        = "/thefold.github.v1.RepoService/CreateNamespace"
-	RepoService_GetNamespace_FullMethodName           = "/thefold.github.v1.RepoService/GetNamespace"
-	RepoService_SetNamespaceMember_FullMethodName     = "/thefold.github.v1.RepoService/SetNamespaceMember"
-	RepoService_SetCollaborator_FullMethodName        = "/thefold.github.v1.RepoService/SetCollaborator"
-	RepoService_ListCollaborators_FullMethodName      = "/thefold.github.v1.RepoService/ListCollaborators"
-	RepoService_SetGitHubCredential_FullMethodName    = "/thefold.github.v1.RepoService/SetGitHubCredential"
-	RepoService_GetGitHubCredential_FullMethodName    = "/thefold.github.v1.RepoService/GetGitHubCredential"
-	RepoService_DeleteGitHubCredential_FullMethodName = "/thefold.github.v1.RepoService/DeleteGitHubCredential"
-	RepoService_SetGitHubGrant_FullMethodName         = "/thefold.github.v1.RepoService/SetGitHubGrant"
-	RepoService_ListGitHubGrants_FullMethodName       = "/thefold.github.v1.RepoService/ListGitHubGrants"
+	RepoService_ListRepos_FullMethodName                = "/thefold.github.v1.RepoService/ListRepos"
+	RepoService_GetRepo_FullMethodName                  = "/thefold.github.v1.RepoService/GetRepo"
+	RepoService_CreateRepo_FullMethodName               = "/thefold.github.v1.RepoService/CreateRepo"
+	RepoService_InitRepo_FullMethodName                 = "/thefold.github.v1.RepoService/InitRepo"
+	RepoService_GetTree_FullMethodName                  = "/thefold.github.v1.RepoService/GetTree"
+	RepoService_GetFiles_FullMethodName                 = "/thefold.github.v1.RepoService/GetFiles"
+	RepoService_GetArchive_FullMethodName               = "/thefold.github.v1.RepoService/GetArchive"
+	RepoService_FindRelevantFiles_FullMethodName        = "/thefold.github.v1.RepoService/FindRelevantFiles"
+	RepoService_CreateBranch_FullMethodName             = "/thefold.github.v1.RepoService/CreateBranch"
+	RepoService_CommitFiles_FullMethodName              = "/thefold.github.v1.RepoService/CommitFiles"
+	RepoService_CreatePullRequest_FullMethodName        = "/thefold.github.v1.RepoService/CreatePullRequest"
+	RepoService_GetPullRequest_FullMethodName           = "/thefold.github.v1.RepoService/GetPullRequest"
+	RepoService_ListPullRequests_FullMethodName         = "/thefold.github.v1.RepoService/ListPullRequests"
+	RepoService_GetPullRequestDiff_FullMethodName       = "/thefold.github.v1.RepoService/GetPullRequestDiff"
+	RepoService_GetPullRequestChecks_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequestChecks"
+	RepoService_MergePullRequest_FullMethodName         = "/thefold.github.v1.RepoService/MergePullRequest"
+	RepoService_MergeBaseIntoPullRequest_FullMethodName = "/thefold.github.v1.RepoService/MergeBaseIntoPullRequest"
+	RepoService_ClosePullRequest_FullMethodName         = "/thefold.github.v1.RepoService/ClosePullRequest"
+	RepoService_ListIssues_FullMethodName               = "/thefold.github.v1.RepoService/ListIssues"
+	RepoService_GetIssue_FullMethodName                 = "/thefold.github.v1.RepoService/GetIssue"
+	RepoService_CreateIssue_FullMethodName              = "/thefold.github.v1.RepoService/CreateIssue"
+	RepoService_UpdateIssue_FullMethodName              = "/thefold.github.v1.RepoService/UpdateIssue"
+	RepoService_CommentOnIssue_FullMethodName           = "/thefold.github.v1.RepoService/CommentOnIssue"
+	RepoService_CreateNamespace_FullMethodName          = "/thefold.github.v1.RepoService/CreateNamespace"
+	RepoService_GetNamespace_FullMethodName             = "/thefold.github.v1.RepoService/GetNamespace"
+	RepoService_SetNamespaceMember_FullMethodName       = "/thefold.github.v1.RepoService/SetNamespaceMember"
+	RepoService_SetCollaborator_FullMethodName          = "/thefold.github.v1.RepoService/SetCollaborator"
+	RepoService_ListCollaborators_FullMethodName        = "/thefold.github.v1.RepoService/ListCollaborators"
+	RepoService_SetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/SetGitHubCredential"
+	RepoService_GetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/GetGitHubCredential"
+	RepoService_DeleteGitHubCredential_FullMethodName   = "/thefold.github.v1.RepoService/DeleteGitHubCredential"
+	RepoService_SetGitHubGrant_FullMethodName           = "/thefold.github.v1.RepoService/SetGitHubGrant"
+	RepoService_ListGitHubGrants_FullMethodName         = "/thefold.github.v1.RepoService/ListGitHubGrants"
 )
 
 // RepoServiceClient is the client API for RepoService service.
@@ -121,6 +122,14 @@ type RepoServiceClient interface {
 	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
 	// expected_head_sha is ABORTED.
 	MergePullRequest(ctx context.Context, in *MergePullRequestRequest, opts ...grpc.CallOption) (*MergePullRequestResponse, error)
+	// MergeBaseIntoPullRequest brings an open pull request's head up to date with its base by
+	// merging the base into the head branch (GitHub's "update branch"): the head gains a merge
+	// commit, and the pull request then holds everything on the base. A head that already
+	// contains the base is returned as is (updated false). Changes on both sides of the same
+	// file that do not merge cleanly are FAILED_PRECONDITION naming the files; a head that
+	// moved past expected_head_sha is ABORTED; a merged or closed pull request is
+	// FAILED_PRECONDITION.
+	MergeBaseIntoPullRequest(ctx context.Context, in *MergeBaseIntoPullRequestRequest, opts ...grpc.CallOption) (*MergeBaseIntoPullRequestResponse, error)
 	// ClosePullRequest closes an open pull request without merging it. An already closed one
 	// is returned as is; a merged one is FAILED_PRECONDITION.
 	ClosePullRequest(ctx context.Context, in *ClosePullRequestRequest, opts ...grpc.CallOption) (*ClosePullRequestResponse, error)
@@ -343,6 +352,16 @@ func (c *repoServiceClient) MergePullRequest(ctx context.Context, in *MergePullR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MergePullRequestResponse)
 	err := c.cc.Invoke(ctx, RepoService_MergePullRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) MergeBaseIntoPullRequest(ctx context.Context, in *MergeBaseIntoPullRequestRequest, opts ...grpc.CallOption) (*MergeBaseIntoPullRequestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeBaseIntoPullRequestResponse)
+	err := c.cc.Invoke(ctx, RepoService_MergeBaseIntoPullRequest_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -577,6 +596,14 @@ type RepoServiceServer interface {
 	// a closed or unmergeable one is FAILED_PRECONDITION; a head that moved past
 	// expected_head_sha is ABORTED.
 	MergePullRequest(context.Context, *MergePullRequestRequest) (*MergePullRequestResponse, error)
+	// MergeBaseIntoPullRequest brings an open pull request's head up to date with its base by
+	// merging the base into the head branch (GitHub's "update branch"): the head gains a merge
+	// commit, and the pull request then holds everything on the base. A head that already
+	// contains the base is returned as is (updated false). Changes on both sides of the same
+	// file that do not merge cleanly are FAILED_PRECONDITION naming the files; a head that
+	// moved past expected_head_sha is ABORTED; a merged or closed pull request is
+	// FAILED_PRECONDITION.
+	MergeBaseIntoPullRequest(context.Context, *MergeBaseIntoPullRequestRequest) (*MergeBaseIntoPullRequestResponse, error)
 	// ClosePullRequest closes an open pull request without merging it. An already closed one
 	// is returned as is; a merged one is FAILED_PRECONDITION.
 	ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error)
@@ -683,6 +710,9 @@ func (UnimplementedRepoServiceServer) GetPullRequestChecks(context.Context, *Get
 }
 func (UnimplementedRepoServiceServer) MergePullRequest(context.Context, *MergePullRequestRequest) (*MergePullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergePullRequest not implemented")
+}
+func (UnimplementedRepoServiceServer) MergeBaseIntoPullRequest(context.Context, *MergeBaseIntoPullRequestRequest) (*MergeBaseIntoPullRequestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeBaseIntoPullRequest not implemented")
 }
 func (UnimplementedRepoServiceServer) ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClosePullRequest not implemented")
@@ -1030,6 +1060,24 @@ func _RepoService_MergePullRequest_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RepoServiceServer).MergePullRequest(ctx, req.(*MergePullRequestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoService_MergeBaseIntoPullRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeBaseIntoPullRequestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).MergeBaseIntoPullRequest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_MergeBaseIntoPullRequest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).MergeBaseIntoPullRequest(ctx, req.(*MergeBaseIntoPullRequestRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1388,6 +1436,10 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergePullRequest",
 			Handler:    _RepoService_MergePullRequest_Handler,
+		},
+		{
+			MethodName: "MergeBaseIntoPullRequest",
+			Handler:    _RepoService_MergeBaseIntoPullRequest_Handler,
 		},
 		{
 			MethodName: "ClosePullRequest",
