@@ -54,6 +54,8 @@ var naturallyIdempotent = map[string]string{
 	"thefold.tasks.v1.TaskService.AddDependency":        "the edge (task_id, blocked_by_id): adding it again changes nothing",
 	"thefold.tasks.v1.TaskService.RemoveDependency":     "the edge (task_id, blocked_by_id): removing it again changes nothing",
 
+	"thefold.github.v1.RepoService.MergeBaseIntoPullRequest": "a head that contains its base already is left as is: a retry finds nothing to merge (updated false); with expected_head_sha a retry after a success is ABORTED, never a second merge",
+
 	// Values set, not added.
 	"thefold.agent.v1.ProjectService.UpdateProject":         setsFields,
 	"thefold.agent.v1.ChatService.UpdateConversation":       setsFields,
@@ -91,6 +93,8 @@ var naturallyIdempotent = map[string]string{
 	// Transitions guarded by a state that cannot be entered twice.
 	"thefold.agent.v1.AgentService.CancelJob":            guardedOnce,
 	"thefold.agent.v1.AgentService.PauseJob":             guardedOnce,
+	"thefold.agent.v1.ProjectService.InterruptWorker":    "pauses the worker's job: a retry finds it paused and returns the worker as is",
+	"thefold.agent.v1.ProjectService.ResumeWorker":       guardedOnce,
 	"thefold.agent.v1.AgentService.ResolveTask":          guardedOnce,
 	"thefold.agent.v1.AgentService.SkipTask":             guardedOnce,
 	"thefold.agent.v1.ProjectService.CancelProject":      guardedOnce,

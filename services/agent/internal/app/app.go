@@ -272,6 +272,10 @@ func Service() platform.Service {
 			pc := project.DefaultConfig
 			pc.LeaseExpiry, pc.ContextTokens, pc.CallTimeout, pc.JobBudget = cfg.LeaseExpiry, cfg.ContextTokens, cfg.CallTimeout, budget
 			pc.RateLimit = store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}
+			var svc *service.Server // (made below: the crew's approvals go through its reviews)
+			pc.Approve = func(ctx context.Context, owner, reviewID, comment string) error {
+				return svc.ApproveAs(ctx, owner, reviewID, comment)
+			}
 			projects := project.NewRunner(st, project.Clients{Tasks: clients.Tasks, AI: clients.AI, Repos: clients.Repos,
 				Sandbox: clients.Sandbox, Memory: clients.Memory}, d.ServiceSigner, pc, q, d.Logger)
 			pq, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[projectArgs]{
@@ -286,7 +290,7 @@ func Service() platform.Service {
 				return pq.Reap(ctx, st.ProjectLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
 			})
 
-			svc := service.New(st, service.Options{
+			svc = service.New(st, service.Options{
 				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
 				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,

@@ -41,7 +41,7 @@ func (r *run) sandbox(ctx context.Context) error {
 			return err
 		}
 	}
-	if j.ProjectId != "" {
+	if collectOnly(j) {
 		if err := r.projectSandbox(ctx); err != nil {
 			return err
 		}
@@ -59,13 +59,18 @@ func (r *run) sandbox(ctx context.Context) error {
 	start := time.Now()
 	sctx, cancel := r.modelCall(ctx) // a checkout of a large repository takes a while
 	defer cancel()
-	resp, err := r.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: j.Repo, Ref: j.BaseBranch, JobId: j.Id,
+	ref := j.BaseBranch
+	if continuesPullRequest(j) {
+		ref = j.Branch // a fix of an open pull request starts from its branch
+	}
+	resp, err := r.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: j.Repo, Ref: ref, JobId: j.Id,
 		Ttl: durationpb.New(r.e.cfg.SandboxTTL)})
 	r.audit("sandbox_created", k, map[string]any{"sandbox_id": resp.GetSandbox().GetId(), "attempt": j.Attempt}, err, time.Since(start))
 	if err != nil {
 		return err
 	}
 	j.SandboxId, j.BuildId = resp.GetSandbox().GetId(), ""
+	r.rec.State.BaseCommit = resp.GetSandbox().GetBaseCommit()
 	// What the sandbox service says of the isolation it gave (another backend than the
 	// default, a protection that did not apply) goes into the job's history.
 	for _, w := range resp.GetWarnings() {
@@ -111,7 +116,14 @@ func (r *run) buildContext() string {
 func (r *run) build(ctx context.Context) error {
 	j := r.job()
 	if j.BuildId == "" {
+		msgs, n, err := r.messagesText(ctx)
+		if err != nil {
+			return err
+		}
 		k := r.key("build", j.Attempt)
+		if n > 0 {
+			k += fmt.Sprintf("-m%d", n)
+		}
 		var hints []string
 		for _, m := range r.rec.Context.Memories {
 			hints = append(hints, truncate(m.Content, 4000))
@@ -119,7 +131,7 @@ func (r *run) build(ctx context.Context) error {
 		start := time.Now()
 		title, desc := r.buildTask()
 		resp, err := r.e.c.Builder.StartBuild(ctx, &builderv1.StartBuildRequest{RequestId: k, JobId: j.Id, TaskId: j.TaskId, SandboxId: j.SandboxId,
-			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext(), 60000), MemoryHints: hints[:min(len(hints), 50)],
+			Repo: j.Repo, Plan: j.Plan, Model: j.Model, AdditionalContext: truncate(r.buildContext()+msgs, 60000), MemoryHints: hints[:min(len(hints), 50)],
 			Budget: r.remaining(), TaskTitle: title, TaskDescription: desc, ContextPaths: r.contextPaths()})
 		r.audit("build_started", k, map[string]any{"build_id": resp.GetBuild().GetId(), "attempt": j.Attempt}, err, time.Since(start))
 		if err != nil {

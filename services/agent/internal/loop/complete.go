@@ -89,12 +89,18 @@ func (r *run) createBranch(ctx context.Context, _ *agentv1.Review) error {
 	if j.Branch == "" {
 		j.Branch = branchName(r.rec.Context.Task.GetTitle(), j.Id)
 	}
-	start := time.Now()
-	_, err := r.e.c.Repos.CreateBranch(ctx, &githubv1.CreateBranchRequest{Repo: j.Repo, Branch: j.Branch, FromRef: j.BaseBranch})
-	if status.Code(err) == codes.AlreadyExists {
-		err = nil // made before a crash: the same branch
+	from := j.BaseBranch
+	if j.Crew && r.rec.State.BaseCommit != "" {
+		// A crew worker's branch starts where its work did; the crew brings its pull request
+		// up to date with a base that moved since (and checks it again).
+		from = r.rec.State.BaseCommit
 	}
-	r.audit("branch_created", r.key("branch"), map[string]any{"branch": j.Branch, "from": j.BaseBranch}, err, time.Since(start))
+	start := time.Now()
+	_, err := r.e.c.Repos.CreateBranch(ctx, &githubv1.CreateBranchRequest{Repo: j.Repo, Branch: j.Branch, FromRef: from})
+	if status.Code(err) == codes.AlreadyExists {
+		err = nil // made before a crash, or the open pull request's branch a fix continues
+	}
+	r.audit("branch_created", r.key("branch"), map[string]any{"branch": j.Branch, "from": from}, err, time.Since(start))
 	return err
 }
 
@@ -134,7 +140,23 @@ func (r *run) pullRequest(ctx context.Context, rev *agentv1.Review) error {
 	if body == "" {
 		body = j.GetPlan().GetSummary()
 	}
+	if j.IssueNumber > 0 {
+		body += fmt.Sprintf("\n\nCloses #%d", j.IssueNumber)
+	}
 	body += fmt.Sprintf("\n\n---\nOpened by TheFold (job %s, task %s). Review quality %d/10.", j.Id, j.TaskId, rev.QualityScore)
+	if continuesPullRequest(j) {
+		// A fix of an open pull request: the commit is on its branch; say what changed there.
+		start := time.Now()
+		_, err := r.e.c.Repos.CommentOnIssue(ctx, &githubv1.CommentOnIssueRequest{Repo: j.Repo, Number: j.PullRequest.GetNumber(), RequestId: r.key("pull_request"),
+			Body: fmt.Sprintf("TheFold pushed %s to this branch (job %s, review quality %d/10):\n\n%s", shortSHA(r.rec.State.CommitSHA), j.Id, rev.QualityScore, rev.Documentation)})
+		r.audit("pull_request_updated", r.key("pull_request"), map[string]any{"number": j.PullRequest.GetNumber(), "commit": r.rec.State.CommitSHA}, err, time.Since(start))
+		if err != nil {
+			return err
+		}
+		rev.PullRequest = j.PullRequest
+		r.step.After = func(ctx context.Context, tx pgx.Tx) error { return store.UpdateReview(ctx, tx, rev) }
+		return nil
+	}
 	start := time.Now()
 	resp, err := r.e.c.Repos.CreatePullRequest(ctx, &githubv1.CreatePullRequestRequest{Repo: j.Repo, Head: j.Branch, Base: j.BaseBranch,
 		Title: truncate(r.rec.Context.Task.GetTitle(), 250), Body: body, RequestId: r.key("pull_request")})
@@ -155,6 +177,13 @@ func (r *run) finishTask(ctx context.Context, _ *agentv1.Review) error {
 	j := r.job()
 	if _, err := r.e.c.Tasks.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: j.TaskId, Task: &tasksv1.Task{PullRequest: j.PullRequest},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"pull_request"}}}); err != nil {
+		return err
+	}
+	if j.Crew {
+		// A crew's task is done when its pull request merges (the crew says so then).
+		_, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW,
+			Reason: "pull request " + j.GetPullRequest().GetUrl() + " waits for its checks and merge"})
+		r.audit("task_status_changed", r.key("task_in_review"), map[string]any{"status": "in_review"}, err, 0)
 		return err
 	}
 	_, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_DONE,

@@ -92,10 +92,14 @@ func (r *run) split(ctx context.Context, why string, proposals []*aiv1.TaskPropo
 // complexity rates the task and selects the model (unless the job names one).
 func (r *run) complexity(ctx context.Context) error {
 	j, c := r.job(), r.rec.Context
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
 	resp, err := r.e.c.AI.AssessComplexity(mctx, &aiv1.AssessComplexityRequest{
-		RequestId: r.key("complexity"), Task: c.Task, ProjectTree: c.ProjectTree, ContextFiles: c.ContextFiles,
+		RequestId: r.key("complexity") + mk, Task: task, ProjectTree: c.ProjectTree, ContextFiles: c.ContextFiles,
 		Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_COMPLEXITY),
 	})
 	if err != nil {
@@ -154,7 +158,12 @@ func (r *run) plan(ctx context.Context) error {
 		r.thought("more context: %d files now (%d new)", len(r.rec.Context.ContextFiles), len(r.rec.Context.ContextFiles)-before)
 	}
 	req := proto.CloneOf(r.rec.Context)
-	req.RequestId = r.key("plan", j.Attempt, j.PlanRevisions)
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
+	req.Task = task
+	req.RequestId = r.key("plan", j.Attempt, j.PlanRevisions) + mk
 	req.Model, req.Attribution = r.modelChoice(), r.attribution(aiv1.CallPhase_CALL_PHASE_PLANNING)
 	start := time.Now()
 	mctx, cancel := r.modelCall(ctx)

@@ -69,10 +69,14 @@ func (r *run) nextAttempt() {
 func (r *run) diagnose(ctx context.Context) error {
 	j, c, st := r.job(), r.rec.Context, &r.rec.State
 	last := c.PreviousAttempts[len(c.PreviousAttempts)-1]
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
 	resp, err := r.e.c.AI.DiagnoseFailure(mctx, &aiv1.DiagnoseFailureRequest{
-		RequestId: r.key("diagnose", j.Attempt), Task: c.Task, Plan: j.Plan, Errors: last.Errors, ErrorOutput: last.Error,
+		RequestId: r.key("diagnose", j.Attempt) + mk, Task: task, Plan: j.Plan, Errors: last.Errors, ErrorOutput: last.Error,
 		Attempts: c.PreviousAttempts, Files: r.failedFiles(ctx, last.Errors), Model: r.modelChoice(),
 		Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_DIAGNOSIS),
 	})
@@ -154,9 +158,13 @@ func (r *run) recover(ctx context.Context, resp *aiv1.DiagnoseFailureResponse) s
 // again, once), split it, or give up to a human.
 func (r *run) intervene(ctx context.Context) error {
 	j, c, st := r.job(), r.rec.Context, &r.rec.State
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
-	resp, err := r.e.c.AI.Intervene(mctx, &aiv1.InterveneRequest{RequestId: r.key("intervene", j.Attempt), Task: c.Task, Attempts: c.PreviousAttempts,
+	resp, err := r.e.c.AI.Intervene(mctx, &aiv1.InterveneRequest{RequestId: r.key("intervene", j.Attempt) + mk, Task: task, Attempts: c.PreviousAttempts,
 		LastPlan: j.Plan, Model: r.modelChoice(), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_INTERVENTION)})
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 // here instead: the project reviews all its tasks at once).
 func (r *run) review(ctx context.Context) error {
 	j, st := r.job(), &r.rec.State
-	if j.ProjectId != "" {
+	if collectOnly(j) {
 		// Collect-only: the project reviews all its tasks' files at once. The task waits for
 		// that review (its dependents in the project may start: see tasks' SetTaskStatus).
 		if _, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW}); err != nil {
@@ -32,6 +32,11 @@ func (r *run) review(ctx context.Context) error {
 	diff, err := r.e.c.Sandbox.Diff(ctx, &sandboxv1.DiffRequest{Id: j.SandboxId})
 	if err != nil {
 		return err
+	}
+	if len(diff.GetFiles()) == 0 {
+		// (A fix of an open pull request that wrote what its branch has already.)
+		r.human(fmt.Sprintf("attempt %d changed no files: there is nothing to review", j.Attempt))
+		return nil
 	}
 	var files []*agentv1.ReviewFile
 	var aiFiles []*aiv1.ReviewFile
@@ -47,9 +52,13 @@ func (r *run) review(ctx context.Context) error {
 		files = append(files, rf)
 		aiFiles = append(aiFiles, &aiv1.ReviewFile{Path: f.Path, Action: f.Action, Content: rf.Content, Diff: f.UnifiedDiff})
 	}
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
-	rc, err := r.e.c.AI.ReviewCode(mctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt), Task: r.rec.Context.Task, Files: aiFiles,
+	rc, err := r.e.c.AI.ReviewCode(mctx, &aiv1.ReviewCodeRequest{RequestId: r.key("review", j.Attempt) + mk, Task: task, Files: aiFiles,
 		ValidationSummary: fmt.Sprintf("The build validated (attempt %d); %d files changed.", j.Attempt, len(files)),
 		Model:             r.modelFor("review"), Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_REVIEW)})
 	if err != nil {

@@ -185,8 +185,8 @@ func (r *run) overBudget() bool {
 }
 
 // human stops the job for a person: ResumeJob with guidance, SkipTask or ResolveTask. A
-// project's job never waits for a person: it fails, and the project decides (its task is
-// FAILED, its dependents skipped; RetryProjectTask runs it again).
+// project's job (a crew worker's too) never waits for a person: it fails, and the project
+// decides (its task is FAILED, its dependents skipped; RetryProjectTask runs it again).
 func (r *run) human(reason string) {
 	r.job().Error = reason
 	if r.job().ProjectId != "" {
@@ -281,7 +281,7 @@ const maxRunErrors = 8
 // best effort: the job's end is recorded whatever they answer.
 func (r *run) cleanup(ctx context.Context, taskStatus tasksv1.TaskStatus, reason string) {
 	j := r.job()
-	if j.SandboxId != "" && j.ProjectId == "" { // a project's sandbox is the project's
+	if j.SandboxId != "" && !collectOnly(j) { // a project's sandbox is the project's
 		_, err := r.e.c.Sandbox.DestroySandbox(ctx, &sandboxv1.DestroySandboxRequest{Id: j.SandboxId})
 		if status.Code(err) == codes.NotFound {
 			err = nil

@@ -64,10 +64,14 @@ func (r *run) subAgents(ctx context.Context) error {
 			dollars(est.MaxCostMicros), teamNames(est.Team), dollars(left))
 	}
 	r.thought("sub-agents: %s, up to %s", teamNames(est.Team), dollars(est.MaxCostMicros))
+	task, mk, err := r.task(ctx)
+	if err != nil {
+		return err
+	}
 	mctx, cancel := r.modelCall(ctx)
 	defer cancel()
 	resp, err := r.e.c.AI.RunSubAgents(mctx, &aiv1.RunSubAgentsRequest{
-		RequestId: r.key("subagents"), Task: c.Task, Complexity: j.Complexity, BudgetMode: r.budgetMode(), Merge: merge,
+		RequestId: r.key("subagents") + mk, Task: task, Complexity: j.Complexity, BudgetMode: r.budgetMode(), Merge: merge,
 		ProjectTree: c.ProjectTree, ContextFiles: c.ContextFiles, Memories: c.Memories, MaxCostMicros: left,
 		Attribution: r.attribution(aiv1.CallPhase_CALL_PHASE_SUB_AGENTS),
 	})

@@ -6,6 +6,7 @@ package project
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -82,7 +83,7 @@ func FromTasks(tasks []*tasksv1.Task) ([]*agentv1.ProjectPhase, error) {
 			continue
 		}
 		pt := &agentv1.ProjectTask{Id: uuid.NewString(), TaskId: t.Id, Title: t.Title, Description: t.Description,
-			Complexity: t.Complexity, Status: pending}
+			Complexity: t.Complexity, Status: pending, IssueNumber: IssueNumber(t)}
 		byTask[t.Id] = pt
 		order = append(order, pt)
 	}
@@ -306,8 +307,24 @@ func TaskEvent(typ agentv1.ProjectEventType, t *agentv1.ProjectTask, ph *agentv1
 	if t.Status == agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED && t.Error != "" {
 		reason = t.Error
 	}
-	return &agentv1.WatchProjectResponse{Type: typ, Payload: &agentv1.WatchProjectResponse_Task{Task: &agentv1.ProjectTaskChange{
-		ProjectTaskId: t.Id, TaskId: t.TaskId, JobId: t.JobId, PhaseNumber: ph.GetNumber(), Status: t.Status, Reason: reason, Usage: t.Usage}}}
+	return &agentv1.WatchProjectResponse{Type: typ, Worker: t.Worker, ProjectTaskId: t.Id, Payload: &agentv1.WatchProjectResponse_Task{Task: &agentv1.ProjectTaskChange{
+		ProjectTaskId: t.Id, TaskId: t.TaskId, JobId: t.JobId, PhaseNumber: ph.GetNumber(), Status: t.Status, Reason: reason, Usage: t.Usage,
+		Worker: t.Worker, PullRequest: t.PullRequest}}}
+}
+
+// IssueNumber is the number of the issue a task was imported from (its external id
+// "github:<repo>#<n>", as tasks.ImportIssues makes it), 0 for none.
+func IssueNumber(t *tasksv1.Task) int32 {
+	id := t.GetExternalId()
+	i := strings.LastIndexByte(id, '#')
+	if !strings.HasPrefix(id, "github:") || i < 0 {
+		return 0
+	}
+	n, err := strconv.ParseInt(id[i+1:], 10, 32)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return int32(n)
 }
 
 func newID() string { return uuid.NewString() }

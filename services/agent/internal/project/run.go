@@ -61,6 +61,9 @@ type Config struct {
 	JobBudget *typev1.Budget
 	// RateLimit is the owner's job rate limit: a project's tasks count against it.
 	RateLimit store.RateLimit
+	// Approve approves a crew task's job review on its owner's behalf (the AUTO merge
+	// policy): the same decision ReviewService.ApproveReview makes.
+	Approve func(ctx context.Context, owner, reviewID, comment string) error
 }
 
 // DefaultConfig is what the service runs with unless told otherwise.
@@ -271,6 +274,9 @@ func (x *run) loop(ctx context.Context) error {
 func (x *run) step(ctx context.Context) (idle bool, err error) {
 	switch x.rec.State.Stage {
 	case stageTasks:
+		if Crew(x.p()) {
+			return x.crew(ctx)
+		}
 		return x.tasks(ctx)
 	case stageReview:
 		return false, x.review(ctx)
@@ -433,11 +439,17 @@ func (x *run) start(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.Pro
 		}
 	}
 	spec := &aiv1.TaskSpec{Title: t.Title, Description: x.taskContext(ctx, t)}
-	reqID := fmt.Sprintf("project:%s:%s:%d", p.Id, t.Id, t.Attempts)
 	// The job's transaction does not wait on the sandbox.
 	if err := x.settle(); err != nil {
 		return err
 	}
+	return x.launch(ctx, t, ph, j, spec)
+}
+
+// launch creates job j of task t (once per attempt: its request id is the attempt's) and
+// the checkpoint that names it, in one transaction, and enqueues its run.
+func (x *run) launch(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase, j *agentv1.Job, spec *aiv1.TaskSpec) error {
+	reqID := fmt.Sprintf("project:%s:%s:%d", x.p().Id, t.Id, t.Attempts)
 	// The job and the checkpoint that names it commit together.
 	rec, _, err := x.e.store.CreateWithTask(ctx, j, spec, reqID, store.RequestHash(&aiv1.TaskSpec{Title: reqID}), x.e.cfg.RateLimit,
 		func(ctx context.Context, tx pgx.Tx, id string) error {
@@ -1008,7 +1020,11 @@ func (x *run) changes(ctx context.Context, ref string, files []store.ProjectFile
 }
 
 // branchName is the project's branch: thefold/project-<slug>-<id prefix>.
-func branchName(title, id string) string {
+func branchName(title, id string) string { return "thefold/project-" + slug(title) + "-" + id[:8] }
+
+// slug is title as a branch name's part: lower-case letters and digits, dashes between,
+// at most about 40 characters ("work" for none).
+func slug(title string) string {
 	var b strings.Builder
 	dash := false
 	for _, r := range strings.ToLower(title) {
@@ -1023,11 +1039,11 @@ func branchName(title, id string) string {
 			break
 		}
 	}
-	slug := strings.Trim(b.String(), "-")
-	if slug == "" {
-		slug = "work"
+	s := strings.Trim(b.String(), "-")
+	if s == "" {
+		s = "work"
 	}
-	return "thefold/project-" + slug + "-" + id[:8]
+	return s
 }
 
 // --- The review ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ const (
 	taskCompleted = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED
 	taskFailed    = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED
 	taskSkipped   = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_SKIPPED
+	taskHuman     = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_HUMAN_NEEDED
 )
 
 // projectBudget is a project's budget: the caller's caps, the rest the job default times the
@@ -310,7 +311,7 @@ func (p *projects) SkipProjectTask(ctx context.Context, req *agentv1.SkipProject
 	}
 	var taskID string
 	rec, err := p.taskChange(ctx, "SkipProjectTask", req.ProjectId, tid, func(rec *store.ProjectRecord, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase) ([]*agentv1.WatchProjectResponse, error) {
-		if err := wantTask(t, "SkipProjectTask", taskPending, taskFailed); err != nil {
+		if err := wantTask(t, "SkipProjectTask", taskPending, taskFailed, taskHuman); err != nil {
 			return nil, err
 		}
 		// The tasks skipped because it failed run without its work.
@@ -337,7 +338,7 @@ func (p *projects) ResolveProjectTask(ctx context.Context, req *agentv1.ResolveP
 	}
 	var taskID, title string
 	rec, err := p.taskChange(ctx, "ResolveProjectTask", req.ProjectId, tid, func(rec *store.ProjectRecord, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase) ([]*agentv1.WatchProjectResponse, error) {
-		if err := wantTask(t, "ResolveProjectTask", taskPending, taskFailed); err != nil {
+		if err := wantTask(t, "ResolveProjectTask", taskPending, taskFailed, taskHuman); err != nil {
 			return nil, err
 		}
 		evs := unskip(rec.Project, t)
@@ -381,11 +382,11 @@ func (p *projects) RetryProjectTask(ctx context.Context, req *agentv1.RetryProje
 			}
 			return nil, store.ErrUnchanged
 		}
-		if err := wantTask(t, "RetryProjectTask", taskFailed, taskSkipped); err != nil {
+		if err := wantTask(t, "RetryProjectTask", taskFailed, taskSkipped, taskHuman); err != nil {
 			return nil, err
 		}
 		evs := unskip(rec.Project, t)
-		t.Status, t.StatusReason, t.Error = taskPending, req.Guidance, ""
+		t.Status, t.StatusReason, t.Error, t.CheckFailures = taskPending, req.Guidance, "", 0
 		if req.RequestId != "" {
 			if rec.State.RetryRequests == nil {
 				rec.State.RetryRequests = map[string]*store.ControlRequest{}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/thefold/thefold/pkg/errs"
@@ -64,36 +65,96 @@ func newProjects(s *Server) *projects {
 
 var _ agentv1.ProjectServiceServer = (*projects)(nil)
 
-// taskOf is the project task job id runs ("" when unknown).
-func (p *projects) taskOf(jobID string) string {
+// taskOf is the project task job id runs and its worker ("" and 0 when unknown).
+func (p *projects) taskOf(jobID string) (string, int32) {
 	if v, ok := p.jobTasks.Load(jobID); ok {
-		return v.(string)
+		w := v.(jobTask)
+		return w.task, w.worker
 	}
 	var taskID, projectID string
 	if err := p.s.store.Pool().QueryRow(context.Background(), `SELECT task_id, project_id FROM jobs WHERE id = $1`, jobID).Scan(&taskID, &projectID); err != nil {
-		return ""
+		return "", 0
 	}
 	rec, err := p.s.store.LoadProject(context.Background(), projectID)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	for _, t := range project.Tasks(rec.Project.Phases) {
 		if t.TaskId == taskID {
-			p.jobTasks.Store(jobID, t.Id)
-			return t.Id
+			// A task's job keeps its worker (a retry is a new job).
+			p.jobTasks.Store(jobID, jobTask{t.Id, t.Worker})
+			return t.Id, t.Worker
 		}
 	}
-	return ""
+	return "", 0
+}
+
+// jobTask is the project task a job runs and its worker.
+type jobTask struct {
+	task   string
+	worker int32
 }
 
 func checkMode(field string, m agentv1.ProjectMode) (agentv1.ProjectMode, error) {
 	switch m {
 	case agentv1.ProjectMode_PROJECT_MODE_UNSPECIFIED:
 		return agentv1.ProjectMode_PROJECT_MODE_REVIEW, nil
-	case agentv1.ProjectMode_PROJECT_MODE_REVIEW, agentv1.ProjectMode_PROJECT_MODE_SESSION:
+	case agentv1.ProjectMode_PROJECT_MODE_REVIEW, agentv1.ProjectMode_PROJECT_MODE_SESSION, agentv1.ProjectMode_PROJECT_MODE_CREW:
 		return m, nil
 	}
 	return 0, errs.Invalid(field, "unknown mode %d", m)
+}
+
+// maxCheckCommand bounds a crew's check command.
+const maxCheckCommand = 1000
+
+// checkCrew checks the crew fields of p (a plan or an edit) and fills in their defaults for
+// a crew project; for another mode they must be unset.
+func checkCrew(p *agentv1.Project) error {
+	if p.Mode != agentv1.ProjectMode_PROJECT_MODE_CREW {
+		switch {
+		case p.MaxWorkers != 0:
+			return errs.Invalid("max_workers", "only for mode PROJECT_MODE_CREW")
+		case p.MergePolicy != agentv1.MergePolicy_MERGE_POLICY_UNSPECIFIED:
+			return errs.Invalid("merge_policy", "only for mode PROJECT_MODE_CREW")
+		case p.AutoMergeMinQuality != 0:
+			return errs.Invalid("auto_merge_min_quality", "only for mode PROJECT_MODE_CREW")
+		case p.CheckCommand != "":
+			return errs.Invalid("check_command", "only for mode PROJECT_MODE_CREW")
+		}
+		return nil
+	}
+	switch {
+	case p.MaxWorkers < 0 || p.MaxWorkers > project.MaxWorkers:
+		return errs.Invalid("max_workers", "must be 1–%d (0 takes the default, %d), not %d", project.MaxWorkers, project.DefaultWorkers, p.MaxWorkers)
+	case p.AutoMergeMinQuality < 0 || p.AutoMergeMinQuality > 10:
+		return errs.Invalid("auto_merge_min_quality", "must be 1–10 (0 takes the default, %d), not %d", project.DefaultMinQuality, p.AutoMergeMinQuality)
+	}
+	switch p.MergePolicy {
+	case agentv1.MergePolicy_MERGE_POLICY_UNSPECIFIED:
+		p.MergePolicy = agentv1.MergePolicy_MERGE_POLICY_HUMAN
+	case agentv1.MergePolicy_MERGE_POLICY_HUMAN, agentv1.MergePolicy_MERGE_POLICY_AUTO:
+	default:
+		return errs.Invalid("merge_policy", "unknown merge policy %d", p.MergePolicy)
+	}
+	if err := validate.MaxLen("check_command", p.CheckCommand, maxCheckCommand); err != nil {
+		return err
+	}
+	if strings.ContainsRune(p.CheckCommand, 0) {
+		return errs.Invalid("check_command", "must not contain NUL")
+	}
+	if p.CheckCommand != "" {
+		if _, err := project.SplitCommand(p.CheckCommand); err != nil {
+			return errs.Invalid("check_command", "%v (a program and its arguments, e.g. \"make check\"; no shell)", err)
+		}
+	}
+	if p.MaxWorkers == 0 {
+		p.MaxWorkers = project.DefaultWorkers
+	}
+	if p.AutoMergeMinQuality == 0 {
+		p.AutoMergeMinQuality = project.DefaultMinQuality
+	}
+	return nil
 }
 
 // PlanProject makes and stores a PLANNED project.
@@ -122,6 +183,14 @@ func (p *projects) PlanProject(ctx context.Context, req *agentv1.PlanProjectRequ
 	mode, err := checkMode("mode", req.Mode)
 	if err != nil {
 		return nil, err
+	}
+	crew := &agentv1.Project{Mode: mode, MaxWorkers: req.MaxWorkers, MergePolicy: req.MergePolicy,
+		AutoMergeMinQuality: req.AutoMergeMinQuality, CheckCommand: req.CheckCommand}
+	if err := checkCrew(crew); err != nil {
+		return nil, err
+	}
+	if mode == agentv1.ProjectMode_PROJECT_MODE_CREW && len(req.TaskIds) == 0 && strings.TrimSpace(req.Request) == "" {
+		req.ImportIssues = true // a crew works the repository's open issues by default
 	}
 	switch {
 	case len(req.TaskIds) > 0 && req.ImportIssues:
@@ -163,7 +232,8 @@ func (p *projects) PlanProject(ctx context.Context, req *agentv1.PlanProjectRequ
 		}
 	}
 	pr := &agentv1.Project{OwnerId: owner, Repo: req.Repo, Request: req.Request, Status: projPlanned, Conventions: req.Conventions,
-		Mode: mode, BaseBranch: branch, Usage: &typev1.Usage{}}
+		Mode: mode, BaseBranch: branch, Usage: &typev1.Usage{}, MaxWorkers: crew.MaxWorkers, MergePolicy: crew.MergePolicy,
+		AutoMergeMinQuality: crew.AutoMergeMinQuality, CheckCommand: crew.CheckCommand}
 	switch {
 	case len(req.TaskIds) > 0:
 		tasks := make([]*tasksv1.Task, 0, len(req.TaskIds))
@@ -322,7 +392,7 @@ func wantProject(p *agentv1.Project, what string, ok ...agentv1.ProjectStatus) e
 }
 
 // projectPaths are UpdateProject's updatable paths.
-var projectPaths = []string{"description", "conventions", "phases", "budget", "mode"}
+var projectPaths = []string{"description", "conventions", "phases", "budget", "mode", "max_workers", "merge_policy", "auto_merge_min_quality", "check_command"}
 
 // UpdateProject edits a PLANNED project.
 func (p *projects) UpdateProject(ctx context.Context, req *agentv1.UpdateProjectRequest) (*agentv1.UpdateProjectResponse, error) {
@@ -371,6 +441,16 @@ func (p *projects) UpdateProject(ctx context.Context, req *agentv1.UpdateProject
 	if err := validate.MaxLen("project.etag", in.Etag, 32); err != nil {
 		return nil, err
 	}
+	// The crew's values on their own (whether the project's mode takes them is seen below).
+	pre := &agentv1.Project{Mode: agentv1.ProjectMode_PROJECT_MODE_CREW}
+	for _, f := range crewPaths {
+		if has(f) {
+			setCrewField(pre, in, f)
+		}
+	}
+	if err := prefixField(checkCrew(pre), "project."); err != nil {
+		return nil, err
+	}
 	rec, err := p.s.store.ChangeProject(ctx, owner, id, func(rec *store.ProjectRecord) ([]*agentv1.WatchProjectResponse, error) {
 		cur := rec.Project
 		if in.Etag != "" && in.Etag != cur.Etag {
@@ -399,6 +479,25 @@ func (p *projects) UpdateProject(ctx context.Context, req *agentv1.UpdateProject
 		if has("mode") {
 			cur.Mode, changed.Mode = mode, mode
 		}
+		// The crew's settings: as edited, checked against the mode the project ends up in.
+		next := proto.CloneOf(cur)
+		if cur.Mode != agentv1.ProjectMode_PROJECT_MODE_CREW {
+			next.MaxWorkers, next.MergePolicy, next.AutoMergeMinQuality, next.CheckCommand = 0, 0, 0, ""
+		}
+		for _, f := range crewPaths {
+			if has(f) {
+				setCrewField(next, in, f)
+			}
+		}
+		if err := prefixField(checkCrew(next), "project."); err != nil {
+			return nil, err
+		}
+		cur.MaxWorkers, cur.MergePolicy, cur.AutoMergeMinQuality, cur.CheckCommand = next.MaxWorkers, next.MergePolicy, next.AutoMergeMinQuality, next.CheckCommand
+		for _, f := range crewPaths {
+			if has(f) {
+				setCrewField(changed, cur, f)
+			}
+		}
 		return []*agentv1.WatchProjectResponse{{Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_UPDATED,
 			Payload: &agentv1.WatchProjectResponse_Updated{Updated: &agentv1.ProjectUpdate{
 				UpdateMask: &fieldmaskpb.FieldMask{Paths: slices.Clone(paths)}, Project: changed}}}}, nil
@@ -407,6 +506,23 @@ func (p *projects) UpdateProject(ctx context.Context, req *agentv1.UpdateProject
 		return nil, err
 	}
 	return &agentv1.UpdateProjectResponse{Project: rec.Project}, nil
+}
+
+// crewPaths are the crew's update_mask paths.
+var crewPaths = []string{"max_workers", "merge_policy", "auto_merge_min_quality", "check_command"}
+
+// setCrewField copies crew field f from src to dst.
+func setCrewField(dst, src *agentv1.Project, f string) {
+	switch f {
+	case "max_workers":
+		dst.MaxWorkers = src.MaxWorkers
+	case "merge_policy":
+		dst.MergePolicy = src.MergePolicy
+	case "auto_merge_min_quality":
+		dst.AutoMergeMinQuality = src.AutoMergeMinQuality
+	case "check_command":
+		dst.CheckCommand = src.CheckCommand
+	}
 }
 
 // prefixField puts prefix before the field an INVALID_ARGUMENT of errs.Invalid names;
@@ -502,10 +618,11 @@ func (p *projects) CancelProject(ctx context.Context, req *agentv1.CancelProject
 		for _, ph := range pr.Phases {
 			for _, t := range ph.Tasks {
 				switch t.Status {
-				case agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING:
+				case agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_IN_REVIEW:
 					running = append(running, t.JobId)
 					fallthrough
-				case agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING:
+				case agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING, agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_CHECKING:
+					// (A crew task's open pull request stays open for a person to decide.)
 					t.Status, t.StatusReason = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_SKIPPED, "the project was cancelled: "+reason
 					evs = append(evs, project.TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_SKIPPED, t, ph))
 				}

@@ -147,6 +147,16 @@ func TestProjectMalformedInput(t *testing.T) {
 	retry := func(req *agentv1.RetryProjectTaskRequest) func() error {
 		return func() error { _, err := e.projects.RetryProjectTask(ctx, req); return err }
 	}
+	message := func(req *agentv1.PostProjectMessageRequest) func() error {
+		return func() error { _, err := e.projects.PostProjectMessage(ctx, req); return err }
+	}
+	interrupt := func(req *agentv1.InterruptWorkerRequest) func() error {
+		return func() error { _, err := e.projects.InterruptWorker(ctx, req); return err }
+	}
+	resumeWorker := func(req *agentv1.ResumeWorkerRequest) func() error {
+		return func() error { _, err := e.projects.ResumeWorker(ctx, req); return err }
+	}
+	crew := agentv1.ProjectMode_PROJECT_MODE_CREW
 	longID := strings.Repeat("t", 65)
 	mask := func(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
 	cases := []struct {
@@ -169,6 +179,32 @@ func TestProjectMalformedInput(t *testing.T) {
 		{"PlanProject", "base_branch", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", BaseBranch: "-x"})},
 		{"PlanProject", "request_id", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", RequestId: "has space"})},
 		{"PlanProject", "request_id", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", RequestId: strings.Repeat("r", 200)})},
+		{"PlanProject", "max_workers", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Mode: crew, MaxWorkers: 11})},
+		{"PlanProject", "max_workers", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Mode: crew, MaxWorkers: -1})},
+		{"PlanProject", "max_workers", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", MaxWorkers: 2})},
+		{"PlanProject", "merge_policy", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Mode: crew, MergePolicy: 9})},
+		{"PlanProject", "merge_policy", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", MergePolicy: agentv1.MergePolicy_MERGE_POLICY_AUTO})},
+		{"PlanProject", "auto_merge_min_quality", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Mode: crew, AutoMergeMinQuality: 11})},
+		{"PlanProject", "check_command", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Mode: crew, CheckCommand: strings.Repeat("c", 1001)})},
+		{"PlanProject", "check_command", plan(&agentv1.PlanProjectRequest{Repo: "local/r", Request: "build", CheckCommand: "make test"})},
+		{"PostProjectMessage", "project_id", message(&agentv1.PostProjectMessageRequest{Text: "hi"})},
+		{"PostProjectMessage", "project_id", message(&agentv1.PostProjectMessageRequest{ProjectId: "x", Text: "hi"})},
+		{"PostProjectMessage", "text", message(&agentv1.PostProjectMessageRequest{ProjectId: missing})},
+		{"PostProjectMessage", "text", message(&agentv1.PostProjectMessageRequest{ProjectId: missing, Text: " \n"})},
+		{"PostProjectMessage", "text", message(&agentv1.PostProjectMessageRequest{ProjectId: missing, Text: strings.Repeat("x", 8001)})},
+		{"PostProjectMessage", "worker", message(&agentv1.PostProjectMessageRequest{ProjectId: missing, Text: "hi", Worker: -1})},
+		{"PostProjectMessage", "project_task_id", message(&agentv1.PostProjectMessageRequest{ProjectId: missing, Text: "hi", ProjectTaskId: longID})},
+		{"PostProjectMessage", "request_id", message(&agentv1.PostProjectMessageRequest{ProjectId: missing, Text: "hi", RequestId: "has space"})},
+		{"InterruptWorker", "project_id", interrupt(&agentv1.InterruptWorkerRequest{Worker: 1})},
+		{"InterruptWorker", "worker", interrupt(&agentv1.InterruptWorkerRequest{ProjectId: missing, Worker: -2})},
+		{"InterruptWorker", "project_task_id", interrupt(&agentv1.InterruptWorkerRequest{ProjectId: missing, ProjectTaskId: longID})},
+		{"ResumeWorker", "project_id", resumeWorker(&agentv1.ResumeWorkerRequest{ProjectId: "x", Worker: 1})},
+		{"ResumeWorker", "worker", resumeWorker(&agentv1.ResumeWorkerRequest{ProjectId: missing, Worker: -1})},
+		{"GetProjectPool", "id", func() error {
+			_, err := e.projects.GetProjectPool(ctx, &agentv1.GetProjectPoolRequest{Id: "x"})
+			return err
+		}},
+		{"UpdateProject", "project.max_workers", update(&agentv1.UpdateProjectRequest{Id: missing, Project: &agentv1.Project{MaxWorkers: 11}, UpdateMask: mask("max_workers")})},
 		{"UpdateProject", "id", update(&agentv1.UpdateProjectRequest{Project: &agentv1.Project{}, UpdateMask: mask("description")})},
 		{"UpdateProject", "id", update(&agentv1.UpdateProjectRequest{Id: "x", Project: &agentv1.Project{}, UpdateMask: mask("description")})},
 		{"UpdateProject", "project", update(&agentv1.UpdateProjectRequest{Id: missing, UpdateMask: mask("description")})},

@@ -97,6 +97,13 @@ func (v *reviews) decide(ctx context.Context, id, what string,
 	if err != nil {
 		return nil, nil, false, err
 	}
+	return v.decideAs(ctx, owner, id, what, decide, alreadyDone)
+}
+
+// decideAs is decide for owner's review id.
+func (v *reviews) decideAs(ctx context.Context, owner, id, what string,
+	decide func(rec *store.Record, r *agentv1.Review) (store.Step, error),
+	alreadyDone agentv1.ReviewStatus) (*store.Record, *agentv1.Review, bool, error) {
 	jobID, _, err := v.s.store.ReviewOf(ctx, owner, id)
 	if err != nil {
 		return nil, nil, false, err
@@ -156,8 +163,28 @@ func (v *reviews) ApproveReview(ctx context.Context, req *agentv1.ApproveReviewR
 		}
 		return &agentv1.ApproveReviewResponse{Review: r}, nil
 	}
-	_, r, _, err := v.decide(ctx, id, "ApproveReview", func(rec *store.Record, r *agentv1.Review) (store.Step, error) {
-		r.Status, r.Feedback = agentv1.ReviewStatus_REVIEW_STATUS_APPROVED, req.Comment
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := v.approveJob(ctx, owner, id, req.Comment)
+	if err != nil {
+		return nil, err
+	}
+	return &agentv1.ApproveReviewResponse{Review: r}, nil
+}
+
+// ApproveAs approves owner's job review id as ApproveReview does: a crew's AUTO merge
+// policy decides on its owner's behalf.
+func (s *Server) ApproveAs(ctx context.Context, owner, id, comment string) error {
+	_, err := (&reviews{s: s}).approveJob(ctx, owner, id, comment)
+	return err
+}
+
+// approveJob approves owner's pending job review id.
+func (v *reviews) approveJob(ctx context.Context, owner, id, comment string) (*agentv1.Review, error) {
+	_, r, _, err := v.decideAs(ctx, owner, id, "ApproveReview", func(rec *store.Record, r *agentv1.Review) (store.Step, error) {
+		r.Status, r.Feedback = agentv1.ReviewStatus_REVIEW_STATUS_APPROVED, comment
 		j := rec.Job
 		prevPhase := j.Phase
 		j.Phase = agentv1.JobPhase_JOB_PHASE_COMPLETING
@@ -165,10 +192,7 @@ func (v *reviews) ApproveReview(ctx context.Context, req *agentv1.ApproveReviewR
 		st.Events = append(st.Events, store.PhaseEvent(prevPhase, j))
 		return st, nil
 	}, agentv1.ReviewStatus_REVIEW_STATUS_APPROVED)
-	if err != nil {
-		return nil, err
-	}
-	return &agentv1.ApproveReviewResponse{Review: r}, nil
+	return r, err
 }
 
 // RequestChanges sends a pending review back with feedback: the job runs again.

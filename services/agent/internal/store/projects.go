@@ -70,6 +70,34 @@ type ProjectState struct {
 	PreviousReview string `json:"previous_review,omitempty"`
 	// ReviewMemories are what the project's review found worth remembering.
 	ReviewMemories []string `json:"review_memories,omitempty"`
+	// Checks are a crew project's last checks of each task's pull request, by project task.
+	Checks map[string]*CrewCheck `json:"checks,omitempty"`
+}
+
+// States of a crew task's checks.
+const (
+	CheckPending = "pending"
+	CheckPassed  = "passed"
+	CheckFailed  = "failed"
+)
+
+// CrewCheck is what the checks of a crew task's pull request said of one head commit.
+type CrewCheck struct {
+	Head    string `json:"head"`
+	State   string `json:"state,omitempty"`
+	Summary string `json:"summary,omitempty"`
+	// Reported is set once the result was acted on (an event, a fix, the merge).
+	Reported bool `json:"reported,omitempty"`
+	// Polls counts the looks at pending checks; Next is when to look again.
+	Polls int       `json:"polls,omitempty"`
+	Next  time.Time `json:"next,omitzero"`
+}
+
+// Backoff schedules the next look at pending checks: 2 s doubling to a minute.
+func (c *CrewCheck) Backoff() {
+	c.Polls++
+	d := 2 * time.Second << min(c.Polls-1, 5)
+	c.Next = time.Now().Add(min(d, time.Minute))
 }
 
 // ProjectRecord is a project with its runner checkpoint.
@@ -419,15 +447,16 @@ func ProjectFinishing(e *agentv1.WatchProjectResponse) bool {
 // decodeProjectEvent turns an event of a project's scope into the WatchProject message: its
 // own events as they are, its task jobs' events relayed (taskOf names the project task of a
 // job; "" when unknown).
-func decodeProjectEvent(e events.Event, taskOf func(jobID string) string) (*agentv1.WatchProjectResponse, error) {
+func decodeProjectEvent(e events.Event, taskOf func(jobID string) (string, int32)) (*agentv1.WatchProjectResponse, error) {
 	if e.Stream == EventStream {
 		je, err := decodeEvent(e)
 		if err != nil {
 			return nil, err
 		}
+		task, worker := taskOf(je.JobId)
 		return &agentv1.WatchProjectResponse{Id: e.ID, Time: timestamppb.New(e.CreateTime), ProjectId: e.Scope,
-			Type:    agentv1.ProjectEventType_PROJECT_EVENT_TYPE_JOB_EVENT,
-			Payload: &agentv1.WatchProjectResponse_JobEvent{JobEvent: &agentv1.ProjectJobEvent{ProjectTaskId: taskOf(je.JobId), Event: je}}}, nil
+			Type: agentv1.ProjectEventType_PROJECT_EVENT_TYPE_JOB_EVENT, Worker: worker, ProjectTaskId: task,
+			Payload: &agentv1.WatchProjectResponse_JobEvent{JobEvent: &agentv1.ProjectJobEvent{ProjectTaskId: task, Event: je}}}, nil
 	}
 	resp := &agentv1.WatchProjectResponse{}
 	if err := jsonIn.Unmarshal(e.Payload, resp); err != nil {
@@ -438,8 +467,8 @@ func decodeProjectEvent(e events.Event, taskOf func(jobID string) string) (*agen
 }
 
 // ProjectWatchHandler is the project stream's Watch handler (events.Handler); taskOf names
-// the project task a relayed job event's job runs.
-func (s *Store) ProjectWatchHandler(taskOf func(jobID string) string) *events.Handler[*agentv1.WatchProjectResponse] {
+// the project task a relayed job event's job runs and, in a crew, its worker.
+func (s *Store) ProjectWatchHandler(taskOf func(jobID string) (string, int32)) *events.Handler[*agentv1.WatchProjectResponse] {
 	return &events.Handler[*agentv1.WatchProjectResponse]{
 		Hub: s.hub, Stream: ProjectStream,
 		Decode: func(e events.Event) (*agentv1.WatchProjectResponse, error) { return decodeProjectEvent(e, taskOf) },
@@ -534,6 +563,30 @@ var errJobEvent = errors.New("store: a job event")
 
 // LatestEvent is the id of the newest event, a cursor for AwaitJobEnd.
 func (s *Store) LatestEvent(ctx context.Context) (int64, error) { return events.Latest(ctx, s.pool) }
+
+// Hub is the events hub (nil when the store has none).
+func (s *Store) Hub() *events.Hub { return s.hub }
+
+// AwaitProjectJobs returns once a job of project id changes status by an event with an id
+// above after, or when d has passed (nil then too, unless ctx ended): a crew's wait on its
+// workers.
+func (s *Store) AwaitProjectJobs(ctx context.Context, id string, after int64, d time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := s.hub.Watch(wctx, after, events.Filter{Stream: EventStream, Scope: id}, func(e events.Event) error {
+		if e.Type == statusChanged {
+			return errJobEvent
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, errJobEvent) || wctx.Err() != nil {
+		return nil
+	}
+	return err
+}
 
 // AwaitJobEnd returns once an event that ends job id (Finishing) with an id above after
 // commits, or when d has passed or ctx ended (nil then too, unless ctx ended): the project

@@ -86,6 +86,9 @@ type State struct {
 	Active time.Duration `json:"active,omitempty"`
 	// CommitSHA is the approved change's commit, once made.
 	CommitSHA string `json:"commit_sha,omitempty"`
+	// BaseCommit is the commit the attempt's sandbox was checked out at: a crew worker's
+	// branch starts there (its pull request is brought up to date with the base by the crew).
+	BaseCommit string `json:"base_commit,omitempty"`
 	// RelevantFiles is how many files context gathering asks for (grows on missing_context).
 	RelevantFiles int `json:"relevant_files,omitempty"`
 	// Quality is the last review's quality score.
@@ -251,9 +254,9 @@ func (s *Store) CreateWithTask(ctx context.Context, j *agentv1.Job, task *aiv1.T
 		if err != nil {
 			return err
 		}
-		err = tx.QueryRow(ctx, `INSERT INTO jobs (owner_id, request_id, request_hash, task_id, project_id, repo, base_branch, status, job, context, create_time, update_time)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $10, $9, $9) RETURNING id`,
-			j.OwnerId, requestID, requestHash, j.TaskId, j.ProjectId, j.Repo, j.BaseBranch, doc, now, jobContext).Scan(&id)
+		err = tx.QueryRow(ctx, `INSERT INTO jobs (owner_id, request_id, request_hash, task_id, project_id, repo, base_branch, status, job, context, create_time, update_time, lock_branch)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $10, $9, $9, $11) RETURNING id`,
+			j.OwnerId, requestID, requestHash, j.TaskId, j.ProjectId, j.Repo, j.BaseBranch, doc, now, jobContext, LockBranch(j)).Scan(&id)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.ConstraintName == "jobs_task_active" {
 			return status409(j.TaskId)
@@ -404,6 +407,16 @@ func (s *Store) ByRequest(ctx context.Context, owner, requestID string) (*agentv
 	return rec.Job, hash, nil
 }
 
+// LockBranch is the branch job j's lock is on: its base branch, or for a crew worker
+// (which works on a branch of its own while other workers of its project work beside it)
+// its own branch.
+func LockBranch(j *agentv1.Job) string {
+	if j.Crew && j.Branch != "" {
+		return j.Branch
+	}
+	return j.BaseBranch
+}
+
 // lockBranch serialises the lock decisions of one repository branch.
 func lockBranch(ctx context.Context, tx pgx.Tx, repo, branch string) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agent.branch:' || $1 || '@' || $2))`, repo, branch)
@@ -417,7 +430,7 @@ func lockBranch(ctx context.Context, tx pgx.Tx, repo, branch string) error {
 func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duration) (rec *Record, ok bool, err error) {
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var repo, branch string
-		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1`, id).Scan(&repo, &branch); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT repo, lock_branch FROM jobs WHERE id = $1`, id).Scan(&repo, &branch); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -437,7 +450,7 @@ func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duratio
 			return nil
 		case r.Job.Status == agentv1.JobStatus_JOB_STATUS_QUEUED:
 			var held bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE repo = $1 AND base_branch = $2 AND started AND id <> $3
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE repo = $1 AND lock_branch = $2 AND started AND id <> $3
 				AND status NOT IN ('completed', 'failed', 'cancelled', 'skipped', 'rejected'))`, repo, branch, id).Scan(&held); err != nil {
 				return err
 			}
@@ -591,7 +604,7 @@ func (s *Store) mutate(ctx context.Context, owner, id string, change Change, enq
 	var rec *Record
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var repo, branch string
-		if err := tx.QueryRow(ctx, `SELECT repo, base_branch FROM jobs WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner).Scan(&repo, &branch); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT repo, lock_branch FROM jobs WHERE id = $1 AND ($2 = '' OR owner_id = $2)`, id, owner).Scan(&repo, &branch); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("job %s: %w", id, errs.ErrNotFound)
 			}

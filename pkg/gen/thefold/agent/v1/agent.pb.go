@@ -366,6 +366,9 @@ const (
 	JobEventType_JOB_EVENT_TYPE_PULL_REQUEST_OPENED JobEventType = 13
 	// payload budget_exhausted; a STATUS_CHANGED to FAILED follows.
 	JobEventType_JOB_EVENT_TYPE_BUDGET_EXHAUSTED JobEventType = 14
+	// A person's message reached the job (ProjectService.PostProjectMessage); payload
+	// message.
+	JobEventType_JOB_EVENT_TYPE_MESSAGE_RECEIVED JobEventType = 15
 )
 
 // Enum value maps for JobEventType.
@@ -386,6 +389,7 @@ var (
 		12: "JOB_EVENT_TYPE_REVIEW_SUBMITTED",
 		13: "JOB_EVENT_TYPE_PULL_REQUEST_OPENED",
 		14: "JOB_EVENT_TYPE_BUDGET_EXHAUSTED",
+		15: "JOB_EVENT_TYPE_MESSAGE_RECEIVED",
 	}
 	JobEventType_value = map[string]int32{
 		"JOB_EVENT_TYPE_UNSPECIFIED":             0,
@@ -403,6 +407,7 @@ var (
 		"JOB_EVENT_TYPE_REVIEW_SUBMITTED":        12,
 		"JOB_EVENT_TYPE_PULL_REQUEST_OPENED":     13,
 		"JOB_EVENT_TYPE_BUDGET_EXHAUSTED":        14,
+		"JOB_EVENT_TYPE_MESSAGE_RECEIVED":        15,
 	}
 )
 
@@ -585,6 +590,12 @@ const (
 	// branch at once (a commit per task), so a long project's progress shows in git while it
 	// runs. The review and the pull request are still one.
 	ProjectMode_PROJECT_MODE_SESSION ProjectMode = 2
+	// Crew mode: the tasks (usually the repository's open issues) are worked by up to
+	// max_workers parallel workers, each task its own job with its own sandbox, branch
+	// ("thefold/issue-<n>-…"), review and pull request that closes its issue. A task starts
+	// once the tasks it depends on are merged. Each pull request is checked and merged by
+	// merge_policy; there is no project review.
+	ProjectMode_PROJECT_MODE_CREW ProjectMode = 3
 )
 
 // Enum value maps for ProjectMode.
@@ -593,11 +604,13 @@ var (
 		0: "PROJECT_MODE_UNSPECIFIED",
 		1: "PROJECT_MODE_REVIEW",
 		2: "PROJECT_MODE_SESSION",
+		3: "PROJECT_MODE_CREW",
 	}
 	ProjectMode_value = map[string]int32{
 		"PROJECT_MODE_UNSPECIFIED": 0,
 		"PROJECT_MODE_REVIEW":      1,
 		"PROJECT_MODE_SESSION":     2,
+		"PROJECT_MODE_CREW":        3,
 	}
 )
 
@@ -628,6 +641,61 @@ func (ProjectMode) EnumDescriptor() ([]byte, []int) {
 	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
+// MergePolicy is how a CREW project's pull requests are decided.
+type MergePolicy int32
+
+const (
+	MergePolicy_MERGE_POLICY_UNSPECIFIED MergePolicy = 0
+	// The default: each task's job waits at its review gate for a person, as a job does;
+	// once approved, its pull request is checked and merged.
+	MergePolicy_MERGE_POLICY_HUMAN MergePolicy = 1
+	// The crew approves a job's review itself when its quality is at least
+	// auto_merge_min_quality and the post-run skills found nothing blocking; otherwise the
+	// review waits for a person. The pull request merges when its checks pass.
+	MergePolicy_MERGE_POLICY_AUTO MergePolicy = 2
+)
+
+// Enum value maps for MergePolicy.
+var (
+	MergePolicy_name = map[int32]string{
+		0: "MERGE_POLICY_UNSPECIFIED",
+		1: "MERGE_POLICY_HUMAN",
+		2: "MERGE_POLICY_AUTO",
+	}
+	MergePolicy_value = map[string]int32{
+		"MERGE_POLICY_UNSPECIFIED": 0,
+		"MERGE_POLICY_HUMAN":       1,
+		"MERGE_POLICY_AUTO":        2,
+	}
+)
+
+func (x MergePolicy) Enum() *MergePolicy {
+	p := new(MergePolicy)
+	*p = x
+	return p
+}
+
+func (x MergePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MergePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_agent_v1_agent_proto_enumTypes[8].Descriptor()
+}
+
+func (MergePolicy) Type() protoreflect.EnumType {
+	return &file_thefold_agent_v1_agent_proto_enumTypes[8]
+}
+
+func (x MergePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MergePolicy.Descriptor instead.
+func (MergePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+}
+
 // ProjectTaskStatus is where one task of a project is.
 type ProjectTaskStatus int32
 
@@ -648,6 +716,15 @@ const (
 	// Not run: SkipProjectTask (status_reason says why), or the project ended first. Tasks
 	// that depend on a skipped task run without its work.
 	ProjectTaskStatus_PROJECT_TASK_STATUS_SKIPPED ProjectTaskStatus = 5
+	// CREW: its job waits at its review gate (for a person, or for the AUTO policy's bar).
+	ProjectTaskStatus_PROJECT_TASK_STATUS_IN_REVIEW ProjectTaskStatus = 6
+	// CREW: its pull request is open; its checks run, then it is brought up to date with the
+	// base and merged. COMPLETED means merged (and its issue closed) in a CREW project.
+	ProjectTaskStatus_PROJECT_TASK_STATUS_CHECKING ProjectTaskStatus = 7
+	// CREW: waits on a person: its checks failed after two fixes, its pull request conflicts
+	// and its fix failed, or its job needs a human. Its dependents are SKIPPED.
+	// RetryProjectTask runs it again; ResolveProjectTask records it as done by hand.
+	ProjectTaskStatus_PROJECT_TASK_STATUS_HUMAN_NEEDED ProjectTaskStatus = 8
 )
 
 // Enum value maps for ProjectTaskStatus.
@@ -659,14 +736,20 @@ var (
 		3: "PROJECT_TASK_STATUS_COMPLETED",
 		4: "PROJECT_TASK_STATUS_FAILED",
 		5: "PROJECT_TASK_STATUS_SKIPPED",
+		6: "PROJECT_TASK_STATUS_IN_REVIEW",
+		7: "PROJECT_TASK_STATUS_CHECKING",
+		8: "PROJECT_TASK_STATUS_HUMAN_NEEDED",
 	}
 	ProjectTaskStatus_value = map[string]int32{
-		"PROJECT_TASK_STATUS_UNSPECIFIED": 0,
-		"PROJECT_TASK_STATUS_PENDING":     1,
-		"PROJECT_TASK_STATUS_RUNNING":     2,
-		"PROJECT_TASK_STATUS_COMPLETED":   3,
-		"PROJECT_TASK_STATUS_FAILED":      4,
-		"PROJECT_TASK_STATUS_SKIPPED":     5,
+		"PROJECT_TASK_STATUS_UNSPECIFIED":  0,
+		"PROJECT_TASK_STATUS_PENDING":      1,
+		"PROJECT_TASK_STATUS_RUNNING":      2,
+		"PROJECT_TASK_STATUS_COMPLETED":    3,
+		"PROJECT_TASK_STATUS_FAILED":       4,
+		"PROJECT_TASK_STATUS_SKIPPED":      5,
+		"PROJECT_TASK_STATUS_IN_REVIEW":    6,
+		"PROJECT_TASK_STATUS_CHECKING":     7,
+		"PROJECT_TASK_STATUS_HUMAN_NEEDED": 8,
 	}
 )
 
@@ -681,11 +764,11 @@ func (x ProjectTaskStatus) String() string {
 }
 
 func (ProjectTaskStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[8].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[9].Descriptor()
 }
 
 func (ProjectTaskStatus) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[8]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[9]
 }
 
 func (x ProjectTaskStatus) Number() protoreflect.EnumNumber {
@@ -694,7 +777,7 @@ func (x ProjectTaskStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProjectTaskStatus.Descriptor instead.
 func (ProjectTaskStatus) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 // ProjectEventType is what happened in a project. Each type names the payload it carries.
@@ -735,6 +818,27 @@ const (
 	// An event of one of the project's task jobs, relayed (only in the watch of one
 	// project); payload job_event.
 	ProjectEventType_PROJECT_EVENT_TYPE_JOB_EVENT ProjectEventType = 16
+	// CREW: a task's job reached its review gate; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_IN_REVIEW ProjectEventType = 17
+	// CREW: a task's pull request opened; payload task (with pull_request).
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED ProjectEventType = 18
+	// CREW: payload task (reason has the checks' summary).
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED ProjectEventType = 19
+	// CREW: payload task (reason has the failing output, cut); a fix job follows, or
+	// TASK_HUMAN_NEEDED.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED ProjectEventType = 20
+	// CREW: the pull request took in its moved base; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_BRANCH_UPDATED ProjectEventType = 21
+	// CREW: merged and its issue closed; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_MERGED ProjectEventType = 22
+	// CREW: the task waits on a person; payload task (reason says why).
+	ProjectEventType_PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED ProjectEventType = 23
+	// PostProjectMessage; payload message.
+	ProjectEventType_PROJECT_EVENT_TYPE_MESSAGE_POSTED ProjectEventType = 24
+	// InterruptWorker; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_WORKER_INTERRUPTED ProjectEventType = 25
+	// ResumeWorker, or a message to an interrupted worker; payload task.
+	ProjectEventType_PROJECT_EVENT_TYPE_WORKER_RESUMED ProjectEventType = 26
 )
 
 // Enum value maps for ProjectEventType.
@@ -757,25 +861,45 @@ var (
 		14: "PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED",
 		15: "PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED",
 		16: "PROJECT_EVENT_TYPE_JOB_EVENT",
+		17: "PROJECT_EVENT_TYPE_TASK_IN_REVIEW",
+		18: "PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED",
+		19: "PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED",
+		20: "PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED",
+		21: "PROJECT_EVENT_TYPE_TASK_BRANCH_UPDATED",
+		22: "PROJECT_EVENT_TYPE_TASK_MERGED",
+		23: "PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED",
+		24: "PROJECT_EVENT_TYPE_MESSAGE_POSTED",
+		25: "PROJECT_EVENT_TYPE_WORKER_INTERRUPTED",
+		26: "PROJECT_EVENT_TYPE_WORKER_RESUMED",
 	}
 	ProjectEventType_value = map[string]int32{
-		"PROJECT_EVENT_TYPE_UNSPECIFIED":         0,
-		"PROJECT_EVENT_TYPE_CREATED":             1,
-		"PROJECT_EVENT_TYPE_STATUS_CHANGED":      2,
-		"PROJECT_EVENT_TYPE_PHASE_STARTED":       3,
-		"PROJECT_EVENT_TYPE_PHASE_COMPLETED":     4,
-		"PROJECT_EVENT_TYPE_PHASE_REVISED":       5,
-		"PROJECT_EVENT_TYPE_TASK_STARTED":        6,
-		"PROJECT_EVENT_TYPE_TASK_COMPLETED":      7,
-		"PROJECT_EVENT_TYPE_TASK_FAILED":         8,
-		"PROJECT_EVENT_TYPE_TASK_SKIPPED":        9,
-		"PROJECT_EVENT_TYPE_REVIEW_SUBMITTED":    10,
-		"PROJECT_EVENT_TYPE_TASK_RESOLVED":       11,
-		"PROJECT_EVENT_TYPE_TASK_RETRIED":        12,
-		"PROJECT_EVENT_TYPE_UPDATED":             13,
-		"PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED": 14,
-		"PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED":    15,
-		"PROJECT_EVENT_TYPE_JOB_EVENT":           16,
+		"PROJECT_EVENT_TYPE_UNSPECIFIED":              0,
+		"PROJECT_EVENT_TYPE_CREATED":                  1,
+		"PROJECT_EVENT_TYPE_STATUS_CHANGED":           2,
+		"PROJECT_EVENT_TYPE_PHASE_STARTED":            3,
+		"PROJECT_EVENT_TYPE_PHASE_COMPLETED":          4,
+		"PROJECT_EVENT_TYPE_PHASE_REVISED":            5,
+		"PROJECT_EVENT_TYPE_TASK_STARTED":             6,
+		"PROJECT_EVENT_TYPE_TASK_COMPLETED":           7,
+		"PROJECT_EVENT_TYPE_TASK_FAILED":              8,
+		"PROJECT_EVENT_TYPE_TASK_SKIPPED":             9,
+		"PROJECT_EVENT_TYPE_REVIEW_SUBMITTED":         10,
+		"PROJECT_EVENT_TYPE_TASK_RESOLVED":            11,
+		"PROJECT_EVENT_TYPE_TASK_RETRIED":             12,
+		"PROJECT_EVENT_TYPE_UPDATED":                  13,
+		"PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED":      14,
+		"PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED":         15,
+		"PROJECT_EVENT_TYPE_JOB_EVENT":                16,
+		"PROJECT_EVENT_TYPE_TASK_IN_REVIEW":           17,
+		"PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED": 18,
+		"PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED":       19,
+		"PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED":       20,
+		"PROJECT_EVENT_TYPE_TASK_BRANCH_UPDATED":      21,
+		"PROJECT_EVENT_TYPE_TASK_MERGED":              22,
+		"PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED":        23,
+		"PROJECT_EVENT_TYPE_MESSAGE_POSTED":           24,
+		"PROJECT_EVENT_TYPE_WORKER_INTERRUPTED":       25,
+		"PROJECT_EVENT_TYPE_WORKER_RESUMED":           26,
 	}
 )
 
@@ -790,11 +914,11 @@ func (x ProjectEventType) String() string {
 }
 
 func (ProjectEventType) Descriptor() protoreflect.EnumDescriptor {
-	return file_thefold_agent_v1_agent_proto_enumTypes[9].Descriptor()
+	return file_thefold_agent_v1_agent_proto_enumTypes[10].Descriptor()
 }
 
 func (ProjectEventType) Type() protoreflect.EnumType {
-	return &file_thefold_agent_v1_agent_proto_enumTypes[9]
+	return &file_thefold_agent_v1_agent_proto_enumTypes[10]
 }
 
 func (x ProjectEventType) Number() protoreflect.EnumNumber {
@@ -803,7 +927,71 @@ func (x ProjectEventType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProjectEventType.Descriptor instead.
 func (ProjectEventType) EnumDescriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+}
+
+// WorkerState is what a CREW worker is doing.
+type WorkerState int32
+
+const (
+	WorkerState_WORKER_STATE_UNSPECIFIED WorkerState = 0
+	// No task.
+	WorkerState_WORKER_STATE_IDLE WorkerState = 1
+	// Its task's job is running.
+	WorkerState_WORKER_STATE_WORKING WorkerState = 2
+	// Its task waits on a person (a review, a clarification, a job that needs a human).
+	WorkerState_WORKER_STATE_WAITING WorkerState = 3
+	// InterruptWorker stopped it; a message or ResumeWorker continues it.
+	WorkerState_WORKER_STATE_INTERRUPTED WorkerState = 4
+	// Its task's pull request is being checked, brought up to date or merged.
+	WorkerState_WORKER_STATE_CHECKING WorkerState = 5
+)
+
+// Enum value maps for WorkerState.
+var (
+	WorkerState_name = map[int32]string{
+		0: "WORKER_STATE_UNSPECIFIED",
+		1: "WORKER_STATE_IDLE",
+		2: "WORKER_STATE_WORKING",
+		3: "WORKER_STATE_WAITING",
+		4: "WORKER_STATE_INTERRUPTED",
+		5: "WORKER_STATE_CHECKING",
+	}
+	WorkerState_value = map[string]int32{
+		"WORKER_STATE_UNSPECIFIED": 0,
+		"WORKER_STATE_IDLE":        1,
+		"WORKER_STATE_WORKING":     2,
+		"WORKER_STATE_WAITING":     3,
+		"WORKER_STATE_INTERRUPTED": 4,
+		"WORKER_STATE_CHECKING":    5,
+	}
+)
+
+func (x WorkerState) Enum() *WorkerState {
+	p := new(WorkerState)
+	*p = x
+	return p
+}
+
+func (x WorkerState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WorkerState) Descriptor() protoreflect.EnumDescriptor {
+	return file_thefold_agent_v1_agent_proto_enumTypes[11].Descriptor()
+}
+
+func (WorkerState) Type() protoreflect.EnumType {
+	return &file_thefold_agent_v1_agent_proto_enumTypes[11]
+}
+
+func (x WorkerState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WorkerState.Descriptor instead.
+func (WorkerState) EnumDescriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 // Diagnosis is the agent's verdict on one failed attempt.
@@ -965,7 +1153,15 @@ type Job struct {
 	Preferences *Preferences `protobuf:"bytes,31,opt,name=preferences,proto3" json:"preferences,omitempty"`
 	// What the job's sub-agents did (they run once, before its first plan), or why they were
 	// skipped; unset when they were not wanted.
-	SubAgents     *SubAgentsRun `protobuf:"bytes,32,opt,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
+	SubAgents *SubAgentsRun `protobuf:"bytes,32,opt,name=sub_agents,json=subAgents,proto3" json:"sub_agents,omitempty"`
+	// Set for a worker of a CREW project (project_id): it runs as a standalone job does (its
+	// own sandbox, review gate and pull request, on its own branch, which is what its lock
+	// is on) and its pull request closes issue_number.
+	Crew bool `protobuf:"varint,33,opt,name=crew,proto3" json:"crew,omitempty"`
+	// The issue the job's pull request closes ("Closes #n" in its body); 0 for none.
+	IssueNumber int32 `protobuf:"varint,34,opt,name=issue_number,json=issueNumber,proto3" json:"issue_number,omitempty"`
+	// The messages people sent the job (PostProjectMessage), oldest first; unset in ListJobs.
+	Messages      []*JobMessage `protobuf:"bytes,35,rep,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1220,6 +1416,27 @@ func (x *Job) GetPreferences() *Preferences {
 func (x *Job) GetSubAgents() *SubAgentsRun {
 	if x != nil {
 		return x.SubAgents
+	}
+	return nil
+}
+
+func (x *Job) GetCrew() bool {
+	if x != nil {
+		return x.Crew
+	}
+	return false
+}
+
+func (x *Job) GetIssueNumber() int32 {
+	if x != nil {
+		return x.IssueNumber
+	}
+	return 0
+}
+
+func (x *Job) GetMessages() []*JobMessage {
+	if x != nil {
+		return x.Messages
 	}
 	return nil
 }
@@ -2355,6 +2572,87 @@ func (x *RespondToClarificationResponse) GetJob() *Job {
 	return nil
 }
 
+// JobMessage is a person's message to a running job, kept in its history and given to its
+// later model calls as the person's words.
+type JobMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned UUID.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// User id of the person who sent it.
+	AuthorId string `protobuf:"bytes,2,opt,name=author_id,json=authorId,proto3" json:"author_id,omitempty"`
+	Text     string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// The job's phase when it arrived.
+	Phase         JobPhase               `protobuf:"varint,4,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobMessage) Reset() {
+	*x = JobMessage{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobMessage) ProtoMessage() {}
+
+func (x *JobMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobMessage.ProtoReflect.Descriptor instead.
+func (*JobMessage) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *JobMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobMessage) GetAuthorId() string {
+	if x != nil {
+		return x.AuthorId
+	}
+	return ""
+}
+
+func (x *JobMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *JobMessage) GetPhase() JobPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return JobPhase_JOB_PHASE_UNSPECIFIED
+}
+
+func (x *JobMessage) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // JobSummary is the small view of a job carried by a CREATED event.
 type JobSummary struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2373,7 +2671,7 @@ type JobSummary struct {
 
 func (x *JobSummary) Reset() {
 	*x = JobSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2683,7 @@ func (x *JobSummary) String() string {
 func (*JobSummary) ProtoMessage() {}
 
 func (x *JobSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[22]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2696,7 @@ func (x *JobSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSummary.ProtoReflect.Descriptor instead.
 func (*JobSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{22}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobSummary) GetId() string {
@@ -2465,7 +2763,7 @@ type JobStatusChange struct {
 
 func (x *JobStatusChange) Reset() {
 	*x = JobStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2775,7 @@ func (x *JobStatusChange) String() string {
 func (*JobStatusChange) ProtoMessage() {}
 
 func (x *JobStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[23]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2788,7 @@ func (x *JobStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStatusChange.ProtoReflect.Descriptor instead.
 func (*JobStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{23}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobStatusChange) GetPreviousStatus() JobStatus {
@@ -2529,7 +2827,7 @@ type JobPhaseChange struct {
 
 func (x *JobPhaseChange) Reset() {
 	*x = JobPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2839,7 @@ func (x *JobPhaseChange) String() string {
 func (*JobPhaseChange) ProtoMessage() {}
 
 func (x *JobPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[24]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2852,7 @@ func (x *JobPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPhaseChange.ProtoReflect.Descriptor instead.
 func (*JobPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{24}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobPhaseChange) GetPreviousPhase() JobPhase {
@@ -2598,7 +2896,7 @@ type JobProgress struct {
 
 func (x *JobProgress) Reset() {
 	*x = JobProgress{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2908,7 @@ func (x *JobProgress) String() string {
 func (*JobProgress) ProtoMessage() {}
 
 func (x *JobProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[25]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2921,7 @@ func (x *JobProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobProgress.ProtoReflect.Descriptor instead.
 func (*JobProgress) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{25}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobProgress) GetBuildPhase() v12.BuildPhase {
@@ -2678,7 +2976,7 @@ type JobThought struct {
 
 func (x *JobThought) Reset() {
 	*x = JobThought{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2988,7 @@ func (x *JobThought) String() string {
 func (*JobThought) ProtoMessage() {}
 
 func (x *JobThought) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[26]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +3001,7 @@ func (x *JobThought) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobThought.ProtoReflect.Descriptor instead.
 func (*JobThought) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{26}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobThought) GetText() string {
@@ -2725,7 +3023,7 @@ type ClarificationRequested struct {
 
 func (x *ClarificationRequested) Reset() {
 	*x = ClarificationRequested{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +3035,7 @@ func (x *ClarificationRequested) String() string {
 func (*ClarificationRequested) ProtoMessage() {}
 
 func (x *ClarificationRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[27]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +3048,7 @@ func (x *ClarificationRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClarificationRequested.ProtoReflect.Descriptor instead.
 func (*ClarificationRequested) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{27}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClarificationRequested) GetQuestion() string {
@@ -2771,7 +3069,7 @@ type SubtasksCreated struct {
 
 func (x *SubtasksCreated) Reset() {
 	*x = SubtasksCreated{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3081,7 @@ func (x *SubtasksCreated) String() string {
 func (*SubtasksCreated) ProtoMessage() {}
 
 func (x *SubtasksCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[28]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3094,7 @@ func (x *SubtasksCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubtasksCreated.ProtoReflect.Descriptor instead.
 func (*SubtasksCreated) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{28}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SubtasksCreated) GetTaskIds() []string {
@@ -2819,7 +3117,7 @@ type JobPlanChange struct {
 
 func (x *JobPlanChange) Reset() {
 	*x = JobPlanChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +3129,7 @@ func (x *JobPlanChange) String() string {
 func (*JobPlanChange) ProtoMessage() {}
 
 func (x *JobPlanChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[29]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +3142,7 @@ func (x *JobPlanChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobPlanChange.ProtoReflect.Descriptor instead.
 func (*JobPlanChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{29}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JobPlanChange) GetRevision() int32 {
@@ -2873,7 +3171,7 @@ type JobIntervention struct {
 
 func (x *JobIntervention) Reset() {
 	*x = JobIntervention{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3183,7 @@ func (x *JobIntervention) String() string {
 func (*JobIntervention) ProtoMessage() {}
 
 func (x *JobIntervention) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[30]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3196,7 @@ func (x *JobIntervention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobIntervention.ProtoReflect.Descriptor instead.
 func (*JobIntervention) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{30}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JobIntervention) GetAction() InterventionAction {
@@ -2928,7 +3226,7 @@ type ReviewSubmitted struct {
 
 func (x *ReviewSubmitted) Reset() {
 	*x = ReviewSubmitted{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +3238,7 @@ func (x *ReviewSubmitted) String() string {
 func (*ReviewSubmitted) ProtoMessage() {}
 
 func (x *ReviewSubmitted) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[31]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +3251,7 @@ func (x *ReviewSubmitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewSubmitted.ProtoReflect.Descriptor instead.
 func (*ReviewSubmitted) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{31}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReviewSubmitted) GetReviewId() string {
@@ -2983,7 +3281,7 @@ type BudgetExhausted struct {
 
 func (x *BudgetExhausted) Reset() {
 	*x = BudgetExhausted{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2995,7 +3293,7 @@ func (x *BudgetExhausted) String() string {
 func (*BudgetExhausted) ProtoMessage() {}
 
 func (x *BudgetExhausted) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[32]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3008,7 +3306,7 @@ func (x *BudgetExhausted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetExhausted.ProtoReflect.Descriptor instead.
 func (*BudgetExhausted) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{32}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BudgetExhausted) GetUsage() *v1.Usage {
@@ -3040,7 +3338,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3350,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[33]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3363,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{33}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -3119,6 +3417,7 @@ type WatchJobResponse struct {
 	//	*WatchJobResponse_ReviewSubmitted
 	//	*WatchJobResponse_PullRequest
 	//	*WatchJobResponse_BudgetExhausted
+	//	*WatchJobResponse_Message
 	Payload       isWatchJobResponse_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3126,7 +3425,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3437,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[34]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3450,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{34}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchJobResponse) GetId() int64 {
@@ -3315,6 +3614,15 @@ func (x *WatchJobResponse) GetBudgetExhausted() *BudgetExhausted {
 	return nil
 }
 
+func (x *WatchJobResponse) GetMessage() *JobMessage {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchJobResponse_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
 type isWatchJobResponse_Payload interface {
 	isWatchJobResponse_Payload()
 }
@@ -3375,6 +3683,10 @@ type WatchJobResponse_BudgetExhausted struct {
 	BudgetExhausted *BudgetExhausted `protobuf:"bytes,18,opt,name=budget_exhausted,json=budgetExhausted,proto3,oneof"`
 }
 
+type WatchJobResponse_Message struct {
+	Message *JobMessage `protobuf:"bytes,19,opt,name=message,proto3,oneof"`
+}
+
 func (*WatchJobResponse_Created) isWatchJobResponse_Payload() {}
 
 func (*WatchJobResponse_StatusChange) isWatchJobResponse_Payload() {}
@@ -3403,6 +3715,8 @@ func (*WatchJobResponse_PullRequest) isWatchJobResponse_Payload() {}
 
 func (*WatchJobResponse_BudgetExhausted) isWatchJobResponse_Payload() {}
 
+func (*WatchJobResponse_Message) isWatchJobResponse_Payload() {}
+
 // PhaseMetrics is what one phase of a job cost, summed over its attempts.
 type PhaseMetrics struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3420,7 +3734,7 @@ type PhaseMetrics struct {
 
 func (x *PhaseMetrics) Reset() {
 	*x = PhaseMetrics{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +3746,7 @@ func (x *PhaseMetrics) String() string {
 func (*PhaseMetrics) ProtoMessage() {}
 
 func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[35]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +3759,7 @@ func (x *PhaseMetrics) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseMetrics.ProtoReflect.Descriptor instead.
 func (*PhaseMetrics) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{35}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PhaseMetrics) GetPhase() JobPhase {
@@ -3486,7 +3800,7 @@ type GetJobMetricsRequest struct {
 
 func (x *GetJobMetricsRequest) Reset() {
 	*x = GetJobMetricsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3498,7 +3812,7 @@ func (x *GetJobMetricsRequest) String() string {
 func (*GetJobMetricsRequest) ProtoMessage() {}
 
 func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[36]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3511,7 +3825,7 @@ func (x *GetJobMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{36}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetJobMetricsRequest) GetId() string {
@@ -3537,7 +3851,7 @@ type GetJobMetricsResponse struct {
 
 func (x *GetJobMetricsResponse) Reset() {
 	*x = GetJobMetricsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3549,7 +3863,7 @@ func (x *GetJobMetricsResponse) String() string {
 func (*GetJobMetricsResponse) ProtoMessage() {}
 
 func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[37]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3562,7 +3876,7 @@ func (x *GetJobMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetJobMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{37}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetJobMetricsResponse) GetJobId() string {
@@ -3624,7 +3938,7 @@ type AuditLogEntry struct {
 
 func (x *AuditLogEntry) Reset() {
 	*x = AuditLogEntry{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3950,7 @@ func (x *AuditLogEntry) String() string {
 func (*AuditLogEntry) ProtoMessage() {}
 
 func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[38]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3963,7 @@ func (x *AuditLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditLogEntry.ProtoReflect.Descriptor instead.
 func (*AuditLogEntry) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{38}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AuditLogEntry) GetId() string {
@@ -3759,7 +4073,7 @@ type ListAuditLogRequest struct {
 
 func (x *ListAuditLogRequest) Reset() {
 	*x = ListAuditLogRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3771,7 +4085,7 @@ func (x *ListAuditLogRequest) String() string {
 func (*ListAuditLogRequest) ProtoMessage() {}
 
 func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[39]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3784,7 +4098,7 @@ func (x *ListAuditLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditLogRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{39}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditLogRequest) GetJobId() string {
@@ -3862,7 +4176,7 @@ type ListAuditLogResponse struct {
 
 func (x *ListAuditLogResponse) Reset() {
 	*x = ListAuditLogResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3874,7 +4188,7 @@ func (x *ListAuditLogResponse) String() string {
 func (*ListAuditLogResponse) ProtoMessage() {}
 
 func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[40]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3887,7 +4201,7 @@ func (x *ListAuditLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditLogResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditLogResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{40}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAuditLogResponse) GetEntries() []*AuditLogEntry {
@@ -3918,7 +4232,7 @@ type ReviewFile struct {
 
 func (x *ReviewFile) Reset() {
 	*x = ReviewFile{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4244,7 @@ func (x *ReviewFile) String() string {
 func (*ReviewFile) ProtoMessage() {}
 
 func (x *ReviewFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[41]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4257,7 @@ func (x *ReviewFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewFile.ProtoReflect.Descriptor instead.
 func (*ReviewFile) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{41}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ReviewFile) GetDiff() *v1.FileDiff {
@@ -4004,7 +4318,7 @@ type Review struct {
 
 func (x *Review) Reset() {
 	*x = Review{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4330,7 @@ func (x *Review) String() string {
 func (*Review) ProtoMessage() {}
 
 func (x *Review) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[42]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4343,7 @@ func (x *Review) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Review.ProtoReflect.Descriptor instead.
 func (*Review) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{42}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Review) GetId() string {
@@ -4175,7 +4489,7 @@ type GetReviewRequest struct {
 
 func (x *GetReviewRequest) Reset() {
 	*x = GetReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4187,7 +4501,7 @@ func (x *GetReviewRequest) String() string {
 func (*GetReviewRequest) ProtoMessage() {}
 
 func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[43]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4200,7 +4514,7 @@ func (x *GetReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewRequest.ProtoReflect.Descriptor instead.
 func (*GetReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{43}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetReviewRequest) GetId() string {
@@ -4219,7 +4533,7 @@ type GetReviewResponse struct {
 
 func (x *GetReviewResponse) Reset() {
 	*x = GetReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4231,7 +4545,7 @@ func (x *GetReviewResponse) String() string {
 func (*GetReviewResponse) ProtoMessage() {}
 
 func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[44]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4244,7 +4558,7 @@ func (x *GetReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetReviewResponse.ProtoReflect.Descriptor instead.
 func (*GetReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{44}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetReviewResponse) GetReview() *Review {
@@ -4273,7 +4587,7 @@ type ListReviewsRequest struct {
 
 func (x *ListReviewsRequest) Reset() {
 	*x = ListReviewsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4285,7 +4599,7 @@ func (x *ListReviewsRequest) String() string {
 func (*ListReviewsRequest) ProtoMessage() {}
 
 func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[45]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4298,7 +4612,7 @@ func (x *ListReviewsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsRequest.ProtoReflect.Descriptor instead.
 func (*ListReviewsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{45}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListReviewsRequest) GetJobId() string {
@@ -4362,7 +4676,7 @@ type ListReviewsResponse struct {
 
 func (x *ListReviewsResponse) Reset() {
 	*x = ListReviewsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4374,7 +4688,7 @@ func (x *ListReviewsResponse) String() string {
 func (*ListReviewsResponse) ProtoMessage() {}
 
 func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[46]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4387,7 +4701,7 @@ func (x *ListReviewsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewsResponse.ProtoReflect.Descriptor instead.
 func (*ListReviewsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{46}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListReviewsResponse) GetReviews() []*Review {
@@ -4416,7 +4730,7 @@ type ApproveReviewRequest struct {
 
 func (x *ApproveReviewRequest) Reset() {
 	*x = ApproveReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4742,7 @@ func (x *ApproveReviewRequest) String() string {
 func (*ApproveReviewRequest) ProtoMessage() {}
 
 func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[47]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4755,7 @@ func (x *ApproveReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewRequest.ProtoReflect.Descriptor instead.
 func (*ApproveReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{47}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApproveReviewRequest) GetId() string {
@@ -4467,7 +4781,7 @@ type ApproveReviewResponse struct {
 
 func (x *ApproveReviewResponse) Reset() {
 	*x = ApproveReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4479,7 +4793,7 @@ func (x *ApproveReviewResponse) String() string {
 func (*ApproveReviewResponse) ProtoMessage() {}
 
 func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[48]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4492,7 +4806,7 @@ func (x *ApproveReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveReviewResponse.ProtoReflect.Descriptor instead.
 func (*ApproveReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{48}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ApproveReviewResponse) GetReview() *Review {
@@ -4517,7 +4831,7 @@ type RequestChangesRequest struct {
 
 func (x *RequestChangesRequest) Reset() {
 	*x = RequestChangesRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4529,7 +4843,7 @@ func (x *RequestChangesRequest) String() string {
 func (*RequestChangesRequest) ProtoMessage() {}
 
 func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[49]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4542,7 +4856,7 @@ func (x *RequestChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesRequest.ProtoReflect.Descriptor instead.
 func (*RequestChangesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{49}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RequestChangesRequest) GetId() string {
@@ -4575,7 +4889,7 @@ type RequestChangesResponse struct {
 
 func (x *RequestChangesResponse) Reset() {
 	*x = RequestChangesResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4901,7 @@ func (x *RequestChangesResponse) String() string {
 func (*RequestChangesResponse) ProtoMessage() {}
 
 func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[50]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4914,7 @@ func (x *RequestChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestChangesResponse.ProtoReflect.Descriptor instead.
 func (*RequestChangesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{50}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RequestChangesResponse) GetReview() *Review {
@@ -4622,7 +4936,7 @@ type RejectReviewRequest struct {
 
 func (x *RejectReviewRequest) Reset() {
 	*x = RejectReviewRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4948,7 @@ func (x *RejectReviewRequest) String() string {
 func (*RejectReviewRequest) ProtoMessage() {}
 
 func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[51]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4961,7 @@ func (x *RejectReviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewRequest.ProtoReflect.Descriptor instead.
 func (*RejectReviewRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{51}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RejectReviewRequest) GetId() string {
@@ -4673,7 +4987,7 @@ type RejectReviewResponse struct {
 
 func (x *RejectReviewResponse) Reset() {
 	*x = RejectReviewResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4685,7 +4999,7 @@ func (x *RejectReviewResponse) String() string {
 func (*RejectReviewResponse) ProtoMessage() {}
 
 func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[52]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4698,7 +5012,7 @@ func (x *RejectReviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RejectReviewResponse.ProtoReflect.Descriptor instead.
 func (*RejectReviewResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{52}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RejectReviewResponse) GetReview() *Review {
@@ -4737,14 +5051,26 @@ type ProjectTask struct {
 	// The skip reason, the resolution note or the retry guidance, whichever came last.
 	StatusReason string `protobuf:"bytes,12,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	// Jobs run for the task so far.
-	Attempts      int32 `protobuf:"varint,13,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Attempts int32 `protobuf:"varint,13,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// CREW: the worker (1 to max_workers) running it, or that ran it last; 0 before.
+	Worker int32 `protobuf:"varint,14,opt,name=worker,proto3" json:"worker,omitempty"`
+	// CREW: the issue its pull request closes (from its task's source), 0 for none.
+	IssueNumber int32 `protobuf:"varint,15,opt,name=issue_number,json=issueNumber,proto3" json:"issue_number,omitempty"`
+	// CREW: its branch ("thefold/issue-<n>-<slug>"), set when it starts.
+	Branch string `protobuf:"bytes,16,opt,name=branch,proto3" json:"branch,omitempty"`
+	// CREW: its pull request, once opened.
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,17,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// CREW: check runs of its pull request that failed so far; the third needs a person.
+	CheckFailures int32 `protobuf:"varint,18,opt,name=check_failures,json=checkFailures,proto3" json:"check_failures,omitempty"`
+	// CREW: what the last checks said (the failing output, cut), empty before any.
+	Checks        string `protobuf:"bytes,19,opt,name=checks,proto3" json:"checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProjectTask) Reset() {
 	*x = ProjectTask{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4756,7 +5082,7 @@ func (x *ProjectTask) String() string {
 func (*ProjectTask) ProtoMessage() {}
 
 func (x *ProjectTask) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[53]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4769,7 +5095,7 @@ func (x *ProjectTask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTask.ProtoReflect.Descriptor instead.
 func (*ProjectTask) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{53}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ProjectTask) GetId() string {
@@ -4863,6 +5189,48 @@ func (x *ProjectTask) GetAttempts() int32 {
 	return 0
 }
 
+func (x *ProjectTask) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *ProjectTask) GetIssueNumber() int32 {
+	if x != nil {
+		return x.IssueNumber
+	}
+	return 0
+}
+
+func (x *ProjectTask) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *ProjectTask) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
+func (x *ProjectTask) GetCheckFailures() int32 {
+	if x != nil {
+		return x.CheckFailures
+	}
+	return 0
+}
+
+func (x *ProjectTask) GetChecks() string {
+	if x != nil {
+		return x.Checks
+	}
+	return ""
+}
+
 // ProjectFile is one file the project's tasks wrote, as the review and the pull request
 // will have it.
 type ProjectFile struct {
@@ -4881,7 +5249,7 @@ type ProjectFile struct {
 
 func (x *ProjectFile) Reset() {
 	*x = ProjectFile{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4893,7 +5261,7 @@ func (x *ProjectFile) String() string {
 func (*ProjectFile) ProtoMessage() {}
 
 func (x *ProjectFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[54]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4906,7 +5274,7 @@ func (x *ProjectFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectFile.ProtoReflect.Descriptor instead.
 func (*ProjectFile) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{54}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ProjectFile) GetPath() string {
@@ -4955,7 +5323,7 @@ type ProjectRevision struct {
 
 func (x *ProjectRevision) Reset() {
 	*x = ProjectRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +5335,7 @@ func (x *ProjectRevision) String() string {
 func (*ProjectRevision) ProtoMessage() {}
 
 func (x *ProjectRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[55]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5348,7 @@ func (x *ProjectRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectRevision.ProtoReflect.Descriptor instead.
 func (*ProjectRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{55}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ProjectRevision) GetPhaseNumber() int32 {
@@ -5039,7 +5407,7 @@ type ProjectPhase struct {
 
 func (x *ProjectPhase) Reset() {
 	*x = ProjectPhase{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5419,7 @@ func (x *ProjectPhase) String() string {
 func (*ProjectPhase) ProtoMessage() {}
 
 func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[56]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5064,7 +5432,7 @@ func (x *ProjectPhase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhase.ProtoReflect.Descriptor instead.
 func (*ProjectPhase) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{56}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProjectPhase) GetNumber() int32 {
@@ -5148,14 +5516,27 @@ type Project struct {
 	// Branch the project commits to ("thefold/project-<slug>"), set when it is first written.
 	Branch string `protobuf:"bytes,24,opt,name=branch,proto3" json:"branch,omitempty"`
 	// The files the tasks wrote so far, by path; unset in ListProjects.
-	Files         []*ProjectFile `protobuf:"bytes,25,rep,name=files,proto3" json:"files,omitempty"`
+	Files []*ProjectFile `protobuf:"bytes,25,rep,name=files,proto3" json:"files,omitempty"`
+	// CREW: how many tasks run at once, 1–10; 0 takes the default, 3.
+	MaxWorkers int32 `protobuf:"varint,26,opt,name=max_workers,json=maxWorkers,proto3" json:"max_workers,omitempty"`
+	// CREW: default MERGE_POLICY_HUMAN.
+	MergePolicy MergePolicy `protobuf:"varint,27,opt,name=merge_policy,json=mergePolicy,proto3,enum=thefold.agent.v1.MergePolicy" json:"merge_policy,omitempty"`
+	// CREW with MERGE_POLICY_AUTO: the least review quality (1–10) merged without a person;
+	// 0 takes the default, 8.
+	AutoMergeMinQuality int32 `protobuf:"varint,28,opt,name=auto_merge_min_quality,json=autoMergeMinQuality,proto3" json:"auto_merge_min_quality,omitempty"`
+	// CREW, where the forge runs no checks of its own (the local forge, a repository without
+	// CI): the command run in a fresh sandbox on a pull request's head, with its base merged
+	// in, as its check (at most 1000 characters), e.g. "make check". It is a program and its
+	// arguments, split on blanks (quotes group words), with no shell, and the program must be
+	// one the sandbox allows. Empty runs the sandbox's validation (build, lint and tests).
+	CheckCommand  string `protobuf:"bytes,29,opt,name=check_command,json=checkCommand,proto3" json:"check_command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Project) Reset() {
 	*x = Project{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5548,7 @@ func (x *Project) String() string {
 func (*Project) ProtoMessage() {}
 
 func (x *Project) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[57]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5561,7 @@ func (x *Project) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Project.ProtoReflect.Descriptor instead.
 func (*Project) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{57}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Project) GetId() string {
@@ -5358,6 +5739,34 @@ func (x *Project) GetFiles() []*ProjectFile {
 	return nil
 }
 
+func (x *Project) GetMaxWorkers() int32 {
+	if x != nil {
+		return x.MaxWorkers
+	}
+	return 0
+}
+
+func (x *Project) GetMergePolicy() MergePolicy {
+	if x != nil {
+		return x.MergePolicy
+	}
+	return MergePolicy_MERGE_POLICY_UNSPECIFIED
+}
+
+func (x *Project) GetAutoMergeMinQuality() int32 {
+	if x != nil {
+		return x.AutoMergeMinQuality
+	}
+	return 0
+}
+
+func (x *Project) GetCheckCommand() string {
+	if x != nil {
+		return x.CheckCommand
+	}
+	return ""
+}
+
 type PlanProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen idempotency key (at most 128 characters): a retry with the same
@@ -5381,14 +5790,20 @@ type PlanProjectRequest struct {
 	// Default PROJECT_MODE_REVIEW.
 	Mode ProjectMode `protobuf:"varint,7,opt,name=mode,proto3,enum=thefold.agent.v1.ProjectMode" json:"mode,omitempty"`
 	// Branch to start from; default the repository's default branch.
-	BaseBranch    string `protobuf:"bytes,8,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BaseBranch string `protobuf:"bytes,8,opt,name=base_branch,json=baseBranch,proto3" json:"base_branch,omitempty"`
+	// CREW: see Project.max_workers, merge_policy, auto_merge_min_quality and check_command.
+	// A CREW plan with neither task_ids nor a request imports the open issues.
+	MaxWorkers          int32       `protobuf:"varint,9,opt,name=max_workers,json=maxWorkers,proto3" json:"max_workers,omitempty"`
+	MergePolicy         MergePolicy `protobuf:"varint,10,opt,name=merge_policy,json=mergePolicy,proto3,enum=thefold.agent.v1.MergePolicy" json:"merge_policy,omitempty"`
+	AutoMergeMinQuality int32       `protobuf:"varint,11,opt,name=auto_merge_min_quality,json=autoMergeMinQuality,proto3" json:"auto_merge_min_quality,omitempty"`
+	CheckCommand        string      `protobuf:"bytes,12,opt,name=check_command,json=checkCommand,proto3" json:"check_command,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *PlanProjectRequest) Reset() {
 	*x = PlanProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5400,7 +5815,7 @@ func (x *PlanProjectRequest) String() string {
 func (*PlanProjectRequest) ProtoMessage() {}
 
 func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[58]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5413,7 +5828,7 @@ func (x *PlanProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectRequest.ProtoReflect.Descriptor instead.
 func (*PlanProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{58}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *PlanProjectRequest) GetRequestId() string {
@@ -5472,6 +5887,34 @@ func (x *PlanProjectRequest) GetBaseBranch() string {
 	return ""
 }
 
+func (x *PlanProjectRequest) GetMaxWorkers() int32 {
+	if x != nil {
+		return x.MaxWorkers
+	}
+	return 0
+}
+
+func (x *PlanProjectRequest) GetMergePolicy() MergePolicy {
+	if x != nil {
+		return x.MergePolicy
+	}
+	return MergePolicy_MERGE_POLICY_UNSPECIFIED
+}
+
+func (x *PlanProjectRequest) GetAutoMergeMinQuality() int32 {
+	if x != nil {
+		return x.AutoMergeMinQuality
+	}
+	return 0
+}
+
+func (x *PlanProjectRequest) GetCheckCommand() string {
+	if x != nil {
+		return x.CheckCommand
+	}
+	return ""
+}
+
 type PlanProjectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The PLANNED project.
@@ -5482,7 +5925,7 @@ type PlanProjectResponse struct {
 
 func (x *PlanProjectResponse) Reset() {
 	*x = PlanProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5494,7 +5937,7 @@ func (x *PlanProjectResponse) String() string {
 func (*PlanProjectResponse) ProtoMessage() {}
 
 func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[59]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5507,7 +5950,7 @@ func (x *PlanProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanProjectResponse.ProtoReflect.Descriptor instead.
 func (*PlanProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{59}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PlanProjectResponse) GetProject() *Project {
@@ -5529,7 +5972,8 @@ type UpdateProjectRequest struct {
 	Project *Project `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	// project.etag, when set, must be the project's current etag: an edit made on an older
 	// version of the plan is ABORTED (read it again and redo the edit).
-	// Paths among "description", "conventions", "phases", "budget", "mode"; required.
+	// Paths among "description", "conventions", "phases", "budget", "mode", "max_workers",
+	// "merge_policy", "auto_merge_min_quality", "check_command"; required.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5537,7 +5981,7 @@ type UpdateProjectRequest struct {
 
 func (x *UpdateProjectRequest) Reset() {
 	*x = UpdateProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5549,7 +5993,7 @@ func (x *UpdateProjectRequest) String() string {
 func (*UpdateProjectRequest) ProtoMessage() {}
 
 func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[60]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5562,7 +6006,7 @@ func (x *UpdateProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{60}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateProjectRequest) GetId() string {
@@ -5595,7 +6039,7 @@ type UpdateProjectResponse struct {
 
 func (x *UpdateProjectResponse) Reset() {
 	*x = UpdateProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5607,7 +6051,7 @@ func (x *UpdateProjectResponse) String() string {
 func (*UpdateProjectResponse) ProtoMessage() {}
 
 func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[61]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5620,7 +6064,7 @@ func (x *UpdateProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProjectResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{61}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateProjectResponse) GetProject() *Project {
@@ -5649,7 +6093,7 @@ type StartProjectRequest struct {
 
 func (x *StartProjectRequest) Reset() {
 	*x = StartProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +6105,7 @@ func (x *StartProjectRequest) String() string {
 func (*StartProjectRequest) ProtoMessage() {}
 
 func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[62]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +6118,7 @@ func (x *StartProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectRequest.ProtoReflect.Descriptor instead.
 func (*StartProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{62}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *StartProjectRequest) GetId() string {
@@ -5714,7 +6158,7 @@ type StartProjectResponse struct {
 
 func (x *StartProjectResponse) Reset() {
 	*x = StartProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5726,7 +6170,7 @@ func (x *StartProjectResponse) String() string {
 func (*StartProjectResponse) ProtoMessage() {}
 
 func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[63]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5739,7 +6183,7 @@ func (x *StartProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartProjectResponse.ProtoReflect.Descriptor instead.
 func (*StartProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{63}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *StartProjectResponse) GetProject() *Project {
@@ -5759,7 +6203,7 @@ type GetProjectRequest struct {
 
 func (x *GetProjectRequest) Reset() {
 	*x = GetProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +6215,7 @@ func (x *GetProjectRequest) String() string {
 func (*GetProjectRequest) ProtoMessage() {}
 
 func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[64]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +6228,7 @@ func (x *GetProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{64}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetProjectRequest) GetId() string {
@@ -5803,7 +6247,7 @@ type GetProjectResponse struct {
 
 func (x *GetProjectResponse) Reset() {
 	*x = GetProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5815,7 +6259,7 @@ func (x *GetProjectResponse) String() string {
 func (*GetProjectResponse) ProtoMessage() {}
 
 func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[65]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5828,7 +6272,7 @@ func (x *GetProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{65}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetProjectResponse) GetProject() *Project {
@@ -5853,7 +6297,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5865,7 +6309,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[66]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5878,7 +6322,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{66}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListProjectsRequest) GetRepo() string {
@@ -5921,7 +6365,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5933,7 +6377,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[67]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5946,7 +6390,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{67}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*Project {
@@ -5975,7 +6419,7 @@ type PauseProjectRequest struct {
 
 func (x *PauseProjectRequest) Reset() {
 	*x = PauseProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5987,7 +6431,7 @@ func (x *PauseProjectRequest) String() string {
 func (*PauseProjectRequest) ProtoMessage() {}
 
 func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[68]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6000,7 +6444,7 @@ func (x *PauseProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectRequest.ProtoReflect.Descriptor instead.
 func (*PauseProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{68}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PauseProjectRequest) GetId() string {
@@ -6026,7 +6470,7 @@ type PauseProjectResponse struct {
 
 func (x *PauseProjectResponse) Reset() {
 	*x = PauseProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6038,7 +6482,7 @@ func (x *PauseProjectResponse) String() string {
 func (*PauseProjectResponse) ProtoMessage() {}
 
 func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[69]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6051,7 +6495,7 @@ func (x *PauseProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseProjectResponse.ProtoReflect.Descriptor instead.
 func (*PauseProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{69}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PauseProjectResponse) GetProject() *Project {
@@ -6074,7 +6518,7 @@ type ResumeProjectRequest struct {
 
 func (x *ResumeProjectRequest) Reset() {
 	*x = ResumeProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6086,7 +6530,7 @@ func (x *ResumeProjectRequest) String() string {
 func (*ResumeProjectRequest) ProtoMessage() {}
 
 func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[70]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6099,7 +6543,7 @@ func (x *ResumeProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectRequest.ProtoReflect.Descriptor instead.
 func (*ResumeProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{70}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResumeProjectRequest) GetId() string {
@@ -6125,7 +6569,7 @@ type ResumeProjectResponse struct {
 
 func (x *ResumeProjectResponse) Reset() {
 	*x = ResumeProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6137,7 +6581,7 @@ func (x *ResumeProjectResponse) String() string {
 func (*ResumeProjectResponse) ProtoMessage() {}
 
 func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[71]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6150,7 +6594,7 @@ func (x *ResumeProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeProjectResponse.ProtoReflect.Descriptor instead.
 func (*ResumeProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{71}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResumeProjectResponse) GetProject() *Project {
@@ -6172,7 +6616,7 @@ type CancelProjectRequest struct {
 
 func (x *CancelProjectRequest) Reset() {
 	*x = CancelProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6184,7 +6628,7 @@ func (x *CancelProjectRequest) String() string {
 func (*CancelProjectRequest) ProtoMessage() {}
 
 func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[72]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6197,7 +6641,7 @@ func (x *CancelProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectRequest.ProtoReflect.Descriptor instead.
 func (*CancelProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{72}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CancelProjectRequest) GetId() string {
@@ -6223,7 +6667,7 @@ type CancelProjectResponse struct {
 
 func (x *CancelProjectResponse) Reset() {
 	*x = CancelProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6235,7 +6679,7 @@ func (x *CancelProjectResponse) String() string {
 func (*CancelProjectResponse) ProtoMessage() {}
 
 func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[73]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6248,7 +6692,7 @@ func (x *CancelProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelProjectResponse.ProtoReflect.Descriptor instead.
 func (*CancelProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{73}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CancelProjectResponse) GetProject() *Project {
@@ -6272,7 +6716,7 @@ type SkipProjectTaskRequest struct {
 
 func (x *SkipProjectTaskRequest) Reset() {
 	*x = SkipProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6284,7 +6728,7 @@ func (x *SkipProjectTaskRequest) String() string {
 func (*SkipProjectTaskRequest) ProtoMessage() {}
 
 func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[74]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6297,7 +6741,7 @@ func (x *SkipProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{74}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *SkipProjectTaskRequest) GetProjectId() string {
@@ -6330,7 +6774,7 @@ type SkipProjectTaskResponse struct {
 
 func (x *SkipProjectTaskResponse) Reset() {
 	*x = SkipProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6342,7 +6786,7 @@ func (x *SkipProjectTaskResponse) String() string {
 func (*SkipProjectTaskResponse) ProtoMessage() {}
 
 func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[75]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6355,7 +6799,7 @@ func (x *SkipProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*SkipProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{75}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *SkipProjectTaskResponse) GetProject() *Project {
@@ -6380,7 +6824,7 @@ type ResolveProjectTaskRequest struct {
 
 func (x *ResolveProjectTaskRequest) Reset() {
 	*x = ResolveProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6392,7 +6836,7 @@ func (x *ResolveProjectTaskRequest) String() string {
 func (*ResolveProjectTaskRequest) ProtoMessage() {}
 
 func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[76]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6405,7 +6849,7 @@ func (x *ResolveProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{76}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ResolveProjectTaskRequest) GetProjectId() string {
@@ -6438,7 +6882,7 @@ type ResolveProjectTaskResponse struct {
 
 func (x *ResolveProjectTaskResponse) Reset() {
 	*x = ResolveProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6450,7 +6894,7 @@ func (x *ResolveProjectTaskResponse) String() string {
 func (*ResolveProjectTaskResponse) ProtoMessage() {}
 
 func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[77]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6463,7 +6907,7 @@ func (x *ResolveProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*ResolveProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{77}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ResolveProjectTaskResponse) GetProject() *Project {
@@ -6492,7 +6936,7 @@ type RetryProjectTaskRequest struct {
 
 func (x *RetryProjectTaskRequest) Reset() {
 	*x = RetryProjectTaskRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6504,7 +6948,7 @@ func (x *RetryProjectTaskRequest) String() string {
 func (*RetryProjectTaskRequest) ProtoMessage() {}
 
 func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[78]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6517,7 +6961,7 @@ func (x *RetryProjectTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskRequest.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{78}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *RetryProjectTaskRequest) GetProjectId() string {
@@ -6557,7 +7001,7 @@ type RetryProjectTaskResponse struct {
 
 func (x *RetryProjectTaskResponse) Reset() {
 	*x = RetryProjectTaskResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6569,7 +7013,7 @@ func (x *RetryProjectTaskResponse) String() string {
 func (*RetryProjectTaskResponse) ProtoMessage() {}
 
 func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[79]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6582,7 +7026,7 @@ func (x *RetryProjectTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryProjectTaskResponse.ProtoReflect.Descriptor instead.
 func (*RetryProjectTaskResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{79}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *RetryProjectTaskResponse) GetProject() *Project {
@@ -6590,6 +7034,721 @@ func (x *RetryProjectTaskResponse) GetProject() *Project {
 		return x.Project
 	}
 	return nil
+}
+
+// ProjectMessage is a person's message to a CREW project's worker or to the project itself.
+type ProjectMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Server-assigned UUID.
+	Id        string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ProjectId string `protobuf:"bytes,2,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The worker it went to; 0 for the project itself.
+	Worker int32 `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The worker's task and job then; empty for the project itself.
+	ProjectTaskId string `protobuf:"bytes,4,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// User id of the sender.
+	AuthorId      string                 `protobuf:"bytes,6,opt,name=author_id,json=authorId,proto3" json:"author_id,omitempty"`
+	Text          string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectMessage) Reset() {
+	*x = ProjectMessage{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectMessage) ProtoMessage() {}
+
+func (x *ProjectMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectMessage.ProtoReflect.Descriptor instead.
+func (*ProjectMessage) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ProjectMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *ProjectMessage) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetAuthorId() string {
+	if x != nil {
+		return x.AuthorId
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ProjectMessage) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+type PostProjectMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The worker (1 to max_workers) or the project task (ProjectTask.id) the message is for;
+	// at most one of them; neither sends it to the project itself.
+	Worker        int32  `protobuf:"varint,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	ProjectTaskId string `protobuf:"bytes,3,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	// Required, at most 8000 characters.
+	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	// Caller-chosen idempotency key (at most 128 characters); empty: no idempotency.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostProjectMessageRequest) Reset() {
+	*x = PostProjectMessageRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostProjectMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostProjectMessageRequest) ProtoMessage() {}
+
+func (x *PostProjectMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostProjectMessageRequest.ProtoReflect.Descriptor instead.
+func (*PostProjectMessageRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *PostProjectMessageRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *PostProjectMessageRequest) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *PostProjectMessageRequest) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *PostProjectMessageRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *PostProjectMessageRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type PostProjectMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *ProjectMessage        `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostProjectMessageResponse) Reset() {
+	*x = PostProjectMessageResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostProjectMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostProjectMessageResponse) ProtoMessage() {}
+
+func (x *PostProjectMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostProjectMessageResponse.ProtoReflect.Descriptor instead.
+func (*PostProjectMessageResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *PostProjectMessageResponse) GetMessage() *ProjectMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+type InterruptWorkerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The worker, or the project task it runs; exactly one.
+	Worker        int32  `protobuf:"varint,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	ProjectTaskId string `protobuf:"bytes,3,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	// Recorded as the job's status_reason (at most 1000 characters).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptWorkerRequest) Reset() {
+	*x = InterruptWorkerRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptWorkerRequest) ProtoMessage() {}
+
+func (x *InterruptWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptWorkerRequest.ProtoReflect.Descriptor instead.
+func (*InterruptWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *InterruptWorkerRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *InterruptWorkerRequest) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *InterruptWorkerRequest) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *InterruptWorkerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type InterruptWorkerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Worker        *ProjectWorker         `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InterruptWorkerResponse) Reset() {
+	*x = InterruptWorkerResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InterruptWorkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InterruptWorkerResponse) ProtoMessage() {}
+
+func (x *InterruptWorkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InterruptWorkerResponse.ProtoReflect.Descriptor instead.
+func (*InterruptWorkerResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *InterruptWorkerResponse) GetWorker() *ProjectWorker {
+	if x != nil {
+		return x.Worker
+	}
+	return nil
+}
+
+type ResumeWorkerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the project's id.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The worker, or the project task it runs; exactly one.
+	Worker        int32  `protobuf:"varint,2,opt,name=worker,proto3" json:"worker,omitempty"`
+	ProjectTaskId string `protobuf:"bytes,3,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeWorkerRequest) Reset() {
+	*x = ResumeWorkerRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeWorkerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeWorkerRequest) ProtoMessage() {}
+
+func (x *ResumeWorkerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeWorkerRequest.ProtoReflect.Descriptor instead.
+func (*ResumeWorkerRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *ResumeWorkerRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *ResumeWorkerRequest) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *ResumeWorkerRequest) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+type ResumeWorkerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Worker        *ProjectWorker         `protobuf:"bytes,1,opt,name=worker,proto3" json:"worker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeWorkerResponse) Reset() {
+	*x = ResumeWorkerResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeWorkerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeWorkerResponse) ProtoMessage() {}
+
+func (x *ResumeWorkerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeWorkerResponse.ProtoReflect.Descriptor instead.
+func (*ResumeWorkerResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *ResumeWorkerResponse) GetWorker() *ProjectWorker {
+	if x != nil {
+		return x.Worker
+	}
+	return nil
+}
+
+type GetProjectPoolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectPoolRequest) Reset() {
+	*x = GetProjectPoolRequest{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectPoolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectPoolRequest) ProtoMessage() {}
+
+func (x *GetProjectPoolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectPoolRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectPoolRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *GetProjectPoolRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetProjectPoolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per worker, by number.
+	Workers []*ProjectWorker `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
+	// Tasks waiting for a worker (PENDING with their dependencies merged).
+	ReadyTasks    int32 `protobuf:"varint,2,opt,name=ready_tasks,json=readyTasks,proto3" json:"ready_tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectPoolResponse) Reset() {
+	*x = GetProjectPoolResponse{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectPoolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectPoolResponse) ProtoMessage() {}
+
+func (x *GetProjectPoolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectPoolResponse.ProtoReflect.Descriptor instead.
+func (*GetProjectPoolResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *GetProjectPoolResponse) GetWorkers() []*ProjectWorker {
+	if x != nil {
+		return x.Workers
+	}
+	return nil
+}
+
+func (x *GetProjectPoolResponse) GetReadyTasks() int32 {
+	if x != nil {
+		return x.ReadyTasks
+	}
+	return 0
+}
+
+// ProjectWorker is one worker of a CREW project.
+type ProjectWorker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to max_workers.
+	Number int32       `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	State  WorkerState `protobuf:"varint,2,opt,name=state,proto3,enum=thefold.agent.v1.WorkerState" json:"state,omitempty"`
+	// Its task: the project task, its task in the tasks service, title and issue; empty when
+	// idle.
+	ProjectTaskId string `protobuf:"bytes,3,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	TaskId        string `protobuf:"bytes,4,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Title         string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	IssueNumber   int32  `protobuf:"varint,6,opt,name=issue_number,json=issueNumber,proto3" json:"issue_number,omitempty"`
+	// Its task's current job, with the job's status, phase and attempt.
+	JobId     string    `protobuf:"bytes,7,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	JobStatus JobStatus `protobuf:"varint,8,opt,name=job_status,json=jobStatus,proto3,enum=thefold.agent.v1.JobStatus" json:"job_status,omitempty"`
+	Phase     JobPhase  `protobuf:"varint,9,opt,name=phase,proto3,enum=thefold.agent.v1.JobPhase" json:"phase,omitempty"`
+	Attempt   int32     `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The pull request, once opened.
+	PullRequest *v1.PullRequestRef `protobuf:"bytes,11,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// The last event of its job.
+	LastEventType JobEventType           `protobuf:"varint,12,opt,name=last_event_type,json=lastEventType,proto3,enum=thefold.agent.v1.JobEventType" json:"last_event_type,omitempty"`
+	LastEventTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=last_event_time,json=lastEventTime,proto3" json:"last_event_time,omitempty"`
+	// What the tasks it ran cost, all attempts.
+	Usage *v1.Usage `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Tasks it finished (merged).
+	TasksDone     int32 `protobuf:"varint,15,opt,name=tasks_done,json=tasksDone,proto3" json:"tasks_done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectWorker) Reset() {
+	*x = ProjectWorker{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectWorker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectWorker) ProtoMessage() {}
+
+func (x *ProjectWorker) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectWorker.ProtoReflect.Descriptor instead.
+func (*ProjectWorker) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ProjectWorker) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *ProjectWorker) GetState() WorkerState {
+	if x != nil {
+		return x.State
+	}
+	return WorkerState_WORKER_STATE_UNSPECIFIED
+}
+
+func (x *ProjectWorker) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *ProjectWorker) GetTaskId() string {
+	if x != nil {
+		return x.TaskId
+	}
+	return ""
+}
+
+func (x *ProjectWorker) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ProjectWorker) GetIssueNumber() int32 {
+	if x != nil {
+		return x.IssueNumber
+	}
+	return 0
+}
+
+func (x *ProjectWorker) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ProjectWorker) GetJobStatus() JobStatus {
+	if x != nil {
+		return x.JobStatus
+	}
+	return JobStatus_JOB_STATUS_UNSPECIFIED
+}
+
+func (x *ProjectWorker) GetPhase() JobPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return JobPhase_JOB_PHASE_UNSPECIFIED
+}
+
+func (x *ProjectWorker) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ProjectWorker) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
+func (x *ProjectWorker) GetLastEventType() JobEventType {
+	if x != nil {
+		return x.LastEventType
+	}
+	return JobEventType_JOB_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *ProjectWorker) GetLastEventTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastEventTime
+	}
+	return nil
+}
+
+func (x *ProjectWorker) GetUsage() *v1.Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ProjectWorker) GetTasksDone() int32 {
+	if x != nil {
+		return x.TasksDone
+	}
+	return 0
 }
 
 // ProjectJobEvent is the payload of a JOB_EVENT event: an event of a task's job, as
@@ -6605,7 +7764,7 @@ type ProjectJobEvent struct {
 
 func (x *ProjectJobEvent) Reset() {
 	*x = ProjectJobEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6617,7 +7776,7 @@ func (x *ProjectJobEvent) String() string {
 func (*ProjectJobEvent) ProtoMessage() {}
 
 func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[80]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6630,7 +7789,7 @@ func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectJobEvent.ProtoReflect.Descriptor instead.
 func (*ProjectJobEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{80}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ProjectJobEvent) GetProjectTaskId() string {
@@ -6666,7 +7825,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6678,7 +7837,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[81]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6691,7 +7850,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{81}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ProjectSummary) GetId() string {
@@ -6758,7 +7917,7 @@ type ProjectStatusChange struct {
 
 func (x *ProjectStatusChange) Reset() {
 	*x = ProjectStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6770,7 +7929,7 @@ func (x *ProjectStatusChange) String() string {
 func (*ProjectStatusChange) ProtoMessage() {}
 
 func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[82]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6783,7 +7942,7 @@ func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectStatusChange.ProtoReflect.Descriptor instead.
 func (*ProjectStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{82}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ProjectStatusChange) GetPreviousStatus() ProjectStatus {
@@ -6819,7 +7978,7 @@ type ProjectPhaseChange struct {
 
 func (x *ProjectPhaseChange) Reset() {
 	*x = ProjectPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6831,7 +7990,7 @@ func (x *ProjectPhaseChange) String() string {
 func (*ProjectPhaseChange) ProtoMessage() {}
 
 func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[83]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6844,7 +8003,7 @@ func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseChange.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{83}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ProjectPhaseChange) GetNumber() int32 {
@@ -6874,7 +8033,7 @@ type ProjectPhaseRevision struct {
 
 func (x *ProjectPhaseRevision) Reset() {
 	*x = ProjectPhaseRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6886,7 +8045,7 @@ func (x *ProjectPhaseRevision) String() string {
 func (*ProjectPhaseRevision) ProtoMessage() {}
 
 func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[84]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6899,7 +8058,7 @@ func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseRevision.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{84}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ProjectPhaseRevision) GetPhase() *ProjectPhase {
@@ -6931,14 +8090,18 @@ type ProjectTaskChange struct {
 	// The error (FAILED), skip reason, resolution note or retry guidance.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
 	// What the task has spent so far; set for COMPLETED and FAILED.
-	Usage         *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *v1.Usage `protobuf:"bytes,7,opt,name=usage,proto3" json:"usage,omitempty"`
+	// CREW: the worker running it.
+	Worker int32 `protobuf:"varint,8,opt,name=worker,proto3" json:"worker,omitempty"`
+	// CREW: its pull request, once opened.
+	PullRequest   *v1.PullRequestRef `protobuf:"bytes,9,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProjectTaskChange) Reset() {
 	*x = ProjectTaskChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6950,7 +8113,7 @@ func (x *ProjectTaskChange) String() string {
 func (*ProjectTaskChange) ProtoMessage() {}
 
 func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[85]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6963,7 +8126,7 @@ func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTaskChange.ProtoReflect.Descriptor instead.
 func (*ProjectTaskChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{85}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ProjectTaskChange) GetProjectTaskId() string {
@@ -7015,6 +8178,20 @@ func (x *ProjectTaskChange) GetUsage() *v1.Usage {
 	return nil
 }
 
+func (x *ProjectTaskChange) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *ProjectTaskChange) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
 // ProjectUpdate is the payload of an UPDATED event.
 type ProjectUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7028,7 +8205,7 @@ type ProjectUpdate struct {
 
 func (x *ProjectUpdate) Reset() {
 	*x = ProjectUpdate{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7040,7 +8217,7 @@ func (x *ProjectUpdate) String() string {
 func (*ProjectUpdate) ProtoMessage() {}
 
 func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[86]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7053,7 +8230,7 @@ func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectUpdate.ProtoReflect.Descriptor instead.
 func (*ProjectUpdate) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{86}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ProjectUpdate) GetUpdateMask() *fieldmaskpb.FieldMask {
@@ -7086,7 +8263,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7098,7 +8275,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[87]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7111,7 +8288,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{87}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *WatchProjectRequest) GetId() string {
@@ -7162,14 +8339,19 @@ type WatchProjectResponse struct {
 	//	*WatchProjectResponse_BudgetExhausted
 	//	*WatchProjectResponse_JobEvent
 	//	*WatchProjectResponse_Heartbeat
-	Payload       isWatchProjectResponse_Payload `protobuf_oneof:"payload"`
+	//	*WatchProjectResponse_Message
+	Payload isWatchProjectResponse_Payload `protobuf_oneof:"payload"`
+	// CREW: the worker and the project task the event concerns (also for a relayed job
+	// event), so a console can show one stream per worker; 0 and empty otherwise.
+	Worker        int32  `protobuf:"varint,16,opt,name=worker,proto3" json:"worker,omitempty"`
+	ProjectTaskId string `protobuf:"bytes,17,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7181,7 +8363,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[88]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7194,7 +8376,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{88}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *WatchProjectResponse) GetId() int64 {
@@ -7331,6 +8513,29 @@ func (x *WatchProjectResponse) GetHeartbeat() *v1.Heartbeat {
 	return nil
 }
 
+func (x *WatchProjectResponse) GetMessage() *ProjectMessage {
+	if x != nil {
+		if x, ok := x.Payload.(*WatchProjectResponse_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *WatchProjectResponse) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
 type isWatchProjectResponse_Payload interface {
 	isWatchProjectResponse_Payload()
 }
@@ -7379,6 +8584,10 @@ type WatchProjectResponse_Heartbeat struct {
 	Heartbeat *v1.Heartbeat `protobuf:"bytes,15,opt,name=heartbeat,proto3,oneof"`
 }
 
+type WatchProjectResponse_Message struct {
+	Message *ProjectMessage `protobuf:"bytes,18,opt,name=message,proto3,oneof"`
+}
+
 func (*WatchProjectResponse_Created) isWatchProjectResponse_Payload() {}
 
 func (*WatchProjectResponse_StatusChange) isWatchProjectResponse_Payload() {}
@@ -7401,6 +8610,8 @@ func (*WatchProjectResponse_JobEvent) isWatchProjectResponse_Payload() {}
 
 func (*WatchProjectResponse_Heartbeat) isWatchProjectResponse_Payload() {}
 
+func (*WatchProjectResponse_Message) isWatchProjectResponse_Payload() {}
+
 var File_thefold_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_agent_proto_rawDesc = "" +
@@ -7413,8 +8624,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x121\n" +
-	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\xae\n" +
-	"\n" +
+	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\x9f\v\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
@@ -7458,7 +8668,10 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\bend_time\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12?\n" +
 	"\vpreferences\x18\x1f \x01(\v2\x1d.thefold.agent.v1.PreferencesR\vpreferences\x12=\n" +
 	"\n" +
-	"sub_agents\x18  \x01(\v2\x1e.thefold.agent.v1.SubAgentsRunR\tsubAgents\"\xa1\x02\n" +
+	"sub_agents\x18  \x01(\v2\x1e.thefold.agent.v1.SubAgentsRunR\tsubAgents\x12\x12\n" +
+	"\x04crew\x18! \x01(\bR\x04crew\x12!\n" +
+	"\fissue_number\x18\" \x01(\x05R\vissueNumber\x128\n" +
+	"\bmessages\x18# \x03(\v2\x1c.thefold.agent.v1.JobMessageR\bmessages\"\xa1\x02\n" +
 	"\fSubAgentsRun\x127\n" +
 	"\x05roles\x18\x01 \x03(\v2!.thefold.agent.v1.SubAgentOutcomeR\x05roles\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x122\n" +
@@ -7532,7 +8745,15 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\"I\n" +
 	"\x1eRespondToClarificationResponse\x12'\n" +
-	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\xfb\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\x15.thefold.agent.v1.JobR\x03job\"\xbc\x01\n" +
+	"\n" +
+	"JobMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tauthor_id\x18\x02 \x01(\tR\bauthorId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x120\n" +
+	"\x05phase\x18\x04 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xfb\x01\n" +
 	"\n" +
 	"JobSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
@@ -7585,7 +8806,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fWatchJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
-	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\x80\t\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xba\t\n" +
 	"\x10WatchJobResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x122\n" +
@@ -7605,7 +8826,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeat\x12N\n" +
 	"\x10review_submitted\x18\x10 \x01(\v2!.thefold.agent.v1.ReviewSubmittedH\x00R\x0freviewSubmitted\x12D\n" +
 	"\fpull_request\x18\x11 \x01(\v2\x1f.thefold.type.v1.PullRequestRefH\x00R\vpullRequest\x12N\n" +
-	"\x10budget_exhausted\x18\x12 \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhaustedB\t\n" +
+	"\x10budget_exhausted\x18\x12 \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhausted\x128\n" +
+	"\amessage\x18\x13 \x01(\v2\x1c.thefold.agent.v1.JobMessageH\x00R\amessageB\t\n" +
 	"\apayload\"\xbd\x01\n" +
 	"\fPhaseMetrics\x120\n" +
 	"\x05phase\x18\x01 \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12,\n" +
@@ -7710,7 +8932,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
 	"\x14RejectReviewResponse\x120\n" +
-	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\xa9\x03\n" +
+	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\xff\x04\n" +
 	"\vProjectTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -7728,7 +8950,13 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	" \x03(\tR\voutputFiles\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12#\n" +
 	"\rstatus_reason\x18\f \x01(\tR\fstatusReason\x12\x1a\n" +
-	"\battempts\x18\r \x01(\x05R\battempts\"\x8d\x01\n" +
+	"\battempts\x18\r \x01(\x05R\battempts\x12\x16\n" +
+	"\x06worker\x18\x0e \x01(\x05R\x06worker\x12!\n" +
+	"\fissue_number\x18\x0f \x01(\x05R\vissueNumber\x12\x16\n" +
+	"\x06branch\x18\x10 \x01(\tR\x06branch\x12B\n" +
+	"\fpull_request\x18\x11 \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12%\n" +
+	"\x0echeck_failures\x18\x12 \x01(\x05R\rcheckFailures\x12\x16\n" +
+	"\x06checks\x18\x13 \x01(\tR\x06checks\"\x8d\x01\n" +
 	"\vProjectFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12&\n" +
 	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12(\n" +
@@ -7746,7 +8974,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x123\n" +
-	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xa2\b\n" +
+	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xdf\t\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -7778,7 +9006,12 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\vbase_branch\x18\x17 \x01(\tR\n" +
 	"baseBranch\x12\x16\n" +
 	"\x06branch\x18\x18 \x01(\tR\x06branch\x123\n" +
-	"\x05files\x18\x19 \x03(\v2\x1d.thefold.agent.v1.ProjectFileR\x05files\"\x97\x02\n" +
+	"\x05files\x18\x19 \x03(\v2\x1d.thefold.agent.v1.ProjectFileR\x05files\x12\x1f\n" +
+	"\vmax_workers\x18\x1a \x01(\x05R\n" +
+	"maxWorkers\x12@\n" +
+	"\fmerge_policy\x18\x1b \x01(\x0e2\x1d.thefold.agent.v1.MergePolicyR\vmergePolicy\x123\n" +
+	"\x16auto_merge_min_quality\x18\x1c \x01(\x05R\x13autoMergeMinQuality\x12#\n" +
+	"\rcheck_command\x18\x1d \x01(\tR\fcheckCommand\"\xd4\x03\n" +
 	"\x12PlanProjectRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -7789,7 +9022,13 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\rimport_issues\x18\x06 \x01(\bR\fimportIssues\x121\n" +
 	"\x04mode\x18\a \x01(\x0e2\x1d.thefold.agent.v1.ProjectModeR\x04mode\x12\x1f\n" +
 	"\vbase_branch\x18\b \x01(\tR\n" +
-	"baseBranch\"J\n" +
+	"baseBranch\x12\x1f\n" +
+	"\vmax_workers\x18\t \x01(\x05R\n" +
+	"maxWorkers\x12@\n" +
+	"\fmerge_policy\x18\n" +
+	" \x01(\x0e2\x1d.thefold.agent.v1.MergePolicyR\vmergePolicy\x123\n" +
+	"\x16auto_merge_min_quality\x18\v \x01(\x05R\x13autoMergeMinQuality\x12#\n" +
+	"\rcheck_command\x18\f \x01(\tR\fcheckCommand\"J\n" +
 	"\x13PlanProjectResponse\x123\n" +
 	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x98\x01\n" +
 	"\x14UpdateProjectRequest\x12\x0e\n" +
@@ -7857,7 +9096,68 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"O\n" +
 	"\x18RetryProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"s\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x84\x02\n" +
+	"\x0eProjectMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x02 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06worker\x18\x03 \x01(\x05R\x06worker\x12&\n" +
+	"\x0fproject_task_id\x18\x04 \x01(\tR\rprojectTaskId\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\x12\x1b\n" +
+	"\tauthor_id\x18\x06 \x01(\tR\bauthorId\x12\x12\n" +
+	"\x04text\x18\a \x01(\tR\x04text\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xad\x01\n" +
+	"\x19PostProjectMessageRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\x05R\x06worker\x12&\n" +
+	"\x0fproject_task_id\x18\x03 \x01(\tR\rprojectTaskId\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"X\n" +
+	"\x1aPostProjectMessageResponse\x12:\n" +
+	"\amessage\x18\x01 \x01(\v2 .thefold.agent.v1.ProjectMessageR\amessage\"\x8f\x01\n" +
+	"\x16InterruptWorkerRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\x05R\x06worker\x12&\n" +
+	"\x0fproject_task_id\x18\x03 \x01(\tR\rprojectTaskId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"R\n" +
+	"\x17InterruptWorkerResponse\x127\n" +
+	"\x06worker\x18\x01 \x01(\v2\x1f.thefold.agent.v1.ProjectWorkerR\x06worker\"t\n" +
+	"\x13ResumeWorkerRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x16\n" +
+	"\x06worker\x18\x02 \x01(\x05R\x06worker\x12&\n" +
+	"\x0fproject_task_id\x18\x03 \x01(\tR\rprojectTaskId\"O\n" +
+	"\x14ResumeWorkerResponse\x127\n" +
+	"\x06worker\x18\x01 \x01(\v2\x1f.thefold.agent.v1.ProjectWorkerR\x06worker\"'\n" +
+	"\x15GetProjectPoolRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"t\n" +
+	"\x16GetProjectPoolResponse\x129\n" +
+	"\aworkers\x18\x01 \x03(\v2\x1f.thefold.agent.v1.ProjectWorkerR\aworkers\x12\x1f\n" +
+	"\vready_tasks\x18\x02 \x01(\x05R\n" +
+	"readyTasks\"\x92\x05\n" +
+	"\rProjectWorker\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x123\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1d.thefold.agent.v1.WorkerStateR\x05state\x12&\n" +
+	"\x0fproject_task_id\x18\x03 \x01(\tR\rprojectTaskId\x12\x17\n" +
+	"\atask_id\x18\x04 \x01(\tR\x06taskId\x12\x14\n" +
+	"\x05title\x18\x05 \x01(\tR\x05title\x12!\n" +
+	"\fissue_number\x18\x06 \x01(\x05R\vissueNumber\x12\x15\n" +
+	"\x06job_id\x18\a \x01(\tR\x05jobId\x12:\n" +
+	"\n" +
+	"job_status\x18\b \x01(\x0e2\x1b.thefold.agent.v1.JobStatusR\tjobStatus\x120\n" +
+	"\x05phase\x18\t \x01(\x0e2\x1a.thefold.agent.v1.JobPhaseR\x05phase\x12\x18\n" +
+	"\aattempt\x18\n" +
+	" \x01(\x05R\aattempt\x12B\n" +
+	"\fpull_request\x18\v \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12F\n" +
+	"\x0flast_event_type\x18\f \x01(\x0e2\x1e.thefold.agent.v1.JobEventTypeR\rlastEventType\x12B\n" +
+	"\x0flast_event_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\rlastEventTime\x12,\n" +
+	"\x05usage\x18\x0e \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"tasks_done\x18\x0f \x01(\x05R\ttasksDone\"s\n" +
 	"\x0fProjectJobEvent\x12&\n" +
 	"\x0fproject_task_id\x18\x01 \x01(\tR\rprojectTaskId\x128\n" +
 	"\x05event\x18\x02 \x01(\v2\".thefold.agent.v1.WatchJobResponseR\x05event\"\x8c\x02\n" +
@@ -7881,7 +9181,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"d\n" +
 	"\x14ProjectPhaseRevision\x124\n" +
 	"\x05phase\x18\x01 \x01(\v2\x1e.thefold.agent.v1.ProjectPhaseR\x05phase\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x91\x02\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xed\x02\n" +
 	"\x11ProjectTaskChange\x12&\n" +
 	"\x0fproject_task_id\x18\x01 \x01(\tR\rprojectTaskId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x15\n" +
@@ -7889,7 +9189,9 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\fphase_number\x18\x04 \x01(\x05R\vphaseNumber\x12;\n" +
 	"\x06status\x18\x05 \x01(\x0e2#.thefold.agent.v1.ProjectTaskStatusR\x06status\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12,\n" +
-	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\"\x81\x01\n" +
+	"\x05usage\x18\a \x01(\v2\x16.thefold.type.v1.UsageR\x05usage\x12\x16\n" +
+	"\x06worker\x18\b \x01(\x05R\x06worker\x12B\n" +
+	"\fpull_request\x18\t \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\"\x81\x01\n" +
 	"\rProjectUpdate\x12;\n" +
 	"\vupdate_mask\x18\x01 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
 	"updateMask\x123\n" +
@@ -7897,7 +9199,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x13WatchProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bafter_id\x18\x02 \x01(\x03R\aafterId\x12\x19\n" +
-	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xad\a\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\"\xab\b\n" +
 	"\x14WatchProjectResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x126\n" +
@@ -7915,7 +9217,10 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\fpull_request\x18\f \x01(\v2\x1f.thefold.type.v1.PullRequestRefH\x00R\vpullRequest\x12N\n" +
 	"\x10budget_exhausted\x18\r \x01(\v2!.thefold.agent.v1.BudgetExhaustedH\x00R\x0fbudgetExhausted\x12@\n" +
 	"\tjob_event\x18\x0e \x01(\v2!.thefold.agent.v1.ProjectJobEventH\x00R\bjobEvent\x12:\n" +
-	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeatB\t\n" +
+	"\theartbeat\x18\x0f \x01(\v2\x1a.thefold.type.v1.HeartbeatH\x00R\theartbeat\x12<\n" +
+	"\amessage\x18\x12 \x01(\v2 .thefold.agent.v1.ProjectMessageH\x00R\amessage\x12\x16\n" +
+	"\x06worker\x18\x10 \x01(\x05R\x06worker\x12&\n" +
+	"\x0fproject_task_id\x18\x11 \x01(\tR\rprojectTaskIdB\t\n" +
 	"\apayload*\xcb\x02\n" +
 	"\tJobStatus\x12\x1a\n" +
 	"\x16JOB_STATUS_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -7958,7 +9263,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1fINTERVENTION_ACTION_UNSPECIFIED\x10\x00\x12$\n" +
 	" INTERVENTION_ACTION_REWRITE_TASK\x10\x01\x12\"\n" +
 	"\x1eINTERVENTION_ACTION_SPLIT_TASK\x10\x02\x12 \n" +
-	"\x1cINTERVENTION_ACTION_ESCALATE\x10\x03*\x8a\x04\n" +
+	"\x1cINTERVENTION_ACTION_ESCALATE\x10\x03*\xaf\x04\n" +
 	"\fJobEventType\x12\x1e\n" +
 	"\x1aJOB_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16JOB_EVENT_TYPE_CREATED\x10\x01\x12!\n" +
@@ -7975,7 +9280,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x19JOB_EVENT_TYPE_INTERVENED\x10\v\x12#\n" +
 	"\x1fJOB_EVENT_TYPE_REVIEW_SUBMITTED\x10\f\x12&\n" +
 	"\"JOB_EVENT_TYPE_PULL_REQUEST_OPENED\x10\r\x12#\n" +
-	"\x1fJOB_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0e*\xa5\x01\n" +
+	"\x1fJOB_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0e\x12#\n" +
+	"\x1fJOB_EVENT_TYPE_MESSAGE_RECEIVED\x10\x0f*\xa5\x01\n" +
 	"\fReviewStatus\x12\x1d\n" +
 	"\x19REVIEW_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15REVIEW_STATUS_PENDING\x10\x01\x12\x1a\n" +
@@ -7992,18 +9298,26 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x15PROJECT_STATUS_FAILED\x10\x06\x12\x1b\n" +
 	"\x17PROJECT_STATUS_REJECTED\x10\a\x12\x1c\n" +
 	"\x18PROJECT_STATUS_CANCELLED\x10\b\x12\x1f\n" +
-	"\x1bPROJECT_STATUS_HUMAN_NEEDED\x10\t*^\n" +
+	"\x1bPROJECT_STATUS_HUMAN_NEEDED\x10\t*u\n" +
 	"\vProjectMode\x12\x1c\n" +
 	"\x18PROJECT_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13PROJECT_MODE_REVIEW\x10\x01\x12\x18\n" +
-	"\x14PROJECT_MODE_SESSION\x10\x02*\xde\x01\n" +
+	"\x14PROJECT_MODE_SESSION\x10\x02\x12\x15\n" +
+	"\x11PROJECT_MODE_CREW\x10\x03*Z\n" +
+	"\vMergePolicy\x12\x1c\n" +
+	"\x18MERGE_POLICY_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12MERGE_POLICY_HUMAN\x10\x01\x12\x15\n" +
+	"\x11MERGE_POLICY_AUTO\x10\x02*\xc9\x02\n" +
 	"\x11ProjectTaskStatus\x12#\n" +
 	"\x1fPROJECT_TASK_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bPROJECT_TASK_STATUS_PENDING\x10\x01\x12\x1f\n" +
 	"\x1bPROJECT_TASK_STATUS_RUNNING\x10\x02\x12!\n" +
 	"\x1dPROJECT_TASK_STATUS_COMPLETED\x10\x03\x12\x1e\n" +
 	"\x1aPROJECT_TASK_STATUS_FAILED\x10\x04\x12\x1f\n" +
-	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05*\x91\x05\n" +
+	"\x1bPROJECT_TASK_STATUS_SKIPPED\x10\x05\x12!\n" +
+	"\x1dPROJECT_TASK_STATUS_IN_REVIEW\x10\x06\x12 \n" +
+	"\x1cPROJECT_TASK_STATUS_CHECKING\x10\a\x12$\n" +
+	" PROJECT_TASK_STATUS_HUMAN_NEEDED\x10\b*\xb2\b\n" +
 	"\x10ProjectEventType\x12\"\n" +
 	"\x1ePROJECT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aPROJECT_EVENT_TYPE_CREATED\x10\x01\x12%\n" +
@@ -8022,7 +9336,24 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x1aPROJECT_EVENT_TYPE_UPDATED\x10\r\x12*\n" +
 	"&PROJECT_EVENT_TYPE_PULL_REQUEST_OPENED\x10\x0e\x12'\n" +
 	"#PROJECT_EVENT_TYPE_BUDGET_EXHAUSTED\x10\x0f\x12 \n" +
-	"\x1cPROJECT_EVENT_TYPE_JOB_EVENT\x10\x102\xde\b\n" +
+	"\x1cPROJECT_EVENT_TYPE_JOB_EVENT\x10\x10\x12%\n" +
+	"!PROJECT_EVENT_TYPE_TASK_IN_REVIEW\x10\x11\x12/\n" +
+	"+PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED\x10\x12\x12)\n" +
+	"%PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED\x10\x13\x12)\n" +
+	"%PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED\x10\x14\x12*\n" +
+	"&PROJECT_EVENT_TYPE_TASK_BRANCH_UPDATED\x10\x15\x12\"\n" +
+	"\x1ePROJECT_EVENT_TYPE_TASK_MERGED\x10\x16\x12(\n" +
+	"$PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED\x10\x17\x12%\n" +
+	"!PROJECT_EVENT_TYPE_MESSAGE_POSTED\x10\x18\x12)\n" +
+	"%PROJECT_EVENT_TYPE_WORKER_INTERRUPTED\x10\x19\x12%\n" +
+	"!PROJECT_EVENT_TYPE_WORKER_RESUMED\x10\x1a*\xaf\x01\n" +
+	"\vWorkerState\x12\x1c\n" +
+	"\x18WORKER_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11WORKER_STATE_IDLE\x10\x01\x12\x18\n" +
+	"\x14WORKER_STATE_WORKING\x10\x02\x12\x18\n" +
+	"\x14WORKER_STATE_WAITING\x10\x03\x12\x1c\n" +
+	"\x18WORKER_STATE_INTERRUPTED\x10\x04\x12\x19\n" +
+	"\x15WORKER_STATE_CHECKING\x10\x052\xde\b\n" +
 	"\fAgentService\x12T\n" +
 	"\tStartTask\x12\".thefold.agent.v1.StartTaskRequest\x1a#.thefold.agent.v1.StartTaskResponse\x12P\n" +
 	"\x06GetJob\x12\x1f.thefold.agent.v1.GetJobRequest\x1a .thefold.agent.v1.GetJobResponse\"\x03\x90\x02\x01\x12V\n" +
@@ -8041,7 +9372,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\vListReviews\x12$.thefold.agent.v1.ListReviewsRequest\x1a%.thefold.agent.v1.ListReviewsResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\rApproveReview\x12&.thefold.agent.v1.ApproveReviewRequest\x1a'.thefold.agent.v1.ApproveReviewResponse\x12c\n" +
 	"\x0eRequestChanges\x12'.thefold.agent.v1.RequestChangesRequest\x1a(.thefold.agent.v1.RequestChangesResponse\x12]\n" +
-	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\xbc\t\n" +
+	"\fRejectReview\x12%.thefold.agent.v1.RejectReviewRequest\x1a&.thefold.agent.v1.RejectReviewResponse2\xde\f\n" +
 	"\x0eProjectService\x12Z\n" +
 	"\vPlanProject\x12$.thefold.agent.v1.PlanProjectRequest\x1a%.thefold.agent.v1.PlanProjectResponse\x12`\n" +
 	"\rUpdateProject\x12&.thefold.agent.v1.UpdateProjectRequest\x1a'.thefold.agent.v1.UpdateProjectResponse\x12]\n" +
@@ -8055,7 +9386,11 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fSkipProjectTask\x12(.thefold.agent.v1.SkipProjectTaskRequest\x1a).thefold.agent.v1.SkipProjectTaskResponse\x12o\n" +
 	"\x12ResolveProjectTask\x12+.thefold.agent.v1.ResolveProjectTaskRequest\x1a,.thefold.agent.v1.ResolveProjectTaskResponse\x12i\n" +
 	"\x10RetryProjectTask\x12).thefold.agent.v1.RetryProjectTaskRequest\x1a*.thefold.agent.v1.RetryProjectTaskResponse\x12d\n" +
-	"\fWatchProject\x12%.thefold.agent.v1.WatchProjectRequest\x1a&.thefold.agent.v1.WatchProjectResponse\"\x03\x90\x02\x010\x01B\xc1\x01\n" +
+	"\fWatchProject\x12%.thefold.agent.v1.WatchProjectRequest\x1a&.thefold.agent.v1.WatchProjectResponse\"\x03\x90\x02\x010\x01\x12o\n" +
+	"\x12PostProjectMessage\x12+.thefold.agent.v1.PostProjectMessageRequest\x1a,.thefold.agent.v1.PostProjectMessageResponse\x12f\n" +
+	"\x0fInterruptWorker\x12(.thefold.agent.v1.InterruptWorkerRequest\x1a).thefold.agent.v1.InterruptWorkerResponse\x12]\n" +
+	"\fResumeWorker\x12%.thefold.agent.v1.ResumeWorkerRequest\x1a&.thefold.agent.v1.ResumeWorkerResponse\x12h\n" +
+	"\x0eGetProjectPool\x12'.thefold.agent.v1.GetProjectPoolRequest\x1a(.thefold.agent.v1.GetProjectPoolResponse\"\x03\x90\x02\x01B\xc1\x01\n" +
 	"\x14com.thefold.agent.v1B\n" +
 	"AgentProtoP\x01Z;github.com/thefold/thefold/pkg/gen/thefold/agent/v1;agentv1\xa2\x02\x03TAX\xaa\x02\x10Thefold.Agent.V1\xca\x02\x10Thefold\\Agent\\V1\xe2\x02\x1cThefold\\Agent\\V1\\GPBMetadata\xea\x02\x12Thefold::Agent::V1b\x06proto3"
 
@@ -8071,8 +9406,8 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_thefold_agent_v1_agent_proto_rawDescData
 }
 
-var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
@@ -8082,317 +9417,359 @@ var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(ReviewStatus)(0),                      // 5: thefold.agent.v1.ReviewStatus
 	(ProjectStatus)(0),                     // 6: thefold.agent.v1.ProjectStatus
 	(ProjectMode)(0),                       // 7: thefold.agent.v1.ProjectMode
-	(ProjectTaskStatus)(0),                 // 8: thefold.agent.v1.ProjectTaskStatus
-	(ProjectEventType)(0),                  // 9: thefold.agent.v1.ProjectEventType
-	(*Diagnosis)(nil),                      // 10: thefold.agent.v1.Diagnosis
-	(*Job)(nil),                            // 11: thefold.agent.v1.Job
-	(*SubAgentsRun)(nil),                   // 12: thefold.agent.v1.SubAgentsRun
-	(*SubAgentOutcome)(nil),                // 13: thefold.agent.v1.SubAgentOutcome
-	(*StartTaskRequest)(nil),               // 14: thefold.agent.v1.StartTaskRequest
-	(*StartTaskResponse)(nil),              // 15: thefold.agent.v1.StartTaskResponse
-	(*GetJobRequest)(nil),                  // 16: thefold.agent.v1.GetJobRequest
-	(*GetJobResponse)(nil),                 // 17: thefold.agent.v1.GetJobResponse
-	(*ListJobsRequest)(nil),                // 18: thefold.agent.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),               // 19: thefold.agent.v1.ListJobsResponse
-	(*CancelJobRequest)(nil),               // 20: thefold.agent.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),              // 21: thefold.agent.v1.CancelJobResponse
-	(*PauseJobRequest)(nil),                // 22: thefold.agent.v1.PauseJobRequest
-	(*PauseJobResponse)(nil),               // 23: thefold.agent.v1.PauseJobResponse
-	(*ResumeJobRequest)(nil),               // 24: thefold.agent.v1.ResumeJobRequest
-	(*ResumeJobResponse)(nil),              // 25: thefold.agent.v1.ResumeJobResponse
-	(*SkipTaskRequest)(nil),                // 26: thefold.agent.v1.SkipTaskRequest
-	(*SkipTaskResponse)(nil),               // 27: thefold.agent.v1.SkipTaskResponse
-	(*ResolveTaskRequest)(nil),             // 28: thefold.agent.v1.ResolveTaskRequest
-	(*ResolveTaskResponse)(nil),            // 29: thefold.agent.v1.ResolveTaskResponse
-	(*RespondToClarificationRequest)(nil),  // 30: thefold.agent.v1.RespondToClarificationRequest
-	(*RespondToClarificationResponse)(nil), // 31: thefold.agent.v1.RespondToClarificationResponse
-	(*JobSummary)(nil),                     // 32: thefold.agent.v1.JobSummary
-	(*JobStatusChange)(nil),                // 33: thefold.agent.v1.JobStatusChange
-	(*JobPhaseChange)(nil),                 // 34: thefold.agent.v1.JobPhaseChange
-	(*JobProgress)(nil),                    // 35: thefold.agent.v1.JobProgress
-	(*JobThought)(nil),                     // 36: thefold.agent.v1.JobThought
-	(*ClarificationRequested)(nil),         // 37: thefold.agent.v1.ClarificationRequested
-	(*SubtasksCreated)(nil),                // 38: thefold.agent.v1.SubtasksCreated
-	(*JobPlanChange)(nil),                  // 39: thefold.agent.v1.JobPlanChange
-	(*JobIntervention)(nil),                // 40: thefold.agent.v1.JobIntervention
-	(*ReviewSubmitted)(nil),                // 41: thefold.agent.v1.ReviewSubmitted
-	(*BudgetExhausted)(nil),                // 42: thefold.agent.v1.BudgetExhausted
-	(*WatchJobRequest)(nil),                // 43: thefold.agent.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),               // 44: thefold.agent.v1.WatchJobResponse
-	(*PhaseMetrics)(nil),                   // 45: thefold.agent.v1.PhaseMetrics
-	(*GetJobMetricsRequest)(nil),           // 46: thefold.agent.v1.GetJobMetricsRequest
-	(*GetJobMetricsResponse)(nil),          // 47: thefold.agent.v1.GetJobMetricsResponse
-	(*AuditLogEntry)(nil),                  // 48: thefold.agent.v1.AuditLogEntry
-	(*ListAuditLogRequest)(nil),            // 49: thefold.agent.v1.ListAuditLogRequest
-	(*ListAuditLogResponse)(nil),           // 50: thefold.agent.v1.ListAuditLogResponse
-	(*ReviewFile)(nil),                     // 51: thefold.agent.v1.ReviewFile
-	(*Review)(nil),                         // 52: thefold.agent.v1.Review
-	(*GetReviewRequest)(nil),               // 53: thefold.agent.v1.GetReviewRequest
-	(*GetReviewResponse)(nil),              // 54: thefold.agent.v1.GetReviewResponse
-	(*ListReviewsRequest)(nil),             // 55: thefold.agent.v1.ListReviewsRequest
-	(*ListReviewsResponse)(nil),            // 56: thefold.agent.v1.ListReviewsResponse
-	(*ApproveReviewRequest)(nil),           // 57: thefold.agent.v1.ApproveReviewRequest
-	(*ApproveReviewResponse)(nil),          // 58: thefold.agent.v1.ApproveReviewResponse
-	(*RequestChangesRequest)(nil),          // 59: thefold.agent.v1.RequestChangesRequest
-	(*RequestChangesResponse)(nil),         // 60: thefold.agent.v1.RequestChangesResponse
-	(*RejectReviewRequest)(nil),            // 61: thefold.agent.v1.RejectReviewRequest
-	(*RejectReviewResponse)(nil),           // 62: thefold.agent.v1.RejectReviewResponse
-	(*ProjectTask)(nil),                    // 63: thefold.agent.v1.ProjectTask
-	(*ProjectFile)(nil),                    // 64: thefold.agent.v1.ProjectFile
-	(*ProjectRevision)(nil),                // 65: thefold.agent.v1.ProjectRevision
-	(*ProjectPhase)(nil),                   // 66: thefold.agent.v1.ProjectPhase
-	(*Project)(nil),                        // 67: thefold.agent.v1.Project
-	(*PlanProjectRequest)(nil),             // 68: thefold.agent.v1.PlanProjectRequest
-	(*PlanProjectResponse)(nil),            // 69: thefold.agent.v1.PlanProjectResponse
-	(*UpdateProjectRequest)(nil),           // 70: thefold.agent.v1.UpdateProjectRequest
-	(*UpdateProjectResponse)(nil),          // 71: thefold.agent.v1.UpdateProjectResponse
-	(*StartProjectRequest)(nil),            // 72: thefold.agent.v1.StartProjectRequest
-	(*StartProjectResponse)(nil),           // 73: thefold.agent.v1.StartProjectResponse
-	(*GetProjectRequest)(nil),              // 74: thefold.agent.v1.GetProjectRequest
-	(*GetProjectResponse)(nil),             // 75: thefold.agent.v1.GetProjectResponse
-	(*ListProjectsRequest)(nil),            // 76: thefold.agent.v1.ListProjectsRequest
-	(*ListProjectsResponse)(nil),           // 77: thefold.agent.v1.ListProjectsResponse
-	(*PauseProjectRequest)(nil),            // 78: thefold.agent.v1.PauseProjectRequest
-	(*PauseProjectResponse)(nil),           // 79: thefold.agent.v1.PauseProjectResponse
-	(*ResumeProjectRequest)(nil),           // 80: thefold.agent.v1.ResumeProjectRequest
-	(*ResumeProjectResponse)(nil),          // 81: thefold.agent.v1.ResumeProjectResponse
-	(*CancelProjectRequest)(nil),           // 82: thefold.agent.v1.CancelProjectRequest
-	(*CancelProjectResponse)(nil),          // 83: thefold.agent.v1.CancelProjectResponse
-	(*SkipProjectTaskRequest)(nil),         // 84: thefold.agent.v1.SkipProjectTaskRequest
-	(*SkipProjectTaskResponse)(nil),        // 85: thefold.agent.v1.SkipProjectTaskResponse
-	(*ResolveProjectTaskRequest)(nil),      // 86: thefold.agent.v1.ResolveProjectTaskRequest
-	(*ResolveProjectTaskResponse)(nil),     // 87: thefold.agent.v1.ResolveProjectTaskResponse
-	(*RetryProjectTaskRequest)(nil),        // 88: thefold.agent.v1.RetryProjectTaskRequest
-	(*RetryProjectTaskResponse)(nil),       // 89: thefold.agent.v1.RetryProjectTaskResponse
-	(*ProjectJobEvent)(nil),                // 90: thefold.agent.v1.ProjectJobEvent
-	(*ProjectSummary)(nil),                 // 91: thefold.agent.v1.ProjectSummary
-	(*ProjectStatusChange)(nil),            // 92: thefold.agent.v1.ProjectStatusChange
-	(*ProjectPhaseChange)(nil),             // 93: thefold.agent.v1.ProjectPhaseChange
-	(*ProjectPhaseRevision)(nil),           // 94: thefold.agent.v1.ProjectPhaseRevision
-	(*ProjectTaskChange)(nil),              // 95: thefold.agent.v1.ProjectTaskChange
-	(*ProjectUpdate)(nil),                  // 96: thefold.agent.v1.ProjectUpdate
-	(*WatchProjectRequest)(nil),            // 97: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 98: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 99: google.protobuf.Timestamp
-	(*v1.Budget)(nil),                      // 100: thefold.type.v1.Budget
-	(*v1.Usage)(nil),                       // 101: thefold.type.v1.Usage
-	(*v1.PullRequestRef)(nil),              // 102: thefold.type.v1.PullRequestRef
-	(*v1.Plan)(nil),                        // 103: thefold.type.v1.Plan
-	(*Preferences)(nil),                    // 104: thefold.agent.v1.Preferences
-	(v11.MergeStrategy)(0),                 // 105: thefold.ai.v1.MergeStrategy
-	(v11.SubAgentRole)(0),                  // 106: thefold.ai.v1.SubAgentRole
-	(v12.BuildPhase)(0),                    // 107: thefold.builder.v1.BuildPhase
-	(*v1.Heartbeat)(nil),                   // 108: thefold.type.v1.Heartbeat
-	(*durationpb.Duration)(nil),            // 109: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 110: google.protobuf.Struct
-	(*v1.FileDiff)(nil),                    // 111: thefold.type.v1.FileDiff
-	(*v1.Diagnostic)(nil),                  // 112: thefold.type.v1.Diagnostic
-	(*v1.DiffStats)(nil),                   // 113: thefold.type.v1.DiffStats
-	(*fieldmaskpb.FieldMask)(nil),          // 114: google.protobuf.FieldMask
+	(MergePolicy)(0),                       // 8: thefold.agent.v1.MergePolicy
+	(ProjectTaskStatus)(0),                 // 9: thefold.agent.v1.ProjectTaskStatus
+	(ProjectEventType)(0),                  // 10: thefold.agent.v1.ProjectEventType
+	(WorkerState)(0),                       // 11: thefold.agent.v1.WorkerState
+	(*Diagnosis)(nil),                      // 12: thefold.agent.v1.Diagnosis
+	(*Job)(nil),                            // 13: thefold.agent.v1.Job
+	(*SubAgentsRun)(nil),                   // 14: thefold.agent.v1.SubAgentsRun
+	(*SubAgentOutcome)(nil),                // 15: thefold.agent.v1.SubAgentOutcome
+	(*StartTaskRequest)(nil),               // 16: thefold.agent.v1.StartTaskRequest
+	(*StartTaskResponse)(nil),              // 17: thefold.agent.v1.StartTaskResponse
+	(*GetJobRequest)(nil),                  // 18: thefold.agent.v1.GetJobRequest
+	(*GetJobResponse)(nil),                 // 19: thefold.agent.v1.GetJobResponse
+	(*ListJobsRequest)(nil),                // 20: thefold.agent.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),               // 21: thefold.agent.v1.ListJobsResponse
+	(*CancelJobRequest)(nil),               // 22: thefold.agent.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),              // 23: thefold.agent.v1.CancelJobResponse
+	(*PauseJobRequest)(nil),                // 24: thefold.agent.v1.PauseJobRequest
+	(*PauseJobResponse)(nil),               // 25: thefold.agent.v1.PauseJobResponse
+	(*ResumeJobRequest)(nil),               // 26: thefold.agent.v1.ResumeJobRequest
+	(*ResumeJobResponse)(nil),              // 27: thefold.agent.v1.ResumeJobResponse
+	(*SkipTaskRequest)(nil),                // 28: thefold.agent.v1.SkipTaskRequest
+	(*SkipTaskResponse)(nil),               // 29: thefold.agent.v1.SkipTaskResponse
+	(*ResolveTaskRequest)(nil),             // 30: thefold.agent.v1.ResolveTaskRequest
+	(*ResolveTaskResponse)(nil),            // 31: thefold.agent.v1.ResolveTaskResponse
+	(*RespondToClarificationRequest)(nil),  // 32: thefold.agent.v1.RespondToClarificationRequest
+	(*RespondToClarificationResponse)(nil), // 33: thefold.agent.v1.RespondToClarificationResponse
+	(*JobMessage)(nil),                     // 34: thefold.agent.v1.JobMessage
+	(*JobSummary)(nil),                     // 35: thefold.agent.v1.JobSummary
+	(*JobStatusChange)(nil),                // 36: thefold.agent.v1.JobStatusChange
+	(*JobPhaseChange)(nil),                 // 37: thefold.agent.v1.JobPhaseChange
+	(*JobProgress)(nil),                    // 38: thefold.agent.v1.JobProgress
+	(*JobThought)(nil),                     // 39: thefold.agent.v1.JobThought
+	(*ClarificationRequested)(nil),         // 40: thefold.agent.v1.ClarificationRequested
+	(*SubtasksCreated)(nil),                // 41: thefold.agent.v1.SubtasksCreated
+	(*JobPlanChange)(nil),                  // 42: thefold.agent.v1.JobPlanChange
+	(*JobIntervention)(nil),                // 43: thefold.agent.v1.JobIntervention
+	(*ReviewSubmitted)(nil),                // 44: thefold.agent.v1.ReviewSubmitted
+	(*BudgetExhausted)(nil),                // 45: thefold.agent.v1.BudgetExhausted
+	(*WatchJobRequest)(nil),                // 46: thefold.agent.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),               // 47: thefold.agent.v1.WatchJobResponse
+	(*PhaseMetrics)(nil),                   // 48: thefold.agent.v1.PhaseMetrics
+	(*GetJobMetricsRequest)(nil),           // 49: thefold.agent.v1.GetJobMetricsRequest
+	(*GetJobMetricsResponse)(nil),          // 50: thefold.agent.v1.GetJobMetricsResponse
+	(*AuditLogEntry)(nil),                  // 51: thefold.agent.v1.AuditLogEntry
+	(*ListAuditLogRequest)(nil),            // 52: thefold.agent.v1.ListAuditLogRequest
+	(*ListAuditLogResponse)(nil),           // 53: thefold.agent.v1.ListAuditLogResponse
+	(*ReviewFile)(nil),                     // 54: thefold.agent.v1.ReviewFile
+	(*Review)(nil),                         // 55: thefold.agent.v1.Review
+	(*GetReviewRequest)(nil),               // 56: thefold.agent.v1.GetReviewRequest
+	(*GetReviewResponse)(nil),              // 57: thefold.agent.v1.GetReviewResponse
+	(*ListReviewsRequest)(nil),             // 58: thefold.agent.v1.ListReviewsRequest
+	(*ListReviewsResponse)(nil),            // 59: thefold.agent.v1.ListReviewsResponse
+	(*ApproveReviewRequest)(nil),           // 60: thefold.agent.v1.ApproveReviewRequest
+	(*ApproveReviewResponse)(nil),          // 61: thefold.agent.v1.ApproveReviewResponse
+	(*RequestChangesRequest)(nil),          // 62: thefold.agent.v1.RequestChangesRequest
+	(*RequestChangesResponse)(nil),         // 63: thefold.agent.v1.RequestChangesResponse
+	(*RejectReviewRequest)(nil),            // 64: thefold.agent.v1.RejectReviewRequest
+	(*RejectReviewResponse)(nil),           // 65: thefold.agent.v1.RejectReviewResponse
+	(*ProjectTask)(nil),                    // 66: thefold.agent.v1.ProjectTask
+	(*ProjectFile)(nil),                    // 67: thefold.agent.v1.ProjectFile
+	(*ProjectRevision)(nil),                // 68: thefold.agent.v1.ProjectRevision
+	(*ProjectPhase)(nil),                   // 69: thefold.agent.v1.ProjectPhase
+	(*Project)(nil),                        // 70: thefold.agent.v1.Project
+	(*PlanProjectRequest)(nil),             // 71: thefold.agent.v1.PlanProjectRequest
+	(*PlanProjectResponse)(nil),            // 72: thefold.agent.v1.PlanProjectResponse
+	(*UpdateProjectRequest)(nil),           // 73: thefold.agent.v1.UpdateProjectRequest
+	(*UpdateProjectResponse)(nil),          // 74: thefold.agent.v1.UpdateProjectResponse
+	(*StartProjectRequest)(nil),            // 75: thefold.agent.v1.StartProjectRequest
+	(*StartProjectResponse)(nil),           // 76: thefold.agent.v1.StartProjectResponse
+	(*GetProjectRequest)(nil),              // 77: thefold.agent.v1.GetProjectRequest
+	(*GetProjectResponse)(nil),             // 78: thefold.agent.v1.GetProjectResponse
+	(*ListProjectsRequest)(nil),            // 79: thefold.agent.v1.ListProjectsRequest
+	(*ListProjectsResponse)(nil),           // 80: thefold.agent.v1.ListProjectsResponse
+	(*PauseProjectRequest)(nil),            // 81: thefold.agent.v1.PauseProjectRequest
+	(*PauseProjectResponse)(nil),           // 82: thefold.agent.v1.PauseProjectResponse
+	(*ResumeProjectRequest)(nil),           // 83: thefold.agent.v1.ResumeProjectRequest
+	(*ResumeProjectResponse)(nil),          // 84: thefold.agent.v1.ResumeProjectResponse
+	(*CancelProjectRequest)(nil),           // 85: thefold.agent.v1.CancelProjectRequest
+	(*CancelProjectResponse)(nil),          // 86: thefold.agent.v1.CancelProjectResponse
+	(*SkipProjectTaskRequest)(nil),         // 87: thefold.agent.v1.SkipProjectTaskRequest
+	(*SkipProjectTaskResponse)(nil),        // 88: thefold.agent.v1.SkipProjectTaskResponse
+	(*ResolveProjectTaskRequest)(nil),      // 89: thefold.agent.v1.ResolveProjectTaskRequest
+	(*ResolveProjectTaskResponse)(nil),     // 90: thefold.agent.v1.ResolveProjectTaskResponse
+	(*RetryProjectTaskRequest)(nil),        // 91: thefold.agent.v1.RetryProjectTaskRequest
+	(*RetryProjectTaskResponse)(nil),       // 92: thefold.agent.v1.RetryProjectTaskResponse
+	(*ProjectMessage)(nil),                 // 93: thefold.agent.v1.ProjectMessage
+	(*PostProjectMessageRequest)(nil),      // 94: thefold.agent.v1.PostProjectMessageRequest
+	(*PostProjectMessageResponse)(nil),     // 95: thefold.agent.v1.PostProjectMessageResponse
+	(*InterruptWorkerRequest)(nil),         // 96: thefold.agent.v1.InterruptWorkerRequest
+	(*InterruptWorkerResponse)(nil),        // 97: thefold.agent.v1.InterruptWorkerResponse
+	(*ResumeWorkerRequest)(nil),            // 98: thefold.agent.v1.ResumeWorkerRequest
+	(*ResumeWorkerResponse)(nil),           // 99: thefold.agent.v1.ResumeWorkerResponse
+	(*GetProjectPoolRequest)(nil),          // 100: thefold.agent.v1.GetProjectPoolRequest
+	(*GetProjectPoolResponse)(nil),         // 101: thefold.agent.v1.GetProjectPoolResponse
+	(*ProjectWorker)(nil),                  // 102: thefold.agent.v1.ProjectWorker
+	(*ProjectJobEvent)(nil),                // 103: thefold.agent.v1.ProjectJobEvent
+	(*ProjectSummary)(nil),                 // 104: thefold.agent.v1.ProjectSummary
+	(*ProjectStatusChange)(nil),            // 105: thefold.agent.v1.ProjectStatusChange
+	(*ProjectPhaseChange)(nil),             // 106: thefold.agent.v1.ProjectPhaseChange
+	(*ProjectPhaseRevision)(nil),           // 107: thefold.agent.v1.ProjectPhaseRevision
+	(*ProjectTaskChange)(nil),              // 108: thefold.agent.v1.ProjectTaskChange
+	(*ProjectUpdate)(nil),                  // 109: thefold.agent.v1.ProjectUpdate
+	(*WatchProjectRequest)(nil),            // 110: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 111: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
+	(*v1.Budget)(nil),                      // 113: thefold.type.v1.Budget
+	(*v1.Usage)(nil),                       // 114: thefold.type.v1.Usage
+	(*v1.PullRequestRef)(nil),              // 115: thefold.type.v1.PullRequestRef
+	(*v1.Plan)(nil),                        // 116: thefold.type.v1.Plan
+	(*Preferences)(nil),                    // 117: thefold.agent.v1.Preferences
+	(v11.MergeStrategy)(0),                 // 118: thefold.ai.v1.MergeStrategy
+	(v11.SubAgentRole)(0),                  // 119: thefold.ai.v1.SubAgentRole
+	(v12.BuildPhase)(0),                    // 120: thefold.builder.v1.BuildPhase
+	(*v1.Heartbeat)(nil),                   // 121: thefold.type.v1.Heartbeat
+	(*durationpb.Duration)(nil),            // 122: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 123: google.protobuf.Struct
+	(*v1.FileDiff)(nil),                    // 124: thefold.type.v1.FileDiff
+	(*v1.Diagnostic)(nil),                  // 125: thefold.type.v1.Diagnostic
+	(*v1.DiffStats)(nil),                   // 126: thefold.type.v1.DiffStats
+	(*fieldmaskpb.FieldMask)(nil),          // 127: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	99,  // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	112, // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 2: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 3: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
-	10,  // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	100, // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
-	101, // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
-	102, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	103, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
-	99,  // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	99,  // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	99,  // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
-	104, // 13: thefold.agent.v1.Job.preferences:type_name -> thefold.agent.v1.Preferences
-	12,  // 14: thefold.agent.v1.Job.sub_agents:type_name -> thefold.agent.v1.SubAgentsRun
-	13,  // 15: thefold.agent.v1.SubAgentsRun.roles:type_name -> thefold.agent.v1.SubAgentOutcome
-	105, // 16: thefold.agent.v1.SubAgentsRun.merge:type_name -> thefold.ai.v1.MergeStrategy
-	106, // 17: thefold.agent.v1.SubAgentOutcome.role:type_name -> thefold.ai.v1.SubAgentRole
-	100, // 18: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
-	11,  // 19: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 20: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
-	0,   // 21: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
-	11,  // 22: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
-	11,  // 23: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 24: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 25: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 26: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 27: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
-	11,  // 28: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
-	0,   // 29: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
-	99,  // 30: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
-	0,   // 31: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
-	0,   // 32: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
-	1,   // 33: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
-	1,   // 34: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
-	107, // 35: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
-	103, // 36: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
-	3,   // 37: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
-	101, // 38: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
-	100, // 39: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
-	99,  // 40: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
-	4,   // 41: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
-	32,  // 42: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
-	33,  // 43: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
-	34,  // 44: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
-	35,  // 45: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
-	36,  // 46: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
-	37,  // 47: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
-	38,  // 48: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
-	39,  // 49: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
-	10,  // 50: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	40,  // 51: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
-	108, // 52: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	41,  // 53: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	102, // 54: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	42,  // 55: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	1,   // 56: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	101, // 57: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
-	109, // 58: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
-	45,  // 59: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
-	101, // 60: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
-	109, // 61: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	110, // 62: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	109, // 63: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	99,  // 64: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 65: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	99,  // 66: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
-	48,  // 67: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
-	111, // 68: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
-	5,   // 69: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
-	112, // 70: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
-	51,  // 71: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	113, // 72: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
-	102, // 73: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	99,  // 74: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 75: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	99,  // 76: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
-	52,  // 77: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
-	5,   // 78: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
-	52,  // 79: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
-	52,  // 80: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
-	52,  // 81: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
-	52,  // 82: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
-	8,   // 83: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	101, // 84: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
-	99,  // 85: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
-	63,  // 86: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
-	6,   // 87: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
-	66,  // 88: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
-	102, // 89: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	100, // 90: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
-	101, // 91: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
-	99,  // 92: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	99,  // 93: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	99,  // 94: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	99,  // 95: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
-	7,   // 96: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
-	65,  // 97: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
-	64,  // 98: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
-	7,   // 99: thefold.agent.v1.PlanProjectRequest.mode:type_name -> thefold.agent.v1.ProjectMode
-	67,  // 100: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 101: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
-	114, // 102: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	67,  // 103: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
-	100, // 104: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
-	67,  // 105: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 106: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
-	6,   // 107: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
-	67,  // 108: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
-	67,  // 109: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
-	100, // 110: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
-	67,  // 111: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 112: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 113: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 114: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	67,  // 115: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	44,  // 116: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
-	6,   // 117: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
-	99,  // 118: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
-	6,   // 119: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	6,   // 120: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
-	66,  // 121: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
-	8,   // 122: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	101, // 123: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
-	114, // 124: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
-	67,  // 125: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
-	99,  // 126: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
-	9,   // 127: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
-	91,  // 128: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
-	92,  // 129: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
-	93,  // 130: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
-	94,  // 131: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
-	95,  // 132: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
-	41,  // 133: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	96,  // 134: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
-	102, // 135: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	42,  // 136: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	90,  // 137: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
-	108, // 138: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	14,  // 139: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	16,  // 140: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	18,  // 141: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	20,  // 142: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	22,  // 143: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	24,  // 144: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	26,  // 145: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	28,  // 146: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	30,  // 147: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	43,  // 148: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	46,  // 149: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	49,  // 150: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	53,  // 151: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	55,  // 152: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	57,  // 153: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	59,  // 154: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	61,  // 155: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	68,  // 156: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	70,  // 157: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
-	72,  // 158: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	74,  // 159: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	76,  // 160: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	78,  // 161: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	80,  // 162: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	82,  // 163: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
-	84,  // 164: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
-	86,  // 165: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
-	88,  // 166: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
-	97,  // 167: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	15,  // 168: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	17,  // 169: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	19,  // 170: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	21,  // 171: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	23,  // 172: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	25,  // 173: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	27,  // 174: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	29,  // 175: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	31,  // 176: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	44,  // 177: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	47,  // 178: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	50,  // 179: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	54,  // 180: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	56,  // 181: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	58,  // 182: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	60,  // 183: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	62,  // 184: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	69,  // 185: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	71,  // 186: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
-	73,  // 187: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	75,  // 188: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	77,  // 189: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	79,  // 190: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	81,  // 191: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	83,  // 192: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
-	85,  // 193: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
-	87,  // 194: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
-	89,  // 195: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
-	98,  // 196: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	168, // [168:197] is the sub-list for method output_type
-	139, // [139:168] is the sub-list for method input_type
-	139, // [139:139] is the sub-list for extension type_name
-	139, // [139:139] is the sub-list for extension extendee
-	0,   // [0:139] is the sub-list for field type_name
+	12,  // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	113, // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
+	114, // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
+	115, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	116, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
+	112, // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	112, // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	112, // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	112, // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	117, // 13: thefold.agent.v1.Job.preferences:type_name -> thefold.agent.v1.Preferences
+	14,  // 14: thefold.agent.v1.Job.sub_agents:type_name -> thefold.agent.v1.SubAgentsRun
+	34,  // 15: thefold.agent.v1.Job.messages:type_name -> thefold.agent.v1.JobMessage
+	15,  // 16: thefold.agent.v1.SubAgentsRun.roles:type_name -> thefold.agent.v1.SubAgentOutcome
+	118, // 17: thefold.agent.v1.SubAgentsRun.merge:type_name -> thefold.ai.v1.MergeStrategy
+	119, // 18: thefold.agent.v1.SubAgentOutcome.role:type_name -> thefold.ai.v1.SubAgentRole
+	113, // 19: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
+	13,  // 20: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 21: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
+	0,   // 22: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
+	13,  // 23: thefold.agent.v1.ListJobsResponse.jobs:type_name -> thefold.agent.v1.Job
+	13,  // 24: thefold.agent.v1.CancelJobResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 25: thefold.agent.v1.PauseJobResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 26: thefold.agent.v1.ResumeJobResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 27: thefold.agent.v1.SkipTaskResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 28: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
+	13,  // 29: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
+	1,   // 30: thefold.agent.v1.JobMessage.phase:type_name -> thefold.agent.v1.JobPhase
+	112, // 31: thefold.agent.v1.JobMessage.create_time:type_name -> google.protobuf.Timestamp
+	0,   // 32: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
+	112, // 33: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
+	0,   // 34: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
+	0,   // 35: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 36: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
+	1,   // 37: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
+	120, // 38: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
+	116, // 39: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
+	3,   // 40: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
+	114, // 41: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
+	113, // 42: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
+	112, // 43: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
+	4,   // 44: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
+	35,  // 45: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
+	36,  // 46: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
+	37,  // 47: thefold.agent.v1.WatchJobResponse.phase_changed:type_name -> thefold.agent.v1.JobPhaseChange
+	38,  // 48: thefold.agent.v1.WatchJobResponse.progress:type_name -> thefold.agent.v1.JobProgress
+	39,  // 49: thefold.agent.v1.WatchJobResponse.thought:type_name -> thefold.agent.v1.JobThought
+	40,  // 50: thefold.agent.v1.WatchJobResponse.clarification_requested:type_name -> thefold.agent.v1.ClarificationRequested
+	41,  // 51: thefold.agent.v1.WatchJobResponse.subtasks_created:type_name -> thefold.agent.v1.SubtasksCreated
+	42,  // 52: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
+	12,  // 53: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
+	43,  // 54: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
+	121, // 55: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	44,  // 56: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	115, // 57: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	45,  // 58: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	34,  // 59: thefold.agent.v1.WatchJobResponse.message:type_name -> thefold.agent.v1.JobMessage
+	1,   // 60: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
+	114, // 61: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
+	122, // 62: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	48,  // 63: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
+	114, // 64: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
+	122, // 65: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	123, // 66: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	122, // 67: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	112, // 68: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	112, // 69: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	112, // 70: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	51,  // 71: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
+	124, // 72: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
+	5,   // 73: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
+	125, // 74: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
+	54,  // 75: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
+	126, // 76: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
+	115, // 77: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	112, // 78: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	112, // 79: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	112, // 80: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	55,  // 81: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
+	5,   // 82: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
+	55,  // 83: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
+	55,  // 84: thefold.agent.v1.ApproveReviewResponse.review:type_name -> thefold.agent.v1.Review
+	55,  // 85: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
+	55,  // 86: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
+	9,   // 87: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	114, // 88: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
+	115, // 89: thefold.agent.v1.ProjectTask.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	112, // 90: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 91: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
+	6,   // 92: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
+	69,  // 93: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
+	115, // 94: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	113, // 95: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
+	114, // 96: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
+	112, // 97: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	112, // 98: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	112, // 99: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	112, // 100: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	7,   // 101: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
+	68,  // 102: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
+	67,  // 103: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
+	8,   // 104: thefold.agent.v1.Project.merge_policy:type_name -> thefold.agent.v1.MergePolicy
+	7,   // 105: thefold.agent.v1.PlanProjectRequest.mode:type_name -> thefold.agent.v1.ProjectMode
+	8,   // 106: thefold.agent.v1.PlanProjectRequest.merge_policy:type_name -> thefold.agent.v1.MergePolicy
+	70,  // 107: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 108: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
+	127, // 109: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	70,  // 110: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
+	113, // 111: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	70,  // 112: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 113: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
+	6,   // 114: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
+	70,  // 115: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
+	70,  // 116: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
+	113, // 117: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	70,  // 118: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 119: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 120: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 121: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	70,  // 122: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
+	112, // 123: thefold.agent.v1.ProjectMessage.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 124: thefold.agent.v1.PostProjectMessageResponse.message:type_name -> thefold.agent.v1.ProjectMessage
+	102, // 125: thefold.agent.v1.InterruptWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
+	102, // 126: thefold.agent.v1.ResumeWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
+	102, // 127: thefold.agent.v1.GetProjectPoolResponse.workers:type_name -> thefold.agent.v1.ProjectWorker
+	11,  // 128: thefold.agent.v1.ProjectWorker.state:type_name -> thefold.agent.v1.WorkerState
+	0,   // 129: thefold.agent.v1.ProjectWorker.job_status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 130: thefold.agent.v1.ProjectWorker.phase:type_name -> thefold.agent.v1.JobPhase
+	115, // 131: thefold.agent.v1.ProjectWorker.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	4,   // 132: thefold.agent.v1.ProjectWorker.last_event_type:type_name -> thefold.agent.v1.JobEventType
+	112, // 133: thefold.agent.v1.ProjectWorker.last_event_time:type_name -> google.protobuf.Timestamp
+	114, // 134: thefold.agent.v1.ProjectWorker.usage:type_name -> thefold.type.v1.Usage
+	47,  // 135: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
+	6,   // 136: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
+	112, // 137: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
+	6,   // 138: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	6,   // 139: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
+	69,  // 140: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
+	9,   // 141: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	114, // 142: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
+	115, // 143: thefold.agent.v1.ProjectTaskChange.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	127, // 144: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
+	70,  // 145: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
+	112, // 146: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
+	10,  // 147: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
+	104, // 148: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
+	105, // 149: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
+	106, // 150: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
+	107, // 151: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
+	108, // 152: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
+	44,  // 153: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	109, // 154: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
+	115, // 155: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	45,  // 156: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	103, // 157: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
+	121, // 158: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	93,  // 159: thefold.agent.v1.WatchProjectResponse.message:type_name -> thefold.agent.v1.ProjectMessage
+	16,  // 160: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	18,  // 161: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	20,  // 162: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	22,  // 163: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	24,  // 164: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	26,  // 165: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	28,  // 166: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	30,  // 167: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	32,  // 168: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	46,  // 169: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	49,  // 170: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	52,  // 171: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	56,  // 172: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	58,  // 173: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	60,  // 174: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	62,  // 175: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	64,  // 176: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	71,  // 177: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	73,  // 178: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
+	75,  // 179: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	77,  // 180: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	79,  // 181: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	81,  // 182: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	83,  // 183: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	85,  // 184: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	87,  // 185: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
+	89,  // 186: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
+	91,  // 187: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
+	110, // 188: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	94,  // 189: thefold.agent.v1.ProjectService.PostProjectMessage:input_type -> thefold.agent.v1.PostProjectMessageRequest
+	96,  // 190: thefold.agent.v1.ProjectService.InterruptWorker:input_type -> thefold.agent.v1.InterruptWorkerRequest
+	98,  // 191: thefold.agent.v1.ProjectService.ResumeWorker:input_type -> thefold.agent.v1.ResumeWorkerRequest
+	100, // 192: thefold.agent.v1.ProjectService.GetProjectPool:input_type -> thefold.agent.v1.GetProjectPoolRequest
+	17,  // 193: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	19,  // 194: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	21,  // 195: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	23,  // 196: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	25,  // 197: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	27,  // 198: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	29,  // 199: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	31,  // 200: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	33,  // 201: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	47,  // 202: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	50,  // 203: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	53,  // 204: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	57,  // 205: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	59,  // 206: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	61,  // 207: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	63,  // 208: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	65,  // 209: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	72,  // 210: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	74,  // 211: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
+	76,  // 212: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	78,  // 213: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	80,  // 214: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	82,  // 215: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	84,  // 216: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	86,  // 217: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	88,  // 218: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
+	90,  // 219: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
+	92,  // 220: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
+	111, // 221: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	95,  // 222: thefold.agent.v1.ProjectService.PostProjectMessage:output_type -> thefold.agent.v1.PostProjectMessageResponse
+	97,  // 223: thefold.agent.v1.ProjectService.InterruptWorker:output_type -> thefold.agent.v1.InterruptWorkerResponse
+	99,  // 224: thefold.agent.v1.ProjectService.ResumeWorker:output_type -> thefold.agent.v1.ResumeWorkerResponse
+	101, // 225: thefold.agent.v1.ProjectService.GetProjectPool:output_type -> thefold.agent.v1.GetProjectPoolResponse
+	193, // [193:226] is the sub-list for method output_type
+	160, // [160:193] is the sub-list for method input_type
+	160, // [160:160] is the sub-list for extension type_name
+	160, // [160:160] is the sub-list for extension extendee
+	0,   // [0:160] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -8401,7 +9778,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 		return
 	}
 	file_thefold_agent_v1_preferences_proto_init()
-	file_thefold_agent_v1_agent_proto_msgTypes[34].OneofWrappers = []any{
+	file_thefold_agent_v1_agent_proto_msgTypes[35].OneofWrappers = []any{
 		(*WatchJobResponse_Created)(nil),
 		(*WatchJobResponse_StatusChange)(nil),
 		(*WatchJobResponse_PhaseChanged)(nil),
@@ -8416,8 +9793,9 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchJobResponse_ReviewSubmitted)(nil),
 		(*WatchJobResponse_PullRequest)(nil),
 		(*WatchJobResponse_BudgetExhausted)(nil),
+		(*WatchJobResponse_Message)(nil),
 	}
-	file_thefold_agent_v1_agent_proto_msgTypes[88].OneofWrappers = []any{
+	file_thefold_agent_v1_agent_proto_msgTypes[99].OneofWrappers = []any{
 		(*WatchProjectResponse_Created)(nil),
 		(*WatchProjectResponse_StatusChange)(nil),
 		(*WatchProjectResponse_Phase)(nil),
@@ -8429,14 +9807,15 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchProjectResponse_BudgetExhausted)(nil),
 		(*WatchProjectResponse_JobEvent)(nil),
 		(*WatchProjectResponse_Heartbeat)(nil),
+		(*WatchProjectResponse_Message)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   89,
+			NumEnums:      12,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

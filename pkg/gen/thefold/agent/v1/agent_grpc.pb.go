@@ -927,6 +927,10 @@ const (
 	ProjectService_ResolveProjectTask_FullMethodName = "/thefold.agent.v1.ProjectService/ResolveProjectTask"
 	ProjectService_RetryProjectTask_FullMethodName   = "/thefold.agent.v1.ProjectService/RetryProjectTask"
 	ProjectService_WatchProject_FullMethodName       = "/thefold.agent.v1.ProjectService/WatchProject"
+	ProjectService_PostProjectMessage_FullMethodName = "/thefold.agent.v1.ProjectService/PostProjectMessage"
+	ProjectService_InterruptWorker_FullMethodName    = "/thefold.agent.v1.ProjectService/InterruptWorker"
+	ProjectService_ResumeWorker_FullMethodName       = "/thefold.agent.v1.ProjectService/ResumeWorker"
+	ProjectService_GetProjectPool_FullMethodName     = "/thefold.agent.v1.ProjectService/GetProjectPool"
 )
 
 // ProjectServiceClient is the client API for ProjectService service.
@@ -990,6 +994,25 @@ type ProjectServiceClient interface {
 	// WatchJob (thefold/type/v1/event.proto). The stream of one project ends after the event
 	// that finishes it; the stream of all projects does not end.
 	WatchProject(ctx context.Context, in *WatchProjectRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchProjectResponse], error)
+	// PostProjectMessage sends a person's words to one worker of a CREW project (by worker
+	// number or project task) or, naming neither, to the project itself. A worker's message
+	// is kept in its job's history and reaches that job's next model call, fenced and
+	// labelled as the person's; a worker that InterruptWorker stopped continues with it. A
+	// message to the project is guidance for every task started after it. A retry with the
+	// same request_id returns the first message. A worker with no task is
+	// FAILED_PRECONDITION; a project that is not RUNNING or PAUSED is FAILED_PRECONDITION.
+	PostProjectMessage(ctx context.Context, in *PostProjectMessageRequest, opts ...grpc.CallOption) (*PostProjectMessageResponse, error)
+	// InterruptWorker stops what one worker of a RUNNING or PAUSED CREW project is doing:
+	// its job's current model call or command is cancelled and the job waits (PAUSED) with
+	// its checkpoint for a message (PostProjectMessage) or ResumeWorker. A worker that is
+	// not running a job is FAILED_PRECONDITION; one already interrupted is returned as is.
+	InterruptWorker(ctx context.Context, in *InterruptWorkerRequest, opts ...grpc.CallOption) (*InterruptWorkerResponse, error)
+	// ResumeWorker continues an interrupted worker from its checkpoint. A worker that is not
+	// interrupted is FAILED_PRECONDITION.
+	ResumeWorker(ctx context.Context, in *ResumeWorkerRequest, opts ...grpc.CallOption) (*ResumeWorkerResponse, error)
+	// GetProjectPool returns the workers of a CREW project: each one idle or on which task,
+	// its job's phase and attempt, its last event and what its tasks cost.
+	GetProjectPool(ctx context.Context, in *GetProjectPoolRequest, opts ...grpc.CallOption) (*GetProjectPoolResponse, error)
 }
 
 type projectServiceClient struct {
@@ -1129,6 +1152,46 @@ func (c *projectServiceClient) WatchProject(ctx context.Context, in *WatchProjec
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProjectService_WatchProjectClient = grpc.ServerStreamingClient[WatchProjectResponse]
 
+func (c *projectServiceClient) PostProjectMessage(ctx context.Context, in *PostProjectMessageRequest, opts ...grpc.CallOption) (*PostProjectMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PostProjectMessageResponse)
+	err := c.cc.Invoke(ctx, ProjectService_PostProjectMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) InterruptWorker(ctx context.Context, in *InterruptWorkerRequest, opts ...grpc.CallOption) (*InterruptWorkerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InterruptWorkerResponse)
+	err := c.cc.Invoke(ctx, ProjectService_InterruptWorker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) ResumeWorker(ctx context.Context, in *ResumeWorkerRequest, opts ...grpc.CallOption) (*ResumeWorkerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeWorkerResponse)
+	err := c.cc.Invoke(ctx, ProjectService_ResumeWorker_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *projectServiceClient) GetProjectPool(ctx context.Context, in *GetProjectPoolRequest, opts ...grpc.CallOption) (*GetProjectPoolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProjectPoolResponse)
+	err := c.cc.Invoke(ctx, ProjectService_GetProjectPool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProjectServiceServer is the server API for ProjectService service.
 // All implementations must embed UnimplementedProjectServiceServer
 // for forward compatibility.
@@ -1190,6 +1253,25 @@ type ProjectServiceServer interface {
 	// WatchJob (thefold/type/v1/event.proto). The stream of one project ends after the event
 	// that finishes it; the stream of all projects does not end.
 	WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error
+	// PostProjectMessage sends a person's words to one worker of a CREW project (by worker
+	// number or project task) or, naming neither, to the project itself. A worker's message
+	// is kept in its job's history and reaches that job's next model call, fenced and
+	// labelled as the person's; a worker that InterruptWorker stopped continues with it. A
+	// message to the project is guidance for every task started after it. A retry with the
+	// same request_id returns the first message. A worker with no task is
+	// FAILED_PRECONDITION; a project that is not RUNNING or PAUSED is FAILED_PRECONDITION.
+	PostProjectMessage(context.Context, *PostProjectMessageRequest) (*PostProjectMessageResponse, error)
+	// InterruptWorker stops what one worker of a RUNNING or PAUSED CREW project is doing:
+	// its job's current model call or command is cancelled and the job waits (PAUSED) with
+	// its checkpoint for a message (PostProjectMessage) or ResumeWorker. A worker that is
+	// not running a job is FAILED_PRECONDITION; one already interrupted is returned as is.
+	InterruptWorker(context.Context, *InterruptWorkerRequest) (*InterruptWorkerResponse, error)
+	// ResumeWorker continues an interrupted worker from its checkpoint. A worker that is not
+	// interrupted is FAILED_PRECONDITION.
+	ResumeWorker(context.Context, *ResumeWorkerRequest) (*ResumeWorkerResponse, error)
+	// GetProjectPool returns the workers of a CREW project: each one idle or on which task,
+	// its job's phase and attempt, its last event and what its tasks cost.
+	GetProjectPool(context.Context, *GetProjectPoolRequest) (*GetProjectPoolResponse, error)
 	mustEmbedUnimplementedProjectServiceServer()
 }
 
@@ -1235,6 +1317,18 @@ func (UnimplementedProjectServiceServer) RetryProjectTask(context.Context, *Retr
 }
 func (UnimplementedProjectServiceServer) WatchProject(*WatchProjectRequest, grpc.ServerStreamingServer[WatchProjectResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchProject not implemented")
+}
+func (UnimplementedProjectServiceServer) PostProjectMessage(context.Context, *PostProjectMessageRequest) (*PostProjectMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PostProjectMessage not implemented")
+}
+func (UnimplementedProjectServiceServer) InterruptWorker(context.Context, *InterruptWorkerRequest) (*InterruptWorkerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InterruptWorker not implemented")
+}
+func (UnimplementedProjectServiceServer) ResumeWorker(context.Context, *ResumeWorkerRequest) (*ResumeWorkerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeWorker not implemented")
+}
+func (UnimplementedProjectServiceServer) GetProjectPool(context.Context, *GetProjectPoolRequest) (*GetProjectPoolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProjectPool not implemented")
 }
 func (UnimplementedProjectServiceServer) mustEmbedUnimplementedProjectServiceServer() {}
 func (UnimplementedProjectServiceServer) testEmbeddedByValue()                        {}
@@ -1466,6 +1560,78 @@ func _ProjectService_WatchProject_Handler(srv interface{}, stream grpc.ServerStr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProjectService_WatchProjectServer = grpc.ServerStreamingServer[WatchProjectResponse]
 
+func _ProjectService_PostProjectMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PostProjectMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).PostProjectMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_PostProjectMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).PostProjectMessage(ctx, req.(*PostProjectMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_InterruptWorker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InterruptWorkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).InterruptWorker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_InterruptWorker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).InterruptWorker(ctx, req.(*InterruptWorkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_ResumeWorker_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeWorkerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).ResumeWorker(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_ResumeWorker_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).ResumeWorker(ctx, req.(*ResumeWorkerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProjectService_GetProjectPool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProjectPoolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectServiceServer).GetProjectPool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectService_GetProjectPool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectServiceServer).GetProjectPool(ctx, req.(*GetProjectPoolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProjectService_ServiceDesc is the grpc.ServiceDesc for ProjectService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1516,6 +1682,22 @@ var ProjectService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryProjectTask",
 			Handler:    _ProjectService_RetryProjectTask_Handler,
+		},
+		{
+			MethodName: "PostProjectMessage",
+			Handler:    _ProjectService_PostProjectMessage_Handler,
+		},
+		{
+			MethodName: "InterruptWorker",
+			Handler:    _ProjectService_InterruptWorker_Handler,
+		},
+		{
+			MethodName: "ResumeWorker",
+			Handler:    _ProjectService_ResumeWorker_Handler,
+		},
+		{
+			MethodName: "GetProjectPool",
+			Handler:    _ProjectService_GetProjectPool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

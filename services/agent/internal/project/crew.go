@@ -1,0 +1,727 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/thefold/thefold/pkg/fence"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/usage"
+	"github.com/thefold/thefold/pkg/wait"
+
+	"github.com/thefold/thefold/services/agent/internal/store"
+)
+
+// A crew project (PROJECT_MODE_CREW) works its tasks — usually a repository's open issues —
+// with up to max_workers workers at once. Each task is a job of the task loop of its own
+// (Job.crew: its own sandbox, branch, review gate and pull request that closes its issue).
+// The runner here is the supervisor: it starts the next task whose blockers are merged on a
+// free worker, follows each task's job, decides its review under the AUTO policy, checks its
+// pull request, brings it up to date with the base, merges it, closes its issue, and sends a
+// failing one back to its worker. It keeps nothing in memory that the checkpoint does not
+// have: a run that ends anywhere is resumed by any agent process from the last checkpoint,
+// and every side effect is idempotent (request ids, or a state that cannot be left twice).
+
+// Crew defaults and limits.
+const (
+	DefaultWorkers    = 3
+	MaxWorkers        = 10
+	DefaultMinQuality = 8
+	// MaxCheckFixes is how many times a task whose checks fail is sent back to its worker;
+	// the next failure waits for a person.
+	MaxCheckFixes = 2
+	// maxChecksText caps what a task keeps of its last checks' output.
+	maxChecksText = 4000
+)
+
+// Task statuses, for the code below.
+const (
+	ptPending  = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING
+	ptRunning  = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING
+	ptDone     = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED
+	ptFailed   = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_FAILED
+	ptSkipped  = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_SKIPPED
+	ptReview   = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_IN_REVIEW
+	ptChecking = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_CHECKING
+	ptHuman    = agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_HUMAN_NEEDED
+)
+
+// Crew reports whether p is a crew project.
+func Crew(p *agentv1.Project) bool { return p.GetMode() == agentv1.ProjectMode_PROJECT_MODE_CREW }
+
+// Workers is p's worker count (its max_workers, or the default).
+func Workers(p *agentv1.Project) int {
+	if n := int(p.GetMaxWorkers()); n > 0 {
+		return min(n, MaxWorkers)
+	}
+	return DefaultWorkers
+}
+
+// MinQuality is the least review quality p's AUTO policy merges.
+func MinQuality(p *agentv1.Project) int32 {
+	if q := p.GetAutoMergeMinQuality(); q > 0 {
+		return q
+	}
+	return DefaultMinQuality
+}
+
+// Active reports whether a crew task holds a worker: its job runs or waits, or its pull
+// request is being checked and merged.
+func Active(t *agentv1.ProjectTask) bool {
+	switch t.Status {
+	case ptRunning, ptReview, ptChecking:
+		return true
+	}
+	return false
+}
+
+// crew does the next thing of a crew project: follow a task that moved, start a ready task
+// on a free worker, or finish. idle is set when nothing moved and it waited.
+func (x *run) crew(ctx context.Context) (idle bool, err error) {
+	p := x.p()
+	// The cursor is read before the jobs are looked at: an event after the look wakes the
+	// wait.
+	cursor, err := x.e.store.LatestEvent(ctx)
+	if err != nil {
+		return false, err
+	}
+	var active []*agentv1.ProjectTask
+	for _, t := range Tasks(p.Phases) {
+		if Active(t) {
+			active = append(active, t)
+		}
+	}
+	for _, t := range active {
+		var moved bool
+		if t.Status == ptChecking {
+			moved, err = x.crewCheck(ctx, t)
+		} else {
+			moved, err = x.crewFollow(ctx, t)
+		}
+		if err != nil || moved {
+			return false, err
+		}
+	}
+	if len(active) < Workers(p) {
+		if t, ph := crewReady(p); t != nil {
+			return false, x.crewStart(ctx, t, ph, "")
+		}
+	}
+	if len(active) == 0 {
+		x.crewFinish()
+		return false, nil
+	}
+	return true, x.crewWait(ctx, cursor)
+}
+
+// crewReady is the first pending task (in plan order) whose dependencies are merged or
+// were skipped by a person.
+func crewReady(p *agentv1.Project) (*agentv1.ProjectTask, *agentv1.ProjectPhase) {
+	for _, ph := range p.Phases {
+		if t := ready(p, ph); t != nil {
+			return t, ph
+		}
+	}
+	return nil, nil
+}
+
+// ReadyCount is how many of a crew project's pending tasks could start now.
+func ReadyCount(p *agentv1.Project) int {
+	byID := index(Tasks(p.Phases))
+	n := 0
+	for _, t := range Tasks(p.Phases) {
+		if t.Status == ptPending && !slices.ContainsFunc(t.DependsOn, func(d string) bool {
+			s := byID[d].GetStatus()
+			return s != ptDone && s != ptSkipped
+		}) {
+			n++
+		}
+	}
+	return n
+}
+
+// freeWorker is the lowest worker number no active task holds.
+func freeWorker(p *agentv1.Project) int32 {
+	held := map[int32]bool{}
+	for _, t := range Tasks(p.Phases) {
+		if Active(t) {
+			held[t.Worker] = true
+		}
+	}
+	for w := int32(1); ; w++ {
+		if !held[w] {
+			return w
+		}
+	}
+}
+
+// crewBranch is task t's branch for its attempt: thefold/issue-<n>-<slug> (thefold/task-…
+// for a task without an issue), with the attempt appended after the first.
+func crewBranch(t *agentv1.ProjectTask) string {
+	b := fmt.Sprintf("thefold/task-%s-%s", slug(t.Title), t.Id[:min(8, len(t.Id))])
+	if t.IssueNumber > 0 {
+		b = fmt.Sprintf("thefold/issue-%d-%s", t.IssueNumber, slug(t.Title))
+	}
+	if t.Attempts > 1 {
+		b += fmt.Sprintf("-%d", t.Attempts)
+	}
+	return b
+}
+
+// crewStart starts a job of task t on a free worker (or its own, for a fix): a fresh attempt
+// on a branch of its own, or, with fix set, a fix of its open pull request on that pull
+// request's branch, told what its checks said.
+func (x *run) crewStart(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase, fix string) error {
+	p := x.p()
+	if fix == "" || t.Worker == 0 {
+		t.Worker = freeWorker(p)
+	}
+	t.Attempts++
+	if fix == "" {
+		t.Branch, t.PullRequest = crewBranch(t), nil
+	}
+	j := &agentv1.Job{OwnerId: p.OwnerId, TaskId: t.TaskId, ProjectId: p.Id, Repo: p.Repo, BaseBranch: p.BaseBranch,
+		Model: x.rec.State.Model, Budget: x.taskBudget(), Usage: &typev1.Usage{}, Crew: true, IssueNumber: t.IssueNumber,
+		Branch: t.Branch, PullRequest: t.PullRequest}
+	desc, err := x.crewContext(ctx, t, fix)
+	if err != nil {
+		t.Attempts--
+		return err
+	}
+	return x.launch(ctx, t, ph, j, &aiv1.TaskSpec{Title: t.Title, Description: desc})
+}
+
+// crewContext is task t's description with what it needs to know of the crew: the
+// conventions, the person's messages to the project, and for a fix what its checks said.
+func (x *run) crewContext(ctx context.Context, t *agentv1.ProjectTask, fix string) (string, error) {
+	p := x.p()
+	var b strings.Builder
+	b.WriteString(t.Description)
+	if t.IssueNumber > 0 {
+		fmt.Fprintf(&b, "\n\nThis task is issue #%d of %s; its pull request closes the issue.", t.IssueNumber, p.Repo)
+	}
+	if p.Conventions != "" {
+		b.WriteString("\n\n### Conventions every task follows\n" + p.Conventions)
+	}
+	msgs, err := x.e.store.ProjectMessages(ctx, p.Id)
+	if err != nil {
+		return "", err
+	}
+	if len(msgs) > 0 {
+		b.WriteString("\n\n### Messages from the person to the crew (their words, to act on)")
+		for _, m := range msgs {
+			b.WriteString("\n" + fence.Fence("guidance", [][2]string{{"author", m.AuthorId}}, m.Text, 8<<10))
+		}
+	}
+	if fix != "" {
+		fmt.Fprintf(&b, "\n\n### The checks of pull request #%d failed: fix the code on its branch %s so they pass\n%s",
+			t.PullRequest.GetNumber(), t.Branch, fence.Fence("check-output", nil, fix, maxChecksText*2))
+	} else if t.StatusReason != "" && t.Attempts > 1 {
+		b.WriteString("\n\n### Why this attempt\n" + t.StatusReason)
+	}
+	return b.String(), nil
+}
+
+// crewFollow looks at the job of running or in-review task t; moved is set when the task
+// changed (written with the next checkpoint).
+func (x *run) crewFollow(ctx context.Context, t *agentv1.ProjectTask) (moved bool, err error) {
+	p := x.p()
+	jr, err := x.e.store.Load(ctx, t.JobId)
+	if err != nil {
+		return false, err
+	}
+	j := jr.Job
+	ph := phaseOf(p, t)
+	switch j.Status {
+	case agentv1.JobStatus_JOB_STATUS_PENDING_REVIEW:
+		if t.Status != ptReview {
+			t.Status, t.StatusReason = ptReview, "review "+j.ReviewId+" waits"
+			if p.MergePolicy != agentv1.MergePolicy_MERGE_POLICY_AUTO {
+				t.StatusReason += " for a person (merge policy HUMAN)"
+			}
+			x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_IN_REVIEW, t, ph))
+			return true, nil
+		}
+		k := "auto:" + j.ReviewId
+		if p.MergePolicy != agentv1.MergePolicy_MERGE_POLICY_AUTO || x.done(k) {
+			return false, nil
+		}
+		x.mark(k)
+		ok, why, err := x.autoDecide(ctx, j)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			t.StatusReason = why + "; the review waits for a person"
+			x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_IN_REVIEW, t, ph))
+			return true, nil
+		}
+		if x.e.cfg.Approve == nil {
+			return false, status.Error(codes.Internal, "the crew cannot approve reviews (no approver configured)")
+		}
+		if err := x.e.cfg.Approve(ctx, p.OwnerId, j.ReviewId, "approved by the crew: "+why); err != nil {
+			return false, err
+		}
+		t.StatusReason = "approved by the crew: " + why
+		return true, nil
+	case agentv1.JobStatus_JOB_STATUS_COMPLETED:
+		x.addUsage(t, j)
+		if j.GetPullRequest().GetNumber() == 0 {
+			t.Status, t.StatusReason = ptDone, "its job completed without a pull request: "+j.StatusReason
+			x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_COMPLETED, t, ph))
+			return true, nil
+		}
+		t.PullRequest, t.Status, t.StatusReason = j.PullRequest, ptChecking, "pull request "+j.PullRequest.GetUrl()+" opened"
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED, t, ph))
+		return true, nil
+	case agentv1.JobStatus_JOB_STATUS_SKIPPED:
+		x.addUsage(t, j)
+		t.Status, t.StatusReason = ptSkipped, "its job was skipped: "+j.StatusReason
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_SKIPPED, t, ph))
+		return true, nil
+	case agentv1.JobStatus_JOB_STATUS_FAILED, agentv1.JobStatus_JOB_STATUS_CANCELLED, agentv1.JobStatus_JOB_STATUS_REJECTED:
+		x.addUsage(t, j)
+		reason := firstNonEmpty(j.Error, j.StatusReason)
+		t.Status, t.Error = ptFailed, fmt.Sprintf("job %s %s: %s", j.Id, store.StatusName(j.Status), reason)
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_FAILED, t, ph))
+		x.skipDependents(t)
+		x.setTask(ctx, t.TaskId, tasksv1.TaskStatus_TASK_STATUS_BLOCKED, "crew task failed: "+t.Error)
+		return true, nil
+	}
+	if t.Status == ptReview {
+		// Changes were requested: the job runs again.
+		t.Status, t.StatusReason = ptRunning, "changes requested"
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED, t, ph))
+		return true, nil
+	}
+	return false, nil
+}
+
+// addUsage counts what job j spent into its task and the project, once per job.
+func (x *run) addUsage(t *agentv1.ProjectTask, j *agentv1.Job) {
+	k := "usage:" + j.Id
+	if x.done(k) {
+		return
+	}
+	x.mark(k)
+	t.Usage = usage.Add(t.Usage, j.Usage)
+	x.p().Usage = usage.Add(x.p().Usage, j.Usage)
+}
+
+// autoDecide applies the AUTO merge policy to job j's pending review: merge without a
+// person when its quality reaches the bar and it raised no error-level concern (the post-run
+// skills' blocking findings fail validation before a review is made at all).
+func (x *run) autoDecide(ctx context.Context, j *agentv1.Job) (ok bool, why string, err error) {
+	rev, err := x.e.store.GetReview(ctx, j.OwnerId, j.ReviewId)
+	if err != nil {
+		return false, "", err
+	}
+	bar := MinQuality(x.p())
+	if rev.QualityScore < bar {
+		return false, fmt.Sprintf("review quality %d is below the AUTO bar of %d", rev.QualityScore, bar), nil
+	}
+	for _, c := range rev.Concerns {
+		if c.GetSeverity() == typev1.Severity_SEVERITY_ERROR {
+			return false, "the review raised an error: " + truncate(c.GetMessage(), 300), nil
+		}
+	}
+	return true, fmt.Sprintf("review quality %d ≥ %d, no blocking concern", rev.QualityScore, bar), nil
+}
+
+// crewCheck carries task t's open pull request on: brought up to date with the base, its
+// checks (the forge's, or the repository's own in a sandbox), then merged and its issue
+// closed — or sent back to its worker when the checks fail or it conflicts.
+func (x *run) crewCheck(ctx context.Context, t *agentv1.ProjectTask) (moved bool, err error) {
+	p := x.p()
+	ph := phaseOf(p, t)
+	pr := t.PullRequest
+	up, err := x.e.c.Repos.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: p.Repo, Number: pr.GetNumber()})
+	if status.Code(err) == codes.FailedPrecondition {
+		got, gerr := x.e.c.Repos.GetPullRequest(ctx, &githubv1.GetPullRequestRequest{Repo: p.Repo, Number: pr.GetNumber()})
+		if gerr != nil {
+			return false, gerr
+		}
+		switch got.GetPullRequest().GetState() {
+		case githubv1.PullRequestState_PULL_REQUEST_STATE_MERGED:
+			return true, x.crewMerged(ctx, t, got.GetPullRequest()) // merged before the last checkpoint
+		case githubv1.PullRequestState_PULL_REQUEST_STATE_CLOSED:
+			x.crewHuman(ctx, t, fmt.Sprintf("pull request #%d was closed without merging", pr.GetNumber()))
+			return true, nil
+		}
+		return true, x.crewConflict(ctx, t, status.Convert(err).Message())
+	}
+	if err != nil {
+		return false, err
+	}
+	head := up.GetPullRequest().GetHeadSha()
+	if up.GetUpdated() {
+		t.StatusReason = fmt.Sprintf("took in %s (head %s)", p.BaseBranch, shortSHA(head))
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_BRANCH_UPDATED, t, ph))
+	}
+	res, err := x.checks(ctx, t, head)
+	if err != nil {
+		return false, err
+	}
+	switch res.State {
+	case store.CheckPending:
+		return up.GetUpdated(), nil
+	case store.CheckFailed:
+		if res.Reported {
+			return up.GetUpdated(), nil
+		}
+		res.Reported = true
+		t.CheckFailures++
+		t.Checks = res.Summary
+		t.StatusReason = fmt.Sprintf("checks failed on %s (%d of %d allowed)", shortSHA(head), t.CheckFailures, MaxCheckFixes+1)
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED, t, ph))
+		if t.CheckFailures > MaxCheckFixes {
+			x.crewHuman(ctx, t, fmt.Sprintf("the checks of pull request #%d failed %d times", pr.GetNumber(), t.CheckFailures))
+			return true, nil
+		}
+		return true, x.crewStart(ctx, t, ph, res.Summary)
+	}
+	if !res.Reported {
+		res.Reported = true
+		t.Checks = res.Summary
+		t.StatusReason = "checks passed on " + shortSHA(head)
+		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED, t, ph))
+		return true, nil // checkpointed before the merge
+	}
+	m, err := x.e.c.Repos.MergePullRequest(ctx, &githubv1.MergePullRequestRequest{Repo: p.Repo, Number: pr.GetNumber(), ExpectedHeadSha: head,
+		Method: githubv1.MergeMethod_MERGE_METHOD_SQUASH})
+	switch status.Code(err) {
+	case codes.OK:
+		return true, x.crewMerged(ctx, t, m.GetPullRequest())
+	case codes.Aborted, codes.FailedPrecondition:
+		// The head or the base moved since the checks: up to date again, checked again.
+		x.e.log.InfoContext(ctx, "crew: merge refused; checking again", "project", p.Id, "pull_request", pr.GetNumber(), "error", err)
+		return false, nil
+	}
+	return false, err
+}
+
+// checks is what task t's checks say of head: the forge's check runs and statuses, or, when
+// the forge has none (the local forge, a repository without CI), the repository's own in a
+// sandbox. A result is kept per head.
+func (x *run) checks(ctx context.Context, t *agentv1.ProjectTask, head string) (*store.CrewCheck, error) {
+	st := &x.rec.State
+	if st.Checks == nil {
+		st.Checks = map[string]*store.CrewCheck{}
+	}
+	if c := st.Checks[t.Id]; c != nil && c.Head == head && c.State != store.CheckPending {
+		return c, nil
+	}
+	c := st.Checks[t.Id]
+	if c == nil || c.Head != head {
+		c = &store.CrewCheck{Head: head}
+		st.Checks[t.Id] = c
+	}
+	if time.Now().Before(c.Next) {
+		return c, nil
+	}
+	p := x.p()
+	resp, err := x.e.c.Repos.GetPullRequestChecks(ctx, &githubv1.GetPullRequestChecksRequest{Repo: p.Repo, Number: t.PullRequest.GetNumber()})
+	if err != nil {
+		return nil, err
+	}
+	if resp.GetHeadSha() != "" && resp.GetHeadSha() != head {
+		c.State = store.CheckPending // the forge has not seen the new head yet
+		c.Backoff()
+		return c, nil
+	}
+	switch resp.GetState() {
+	case githubv1.CheckState_CHECK_STATE_SUCCESS:
+		c.State, c.Summary = store.CheckPassed, fmt.Sprintf("%d checks passed", len(resp.GetChecks()))
+	case githubv1.CheckState_CHECK_STATE_FAILURE:
+		var b strings.Builder
+		for _, ch := range resp.GetChecks() {
+			if ch.GetState() == githubv1.CheckState_CHECK_STATE_FAILURE {
+				fmt.Fprintf(&b, "%s: %s\n%s\n", ch.GetName(), ch.GetSummary(), ch.GetDetailsUrl())
+			}
+		}
+		c.State, c.Summary = store.CheckFailed, truncate(b.String(), maxChecksText)
+	case githubv1.CheckState_CHECK_STATE_PENDING:
+		c.State = store.CheckPending
+		c.Backoff()
+	default:
+		passed, out, err := x.sandboxCheck(ctx, t, head)
+		if err != nil {
+			return nil, err
+		}
+		c.State, c.Summary = store.CheckFailed, out
+		if passed {
+			c.State = store.CheckPassed
+		}
+	}
+	return c, nil
+}
+
+// sandboxCheck runs the repository's own checks on head in a sandbox of its own: the
+// project's check_command, or the sandbox's validation (build, lint, tests).
+func (x *run) sandboxCheck(ctx context.Context, t *agentv1.ProjectTask, head string) (passed bool, out string, err error) {
+	p := x.p()
+	k := x.key("check", t.Id, shortSHA(head))
+	sctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
+	defer cancel()
+	sb, err := x.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: p.Repo, Ref: t.Branch,
+		Ttl: durationpb.New(30 * time.Minute)})
+	if err != nil {
+		return false, "", err
+	}
+	id := sb.GetSandbox().GetId()
+	defer func() {
+		if _, derr := x.e.c.Sandbox.DestroySandbox(context.WithoutCancel(ctx), &sandboxv1.DestroySandboxRequest{Id: id}); derr != nil && status.Code(derr) != codes.NotFound {
+			x.e.log.WarnContext(ctx, "crew: destroy a check's sandbox", "sandbox", id, "error", derr)
+		}
+	}()
+	if p.CheckCommand != "" {
+		argv, err := SplitCommand(p.CheckCommand)
+		if err != nil {
+			return false, "", status.Errorf(codes.InvalidArgument, "check_command: %v", err)
+		}
+		stream, err := x.e.c.Sandbox.RunCommand(sctx, &sandboxv1.RunCommandRequest{SandboxId: id, Command: argv,
+			Timeout: durationpb.New(10 * time.Minute), RequestId: k + ":run"})
+		if err != nil {
+			return false, "", err
+		}
+		var b strings.Builder
+		var res *sandboxv1.CommandResult
+		for {
+			msg, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return false, "", err
+			}
+			if o := msg.GetOutput(); o != nil && b.Len() < 64<<10 {
+				b.Write(o.GetData())
+			}
+			if r := msg.GetResult(); r != nil {
+				res = r
+			}
+		}
+		if res == nil {
+			return false, "", status.Error(codes.Unavailable, "the check's command ended without a result")
+		}
+		text := fmt.Sprintf("$ %s\nexit %d\n%s", p.CheckCommand, res.GetExitCode(), tail(b.String(), maxChecksText))
+		if res.GetTimedOut() {
+			text = "timed out\n" + text
+		}
+		return res.GetExitCode() == 0 && !res.GetTimedOut(), text, nil
+	}
+	v, err := x.e.c.Sandbox.Validate(sctx, &sandboxv1.ValidateRequest{SandboxId: id})
+	if err != nil {
+		return false, "", err
+	}
+	var b strings.Builder
+	for _, s := range v.GetSteps() {
+		fmt.Fprintf(&b, "%s: %s %s\n", strings.TrimPrefix(s.GetKind().String(), "VALIDATION_STEP_KIND_"),
+			strings.TrimPrefix(s.GetStatus().String(), "STEP_STATUS_"), strings.Join(s.GetCommand(), " "))
+		if s.GetStatus() == sandboxv1.StepStatus_STEP_STATUS_FAILED {
+			b.WriteString(tail(s.GetOutput(), maxChecksText/2) + "\n")
+		}
+	}
+	return v.GetPassed(), truncate(b.String(), maxChecksText), nil
+}
+
+// SplitCommand splits a check command into its program and arguments as a shell would
+// split words: on blanks, with single or double quotes grouping (and a backslash escaping
+// the next character outside single quotes). Nothing else of a shell applies: no
+// variables, pipes or globs; the sandbox runs the program itself (a script runs through an
+// allowed program, e.g. "make check").
+func SplitCommand(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	in, quote, escaped := false, rune(0), false
+	for _, r := range s {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped, in = false, true
+		case r == '\\' && quote != '\'':
+			escaped = true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, in = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if in {
+				out = append(out, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	switch {
+	case quote != 0:
+		return nil, fmt.Errorf("an unclosed %c quote", quote)
+	case escaped:
+		return nil, errors.New("a backslash at the end")
+	}
+	if in {
+		out = append(out, cur.String())
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no program")
+	}
+	return out, nil
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// crewMerged records task t's merged pull request: its issue closed with a comment that
+// links it, its task done; its dependents become ready.
+func (x *run) crewMerged(ctx context.Context, t *agentv1.ProjectTask, pr *githubv1.PullRequest) error {
+	p := x.p()
+	if t.IssueNumber > 0 {
+		_, err := x.e.c.Repos.CommentOnIssue(ctx, &githubv1.CommentOnIssueRequest{Repo: p.Repo, Number: t.IssueNumber, RequestId: x.key("closed", t.Id),
+			Body: fmt.Sprintf("Fixed by #%d (%s), merged by TheFold's crew (project %s).", pr.GetNumber(), firstNonEmpty(pr.GetUrl(), t.PullRequest.GetUrl()), p.Id)})
+		if err != nil {
+			return err
+		}
+		_, err = x.e.c.Repos.UpdateIssue(ctx, &githubv1.UpdateIssueRequest{Repo: p.Repo, Number: t.IssueNumber,
+			Issue: &githubv1.Issue{State: githubv1.IssueState_ISSUE_STATE_CLOSED}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"state"}}})
+		if err != nil {
+			return err
+		}
+	}
+	x.setTask(ctx, t.TaskId, tasksv1.TaskStatus_TASK_STATUS_DONE, "merged: pull request "+t.PullRequest.GetUrl())
+	t.Status, t.StatusReason = ptDone, "merged as "+shortSHA(pr.GetMergeCommitSha())
+	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_MERGED, t, phaseOf(p, t)))
+	return nil
+}
+
+// crewConflict sends task t back to its worker after its pull request stopped merging
+// cleanly: the pull request is closed with a comment, and the task is done again from the
+// current base on a new branch (a conflict counts as a failed check).
+func (x *run) crewConflict(ctx context.Context, t *agentv1.ProjectTask, why string) error {
+	p := x.p()
+	ph := phaseOf(p, t)
+	t.CheckFailures++
+	t.Checks = truncate("conflict: "+why, maxChecksText)
+	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_FAILED, t, ph))
+	n := t.PullRequest.GetNumber()
+	if t.CheckFailures > MaxCheckFixes {
+		x.crewHuman(ctx, t, fmt.Sprintf("pull request #%d conflicts with %s: %s", n, p.BaseBranch, why))
+		return nil
+	}
+	if _, err := x.e.c.Repos.CommentOnIssue(ctx, &githubv1.CommentOnIssueRequest{Repo: p.Repo, Number: n, RequestId: x.key("conflict", t.Id, n),
+		Body: fmt.Sprintf("This pull request conflicts with %s (%s). TheFold's crew closes it and does the task again from %s.", p.BaseBranch, why, p.BaseBranch)}); err != nil {
+		return err
+	}
+	if _, err := x.e.c.Repos.ClosePullRequest(ctx, &githubv1.ClosePullRequestRequest{Repo: p.Repo, Number: n}); err != nil {
+		return err
+	}
+	t.StatusReason = fmt.Sprintf("pull request #%d conflicted with %s (%s): do the task again from %s", n, p.BaseBranch, why, p.BaseBranch)
+	return x.crewStart(ctx, t, ph, "")
+}
+
+// crewHuman stops task t for a person and skips its dependents.
+func (x *run) crewHuman(ctx context.Context, t *agentv1.ProjectTask, why string) {
+	t.Status, t.StatusReason = ptHuman, why
+	x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED, t, phaseOf(x.p(), t)))
+	x.skipDependents(t)
+	x.setTask(ctx, t.TaskId, tasksv1.TaskStatus_TASK_STATUS_BLOCKED, "waits for a person: "+why)
+}
+
+// crewFinish ends a crew project with nothing left to run: COMPLETED when every task merged
+// or was skipped, HUMAN_NEEDED naming the tasks that wait on a person (or failed).
+func (x *run) crewFinish() {
+	p := x.p()
+	var merged, skipped int
+	var waiting []string
+	for _, t := range Tasks(p.Phases) {
+		switch t.Status {
+		case ptDone:
+			merged++
+		case ptSkipped:
+			skipped++
+		case ptPending:
+			x.skip(t, phaseOf(p, t), "its dependencies did not merge")
+			skipped++
+		case ptHuman, ptFailed:
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", taskLabel(t), truncate(firstNonEmpty(t.StatusReason, t.Error), 200)))
+		}
+	}
+	reason := fmt.Sprintf("%d merged, %d skipped", merged, skipped)
+	if len(waiting) > 0 {
+		x.setStatus(agentv1.ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED, fmt.Sprintf("%s, %d waiting on a person: %s", reason, len(waiting), strings.Join(waiting, "; ")))
+		return
+	}
+	x.setStatus(agentv1.ProjectStatus_PROJECT_STATUS_COMPLETED, reason)
+}
+
+// taskLabel names a task for people: its issue, or its title.
+func taskLabel(t *agentv1.ProjectTask) string {
+	if t.IssueNumber > 0 {
+		return fmt.Sprintf("#%d %s", t.IssueNumber, t.Title)
+	}
+	return t.Title
+}
+
+// crewWait waits for an event of one of the project's jobs, or until the next check is
+// due, or a poll.
+func (x *run) crewWait(ctx context.Context, cursor int64) error {
+	d := x.e.cfg.Poll
+	for _, c := range x.rec.State.Checks {
+		if c.State == store.CheckPending {
+			d = min(d, max(time.Until(c.Next), 50*time.Millisecond))
+		}
+	}
+	if x.hasCheckingTask() && d > time.Second {
+		// A pull request being checked may be waiting on the forge (a merge refused for a
+		// moved base): look again soon.
+		d = time.Second
+	}
+	if x.e.store.Hub() == nil {
+		return wait.Sleep(ctx, d)
+	}
+	return x.e.store.AwaitProjectJobs(ctx, x.p().Id, cursor, d)
+}
+
+func (x *run) hasCheckingTask() bool {
+	return slices.ContainsFunc(Tasks(x.p().Phases), func(t *agentv1.ProjectTask) bool { return t.Status == ptChecking })
+}
+
+func phaseOf(p *agentv1.Project, t *agentv1.ProjectTask) *agentv1.ProjectPhase {
+	for _, ph := range p.Phases {
+		if slices.Contains(ph.Tasks, t) {
+			return ph
+		}
+	}
+	return nil
+}
+
+func shortSHA(s string) string {
+	if len(s) > 10 {
+		return s[:10]
+	}
+	return s
+}
