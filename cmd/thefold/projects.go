@@ -21,14 +21,44 @@ import (
 
 func projectsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "projects", Short: "Plan, edit, start and watch projects (a large request as phases of tasks)"}
-	var repo string
+	var (
+		repo string
+		pf   planFlags
+		req  *agentv1.PlanProjectRequest
+	)
 	plan := &cobra.Command{
-		Use:     `plan "REQUEST" --repo OWNER/NAME`,
-		Short:   "Plan a project; nothing runs until thefold projects start",
-		Example: `  thefold projects plan "A status service with a store, an API and a dashboard" --repo local/demo`,
-		Args:    exactArgs(1, `"REQUEST"`),
-		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
-			resp, err := c.Projects().PlanProject(cmd.Context(), &agentv1.PlanProjectRequest{Repo: repo, Request: args[0]})
+		Use:   `plan ["REQUEST"] --repo OWNER/NAME [--mode review|session|crew]`,
+		Short: "Plan a project; nothing runs until thefold projects start",
+		Long: `plan asks the planner for a project that does REQUEST: phases of tasks, each task after the
+ones it depends on. Nothing runs until thefold projects start.
+
+--mode review (the default) builds every task in one shared sandbox and ends in one review
+and one pull request; session does the same and also commits each finished task to the
+project's branch as it goes.
+
+--mode crew works the tasks in parallel (--max-workers, default 3), each task its own job,
+branch, review and pull request that closes its issue; a task starts once the tasks it
+depends on are merged. Without a REQUEST a crew plan imports the repository's open issues
+as its tasks. --merge-policy human (the default) waits for you at each review; auto
+approves a review whose quality is at least --min-quality (default 8) and merges the pull
+request when its checks pass. --check-command is the check the local forge runs on a pull
+request (default: the sandbox's build, lint and tests).`,
+		Example: `  thefold projects plan "A status service with a store, an API and a dashboard" --repo local/demo
+  thefold projects plan --mode crew --repo acme/api --max-workers 4
+  thefold projects plan --mode crew --repo local/demo --merge-policy auto --min-quality 9 --check-command "go test ./..."`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf(`want one "REQUEST" (quote it), got %d arguments`, len(args))}
+			}
+			return nil
+		},
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			pf.repo = repo
+			req, err = pf.request(cmd.Flags().Changed, args)
+			return err
+		},
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			resp, err := c.Projects().PlanProject(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -36,6 +66,13 @@ func projectsCommand(g *globals) *cobra.Command {
 		}),
 	}
 	plan.Flags().StringVar(&repo, "repo", "", "the repository (owner/name)")
+	plan.Flags().StringVar(&pf.mode, "mode", "", "review (default), session or crew")
+	plan.Flags().Int32Var(&pf.maxWorkers, "max-workers", 0, "crew: how many tasks run at once, 1-10 (default 3)")
+	plan.Flags().StringVar(&pf.mergePolicy, "merge-policy", "", "crew: human (default) or auto")
+	plan.Flags().Int32Var(&pf.minQuality, "min-quality", 0, "crew with --merge-policy auto: the least review quality merged without you, 1-10 (default 8)")
+	plan.Flags().StringVar(&pf.checkCommand, "check-command", "", "crew on the local forge: the shell command that checks a pull request (default: build, lint and tests)")
+	_ = plan.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{"review", "session", "crew"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = plan.RegisterFlagCompletionFunc("merge-policy", cobra.FixedCompletions([]string{"human", "auto"}, cobra.ShellCompDirectiveNoFileComp))
 	list := &cobra.Command{
 		Use: "list", Short: "List your projects, newest first", Args: cobra.NoArgs,
 		Example: "  thefold projects list --repo local/demo",
@@ -119,12 +156,19 @@ refused (exit 5): edit again.`,
 	}
 	watch := &cobra.Command{
 		Use: "watch PROJECT_ID", Short: "Follow a project: phases, tasks and each task's job, a line each", Args: exactArgs(1, "PROJECT_ID"),
-		Example: "  thefold projects watch 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b",
+		Long: `watch prints a line per event of the project: its phases, its tasks and their jobs' events.
+A crew project's lines start with the worker and the issue they concern ("[w2 #14]").`,
+		Example: "  thefold projects watch 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b\n  thefold projects watch 4f1a2b3c-5d6e-4f70-8a9b-0c1d2e3f4a5b | grep -F '[w2 '",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
 			stream, err := c.Projects().WatchProject(cmd.Context(), &agentv1.WatchProjectRequest{Id: args[0]})
 			if err != nil {
 				return err
 			}
+			// Crew events carry their worker and project task: a line says whose it is.
+			tags := &crewTags{load: func() (*agentv1.Project, error) {
+				resp, err := c.Projects().GetProject(cmd.Context(), &agentv1.GetProjectRequest{Id: args[0]})
+				return resp.GetProject(), err
+			}}
 			for {
 				ev, err := stream.Recv()
 				if errors.Is(err, io.EOF) {
@@ -142,22 +186,36 @@ refused (exit 5): edit again.`,
 					}
 					continue
 				}
-				fmt.Fprintf(g.out, "%s  %s\n", ev.GetTime().AsTime().Local().Format(time.TimeOnly), projectEventLine(ev))
+				line := projectEventLine(ev)
+				if ev.Worker != 0 || ev.ProjectTaskId != "" {
+					line = tags.prefix(ev.Worker, ev.ProjectTaskId) + " " + crewEventLine(ev)
+				}
+				fmt.Fprintf(g.out, "%s  %s\n", ev.GetTime().AsTime().Local().Format(time.TimeOnly), line)
 			}
 		}),
 	}
 	cmd.AddCommand(plan, list, get, edit, start, watch)
+	cmd.AddCommand(crewCommands(g)...)
 	return cmd
 }
 
 func printPlan(w io.Writer, p *agentv1.Project) {
-	fmt.Fprintf(w, "project\t%s\nrepo\t%s\nstatus\t%s\n%s\n", p.Id, p.Repo, enumName(p.Status, "PROJECT_STATUS_"), p.Description)
+	fmt.Fprintf(w, "project\t%s\nrepo\t%s\nstatus\t%s\n", p.Id, p.Repo, enumName(p.Status, "PROJECT_STATUS_"))
+	crew := p.Mode == agentv1.ProjectMode_PROJECT_MODE_CREW
+	if crew {
+		printCrew(w, p)
+	}
+	fmt.Fprintf(w, "%s\n", p.Description)
 	for _, ph := range p.Phases {
 		fmt.Fprintf(w, "\nphase %d\t%s\n", ph.Number, ph.Name)
 		for _, t := range ph.Tasks {
 			deps := ""
 			if len(t.DependsOn) > 0 {
 				deps = " (after " + strings.Join(t.DependsOn, ", ") + ")"
+			}
+			if crew {
+				crewTaskLine(w, t, deps)
+				continue
 			}
 			fmt.Fprintf(w, "  %s\t%s\t%s%s\n", t.Id, enumName(t.Status, "PROJECT_TASK_STATUS_"), t.Title, deps)
 		}
@@ -181,6 +239,8 @@ func projectEventLine(ev *agentv1.WatchProjectResponse) string {
 		return fmt.Sprintf("review %s ready (AI quality %d/10)", p.ReviewSubmitted.ReviewId, p.ReviewSubmitted.QualityScore)
 	case *agentv1.WatchProjectResponse_PullRequest:
 		return "pull request " + p.PullRequest.Url
+	case *agentv1.WatchProjectResponse_Message:
+		return "message to the project: " + firstLine(p.Message.Text, 120)
 	}
 	return enumName(ev.Type, "PROJECT_EVENT_TYPE_")
 }

@@ -384,6 +384,8 @@ func eventLine(ev *agentv1.WatchJobResponse) string {
 		return "pull request " + p.PullRequest.Url
 	case *agentv1.WatchJobResponse_ClarificationRequested:
 		return "question: " + p.ClarificationRequested.Question
+	case *agentv1.WatchJobResponse_Message:
+		return "message: " + firstLine(p.Message.Text, 120)
 	}
 	return kind
 }
