@@ -113,12 +113,13 @@ func (t *workerTarget) flags(cmd *cobra.Command) {
 }
 
 // messageText is a message's words: the arguments after the project's id.
-func messageText(args []string) (string, error) {
-	if len(args) < 2 {
+// With reorder set (--prioritize, --hold or --release) the words may be left out.
+func messageText(args []string, reorder bool) (string, error) {
+	if len(args) < 1 || (len(args) < 2 && !reorder) {
 		return "", usageError{fmt.Errorf("want PROJECT_ID TEXT..., got %d arguments", len(args))}
 	}
 	text := strings.Join(args[1:], " ")
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(text) == "" && !reorder {
 		return "", usageError{errors.New("the message TEXT is empty")}
 	}
 	return text, nil
@@ -126,9 +127,10 @@ func messageText(args []string) (string, error) {
 
 func crewCommands(g *globals) []*cobra.Command {
 	var (
-		target    workerTarget
-		requestID string
-		req       *agentv1.PostProjectMessageRequest
+		target                    workerTarget
+		requestID                 string
+		req                       *agentv1.PostProjectMessageRequest
+		prioritize, hold, release []string
 	)
 	message := &cobra.Command{
 		Use:   "message PROJECT_ID [--worker N | --task PROJECT_TASK_ID] TEXT...",
@@ -137,26 +139,33 @@ func crewCommands(g *globals) []*cobra.Command {
 its number (--worker) or by the project task it runs (--task): its job reads them, as
 yours, at its next model call; a worker you interrupted continues with them. Naming
 neither sends the message to the project: guidance for every task started after it.
+--prioritize, --hold and --release (to the project only) re-order the crew: tasks to start
+first, tasks not to start until released, and their release; the words are optional then.
 
 The words are the arguments after PROJECT_ID, joined by spaces; put -- before words that
 start with a dash. A retry with the same --request-id sends the message once.`,
 		Example: `  thefold projects message ` + exampleProject + ` --worker 2 "The store already has a migration helper; use it"
   thefold projects message ` + exampleProject + ` --task 7d2e9a1b-3c4f-4e5a-8b6c-1d0e2f3a4b5c Keep the old endpoint working
-  thefold projects message ` + exampleProject + ` Prefer table tests everywhere`,
+  thefold projects message ` + exampleProject + ` Prefer table tests everywhere
+  thefold projects message ` + exampleProject + ` --prioritize 7d2e9a1b-3c4f-4e5a-8b6c-1d0e2f3a4b5c --hold 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d`,
 		Args: cobra.ArbitraryArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
-			text, err := messageText(args)
+			reorder := len(prioritize)+len(hold)+len(release) > 0
+			text, err := messageText(args, reorder)
 			if err != nil {
 				return err
 			}
 			if err := target.check(cmd.Flags().Changed, false); err != nil {
 				return err
 			}
+			if reorder && (cmd.Flags().Changed("worker") || cmd.Flags().Changed("task")) {
+				return usageError{errors.New("--prioritize, --hold and --release re-order the crew itself: not with --worker or --task")}
+			}
 			if requestID == "" {
 				requestID = uuid.NewString()
 			}
 			req = &agentv1.PostProjectMessageRequest{ProjectId: args[0], Worker: target.worker, ProjectTaskId: target.task,
-				Text: text, RequestId: requestID}
+				Text: text, RequestId: requestID, Prioritize: prioritize, Hold: hold, Release: release}
 			return nil
 		},
 		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
@@ -169,6 +178,9 @@ start with a dash. A retry with the same --request-id sends the message once.`,
 	}
 	target.flags(message)
 	message.Flags().StringVar(&requestID, "request-id", "", "an idempotency key: a retry with it sends the message once (default: a fresh one)")
+	message.Flags().StringSliceVar(&prioritize, "prioritize", nil, "project tasks to start before any other ready task, in this order (repeat or comma-separate)")
+	message.Flags().StringSliceVar(&hold, "hold", nil, "pending project tasks not to start until released")
+	message.Flags().StringSliceVar(&release, "release", nil, "held project tasks to release")
 
 	// interrupt and resume-worker are one worker's controls: each prints the worker after.
 	var reason string

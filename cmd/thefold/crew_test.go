@@ -52,6 +52,8 @@ func TestCrewUsageErrors(t *testing.T) {
 		{"message of blanks", []string{"projects", "message", p, " ", ""}, exitUsage, "the message TEXT is empty"},
 		{"message to two", []string{"projects", "message", p, "--worker", "2", "--task", crewTask, "hi"}, exitUsage, "give at most one of --worker N or --task"},
 		{"message worker negative", []string{"projects", "message", p, "--worker", "-1", "hi"}, exitUsage, "--worker -1"},
+		{"reorder a worker", []string{"projects", "message", p, "--worker", "1", "--hold", crewTask}, exitUsage, "not with --worker or --task"},
+		{"reorder without a project", []string{"projects", "message", "--hold", crewTask}, exitUsage, "want PROJECT_ID TEXT..., got 0 arguments"},
 		{"pool without a project", []string{"projects", "pool"}, exitUsage, "want PROJECT_ID"},
 		{"plan bad merge policy", []string{"projects", "plan", "--mode", "crew", "--repo", "acme/api", "--merge-policy", "yolo"}, exitUsage,
 			`--merge-policy "yolo": human or auto`},

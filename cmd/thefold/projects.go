@@ -41,8 +41,9 @@ branch, review and pull request that closes its issue; a task starts once the ta
 depends on are merged. Without a REQUEST a crew plan imports the repository's open issues
 as its tasks. --merge-policy human (the default) waits for you at each review; auto
 approves a review whose quality is at least --min-quality (default 8) and merges the pull
-request when its checks pass. --check-command is the check the local forge runs on a pull
-request (default: the sandbox's build, lint and tests).`,
+request when its checks pass. --check-command is the check run on a pull request where the
+forge has none of its own (the local forge, a repository without CI): a program and its
+arguments, no shell, e.g. "make check" (default: the sandbox's build, lint and tests).`,
 		Example: `  thefold projects plan "A status service with a store, an API and a dashboard" --repo local/demo
   thefold projects plan --mode crew --repo acme/api --max-workers 4
   thefold projects plan --mode crew --repo local/demo --merge-policy auto --min-quality 9 --check-command "go test ./..."`,
@@ -70,7 +71,7 @@ request (default: the sandbox's build, lint and tests).`,
 	plan.Flags().Int32Var(&pf.maxWorkers, "max-workers", 0, "crew: how many tasks run at once, 1-10 (default 3)")
 	plan.Flags().StringVar(&pf.mergePolicy, "merge-policy", "", "crew: human (default) or auto")
 	plan.Flags().Int32Var(&pf.minQuality, "min-quality", 0, "crew with --merge-policy auto: the least review quality merged without you, 1-10 (default 8)")
-	plan.Flags().StringVar(&pf.checkCommand, "check-command", "", "crew on the local forge: the shell command that checks a pull request (default: build, lint and tests)")
+	plan.Flags().StringVar(&pf.checkCommand, "check-command", "", "crew: the command that checks a pull request where the forge has no checks, a program and its arguments, no shell (default: build, lint and tests)")
 	_ = plan.RegisterFlagCompletionFunc("mode", cobra.FixedCompletions([]string{"review", "session", "crew"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = plan.RegisterFlagCompletionFunc("merge-policy", cobra.FixedCompletions([]string{"human", "auto"}, cobra.ShellCompDirectiveNoFileComp))
 	list := &cobra.Command{

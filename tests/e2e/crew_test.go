@@ -499,7 +499,8 @@ func TestCrewBadInput(t *testing.T) {
 	}{
 		{http.MethodPost, "/v1/projects/" + id + "/messages", map[string]any{"text": ""}, http.StatusBadRequest, "text"},
 		{http.MethodPost, "/v1/projects/" + id + "/messages", map[string]any{"text": "hi", "worker": 1, "project_task_id": "x"}, http.StatusBadRequest, "worker"},
-		{http.MethodPost, "/v1/projects/" + id + "/messages", map[string]any{"text": "hi"}, http.StatusBadRequest, "running"},
+		{http.MethodPost, "/v1/projects/" + id + "/messages", map[string]any{"text": "hi", "worker": 1}, http.StatusBadRequest, "worker 1"},
+		{http.MethodPost, "/v1/projects/" + id + "/messages", map[string]any{"hold": []string{"no-such-task"}}, http.StatusBadRequest, "hold[0]"},
 		{http.MethodPost, "/v1/projects/not-a-uuid/messages", map[string]any{"text": "hi"}, http.StatusBadRequest, "project_id"},
 		{http.MethodPost, "/v1/projects/" + id + "/workers/9:interrupt", map[string]any{}, http.StatusBadRequest, "worker"},
 		{http.MethodPost, "/v1/projects/" + id + "/workers/1:resume", map[string]any{}, http.StatusBadRequest, "worker 1"},
@@ -509,5 +510,177 @@ func TestCrewBadInput(t *testing.T) {
 		if code != c.code || !strings.Contains(fmt.Sprint(body["message"]), c.field) {
 			t.Fatalf("%s %s %v: %d %v, want %d naming %s", c.method, c.path, c.body, code, body, c.code, c.field)
 		}
+	}
+}
+
+// The spread scenario: six independent issues whose plans take a moment (fakellm's latency),
+// so a kill lands while jobs run.
+var crewSpread = func() []crewIssue {
+	var out []crewIssue
+	for i := 1; i <= 6; i++ {
+		out = append(out, crewIssue{fmt.Sprintf("s%d", i), fmt.Sprintf("Write package cs%d [CREW-S-%d]", i, i), fmt.Sprintf("cs%d", i), nil})
+	}
+	return out
+}()
+
+func crewSpreadScript() []fakellm.Response {
+	var rs []fakellm.Response
+	for _, is := range crewSpread {
+		path := is.pkg + "/" + is.pkg + ".go"
+		marker := is.title[strings.Index(is.title, "["):]
+		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Latency: fakellm.Duration(1500 * time.Millisecond), Text: planAnswer("Write "+path+".", path)},
+			fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
+	}
+	return rs
+}
+
+// jobAudit is job id's audit log.
+func jobAudit(t *testing.T, id string) []map[string]any {
+	t.Helper()
+	body := getJSON(t, "/v1/audit-log?job_id="+id+"&page_size=500")
+	var out []map[string]any
+	for _, e := range body["entries"].([]any) {
+		out = append(out, e.(map[string]any))
+	}
+	return out
+}
+
+// Two agent processes share a crew's workers; one is killed in the middle, and its jobs
+// finish on the other, every side effect once.
+func TestCrewSpreadsOverTwoAgentsAndSurvivesAKill(t *testing.T) {
+	alone(t)
+	rep, err := mesh.StartReplica(context.Background(), "agent", "agent-2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Stop(10 * time.Second)
+	repo, numbers := crewRepo(t, "crew-spread", crewSpread)
+	id := planCrew(t, repo, nil)
+	// Kill agent-2 once it holds a job that has not finished.
+	deadline := time.Now().Add(2 * time.Minute)
+	killed := false
+	for !killed {
+		p := getJSON(t, "/v1/projects/"+id)["project"].(map[string]any)
+		for _, tk := range projectTasks(p) {
+			jid, _ := tk["job_id"].(string)
+			if jid == "" || tk["status"] != "PROJECT_TASK_STATUS_RUNNING" {
+				continue
+			}
+			for _, e := range jobAudit(t, jid) {
+				if d, _ := e["details"].(map[string]any); e["action"] == "run_claimed" && d["instance"] == "agent-2" {
+					if err := rep.Kill(); err != nil {
+						t.Fatal(err)
+					}
+					killed = true
+					t.Logf("killed agent-2 while it ran job %s", jid)
+					break
+				}
+			}
+			if killed {
+				break
+			}
+		}
+		if !killed && time.Now().After(deadline) {
+			t.Fatalf("agent-2 never took a job: %v", p)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p := waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_COMPLETED")
+	if !strings.HasPrefix(fmt.Sprint(p["status_reason"]), "6 merged") {
+		t.Fatalf("report: %v", p["status_reason"])
+	}
+	// Every job's side effects once; the jobs ran on both processes.
+	instances := map[string]bool{}
+	for _, tk := range projectTasks(p) {
+		if tk["attempts"] != float64(1) {
+			t.Fatalf("task %v ran %v jobs, want 1", tk["title"], tk["attempts"])
+		}
+		seen := map[string]int{}
+		for _, e := range jobAudit(t, tk["job_id"].(string)) {
+			seen[e["action"].(string)]++
+			if d, _ := e["details"].(map[string]any); e["action"] == "run_claimed" {
+				instances[fmt.Sprint(d["instance"])] = true
+			}
+		}
+		for _, a := range []string{"branch_created", "commit_created", "pull_request_opened"} {
+			if seen[a] != 1 {
+				t.Fatalf("job of %v has %d %s, want 1: %v", tk["title"], seen[a], a, seen)
+			}
+		}
+	}
+	if len(instances) < 2 || !instances["agent-2"] {
+		t.Fatalf("the jobs ran on %v, want agent-2 and the mesh's agent", instances)
+	}
+	// One pull request per issue, all merged.
+	pulls := getJSON(t, "/v1/repos/"+repo+"/pulls?state=PULL_REQUEST_STATE_MERGED&page_size=100")["pull_requests"].([]any)
+	if len(pulls) != len(numbers) {
+		t.Fatalf("%d merged pull requests, want %d", len(pulls), len(numbers))
+	}
+	all := getJSON(t, "/v1/repos/"+repo+"/pulls?page_size=100")["pull_requests"].([]any)
+	if len(all) != len(numbers) {
+		t.Fatalf("%d pull requests in all, want %d (no duplicates)", len(all), len(numbers))
+	}
+}
+
+// The order scenario: three independent issues, one worker.
+var crewOrder = []crewIssue{
+	{"o1", "Write package co1 [CREW-O-1]", "co1", nil},
+	{"o2", "Write package co2 [CREW-O-2]", "co2", nil},
+	{"o3", "Write package co3 [CREW-O-3]", "co3", nil},
+}
+
+func crewOrderScript() []fakellm.Response {
+	var rs []fakellm.Response
+	for _, is := range crewOrder {
+		path := is.pkg + "/" + is.pkg + ".go"
+		marker := is.title[strings.Index(is.title, "["):]
+		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
+			fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
+	}
+	return rs
+}
+
+// A person arranges the crew: the third issue first, the second held until released.
+func TestCrewTakesAPersonsOrder(t *testing.T) {
+	parallel(t)
+	repo, _ := crewRepo(t, "crew-order", crewOrder)
+	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "mode": "PROJECT_MODE_CREW", "max_workers": 1, "merge_policy": "MERGE_POLICY_AUTO"})
+	if code != http.StatusOK {
+		t.Fatalf("plan: %d %v", code, body)
+	}
+	p := body["project"].(map[string]any)
+	id := p["id"].(string)
+	tasks := projectTasks(p)
+	t2, t3 := tasks["[CREW-O-2]"]["id"].(string), tasks["[CREW-O-3]"]["id"].(string)
+	code, body = rest(t, http.MethodPost, "/v1/projects/"+id+"/messages", token, map[string]any{"text": "issue 3 first; hold 2",
+		"prioritize": []string{t3}, "hold": []string{t2}, "request_id": "crew-order-1"})
+	if code != http.StatusOK {
+		t.Fatalf("order: %d %v", code, body)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+":start", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_HUMAN_NEEDED")
+	if r := fmt.Sprint(p["status_reason"]); !strings.HasPrefix(r, "2 merged, 0 skipped, 1 waiting on a person") || !strings.Contains(r, "held by a person") {
+		t.Fatalf("report with a held task: %q", r)
+	}
+	tasks = projectTasks(p)
+	if tasks["[CREW-O-2]"]["status"] != "PROJECT_TASK_STATUS_PENDING" || tasks["[CREW-O-2]"]["held"] != true {
+		t.Fatalf("the held task: %v", tasks["[CREW-O-2]"])
+	}
+	merged := func(tk map[string]any) time.Time {
+		n := tk["pull_request"].(map[string]any)["number"]
+		return ts(t, getJSON(t, fmt.Sprintf("/v1/repos/%s/pulls/%v", repo, n))["pull_request"].(map[string]any)["merge_time"])
+	}
+	if !merged(tasks["[CREW-O-3]"]).Before(merged(tasks["[CREW-O-1]"])) {
+		t.Fatal("issue 1 merged before the prioritized issue 3")
+	}
+	// Released, it runs: the crew goes on by itself.
+	if code, body := rest(t, http.MethodPost, "/v1/projects/"+id+"/messages", token, map[string]any{"release": []string{t2}}); code != http.StatusOK {
+		t.Fatalf("release: %d %v", code, body)
+	}
+	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_COMPLETED")
+	if p["status_reason"] != "3 merged, 0 skipped" {
+		t.Fatalf("report: %v", p["status_reason"])
 	}
 }

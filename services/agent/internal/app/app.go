@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -41,6 +42,9 @@ import (
 type Config struct {
 	// MaxJobs is how many jobs this process runs at once.
 	MaxJobs int `env:"THEFOLD_AGENT_MAX_JOBS, default=4"`
+	// Instance names this process in the jobs' audit logs (each run of a job records the
+	// process that claimed it); empty: <hostname>-<pid>.
+	Instance string `env:"THEFOLD_INSTANCE_ID"`
 	// LeaseExpiry is how long a job may go without its worker renewing its lease before
 	// another worker resumes it (after a crash of the first).
 	LeaseExpiry time.Duration `env:"THEFOLD_AGENT_LEASE_EXPIRY, default=15s"`
@@ -251,6 +255,11 @@ func Service() platform.Service {
 			lc := loop.DefaultConfig
 			lc.LeaseExpiry, lc.Backoff, lc.MaxAttempts, lc.InterveneAfter, lc.ContextTokens, lc.Budget, lc.CallTimeout =
 				cfg.LeaseExpiry, cfg.Backoff, cfg.MaxAttempts, cfg.InterveneAfter, cfg.ContextTokens, budget, cfg.CallTimeout
+			lc.Instance = cfg.Instance
+			if lc.Instance == "" {
+				host, _ := os.Hostname()
+				lc.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
 			eng := loop.New(st, clients, d.ServiceSigner, lc, d.Logger)
 
 			q, err := jobrun.NewQueue(ctx, d.Pool, jobrun.QueueConfig[runArgs]{

@@ -60,6 +60,9 @@ type Config struct {
 	// SandboxTTL is the idle lifetime of a job's sandbox (it is pinned while at the
 	// review gate).
 	SandboxTTL time.Duration
+	// Instance names this process in a job's audit log: each run that claims the job
+	// records it ("run_claimed").
+	Instance string
 }
 
 // DefaultConfig is what the service runs with unless told otherwise.
@@ -116,7 +119,11 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 // claimed is a claimed run of the loop, for the runner.
 type claimed struct{ r *run }
 
-func (c claimed) Run(ctx context.Context) error { return c.r.loop(c.calls(ctx)) }
+func (c claimed) Run(ctx context.Context) error {
+	// Which process took the job (and, after a crash or a hand-over, which took it next).
+	c.r.audit("run_claimed", "run:"+c.r.lease, map[string]any{"instance": c.r.e.cfg.Instance}, nil, 0)
+	return c.r.loop(c.calls(ctx))
+}
 
 func (c claimed) Fail(ctx context.Context, err error) error { return c.r.settle(c.calls(ctx), err) }
 

@@ -129,15 +129,32 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 	return true, x.crewWait(ctx, cursor)
 }
 
-// crewReady is the first pending task (in plan order) whose dependencies are merged or
-// were skipped by a person.
+// crewReady is the task to start next: the first of the person's priorities that is
+// ready, else the first ready task in plan order. A task is ready when it is pending, not
+// held, and its dependencies are merged or were skipped by a person.
 func crewReady(p *agentv1.Project) (*agentv1.ProjectTask, *agentv1.ProjectPhase) {
+	byID := index(Tasks(p.Phases))
+	for _, id := range p.Priority {
+		if t := byID[id]; t != nil && crewStartable(byID, t) {
+			return t, phaseOf(p, t)
+		}
+	}
 	for _, ph := range p.Phases {
-		if t := ready(p, ph); t != nil {
-			return t, ph
+		for _, t := range ph.Tasks {
+			if crewStartable(byID, t) {
+				return t, ph
+			}
 		}
 	}
 	return nil, nil
+}
+
+// crewStartable reports whether crew task t could start now.
+func crewStartable(byID map[string]*agentv1.ProjectTask, t *agentv1.ProjectTask) bool {
+	return t.Status == ptPending && !t.Held && !slices.ContainsFunc(t.DependsOn, func(d string) bool {
+		s := byID[d].GetStatus()
+		return s != ptDone && s != ptSkipped
+	})
 }
 
 // ReadyCount is how many of a crew project's pending tasks could start now.
@@ -145,10 +162,7 @@ func ReadyCount(p *agentv1.Project) int {
 	byID := index(Tasks(p.Phases))
 	n := 0
 	for _, t := range Tasks(p.Phases) {
-		if t.Status == ptPending && !slices.ContainsFunc(t.DependsOn, func(d string) bool {
-			s := byID[d].GetStatus()
-			return s != ptDone && s != ptSkipped
-		}) {
+		if crewStartable(byID, t) {
 			n++
 		}
 	}
@@ -188,7 +202,8 @@ func crewBranch(t *agentv1.ProjectTask) string {
 // request's branch, told what its checks said.
 func (x *run) crewStart(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase, fix string) error {
 	p := x.p()
-	if fix == "" || t.Worker == 0 {
+	if t.Worker == 0 || !Active(t) {
+		// (A task sent back from its checks keeps the worker it holds.)
 		t.Worker = freeWorker(p)
 	}
 	t.Attempts++
@@ -303,8 +318,8 @@ func (x *run) crewFollow(ctx context.Context, t *agentv1.ProjectTask) (moved boo
 		x.setTask(ctx, t.TaskId, tasksv1.TaskStatus_TASK_STATUS_BLOCKED, "crew task failed: "+t.Error)
 		return true, nil
 	}
-	if t.Status == ptReview {
-		// Changes were requested: the job runs again.
+	if t.Status == ptReview && j.Phase != agentv1.JobPhase_JOB_PHASE_COMPLETING {
+		// Changes were requested: the job runs again. (Approved, it opens its pull request.)
 		t.Status, t.StatusReason = ptRunning, "changes requested"
 		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_STARTED, t, ph))
 		return true, nil
@@ -459,26 +474,75 @@ func (x *run) checks(ctx context.Context, t *agentv1.ProjectTask, head string) (
 		c.State = store.CheckPending
 		c.Backoff()
 	default:
-		passed, out, err := x.sandboxCheck(ctx, t, head)
-		if err != nil {
-			return nil, err
+		// The repository's own check runs in a sandbox beside the crew's other work; its
+		// end wakes the crew. (Should the run end first, the next one runs it again.)
+		rc := x.checking[t.Id]
+		if rc == nil || rc.head != head {
+			rc = x.startCheck(ctx, t, head)
 		}
-		c.State, c.Summary = store.CheckFailed, out
-		if passed {
-			c.State = store.CheckPassed
+		select {
+		case <-rc.done:
+			delete(x.checking, t.Id)
+			if rc.err != nil {
+				return nil, rc.err
+			}
+			c.State, c.Summary = store.CheckFailed, rc.out
+			if rc.passed {
+				c.State = store.CheckPassed
+			}
+		default:
+			c.State, c.Next = store.CheckPending, time.Now().Add(x.e.cfg.Poll)
 		}
 	}
 	return c, nil
 }
 
+// runningCheck is a check running in a sandbox.
+type runningCheck struct {
+	head   string
+	done   chan struct{}
+	passed bool
+	out    string
+	err    error
+}
+
+// startCheck starts task t's sandbox check of head.
+func (x *run) startCheck(ctx context.Context, t *agentv1.ProjectTask, head string) *runningCheck {
+	if x.checking == nil {
+		x.checking = map[string]*runningCheck{}
+	}
+	if x.woken == nil {
+		x.woken = make(chan struct{}, 1)
+	}
+	rc := &runningCheck{head: head, done: make(chan struct{})}
+	x.checking[t.Id] = rc
+	p := x.p()
+	// A new sandbox for each run of a check (one a crashed run made may be gone).
+	spec := checkSpec{key: x.key("check", t.Id, shortSHA(head), newID()[:8]), repo: p.Repo, branch: t.Branch, command: p.CheckCommand}
+	go func() {
+		defer func() {
+			close(rc.done)
+			select {
+			case x.woken <- struct{}{}:
+			default:
+			}
+		}()
+		rc.passed, rc.out, rc.err = x.sandboxCheck(ctx, spec)
+	}()
+	return rc
+}
+
+// checkSpec is what a sandbox check needs, copied from the project (the check runs beside
+// the crew's loop, which goes on changing it).
+type checkSpec struct{ key, repo, branch, command string }
+
 // sandboxCheck runs the repository's own checks on head in a sandbox of its own: the
 // project's check_command, or the sandbox's validation (build, lint, tests).
-func (x *run) sandboxCheck(ctx context.Context, t *agentv1.ProjectTask, head string) (passed bool, out string, err error) {
-	p := x.p()
-	k := x.key("check", t.Id, shortSHA(head))
+func (x *run) sandboxCheck(ctx context.Context, spec checkSpec) (passed bool, out string, err error) {
+	k := spec.key
 	sctx, cancel := context.WithTimeout(ctx, x.e.cfg.CallTimeout)
 	defer cancel()
-	sb, err := x.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: p.Repo, Ref: t.Branch,
+	sb, err := x.e.c.Sandbox.CreateSandbox(sctx, &sandboxv1.CreateSandboxRequest{RequestId: k, Repo: spec.repo, Ref: spec.branch,
 		Ttl: durationpb.New(30 * time.Minute)})
 	if err != nil {
 		return false, "", err
@@ -489,8 +553,8 @@ func (x *run) sandboxCheck(ctx context.Context, t *agentv1.ProjectTask, head str
 			x.e.log.WarnContext(ctx, "crew: destroy a check's sandbox", "sandbox", id, "error", derr)
 		}
 	}()
-	if p.CheckCommand != "" {
-		argv, err := SplitCommand(p.CheckCommand)
+	if spec.command != "" {
+		argv, err := SplitCommand(spec.command)
 		if err != nil {
 			return false, "", status.Errorf(codes.InvalidArgument, "check_command: %v", err)
 		}
@@ -519,7 +583,7 @@ func (x *run) sandboxCheck(ctx context.Context, t *agentv1.ProjectTask, head str
 		if res == nil {
 			return false, "", status.Error(codes.Unavailable, "the check's command ended without a result")
 		}
-		text := fmt.Sprintf("$ %s\nexit %d\n%s", p.CheckCommand, res.GetExitCode(), tail(b.String(), maxChecksText))
+		text := fmt.Sprintf("$ %s\nexit %d\n%s", spec.command, res.GetExitCode(), tail(b.String(), maxChecksText))
 		if res.GetTimedOut() {
 			text = "timed out\n" + text
 		}
@@ -664,6 +728,10 @@ func (x *run) crewFinish() {
 		case ptSkipped:
 			skipped++
 		case ptPending:
+			if t.Held || heldBefore(p, t) {
+				waiting = append(waiting, fmt.Sprintf("%s (held by a person%s)", taskLabel(t), map[bool]string{true: "", false: ", after a held task"}[t.Held]))
+				continue
+			}
 			x.skip(t, phaseOf(p, t), "its dependencies did not merge")
 			skipped++
 		case ptHuman, ptFailed:
@@ -676,6 +744,27 @@ func (x *run) crewFinish() {
 		return
 	}
 	x.setStatus(agentv1.ProjectStatus_PROJECT_STATUS_COMPLETED, reason)
+}
+
+// heldBefore reports whether pending task t waits, directly or not, on a held task.
+func heldBefore(p *agentv1.Project, t *agentv1.ProjectTask) bool {
+	byID := index(Tasks(p.Phases))
+	seen := map[string]bool{}
+	var walk func(*agentv1.ProjectTask) bool
+	walk = func(t *agentv1.ProjectTask) bool {
+		for _, d := range t.DependsOn {
+			dt := byID[d]
+			if dt == nil || seen[d] {
+				continue
+			}
+			seen[d] = true
+			if (dt.Status == ptPending && dt.Held) || (dt.Status == ptPending && walk(dt)) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(t)
 }
 
 // taskLabel names a task for people: its issue, or its title.
@@ -700,10 +789,31 @@ func (x *run) crewWait(ctx context.Context, cursor int64) error {
 		// moved base): look again soon.
 		d = time.Second
 	}
-	if x.e.store.Hub() == nil {
-		return wait.Sleep(ctx, d)
+	// A check that ends wakes the wait too.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if x.woken != nil {
+		go func() {
+			select {
+			case <-x.woken:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
 	}
-	return x.e.store.AwaitProjectJobs(ctx, x.p().Id, cursor, d)
+	var err error
+	if x.e.store.Hub() == nil {
+		err = wait.Sleep(wctx, d)
+	} else {
+		err = x.e.store.AwaitProjectJobs(wctx, x.p().Id, cursor, d)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if wctx.Err() != nil {
+		return nil // woken by a check
+	}
+	return err
 }
 
 func (x *run) hasCheckingTask() bool {

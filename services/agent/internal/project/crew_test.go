@@ -1,11 +1,20 @@
 package project
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
 
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+
+	"github.com/thefold/thefold/services/agent/internal/store"
 )
 
 func TestIssueNumberOfAnImportedTask(t *testing.T) {
@@ -95,5 +104,101 @@ func TestSplitCommand(t *testing.T) {
 		if got, err := SplitCommand(bad); err == nil {
 			t.Errorf("SplitCommand(%q) = %q, want an error", bad, got)
 		}
+	}
+}
+
+// fakeChecks is a RepoService that answers GetPullRequestChecks from a list, one answer a
+// call (the last repeated).
+type fakeChecks struct {
+	githubv1.RepoServiceClient
+	answers []*githubv1.GetPullRequestChecksResponse
+	calls   int
+}
+
+func (f *fakeChecks) GetPullRequestChecks(context.Context, *githubv1.GetPullRequestChecksRequest, ...grpc.CallOption) (*githubv1.GetPullRequestChecksResponse, error) {
+	a := f.answers[min(f.calls, len(f.answers)-1)]
+	f.calls++
+	return a, nil
+}
+
+// A forge's checks: pending ones are looked at again after a backoff, a head the forge has
+// not seen yet counts as pending, and a failure keeps the failing checks' names and
+// summaries.
+func TestCrewReadsTheForgesChecks(t *testing.T) {
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	pending := &githubv1.GetPullRequestChecksResponse{HeadSha: head, State: githubv1.CheckState_CHECK_STATE_PENDING}
+	stale := &githubv1.GetPullRequestChecksResponse{HeadSha: "ffff", State: githubv1.CheckState_CHECK_STATE_SUCCESS}
+	failed := &githubv1.GetPullRequestChecksResponse{HeadSha: head, State: githubv1.CheckState_CHECK_STATE_FAILURE, Checks: []*githubv1.Check{
+		{Name: "lint", State: githubv1.CheckState_CHECK_STATE_SUCCESS},
+		{Name: "test", State: githubv1.CheckState_CHECK_STATE_FAILURE, Summary: "TestX failed", DetailsUrl: "https://ci/1"},
+	}}
+	passed := &githubv1.GetPullRequestChecksResponse{HeadSha: head, State: githubv1.CheckState_CHECK_STATE_SUCCESS, Checks: []*githubv1.Check{{Name: "ci"}}}
+	for _, c := range []struct {
+		name    string
+		answers []*githubv1.GetPullRequestChecksResponse
+		want    string
+		summary string
+	}{
+		{"pending then passed", []*githubv1.GetPullRequestChecksResponse{pending, passed}, store.CheckPassed, "1 checks passed"},
+		{"stale head then failed", []*githubv1.GetPullRequestChecksResponse{stale, failed}, store.CheckFailed, "test: TestX failed\nhttps://ci/1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fakeChecks{answers: c.answers}
+			tk := &agentv1.ProjectTask{Id: "t1", PullRequest: &typev1.PullRequestRef{Number: 3}}
+			x := &run{e: &Runner{c: Clients{Repos: f}, cfg: DefaultConfig},
+				rec: &store.ProjectRecord{Project: &agentv1.Project{Repo: "acme/app", Phases: []*agentv1.ProjectPhase{{Tasks: []*agentv1.ProjectTask{tk}}}}}}
+			res, err := x.checks(t.Context(), tk, head)
+			if err != nil || res.State != store.CheckPending || !res.Next.After(time.Now()) {
+				t.Fatalf("first look: %+v, %v; want pending with a next look", res, err)
+			}
+			// Before the next look is due, the forge is not asked again.
+			if res, _ = x.checks(t.Context(), tk, head); f.calls != 1 || res.State != store.CheckPending {
+				t.Fatalf("asked %d times before the backoff ended", f.calls)
+			}
+			res.Next = time.Time{}
+			res, err = x.checks(t.Context(), tk, head)
+			if err != nil || res.State != c.want || !strings.Contains(res.Summary, c.summary) {
+				t.Fatalf("second look: %+v, %v; want %s with %q", res, err, c.want, c.summary)
+			}
+			// A result is kept for its head: no third call.
+			if _, _ = x.checks(t.Context(), tk, head); f.calls != 2 {
+				t.Fatalf("asked %d times, want 2", f.calls)
+			}
+		})
+	}
+}
+
+// A person's order: held tasks wait, prioritized ones go first.
+func TestCrewReadyHonoursHoldAndPriority(t *testing.T) {
+	mk := func(id string, deps ...string) *agentv1.ProjectTask {
+		return &agentv1.ProjectTask{Id: id, DependsOn: deps, Status: ptPending}
+	}
+	a, b, c, d := mk("a"), mk("b"), mk("c"), mk("d", "c")
+	p := &agentv1.Project{Mode: agentv1.ProjectMode_PROJECT_MODE_CREW, Phases: []*agentv1.ProjectPhase{{Number: 1, Tasks: []*agentv1.ProjectTask{a, b, c, d}}}}
+	if got, _ := crewReady(p); got != a {
+		t.Fatalf("plan order: %v", got.GetId())
+	}
+	p.Priority = []string{"d", "c"}
+	if got, _ := crewReady(p); got != c {
+		t.Fatalf("priority (d is not ready): %v", got.GetId())
+	}
+	c.Held = true
+	if got, _ := crewReady(p); got != a {
+		t.Fatalf("c held: %v", got.GetId())
+	}
+	if n := ReadyCount(p); n != 2 {
+		t.Fatalf("ReadyCount %d, want 2 (a and b)", n)
+	}
+	if !heldBefore(p, d) || heldBefore(p, a) {
+		t.Fatal("heldBefore: d waits on held c, a on nothing")
+	}
+	// Nothing left but the held task and what waits on it: the crew waits for a person.
+	a.Status, b.Status = ptDone, ptDone
+	x := &run{rec: &store.ProjectRecord{Project: p}}
+	p.Status = agentv1.ProjectStatus_PROJECT_STATUS_RUNNING
+	x.crewFinish()
+	if p.Status != agentv1.ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED || c.Status != ptPending || d.Status != ptPending ||
+		!strings.Contains(p.StatusReason, "2 merged, 0 skipped, 2 waiting on a person") || !strings.Contains(p.StatusReason, "held by a person") {
+		t.Fatalf("finish with held tasks: %v %q; c %v, d %v", p.Status, p.StatusReason, c.Status, d.Status)
 	}
 }

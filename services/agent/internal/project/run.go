@@ -131,6 +131,10 @@ type run struct {
 	// unsaved those read and not yet written (with the next checkpoint).
 	reads   []*pendingRead
 	unsaved []store.ProjectFile
+	// checking are a crew's checks running in sandboxes, by project task (see checks);
+	// woken is told when one ends.
+	checking map[string]*runningCheck
+	woken    chan struct{}
 }
 
 // pendingRead is the read of a finished task's files, which goes on while the runner moves

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
@@ -82,9 +83,26 @@ func (p *projects) PostProjectMessage(ctx context.Context, req *agentv1.PostProj
 	if err := checkTarget(req.Worker, req.ProjectTaskId); err != nil {
 		return nil, err
 	}
-	text, err := validate.RequiredText("text", req.Text, maxMessage)
-	if err != nil {
+	order := len(req.Prioritize) > 0 || len(req.Hold) > 0 || len(req.Release) > 0
+	text := strings.TrimSpace(req.Text)
+	if err := validate.MaxLen("text", req.Text, maxMessage); err != nil {
 		return nil, err
+	}
+	if text == "" && !order {
+		return nil, errs.Invalid("text", "required (or change the crew's order with prioritize, hold or release)")
+	}
+	for field, ids := range map[string][]string{"prioritize": req.Prioritize, "hold": req.Hold, "release": req.Release} {
+		if len(ids) > project.MaxTasks {
+			return nil, errs.Invalid(field, "at most %d project tasks, not %d", project.MaxTasks, len(ids))
+		}
+		for i, tid := range ids {
+			if strings.TrimSpace(tid) == "" || len(tid) > project.MaxIDLen {
+				return nil, errs.Invalid(fmt.Sprintf("%s[%d]", field, i), "must be a project task id (1–%d characters)", project.MaxIDLen)
+			}
+		}
+	}
+	if order && (req.Worker != 0 || req.ProjectTaskId != "") {
+		return nil, errs.Invalid("prioritize", "prioritize, hold and release are for the project itself, not a worker")
 	}
 	if req.RequestId != "" {
 		if err := validate.RequestID("request_id", req.RequestId); err != nil {
@@ -100,10 +118,29 @@ func (p *projects) PostProjectMessage(ctx context.Context, req *agentv1.PostProj
 	if err != nil {
 		return nil, err
 	}
-	if err := wantProject(pr, "PostProjectMessage", projRunning, projPaused, projHuman); err != nil {
+	// A message to the crew itself may arrange it before it starts; a worker's needs it running.
+	ok := []agentv1.ProjectStatus{projRunning, projPaused, projHuman}
+	if t == nil {
+		ok = append(ok, projPlanned)
+	}
+	if err := wantProject(pr, "PostProjectMessage", ok...); err != nil {
 		return nil, err
 	}
-	m := &agentv1.ProjectMessage{ProjectId: pr.Id, AuthorId: owner, Text: text}
+	m := &agentv1.ProjectMessage{ProjectId: pr.Id, AuthorId: owner, Text: text, Prioritize: req.Prioritize, Hold: req.Hold, Release: req.Release}
+	if order {
+		if req.RequestId != "" {
+			if prev, err := p.s.store.MessageByRequest(ctx, owner, req.RequestId); err != nil || prev != nil {
+				if prev != nil {
+					return &agentv1.PostProjectMessageResponse{Message: prev}, nil
+				}
+				return nil, err
+			}
+		}
+		if rec, err = p.reorder(ctx, owner, pr.Id, req); err != nil {
+			return nil, err
+		}
+		pr = rec.Project
+	}
 	var job *store.Record
 	if t != nil {
 		if t.JobId == "" || (t.Status != agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_RUNNING && t.Status != agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_IN_REVIEW) {
@@ -139,6 +176,58 @@ func (p *projects) PostProjectMessage(ctx context.Context, req *agentv1.PostProj
 		}
 	}
 	return &agentv1.PostProjectMessageResponse{Message: out}, nil
+}
+
+// reorder applies a message's prioritize, hold and release to crew project id: a held task
+// is not started until released; prioritized ready tasks start first, in their order. A
+// release of a crew that waits on a person only because of held tasks sets it running.
+func (p *projects) reorder(ctx context.Context, owner, id string, req *agentv1.PostProjectMessageRequest) (*store.ProjectRecord, error) {
+	return p.s.store.ChangeProject(ctx, owner, id, func(rec *store.ProjectRecord) ([]*agentv1.WatchProjectResponse, error) {
+		pr := rec.Project
+		find := func(field string, i int, tid string) (*agentv1.ProjectTask, error) {
+			t, _ := project.Find(pr, tid)
+			if t == nil {
+				return nil, errs.Invalid(fmt.Sprintf("%s[%d]", field, i), "project %s has no task %q", pr.Id, tid)
+			}
+			return t, nil
+		}
+		var prio []string
+		for i, tid := range req.Prioritize {
+			if _, err := find("prioritize", i, tid); err != nil {
+				return nil, err
+			}
+			if !slices.Contains(prio, tid) {
+				prio = append(prio, tid)
+			}
+		}
+		if len(prio) > 0 {
+			pr.Priority = prio
+		}
+		var evs []*agentv1.WatchProjectResponse
+		for i, tid := range req.Hold {
+			t, err := find("hold", i, tid)
+			if err != nil {
+				return nil, err
+			}
+			if t.Status != agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_PENDING {
+				return nil, errs.Precondition("project task %s is %s: only a pending task can be held", tid, strings.ToLower(strings.TrimPrefix(t.Status.String(), "PROJECT_TASK_STATUS_")))
+			}
+			t.Held = true
+		}
+		released := false
+		for i, tid := range req.Release {
+			t, err := find("release", i, tid)
+			if err != nil {
+				return nil, err
+			}
+			released = released || t.Held
+			t.Held = false
+		}
+		if released && pr.Status == projHuman {
+			evs = append(evs, projectStatus(pr, projRunning, "held tasks released"))
+		}
+		return evs, nil
+	}, p.enqueue)
 }
 
 // InterruptWorker stops what a worker is doing: its job pauses, its current call cancelled.

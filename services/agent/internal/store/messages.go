@@ -82,6 +82,15 @@ func scanMessage(row pgx.Row) (*agentv1.ProjectMessage, error) {
 	return m, nil
 }
 
+// MessageByRequest is owner's message posted with requestID, nil when there is none.
+func (s *Store) MessageByRequest(ctx context.Context, owner, requestID string) (*agentv1.ProjectMessage, error) {
+	m, err := scanMessage(s.pool.QueryRow(ctx, `SELECT `+messageColumns+` FROM project_messages WHERE owner_id = $1 AND request_id = $2`, owner, requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return m, err
+}
+
 // JobMessages is what people said to job id, oldest first.
 func (s *Store) JobMessages(ctx context.Context, id string) ([]*agentv1.JobMessage, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id::text, author_id, job_phase, text, create_time FROM project_messages

@@ -5063,7 +5063,9 @@ type ProjectTask struct {
 	// CREW: check runs of its pull request that failed so far; the third needs a person.
 	CheckFailures int32 `protobuf:"varint,18,opt,name=check_failures,json=checkFailures,proto3" json:"check_failures,omitempty"`
 	// CREW: what the last checks said (the failing output, cut), empty before any.
-	Checks        string `protobuf:"bytes,19,opt,name=checks,proto3" json:"checks,omitempty"`
+	Checks string `protobuf:"bytes,19,opt,name=checks,proto3" json:"checks,omitempty"`
+	// CREW: held by a person (PostProjectMessage hold): not started until released.
+	Held          bool `protobuf:"varint,20,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5229,6 +5231,13 @@ func (x *ProjectTask) GetChecks() string {
 		return x.Checks
 	}
 	return ""
+}
+
+func (x *ProjectTask) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
 }
 
 // ProjectFile is one file the project's tasks wrote, as the review and the pull request
@@ -5524,6 +5533,8 @@ type Project struct {
 	// CREW with MERGE_POLICY_AUTO: the least review quality (1–10) merged without a person;
 	// 0 takes the default, 8.
 	AutoMergeMinQuality int32 `protobuf:"varint,28,opt,name=auto_merge_min_quality,json=autoMergeMinQuality,proto3" json:"auto_merge_min_quality,omitempty"`
+	// CREW: project tasks a person asked to start first, in order (PostProjectMessage).
+	Priority []string `protobuf:"bytes,30,rep,name=priority,proto3" json:"priority,omitempty"`
 	// CREW, where the forge runs no checks of its own (the local forge, a repository without
 	// CI): the command run in a fresh sandbox on a pull request's head, with its base merged
 	// in, as its check (at most 1000 characters), e.g. "make check". It is a program and its
@@ -5758,6 +5769,13 @@ func (x *Project) GetAutoMergeMinQuality() int32 {
 		return x.AutoMergeMinQuality
 	}
 	return 0
+}
+
+func (x *Project) GetPriority() []string {
+	if x != nil {
+		return x.Priority
+	}
+	return nil
 }
 
 func (x *Project) GetCheckCommand() string {
@@ -7048,9 +7066,13 @@ type ProjectMessage struct {
 	ProjectTaskId string `protobuf:"bytes,4,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
 	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// User id of the sender.
-	AuthorId      string                 `protobuf:"bytes,6,opt,name=author_id,json=authorId,proto3" json:"author_id,omitempty"`
-	Text          string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	AuthorId   string                 `protobuf:"bytes,6,opt,name=author_id,json=authorId,proto3" json:"author_id,omitempty"`
+	Text       string                 `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// What the message changed of the crew's order (see PostProjectMessageRequest).
+	Prioritize    []string `protobuf:"bytes,9,rep,name=prioritize,proto3" json:"prioritize,omitempty"`
+	Hold          []string `protobuf:"bytes,10,rep,name=hold,proto3" json:"hold,omitempty"`
+	Release       []string `protobuf:"bytes,11,rep,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7141,6 +7163,27 @@ func (x *ProjectMessage) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ProjectMessage) GetPrioritize() []string {
+	if x != nil {
+		return x.Prioritize
+	}
+	return nil
+}
+
+func (x *ProjectMessage) GetHold() []string {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *ProjectMessage) GetRelease() []string {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
 type PostProjectMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the project's id.
@@ -7149,10 +7192,17 @@ type PostProjectMessageRequest struct {
 	// at most one of them; neither sends it to the project itself.
 	Worker        int32  `protobuf:"varint,2,opt,name=worker,proto3" json:"worker,omitempty"`
 	ProjectTaskId string `protobuf:"bytes,3,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
-	// Required, at most 8000 characters.
+	// At most 8000 characters; required unless the message (to the project itself) changes
+	// the order with prioritize, hold or release.
 	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
 	// Caller-chosen idempotency key (at most 128 characters); empty: no idempotency.
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// To the project itself only (at most 100 project task ids each, ProjectTask.id): tasks to
+	// start before any other ready task, in this order (replacing the order given before);
+	// pending tasks to hold (not started until released); held tasks to release.
+	Prioritize    []string `protobuf:"bytes,6,rep,name=prioritize,proto3" json:"prioritize,omitempty"`
+	Hold          []string `protobuf:"bytes,7,rep,name=hold,proto3" json:"hold,omitempty"`
+	Release       []string `protobuf:"bytes,8,rep,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7220,6 +7270,27 @@ func (x *PostProjectMessageRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *PostProjectMessageRequest) GetPrioritize() []string {
+	if x != nil {
+		return x.Prioritize
+	}
+	return nil
+}
+
+func (x *PostProjectMessageRequest) GetHold() []string {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *PostProjectMessageRequest) GetRelease() []string {
+	if x != nil {
+		return x.Release
+	}
+	return nil
 }
 
 type PostProjectMessageResponse struct {
@@ -8932,7 +9003,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
 	"\x14RejectReviewResponse\x120\n" +
-	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\xff\x04\n" +
+	"\x06review\x18\x01 \x01(\v2\x18.thefold.agent.v1.ReviewR\x06review\"\x93\x05\n" +
 	"\vProjectTask\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\tR\x06taskId\x12\x14\n" +
@@ -8956,7 +9027,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x06branch\x18\x10 \x01(\tR\x06branch\x12B\n" +
 	"\fpull_request\x18\x11 \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12%\n" +
 	"\x0echeck_failures\x18\x12 \x01(\x05R\rcheckFailures\x12\x16\n" +
-	"\x06checks\x18\x13 \x01(\tR\x06checks\"\x8d\x01\n" +
+	"\x06checks\x18\x13 \x01(\tR\x06checks\x12\x12\n" +
+	"\x04held\x18\x14 \x01(\bR\x04held\"\x8d\x01\n" +
 	"\vProjectFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12&\n" +
 	"\x0fproject_task_id\x18\x02 \x01(\tR\rprojectTaskId\x12(\n" +
@@ -8974,7 +9046,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x123\n" +
-	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xdf\t\n" +
+	"\x05tasks\x18\x04 \x03(\v2\x1d.thefold.agent.v1.ProjectTaskR\x05tasks\"\xfb\t\n" +
 	"\aProject\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -9010,7 +9082,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\vmax_workers\x18\x1a \x01(\x05R\n" +
 	"maxWorkers\x12@\n" +
 	"\fmerge_policy\x18\x1b \x01(\x0e2\x1d.thefold.agent.v1.MergePolicyR\vmergePolicy\x123\n" +
-	"\x16auto_merge_min_quality\x18\x1c \x01(\x05R\x13autoMergeMinQuality\x12#\n" +
+	"\x16auto_merge_min_quality\x18\x1c \x01(\x05R\x13autoMergeMinQuality\x12\x1a\n" +
+	"\bpriority\x18\x1e \x03(\tR\bpriority\x12#\n" +
 	"\rcheck_command\x18\x1d \x01(\tR\fcheckCommand\"\xd4\x03\n" +
 	"\x12PlanProjectRequest\x12\x1d\n" +
 	"\n" +
@@ -9096,7 +9169,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"O\n" +
 	"\x18RetryProjectTaskResponse\x123\n" +
-	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\x84\x02\n" +
+	"\aproject\x18\x01 \x01(\v2\x19.thefold.agent.v1.ProjectR\aproject\"\xd2\x02\n" +
 	"\x0eProjectMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -9107,7 +9180,13 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\tauthor_id\x18\x06 \x01(\tR\bauthorId\x12\x12\n" +
 	"\x04text\x18\a \x01(\tR\x04text\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xad\x01\n" +
+	"createTime\x12\x1e\n" +
+	"\n" +
+	"prioritize\x18\t \x03(\tR\n" +
+	"prioritize\x12\x12\n" +
+	"\x04hold\x18\n" +
+	" \x03(\tR\x04hold\x12\x18\n" +
+	"\arelease\x18\v \x03(\tR\arelease\"\xfb\x01\n" +
 	"\x19PostProjectMessageRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x16\n" +
@@ -9115,7 +9194,12 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x0fproject_task_id\x18\x03 \x01(\tR\rprojectTaskId\x12\x12\n" +
 	"\x04text\x18\x04 \x01(\tR\x04text\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"X\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x1e\n" +
+	"\n" +
+	"prioritize\x18\x06 \x03(\tR\n" +
+	"prioritize\x12\x12\n" +
+	"\x04hold\x18\a \x03(\tR\x04hold\x12\x18\n" +
+	"\arelease\x18\b \x03(\tR\arelease\"X\n" +
 	"\x1aPostProjectMessageResponse\x12:\n" +
 	"\amessage\x18\x01 \x01(\v2 .thefold.agent.v1.ProjectMessageR\amessage\"\x8f\x01\n" +
 	"\x16InterruptWorkerRequest\x12\x1d\n" +

@@ -998,9 +998,10 @@ type ProjectServiceClient interface {
 	// number or project task) or, naming neither, to the project itself. A worker's message
 	// is kept in its job's history and reaches that job's next model call, fenced and
 	// labelled as the person's; a worker that InterruptWorker stopped continues with it. A
-	// message to the project is guidance for every task started after it. A retry with the
-	// same request_id returns the first message. A worker with no task is
-	// FAILED_PRECONDITION; a project that is not RUNNING or PAUSED is FAILED_PRECONDITION.
+	// message to the project is guidance for every task started after it, and may change the
+	// crew's order (prioritize, hold, release). A retry with the same request_id returns the
+	// first message. A worker with no task is FAILED_PRECONDITION; so is a project that is not
+	// RUNNING, PAUSED or HUMAN_NEEDED (or, for a message to the project itself, PLANNED).
 	PostProjectMessage(ctx context.Context, in *PostProjectMessageRequest, opts ...grpc.CallOption) (*PostProjectMessageResponse, error)
 	// InterruptWorker stops what one worker of a RUNNING or PAUSED CREW project is doing:
 	// its job's current model call or command is cancelled and the job waits (PAUSED) with
@@ -1257,9 +1258,10 @@ type ProjectServiceServer interface {
 	// number or project task) or, naming neither, to the project itself. A worker's message
 	// is kept in its job's history and reaches that job's next model call, fenced and
 	// labelled as the person's; a worker that InterruptWorker stopped continues with it. A
-	// message to the project is guidance for every task started after it. A retry with the
-	// same request_id returns the first message. A worker with no task is
-	// FAILED_PRECONDITION; a project that is not RUNNING or PAUSED is FAILED_PRECONDITION.
+	// message to the project is guidance for every task started after it, and may change the
+	// crew's order (prioritize, hold, release). A retry with the same request_id returns the
+	// first message. A worker with no task is FAILED_PRECONDITION; so is a project that is not
+	// RUNNING, PAUSED or HUMAN_NEEDED (or, for a message to the project itself, PLANNED).
 	PostProjectMessage(context.Context, *PostProjectMessageRequest) (*PostProjectMessageResponse, error)
 	// InterruptWorker stops what one worker of a RUNNING or PAUSED CREW project is doing:
 	// its job's current model call or command is cancelled and the job waits (PAUSED) with
