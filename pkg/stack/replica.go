@@ -128,4 +128,3 @@ func (r *Replica) signal(sig syscall.Signal, wait time.Duration) error {
 
 // LogPath is the replica's log.
 func (r *Replica) LogPath() string { return r.logPath }
-

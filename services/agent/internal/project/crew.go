@@ -101,16 +101,35 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 		return false, err
 	}
 	var active []*agentv1.ProjectTask
+	var jobs []string
 	for _, t := range Tasks(p.Phases) {
 		if Active(t) {
 			active = append(active, t)
+			if t.Status != ptChecking && t.JobId != "" {
+				jobs = append(jobs, t.JobId)
+			}
 		}
 	}
+	// The workers' jobs at a glance; only one that moved is read whole.
+	states, err := x.e.store.JobStatuses(ctx, jobs)
+	if err != nil {
+		return false, err
+	}
+	front := x.mergeFront()
 	for _, t := range active {
 		var moved bool
-		if t.Status == ptChecking {
+		switch {
+		case t.Status == ptChecking:
+			if t != front {
+				continue // its turn comes: each merge moves the base the ones after it take in
+			}
+			if rc := x.checking[t.Id]; rc != nil && !isDone(rc.done) {
+				continue // its check runs; its end wakes the crew
+			}
 			moved, err = x.crewCheck(ctx, t)
-		} else {
+		case crewIdle(t, states[t.JobId]):
+			continue
+		default:
 			moved, err = x.crewFollow(ctx, t)
 		}
 		if err != nil || moved {
@@ -127,6 +146,51 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 		return false, nil
 	}
 	return true, x.crewWait(ctx, cursor)
+}
+
+// mergeFront is the task whose pull request is merged next: the first of the merge queue
+// still CHECKING (the queue is kept to those; one that reached CHECKING without a place,
+// from an older checkpoint, joins at the end).
+func (x *run) mergeFront() *agentv1.ProjectTask {
+	st, p := &x.rec.State, x.p()
+	byID := index(Tasks(p.Phases))
+	q := st.MergeQueue[:0]
+	for _, id := range st.MergeQueue {
+		if t := byID[id]; t != nil && t.Status == ptChecking && !slices.Contains(q, id) {
+			q = append(q, id)
+		}
+	}
+	for _, t := range Tasks(p.Phases) {
+		if t.Status == ptChecking && !slices.Contains(q, t.Id) {
+			q = append(q, t.Id)
+		}
+	}
+	st.MergeQueue = q
+	if len(q) == 0 {
+		return nil
+	}
+	return byID[q[0]]
+}
+
+// crewIdle reports whether the job of running or in-review task t, in state js, has
+// nothing for the crew to do: it runs (or waits for a person) as the task says.
+func crewIdle(t *agentv1.ProjectTask, js store.JobState) bool {
+	switch js.Status {
+	case agentv1.JobStatus_JOB_STATUS_QUEUED, agentv1.JobStatus_JOB_STATUS_RUNNING, agentv1.JobStatus_JOB_STATUS_PAUSED,
+		agentv1.JobStatus_JOB_STATUS_WAITING_CLARIFICATION, agentv1.JobStatus_JOB_STATUS_HUMAN_NEEDED:
+		// In review and running again only after a decision: the crew says so (crewFollow).
+		return t.Status == ptRunning || js.Phase == agentv1.JobPhase_JOB_PHASE_COMPLETING
+	}
+	return false
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // crewReady is the task to start next: the first of the person's priorities that is
@@ -410,12 +474,14 @@ func (x *run) crewCheck(ctx context.Context, t *agentv1.ProjectTask) (moved bool
 		}
 		return true, x.crewStart(ctx, t, ph, res.Summary)
 	}
+	moved = up.GetUpdated()
 	if !res.Reported {
-		res.Reported = true
+		// (Written with the merge's checkpoint, or the next: a resumed run merges again, or
+		// finds the pull request merged.)
+		res.Reported, moved = true, true
 		t.Checks = res.Summary
 		t.StatusReason = "checks passed on " + shortSHA(head)
 		x.emit(TaskEvent(agentv1.ProjectEventType_PROJECT_EVENT_TYPE_TASK_CHECKS_PASSED, t, ph))
-		return true, nil // checkpointed before the merge
 	}
 	m, err := x.e.c.Repos.MergePullRequest(ctx, &githubv1.MergePullRequestRequest{Repo: p.Repo, Number: pr.GetNumber(), ExpectedHeadSha: head,
 		Method: githubv1.MergeMethod_MERGE_METHOD_SQUASH})
@@ -425,9 +491,9 @@ func (x *run) crewCheck(ctx context.Context, t *agentv1.ProjectTask) (moved bool
 	case codes.Aborted, codes.FailedPrecondition:
 		// The head or the base moved since the checks: up to date again, checked again.
 		x.e.log.InfoContext(ctx, "crew: merge refused; checking again", "project", p.Id, "pull_request", pr.GetNumber(), "error", err)
-		return false, nil
+		return moved, nil
 	}
-	return false, err
+	return moved, err
 }
 
 // checks is what task t's checks say of head: the forge's check runs and statuses, or, when
@@ -445,6 +511,9 @@ func (x *run) checks(ctx context.Context, t *agentv1.ProjectTask, head string) (
 	if c == nil || c.Head != head {
 		c = &store.CrewCheck{Head: head}
 		st.Checks[t.Id] = c
+	}
+	if rc := x.checking[t.Id]; rc != nil && rc.head == head {
+		return c, x.takeCheck(t, c, rc) // the repository's own check, running or done
 	}
 	if time.Now().Before(c.Next) {
 		return c, nil
@@ -476,25 +545,30 @@ func (x *run) checks(ctx context.Context, t *agentv1.ProjectTask, head string) (
 	default:
 		// The repository's own check runs in a sandbox beside the crew's other work; its
 		// end wakes the crew. (Should the run end first, the next one runs it again.)
-		rc := x.checking[t.Id]
-		if rc == nil || rc.head != head {
-			rc = x.startCheck(ctx, t, head)
-		}
-		select {
-		case <-rc.done:
-			delete(x.checking, t.Id)
-			if rc.err != nil {
-				return nil, rc.err
-			}
-			c.State, c.Summary = store.CheckFailed, rc.out
-			if rc.passed {
-				c.State = store.CheckPassed
-			}
-		default:
-			c.State, c.Next = store.CheckPending, time.Now().Add(x.e.cfg.Poll)
+		if err := x.takeCheck(t, c, x.startCheck(ctx, t, head)); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// takeCheck takes the result of task t's sandbox check rc into c once it is done; until
+// then c is pending (the check's end wakes the crew).
+func (x *run) takeCheck(t *agentv1.ProjectTask, c *store.CrewCheck, rc *runningCheck) error {
+	select {
+	case <-rc.done:
+		delete(x.checking, t.Id)
+		if rc.err != nil {
+			return rc.err
+		}
+		c.State, c.Summary = store.CheckFailed, rc.out
+		if rc.passed {
+			c.State = store.CheckPassed
+		}
+	default:
+		c.State, c.Next = store.CheckPending, time.Now().Add(x.e.cfg.Poll)
+	}
+	return nil
 }
 
 // runningCheck is a check running in a sandbox.

@@ -158,3 +158,31 @@ func (s *Store) LastJobEvents(ctx context.Context, jobs []string) (map[string]La
 	}
 	return out, rows.Err()
 }
+
+// JobStatuses is the status and phase of each of jobs, by id (one round trip: a crew's
+// look at its workers).
+func (s *Store) JobStatuses(ctx context.Context, jobs []string) (map[string]JobState, error) {
+	out := make(map[string]JobState, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id::text, status, phase FROM jobs WHERE id = ANY($1::uuid[])`, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("store: job statuses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, st, ph string
+		if err := rows.Scan(&id, &st, &ph); err != nil {
+			return nil, err
+		}
+		out[id] = JobState{Status: parseStatus(st), Phase: parsePhase(ph)}
+	}
+	return out, rows.Err()
+}
+
+// JobState is a job's status and phase.
+type JobState struct {
+	Status agentv1.JobStatus
+	Phase  agentv1.JobPhase
+}

@@ -72,6 +72,9 @@ type ProjectState struct {
 	ReviewMemories []string `json:"review_memories,omitempty"`
 	// Checks are a crew project's last checks of each task's pull request, by project task.
 	Checks map[string]*CrewCheck `json:"checks,omitempty"`
+	// MergeQueue is a crew's tasks with an open pull request, in the order they opened it:
+	// the first is brought up to date, checked and merged; the others wait their turn.
+	MergeQueue []string `json:"merge_queue,omitempty"`
 }
 
 // States of a crew task's checks.
