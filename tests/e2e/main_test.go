@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/thefold/thefold/pkg/fakegithub"
 	"github.com/thefold/thefold/pkg/fakellm"
 	"github.com/thefold/thefold/pkg/stack"
 	"github.com/thefold/thefold/pkg/stack/stacktest"
@@ -36,6 +37,9 @@ var (
 	// script is what llm serves: the demo script after the build tests' entries. A test
 	// that sets another script sets this one back.
 	script *fakellm.Script
+	// ghFake is GitHub for the owner ghcrew (TestCrewOnGitHub): GitHub's REST API in
+	// memory, in this process; every other owner's repositories are on the local forge.
+	ghFake *fakegithub.Server
 )
 
 func TestMain(m *testing.M) {
@@ -75,7 +79,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = slices.Concat(crewScript(), crewSpreadScript(), crewOrderScript(), crewBenchScript(), cliCrewScript(), subAgentsScript(), chatScript(), cliScript(), faultScript(), projectScript(), moreProjectScripts(), benchProjectScript(),
+	script.Anthropic = slices.Concat(crewGitHubScript(), crewScript(), crewSpreadScript(), crewOrderScript(), crewBenchScript(), cliCrewScript(), subAgentsScript(), chatScript(), cliScript(), faultScript(), projectScript(), moreProjectScripts(), benchProjectScript(),
 		budgetProjectScript(), restartProjectScript(), agentScenarios(), agentScript(), isolationScript(), buildScript(), script.Anthropic)
 	llm = fakellm.New(script)
 	llmTime = &llmClock{next: llm}
@@ -109,6 +113,14 @@ func runMain(m *testing.M) int {
 		// (posted to over http, which only an allowed loopback host may be).
 		"THEFOLD_AGENT_WEBHOOK_HOSTS=127.0.0.1",
 	}}
+	// The github service sends the owner ghcrew's repositories to ghFake, as to GitHub
+	// Enterprise, with the token ghFake accepts (its user is fakegithub.DefaultLogin).
+	if ghFake, err = fakegithub.Start(fakegithub.Options{Orgs: []string{"ghcrew"}}); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: fake GitHub:", err)
+		return 1
+	}
+	defer ghFake.Close()
+	mesh.Env = append(mesh.Env, "THEFOLD_GITHUB_API_URL="+ghFake.URL(), "THEFOLD_GITHUB_TOKEN="+ghFake.Token(), "THEFOLD_GITHUB_OWNERS=ghcrew")
 	start := time.Now()
 	// Binaries Build finds up to date when cmd/thefold's stack tests (make test-unit) or an
 	// earlier run linked them from the same sources (stacktest): linking all ten takes

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
 )
@@ -36,20 +37,20 @@ func TestPullRequestChecks(t *testing.T) {
 	runsURL := "https://github.example/octo/app/runs/"
 	cases := []struct {
 		name     string
-		runs     []fCheckRun
-		statuses []fStatus
+		runs     []fakegithub.CheckRun
+		statuses []fakegithub.Status
 		want     githubv1.CheckState
 		checks   []*githubv1.Check
 	}{
 		{name: "none", want: none},
 		{
 			name: "pending",
-			runs: []fCheckRun{
-				{name: "test", status: "in_progress"},
-				{name: "build", status: "completed", conclusion: "success", title: "Built", detailsURL: "https://ci.example/b/1"},
-				{name: "deploy", status: "queued"},
+			runs: []fakegithub.CheckRun{
+				{Name: "test", Status: "in_progress"},
+				{Name: "build", Status: "completed", Conclusion: "success", Title: "Built", DetailsURL: "https://ci.example/b/1"},
+				{Name: "deploy", Status: "queued"},
 			},
-			statuses: []fStatus{{context: "ci/legacy", state: "pending", description: "Waiting", targetURL: "https://legacy.example/1"}},
+			statuses: []fakegithub.Status{{Context: "ci/legacy", State: "pending", Description: "Waiting", TargetURL: "https://legacy.example/1"}},
 			want:     pending,
 			checks: []*githubv1.Check{
 				{Name: "build", State: success, Conclusion: "success", Summary: "Built", DetailsUrl: "https://ci.example/b/1"},
@@ -60,12 +61,12 @@ func TestPullRequestChecks(t *testing.T) {
 		},
 		{
 			name: "success",
-			runs: []fCheckRun{
-				{name: "lint", status: "completed", conclusion: "neutral"},
-				{name: "build", status: "completed", conclusion: "success"},
-				{name: "docs", status: "completed", conclusion: "skipped"},
+			runs: []fakegithub.CheckRun{
+				{Name: "lint", Status: "completed", Conclusion: "neutral"},
+				{Name: "build", Status: "completed", Conclusion: "success"},
+				{Name: "docs", Status: "completed", Conclusion: "skipped"},
 			},
-			statuses: []fStatus{{context: "ci/legacy", state: "success", description: "Passed"}},
+			statuses: []fakegithub.Status{{Context: "ci/legacy", State: "success", Description: "Passed"}},
 			want:     success,
 			checks: []*githubv1.Check{
 				{Name: "build", State: success, Conclusion: "success", DetailsUrl: runsURL + "7001"},
@@ -76,17 +77,17 @@ func TestPullRequestChecks(t *testing.T) {
 		},
 		{
 			name: "failure",
-			runs: []fCheckRun{
-				{name: "test", status: "completed", conclusion: "timed_out", title: "Took too long"},
-				{name: "build", status: "in_progress"},
-				{name: "approve", status: "completed", conclusion: "action_required"},
-				{name: "old", status: "completed", conclusion: "stale"},
-				{name: "gone", status: "completed", conclusion: "cancelled"},
+			runs: []fakegithub.CheckRun{
+				{Name: "test", Status: "completed", Conclusion: "timed_out", Title: "Took too long"},
+				{Name: "build", Status: "in_progress"},
+				{Name: "approve", Status: "completed", Conclusion: "action_required"},
+				{Name: "old", Status: "completed", Conclusion: "stale"},
+				{Name: "gone", Status: "completed", Conclusion: "cancelled"},
 			},
-			statuses: []fStatus{
-				{context: "ci/a", state: "error", description: "Crashed"},
-				{context: "ci/b", state: "failure"},
-				{context: "ci/c", state: "success"},
+			statuses: []fakegithub.Status{
+				{Context: "ci/a", State: "error", Description: "Crashed"},
+				{Context: "ci/b", State: "failure"},
+				{Context: "ci/c", State: "success"},
 			},
 			want: failure,
 			checks: []*githubv1.Check{
@@ -106,10 +107,10 @@ func TestPullRequestChecks(t *testing.T) {
 			t.Parallel()
 			f, p, sha := checksPR(t)
 			for _, r := range c.runs {
-				f.addCheckRun("octo/app", sha, r)
+				f.AddCheckRun("octo/app", sha, r)
 			}
 			for _, s := range c.statuses {
-				f.addStatus("octo/app", sha, s)
+				f.AddStatus("octo/app", sha, s)
 			}
 			got := try(p.PullRequestChecks(t.Context(), "octo/app", 1, forge.Actor{})).must(t)
 			want := &githubv1.GetPullRequestChecksResponse{HeadSha: sha, State: c.want, Checks: c.checks}
@@ -137,12 +138,12 @@ func TestPullRequestChecksReadsEveryPage(t *testing.T) {
 	t.Parallel()
 	f, p, sha := checksPR(t)
 	for i := range 150 {
-		f.addCheckRun("octo/app", sha, fCheckRun{name: fmt.Sprintf("run-%03d", i), status: "completed", conclusion: "success"})
+		f.AddCheckRun("octo/app", sha, fakegithub.CheckRun{Name: fmt.Sprintf("run-%03d", i), Status: "completed", Conclusion: "success"})
 	}
 	for i := range 120 {
-		f.addStatus("octo/app", sha, fStatus{context: fmt.Sprintf("status-%03d", i), state: "success"})
+		f.AddStatus("octo/app", sha, fakegithub.Status{Context: fmt.Sprintf("status-%03d", i), State: "success"})
 	}
-	f.addStatus("octo/app", sha, fStatus{context: "status-119", state: "failure"}) // the last, on page 2
+	f.AddStatus("octo/app", sha, fakegithub.Status{Context: "status-119", State: "failure"}) // the last, on page 2
 	got := try(p.PullRequestChecks(t.Context(), "octo/app", 1, forge.Actor{})).must(t)
 	if len(got.Checks) != 270 || got.State != githubv1.CheckState_CHECK_STATE_FAILURE ||
 		got.Checks[0].Name != "run-000" || got.Checks[269].Name != "status-119" || got.Checks[269].State != githubv1.CheckState_CHECK_STATE_FAILURE {
@@ -182,7 +183,7 @@ func TestPullRequestChecksErrors(t *testing.T) {
 	t.Run("statuses unavailable", func(t *testing.T) {
 		t.Parallel()
 		f, p, _ := checksPR(t)
-		f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 			if !strings.HasSuffix(r.URL.Path, "/status") {
 				return false
 			}

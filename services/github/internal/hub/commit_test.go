@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
 )
@@ -15,10 +16,10 @@ import (
 func TestCreateBranch(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.addRepo("octo/empty", nil)
-	first := f.repo("octo/app").refs["refs/heads/main"]
-	second := f.commitTo("octo/app", "main", map[string]string{"x": "x"})
+	f.AddRepo("octo/app", appFiles)
+	f.AddRepo("octo/empty", nil)
+	first := f.Branch("octo/app", "main")
+	second := f.Commit("octo/app", "main", map[string]string{"x": "x"})
 	p := f.provider(t)
 
 	sha, created, err := p.CreateBranch(t.Context(), "octo/app", "thefold/task-1", first, forge.Actor{})
@@ -30,7 +31,7 @@ func TestCreateBranch(t *testing.T) {
 	if err != nil || created || sha != first {
 		t.Errorf("second CreateBranch = %s %v %v", sha, created, err)
 	}
-	if got := f.repo("octo/app").refs["refs/heads/thefold/task-1"]; got != first {
+	if got := f.Branch("octo/app", "thefold/task-1"); got != first {
 		t.Errorf("branch moved to %s", got)
 	}
 	_, _, err = p.CreateBranch(t.Context(), "octo/app", "other", strings.Repeat("0", 40), forge.Actor{})
@@ -39,9 +40,9 @@ func TestCreateBranch(t *testing.T) {
 	wantErr(t, err, errs.ErrFailedPrecondition)
 
 	// Created by someone else between the check and the create.
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git/refs") {
-			f.with(func() { f.repos["octo/app"].refs["refs/heads/race"] = second })
+			f.SetBranch("octo/app", "race", second)
 		}
 		return false
 	})
@@ -64,8 +65,8 @@ const (
 func TestCommit(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	parent := f.repo("octo/app").refs["refs/heads/main"]
+	f.AddRepo("octo/app", appFiles)
+	parent := f.Branch("octo/app", "main")
 	p := f.provider(t)
 
 	edit := fc("src/main.go", modify, "")
@@ -85,35 +86,31 @@ func TestCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := f.repo("octo/app")
-	if res.CommitSha != repo.refs["refs/heads/main"] || res.ParentSha != parent || res.Branch != "main" || res.Replayed {
+	if res.CommitSha != f.Branch("octo/app", "main") || res.ParentSha != parent || res.Branch != "main" || res.Replayed {
 		t.Errorf("Commit = %v", res)
 	}
 	// new.md +2, main.go +3 -1, README.md -1, strings.go +3, tool +1.
 	if s := res.Stats; s == nil || s.FilesChanged != 5 || s.Additions != 9 || s.Deletions != 2 {
 		t.Errorf("stats = %v", res.Stats)
 	}
-	f.with(func() {
-		g := repo.git
-		c := g.commits[res.CommitSha]
-		if c.message != "change things" || len(c.parents) != 1 || c.parents[0] != parent ||
-			c.author != (fSig{"TheFold", "thefold@users.noreply.github.com"}) {
-			t.Errorf("commit = %+v", c)
-		}
-		flat := g.flatten(c.tree)
-		if _, ok := flat["README.md"]; ok {
-			t.Error("README.md not deleted")
-		}
-		if got := string(g.blobs[flat["src/main.go"].sha]); got != "package main\n\nfunc main() {\n\tprintln(1)\n}\n" {
-			t.Errorf("edited main.go = %q", got)
-		}
-		if flat["bin/tool"].mode != "100755" || flat["docs/new.md"].mode != "100644" {
-			t.Errorf("modes: %v", flat)
-		}
-		if flat["logo.png"] != g.flatten(g.commits[parent].tree)["logo.png"] {
-			t.Error("an untouched file changed")
-		}
-	})
+	c, _ := f.CommitInfo("octo/app", res.CommitSha)
+	if c.Message != "change things" || len(c.Parents) != 1 || c.Parents[0] != parent ||
+		c.Author != (fakegithub.Signature{Name: "TheFold", Email: "thefold@users.noreply.github.com"}) {
+		t.Errorf("commit = %+v", c)
+	}
+	flat := f.Files("octo/app", res.CommitSha)
+	if _, ok := flat["README.md"]; ok {
+		t.Error("README.md not deleted")
+	}
+	if got := flat["src/main.go"].Content; got != "package main\n\nfunc main() {\n\tprintln(1)\n}\n" {
+		t.Errorf("edited main.go = %q", got)
+	}
+	if flat["bin/tool"].Mode != "100755" || flat["docs/new.md"].Mode != "100644" {
+		t.Errorf("modes: %v", flat)
+	}
+	if flat["logo.png"] != f.Files("octo/app", parent)["logo.png"] {
+		t.Error("an untouched file changed")
+	}
 
 	// What GitHub was sent: base64 blobs, a tree on the parent's tree, a non-forced update.
 	for _, r := range f.requests("POST", "/git/blobs") {
@@ -131,10 +128,8 @@ func TestCommit(t *testing.T) {
 	if len(trees) != 1 || json.Unmarshal(trees[0].Body, &tree) != nil {
 		t.Fatalf("tree requests = %v", trees)
 	}
-	var parentTree string
-	f.with(func() { parentTree = repo.git.commits[parent].tree })
-	if tree.BaseTree != parentTree {
-		t.Errorf("base_tree = %q, want the parent's tree %q", tree.BaseTree, parentTree)
+	if pc, _ := f.CommitInfo("octo/app", parent); pc.Tree == "" || tree.BaseTree != pc.Tree {
+		t.Errorf("base_tree = %q, want the parent's tree %q", tree.BaseTree, pc.Tree)
 	}
 	for _, e := range tree.Tree {
 		if e["path"] == "README.md" {
@@ -154,18 +149,16 @@ func TestCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.with(func() {
-		if a := repo.git.commits[res2.CommitSha].author; a != (fSig{"Ada", "ada@example.com"}) {
-			t.Errorf("author = %v", a)
-		}
-	})
+	if c, _ := f.CommitInfo("octo/app", res2.CommitSha); c.Author != (fakegithub.Signature{Name: "Ada", Email: "ada@example.com"}) {
+		t.Errorf("author = %v", c.Author)
+	}
 }
 
 func TestCommitRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	head := f.repo("octo/app").refs["refs/heads/main"]
+	f.AddRepo("octo/app", appFiles)
+	head := f.Branch("octo/app", "main")
 	p := f.provider(t)
 	spec := func(files ...*typev1.FileChange) forge.CommitSpec {
 		return forge.CommitSpec{Repo: "octo/app", Branch: "main", Message: "m", Files: files}
@@ -202,19 +195,22 @@ func TestCommitRefusals(t *testing.T) {
 	_, err = p.Commit(t.Context(), s)
 	wantErr(t, err, errs.ErrNotFound)
 
-	if got := f.repo("octo/app").refs["refs/heads/main"]; got != head {
+	if got := f.Branch("octo/app", "main"); got != head {
 		t.Fatalf("a refused commit moved main")
 	}
 
 	// Someone pushes between our read of the branch and our ref update: GitHub's
 	// "not a fast forward" is ABORTED, and their commit stays.
 	var pushed sync.Once
+	var mu sync.Mutex // the hook runs on the server's goroutine
 	var theirs string
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPatch {
 			pushed.Do(func() {
-				sha := f.commitTo("octo/app", "main", map[string]string{"theirs.txt": "t"})
-				f.with(func() { theirs = sha })
+				sha := f.Commit("octo/app", "main", map[string]string{"theirs.txt": "t"})
+				mu.Lock()
+				theirs = sha
+				mu.Unlock()
 			})
 		}
 		return false
@@ -222,8 +218,9 @@ func TestCommitRefusals(t *testing.T) {
 	_, err = p.Commit(t.Context(), spec(fc("mine.txt", create, "m")))
 	wantErr(t, err, errs.ErrConflict)
 	wantPublic(t, err, "fast forward")
-	f.with(func() {})
-	if got := f.repo("octo/app").refs["refs/heads/main"]; got != theirs {
+	mu.Lock()
+	defer mu.Unlock()
+	if got := f.Branch("octo/app", "main"); got != theirs {
 		t.Errorf("main = %s, want their commit %s kept", got, theirs)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
 )
@@ -17,13 +18,13 @@ import (
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.addRepo("octo/empty", nil)
-	first := f.repo("octo/app").refs["refs/heads/main"]
-	head := f.commitTo("octo/app", "main", map[string]string{"b.txt": "b"})
-	f.with(func() { f.repos["octo/app"].refs["refs/heads/dev"] = first })
-	f.tag("octo/app", "v1", first, false)
-	f.tag("octo/app", "v2", first, true)
+	f.AddRepo("octo/app", appFiles)
+	f.AddRepo("octo/empty", nil)
+	first := f.Branch("octo/app", "main")
+	head := f.Commit("octo/app", "main", map[string]string{"b.txt": "b"})
+	f.SetBranch("octo/app", "dev", first)
+	f.Tag("octo/app", "v1", first, false)
+	f.Tag("octo/app", "v2", first, true)
 	p := f.provider(t)
 
 	cases := []struct {
@@ -82,16 +83,7 @@ var wantTree = []struct {
 
 // addSubmodule puts a submodule entry into main's commit.
 func addSubmodule(f *fakeGH, full string) string {
-	var sha string
-	f.with(func() {
-		r := f.repos[full]
-		g := r.git
-		flat := g.flatten(g.commits[r.refs["refs/heads/main"]].tree)
-		flat["vendor/lib"] = fEntry{mode: "160000", typ: "commit", sha: strings.Repeat("5", 40)}
-		sha = g.putCommit(g.build(flat), []string{r.refs["refs/heads/main"]}, "submodule", fSig{"a", "b"})
-		r.refs["refs/heads/main"] = sha
-	})
-	return sha
+	return f.Commit(full, "main", map[string]string{"vendor/lib": fakegithub.Submodule(strings.Repeat("5", 40))})
 }
 
 func TestTree(t *testing.T) {
@@ -99,10 +91,9 @@ func TestTree(t *testing.T) {
 	for _, truncated := range []bool{false, true} {
 		t.Run(map[bool]string{false: "recursive", true: "truncated"}[truncated], func(t *testing.T) {
 			t.Parallel()
-			f := newFake(t)
-			f.addRepo("octo/app", appFiles)
+			f := newFake(t, func(o *fakegithub.Options) { o.TruncateTrees = truncated })
+			f.AddRepo("octo/app", appFiles)
 			commit := addSubmodule(f, "octo/app")
-			f.truncate = truncated
 			entries := try(f.provider(t).Tree(t.Context(), "octo/app", commit)).must(t)
 			if len(entries) != len(wantTree) {
 				t.Fatalf("Tree = %d entries, want %d: %v", len(entries), len(wantTree), entries)
@@ -125,7 +116,7 @@ func TestTree(t *testing.T) {
 		})
 	}
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	_, err := f.provider(t).Tree(t.Context(), "octo/app", strings.Repeat("0", 40))
 	wantErr(t, err, errs.ErrNotFound)
 }
@@ -133,8 +124,8 @@ func TestTree(t *testing.T) {
 func TestFiles(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	commit := f.repo("octo/app").refs["refs/heads/main"]
+	f.AddRepo("octo/app", appFiles)
+	commit := f.Branch("octo/app", "main")
 	p := f.provider(t)
 	paths := []string{"src/util/strings.go", "logo.png", "nope.txt", "src", "link", "src/main.go", "src/nope/x.go", "README.md/x"}
 	files, missing, err := p.Files(t.Context(), "octo/app", commit, paths)
@@ -165,8 +156,8 @@ func TestFiles(t *testing.T) {
 func TestArchive(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	commit := f.repo("octo/app").refs["refs/heads/main"]
+	f.AddRepo("octo/app", appFiles)
+	commit := f.Branch("octo/app", "main")
 	p := f.provider(t)
 	var buf bytes.Buffer
 	if err := p.Archive(t.Context(), "octo/app", commit, &buf); err != nil {
@@ -220,22 +211,19 @@ func TestArchive(t *testing.T) {
 func TestArchiveBroken(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.addRepo("octo/empty", nil)
-	commit := f.repo("octo/app").refs["refs/heads/main"]
+	f.AddRepo("octo/app", appFiles)
+	f.AddRepo("octo/empty", nil)
+	commit := f.Branch("octo/app", "main")
 	p := f.provider(t)
 	err := p.Archive(t.Context(), "octo/empty", commit, io.Discard)
 	wantErr(t, err, errs.ErrNotFound)
 
 	// A download cut short: unavailable, not internal, and none of the gzip text.
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if !strings.HasPrefix(r.URL.Path, "/codeload/") {
 			return false
 		}
-		f.mu.Lock()
-		repo := f.repos["octo/app"]
-		data := repo.git.tarball("octo", "app", commit)
-		f.mu.Unlock()
+		data := f.Tarball("octo/app", commit)
 		_, _ = w.Write(data[:len(data)/2])
 		return true
 	})
@@ -247,18 +235,16 @@ func TestArchiveBroken(t *testing.T) {
 func TestThrottled429Retried(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	count := rateLimited(f, "/git/trees/", 1, func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", "0")
 		writeJSON(w, 429, msg("Too Many Requests"))
 	})
-	commit := f.repo("octo/app").refs["refs/heads/main"]
+	commit := f.Branch("octo/app", "main")
 	try(f.provider(t).Tree(t.Context(), "octo/app", commit)).must(t)
-	f.with(func() {
-		if *count != 2 {
-			t.Errorf("calls = %d, want 2", *count)
-		}
-	})
+	if n := count.get(); n != 2 {
+		t.Errorf("calls = %d, want 2", n)
+	}
 }
 
 func TestStripTop(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
@@ -63,7 +64,7 @@ func wantPublic(t *testing.T, err error, github ...string) {
 func TestCallsCarryTheirCredential(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", map[string]string{"a.txt": "a\n"})
+	f.AddRepo("octo/app", map[string]string{"a.txt": "a\n"})
 	p := f.provider(t, func(c *Config) { c.Token = "" })
 	if p.Kind() != githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
 		t.Errorf("Kind = %v", p.Kind())
@@ -91,9 +92,9 @@ func TestCallsCarryTheirCredential(t *testing.T) {
 func TestGetRepo(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.addRepo("octo/empty", nil)
-	f.with(func() { f.repos["octo/app"].description, f.repos["octo/app"].private = "the app", true })
+	f.AddRepo("octo/app", appFiles)
+	f.AddRepo("octo/empty", nil)
+	f.SetRepoOptions("octo/app", fakegithub.RepoOptions{Description: "the app", Private: true})
 	p := f.provider(t)
 
 	r := try(p.GetRepo(t.Context(), "octo/app", forge.Actor{})).must(t)
@@ -126,7 +127,7 @@ func TestListRepos(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
 	for _, r := range []string{"octo/b", "octo/a", "acme/lib", "someone/pub"} {
-		f.addRepo(r, map[string]string{"f": "x"})
+		f.AddRepo(r, map[string]string{"f": "x"})
 	}
 	p := f.provider(t)
 
@@ -178,7 +179,7 @@ func TestListRepos(t *testing.T) {
 func TestCreateRepo(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/taken", nil)
+	f.AddRepo("octo/taken", nil)
 	p := f.provider(t)
 
 	r := try(p.CreateRepo(t.Context(), forge.NewRepo{Owner: "octo", Name: "fresh", Description: "d", Private: true})).must(t)
@@ -206,8 +207,8 @@ func TestCreateRepo(t *testing.T) {
 func TestInit(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/empty", nil)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/empty", nil)
+	f.AddRepo("octo/app", appFiles)
 	p := f.provider(t)
 
 	spec := forge.InitSpec{Repo: "octo/empty", Message: "scaffold", Files: []*typev1.FileChange{
@@ -223,33 +224,29 @@ func TestInit(t *testing.T) {
 	if len(puts) != 1 || puts[0].Path != "/repos/octo/empty/contents/README.md" {
 		t.Fatalf("contents API calls = %v (want one, for the non-executable README.md)", puts)
 	}
-	f.with(func() {
-		r := f.repos["octo/empty"]
-		if r.refs["refs/heads/main"] != sha {
-			t.Errorf("main = %s, Init returned %s", r.refs["refs/heads/main"], sha)
-		}
-		flat := r.git.flatten(r.git.commits[sha].tree)
-		if len(flat) != 3 || flat["run.sh"].mode != "100755" || flat["README.md"].mode != "100644" {
-			t.Errorf("initial tree = %v", flat)
-		}
-		if c := r.git.commits[sha]; c.message != "scaffold" || c.author != (fSig{"TheFold", "thefold@users.noreply.github.com"}) {
-			t.Errorf("commit = %+v", c)
-		}
-	})
+	if main := f.Branch("octo/empty", "main"); main != sha {
+		t.Errorf("main = %s, Init returned %s", main, sha)
+	}
+	if flat := f.Files("octo/empty", sha); len(flat) != 3 || flat["run.sh"].Mode != "100755" || flat["README.md"].Mode != "100644" {
+		t.Errorf("initial tree = %v", flat)
+	}
+	if c, _ := f.CommitInfo("octo/empty", sha); c.Message != "scaffold" || c.Author != (fakegithub.Signature{Name: "TheFold", Email: "thefold@users.noreply.github.com"}) {
+		t.Errorf("commit = %+v", c)
+	}
 	// A second Init writes nothing.
 	sha2, _, already, err := p.Init(t.Context(), spec)
 	if err != nil || !already || sha2 != sha {
 		t.Errorf("second Init = %s %v %v", sha2, already, err)
 	}
-	head := f.repo("octo/app").refs["refs/heads/main"]
+	head := f.Branch("octo/app", "main")
 	sha3, branch, already, err := p.Init(t.Context(), forge.InitSpec{Repo: "octo/app", Files: spec.Files})
 	if err != nil || !already || sha3 != head || branch != "main" {
 		t.Errorf("Init of a repository with commits = %s %s %v %v", sha3, branch, already, err)
 	}
 	// One file: the contents API alone.
-	f.addRepo("octo/one", nil)
+	f.AddRepo("octo/one", nil)
 	sha4, _, _, err := p.Init(t.Context(), forge.InitSpec{Repo: "octo/one", Branch: "trunk", Files: spec.Files[1:2]})
-	if err != nil || f.repo("octo/one").refs["refs/heads/trunk"] != sha4 {
+	if err != nil || f.Branch("octo/one", "trunk") != sha4 {
 		t.Errorf("one-file Init = %s, %v", sha4, err)
 	}
 }
@@ -273,8 +270,8 @@ func TestErrorMapping(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFake(t)
-			f.addRepo("octo/app", appFiles)
-			f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+			f.AddRepo("octo/app", appFiles)
+			f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(c.status)
 				_, _ = w.Write([]byte(c.body))
@@ -291,7 +288,7 @@ func TestErrorMapping(t *testing.T) {
 	t.Run("wrong token", func(t *testing.T) {
 		t.Parallel()
 		f := newFake(t)
-		f.addRepo("octo/app", appFiles)
+		f.AddRepo("octo/app", appFiles)
 		p := f.provider(t, func(c *Config) { c.Token = "stale" })
 		_, err := p.GetRepo(t.Context(), "octo/app", forge.Actor{})
 		wantErr(t, err, errs.ErrUnavailable)
@@ -300,7 +297,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Parallel()
 		f := newFake(t)
 		p := f.provider(t)
-		f.srv.Close()
+		f.Close()
 		_, err := p.GetRepo(t.Context(), "octo/app", forge.Actor{})
 		wantErr(t, err, errs.ErrUnavailable)
 		wantPublic(t, err, "127.0.0.1", "dial")
@@ -308,35 +305,17 @@ func TestErrorMapping(t *testing.T) {
 	t.Run("hidden repository", func(t *testing.T) {
 		t.Parallel()
 		f := newFake(t)
-		f.addRepo("octo/secret", appFiles).hidden = true
+		f.AddRepo("octo/secret", appFiles)
+		f.SetRepoOptions("octo/secret", fakegithub.RepoOptions{Hidden: true})
 		_, err := f.provider(t).GetRepo(t.Context(), "octo/secret", forge.Actor{})
 		wantErr(t, err, errs.ErrNotFound)
 	})
 }
 
-// rateLimited answers the first n requests to a path containing part with a rate limit.
-func rateLimited(f *fakeGH, part string, n int, answer func(w http.ResponseWriter)) *int {
-	count := new(int)
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
-		if !strings.Contains(r.URL.Path, part) {
-			return false
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		*count++
-		if *count > n {
-			return false
-		}
-		answer(w)
-		return true
-	})
-	return count
-}
-
 func TestRateLimitPrimaryRetried(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	reset := time.Now().Add(time.Second)
 	count := rateLimited(f, "/repos/octo/app", 1, func(w http.ResponseWriter) {
 		w.Header().Set("X-RateLimit-Remaining", "0")
@@ -349,11 +328,9 @@ func TestRateLimitPrimaryRetried(t *testing.T) {
 	if err != nil || r.Repo != "octo/app" {
 		t.Fatalf("GetRepo after a short rate limit = %v, %v", r, err)
 	}
-	f.with(func() {
-		if *count != 2 {
-			t.Errorf("calls = %d, want 2 (one refused, one retried)", *count)
-		}
-	})
+	if n := count.get(); n != 2 {
+		t.Errorf("calls = %d, want 2 (one refused, one retried)", n)
+	}
 	if !time.Now().After(time.Unix(reset.Unix(), 0)) {
 		t.Errorf("retried after %v, before the reset", time.Since(start))
 	}
@@ -362,7 +339,7 @@ func TestRateLimitPrimaryRetried(t *testing.T) {
 func TestRateLimitSecondaryRetried(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	count := rateLimited(f, "/repos/octo/app", 1, func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, 429, map[string]any{"message": "You have exceeded a secondary rate limit.",
@@ -373,17 +350,15 @@ func TestRateLimitSecondaryRetried(t *testing.T) {
 	if d := time.Since(start); d < time.Second {
 		t.Errorf("retried after %v, before Retry-After", d)
 	}
-	f.with(func() {
-		if *count != 2 {
-			t.Errorf("calls = %d, want 2", *count)
-		}
-	})
+	if n := count.get(); n != 2 {
+		t.Errorf("calls = %d, want 2", n)
+	}
 }
 
 func TestRateLimitFarResetFails(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	reset := time.Now().Add(time.Hour)
 	count := rateLimited(f, "/repos/octo/app", 100, func(w http.ResponseWriter) {
 		w.Header().Set("X-RateLimit-Remaining", "0")
@@ -401,17 +376,15 @@ func TestRateLimitFarResetFails(t *testing.T) {
 	// go-github now refuses locally until the reset: no second request reaches GitHub.
 	_, err = p.Resolve(t.Context(), "octo/app", "main", forge.Actor{})
 	wantErr(t, err, errs.ErrUnavailable)
-	f.with(func() {
-		if *count != 1 {
-			t.Errorf("calls = %d, want 1", *count)
-		}
-	})
+	if n := count.get(); n != 1 {
+		t.Errorf("calls = %d, want 1", n)
+	}
 }
 
 func TestRateLimitWaitRespectsContext(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	rateLimited(f, "/repos/octo/app", 100, func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", "30")
 		writeJSON(w, 403, map[string]any{"message": "secondary", "documentation_url": "https://docs.github.com/rest#secondary-rate-limits"})
@@ -429,7 +402,7 @@ func TestRateLimitWaitRespectsContext(t *testing.T) {
 func TestRateLimitWriteNotRetried(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	count := rateLimited(f, "/git/blobs", 100, func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, 403, map[string]any{"message": "secondary", "documentation_url": "https://docs.github.com/rest#secondary-rate-limits"})
@@ -440,11 +413,9 @@ func TestRateLimitWriteNotRetried(t *testing.T) {
 	if !strings.Contains(err.Error(), "secondary rate limit") {
 		t.Errorf("text = %q", err)
 	}
-	f.with(func() {
-		if *count != 1 {
-			t.Errorf("blob calls = %d, want 1 (writes are not retried)", *count)
-		}
-	})
+	if n := count.get(); n != 1 {
+		t.Errorf("blob calls = %d, want 1 (writes are not retried)", n)
+	}
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
 )
@@ -33,15 +34,13 @@ func TestIssues(t *testing.T) {
 	if len(posts) != 1 || json.Unmarshal(posts[0].Body, &body) != nil || body["issue_id"] != 90001 {
 		t.Errorf("dependency requests = %v", posts)
 	}
-	f.with(func() {
-		if got := f.repos["octo/app"].deps[3]; !slices.Equal(got, []int{1}) {
-			t.Errorf("fake's dependencies of #3 = %v", got)
-		}
-	})
+	if got := f.BlockedBy("octo/app", 3); !slices.Equal(got, []int{1}) {
+		t.Errorf("fake's dependencies of #3 = %v", got)
+	}
 
 	// Blocked by a body line and by a dependency only GitHub knows: the union.
 	four := try(p.CreateIssue(ctx, forge.NewIssue{Repo: "octo/app", Title: "four", Body: "Depends on #1"})).must(t)
-	f.with(func() { f.repos["octo/app"].deps[4] = []int{3} })
+	f.SetBlockedBy("octo/app", 4, 3)
 	got := try(p.GetIssue(ctx, "octo/app", four.Number, forge.Actor{})).must(t)
 	if !slices.Equal(got.BlockedBy, []int32{1, 3}) {
 		t.Errorf("blocked_by = %v, want [1 3]", got.BlockedBy)
@@ -98,11 +97,9 @@ func TestIssues(t *testing.T) {
 		up.Title != "later, maybe" || up.Body != "Needs the base.\n\nBlocked by #4" || !slices.Equal(up.BlockedBy, []int32{4}) {
 		t.Errorf("updated = %v", up)
 	}
-	f.with(func() {
-		if got := f.repos["octo/app"].deps[3]; !slices.Equal(got, []int{4}) {
-			t.Errorf("fake's dependencies of #3 = %v, want [4]", got)
-		}
-	})
+	if got := f.BlockedBy("octo/app", 3); !slices.Equal(got, []int{4}) {
+		t.Errorf("fake's dependencies of #3 = %v, want [4]", got)
+	}
 	if n := len(f.requests("DELETE", "/issues/3/dependencies/blocked_by/90001")); n != 1 {
 		t.Errorf("removal of #1 = %d requests", n)
 	}
@@ -123,9 +120,8 @@ func TestIssues(t *testing.T) {
 
 func TestIssueDependenciesUnavailable(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.depsOff = true
+	f := newFake(t, func(o *fakegithub.Options) { o.NoDependencies = true })
+	f.AddRepo("octo/app", appFiles)
 	p := f.provider(t)
 	ctx := t.Context()
 	one := try(p.CreateIssue(ctx, forge.NewIssue{Repo: "octo/app", Title: "one"})).must(t)
@@ -151,13 +147,12 @@ func TestIssueDependenciesUnavailable(t *testing.T) {
 
 func TestIssueDependenciesWithoutSummary(t *testing.T) {
 	t.Parallel()
-	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	f.noSumm = true
+	f := newFake(t, func(o *fakegithub.Options) { o.NoDependencySummary = true })
+	f.AddRepo("octo/app", appFiles)
 	p := f.provider(t)
 	one := try(p.CreateIssue(t.Context(), forge.NewIssue{Repo: "octo/app", Title: "one"})).must(t)
 	two := try(p.CreateIssue(t.Context(), forge.NewIssue{Repo: "octo/app", Title: "two"})).must(t)
-	f.with(func() { f.repos["octo/app"].deps[int(two.Number)] = []int{int(one.Number)} })
+	f.SetBlockedBy("octo/app", int(two.Number), int(one.Number))
 	got := try(p.GetIssue(t.Context(), "octo/app", two.Number, forge.Actor{})).must(t)
 	if !slices.Equal(got.BlockedBy, []int32{1}) || got.Body != "" {
 		t.Errorf("blocked_by from the API alone = %v", got)
@@ -167,7 +162,7 @@ func TestIssueDependenciesWithoutSummary(t *testing.T) {
 func TestComment(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
+	f.AddRepo("octo/app", appFiles)
 	p := f.provider(t)
 	is := try(p.CreateIssue(t.Context(), forge.NewIssue{Repo: "octo/app", Title: "one"})).must(t)
 	c := try(p.Comment(t.Context(), "octo/app", is.Number, "Looks good.", forge.Actor{})).must(t)

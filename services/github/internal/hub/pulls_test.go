@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/fakegithub"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/services/github/internal/forge"
@@ -18,15 +19,15 @@ import (
 // prRepo is "octo/app" with a branch "feature" that adds, changes, removes and renames.
 func prRepo(t *testing.T) (*fakeGH, *Provider) {
 	f := newFake(t)
-	f.addRepo("octo/app", appFiles)
-	main := f.repo("octo/app").refs["refs/heads/main"]
-	f.with(func() { f.repos["octo/app"].refs["refs/heads/feature"] = main })
-	f.commitTo("octo/app", "feature", map[string]string{
+	f.AddRepo("octo/app", appFiles)
+	main := f.Branch("octo/app", "main")
+	f.SetBranch("octo/app", "feature", main)
+	f.Commit("octo/app", "feature", map[string]string{
 		"src/main.go":         "package main\n\nfunc main() { run() }\n",
 		"docs/guide.md":       "# Guide\n",
-		"scripts/run.sh":      "\x00delete",
+		"scripts/run.sh":      fakegithub.Delete,
 		"src/util/s.go":       "package util\n", // same content as strings.go: a rename
-		"src/util/strings.go": "\x00delete",
+		"src/util/strings.go": fakegithub.Delete,
 		"img/new.bin":         "\xff\xfe\x00\x01",
 	})
 	return f, f.provider(t)
@@ -43,7 +44,7 @@ func TestCreatePullRequest(t *testing.T) {
 	if pr.Repo != "octo/app" || pr.Number != 1 || pr.Head != "feature" || pr.Base != "main" || pr.Title != "Feature" ||
 		pr.Body != "Does things." || pr.State != githubv1.PullRequestState_PULL_REQUEST_STATE_OPEN || pr.Author != "octo" ||
 		pr.Url != "https://github.example/octo/app/pull/1" || !slices.Equal(pr.Labels, []string{"thefold", "auto"}) ||
-		pr.HeadSha != f.repo("octo/app").refs["refs/heads/feature"] || pr.MergeCommitSha != "" {
+		pr.HeadSha != f.Branch("octo/app", "feature") || pr.MergeCommitSha != "" {
 		t.Errorf("pull request = %v", pr)
 	}
 	// The same head and base again: the open one, not a second.
@@ -66,12 +67,12 @@ func TestGetAndListPullRequests(t *testing.T) {
 	t.Parallel()
 	f, p := prRepo(t)
 	pr1, _ := try2(p.CreatePullRequest(t.Context(), forge.NewPullRequest{Repo: "octo/app", Head: "feature", Base: "main", Title: "one"}))
-	main := f.repo("octo/app").refs["refs/heads/main"]
-	f.with(func() { f.repos["octo/app"].refs["refs/heads/other"] = main })
-	f.commitTo("octo/app", "other", map[string]string{"o.txt": "o\n"})
+	main := f.Branch("octo/app", "main")
+	f.SetBranch("octo/app", "other", main)
+	f.Commit("octo/app", "other", map[string]string{"o.txt": "o\n"})
 	pr2, _ := try2(p.CreatePullRequest(t.Context(), forge.NewPullRequest{Repo: "octo/app", Head: "other", Base: "main", Title: "two"}))
-	f.with(func() { f.repos["octo/app"].refs["refs/heads/third"] = main })
-	f.commitTo("octo/app", "third", map[string]string{"t.txt": "t\n"})
+	f.SetBranch("octo/app", "third", main)
+	f.Commit("octo/app", "third", map[string]string{"t.txt": "t\n"})
 	pr3, _ := try2(p.CreatePullRequest(t.Context(), forge.NewPullRequest{Repo: "octo/app", Head: "third", Base: "main", Title: "three"}))
 
 	got := try(p.GetPullRequest(t.Context(), "octo/app", pr1.Number, forge.Actor{})).must(t)
@@ -136,12 +137,12 @@ func TestPullRequestDiff(t *testing.T) {
 	t.Parallel()
 	f, p := prRepo(t)
 	pr, _ := try2(p.CreatePullRequest(t.Context(), forge.NewPullRequest{Repo: "octo/app", Head: "feature", Base: "main", Title: "x"}))
-	main := f.repo("octo/app").refs["refs/heads/main"]
+	main := f.Branch("octo/app", "main")
 	// main moves on: the merge base stays the fork point.
-	f.commitTo("octo/app", "main", map[string]string{"later.txt": "later\n"})
+	f.Commit("octo/app", "main", map[string]string{"later.txt": "later\n"})
 
 	d := try(p.PullRequestDiff(t.Context(), "octo/app", pr.Number, nil, forge.Actor{})).must(t)
-	if d.BaseSHA != main || d.HeadSHA != f.repo("octo/app").refs["refs/heads/feature"] {
+	if d.BaseSHA != main || d.HeadSHA != f.Branch("octo/app", "feature") {
 		t.Errorf("diff between %s and %s, want merge base %s", d.BaseSHA, d.HeadSHA, main)
 	}
 	type row struct {
@@ -185,7 +186,7 @@ func TestPullRequestDiff(t *testing.T) {
 	}
 
 	// Pinned: the pull request moves on, the pinned pages still describe the first diff.
-	f.commitTo("octo/app", "feature", map[string]string{"more.txt": "more\n"})
+	f.Commit("octo/app", "feature", map[string]string{"more.txt": "more\n"})
 	pin := &forge.DiffPin{BaseSHA: d.BaseSHA, HeadSHA: d.HeadSHA}
 	pinned := try(p.PullRequestDiff(t.Context(), "octo/app", pr.Number, pin, forge.Actor{})).must(t)
 	if pinned.BaseSHA != d.BaseSHA || pinned.HeadSHA != d.HeadSHA || len(pinned.Files) != 5 {
@@ -203,14 +204,14 @@ func TestPullRequestDiff(t *testing.T) {
 func TestPullRequestDiffPages(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
-	f.addRepo("octo/big", map[string]string{"a": "a"})
-	main := f.repo("octo/big").refs["refs/heads/main"]
-	f.with(func() { f.repos["octo/big"].refs["refs/heads/many"] = main })
+	f.AddRepo("octo/big", map[string]string{"a": "a"})
+	main := f.Branch("octo/big", "main")
+	f.SetBranch("octo/big", "many", main)
 	files := map[string]string{}
 	for i := range 250 {
 		files[fmt.Sprintf("f/%03d.txt", i)] = "line\n"
 	}
-	f.commitTo("octo/big", "many", files)
+	f.Commit("octo/big", "many", files)
 	p := f.provider(t)
 	pr, _ := try2(p.CreatePullRequest(t.Context(), forge.NewPullRequest{Repo: "octo/big", Head: "many", Base: "main", Title: "x"}))
 	d := try(p.PullRequestDiff(t.Context(), "octo/big", pr.Number, nil, forge.Actor{})).must(t)
@@ -235,36 +236,35 @@ func TestMergePullRequest(t *testing.T) {
 
 	// The head moves between our read and GitHub's merge: GitHub's 409 is ABORTED.
 	var once sync.Once
-	f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+	f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/merge") {
-			once.Do(func() { f.commitTo("octo/app", "feature", map[string]string{"late.txt": "late\n"}) })
+			once.Do(func() { f.Commit("octo/app", "feature", map[string]string{"late.txt": "late\n"}) })
 		}
 		return false
 	})
 	_, err = p.MergePullRequest(t.Context(), forge.MergeSpec{Repo: "octo/app", Number: pr.Number, ExpectedHeadSHA: pr.HeadSha})
 	wantErr(t, err, errs.ErrConflict)
 	wantPublic(t, err, "Head branch was modified")
-	f.setHook(nil)
+	f.SetHook(nil)
 
 	// Not mergeable: 405.
-	f.with(func() { f.repos["octo/app"].issues[1].pull.mergeable = new(bool) })
+	f.SetMergeable("octo/app", 1, new(bool))
 	_, err = p.MergePullRequest(t.Context(), forge.MergeSpec{Repo: "octo/app", Number: pr.Number})
 	wantErr(t, err, errs.ErrFailedPrecondition)
 	wantPublic(t, err, "Pull Request is not mergeable")
-	f.with(func() { f.repos["octo/app"].issues[1].pull.mergeable = nil })
+	f.SetMergeable("octo/app", 1, nil)
 
-	head := f.repo("octo/app").refs["refs/heads/feature"]
+	head := f.Branch("octo/app", "feature")
 	merged, err := p.MergePullRequest(t.Context(), forge.MergeSpec{Repo: "octo/app", Number: pr.Number,
 		Method: githubv1.MergeMethod_MERGE_METHOD_MERGE, ExpectedHeadSHA: head, DeleteBranch: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := f.repo("octo/app")
 	if merged.State != githubv1.PullRequestState_PULL_REQUEST_STATE_MERGED || merged.MergeCommitSha == "" ||
-		merged.MergeCommitSha != repo.refs["refs/heads/main"] || merged.MergeTime == nil || merged.CloseTime == nil {
+		merged.MergeCommitSha != f.Branch("octo/app", "main") || merged.MergeTime == nil || merged.CloseTime == nil {
 		t.Errorf("merged = %v", merged)
 	}
-	if _, ok := repo.refs["refs/heads/feature"]; ok {
+	if f.Branch("octo/app", "feature") != "" {
 		t.Error("head branch not deleted")
 	}
 	put := f.requests("PUT", "/pulls/1/merge")
@@ -292,7 +292,7 @@ func TestClosePullRequest(t *testing.T) {
 	if closed.State != githubv1.PullRequestState_PULL_REQUEST_STATE_CLOSED || closed.CloseTime == nil || closed.MergeCommitSha != "" {
 		t.Errorf("closed = %v", closed)
 	}
-	if _, ok := f.repo("octo/app").refs["refs/heads/feature"]; ok {
+	if f.Branch("octo/app", "feature") != "" {
 		t.Error("head branch not deleted")
 	}
 	again := try(p.ClosePullRequest(t.Context(), "octo/app", pr.Number, true, forge.Actor{})).must(t)

@@ -24,7 +24,7 @@ func behindPR(t *testing.T, baseFiles map[string]string) (*fakeGH, *Provider, *g
 	if baseFiles == nil {
 		baseFiles = map[string]string{"later.txt": "later\n"}
 	}
-	f.commitTo("octo/app", "main", baseFiles)
+	f.Commit("octo/app", "main", baseFiles)
 	return f, p, pr
 }
 
@@ -55,21 +55,19 @@ func TestMergeBaseIntoPullRequest(t *testing.T) {
 		t.Errorf("comparison of the base branch with the head = %v", q)
 	}
 
-	base := f.commitTo("octo/app", "main", map[string]string{"later.txt": "later\n"})
-	f.with(func() { f.updateLag = 2 })
+	base := f.Commit("octo/app", "main", map[string]string{"later.txt": "later\n"})
+	f.SetUpdateLag(2)
 	reads := len(f.requests("GET", "/pulls/1"))
 	got, updated, err := p.MergeBaseIntoPullRequest(t.Context(), "octo/app", pr.Number, pr.HeadSha, forge.Actor{})
 	if err != nil || !updated {
 		t.Fatalf("update = %v %v %v", got, updated, err)
 	}
-	repo := f.repo("octo/app")
-	head := repo.refs["refs/heads/feature"]
+	head := f.Branch("octo/app", "feature")
 	if got.HeadSha != head || head == pr.HeadSha || got.State != githubv1.PullRequestState_PULL_REQUEST_STATE_OPEN {
 		t.Errorf("updated pull request = %v, want head %s", got, head)
 	}
-	var c *fCommit
-	f.with(func() { c = repo.git.commits[head] })
-	if !slices.Equal(c.parents, []string{pr.HeadSha, base}) || c.message != "Merge branch 'main' into feature" {
+	c, _ := f.CommitInfo("octo/app", head)
+	if !slices.Equal(c.Parents, []string{pr.HeadSha, base}) || c.Message != "Merge branch 'main' into feature" {
 		t.Errorf("merge commit = %+v", c)
 	}
 	put := f.requests("PUT", "/repos/octo/app/pulls/1/update-branch")
@@ -112,7 +110,7 @@ func TestMergeBaseIntoPullRequestRefusals(t *testing.T) {
 		_, _, err := p.MergeBaseIntoPullRequest(t.Context(), "octo/app", 1, "", forge.Actor{})
 		wantErr(t, err, errs.ErrFailedPrecondition)
 		wantPublic(t, err, "merge conflict between")
-		if f.repo("octo/app").refs["refs/heads/feature"] != pr.HeadSha {
+		if f.Branch("octo/app", "feature") != pr.HeadSha {
 			t.Error("the head moved")
 		}
 	})
@@ -142,7 +140,7 @@ func TestMergeBaseIntoPullRequestRefusals(t *testing.T) {
 	t.Run("head never moves", func(t *testing.T) {
 		t.Parallel()
 		f, p, _ := behindPR(t, nil)
-		f.with(func() { f.updateLag = 1 << 20 })
+		f.SetUpdateLag(1 << 20)
 		p.updateWait = 100 * time.Millisecond
 		start := time.Now()
 		_, _, err := p.MergeBaseIntoPullRequest(t.Context(), "octo/app", 1, "", forge.Actor{})
@@ -154,7 +152,7 @@ func TestMergeBaseIntoPullRequestRefusals(t *testing.T) {
 	t.Run("comparison fails", func(t *testing.T) {
 		t.Parallel()
 		f, p, pr := behindPR(t, nil)
-		f.setHook(func(w http.ResponseWriter, r *http.Request) bool {
+		f.SetHook(func(w http.ResponseWriter, r *http.Request) bool {
 			if !strings.Contains(r.URL.Path, "/compare/") {
 				return false
 			}
@@ -212,10 +210,10 @@ func TestMergeBaseIntoPullRequestAnswers(t *testing.T) {
 				wantErr(t, err, c.want)
 				wantPublic(t, err, c.private)
 			}
-			if *count != 1 {
-				t.Errorf("update requests = %d, want 1 (a write is never retried)", *count)
+			if count.get() != 1 {
+				t.Errorf("update requests = %d, want 1 (a write is never retried)", count.get())
 			}
-			if f.repo("octo/app").refs["refs/heads/feature"] != pr.HeadSha {
+			if f.Branch("octo/app", "feature") != pr.HeadSha {
 				t.Error("the head moved")
 			}
 		})

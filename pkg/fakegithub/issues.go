@@ -1,4 +1,4 @@
-package hub
+package fakegithub
 
 import (
 	"encoding/json"
@@ -10,20 +10,20 @@ import (
 	"time"
 )
 
-// The pull request and issue endpoints of the fake GitHub (see fakeGH). Issues and pull
-// requests share one number sequence, as on GitHub.
+// The pull request and issue endpoints of the fake. Issues and pull requests share one
+// number sequence, as on GitHub.
 
 // --- pull requests ---
 
-func (f *fakeGH) routePulls(w http.ResponseWriter, r *http.Request, repo *fRepo, seg []string, body []byte) {
+func (s *Server) routePulls(w http.ResponseWriter, r *http.Request, rp *repo, seg []string, body []byte) {
 	if len(seg) == 0 {
 		switch r.Method {
 		case http.MethodPost:
-			f.createPull(w, repo, body)
+			s.createPull(w, rp, body)
 		case http.MethodGet:
 			q := r.URL.Query()
-			var list []*fIssue
-			for _, is := range repo.issues {
+			var list []*issue
+			for _, is := range rp.issues {
 				pr := is.pull
 				if pr == nil {
 					continue
@@ -31,7 +31,7 @@ func (f *fakeGH) routePulls(w http.ResponseWriter, r *http.Request, repo *fRepo,
 				if st := q.Get("state"); st != "" && st != "all" && st != is.state {
 					continue
 				}
-				if h := q.Get("head"); h != "" && h != repo.owner+":"+pr.head {
+				if h := q.Get("head"); h != "" && h != rp.owner+":"+pr.head {
 					continue
 				}
 				if b := q.Get("base"); b != "" && b != pr.base {
@@ -39,73 +39,73 @@ func (f *fakeGH) routePulls(w http.ResponseWriter, r *http.Request, repo *fRepo,
 				}
 				list = append(list, is)
 			}
-			slices.SortFunc(list, func(a, b *fIssue) int { return b.number - a.number })
+			slices.SortFunc(list, func(a, b *issue) int { return b.number - a.number })
 			lo, hi := paginate(w, r, len(list))
 			out := []any{}
 			for _, is := range list[lo:hi] {
-				out = append(out, f.pullJSON(repo, is, false))
+				out = append(out, s.pullJSON(rp, is, false))
 			}
 			writeJSON(w, 200, out)
 		}
 		return
 	}
 	n, _ := strconv.Atoi(seg[0])
-	is := repo.issues[n]
+	is := rp.issues[n]
 	if is == nil || is.pull == nil {
 		writeJSON(w, 404, msg("Not Found"))
 		return
 	}
 	switch {
 	case len(seg) == 1 && r.Method == http.MethodGet:
-		f.settle(repo, is)
-		writeJSON(w, 200, f.pullJSON(repo, is, true))
+		s.settle(rp, is)
+		writeJSON(w, 200, s.pullJSON(rp, is, true))
 	case len(seg) == 1 && r.Method == http.MethodPatch:
 		var in struct {
 			State *string `json:"state"`
 		}
 		_ = json.Unmarshal(body, &in)
 		if in.State != nil && *in.State == "closed" && is.state == "open" {
-			is.pull.headSHA = f.headOf(repo, is)
+			is.pull.headSHA = s.headOf(rp, is)
 			is.state = "closed"
 			now := time.Now().UTC()
 			is.closed = &now
 		}
-		writeJSON(w, 200, f.pullJSON(repo, is, true))
+		writeJSON(w, 200, s.pullJSON(rp, is, true))
 	case len(seg) == 2 && seg[1] == "files" && r.Method == http.MethodGet:
-		g := repo.git
-		files := g.diffTrees(g.commits[f.prBase(repo, is)].tree, g.commits[f.headOf(repo, is)].tree)
+		g := rp.git
+		files := g.diffTrees(g.commits[s.prBase(rp, is)].tree, g.commits[s.headOf(rp, is)].tree)
 		lo, hi := paginate(w, r, len(files))
 		writeJSON(w, 200, files[lo:hi])
 	case len(seg) == 2 && seg[1] == "merge" && r.Method == http.MethodPut:
-		f.mergePull(w, repo, is, body)
+		s.mergePull(w, rp, is, body)
 	case len(seg) == 2 && seg[1] == "update-branch" && r.Method == http.MethodPut:
-		f.updateBranch(w, repo, is, body)
+		s.updateBranch(w, rp, is, body)
 	default:
 		writeJSON(w, 404, msg("Not Found"))
 	}
 }
 
 // headOf is a pull request's head: its branch while open, the last head once closed.
-func (f *fakeGH) headOf(repo *fRepo, is *fIssue) string {
+func (s *Server) headOf(rp *repo, is *issue) string {
 	if is.state == "open" {
-		if sha := repo.refs["refs/heads/"+is.pull.head]; sha != "" {
+		if sha := rp.refs["refs/heads/"+is.pull.head]; sha != "" {
 			return sha
 		}
 	}
 	return is.pull.headSHA
 }
 
-func (f *fakeGH) prBase(repo *fRepo, is *fIssue) string {
-	return repo.git.mergeBase(repo.refs["refs/heads/"+is.pull.base], f.headOf(repo, is))
+func (s *Server) prBase(rp *repo, is *issue) string {
+	return rp.git.mergeBase(rp.refs["refs/heads/"+is.pull.base], s.headOf(rp, is))
 }
 
-func (f *fakeGH) createPull(w http.ResponseWriter, repo *fRepo, body []byte) {
+func (s *Server) createPull(w http.ResponseWriter, rp *repo, body []byte) {
 	var in struct {
 		Title, Head, Base, Body string
 		Draft                   bool
 	}
 	_ = json.Unmarshal(body, &in)
-	head, base := repo.refs["refs/heads/"+in.Head], repo.refs["refs/heads/"+in.Base]
+	head, base := rp.refs["refs/heads/"+in.Head], rp.refs["refs/heads/"+in.Base]
 	switch {
 	case head == "":
 		writeJSON(w, 422, validation(map[string]any{"resource": "PullRequest", "field": "head", "code": "invalid"}))
@@ -113,24 +113,24 @@ func (f *fakeGH) createPull(w http.ResponseWriter, repo *fRepo, body []byte) {
 	case base == "":
 		writeJSON(w, 422, validation(map[string]any{"resource": "PullRequest", "field": "base", "code": "invalid"}))
 		return
-	case repo.git.ancestors(base)[head]:
+	case rp.git.ancestors(base)[head]:
 		writeJSON(w, 422, validation(map[string]any{"resource": "PullRequest", "code": "custom", "message": "No commits between " + in.Base + " and " + in.Head}))
 		return
 	}
-	for _, is := range repo.issues {
+	for _, is := range rp.issues {
 		if is.pull != nil && is.state == "open" && is.pull.head == in.Head && is.pull.base == in.Base {
-			writeJSON(w, 422, validation(map[string]any{"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for " + repo.owner + ":" + in.Head + "."}))
+			writeJSON(w, 422, validation(map[string]any{"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for " + rp.owner + ":" + in.Head + "."}))
 			return
 		}
 	}
-	is := f.newIssue(repo, in.Title, in.Body, nil)
-	is.pull = &fPull{head: in.Head, base: in.Base, headSHA: head, draft: in.Draft}
-	writeJSON(w, 201, f.pullJSON(repo, is, true))
+	is := s.newIssue(rp, in.Title, in.Body, nil)
+	is.pull = &pull{head: in.Head, base: in.Base, headSHA: head, draft: in.Draft}
+	writeJSON(w, 201, s.pullJSON(rp, is, true))
 }
 
-func (f *fakeGH) mergeable(repo *fRepo, is *fIssue) (map[string]fEntry, bool) {
-	g := repo.git
-	base, head := repo.refs["refs/heads/"+is.pull.base], f.headOf(repo, is)
+func (s *Server) mergeable(rp *repo, is *issue) (map[string]entry, bool) {
+	g := rp.git
+	base, head := rp.refs["refs/heads/"+is.pull.base], s.headOf(rp, is)
 	mb := g.mergeBase(base, head)
 	merged, ok := merge3(g.flatten(g.commits[mb].tree), g.flatten(g.commits[base].tree), g.flatten(g.commits[head].tree))
 	if is.pull.mergeable != nil {
@@ -139,7 +139,7 @@ func (f *fakeGH) mergeable(repo *fRepo, is *fIssue) (map[string]fEntry, bool) {
 	return merged, ok
 }
 
-func (f *fakeGH) mergePull(w http.ResponseWriter, repo *fRepo, is *fIssue, body []byte) {
+func (s *Server) mergePull(w http.ResponseWriter, rp *repo, is *issue, body []byte) {
 	var in struct {
 		CommitTitle   string  `json:"commit_title"`
 		CommitMessage *string `json:"commit_message"`
@@ -147,7 +147,7 @@ func (f *fakeGH) mergePull(w http.ResponseWriter, repo *fRepo, is *fIssue, body 
 		MergeMethod   string  `json:"merge_method"`
 	}
 	_ = json.Unmarshal(body, &in)
-	head := f.headOf(repo, is)
+	head := s.headOf(rp, is)
 	if is.state != "open" {
 		writeJSON(w, 405, msg("Pull Request is not mergeable"))
 		return
@@ -156,13 +156,13 @@ func (f *fakeGH) mergePull(w http.ResponseWriter, repo *fRepo, is *fIssue, body 
 		writeJSON(w, 409, msg("Head branch was modified. Review and try the merge again."))
 		return
 	}
-	flat, ok := f.mergeable(repo, is)
+	flat, ok := s.mergeable(rp, is)
 	if !ok {
 		writeJSON(w, 405, msg("Pull Request is not mergeable"))
 		return
 	}
-	g := repo.git
-	base := repo.refs["refs/heads/"+is.pull.base]
+	g := rp.git
+	base := rp.refs["refs/heads/"+is.pull.base]
 	parents := []string{base}
 	if in.MergeMethod == "merge" {
 		parents = append(parents, head)
@@ -171,21 +171,21 @@ func (f *fakeGH) mergePull(w http.ResponseWriter, repo *fRepo, is *fIssue, body 
 	if in.CommitMessage != nil && *in.CommitMessage != "" {
 		message += "\n\n" + *in.CommitMessage
 	}
-	sha := g.putCommit(g.build(flat), parents, message, fSig{f.login, ""})
-	repo.refs["refs/heads/"+is.pull.base] = sha
+	sha := g.putCommit(g.build(flat), parents, message, sig{s.login, ""})
+	rp.refs["refs/heads/"+is.pull.base] = sha
 	now := time.Now().UTC()
 	is.pull.headSHA, is.pull.merged, is.pull.mergedAt, is.pull.mergeSHA = head, true, &now, sha
 	is.state, is.closed = "closed", &now
 	writeJSON(w, 200, map[string]any{"sha": sha, "merged": true, "message": "Pull Request successfully merged"})
 }
 
-func (f *fakeGH) pullJSON(repo *fRepo, is *fIssue, full bool) map[string]any {
+func (s *Server) pullJSON(rp *repo, is *issue, full bool) map[string]any {
 	pr := is.pull
-	full_ := repo.owner + "/" + repo.name
-	head := f.headOf(repo, is)
-	m := f.issueBase(repo, is)
-	m["head"] = map[string]any{"ref": pr.head, "sha": head, "repo": map[string]any{"full_name": full_}}
-	m["base"] = map[string]any{"ref": pr.base, "sha": repo.refs["refs/heads/"+pr.base], "repo": map[string]any{"full_name": full_}}
+	full_ := rp.owner + "/" + rp.name
+	head := s.headOf(rp, is)
+	m := s.issueBase(rp, is)
+	m["head"] = map[string]any{"ref": pr.head, "sha": head, "rp": map[string]any{"full_name": full_}}
+	m["base"] = map[string]any{"ref": pr.base, "sha": rp.refs["refs/heads/"+pr.base], "rp": map[string]any{"full_name": full_}}
 	m["draft"] = pr.draft
 	m["html_url"] = fmt.Sprintf("https://github.example/%s/pull/%d", full_, is.number)
 	if pr.merged {
@@ -197,11 +197,11 @@ func (f *fakeGH) pullJSON(repo *fRepo, is *fIssue, full bool) map[string]any {
 	if full {
 		m["merged"] = pr.merged
 		if is.state == "open" {
-			_, ok := f.mergeable(repo, is)
+			_, ok := s.mergeable(rp, is)
 			m["mergeable"] = ok
 		}
-		g := repo.git
-		files := g.diffTrees(g.commits[f.prBase(repo, is)].tree, g.commits[head].tree)
+		g := rp.git
+		files := g.diffTrees(g.commits[s.prBase(rp, is)].tree, g.commits[head].tree)
 		add, del := 0, 0
 		for _, fd := range files {
 			add += fd.Additions
@@ -214,15 +214,15 @@ func (f *fakeGH) pullJSON(repo *fRepo, is *fIssue, full bool) map[string]any {
 
 // --- issues ---
 
-func (f *fakeGH) newIssue(repo *fRepo, title, body string, labels []string) *fIssue {
-	now := fakeEpoch.Add(time.Duration(repo.nextNum) * time.Hour)
-	is := &fIssue{number: repo.nextNum, id: 90000 + int64(repo.nextNum), title: title, body: body, state: "open", labels: labels, user: f.login, created: now, updated: now}
-	repo.issues[is.number] = is
-	repo.nextNum++
+func (s *Server) newIssue(rp *repo, title, body string, labels []string) *issue {
+	now := epoch.Add(time.Duration(rp.nextNum) * time.Hour)
+	is := &issue{number: rp.nextNum, id: 90000 + int64(rp.nextNum), title: title, body: body, state: "open", labels: labels, user: s.login, created: now, updated: now}
+	rp.issues[is.number] = is
+	rp.nextNum++
 	return is
 }
 
-func (f *fakeGH) issueBase(repo *fRepo, is *fIssue) map[string]any {
+func (s *Server) issueBase(rp *repo, is *issue) map[string]any {
 	labels := []any{}
 	for _, l := range is.labels {
 		labels = append(labels, map[string]any{"name": l})
@@ -231,7 +231,7 @@ func (f *fakeGH) issueBase(repo *fRepo, is *fIssue) map[string]any {
 		"id": is.id, "number": is.number, "title": is.title, "body": is.body, "state": is.state,
 		"labels": labels, "user": map[string]any{"login": is.user}, "comments": is.comments,
 		"created_at": is.created.Format(time.RFC3339), "updated_at": is.updated.Format(time.RFC3339),
-		"html_url": fmt.Sprintf("https://github.example/%s/%s/issues/%d", repo.owner, repo.name, is.number),
+		"html_url": fmt.Sprintf("https://github.example/%s/%s/issues/%d", rp.owner, rp.name, is.number),
 	}
 	if is.closed != nil {
 		m["closed_at"] = is.closed.Format(time.RFC3339)
@@ -239,24 +239,24 @@ func (f *fakeGH) issueBase(repo *fRepo, is *fIssue) map[string]any {
 	return m
 }
 
-func (f *fakeGH) issueJSON(repo *fRepo, is *fIssue) map[string]any {
-	m := f.issueBase(repo, is)
+func (s *Server) issueJSON(rp *repo, is *issue) map[string]any {
+	m := s.issueBase(rp, is)
 	if is.pull != nil {
-		m["pull_request"] = map[string]any{"url": fmt.Sprintf("https://api.github.example/repos/%s/%s/pulls/%d", repo.owner, repo.name, is.number)}
+		m["pull_request"] = map[string]any{"url": fmt.Sprintf("https://api.github.example/repos/%s/%s/pulls/%d", rp.owner, rp.name, is.number)}
 	}
-	if !f.noSumm && !f.depsOff {
-		m["issue_dependencies_summary"] = map[string]any{"blocked_by": len(repo.deps[is.number]), "blocking": 0}
+	if !s.noSumm && !s.depsOff {
+		m["issue_dependencies_summary"] = map[string]any{"blocked_by": len(rp.deps[is.number]), "blocking": 0}
 	}
 	return m
 }
 
-func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo, seg []string, body []byte) {
+func (s *Server) routeIssues(w http.ResponseWriter, r *http.Request, rp *repo, seg []string, body []byte) {
 	if len(seg) == 0 {
 		switch r.Method {
 		case http.MethodGet:
 			q := r.URL.Query()
-			var list []*fIssue
-			for _, is := range repo.issues {
+			var list []*issue
+			for _, is := range rp.issues {
 				if st := q.Get("state"); st != "" && st != "all" && st != is.state {
 					continue
 				}
@@ -271,11 +271,11 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 				}
 				list = append(list, is)
 			}
-			slices.SortFunc(list, func(a, b *fIssue) int { return b.number - a.number })
+			slices.SortFunc(list, func(a, b *issue) int { return b.number - a.number })
 			lo, hi := paginate(w, r, len(list))
 			out := []any{}
 			for _, is := range list[lo:hi] {
-				out = append(out, f.issueJSON(repo, is))
+				out = append(out, s.issueJSON(rp, is))
 			}
 			writeJSON(w, 200, out)
 		case http.MethodPost:
@@ -284,20 +284,20 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 				Labels      []string
 			}
 			_ = json.Unmarshal(body, &in)
-			is := f.newIssue(repo, in.Title, in.Body, in.Labels)
-			writeJSON(w, 201, f.issueJSON(repo, is))
+			is := s.newIssue(rp, in.Title, in.Body, in.Labels)
+			writeJSON(w, 201, s.issueJSON(rp, is))
 		}
 		return
 	}
 	n, _ := strconv.Atoi(seg[0])
-	is := repo.issues[n]
+	is := rp.issues[n]
 	if is == nil {
 		writeJSON(w, 404, msg("Not Found"))
 		return
 	}
 	switch {
 	case len(seg) == 1 && r.Method == http.MethodGet:
-		writeJSON(w, 200, f.issueJSON(repo, is))
+		writeJSON(w, 200, s.issueJSON(rp, is))
 	case len(seg) == 1 && r.Method == http.MethodPatch:
 		var in struct {
 			Title, Body, State *string
@@ -315,7 +315,7 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 		}
 		if in.State != nil && *in.State != is.state {
 			if is.pull != nil && is.state == "open" {
-				is.pull.headSHA = f.headOf(repo, is)
+				is.pull.headSHA = s.headOf(rp, is)
 			}
 			is.state = *in.State
 			is.closed = nil
@@ -325,7 +325,7 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 			}
 		}
 		is.updated = is.updated.Add(time.Minute)
-		writeJSON(w, 200, f.issueJSON(repo, is))
+		writeJSON(w, 200, s.issueJSON(rp, is))
 	case len(seg) == 2 && seg[1] == "labels" && r.Method == http.MethodPost:
 		var labels []string
 		if json.Unmarshal(body, &labels) != nil {
@@ -346,12 +346,12 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 	case len(seg) == 2 && seg[1] == "comments" && r.Method == http.MethodPost:
 		var in struct{ Body string }
 		_ = json.Unmarshal(body, &in)
-		repo.nextComment++
+		rp.nextComment++
 		is.comments++
 		c := map[string]any{
-			"id": repo.nextComment, "body": in.Body, "user": map[string]any{"login": f.login},
-			"html_url":   fmt.Sprintf("https://github.example/%s/%s/issues/%d#issuecomment-%d", repo.owner, repo.name, n, repo.nextComment),
-			"created_at": fakeEpoch.Format(time.RFC3339),
+			"id": rp.nextComment, "body": in.Body, "user": map[string]any{"login": s.login},
+			"html_url":   fmt.Sprintf("https://github.example/%s/%s/issues/%d#issuecomment-%d", rp.owner, rp.name, n, rp.nextComment),
+			"created_at": epoch.Format(time.RFC3339),
 		}
 		is.commentList = append(is.commentList, c)
 		writeJSON(w, 201, c)
@@ -359,19 +359,19 @@ func (f *fakeGH) routeIssues(w http.ResponseWriter, r *http.Request, repo *fRepo
 		lo, hi := paginate(w, r, len(is.commentList))
 		writeJSON(w, 200, append([]map[string]any{}, is.commentList[lo:hi]...))
 	case len(seg) >= 3 && seg[1] == "dependencies" && seg[2] == "blocked_by":
-		f.routeDeps(w, r, repo, is, seg[3:], body)
+		s.routeDeps(w, r, rp, is, seg[3:], body)
 	default:
 		writeJSON(w, 404, msg("Not Found"))
 	}
 }
 
-func (f *fakeGH) routeDeps(w http.ResponseWriter, r *http.Request, repo *fRepo, is *fIssue, seg []string, body []byte) {
-	if f.depsOff {
+func (s *Server) routeDeps(w http.ResponseWriter, r *http.Request, rp *repo, is *issue, seg []string, body []byte) {
+	if s.depsOff {
 		writeJSON(w, 404, msg("Not Found"))
 		return
 	}
-	byID := func(id int64) *fIssue {
-		for _, x := range repo.issues {
+	byID := func(id int64) *issue {
+		for _, x := range rp.issues {
 			if x.id == id {
 				return x
 			}
@@ -381,8 +381,8 @@ func (f *fakeGH) routeDeps(w http.ResponseWriter, r *http.Request, repo *fRepo, 
 	switch {
 	case len(seg) == 0 && r.Method == http.MethodGet:
 		out := []any{}
-		for _, b := range repo.deps[is.number] {
-			out = append(out, f.issueJSON(repo, repo.issues[b]))
+		for _, b := range rp.deps[is.number] {
+			out = append(out, s.issueJSON(rp, rp.issues[b]))
 		}
 		writeJSON(w, 200, out)
 	case len(seg) == 0 && r.Method == http.MethodPost:
@@ -394,21 +394,21 @@ func (f *fakeGH) routeDeps(w http.ResponseWriter, r *http.Request, repo *fRepo, 
 		switch {
 		case b == nil:
 			writeJSON(w, 404, msg("Not Found"))
-		case slices.Contains(repo.deps[is.number], b.number):
+		case slices.Contains(rp.deps[is.number], b.number):
 			writeJSON(w, 422, msg("Dependency already exists"))
 		default:
-			repo.deps[is.number] = append(repo.deps[is.number], b.number)
-			writeJSON(w, 201, f.issueJSON(repo, b))
+			rp.deps[is.number] = append(rp.deps[is.number], b.number)
+			writeJSON(w, 201, s.issueJSON(rp, b))
 		}
 	case len(seg) == 1 && r.Method == http.MethodDelete:
 		id, _ := strconv.ParseInt(seg[0], 10, 64)
 		b := byID(id)
-		if b == nil || !slices.Contains(repo.deps[is.number], b.number) {
+		if b == nil || !slices.Contains(rp.deps[is.number], b.number) {
 			writeJSON(w, 404, msg("Not Found"))
 			return
 		}
-		repo.deps[is.number] = slices.DeleteFunc(repo.deps[is.number], func(x int) bool { return x == b.number })
-		writeJSON(w, 200, f.issueJSON(repo, b))
+		rp.deps[is.number] = slices.DeleteFunc(rp.deps[is.number], func(x int) bool { return x == b.number })
+		writeJSON(w, 200, s.issueJSON(rp, b))
 	default:
 		writeJSON(w, 404, msg("Not Found"))
 	}

@@ -1,4 +1,4 @@
-package hub
+package fakegithub
 
 import (
 	"archive/tar"
@@ -15,42 +15,42 @@ import (
 	"unicode/utf8"
 )
 
-// The git side of the fake GitHub: content-addressed blobs, trees and commits of one
-// repository, flattened to path → entry maps for edits, diffs and merges.
+// The git side of the fake: content-addressed blobs, trees and commits of one repository,
+// flattened to path → entry maps for edits, diffs and merges.
 
-type fEntry struct {
+type entry struct {
 	mode, typ, sha string
 }
 
-type fTreeEntry struct {
+type treeEntry struct {
 	name string
-	fEntry
+	entry
 }
 
-type fCommit struct {
+type gitCommit struct {
 	sha, tree string
 	parents   []string
 	message   string
-	author    fSig
+	author    sig
 	time      time.Time
 }
 
-type fSig struct{ name, email string }
+type sig struct{ name, email string }
 
-type fTag struct {
+type gitTag struct {
 	sha, name, object, objectType string
 }
 
-type fGit struct {
+type gitStore struct {
 	blobs   map[string][]byte
-	trees   map[string][]fTreeEntry
-	commits map[string]*fCommit
-	tags    map[string]*fTag
+	trees   map[string][]treeEntry
+	commits map[string]*gitCommit
+	tags    map[string]*gitTag
 	seq     int
 }
 
-func newFGit() *fGit {
-	return &fGit{blobs: map[string][]byte{}, trees: map[string][]fTreeEntry{}, commits: map[string]*fCommit{}, tags: map[string]*fTag{}}
+func newGitStore() *gitStore {
+	return &gitStore{blobs: map[string][]byte{}, trees: map[string][]treeEntry{}, commits: map[string]*gitCommit{}, tags: map[string]*gitTag{}}
 }
 
 func hash(s string) string {
@@ -58,13 +58,13 @@ func hash(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func (g *fGit) putBlob(data []byte) string {
+func (g *gitStore) putBlob(data []byte) string {
 	sha := hash(fmt.Sprintf("blob %d\x00%s", len(data), data))
 	g.blobs[sha] = slices.Clone(data)
 	return sha
 }
 
-func (g *fGit) putTree(entries []fTreeEntry) string {
+func (g *gitStore) putTree(entries []treeEntry) string {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	var b strings.Builder
 	b.WriteString("tree\n")
@@ -76,18 +76,18 @@ func (g *fGit) putTree(entries []fTreeEntry) string {
 	return sha
 }
 
-func (g *fGit) putCommit(tree string, parents []string, message string, author fSig) string {
+func (g *gitStore) putCommit(tree string, parents []string, message string, author sig) string {
 	g.seq++
-	c := &fCommit{tree: tree, parents: parents, message: message, author: author, time: fakeEpoch.Add(time.Duration(g.seq) * time.Minute)}
+	c := &gitCommit{tree: tree, parents: parents, message: message, author: author, time: epoch.Add(time.Duration(g.seq) * time.Minute)}
 	c.sha = hash(fmt.Sprintf("commit\ntree %s\nparents %v\nauthor %s <%s>\nseq %d\n\n%s", tree, parents, author.name, author.email, g.seq, message))
 	g.commits[c.sha] = c
 	return c.sha
 }
 
-var fakeEpoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+var epoch = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // treeOf is the tree of a commit or tree sha, "" when neither.
-func (g *fGit) treeOf(sha string) string {
+func (g *gitStore) treeOf(sha string) string {
 	if c, ok := g.commits[sha]; ok {
 		return c.tree
 	}
@@ -98,8 +98,8 @@ func (g *fGit) treeOf(sha string) string {
 }
 
 // flatten maps every non-directory path under tree to its entry.
-func (g *fGit) flatten(tree string) map[string]fEntry {
-	out := map[string]fEntry{}
+func (g *gitStore) flatten(tree string) map[string]entry {
+	out := map[string]entry{}
 	var walk func(sha, prefix string)
 	walk = func(sha, prefix string) {
 		for _, e := range g.trees[sha] {
@@ -107,7 +107,7 @@ func (g *fGit) flatten(tree string) map[string]fEntry {
 				walk(e.sha, prefix+e.name+"/")
 				continue
 			}
-			out[prefix+e.name] = e.fEntry
+			out[prefix+e.name] = e.entry
 		}
 	}
 	walk(tree, "")
@@ -115,10 +115,10 @@ func (g *fGit) flatten(tree string) map[string]fEntry {
 }
 
 // build writes the trees of a flat map and returns the root's sha.
-func (g *fGit) build(flat map[string]fEntry) string {
+func (g *gitStore) build(flat map[string]entry) string {
 	var rec func(prefix string) string
 	rec = func(prefix string) string {
-		var entries []fTreeEntry
+		var entries []treeEntry
 		subdirs := map[string]bool{}
 		for p, e := range flat {
 			if !strings.HasPrefix(p, prefix) {
@@ -129,10 +129,10 @@ func (g *fGit) build(flat map[string]fEntry) string {
 				subdirs[dir] = true
 				continue
 			}
-			entries = append(entries, fTreeEntry{name: rest, fEntry: e})
+			entries = append(entries, treeEntry{name: rest, entry: e})
 		}
 		for d := range subdirs {
-			entries = append(entries, fTreeEntry{name: d, fEntry: fEntry{mode: "040000", typ: "tree", sha: rec(prefix + d + "/")}})
+			entries = append(entries, treeEntry{name: d, entry: entry{mode: "040000", typ: "tree", sha: rec(prefix + d + "/")}})
 		}
 		return g.putTree(entries)
 	}
@@ -140,7 +140,7 @@ func (g *fGit) build(flat map[string]fEntry) string {
 }
 
 // ancestors is every commit reachable from sha, itself included.
-func (g *fGit) ancestors(sha string) map[string]bool {
+func (g *gitStore) ancestors(sha string) map[string]bool {
 	seen := map[string]bool{}
 	for queue := []string{sha}; len(queue) > 0; queue = queue[1:] {
 		c := queue[0]
@@ -153,7 +153,7 @@ func (g *fGit) ancestors(sha string) map[string]bool {
 	return seen
 }
 
-func (g *fGit) mergeBase(a, b string) string {
+func (g *gitStore) mergeBase(a, b string) string {
 	anc := g.ancestors(b)
 	seen := map[string]bool{}
 	for queue := []string{a}; len(queue) > 0; queue = queue[1:] {
@@ -171,17 +171,17 @@ func (g *fGit) mergeBase(a, b string) string {
 }
 
 // merge3 merges theirs into ours from base at the path level; false on a conflict.
-func merge3(base, ours, theirs map[string]fEntry) (map[string]fEntry, bool) {
-	out := map[string]fEntry{}
+func merge3(base, ours, theirs map[string]entry) (map[string]entry, bool) {
+	out := map[string]entry{}
 	paths := map[string]bool{}
-	for _, m := range []map[string]fEntry{base, ours, theirs} {
+	for _, m := range []map[string]entry{base, ours, theirs} {
 		for p := range m {
 			paths[p] = true
 		}
 	}
 	for p := range paths {
 		m, o, t := base[p], ours[p], theirs[p]
-		var pick fEntry
+		var pick entry
 		switch {
 		case o == t, m == t:
 			pick = o
@@ -190,15 +190,15 @@ func merge3(base, ours, theirs map[string]fEntry) (map[string]fEntry, bool) {
 		default:
 			return nil, false
 		}
-		if pick != (fEntry{}) {
+		if pick != (entry{}) {
 			out[p] = pick
 		}
 	}
 	return out, true
 }
 
-// fFileDiff is one changed file, shaped as GitHub's "files" entries.
-type fFileDiff struct {
+// fileDiff is one changed file, shaped as GitHub's "files" entries.
+type fileDiff struct {
 	Filename         string `json:"filename"`
 	Status           string `json:"status"`
 	Additions        int    `json:"additions"`
@@ -210,9 +210,9 @@ type fFileDiff struct {
 }
 
 // diffTrees is how tree b differs from tree a, by path, with renames of unchanged content.
-func (g *fGit) diffTrees(a, b string) []fFileDiff {
+func (g *gitStore) diffTrees(a, b string) []fileDiff {
 	fa, fb := g.flatten(a), g.flatten(b)
-	var out []fFileDiff
+	var out []fileDiff
 	var added, removed []string
 	for _, p := range slices.Sorted(maps.Keys(fb)) {
 		ea, ok := fa[p]
@@ -220,7 +220,7 @@ func (g *fGit) diffTrees(a, b string) []fFileDiff {
 		case !ok:
 			added = append(added, p)
 		case ea != fb[p]:
-			d := g.fileDiff(string(g.blobs[ea.sha]), string(g.blobs[fb[p].sha]))
+			d := g.diffText(string(g.blobs[ea.sha]), string(g.blobs[fb[p].sha]))
 			d.Filename, d.Status, d.SHA = p, "modified", fb[p].sha
 			out = append(out, d)
 		}
@@ -233,28 +233,28 @@ func (g *fGit) diffTrees(a, b string) []fFileDiff {
 	slices.Sort(removed)
 	for _, p := range added {
 		if i := slices.IndexFunc(removed, func(r string) bool { return fa[r].sha == fb[p].sha }); i >= 0 {
-			out = append(out, fFileDiff{Filename: p, Status: "renamed", PreviousFilename: removed[i], SHA: fb[p].sha})
+			out = append(out, fileDiff{Filename: p, Status: "renamed", PreviousFilename: removed[i], SHA: fb[p].sha})
 			removed = slices.Delete(removed, i, i+1)
 			continue
 		}
-		d := g.fileDiff("", string(g.blobs[fb[p].sha]))
+		d := g.diffText("", string(g.blobs[fb[p].sha]))
 		d.Filename, d.Status, d.SHA = p, "added", fb[p].sha
 		out = append(out, d)
 	}
 	for _, p := range removed {
-		d := g.fileDiff(string(g.blobs[fa[p].sha]), "")
+		d := g.diffText(string(g.blobs[fa[p].sha]), "")
 		d.Filename, d.Status, d.SHA = p, "removed", fa[p].sha
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(x, y fFileDiff) int { return strings.Compare(x.Filename, y.Filename) })
+	slices.SortFunc(out, func(x, y fileDiff) int { return strings.Compare(x.Filename, y.Filename) })
 	return out
 }
 
 // fileDiff is a one-hunk patch of the whole file (GitHub's shape: no ---/+++ lines).
 // Binary content gets no patch and no counts, as GitHub reports it.
-func (g *fGit) fileDiff(a, b string) fFileDiff {
+func (g *gitStore) diffText(a, b string) fileDiff {
 	if isBinary(a) || isBinary(b) {
-		return fFileDiff{}
+		return fileDiff{}
 	}
 	la, lb := splitLines(a), splitLines(b)
 	// LCS table.
@@ -273,7 +273,7 @@ func (g *fGit) fileDiff(a, b string) fFileDiff {
 		}
 	}
 	var body strings.Builder
-	var d fFileDiff
+	var d fileDiff
 	i, j := 0, 0
 	for i < n || j < m {
 		switch {
@@ -315,7 +315,7 @@ func isBinary(s string) bool { return !utf8.ValidString(s) || strings.ContainsRu
 
 // tarball is GitHub's archive of a commit: gzip, a pax global header naming the commit,
 // every path under "owner-repo-sha7/".
-func (g *fGit) tarball(owner, name, commit string) []byte {
+func (g *gitStore) tarball(owner, name, commit string) []byte {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
