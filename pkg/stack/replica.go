@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/thefold/thefold/pkg/platform"
 )
 
 // Replica is one more process of a service beside the stack's own: the same binary,
@@ -16,7 +19,7 @@ import (
 // services that share their work through PostgreSQL (the agent's and the builder's durable
 // queues) spread it over their replicas; nothing routes calls to a replica's own ports.
 type Replica struct {
-	// Name is the replica's instance id (THEFOLD_INSTANCE_ID), e.g. "agent-2".
+	// Name is the replica's instance id (THEFOLD_<SERVICE>_INSTANCE_ID), e.g. "agent-2".
 	Name             string
 	GRPCPort, Admin  int
 	svc              string
@@ -50,7 +53,8 @@ func (s *Stack) StartReplica(ctx context.Context, svc, name string, timeout time
 	}
 	cmd := exec.Command(s.exePath(svc))
 	// (exec keeps the last of duplicate keys: the replica's own addresses win.)
-	cmd.Env = append(s.env(svc), "THEFOLD_DATABASE_URL="+dbURL, "THEFOLD_INSTANCE_ID="+name,
+	// (The service's THEFOLD_<SERVICE>_INSTANCE_ID names it where it records who did what.)
+	cmd.Env = append(s.env(svc), "THEFOLD_DATABASE_URL="+dbURL, strings.TrimSuffix(platform.AddrEnv(svc), "ADDR")+"INSTANCE_ID="+name,
 		fmt.Sprintf("THEFOLD_GRPC_ADDR=127.0.0.1:%d", grpcPort), fmt.Sprintf("THEFOLD_ADMIN_ADDR=127.0.0.1:%d", admin))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

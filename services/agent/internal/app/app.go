@@ -44,7 +44,7 @@ type Config struct {
 	MaxJobs int `env:"THEFOLD_AGENT_MAX_JOBS, default=4"`
 	// Instance names this process in the jobs' audit logs (each run of a job records the
 	// process that claimed it); empty: <hostname>-<pid>.
-	Instance string `env:"THEFOLD_INSTANCE_ID"`
+	Instance string `env:"THEFOLD_AGENT_INSTANCE_ID"`
 	// LeaseExpiry is how long a job may go without its worker renewing its lease before
 	// another worker resumes it (after a crash of the first).
 	LeaseExpiry time.Duration `env:"THEFOLD_AGENT_LEASE_EXPIRY, default=15s"`
