@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/fakellm"
 )
 
@@ -683,5 +684,36 @@ func TestCrewTakesAPersonsOrder(t *testing.T) {
 	p = waitProject(t, id, 3*time.Minute, "PROJECT_STATUS_COMPLETED")
 	if p["status_reason"] != "3 merged, 0 skipped" {
 		t.Fatalf("report: %v", p["status_reason"])
+	}
+}
+
+// A crew merges its pull requests: a person who may only write to the repository is told
+// so when starting one, before any work.
+func TestCrewNeedsAdminToStart(t *testing.T) {
+	parallel(t)
+	priv, err := auth.LoadPrivateKey(filepath.Join(mesh.KeyDir(), auth.PrivateKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := fmt.Sprintf("crew-writer-%d", time.Now().UnixNano())
+	tok, _, err := auth.NewSigner(priv).Issue(user, []string{auth.RoleUser}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, _ := crewRepo(t, "crew-"+user, []crewIssue{{"w", "Write package cw [CREW-W-1]", "cw", nil}})
+	if code, body := rest(t, http.MethodPut, "/v1/repos/"+repo+"/collaborators/"+user, token, map[string]any{"role": "REPO_ROLE_WRITE"}); code != http.StatusOK {
+		t.Fatalf("collaborator: %d %v", code, body)
+	}
+	code, body := rest(t, http.MethodPost, "/v1/projects", tok, map[string]any{"repo": repo, "mode": "PROJECT_MODE_CREW"})
+	if code != http.StatusOK {
+		t.Fatalf("plan: %d %v", code, body)
+	}
+	id := body["project"].(map[string]any)["id"].(string)
+	code, body = rest(t, http.MethodPost, "/v1/projects/"+id+":start", tok, map[string]any{})
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "needs admin") {
+		t.Fatalf("start by a writer: %d %v, want 400 saying it needs admin", code, body)
+	}
+	if code, got := rest(t, http.MethodGet, "/v1/projects/"+id, tok, nil); code != http.StatusOK || got["project"].(map[string]any)["status"] != "PROJECT_STATUS_PLANNED" {
+		t.Fatalf("after the refusal: %d %v", code, got)
 	}
 }

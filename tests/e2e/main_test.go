@@ -98,6 +98,8 @@ func runMain(m *testing.M) int {
 		// did run first, alone), every one as the same admin: room for their jobs and
 		// sandboxes at once.
 		"THEFOLD_AGENT_MAX_JOBS=12", "THEFOLD_SANDBOX_MAX_PER_OWNER=60",
+		// And for their builds: the crew tests run several jobs each, all beside the rest.
+		"THEFOLD_BUILDER_MAX_BUILDS=12",
 		// The breaker test's ai is down for a few seconds: a short open period.
 		"THEFOLD_AGENT_BREAKERS=ai=5/3s",
 		// Dependency commands may run (go mod download of a module with nothing to fetch);

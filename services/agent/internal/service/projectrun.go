@@ -15,6 +15,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -78,6 +79,11 @@ func (p *projects) StartProject(ctx context.Context, req *agentv1.StartProjectRe
 	}
 	if err := wantProject(rec.Project, "StartProject", projPlanned); err != nil {
 		return nil, err
+	}
+	if project.Crew(rec.Project) {
+		if err := p.crewAccess(ctx, rec.Project); err != nil {
+			return nil, err
+		}
 	}
 	// The plan's tasks in the tasks service: the proposed ones created (once: the batch's
 	// request id is the project's), the existing ones marked as the project's.
@@ -156,6 +162,23 @@ func (p *projects) StartProject(ctx context.Context, req *agentv1.StartProjectRe
 		return nil, err
 	}
 	return &agentv1.StartProjectResponse{Project: rec.Project}, nil
+}
+
+// crewAccess refuses to start crew pr when its owner may not merge its pull requests
+// (admin on the repository): said now rather than at the first merge, after the work.
+func (p *projects) crewAccess(ctx context.Context, pr *agentv1.Project) error {
+	if p.s.o.Repos == nil {
+		return nil
+	}
+	resp, err := p.s.o.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: pr.Repo})
+	if err != nil {
+		return err
+	}
+	if r := resp.GetRepo().GetPermission(); r != githubv1.RepoRole_REPO_ROLE_UNSPECIFIED && r < githubv1.RepoRole_REPO_ROLE_ADMIN {
+		return errs.Precondition("a crew merges its pull requests, which needs admin on %s, and you have %s access: the repository's owner grants it with SetCollaborator (on GitHub, an admin with SetGitHubGrant)",
+			pr.Repo, strings.ToLower(strings.TrimPrefix(r.String(), "REPO_ROLE_")))
+	}
+	return nil
 }
 
 // enqueue hands a RUNNING project a run in the change's transaction.
