@@ -485,7 +485,7 @@ func run(t testing.TB, ctx context.Context, sb sandboxv1.SandboxServiceClient, i
 // completes.
 func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute) // a first build, a failed step retried and rebuilt, beside the whole parallel shard
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/broken-build", map[string]string{"go.mod": "module example.com/broken\n\ngo 1.22\n"})
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
