@@ -142,6 +142,8 @@ func (r *run) build(ctx context.Context) error {
 		if err := r.save(ctx); err != nil {
 			return err
 		}
+	} else if err := r.resumeBuild(ctx); err != nil {
+		return err
 	}
 	stream, err := r.e.c.Builder.WatchBuild(ctx, &builderv1.WatchBuildRequest{Id: j.BuildId})
 	if err != nil {
@@ -185,6 +187,25 @@ func (r *run) build(ctx context.Context) error {
 	}
 	r.setPhase(phaseValidate)
 	return nil
+}
+
+// resumeBuild resumes the job's build when it is PAUSED, before the job follows it again:
+// PauseJob paused it with the job, and the job goes on. A build that is not paused (running,
+// or ended) is FAILED_PRECONDITION and is followed as it is; so is one of a builder without
+// pause (UNIMPLEMENTED: an older builder during an upgrade never paused it).
+func (r *run) resumeBuild(ctx context.Context) error {
+	j := r.job()
+	start := time.Now()
+	resp, err := r.e.c.Builder.ResumeBuild(ctx, &builderv1.ResumeBuildRequest{Id: j.BuildId})
+	switch status.Code(err) {
+	case codes.OK:
+		r.audit("build_resumed", r.key("build-resumed", j.BuildId, start.UnixNano()),
+			map[string]any{"build_id": j.BuildId, "status": resp.GetBuild().GetStatus().String()}, nil, time.Since(start))
+		return nil
+	case codes.FailedPrecondition, codes.Unimplemented:
+		return nil
+	}
+	return err
 }
 
 // Bounds of StartBuildRequest's task_title (characters), task_description (bytes) and
@@ -246,6 +267,9 @@ func (r *run) remaining() *typev1.Budget {
 	return out
 }
 
+// isBuildEnd reports whether a build in status s has ended. PAUSED has not: a build paused
+// over REST while its job runs is waited for (the watch stays open until it is resumed or
+// cancelled), and one paused with its job is resumed when the job follows it again.
 func isBuildEnd(s builderv1.BuildStatus) bool {
 	switch s {
 	case builderv1.BuildStatus_BUILD_STATUS_COMPLETED, builderv1.BuildStatus_BUILD_STATUS_FAILED, builderv1.BuildStatus_BUILD_STATUS_CANCELLED:

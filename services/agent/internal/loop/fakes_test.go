@@ -319,6 +319,12 @@ func (c *fakeBuilder) GetBuild(_ context.Context, req *builderv1.GetBuildRequest
 	return &builderv1.GetBuildResponse{Build: b}, nil
 }
 
+// ResumeBuild finds the fake's builds never paused.
+func (c *fakeBuilder) ResumeBuild(_ context.Context, req *builderv1.ResumeBuildRequest, _ ...grpc.CallOption) (*builderv1.ResumeBuildResponse, error) {
+	c.f.record("ResumeBuild", req)
+	return nil, status.Errorf(codes.FailedPrecondition, "fake: build %s is not paused", req.Id)
+}
+
 // endedStream is a WatchBuild stream of a build that has already ended.
 type endedStream struct{ grpc.ClientStream }
 

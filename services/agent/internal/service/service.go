@@ -461,7 +461,9 @@ func (s *Server) setTask(ctx context.Context, id string, to tasksv1.TaskStatus, 
 	}
 }
 
-// PauseJob pauses a queued or running job at its next checkpoint.
+// PauseJob pauses a queued or running job: its run is stopped (its call in flight
+// cancelled), and a build it is following is paused too, so nothing goes on in its name
+// until it resumes (its loop resumes the build when it follows it again).
 func (s *Server) PauseJob(ctx context.Context, req *agentv1.PauseJobRequest) (*agentv1.PauseJobResponse, error) {
 	id, err := validate.UUID("id", req.Id, true)
 	if err != nil {
@@ -480,7 +482,22 @@ func (s *Server) PauseJob(ctx context.Context, req *agentv1.PauseJobRequest) (*a
 	if err != nil {
 		return nil, err
 	}
+	s.pauseBuild(ctx, rec.Job, reason)
 	return &agentv1.PauseJobResponse{Job: rec.Job}, nil
+}
+
+// pauseBuild pauses the build paused job j is following, if any. Best effort, as release
+// is: the job's pause is recorded already. A build that has finished (FAILED_PRECONDITION)
+// or is gone (NOT_FOUND) has nothing to pause.
+func (s *Server) pauseBuild(ctx context.Context, j *agentv1.Job, reason string) {
+	if j.BuildId == "" || j.Phase != agentv1.JobPhase_JOB_PHASE_BUILDING || s.o.Builder == nil {
+		return
+	}
+	// The builder takes a reason of at most 1000 characters (Truncate adds one, "…").
+	_, err := s.o.Builder.PauseBuild(ctx, &builderv1.PauseBuildRequest{Id: j.BuildId, Reason: validate.Truncate("job paused: "+reason, 999)})
+	if err != nil && status.Code(err) != codes.FailedPrecondition && status.Code(err) != codes.NotFound {
+		s.log.WarnContext(ctx, "pause the job's build", "job", j.Id, "build", j.BuildId, "error", err)
+	}
 }
 
 // ResumeJob continues a paused job, or retries a job that needs a human with guidance.

@@ -152,26 +152,39 @@ func newHarness(t *testing.T, sb *fakeSandbox, ai *fakeAI, cfg engine.Config) *h
 // returns it with its steps.
 func (h *harness) build(plan *typev1.Plan, contextPaths ...string) (*store.Build, []*store.Step) {
 	h.t.Helper()
-	ctx := context.Background()
+	id := h.create(plan, contextPaths...)
+	runCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.eng.Run(runCtx, id); err != nil {
+		h.t.Fatalf("run: %v", err)
+	}
+	return h.get(id)
+}
+
+// create creates a build of plan with the task and context paths (not run) and returns its
+// id.
+func (h *harness) create(plan *typev1.Plan, contextPaths ...string) string {
+	h.t.Helper()
 	b := &store.Build{
 		BuildJob:  &builderv1.BuildJob{OwnerId: "alice", RequestId: "r1", SandboxId: sandboxID, Repo: "acme/shop", Plan: plan},
 		TaskTitle: taskTitle, TaskDescription: taskDesc, ContextPaths: contextPaths, MaxIterations: 3,
 		MemoryHints: []string{"callers of a changed function are updated in the same change"},
 	}
-	created, _, err := h.store.Create(ctx, b, []byte("hash"), func(context.Context, pgx.Tx, string) error { return nil })
+	created, _, err := h.store.Create(context.Background(), b, []byte("hash"), func(context.Context, pgx.Tx, string) error { return nil })
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := h.eng.Run(runCtx, created.Id); err != nil {
-		h.t.Fatalf("run: %v", err)
-	}
-	got, err := h.store.Get(ctx, "alice", created.Id)
+	return created.Id
+}
+
+// get returns build id as stored, with its steps.
+func (h *harness) get(id string) (*store.Build, []*store.Step) {
+	h.t.Helper()
+	got, err := h.store.Get(context.Background(), "alice", id)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	steps, err := h.store.Steps(ctx, created.Id)
+	steps, err := h.store.Steps(context.Background(), id)
 	if err != nil {
 		h.t.Fatal(err)
 	}

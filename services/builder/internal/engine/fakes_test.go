@@ -190,17 +190,25 @@ type fakeAI struct {
 	// fail, when set, may fail the n-th call (1-based) of method ("GenerateFile", "FixFile")
 	// instead of answering.
 	fail func(method string, n int) error
+	// hold, when set, is called with the call's context before the n-th GenerateFile
+	// answers: it may hold the call (a slow model) and fail it.
+	hold func(ctx context.Context, n int) error
 
 	mu        sync.Mutex
 	generated []*aiv1.GenerateFileRequest
 	fixes     []*aiv1.FixFileRequest
 }
 
-func (f *fakeAI) GenerateFile(_ context.Context, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
+func (f *fakeAI) GenerateFile(ctx context.Context, req *aiv1.GenerateFileRequest) (*aiv1.GenerateFileResponse, error) {
 	f.mu.Lock()
 	f.generated = append(f.generated, proto.CloneOf(req))
 	n := len(f.generated)
 	f.mu.Unlock()
+	if f.hold != nil {
+		if err := f.hold(ctx, n); err != nil {
+			return nil, err
+		}
+	}
 	if f.fail != nil {
 		if err := f.fail("GenerateFile", n); err != nil {
 			return nil, err

@@ -399,9 +399,11 @@ func (r *run) checkBudget() error {
 	return nil
 }
 
+// checkWallTime fails when the build ran longer than its wall-time budget since it started,
+// the time it spent paused left out.
 func (r *run) checkWallTime() error {
 	if max := r.b.Budget.GetMaxWallTime(); max != nil && max.AsDuration() > 0 && r.b.StartTime != nil {
-		if spent := time.Since(r.b.StartTime.AsTime()); spent > max.AsDuration() {
+		if spent := time.Since(r.b.StartTime.AsTime()) - r.b.Paused; spent > max.AsDuration() {
 			return fmt.Errorf("%w: ran %s, the wall-time budget is %s", errBudget, spent.Round(time.Second), max.AsDuration())
 		}
 	}

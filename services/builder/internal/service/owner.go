@@ -14,7 +14,7 @@ import (
 // ReasonOwnerDisabled is the error of a build cancelled because its owner was disabled.
 const ReasonOwnerDisabled = "owner disabled"
 
-// CancelOwnerBuilds cancels every pending or running build of owner with reason, as
+// CancelOwnerBuilds cancels every pending, running or paused build of owner with reason, as
 // CancelBuild does for one, and stops those this process runs: the owner was disabled,
 // so nothing may go on in their name (auth.RevokeUserDisabled). It runs without a caller:
 // the revocation is the authority. It returns how many builds it cancelled.
@@ -22,7 +22,8 @@ func (s *Server) CancelOwnerBuilds(ctx context.Context, owner, reason string) (i
 	if owner == "" {
 		return 0, errs.Invalid("owner", "required")
 	}
-	unfinished := store.ListFilter{Statuses: []builderv1.BuildStatus{builderv1.BuildStatus_BUILD_STATUS_PENDING, builderv1.BuildStatus_BUILD_STATUS_RUNNING}}
+	unfinished := store.ListFilter{Statuses: []builderv1.BuildStatus{builderv1.BuildStatus_BUILD_STATUS_PENDING, builderv1.BuildStatus_BUILD_STATUS_RUNNING,
+		builderv1.BuildStatus_BUILD_STATUS_PAUSED}}
 	n := 0
 	for {
 		// Each pass takes the first page again: what it cancels leaves the filter.

@@ -373,6 +373,47 @@ func (s *Server) CancelBuild(ctx context.Context, req *builderv1.CancelBuildRequ
 	return &builderv1.CancelBuildResponse{Build: b.BuildJob}, nil
 }
 
+// PauseBuild stops a pending or running build where it is. The store records it (the lease
+// dropped, so a worker on another replica stops at its next renewal, within RenewEvery);
+// the run in this process, if any, is stopped at once, which cancels its call in flight.
+func (s *Server) PauseBuild(ctx context.Context, req *builderv1.PauseBuildRequest) (*builderv1.PauseBuildResponse, error) {
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := buildID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	if err := validate.MaxLen("reason", req.GetReason(), maxReason); err != nil {
+		return nil, err
+	}
+	b, err := s.store.Pause(ctx, owner, id, req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	s.cancel.Cancel(id)
+	return &builderv1.PauseBuildResponse{Build: b.BuildJob}, nil
+}
+
+// ResumeBuild continues a paused build: it is queued again, in the transaction that sets it
+// pending, and a worker takes it up at the step that was interrupted.
+func (s *Server) ResumeBuild(ctx context.Context, req *builderv1.ResumeBuildRequest) (*builderv1.ResumeBuildResponse, error) {
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := buildID("id", req.GetId())
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.store.Resume(ctx, owner, id, s.queue.Enqueue)
+	if err != nil {
+		return nil, err
+	}
+	return &builderv1.ResumeBuildResponse{Build: b.BuildJob}, nil
+}
+
 // RetryStep runs a failed step of a failed build again and continues the build.
 func (s *Server) RetryStep(ctx context.Context, req *builderv1.RetryStepRequest) (*builderv1.RetryStepResponse, error) {
 	owner, err := caller(ctx)

@@ -258,6 +258,12 @@ func TestInvalidArgument(t *testing.T) {
 	retry := func(req *builderv1.RetryStepRequest) func() error {
 		return func() error { _, err := c.RetryStep(ctx, req); return err }
 	}
+	pause := func(req *builderv1.PauseBuildRequest) func() error {
+		return func() error { _, err := c.PauseBuild(ctx, req); return err }
+	}
+	resume := func(req *builderv1.ResumeBuildRequest) func() error {
+		return func() error { _, err := c.ResumeBuild(ctx, req); return err }
+	}
 	watch := func(req *builderv1.WatchBuildRequest) func() error {
 		return func() error { return watchErr(ctx, c, req) }
 	}
@@ -347,6 +353,14 @@ func TestInvalidArgument(t *testing.T) {
 		{"cancel: missing id", cancel(&builderv1.CancelBuildRequest{}), "id"},
 		{"cancel: id not a UUID", cancel(&builderv1.CancelBuildRequest{Id: "x"}), "id"},
 		{"cancel: reason too long", cancel(&builderv1.CancelBuildRequest{Id: b.Id, Reason: strings.Repeat("r", 1001)}), "reason"},
+		// PauseBuild
+		{"pause: missing id", pause(&builderv1.PauseBuildRequest{}), "id"},
+		{"pause: id not a UUID", pause(&builderv1.PauseBuildRequest{Id: "not-a-uuid"}), "id"},
+		{"pause: braced id", pause(&builderv1.PauseBuildRequest{Id: "{" + b.Id + "}"}), "id"},
+		{"pause: reason too long", pause(&builderv1.PauseBuildRequest{Id: b.Id, Reason: strings.Repeat("r", 1001)}), "reason"},
+		// ResumeBuild
+		{"resume: missing id", resume(&builderv1.ResumeBuildRequest{}), "id"},
+		{"resume: id not a UUID", resume(&builderv1.ResumeBuildRequest{Id: "build-1"}), "id"},
 		// RetryStep
 		{"retry: missing build_id", retry(&builderv1.RetryStepRequest{StepNumber: 1}), "build_id"},
 		{"retry: build_id not a UUID", retry(&builderv1.RetryStepRequest{BuildId: "x", StepNumber: 1}), "build_id"},
@@ -533,6 +547,22 @@ func TestOtherUsersBuildsAreNotFound(t *testing.T) {
 			_, err := c.RetryStep(e.bob, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
 			return err
 		},
+		"PauseBuild": func() error {
+			_, err := c.PauseBuild(e.bob, &builderv1.PauseBuildRequest{Id: b.Id})
+			return err
+		},
+		"PauseBuild missing": func() error {
+			_, err := c.PauseBuild(e.alice, &builderv1.PauseBuildRequest{Id: missingID})
+			return err
+		},
+		"ResumeBuild": func() error {
+			_, err := c.ResumeBuild(e.bob, &builderv1.ResumeBuildRequest{Id: b.Id})
+			return err
+		},
+		"ResumeBuild missing": func() error {
+			_, err := c.ResumeBuild(e.alice, &builderv1.ResumeBuildRequest{Id: missingID})
+			return err
+		},
 		"AddGuidance": func() error {
 			_, err := c.AddGuidance(e.bob, &builderv1.AddGuidanceRequest{BuildId: b.Id, Text: "use hi"})
 			return err
@@ -560,7 +590,7 @@ func TestOtherUsersBuildsAreNotFound(t *testing.T) {
 		t.Errorf("alice's build after bob's calls = %v, %v", got, err)
 	}
 	if got := e.cancel.got(); len(got) != 0 {
-		t.Errorf("bob's CancelBuild reached the engine: %v", got)
+		t.Errorf("bob's CancelBuild or PauseBuild reached the engine: %v", got)
 	}
 }
 
@@ -669,6 +699,14 @@ func TestUnauthenticated(t *testing.T) {
 		},
 		"RetryStep": func(ctx context.Context) error {
 			_, err := c.RetryStep(ctx, &builderv1.RetryStepRequest{BuildId: b.Id, StepNumber: 1})
+			return err
+		},
+		"PauseBuild": func(ctx context.Context) error {
+			_, err := c.PauseBuild(ctx, &builderv1.PauseBuildRequest{Id: b.Id})
+			return err
+		},
+		"ResumeBuild": func(ctx context.Context) error {
+			_, err := c.ResumeBuild(ctx, &builderv1.ResumeBuildRequest{Id: b.Id})
 			return err
 		},
 		"AddGuidance": func(ctx context.Context) error {

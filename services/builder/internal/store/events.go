@@ -90,7 +90,8 @@ func LogEvent(step int32, phase builderv1.BuildPhase, msg string) *builderv1.Wat
 	}
 }
 
-// Terminal reports whether e finishes its build (a move to COMPLETED, FAILED or CANCELLED).
+// Terminal reports whether e finishes its build (a move to COMPLETED, FAILED or CANCELLED;
+// not PAUSED: a paused build waits to be resumed or cancelled, and a watch of it stays open).
 func Terminal(e *builderv1.WatchBuildResponse) bool {
 	sc := e.GetStatusChange()
 	return sc != nil && terminalStatus(sc.Status)
@@ -118,7 +119,7 @@ func (s *Store) WatchHandler() *events.Handler[*builderv1.WatchBuildResponse] {
 }
 
 // WatchState reports whether owner's build id is finished (COMPLETED, FAILED or
-// CANCELLED), for a watch of it; errs.ErrNotFound when there is no such build of owner's.
+// CANCELLED; a PAUSED build is not), for a watch of it; errs.ErrNotFound when there is no such build of owner's.
 func (s *Store) WatchState(ctx context.Context, owner, id string) (finished bool, err error) {
 	var status string
 	err = s.pool.QueryRow(ctx, "SELECT status FROM builds WHERE id = $1 AND owner_id = $2", id, owner).Scan(&status)

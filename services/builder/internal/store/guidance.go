@@ -27,8 +27,9 @@ const GuidanceLog = "a person's guidance arrived"
 // AddGuidance appends text, said by owner, to owner's build id that is not finished, with
 // the step running now, and its LOG event, in one transaction. With requestID, a retry of
 // the same call returns the build as it is now and adds nothing (the build remembers the
-// request_ids of the messages it was given), even once the build has finished. A finished
-// build is FailedPrecondition naming its status.
+// request_ids of the messages it was given), even once the build has finished. A PAUSED
+// build takes it (a person's word while it waits); a finished build is FailedPrecondition
+// naming its status.
 func (s *Store) AddGuidance(ctx context.Context, owner, id, text, requestID string) (*Build, error) {
 	var out *Build
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -47,7 +48,7 @@ func (s *Store) AddGuidance(ctx context.Context, owner, id, text, requestID stri
 			}
 		}
 		if terminalStatus(b.Status) {
-			return status.Errorf(codes.FailedPrecondition, "build %s is %s; guidance can only be given to a pending or running build",
+			return status.Errorf(codes.FailedPrecondition, "build %s is %s; guidance can only be given to a pending, running or paused build",
 				id, StatusName(b.Status))
 		}
 		if len(b.Guidance) >= MaxGuidance {

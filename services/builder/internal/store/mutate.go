@@ -241,10 +241,10 @@ func stepsTx(ctx context.Context, tx pgx.Tx, id string) ([]*Step, error) {
 	return out, rows.Err()
 }
 
-// Cancel stops owner's build id: the build becomes CANCELLED with reason as its error, its
-// unfinished steps and files SKIPPED; the worker running it notices at its next lease
-// renewal or write. A cancelled build is returned unchanged; a completed or failed one is
-// FailedPrecondition.
+// Cancel stops owner's build id (pending, running or paused): the build becomes CANCELLED
+// with reason as its error, its unfinished steps and files SKIPPED; the worker running it
+// notices at its next lease renewal or write. A cancelled build is returned unchanged; a
+// completed or failed one is FailedPrecondition.
 func (s *Store) Cancel(ctx context.Context, owner, id, reason string) (*Build, error) {
 	var out *Build
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -257,7 +257,7 @@ func (s *Store) Cancel(ctx context.Context, owner, id, reason string) (*Build, e
 		case builderv1.BuildStatus_BUILD_STATUS_CANCELLED:
 			return nil
 		case builderv1.BuildStatus_BUILD_STATUS_COMPLETED, builderv1.BuildStatus_BUILD_STATUS_FAILED:
-			return status.Errorf(codes.FailedPrecondition, "build %s is %s; only a pending or running build can be cancelled",
+			return status.Errorf(codes.FailedPrecondition, "build %s is %s; only a pending, running or paused build can be cancelled",
 				id, StatusName(b.Status))
 		}
 		steps, err := stepsTx(ctx, tx, id)

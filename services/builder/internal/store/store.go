@@ -3,7 +3,7 @@
 // update and its events, in one transaction. A running build is held by a lease (a worker's
 // id and the time it last renewed it); the engine's writes are fenced by it, so a worker
 // that lost its lease (it stalled, another resumed the build) cannot write over its
-// successor, and a cancelled build refuses further engine writes.
+// successor, and a cancelled or paused build refuses further engine writes.
 package store
 
 import (
@@ -51,7 +51,8 @@ func New(pool *pgxpool.Pool, hub *events.Hub) *Store {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // ErrLeaseLost is returned by an engine write when the build is no longer held by the
-// caller's lease: another worker took it over, or it is no longer running (cancelled).
+// caller's lease: another worker took it over, or it is no longer running (cancelled,
+// paused).
 var ErrLeaseLost = jobrun.ErrLeaseLost
 
 // Build is a build with what the engine needs beside the contract's BuildJob.
@@ -71,6 +72,9 @@ type Build struct {
 	RequestedStrategy builderv1.BuildStrategy
 	// Generation counts RetryStep calls; it is part of the AI calls' idempotency keys.
 	Generation int32
+	// Paused is the time the build spent PAUSED after it started (the spans that ended):
+	// not counted against its wall-time budget. Written only by Resume.
+	Paused time.Duration
 	// NewProject is set by init when the workspace held no files.
 	NewProject     bool
 	FilesWritten   int32
@@ -320,7 +324,7 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 const buildColumns = `id, owner_id, request_id, task_id, job_id, sandbox_id, repo, status, requested_strategy,
 	strategy, phase, plan, model, additional_context, memory_hints, current_step, total_steps, files_written, files_validated,
 	iterations, max_iterations, new_project, graph, files, usage, budget, report, error, generation, skills,
-	task_title, task_description, context_paths, create_time, start_time, update_time, end_time, guidance`
+	task_title, task_description, context_paths, create_time, start_time, update_time, end_time, guidance, paused_ms`
 
 func scanBuild(row pgx.Row) (*Build, error) {
 	var (
@@ -330,15 +334,17 @@ func scanBuild(row pgx.Row) (*Build, error) {
 		guidance                                          []byte
 		create, update                                    time.Time
 		start, end                                        *time.Time
+		pausedMS                                          int64
 	)
 	j := b.BuildJob
 	err := row.Scan(&j.Id, &j.OwnerId, &j.RequestId, &j.TaskId, &j.JobId, &j.SandboxId, &j.Repo, &status, &requested,
 		&strategy, &phase, &plan, &j.Model, &b.AdditionalContext, &b.MemoryHints, &j.CurrentStep, &j.TotalSteps, &b.FilesWritten,
 		&b.FilesValidated, &j.Iterations, &b.MaxIterations, &b.NewProject, &graph, &files, &usage, &budget, &report, &j.Error,
-		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end, &guidance)
+		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end, &guidance, &pausedMS)
 	if err != nil {
 		return nil, err
 	}
+	b.Paused = time.Duration(pausedMS) * time.Millisecond
 	j.Status, b.RequestedStrategy, j.Strategy, j.Phase = parseStatus(status), parseStrategy(requested), parseStrategy(strategy), parsePhase(phase)
 	if j.Plan, err = unmarshal(plan, &typev1.Plan{}); err != nil {
 		return nil, fmt.Errorf("store: build %s: plan: %w", j.Id, err)

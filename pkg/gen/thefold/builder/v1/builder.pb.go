@@ -233,6 +233,9 @@ const (
 	BuildStatus_BUILD_STATUS_FAILED BuildStatus = 4
 	// Terminal: CancelBuild.
 	BuildStatus_BUILD_STATUS_CANCELLED BuildStatus = 5
+	// Not terminal: PauseBuild stopped it where it was, and it waits for ResumeBuild (or
+	// CancelBuild). No worker runs it; a WatchBuild of it stays open.
+	BuildStatus_BUILD_STATUS_PAUSED BuildStatus = 6
 )
 
 // Enum value maps for BuildStatus.
@@ -244,6 +247,7 @@ var (
 		3: "BUILD_STATUS_COMPLETED",
 		4: "BUILD_STATUS_FAILED",
 		5: "BUILD_STATUS_CANCELLED",
+		6: "BUILD_STATUS_PAUSED",
 	}
 	BuildStatus_value = map[string]int32{
 		"BUILD_STATUS_UNSPECIFIED": 0,
@@ -252,6 +256,7 @@ var (
 		"BUILD_STATUS_COMPLETED":   3,
 		"BUILD_STATUS_FAILED":      4,
 		"BUILD_STATUS_CANCELLED":   5,
+		"BUILD_STATUS_PAUSED":      6,
 	}
 )
 
@@ -1233,7 +1238,7 @@ type BuildJob struct {
 	Budget *v1.Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
 	// Set when the build ends.
 	Report *BuildReport `protobuf:"bytes,20,opt,name=report,proto3" json:"report,omitempty"`
-	// Why the build failed or was cancelled.
+	// Why the build failed or was cancelled (or, while PAUSED, why it was paused).
 	Error      string                 `protobuf:"bytes,21,opt,name=error,proto3" json:"error,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	StartTime  *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
@@ -2286,6 +2291,196 @@ func (x *CancelBuildResponse) GetBuild() *BuildJob {
 	return nil
 }
 
+type PauseBuildRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the build (PENDING, RUNNING or PAUSED).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Why, at most 1000 characters; the build's error while it is PAUSED, and in its
+	// STATUS_CHANGED event.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseBuildRequest) Reset() {
+	*x = PauseBuildRequest{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseBuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseBuildRequest) ProtoMessage() {}
+
+func (x *PauseBuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseBuildRequest.ProtoReflect.Descriptor instead.
+func (*PauseBuildRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PauseBuildRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PauseBuildRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type PauseBuildResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build, PAUSED.
+	Build         *BuildJob `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseBuildResponse) Reset() {
+	*x = PauseBuildResponse{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseBuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseBuildResponse) ProtoMessage() {}
+
+func (x *PauseBuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseBuildResponse.ProtoReflect.Descriptor instead.
+func (*PauseBuildResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PauseBuildResponse) GetBuild() *BuildJob {
+	if x != nil {
+		return x.Build
+	}
+	return nil
+}
+
+type ResumeBuildRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the build (PAUSED).
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeBuildRequest) Reset() {
+	*x = ResumeBuildRequest{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeBuildRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeBuildRequest) ProtoMessage() {}
+
+func (x *ResumeBuildRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeBuildRequest.ProtoReflect.Descriptor instead.
+func (*ResumeBuildRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ResumeBuildRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type ResumeBuildResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The build, PENDING until a worker takes it (RUNNING once one has).
+	Build         *BuildJob `protobuf:"bytes,1,opt,name=build,proto3" json:"build,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeBuildResponse) Reset() {
+	*x = ResumeBuildResponse{}
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeBuildResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeBuildResponse) ProtoMessage() {}
+
+func (x *ResumeBuildResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeBuildResponse.ProtoReflect.Descriptor instead.
+func (*ResumeBuildResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ResumeBuildResponse) GetBuild() *BuildJob {
+	if x != nil {
+		return x.Build
+	}
+	return nil
+}
+
 type RetryStepRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The build (FAILED).
@@ -2305,7 +2500,7 @@ type RetryStepRequest struct {
 
 func (x *RetryStepRequest) Reset() {
 	*x = RetryStepRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2512,7 @@ func (x *RetryStepRequest) String() string {
 func (*RetryStepRequest) ProtoMessage() {}
 
 func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[19]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2525,7 @@ func (x *RetryStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepRequest.ProtoReflect.Descriptor instead.
 func (*RetryStepRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{19}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RetryStepRequest) GetBuildId() string {
@@ -2376,7 +2571,7 @@ type AddGuidanceRequest struct {
 
 func (x *AddGuidanceRequest) Reset() {
 	*x = AddGuidanceRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2583,7 @@ func (x *AddGuidanceRequest) String() string {
 func (*AddGuidanceRequest) ProtoMessage() {}
 
 func (x *AddGuidanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[20]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2596,7 @@ func (x *AddGuidanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGuidanceRequest.ProtoReflect.Descriptor instead.
 func (*AddGuidanceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{20}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AddGuidanceRequest) GetBuildId() string {
@@ -2435,7 +2630,7 @@ type AddGuidanceResponse struct {
 
 func (x *AddGuidanceResponse) Reset() {
 	*x = AddGuidanceResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2642,7 @@ func (x *AddGuidanceResponse) String() string {
 func (*AddGuidanceResponse) ProtoMessage() {}
 
 func (x *AddGuidanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[21]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2655,7 @@ func (x *AddGuidanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddGuidanceResponse.ProtoReflect.Descriptor instead.
 func (*AddGuidanceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{21}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AddGuidanceResponse) GetBuild() *BuildJob {
@@ -2479,7 +2674,7 @@ type RetryStepResponse struct {
 
 func (x *RetryStepResponse) Reset() {
 	*x = RetryStepResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2686,7 @@ func (x *RetryStepResponse) String() string {
 func (*RetryStepResponse) ProtoMessage() {}
 
 func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[22]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2699,7 @@ func (x *RetryStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryStepResponse.ProtoReflect.Descriptor instead.
 func (*RetryStepResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{22}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RetryStepResponse) GetBuild() *BuildJob {
@@ -2531,7 +2726,7 @@ type WatchBuildRequest struct {
 
 func (x *WatchBuildRequest) Reset() {
 	*x = WatchBuildRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2738,7 @@ func (x *WatchBuildRequest) String() string {
 func (*WatchBuildRequest) ProtoMessage() {}
 
 func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[23]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2751,7 @@ func (x *WatchBuildRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildRequest.ProtoReflect.Descriptor instead.
 func (*WatchBuildRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{23}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchBuildRequest) GetId() string {
@@ -2608,7 +2803,7 @@ type BuildCreated struct {
 
 func (x *BuildCreated) Reset() {
 	*x = BuildCreated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2815,7 @@ func (x *BuildCreated) String() string {
 func (*BuildCreated) ProtoMessage() {}
 
 func (x *BuildCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[24]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2828,7 @@ func (x *BuildCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildCreated.ProtoReflect.Descriptor instead.
 func (*BuildCreated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{24}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BuildCreated) GetJobId() string {
@@ -2697,7 +2892,7 @@ type BuildStatusChange struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	PreviousStatus BuildStatus            `protobuf:"varint,1,opt,name=previous_status,json=previousStatus,proto3,enum=thefold.builder.v1.BuildStatus" json:"previous_status,omitempty"`
 	Status         BuildStatus            `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.builder.v1.BuildStatus" json:"status,omitempty"`
-	// For FAILED and CANCELLED: why.
+	// For FAILED, CANCELLED and PAUSED: why.
 	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// The build's usage so far.
 	Usage         *v1.Usage `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
@@ -2707,7 +2902,7 @@ type BuildStatusChange struct {
 
 func (x *BuildStatusChange) Reset() {
 	*x = BuildStatusChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2914,7 @@ func (x *BuildStatusChange) String() string {
 func (*BuildStatusChange) ProtoMessage() {}
 
 func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[25]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2927,7 @@ func (x *BuildStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStatusChange.ProtoReflect.Descriptor instead.
 func (*BuildStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{25}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *BuildStatusChange) GetPreviousStatus() BuildStatus {
@@ -2778,7 +2973,7 @@ type BuildPhaseChange struct {
 
 func (x *BuildPhaseChange) Reset() {
 	*x = BuildPhaseChange{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +2985,7 @@ func (x *BuildPhaseChange) String() string {
 func (*BuildPhaseChange) ProtoMessage() {}
 
 func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[26]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +2998,7 @@ func (x *BuildPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildPhaseChange.ProtoReflect.Descriptor instead.
 func (*BuildPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{26}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BuildPhaseChange) GetPreviousPhase() BuildPhase {
@@ -2863,7 +3058,7 @@ type StepSummary struct {
 
 func (x *StepSummary) Reset() {
 	*x = StepSummary{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3070,7 @@ func (x *StepSummary) String() string {
 func (*StepSummary) ProtoMessage() {}
 
 func (x *StepSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[27]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3083,7 @@ func (x *StepSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepSummary.ProtoReflect.Descriptor instead.
 func (*StepSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{27}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StepSummary) GetStepNumber() int32 {
@@ -3013,7 +3208,7 @@ type FileValidated struct {
 
 func (x *FileValidated) Reset() {
 	*x = FileValidated{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3220,7 @@ func (x *FileValidated) String() string {
 func (*FileValidated) ProtoMessage() {}
 
 func (x *FileValidated) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[28]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3233,7 @@ func (x *FileValidated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileValidated.ProtoReflect.Descriptor instead.
 func (*FileValidated) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{28}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FileValidated) GetStepNumber() int32 {
@@ -3090,7 +3285,7 @@ type BuildLog struct {
 
 func (x *BuildLog) Reset() {
 	*x = BuildLog{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3297,7 @@ func (x *BuildLog) String() string {
 func (*BuildLog) ProtoMessage() {}
 
 func (x *BuildLog) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[29]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3310,7 @@ func (x *BuildLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildLog.ProtoReflect.Descriptor instead.
 func (*BuildLog) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{29}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BuildLog) GetStepNumber() int32 {
@@ -3169,7 +3364,7 @@ type WatchBuildResponse struct {
 
 func (x *WatchBuildResponse) Reset() {
 	*x = WatchBuildResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3376,7 @@ func (x *WatchBuildResponse) String() string {
 func (*WatchBuildResponse) ProtoMessage() {}
 
 func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[30]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3389,7 @@ func (x *WatchBuildResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchBuildResponse.ProtoReflect.Descriptor instead.
 func (*WatchBuildResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{30}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchBuildResponse) GetId() int64 {
@@ -3381,7 +3576,7 @@ type PlannedFile struct {
 
 func (x *PlannedFile) Reset() {
 	*x = PlannedFile{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3588,7 @@ func (x *PlannedFile) String() string {
 func (*PlannedFile) ProtoMessage() {}
 
 func (x *PlannedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[31]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3601,7 @@ func (x *PlannedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedFile.ProtoReflect.Descriptor instead.
 func (*PlannedFile) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{31}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PlannedFile) GetPath() string {
@@ -3459,7 +3654,7 @@ type AnalyzeDependenciesRequest struct {
 
 func (x *AnalyzeDependenciesRequest) Reset() {
 	*x = AnalyzeDependenciesRequest{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3666,7 @@ func (x *AnalyzeDependenciesRequest) String() string {
 func (*AnalyzeDependenciesRequest) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[32]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3679,7 @@ func (x *AnalyzeDependenciesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesRequest.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{32}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AnalyzeDependenciesRequest) GetFiles() []*PlannedFile {
@@ -3527,7 +3722,7 @@ type AnalyzeDependenciesResponse struct {
 
 func (x *AnalyzeDependenciesResponse) Reset() {
 	*x = AnalyzeDependenciesResponse{}
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3539,7 +3734,7 @@ func (x *AnalyzeDependenciesResponse) String() string {
 func (*AnalyzeDependenciesResponse) ProtoMessage() {}
 
 func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_builder_v1_builder_proto_msgTypes[33]
+	mi := &file_thefold_builder_v1_builder_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3552,7 +3747,7 @@ func (x *AnalyzeDependenciesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnalyzeDependenciesResponse.ProtoReflect.Descriptor instead.
 func (*AnalyzeDependenciesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{33}
+	return file_thefold_builder_v1_builder_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AnalyzeDependenciesResponse) GetGraph() *DependencyGraph {
@@ -3752,6 +3947,15 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"I\n" +
 	"\x13CancelBuildResponse\x122\n" +
+	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\";\n" +
+	"\x11PauseBuildRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
+	"\x12PauseBuildResponse\x122\n" +
+	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"$\n" +
+	"\x12ResumeBuildRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"I\n" +
+	"\x13ResumeBuildResponse\x122\n" +
 	"\x05build\x18\x01 \x01(\v2\x1c.thefold.builder.v1.BuildJobR\x05build\"\x89\x01\n" +
 	"\x10RetryStepRequest\x12\x19\n" +
 	"\bbuild_id\x18\x01 \x01(\tR\abuildId\x12\x1f\n" +
@@ -3884,14 +4088,15 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1aBUILD_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19BUILD_STRATEGY_SEQUENTIAL\x10\x01\x12!\n" +
 	"\x1dBUILD_STRATEGY_SCAFFOLD_FIRST\x10\x02\x12#\n" +
-	"\x1fBUILD_STRATEGY_DEPENDENCY_ORDER\x10\x03*\xb0\x01\n" +
+	"\x1fBUILD_STRATEGY_DEPENDENCY_ORDER\x10\x03*\xc9\x01\n" +
 	"\vBuildStatus\x12\x1c\n" +
 	"\x18BUILD_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14BUILD_STATUS_PENDING\x10\x01\x12\x18\n" +
 	"\x14BUILD_STATUS_RUNNING\x10\x02\x12\x1a\n" +
 	"\x16BUILD_STATUS_COMPLETED\x10\x03\x12\x17\n" +
 	"\x13BUILD_STATUS_FAILED\x10\x04\x12\x1a\n" +
-	"\x16BUILD_STATUS_CANCELLED\x10\x05*\xd0\x01\n" +
+	"\x16BUILD_STATUS_CANCELLED\x10\x05\x12\x17\n" +
+	"\x13BUILD_STATUS_PAUSED\x10\x06*\xd0\x01\n" +
 	"\x0fBuildStepStatus\x12!\n" +
 	"\x1dBUILD_STEP_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19BUILD_STEP_STATUS_PENDING\x10\x01\x12\x1d\n" +
@@ -3918,14 +4123,17 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\x1fBUILD_EVENT_TYPE_FILE_VALIDATED\x10\b\x12\"\n" +
 	"\x1eBUILD_EVENT_TYPE_FIX_ATTEMPTED\x10\t\x12\x18\n" +
 	"\x14BUILD_EVENT_TYPE_LOG\x10\n" +
-	"2\xa6\x06\n" +
+	"2\xe3\a\n" +
 	"\x0eBuilderService\x12[\n" +
 	"\n" +
 	"StartBuild\x12%.thefold.builder.v1.StartBuildRequest\x1a&.thefold.builder.v1.StartBuildResponse\x12Z\n" +
 	"\bGetBuild\x12#.thefold.builder.v1.GetBuildRequest\x1a$.thefold.builder.v1.GetBuildResponse\"\x03\x90\x02\x01\x12`\n" +
 	"\n" +
 	"ListBuilds\x12%.thefold.builder.v1.ListBuildsRequest\x1a&.thefold.builder.v1.ListBuildsResponse\"\x03\x90\x02\x01\x12^\n" +
-	"\vCancelBuild\x12&.thefold.builder.v1.CancelBuildRequest\x1a'.thefold.builder.v1.CancelBuildResponse\x12X\n" +
+	"\vCancelBuild\x12&.thefold.builder.v1.CancelBuildRequest\x1a'.thefold.builder.v1.CancelBuildResponse\x12[\n" +
+	"\n" +
+	"PauseBuild\x12%.thefold.builder.v1.PauseBuildRequest\x1a&.thefold.builder.v1.PauseBuildResponse\x12^\n" +
+	"\vResumeBuild\x12&.thefold.builder.v1.ResumeBuildRequest\x1a'.thefold.builder.v1.ResumeBuildResponse\x12X\n" +
 	"\tRetryStep\x12$.thefold.builder.v1.RetryStepRequest\x1a%.thefold.builder.v1.RetryStepResponse\x12^\n" +
 	"\vAddGuidance\x12&.thefold.builder.v1.AddGuidanceRequest\x1a'.thefold.builder.v1.AddGuidanceResponse\x12b\n" +
 	"\n" +
@@ -3946,7 +4154,7 @@ func file_thefold_builder_v1_builder_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_builder_v1_builder_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_thefold_builder_v1_builder_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(StepKind)(0),                       // 0: thefold.builder.v1.StepKind
 	(BuildPhase)(0),                     // 1: thefold.builder.v1.BuildPhase
@@ -3974,136 +4182,146 @@ var file_thefold_builder_v1_builder_proto_goTypes = []any{
 	(*ListBuildsResponse)(nil),          // 23: thefold.builder.v1.ListBuildsResponse
 	(*CancelBuildRequest)(nil),          // 24: thefold.builder.v1.CancelBuildRequest
 	(*CancelBuildResponse)(nil),         // 25: thefold.builder.v1.CancelBuildResponse
-	(*RetryStepRequest)(nil),            // 26: thefold.builder.v1.RetryStepRequest
-	(*AddGuidanceRequest)(nil),          // 27: thefold.builder.v1.AddGuidanceRequest
-	(*AddGuidanceResponse)(nil),         // 28: thefold.builder.v1.AddGuidanceResponse
-	(*RetryStepResponse)(nil),           // 29: thefold.builder.v1.RetryStepResponse
-	(*WatchBuildRequest)(nil),           // 30: thefold.builder.v1.WatchBuildRequest
-	(*BuildCreated)(nil),                // 31: thefold.builder.v1.BuildCreated
-	(*BuildStatusChange)(nil),           // 32: thefold.builder.v1.BuildStatusChange
-	(*BuildPhaseChange)(nil),            // 33: thefold.builder.v1.BuildPhaseChange
-	(*StepSummary)(nil),                 // 34: thefold.builder.v1.StepSummary
-	(*FileValidated)(nil),               // 35: thefold.builder.v1.FileValidated
-	(*BuildLog)(nil),                    // 36: thefold.builder.v1.BuildLog
-	(*WatchBuildResponse)(nil),          // 37: thefold.builder.v1.WatchBuildResponse
-	(*PlannedFile)(nil),                 // 38: thefold.builder.v1.PlannedFile
-	(*AnalyzeDependenciesRequest)(nil),  // 39: thefold.builder.v1.AnalyzeDependenciesRequest
-	(*AnalyzeDependenciesResponse)(nil), // 40: thefold.builder.v1.AnalyzeDependenciesResponse
-	(v1.FileAction)(0),                  // 41: thefold.type.v1.FileAction
-	(*v1.Diagnostic)(nil),               // 42: thefold.type.v1.Diagnostic
-	(*v1.Usage)(nil),                    // 43: thefold.type.v1.Usage
-	(*timestamppb.Timestamp)(nil),       // 44: google.protobuf.Timestamp
-	(*v1.FileDiff)(nil),                 // 45: thefold.type.v1.FileDiff
-	(*v1.DiffStats)(nil),                // 46: thefold.type.v1.DiffStats
-	(*v1.Plan)(nil),                     // 47: thefold.type.v1.Plan
-	(*v1.Budget)(nil),                   // 48: thefold.type.v1.Budget
-	(*v1.Heartbeat)(nil),                // 49: thefold.type.v1.Heartbeat
+	(*PauseBuildRequest)(nil),           // 26: thefold.builder.v1.PauseBuildRequest
+	(*PauseBuildResponse)(nil),          // 27: thefold.builder.v1.PauseBuildResponse
+	(*ResumeBuildRequest)(nil),          // 28: thefold.builder.v1.ResumeBuildRequest
+	(*ResumeBuildResponse)(nil),         // 29: thefold.builder.v1.ResumeBuildResponse
+	(*RetryStepRequest)(nil),            // 30: thefold.builder.v1.RetryStepRequest
+	(*AddGuidanceRequest)(nil),          // 31: thefold.builder.v1.AddGuidanceRequest
+	(*AddGuidanceResponse)(nil),         // 32: thefold.builder.v1.AddGuidanceResponse
+	(*RetryStepResponse)(nil),           // 33: thefold.builder.v1.RetryStepResponse
+	(*WatchBuildRequest)(nil),           // 34: thefold.builder.v1.WatchBuildRequest
+	(*BuildCreated)(nil),                // 35: thefold.builder.v1.BuildCreated
+	(*BuildStatusChange)(nil),           // 36: thefold.builder.v1.BuildStatusChange
+	(*BuildPhaseChange)(nil),            // 37: thefold.builder.v1.BuildPhaseChange
+	(*StepSummary)(nil),                 // 38: thefold.builder.v1.StepSummary
+	(*FileValidated)(nil),               // 39: thefold.builder.v1.FileValidated
+	(*BuildLog)(nil),                    // 40: thefold.builder.v1.BuildLog
+	(*WatchBuildResponse)(nil),          // 41: thefold.builder.v1.WatchBuildResponse
+	(*PlannedFile)(nil),                 // 42: thefold.builder.v1.PlannedFile
+	(*AnalyzeDependenciesRequest)(nil),  // 43: thefold.builder.v1.AnalyzeDependenciesRequest
+	(*AnalyzeDependenciesResponse)(nil), // 44: thefold.builder.v1.AnalyzeDependenciesResponse
+	(v1.FileAction)(0),                  // 45: thefold.type.v1.FileAction
+	(*v1.Diagnostic)(nil),               // 46: thefold.type.v1.Diagnostic
+	(*v1.Usage)(nil),                    // 47: thefold.type.v1.Usage
+	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
+	(*v1.FileDiff)(nil),                 // 49: thefold.type.v1.FileDiff
+	(*v1.DiffStats)(nil),                // 50: thefold.type.v1.DiffStats
+	(*v1.Plan)(nil),                     // 51: thefold.type.v1.Plan
+	(*v1.Budget)(nil),                   // 52: thefold.type.v1.Budget
+	(*v1.Heartbeat)(nil),                // 53: thefold.type.v1.Heartbeat
 }
 var file_thefold_builder_v1_builder_proto_depIdxs = []int32{
 	7,  // 0: thefold.builder.v1.DependencyGraph.nodes:type_name -> thefold.builder.v1.DependencyNode
 	8,  // 1: thefold.builder.v1.DependencyGraph.cycles:type_name -> thefold.builder.v1.DependencyCycle
 	10, // 2: thefold.builder.v1.DependencyGraph.stats:type_name -> thefold.builder.v1.LanguageStats
-	41, // 3: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
+	45, // 3: thefold.builder.v1.BuildFile.action:type_name -> thefold.type.v1.FileAction
 	5,  // 4: thefold.builder.v1.BuildFile.status:type_name -> thefold.builder.v1.BuildFileStatus
-	42, // 5: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	42, // 6: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	46, // 5: thefold.builder.v1.BuildFile.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	46, // 6: thefold.builder.v1.ValidationResult.diagnostics:type_name -> thefold.type.v1.Diagnostic
 	1,  // 7: thefold.builder.v1.FixRound.phase:type_name -> thefold.builder.v1.BuildPhase
-	42, // 8: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
-	42, // 9: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
-	43, // 10: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
-	44, // 11: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
-	44, // 12: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
-	45, // 13: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
-	46, // 14: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
-	42, // 15: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	42, // 16: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
+	46, // 8: thefold.builder.v1.FixRound.diagnostics_before:type_name -> thefold.type.v1.Diagnostic
+	46, // 9: thefold.builder.v1.FixRound.diagnostics_after:type_name -> thefold.type.v1.Diagnostic
+	47, // 10: thefold.builder.v1.FixRound.usage:type_name -> thefold.type.v1.Usage
+	48, // 11: thefold.builder.v1.FixRound.start_time:type_name -> google.protobuf.Timestamp
+	48, // 12: thefold.builder.v1.FixRound.end_time:type_name -> google.protobuf.Timestamp
+	49, // 13: thefold.builder.v1.BuildReport.files_changed:type_name -> thefold.type.v1.FileDiff
+	50, // 14: thefold.builder.v1.BuildReport.diff_stats:type_name -> thefold.type.v1.DiffStats
+	46, // 15: thefold.builder.v1.BuildReport.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	46, // 16: thefold.builder.v1.BuildReport.concerns:type_name -> thefold.type.v1.Diagnostic
 	3,  // 17: thefold.builder.v1.BuildJob.status:type_name -> thefold.builder.v1.BuildStatus
 	2,  // 18: thefold.builder.v1.BuildJob.strategy:type_name -> thefold.builder.v1.BuildStrategy
 	1,  // 19: thefold.builder.v1.BuildJob.phase:type_name -> thefold.builder.v1.BuildPhase
-	47, // 20: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
+	51, // 20: thefold.builder.v1.BuildJob.plan:type_name -> thefold.type.v1.Plan
 	11, // 21: thefold.builder.v1.BuildJob.files:type_name -> thefold.builder.v1.BuildFile
 	9,  // 22: thefold.builder.v1.BuildJob.graph:type_name -> thefold.builder.v1.DependencyGraph
-	43, // 23: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
-	48, // 24: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
+	47, // 23: thefold.builder.v1.BuildJob.usage:type_name -> thefold.type.v1.Usage
+	52, // 24: thefold.builder.v1.BuildJob.budget:type_name -> thefold.type.v1.Budget
 	14, // 25: thefold.builder.v1.BuildJob.report:type_name -> thefold.builder.v1.BuildReport
-	44, // 26: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
-	44, // 27: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
-	44, // 28: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
-	44, // 29: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
+	48, // 26: thefold.builder.v1.BuildJob.create_time:type_name -> google.protobuf.Timestamp
+	48, // 27: thefold.builder.v1.BuildJob.start_time:type_name -> google.protobuf.Timestamp
+	48, // 28: thefold.builder.v1.BuildJob.update_time:type_name -> google.protobuf.Timestamp
+	48, // 29: thefold.builder.v1.BuildJob.end_time:type_name -> google.protobuf.Timestamp
 	16, // 30: thefold.builder.v1.BuildJob.guidance:type_name -> thefold.builder.v1.BuildGuidance
-	44, // 31: thefold.builder.v1.BuildGuidance.create_time:type_name -> google.protobuf.Timestamp
+	48, // 31: thefold.builder.v1.BuildGuidance.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 32: thefold.builder.v1.BuildStep.phase:type_name -> thefold.builder.v1.BuildPhase
 	0,  // 33: thefold.builder.v1.BuildStep.kind:type_name -> thefold.builder.v1.StepKind
-	41, // 34: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
-	43, // 35: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
+	45, // 34: thefold.builder.v1.BuildStep.action:type_name -> thefold.type.v1.FileAction
+	47, // 35: thefold.builder.v1.BuildStep.usage:type_name -> thefold.type.v1.Usage
 	4,  // 36: thefold.builder.v1.BuildStep.status:type_name -> thefold.builder.v1.BuildStepStatus
 	12, // 37: thefold.builder.v1.BuildStep.validation:type_name -> thefold.builder.v1.ValidationResult
 	13, // 38: thefold.builder.v1.BuildStep.fix_rounds:type_name -> thefold.builder.v1.FixRound
-	44, // 39: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
-	44, // 40: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
-	47, // 41: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
+	48, // 39: thefold.builder.v1.BuildStep.start_time:type_name -> google.protobuf.Timestamp
+	48, // 40: thefold.builder.v1.BuildStep.end_time:type_name -> google.protobuf.Timestamp
+	51, // 41: thefold.builder.v1.StartBuildRequest.plan:type_name -> thefold.type.v1.Plan
 	2,  // 42: thefold.builder.v1.StartBuildRequest.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	48, // 43: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
+	52, // 43: thefold.builder.v1.StartBuildRequest.budget:type_name -> thefold.type.v1.Budget
 	15, // 44: thefold.builder.v1.StartBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
 	15, // 45: thefold.builder.v1.GetBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
 	17, // 46: thefold.builder.v1.GetBuildResponse.steps:type_name -> thefold.builder.v1.BuildStep
 	3,  // 47: thefold.builder.v1.ListBuildsRequest.statuses:type_name -> thefold.builder.v1.BuildStatus
 	15, // 48: thefold.builder.v1.ListBuildsResponse.builds:type_name -> thefold.builder.v1.BuildJob
 	15, // 49: thefold.builder.v1.CancelBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
-	15, // 50: thefold.builder.v1.AddGuidanceResponse.build:type_name -> thefold.builder.v1.BuildJob
-	15, // 51: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
-	2,  // 52: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	3,  // 53: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
-	3,  // 54: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
-	43, // 55: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
-	1,  // 56: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
-	1,  // 57: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
-	2,  // 58: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	1,  // 59: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
-	0,  // 60: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
-	41, // 61: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
-	4,  // 62: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
-	43, // 63: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
-	43, // 64: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
-	44, // 65: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
-	44, // 66: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
-	42, // 67: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
-	1,  // 68: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
-	44, // 69: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
-	6,  // 70: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
-	31, // 71: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
-	32, // 72: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
-	33, // 73: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
-	34, // 74: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
-	35, // 75: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
-	13, // 76: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
-	36, // 77: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
-	49, // 78: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	41, // 79: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
-	38, // 80: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
-	9,  // 81: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
-	2,  // 82: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
-	18, // 83: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
-	20, // 84: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
-	22, // 85: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
-	24, // 86: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
-	26, // 87: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
-	27, // 88: thefold.builder.v1.BuilderService.AddGuidance:input_type -> thefold.builder.v1.AddGuidanceRequest
-	30, // 89: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
-	39, // 90: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
-	19, // 91: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
-	21, // 92: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
-	23, // 93: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
-	25, // 94: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
-	29, // 95: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
-	28, // 96: thefold.builder.v1.BuilderService.AddGuidance:output_type -> thefold.builder.v1.AddGuidanceResponse
-	37, // 97: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
-	40, // 98: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
-	91, // [91:99] is the sub-list for method output_type
-	83, // [83:91] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	15, // 50: thefold.builder.v1.PauseBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 51: thefold.builder.v1.ResumeBuildResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 52: thefold.builder.v1.AddGuidanceResponse.build:type_name -> thefold.builder.v1.BuildJob
+	15, // 53: thefold.builder.v1.RetryStepResponse.build:type_name -> thefold.builder.v1.BuildJob
+	2,  // 54: thefold.builder.v1.BuildCreated.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	3,  // 55: thefold.builder.v1.BuildStatusChange.previous_status:type_name -> thefold.builder.v1.BuildStatus
+	3,  // 56: thefold.builder.v1.BuildStatusChange.status:type_name -> thefold.builder.v1.BuildStatus
+	47, // 57: thefold.builder.v1.BuildStatusChange.usage:type_name -> thefold.type.v1.Usage
+	1,  // 58: thefold.builder.v1.BuildPhaseChange.previous_phase:type_name -> thefold.builder.v1.BuildPhase
+	1,  // 59: thefold.builder.v1.BuildPhaseChange.phase:type_name -> thefold.builder.v1.BuildPhase
+	2,  // 60: thefold.builder.v1.BuildPhaseChange.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	1,  // 61: thefold.builder.v1.StepSummary.phase:type_name -> thefold.builder.v1.BuildPhase
+	0,  // 62: thefold.builder.v1.StepSummary.kind:type_name -> thefold.builder.v1.StepKind
+	45, // 63: thefold.builder.v1.StepSummary.action:type_name -> thefold.type.v1.FileAction
+	4,  // 64: thefold.builder.v1.StepSummary.status:type_name -> thefold.builder.v1.BuildStepStatus
+	47, // 65: thefold.builder.v1.StepSummary.usage:type_name -> thefold.type.v1.Usage
+	47, // 66: thefold.builder.v1.StepSummary.build_usage:type_name -> thefold.type.v1.Usage
+	48, // 67: thefold.builder.v1.StepSummary.start_time:type_name -> google.protobuf.Timestamp
+	48, // 68: thefold.builder.v1.StepSummary.end_time:type_name -> google.protobuf.Timestamp
+	46, // 69: thefold.builder.v1.FileValidated.diagnostics:type_name -> thefold.type.v1.Diagnostic
+	1,  // 70: thefold.builder.v1.BuildLog.phase:type_name -> thefold.builder.v1.BuildPhase
+	48, // 71: thefold.builder.v1.WatchBuildResponse.time:type_name -> google.protobuf.Timestamp
+	6,  // 72: thefold.builder.v1.WatchBuildResponse.type:type_name -> thefold.builder.v1.BuildEventType
+	35, // 73: thefold.builder.v1.WatchBuildResponse.created:type_name -> thefold.builder.v1.BuildCreated
+	36, // 74: thefold.builder.v1.WatchBuildResponse.status_change:type_name -> thefold.builder.v1.BuildStatusChange
+	37, // 75: thefold.builder.v1.WatchBuildResponse.phase_change:type_name -> thefold.builder.v1.BuildPhaseChange
+	38, // 76: thefold.builder.v1.WatchBuildResponse.step:type_name -> thefold.builder.v1.StepSummary
+	39, // 77: thefold.builder.v1.WatchBuildResponse.file_validated:type_name -> thefold.builder.v1.FileValidated
+	13, // 78: thefold.builder.v1.WatchBuildResponse.fix_round:type_name -> thefold.builder.v1.FixRound
+	40, // 79: thefold.builder.v1.WatchBuildResponse.log:type_name -> thefold.builder.v1.BuildLog
+	53, // 80: thefold.builder.v1.WatchBuildResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	45, // 81: thefold.builder.v1.PlannedFile.action:type_name -> thefold.type.v1.FileAction
+	42, // 82: thefold.builder.v1.AnalyzeDependenciesRequest.files:type_name -> thefold.builder.v1.PlannedFile
+	9,  // 83: thefold.builder.v1.AnalyzeDependenciesResponse.graph:type_name -> thefold.builder.v1.DependencyGraph
+	2,  // 84: thefold.builder.v1.AnalyzeDependenciesResponse.strategy:type_name -> thefold.builder.v1.BuildStrategy
+	18, // 85: thefold.builder.v1.BuilderService.StartBuild:input_type -> thefold.builder.v1.StartBuildRequest
+	20, // 86: thefold.builder.v1.BuilderService.GetBuild:input_type -> thefold.builder.v1.GetBuildRequest
+	22, // 87: thefold.builder.v1.BuilderService.ListBuilds:input_type -> thefold.builder.v1.ListBuildsRequest
+	24, // 88: thefold.builder.v1.BuilderService.CancelBuild:input_type -> thefold.builder.v1.CancelBuildRequest
+	26, // 89: thefold.builder.v1.BuilderService.PauseBuild:input_type -> thefold.builder.v1.PauseBuildRequest
+	28, // 90: thefold.builder.v1.BuilderService.ResumeBuild:input_type -> thefold.builder.v1.ResumeBuildRequest
+	30, // 91: thefold.builder.v1.BuilderService.RetryStep:input_type -> thefold.builder.v1.RetryStepRequest
+	31, // 92: thefold.builder.v1.BuilderService.AddGuidance:input_type -> thefold.builder.v1.AddGuidanceRequest
+	34, // 93: thefold.builder.v1.BuilderService.WatchBuild:input_type -> thefold.builder.v1.WatchBuildRequest
+	43, // 94: thefold.builder.v1.BuilderService.AnalyzeDependencies:input_type -> thefold.builder.v1.AnalyzeDependenciesRequest
+	19, // 95: thefold.builder.v1.BuilderService.StartBuild:output_type -> thefold.builder.v1.StartBuildResponse
+	21, // 96: thefold.builder.v1.BuilderService.GetBuild:output_type -> thefold.builder.v1.GetBuildResponse
+	23, // 97: thefold.builder.v1.BuilderService.ListBuilds:output_type -> thefold.builder.v1.ListBuildsResponse
+	25, // 98: thefold.builder.v1.BuilderService.CancelBuild:output_type -> thefold.builder.v1.CancelBuildResponse
+	27, // 99: thefold.builder.v1.BuilderService.PauseBuild:output_type -> thefold.builder.v1.PauseBuildResponse
+	29, // 100: thefold.builder.v1.BuilderService.ResumeBuild:output_type -> thefold.builder.v1.ResumeBuildResponse
+	33, // 101: thefold.builder.v1.BuilderService.RetryStep:output_type -> thefold.builder.v1.RetryStepResponse
+	32, // 102: thefold.builder.v1.BuilderService.AddGuidance:output_type -> thefold.builder.v1.AddGuidanceResponse
+	41, // 103: thefold.builder.v1.BuilderService.WatchBuild:output_type -> thefold.builder.v1.WatchBuildResponse
+	44, // 104: thefold.builder.v1.BuilderService.AnalyzeDependencies:output_type -> thefold.builder.v1.AnalyzeDependenciesResponse
+	95, // [95:105] is the sub-list for method output_type
+	85, // [85:95] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_thefold_builder_v1_builder_proto_init() }
@@ -4111,7 +4329,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 	if File_thefold_builder_v1_builder_proto != nil {
 		return
 	}
-	file_thefold_builder_v1_builder_proto_msgTypes[30].OneofWrappers = []any{
+	file_thefold_builder_v1_builder_proto_msgTypes[34].OneofWrappers = []any{
 		(*WatchBuildResponse_Created)(nil),
 		(*WatchBuildResponse_StatusChange)(nil),
 		(*WatchBuildResponse_PhaseChange)(nil),
@@ -4127,7 +4345,7 @@ func file_thefold_builder_v1_builder_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_builder_v1_builder_proto_rawDesc), len(file_thefold_builder_v1_builder_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,8 @@ const (
 	BuilderService_GetBuild_FullMethodName            = "/thefold.builder.v1.BuilderService/GetBuild"
 	BuilderService_ListBuilds_FullMethodName          = "/thefold.builder.v1.BuilderService/ListBuilds"
 	BuilderService_CancelBuild_FullMethodName         = "/thefold.builder.v1.BuilderService/CancelBuild"
+	BuilderService_PauseBuild_FullMethodName          = "/thefold.builder.v1.BuilderService/PauseBuild"
+	BuilderService_ResumeBuild_FullMethodName         = "/thefold.builder.v1.BuilderService/ResumeBuild"
 	BuilderService_RetryStep_FullMethodName           = "/thefold.builder.v1.BuilderService/RetryStep"
 	BuilderService_AddGuidance_FullMethodName         = "/thefold.builder.v1.BuilderService/AddGuidance"
 	BuilderService_WatchBuild_FullMethodName          = "/thefold.builder.v1.BuilderService/WatchBuild"
@@ -53,10 +55,24 @@ type BuilderServiceClient interface {
 	// ListBuilds lists the caller's builds, newest first, without steps.
 	ListBuilds(ctx context.Context, in *ListBuildsRequest, opts ...grpc.CallOption) (*ListBuildsResponse, error)
 	// CancelBuild stops a build that is not finished; files already written stay in the
-	// sandbox. Cancelling a CANCELLED build returns it unchanged; cancelling a COMPLETED or
-	// FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
+	// sandbox. A PAUSED build can be cancelled. Cancelling a CANCELLED build returns it
+	// unchanged; cancelling a COMPLETED or FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
 	// users can stop a runaway build over REST.
 	CancelBuild(ctx context.Context, in *CancelBuildRequest, opts ...grpc.CallOption) (*CancelBuildResponse, error)
+	// PauseBuild stops a PENDING or RUNNING build where it is, within a second on any replica:
+	// the model call or command in flight is cancelled and no further step starts; the build
+	// is PAUSED, its finished steps and the files written so far kept. Pausing a PAUSED build
+	// returns it unchanged; pausing a COMPLETED, FAILED or CANCELLED one is
+	// FAILED_PRECONDITION. A PAUSED build takes AddGuidance and CancelBuild. The agent pauses
+	// its job's build when the job is paused (a person interrupts a crew worker); users can
+	// pause a build over REST.
+	PauseBuild(ctx context.Context, in *PauseBuildRequest, opts ...grpc.CallOption) (*PauseBuildResponse, error)
+	// ResumeBuild continues a PAUSED build (PENDING until a worker takes it): the step that
+	// was interrupted runs again from its last recorded transition — the model call or command
+	// that was cut off is asked again, what finished before it is not — and the build goes on.
+	// Resuming a build that is not PAUSED is FAILED_PRECONDITION. The agent resumes its job's
+	// build when the job goes on.
+	ResumeBuild(ctx context.Context, in *ResumeBuildRequest, opts ...grpc.CallOption) (*ResumeBuildResponse, error)
 	// RetryStep runs a FAILED step again (fix rounds start again) in a FAILED build and, if
 	// it succeeds, continues the build after it. Another state of build or step is
 	// FAILED_PRECONDITION. Internal: called by the agent.
@@ -122,6 +138,26 @@ func (c *builderServiceClient) CancelBuild(ctx context.Context, in *CancelBuildR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CancelBuildResponse)
 	err := c.cc.Invoke(ctx, BuilderService_CancelBuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *builderServiceClient) PauseBuild(ctx context.Context, in *PauseBuildRequest, opts ...grpc.CallOption) (*PauseBuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseBuildResponse)
+	err := c.cc.Invoke(ctx, BuilderService_PauseBuild_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *builderServiceClient) ResumeBuild(ctx context.Context, in *ResumeBuildRequest, opts ...grpc.CallOption) (*ResumeBuildResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeBuildResponse)
+	err := c.cc.Invoke(ctx, BuilderService_ResumeBuild_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -201,10 +237,24 @@ type BuilderServiceServer interface {
 	// ListBuilds lists the caller's builds, newest first, without steps.
 	ListBuilds(context.Context, *ListBuildsRequest) (*ListBuildsResponse, error)
 	// CancelBuild stops a build that is not finished; files already written stay in the
-	// sandbox. Cancelling a CANCELLED build returns it unchanged; cancelling a COMPLETED or
-	// FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
+	// sandbox. A PAUSED build can be cancelled. Cancelling a CANCELLED build returns it
+	// unchanged; cancelling a COMPLETED or FAILED one is FAILED_PRECONDITION. The agent cancels builds when its job is cancelled;
 	// users can stop a runaway build over REST.
 	CancelBuild(context.Context, *CancelBuildRequest) (*CancelBuildResponse, error)
+	// PauseBuild stops a PENDING or RUNNING build where it is, within a second on any replica:
+	// the model call or command in flight is cancelled and no further step starts; the build
+	// is PAUSED, its finished steps and the files written so far kept. Pausing a PAUSED build
+	// returns it unchanged; pausing a COMPLETED, FAILED or CANCELLED one is
+	// FAILED_PRECONDITION. A PAUSED build takes AddGuidance and CancelBuild. The agent pauses
+	// its job's build when the job is paused (a person interrupts a crew worker); users can
+	// pause a build over REST.
+	PauseBuild(context.Context, *PauseBuildRequest) (*PauseBuildResponse, error)
+	// ResumeBuild continues a PAUSED build (PENDING until a worker takes it): the step that
+	// was interrupted runs again from its last recorded transition — the model call or command
+	// that was cut off is asked again, what finished before it is not — and the build goes on.
+	// Resuming a build that is not PAUSED is FAILED_PRECONDITION. The agent resumes its job's
+	// build when the job goes on.
+	ResumeBuild(context.Context, *ResumeBuildRequest) (*ResumeBuildResponse, error)
 	// RetryStep runs a FAILED step again (fix rounds start again) in a FAILED build and, if
 	// it succeeds, continues the build after it. Another state of build or step is
 	// FAILED_PRECONDITION. Internal: called by the agent.
@@ -247,6 +297,12 @@ func (UnimplementedBuilderServiceServer) ListBuilds(context.Context, *ListBuilds
 }
 func (UnimplementedBuilderServiceServer) CancelBuild(context.Context, *CancelBuildRequest) (*CancelBuildResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelBuild not implemented")
+}
+func (UnimplementedBuilderServiceServer) PauseBuild(context.Context, *PauseBuildRequest) (*PauseBuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseBuild not implemented")
+}
+func (UnimplementedBuilderServiceServer) ResumeBuild(context.Context, *ResumeBuildRequest) (*ResumeBuildResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeBuild not implemented")
 }
 func (UnimplementedBuilderServiceServer) RetryStep(context.Context, *RetryStepRequest) (*RetryStepResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryStep not implemented")
@@ -353,6 +409,42 @@ func _BuilderService_CancelBuild_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BuilderService_PauseBuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseBuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BuilderServiceServer).PauseBuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BuilderService_PauseBuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BuilderServiceServer).PauseBuild(ctx, req.(*PauseBuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BuilderService_ResumeBuild_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeBuildRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BuilderServiceServer).ResumeBuild(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BuilderService_ResumeBuild_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BuilderServiceServer).ResumeBuild(ctx, req.(*ResumeBuildRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _BuilderService_RetryStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RetryStepRequest)
 	if err := dec(in); err != nil {
@@ -440,6 +532,14 @@ var BuilderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelBuild",
 			Handler:    _BuilderService_CancelBuild_Handler,
+		},
+		{
+			MethodName: "PauseBuild",
+			Handler:    _BuilderService_PauseBuild_Handler,
+		},
+		{
+			MethodName: "ResumeBuild",
+			Handler:    _BuilderService_ResumeBuild_Handler,
 		},
 		{
 			MethodName: "RetryStep",
