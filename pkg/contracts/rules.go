@@ -55,6 +55,7 @@ var naturallyIdempotent = map[string]string{
 	"thefold.tasks.v1.TaskService.RemoveDependency":     "the edge (task_id, blocked_by_id): removing it again changes nothing",
 
 	"thefold.github.v1.RepoService.MergeBaseIntoPullRequest": "a head that contains its base already is left as is: a retry finds nothing to merge (updated false); with expected_head_sha a retry after a success is ABORTED, never a second merge",
+	"thefold.github.v1.RepoService.CreateMergeGroup":         "moves no branch and changes no pull request: a retry writes an unreferenced commit of the same tree again",
 
 	// Values set, not added.
 	"thefold.agent.v1.ProjectService.UpdateProject":         setsFields,
@@ -109,6 +110,8 @@ var naturallyIdempotent = map[string]string{
 	"thefold.agent.v1.ReviewService.RejectReview":        guardedOnce,
 	"thefold.agent.v1.ReviewService.RequestChanges":      "keyed by the review: only a PENDING review is sent back and it never becomes PENDING again (the next round is a new review), so a retry is FAILED_PRECONDITION, never a second round",
 	"thefold.builder.v1.BuilderService.CancelBuild":      "cancelling a CANCELLED build returns it unchanged",
+	"thefold.builder.v1.BuilderService.PauseBuild":       "pausing a PAUSED build returns it unchanged",
+	"thefold.builder.v1.BuilderService.ResumeBuild":      "continues a PAUSED build and runs no finished step again: a retry finds it PENDING or RUNNING (FAILED_PRECONDITION)",
 	"thefold.github.v1.RepoService.MergePullRequest":     "an already merged pull request is returned as is",
 	"thefold.github.v1.RepoService.ClosePullRequest":     "an already closed pull request is returned as is",
 	"thefold.gateway.v1.AuthService.RevokeAPIKey":        "revoking a revoked key returns it unchanged",

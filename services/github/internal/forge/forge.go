@@ -187,6 +187,10 @@ type Provider interface {
 	// errs.ErrConflict; conflicting changes and a merged or closed pull request are
 	// errs.ErrFailedPrecondition.
 	MergeBaseIntoPullRequest(ctx context.Context, repo string, number int32, expectedHeadSHA string, a Actor) (pr *githubv1.PullRequest, updated bool, err error)
+	// CreateMergeGroup writes a commit of base's head with the open pull requests numbers
+	// merged in, in order, up to the first that conflicts, and moves no branch (see the
+	// RPC). A pull request not open or into another base is errs.ErrFailedPrecondition.
+	CreateMergeGroup(ctx context.Context, repo, base string, numbers []int32, a Actor) (*githubv1.CreateMergeGroupResponse, error)
 	ClosePullRequest(ctx context.Context, repo string, number int32, deleteBranch bool, a Actor) (*githubv1.PullRequest, error)
 
 	ListIssues(ctx context.Context, q IssueQuery, a Actor) ([]*githubv1.Issue, string, error)

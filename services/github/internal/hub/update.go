@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-github/v84/github"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/errs"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
@@ -141,4 +143,11 @@ func (p *Provider) awaitHead(ctx context.Context, owner, name, repo string, numb
 		}
 		delay = min(delay*2, time.Second, left)
 	}
+}
+
+// CreateMergeGroup is not offered on GitHub: a repository there checks its pull requests
+// with its own CI, on each pull request's head, and has its own merge queue; a group's
+// commit would have to be pushed to a branch for its checks to run at all.
+func (p *Provider) CreateMergeGroup(_ context.Context, repo, _ string, _ []int32, _ forge.Actor) (*githubv1.CreateMergeGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "%s is on GitHub: merge groups are made on the local forge only (GitHub checks pull requests with its own CI and merge queue)", repo)
 }

@@ -2,12 +2,16 @@ package hub
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/errs"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
@@ -217,5 +221,26 @@ func TestMergeBaseIntoPullRequestAnswers(t *testing.T) {
 				t.Error("the head moved")
 			}
 		})
+	}
+}
+
+// Merge groups are the local forge's: on GitHub, CreateMergeGroup is UNIMPLEMENTED (so a
+// crew falls back to checking each pull request alone), the client sees that code and not a
+// masked internal error, and nothing is sent to GitHub.
+func TestCreateMergeGroupIsUnimplemented(t *testing.T) {
+	t.Parallel()
+	f, p := prRepo(t)
+	try(createPR(t, p)).must(t)
+	sent := len(f.Requests())
+	got, err := p.CreateMergeGroup(t.Context(), "octo/app", "main", []int32{1}, forge.Actor{})
+	if got != nil || status.Code(err) != codes.Unimplemented {
+		t.Fatalf("CreateMergeGroup = %v %v, want UNIMPLEMENTED", got, err)
+	}
+	if st := status.Convert(errs.ToStatus(t.Context(), slog.New(slog.DiscardHandler), "/thefold.github.v1.RepoService/CreateMergeGroup", err)); st.Code() != codes.Unimplemented ||
+		!strings.Contains(st.Message(), "octo/app") || !strings.Contains(st.Message(), "local forge") {
+		t.Fatalf("the client sees %v, want UNIMPLEMENTED naming the repository and the local forge", st)
+	}
+	if n := len(f.Requests()); n != sent {
+		t.Fatalf("%d requests sent to GitHub for a merge group", n-sent)
 	}
 }

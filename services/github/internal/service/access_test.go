@@ -39,6 +39,10 @@ func writes(c githubv1.RepoServiceClient, repo string) map[string]func(ctx conte
 			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: 1})
 			return err
 		},
+		"CreateMergeGroup": func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: []int32{1}})
+			return err
+		},
 		"ClosePullRequest": func(ctx context.Context) error {
 			_, err := c.ClosePullRequest(ctx, &githubv1.ClosePullRequestRequest{Repo: repo, Number: 1})
 			return err
@@ -133,13 +137,13 @@ func TestRepositoryPermissions(t *testing.T) {
 	for _, call := range writes(c, "local/secret") {
 		wantCode(t, call(e.bob), codes.PermissionDenied, "")
 	}
-	// Write: pushes (updating a pull request's branch too) and issues, but no merge and no
-	// settings.
+	// Write: pushes (updating a pull request's branch too, or grouping pull requests) and
+	// issues, but no merge and no settings.
 	if _, err := c.SetCollaborator(e.alice, &githubv1.SetCollaboratorRequest{Repo: "local/secret", UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_WRITE}); err != nil {
 		t.Fatal(err)
 	}
 	w := writes(c, "local/secret")
-	for _, ok := range []string{"CreateBranch", "CommitFiles", "CreateIssue", "CommentOnIssue", "UpdateIssue", "MergeBaseIntoPullRequest"} {
+	for _, ok := range []string{"CreateBranch", "CommitFiles", "CreateIssue", "CommentOnIssue", "UpdateIssue", "MergeBaseIntoPullRequest", "CreateMergeGroup"} {
 		if err := w[ok](e.bob); err != nil {
 			t.Fatalf("%s by a writer: %v", ok, err)
 		}

@@ -216,6 +216,50 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.MergeBaseIntoPullRequest(ctx, &githubv1.MergeBaseIntoPullRequestRequest{Repo: repo, Number: 42})
 			return err
 		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Base: "main", Numbers: []int32{1}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: "no-slash", Base: "main", Numbers: []int32{1}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "base", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Numbers: []int32{1}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "base", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "a..b", Numbers: []int32{1}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "numbers: required", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main"})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "numbers: at most 20", func(ctx context.Context) error {
+			many := make([]int32, 21)
+			for i := range many {
+				many[i] = int32(i + 1)
+			}
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: many})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "numbers[1]", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: []int32{1, 0}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "numbers[0]", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: []int32{-2}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.InvalidArgument, "numbers[2]", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: []int32{1, 2, 1}})
+			return err
+		}},
+		{"CreateMergeGroup", codes.NotFound, "", func(ctx context.Context) error {
+			_, err := c.CreateMergeGroup(ctx, &githubv1.CreateMergeGroupRequest{Repo: repo, Base: "main", Numbers: []int32{42}})
+			return err
+		}},
 		{"ClosePullRequest", codes.InvalidArgument, "number", func(ctx context.Context) error {
 			_, err := c.ClosePullRequest(ctx, &githubv1.ClosePullRequestRequest{Repo: repo, Number: -1})
 			return err

@@ -350,6 +350,39 @@ func (s *Server) MergeBaseIntoPullRequest(ctx context.Context, req *githubv1.Mer
 	return &githubv1.MergeBaseIntoPullRequestResponse{PullRequest: pr, Updated: updated}, nil
 }
 
+// maxGroup bounds CreateMergeGroup's pull requests.
+const maxGroup = 20
+
+// CreateMergeGroup writes a commit of a base with open pull requests merged in, for a merge
+// queue to check them together. It needs WRITE: it writes objects and moves no branch.
+func (s *Server) CreateMergeGroup(ctx context.Context, req *githubv1.CreateMergeGroupRequest) (*githubv1.CreateMergeGroupResponse, error) {
+	ctx, p, a, err := s.target(ctx, req.GetRepo(), forge.RoleWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBranch("base", req.GetBase(), true); err != nil {
+		return nil, err
+	}
+	ns := req.GetNumbers()
+	switch {
+	case len(ns) == 0:
+		return nil, errs.Invalid("numbers", "required: 1–%d pull request numbers", maxGroup)
+	case len(ns) > maxGroup:
+		return nil, errs.Invalid("numbers", "at most %d pull requests, not %d", maxGroup, len(ns))
+	}
+	seen := map[int32]bool{}
+	for i, n := range ns {
+		if n <= 0 {
+			return nil, errs.Invalid(fmt.Sprintf("numbers[%d]", i), "a positive pull request number, not %d", n)
+		}
+		if seen[n] {
+			return nil, errs.Invalid(fmt.Sprintf("numbers[%d]", i), "pull request %d is named twice", n)
+		}
+		seen[n] = true
+	}
+	return p.CreateMergeGroup(ctx, req.GetRepo(), req.GetBase(), ns, a)
+}
+
 // ClosePullRequest closes an open pull request without merging it.
 func (s *Server) ClosePullRequest(ctx context.Context, req *githubv1.ClosePullRequestRequest) (*githubv1.ClosePullRequestResponse, error) {
 	ctx, p, a, err := s.targetNumber(ctx, req.GetRepo(), req.GetNumber(), forge.RoleWrite)

@@ -943,7 +943,8 @@ const (
 	WorkerState_WORKER_STATE_WAITING WorkerState = 3
 	// InterruptWorker stopped it; a message or ResumeWorker continues it.
 	WorkerState_WORKER_STATE_INTERRUPTED WorkerState = 4
-	// Its task's pull request is being checked, brought up to date or merged.
+	// Not reported since a worker leaves its task when the task's pull request opens (the
+	// pull request then waits in GetProjectPoolResponse.merge_queue); kept for old clients.
 	WorkerState_WORKER_STATE_CHECKING WorkerState = 5
 )
 
@@ -7608,7 +7609,10 @@ type GetProjectPoolResponse struct {
 	// One per worker, by number.
 	Workers []*ProjectWorker `protobuf:"bytes,1,rep,name=workers,proto3" json:"workers,omitempty"`
 	// Tasks waiting for a worker (PENDING with their dependencies merged).
-	ReadyTasks    int32 `protobuf:"varint,2,opt,name=ready_tasks,json=readyTasks,proto3" json:"ready_tasks,omitempty"`
+	ReadyTasks int32 `protobuf:"varint,2,opt,name=ready_tasks,json=readyTasks,proto3" json:"ready_tasks,omitempty"`
+	// The open pull requests waiting to merge, in the order they will: the first is brought
+	// up to date, checked (alone, or with those after it in a merge group) and merged.
+	MergeQueue    []*MergeQueueEntry `protobuf:"bytes,3,rep,name=merge_queue,json=mergeQueue,proto3" json:"merge_queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7657,6 +7661,100 @@ func (x *GetProjectPoolResponse) GetReadyTasks() int32 {
 	return 0
 }
 
+func (x *GetProjectPoolResponse) GetMergeQueue() []*MergeQueueEntry {
+	if x != nil {
+		return x.MergeQueue
+	}
+	return nil
+}
+
+// MergeQueueEntry is a crew task whose pull request waits in the merge queue.
+type MergeQueueEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ProjectTaskId string                 `protobuf:"bytes,1,opt,name=project_task_id,json=projectTaskId,proto3" json:"project_task_id,omitempty"`
+	Title         string                 `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	IssueNumber   int32                  `protobuf:"varint,3,opt,name=issue_number,json=issueNumber,proto3" json:"issue_number,omitempty"`
+	PullRequest   *v1.PullRequestRef     `protobuf:"bytes,4,opt,name=pull_request,json=pullRequest,proto3" json:"pull_request,omitempty"`
+	// What is happening to it (its task's status reason).
+	StatusReason string `protobuf:"bytes,5,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	// In the merge group being checked.
+	InGroup       bool `protobuf:"varint,6,opt,name=in_group,json=inGroup,proto3" json:"in_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeQueueEntry) Reset() {
+	*x = MergeQueueEntry{}
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeQueueEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeQueueEntry) ProtoMessage() {}
+
+func (x *MergeQueueEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeQueueEntry.ProtoReflect.Descriptor instead.
+func (*MergeQueueEntry) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *MergeQueueEntry) GetProjectTaskId() string {
+	if x != nil {
+		return x.ProjectTaskId
+	}
+	return ""
+}
+
+func (x *MergeQueueEntry) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *MergeQueueEntry) GetIssueNumber() int32 {
+	if x != nil {
+		return x.IssueNumber
+	}
+	return 0
+}
+
+func (x *MergeQueueEntry) GetPullRequest() *v1.PullRequestRef {
+	if x != nil {
+		return x.PullRequest
+	}
+	return nil
+}
+
+func (x *MergeQueueEntry) GetStatusReason() string {
+	if x != nil {
+		return x.StatusReason
+	}
+	return ""
+}
+
+func (x *MergeQueueEntry) GetInGroup() bool {
+	if x != nil {
+		return x.InGroup
+	}
+	return false
+}
+
 // ProjectWorker is one worker of a CREW project.
 type ProjectWorker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -7689,7 +7787,7 @@ type ProjectWorker struct {
 
 func (x *ProjectWorker) Reset() {
 	*x = ProjectWorker{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7701,7 +7799,7 @@ func (x *ProjectWorker) String() string {
 func (*ProjectWorker) ProtoMessage() {}
 
 func (x *ProjectWorker) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[90]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7714,7 +7812,7 @@ func (x *ProjectWorker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectWorker.ProtoReflect.Descriptor instead.
 func (*ProjectWorker) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{90}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *ProjectWorker) GetNumber() int32 {
@@ -7835,7 +7933,7 @@ type ProjectJobEvent struct {
 
 func (x *ProjectJobEvent) Reset() {
 	*x = ProjectJobEvent{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7847,7 +7945,7 @@ func (x *ProjectJobEvent) String() string {
 func (*ProjectJobEvent) ProtoMessage() {}
 
 func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[91]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7860,7 +7958,7 @@ func (x *ProjectJobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectJobEvent.ProtoReflect.Descriptor instead.
 func (*ProjectJobEvent) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{91}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *ProjectJobEvent) GetProjectTaskId() string {
@@ -7896,7 +7994,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7908,7 +8006,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[92]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7921,7 +8019,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{92}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ProjectSummary) GetId() string {
@@ -7988,7 +8086,7 @@ type ProjectStatusChange struct {
 
 func (x *ProjectStatusChange) Reset() {
 	*x = ProjectStatusChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8000,7 +8098,7 @@ func (x *ProjectStatusChange) String() string {
 func (*ProjectStatusChange) ProtoMessage() {}
 
 func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[93]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8013,7 +8111,7 @@ func (x *ProjectStatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectStatusChange.ProtoReflect.Descriptor instead.
 func (*ProjectStatusChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{93}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ProjectStatusChange) GetPreviousStatus() ProjectStatus {
@@ -8049,7 +8147,7 @@ type ProjectPhaseChange struct {
 
 func (x *ProjectPhaseChange) Reset() {
 	*x = ProjectPhaseChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8061,7 +8159,7 @@ func (x *ProjectPhaseChange) String() string {
 func (*ProjectPhaseChange) ProtoMessage() {}
 
 func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[94]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8074,7 +8172,7 @@ func (x *ProjectPhaseChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseChange.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{94}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{95}
 }
 
 func (x *ProjectPhaseChange) GetNumber() int32 {
@@ -8104,7 +8202,7 @@ type ProjectPhaseRevision struct {
 
 func (x *ProjectPhaseRevision) Reset() {
 	*x = ProjectPhaseRevision{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8116,7 +8214,7 @@ func (x *ProjectPhaseRevision) String() string {
 func (*ProjectPhaseRevision) ProtoMessage() {}
 
 func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[95]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8129,7 +8227,7 @@ func (x *ProjectPhaseRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectPhaseRevision.ProtoReflect.Descriptor instead.
 func (*ProjectPhaseRevision) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{95}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *ProjectPhaseRevision) GetPhase() *ProjectPhase {
@@ -8172,7 +8270,7 @@ type ProjectTaskChange struct {
 
 func (x *ProjectTaskChange) Reset() {
 	*x = ProjectTaskChange{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8184,7 +8282,7 @@ func (x *ProjectTaskChange) String() string {
 func (*ProjectTaskChange) ProtoMessage() {}
 
 func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[96]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8197,7 +8295,7 @@ func (x *ProjectTaskChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectTaskChange.ProtoReflect.Descriptor instead.
 func (*ProjectTaskChange) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{96}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *ProjectTaskChange) GetProjectTaskId() string {
@@ -8276,7 +8374,7 @@ type ProjectUpdate struct {
 
 func (x *ProjectUpdate) Reset() {
 	*x = ProjectUpdate{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8288,7 +8386,7 @@ func (x *ProjectUpdate) String() string {
 func (*ProjectUpdate) ProtoMessage() {}
 
 func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[97]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8301,7 +8399,7 @@ func (x *ProjectUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectUpdate.ProtoReflect.Descriptor instead.
 func (*ProjectUpdate) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{97}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ProjectUpdate) GetUpdateMask() *fieldmaskpb.FieldMask {
@@ -8334,7 +8432,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8346,7 +8444,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[98]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8359,7 +8457,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{98}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *WatchProjectRequest) GetId() string {
@@ -8422,7 +8520,7 @@ type WatchProjectResponse struct {
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8434,7 +8532,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_agent_proto_msgTypes[99]
+	mi := &file_thefold_agent_v1_agent_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8447,7 +8545,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{99}
+	return file_thefold_agent_v1_agent_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *WatchProjectResponse) GetId() int64 {
@@ -9218,11 +9316,20 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\x14ResumeWorkerResponse\x127\n" +
 	"\x06worker\x18\x01 \x01(\v2\x1f.thefold.agent.v1.ProjectWorkerR\x06worker\"'\n" +
 	"\x15GetProjectPoolRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"t\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\xb8\x01\n" +
 	"\x16GetProjectPoolResponse\x129\n" +
 	"\aworkers\x18\x01 \x03(\v2\x1f.thefold.agent.v1.ProjectWorkerR\aworkers\x12\x1f\n" +
 	"\vready_tasks\x18\x02 \x01(\x05R\n" +
-	"readyTasks\"\x92\x05\n" +
+	"readyTasks\x12B\n" +
+	"\vmerge_queue\x18\x03 \x03(\v2!.thefold.agent.v1.MergeQueueEntryR\n" +
+	"mergeQueue\"\xf6\x01\n" +
+	"\x0fMergeQueueEntry\x12&\n" +
+	"\x0fproject_task_id\x18\x01 \x01(\tR\rprojectTaskId\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12!\n" +
+	"\fissue_number\x18\x03 \x01(\x05R\vissueNumber\x12B\n" +
+	"\fpull_request\x18\x04 \x01(\v2\x1f.thefold.type.v1.PullRequestRefR\vpullRequest\x12#\n" +
+	"\rstatus_reason\x18\x05 \x01(\tR\fstatusReason\x12\x19\n" +
+	"\bin_group\x18\x06 \x01(\bR\ainGroup\"\x92\x05\n" +
 	"\rProjectWorker\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x05R\x06number\x123\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1d.thefold.agent.v1.WorkerStateR\x05state\x12&\n" +
@@ -9491,7 +9598,7 @@ func file_thefold_agent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
+var file_thefold_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(JobStatus)(0),                         // 0: thefold.agent.v1.JobStatus
 	(JobPhase)(0),                          // 1: thefold.agent.v1.JobPhase
@@ -9595,54 +9702,55 @@ var file_thefold_agent_v1_agent_proto_goTypes = []any{
 	(*ResumeWorkerResponse)(nil),           // 99: thefold.agent.v1.ResumeWorkerResponse
 	(*GetProjectPoolRequest)(nil),          // 100: thefold.agent.v1.GetProjectPoolRequest
 	(*GetProjectPoolResponse)(nil),         // 101: thefold.agent.v1.GetProjectPoolResponse
-	(*ProjectWorker)(nil),                  // 102: thefold.agent.v1.ProjectWorker
-	(*ProjectJobEvent)(nil),                // 103: thefold.agent.v1.ProjectJobEvent
-	(*ProjectSummary)(nil),                 // 104: thefold.agent.v1.ProjectSummary
-	(*ProjectStatusChange)(nil),            // 105: thefold.agent.v1.ProjectStatusChange
-	(*ProjectPhaseChange)(nil),             // 106: thefold.agent.v1.ProjectPhaseChange
-	(*ProjectPhaseRevision)(nil),           // 107: thefold.agent.v1.ProjectPhaseRevision
-	(*ProjectTaskChange)(nil),              // 108: thefold.agent.v1.ProjectTaskChange
-	(*ProjectUpdate)(nil),                  // 109: thefold.agent.v1.ProjectUpdate
-	(*WatchProjectRequest)(nil),            // 110: thefold.agent.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),           // 111: thefold.agent.v1.WatchProjectResponse
-	(*timestamppb.Timestamp)(nil),          // 112: google.protobuf.Timestamp
-	(*v1.Budget)(nil),                      // 113: thefold.type.v1.Budget
-	(*v1.Usage)(nil),                       // 114: thefold.type.v1.Usage
-	(*v1.PullRequestRef)(nil),              // 115: thefold.type.v1.PullRequestRef
-	(*v1.Plan)(nil),                        // 116: thefold.type.v1.Plan
-	(*Preferences)(nil),                    // 117: thefold.agent.v1.Preferences
-	(v11.MergeStrategy)(0),                 // 118: thefold.ai.v1.MergeStrategy
-	(v11.SubAgentRole)(0),                  // 119: thefold.ai.v1.SubAgentRole
-	(v12.BuildPhase)(0),                    // 120: thefold.builder.v1.BuildPhase
-	(*v1.Heartbeat)(nil),                   // 121: thefold.type.v1.Heartbeat
-	(*durationpb.Duration)(nil),            // 122: google.protobuf.Duration
-	(*structpb.Struct)(nil),                // 123: google.protobuf.Struct
-	(*v1.FileDiff)(nil),                    // 124: thefold.type.v1.FileDiff
-	(*v1.Diagnostic)(nil),                  // 125: thefold.type.v1.Diagnostic
-	(*v1.DiffStats)(nil),                   // 126: thefold.type.v1.DiffStats
-	(*fieldmaskpb.FieldMask)(nil),          // 127: google.protobuf.FieldMask
+	(*MergeQueueEntry)(nil),                // 102: thefold.agent.v1.MergeQueueEntry
+	(*ProjectWorker)(nil),                  // 103: thefold.agent.v1.ProjectWorker
+	(*ProjectJobEvent)(nil),                // 104: thefold.agent.v1.ProjectJobEvent
+	(*ProjectSummary)(nil),                 // 105: thefold.agent.v1.ProjectSummary
+	(*ProjectStatusChange)(nil),            // 106: thefold.agent.v1.ProjectStatusChange
+	(*ProjectPhaseChange)(nil),             // 107: thefold.agent.v1.ProjectPhaseChange
+	(*ProjectPhaseRevision)(nil),           // 108: thefold.agent.v1.ProjectPhaseRevision
+	(*ProjectTaskChange)(nil),              // 109: thefold.agent.v1.ProjectTaskChange
+	(*ProjectUpdate)(nil),                  // 110: thefold.agent.v1.ProjectUpdate
+	(*WatchProjectRequest)(nil),            // 111: thefold.agent.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),           // 112: thefold.agent.v1.WatchProjectResponse
+	(*timestamppb.Timestamp)(nil),          // 113: google.protobuf.Timestamp
+	(*v1.Budget)(nil),                      // 114: thefold.type.v1.Budget
+	(*v1.Usage)(nil),                       // 115: thefold.type.v1.Usage
+	(*v1.PullRequestRef)(nil),              // 116: thefold.type.v1.PullRequestRef
+	(*v1.Plan)(nil),                        // 117: thefold.type.v1.Plan
+	(*Preferences)(nil),                    // 118: thefold.agent.v1.Preferences
+	(v11.MergeStrategy)(0),                 // 119: thefold.ai.v1.MergeStrategy
+	(v11.SubAgentRole)(0),                  // 120: thefold.ai.v1.SubAgentRole
+	(v12.BuildPhase)(0),                    // 121: thefold.builder.v1.BuildPhase
+	(*v1.Heartbeat)(nil),                   // 122: thefold.type.v1.Heartbeat
+	(*durationpb.Duration)(nil),            // 123: google.protobuf.Duration
+	(*structpb.Struct)(nil),                // 124: google.protobuf.Struct
+	(*v1.FileDiff)(nil),                    // 125: thefold.type.v1.FileDiff
+	(*v1.Diagnostic)(nil),                  // 126: thefold.type.v1.Diagnostic
+	(*v1.DiffStats)(nil),                   // 127: thefold.type.v1.DiffStats
+	(*fieldmaskpb.FieldMask)(nil),          // 128: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	2,   // 0: thefold.agent.v1.Diagnosis.category:type_name -> thefold.agent.v1.DiagnosisCategory
-	112, // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
+	113, // 1: thefold.agent.v1.Diagnosis.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 2: thefold.agent.v1.Job.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 3: thefold.agent.v1.Job.phase:type_name -> thefold.agent.v1.JobPhase
 	12,  // 4: thefold.agent.v1.Job.last_diagnosis:type_name -> thefold.agent.v1.Diagnosis
-	113, // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
-	114, // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
-	115, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	116, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
-	112, // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	112, // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
-	112, // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
-	112, // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
-	117, // 13: thefold.agent.v1.Job.preferences:type_name -> thefold.agent.v1.Preferences
+	114, // 5: thefold.agent.v1.Job.budget:type_name -> thefold.type.v1.Budget
+	115, // 6: thefold.agent.v1.Job.usage:type_name -> thefold.type.v1.Usage
+	116, // 7: thefold.agent.v1.Job.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	117, // 8: thefold.agent.v1.Job.plan:type_name -> thefold.type.v1.Plan
+	113, // 9: thefold.agent.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	113, // 10: thefold.agent.v1.Job.start_time:type_name -> google.protobuf.Timestamp
+	113, // 11: thefold.agent.v1.Job.update_time:type_name -> google.protobuf.Timestamp
+	113, // 12: thefold.agent.v1.Job.end_time:type_name -> google.protobuf.Timestamp
+	118, // 13: thefold.agent.v1.Job.preferences:type_name -> thefold.agent.v1.Preferences
 	14,  // 14: thefold.agent.v1.Job.sub_agents:type_name -> thefold.agent.v1.SubAgentsRun
 	34,  // 15: thefold.agent.v1.Job.messages:type_name -> thefold.agent.v1.JobMessage
 	15,  // 16: thefold.agent.v1.SubAgentsRun.roles:type_name -> thefold.agent.v1.SubAgentOutcome
-	118, // 17: thefold.agent.v1.SubAgentsRun.merge:type_name -> thefold.ai.v1.MergeStrategy
-	119, // 18: thefold.agent.v1.SubAgentOutcome.role:type_name -> thefold.ai.v1.SubAgentRole
-	113, // 19: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
+	119, // 17: thefold.agent.v1.SubAgentsRun.merge:type_name -> thefold.ai.v1.MergeStrategy
+	120, // 18: thefold.agent.v1.SubAgentOutcome.role:type_name -> thefold.ai.v1.SubAgentRole
+	114, // 19: thefold.agent.v1.StartTaskRequest.budget:type_name -> thefold.type.v1.Budget
 	13,  // 20: thefold.agent.v1.StartTaskResponse.job:type_name -> thefold.agent.v1.Job
 	13,  // 21: thefold.agent.v1.GetJobResponse.job:type_name -> thefold.agent.v1.Job
 	0,   // 22: thefold.agent.v1.ListJobsRequest.statuses:type_name -> thefold.agent.v1.JobStatus
@@ -9654,19 +9762,19 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	13,  // 28: thefold.agent.v1.ResolveTaskResponse.job:type_name -> thefold.agent.v1.Job
 	13,  // 29: thefold.agent.v1.RespondToClarificationResponse.job:type_name -> thefold.agent.v1.Job
 	1,   // 30: thefold.agent.v1.JobMessage.phase:type_name -> thefold.agent.v1.JobPhase
-	112, // 31: thefold.agent.v1.JobMessage.create_time:type_name -> google.protobuf.Timestamp
+	113, // 31: thefold.agent.v1.JobMessage.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 32: thefold.agent.v1.JobSummary.status:type_name -> thefold.agent.v1.JobStatus
-	112, // 33: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
+	113, // 33: thefold.agent.v1.JobSummary.create_time:type_name -> google.protobuf.Timestamp
 	0,   // 34: thefold.agent.v1.JobStatusChange.previous_status:type_name -> thefold.agent.v1.JobStatus
 	0,   // 35: thefold.agent.v1.JobStatusChange.status:type_name -> thefold.agent.v1.JobStatus
 	1,   // 36: thefold.agent.v1.JobPhaseChange.previous_phase:type_name -> thefold.agent.v1.JobPhase
 	1,   // 37: thefold.agent.v1.JobPhaseChange.phase:type_name -> thefold.agent.v1.JobPhase
-	120, // 38: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
-	116, // 39: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
+	121, // 38: thefold.agent.v1.JobProgress.build_phase:type_name -> thefold.builder.v1.BuildPhase
+	117, // 39: thefold.agent.v1.JobPlanChange.plan:type_name -> thefold.type.v1.Plan
 	3,   // 40: thefold.agent.v1.JobIntervention.action:type_name -> thefold.agent.v1.InterventionAction
-	114, // 41: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
-	113, // 42: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
-	112, // 43: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
+	115, // 41: thefold.agent.v1.BudgetExhausted.usage:type_name -> thefold.type.v1.Usage
+	114, // 42: thefold.agent.v1.BudgetExhausted.budget:type_name -> thefold.type.v1.Budget
+	113, // 43: thefold.agent.v1.WatchJobResponse.time:type_name -> google.protobuf.Timestamp
 	4,   // 44: thefold.agent.v1.WatchJobResponse.type:type_name -> thefold.agent.v1.JobEventType
 	35,  // 45: thefold.agent.v1.WatchJobResponse.created:type_name -> thefold.agent.v1.JobSummary
 	36,  // 46: thefold.agent.v1.WatchJobResponse.status_change:type_name -> thefold.agent.v1.JobStatusChange
@@ -9678,32 +9786,32 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	42,  // 52: thefold.agent.v1.WatchJobResponse.plan:type_name -> thefold.agent.v1.JobPlanChange
 	12,  // 53: thefold.agent.v1.WatchJobResponse.diagnosis:type_name -> thefold.agent.v1.Diagnosis
 	43,  // 54: thefold.agent.v1.WatchJobResponse.intervention:type_name -> thefold.agent.v1.JobIntervention
-	121, // 55: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	122, // 55: thefold.agent.v1.WatchJobResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
 	44,  // 56: thefold.agent.v1.WatchJobResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	115, // 57: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	116, // 57: thefold.agent.v1.WatchJobResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
 	45,  // 58: thefold.agent.v1.WatchJobResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
 	34,  // 59: thefold.agent.v1.WatchJobResponse.message:type_name -> thefold.agent.v1.JobMessage
 	1,   // 60: thefold.agent.v1.PhaseMetrics.phase:type_name -> thefold.agent.v1.JobPhase
-	114, // 61: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
-	122, // 62: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
+	115, // 61: thefold.agent.v1.PhaseMetrics.usage:type_name -> thefold.type.v1.Usage
+	123, // 62: thefold.agent.v1.PhaseMetrics.duration:type_name -> google.protobuf.Duration
 	48,  // 63: thefold.agent.v1.GetJobMetricsResponse.phases:type_name -> thefold.agent.v1.PhaseMetrics
-	114, // 64: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
-	122, // 65: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
-	123, // 66: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
-	122, // 67: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
-	112, // 68: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
-	112, // 69: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
-	112, // 70: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
+	115, // 64: thefold.agent.v1.GetJobMetricsResponse.total:type_name -> thefold.type.v1.Usage
+	123, // 65: thefold.agent.v1.GetJobMetricsResponse.total_duration:type_name -> google.protobuf.Duration
+	124, // 66: thefold.agent.v1.AuditLogEntry.details:type_name -> google.protobuf.Struct
+	123, // 67: thefold.agent.v1.AuditLogEntry.duration:type_name -> google.protobuf.Duration
+	113, // 68: thefold.agent.v1.AuditLogEntry.create_time:type_name -> google.protobuf.Timestamp
+	113, // 69: thefold.agent.v1.ListAuditLogRequest.start_time:type_name -> google.protobuf.Timestamp
+	113, // 70: thefold.agent.v1.ListAuditLogRequest.end_time:type_name -> google.protobuf.Timestamp
 	51,  // 71: thefold.agent.v1.ListAuditLogResponse.entries:type_name -> thefold.agent.v1.AuditLogEntry
-	124, // 72: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
+	125, // 72: thefold.agent.v1.ReviewFile.diff:type_name -> thefold.type.v1.FileDiff
 	5,   // 73: thefold.agent.v1.Review.status:type_name -> thefold.agent.v1.ReviewStatus
-	125, // 74: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
+	126, // 74: thefold.agent.v1.Review.concerns:type_name -> thefold.type.v1.Diagnostic
 	54,  // 75: thefold.agent.v1.Review.files:type_name -> thefold.agent.v1.ReviewFile
-	126, // 76: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
-	115, // 77: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	112, // 78: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
-	112, // 79: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
-	112, // 80: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
+	127, // 76: thefold.agent.v1.Review.stats:type_name -> thefold.type.v1.DiffStats
+	116, // 77: thefold.agent.v1.Review.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	113, // 78: thefold.agent.v1.Review.create_time:type_name -> google.protobuf.Timestamp
+	113, // 79: thefold.agent.v1.Review.update_time:type_name -> google.protobuf.Timestamp
+	113, // 80: thefold.agent.v1.Review.decide_time:type_name -> google.protobuf.Timestamp
 	55,  // 81: thefold.agent.v1.GetReviewResponse.review:type_name -> thefold.agent.v1.Review
 	5,   // 82: thefold.agent.v1.ListReviewsRequest.statuses:type_name -> thefold.agent.v1.ReviewStatus
 	55,  // 83: thefold.agent.v1.ListReviewsResponse.reviews:type_name -> thefold.agent.v1.Review
@@ -9711,19 +9819,19 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	55,  // 85: thefold.agent.v1.RequestChangesResponse.review:type_name -> thefold.agent.v1.Review
 	55,  // 86: thefold.agent.v1.RejectReviewResponse.review:type_name -> thefold.agent.v1.Review
 	9,   // 87: thefold.agent.v1.ProjectTask.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	114, // 88: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
-	115, // 89: thefold.agent.v1.ProjectTask.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	112, // 90: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
+	115, // 88: thefold.agent.v1.ProjectTask.usage:type_name -> thefold.type.v1.Usage
+	116, // 89: thefold.agent.v1.ProjectTask.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	113, // 90: thefold.agent.v1.ProjectRevision.create_time:type_name -> google.protobuf.Timestamp
 	66,  // 91: thefold.agent.v1.ProjectPhase.tasks:type_name -> thefold.agent.v1.ProjectTask
 	6,   // 92: thefold.agent.v1.Project.status:type_name -> thefold.agent.v1.ProjectStatus
 	69,  // 93: thefold.agent.v1.Project.phases:type_name -> thefold.agent.v1.ProjectPhase
-	115, // 94: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	113, // 95: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
-	114, // 96: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
-	112, // 97: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
-	112, // 98: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
-	112, // 99: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
-	112, // 100: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
+	116, // 94: thefold.agent.v1.Project.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	114, // 95: thefold.agent.v1.Project.budget:type_name -> thefold.type.v1.Budget
+	115, // 96: thefold.agent.v1.Project.usage:type_name -> thefold.type.v1.Usage
+	113, // 97: thefold.agent.v1.Project.create_time:type_name -> google.protobuf.Timestamp
+	113, // 98: thefold.agent.v1.Project.start_time:type_name -> google.protobuf.Timestamp
+	113, // 99: thefold.agent.v1.Project.update_time:type_name -> google.protobuf.Timestamp
+	113, // 100: thefold.agent.v1.Project.end_time:type_name -> google.protobuf.Timestamp
 	7,   // 101: thefold.agent.v1.Project.mode:type_name -> thefold.agent.v1.ProjectMode
 	68,  // 102: thefold.agent.v1.Project.revisions:type_name -> thefold.agent.v1.ProjectRevision
 	67,  // 103: thefold.agent.v1.Project.files:type_name -> thefold.agent.v1.ProjectFile
@@ -9732,128 +9840,130 @@ var file_thefold_agent_v1_agent_proto_depIdxs = []int32{
 	8,   // 106: thefold.agent.v1.PlanProjectRequest.merge_policy:type_name -> thefold.agent.v1.MergePolicy
 	70,  // 107: thefold.agent.v1.PlanProjectResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 108: thefold.agent.v1.UpdateProjectRequest.project:type_name -> thefold.agent.v1.Project
-	127, // 109: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	128, // 109: thefold.agent.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
 	70,  // 110: thefold.agent.v1.UpdateProjectResponse.project:type_name -> thefold.agent.v1.Project
-	113, // 111: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	114, // 111: thefold.agent.v1.StartProjectRequest.budget:type_name -> thefold.type.v1.Budget
 	70,  // 112: thefold.agent.v1.StartProjectResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 113: thefold.agent.v1.GetProjectResponse.project:type_name -> thefold.agent.v1.Project
 	6,   // 114: thefold.agent.v1.ListProjectsRequest.statuses:type_name -> thefold.agent.v1.ProjectStatus
 	70,  // 115: thefold.agent.v1.ListProjectsResponse.projects:type_name -> thefold.agent.v1.Project
 	70,  // 116: thefold.agent.v1.PauseProjectResponse.project:type_name -> thefold.agent.v1.Project
-	113, // 117: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
+	114, // 117: thefold.agent.v1.ResumeProjectRequest.budget:type_name -> thefold.type.v1.Budget
 	70,  // 118: thefold.agent.v1.ResumeProjectResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 119: thefold.agent.v1.CancelProjectResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 120: thefold.agent.v1.SkipProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 121: thefold.agent.v1.ResolveProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
 	70,  // 122: thefold.agent.v1.RetryProjectTaskResponse.project:type_name -> thefold.agent.v1.Project
-	112, // 123: thefold.agent.v1.ProjectMessage.create_time:type_name -> google.protobuf.Timestamp
+	113, // 123: thefold.agent.v1.ProjectMessage.create_time:type_name -> google.protobuf.Timestamp
 	93,  // 124: thefold.agent.v1.PostProjectMessageResponse.message:type_name -> thefold.agent.v1.ProjectMessage
-	102, // 125: thefold.agent.v1.InterruptWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
-	102, // 126: thefold.agent.v1.ResumeWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
-	102, // 127: thefold.agent.v1.GetProjectPoolResponse.workers:type_name -> thefold.agent.v1.ProjectWorker
-	11,  // 128: thefold.agent.v1.ProjectWorker.state:type_name -> thefold.agent.v1.WorkerState
-	0,   // 129: thefold.agent.v1.ProjectWorker.job_status:type_name -> thefold.agent.v1.JobStatus
-	1,   // 130: thefold.agent.v1.ProjectWorker.phase:type_name -> thefold.agent.v1.JobPhase
-	115, // 131: thefold.agent.v1.ProjectWorker.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	4,   // 132: thefold.agent.v1.ProjectWorker.last_event_type:type_name -> thefold.agent.v1.JobEventType
-	112, // 133: thefold.agent.v1.ProjectWorker.last_event_time:type_name -> google.protobuf.Timestamp
-	114, // 134: thefold.agent.v1.ProjectWorker.usage:type_name -> thefold.type.v1.Usage
-	47,  // 135: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
-	6,   // 136: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
-	112, // 137: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
-	6,   // 138: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
-	6,   // 139: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
-	69,  // 140: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
-	9,   // 141: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
-	114, // 142: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
-	115, // 143: thefold.agent.v1.ProjectTaskChange.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	127, // 144: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
-	70,  // 145: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
-	112, // 146: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
-	10,  // 147: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
-	104, // 148: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
-	105, // 149: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
-	106, // 150: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
-	107, // 151: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
-	108, // 152: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
-	44,  // 153: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
-	109, // 154: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
-	115, // 155: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
-	45,  // 156: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
-	103, // 157: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
-	121, // 158: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
-	93,  // 159: thefold.agent.v1.WatchProjectResponse.message:type_name -> thefold.agent.v1.ProjectMessage
-	16,  // 160: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
-	18,  // 161: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
-	20,  // 162: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
-	22,  // 163: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
-	24,  // 164: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
-	26,  // 165: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
-	28,  // 166: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
-	30,  // 167: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
-	32,  // 168: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
-	46,  // 169: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
-	49,  // 170: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
-	52,  // 171: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
-	56,  // 172: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
-	58,  // 173: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
-	60,  // 174: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
-	62,  // 175: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
-	64,  // 176: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
-	71,  // 177: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
-	73,  // 178: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
-	75,  // 179: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
-	77,  // 180: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
-	79,  // 181: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
-	81,  // 182: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
-	83,  // 183: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
-	85,  // 184: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
-	87,  // 185: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
-	89,  // 186: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
-	91,  // 187: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
-	110, // 188: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
-	94,  // 189: thefold.agent.v1.ProjectService.PostProjectMessage:input_type -> thefold.agent.v1.PostProjectMessageRequest
-	96,  // 190: thefold.agent.v1.ProjectService.InterruptWorker:input_type -> thefold.agent.v1.InterruptWorkerRequest
-	98,  // 191: thefold.agent.v1.ProjectService.ResumeWorker:input_type -> thefold.agent.v1.ResumeWorkerRequest
-	100, // 192: thefold.agent.v1.ProjectService.GetProjectPool:input_type -> thefold.agent.v1.GetProjectPoolRequest
-	17,  // 193: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
-	19,  // 194: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
-	21,  // 195: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
-	23,  // 196: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
-	25,  // 197: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
-	27,  // 198: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
-	29,  // 199: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
-	31,  // 200: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
-	33,  // 201: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
-	47,  // 202: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
-	50,  // 203: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
-	53,  // 204: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
-	57,  // 205: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
-	59,  // 206: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
-	61,  // 207: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
-	63,  // 208: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
-	65,  // 209: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
-	72,  // 210: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
-	74,  // 211: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
-	76,  // 212: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
-	78,  // 213: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
-	80,  // 214: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
-	82,  // 215: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
-	84,  // 216: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
-	86,  // 217: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
-	88,  // 218: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
-	90,  // 219: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
-	92,  // 220: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
-	111, // 221: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
-	95,  // 222: thefold.agent.v1.ProjectService.PostProjectMessage:output_type -> thefold.agent.v1.PostProjectMessageResponse
-	97,  // 223: thefold.agent.v1.ProjectService.InterruptWorker:output_type -> thefold.agent.v1.InterruptWorkerResponse
-	99,  // 224: thefold.agent.v1.ProjectService.ResumeWorker:output_type -> thefold.agent.v1.ResumeWorkerResponse
-	101, // 225: thefold.agent.v1.ProjectService.GetProjectPool:output_type -> thefold.agent.v1.GetProjectPoolResponse
-	193, // [193:226] is the sub-list for method output_type
-	160, // [160:193] is the sub-list for method input_type
-	160, // [160:160] is the sub-list for extension type_name
-	160, // [160:160] is the sub-list for extension extendee
-	0,   // [0:160] is the sub-list for field type_name
+	103, // 125: thefold.agent.v1.InterruptWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
+	103, // 126: thefold.agent.v1.ResumeWorkerResponse.worker:type_name -> thefold.agent.v1.ProjectWorker
+	103, // 127: thefold.agent.v1.GetProjectPoolResponse.workers:type_name -> thefold.agent.v1.ProjectWorker
+	102, // 128: thefold.agent.v1.GetProjectPoolResponse.merge_queue:type_name -> thefold.agent.v1.MergeQueueEntry
+	116, // 129: thefold.agent.v1.MergeQueueEntry.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	11,  // 130: thefold.agent.v1.ProjectWorker.state:type_name -> thefold.agent.v1.WorkerState
+	0,   // 131: thefold.agent.v1.ProjectWorker.job_status:type_name -> thefold.agent.v1.JobStatus
+	1,   // 132: thefold.agent.v1.ProjectWorker.phase:type_name -> thefold.agent.v1.JobPhase
+	116, // 133: thefold.agent.v1.ProjectWorker.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	4,   // 134: thefold.agent.v1.ProjectWorker.last_event_type:type_name -> thefold.agent.v1.JobEventType
+	113, // 135: thefold.agent.v1.ProjectWorker.last_event_time:type_name -> google.protobuf.Timestamp
+	115, // 136: thefold.agent.v1.ProjectWorker.usage:type_name -> thefold.type.v1.Usage
+	47,  // 137: thefold.agent.v1.ProjectJobEvent.event:type_name -> thefold.agent.v1.WatchJobResponse
+	6,   // 138: thefold.agent.v1.ProjectSummary.status:type_name -> thefold.agent.v1.ProjectStatus
+	113, // 139: thefold.agent.v1.ProjectSummary.create_time:type_name -> google.protobuf.Timestamp
+	6,   // 140: thefold.agent.v1.ProjectStatusChange.previous_status:type_name -> thefold.agent.v1.ProjectStatus
+	6,   // 141: thefold.agent.v1.ProjectStatusChange.status:type_name -> thefold.agent.v1.ProjectStatus
+	69,  // 142: thefold.agent.v1.ProjectPhaseRevision.phase:type_name -> thefold.agent.v1.ProjectPhase
+	9,   // 143: thefold.agent.v1.ProjectTaskChange.status:type_name -> thefold.agent.v1.ProjectTaskStatus
+	115, // 144: thefold.agent.v1.ProjectTaskChange.usage:type_name -> thefold.type.v1.Usage
+	116, // 145: thefold.agent.v1.ProjectTaskChange.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	128, // 146: thefold.agent.v1.ProjectUpdate.update_mask:type_name -> google.protobuf.FieldMask
+	70,  // 147: thefold.agent.v1.ProjectUpdate.project:type_name -> thefold.agent.v1.Project
+	113, // 148: thefold.agent.v1.WatchProjectResponse.time:type_name -> google.protobuf.Timestamp
+	10,  // 149: thefold.agent.v1.WatchProjectResponse.type:type_name -> thefold.agent.v1.ProjectEventType
+	105, // 150: thefold.agent.v1.WatchProjectResponse.created:type_name -> thefold.agent.v1.ProjectSummary
+	106, // 151: thefold.agent.v1.WatchProjectResponse.status_change:type_name -> thefold.agent.v1.ProjectStatusChange
+	107, // 152: thefold.agent.v1.WatchProjectResponse.phase:type_name -> thefold.agent.v1.ProjectPhaseChange
+	108, // 153: thefold.agent.v1.WatchProjectResponse.phase_revised:type_name -> thefold.agent.v1.ProjectPhaseRevision
+	109, // 154: thefold.agent.v1.WatchProjectResponse.task:type_name -> thefold.agent.v1.ProjectTaskChange
+	44,  // 155: thefold.agent.v1.WatchProjectResponse.review_submitted:type_name -> thefold.agent.v1.ReviewSubmitted
+	110, // 156: thefold.agent.v1.WatchProjectResponse.updated:type_name -> thefold.agent.v1.ProjectUpdate
+	116, // 157: thefold.agent.v1.WatchProjectResponse.pull_request:type_name -> thefold.type.v1.PullRequestRef
+	45,  // 158: thefold.agent.v1.WatchProjectResponse.budget_exhausted:type_name -> thefold.agent.v1.BudgetExhausted
+	104, // 159: thefold.agent.v1.WatchProjectResponse.job_event:type_name -> thefold.agent.v1.ProjectJobEvent
+	122, // 160: thefold.agent.v1.WatchProjectResponse.heartbeat:type_name -> thefold.type.v1.Heartbeat
+	93,  // 161: thefold.agent.v1.WatchProjectResponse.message:type_name -> thefold.agent.v1.ProjectMessage
+	16,  // 162: thefold.agent.v1.AgentService.StartTask:input_type -> thefold.agent.v1.StartTaskRequest
+	18,  // 163: thefold.agent.v1.AgentService.GetJob:input_type -> thefold.agent.v1.GetJobRequest
+	20,  // 164: thefold.agent.v1.AgentService.ListJobs:input_type -> thefold.agent.v1.ListJobsRequest
+	22,  // 165: thefold.agent.v1.AgentService.CancelJob:input_type -> thefold.agent.v1.CancelJobRequest
+	24,  // 166: thefold.agent.v1.AgentService.PauseJob:input_type -> thefold.agent.v1.PauseJobRequest
+	26,  // 167: thefold.agent.v1.AgentService.ResumeJob:input_type -> thefold.agent.v1.ResumeJobRequest
+	28,  // 168: thefold.agent.v1.AgentService.SkipTask:input_type -> thefold.agent.v1.SkipTaskRequest
+	30,  // 169: thefold.agent.v1.AgentService.ResolveTask:input_type -> thefold.agent.v1.ResolveTaskRequest
+	32,  // 170: thefold.agent.v1.AgentService.RespondToClarification:input_type -> thefold.agent.v1.RespondToClarificationRequest
+	46,  // 171: thefold.agent.v1.AgentService.WatchJob:input_type -> thefold.agent.v1.WatchJobRequest
+	49,  // 172: thefold.agent.v1.AgentService.GetJobMetrics:input_type -> thefold.agent.v1.GetJobMetricsRequest
+	52,  // 173: thefold.agent.v1.AgentService.ListAuditLog:input_type -> thefold.agent.v1.ListAuditLogRequest
+	56,  // 174: thefold.agent.v1.ReviewService.GetReview:input_type -> thefold.agent.v1.GetReviewRequest
+	58,  // 175: thefold.agent.v1.ReviewService.ListReviews:input_type -> thefold.agent.v1.ListReviewsRequest
+	60,  // 176: thefold.agent.v1.ReviewService.ApproveReview:input_type -> thefold.agent.v1.ApproveReviewRequest
+	62,  // 177: thefold.agent.v1.ReviewService.RequestChanges:input_type -> thefold.agent.v1.RequestChangesRequest
+	64,  // 178: thefold.agent.v1.ReviewService.RejectReview:input_type -> thefold.agent.v1.RejectReviewRequest
+	71,  // 179: thefold.agent.v1.ProjectService.PlanProject:input_type -> thefold.agent.v1.PlanProjectRequest
+	73,  // 180: thefold.agent.v1.ProjectService.UpdateProject:input_type -> thefold.agent.v1.UpdateProjectRequest
+	75,  // 181: thefold.agent.v1.ProjectService.StartProject:input_type -> thefold.agent.v1.StartProjectRequest
+	77,  // 182: thefold.agent.v1.ProjectService.GetProject:input_type -> thefold.agent.v1.GetProjectRequest
+	79,  // 183: thefold.agent.v1.ProjectService.ListProjects:input_type -> thefold.agent.v1.ListProjectsRequest
+	81,  // 184: thefold.agent.v1.ProjectService.PauseProject:input_type -> thefold.agent.v1.PauseProjectRequest
+	83,  // 185: thefold.agent.v1.ProjectService.ResumeProject:input_type -> thefold.agent.v1.ResumeProjectRequest
+	85,  // 186: thefold.agent.v1.ProjectService.CancelProject:input_type -> thefold.agent.v1.CancelProjectRequest
+	87,  // 187: thefold.agent.v1.ProjectService.SkipProjectTask:input_type -> thefold.agent.v1.SkipProjectTaskRequest
+	89,  // 188: thefold.agent.v1.ProjectService.ResolveProjectTask:input_type -> thefold.agent.v1.ResolveProjectTaskRequest
+	91,  // 189: thefold.agent.v1.ProjectService.RetryProjectTask:input_type -> thefold.agent.v1.RetryProjectTaskRequest
+	111, // 190: thefold.agent.v1.ProjectService.WatchProject:input_type -> thefold.agent.v1.WatchProjectRequest
+	94,  // 191: thefold.agent.v1.ProjectService.PostProjectMessage:input_type -> thefold.agent.v1.PostProjectMessageRequest
+	96,  // 192: thefold.agent.v1.ProjectService.InterruptWorker:input_type -> thefold.agent.v1.InterruptWorkerRequest
+	98,  // 193: thefold.agent.v1.ProjectService.ResumeWorker:input_type -> thefold.agent.v1.ResumeWorkerRequest
+	100, // 194: thefold.agent.v1.ProjectService.GetProjectPool:input_type -> thefold.agent.v1.GetProjectPoolRequest
+	17,  // 195: thefold.agent.v1.AgentService.StartTask:output_type -> thefold.agent.v1.StartTaskResponse
+	19,  // 196: thefold.agent.v1.AgentService.GetJob:output_type -> thefold.agent.v1.GetJobResponse
+	21,  // 197: thefold.agent.v1.AgentService.ListJobs:output_type -> thefold.agent.v1.ListJobsResponse
+	23,  // 198: thefold.agent.v1.AgentService.CancelJob:output_type -> thefold.agent.v1.CancelJobResponse
+	25,  // 199: thefold.agent.v1.AgentService.PauseJob:output_type -> thefold.agent.v1.PauseJobResponse
+	27,  // 200: thefold.agent.v1.AgentService.ResumeJob:output_type -> thefold.agent.v1.ResumeJobResponse
+	29,  // 201: thefold.agent.v1.AgentService.SkipTask:output_type -> thefold.agent.v1.SkipTaskResponse
+	31,  // 202: thefold.agent.v1.AgentService.ResolveTask:output_type -> thefold.agent.v1.ResolveTaskResponse
+	33,  // 203: thefold.agent.v1.AgentService.RespondToClarification:output_type -> thefold.agent.v1.RespondToClarificationResponse
+	47,  // 204: thefold.agent.v1.AgentService.WatchJob:output_type -> thefold.agent.v1.WatchJobResponse
+	50,  // 205: thefold.agent.v1.AgentService.GetJobMetrics:output_type -> thefold.agent.v1.GetJobMetricsResponse
+	53,  // 206: thefold.agent.v1.AgentService.ListAuditLog:output_type -> thefold.agent.v1.ListAuditLogResponse
+	57,  // 207: thefold.agent.v1.ReviewService.GetReview:output_type -> thefold.agent.v1.GetReviewResponse
+	59,  // 208: thefold.agent.v1.ReviewService.ListReviews:output_type -> thefold.agent.v1.ListReviewsResponse
+	61,  // 209: thefold.agent.v1.ReviewService.ApproveReview:output_type -> thefold.agent.v1.ApproveReviewResponse
+	63,  // 210: thefold.agent.v1.ReviewService.RequestChanges:output_type -> thefold.agent.v1.RequestChangesResponse
+	65,  // 211: thefold.agent.v1.ReviewService.RejectReview:output_type -> thefold.agent.v1.RejectReviewResponse
+	72,  // 212: thefold.agent.v1.ProjectService.PlanProject:output_type -> thefold.agent.v1.PlanProjectResponse
+	74,  // 213: thefold.agent.v1.ProjectService.UpdateProject:output_type -> thefold.agent.v1.UpdateProjectResponse
+	76,  // 214: thefold.agent.v1.ProjectService.StartProject:output_type -> thefold.agent.v1.StartProjectResponse
+	78,  // 215: thefold.agent.v1.ProjectService.GetProject:output_type -> thefold.agent.v1.GetProjectResponse
+	80,  // 216: thefold.agent.v1.ProjectService.ListProjects:output_type -> thefold.agent.v1.ListProjectsResponse
+	82,  // 217: thefold.agent.v1.ProjectService.PauseProject:output_type -> thefold.agent.v1.PauseProjectResponse
+	84,  // 218: thefold.agent.v1.ProjectService.ResumeProject:output_type -> thefold.agent.v1.ResumeProjectResponse
+	86,  // 219: thefold.agent.v1.ProjectService.CancelProject:output_type -> thefold.agent.v1.CancelProjectResponse
+	88,  // 220: thefold.agent.v1.ProjectService.SkipProjectTask:output_type -> thefold.agent.v1.SkipProjectTaskResponse
+	90,  // 221: thefold.agent.v1.ProjectService.ResolveProjectTask:output_type -> thefold.agent.v1.ResolveProjectTaskResponse
+	92,  // 222: thefold.agent.v1.ProjectService.RetryProjectTask:output_type -> thefold.agent.v1.RetryProjectTaskResponse
+	112, // 223: thefold.agent.v1.ProjectService.WatchProject:output_type -> thefold.agent.v1.WatchProjectResponse
+	95,  // 224: thefold.agent.v1.ProjectService.PostProjectMessage:output_type -> thefold.agent.v1.PostProjectMessageResponse
+	97,  // 225: thefold.agent.v1.ProjectService.InterruptWorker:output_type -> thefold.agent.v1.InterruptWorkerResponse
+	99,  // 226: thefold.agent.v1.ProjectService.ResumeWorker:output_type -> thefold.agent.v1.ResumeWorkerResponse
+	101, // 227: thefold.agent.v1.ProjectService.GetProjectPool:output_type -> thefold.agent.v1.GetProjectPoolResponse
+	195, // [195:228] is the sub-list for method output_type
+	162, // [162:195] is the sub-list for method input_type
+	162, // [162:162] is the sub-list for extension type_name
+	162, // [162:162] is the sub-list for extension extendee
+	0,   // [0:162] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_agent_proto_init() }
@@ -9879,7 +9989,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 		(*WatchJobResponse_BudgetExhausted)(nil),
 		(*WatchJobResponse_Message)(nil),
 	}
-	file_thefold_agent_v1_agent_proto_msgTypes[99].OneofWrappers = []any{
+	file_thefold_agent_v1_agent_proto_msgTypes[100].OneofWrappers = []any{
 		(*WatchProjectResponse_Created)(nil),
 		(*WatchProjectResponse_StatusChange)(nil),
 		(*WatchProjectResponse_Phase)(nil),
@@ -9899,7 +10009,7 @@ func file_thefold_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_agent_proto_rawDesc), len(file_thefold_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   100,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -3535,6 +3535,206 @@ func (x *MergeBaseIntoPullRequestResponse) GetUpdated() bool {
 	return false
 }
 
+type CreateMergeGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name".
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// Required: the branch every pull request targets, whose head the group starts from.
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// Required: 1–20 open pull requests into base, each once, in the order they would merge.
+	Numbers       []int32 `protobuf:"varint,3,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMergeGroupRequest) Reset() {
+	*x = CreateMergeGroupRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMergeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMergeGroupRequest) ProtoMessage() {}
+
+func (x *CreateMergeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMergeGroupRequest.ProtoReflect.Descriptor instead.
+func (*CreateMergeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateMergeGroupRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *CreateMergeGroupRequest) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *CreateMergeGroupRequest) GetNumbers() []int32 {
+	if x != nil {
+		return x.Numbers
+	}
+	return nil
+}
+
+// MergeGroupMember is a pull request merged into a group, at the head it had.
+type MergeGroupMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int32                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	HeadSha       string                 `protobuf:"bytes,2,opt,name=head_sha,json=headSha,proto3" json:"head_sha,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeGroupMember) Reset() {
+	*x = MergeGroupMember{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeGroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeGroupMember) ProtoMessage() {}
+
+func (x *MergeGroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeGroupMember.ProtoReflect.Descriptor instead.
+func (*MergeGroupMember) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MergeGroupMember) GetNumber() int32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *MergeGroupMember) GetHeadSha() string {
+	if x != nil {
+		return x.HeadSha
+	}
+	return ""
+}
+
+// CreateMergeGroupResponse is the group's commit and who is in it.
+type CreateMergeGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's commit: the base with the members merged in (the base's head when none
+	// merged).
+	Sha string `protobuf:"bytes,1,opt,name=sha,proto3" json:"sha,omitempty"`
+	// The base's head the group starts from.
+	BaseSha string `protobuf:"bytes,2,opt,name=base_sha,json=baseSha,proto3" json:"base_sha,omitempty"`
+	// The pull requests merged in, in order: a prefix of numbers.
+	Members []*MergeGroupMember `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	// The first pull request that did not merge cleanly onto the ones before it; 0 when all
+	// did.
+	ConflictNumber int32 `protobuf:"varint,4,opt,name=conflict_number,json=conflictNumber,proto3" json:"conflict_number,omitempty"`
+	// Why, naming the files changed on both sides.
+	Conflict      string `protobuf:"bytes,5,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMergeGroupResponse) Reset() {
+	*x = CreateMergeGroupResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMergeGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMergeGroupResponse) ProtoMessage() {}
+
+func (x *CreateMergeGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMergeGroupResponse.ProtoReflect.Descriptor instead.
+func (*CreateMergeGroupResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CreateMergeGroupResponse) GetSha() string {
+	if x != nil {
+		return x.Sha
+	}
+	return ""
+}
+
+func (x *CreateMergeGroupResponse) GetBaseSha() string {
+	if x != nil {
+		return x.BaseSha
+	}
+	return ""
+}
+
+func (x *CreateMergeGroupResponse) GetMembers() []*MergeGroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *CreateMergeGroupResponse) GetConflictNumber() int32 {
+	if x != nil {
+		return x.ConflictNumber
+	}
+	return 0
+}
+
+func (x *CreateMergeGroupResponse) GetConflict() string {
+	if x != nil {
+		return x.Conflict
+	}
+	return ""
+}
+
 type GetPullRequestChecksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, "owner/name".
@@ -3547,7 +3747,7 @@ type GetPullRequestChecksRequest struct {
 
 func (x *GetPullRequestChecksRequest) Reset() {
 	*x = GetPullRequestChecksRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3759,7 @@ func (x *GetPullRequestChecksRequest) String() string {
 func (*GetPullRequestChecksRequest) ProtoMessage() {}
 
 func (x *GetPullRequestChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[38]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3772,7 @@ func (x *GetPullRequestChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestChecksRequest.ProtoReflect.Descriptor instead.
 func (*GetPullRequestChecksRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{38}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetPullRequestChecksRequest) GetRepo() string {
@@ -3610,7 +3810,7 @@ type Check struct {
 
 func (x *Check) Reset() {
 	*x = Check{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +3822,7 @@ func (x *Check) String() string {
 func (*Check) ProtoMessage() {}
 
 func (x *Check) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[39]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +3835,7 @@ func (x *Check) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Check.ProtoReflect.Descriptor instead.
 func (*Check) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{39}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Check) GetName() string {
@@ -3694,7 +3894,7 @@ type GetPullRequestChecksResponse struct {
 
 func (x *GetPullRequestChecksResponse) Reset() {
 	*x = GetPullRequestChecksResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3906,7 @@ func (x *GetPullRequestChecksResponse) String() string {
 func (*GetPullRequestChecksResponse) ProtoMessage() {}
 
 func (x *GetPullRequestChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[40]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3919,7 @@ func (x *GetPullRequestChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPullRequestChecksResponse.ProtoReflect.Descriptor instead.
 func (*GetPullRequestChecksResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{40}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetPullRequestChecksResponse) GetHeadSha() string {
@@ -3758,7 +3958,7 @@ type ClosePullRequestRequest struct {
 
 func (x *ClosePullRequestRequest) Reset() {
 	*x = ClosePullRequestRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3970,7 @@ func (x *ClosePullRequestRequest) String() string {
 func (*ClosePullRequestRequest) ProtoMessage() {}
 
 func (x *ClosePullRequestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[41]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3983,7 @@ func (x *ClosePullRequestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosePullRequestRequest.ProtoReflect.Descriptor instead.
 func (*ClosePullRequestRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{41}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClosePullRequestRequest) GetRepo() string {
@@ -3817,7 +4017,7 @@ type ClosePullRequestResponse struct {
 
 func (x *ClosePullRequestResponse) Reset() {
 	*x = ClosePullRequestResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3829,7 +4029,7 @@ func (x *ClosePullRequestResponse) String() string {
 func (*ClosePullRequestResponse) ProtoMessage() {}
 
 func (x *ClosePullRequestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[42]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3842,7 +4042,7 @@ func (x *ClosePullRequestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClosePullRequestResponse.ProtoReflect.Descriptor instead.
 func (*ClosePullRequestResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{42}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClosePullRequestResponse) GetPullRequest() *PullRequest {
@@ -3883,7 +4083,7 @@ type Issue struct {
 
 func (x *Issue) Reset() {
 	*x = Issue{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +4095,7 @@ func (x *Issue) String() string {
 func (*Issue) ProtoMessage() {}
 
 func (x *Issue) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[43]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4108,7 @@ func (x *Issue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Issue.ProtoReflect.Descriptor instead.
 func (*Issue) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{43}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Issue) GetRepo() string {
@@ -4028,7 +4228,7 @@ type ListIssuesRequest struct {
 
 func (x *ListIssuesRequest) Reset() {
 	*x = ListIssuesRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4240,7 @@ func (x *ListIssuesRequest) String() string {
 func (*ListIssuesRequest) ProtoMessage() {}
 
 func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[44]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4253,7 @@ func (x *ListIssuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesRequest.ProtoReflect.Descriptor instead.
 func (*ListIssuesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{44}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListIssuesRequest) GetRepo() string {
@@ -4103,7 +4303,7 @@ type ListIssuesResponse struct {
 
 func (x *ListIssuesResponse) Reset() {
 	*x = ListIssuesResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4115,7 +4315,7 @@ func (x *ListIssuesResponse) String() string {
 func (*ListIssuesResponse) ProtoMessage() {}
 
 func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[45]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4128,7 +4328,7 @@ func (x *ListIssuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListIssuesResponse.ProtoReflect.Descriptor instead.
 func (*ListIssuesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{45}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListIssuesResponse) GetIssues() []*Issue {
@@ -4158,7 +4358,7 @@ type GetIssueRequest struct {
 
 func (x *GetIssueRequest) Reset() {
 	*x = GetIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4170,7 +4370,7 @@ func (x *GetIssueRequest) String() string {
 func (*GetIssueRequest) ProtoMessage() {}
 
 func (x *GetIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[46]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4183,7 +4383,7 @@ func (x *GetIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIssueRequest.ProtoReflect.Descriptor instead.
 func (*GetIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{46}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetIssueRequest) GetRepo() string {
@@ -4210,7 +4410,7 @@ type GetIssueResponse struct {
 
 func (x *GetIssueResponse) Reset() {
 	*x = GetIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4222,7 +4422,7 @@ func (x *GetIssueResponse) String() string {
 func (*GetIssueResponse) ProtoMessage() {}
 
 func (x *GetIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[47]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4235,7 +4435,7 @@ func (x *GetIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetIssueResponse.ProtoReflect.Descriptor instead.
 func (*GetIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{47}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetIssueResponse) GetIssue() *Issue {
@@ -4268,7 +4468,7 @@ type CreateIssueRequest struct {
 
 func (x *CreateIssueRequest) Reset() {
 	*x = CreateIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4280,7 +4480,7 @@ func (x *CreateIssueRequest) String() string {
 func (*CreateIssueRequest) ProtoMessage() {}
 
 func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[48]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4293,7 +4493,7 @@ func (x *CreateIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueRequest.ProtoReflect.Descriptor instead.
 func (*CreateIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{48}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateIssueRequest) GetRepo() string {
@@ -4348,7 +4548,7 @@ type CreateIssueResponse struct {
 
 func (x *CreateIssueResponse) Reset() {
 	*x = CreateIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4360,7 +4560,7 @@ func (x *CreateIssueResponse) String() string {
 func (*CreateIssueResponse) ProtoMessage() {}
 
 func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[49]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4373,7 +4573,7 @@ func (x *CreateIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateIssueResponse.ProtoReflect.Descriptor instead.
 func (*CreateIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{49}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateIssueResponse) GetIssue() *Issue {
@@ -4403,7 +4603,7 @@ type UpdateIssueRequest struct {
 
 func (x *UpdateIssueRequest) Reset() {
 	*x = UpdateIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4615,7 @@ func (x *UpdateIssueRequest) String() string {
 func (*UpdateIssueRequest) ProtoMessage() {}
 
 func (x *UpdateIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[50]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4628,7 @@ func (x *UpdateIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateIssueRequest.ProtoReflect.Descriptor instead.
 func (*UpdateIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{50}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateIssueRequest) GetRepo() string {
@@ -4469,7 +4669,7 @@ type UpdateIssueResponse struct {
 
 func (x *UpdateIssueResponse) Reset() {
 	*x = UpdateIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4481,7 +4681,7 @@ func (x *UpdateIssueResponse) String() string {
 func (*UpdateIssueResponse) ProtoMessage() {}
 
 func (x *UpdateIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[51]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4494,7 +4694,7 @@ func (x *UpdateIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateIssueResponse.ProtoReflect.Descriptor instead.
 func (*UpdateIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{51}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateIssueResponse) GetIssue() *Issue {
@@ -4521,7 +4721,7 @@ type IssueComment struct {
 
 func (x *IssueComment) Reset() {
 	*x = IssueComment{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4533,7 +4733,7 @@ func (x *IssueComment) String() string {
 func (*IssueComment) ProtoMessage() {}
 
 func (x *IssueComment) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[52]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4546,7 +4746,7 @@ func (x *IssueComment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueComment.ProtoReflect.Descriptor instead.
 func (*IssueComment) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{52}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *IssueComment) GetId() string {
@@ -4603,7 +4803,7 @@ type CommentOnIssueRequest struct {
 
 func (x *CommentOnIssueRequest) Reset() {
 	*x = CommentOnIssueRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4615,7 +4815,7 @@ func (x *CommentOnIssueRequest) String() string {
 func (*CommentOnIssueRequest) ProtoMessage() {}
 
 func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[53]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4628,7 +4828,7 @@ func (x *CommentOnIssueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueRequest.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{53}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CommentOnIssueRequest) GetRepo() string {
@@ -4669,7 +4869,7 @@ type CommentOnIssueResponse struct {
 
 func (x *CommentOnIssueResponse) Reset() {
 	*x = CommentOnIssueResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4681,7 +4881,7 @@ func (x *CommentOnIssueResponse) String() string {
 func (*CommentOnIssueResponse) ProtoMessage() {}
 
 func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[54]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4694,7 +4894,7 @@ func (x *CommentOnIssueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommentOnIssueResponse.ProtoReflect.Descriptor instead.
 func (*CommentOnIssueResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{54}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CommentOnIssueResponse) GetComment() *IssueComment {
@@ -4721,7 +4921,7 @@ type Namespace struct {
 
 func (x *Namespace) Reset() {
 	*x = Namespace{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4733,7 +4933,7 @@ func (x *Namespace) String() string {
 func (*Namespace) ProtoMessage() {}
 
 func (x *Namespace) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[55]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4746,7 +4946,7 @@ func (x *Namespace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
 func (*Namespace) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{55}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Namespace) GetName() string {
@@ -4795,7 +4995,7 @@ type NamespaceMember struct {
 
 func (x *NamespaceMember) Reset() {
 	*x = NamespaceMember{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4807,7 +5007,7 @@ func (x *NamespaceMember) String() string {
 func (*NamespaceMember) ProtoMessage() {}
 
 func (x *NamespaceMember) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[56]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4820,7 +5020,7 @@ func (x *NamespaceMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceMember.ProtoReflect.Descriptor instead.
 func (*NamespaceMember) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{56}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NamespaceMember) GetUserId() string {
@@ -4850,7 +5050,7 @@ type CreateNamespaceRequest struct {
 
 func (x *CreateNamespaceRequest) Reset() {
 	*x = CreateNamespaceRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +5062,7 @@ func (x *CreateNamespaceRequest) String() string {
 func (*CreateNamespaceRequest) ProtoMessage() {}
 
 func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[57]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +5075,7 @@ func (x *CreateNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{57}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateNamespaceRequest) GetName() string {
@@ -4902,7 +5102,7 @@ type CreateNamespaceResponse struct {
 
 func (x *CreateNamespaceResponse) Reset() {
 	*x = CreateNamespaceResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4914,7 +5114,7 @@ func (x *CreateNamespaceResponse) String() string {
 func (*CreateNamespaceResponse) ProtoMessage() {}
 
 func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[58]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4927,7 +5127,7 @@ func (x *CreateNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{58}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateNamespaceResponse) GetNamespace() *Namespace {
@@ -4948,7 +5148,7 @@ type GetNamespaceRequest struct {
 
 func (x *GetNamespaceRequest) Reset() {
 	*x = GetNamespaceRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4960,7 +5160,7 @@ func (x *GetNamespaceRequest) String() string {
 func (*GetNamespaceRequest) ProtoMessage() {}
 
 func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[59]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4973,7 +5173,7 @@ func (x *GetNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*GetNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{59}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetNamespaceRequest) GetName() string {
@@ -4993,7 +5193,7 @@ type GetNamespaceResponse struct {
 
 func (x *GetNamespaceResponse) Reset() {
 	*x = GetNamespaceResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5005,7 +5205,7 @@ func (x *GetNamespaceResponse) String() string {
 func (*GetNamespaceResponse) ProtoMessage() {}
 
 func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[60]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5018,7 +5218,7 @@ func (x *GetNamespaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNamespaceResponse.ProtoReflect.Descriptor instead.
 func (*GetNamespaceResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{60}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetNamespaceResponse) GetNamespace() *Namespace {
@@ -5043,7 +5243,7 @@ type SetNamespaceMemberRequest struct {
 
 func (x *SetNamespaceMemberRequest) Reset() {
 	*x = SetNamespaceMemberRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5055,7 +5255,7 @@ func (x *SetNamespaceMemberRequest) String() string {
 func (*SetNamespaceMemberRequest) ProtoMessage() {}
 
 func (x *SetNamespaceMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[61]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5068,7 +5268,7 @@ func (x *SetNamespaceMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceMemberRequest.ProtoReflect.Descriptor instead.
 func (*SetNamespaceMemberRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{61}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetNamespaceMemberRequest) GetName() string {
@@ -5102,7 +5302,7 @@ type SetNamespaceMemberResponse struct {
 
 func (x *SetNamespaceMemberResponse) Reset() {
 	*x = SetNamespaceMemberResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5114,7 +5314,7 @@ func (x *SetNamespaceMemberResponse) String() string {
 func (*SetNamespaceMemberResponse) ProtoMessage() {}
 
 func (x *SetNamespaceMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[62]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5127,7 +5327,7 @@ func (x *SetNamespaceMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNamespaceMemberResponse.ProtoReflect.Descriptor instead.
 func (*SetNamespaceMemberResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{62}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetNamespaceMemberResponse) GetNamespace() *Namespace {
@@ -5148,7 +5348,7 @@ type Collaborator struct {
 
 func (x *Collaborator) Reset() {
 	*x = Collaborator{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5160,7 +5360,7 @@ func (x *Collaborator) String() string {
 func (*Collaborator) ProtoMessage() {}
 
 func (x *Collaborator) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[63]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5173,7 +5373,7 @@ func (x *Collaborator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Collaborator.ProtoReflect.Descriptor instead.
 func (*Collaborator) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{63}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Collaborator) GetUserId() string {
@@ -5205,7 +5405,7 @@ type SetCollaboratorRequest struct {
 
 func (x *SetCollaboratorRequest) Reset() {
 	*x = SetCollaboratorRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5217,7 +5417,7 @@ func (x *SetCollaboratorRequest) String() string {
 func (*SetCollaboratorRequest) ProtoMessage() {}
 
 func (x *SetCollaboratorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[64]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5230,7 +5430,7 @@ func (x *SetCollaboratorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCollaboratorRequest.ProtoReflect.Descriptor instead.
 func (*SetCollaboratorRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{64}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetCollaboratorRequest) GetRepo() string {
@@ -5264,7 +5464,7 @@ type SetCollaboratorResponse struct {
 
 func (x *SetCollaboratorResponse) Reset() {
 	*x = SetCollaboratorResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5276,7 +5476,7 @@ func (x *SetCollaboratorResponse) String() string {
 func (*SetCollaboratorResponse) ProtoMessage() {}
 
 func (x *SetCollaboratorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[65]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5289,7 +5489,7 @@ func (x *SetCollaboratorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCollaboratorResponse.ProtoReflect.Descriptor instead.
 func (*SetCollaboratorResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{65}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SetCollaboratorResponse) GetCollaborators() []*Collaborator {
@@ -5314,7 +5514,7 @@ type ListCollaboratorsRequest struct {
 
 func (x *ListCollaboratorsRequest) Reset() {
 	*x = ListCollaboratorsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5326,7 +5526,7 @@ func (x *ListCollaboratorsRequest) String() string {
 func (*ListCollaboratorsRequest) ProtoMessage() {}
 
 func (x *ListCollaboratorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[66]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5339,7 +5539,7 @@ func (x *ListCollaboratorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollaboratorsRequest.ProtoReflect.Descriptor instead.
 func (*ListCollaboratorsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{66}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListCollaboratorsRequest) GetRepo() string {
@@ -5375,7 +5575,7 @@ type ListCollaboratorsResponse struct {
 
 func (x *ListCollaboratorsResponse) Reset() {
 	*x = ListCollaboratorsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5387,7 +5587,7 @@ func (x *ListCollaboratorsResponse) String() string {
 func (*ListCollaboratorsResponse) ProtoMessage() {}
 
 func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[67]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5400,7 +5600,7 @@ func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollaboratorsResponse.ProtoReflect.Descriptor instead.
 func (*ListCollaboratorsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{67}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListCollaboratorsResponse) GetCollaborators() []*Collaborator {
@@ -5430,7 +5630,7 @@ type GitHubCredential struct {
 
 func (x *GitHubCredential) Reset() {
 	*x = GitHubCredential{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5442,7 +5642,7 @@ func (x *GitHubCredential) String() string {
 func (*GitHubCredential) ProtoMessage() {}
 
 func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[68]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5455,7 +5655,7 @@ func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubCredential.ProtoReflect.Descriptor instead.
 func (*GitHubCredential) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{68}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GitHubCredential) GetUserId() string {
@@ -5490,7 +5690,7 @@ type SetGitHubCredentialRequest struct {
 
 func (x *SetGitHubCredentialRequest) Reset() {
 	*x = SetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5502,7 +5702,7 @@ func (x *SetGitHubCredentialRequest) String() string {
 func (*SetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[69]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5515,7 +5715,7 @@ func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{69}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *SetGitHubCredentialRequest) GetToken() string {
@@ -5535,7 +5735,7 @@ type SetGitHubCredentialResponse struct {
 
 func (x *SetGitHubCredentialResponse) Reset() {
 	*x = SetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5547,7 +5747,7 @@ func (x *SetGitHubCredentialResponse) String() string {
 func (*SetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[70]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5560,7 +5760,7 @@ func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{70}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5579,7 +5779,7 @@ type GetGitHubCredentialRequest struct {
 
 func (x *GetGitHubCredentialRequest) Reset() {
 	*x = GetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5591,7 +5791,7 @@ func (x *GetGitHubCredentialRequest) String() string {
 func (*GetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[71]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5604,7 +5804,7 @@ func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{71}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
 }
 
 // GetGitHubCredentialResponse describes it.
@@ -5617,7 +5817,7 @@ type GetGitHubCredentialResponse struct {
 
 func (x *GetGitHubCredentialResponse) Reset() {
 	*x = GetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5629,7 +5829,7 @@ func (x *GetGitHubCredentialResponse) String() string {
 func (*GetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5642,7 +5842,7 @@ func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5661,7 +5861,7 @@ type DeleteGitHubCredentialRequest struct {
 
 func (x *DeleteGitHubCredentialRequest) Reset() {
 	*x = DeleteGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5673,7 +5873,7 @@ func (x *DeleteGitHubCredentialRequest) String() string {
 func (*DeleteGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5686,7 +5886,7 @@ func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
 }
 
 // DeleteGitHubCredentialResponse says whether there was one.
@@ -5699,7 +5899,7 @@ type DeleteGitHubCredentialResponse struct {
 
 func (x *DeleteGitHubCredentialResponse) Reset() {
 	*x = DeleteGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5711,7 +5911,7 @@ func (x *DeleteGitHubCredentialResponse) String() string {
 func (*DeleteGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5724,7 +5924,7 @@ func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteGitHubCredentialResponse) GetDeleted() bool {
@@ -5747,7 +5947,7 @@ type GitHubGrant struct {
 
 func (x *GitHubGrant) Reset() {
 	*x = GitHubGrant{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5759,7 +5959,7 @@ func (x *GitHubGrant) String() string {
 func (*GitHubGrant) ProtoMessage() {}
 
 func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5772,7 +5972,7 @@ func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubGrant.ProtoReflect.Descriptor instead.
 func (*GitHubGrant) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GitHubGrant) GetUserId() string {
@@ -5811,7 +6011,7 @@ type SetGitHubGrantRequest struct {
 
 func (x *SetGitHubGrantRequest) Reset() {
 	*x = SetGitHubGrantRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5823,7 +6023,7 @@ func (x *SetGitHubGrantRequest) String() string {
 func (*SetGitHubGrantRequest) ProtoMessage() {}
 
 func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5836,7 +6036,7 @@ func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *SetGitHubGrantRequest) GetUserId() string {
@@ -5870,7 +6070,7 @@ type SetGitHubGrantResponse struct {
 
 func (x *SetGitHubGrantResponse) Reset() {
 	*x = SetGitHubGrantResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5882,7 +6082,7 @@ func (x *SetGitHubGrantResponse) String() string {
 func (*SetGitHubGrantResponse) ProtoMessage() {}
 
 func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5895,7 +6095,7 @@ func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *SetGitHubGrantResponse) GetGrants() []*GitHubGrant {
@@ -5920,7 +6120,7 @@ type ListGitHubGrantsRequest struct {
 
 func (x *ListGitHubGrantsRequest) Reset() {
 	*x = ListGitHubGrantsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5932,7 +6132,7 @@ func (x *ListGitHubGrantsRequest) String() string {
 func (*ListGitHubGrantsRequest) ProtoMessage() {}
 
 func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5945,7 +6145,7 @@ func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{78}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListGitHubGrantsRequest) GetUserId() string {
@@ -5981,7 +6181,7 @@ type ListGitHubGrantsResponse struct {
 
 func (x *ListGitHubGrantsResponse) Reset() {
 	*x = ListGitHubGrantsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5993,7 +6193,7 @@ func (x *ListGitHubGrantsResponse) String() string {
 func (*ListGitHubGrantsResponse) ProtoMessage() {}
 
 func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6006,7 +6206,7 @@ func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{79}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListGitHubGrantsResponse) GetGrants() []*GitHubGrant {
@@ -6266,7 +6466,20 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x11expected_head_sha\x18\x03 \x01(\tR\x0fexpectedHeadSha\"\x7f\n" +
 	" MergeBaseIntoPullRequestResponse\x12A\n" +
 	"\fpull_request\x18\x01 \x01(\v2\x1e.thefold.github.v1.PullRequestR\vpullRequest\x12\x18\n" +
-	"\aupdated\x18\x02 \x01(\bR\aupdated\"I\n" +
+	"\aupdated\x18\x02 \x01(\bR\aupdated\"[\n" +
+	"\x17CreateMergeGroupRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x12\x18\n" +
+	"\anumbers\x18\x03 \x03(\x05R\anumbers\"E\n" +
+	"\x10MergeGroupMember\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x05R\x06number\x12\x19\n" +
+	"\bhead_sha\x18\x02 \x01(\tR\aheadSha\"\xcb\x01\n" +
+	"\x18CreateMergeGroupResponse\x12\x10\n" +
+	"\x03sha\x18\x01 \x01(\tR\x03sha\x12\x19\n" +
+	"\bbase_sha\x18\x02 \x01(\tR\abaseSha\x12=\n" +
+	"\amembers\x18\x03 \x03(\v2#.thefold.github.v1.MergeGroupMemberR\amembers\x12'\n" +
+	"\x0fconflict_number\x18\x04 \x01(\x05R\x0econflictNumber\x12\x1a\n" +
+	"\bconflict\x18\x05 \x01(\tR\bconflict\"I\n" +
 	"\x1bGetPullRequestChecksRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x05R\x06number\"\xc3\x01\n" +
@@ -6489,7 +6702,7 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x1aNAMESPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NAMESPACE_ROLE_NONE\x10\x01\x12\x19\n" +
 	"\x15NAMESPACE_ROLE_MEMBER\x10\x02\x12\x18\n" +
-	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xbe\x1b\n" +
+	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xab\x1c\n" +
 	"\vRepoService\x12[\n" +
 	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
@@ -6510,6 +6723,7 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x14GetPullRequestChecks\x12..thefold.github.v1.GetPullRequestChecksRequest\x1a/.thefold.github.v1.GetPullRequestChecksResponse\"\x03\x90\x02\x01\x12k\n" +
 	"\x10MergePullRequest\x12*.thefold.github.v1.MergePullRequestRequest\x1a+.thefold.github.v1.MergePullRequestResponse\x12\x83\x01\n" +
 	"\x18MergeBaseIntoPullRequest\x122.thefold.github.v1.MergeBaseIntoPullRequestRequest\x1a3.thefold.github.v1.MergeBaseIntoPullRequestResponse\x12k\n" +
+	"\x10CreateMergeGroup\x12*.thefold.github.v1.CreateMergeGroupRequest\x1a+.thefold.github.v1.CreateMergeGroupResponse\x12k\n" +
 	"\x10ClosePullRequest\x12*.thefold.github.v1.ClosePullRequestRequest\x1a+.thefold.github.v1.ClosePullRequestResponse\x12^\n" +
 	"\n" +
 	"ListIssues\x12$.thefold.github.v1.ListIssuesRequest\x1a%.thefold.github.v1.ListIssuesResponse\"\x03\x90\x02\x01\x12X\n" +
@@ -6542,7 +6756,7 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
+var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 83)
 var file_thefold_github_v1_github_proto_goTypes = []any{
 	(RepoProvider)(0),                        // 0: thefold.github.v1.RepoProvider
 	(RepoRole)(0),                            // 1: thefold.github.v1.RepoRole
@@ -6592,65 +6806,68 @@ var file_thefold_github_v1_github_proto_goTypes = []any{
 	(*MergePullRequestResponse)(nil),         // 45: thefold.github.v1.MergePullRequestResponse
 	(*MergeBaseIntoPullRequestRequest)(nil),  // 46: thefold.github.v1.MergeBaseIntoPullRequestRequest
 	(*MergeBaseIntoPullRequestResponse)(nil), // 47: thefold.github.v1.MergeBaseIntoPullRequestResponse
-	(*GetPullRequestChecksRequest)(nil),      // 48: thefold.github.v1.GetPullRequestChecksRequest
-	(*Check)(nil),                            // 49: thefold.github.v1.Check
-	(*GetPullRequestChecksResponse)(nil),     // 50: thefold.github.v1.GetPullRequestChecksResponse
-	(*ClosePullRequestRequest)(nil),          // 51: thefold.github.v1.ClosePullRequestRequest
-	(*ClosePullRequestResponse)(nil),         // 52: thefold.github.v1.ClosePullRequestResponse
-	(*Issue)(nil),                            // 53: thefold.github.v1.Issue
-	(*ListIssuesRequest)(nil),                // 54: thefold.github.v1.ListIssuesRequest
-	(*ListIssuesResponse)(nil),               // 55: thefold.github.v1.ListIssuesResponse
-	(*GetIssueRequest)(nil),                  // 56: thefold.github.v1.GetIssueRequest
-	(*GetIssueResponse)(nil),                 // 57: thefold.github.v1.GetIssueResponse
-	(*CreateIssueRequest)(nil),               // 58: thefold.github.v1.CreateIssueRequest
-	(*CreateIssueResponse)(nil),              // 59: thefold.github.v1.CreateIssueResponse
-	(*UpdateIssueRequest)(nil),               // 60: thefold.github.v1.UpdateIssueRequest
-	(*UpdateIssueResponse)(nil),              // 61: thefold.github.v1.UpdateIssueResponse
-	(*IssueComment)(nil),                     // 62: thefold.github.v1.IssueComment
-	(*CommentOnIssueRequest)(nil),            // 63: thefold.github.v1.CommentOnIssueRequest
-	(*CommentOnIssueResponse)(nil),           // 64: thefold.github.v1.CommentOnIssueResponse
-	(*Namespace)(nil),                        // 65: thefold.github.v1.Namespace
-	(*NamespaceMember)(nil),                  // 66: thefold.github.v1.NamespaceMember
-	(*CreateNamespaceRequest)(nil),           // 67: thefold.github.v1.CreateNamespaceRequest
-	(*CreateNamespaceResponse)(nil),          // 68: thefold.github.v1.CreateNamespaceResponse
-	(*GetNamespaceRequest)(nil),              // 69: thefold.github.v1.GetNamespaceRequest
-	(*GetNamespaceResponse)(nil),             // 70: thefold.github.v1.GetNamespaceResponse
-	(*SetNamespaceMemberRequest)(nil),        // 71: thefold.github.v1.SetNamespaceMemberRequest
-	(*SetNamespaceMemberResponse)(nil),       // 72: thefold.github.v1.SetNamespaceMemberResponse
-	(*Collaborator)(nil),                     // 73: thefold.github.v1.Collaborator
-	(*SetCollaboratorRequest)(nil),           // 74: thefold.github.v1.SetCollaboratorRequest
-	(*SetCollaboratorResponse)(nil),          // 75: thefold.github.v1.SetCollaboratorResponse
-	(*ListCollaboratorsRequest)(nil),         // 76: thefold.github.v1.ListCollaboratorsRequest
-	(*ListCollaboratorsResponse)(nil),        // 77: thefold.github.v1.ListCollaboratorsResponse
-	(*GitHubCredential)(nil),                 // 78: thefold.github.v1.GitHubCredential
-	(*SetGitHubCredentialRequest)(nil),       // 79: thefold.github.v1.SetGitHubCredentialRequest
-	(*SetGitHubCredentialResponse)(nil),      // 80: thefold.github.v1.SetGitHubCredentialResponse
-	(*GetGitHubCredentialRequest)(nil),       // 81: thefold.github.v1.GetGitHubCredentialRequest
-	(*GetGitHubCredentialResponse)(nil),      // 82: thefold.github.v1.GetGitHubCredentialResponse
-	(*DeleteGitHubCredentialRequest)(nil),    // 83: thefold.github.v1.DeleteGitHubCredentialRequest
-	(*DeleteGitHubCredentialResponse)(nil),   // 84: thefold.github.v1.DeleteGitHubCredentialResponse
-	(*GitHubGrant)(nil),                      // 85: thefold.github.v1.GitHubGrant
-	(*SetGitHubGrantRequest)(nil),            // 86: thefold.github.v1.SetGitHubGrantRequest
-	(*SetGitHubGrantResponse)(nil),           // 87: thefold.github.v1.SetGitHubGrantResponse
-	(*ListGitHubGrantsRequest)(nil),          // 88: thefold.github.v1.ListGitHubGrantsRequest
-	(*ListGitHubGrantsResponse)(nil),         // 89: thefold.github.v1.ListGitHubGrantsResponse
-	(*timestamppb.Timestamp)(nil),            // 90: google.protobuf.Timestamp
-	(*v1.FileChange)(nil),                    // 91: thefold.type.v1.FileChange
-	(*v1.DiffStats)(nil),                     // 92: thefold.type.v1.DiffStats
-	(*v1.FileDiff)(nil),                      // 93: thefold.type.v1.FileDiff
-	(*fieldmaskpb.FieldMask)(nil),            // 94: google.protobuf.FieldMask
+	(*CreateMergeGroupRequest)(nil),          // 48: thefold.github.v1.CreateMergeGroupRequest
+	(*MergeGroupMember)(nil),                 // 49: thefold.github.v1.MergeGroupMember
+	(*CreateMergeGroupResponse)(nil),         // 50: thefold.github.v1.CreateMergeGroupResponse
+	(*GetPullRequestChecksRequest)(nil),      // 51: thefold.github.v1.GetPullRequestChecksRequest
+	(*Check)(nil),                            // 52: thefold.github.v1.Check
+	(*GetPullRequestChecksResponse)(nil),     // 53: thefold.github.v1.GetPullRequestChecksResponse
+	(*ClosePullRequestRequest)(nil),          // 54: thefold.github.v1.ClosePullRequestRequest
+	(*ClosePullRequestResponse)(nil),         // 55: thefold.github.v1.ClosePullRequestResponse
+	(*Issue)(nil),                            // 56: thefold.github.v1.Issue
+	(*ListIssuesRequest)(nil),                // 57: thefold.github.v1.ListIssuesRequest
+	(*ListIssuesResponse)(nil),               // 58: thefold.github.v1.ListIssuesResponse
+	(*GetIssueRequest)(nil),                  // 59: thefold.github.v1.GetIssueRequest
+	(*GetIssueResponse)(nil),                 // 60: thefold.github.v1.GetIssueResponse
+	(*CreateIssueRequest)(nil),               // 61: thefold.github.v1.CreateIssueRequest
+	(*CreateIssueResponse)(nil),              // 62: thefold.github.v1.CreateIssueResponse
+	(*UpdateIssueRequest)(nil),               // 63: thefold.github.v1.UpdateIssueRequest
+	(*UpdateIssueResponse)(nil),              // 64: thefold.github.v1.UpdateIssueResponse
+	(*IssueComment)(nil),                     // 65: thefold.github.v1.IssueComment
+	(*CommentOnIssueRequest)(nil),            // 66: thefold.github.v1.CommentOnIssueRequest
+	(*CommentOnIssueResponse)(nil),           // 67: thefold.github.v1.CommentOnIssueResponse
+	(*Namespace)(nil),                        // 68: thefold.github.v1.Namespace
+	(*NamespaceMember)(nil),                  // 69: thefold.github.v1.NamespaceMember
+	(*CreateNamespaceRequest)(nil),           // 70: thefold.github.v1.CreateNamespaceRequest
+	(*CreateNamespaceResponse)(nil),          // 71: thefold.github.v1.CreateNamespaceResponse
+	(*GetNamespaceRequest)(nil),              // 72: thefold.github.v1.GetNamespaceRequest
+	(*GetNamespaceResponse)(nil),             // 73: thefold.github.v1.GetNamespaceResponse
+	(*SetNamespaceMemberRequest)(nil),        // 74: thefold.github.v1.SetNamespaceMemberRequest
+	(*SetNamespaceMemberResponse)(nil),       // 75: thefold.github.v1.SetNamespaceMemberResponse
+	(*Collaborator)(nil),                     // 76: thefold.github.v1.Collaborator
+	(*SetCollaboratorRequest)(nil),           // 77: thefold.github.v1.SetCollaboratorRequest
+	(*SetCollaboratorResponse)(nil),          // 78: thefold.github.v1.SetCollaboratorResponse
+	(*ListCollaboratorsRequest)(nil),         // 79: thefold.github.v1.ListCollaboratorsRequest
+	(*ListCollaboratorsResponse)(nil),        // 80: thefold.github.v1.ListCollaboratorsResponse
+	(*GitHubCredential)(nil),                 // 81: thefold.github.v1.GitHubCredential
+	(*SetGitHubCredentialRequest)(nil),       // 82: thefold.github.v1.SetGitHubCredentialRequest
+	(*SetGitHubCredentialResponse)(nil),      // 83: thefold.github.v1.SetGitHubCredentialResponse
+	(*GetGitHubCredentialRequest)(nil),       // 84: thefold.github.v1.GetGitHubCredentialRequest
+	(*GetGitHubCredentialResponse)(nil),      // 85: thefold.github.v1.GetGitHubCredentialResponse
+	(*DeleteGitHubCredentialRequest)(nil),    // 86: thefold.github.v1.DeleteGitHubCredentialRequest
+	(*DeleteGitHubCredentialResponse)(nil),   // 87: thefold.github.v1.DeleteGitHubCredentialResponse
+	(*GitHubGrant)(nil),                      // 88: thefold.github.v1.GitHubGrant
+	(*SetGitHubGrantRequest)(nil),            // 89: thefold.github.v1.SetGitHubGrantRequest
+	(*SetGitHubGrantResponse)(nil),           // 90: thefold.github.v1.SetGitHubGrantResponse
+	(*ListGitHubGrantsRequest)(nil),          // 91: thefold.github.v1.ListGitHubGrantsRequest
+	(*ListGitHubGrantsResponse)(nil),         // 92: thefold.github.v1.ListGitHubGrantsResponse
+	(*timestamppb.Timestamp)(nil),            // 93: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),                    // 94: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),                     // 95: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                      // 96: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),            // 97: google.protobuf.FieldMask
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,   // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	90,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	90,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
 	1,   // 3: thefold.github.v1.Repo.permission:type_name -> thefold.github.v1.RepoRole
 	0,   // 4: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 5: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
 	10,  // 6: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	0,   // 7: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 8: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	91,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
+	94,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
 	10,  // 10: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	2,   // 11: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
 	19,  // 12: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
@@ -6658,131 +6875,134 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	26,  // 14: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
 	3,   // 15: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
 	29,  // 16: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	91,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
-	92,  // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	94,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	95,  // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
 	4,   // 19: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	92,  // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
-	90,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	90,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	90,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	90,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	95,  // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	93,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	93,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
 	35,  // 25: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	35,  // 26: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	4,   // 27: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
 	35,  // 28: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	93,  // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	92,  // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	96,  // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	95,  // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
 	5,   // 31: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
 	35,  // 32: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	35,  // 33: thefold.github.v1.MergeBaseIntoPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	6,   // 34: thefold.github.v1.Check.state:type_name -> thefold.github.v1.CheckState
-	6,   // 35: thefold.github.v1.GetPullRequestChecksResponse.state:type_name -> thefold.github.v1.CheckState
-	49,  // 36: thefold.github.v1.GetPullRequestChecksResponse.checks:type_name -> thefold.github.v1.Check
-	35,  // 37: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
-	7,   // 38: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	90,  // 39: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	90,  // 40: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	90,  // 41: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
-	7,   // 42: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
-	53,  // 43: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
-	53,  // 44: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	53,  // 45: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	53,  // 46: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
-	94,  // 47: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
-	53,  // 48: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	90,  // 49: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
-	62,  // 50: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
-	8,   // 51: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
-	66,  // 52: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
-	90,  // 53: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
-	9,   // 54: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
-	8,   // 55: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
-	65,  // 56: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
-	65,  // 57: thefold.github.v1.GetNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
-	9,   // 58: thefold.github.v1.SetNamespaceMemberRequest.role:type_name -> thefold.github.v1.NamespaceRole
-	65,  // 59: thefold.github.v1.SetNamespaceMemberResponse.namespace:type_name -> thefold.github.v1.Namespace
-	1,   // 60: thefold.github.v1.Collaborator.role:type_name -> thefold.github.v1.RepoRole
-	1,   // 61: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
-	73,  // 62: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
-	73,  // 63: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
-	90,  // 64: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
-	78,  // 65: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	78,  // 66: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	1,   // 67: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
-	1,   // 68: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
-	85,  // 69: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	85,  // 70: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	11,  // 71: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	13,  // 72: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	15,  // 73: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	17,  // 74: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	20,  // 75: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	23,  // 76: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	25,  // 77: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	28,  // 78: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	31,  // 79: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	33,  // 80: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	36,  // 81: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	38,  // 82: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	40,  // 83: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	42,  // 84: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
-	48,  // 85: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
-	44,  // 86: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	46,  // 87: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:input_type -> thefold.github.v1.MergeBaseIntoPullRequestRequest
-	51,  // 88: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
-	54,  // 89: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	56,  // 90: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
-	58,  // 91: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	60,  // 92: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
-	63,  // 93: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	67,  // 94: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
-	69,  // 95: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
-	71,  // 96: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
-	74,  // 97: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
-	76,  // 98: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
-	79,  // 99: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
-	81,  // 100: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
-	83,  // 101: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
-	86,  // 102: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
-	88,  // 103: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
-	12,  // 104: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	14,  // 105: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	16,  // 106: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	18,  // 107: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	21,  // 108: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	24,  // 109: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	27,  // 110: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	30,  // 111: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	32,  // 112: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	34,  // 113: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	37,  // 114: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	39,  // 115: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	41,  // 116: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	43,  // 117: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
-	50,  // 118: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
-	45,  // 119: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	47,  // 120: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:output_type -> thefold.github.v1.MergeBaseIntoPullRequestResponse
-	52,  // 121: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
-	55,  // 122: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	57,  // 123: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
-	59,  // 124: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	61,  // 125: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
-	64,  // 126: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	68,  // 127: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
-	70,  // 128: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
-	72,  // 129: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
-	75,  // 130: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
-	77,  // 131: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
-	80,  // 132: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
-	82,  // 133: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
-	84,  // 134: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
-	87,  // 135: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
-	89,  // 136: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
-	104, // [104:137] is the sub-list for method output_type
-	71,  // [71:104] is the sub-list for method input_type
-	71,  // [71:71] is the sub-list for extension type_name
-	71,  // [71:71] is the sub-list for extension extendee
-	0,   // [0:71] is the sub-list for field type_name
+	49,  // 34: thefold.github.v1.CreateMergeGroupResponse.members:type_name -> thefold.github.v1.MergeGroupMember
+	6,   // 35: thefold.github.v1.Check.state:type_name -> thefold.github.v1.CheckState
+	6,   // 36: thefold.github.v1.GetPullRequestChecksResponse.state:type_name -> thefold.github.v1.CheckState
+	52,  // 37: thefold.github.v1.GetPullRequestChecksResponse.checks:type_name -> thefold.github.v1.Check
+	35,  // 38: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
+	7,   // 39: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
+	93,  // 40: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	93,  // 41: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	93,  // 42: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	7,   // 43: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
+	56,  // 44: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
+	56,  // 45: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	56,  // 46: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	56,  // 47: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
+	97,  // 48: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	56,  // 49: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
+	93,  // 50: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 51: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
+	8,   // 52: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
+	69,  // 53: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
+	93,  // 54: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	9,   // 55: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
+	8,   // 56: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
+	68,  // 57: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	68,  // 58: thefold.github.v1.GetNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
+	9,   // 59: thefold.github.v1.SetNamespaceMemberRequest.role:type_name -> thefold.github.v1.NamespaceRole
+	68,  // 60: thefold.github.v1.SetNamespaceMemberResponse.namespace:type_name -> thefold.github.v1.Namespace
+	1,   // 61: thefold.github.v1.Collaborator.role:type_name -> thefold.github.v1.RepoRole
+	1,   // 62: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
+	76,  // 63: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	76,  // 64: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	93,  // 65: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
+	81,  // 66: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	81,  // 67: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	1,   // 68: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
+	1,   // 69: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
+	88,  // 70: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	88,  // 71: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	11,  // 72: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	13,  // 73: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	15,  // 74: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	17,  // 75: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	20,  // 76: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	23,  // 77: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	25,  // 78: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	28,  // 79: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	31,  // 80: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	33,  // 81: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	36,  // 82: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	38,  // 83: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	40,  // 84: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	42,  // 85: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	51,  // 86: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
+	44,  // 87: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	46,  // 88: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:input_type -> thefold.github.v1.MergeBaseIntoPullRequestRequest
+	48,  // 89: thefold.github.v1.RepoService.CreateMergeGroup:input_type -> thefold.github.v1.CreateMergeGroupRequest
+	54,  // 90: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	57,  // 91: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	59,  // 92: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	61,  // 93: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	63,  // 94: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	66,  // 95: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	70,  // 96: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
+	72,  // 97: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
+	74,  // 98: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
+	77,  // 99: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
+	79,  // 100: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
+	82,  // 101: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
+	84,  // 102: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
+	86,  // 103: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
+	89,  // 104: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
+	91,  // 105: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
+	12,  // 106: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	14,  // 107: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	16,  // 108: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	18,  // 109: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	21,  // 110: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	24,  // 111: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	27,  // 112: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	30,  // 113: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	32,  // 114: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	34,  // 115: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	37,  // 116: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	39,  // 117: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	41,  // 118: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	43,  // 119: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	53,  // 120: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
+	45,  // 121: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	47,  // 122: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:output_type -> thefold.github.v1.MergeBaseIntoPullRequestResponse
+	50,  // 123: thefold.github.v1.RepoService.CreateMergeGroup:output_type -> thefold.github.v1.CreateMergeGroupResponse
+	55,  // 124: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	58,  // 125: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	60,  // 126: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	62,  // 127: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	64,  // 128: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	67,  // 129: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	71,  // 130: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
+	73,  // 131: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
+	75,  // 132: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
+	78,  // 133: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
+	80,  // 134: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
+	83,  // 135: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
+	85,  // 136: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
+	87,  // 137: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
+	90,  // 138: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
+	92,  // 139: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
+	106, // [106:140] is the sub-list for method output_type
+	72,  // [72:106] is the sub-list for method input_type
+	72,  // [72:72] is the sub-list for extension type_name
+	72,  // [72:72] is the sub-list for extension extendee
+	0,   // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -6801,7 +7021,7 @@ func file_thefold_github_v1_github_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   80,
+			NumMessages:   83,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -731,6 +731,51 @@ func local_request_RepoService_MergeBaseIntoPullRequest_0(ctx context.Context, m
 	return msg, metadata, err
 }
 
+func request_RepoService_CreateMergeGroup_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateMergeGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["repo"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "repo")
+	}
+	protoReq.Repo, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "repo", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.CreateMergeGroup(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RepoService_CreateMergeGroup_0(ctx context.Context, marshaler runtime.Marshaler, server RepoServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq CreateMergeGroupRequest
+		metadata runtime.ServerMetadata
+		err      error
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	val, ok := pathParams["repo"]
+	if !ok {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "missing parameter %s", "repo")
+	}
+	protoReq.Repo, err = runtime.String(val)
+	if err != nil {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "type mismatch, parameter: %s, error: %v", "repo", err)
+	}
+	msg, err := server.CreateMergeGroup(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 func request_RepoService_ClosePullRequest_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
 		protoReq ClosePullRequestRequest
@@ -1761,6 +1806,26 @@ func RegisterRepoServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RepoService_CreateMergeGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.github.v1.RepoService/CreateMergeGroup", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/mergeGroups"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RepoService_CreateMergeGroup_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RepoService_CreateMergeGroup_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RepoService_ClosePullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -2359,6 +2424,23 @@ func RegisterRepoServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_MergeBaseIntoPullRequest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RepoService_CreateMergeGroup_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.github.v1.RepoService/CreateMergeGroup", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/mergeGroups"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RepoService_CreateMergeGroup_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RepoService_CreateMergeGroup_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	mux.Handle(http.MethodPost, pattern_RepoService_ClosePullRequest_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
@@ -2649,6 +2731,7 @@ var (
 	pattern_RepoService_GetPullRequestChecks_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "pulls", "number", "checks"}, ""))
 	pattern_RepoService_MergePullRequest_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "merge"))
 	pattern_RepoService_MergeBaseIntoPullRequest_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "mergeBase"))
+	pattern_RepoService_CreateMergeGroup_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "mergeGroups"}, ""))
 	pattern_RepoService_ClosePullRequest_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "pulls", "number"}, "close"))
 	pattern_RepoService_ListIssues_0               = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "issues"}, ""))
 	pattern_RepoService_GetIssue_0                 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "issues", "number"}, ""))
@@ -2682,6 +2765,7 @@ var (
 	forward_RepoService_GetPullRequestChecks_0     = runtime.ForwardResponseMessage
 	forward_RepoService_MergePullRequest_0         = runtime.ForwardResponseMessage
 	forward_RepoService_MergeBaseIntoPullRequest_0 = runtime.ForwardResponseMessage
+	forward_RepoService_CreateMergeGroup_0         = runtime.ForwardResponseMessage
 	forward_RepoService_ClosePullRequest_0         = runtime.ForwardResponseMessage
 	forward_RepoService_ListIssues_0               = runtime.ForwardResponseMessage
 	forward_RepoService_GetIssue_0                 = runtime.ForwardResponseMessage

@@ -36,6 +36,7 @@ const (
 	RepoService_GetPullRequestChecks_FullMethodName     = "/thefold.github.v1.RepoService/GetPullRequestChecks"
 	RepoService_MergePullRequest_FullMethodName         = "/thefold.github.v1.RepoService/MergePullRequest"
 	RepoService_MergeBaseIntoPullRequest_FullMethodName = "/thefold.github.v1.RepoService/MergeBaseIntoPullRequest"
+	RepoService_CreateMergeGroup_FullMethodName         = "/thefold.github.v1.RepoService/CreateMergeGroup"
 	RepoService_ClosePullRequest_FullMethodName         = "/thefold.github.v1.RepoService/ClosePullRequest"
 	RepoService_ListIssues_FullMethodName               = "/thefold.github.v1.RepoService/ListIssues"
 	RepoService_GetIssue_FullMethodName                 = "/thefold.github.v1.RepoService/GetIssue"
@@ -130,6 +131,17 @@ type RepoServiceClient interface {
 	// moved past expected_head_sha is ABORTED; a merged or closed pull request is
 	// FAILED_PRECONDITION.
 	MergeBaseIntoPullRequest(ctx context.Context, in *MergeBaseIntoPullRequestRequest, opts ...grpc.CallOption) (*MergeBaseIntoPullRequestResponse, error)
+	// CreateMergeGroup tests open pull requests together, as a merge queue does: it writes a
+	// commit whose tree is the base branch's head with each pull request's head merged in, in
+	// the order given (each a three-way merge, as MergeBaseIntoPullRequest makes), and moves no
+	// branch: the commit is named by its sha (a ref for CreateSandbox or GetTree) until the
+	// forge collects it. Squash-merging the members one after the other afterwards gives the
+	// same tree (each merged from its merge base with the base branch, as a squash sees it).
+	// It stops at the first pull request that does not merge cleanly: members are those merged
+	// in before it, conflict_number and conflict name it and the files. A pull request that is
+	// not open or targets another base is FAILED_PRECONDITION naming it. Only the local forge
+	// makes groups; a GitHub repository is UNIMPLEMENTED (its merge queue is its own).
+	CreateMergeGroup(ctx context.Context, in *CreateMergeGroupRequest, opts ...grpc.CallOption) (*CreateMergeGroupResponse, error)
 	// ClosePullRequest closes an open pull request without merging it. An already closed one
 	// is returned as is; a merged one is FAILED_PRECONDITION.
 	ClosePullRequest(ctx context.Context, in *ClosePullRequestRequest, opts ...grpc.CallOption) (*ClosePullRequestResponse, error)
@@ -362,6 +374,16 @@ func (c *repoServiceClient) MergeBaseIntoPullRequest(ctx context.Context, in *Me
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MergeBaseIntoPullRequestResponse)
 	err := c.cc.Invoke(ctx, RepoService_MergeBaseIntoPullRequest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoServiceClient) CreateMergeGroup(ctx context.Context, in *CreateMergeGroupRequest, opts ...grpc.CallOption) (*CreateMergeGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateMergeGroupResponse)
+	err := c.cc.Invoke(ctx, RepoService_CreateMergeGroup_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -604,6 +626,17 @@ type RepoServiceServer interface {
 	// moved past expected_head_sha is ABORTED; a merged or closed pull request is
 	// FAILED_PRECONDITION.
 	MergeBaseIntoPullRequest(context.Context, *MergeBaseIntoPullRequestRequest) (*MergeBaseIntoPullRequestResponse, error)
+	// CreateMergeGroup tests open pull requests together, as a merge queue does: it writes a
+	// commit whose tree is the base branch's head with each pull request's head merged in, in
+	// the order given (each a three-way merge, as MergeBaseIntoPullRequest makes), and moves no
+	// branch: the commit is named by its sha (a ref for CreateSandbox or GetTree) until the
+	// forge collects it. Squash-merging the members one after the other afterwards gives the
+	// same tree (each merged from its merge base with the base branch, as a squash sees it).
+	// It stops at the first pull request that does not merge cleanly: members are those merged
+	// in before it, conflict_number and conflict name it and the files. A pull request that is
+	// not open or targets another base is FAILED_PRECONDITION naming it. Only the local forge
+	// makes groups; a GitHub repository is UNIMPLEMENTED (its merge queue is its own).
+	CreateMergeGroup(context.Context, *CreateMergeGroupRequest) (*CreateMergeGroupResponse, error)
 	// ClosePullRequest closes an open pull request without merging it. An already closed one
 	// is returned as is; a merged one is FAILED_PRECONDITION.
 	ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error)
@@ -713,6 +746,9 @@ func (UnimplementedRepoServiceServer) MergePullRequest(context.Context, *MergePu
 }
 func (UnimplementedRepoServiceServer) MergeBaseIntoPullRequest(context.Context, *MergeBaseIntoPullRequestRequest) (*MergeBaseIntoPullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergeBaseIntoPullRequest not implemented")
+}
+func (UnimplementedRepoServiceServer) CreateMergeGroup(context.Context, *CreateMergeGroupRequest) (*CreateMergeGroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateMergeGroup not implemented")
 }
 func (UnimplementedRepoServiceServer) ClosePullRequest(context.Context, *ClosePullRequestRequest) (*ClosePullRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClosePullRequest not implemented")
@@ -1082,6 +1118,24 @@ func _RepoService_MergeBaseIntoPullRequest_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RepoService_CreateMergeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMergeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).CreateMergeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_CreateMergeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).CreateMergeGroup(ctx, req.(*CreateMergeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RepoService_ClosePullRequest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ClosePullRequestRequest)
 	if err := dec(in); err != nil {
@@ -1440,6 +1494,10 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeBaseIntoPullRequest",
 			Handler:    _RepoService_MergeBaseIntoPullRequest_Handler,
+		},
+		{
+			MethodName: "CreateMergeGroup",
+			Handler:    _RepoService_CreateMergeGroup_Handler,
 		},
 		{
 			MethodName: "ClosePullRequest",
