@@ -238,10 +238,26 @@ its checkpoint, until you send it a message (thefold projects message) or resume
 	return []*cobra.Command{message, interrupt, resume, pool}
 }
 
-// printPool is the pool as a table, a line per worker, and the tasks waiting for one.
+// printPool is the pool as a table, a line per worker, the tasks waiting for one, and the
+// merge queue.
 func printPool(w io.Writer, resp *agentv1.GetProjectPoolResponse, now time.Time) {
 	printWorkers(w, resp.Workers, now)
 	fmt.Fprintf(w, "\n%d tasks ready for a worker\n", resp.ReadyTasks)
+	if len(resp.MergeQueue) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nMERGE QUEUE\tISSUE\tTASK\tPR\tSTATUS\n")
+	for i, e := range resp.MergeQueue {
+		pos := fmt.Sprint(i + 1)
+		if e.InGroup {
+			pos += " (group)"
+		}
+		status := "-"
+		if e.StatusReason != "" {
+			status = firstLine(e.StatusReason, 80)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", pos, issueRef(e.IssueNumber), firstLine(e.Title, 40), prRef(e.PullRequest.GetNumber()), status)
+	}
 }
 
 func printWorkers(w io.Writer, workers []*agentv1.ProjectWorker, now time.Time) {

@@ -127,7 +127,8 @@ func TestPlanRequest(t *testing.T) {
 }
 
 // A pool table: a line per worker with its state, issue, task, phase, attempt, pull
-// request, last event's age and cost; an idle worker's cells are dashes.
+// request, last event's age and cost; an idle worker's cells are dashes. Then the merge
+// queue in order, its group marked.
 func TestPrintPool(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	resp := &agentv1.GetProjectPoolResponse{
@@ -142,6 +143,11 @@ func TestPrintPool(t *testing.T) {
 			{Number: 3, State: agentv1.WorkerState_WORKER_STATE_IDLE},
 		},
 		ReadyTasks: 4,
+		MergeQueue: []*agentv1.MergeQueueEntry{
+			{Title: "Add a login page", IssueNumber: 12, PullRequest: &typev1.PullRequestRef{Number: 19}, StatusReason: "checking #19 and #20 together on 0123456789", InGroup: true},
+			{Title: "Fix the footer", IssueNumber: 13, PullRequest: &typev1.PullRequestRef{Number: 20}, InGroup: true},
+			{Title: "Tidy the README", IssueNumber: 16, PullRequest: &typev1.PullRequestRef{Number: 22}},
+		},
 	}
 	var b bytes.Buffer
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -157,6 +163,11 @@ func TestPrintPool(t *testing.T) {
 		"3 idle - - - - - - $0.0000",
 		"",
 		"4 tasks ready for a worker",
+		"",
+		"MERGE QUEUE ISSUE TASK PR STATUS",
+		"1 (group) #12 Add a login page PR #19 checking #19 and #20 together on 0123456789",
+		"2 (group) #13 Fix the footer PR #20 -",
+		"3 #16 Tidy the README PR #22 -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("pool table:\n%s", b.String())

@@ -114,7 +114,7 @@ func crewScript() []fakellm.Response {
 		fakellm.Response{Match: both(`# Job: plan a task`, regexp.QuoteMeta("[CREW-M-1]")+`.*PERSON-SAYS-HELLO`), Text: planAnswer("Write cm/cm.go.", "cm/cm.go")},
 		fakellm.Response{Match: projectPlanMatch("[CREW-M-1]"), Latency: fakellm.Duration(20 * time.Second), Text: planAnswer("Write cm/cm.go.", "cm/cm.go")},
 		fakellm.Response{Match: genMatch("cm/cm.go"), Text: content(crewSrc("cm", false))})
-	return rs
+	return append(rs, crewGroupScript()...)
 }
 
 // crewRepo makes a Go module repository with the issues of a scenario (blocked-by links
@@ -276,7 +276,8 @@ func TestCrewWorksADiamondOfIssuesInOrder(t *testing.T) {
 	}
 	evs := crewEvents(t, id, 10*time.Second)
 	// At most three jobs at once, and every worker number within 1–3: from the events, a
-	// task holds its worker from its start to its merge (or end).
+	// task holds its worker from its start until its pull request opens (or it ends); its
+	// pull request then waits in the merge queue, and the worker takes the next task.
 	running, most, updated, merged := map[string]bool{}, 0, 0, 0
 	for _, e := range evs {
 		if e.Worker < 0 || e.Worker > 3 {
@@ -285,7 +286,7 @@ func TestCrewWorksADiamondOfIssuesInOrder(t *testing.T) {
 		switch e.Type {
 		case "PROJECT_EVENT_TYPE_TASK_STARTED":
 			running[e.ProjectTaskID] = true
-		case "PROJECT_EVENT_TYPE_TASK_MERGED", "PROJECT_EVENT_TYPE_TASK_FAILED", "PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED":
+		case "PROJECT_EVENT_TYPE_TASK_PULL_REQUEST_OPENED", "PROJECT_EVENT_TYPE_TASK_MERGED", "PROJECT_EVENT_TYPE_TASK_FAILED", "PROJECT_EVENT_TYPE_TASK_HUMAN_NEEDED":
 			delete(running, e.ProjectTaskID)
 			if e.Type == "PROJECT_EVENT_TYPE_TASK_MERGED" {
 				merged++

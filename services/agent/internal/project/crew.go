@@ -47,6 +47,10 @@ const (
 	MaxCheckFixes = 2
 	// maxChecksText caps what a task keeps of its last checks' output.
 	maxChecksText = 4000
+	// maxGroup bounds a merge group: the pull requests checked together.
+	maxGroup = 8
+	// groupCheck keys the merge group's check among the running checks.
+	groupCheck = "merge-group"
 )
 
 // Task statuses, for the code below.
@@ -90,6 +94,13 @@ func Active(t *agentv1.ProjectTask) bool {
 	return false
 }
 
+// HoldsWorker reports whether crew task t holds its worker: its job runs or waits at its
+// review. A task whose pull request is open leaves its worker for the next task; the crew
+// checks and merges it (and a worker takes it again when its checks send it back).
+func HoldsWorker(t *agentv1.ProjectTask) bool {
+	return t.Status == ptRunning || t.Status == ptReview
+}
+
 // crew does the next thing of a crew project: follow a task that moved, start a ready task
 // on a free worker, or finish. idle is set when nothing moved and it waited.
 func (x *run) crew(ctx context.Context) (idle bool, err error) {
@@ -102,9 +113,13 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 	}
 	var active []*agentv1.ProjectTask
 	var jobs []string
+	working := 0
 	for _, t := range Tasks(p.Phases) {
 		if Active(t) {
 			active = append(active, t)
+			if HoldsWorker(t) {
+				working++
+			}
 			if t.Status != ptChecking && t.JobId != "" {
 				jobs = append(jobs, t.JobId)
 			}
@@ -123,6 +138,13 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 			if t != front {
 				continue // its turn comes: each merge moves the base the ones after it take in
 			}
+			if x.rec.State.Group != nil {
+				if rc := x.checking[groupCheck]; rc != nil && !isDone(rc.done) {
+					continue // the group's check runs; its end wakes the crew
+				}
+				moved, err = x.groupChecked(ctx)
+				break
+			}
 			if rc := x.checking[t.Id]; rc != nil && !isDone(rc.done) {
 				continue // its check runs; its end wakes the crew
 			}
@@ -136,7 +158,14 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 			return false, err
 		}
 	}
-	if len(active) < Workers(p) {
+	if working < Workers(p) {
+		// A task its checks sent back first, then the next ready one.
+		if t, fix := x.nextFix(); t != nil {
+			if fix.Redo {
+				return false, x.crewStart(ctx, t, phaseOf(p, t), "")
+			}
+			return false, x.crewStart(ctx, t, phaseOf(p, t), fix.Checks)
+		}
 		if t, ph := crewReady(p); t != nil {
 			return false, x.crewStart(ctx, t, ph, "")
 		}
@@ -153,23 +182,31 @@ func (x *run) crew(ctx context.Context) (idle bool, err error) {
 // from an older checkpoint, joins at the end).
 func (x *run) mergeFront() *agentv1.ProjectTask {
 	st, p := &x.rec.State, x.p()
+	st.MergeQueue = queueOrder(st, p)
+	if len(st.MergeQueue) == 0 {
+		return nil
+	}
+	t, _ := Find(p, st.MergeQueue[0])
+	return t
+}
+
+// queueOrder is the merge queue of crew project p with checkpoint st: its CHECKING tasks
+// not sent back to a worker, in the order they joined (one that reached CHECKING without a
+// place, from an older checkpoint, joins at the end).
+func queueOrder(st *store.ProjectState, p *agentv1.Project) []string {
 	byID := index(Tasks(p.Phases))
-	q := st.MergeQueue[:0]
+	q := make([]string, 0, len(st.MergeQueue))
 	for _, id := range st.MergeQueue {
-		if t := byID[id]; t != nil && t.Status == ptChecking && !slices.Contains(q, id) {
+		if t := byID[id]; t != nil && t.Status == ptChecking && st.Fixes[id] == nil && !slices.Contains(q, id) {
 			q = append(q, id)
 		}
 	}
 	for _, t := range Tasks(p.Phases) {
-		if t.Status == ptChecking && !slices.Contains(q, t.Id) {
+		if t.Status == ptChecking && st.Fixes[t.Id] == nil && !slices.Contains(q, t.Id) {
 			q = append(q, t.Id)
 		}
 	}
-	st.MergeQueue = q
-	if len(q) == 0 {
-		return nil
-	}
-	return byID[q[0]]
+	return q
 }
 
 // crewIdle reports whether the job of running or in-review task t, in state js, has
@@ -233,11 +270,37 @@ func ReadyCount(p *agentv1.Project) int {
 	return n
 }
 
-// freeWorker is the lowest worker number no active task holds.
+// nextFix is the first task, in plan order, that its checks sent back to a worker.
+func (x *run) nextFix() (*agentv1.ProjectTask, *store.CrewFix) {
+	if len(x.rec.State.Fixes) == 0 {
+		return nil, nil
+	}
+	for _, t := range Tasks(x.p().Phases) {
+		if f := x.rec.State.Fixes[t.Id]; f != nil && t.Status == ptChecking {
+			return t, f
+		}
+	}
+	return nil, nil
+}
+
+// sendBack takes task t out of the merge queue until a worker fixes it (or, with redo, does
+// it again from the base).
+func (x *run) sendBack(t *agentv1.ProjectTask, checks string, redo bool) {
+	st := &x.rec.State
+	if st.Fixes == nil {
+		st.Fixes = map[string]*store.CrewFix{}
+	}
+	st.Fixes[t.Id] = &store.CrewFix{Checks: checks, Redo: redo}
+	if st.AloneFirst == t.Id {
+		st.AloneFirst = ""
+	}
+}
+
+// freeWorker is the lowest worker number no task holds.
 func freeWorker(p *agentv1.Project) int32 {
 	held := map[int32]bool{}
 	for _, t := range Tasks(p.Phases) {
-		if Active(t) {
+		if HoldsWorker(t) {
 			held[t.Worker] = true
 		}
 	}
@@ -266,10 +329,10 @@ func crewBranch(t *agentv1.ProjectTask) string {
 // request's branch, told what its checks said.
 func (x *run) crewStart(ctx context.Context, t *agentv1.ProjectTask, ph *agentv1.ProjectPhase, fix string) error {
 	p := x.p()
-	if t.Worker == 0 || !Active(t) {
-		// (A task sent back from its checks keeps the worker it holds.)
+	if t.Worker == 0 || !HoldsWorker(t) {
 		t.Worker = freeWorker(p)
 	}
+	delete(x.rec.State.Fixes, t.Id)
 	t.Attempts++
 	if fix == "" {
 		t.Branch, t.PullRequest = crewBranch(t), nil
@@ -472,7 +535,8 @@ func (x *run) crewCheck(ctx context.Context, t *agentv1.ProjectTask) (moved bool
 			x.crewHuman(ctx, t, fmt.Sprintf("the checks of pull request #%d failed %d times", pr.GetNumber(), t.CheckFailures))
 			return true, nil
 		}
-		return true, x.crewStart(ctx, t, ph, res.Summary)
+		x.sendBack(t, res.Summary, false)
+		return true, nil
 	}
 	moved = up.GetUpdated()
 	if !res.Reported {
@@ -544,8 +608,18 @@ func (x *run) checks(ctx context.Context, t *agentv1.ProjectTask, head string) (
 		c.Backoff()
 	default:
 		// The repository's own check runs in a sandbox beside the crew's other work; its
-		// end wakes the crew. (Should the run end first, the next one runs it again.)
-		if err := x.takeCheck(t, c, x.startCheck(ctx, t, head)); err != nil {
+		// end wakes the crew. (Should the run end first, the next one runs it again.) The
+		// pull requests queued behind this one are checked with it when the forge can merge
+		// them together.
+		grouped, err := x.startGroup(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if grouped {
+			c.State, c.Next = store.CheckPending, time.Now().Add(x.e.cfg.Poll)
+			return c, nil
+		}
+		if err := x.takeCheck(t, c, x.startCheck(ctx, t.Id, t.Branch, head)); err != nil {
 			return nil, err
 		}
 	}
@@ -580,8 +654,9 @@ type runningCheck struct {
 	err    error
 }
 
-// startCheck starts task t's sandbox check of head.
-func (x *run) startCheck(ctx context.Context, t *agentv1.ProjectTask, head string) *runningCheck {
+// startCheck starts the sandbox check of ref at head, kept in the running checks under id
+// (a project task's, or groupCheck).
+func (x *run) startCheck(ctx context.Context, id, ref, head string) *runningCheck {
 	if x.checking == nil {
 		x.checking = map[string]*runningCheck{}
 	}
@@ -589,10 +664,10 @@ func (x *run) startCheck(ctx context.Context, t *agentv1.ProjectTask, head strin
 		x.woken = make(chan struct{}, 1)
 	}
 	rc := &runningCheck{head: head, done: make(chan struct{})}
-	x.checking[t.Id] = rc
+	x.checking[id] = rc
 	p := x.p()
 	// A new sandbox for each run of a check (one a crashed run made may be gone).
-	spec := checkSpec{key: x.key("check", t.Id, shortSHA(head), newID()[:8]), repo: p.Repo, branch: t.Branch, command: p.CheckCommand}
+	spec := checkSpec{key: x.key("check", id, shortSHA(head), newID()[:8]), repo: p.Repo, branch: ref, command: p.CheckCommand}
 	go func() {
 		defer func() {
 			close(rc.done)
@@ -778,7 +853,8 @@ func (x *run) crewConflict(ctx context.Context, t *agentv1.ProjectTask, why stri
 		return err
 	}
 	t.StatusReason = fmt.Sprintf("pull request #%d conflicted with %s (%s): do the task again from %s", n, p.BaseBranch, why, p.BaseBranch)
-	return x.crewStart(ctx, t, ph, "")
+	x.sendBack(t, "", true)
+	return nil
 }
 
 // crewHuman stops task t for a person and skips its dependents.

@@ -49,7 +49,7 @@ func TestCrewBranchNamesTheIssueAndTheAttempt(t *testing.T) {
 }
 
 // A crew takes the first pending task (in plan order) whose dependencies are merged or
-// skipped, on the lowest free worker.
+// skipped, on the lowest free worker: one whose task runs or waits at its review.
 func TestCrewReadyAndFreeWorker(t *testing.T) {
 	mk := func(id string, deps []string, s agentv1.ProjectTaskStatus, w int32) *agentv1.ProjectTask {
 		return &agentv1.ProjectTask{Id: id, DependsOn: deps, Status: s, Worker: w}
@@ -67,8 +67,12 @@ func TestCrewReadyAndFreeWorker(t *testing.T) {
 	if n := ReadyCount(p); n != 1 {
 		t.Fatalf("ReadyCount %d, want 1", n)
 	}
+	if w := freeWorker(p); w != 2 {
+		t.Fatalf("free worker %d, want 2 (1 runs e; b's pull request waits to merge, and its worker 2 is free)", w)
+	}
+	b.Status = ptReview
 	if w := freeWorker(p); w != 3 {
-		t.Fatalf("free worker %d, want 3 (1 runs e, 2 checks b)", w)
+		t.Fatalf("free worker %d, want 3 (1 runs e, 2 waits at b's review)", w)
 	}
 	b.Status, c.Status = ptDone, ptSkipped
 	if got, _ := crewReady(p); got != d {
@@ -200,5 +204,35 @@ func TestCrewReadyHonoursHoldAndPriority(t *testing.T) {
 	if p.Status != agentv1.ProjectStatus_PROJECT_STATUS_HUMAN_NEEDED || c.Status != ptPending || d.Status != ptPending ||
 		!strings.Contains(p.StatusReason, "2 merged, 0 skipped, 2 waiting on a person") || !strings.Contains(p.StatusReason, "held by a person") {
 		t.Fatalf("finish with held tasks: %v %q; c %v, d %v", p.Status, p.StatusReason, c.Status, d.Status)
+	}
+}
+
+// The merge queue keeps the order tasks joined it, leaves out those sent back to a worker
+// (until a worker takes them again), and adds a CHECKING task without a place at the end.
+func TestCrewMergeQueueOrder(t *testing.T) {
+	mk := func(id string, s agentv1.ProjectTaskStatus, pr int32) *agentv1.ProjectTask {
+		return &agentv1.ProjectTask{Id: id, Title: "task " + id, Status: s, PullRequest: &typev1.PullRequestRef{Number: pr}}
+	}
+	a, b, c, d, e := mk("a", ptChecking, 1), mk("b", ptChecking, 2), mk("c", ptChecking, 3), mk("d", ptRunning, 0), mk("e", ptChecking, 5)
+	p := &agentv1.Project{Mode: agentv1.ProjectMode_PROJECT_MODE_CREW, Phases: []*agentv1.ProjectPhase{{Number: 1, Tasks: []*agentv1.ProjectTask{a, b, c, d, e}}}}
+	rec := &store.ProjectRecord{Project: p, State: store.ProjectState{MergeQueue: []string{"c", "a", "d", "b", "gone"},
+		Fixes: map[string]*store.CrewFix{"b": {Checks: "FAIL"}}, Group: &store.MergeGroup{Sha: "0123456789abcdef", Members: []store.GroupMember{{Task: "c", Number: 3}, {Task: "a", Number: 1}}}}}
+	if got := queueOrder(&rec.State, p); !slices.Equal(got, []string{"c", "a", "e"}) {
+		t.Fatalf("queue %v, want c a e", got)
+	}
+	x := &run{rec: rec}
+	if got, fix := x.nextFix(); got != b || fix.Checks != "FAIL" {
+		t.Fatalf("next fix %v %v, want b", got, fix)
+	}
+	q := MergeQueue(rec)
+	if len(q) != 3 || q[0].ProjectTaskId != "c" || !q[0].InGroup || !q[1].InGroup || q[2].InGroup || q[2].PullRequest.GetNumber() != 5 {
+		t.Fatalf("pool's merge queue %v", q)
+	}
+	if got := groupNumbers(rec.State.Group); got != "#3 and #1" {
+		t.Fatalf("group %q", got)
+	}
+	rec.State.Group.Members = append(rec.State.Group.Members, store.GroupMember{Number: 5})
+	if got := groupNumbers(rec.State.Group); got != "#3, #1 and #5" {
+		t.Fatalf("group %q", got)
 	}
 }

@@ -135,6 +135,8 @@ type run struct {
 	// woken is told when one ends.
 	checking map[string]*runningCheck
 	woken    chan struct{}
+	// noGroups is set once the forge said it makes no merge groups (GitHub).
+	noGroups bool
 }
 
 // pendingRead is the read of a finished task's files, which goes on while the runner moves

@@ -46,7 +46,7 @@ func crewTarget(p *agentv1.Project, worker int32, taskID string, required bool) 
 			return nil, errs.Invalid("worker", "must be 1–%d, not %d", project.Workers(p), worker)
 		}
 		for _, t := range project.Tasks(p.Phases) {
-			if t.Worker == worker && project.Active(t) {
+			if t.Worker == worker && project.HoldsWorker(t) {
 				return t, nil
 			}
 		}
@@ -338,7 +338,7 @@ func (p *projects) GetProjectPool(ctx context.Context, req *agentv1.GetProjectPo
 	if err != nil {
 		return nil, err
 	}
-	return &agentv1.GetProjectPoolResponse{Workers: ws, ReadyTasks: int32(project.ReadyCount(rec.Project))}, nil
+	return &agentv1.GetProjectPoolResponse{Workers: ws, ReadyTasks: int32(project.ReadyCount(rec.Project)), MergeQueue: project.MergeQueue(rec)}, nil
 }
 
 // poolWorker is worker n of the caller's project id as GetProjectPool has it.
@@ -376,14 +376,11 @@ func (p *projects) pool(ctx context.Context, pr *agentv1.Project) ([]*agentv1.Pr
 		if t.Status == agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_COMPLETED && t.PullRequest != nil {
 			w.TasksDone++
 		}
-		if !project.Active(t) {
+		if !project.HoldsWorker(t) {
 			continue
 		}
 		w.ProjectTaskId, w.TaskId, w.Title, w.IssueNumber, w.JobId, w.PullRequest = t.Id, t.TaskId, t.Title, t.IssueNumber, t.JobId, t.PullRequest
 		w.State = agentv1.WorkerState_WORKER_STATE_WORKING
-		if t.Status == agentv1.ProjectTaskStatus_PROJECT_TASK_STATUS_CHECKING {
-			w.State = agentv1.WorkerState_WORKER_STATE_CHECKING
-		}
 		if t.JobId != "" {
 			jobs = append(jobs, t.JobId)
 		}

@@ -75,6 +75,36 @@ type ProjectState struct {
 	// MergeQueue is a crew's tasks with an open pull request, in the order they opened it:
 	// the first is brought up to date, checked and merged; the others wait their turn.
 	MergeQueue []string `json:"merge_queue,omitempty"`
+	// Group is the merge group being checked: the front of the merge queue and those after
+	// it, checked together in one commit.
+	Group *MergeGroup `json:"group,omitempty"`
+	// AloneFirst is the task to check alone before any group forms again: the front of a
+	// group whose checks failed (which of its members broke them is not known).
+	AloneFirst string `json:"alone_first,omitempty"`
+	// Fixes are the tasks sent back by their checks, waiting for a free worker, by project
+	// task.
+	Fixes map[string]*CrewFix `json:"fixes,omitempty"`
+}
+
+// CrewFix is a task sent back by its checks: to fix its pull request with what the checks
+// said, or (Redo) to do again from the base after its pull request conflicted.
+type CrewFix struct {
+	Checks string `json:"checks,omitempty"`
+	Redo   bool   `json:"redo,omitempty"`
+}
+
+// MergeGroup is a crew's merge group: the forge's commit of the base with the members'
+// pull requests merged in, in queue order.
+type MergeGroup struct {
+	Sha     string        `json:"sha"`
+	Members []GroupMember `json:"members"`
+}
+
+// GroupMember is a task in a merge group, at the head its pull request had.
+type GroupMember struct {
+	Task   string `json:"task"`
+	Number int32  `json:"number"`
+	Head   string `json:"head"`
 }
 
 // States of a crew task's checks.
