@@ -23,6 +23,13 @@ import (
 
 const crewBenchIssues = 30
 
+// The same with a model that takes its time: crewSlowIssues issues whose plan and file each
+// take crewSlowLatency to come (a real model takes seconds to tens of seconds per call).
+const (
+	crewSlowIssues  = 12
+	crewSlowLatency = 2 * time.Second
+)
+
 func crewBenchScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for i := 1; i <= crewBenchIssues; i++ {
@@ -31,6 +38,12 @@ func crewBenchScript() []fakellm.Response {
 			fakellm.Response{Match: projectPlanMatch(fmt.Sprintf("[CREW-BENCH-%02d]", i)), Text: planAnswer("Write "+path+".", path)},
 			fakellm.Response{Match: genMatch(path), Text: content(fmt.Sprintf("# Note %d\n\nScripted.\n", i))})
 	}
+	for i := 1; i <= crewSlowIssues; i++ {
+		path := fmt.Sprintf("notes/s%02d.md", i)
+		rs = append(rs,
+			fakellm.Response{Match: projectPlanMatch(fmt.Sprintf("[CREW-SLOW-%02d]", i)), Latency: fakellm.Duration(crewSlowLatency), Text: planAnswer("Write "+path+".", path)},
+			fakellm.Response{Match: genMatch(path), Latency: fakellm.Duration(crewSlowLatency), Text: content(fmt.Sprintf("# Note %d\n\nScripted slowly.\n", i))})
+	}
 	return rs
 }
 
@@ -38,15 +51,19 @@ func crewBenchScript() []fakellm.Response {
 // wall time from StartProject to COMPLETED, where the time went (crewStages), and the CPU
 // time the whole machine spent meanwhile (every process: the mesh, PostgreSQL, the
 // container engine and the sandboxes).
-func crewBenchRun(b *testing.B, workers int) (wall time.Duration, stages crewStages, cpu time.Duration) {
+func crewBenchRun(b *testing.B, workers int, slow bool) (wall time.Duration, stages crewStages, cpu time.Duration) {
 	b.Helper()
 	repo := fmt.Sprintf("local/crew-bench-%d-%d", workers, time.Now().UnixNano())
 	if code, body := rest(b, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		b.Fatalf("create repo: %d %v", code, body)
 	}
-	for i := 1; i <= crewBenchIssues; i++ {
+	n, marker, note := crewBenchIssues, "CREW-BENCH", "c"
+	if slow {
+		n, marker, note = crewSlowIssues, "CREW-SLOW", "s"
+	}
+	for i := 1; i <= n; i++ {
 		if code, body := rest(b, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{
-			"title": fmt.Sprintf("Write note %d [CREW-BENCH-%02d]", i, i), "body": fmt.Sprintf("Write notes/c%02d.md.", i)}); code != http.StatusOK {
+			"title": fmt.Sprintf("Write note %d [%s-%02d]", i, marker, i), "body": fmt.Sprintf("Write notes/%s%02d.md.", note, i)}); code != http.StatusOK {
 			b.Fatalf("create issue: %d %v", code, body)
 		}
 	}
@@ -68,7 +85,7 @@ func crewBenchRun(b *testing.B, workers int) (wall time.Duration, stages crewSta
 		p := got["project"].(map[string]any)
 		switch p["status"] {
 		case "PROJECT_STATUS_COMPLETED":
-			if !strings.HasPrefix(fmt.Sprint(p["status_reason"]), fmt.Sprintf("%d merged", crewBenchIssues)) {
+			if !strings.HasPrefix(fmt.Sprint(p["status_reason"]), fmt.Sprintf("%d merged", n)) {
 				b.Fatalf("the crew's report: %v", p["status_reason"])
 			}
 			d, c := time.Since(start), machineCPU(b)-cpu0
@@ -209,29 +226,39 @@ func machineCPU(b *testing.B) time.Duration {
 // BenchmarkCrewParallelism: 30 independent issues with 1 worker, then with 3 (target: 3
 // workers in at most 1/2.5 of 1 worker's time). It also prints where a task's time went
 // (crewStages: pull requests merge one at a time, each brought up to date with the base the
-// one before moved and checked again), and the machine's CPU time in each run: 3 workers cannot
-// take less wall time than the CPU time their run needs spread over every core, so that
-// quotient over 1 worker's time is the least ratio this machine allows.
+// one before moved and checked again, or several together in a merge group), and the
+// machine's CPU time in each run: 3 workers cannot take less wall time than the CPU time
+// their run needs spread over every core, so that quotient over 1 worker's time is the least
+// ratio this machine allows. Then the same with a model that takes crewSlowLatency per call,
+// where the workers' waits overlap.
 func BenchmarkCrewParallelism(b *testing.B) {
-	var one, three, cpu1, cpu3 []time.Duration
+	var one, three, cpu1, cpu3, slow1, slow3 []time.Duration
 	var st1, st3 crewStages
 	for b.Loop() {
-		d, st, c := crewBenchRun(b, 1)
+		d, st, c := crewBenchRun(b, 1, false)
 		one, cpu1, st1 = append(one, d), append(cpu1, c), st
-		d, st, c = crewBenchRun(b, 3)
+		d, st, c = crewBenchRun(b, 3, false)
 		three, cpu3, st3 = append(three, d), append(cpu3, c), st
+		d, _, _ = crewBenchRun(b, 1, true)
+		slow1 = append(slow1, d)
+		d, _, _ = crewBenchRun(b, 3, true)
+		slow3 = append(slow3, d)
 	}
 	m1, m3 := median(one), median(three)
 	c1, c3 := median(cpu1), median(cpu3)
 	cores := float64(runtime.NumCPU())
 	ratio := float64(m3) / float64(m1)
 	floor := c3.Seconds() / cores / m1.Seconds()
+	slowRatio := float64(median(slow3)) / float64(median(slow1))
 	b.ReportMetric(ratio, "3w/1w")
 	b.ReportMetric(floor, "floor-3w/1w")
-	fmt.Printf("crew of %d independent issues (scripted model, no-op check): 1 worker %s, 3 workers %s; 3 workers take %.2f of 1 worker's time (target ≤ 0.40)\n",
+	b.ReportMetric(slowRatio, "3w/1w-slow-model")
+	fmt.Printf("crew of %d independent issues (scripted model answering at once, no-op check): 1 worker %s, 3 workers %s; 3 workers take %.2f of 1 worker's time (target ≤ 0.40)\n",
 		crewBenchIssues, m1.Round(100*time.Millisecond), m3.Round(100*time.Millisecond), ratio)
 	fmt.Printf("crew stages (medians; the last run of each): 1 worker: %s\ncrew stages: 3 workers: %s\n", st1, st3)
 	fmt.Printf("crew CPU: the machine was busy %.1f CPU-s with 1 worker (%.2f of its %d cores for the run), %.1f CPU-s with 3 workers (%.2f of them); "+
 		"spread over every core, 3 workers' CPU needs at least %.2f of 1 worker's time on this machine (the floor of the ratio)\n",
 		c1.Seconds(), c1.Seconds()/cores/m1.Seconds(), runtime.NumCPU(), c3.Seconds(), c3.Seconds()/cores/m3.Seconds(), floor)
+	fmt.Printf("crew of %d independent issues, the model taking %s per plan and per file: 1 worker %s, 3 workers %s; 3 workers take %.2f of 1 worker's time\n",
+		crewSlowIssues, crewSlowLatency, median(slow1).Round(100*time.Millisecond), median(slow3).Round(100*time.Millisecond), slowRatio)
 }
