@@ -14,37 +14,19 @@ import (
 )
 
 // The merge-group scenarios: pull requests queued behind the front of the merge queue are
-// checked together in one commit of the base with all of them merged in. The repository's
-// check takes a few seconds (so the later pull requests queue while the first is checked)
-// and fails while a Go file holds the marker CHECKFAIL; the jobs' own validation does not
-// run it (a build tag).
-const crewGroupCheckTest = `//go:build crewgroup
+// checked together in one commit of the base with all of them merged in. The repository
+// holds notes and a check of its own (Python, so no toolchain compiles anything): it takes
+// a few seconds (so later pull requests queue while the first is checked) and fails while a
+// note holds the marker CHECKFAIL.
+const crewGroupCheck = `import pathlib, sys, time
 
-package checks
-
-import (
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
-	"time"
-)
-
-func TestSlowlyNoMarker(t *testing.T) {
-	time.Sleep(6 * time.Second)
-	marker := "CHECK" + "FAIL"
-	_ = filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") {
-			return err
-		}
-		b, _ := os.ReadFile(p)
-		if strings.Contains(string(b), marker) {
-			t.Errorf("%s holds the marker", p)
-		}
-		return nil
-	})
-}
+time.sleep(6)
+marker = "CHECK" + "FAIL"
+bad = [str(p) for p in pathlib.Path(".").rglob("*.md") if marker in p.read_text()]
+if bad:
+    print("the marker is in", ", ".join(sorted(bad)))
+    sys.exit(1)
+print("no marker")
 `
 
 // The crew's merge policy is HUMAN, so every pull request waits at its review until the
@@ -55,14 +37,14 @@ func TestSlowlyNoMarker(t *testing.T) {
 // fixed on its pull request, and passes.
 var (
 	crewGroupPass = []crewIssue{
-		{"p1", "Write package gp1 [CREW-G-P1]", "gp1", nil},
-		{"p2", "Write package gp2 [CREW-G-P2]", "gp2", nil},
-		{"p3", "Write package gp3 [CREW-G-P3]", "gp3", nil},
+		{"p1", "Write note gp1 [CREW-G-P1]", "gp1", nil},
+		{"p2", "Write note gp2 [CREW-G-P2]", "gp2", nil},
+		{"p3", "Write note gp3 [CREW-G-P3]", "gp3", nil},
 	}
 	crewGroupFail = []crewIssue{
-		{"f1", "Write package gf1 [CREW-G-F1]", "gf1", nil},
-		{"f2", "Write package gf2 [CREW-G-F2]", "gf2", nil},
-		{"f3", "Write package gf3 [CREW-G-F3]", "gf3", nil},
+		{"f1", "Write note gf1 [CREW-G-F1]", "gf1", nil},
+		{"f2", "Write note gf2 [CREW-G-F2]", "gf2", nil},
+		{"f3", "Write note gf3 [CREW-G-F3]", "gf3", nil},
 	}
 )
 
@@ -71,13 +53,13 @@ func crewGroupScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, set := range [][]crewIssue{crewGroupPass, crewGroupFail} {
 		for _, is := range set {
-			path := is.pkg + "/" + is.pkg + ".go"
+			path := "notes/" + is.pkg + ".md"
 			marker := is.title[strings.Index(is.title, "["):]
 			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)})
 			if is.key == "f3" {
-				rs = append(rs, fakellm.Response{Match: genMatch(path), Times: 1, Text: content(crewSrc(is.pkg, true))})
+				rs = append(rs, fakellm.Response{Match: genMatch(path), Times: 1, Text: content("# " + is.pkg + "\n\nCHECKFAIL: the check refuses this line.\n")})
 			}
-			rs = append(rs, fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
+			rs = append(rs, fakellm.Response{Match: genMatch(path), Text: content("# " + is.pkg + "\n\nA note.\n")})
 		}
 	}
 	return rs
@@ -89,10 +71,20 @@ func crewGroupScript() []fakellm.Response {
 // one's pull request is open, the others (and from then on every review that waits).
 func crewGroupRun(t *testing.T, name string, issues []crewIssue) (map[string]any, []string, int) {
 	t.Helper()
-	repo, _ := crewRepo(t, name, issues,
-		map[string]any{"path": "checks/doc.go", "action": "FILE_ACTION_CREATE", "content": crewCheckDoc},
-		map[string]any{"path": "checks/slow_test.go", "action": "FILE_ACTION_CREATE", "content": crewGroupCheckTest})
-	id := planCrew(t, repo, map[string]any{"check_command": "go test -count=1 -tags crewgroup ./checks/", "merge_policy": "MERGE_POLICY_HUMAN"})
+	repo := "local/" + name
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "check",
+		"files": []map[string]any{{"path": "checks.py", "action": "FILE_ACTION_CREATE", "content": crewGroupCheck}}}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	for _, is := range issues {
+		if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{"title": is.title, "body": "Write notes/" + is.pkg + ".md."}); code != http.StatusOK {
+			t.Fatalf("create issue: %d %v", code, body)
+		}
+	}
+	id := planCrew(t, repo, map[string]any{"check_command": "python3 checks.py", "merge_policy": "MERGE_POLICY_HUMAN"})
 	var reasons []string
 	most, gate := 0, false
 	approved := map[string]bool{}
@@ -173,11 +165,11 @@ func TestCrewChecksQueuedPullRequestsTogether(t *testing.T) {
 			t.Fatalf("pull request #%d: %v", pr, got["state"])
 		}
 	}
-	// main has all three packages.
+	// main has all three notes.
 	dst := cloneBranch(t, fmt.Sprint(p["repo"]), "main")
 	for _, is := range crewGroupPass {
-		if _, err := os.Stat(filepath.Join(dst, is.pkg, is.pkg+".go")); err != nil {
-			t.Fatalf("main lacks %s after the crew: %v", is.pkg, err)
+		if _, err := os.Stat(filepath.Join(dst, "notes", is.pkg+".md")); err != nil {
+			t.Fatalf("main lacks notes/%s.md after the crew: %v", is.pkg, err)
 		}
 	}
 }
