@@ -616,7 +616,9 @@ func TestAgentPauseAndResumeMidBuild(t *testing.T) {
 	if code, body := rest(t, http.MethodPost, "/v1/jobs/"+jobID+":resume", token, map[string]any{}); code != http.StatusOK {
 		t.Fatalf("resume: %d %v", code, body)
 	}
-	job := waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	// (Its build of three Go files: beside the parallel shard's crews such a build has
+	// taken 4 minutes in CI.)
+	job := waitJob(t, jobID, 6*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if job["build_id"] != building["build_id"] {
 		t.Errorf("the resumed job built again: %v, then %v", building["build_id"], job["build_id"])
 	}
@@ -645,7 +647,9 @@ func TestAgentResumesAfterTheAgentIsKilled(t *testing.T) {
 	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	job := waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	// (Its build of three Go files runs on through the kill; beside the parallel shard's
+	// crews it has taken 4 minutes in CI.)
+	job := waitJob(t, jobID, 6*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if job["build_id"] != building["build_id"] {
 		t.Errorf("the resumed job built again: %v, then %v", building["build_id"], job["build_id"])
 	}

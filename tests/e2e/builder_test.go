@@ -258,7 +258,7 @@ func generations(paths ...string) map[string]int {
 // per-step tokens, cost and validation, and a module that go build and go vet accept.
 func TestBuildOverRESTProducesAModuleGoAccepts(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/calc", map[string]string{"go.mod": "module example.com/calc\n\ngo 1.22\n"})
 	plan := &typev1.Plan{Summary: "e2e-calc: a calculator module", Steps: []*typev1.PlanStep{
@@ -549,7 +549,7 @@ func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
 // it again: the build finishes, no file is generated twice, no event is lost or repeated.
 func TestBuildResumesAfterTheBuilderIsKilled(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/resume", map[string]string{"go.mod": "module example.com/resume\n\ngo 1.22\n"})
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -799,7 +799,7 @@ func failures(steps []*builderv1.BuildStep) string {
 // implement phase.
 func TestBuildScaffoldsANewProjectThenSyncsItsManifest(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/fresh", nil)
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))
