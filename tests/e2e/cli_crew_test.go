@@ -12,9 +12,9 @@ import (
 
 func cliCrewScript() []fakellm.Response {
 	return []fakellm.Response{
-		{Match: both(`# Job: plan a task`, `\[CREW-CLI-1\].*CLI-SAYS-HELLO`), Text: planAnswer("Write cl/cl.go.", "cl/cl.go")},
-		{Match: projectPlanMatch("[CREW-CLI-1]"), Latency: fakellm.Duration(20 * time.Second), Text: planAnswer("Write cl/cl.go.", "cl/cl.go")},
-		{Match: genMatch("cl/cl.go"), Text: content(crewSrc("cl", false))},
+		{Match: both(`# Job: plan a task`, `\[CREW-CLI-1\].*CLI-SAYS-HELLO`), Text: planAnswer("Write notes/cl.md.", "notes/cl.md")},
+		{Match: projectPlanMatch("[CREW-CLI-1]"), Latency: fakellm.Duration(20 * time.Second), Text: planAnswer("Write notes/cl.md.", "notes/cl.md")},
+		{Match: genMatch("notes/cl.md"), Text: content(crewSrc("cl", false))},
 	}
 }
 
@@ -25,7 +25,7 @@ func TestCLICrewTalksToAWorker(t *testing.T) {
 	parallel(t)
 	cfg := t.TempDir()
 	tok := []string{"THEFOLD_TOKEN=" + token}
-	repo, numbers := crewRepo(t, fmt.Sprintf("cli-crew-%d", time.Now().UnixNano()), []crewIssue{{"c", "Write package cl [CREW-CLI-1]", "cl", nil}})
+	repo, numbers := crewRepo(t, fmt.Sprintf("cli-crew-%d", time.Now().UnixNano()), []crewIssue{{"c", "Write note cl [CREW-CLI-1]", "cl", nil}}, 0)
 	var planned map[string]any
 	cliJSON(t, cfg, tok, &planned, "projects", "plan", "--mode", "crew", "--repo", repo, "--max-workers", "2")
 	id, _ := planned["id"].(string)

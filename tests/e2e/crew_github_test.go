@@ -23,9 +23,9 @@ import (
 // The GitHub scenario: 2 waits on 1 (through GitHub's issue dependencies); 3 fails its CI
 // once.
 var crewGitHub = []crewIssue{
-	{"1", "Write package gh1 [CREW-GH-1]", "gh1", nil},
-	{"2", "Write package gh2 [CREW-GH-2]", "gh2", []string{"1"}},
-	{"3", "Write package gh3 [CREW-GH-3]", "gh3", nil},
+	{"1", "Write note gh1 [CREW-GH-1]", "gh1", nil},
+	{"2", "Write note gh2 [CREW-GH-2]", "gh2", []string{"1"}},
+	{"3", "Write note gh3 [CREW-GH-3]", "gh3", nil},
 }
 
 // crewGitHubScript is prepended to the e2e script (TestMain): each issue's plan and file;
@@ -34,7 +34,7 @@ var crewGitHub = []crewIssue{
 func crewGitHubScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, is := range crewGitHub {
-		path := is.pkg + "/" + is.pkg + ".go"
+		path := is.path()
 		marker := is.title[strings.Index(is.title, "["):]
 		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)})
 		if is.key == "3" {
@@ -90,14 +90,14 @@ func (ci *ghCI) asked(prefix string) []fakegithub.CheckTarget {
 func TestCrewOnGitHub(t *testing.T) {
 	parallel(t)
 	const repo = "ghcrew/app"
-	ghFake.AddRepo(repo, map[string]string{"go.mod": "module example.com/ghapp\n\ngo 1.22\n"})
+	ghFake.AddRepo(repo, map[string]string{"checks.py": crewCheck(0)})
 	numbers := map[string]int{}
 	for _, is := range crewGitHub {
 		var blockers []int
 		for _, d := range is.deps {
 			blockers = append(blockers, numbers[d])
 		}
-		numbers[is.key] = ghFake.AddIssue(repo, fakegithub.Issue{Title: is.title, Body: "Write package " + is.pkg + ".", BlockedBy: blockers})
+		numbers[is.key] = ghFake.AddIssue(repo, fakegithub.Issue{Title: is.title, Body: "Write " + is.path() + ".", BlockedBy: blockers})
 		if got := fmt.Sprint(numbers[is.key]); got != is.key {
 			t.Fatalf("issue %s got number %s", is.key, got)
 		}
@@ -247,8 +247,8 @@ func TestCrewOnGitHub(t *testing.T) {
 		t.Fatalf("checks of #2's head: %v %v", runs, sts)
 	}
 	three := ci.asked("thefold/issue-3-")
-	if len(three) < 2 || !strings.Contains(three[0].Files["gh3/gh3.go"], "CHECKFAIL") || three[len(three)-1].SHA != pulls["3"].Pull.HeadSHA ||
-		strings.Contains(three[len(three)-1].Files["gh3/gh3.go"], "CHECKFAIL") {
+	if len(three) < 2 || !strings.Contains(three[0].Files["notes/gh3.md"], "CHECKFAIL") || three[len(three)-1].SHA != pulls["3"].Pull.HeadSHA ||
+		strings.Contains(three[len(three)-1].Files["notes/gh3.md"], "CHECKFAIL") {
 		t.Fatalf("issue 3's heads checked: %d, want a failing first and the merged head last", len(three))
 	}
 	// #3's fix was a second commit on the same branch: two ref updates, one pull request.
@@ -259,7 +259,7 @@ func TestCrewOnGitHub(t *testing.T) {
 	told := false
 	for _, r := range llm.Requests() {
 		b := string(r.Body)
-		if strings.Contains(b, "# Job: plan a task") && strings.Contains(b, "[CREW-GH-3]") && strings.Contains(b, "CHECKFAIL marker found in gh3/gh3.go") {
+		if strings.Contains(b, "# Job: plan a task") && strings.Contains(b, "[CREW-GH-3]") && strings.Contains(b, "CHECKFAIL marker found in notes/gh3.md") {
 			told = true
 		}
 	}

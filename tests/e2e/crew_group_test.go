@@ -14,20 +14,10 @@ import (
 )
 
 // The merge-group scenarios: pull requests queued behind the front of the merge queue are
-// checked together in one commit of the base with all of them merged in. The repository
-// holds notes and a check of its own (Python, so no toolchain compiles anything): it takes
-// a few seconds (so later pull requests queue while the first is checked) and fails while a
-// note holds the marker CHECKFAIL.
-const crewGroupCheck = `import pathlib, sys, time
-
-time.sleep(6)
-marker = "CHECK" + "FAIL"
-bad = [str(p) for p in pathlib.Path(".").rglob("*.md") if marker in p.read_text()]
-if bad:
-    print("the marker is in", ", ".join(sorted(bad)))
-    sys.exit(1)
-print("no marker")
-`
+// checked together in one commit of the base with all of them merged in. The repository's
+// check (crewCheck) takes a few seconds here, so later pull requests queue while the first
+// is checked.
+const crewGroupCheckSleep = 6
 
 // The crew's merge policy is HUMAN, so every pull request waits at its review until the
 // test approves it: the first alone, which opens first and is checked alone; then the other
@@ -53,13 +43,13 @@ func crewGroupScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, set := range [][]crewIssue{crewGroupPass, crewGroupFail} {
 		for _, is := range set {
-			path := "notes/" + is.pkg + ".md"
+			path := is.path()
 			marker := is.title[strings.Index(is.title, "["):]
 			rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)})
 			if is.key == "f3" {
-				rs = append(rs, fakellm.Response{Match: genMatch(path), Times: 1, Text: content("# " + is.pkg + "\n\nCHECKFAIL: the check refuses this line.\n")})
+				rs = append(rs, fakellm.Response{Match: genMatch(path), Times: 1, Text: content(crewSrc(is.pkg, true))})
 			}
-			rs = append(rs, fakellm.Response{Match: genMatch(path), Text: content("# " + is.pkg + "\n\nA note.\n")})
+			rs = append(rs, fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
 		}
 	}
 	return rs
@@ -71,20 +61,8 @@ func crewGroupScript() []fakellm.Response {
 // one's pull request is open, the others (and from then on every review that waits).
 func crewGroupRun(t *testing.T, name string, issues []crewIssue) (map[string]any, []string, int) {
 	t.Helper()
-	repo := "local/" + name
-	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
-		t.Fatalf("create repo: %d %v", code, body)
-	}
-	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "check",
-		"files": []map[string]any{{"path": "checks.py", "action": "FILE_ACTION_CREATE", "content": crewGroupCheck}}}); code != http.StatusOK {
-		t.Fatalf("commit: %d %v", code, body)
-	}
-	for _, is := range issues {
-		if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{"title": is.title, "body": "Write notes/" + is.pkg + ".md."}); code != http.StatusOK {
-			t.Fatalf("create issue: %d %v", code, body)
-		}
-	}
-	id := planCrew(t, repo, map[string]any{"check_command": "python3 checks.py", "merge_policy": "MERGE_POLICY_HUMAN"})
+	repo, _ := crewRepo(t, name, issues, crewGroupCheckSleep)
+	id := planCrew(t, repo, map[string]any{"check_command": crewCheckCommand, "merge_policy": "MERGE_POLICY_HUMAN"})
 	var reasons []string
 	most, gate := 0, false
 	approved := map[string]bool{}

@@ -17,7 +17,7 @@ import (
 // The interrupt-during-build scenario: the worker's plan answers at once; the first
 // generation of its file takes long (fakellm's latency), so an interrupt lands while the
 // builder waits on it; asked again after the resume, it answers at once.
-const interruptBuildPath = "cib/cib.go"
+const interruptBuildPath = "notes/cib.md"
 
 // crewInterruptBuildScript is prepended to the e2e script (TestMain).
 func crewInterruptBuildScript() []fakellm.Response {
@@ -49,7 +49,7 @@ func generationStatuses(path string) []int {
 // refuse malformed ids, unknown builds and a finished build.
 func TestCrewInterruptDuringBuild(t *testing.T) {
 	parallel(t)
-	repo, _ := crewRepo(t, "crew-interrupt-build", []crewIssue{{"ib", "Write package cib [CREW-IB-1]", "cib", nil}})
+	repo, _ := crewRepo(t, "crew-interrupt-build", []crewIssue{{"ib", "Write note cib [CREW-IB-1]", "cib", nil}}, 0)
 	id := planCrew(t, repo, nil)
 
 	// The worker builds; its build runs and waits on the slow generation.

@@ -22,66 +22,62 @@ import (
 // issue a job with its own branch, pull request, checks and merge.
 
 // crewIssue is an issue of a crew scenario: its title carries its marker, its job writes
-// <pkg>/<pkg>.go, and it is blocked by the issues named in deps.
+// the note path(), and it is blocked by the issues named in deps.
+//
+// The crew scenarios work repositories of notes with a check in Python (crewRepo): what
+// they test is the crew — workers, checks, merges, messages — and a Go toolchain compiling
+// in every job's and every check's sandbox would only make them slow (the task loop's Go
+// builds are tested by the agent and project scenarios).
 type crewIssue struct {
 	key, title, pkg string
 	deps            []string
 }
 
+// path is the note the issue's job writes.
+func (is crewIssue) path() string { return "notes/" + is.pkg + ".md" }
+
 // The diamond: a; b and c after a; d after b and c; e; f after e.
 var crewDiamond = []crewIssue{
-	{"a", "Write package ca [CREW-D-A]", "ca", nil},
-	{"b", "Write package cb [CREW-D-B]", "cb", []string{"a"}},
-	{"c", "Write package cc [CREW-D-C]", "cc", []string{"a"}},
-	{"d", "Write package cd [CREW-D-D]", "cd", []string{"b", "c"}},
-	{"e", "Write package ce [CREW-D-E]", "ce", nil},
-	{"f", "Write package cf [CREW-D-F]", "cf", []string{"e"}},
+	{"a", "Write note ca [CREW-D-A]", "ca", nil},
+	{"b", "Write note cb [CREW-D-B]", "cb", []string{"a"}},
+	{"c", "Write note cc [CREW-D-C]", "cc", []string{"a"}},
+	{"d", "Write note cd [CREW-D-D]", "cd", []string{"b", "c"}},
+	{"e", "Write note ce [CREW-D-E]", "ce", nil},
+	{"f", "Write note cf [CREW-D-F]", "cf", []string{"e"}},
 }
 
 // The checks scenario: once fails its check once; thrice always; after waits on thrice.
 var crewChecks = []crewIssue{
-	{"once", "Write package ko [CREW-K-ONCE]", "ko", nil},
-	{"thrice", "Write package kt [CREW-K-THRICE]", "kt", nil},
-	{"after", "Write package ka [CREW-K-AFTER]", "ka", []string{"thrice"}},
+	{"once", "Write note ko [CREW-K-ONCE]", "ko", nil},
+	{"thrice", "Write note kt [CREW-K-THRICE]", "kt", nil},
+	{"after", "Write note ka [CREW-K-AFTER]", "ka", []string{"thrice"}},
 }
 
-// The checks scenario's repository has a check of its own that only its CI runs (a build
-// tag the job's validation does not set): it fails while a Go file holds the marker
-// CHECKFAIL. The crew runs it as the pull requests' check.
-const (
-	crewCheckDoc  = "// Package checks holds the repository's CI checks.\npackage checks\n"
-	crewCheckTest = `//go:build crewcheck
+// crewCheck is the check of a crew scenario's repository: it waits sleep seconds (so pull
+// requests can queue behind one being checked), then fails while a note holds the marker
+// CHECKFAIL, naming the notes that do.
+func crewCheck(sleep int) string {
+	return fmt.Sprintf(`import pathlib, sys, time
 
-package checks
-
-import (
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-	"testing"
-)
-
-func TestNoMarker(t *testing.T) {
-	marker := "CHECK" + "FAIL"
-	_ = filepath.WalkDir("..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") {
-			return err
-		}
-		b, _ := os.ReadFile(p)
-		if strings.Contains(string(b), marker) {
-			t.Errorf("check: %s marker found in %s", marker, p)
-		}
-		return nil
-	})
+time.sleep(%d)
+marker = "CHECK" + "FAIL"
+bad = sorted(str(p) for p in pathlib.Path(".").rglob("*.md") if marker in p.read_text())
+for p in bad:
+    print("check:", marker, "marker found in", p)
+if bad:
+    sys.exit(1)
+print("no marker")
+`, sleep)
 }
-`
-)
 
+// crewCheckCommand runs the repository's check.
+const crewCheckCommand = "python3 checks.py"
+
+// crewSrc is the note of pkg; a failing one holds the marker the check refuses.
 func crewSrc(pkg string, fail bool) string {
-	s := fmt.Sprintf("package %s\n\n// F is one.\nfunc F() int { return 1 }\n", pkg)
+	s := "# " + pkg + "\n\nA note.\n"
 	if fail {
-		s += "\n// CHECKFAIL: the check refuses this line.\n"
+		s += "\nCHECKFAIL: the check refuses this line.\n"
 	}
 	return s
 }
@@ -90,42 +86,45 @@ func crewSrc(pkg string, fail bool) string {
 func crewScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, is := range crewDiamond {
-		path := is.pkg + "/" + is.pkg + ".go"
+		path := is.path()
 		marker := is.title[strings.Index(is.title, "["):]
 		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
 			fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
 	}
 	// once: the first version fails the check; the fix (told the check's output) passes.
 	once := crewChecks[0]
-	oncePath := once.pkg + "/" + once.pkg + ".go"
+	oncePath := once.path()
 	rs = append(rs,
 		fakellm.Response{Match: projectPlanMatch("[CREW-K-ONCE]"), Text: planAnswer("Write "+oncePath+".", oncePath)},
 		fakellm.Response{Match: genMatch(oncePath), Times: 1, Text: content(crewSrc(once.pkg, true))},
 		fakellm.Response{Match: genMatch(oncePath), Text: content(crewSrc(once.pkg, false))})
 	// thrice: every version (each a different one) fails the check.
 	thrice := crewChecks[1]
-	thricePath := thrice.pkg + "/" + thrice.pkg + ".go"
+	thricePath := thrice.path()
 	rs = append(rs, fakellm.Response{Match: projectPlanMatch("[CREW-K-THRICE]"), Text: planAnswer("Write "+thricePath+".", thricePath)})
 	for i := range 3 {
-		rs = append(rs, fakellm.Response{Match: genMatch(thricePath), Times: 1, Text: content(crewSrc(thrice.pkg, true) + fmt.Sprintf("\n// Version %d.\n", i+1))})
+		rs = append(rs, fakellm.Response{Match: genMatch(thricePath), Times: 1, Text: content(crewSrc(thrice.pkg, true) + fmt.Sprintf("\nVersion %d.\n", i+1))})
 	}
 	// The messages scenario: a slow plan, so a person can talk to the worker while it runs.
 	rs = append(rs,
-		fakellm.Response{Match: both(`# Job: plan a task`, regexp.QuoteMeta("[CREW-M-1]")+`.*PERSON-SAYS-HELLO`), Text: planAnswer("Write cm/cm.go.", "cm/cm.go")},
-		fakellm.Response{Match: projectPlanMatch("[CREW-M-1]"), Latency: fakellm.Duration(20 * time.Second), Text: planAnswer("Write cm/cm.go.", "cm/cm.go")},
-		fakellm.Response{Match: genMatch("cm/cm.go"), Text: content(crewSrc("cm", false))})
+		fakellm.Response{Match: both(`# Job: plan a task`, regexp.QuoteMeta("[CREW-M-1]")+`.*PERSON-SAYS-HELLO`), Text: planAnswer("Write notes/cm.md.", "notes/cm.md")},
+		fakellm.Response{Match: projectPlanMatch("[CREW-M-1]"), Latency: fakellm.Duration(20 * time.Second), Text: planAnswer("Write notes/cm.md.", "notes/cm.md")},
+		fakellm.Response{Match: genMatch("notes/cm.md"), Text: content(crewSrc("cm", false))})
 	return append(rs, crewGroupScript()...)
 }
 
-// crewRepo makes a Go module repository with the issues of a scenario (blocked-by links
-// kept) and returns it with the issue numbers by key.
-func crewRepo(t *testing.T, name string, issues []crewIssue, files ...map[string]any) (string, map[string]int) {
+// crewRepo makes a repository of notes with its check (crewCheck, waiting checkSleep
+// seconds) and the issues of a scenario (blocked-by links kept), and returns it with the
+// issue numbers by key.
+func crewRepo(t *testing.T, name string, issues []crewIssue, checkSleep int) (string, map[string]int) {
 	t.Helper()
-	repo := agentRepo(t, name)
-	if len(files) > 0 {
-		if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "check", "files": files}); code != http.StatusOK {
-			t.Fatalf("commit: %d %v", code, body)
-		}
+	repo := "local/" + name
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "check",
+		"files": []map[string]any{{"path": "checks.py", "action": "FILE_ACTION_CREATE", "content": crewCheck(checkSleep)}}}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
 	}
 	numbers := map[string]int{}
 	for _, is := range issues {
@@ -133,7 +132,7 @@ func crewRepo(t *testing.T, name string, issues []crewIssue, files ...map[string
 		for _, d := range is.deps {
 			blocked = append(blocked, numbers[d])
 		}
-		code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{"title": is.title, "body": "Write package " + is.pkg + ".", "blocked_by": blocked})
+		code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{"title": is.title, "body": "Write " + is.path() + ".", "blocked_by": blocked})
 		if code != http.StatusOK {
 			t.Fatalf("create issue: %d %v", code, body)
 		}
@@ -221,7 +220,7 @@ func ts(t *testing.T, v any) time.Time {
 
 func TestCrewWorksADiamondOfIssuesInOrder(t *testing.T) {
 	parallel(t)
-	repo, numbers := crewRepo(t, "crew-diamond", crewDiamond)
+	repo, numbers := crewRepo(t, "crew-diamond", crewDiamond, 0)
 	id := planCrew(t, repo, nil)
 	p := waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_COMPLETED")
 	if !strings.HasPrefix(fmt.Sprint(p["status_reason"]), "6 merged, 0 skipped") {
@@ -314,7 +313,7 @@ func TestCrewWorksADiamondOfIssuesInOrder(t *testing.T) {
 	// The clone has every package.
 	dst := cloneBranch(t, repo, "main")
 	for _, is := range crewDiamond {
-		if _, err := os.Stat(filepath.Join(dst, is.pkg, is.pkg+".go")); err != nil {
+		if _, err := os.Stat(filepath.Join(dst, filepath.FromSlash(is.path()))); err != nil {
 			t.Fatalf("main lacks %s after the crew", is.pkg)
 		}
 	}
@@ -338,10 +337,8 @@ func TestCrewWorksADiamondOfIssuesInOrder(t *testing.T) {
 
 func TestCrewSendsAFailingCheckBackAndStopsAfterThree(t *testing.T) {
 	parallel(t)
-	repo, numbers := crewRepo(t, "crew-checks", crewChecks,
-		map[string]any{"path": "checks/doc.go", "action": "FILE_ACTION_CREATE", "content": crewCheckDoc},
-		map[string]any{"path": "checks/marker_test.go", "action": "FILE_ACTION_CREATE", "content": crewCheckTest})
-	id := planCrew(t, repo, map[string]any{"check_command": "go test -count=1 -tags crewcheck ./checks/"})
+	repo, numbers := crewRepo(t, "crew-checks", crewChecks, 0)
+	id := planCrew(t, repo, map[string]any{"check_command": crewCheckCommand})
 	p := waitProject(t, id, 5*time.Minute, "PROJECT_STATUS_HUMAN_NEEDED")
 	tasks := projectTasks(p)
 	once, thrice, after := tasks["[CREW-K-ONCE]"], tasks["[CREW-K-THRICE]"], tasks["[CREW-K-AFTER]"]
@@ -395,7 +392,7 @@ func TestCrewSendsAFailingCheckBackAndStopsAfterThree(t *testing.T) {
 
 func TestCrewWorkerHearsAMessageAndCanBeInterrupted(t *testing.T) {
 	parallel(t)
-	repo, _ := crewRepo(t, "crew-messages", []crewIssue{{"m", "Write package cm [CREW-M-1]", "cm", nil}})
+	repo, _ := crewRepo(t, "crew-messages", []crewIssue{{"m", "Write note cm [CREW-M-1]", "cm", nil}}, 0)
 	id := planCrew(t, repo, nil)
 	// The worker's job plans slowly (fakellm's latency): find it planning.
 	var jobID string
@@ -469,7 +466,7 @@ func TestCrewWorkerHearsAMessageAndCanBeInterrupted(t *testing.T) {
 
 func TestCrewBadInput(t *testing.T) {
 	parallel(t)
-	repo, _ := crewRepo(t, "crew-bad", []crewIssue{{"x", "Write package cx [CREW-X-1]", "cx", nil}})
+	repo, _ := crewRepo(t, "crew-bad", []crewIssue{{"x", "Write note cx [CREW-X-1]", "cx", nil}}, 0)
 	for _, c := range []struct {
 		body  map[string]any
 		field string
@@ -520,7 +517,7 @@ func TestCrewBadInput(t *testing.T) {
 var crewSpread = func() []crewIssue {
 	var out []crewIssue
 	for i := 1; i <= 6; i++ {
-		out = append(out, crewIssue{fmt.Sprintf("s%d", i), fmt.Sprintf("Write package cs%d [CREW-S-%d]", i, i), fmt.Sprintf("cs%d", i), nil})
+		out = append(out, crewIssue{fmt.Sprintf("s%d", i), fmt.Sprintf("Write note cs%d [CREW-S-%d]", i, i), fmt.Sprintf("cs%d", i), nil})
 	}
 	return out
 }()
@@ -528,7 +525,7 @@ var crewSpread = func() []crewIssue {
 func crewSpreadScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, is := range crewSpread {
-		path := is.pkg + "/" + is.pkg + ".go"
+		path := is.path()
 		marker := is.title[strings.Index(is.title, "["):]
 		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Latency: fakellm.Duration(1500 * time.Millisecond), Text: planAnswer("Write "+path+".", path)},
 			fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
@@ -557,7 +554,7 @@ func TestCrewSpreadsOverTwoAgentsAndSurvivesAKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rep.Stop(10 * time.Second)
-	repo, numbers := crewRepo(t, "crew-spread", crewSpread)
+	repo, numbers := crewRepo(t, "crew-spread", crewSpread, 0)
 	id := planCrew(t, repo, nil)
 	// Kill agent-2 once it holds a job that has not finished.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -627,15 +624,15 @@ func TestCrewSpreadsOverTwoAgentsAndSurvivesAKill(t *testing.T) {
 
 // The order scenario: three independent issues, one worker.
 var crewOrder = []crewIssue{
-	{"o1", "Write package co1 [CREW-O-1]", "co1", nil},
-	{"o2", "Write package co2 [CREW-O-2]", "co2", nil},
-	{"o3", "Write package co3 [CREW-O-3]", "co3", nil},
+	{"o1", "Write note co1 [CREW-O-1]", "co1", nil},
+	{"o2", "Write note co2 [CREW-O-2]", "co2", nil},
+	{"o3", "Write note co3 [CREW-O-3]", "co3", nil},
 }
 
 func crewOrderScript() []fakellm.Response {
 	var rs []fakellm.Response
 	for _, is := range crewOrder {
-		path := is.pkg + "/" + is.pkg + ".go"
+		path := is.path()
 		marker := is.title[strings.Index(is.title, "["):]
 		rs = append(rs, fakellm.Response{Match: projectPlanMatch(marker), Text: planAnswer("Write "+path+".", path)},
 			fakellm.Response{Match: genMatch(path), Text: content(crewSrc(is.pkg, false))})
@@ -646,7 +643,7 @@ func crewOrderScript() []fakellm.Response {
 // A person arranges the crew: the third issue first, the second held until released.
 func TestCrewTakesAPersonsOrder(t *testing.T) {
 	parallel(t)
-	repo, _ := crewRepo(t, "crew-order", crewOrder)
+	repo, _ := crewRepo(t, "crew-order", crewOrder, 0)
 	code, body := rest(t, http.MethodPost, "/v1/projects", token, map[string]any{"repo": repo, "mode": "PROJECT_MODE_CREW", "max_workers": 1, "merge_policy": "MERGE_POLICY_AUTO"})
 	if code != http.StatusOK {
 		t.Fatalf("plan: %d %v", code, body)
@@ -701,7 +698,7 @@ func TestCrewNeedsAdminToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, _ := crewRepo(t, "crew-"+user, []crewIssue{{"w", "Write package cw [CREW-W-1]", "cw", nil}})
+	repo, _ := crewRepo(t, "crew-"+user, []crewIssue{{"w", "Write note cw [CREW-W-1]", "cw", nil}}, 0)
 	if code, body := rest(t, http.MethodPut, "/v1/repos/"+repo+"/collaborators/"+user, token, map[string]any{"role": "REPO_ROLE_WRITE"}); code != http.StatusOK {
 		t.Fatalf("collaborator: %d %v", code, body)
 	}
