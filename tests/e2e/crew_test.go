@@ -546,16 +546,31 @@ func jobAudit(t *testing.T, id string) []map[string]any {
 }
 
 // Two agent processes share a crew's workers; one is killed in the middle, and its jobs
-// finish on the other, every side effect once.
+// finish on the other, every side effect once. Each process may run three jobs at once
+// (THEFOLD_AGENT_MAX_JOBS) and the crew has six workers, so the jobs have to spread: which
+// process takes a job is otherwise a race between their queue fetches, and one process
+// quick enough can take them all.
 func TestCrewSpreadsOverTwoAgentsAndSurvivesAKill(t *testing.T) {
 	alone(t)
-	rep, err := mesh.StartReplica(context.Background(), "agent", "agent-2", time.Minute)
+	ctx := context.Background()
+	env := mesh.Env
+	mesh.Env = append(slices.Clip(env), "THEFOLD_AGENT_MAX_JOBS=3")
+	if err := mesh.Restart(ctx, "agent", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		mesh.Env = env
+		if err := mesh.Restart(ctx, "agent", time.Minute); err != nil {
+			t.Errorf("restart the agent as it was: %v", err)
+		}
+	}()
+	rep, err := mesh.StartReplica(ctx, "agent", "agent-2", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rep.Stop(10 * time.Second)
 	repo, numbers := crewRepo(t, "crew-spread", crewSpread, 0)
-	id := planCrew(t, repo, nil)
+	id := planCrew(t, repo, map[string]any{"max_workers": 6})
 	// Kill agent-2 once it holds a job that has not finished.
 	deadline := time.Now().Add(2 * time.Minute)
 	killed := false
