@@ -12,35 +12,66 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/pkg/wait"
 )
 
-// staleClaim is how long a running claim may stay unfinished before a retry takes it over
-// (the process that made it died mid-call).
-const staleClaim = 10 * time.Minute
+// claimHeartbeat is how often a call touches its running claim (store.Touch), well within
+// the store's stale period, so no retry takes over a call that is still running.
+const claimHeartbeat = 10 * time.Second
+
+// heldClaim is a request_id this call claimed: it is touched while the call runs, until
+// stop; release gives it up (a failed call runs again when retried).
+type heldClaim struct {
+	stop    func()
+	release func()
+}
 
 // claim registers c's request_id. It returns the recorded answer when there is one (after
-// waiting for a call still running), or a release function to call when this call fails.
-func (e *Engine) claim(ctx context.Context, p principal, c *Call) (recorded []byte, release func(), err error) {
+// waiting for a call still running), or the claim this call now holds.
+//
+// The claim is written under a context the RPC's cancellation does not reach (bounded by
+// its own timeout): cancelled in flight, the write may still commit, and a claim left
+// running that nobody releases would keep every retry waiting until it went stale.
+func (e *Engine) claim(ctx context.Context, p principal, c *Call) (recorded []byte, held *heldClaim, err error) {
 	fp, err := fingerprint(c.Request)
 	if err != nil {
 		return nil, nil, err
 	}
 	key := p.answerKey()
-	wait := 20 * time.Millisecond
+	backoff := 20 * time.Millisecond
 	for {
-		a, claimed, err := e.st.Claim(ctx, key, c.RequestID, c.RPC, fp)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		a, claimed, err := e.st.Claim(cctx, key, c.RequestID, c.RPC, fp)
+		cancel()
 		if err != nil {
 			return nil, nil, err
 		}
 		if claimed {
-			return nil, func() {
+			release := func() {
 				// Only answers are recorded: a failed call runs again when retried.
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				defer cancel()
 				if err := e.st.Release(rctx, key, c.RequestID); err != nil {
 					e.log.WarnContext(ctx, "releasing a request_id failed", "err", err)
 				}
-			}, nil
+			}
+			if err := ctx.Err(); err != nil {
+				release()
+				return nil, nil, err
+			}
+			hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				wait.Every(hctx, e.claimHeartbeat, func(ctx context.Context) {
+					tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					defer cancel()
+					if err := e.st.Touch(tctx, key, c.RequestID); err != nil && ctx.Err() == nil {
+						e.log.WarnContext(ctx, "touching a request_id's claim failed", "err", err)
+					}
+				})
+			}()
+			return nil, &heldClaim{stop: func() { stop(); <-done }, release: release}, nil
 		}
 		if a.RPC != c.RPC || a.Fingerprint != fp {
 			return nil, nil, errs.Invalid("request_id", "%q was used for a different request; use a new request_id", c.RequestID)
@@ -52,9 +83,9 @@ func (e *Engine) claim(ctx context.Context, p principal, c *Call) (recorded []by
 		select {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
-		case <-time.After(wait):
+		case <-time.After(backoff):
 		}
-		wait = min(wait*2, time.Second)
+		backoff = min(backoff*2, time.Second)
 	}
 }
 

@@ -42,6 +42,8 @@ type Engine struct {
 	now         func() time.Time
 	// sleep is the retry policy's wait; nil waits for real.
 	sleep func(ctx context.Context, d time.Duration) error
+	// claimHeartbeat is how often a running call touches its request_id's claim.
+	claimHeartbeat time.Duration
 
 	// guarded is the HTTP client of providers whose base URL comes from the registry: its
 	// connections obey the base-URL policy (netguard).
@@ -62,6 +64,16 @@ func WithRetrySleep(f func(ctx context.Context, d time.Duration) error) Option {
 	return func(e *Engine) { e.sleep = f }
 }
 
+// WithClaimHeartbeat sets how often a running call touches its request_id's claim (tests
+// shorten it with the store's stale period); d <= 0 keeps claimHeartbeat.
+func WithClaimHeartbeat(d time.Duration) Option {
+	return func(e *Engine) {
+		if d > 0 {
+			e.claimHeartbeat = d
+		}
+	}
+}
+
 // WithClock sets the clock used for latency and the spend limit's day.
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.now = now } }
 
@@ -74,10 +86,11 @@ func WithOwners(o Owners) Option { return func(e *Engine) { e.owners = o } }
 func New(cfg Config, log *slog.Logger, reg *registry.Registry, st *store.Store, lookup func(string) (string, bool), opts ...Option) *Engine {
 	e := &Engine{
 		cfg: cfg, log: log, reg: reg, st: st, lookup: cfg.GuardedLookup(lookup),
-		local:   currentLocal(cfg.EmbedDimensions), // Config.Validate checked the size
-		now:     time.Now,
-		clients: map[string]llm.Provider{},
-		guarded: &http.Client{Transport: cfg.BaseURLPolicy().Transport()},
+		local:          currentLocal(cfg.EmbedDimensions), // Config.Validate checked the size
+		now:            time.Now,
+		clients:        map[string]llm.Provider{},
+		claimHeartbeat: claimHeartbeat,
+		guarded:        &http.Client{Transport: cfg.BaseURLPolicy().Transport()},
 	}
 	e.newProvider = func(pc provider.Config) (llm.Provider, error) { return provider.New(pc) }
 	for _, o := range opts {

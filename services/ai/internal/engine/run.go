@@ -147,14 +147,15 @@ func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work fun
 	}
 	release := func() {}
 	if c.RequestID != "" {
-		answer, rel, err := e.claim(ctx, p, c)
+		answer, held, err := e.claim(ctx, p, c)
 		if err != nil {
 			return zero, err
 		}
 		if answer != nil {
 			return decodeAnswer[T](answer)
 		}
-		release = rel
+		defer held.stop()
+		release = held.release
 	}
 	out, rec, err := work(ctx)
 	e.record(ctx, p, c, rec, err)
@@ -172,6 +173,10 @@ func recorded[T proto.Message](ctx context.Context, e *Engine, c *Call, work fun
 	}
 	if c.RequestID != "" {
 		if ferr := e.finish(ctx, p, c, out, usageID); ferr != nil {
+			// The claim goes too: left running, a retry would wait on it until it went stale
+			// instead of calling again. (An answer the write did record is
+			// kept: only a running claim is released.)
+			release()
 			e.log.WarnContext(ctx, "recording the answer failed; a retry will call the model again",
 				"rpc", c.RPC, "err", ferr)
 		}

@@ -51,12 +51,14 @@ type aiEnvOptions struct {
 	// engOpts the engine.
 	regOpts []RegistryOption
 	engOpts []engine.Option
+	// stOpts configure the store (a short stale period for request_id claims).
+	stOpts []store.Option
 }
 
 func newAIEnv(t testing.TB, script *fakellm.Script, o aiEnvOptions) *aiEnv {
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "ai", migrations.FS)
-	e := &aiEnv{st: store.New(pool)}
+	e := &aiEnv{st: store.New(pool, o.stOpts...)}
 	e.fake, e.url = fakellm.Start(t, script)
 	cfg := engine.Config{
 		Provider: o.provider, EmbedModel: engine.LocalModel, EmbedDimensions: 384,

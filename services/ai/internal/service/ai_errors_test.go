@@ -19,6 +19,7 @@ import (
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 
 	"github.com/thefold/thefold/services/ai/internal/engine"
+	"github.com/thefold/thefold/services/ai/internal/store"
 )
 
 var planAnswer = map[string]any{"summary": "s", "steps": []map[string]any{
@@ -712,6 +713,34 @@ func TestConcurrentRetryWaitsForTheFirstAnswer(t *testing.T) {
 	}
 	if a.resp.Plan.Summary != b.resp.Plan.Summary || a.resp.Usage.CostMicros != b.resp.Usage.CostMicros {
 		t.Errorf("answers differ: %v / %v", a.resp, b.resp)
+	}
+}
+
+// A call that outlives the stale period of request_id claims keeps its claim by touching
+// it: a retry waits for its answer instead of taking the claim over and calling the model
+// again.
+func TestLongCallKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	slow := answer(t, planAnswer)
+	slow.Latency = fakellm.Duration(1500 * time.Millisecond)
+	e := newAIEnv(t, &fakellm.Script{Anthropic: []fakellm.Response{slow}}, aiEnvOptions{provider: "anthropic",
+		stOpts: []store.Option{store.WithStaleClaim(400 * time.Millisecond)}, engOpts: []engine.Option{engine.WithClaimHeartbeat(100 * time.Millisecond)}})
+	req := &aiv1.PlanTaskRequest{RequestId: "long", Task: testTask}
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.ai.PlanTask(e.alice, req)
+		first <- err
+	}()
+	// The retry comes once the first call has run past the stale period.
+	time.Sleep(800 * time.Millisecond)
+	if _, err := e.ai.PlanTask(e.alice, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.fake.Requests()); n != 1 {
+		t.Fatalf("the model was called %d times, want once", n)
 	}
 }
 

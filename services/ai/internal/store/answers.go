@@ -117,6 +117,16 @@ func (s *Store) Release(ctx context.Context, caller, requestID string) error {
 	return nil
 }
 
+// Touch marks a running claim as still being worked on, so no retry takes it over while its
+// call lives (DefaultStaleClaim). A claim that is done or gone is left as it is.
+func (s *Store) Touch(ctx context.Context, caller, requestID string) error {
+	if _, err := s.pool.Exec(ctx, "UPDATE answers SET update_time = $3 WHERE caller = $1 AND request_id = $2 AND state = 'running'",
+		caller, requestID, s.now()); err != nil {
+		return fmt.Errorf("store: touch answer: %w", err)
+	}
+	return nil
+}
+
 // Get reads one recorded answer or claim.
 func (s *Store) Get(ctx context.Context, caller, requestID string) (*Answer, error) {
 	a, err := scanAnswer(s.pool.QueryRow(ctx, "SELECT "+answerColumns+" FROM answers a WHERE a.caller = $1 AND a.request_id = $2", caller, requestID))

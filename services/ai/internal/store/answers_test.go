@@ -110,6 +110,43 @@ func TestStaleClaimIsTakenOver(t *testing.T) {
 	}
 }
 
+// A running claim its call keeps touching is never stale; once the touches stop, it is
+// after the stale period. Touching a done answer changes nothing.
+func TestTouchKeepsAClaimFresh(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s, _ := newStore(t, WithClock(clk.Now), WithStaleClaim(time.Minute))
+	ctx := t.Context()
+	if _, claimed, _ := s.Claim(ctx, "c", "r", "PlanTask", "fp"); !claimed {
+		t.Fatal("first claim failed")
+	}
+	for range 3 {
+		clk.Advance(50 * time.Second)
+		if err := s.Touch(ctx, "c", "r"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(time.Minute)
+	if _, claimed, _ := s.Claim(ctx, "c", "r", "PlanTask", "fp"); claimed {
+		t.Fatal("a claim touched a minute ago was taken over (150 s after it was made)")
+	}
+	clk.Advance(time.Second)
+	if _, claimed, _ := s.Claim(ctx, "c", "r", "PlanTask", "fp"); !claimed {
+		t.Fatal("a claim untouched for longer than the stale period was not taken over")
+	}
+	if err := s.Finish(ctx, "c", "r", []byte("answer"), ""); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.Get(ctx, "c", "r")
+	clk.Advance(time.Hour)
+	if err := s.Touch(ctx, "c", "r"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := s.Get(ctx, "c", "r"); !after.Done || !after.UpdateTime.Equal(before.UpdateTime) {
+		t.Fatalf("touching a done answer changed it: %+v, was %+v", after, before)
+	}
+}
+
 func TestConcurrentClaims(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)

@@ -26,10 +26,12 @@ type Store struct {
 	staleAfter time.Duration
 }
 
-// DefaultStaleClaim is how long a claim may stay running before it counts as abandoned (the
-// process that made it died mid-call): longer than any one RPC's provider calls, retries
-// and repair round together.
-const DefaultStaleClaim = 10 * time.Minute
+// DefaultStaleClaim is how long a running claim may go untouched before it counts as
+// abandoned (the process that made it died mid-call, or the call ended without releasing
+// it): the call that holds it touches it every few seconds (Touch) for as long as it runs,
+// so a live call is never taken over however long it takes, and a retry waits at most this
+// long on a dead one.
+const DefaultStaleClaim = time.Minute
 
 // Option configures a Store.
 type Option func(*Store)
