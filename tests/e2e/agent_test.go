@@ -295,36 +295,65 @@ func both(a, b string) string { return `(?s)(?:` + a + `.*` + b + `|` + b + `.*`
 const brokenGo = "package %s\n\n// F is not an int.\nfunc F() int { return \"x\" }\n"
 const goodGo = "package %s\n\n// F is one.\nfunc F() int { return 1 }\n"
 
+// brokenPy and goodPy are the Python scenarios' module, broken (a syntax error) and right.
+const (
+	brokenPy = "def f(:\n    return 1\n"
+	goodPy   = "def f():\n    return 1\n"
+)
+
 // failOnceScript scripts a scenario whose first attempt fails (the file never compiles)
-// and whose diagnosis is category; the attempt after it writes the file right.
-func failOnceScript(marker, pkg, category string) []fakellm.Response {
-	path := pkg + "/f.go"
+// and whose diagnosis is category; the attempt after it writes the file right. The file is
+// Go (pkg/f.go) or, with python, a Python module (pkg/f.py): the scenarios of the agent's
+// recovery write Python, which validates in a fraction of Go's time — what they test is the
+// loop, and the Go toolchain's fix loop has its own scenario ([AGENT-FIX]).
+func failOnceScript(marker, pkg, category string, python bool) []fakellm.Response {
+	path, broken, good := pkg+"/f.go", fmt.Sprintf(brokenGo, pkg), fmt.Sprintf(goodGo, pkg)
+	if python {
+		path, broken, good = pkg+"/f.py", brokenPy, goodPy
+	}
 	q := regexp.QuoteMeta(marker)
 	return []fakellm.Response{
 		{Match: both(`# Job: diagnose a failed attempt`, q), Text: diagnosisAnswer(category, "scripted "+category)},
 		{Match: planMatch(marker), Text: planAnswer("Write "+path+".", path)},
-		{Match: both(`previous attempt \(1\) failed`, `File to create: "?`+regexp.QuoteMeta(path)), Text: content(fmt.Sprintf(goodGo, pkg))},
-		{Match: genMatch(path), Text: content(fmt.Sprintf(brokenGo, pkg))},
-		{Match: fixMatch(path), Text: fixed(fmt.Sprintf(brokenGo, pkg))},
+		{Match: both(`previous attempt \(1\) failed`, `File to create: "?`+regexp.QuoteMeta(path)), Text: content(good)},
+		{Match: genMatch(path), Text: content(broken)},
+		{Match: fixMatch(path), Text: fixed(broken)},
 	}
+}
+
+// pyRepo makes a local Python project repository (a pyproject.toml) owned by the test user.
+func pyRepo(t testing.TB, name string) string {
+	t.Helper()
+	repo := "local/" + name
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{
+		"branch": "main", "message": "Python project",
+		"files": []map[string]any{{"path": "pyproject.toml", "action": "FILE_ACTION_CREATE", "content": "[project]\nname = \"" + strings.ReplaceAll(name, "-", "_") + "\"\nversion = \"0.1.0\"\n"}},
+	})
+	if code != http.StatusOK {
+		t.Fatalf("commit pyproject.toml: %d %v", code, body)
+	}
+	return repo
 }
 
 // agentScenarios are the failure scenarios' scripts, prepended with agentScript.
 func agentScenarios() []fakellm.Response {
 	var rs []fakellm.Response
-	rs = append(rs, failOnceScript("[AGENT-FIX]", "fixloop", "implementation_error")...)
-	rs = append(rs, failOnceScript("[AGENT-BADPLAN]", "badplan", "bad_plan")...)
-	rs = append(rs, failOnceScript("[AGENT-CONTEXT]", "morectx", "missing_context")...)
-	rs = append(rs, failOnceScript("[AGENT-ENV]", "envfail", "environment_error")...)
-	rs = append(rs, failOnceScript("[AGENT-IMPOSSIBLE]", "never", "impossible_task")...)
+	rs = append(rs, failOnceScript("[AGENT-FIX]", "fixloop", "implementation_error", false)...)
+	rs = append(rs, failOnceScript("[AGENT-BADPLAN]", "badplan", "bad_plan", true)...)
+	rs = append(rs, failOnceScript("[AGENT-CONTEXT]", "morectx", "missing_context", true)...)
+	rs = append(rs, failOnceScript("[AGENT-ENV]", "envfail", "environment_error", true)...)
+	rs = append(rs, failOnceScript("[AGENT-IMPOSSIBLE]", "never", "impossible_task", true)...)
 	// Stuck: every attempt fails the same way; the loop guard calls for intervention, which
 	// gives up.
 	rs = append(rs,
 		fakellm.Response{Match: both(`# Job: intervene`, regexp.QuoteMeta("[AGENT-STUCK]")), Text: `{"action": "escalate", "reason": "scripted: the same error every time"}`},
 		fakellm.Response{Match: both(`# Job: diagnose a failed attempt`, regexp.QuoteMeta("[AGENT-STUCK]")), Text: diagnosisAnswer("implementation_error", "scripted: type error")},
-		fakellm.Response{Match: planMatch("[AGENT-STUCK]"), Text: planAnswer("Write stuck/f.go.", "stuck/f.go")},
-		fakellm.Response{Match: genMatch("stuck/f.go"), Text: content(fmt.Sprintf(brokenGo, "stuck"))},
-		fakellm.Response{Match: fixMatch("stuck/f.go"), Text: fixed(fmt.Sprintf(brokenGo, "stuck"))},
+		fakellm.Response{Match: planMatch("[AGENT-STUCK]"), Text: planAnswer("Write stuck/f.py.", "stuck/f.py")},
+		fakellm.Response{Match: genMatch("stuck/f.py"), Text: content(brokenPy)},
+		fakellm.Response{Match: fixMatch("stuck/f.py"), Text: fixed(brokenPy)},
 	)
 	// Clarification: the first assessment asks, the one after the answer proceeds.
 	rs = append(rs,
@@ -400,8 +429,8 @@ func TestAgentFixLoopConvergesThenRejected(t *testing.T) {
 
 func TestAgentBadPlanIsRevisedThenChangesRequested(t *testing.T) {
 	parallel(t)
-	repo := agentRepo(t, "agent-badplan")
-	_, jobID := startJob(t, repo, "Write package badplan [AGENT-BADPLAN]", "F returns one.")
+	repo := pyRepo(t, "agent-badplan")
+	_, jobID := startJob(t, repo, "Write module badplan [AGENT-BADPLAN]", "f returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 	if job["plan_revisions"].(float64) != 1 || diagnosisOf(job) != "DIAGNOSIS_CATEGORY_BAD_PLAN" {
 		t.Fatalf("job after bad_plan: revisions %v, diagnosis %v", job["plan_revisions"], job["last_diagnosis"])
@@ -441,8 +470,8 @@ func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
 		{"[AGENT-CONTEXT]", "agent-context", "DIAGNOSIS_CATEGORY_MISSING_CONTEXT"},
 		{"[AGENT-ENV]", "agent-env", "DIAGNOSIS_CATEGORY_ENVIRONMENT_ERROR"},
 	} {
-		repo := agentRepo(t, c.repo)
-		_, jobID := startJob(t, repo, "Write a package "+c.marker, "F returns one.")
+		repo := pyRepo(t, c.repo)
+		_, jobID := startJob(t, repo, "Write a module "+c.marker, "f returns one.")
 		job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
 		if job["attempt"].(float64) != 2 || diagnosisOf(job) != c.want {
 			t.Fatalf("%s: attempt %v, diagnosis %v", c.marker, job["attempt"], job["last_diagnosis"])
@@ -453,8 +482,8 @@ func TestAgentMissingContextAndEnvironmentErrorRecover(t *testing.T) {
 
 func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 	parallel(t)
-	repo := agentRepo(t, "agent-impossible")
-	taskID, jobID := startJob(t, repo, "Write package never [AGENT-IMPOSSIBLE]", "F returns one.")
+	repo := pyRepo(t, "agent-impossible")
+	taskID, jobID := startJob(t, repo, "Write module never [AGENT-IMPOSSIBLE]", "f returns one.")
 	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
 	if !strings.Contains(job["error"].(string), "impossible") {
 		t.Fatalf("human_needed without the reason: %v", job["error"])
@@ -473,8 +502,8 @@ func TestAgentImpossibleTaskNeedsAHumanWhoResolvesIt(t *testing.T) {
 
 func TestAgentLoopGuardStopsAStuckJob(t *testing.T) {
 	parallel(t)
-	repo := agentRepo(t, "agent-stuck")
-	taskID, jobID := startJob(t, repo, "Write package stuck [AGENT-STUCK]", "F returns one.")
+	repo := pyRepo(t, "agent-stuck")
+	taskID, jobID := startJob(t, repo, "Write module stuck [AGENT-STUCK]", "f returns one.")
 	job := waitJob(t, jobID, 4*time.Minute, "JOB_STATUS_HUMAN_NEEDED")
 	// Attempts 2 and 3 each ended where attempt 1 did: no progress twice in a row, so the
 	// loop guard called the intervention (which gave up) instead of attempts 4 and 5.
