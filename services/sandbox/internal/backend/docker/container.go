@@ -3,6 +3,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,9 @@ type box struct {
 	restarts int
 	// fresh is set while the container has run no command: there is nothing to reset.
 	fresh bool
+	// noTar is set once the container's image turned out to have no tar: its commands take
+	// the three-step path (reset, copy in through the engine, exec).
+	noTar bool
 }
 
 const (
@@ -212,7 +216,9 @@ func forceRemove(ctx context.Context, cli *client.Client, id string) error {
 	return err
 }
 
-// run is one command: reset, copy in, exec, copy out.
+// run is one command: reset, copy in, exec, copy out. A command with no stdin of its own
+// does the first three in one exec (oneExec); one with stdin, or in an image without tar,
+// takes three: the reset's exec, the copy in through the engine's archive API, the exec.
 func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
 	if s.Timeout <= 0 {
 		s.Timeout = backend.DefaultTimeout
@@ -221,29 +227,50 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 		s.MaxOutput = backend.DefaultMaxOutput
 	}
 	start := time.Now()
-	if !b.fresh {
-		if err := d.reset(ctx, b); err != nil {
+	// A container that is not running (its init died with an OOM kill, say) takes the
+	// three-step path: its reset restarts it.
+	started, err := d.startedAt(ctx, b.id)
+	running := err == nil
+	restarts := b.restarts
+	var res *backend.Result
+	if running && len(s.Stdin) == 0 && !b.noTar {
+		res, err = d.oneExec(ctx, b, ws, dir, s, l)
+		if errors.Is(err, errWrapperNotRun) && ctx.Err() != nil {
+			return nil, fmt.Errorf("command stopped: %w", ctx.Err())
+		}
+		if errors.Is(err, errWrapperNotRun) {
+			// Nothing ran (the exec could not start: a pid-starved container, say): the
+			// three steps below reset it, restarting it when they must.
+			b.fresh = false
+			res, err = nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if res == nil {
+		if !b.fresh || !running {
+			if err := d.reset(ctx, b); err != nil {
+				return nil, err
+			}
+		}
+		if started, err = d.startedAt(ctx, b.id); err != nil {
+			return nil, err
+		}
+		restarts = b.restarts
+		b.fresh = false
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
+		_, err = d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
+		pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the copy stopped early
+		if err != nil {
+			return nil, fmt.Errorf("copy the workspace into the container: %w: %w", err, errs.ErrUnavailable)
+		}
+		res, err = d.execCommand(ctx, b, dir, s, l, nil)
+		if err != nil {
 			return nil, err
 		}
 	}
 	b.fresh = false
-	started, err := d.startedAt(ctx, b.id)
-	if err != nil {
-		return nil, err
-	}
-	restarts := b.restarts
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
-	_, err = d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
-	pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the copy stopped early
-	if err != nil {
-		return nil, fmt.Errorf("copy the workspace into the container: %w: %w", err, errs.ErrUnavailable)
-	}
-
-	res, err := d.execCommand(ctx, b, dir, s, l)
-	if err != nil {
-		return nil, err
-	}
 
 	// The copy out must come from the container the command ran in, still running: a
 	// restart or a stop empties /workspace (a tmpfs volume), and an empty copy would delete
@@ -303,12 +330,73 @@ func (d *Docker) startedAt(ctx context.Context, id string) (string, error) {
 	return in.Container.State.StartedAt, nil
 }
 
+// errWrapperNotRun is oneExec's answer when its exec never ran the shell that would reset the
+// container and run the command: nothing ran, and the three-step path may run it.
+var errWrapperNotRun = errors.New("the command's exec did not start")
+
+// oneExec resets the container, unpacks the host workspace into /workspace from the exec's
+// stdin and runs the command, in one exec: one round trip of the engine where the
+// three-step path takes three. The shell (oneExecScript) marks that it ran with a line of
+// the run's nonce, first on stderr, which is taken out of the command's output; without it
+// nothing ran (errWrapperNotRun). A failed unpack is reported with the nonce and exit 125
+// before the command runs: an image without tar (the box takes the three-step path from
+// then on: errWrapperNotRun), or a workspace too large for the container's (an error, as a
+// failed copy through the engine is).
+func (d *Docker) oneExec(ctx context.Context, b *box, ws, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
+	nonce := rand.Text()
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
+	defer pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the exec stopped early
+	res, err := d.execCommand(ctx, b, dir, s, l, &wrapper{nonce: nonce, in: pr})
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode == copyInFailed {
+		if msg, ok := bytes.CutPrefix(res.Stderr, []byte(nonce+" copy-in ")); ok {
+			code, msg, _ := bytes.Cut(bytes.TrimSpace(msg), []byte(": "))
+			if string(code) == "127" { // the shell found no tar
+				b.noTar = true
+				return nil, errWrapperNotRun
+			}
+			return nil, fmt.Errorf("copy the workspace into the container: tar exit %s: %s: %w", code, msg, errs.ErrUnavailable)
+		}
+	}
+	return res, nil
+}
+
+// copyInFailed is oneExecScript's exit when the workspace could not be unpacked.
+const copyInFailed = 125
+
+// oneExecScript is oneExec's shell, with tar the unpacking program: $1 is the run's nonce,
+// then the rlimits, then the command. It says it runs (the nonce on stderr), resets what the
+// previous command left (resetScript), unpacks the workspace from stdin (a failure is
+// "<nonce> copy-in <tar's exit>: <its output>" and exit 125), and execs the command under
+// the rlimits.
+func oneExecScript(tar string) string {
+	return `n=$1; shift; printf '%s\n' "$n" >&2; ` + resetScript + `
+e=$(` + tar + ` -x -p -f - -C /workspace 2>&1); c=$?
+if [ "$c" -ne 0 ]; then printf '%s copy-in %s: %s\n' "$n" "$c" "$e" >&2; exit 125; fi
+ulimit -t "$1" && ulimit -f "$2" && ulimit -n "$3" || exit 126; shift 3; exec "$@"`
+}
+
+// wrapper is what oneExec adds to execCommand: the nonce its shell prints first on stderr,
+// and the stdin to give it (the workspace's tar stream).
+type wrapper struct {
+	nonce string
+	in    io.Reader
+}
+
 // execCommand runs s under a shell that applies the per-process rlimits and then execs the
-// command itself, so the exit status is the command's.
-func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
+// command itself, so the exit status is the command's; with w, under oneExecScript, which
+// resets the container and unpacks w.in first (errWrapperNotRun when that shell never ran).
+func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.Spec, l backend.Limits, w *wrapper) (*backend.Result, error) {
 	script := fmt.Sprintf(`ulimit -t %d && ulimit -f %d && ulimit -n %d || exit 126; exec "$@"`,
 		l.CPUSeconds, (l.FileSizeBytes+511)/512, l.OpenFiles)
 	cmd := append([]string{"/bin/sh", "-c", script, "sandbox"}, s.Argv...)
+	if w != nil {
+		cmd = append([]string{"/bin/sh", "-c", oneExecScript(d.tar), "sandbox", w.nonce,
+			fmt.Sprint(l.CPUSeconds), fmt.Sprint((l.FileSizeBytes + 511) / 512), fmt.Sprint(l.OpenFiles)}, s.Argv...)
+	}
 	env := make([]string, 0, len(s.Env))
 	for _, k := range sortedKeys(s.Env) {
 		env = append(env, k+"="+s.Env[k])
@@ -326,20 +414,34 @@ func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.
 	}
 	att, err := d.cli.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
 	if err != nil {
+		if w != nil {
+			return nil, fmt.Errorf("%w: %w", errWrapperNotRun, err)
+		}
 		return nil, fmt.Errorf("start the command in the container: %w: %w", err, errs.ErrUnavailable)
 	}
 	defer att.Close()
 	go func() {
-		if len(s.Stdin) > 0 {
+		if w != nil {
+			_, _ = io.Copy(att.Conn, w.in)
+		} else if len(s.Stdin) > 0 {
 			_, _ = att.Conn.Write(s.Stdin)
 		}
 		_ = att.CloseWrite() // EOF on stdin: a command reading it does not wait forever
 	}()
 	o := backend.NewOutput(s.MaxOutput, s.Output)
+	stderr := o.Writer(2)
+	var mark *markLine
+	if w != nil {
+		mark = &markLine{line: []byte(w.nonce + "\n"), next: stderr}
+		stderr = mark
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = stdcopy.StdCopy(o.Writer(1), o.Writer(2), att.Reader)
+		_, _ = stdcopy.StdCopy(o.Writer(1), stderr, att.Reader)
+		if mark != nil {
+			mark.flush()
+		}
 	}()
 
 	res := &backend.Result{}
@@ -364,6 +466,9 @@ func (d *Docker) execCommand(ctx context.Context, b *box, dir string, s backend.
 		}
 	}
 	o.Finish(res)
+	if mark != nil && !mark.seen {
+		return nil, errWrapperNotRun
+	}
 
 	code, err := d.exitCode(context.WithoutCancel(ctx), ex.ID)
 	if err != nil {
@@ -499,4 +604,46 @@ func (d *Docker) execOutput(ctx context.Context, id string, cmd []string, okCode
 		return nil, fmt.Errorf("exec %q: exit %d: %s: %w", cmd[0], code, strings.TrimSpace(stderr.String()), errs.ErrUnavailable)
 	}
 	return stdout.Bytes(), nil
+}
+
+// markLine passes a stream on to next without its first line when that line is exactly
+// line (oneExecScript's nonce), and says whether it was; a stream that starts otherwise
+// goes on whole.
+type markLine struct {
+	line    []byte
+	next    io.Writer
+	buf     []byte
+	decided bool
+	seen    bool
+}
+
+func (m *markLine) Write(p []byte) (int, error) {
+	if m.decided {
+		return m.next.Write(p)
+	}
+	m.buf = append(m.buf, p...)
+	switch {
+	case len(m.buf) >= len(m.line) && bytes.Equal(m.buf[:len(m.line)], m.line):
+		m.decided, m.seen = true, true
+		rest := m.buf[len(m.line):]
+		m.buf = nil
+		if len(rest) > 0 {
+			_, _ = m.next.Write(rest)
+		}
+	case !bytes.HasPrefix(m.line, m.buf) && !bytes.HasPrefix(m.buf, m.line):
+		m.flush()
+	}
+	return len(p), nil
+}
+
+// flush ends the wait for the first line: what is held goes on.
+func (m *markLine) flush() {
+	if m.decided {
+		return
+	}
+	m.decided = true
+	if len(m.buf) > 0 {
+		_, _ = m.next.Write(m.buf)
+	}
+	m.buf = nil
 }

@@ -87,6 +87,9 @@ type Docker struct {
 	// dir of the last Reconcile, so that a later one of the same service finds them.
 	dir    string
 	closed bool
+	// tar is the program that unpacks a workspace in the container ("tar"; a test names
+	// one the image lacks).
+	tar string
 }
 
 // Identity says whose a workspace's container is. Every container carries it in its
@@ -130,7 +133,7 @@ func New(ctx context.Context, opts ...Option) (*Docker, error) {
 	if _, ok := cfg.images[cfg.defaultLang]; !ok {
 		return nil, fmt.Errorf("default language %q: no image configured: %w", cfg.defaultLang, errs.ErrInvalid)
 	}
-	d := &Docker{cfg: cfg, cli: cfg.cli, boxes: map[string]*box{}}
+	d := &Docker{cfg: cfg, cli: cfg.cli, boxes: map[string]*box{}, tar: "tar"}
 	if cfg.poolSize > 0 {
 		d.pool = newPool(cfg.poolSize, cfg.poolLimits)
 	}
