@@ -59,7 +59,14 @@ var killAll = []string{"/bin/kill", "-9", "-1"}
 
 // resetScript runs before each command: leftovers of the previous one go, and /workspace
 // is emptied (made writable first, in case the command chmod'ed it) for the fresh copy.
-const resetScript = `kill -9 -1 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null; rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*`
+const resetScript = resetKill + "; " + resetEmpty
+
+// resetKill ends the previous command's leftovers and makes /workspace writable again;
+// resetEmpty empties it.
+const (
+	resetKill  = `kill -9 -1 2>/dev/null; chmod -R u+rwX /workspace 2>/dev/null`
+	resetEmpty = `rm -rf /workspace/* /workspace/.[!.]* /workspace/..?*`
+)
 
 // ensure creates and starts b's container when it has none, and brings its resource limits
 // to l when they changed since the last command.
@@ -351,6 +358,11 @@ func (d *Docker) oneExec(ctx context.Context, b *box, ws, dir string, s backend.
 	if err != nil {
 		return nil, err
 	}
+	if res.ExitCode == copyInFailed && bytes.HasPrefix(res.Stderr, []byte(nonce+" reset: ")) {
+		// What the last command left could not be cleared (its reset failed before the
+		// command ran): the three steps' reset restarts the container.
+		return nil, errWrapperNotRun
+	}
 	if res.ExitCode == copyInFailed {
 		if msg, ok := bytes.CutPrefix(res.Stderr, []byte(nonce+" copy-in ")); ok {
 			code, msg, _ := bytes.Cut(bytes.TrimSpace(msg), []byte(": "))
@@ -368,12 +380,15 @@ func (d *Docker) oneExec(ctx context.Context, b *box, ws, dir string, s backend.
 const copyInFailed = 125
 
 // oneExecScript is oneExec's shell, with tar the unpacking program: $1 is the run's nonce,
-// then the rlimits, then the command. It says it runs (the nonce on stderr), resets what the
-// previous command left (resetScript), unpacks the workspace from stdin (a failure is
-// "<nonce> copy-in <tar's exit>: <its output>" and exit 125), and execs the command under
-// the rlimits.
+// then the rlimits, then the command. It says it runs (the nonce on stderr); resets what the
+// previous command left as resetScript does, in this shell, since kill -9 -1 spares only its
+// caller (a failure is "<nonce> reset: <its output>" and exit 125); unpacks the workspace
+// from stdin (a failure is "<nonce> copy-in <tar's exit>: <its output>" and exit 125); and
+// execs the command under the rlimits.
 func oneExecScript(tar string) string {
-	return `n=$1; shift; printf '%s\n' "$n" >&2; ` + resetScript + `
+	return `n=$1; shift; printf '%s\n' "$n" >&2
+` + resetKill + `
+e=$(` + resetEmpty + ` 2>&1) || { printf '%s reset: %s\n' "$n" "$e" >&2; exit 125; }
 e=$(` + tar + ` -x -p -f - -C /workspace 2>&1); c=$?
 if [ "$c" -ne 0 ]; then printf '%s copy-in %s: %s\n' "$n" "$c" "$e" >&2; exit 125; fi
 ulimit -t "$1" && ulimit -f "$2" && ulimit -n "$3" || exit 126; shift 3; exec "$@"`
