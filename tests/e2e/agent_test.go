@@ -69,16 +69,23 @@ func agentScript() []fakellm.Response {
 // agentRepo creates a local-forge repository holding a Go module on main.
 func agentRepo(t testing.TB, name string) string {
 	t.Helper()
+	return localRepo(t, name, "go.mod", agentGoMod)
+}
+
+// localRepo makes the local repository local/<name>, owned by the test user, with a first
+// commit on main that adds path.
+func localRepo(t testing.TB, name, path, content string) string {
+	t.Helper()
 	repo := "local/" + name
 	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
 	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{
-		"branch": "main", "message": "Go module",
-		"files": []map[string]any{{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": agentGoMod}},
+		"branch": "main", "message": "Add " + path,
+		"files": []map[string]any{{"path": path, "action": "FILE_ACTION_CREATE", "content": content}},
 	})
 	if code != http.StatusOK {
-		t.Fatalf("commit go.mod: %d %v", code, body)
+		t.Fatalf("commit %s: %d %v", path, code, body)
 	}
 	return repo
 }
@@ -324,18 +331,7 @@ func failOnceScript(marker, pkg, category string, python bool) []fakellm.Respons
 // pyRepo makes a local Python project repository (a pyproject.toml) owned by the test user.
 func pyRepo(t testing.TB, name string) string {
 	t.Helper()
-	repo := "local/" + name
-	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
-		t.Fatalf("create repo: %d %v", code, body)
-	}
-	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{
-		"branch": "main", "message": "Python project",
-		"files": []map[string]any{{"path": "pyproject.toml", "action": "FILE_ACTION_CREATE", "content": "[project]\nname = \"" + strings.ReplaceAll(name, "-", "_") + "\"\nversion = \"0.1.0\"\n"}},
-	})
-	if code != http.StatusOK {
-		t.Fatalf("commit pyproject.toml: %d %v", code, body)
-	}
-	return repo
+	return localRepo(t, name, "pyproject.toml", "[project]\nname = \""+strings.ReplaceAll(name, "-", "_")+"\"\nversion = \"0.1.0\"\n")
 }
 
 // agentScenarios are the failure scenarios' scripts, prepended with agentScript.

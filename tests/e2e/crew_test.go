@@ -118,14 +118,7 @@ func crewScript() []fakellm.Response {
 // issue numbers by key.
 func crewRepo(t *testing.T, name string, issues []crewIssue, checkSleep int) (string, map[string]int) {
 	t.Helper()
-	repo := "local/" + name
-	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
-		t.Fatalf("create repo: %d %v", code, body)
-	}
-	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "check",
-		"files": []map[string]any{{"path": "checks.py", "action": "FILE_ACTION_CREATE", "content": crewCheck(checkSleep)}}}); code != http.StatusOK {
-		t.Fatalf("commit: %d %v", code, body)
-	}
+	repo := localRepo(t, name, "checks.py", crewCheck(checkSleep))
 	numbers := map[string]int{}
 	for _, is := range issues {
 		var blocked []any
