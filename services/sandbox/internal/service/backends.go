@@ -155,6 +155,7 @@ func warmDir(v string) string {
 // language out of images (logged), so those sandboxes go to bwrap, saying so, or fail.
 func openDocker(ctx context.Context, cfg Config, images map[string]string, log *slog.Logger) (*docker.Docker, error) {
 	d, err := docker.New(ctx, docker.WithLogger(log), docker.WithImages(images), docker.WithNanoCPUs(int64(cfg.CPUs*1e9)),
+		docker.WithToolchainVolumes(cfg.ToolchainVolumes),
 		// The pool's containers have the limits a sandbox gets by default (limitsOf of the
 		// defaults), so handing one out needs no update.
 		docker.WithPool(cfg.Pool, backend.Limits{MemoryBytes: cfg.Memory, CPUs: cfg.CPUs, Pids: int(cfg.Pids)}))

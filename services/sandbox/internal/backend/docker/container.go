@@ -138,7 +138,7 @@ func (d *Docker) create(ctx context.Context, b *box, image string, l backend.Lim
 			// /workspace is a tmpfs-backed anonymous volume rather than a plain tmpfs mount:
 			// the engine's archive API (CopyToContainer/CopyFromContainer) sees volumes but
 			// not tmpfs mounts. RemoveVolumes on removal deletes it with the container.
-			Mounts: []mount.Mount{{
+			Mounts: append(d.toolchainMounts(ctx, image), mount.Mount{
 				Type:   mount.TypeVolume,
 				Target: "/workspace",
 				VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{
@@ -149,7 +149,7 @@ func (d *Docker) create(ctx context.Context, b *box, image string, l backend.Lim
 						"o":      fmt.Sprintf("size=%d,uid=%d,gid=%d,nosuid,nodev", d.cfg.workspaceSize, sandboxID, sandboxID),
 					},
 				}},
-			}},
+			}),
 		},
 	})
 	if err != nil {

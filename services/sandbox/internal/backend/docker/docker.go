@@ -46,6 +46,8 @@ type config struct {
 	tmpSize       int64
 	poolSize      int
 	poolLimits    backend.Limits
+	// noToolchainVolumes turns the toolchain volumes off (toolchain.go).
+	noToolchainVolumes bool
 }
 
 // WithClient uses an existing Engine API client (New then does not close it).
@@ -87,6 +89,7 @@ type Docker struct {
 	// dir of the last Reconcile, so that a later one of the same service finds them.
 	dir    string
 	closed bool
+	tools  toolchains
 	// tar is the program that unpacks a workspace in the container ("tar"; a test names
 	// one the image lacks).
 	tar string
