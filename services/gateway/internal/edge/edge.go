@@ -26,6 +26,7 @@ import (
 	"github.com/thefold/thefold/pkg/gen/openapi"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/validate"
+	"github.com/thefold/thefold/services/gateway/internal/console"
 )
 
 // Services lists the services the edge fronts.
@@ -109,6 +110,15 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		root.Handle(hr.path, &hook{route: hr.path, kind: hr.kind, headers: hr.headers,
 			chat: agentv1.NewChatServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
 	}
+	con, err := console.New(conns["gateway"], func(w http.ResponseWriter, r *http.Request, err error) {
+		errorHandler(r.Context(), nil, nil, w, r, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: console: %w", err)
+	}
+	for pattern, h := range con.Routes() {
+		root.Handle(pattern, h)
+	}
 	root.Handle("/", rt)
 	front := &front{root: root, routes: rt}
 
@@ -138,14 +148,11 @@ func (m *jsonMarshaler) Marshal(v any) ([]byte, error) {
 	return m.JSONPb.Marshal(v)
 }
 
-// ownPaths are the paths of the edge's own routes on its root mux.
-var ownPaths = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true, "/hooks/slack": true, "/hooks/discord": true}
-
-// front sends a request for a service's route straight to routes, and everything else
-// (the edge's own routes, and paths the root mux would redirect or refuse) through the
-// root mux. For a request whose path is already clean and is none of the edge's own, the
-// root mux can only pick its "/" route, and getting there costs it a tree walk and about
-// five allocations per request: the answer is the same without it.
+// front sends a request for a service's route (/v1/…) straight to routes, and everything
+// else (the edge's own routes, the console's, and paths the root mux would redirect or
+// refuse) through the root mux. For a clean /v1/ path the root mux can only pick its "/"
+// route, and getting there costs it a tree walk and about five allocations per request:
+// the answer is the same without it.
 type front struct {
 	root   *http.ServeMux
 	routes *routes
@@ -153,7 +160,7 @@ type front struct {
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
-	if r.Method != http.MethodConnect && r.RequestURI != "*" && r.URL.RawPath == "" && !ownPaths[p] &&
+	if r.Method != http.MethodConnect && r.RequestURI != "*" && r.URL.RawPath == "" && strings.HasPrefix(p, "/v1/") &&
 		cleanPath(p) == p && !needsEscape(p) {
 		f.routes.ServeHTTP(w, r)
 		return
