@@ -41,7 +41,9 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 			mu.Lock()
 			dialogs = append(dialogs, d.Message)
 			mu.Unlock()
-			go func() { _, _ = chromedp.Call(browser, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false}) }()
+			go func() {
+				_, _ = chromedp.Call(browser, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+			}()
 		}
 	}); err != nil {
 		t.Fatalf("chromium: %v", err)
