@@ -76,11 +76,17 @@ func agentRepo(t testing.TB, name string) string {
 // commit on main that adds path.
 func localRepo(t testing.TB, name, path, content string) string {
 	t.Helper()
+	return localRepoAs(t, token, name, path, content)
+}
+
+// localRepoAs is localRepo owned by the user of tok.
+func localRepoAs(t testing.TB, tok, name, path, content string) string {
+	t.Helper()
 	repo := "local/" + name
-	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+	if code, body := rest(t, http.MethodPost, "/v1/repos", tok, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
-	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{
+	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", tok, map[string]any{
 		"branch": "main", "message": "Add " + path,
 		"files": []map[string]any{{"path": path, "action": "FILE_ACTION_CREATE", "content": content}},
 	})
@@ -746,12 +752,15 @@ func readStream(t *testing.T, path, unspecified string, d time.Duration, mustEnd
 }
 
 // demoRepo makes repo the demo's repository: a Go module with an empty main.
-func demoRepo(t testing.TB, repo string) {
+func demoRepo(t testing.TB, repo string) { demoRepoAs(t, token, repo) }
+
+// demoRepoAs is demoRepo owned by the user of tok.
+func demoRepoAs(t testing.TB, tok, repo string) {
 	t.Helper()
-	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+	if code, body := rest(t, http.MethodPost, "/v1/repos", tok, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
-	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "Go module",
+	code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", tok, map[string]any{"branch": "main", "message": "Go module",
 		"files": []map[string]any{
 			{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/demo\n\ngo 1.22\n"},
 			{"path": "main.go", "action": "FILE_ACTION_CREATE", "content": "package main\n\nfunc main() {}\n"},

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,8 +86,9 @@ func BenchmarkGetTask(b *testing.B) {
 
 	latency := map[string]time.Duration{}
 	throughput := map[string]float64{}
+	var seqRounds, parRounds map[string][]time.Duration
 	b.Run("sequential", func(b *testing.B) {
-		spent, err := takeTurns(paths, b.N, 100, func(call func() error, n int) error {
+		spent, rounds, err := takeTurnsByRound(paths, b.N, 100, func(call func() error, n int) error {
 			for range n {
 				if err := call(); err != nil {
 					return err
@@ -97,6 +99,7 @@ func BenchmarkGetTask(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		seqRounds = rounds
 		for _, p := range paths {
 			latency[p.name] = spent[p.name] / time.Duration(b.N)
 			b.ReportMetric(float64(latency[p.name].Microseconds()), p.name+"-µs/call")
@@ -104,12 +107,13 @@ func BenchmarkGetTask(b *testing.B) {
 	})
 	b.Run("parallel", func(b *testing.B) {
 		clients := benchClients(parallelism)
-		spent, err := takeTurns(paths, b.N, 500, func(call func() error, n int) error {
+		spent, rounds, err := takeTurnsByRound(paths, b.N, 500, func(call func() error, n int) error {
 			return concurrently(call, clients, n)
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
+		parRounds = rounds
 		for _, p := range paths {
 			throughput[p.name] = float64(b.N) / spent[p.name].Seconds()
 			b.ReportMetric(throughput[p.name], p.name+"-calls/s")
@@ -126,6 +130,13 @@ func BenchmarkGetTask(b *testing.B) {
 			float64(latency["rest"])/float64(latency["bare"]), float64(latency["rest"])/float64(latency["grpc-gateway"]),
 			float64(latency["grpc-gateway"])/float64(latency["bare"]),
 			throughput["rest"]/throughput["bare"], throughput["rest"]/throughput["grpc-gateway"], throughput["grpc-gateway"]/throughput["bare"])
+		// The same, as the median over rounds of the ratio within each round (a round is one
+		// block of each path, back to back): a burst of other work on the machine tilts the
+		// totals above toward whichever path it hit, and the median of rounds far less.
+		fmt.Printf("GetTask REST against the floors, median of %d rounds: gateway latency %.2fx the bare proxy's, %.2fx grpc-gateway alone's (which is %.2fx the bare proxy's); gateway throughput %.2f of the bare proxy's, %.2f of grpc-gateway alone's (which is %.2f of the bare proxy's)\n",
+			len(seqRounds["rest"]),
+			medianRatio(seqRounds["rest"], seqRounds["bare"]), medianRatio(seqRounds["rest"], seqRounds["grpc-gateway"]), medianRatio(seqRounds["grpc-gateway"], seqRounds["bare"]),
+			medianRatio(parRounds["bare"], parRounds["rest"]), medianRatio(parRounds["grpc-gateway"], parRounds["rest"]), medianRatio(parRounds["bare"], parRounds["grpc-gateway"]))
 	}
 }
 
@@ -138,18 +149,44 @@ type benchPath struct {
 // takeTurns makes n calls of every path with run, in blocks of at most block calls, the
 // paths taking turns block by block, and returns the time each path's calls took.
 func takeTurns(paths []benchPath, n, block int, run func(call func() error, n int) error) (map[string]time.Duration, error) {
+	spent, _, err := takeTurnsByRound(paths, n, block, run)
+	return spent, err
+}
+
+// takeTurnsByRound is takeTurns that also returns each path's time in every round (one
+// block of each path), for ratios that a burst of load on the machine during one path's
+// block cannot tilt: see medianRatio.
+func takeTurnsByRound(paths []benchPath, n, block int, run func(call func() error, n int) error) (map[string]time.Duration, map[string][]time.Duration, error) {
 	spent := map[string]time.Duration{}
+	rounds := map[string][]time.Duration{}
 	for done := 0; done < n; done += block {
 		k := min(block, n-done)
 		for _, p := range paths {
 			start := time.Now()
 			if err := run(p.call, k); err != nil {
-				return nil, fmt.Errorf("%s: %w", p.name, err)
+				return nil, nil, fmt.Errorf("%s: %w", p.name, err)
 			}
-			spent[p.name] += time.Since(start)
+			d := time.Since(start)
+			spent[p.name] += d
+			rounds[p.name] = append(rounds[p.name], d)
 		}
 	}
-	return spent, nil
+	return spent, rounds, nil
+}
+
+// medianRatio is the median over rounds of a's time over b's in the same round.
+func medianRatio(a, b []time.Duration) float64 {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			r = append(r, float64(a[i])/float64(b[i]))
+		}
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
 }
 
 // concurrently makes n calls from clients goroutines, which take the next call as they

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,65 +22,24 @@ import (
 // markup shows as text — no element made, no script run — on its page and in the list, a
 // reload keeps the session, and signing out ends it.
 func TestConsoleSignInTasksAndSignOut(t *testing.T) {
-	t.Parallel()
-	exe := chromiumPath(t)
+	parallel(t)
 	_, email := newUser(t, "console")
 	repo := fmt.Sprintf("local/console-%d", time.Now().UnixNano())
 	const hostile = `<img src=x onerror="window.pwned=1">`
-
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))...)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	var mu sync.Mutex
-	var dialogs []string
-	if err := chromedp.Listen(browser, func(ev any) {
-		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
-			mu.Lock()
-			dialogs = append(dialogs, d.Message)
-			mu.Unlock()
-			go func() {
-				_, _ = chromedp.Call(browser, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
-			}()
-		}
-	}); err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		step, cancel := context.WithTimeout(browser, 30*time.Second)
-		defer cancel()
-		if err := chromedp.Do(step, actions...); err != nil {
-			shot(t, browser, "failed")
-			page, _ := chromedp.Run(browser, chromedp.Evaluate[string](`location.pathname + " | " + document.body.innerText`))
-			t.Fatalf("%s: %v; the page: %q", what, err, page)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(browser, chromedp.TextContent(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
-	eval := func(js string) string {
-		t.Helper()
-		s, err := chromedp.Run(browser, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", js, err)
-		}
-		return s
-	}
+	b := newConsoleBrowser(t, 3*time.Minute)
+	run, text, eval := b.run, b.text, b.eval
 
 	// Not signed in: the console sends the person to sign in.
 	run("open the console", chromedp.Navigate(mesh.GatewayURL()+"/tasks"), chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)))
 	if path := eval(`location.pathname`); path != "/signin" {
 		t.Fatalf("signed out, /tasks went to %q; want /signin", path)
 	}
+	// The first page load's budget: everything it transferred, page and assets.
+	kb := eval(`String(Math.ceil(performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource")).reduce((n, e) => n + (e.transferSize || 0), 0) / 1024))`)
+	if n, err := strconv.Atoi(kb); err != nil || n <= 0 || n > 300 {
+		t.Fatalf("the first page load transferred %s KB; want at most 300", kb)
+	}
+	t.Logf("the first page load transferred %s KB", kb)
 	run("ask for a code", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
 		chromedp.Click(chromedp.CSS(`#signin-email button`)),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=code]`)))
@@ -122,7 +82,7 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 	if n := eval(`String(document.querySelectorAll("main img").length) + (window.pwned ? " pwned" : "")`); n != "0" {
 		t.Fatalf("the list's markup made elements or ran: %q", n)
 	}
-	shot(t, browser, "tasks")
+	b.shot("tasks")
 	// A reload (a new page: nothing in memory) keeps the session through the cookie.
 	run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a.task-title`)))
 	if who := text(`#who`); who != email {
@@ -134,7 +94,7 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 	if w := eval(`String(document.documentElement.scrollWidth <= window.innerWidth)`); w != "true" {
 		t.Fatalf("at 390 px the page scrolls sideways")
 	}
-	shot(t, browser, "phone")
+	b.shot("phone")
 	run("desktop width", chromedp.EmulateViewport(1280, 900))
 
 	// Signing out ends the session: back to sign in, and a reload stays there.
@@ -143,25 +103,224 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 	if path := eval(`location.pathname`); path != "/signin" {
 		t.Fatalf("after signing out /tasks went to %q", path)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(dialogs) > 0 {
-		t.Fatalf("the pages opened dialogs: %q", dialogs)
+	b.noDialogs()
+}
+
+// TestConsoleTaskToPullRequest runs the README's demo in the browser: a task created and
+// started from the console, its job page following the job live (no reload) to the review
+// gate, the review page showing the diff, and an approval that shows the pull request.
+func TestConsoleTaskToPullRequest(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-demo")
+	access, _ := login(t, email, 0)
+	repo := fmt.Sprintf("local/console-demo-%d", time.Now().UnixNano())
+	demoRepoAs(t, access, repo)
+	b := newConsoleBrowser(t, 12*time.Minute)
+	b.signIn(email, 1)
+
+	b.run("create the task", chromedp.SendKeys(chromedp.CSS(`input[name=title]`), "Add a health endpoint"),
+		chromedp.SetValue(chromedp.CSS(`#new-task input[name=repo]`), repo),
+		chromedp.Click(chromedp.CSS(`#new-task button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-task`)))
+	b.run("start it", chromedp.Click(chromedp.CSS(`#start-task`)), chromedp.WaitVisible(chromedp.CSS(`#job-events`)))
+	if !strings.HasPrefix(b.eval(`location.pathname`), "/jobs/") {
+		b.fail("starting went to %s", b.eval(`location.pathname`))
+	}
+	// The page is not reloaded from here on: the marker stays only if the page updates itself.
+	b.eval(`window.stayed = "yes"`)
+	b.waitFor("the job page to show pending review", `String(document.getElementById("job-status")?.textContent.startsWith("pending review"))`, 3*time.Minute)
+	if b.eval(`String(window.stayed)`) != "yes" {
+		b.fail("the job page was reloaded")
+	}
+	events := b.eval(`Array.from(document.querySelectorAll("#job-events li")).map(li => li.dataset.type + " " + li.dataset.id).join("\n")`)
+	seen := map[string]bool{}
+	for _, line := range strings.Split(events, "\n") {
+		if seen[line] {
+			b.fail("the timeline shows %q twice", line)
+		}
+		seen[line] = true
+	}
+	for _, want := range []string{"JOB_EVENT_TYPE_PHASE_CHANGED", "JOB_EVENT_TYPE_PROGRESS", "JOB_EVENT_TYPE_REVIEW_SUBMITTED"} {
+		if !strings.Contains(events, want) {
+			b.fail("the live timeline has no %s: %q", want, events)
+		}
+	}
+	b.shot("job")
+
+	b.run("open the review", chromedp.Click(chromedp.CSS(`#job-review`)), chromedp.WaitVisible(chromedp.CSS(`#approve`)))
+	diff := b.eval(`Array.from(document.querySelectorAll("pre.diff .add")).map(s => s.textContent).join("\n")`)
+	if !strings.Contains(diff, "+") || !strings.Contains(b.eval(`document.querySelector("details.file summary").textContent`), ".go") {
+		b.fail("the review shows no added Go lines: %q", diff)
+	}
+	b.shot("review")
+	b.run("approve", chromedp.Click(chromedp.CSS(`#approve`)))
+	b.waitFor("the pull request link", `String(!!document.querySelector("#review-result a.pr-link"))`, 5*time.Minute)
+	href := b.eval(`document.querySelector("#review-result a.pr-link").href`)
+	if !strings.HasPrefix(href, "http") || b.text(`#review-status`) != "approved" {
+		b.fail("after approval: link %q, status %q", href, b.text(`#review-status`))
+	}
+	b.shot("approved")
+	b.noDialogs()
+}
+
+// TestConsoleChatToPullRequest is the issue's walk through the console: a person signs in,
+// asks in a new conversation for a health endpoint, follows the job the model started from
+// the conversation to its page, which updates live (no reload) to pending review, reads the
+// diff on the review page, approves, and sees the pull request's link.
+func TestConsoleChatToPullRequest(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-chat")
+	access, _ := login(t, email, 0)
+	repo := localRepoAs(t, access, fmt.Sprintf("console-chat-%d", time.Now().UnixNano()), "go.mod", agentGoMod)
+	b := newConsoleBrowser(t, 12*time.Minute)
+	b.signIn(email, 1)
+
+	b.run("open the chat", chromedp.Click(chromedp.CSS(`#nav a[href="/chat"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-conversation input[name=repo]`)))
+	b.run("start a conversation", chromedp.SetValue(chromedp.CSS(`#new-conversation input[name=repo]`), repo),
+		chromedp.Click(chromedp.CSS(`#new-conversation button`)), chromedp.WaitVisible(chromedp.CSS(`#compose textarea`)))
+	b.run("ask", chromedp.SendKeys(chromedp.CSS(`#compose textarea`), "Add a health endpoint to "+repo+" [CHAT-1]"),
+		chromedp.Click(chromedp.CSS(`#send`)))
+	// The reply streams in; its tool calls show compactly; the started job's link appears.
+	b.waitFor("the reply and the job's link", `String(!!document.querySelector("#chat-log a.notice-job") && Array.from(document.querySelectorAll("#chat-log li.msg.assistant .text")).some(e => e.textContent.includes("health endpoint")))`, 5*time.Minute)
+	if n := b.eval(`String(document.querySelectorAll("#chat-log li.msg.tool details").length)`); n == "0" {
+		b.fail("no tool call shown")
+	}
+	b.shot("chat")
+	b.run("open the job", chromedp.Click(chromedp.CSS(`#chat-log a.notice-job`)), chromedp.WaitVisible(chromedp.CSS(`#job-events`)))
+	b.eval(`window.stayed = "yes"`)
+	b.waitFor("the job page to show pending review", `String(document.getElementById("job-status")?.textContent.startsWith("pending review"))`, 3*time.Minute)
+	if b.eval(`String(window.stayed)`) != "yes" {
+		b.fail("the job page was reloaded")
+	}
+	b.run("open the review", chromedp.Click(chromedp.CSS(`#job-review`)), chromedp.WaitVisible(chromedp.CSS(`#approve`)))
+	if diff := b.eval(`document.querySelector("pre.diff")?.textContent || ""`); !strings.Contains(diff, "func Status") {
+		b.fail("the review's diff has no func Status: %q", diff)
+	}
+	b.run("approve", chromedp.Click(chromedp.CSS(`#approve`)))
+	b.waitFor("the pull request link", `String(!!document.querySelector("#review-result a.pr-link"))`, 5*time.Minute)
+	b.shot("approved")
+	b.noDialogs()
+}
+
+// consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail
+// the test (with a screenshot and the page's text) when a step does not happen.
+type consoleBrowser struct {
+	t       *testing.T
+	ctx     context.Context
+	mu      sync.Mutex
+	dialogs []string
+}
+
+func newConsoleBrowser(t *testing.T, timeout time.Duration) *consoleBrowser {
+	t.Helper()
+	exe := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))...)
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	b := &consoleBrowser{t: t, ctx: browser}
+	// A dialog the pages open is answered (so nothing hangs) and remembered: the tests
+	// check none opened that they did not ask for.
+	if err := chromedp.Listen(browser, func(ev any) {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			b.mu.Lock()
+			b.dialogs = append(b.dialogs, d.Message)
+			b.mu.Unlock()
+			go func() {
+				_, _ = chromedp.Call(browser, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			}()
+		}
+	}); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return b
+}
+
+// run does the actions, each step within 30 s.
+func (b *consoleBrowser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	step, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(step, actions...); err != nil {
+		b.fail("%s: %v", what, err)
 	}
 }
 
-// shot saves a screenshot of the page as <name>.png under THEFOLD_E2E_SHOTS, when set.
-func shot(t *testing.T, browser context.Context, name string) {
-	t.Helper()
+func (b *consoleBrowser) fail(format string, args ...any) {
+	b.t.Helper()
+	b.shot("failed")
+	page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.pathname + " | " + document.body.innerText`))
+	b.t.Fatalf(format+"; the page: %q", append(args, page)...)
+}
+
+// text is the text content of the first element sel matches.
+func (b *consoleBrowser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		b.fail("read %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// eval evaluates js, which must give a string.
+func (b *consoleBrowser) eval(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.fail("evaluate %s: %v", js, err)
+	}
+	return s
+}
+
+// waitFor evaluates js until it gives "true", for at most d.
+func (b *consoleBrowser) waitFor(what, js string, d time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(d)
+	for b.eval(js) != "true" {
+		if time.Now().After(deadline) {
+			b.fail("waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// signIn signs email in from the sign-in page with the code mailed after skip earlier ones.
+func (b *consoleBrowser) signIn(email string, skip int) {
+	b.t.Helper()
+	b.run("open the console", chromedp.Navigate(mesh.GatewayURL()+"/signin"), chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)))
+	b.run("ask for a code", chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
+		chromedp.Click(chromedp.CSS(`#signin-email button`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=code]`)))
+	code := mailedCode(b.t, email, skip)
+	b.run("sign in", chromedp.SendKeys(chromedp.CSS(`input[name=code]`), code),
+		chromedp.Click(chromedp.CSS(`#signin-code button`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=title]`)))
+}
+
+func (b *consoleBrowser) noDialogs() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.dialogs) > 0 {
+		b.t.Fatalf("the pages opened dialogs: %q", b.dialogs)
+	}
+}
+
+// shot saves a screenshot of the page as <test>-<name>.png under THEFOLD_E2E_SHOTS, when set.
+func (b *consoleBrowser) shot(name string) {
 	dir := os.Getenv("THEFOLD_E2E_SHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(browser, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
-		t.Logf("screenshot %s: %v", name, err)
+		b.t.Logf("screenshot %s: %v", name, err)
 		return
 	}
 	_ = os.MkdirAll(dir, 0o755)
-	_ = os.WriteFile(filepath.Join(dir, t.Name()+"-"+name+".png"), png, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, b.t.Name()+"-"+name+".png"), png, 0o644)
 }

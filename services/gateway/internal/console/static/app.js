@@ -18,11 +18,18 @@ function h(tag, attrs, ...children) {
     else if (k === "href") el.setAttribute("href", safeHref(v));
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return el;
+}
+
+// fill replaces el's children with nodes (nested lists flattened, null and false left out,
+// strings as text).
+function fill(el, ...nodes) {
+  el.replaceChildren(...nodes.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
+    .map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))));
 }
 
 // safeHref keeps console paths and http(s) URLs; anything else (javascript:, data:…) is "#".
@@ -38,13 +45,13 @@ function safeHref(v) {
 
 function notice(text, kind) {
   const n = document.getElementById("notice");
-  n.replaceChildren();
+  fill(n);
   if (text) n.append(h("p", { class: "notice " + (kind || "info") }, text));
 }
 
 function show(...nodes) {
   const main = document.getElementById("main");
-  main.replaceChildren(...nodes);
+  fill(main, ...nodes);
 }
 
 // ApiError carries the API's one error shape.
@@ -145,7 +152,14 @@ const routes = [
   [/^\/signin$/, signinPage],
   [/^\/(tasks)?$/, tasksPage],
   [/^\/tasks\/([^/]+)$/, taskPage],
+  [/^\/jobs\/([^/]+)$/, jobPage],
+  [/^\/reviews\/([^/]+)$/, reviewPage],
+  [/^\/chat$/, chatListPage],
+  [/^\/chat\/([^/]+)$/, chatPage],
 ];
+
+// page is the current page's lifetime: its streams and timers stop when another page renders.
+let page = new AbortController();
 
 function navigate(path, state, replace) {
   if (replace) history.replaceState(state || null, "", path);
@@ -154,6 +168,8 @@ function navigate(path, state, replace) {
 }
 
 async function render() {
+  page.abort();
+  page = new AbortController();
   const path = location.pathname;
   const state = history.state || {};
   notice(state.notice || "", state.kind || "info");
@@ -287,20 +303,458 @@ async function taskPage(id) {
     ["Source", String(t.source || "").replace(/^TASK_SOURCE_/, "").toLowerCase()],
     ["Labels", (t.labels || []).join(", ")],
     ["Blocked by", (t.blocked_by || []).join(", ")],
-    ["Job", t.job_id || ""],
     ["Created", t.create_time ? new Date(t.create_time).toLocaleString() : ""],
   ].filter(([, v]) => v);
   const pr = t.pull_request && t.pull_request.url
     ? h("p", {}, "Pull request: ", h("a", { href: t.pull_request.url, rel: "noopener noreferrer" }, t.pull_request.url))
     : null;
+  const startError = h("p", { class: "error", role: "alert" });
+  const start = h("button", { type: "button", id: "start-task", onclick: async () => {
+    start.disabled = true;
+    startError.textContent = "";
+    try {
+      const j = await api("POST", "/v1/jobs", { task_id: t.id, request_id: "console-" + crypto.randomUUID() });
+      navigate("/jobs/" + encodeURIComponent(j.job.id), { notice: "Job started." });
+    } catch (err) {
+      startError.textContent = err.message;
+      start.disabled = false;
+    }
+  } }, t.job_id ? "Start again" : "Start");
   show(
     h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")),
     h("h1", { class: "task-title" }, t.title),
+    h("div", { class: "actions" }, start,
+      t.job_id ? h("a", { href: "/jobs/" + encodeURIComponent(t.job_id), "data-nav": true, id: "task-job" }, "The task's job") : null),
+    startError,
     h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     pr,
     h("h2", {}, "Description"),
     t.description ? h("pre", { class: "description" }, t.description) : h("p", { class: "empty" }, "No description."),
   );
+}
+
+// --- live streams ---
+
+// follow reads a Watch route as server-sent events through fetch (so the bearer token goes
+// in a header, never in a URL), calling onEvent for every event in order. When the
+// connection drops it reconnects with the last id it saw as Last-Event-ID, and skips any
+// event it already had: no gap, no duplicate. It ends on the stream's `end` event or when
+// signal aborts (the page changed).
+async function follow(path, onEvent, signal) {
+  let last = 0;
+  let delay = 500;
+  while (!signal.aborted) {
+    try {
+      const headers = { Accept: "text/event-stream", Authorization: "Bearer " + session.token };
+      if (last) headers["Last-Event-ID"] = String(last);
+      const resp = await fetch(path, { headers, signal, cache: "no-store" });
+      if (resp.status === 401) {
+        if (!(await refresh())) { signedOut("Your session ended. Sign in again."); return; }
+        continue;
+      }
+      if (!resp.ok) {
+        let body = null;
+        try { body = await resp.json(); } catch (_) { /* not JSON */ }
+        throw new ApiError(resp.status, body);
+      }
+      delay = 500;
+      onEvent({ event: "open" });
+      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replaceAll("\r\n", "\n");
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const ev = parseEvent(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+          if (ev.id) {
+            const id = Number(ev.id);
+            if (id && id <= last) continue; // seen before a reconnection
+            if (id) last = id;
+          }
+          if (ev.event === "end") { onEvent(ev); return; }
+          if (ev.event === "heartbeat" || !ev.event) continue;
+          onEvent(ev);
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+      if (e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 429) {
+        onEvent({ event: "failure", data: { message: e.message } });
+        return;
+      }
+    }
+    onEvent({ event: "reconnecting" });
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 5000);
+  }
+}
+
+function parseEvent(block) {
+  const ev = { event: "", id: "", data: "" };
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const c = line.indexOf(":");
+    const k = c < 0 ? line : line.slice(0, c);
+    let v = c < 0 ? "" : line.slice(c + 1);
+    if (v.startsWith(" ")) v = v.slice(1);
+    if (k === "event") ev.event = v;
+    else if (k === "id") ev.id = v;
+    else if (k === "data") data.push(v);
+  }
+  ev.data = data.join("\n");
+  try { ev.data = ev.data ? JSON.parse(ev.data) : {}; } catch (_) { /* keep the text */ }
+  return ev;
+}
+
+// --- jobs ---
+
+function enumName(v, prefix) {
+  return String(v || "").replace(prefix, "").replaceAll("_", " ").toLowerCase();
+}
+
+function money(micros) {
+  return "$" + (Number(micros || 0) / 1e6).toFixed(4);
+}
+
+// eventText is one line of a job's timeline: what happened, from the event's payload.
+function eventText(type, d) {
+  switch (type) {
+    case "JOB_EVENT_TYPE_CREATED": return "Job created";
+    case "JOB_EVENT_TYPE_STATUS_CHANGED": {
+      const c = d.status_change || {};
+      return "Status: " + enumName(c.status, "JOB_STATUS_") + (c.reason ? ` — ${c.reason}` : "");
+    }
+    case "JOB_EVENT_TYPE_PHASE_CHANGED": {
+      const c = d.phase_changed || {};
+      return "Phase: " + enumName(c.phase, "JOB_PHASE_") + (c.attempt > 1 ? ` (attempt ${c.attempt})` : "");
+    }
+    case "JOB_EVENT_TYPE_PROGRESS": {
+      const p = d.progress || {};
+      const step = p.total_steps ? ` step ${p.current_step || 0}/${p.total_steps}` : "";
+      const fix = p.fix_round ? ` — fix round ${p.fix_round}${p.fix_passed ? " passed" : ""}` : "";
+      return "Build" + step + (p.file_path ? ": " + p.file_path : "") + fix;
+    }
+    case "JOB_EVENT_TYPE_THOUGHT": return (d.thought && d.thought.text) || "Thinking";
+    case "JOB_EVENT_TYPE_CLARIFICATION_REQUESTED": return "Question: " + ((d.clarification_requested || {}).question || "");
+    case "JOB_EVENT_TYPE_PLAN_CREATED": return "Plan made";
+    case "JOB_EVENT_TYPE_PLAN_REVISED": return "Plan revised";
+    case "JOB_EVENT_TYPE_DIAGNOSED": {
+      const g = d.diagnosis || {};
+      return "Diagnosis: " + [enumName(g.category, "DIAGNOSIS_CATEGORY_"), g.reason || "", g.recovery || ""].filter(Boolean).join(" — ");
+    }
+    case "JOB_EVENT_TYPE_INTERVENED": return "Intervention";
+    case "JOB_EVENT_TYPE_REVIEW_SUBMITTED": return "Ready for review";
+    case "JOB_EVENT_TYPE_PULL_REQUEST_OPENED": return "Pull request opened" + (d.pull_request && d.pull_request.url ? ": " + d.pull_request.url : "");
+    case "JOB_EVENT_TYPE_BUDGET_EXHAUSTED": return "Budget exhausted";
+    default: return enumName(type, "JOB_EVENT_TYPE_") || "Event";
+  }
+}
+
+const ACTIVE = ["JOB_STATUS_QUEUED", "JOB_STATUS_RUNNING", "JOB_STATUS_WAITING_CLARIFICATION", "JOB_STATUS_PAUSED"];
+
+async function jobPage(rawID) {
+  const id = decodeURIComponent(rawID);
+  const facts = h("div", { id: "job-facts" });
+  const live = h("p", { class: "muted", id: "job-live" }, "Connecting…");
+  const timeline = h("ol", { class: "timeline", id: "job-events", "aria-label": "What the job did" });
+  const actionError = h("p", { class: "error", role: "alert" });
+  let job = null;
+
+  const act = (label, path, body, confirmText) => h("button", { type: "button", "data-action": label.toLowerCase(), onclick: async (e) => {
+    if (confirmText && !window.confirm(confirmText)) return;
+    e.target.disabled = true;
+    actionError.textContent = "";
+    try { await api("POST", `/v1/jobs/${encodeURIComponent(id)}:${path}`, body || {}); await load(); } catch (err) { actionError.textContent = err.message; e.target.disabled = false; }
+  } }, label);
+
+  const draw = () => {
+    const j = job;
+    const usage = j.usage || {};
+    const rows = [
+      ["Status", enumName(j.status, "JOB_STATUS_") + (j.status_reason ? ` — ${j.status_reason}` : "")],
+      ["Phase", enumName(j.phase, "JOB_PHASE_") + (j.attempt ? ` (attempt ${j.attempt})` : "")],
+      ["Repository", j.repo + (j.branch ? ` · ${j.branch}` : "")],
+      ["Model", j.model || ""],
+      ["Tokens", usage.input_tokens || usage.output_tokens ? `${usage.input_tokens || 0} in, ${usage.output_tokens || 0} out` : ""],
+      ["Cost", usage.cost_micros ? money(usage.cost_micros) : ""],
+      ["Error", j.error || ""],
+    ].filter(([, v]) => v);
+    const actions = [];
+    if (j.status === "JOB_STATUS_RUNNING" || j.status === "JOB_STATUS_QUEUED") actions.push(act("Pause", "pause"));
+    if (j.status === "JOB_STATUS_PAUSED") actions.push(act("Resume", "resume"));
+    if (ACTIVE.includes(j.status) || j.status === "JOB_STATUS_HUMAN_NEEDED") actions.push(act("Cancel", "cancel", {}, "Cancel this job?"));
+    let clarify = null;
+    if (j.status === "JOB_STATUS_WAITING_CLARIFICATION" && j.clarification_question) {
+      const answer = h("textarea", { name: "answer", rows: 3, required: true });
+      clarify = h("form", { class: "card", id: "clarify", onsubmit: async (e) => {
+        e.preventDefault();
+        try { await api("POST", `/v1/jobs/${encodeURIComponent(id)}:respondToClarification`, { answer: answer.value }); await load(); } catch (err) { actionError.textContent = err.message; }
+      } }, h("p", {}, "The job asks: ", h("strong", {}, j.clarification_question)), field("Your answer", answer), h("button", { type: "submit" }, "Answer"));
+    }
+    const plan = j.plan && (j.plan.steps || []).length
+      ? h("details", { class: "plan" }, h("summary", {}, `Plan: ${j.plan.steps.length} steps`), j.plan.summary ? h("p", {}, j.plan.summary) : null,
+        h("ol", {}, j.plan.steps.map((st) => h("li", {}, [enumName(st.action, "FILE_ACTION_"), st.path, (st.command || []).join(" ")].filter(Boolean).join(" ")))))
+      : null;
+    fill(facts, 
+      h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", k === "Status" ? { id: "job-status" } : {}, v)])),
+      h("div", { class: "actions" }, actions,
+        j.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(j.review_id), "data-nav": true, id: "job-review" }, "Open the review") : null,
+        j.pull_request && j.pull_request.url ? h("a", { href: j.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, `Pull request #${j.pull_request.number || ""}`) : null,
+        j.task_id ? h("a", { href: "/tasks/" + encodeURIComponent(j.task_id), "data-nav": true }, "The task") : null),
+      clarify, plan);
+  };
+  const load = async () => { job = (await api("GET", "/v1/jobs/" + encodeURIComponent(id))).job; draw(); };
+  await load();
+  show(h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")), h("h1", {}, "Job"), facts, actionError,
+    h("h2", {}, "Timeline"), live, timeline);
+
+  let pending = 0;
+  const reload = () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => load().catch(() => {}), 150);
+  };
+  const signal = page.signal;
+  follow(`/v1/jobs/${encodeURIComponent(id)}:watch?after_id=0`, (ev) => {
+    switch (ev.event) {
+      case "open": live.textContent = "Live"; return;
+      case "reconnecting": live.textContent = "Reconnecting…"; return;
+      case "end": live.textContent = "The job has finished."; reload(); return;
+      case "gap": live.textContent = "Some older events were removed by retention."; return;
+      case "failure": live.textContent = "The stream failed: " + ((ev.data && ev.data.message) || "") + " — reconnecting"; return;
+    }
+    const time = ev.data.time ? new Date(ev.data.time) : null;
+    timeline.append(h("li", { "data-id": ev.id, "data-type": ev.event },
+      time ? h("time", { datetime: time.toISOString() }, time.toLocaleTimeString()) : null, " ", eventText(ev.event, ev.data)));
+    reload();
+  }, signal);
+}
+
+// --- reviews ---
+
+function diffView(text) {
+  const pre = h("pre", { class: "diff" });
+  for (const line of String(text || "").split("\n")) {
+    const cls = line.startsWith("+++") || line.startsWith("---") ? "meta" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+    pre.append(h("span", cls ? { class: cls } : {}, line), "\n");
+  }
+  return pre;
+}
+
+async function reviewPage(rawID) {
+  const id = decodeURIComponent(rawID);
+  const body = h("div", { id: "review" });
+  const result = h("div", { id: "review-result", role: "status" });
+  const error = h("p", { class: "error", role: "alert" });
+  let review = null;
+  let job = null;
+
+  const decide = async (verb, payload) => {
+    error.textContent = "";
+    try {
+      review = (await api("POST", `/v1/reviews/${encodeURIComponent(id)}:${verb}`, payload)).review;
+      draw();
+      watchForPR();
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  const draw = () => {
+    const r = review;
+    const stats = r.stats || {};
+    const decided = r.status !== "REVIEW_STATUS_PENDING";
+    const note = h("textarea", { name: "note", rows: 3 });
+    const form = decided ? null : h("form", { class: "card", id: "decide", onsubmit: (e) => e.preventDefault() },
+      field("Comment or feedback (feedback is required to request changes)", note),
+      h("div", { class: "actions" },
+        h("button", { type: "button", id: "approve", onclick: () => decide("approve", { comment: note.value }) }, "Approve and open the pull request"),
+        h("button", { type: "button", id: "request-changes", class: "secondary", onclick: () => decide("requestChanges", { feedback: note.value }) }, "Request changes"),
+        h("button", { type: "button", id: "reject", class: "secondary", onclick: () => { if (window.confirm("Reject this work?")) decide("reject", { reason: note.value }); } }, "Reject")));
+    const pr = (r.pull_request && r.pull_request.url) ? r.pull_request : (job && job.pull_request && job.pull_request.url ? job.pull_request : null);
+    fill(result, ...(pr ? [h("p", {}, "Pull request: ", h("a", { href: pr.url, class: "pr-link", rel: "noopener noreferrer" }, pr.url))]
+      : decided ? [h("p", { class: "muted" }, r.status === "REVIEW_STATUS_APPROVED" ? "Approved: the pull request is being opened…" : "Decided: " + enumName(r.status, "REVIEW_STATUS_"))] : []));
+    fill(body, 
+      h("dl", { class: "facts" },
+        [["Status", enumName(r.status, "REVIEW_STATUS_")], ["Repository", r.repo], ["Quality", r.quality_score ? `${r.quality_score}/10` : ""],
+          ["Changes", `${stats.files_changed || (r.files || []).length} files, +${stats.additions || 0} −${stats.deletions || 0}`]]
+          .filter(([, v]) => v).map(([k, v]) => [h("dt", {}, k), h("dd", k === "Status" ? { id: "review-status" } : {}, v)])),
+      r.job_id ? h("p", {}, h("a", { href: "/jobs/" + encodeURIComponent(r.job_id), "data-nav": true }, "The job")) : null,
+      (r.concerns || []).length ? [h("h2", {}, "Concerns"), h("ul", { class: "concerns" }, r.concerns.map((c) =>
+        h("li", {}, [c.path ? `${c.path}${c.line ? ":" + c.line : ""}` : "", c.message].filter(Boolean).join(" — "))))] : null,
+      r.documentation ? [h("h2", {}, "Notes"), h("pre", { class: "description" }, r.documentation)] : null,
+      h("h2", {}, "Files"),
+      (r.files || []).map((f) => {
+        const d = f.diff || {};
+        return h("details", { class: "file", open: true },
+          h("summary", {}, h("code", {}, d.path || ""), ` ${enumName(d.action, "FILE_ACTION_")} +${d.additions || 0} −${d.deletions || 0}`),
+          d.binary ? h("p", { class: "muted" }, "Binary file") : diffView(d.unified_diff || f.content || ""));
+      }),
+      form);
+  };
+  const load = async () => {
+    review = (await api("GET", "/v1/reviews/" + encodeURIComponent(id))).review;
+    if (review.job_id) job = (await api("GET", "/v1/jobs/" + encodeURIComponent(review.job_id))).job;
+    draw();
+  };
+  // After an approval the pull request opens in the job: follow it until it has.
+  let watching = false;
+  const watchForPR = () => {
+    if (watching || review.status !== "REVIEW_STATUS_APPROVED" || !review.job_id) return;
+    if ((review.pull_request && review.pull_request.url) || (job && job.pull_request && job.pull_request.url)) return;
+    watching = true;
+    follow(`/v1/jobs/${encodeURIComponent(review.job_id)}:watch?from_now=true`, (ev) => {
+      if (ev.event === "open" || ev.event === "JOB_EVENT_TYPE_PULL_REQUEST_OPENED" || ev.event === "JOB_EVENT_TYPE_STATUS_CHANGED" || ev.event === "end") load().catch(() => {});
+    }, page.signal);
+  };
+  await load();
+  show(h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")), h("h1", {}, "Review"), result, body, error);
+  watchForPR();
+}
+
+// --- chat ---
+
+async function chatListPage() {
+  const list = await api("GET", "/v1/conversations?page_size=100");
+  const convs = (list && list.conversations) || [];
+  const repo = h("input", { type: "text", name: "repo", placeholder: "owner/name (optional)" });
+  const title = h("input", { type: "text", name: "title", maxlength: 200, placeholder: "optional: taken from the first message" });
+  const error = h("p", { class: "error", role: "alert" });
+  const form = h("form", { class: "card", id: "new-conversation", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    try {
+      const c = await api("POST", "/v1/conversations", { request_id: "console-" + crypto.randomUUID(), repo: repo.value.trim(), title: title.value.trim() });
+      navigate("/chat/" + encodeURIComponent(c.conversation.id));
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "New conversation"), field("Repository", repo), field("Title", title), h("button", { type: "submit" }, "Start a conversation"), error);
+  show(h("h1", {}, "Chat"),
+    convs.length === 0 ? h("p", { class: "empty" }, "No conversations yet. Start one below: ask for a change, and TheFold plans it, builds it and brings it to review.")
+      : h("ul", { class: "conversations" }, convs.map((c) => h("li", {},
+        h("a", { href: "/chat/" + encodeURIComponent(c.id), "data-nav": true }, c.title || "Untitled conversation"),
+        h("span", { class: "muted" }, ` ${c.repo || ""} · ${c.message_count || 0} messages`)))),
+    form);
+}
+
+// noticeLinks are the links of a notice's references.
+function noticeLinks(refs) {
+  const r = refs || {};
+  return [
+    r.task_id ? h("a", { href: "/tasks/" + encodeURIComponent(r.task_id), "data-nav": true }, "task") : null,
+    r.job_id ? h("a", { href: "/jobs/" + encodeURIComponent(r.job_id), "data-nav": true, class: "notice-job" }, "job") : null,
+    r.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(r.review_id), "data-nav": true, class: "notice-review" }, "review") : null,
+    r.pull_request_url ? h("a", { href: r.pull_request_url, class: "pr-link", rel: "noopener noreferrer" }, "pull request") : null,
+  ].filter(Boolean).flatMap((a, i) => (i ? [" · ", a] : [a]));
+}
+
+function messageItem(m) {
+  const role = enumName(m.role, "CHAT_ROLE_");
+  if (m.notice) {
+    const n = m.notice;
+    const start = n.kind === "NOTICE_KIND_PLAN_PROPOSED" && n.refs && n.refs.project_id
+      ? h("button", { type: "button", class: "secondary", onclick: async (e) => {
+        e.target.disabled = true;
+        try { await api("POST", `/v1/projects/${encodeURIComponent(n.refs.project_id)}:start`, {}); notice("The project started."); } catch (err) { notice(err.message, "error"); e.target.disabled = false; }
+      } }, "Confirm and start the project")
+      : null;
+    return h("li", { class: "msg notice-msg", "data-id": m.id, "data-kind": n.kind || "" },
+      h("span", { class: "who" }, "TheFold"), h("p", {}, m.text || enumName(n.kind, "NOTICE_KIND_")), h("p", { class: "links" }, noticeLinks(n.refs)), start);
+  }
+  if (m.tool_call) {
+    return h("li", { class: "msg tool", "data-id": m.id },
+      h("details", {}, h("summary", {}, "Tool: ", h("code", {}, m.tool_call.name || "")), h("pre", {}, JSON.stringify(m.tool_call.input || {}, null, 2))));
+  }
+  if (m.tool_result) {
+    const r = m.tool_result;
+    return h("li", { class: "msg tool" + (r.is_error ? " failed" : ""), "data-id": m.id },
+      h("details", {}, h("summary", {}, (r.is_error ? "Tool failed: " : "Result: "), h("code", {}, r.name || "")), h("pre", {}, r.content || ""),
+        h("p", { class: "links" }, noticeLinks(r.refs))));
+  }
+  return h("li", { class: "msg " + role, "data-id": m.id, "data-reply": m.reply_id || "" },
+    h("span", { class: "who" }, role === "user" ? (!m.author || (session.user && m.author === session.user.id) ? "You" : m.author) : "TheFold"),
+    h("div", { class: "text" }, m.text || ""),
+    m.incomplete ? h("p", { class: "muted" }, "(the reply stopped early)") : null);
+}
+
+async function chatPage(rawID) {
+  const id = decodeURIComponent(rawID);
+  const conv = (await api("GET", "/v1/conversations/" + encodeURIComponent(id))).conversation;
+  const first = await api("GET", `/v1/conversations/${encodeURIComponent(id)}/messages?page_size=200`);
+  const log = h("ol", { class: "chat", id: "chat-log", "aria-label": "Messages" });
+  const status = h("p", { class: "muted", id: "chat-live", role: "status" }, "Connecting…");
+  const seen = new Set();
+  const streams = new Map(); // reply id → the element its text streams into
+  const add = (m) => {
+    if (!m || !m.id || seen.has(m.id)) return;
+    seen.add(m.id);
+    const el = messageItem(m);
+    const streaming = m.reply_id && m.role === "CHAT_ROLE_ASSISTANT" ? streams.get(m.reply_id) : null;
+    if (streaming) { streaming.replaceWith(el); streams.delete(m.reply_id); } else log.append(el);
+    el.scrollIntoView({ block: "nearest" });
+  };
+  ((first && first.messages) || []).forEach(add);
+  const finished = new Set((first.messages || []).filter((m) => m.role === "CHAT_ROLE_ASSISTANT" && m.reply_id).map((m) => m.reply_id));
+
+  const text = h("textarea", { name: "message", rows: 3, required: true, placeholder: "Ask for a change, e.g. “Add a health endpoint”" });
+  const send = h("button", { type: "submit", id: "send" }, "Send");
+  const stop = h("button", { type: "button", class: "secondary", id: "stop-reply", hidden: !conv.active_reply_id, onclick: async () => {
+    try { await api("POST", `/v1/conversations/${encodeURIComponent(id)}:cancelReply`, {}); } catch (err) { notice(err.message, "error"); }
+  } }, "Stop the reply");
+  const error = h("p", { class: "error", role: "alert" });
+  const compose = h("form", { class: "compose", id: "compose", onsubmit: async (e) => {
+    e.preventDefault();
+    if (!text.value.trim()) return;
+    send.disabled = true;
+    error.textContent = "";
+    try {
+      const r = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/messages`, { request_id: "console-" + crypto.randomUUID(), text: text.value });
+      add(r.message);
+      text.value = "";
+    } catch (err) {
+      error.textContent = err.message;
+    } finally {
+      send.disabled = false;
+      text.focus();
+    }
+  } }, field("Message", text), h("div", { class: "actions" }, send, stop), error);
+  text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) compose.requestSubmit(); });
+  show(h("p", {}, h("a", { href: "/chat", "data-nav": true }, "← Conversations")),
+    h("h1", {}, conv.title || "Conversation"), conv.repo ? h("p", { class: "muted" }, conv.repo) : null, log, status, compose);
+
+  follow(`/v1/conversations/${encodeURIComponent(id)}:watch?after_id=0`, (ev) => {
+    const d = ev.data || {};
+    switch (ev.event) {
+      case "open": status.textContent = ""; return;
+      case "reconnecting": status.textContent = "Reconnecting…"; return;
+      case "failure": status.textContent = "The stream failed: " + (d.message || "") + " — reconnecting"; return;
+      case "end": return;
+      case "CONVERSATION_EVENT_TYPE_MESSAGE_ADDED": add(d.message); return;
+      case "CONVERSATION_EVENT_TYPE_REPLY_STARTED": stop.hidden = false; status.textContent = "TheFold is answering…"; return;
+      case "CONVERSATION_EVENT_TYPE_REPLY_ENDED":
+        stop.hidden = true; status.textContent = "";
+        if (d.reply && d.reply.id) finished.add(d.reply.id);
+        return;
+      case "CONVERSATION_EVENT_TYPE_TEXT_DELTA": {
+        const delta = d.delta || {};
+        if (!delta.reply_id || finished.has(delta.reply_id)) return;
+        let el = streams.get(delta.reply_id);
+        if (!el) {
+          el = h("li", { class: "msg assistant streaming", "data-reply": delta.reply_id }, h("span", { class: "who" }, "TheFold"), h("div", { class: "text" }));
+          streams.set(delta.reply_id, el);
+          log.append(el);
+        }
+        el.querySelector(".text").append(delta.text || "");
+        el.scrollIntoView({ block: "nearest" });
+        return;
+      }
+      default: return;
+    }
+  }, page.signal);
+  text.focus();
 }
 
 // --- start ---
