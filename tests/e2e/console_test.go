@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -200,6 +202,153 @@ func TestConsoleChatToPullRequest(t *testing.T) {
 	b.waitFor("the pull request link", `String(!!document.querySelector("#review-result a.pr-link"))`, 5*time.Minute)
 	b.shot("approved")
 	b.noDialogs()
+}
+
+// TestConsoleCrewProject plans a crew project from the console, edits its plan (a task's
+// description, saved with the project's etag), starts it, and watches the workers' tabs
+// stream their jobs' events live until the project completes.
+func TestConsoleCrewProject(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-crew")
+	access, _ := login(t, email, 0)
+	repo, _ := crewRepoAs(t, access, fmt.Sprintf("console-crew-%d", time.Now().UnixNano()),
+		[]crewIssue{crewDiamond[0], crewDiamond[4]}, 0)
+	b := newConsoleBrowser(t, 10*time.Minute)
+	b.signIn(email, 1)
+
+	b.run("open the projects", chromedp.Click(chromedp.CSS(`#nav a[href="/projects"]`)), chromedp.WaitVisible(chromedp.CSS(`#plan-project`)))
+	b.run("plan a crew", chromedp.SetValue(chromedp.CSS(`#plan-project input[name=repo]`), repo),
+		chromedp.SetValue(chromedp.CSS(`#plan-project select[name=mode]`), "PROJECT_MODE_CREW"),
+		chromedp.SetValue(chromedp.CSS(`#plan-project input[name=max_workers]`), "2"),
+		chromedp.Click(chromedp.CSS(`#plan-project button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#start-project`)))
+	if n := b.eval(`String(document.querySelectorAll("#project-plan li[data-task]").length)`); n != "2" {
+		b.fail("the plan shows %s tasks; want the repository's 2 issues", n)
+	}
+	// Edit the plan: a task's description, saved; a reload shows it stored.
+	b.run("edit a task", chromedp.SendKeys(chromedp.CSS(`#project-plan textarea[name=task-description]`), " Keep it short."),
+		chromedp.WaitVisible(chromedp.CSS(`#save-plan`)), chromedp.Click(chromedp.CSS(`#save-plan`)))
+	b.waitFor("the plan to be saved", `String(document.getElementById("save-plan")?.hidden === true)`, 30*time.Second)
+	b.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#start-project`)))
+	if !strings.Contains(b.eval(`Array.from(document.querySelectorAll("#project-plan textarea[name=task-description]")).map(e => e.value).join("|")`), "Keep it short.") {
+		b.fail("the edited description was not stored")
+	}
+	b.shot("plan")
+
+	b.run("start it", chromedp.Click(chromedp.CSS(`#start-project`)))
+	b.eval(`window.stayed = "yes"`)
+	b.waitFor("two worker tabs", `String(document.querySelectorAll("#project-pool [role=tab]").length === 2)`, 2*time.Minute)
+	// The workers' streams fill live; the project completes without a reload.
+	b.waitFor("the project to complete", `String(document.getElementById("project-status")?.textContent.startsWith("completed"))`, 6*time.Minute)
+	if b.eval(`String(window.stayed)`) != "yes" {
+		b.fail("the project page was reloaded")
+	}
+	streamed := b.eval(`String(Array.from(document.querySelectorAll("#project-pool ol.worker-log")).map(l => l.children.length).reduce((a, n) => a + n, 0))`)
+	if n, _ := strconv.Atoi(streamed); n < 4 {
+		b.fail("the workers' tabs streamed %s events", streamed)
+	}
+	b.shot("crew")
+	b.noDialogs()
+}
+
+// TestConsoleJobPageAcrossAGatewayRestart opens a running job's page, kills the gateway
+// and starts it again while the job goes on: the page reconnects by itself with the last
+// event id it saw and shows every event of the job exactly once — those that happened while
+// the gateway was down too — and reaches pending review without a reload.
+func TestConsoleJobPageAcrossAGatewayRestart(t *testing.T) {
+	alone(t)
+	_, email := newUser(t, "console-restart")
+	access, _ := login(t, email, 0)
+	repo := fmt.Sprintf("local/console-restart-%d", time.Now().UnixNano())
+	demoRepoAs(t, access, repo)
+	b := newConsoleBrowser(t, 10*time.Minute)
+	b.signIn(email, 1)
+	code, task := rest(t, http.MethodPost, "/v1/tasks", access, map[string]any{"title": "Add a health endpoint", "repo": repo})
+	if code != http.StatusOK {
+		t.Fatalf("create task: %d %v", code, task)
+	}
+	code, job := rest(t, http.MethodPost, "/v1/jobs", access, map[string]any{"task_id": task["task"].(map[string]any)["id"]})
+	if code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, job)
+	}
+	jobID := job["job"].(map[string]any)["id"].(string)
+	b.run("open the job", chromedp.Navigate(mesh.GatewayURL()+"/jobs/"+jobID), chromedp.WaitVisible(chromedp.CSS(`#job-events`)))
+	b.eval(`window.stayed = "yes"`)
+	b.waitFor("the stream to be live", `String(document.getElementById("job-live")?.textContent === "Live" && document.querySelectorAll("#job-events li").length > 0)`, time.Minute)
+
+	if err := mesh.Kill("gateway"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = mesh.Start()
+		}
+	}()
+	b.waitFor("the page to notice", `String(document.getElementById("job-live")?.textContent.startsWith("Reconnecting"))`, 30*time.Second)
+	time.Sleep(2 * time.Second) // the job goes on without the gateway
+	startAgain(t)
+	restarted = true
+
+	b.waitFor("the job page to show pending review", `String(document.getElementById("job-status")?.textContent.startsWith("pending review"))`, 5*time.Minute)
+	b.waitFor("the review event on the timeline", `String(!!document.querySelector('#job-events li[data-type="JOB_EVENT_TYPE_REVIEW_SUBMITTED"]'))`, 30*time.Second)
+	if b.eval(`String(window.stayed)`) != "yes" {
+		b.fail("the job page was reloaded")
+	}
+	shown := strings.Fields(b.eval(`Array.from(document.querySelectorAll("#job-events li")).map(li => li.dataset.id).join(" ")`))
+	// The job's events as the API has them: the stream's history, read until it goes quiet.
+	want := jobEventIDs(t, access, jobID)
+	if strings.Join(shown, " ") != strings.Join(want, " ") {
+		b.fail("the page shows events %v; the job has %v", shown, want)
+	}
+	b.noDialogs()
+}
+
+// jobEventIDs are the ids of a job's events, in order, from its NDJSON stream (heartbeats
+// left out), read until no event comes for two seconds.
+func jobEventIDs(t *testing.T, tok, jobID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch?after_id=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var ids []string
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return ids
+			}
+			var m struct {
+				Result struct {
+					ID   string `json:"id"`
+					Type string `json:"type"`
+				} `json:"result"`
+			}
+			if json.Unmarshal([]byte(line), &m) == nil && m.Result.ID != "" && m.Result.ID != "0" && m.Result.Type != "" && m.Result.Type != "JOB_EVENT_TYPE_UNSPECIFIED" {
+				ids = append(ids, m.Result.ID)
+			}
+		case <-time.After(2 * time.Second):
+			return ids
+		}
+	}
 }
 
 // consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail

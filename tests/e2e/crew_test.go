@@ -118,14 +118,20 @@ func crewScript() []fakellm.Response {
 // issue numbers by key.
 func crewRepo(t *testing.T, name string, issues []crewIssue, checkSleep int) (string, map[string]int) {
 	t.Helper()
-	repo := localRepo(t, name, "checks.py", crewCheck(checkSleep))
+	return crewRepoAs(t, token, name, issues, checkSleep)
+}
+
+// crewRepoAs is crewRepo owned by the user of tok.
+func crewRepoAs(t *testing.T, tok, name string, issues []crewIssue, checkSleep int) (string, map[string]int) {
+	t.Helper()
+	repo := localRepoAs(t, tok, name, "checks.py", crewCheck(checkSleep))
 	numbers := map[string]int{}
 	for _, is := range issues {
 		var blocked []any
 		for _, d := range is.deps {
 			blocked = append(blocked, numbers[d])
 		}
-		code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", token, map[string]any{"title": is.title, "body": "Write " + is.path() + ".", "blocked_by": blocked})
+		code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/issues", tok, map[string]any{"title": is.title, "body": "Write " + is.path() + ".", "blocked_by": blocked})
 		if code != http.StatusOK {
 			t.Fatalf("create issue: %d %v", code, body)
 		}

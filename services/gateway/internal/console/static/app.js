@@ -154,6 +154,8 @@ const routes = [
   [/^\/tasks\/([^/]+)$/, taskPage],
   [/^\/jobs\/([^/]+)$/, jobPage],
   [/^\/reviews\/([^/]+)$/, reviewPage],
+  [/^\/projects$/, projectsPage],
+  [/^\/projects\/([^/]+)$/, projectPage],
   [/^\/chat$/, chatListPage],
   [/^\/chat\/([^/]+)$/, chatPage],
 ];
@@ -755,6 +757,220 @@ async function chatPage(rawID) {
     }
   }, page.signal);
   text.focus();
+}
+
+// --- projects ---
+
+async function projectsPage() {
+  const list = await api("GET", "/v1/projects?page_size=100");
+  const projects = (list && list.projects) || [];
+  const repo = h("input", { type: "text", name: "repo", required: true, placeholder: "owner/name" });
+  const mode = h("select", { name: "mode" },
+    h("option", { value: "PROJECT_MODE_REVIEW" }, "review: one branch, one review, one pull request"),
+    h("option", { value: "PROJECT_MODE_CREW" }, "crew: the repository's issues, parallel workers, a pull request each"));
+  const request = h("textarea", { name: "request", rows: 3, placeholder: "What to build (review mode); crew mode works the repository's open issues" });
+  const workers = h("input", { type: "number", name: "max_workers", min: 1, max: 16, value: 3 });
+  const merge = h("select", { name: "merge_policy" },
+    h("option", { value: "MERGE_POLICY_AUTO" }, "merge when the checks pass"), h("option", { value: "MERGE_POLICY_HUMAN" }, "a person merges"));
+  const error = h("p", { class: "error", role: "alert" });
+  const form = h("form", { class: "card", id: "plan-project", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const crew = mode.value === "PROJECT_MODE_CREW";
+    const body = { request_id: "console-" + crypto.randomUUID(), repo: repo.value.trim(), mode: mode.value };
+    if (crew) Object.assign(body, { max_workers: Number(workers.value) || 3, merge_policy: merge.value });
+    else body.request = request.value;
+    try {
+      const r = await api("POST", "/v1/projects", body);
+      navigate("/projects/" + encodeURIComponent(r.project.id), { notice: "The plan is ready: edit it, then start it." });
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "Plan a project"), field("Repository", repo), field("Mode", mode), field("Request", request),
+  field("Workers (crew)", workers), field("Merging (crew)", merge), h("button", { type: "submit" }, "Plan it"), error);
+  show(h("h1", {}, "Projects"),
+    projects.length === 0 ? h("p", { class: "empty" }, "No projects yet. Plan one below: TheFold splits the work into phases and tasks you can edit before it starts.")
+      : h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["Project", "Repository", "Mode", "Status"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, projects.map((p) => h("tr", {},
+          h("td", {}, h("a", { href: "/projects/" + encodeURIComponent(p.id), "data-nav": true }, p.description || p.request || p.id)),
+          h("td", {}, p.repo || ""), h("td", {}, enumName(p.mode, "PROJECT_MODE_")), h("td", {}, enumName(p.status, "PROJECT_STATUS_")))))),
+    form);
+}
+
+// workerText is one line of a worker's stream.
+function projectEventText(ev) {
+  const d = ev.data || {};
+  if (d.job_event && d.job_event.event) return eventText(d.job_event.event.type, d.job_event.event);
+  if (d.task) return enumName(ev.event, "PROJECT_EVENT_TYPE_") + (d.task.reason ? ` — ${d.task.reason}` : "");
+  if (d.message) return "Message: " + (d.message.text || "");
+  if (d.status_change) return "Status: " + enumName(d.status_change.status, "PROJECT_STATUS_") + (d.status_change.reason ? ` — ${d.status_change.reason}` : "");
+  return enumName(ev.event, "PROJECT_EVENT_TYPE_");
+}
+
+async function projectPage(rawID) {
+  const id = decodeURIComponent(rawID);
+  const head = h("div", { id: "project-head" });
+  const planBox = h("div", { id: "project-plan" });
+  const poolBox = h("div", { id: "project-pool" });
+  const log = h("ol", { class: "timeline", id: "project-events", "aria-label": "What the project did" });
+  const live = h("p", { class: "muted", id: "project-live" }, "Connecting…");
+  const error = h("p", { class: "error", role: "alert" });
+  const workerLogs = new Map(); // worker number → its stream's list
+  let selected = 1;
+  let project = null;
+  let pool = null;
+
+  const post = async (path, body) => {
+    error.textContent = "";
+    try { await api("POST", `/v1/projects/${encodeURIComponent(id)}${path}`, body || {}); await load(); } catch (err) { error.textContent = err.message; }
+  };
+  const workerLog = (n) => {
+    if (!workerLogs.has(n)) workerLogs.set(n, h("ol", { class: "timeline worker-log", "data-worker": n, "aria-label": `Worker ${n}'s events` }));
+    return workerLogs.get(n);
+  };
+
+  const drawHead = () => {
+    const p = project;
+    const crew = p.mode === "PROJECT_MODE_CREW";
+    const actions = [];
+    if (p.status === "PROJECT_STATUS_PLANNED") actions.push(h("button", { type: "button", id: "start-project", onclick: () => { notice(""); post(":start"); } }, "Start the project"));
+    if (p.status === "PROJECT_STATUS_RUNNING") actions.push(h("button", { type: "button", class: "secondary", onclick: () => post(":pause") }, "Pause"));
+    if (p.status === "PROJECT_STATUS_PAUSED") actions.push(h("button", { type: "button", onclick: () => post(":resume") }, "Resume"));
+    if (["PROJECT_STATUS_PLANNED", "PROJECT_STATUS_RUNNING", "PROJECT_STATUS_PAUSED", "PROJECT_STATUS_HUMAN_NEEDED"].includes(p.status)) {
+      actions.push(h("button", { type: "button", class: "secondary", onclick: () => { if (window.confirm("Cancel this project?")) post(":cancel"); } }, "Cancel"));
+    }
+    const usage = p.usage || {};
+    fill(head,
+      h("dl", { class: "facts" }, [
+        ["Status", enumName(p.status, "PROJECT_STATUS_") + (p.status_reason ? ` — ${p.status_reason}` : ""), "project-status"],
+        ["Mode", enumName(p.mode, "PROJECT_MODE_") + (crew && p.max_workers ? `, ${p.max_workers} workers` : "")],
+        ["Repository", p.repo + (p.branch ? ` · ${p.branch}` : "")],
+        ["Cost", usage.cost_micros ? money(usage.cost_micros) : ""],
+      ].filter(([, v]) => v).map(([k, v, elID]) => [h("dt", {}, k), h("dd", elID ? { id: elID } : {}, v)])),
+      h("div", { class: "actions" }, actions,
+        p.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(p.review_id), "data-nav": true }, "Open the review") : null,
+        p.pull_request && p.pull_request.url ? h("a", { href: p.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, "Pull request") : null));
+  };
+
+  // The plan: editable while PLANNED (titles, descriptions, removing a task), read-only after.
+  const drawPlan = () => {
+    const p = project;
+    const editable = p.status === "PROJECT_STATUS_PLANNED";
+    const phases = JSON.parse(JSON.stringify(p.phases || []));
+    const save = h("button", { type: "button", id: "save-plan", hidden: true, onclick: async () => {
+      error.textContent = "";
+      try {
+        const r = await api("PATCH", `/v1/projects/${encodeURIComponent(id)}?update_mask=phases`, { etag: p.etag, phases });
+        project = r.project;
+        notice("The plan is saved.");
+        drawPlan();
+        drawHead();
+      } catch (err) {
+        error.textContent = err.message;
+      }
+    } }, "Save the plan");
+    const changed = () => { save.hidden = false; };
+    fill(planBox, h("h2", {}, "Plan"), phases.map((ph, pi) => h("section", { class: "phase" },
+      h("h3", {}, `Phase ${ph.number || pi + 1}: `, ph.name || ""),
+      h("ol", { class: "plan-tasks" }, (ph.tasks || []).map((t, ti) => {
+        const status = enumName(t.status, "PROJECT_TASK_STATUS_");
+        const links = [
+          t.job_id ? h("a", { href: "/jobs/" + encodeURIComponent(t.job_id), "data-nav": true }, "job") : null,
+          t.pull_request && t.pull_request.url ? h("a", { href: t.pull_request.url, rel: "noopener noreferrer" }, `PR #${t.pull_request.number || ""}`) : null,
+        ].filter(Boolean);
+        if (!editable) {
+          return h("li", { "data-task": t.id }, h("strong", {}, t.title), ` — ${status}`, t.worker ? ` (worker ${t.worker})` : "",
+            t.depends_on && t.depends_on.length ? h("span", { class: "muted" }, ` after ${t.depends_on.length}`) : null,
+            links.flatMap((a) => [" · ", a]));
+        }
+        const title = h("input", { type: "text", name: "task-title", value: t.title || "", "aria-label": "Task title" });
+        const desc = h("textarea", { name: "task-description", rows: 2, "aria-label": "Task description" });
+        desc.value = t.description || "";
+        title.addEventListener("input", () => { phases[pi].tasks[ti].title = title.value; changed(); });
+        desc.addEventListener("input", () => { phases[pi].tasks[ti].description = desc.value; changed(); });
+        const remove = h("button", { type: "button", class: "secondary", onclick: () => {
+          phases[pi].tasks.splice(ti, 1);
+          for (const other of phases.flatMap((x) => x.tasks || [])) other.depends_on = (other.depends_on || []).filter((d) => d !== t.id);
+          changed();
+          li.remove();
+        } }, "Remove");
+        const li = h("li", { class: "card", "data-task": t.id }, field("Title", title), field("Description", desc),
+          t.depends_on && t.depends_on.length ? h("p", { class: "muted" }, `Depends on ${t.depends_on.length} earlier task(s)`) : null, remove);
+        return li;
+      })))), editable ? save : null);
+  };
+
+  const drawPool = () => {
+    if (!pool || !(pool.workers || []).length) { fill(poolBox); return; }
+    const tabs = h("div", { role: "tablist", class: "tabs", "aria-label": "Workers" });
+    const panels = [];
+    for (const w of pool.workers) {
+      const n = w.number;
+      const on = n === selected;
+      tabs.append(h("button", { type: "button", role: "tab", id: `worker-tab-${n}`, "aria-selected": on ? "true" : "false", "aria-controls": `worker-${n}`,
+        tabindex: on ? "0" : "-1", onclick: () => { selected = n; drawPool(); } }, `Worker ${n} · ${enumName(w.state, "WORKER_STATE_")}`));
+      const msg = h("input", { type: "text", name: "worker-message", "aria-label": `Message to worker ${n}` });
+      panels.push(h("section", { role: "tabpanel", id: `worker-${n}`, "aria-labelledby": `worker-tab-${n}`, hidden: !on, class: "worker" },
+        h("p", {}, w.title ? ["Working on ", h("strong", {}, w.title), w.phase ? ` — ${enumName(w.phase, "JOB_PHASE_")}` : ""] : "Idle",
+          w.job_id ? [" · ", h("a", { href: "/jobs/" + encodeURIComponent(w.job_id), "data-nav": true }, "job")] : null,
+          ` · ${w.tasks_done || 0} done`),
+        h("form", { class: "actions", onsubmit: (e) => {
+          e.preventDefault();
+          if (msg.value.trim()) post("/messages", { worker: n, text: msg.value, request_id: "console-" + crypto.randomUUID() }).then(() => { msg.value = ""; });
+        } }, msg, h("button", { type: "submit" }, "Send to the worker"),
+        w.state === "WORKER_STATE_INTERRUPTED"
+          ? h("button", { type: "button", class: "secondary", onclick: () => post(`/workers/${n}:resume`) }, "Resume")
+          : h("button", { type: "button", class: "secondary", disabled: w.state !== "WORKER_STATE_WORKING", onclick: () => post(`/workers/${n}:interrupt`, { reason: "interrupted from the console" }) }, "Interrupt")),
+        workerLog(n)));
+    }
+    tabs.addEventListener("keydown", (e) => {
+      const ns = pool.workers.map((w) => w.number);
+      const i = ns.indexOf(selected);
+      if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
+        selected = ns[(i + (e.key === "ArrowRight" ? 1 : ns.length - 1)) % ns.length];
+        drawPool();
+        document.getElementById(`worker-tab-${selected}`).focus();
+      }
+    });
+    const queue = (pool.merge_queue || []).length ? h("p", { class: "muted" }, `Merge queue: ${pool.merge_queue.length}`) : null;
+    fill(poolBox, h("h2", {}, "Workers"), queue, tabs, panels);
+  };
+
+  const load = async () => {
+    project = (await api("GET", "/v1/projects/" + encodeURIComponent(id))).project;
+    // The pool while the crew works; once it has finished the last one seen stays, with the
+    // workers' streams.
+    if (project.mode === "PROJECT_MODE_CREW" && project.status !== "PROJECT_STATUS_PLANNED") {
+      try {
+        const next = await api("GET", `/v1/projects/${encodeURIComponent(id)}/pool`);
+        if ((next.workers || []).length || !pool) pool = next;
+      } catch (_) { /* keep the last pool */ }
+    }
+    drawHead();
+    if (project.status !== "PROJECT_STATUS_PLANNED" || !document.getElementById("save-plan") || document.getElementById("save-plan").hidden) drawPlan();
+    drawPool();
+  };
+  await load();
+  show(h("p", {}, h("a", { href: "/projects", "data-nav": true }, "← Projects")), h("h1", {}, "Project"), head, error, poolBox, planBox,
+    h("h2", {}, "Events"), live, log);
+
+  let pending = 0;
+  const reload = () => { clearTimeout(pending); pending = setTimeout(() => load().catch(() => {}), 200); };
+  follow(`/v1/projects/${encodeURIComponent(id)}:watch?after_id=0`, (ev) => {
+    switch (ev.event) {
+      case "open": live.textContent = "Live"; return;
+      case "reconnecting": live.textContent = "Reconnecting…"; return;
+      case "end": live.textContent = "The project has finished."; reload(); return;
+      case "gap": live.textContent = "Some older events were removed by retention."; return;
+      case "failure": live.textContent = "The stream failed — reconnecting"; return;
+    }
+    const d = ev.data || {};
+    const time = d.time ? new Date(d.time).toLocaleTimeString() : "";
+    const item = () => h("li", { "data-id": ev.id, "data-type": ev.event }, time ? h("time", {}, time) : null, " ", projectEventText(ev));
+    if (d.worker) workerLog(d.worker).append(item());
+    if (ev.event !== "PROJECT_EVENT_TYPE_JOB_EVENT") log.append(item());
+    reload();
+  }, page.signal);
 }
 
 // --- start ---
