@@ -351,6 +351,74 @@ func jobEventIDs(t *testing.T, tok, jobID string) []string {
 	}
 }
 
+// TestConsoleReposMemoryAndKeys: the repositories page lists the person's repository; a
+// memory stored over REST is found on the memory page with the reason it ranked; an API key
+// made on the settings page is shown once, works within its scope, and stops working when
+// it is revoked from the page.
+func TestConsoleReposMemoryAndKeys(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-keys")
+	access, _ := login(t, email, 0)
+	repo := localRepoAs(t, access, fmt.Sprintf("console-keys-%d", time.Now().UnixNano()), "NOTES.md", "# notes\n")
+	if code, body := rest(t, http.MethodPost, "/v1/memories", access, map[string]any{"content": "Retry database writes with jittered backoff, at most five times.",
+		"repo": repo, "type": "MEMORY_TYPE_DECISION", "summary": "Retries of database writes: jittered backoff, five at most"}); code != http.StatusOK {
+		t.Fatalf("store a memory: %d %v", code, body)
+	}
+	b := newConsoleBrowser(t, 5*time.Minute)
+	b.signIn(email, 1)
+
+	b.run("open the repositories", chromedp.Click(chromedp.CSS(`#nav a[href="/repos"]`)), chromedp.WaitVisible(chromedp.CSS(`#repos`)))
+	if got := b.text(`#repos tbody`); !strings.Contains(got, repo) {
+		b.fail("the repositories page lists %q; want %s", got, repo)
+	}
+
+	b.run("search the memories", chromedp.Click(chromedp.CSS(`#nav a[href="/memory"]`)), chromedp.WaitVisible(chromedp.CSS(`#memory-search`)),
+		chromedp.SendKeys(chromedp.CSS(`#memory-search input[name=query]`), "database write retries"),
+		chromedp.Click(chromedp.CSS(`#memory-search button`)), chromedp.WaitVisible(chromedp.CSS(`#memory-results`)))
+	if got := b.text(`#memory-results`); !strings.Contains(got, "jittered backoff") || !strings.Contains(got, "decision") {
+		b.fail("the memory page found %q", got)
+	}
+	if reason := b.text(`#memory-results .reason`); reason == "" {
+		b.fail("no reason shown for the result")
+	}
+
+	b.run("create a key", chromedp.Click(chromedp.CSS(`#nav a[href="/settings"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-key`)),
+		chromedp.SendKeys(chromedp.CSS(`#new-key input[name=key-name]`), "ci"),
+		chromedp.SetValue(chromedp.CSS(`#new-key select[name=key-area]`), "tasks"),
+		chromedp.Click(chromedp.CSS(`#new-key button`)), chromedp.WaitVisible(chromedp.CSS(`pre.secret-value`)))
+	secret := b.text(`pre.secret-value`)
+	if code, body := rest(t, http.MethodGet, "/v1/tasks", secret, nil); code != http.StatusOK {
+		t.Fatalf("the new key reads tasks: %d %v", code, body)
+	}
+	if code, _ := rest(t, http.MethodPost, "/v1/tasks", secret, map[string]any{"title": "x", "repo": repo}); code != http.StatusForbidden {
+		t.Fatalf("a tasks:read key created a task: %d", code)
+	}
+	// Shown once: after a reload the secret is nowhere on the page.
+	b.run("reload the settings", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#keys`)))
+	if strings.Contains(b.eval(`document.body.innerText`), secret) {
+		b.fail("the secret is still shown after a reload")
+	}
+	b.run("revoke it", chromedp.Click(chromedp.CSS(`#keys tbody button`)))
+	b.waitFor("the revoked key to leave the list", `String(!document.querySelector("#keys tbody tr"))`, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _ := rest(t, http.MethodGet, "/v1/tasks", secret, nil)
+		if code == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the revoked key still answers %d", code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b.shot("settings")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.dialogs) != 1 || !strings.Contains(b.dialogs[0], `Revoke the key "ci"`) {
+		t.Fatalf("dialogs %q; want the one confirmation", b.dialogs)
+	}
+}
+
 // consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail
 // the test (with a screenshot and the page's text) when a step does not happen.
 type consoleBrowser struct {

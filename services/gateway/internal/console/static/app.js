@@ -156,6 +156,9 @@ const routes = [
   [/^\/reviews\/([^/]+)$/, reviewPage],
   [/^\/projects$/, projectsPage],
   [/^\/projects\/([^/]+)$/, projectPage],
+  [/^\/memory$/, memoryPage],
+  [/^\/repos$/, reposPage],
+  [/^\/settings$/, settingsPage],
   [/^\/chat$/, chatListPage],
   [/^\/chat\/([^/]+)$/, chatPage],
 ];
@@ -971,6 +974,90 @@ async function projectPage(rawID) {
     if (ev.event !== "PROJECT_EVENT_TYPE_JOB_EVENT") log.append(item());
     reload();
   }, page.signal);
+}
+
+// --- memory, repositories, settings ---
+
+async function memoryPage() {
+  const params = new URLSearchParams(location.search);
+  const query = h("input", { type: "search", name: "query", required: true, value: params.get("q") || "", placeholder: "e.g. how we retry database writes" });
+  const repo = h("input", { type: "text", name: "repo", value: params.get("repo") || "", placeholder: "owner/name (optional)" });
+  const form = h("form", { class: "filters", role: "search", id: "memory-search", onsubmit: (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams({ q: query.value.trim() });
+    if (repo.value.trim()) q.set("repo", repo.value.trim());
+    navigate("/memory?" + q);
+  } }, field("Search the memories", query), field("Repository", repo), h("button", { type: "submit" }, "Search"));
+  let results = null;
+  if (params.get("q")) {
+    const r = await api("POST", "/v1/memories:search", { query: params.get("q"), repo: params.get("repo") || "", limit: 20 });
+    const rows = (r && r.results) || [];
+    results = rows.length === 0 ? h("p", { class: "empty" }, "Nothing matches. Memories come from finished jobs: decisions, patterns, errors and strategies.")
+      : h("ol", { class: "memories", id: "memory-results" }, rows.map((x) => {
+        const m = x.memory || {};
+        const sc = x.score || {};
+        return h("li", { class: "card" },
+          h("p", {}, h("strong", {}, enumName(m.type, "MEMORY_TYPE_")), m.repo ? ` · ${m.repo}` : "", ` · score ${Number(sc.final || 0).toFixed(3)}`),
+          h("p", { class: "text" }, m.summary || m.content || ""),
+          h("p", { class: "muted reason" }, sc.reason || ""),
+          (m.tags || []).length ? h("p", { class: "muted" }, "Tags: " + m.tags.join(", ")) : null);
+      }));
+  }
+  show(h("h1", {}, "Memory"), form, results);
+  query.focus();
+}
+
+async function reposPage() {
+  const r = await api("GET", "/v1/repos?page_size=100");
+  const repos = (r && r.repos) || [];
+  show(h("h1", {}, "Repositories"),
+    repos.length === 0 ? h("p", { class: "empty" }, "No repositories yet. Create one on the local forge (thefold repos create) or connect GitHub.")
+      : h("table", { class: "tasks", id: "repos" }, h("thead", {}, h("tr", {}, ["Repository", "Provider", "Default branch", ""].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, repos.map((x) => h("tr", {},
+          h("td", {}, x.repo || `${x.owner}/${x.name}`, x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null),
+          h("td", {}, enumName(x.provider, "REPO_PROVIDER_")), h("td", {}, x.default_branch || ""),
+          h("td", {}, h("a", { href: "/tasks?repo=" + encodeURIComponent(x.repo || ""), "data-nav": true }, "tasks")))))));
+}
+
+const SCOPE_AREAS = ["*", "tasks", "agent", "builder", "github", "memory", "skills", "ai", "sandbox", "auth"];
+
+async function settingsPage() {
+  const list = await api("GET", "/v1/auth/api-keys");
+  const keys = (list && list.api_keys) || [];
+  const name = h("input", { type: "text", name: "key-name", required: true, maxlength: 100, placeholder: "e.g. ci" });
+  const area = h("select", { name: "key-area" }, SCOPE_AREAS.map((a) => h("option", { value: a }, a === "*" ? "every service" : a)));
+  const access = h("select", { name: "key-access" }, h("option", { value: "read" }, "read"), h("option", { value: "write" }, "write (reads included)"));
+  const secretBox = h("div", { id: "key-secret", role: "status" });
+  const error = h("p", { class: "error", role: "alert" });
+  const form = h("form", { class: "card", id: "new-key", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    try {
+      const r = await api("POST", "/v1/auth/api-keys", { name: name.value.trim(), scopes: [`${area.value}:${access.value}`], request_id: "console-" + crypto.randomUUID() });
+      await settingsPage();
+      fill(document.getElementById("key-secret"), h("div", { class: "card secret" },
+        h("p", {}, "The key ", h("strong", {}, r.api_key.name), " — copy it now: it is shown only once."),
+        h("pre", { class: "secret-value" }, r.secret)));
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "New API key"), field("Name", name), field("Service", area), field("Access", access),
+  h("button", { type: "submit" }, "Create the key"), error);
+  const rows = keys.map((k) => {
+    const revoked = !!k.revoke_time;
+    return h("tr", { "data-key": k.id },
+      h("td", {}, k.name), h("td", {}, h("code", {}, k.prefix || "")), h("td", {}, (k.scopes || []).join(", ")),
+      h("td", {}, revoked ? "revoked" : k.expire_time ? "until " + new Date(k.expire_time).toLocaleDateString() : ""),
+      h("td", {}, revoked ? "" : h("button", { type: "button", class: "secondary", onclick: async (e) => {
+        if (!window.confirm(`Revoke the key "${k.name}"? Tools using it stop working at once.`)) return;
+        e.target.disabled = true;
+        try { await api("POST", `/v1/auth/api-keys/${encodeURIComponent(k.id)}:revoke`, {}); await settingsPage(); } catch (err) { error.textContent = err.message; e.target.disabled = false; }
+      } }, "Revoke")));
+  });
+  show(h("h1", {}, "Settings"), h("h2", {}, "API keys"),
+    keys.length === 0 ? h("p", { class: "empty" }, "No API keys. Create one for a tool or a script; it acts as you, within its scopes.")
+      : h("table", { class: "tasks", id: "keys" }, h("thead", {}, h("tr", {}, ["Name", "Prefix", "Scopes", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)),
+    secretBox, form);
 }
 
 // --- start ---
