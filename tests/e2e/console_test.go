@@ -419,6 +419,48 @@ func TestConsoleReposMemoryAndKeys(t *testing.T) {
 	}
 }
 
+// TestConsoleTaskGraph draws a repository's tasks as their dependency graph: a node per
+// task in a column after everything blocking it, an edge per blocked-by link, and a click on
+// a node opens its task.
+func TestConsoleTaskGraph(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-graph")
+	access, _ := login(t, email, 0)
+	repo := fmt.Sprintf("local/console-graph-%d", time.Now().UnixNano())
+	create := func(title string, blockedBy ...string) string {
+		t.Helper()
+		code, body := rest(t, http.MethodPost, "/v1/tasks", access, map[string]any{"title": title, "repo": repo, "blocked_by": blockedBy})
+		if code != http.StatusOK {
+			t.Fatalf("create %q: %d %v", title, code, body)
+		}
+		return body["task"].(map[string]any)["id"].(string)
+	}
+	a := create("Design the store")
+	b := create("Write the API", a)
+	c := create("Build the dashboard", a, b)
+	br := newConsoleBrowser(t, 3*time.Minute)
+	br.signIn(email, 1)
+	br.run("open the graph", chromedp.Navigate(mesh.GatewayURL()+"/tasks?repo="+repo+"&view=graph"), chromedp.WaitVisible(chromedp.CSS(`#task-graph svg`)))
+	if n := br.eval(`String(document.querySelectorAll("#task-graph a.node").length) + " " + document.querySelectorAll("#task-graph path.edge").length`); n != "3 3" {
+		br.fail("nodes and edges %q; want 3 3", n)
+	}
+	x := func(id string) string {
+		return br.eval(`document.querySelector('#task-graph a.node[data-task="` + id + `"] rect').getAttribute("x")`)
+	}
+	xa, _ := strconv.Atoi(x(a))
+	xb, _ := strconv.Atoi(x(b))
+	xc, _ := strconv.Atoi(x(c))
+	if !(xa < xb && xb < xc) {
+		br.fail("columns a %d, b %d, c %d: each task must stand right of what blocks it", xa, xb, xc)
+	}
+	br.shot("graph")
+	br.run("open a node", chromedp.Click(chromedp.CSS(`#task-graph a.node[data-task="`+c+`"] rect`)), chromedp.WaitVisible(chromedp.CSS(`h1.task-title`)))
+	if got := br.text(`h1.task-title`); got != "Build the dashboard" {
+		br.fail("the node opened %q", got)
+	}
+	br.noDialogs()
+}
+
 // consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail
 // the test (with a screenshot and the page's text) when a step does not happen.
 type consoleBrowser struct {

@@ -286,6 +286,19 @@ async function tasksPage() {
   q.set("page_size", "100");
   const list = await api("GET", "/v1/tasks?" + q);
   const tasks = (list && list.tasks) || [];
+  const graphView = params.get("view") === "graph";
+  const viewLink = (graph) => {
+    const v = new URLSearchParams(params);
+    if (graph) v.set("view", "graph"); else v.delete("view");
+    return "/tasks?" + v;
+  };
+  const views = h("p", { class: "views" }, graphView
+    ? ["Graph · ", h("a", { href: viewLink(false), "data-nav": true, id: "view-list" }, "List")]
+    : [h("a", { href: viewLink(true), "data-nav": true, id: "view-graph" }, "Dependency graph"), " · List"]);
+  if (graphView) {
+    show(h("h1", {}, "Tasks"), filters, views, tasks.length ? taskGraph(tasks) : h("p", { class: "empty" }, "No tasks to draw."), create);
+    return;
+  }
   const table = tasks.length === 0
     ? h("p", { class: "empty" }, "No tasks match. Create one below, or import a repository's issues with `thefold tasks import`.")
     : h("table", { class: "tasks" },
@@ -296,7 +309,67 @@ async function tasksPage() {
         h("td", {}, t.repo || ""),
         h("td", {}, h("span", { class: "status " + statusName(t.status).replaceAll(" ", "-") }, statusName(t.status))),
         h("td", {}, t.update_time ? new Date(t.update_time).toLocaleString() : "")))));
-  show(h("h1", {}, "Tasks"), filters, table, create);
+  show(h("h1", {}, "Tasks"), filters, views, table, create);
+}
+
+// taskGraph draws tasks as an SVG graph: a column per depth of blocked-by links (a task
+// stands right of everything blocking it), an arrow from each blocker to what it blocks,
+// each node coloured by status and a link to the task's page.
+function taskGraph(tasks) {
+  const NS = "http://www.w3.org/2000/svg";
+  const svg = (tag, attrs, ...kids) => {
+    const el = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined) el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    return el;
+  };
+  const byID = new Map(tasks.map((t) => [t.id, t]));
+  const depth = new Map();
+  const depthOf = (t, seen) => {
+    if (depth.has(t.id)) return depth.get(t.id);
+    if (seen.has(t.id)) return 0; // a cycle: the API refuses them, but never loop
+    seen.add(t.id);
+    const d = Math.max(-1, ...(t.blocked_by || []).filter((b) => byID.has(b)).map((b) => depthOf(byID.get(b), seen))) + 1;
+    depth.set(t.id, d);
+    return d;
+  };
+  tasks.forEach((t) => depthOf(t, new Set()));
+  const columns = [];
+  for (const t of tasks) (columns[depth.get(t.id)] ||= []).push(t);
+  const W = 220, H = 48, GX = 70, GY = 18, PAD = 10;
+  const pos = new Map();
+  columns.forEach((col, ci) => col.forEach((t, ri) => pos.set(t.id, { x: PAD + ci * (W + GX), y: PAD + ri * (H + GY) })));
+  const width = PAD * 2 + columns.length * (W + GX) - GX;
+  const height = PAD * 2 + Math.max(...columns.map((c) => c.length)) * (H + GY) - GY + GY * 2;
+  const edges = [];
+  for (const t of tasks) {
+    for (const b of t.blocked_by || []) {
+      if (!pos.has(b)) continue;
+      const from = pos.get(b), to = pos.get(t.id);
+      const x1 = from.x + W, y1 = from.y + H / 2, x2 = to.x, y2 = to.y + H / 2;
+      // An edge that skips columns bends below the nodes between, so none hides it.
+      const skip = x2 - x1 > GX + 1;
+      const d = skip
+        ? `M${from.x + W / 2},${from.y + H} C${from.x + W / 2},${from.y + H + GY * 2} ${to.x + W / 2},${to.y + H + GY * 2} ${to.x + W / 2},${to.y + H + 4}`
+        : `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2 - 4},${y2}`;
+      edges.push(svg("path", { class: "edge", d, "marker-end": "url(#arrow)", "data-from": b, "data-to": t.id }));
+    }
+  }
+  const nodes = tasks.map((t) => {
+    const p = pos.get(t.id);
+    const status = statusName(t.status).replaceAll(" ", "-");
+    const title = t.title.length > 30 ? t.title.slice(0, 29) + "…" : t.title;
+    return svg("a", { href: "/tasks/" + encodeURIComponent(t.id), "data-nav": "", class: "node " + status, "data-task": t.id },
+      svg("title", {}, `${t.title} — ${statusName(t.status)}`),
+      svg("rect", { x: p.x, y: p.y, width: W, height: H, rx: 8 }),
+      svg("text", { x: p.x + 10, y: p.y + 20 }, title),
+      svg("text", { x: p.x + 10, y: p.y + 38, class: "sub" }, statusName(t.status)));
+  });
+  return h("div", { class: "graph", id: "task-graph" },
+    svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": `Dependency graph of ${tasks.length} tasks` },
+      svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        svg("path", { d: "M0,0 L10,5 L0,10 z", class: "arrow" }))),
+      edges, nodes));
 }
 
 async function taskPage(id) {
