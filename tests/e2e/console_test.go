@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -201,6 +202,16 @@ func TestConsoleChatToPullRequest(t *testing.T) {
 	b.run("approve", chromedp.Click(chromedp.CSS(`#approve`)))
 	b.waitFor("the pull request link", `String(!!document.querySelector("#review-result a.pr-link"))`, 5*time.Minute)
 	b.shot("approved")
+
+	// The model calls of the chat and the job, on the usage page: a bar for today, a row per model.
+	b.run("open the usage", chromedp.Click(chromedp.CSS(`#nav a[href="/usage"]`)), chromedp.WaitVisible(chromedp.CSS(`#usage-models`)))
+	if n := b.eval(`String(document.querySelectorAll("#usage-chart g.bar").length) + " " + document.querySelectorAll("#usage-models tbody tr").length`); n == "0 0" || strings.HasPrefix(n, "0 ") || strings.HasSuffix(n, " 0") {
+		b.fail("the usage page has bars and models %q", n)
+	}
+	if total := b.text(`#usage-total`); !strings.Contains(total, "Calls") || strings.Contains(total, "Calls0") {
+		b.fail("the usage totals read %q", total)
+	}
+	b.shot("usage")
 	b.noDialogs()
 }
 
@@ -412,6 +423,11 @@ func TestConsoleReposMemoryAndKeys(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b.shot("settings")
+	b.run("open the skills", chromedp.Click(chromedp.CSS(`#nav a[href="/skills"]`)))
+	b.waitFor("the skills page", `String(document.querySelector("main h1")?.textContent === "Skills")`, 30*time.Second)
+	if got := b.eval(`document.querySelector("#skills") ? "table" : document.querySelector("main .empty")?.textContent || ""`); got != "table" && got != "No skills." {
+		b.fail("the skills page shows %q", got)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.dialogs) != 1 || !strings.Contains(b.dialogs[0], `Revoke the key "ci"`) {
@@ -459,6 +475,66 @@ func TestConsoleTaskGraph(t *testing.T) {
 		br.fail("the node opened %q", got)
 	}
 	br.noDialogs()
+}
+
+// TestConsoleJobPageRendersFiveHundredEvents measures the job page's own rendering of a
+// long stream: the network answers the page's two requests for one job (the job, and its
+// event stream of 500 build steps) at once, at the wire, so the page's real code parses and
+// renders them all. It checks every event is shown once and in order, and prints the time
+// the browser took to show them and to answer a click afterwards (figures, not bounds).
+func TestConsoleJobPageRendersFiveHundredEvents(t *testing.T) {
+	parallel(t)
+	_, email := newUser(t, "console-perf")
+	b := newConsoleBrowser(t, 3*time.Minute)
+	b.signIn(email, 0)
+	const jobID = "0b0e5000-0000-4000-8000-000000000500"
+	job := `{"job":{"id":"` + jobID + `","status":"JOB_STATUS_RUNNING","phase":"JOB_PHASE_BUILDING","repo":"local/perf","attempt":1}}`
+	var stream strings.Builder
+	stream.WriteString("retry: 3000\n\n")
+	for i := 1; i <= 500; i++ {
+		fmt.Fprintf(&stream, "id: %d\nevent: JOB_EVENT_TYPE_PROGRESS\ndata: {\"id\":\"%d\",\"time\":\"2026-11-29T10:00:00Z\",\"type\":\"JOB_EVENT_TYPE_PROGRESS\",\"job_id\":\"%s\",\"progress\":{\"current_step\":%d,\"total_steps\":500,\"file_path\":\"pkg/f%d.go\"}}\n\n", i, i, jobID, i, i)
+	}
+	stream.WriteString("event: end\ndata: {}\n\n")
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		body, ctype := []byte(job), "application/json"
+		if strings.Contains(e.Request.URL, ":watch") {
+			body, ctype = []byte(stream.String()), "text/event-stream"
+		}
+		go func() {
+			_, _ = chromedp.Call(b.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: e.RequestID, ResponseCode: 200,
+				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: ctype}}, Body: body})
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/jobs/" + jobID + "*"}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.run("open the job", chromedp.Navigate(mesh.GatewayURL()+"/jobs/"+jobID), chromedp.WaitVisible(chromedp.CSS(`#job-events`)))
+	b.waitFor("500 events", `String(document.querySelectorAll("#job-events li").length >= 500)`, time.Minute)
+	rendered := b.eval(`String(Math.round(performance.now()))`)
+	ids := b.eval(`Array.from(document.querySelectorAll("#job-events li")).map(li => li.dataset.id).join(" ")`)
+	want := make([]string, 500)
+	for i := range want {
+		want[i] = strconv.Itoa(i + 1)
+	}
+	if ids != strings.Join(want, " ") {
+		b.fail("the page shows %d events, not 1…500 once each in order", len(strings.Fields(ids)))
+	}
+	if last := b.text(`#job-events li:last-child`); !strings.Contains(last, "step 500/500: pkg/f500.go") {
+		b.fail("the last event reads %q", last)
+	}
+	// Still usable: a click on the theme switch takes effect by the next frame.
+	click, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`new Promise(r => { const t0 = performance.now(); document.getElementById("theme").click(); requestAnimationFrame(() => r(String(Math.round(performance.now() - t0)))); })`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fail("click the theme switch: %v", err)
+	}
+	t.Logf("the job page showed 500 live events %s ms after navigation started; a click after them took %s ms to the next frame", rendered, click)
+	b.noDialogs()
 }
 
 // consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail

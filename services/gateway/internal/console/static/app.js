@@ -159,6 +159,8 @@ const routes = [
   [/^\/memory$/, memoryPage],
   [/^\/repos$/, reposPage],
   [/^\/settings$/, settingsPage],
+  [/^\/usage$/, usagePage],
+  [/^\/skills$/, skillsPage],
   [/^\/chat$/, chatListPage],
   [/^\/chat\/([^/]+)$/, chatPage],
 ];
@@ -893,6 +895,7 @@ async function projectPage(rawID) {
   const error = h("p", { class: "error", role: "alert" });
   const workerLogs = new Map(); // worker number → its stream's list
   let selected = 1;
+  let planDrawn = false;
   let project = null;
   let pool = null;
 
@@ -1023,7 +1026,12 @@ async function projectPage(rawID) {
       } catch (_) { /* keep the last pool */ }
     }
     drawHead();
-    if (project.status !== "PROJECT_STATUS_PLANNED" || !document.getElementById("save-plan") || document.getElementById("save-plan").hidden) drawPlan();
+    // The editor is drawn once while the plan waits: a live update must not replace the
+    // fields under the person's hands (it is drawn again after a save, and once started).
+    if (project.status !== "PROJECT_STATUS_PLANNED" || !planDrawn) {
+      drawPlan();
+      planDrawn = true;
+    }
     drawPool();
   };
   await load();
@@ -1131,6 +1139,70 @@ async function settingsPage() {
     keys.length === 0 ? h("p", { class: "empty" }, "No API keys. Create one for a tool or a script; it acts as you, within its scopes.")
       : h("table", { class: "tasks", id: "keys" }, h("thead", {}, h("tr", {}, ["Name", "Prefix", "Scopes", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)),
     secretBox, form);
+}
+
+// --- usage and skills ---
+
+// barChart is an SVG bar chart of rows [{label, value, text}] (values ≥ 0).
+function barChart(rows, label) {
+  const NS = "http://www.w3.org/2000/svg";
+  const el = (tag, attrs, ...kids) => {
+    const e = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+    return e;
+  };
+  const W = 28, G = 10, H = 160, TOP = 18, BOTTOM = 34;
+  const max = Math.max(...rows.map((r) => r.value), 1e-9);
+  const width = rows.length * (W + G) + G;
+  return el("svg", { viewBox: `0 0 ${width} ${H + TOP + BOTTOM}`, width, height: H + TOP + BOTTOM, role: "img", "aria-label": label, class: "chart" },
+    ...rows.map((r, i) => {
+      const h = Math.max(1, Math.round((r.value / max) * H));
+      const x = G + i * (W + G);
+      return el("g", { class: "bar", "data-label": r.label },
+        el("title", {}, `${r.label}: ${r.text}`),
+        el("rect", { x, y: TOP + H - h, width: W, height: h, rx: 3 }),
+        el("text", { x: x + W / 2, y: TOP + H + 14, "text-anchor": "middle", class: "axis" }, r.label.slice(5)),
+        el("text", { x: x + W / 2, y: TOP + H - h - 4, "text-anchor": "middle", class: "value" }, r.text));
+    }));
+}
+
+async function usagePage() {
+  const params = new URLSearchParams(location.search);
+  const days = Math.min(Math.max(Number(params.get("days")) || 14, 1), 90);
+  const start = new Date(Date.now() - days * 86400000).toISOString();
+  const q = (group) => `/v1/ai/usage?group_by=${group}&start_time=${encodeURIComponent(start)}`;
+  const [byDay, byModel] = await Promise.all([api("GET", q("USAGE_GROUP_BY_DAY")), api("GET", q("USAGE_GROUP_BY_MODEL"))]);
+  const total = (byDay && byDay.total) || {};
+  const dayRows = ((byDay && byDay.rows) || []).slice().sort((a, b) => String(a.day).localeCompare(String(b.day)));
+  const range = h("p", { class: "views" }, [7, 14, 30, 90].flatMap((d, i) => [i ? " · " : "",
+    d === days ? `${d} days` : h("a", { href: `/usage?days=${d}`, "data-nav": true }, `${d} days`)]));
+  show(h("h1", {}, "Usage"), range,
+    h("dl", { class: "facts", id: "usage-total" }, [
+      ["Cost", money(total.cost_micros)], ["Calls", String(total.calls || 0) + (total.failed_calls ? ` (${total.failed_calls} failed)` : "")],
+      ["Tokens", `${total.input_tokens || 0} in, ${total.output_tokens || 0} out, ${total.cache_read_tokens || 0} from the cache`],
+    ].map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Cost per day"),
+    dayRows.length ? h("div", { class: "graph", id: "usage-chart" }, barChart(dayRows.map((r) => ({ label: String(r.day || ""), value: Number(r.cost_micros || 0), text: money(r.cost_micros) })), "Cost per day"))
+      : h("p", { class: "empty" }, "No model calls in this period."),
+    h("h2", {}, "Per model"),
+    h("table", { class: "tasks", id: "usage-models" }, h("thead", {}, h("tr", {}, ["Model", "Provider", "Calls", "Tokens in", "Tokens out", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, ((byModel && byModel.rows) || []).map((r) => h("tr", {}, h("td", {}, r.model || ""), h("td", {}, r.provider || ""),
+        h("td", {}, String(r.calls || 0)), h("td", {}, String(r.input_tokens || 0)), h("td", {}, String(r.output_tokens || 0)), h("td", {}, money(r.cost_micros)))))));
+}
+
+async function skillsPage() {
+  const r = await api("GET", "/v1/skills?page_size=200");
+  const skills = (r && r.skills) || [];
+  show(h("h1", {}, "Skills"),
+    h("p", { class: "muted" }, "Skills are guidance the models get for matching tasks. Admins edit them with the API or `thefold skills`."),
+    skills.length === 0 ? h("p", { class: "empty" }, "No skills.")
+      : h("table", { class: "tasks", id: "skills" }, h("thead", {}, h("tr", {}, ["Skill", "Category", "Phase", "Scope", "Enabled", "Confidence"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, skills.map((k) => h("tr", {},
+          h("td", {}, h("details", {}, h("summary", {}, k.name || k.id), k.description ? h("p", {}, k.description) : null, h("pre", { class: "description" }, k.prompt_fragment || ""))),
+          h("td", {}, enumName(k.category, "SKILL_CATEGORY_")), h("td", {}, enumName(k.phase, "SKILL_PHASE_")),
+          h("td", {}, enumName(k.scope, "SKILL_SCOPE_") + (k.repo ? ` (${k.repo})` : "")),
+          h("td", {}, k.enabled ? "yes" : "no"), h("td", {}, k.confidence ? Number(k.confidence).toFixed(2) : ""))))));
 }
 
 // --- start ---
