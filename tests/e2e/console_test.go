@@ -114,12 +114,9 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 // gate, the review page showing the diff, and an approval that shows the pull request.
 func TestConsoleTaskToPullRequest(t *testing.T) {
 	parallel(t)
-	_, email := newUser(t, "console-demo")
-	access, _ := login(t, email, 0)
+	access, b := signedInUser(t, "console-demo", 12*time.Minute)
 	repo := fmt.Sprintf("local/console-demo-%d", time.Now().UnixNano())
 	demoRepoAs(t, access, repo)
-	b := newConsoleBrowser(t, 12*time.Minute)
-	b.signIn(email, 1)
 
 	b.run("create the task", chromedp.SendKeys(chromedp.CSS(`input[name=title]`), "Add a health endpoint"),
 		chromedp.SetValue(chromedp.CSS(`#new-task input[name=repo]`), repo),
@@ -172,11 +169,8 @@ func TestConsoleTaskToPullRequest(t *testing.T) {
 // diff on the review page, approves, and sees the pull request's link.
 func TestConsoleChatToPullRequest(t *testing.T) {
 	parallel(t)
-	_, email := newUser(t, "console-chat")
-	access, _ := login(t, email, 0)
+	access, b := signedInUser(t, "console-chat", 12*time.Minute)
 	repo := localRepoAs(t, access, fmt.Sprintf("console-chat-%d", time.Now().UnixNano()), "go.mod", agentGoMod)
-	b := newConsoleBrowser(t, 12*time.Minute)
-	b.signIn(email, 1)
 
 	b.run("open the chat", chromedp.Click(chromedp.CSS(`#nav a[href="/chat"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-conversation input[name=repo]`)))
 	b.run("start a conversation", chromedp.SetValue(chromedp.CSS(`#new-conversation input[name=repo]`), repo),
@@ -220,12 +214,9 @@ func TestConsoleChatToPullRequest(t *testing.T) {
 // stream their jobs' events live until the project completes.
 func TestConsoleCrewProject(t *testing.T) {
 	parallel(t)
-	_, email := newUser(t, "console-crew")
-	access, _ := login(t, email, 0)
+	access, b := signedInUser(t, "console-crew", 10*time.Minute)
 	repo, _ := crewRepoAs(t, access, fmt.Sprintf("console-crew-%d", time.Now().UnixNano()),
 		[]crewIssue{crewDiamond[0], crewDiamond[4]}, 0)
-	b := newConsoleBrowser(t, 10*time.Minute)
-	b.signIn(email, 1)
 
 	b.run("open the projects", chromedp.Click(chromedp.CSS(`#nav a[href="/projects"]`)), chromedp.WaitVisible(chromedp.CSS(`#plan-project`)))
 	b.run("plan a crew", chromedp.SetValue(chromedp.CSS(`#plan-project input[name=repo]`), repo),
@@ -268,12 +259,9 @@ func TestConsoleCrewProject(t *testing.T) {
 // the gateway was down too — and reaches pending review without a reload.
 func TestConsoleJobPageAcrossAGatewayRestart(t *testing.T) {
 	alone(t)
-	_, email := newUser(t, "console-restart")
-	access, _ := login(t, email, 0)
+	access, b := signedInUser(t, "console-restart", 10*time.Minute)
 	repo := fmt.Sprintf("local/console-restart-%d", time.Now().UnixNano())
 	demoRepoAs(t, access, repo)
-	b := newConsoleBrowser(t, 10*time.Minute)
-	b.signIn(email, 1)
 	code, task := rest(t, http.MethodPost, "/v1/tasks", access, map[string]any{"title": "Add a health endpoint", "repo": repo})
 	if code != http.StatusOK {
 		t.Fatalf("create task: %d %v", code, task)
@@ -368,15 +356,12 @@ func jobEventIDs(t *testing.T, tok, jobID string) []string {
 // it is revoked from the page.
 func TestConsoleReposMemoryAndKeys(t *testing.T) {
 	parallel(t)
-	_, email := newUser(t, "console-keys")
-	access, _ := login(t, email, 0)
+	access, b := signedInUser(t, "console-keys", 5*time.Minute)
 	repo := localRepoAs(t, access, fmt.Sprintf("console-keys-%d", time.Now().UnixNano()), "NOTES.md", "# notes\n")
 	if code, body := rest(t, http.MethodPost, "/v1/memories", access, map[string]any{"content": "Retry database writes with jittered backoff, at most five times.",
 		"repo": repo, "type": "MEMORY_TYPE_DECISION", "summary": "Retries of database writes: jittered backoff, five at most"}); code != http.StatusOK {
 		t.Fatalf("store a memory: %d %v", code, body)
 	}
-	b := newConsoleBrowser(t, 5*time.Minute)
-	b.signIn(email, 1)
 
 	b.run("open the repositories", chromedp.Click(chromedp.CSS(`#nav a[href="/repos"]`)), chromedp.WaitVisible(chromedp.CSS(`#repos`)))
 	if got := b.text(`#repos tbody`); !strings.Contains(got, repo) {
@@ -440,8 +425,7 @@ func TestConsoleReposMemoryAndKeys(t *testing.T) {
 // a node opens its task.
 func TestConsoleTaskGraph(t *testing.T) {
 	parallel(t)
-	_, email := newUser(t, "console-graph")
-	access, _ := login(t, email, 0)
+	access, br := signedInUser(t, "console-graph", 3*time.Minute)
 	repo := fmt.Sprintf("local/console-graph-%d", time.Now().UnixNano())
 	create := func(title string, blockedBy ...string) string {
 		t.Helper()
@@ -454,8 +438,6 @@ func TestConsoleTaskGraph(t *testing.T) {
 	a := create("Design the store")
 	b := create("Write the API", a)
 	c := create("Build the dashboard", a, b)
-	br := newConsoleBrowser(t, 3*time.Minute)
-	br.signIn(email, 1)
 	br.run("open the graph", chromedp.Navigate(mesh.GatewayURL()+"/tasks?repo="+repo+"&view=graph"), chromedp.WaitVisible(chromedp.CSS(`#task-graph svg`)))
 	if n := br.eval(`String(document.querySelectorAll("#task-graph a.node").length) + " " + document.querySelectorAll("#task-graph path.edge").length`); n != "3 3" {
 		br.fail("nodes and edges %q; want 3 3", n)
@@ -535,6 +517,18 @@ func TestConsoleJobPageRendersFiveHundredEvents(t *testing.T) {
 	}
 	t.Logf("the job page showed 500 live events %s ms after navigation started; a click after them took %s ms to the next frame", rendered, click)
 	b.noDialogs()
+}
+
+// signedInUser makes a user named after name, logs it in over REST (its access token, for
+// set-up calls as that user) and signs it in in a new browser whose steps all end within
+// timeout.
+func signedInUser(t *testing.T, name string, timeout time.Duration) (string, *consoleBrowser) {
+	t.Helper()
+	_, email := newUser(t, name)
+	access, _ := login(t, email, 0)
+	b := newConsoleBrowser(t, timeout)
+	b.signIn(email, 1)
+	return access, b
 }
 
 // consoleBrowser is a headless Chromium tab for the console tests, with helpers that fail

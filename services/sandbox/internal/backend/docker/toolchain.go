@@ -194,29 +194,39 @@ func runFill(ctx context.Context, cli *client.Client, name, image, script string
 		defer func() {
 			_, _ = cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, client.ContainerRemoveOptions{Force: true})
 		}()
-		if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-			return "", fmt.Errorf("start the toolchain volumes' container: %w: %w", err, errs.ErrUnavailable)
-		}
-		wait := cli.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-		var exit int64
-		select {
-		case r := <-wait.Result:
-			exit = r.StatusCode
-		case err := <-wait.Error:
-			return "", fmt.Errorf("wait for the toolchain volumes' container: %w: %w", err, errs.ErrUnavailable)
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-		var out bytes.Buffer
-		if logs, err := cli.ContainerLogs(ctx, created.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "30"}); err == nil {
-			_, _ = stdcopy.StdCopy(&out, &out, logs)
-			logs.Close()
+		exit, out, err := runToEnd(ctx, cli, created.ID, "the toolchain volumes' container")
+		if err != nil {
+			return "", err
 		}
 		if exit != 0 {
-			return "", fmt.Errorf("fill the toolchain volumes: exit %d: %s: %w", exit, strings.TrimSpace(out.String()), errs.ErrFailedPrecondition)
+			return "", fmt.Errorf("fill the toolchain volumes: exit %d: %s: %w", exit, strings.TrimSpace(out), errs.ErrFailedPrecondition)
 		}
-		return out.String(), nil
+		return out, nil
 	}
+}
+
+// runToEnd starts the created container id, waits for it to stop, and returns its exit
+// code and the last 30 lines of its output; what names it in errors.
+func runToEnd(ctx context.Context, cli *client.Client, id, what string) (int64, string, error) {
+	if _, err := cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return 0, "", fmt.Errorf("start %s: %w: %w", what, err, errs.ErrUnavailable)
+	}
+	wait := cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	var exit int64
+	select {
+	case r := <-wait.Result:
+		exit = r.StatusCode
+	case err := <-wait.Error:
+		return 0, "", fmt.Errorf("wait for %s: %w: %w", what, err, errs.ErrUnavailable)
+	case <-ctx.Done():
+		return 0, "", ctx.Err()
+	}
+	var out bytes.Buffer
+	if logs, err := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "30"}); err == nil {
+		_, _ = stdcopy.StdCopy(&out, &out, logs)
+		logs.Close()
+	}
+	return exit, out.String(), nil
 }
 
 // removeStaleToolchains removes the toolchain volumes of images that are gone (rebuilt

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
@@ -105,26 +104,12 @@ func warmImage(ctx context.Context, cli *client.Client, base, name, goRoot, spec
 	if _, err := cli.CopyToContainer(ctx, created.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(content)}); err != nil {
 		return fmt.Errorf("copy the seed into the warming container: %w: %w", err, errs.ErrUnavailable)
 	}
-	if _, err := cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("start the warming container: %w: %w", err, errs.ErrUnavailable)
-	}
-	wait := cli.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	var exit int64
-	select {
-	case r := <-wait.Result:
-		exit = r.StatusCode
-	case err := <-wait.Error:
-		return fmt.Errorf("wait for the warming container: %w: %w", err, errs.ErrUnavailable)
-	case <-ctx.Done():
-		return ctx.Err()
+	exit, out, err := runToEnd(ctx, cli, created.ID, "the warming container")
+	if err != nil {
+		return err
 	}
 	if exit != 0 {
-		var out bytes.Buffer
-		if logs, err := cli.ContainerLogs(ctx, created.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "30"}); err == nil {
-			_, _ = stdcopy.StdCopy(&out, &out, logs)
-			logs.Close()
-		}
-		return fmt.Errorf("warm the sandbox image: the seed build exited %d: %s: %w", exit, strings.TrimSpace(out.String()), errs.ErrFailedPrecondition)
+		return fmt.Errorf("warm the sandbox image: the seed build exited %d: %s: %w", exit, strings.TrimSpace(out), errs.ErrFailedPrecondition)
 	}
 	changes := []string{
 		"LABEL " + ImageSpecLabel + "=" + spec,
