@@ -25,6 +25,14 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+// svgEl makes an SVG element, as h makes an HTML one (strings become text).
+function svgEl(tag, attrs, ...kids) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined) el.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return el;
+}
+
 // fill replaces el's children with nodes (nested lists flattened, null and false left out,
 // strings as text).
 function fill(el, ...nodes) {
@@ -318,13 +326,7 @@ async function tasksPage() {
 // stands right of everything blocking it), an arrow from each blocker to what it blocks,
 // each node coloured by status and a link to the task's page.
 function taskGraph(tasks) {
-  const NS = "http://www.w3.org/2000/svg";
-  const svg = (tag, attrs, ...kids) => {
-    const el = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
-    for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined) el.append(k instanceof Node ? k : document.createTextNode(String(k)));
-    return el;
-  };
+  const svg = svgEl;
   const byID = new Map(tasks.map((t) => [t.id, t]));
   const depth = new Map();
   const depthOf = (t, seen) => {
@@ -472,6 +474,25 @@ async function follow(path, onEvent, signal) {
   }
 }
 
+// streamState shows a followed stream's own events (open, reconnecting, end, gap, failure)
+// in live, calling onEnd at the end; it reports whether ev was one of them.
+function streamState(ev, live, what, onEnd) {
+  switch (ev.event) {
+    case "open": live.textContent = "Live"; return true;
+    case "reconnecting": live.textContent = "Reconnecting…"; return true;
+    case "end": live.textContent = `The ${what} has finished.`; onEnd(); return true;
+    case "gap": live.textContent = "Some older events were removed by retention."; return true;
+    case "failure": live.textContent = "The stream failed: " + ((ev.data && ev.data.message) || "") + " — reconnecting"; return true;
+    default: return false;
+  }
+}
+
+// debounce calls fn once, ms after the last of a burst of calls.
+function debounce(fn, ms) {
+  let timer = 0;
+  return () => { clearTimeout(timer); timer = setTimeout(fn, ms); };
+}
+
 function parseEvent(block) {
   const ev = { event: "", id: "", data: "" };
   const data = [];
@@ -592,20 +613,10 @@ async function jobPage(rawID) {
   show(h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")), h("h1", {}, "Job"), facts, actionError,
     h("h2", {}, "Timeline"), live, timeline);
 
-  let pending = 0;
-  const reload = () => {
-    clearTimeout(pending);
-    pending = setTimeout(() => load().catch(() => {}), 150);
-  };
+  const reload = debounce(() => load().catch(() => {}), 150);
   const signal = page.signal;
   follow(`/v1/jobs/${encodeURIComponent(id)}:watch?after_id=0`, (ev) => {
-    switch (ev.event) {
-      case "open": live.textContent = "Live"; return;
-      case "reconnecting": live.textContent = "Reconnecting…"; return;
-      case "end": live.textContent = "The job has finished."; reload(); return;
-      case "gap": live.textContent = "Some older events were removed by retention."; return;
-      case "failure": live.textContent = "The stream failed: " + ((ev.data && ev.data.message) || "") + " — reconnecting"; return;
-    }
+    if (streamState(ev, live, "job", reload)) return;
     const time = ev.data.time ? new Date(ev.data.time) : null;
     timeline.append(h("li", { "data-id": ev.id, "data-type": ev.event },
       time ? h("time", { datetime: time.toISOString() }, time.toLocaleTimeString()) : null, " ", eventText(ev.event, ev.data)));
@@ -1038,16 +1049,9 @@ async function projectPage(rawID) {
   show(h("p", {}, h("a", { href: "/projects", "data-nav": true }, "← Projects")), h("h1", {}, "Project"), head, error, poolBox, planBox,
     h("h2", {}, "Events"), live, log);
 
-  let pending = 0;
-  const reload = () => { clearTimeout(pending); pending = setTimeout(() => load().catch(() => {}), 200); };
+  const reload = debounce(() => load().catch(() => {}), 200);
   follow(`/v1/projects/${encodeURIComponent(id)}:watch?after_id=0`, (ev) => {
-    switch (ev.event) {
-      case "open": live.textContent = "Live"; return;
-      case "reconnecting": live.textContent = "Reconnecting…"; return;
-      case "end": live.textContent = "The project has finished."; reload(); return;
-      case "gap": live.textContent = "Some older events were removed by retention."; return;
-      case "failure": live.textContent = "The stream failed — reconnecting"; return;
-    }
+    if (streamState(ev, live, "project", reload)) return;
     const d = ev.data || {};
     const time = d.time ? new Date(d.time).toLocaleTimeString() : "";
     const item = () => h("li", { "data-id": ev.id, "data-type": ev.event }, time ? h("time", {}, time) : null, " ", projectEventText(ev));
@@ -1145,13 +1149,7 @@ async function settingsPage() {
 
 // barChart is an SVG bar chart of rows [{label, value, text}] (values ≥ 0).
 function barChart(rows, label) {
-  const NS = "http://www.w3.org/2000/svg";
-  const el = (tag, attrs, ...kids) => {
-    const e = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-    for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
-    return e;
-  };
+  const el = svgEl;
   const W = 28, G = 10, H = 160, TOP = 18, BOTTOM = 34;
   const max = Math.max(...rows.map((r) => r.value), 1e-9);
   const width = rows.length * (W + G) + G;
