@@ -278,13 +278,18 @@ async function tasksPage() {
   const newRepo = h("input", { type: "text", name: "repo", required: true, placeholder: "owner/name", value: params.get("repo") || "" });
   const description = h("textarea", { name: "description", rows: 3 });
   const createError = h("p", { class: "error", role: "alert" });
+  // One id per form: a second submit of the same form (a double click, a retry after a lost
+  // answer) returns the task the first made instead of making another.
+  // An answered error made nothing: the next submit (edited, perhaps) is a new request.
+  let requestID = "console-" + crypto.randomUUID();
   const create = h("form", { class: "card", id: "new-task", onsubmit: async (e) => {
     e.preventDefault();
     createError.textContent = "";
     try {
-      const r = await api("POST", "/v1/tasks", { title: title.value, repo: newRepo.value.trim(), description: description.value });
+      const r = await api("POST", "/v1/tasks", { request_id: requestID, title: title.value, repo: newRepo.value.trim(), description: description.value });
       navigate("/tasks/" + encodeURIComponent(r.task.id), { notice: "Task created." });
     } catch (err) {
+      if (err instanceof ApiError) requestID = "console-" + crypto.randomUUID();
       createError.textContent = err.message;
     }
   } }, h("h2", {}, "New task"), field("Title", title), field("Repository", newRepo), field("Description", description),
