@@ -56,7 +56,7 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // Pages are the console's routes: each answers the application's page, which renders the
 // route itself. Anything else that is not /v1/… is the API's 404.
-var Pages = []string{"/{$}", "/signin", "/tasks", "/tasks/{id}", "/jobs/{id}", "/reviews/{id}", "/chat", "/chat/{id}", "/projects", "/projects/{id}", "/memory", "/repos", "/settings", "/usage", "/skills"}
+var Pages = []string{"/{$}", "/signin", "/tasks", "/tasks/{id}", "/jobs/{id}", "/reviews/{id}", "/chat", "/chat/{id}", "/projects", "/projects/{id}", "/memory", "/repos", "/repos/{owner}/{name}", "/repos/{owner}/{name}/pulls/{number}", "/models", "/settings", "/usage", "/skills"}
 
 // ErrorWriter answers a failed session request in the API's one error shape.
 type ErrorWriter func(w http.ResponseWriter, r *http.Request, err error)

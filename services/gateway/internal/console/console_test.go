@@ -52,7 +52,7 @@ func do(mux http.Handler, method, path, body string, headers map[string]string) 
 // Every page route answers the application with the strict policy; assets have their types.
 func TestPagesAndAssets(t *testing.T) {
 	mux := newMux(t)
-	for _, p := range []string{"/", "/signin", "/tasks", "/tasks/0b7f6a5e-1"} {
+	for _, p := range []string{"/", "/signin", "/tasks", "/tasks/0b7f6a5e-1", "/repos/local/demo", "/repos/local/demo/pulls/3", "/models", "/skills", "/settings"} {
 		rec := do(mux, "GET", p, "", nil)
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `<script type="module" src="/assets/app.js">`) {
 			t.Fatalf("GET %s = %d %.80q", p, rec.Code, rec.Body.String())

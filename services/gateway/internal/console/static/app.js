@@ -133,9 +133,9 @@ async function whoami() {
   const me = await request("GET", "/v1/auth/whoami", undefined, { Authorization: "Bearer " + session.token });
   try {
     const u = await request("GET", "/v1/users/" + encodeURIComponent(me.user_id), undefined, { Authorization: "Bearer " + session.token });
-    return u.user || { id: me.user_id };
+    return { id: me.user_id, role: me.role, ...(u.user || {}) };
   } catch (_) {
-    return { id: me.user_id };
+    return { id: me.user_id, role: me.role };
   }
 }
 
@@ -166,6 +166,9 @@ const routes = [
   [/^\/projects\/([^/]+)$/, projectPage],
   [/^\/memory$/, memoryPage],
   [/^\/repos$/, reposPage],
+  [/^\/repos\/([^/]+)\/([^/]+)$/, repoPage],
+  [/^\/repos\/([^/]+)\/([^/]+)\/pulls\/(\d+)$/, pullRequestPage],
+  [/^\/models$/, modelsPage],
   [/^\/settings$/, settingsPage],
   [/^\/usage$/, usagePage],
   [/^\/skills$/, skillsPage],
@@ -182,10 +185,14 @@ function navigate(path, state, replace) {
   render();
 }
 
+// rendered is the path and query of the page on screen.
+let rendered = "";
+
 async function render() {
   page.abort();
   page = new AbortController();
   const path = location.pathname;
+  rendered = path + location.search;
   const state = history.state || {};
   notice(state.notice || "", state.kind || "info");
   if (!session.token && path !== "/signin") {
@@ -214,7 +221,9 @@ document.addEventListener("click", (e) => {
   e.preventDefault();
   navigate(a.getAttribute("href"));
 });
-window.addEventListener("popstate", render);
+// Back and forward render the page they land on; a change of the fragment alone (the skip
+// link's #main) is not a new page.
+window.addEventListener("popstate", () => { if (location.pathname + location.search !== rendered) render(); });
 
 // --- pages ---
 
@@ -631,13 +640,124 @@ async function jobPage(rawID) {
 
 // --- reviews ---
 
-function diffView(text) {
-  const pre = h("pre", { class: "diff" });
-  for (const line of String(text || "").split("\n")) {
-    const cls = line.startsWith("+++") || line.startsWith("---") ? "meta" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
-    pre.append(h("span", cls ? { class: cls } : {}, line), "\n");
+// --- code: syntax highlighting, files and diffs ---
+
+// The words highlighted as keywords, across the languages TheFold builds (Go, TypeScript and
+// JavaScript, Python); a word of one language in another's file is rare enough to accept.
+const KEYWORDS = new Set(("break case chan const continue default defer else fallthrough for func go goto if import " +
+  "interface map package range return select struct switch type var nil true false iota " +
+  "async await class debugger delete do export extends finally function in instanceof let new null of static super " +
+  "this throw try typeof undefined void while with yield enum implements private protected public readonly as from " +
+  "and assert def del elif except global is lambda nonlocal not or pass raise None True False").split(" "));
+
+// langOf names the highlighting a path gets: "c" (// and /* */ comments), "hash" (#
+// comments) or "" (none).
+function langOf(path) {
+  const ext = String(path || "").toLowerCase().split(".").pop();
+  if (["go", "js", "mjs", "cjs", "ts", "tsx", "jsx", "java", "c", "h", "cc", "cpp", "rs", "kt", "swift", "css", "proto"].includes(ext)) return "c";
+  if (["py", "sh", "bash", "yaml", "yml", "toml", "rb", "mk", "dockerfile"].includes(ext) || /(^|\/)(makefile|dockerfile)$/i.test(path)) return "hash";
+  return "";
+}
+
+// highlight splits one line of code into text and <span class="tok-…"> nodes (keyword,
+// string, number, comment). The line only ever becomes text: nothing in it is parsed as
+// HTML. A comment or string that spans lines is highlighted on its first line only.
+function highlight(line, lang) {
+  if (!lang) return [line];
+  const comment = lang === "c" ? "//.*|/\\*.*?(?:\\*/|$)" : "#.*";
+  const re = new RegExp(`(${comment})|("(?:[^"\\\\]|\\\\.)*"?|'(?:[^'\\\\]|\\\\.)*'?|\`[^\`]*\`?)|(\\b\\d[\\w.]*)|([A-Za-z_]\\w*)`, "g");
+  const out = [];
+  let at = 0;
+  for (const m of line.matchAll(re)) {
+    const cls = m[1] ? "tok-c" : m[2] ? "tok-s" : m[3] ? "tok-n" : KEYWORDS.has(m[4]) ? "tok-k" : "";
+    if (!cls) continue;
+    if (m.index > at) out.push(line.slice(at, m.index));
+    out.push(h("span", { class: cls }, m[0]));
+    at = m.index + m[0].length;
   }
-  return pre;
+  if (at < line.length) out.push(line.slice(at));
+  return out;
+}
+
+// codeView shows a file's text with line numbers and highlighting.
+function codeView(text, path) {
+  const lang = langOf(path);
+  const lines = String(text || "").replace(/\n$/, "").split("\n");
+  return h("table", { class: "code", "aria-label": path || "File" },
+    h("tbody", {}, lines.map((l, i) => h("tr", {}, h("td", { class: "ln" }, String(i + 1)), h("td", { class: "src" }, highlight(l, lang))))));
+}
+
+// diffMode is the person's choice of diff layout: "unified" or "split" (side by side).
+function diffMode(next) {
+  if (next) localStorage.setItem("thefold-diff", next);
+  return localStorage.getItem("thefold-diff") === "split" ? "split" : "unified";
+}
+
+// diffModeSwitch is the two buttons that choose the layout; onChange redraws.
+function diffModeSwitch(onChange) {
+  const mode = diffMode();
+  const b = (m, label) => h("button", { type: "button", class: "secondary", "aria-pressed": String(mode === m), "data-diff-mode": m,
+    onclick: () => { diffMode(m); onChange(); } }, label);
+  return h("div", { class: "actions diff-modes", role: "group", "aria-label": "Diff layout" }, b("unified", "Unified"), b("split", "Side by side"));
+}
+
+// diffView renders a unified diff of the file at path, unified or side by side, highlighted.
+function diffView(text, path, mode) {
+  const lang = langOf(path);
+  const lines = String(text || "").split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  if ((mode || diffMode()) !== "split") {
+    const pre = h("pre", { class: "diff" });
+    for (const line of lines) {
+      const meta = line.startsWith("+++") || line.startsWith("---");
+      const cls = meta ? "meta" : line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+      const body = meta || cls === "hunk" ? [line] : [line.slice(0, 1), highlight(line.slice(1), lang)];
+      pre.append(h("span", cls ? { class: cls } : {}, body), "\n");
+    }
+    return pre;
+  }
+  // Side by side: a hunk's removed lines face the added lines that replace them.
+  const rows = [];
+  let oldNo = 0, newNo = 0, dels = [], adds = [];
+  const cell = (no, text, cls) => [h("td", { class: "ln" }, no ? String(no) : ""), h("td", { class: "src " + (cls || "") }, text === null ? "" : highlight(text, lang))];
+  const flush = () => {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+      const d = dels[i], a = adds[i];
+      rows.push(h("tr", {}, cell(d ? d[0] : 0, d ? d[1] : null, d ? "del" : "none"), cell(a ? a[0] : 0, a ? a[1] : null, a ? "add" : "none")));
+    }
+    dels = []; adds = [];
+  };
+  for (const line of lines) {
+    const hunk = line.match(/^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/);
+    if (hunk) {
+      flush();
+      oldNo = Number(hunk[1]); newNo = Number(hunk[2]);
+      rows.push(h("tr", { class: "hunk" }, h("td", { colspan: 4 }, line)));
+    } else if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("diff ") || line.startsWith("index ")) {
+      continue;
+    } else if (line.startsWith("-")) {
+      dels.push([oldNo++, line.slice(1)]);
+    } else if (line.startsWith("+")) {
+      adds.push([newNo++, line.slice(1)]);
+    } else if (!line.startsWith("\\")) {
+      flush();
+      rows.push(h("tr", {}, cell(oldNo++, line.slice(1)), cell(newNo++, line.slice(1))));
+    }
+  }
+  flush();
+  return h("table", { class: "code split", "aria-label": (path || "File") + ", side by side" }, h("tbody", {}, rows));
+}
+
+// fileDiffs renders a list of FileDiffs (each folded open) with the layout switch above them.
+function fileDiffs(diffs, contentOf) {
+  const box = h("div", { class: "file-diffs" });
+  const draw = () => fill(box, diffModeSwitch(draw), diffs.map((d, i) => h("details", { class: "file", open: true },
+    h("summary", {}, h("code", {}, d.path || ""), d.previous_path ? ` (from ${d.previous_path})` : "", ` ${enumName(d.action, "FILE_ACTION_")} +${d.additions || 0} −${d.deletions || 0}`),
+    d.binary ? h("p", { class: "muted" }, "Binary file")
+      : d.unified_diff ? diffView(d.unified_diff, d.path)
+        : contentOf && contentOf(i) ? codeView(contentOf(i), d.path) : h("p", { class: "muted" }, "No changes to show."))));
+  draw();
+  return box;
 }
 
 async function reviewPage(rawID) {
@@ -647,6 +767,8 @@ async function reviewPage(rawID) {
   const error = h("p", { class: "error", role: "alert" });
   let review = null;
   let job = null;
+  let projectTasks = null;
+  let projectCost = 0;
 
   const decide = async (verb, payload) => {
     error.textContent = "";
@@ -663,11 +785,18 @@ async function reviewPage(rawID) {
     const stats = r.stats || {};
     const decided = r.status !== "REVIEW_STATUS_PENDING";
     const note = h("textarea", { name: "note", rows: 3 });
+    // A project's review: the person may name the tasks to run again (none: the agent picks
+    // them from the feedback).
+    const taskBoxes = (projectTasks || []).map((t) => h("input", { type: "checkbox", name: "redo", value: t.id }));
+    const redo = taskBoxes.length ? h("fieldset", { id: "redo-tasks" }, h("legend", {}, "Tasks to run again with the feedback (none ticked: TheFold chooses)"),
+      projectTasks.map((t, i) => h("label", { class: "check" }, taskBoxes[i], " " + (t.title || t.id)))) : null;
     const form = decided ? null : h("form", { class: "card", id: "decide", onsubmit: (e) => e.preventDefault() },
       field("Comment or feedback (feedback is required to request changes)", note),
+      redo,
       h("div", { class: "actions" },
         h("button", { type: "button", id: "approve", onclick: () => decide("approve", { comment: note.value }) }, "Approve and open the pull request"),
-        h("button", { type: "button", id: "request-changes", class: "secondary", onclick: () => decide("requestChanges", { feedback: note.value }) }, "Request changes"),
+        h("button", { type: "button", id: "request-changes", class: "secondary", onclick: () => decide("requestChanges",
+          { feedback: note.value, project_task_ids: taskBoxes.filter((b) => b.checked).map((b) => b.value) }) }, "Request changes"),
         h("button", { type: "button", id: "reject", class: "secondary", onclick: () => { if (window.confirm("Reject this work?")) decide("reject", { reason: note.value }); } }, "Reject")));
     const pr = (r.pull_request && r.pull_request.url) ? r.pull_request : (job && job.pull_request && job.pull_request.url ? job.pull_request : null);
     fill(result, ...(pr ? [h("p", {}, "Pull request: ", h("a", { href: pr.url, class: "pr-link", rel: "noopener noreferrer" }, pr.url))]
@@ -675,24 +804,25 @@ async function reviewPage(rawID) {
     fill(body, 
       h("dl", { class: "facts" },
         [["Status", enumName(r.status, "REVIEW_STATUS_")], ["Repository", r.repo], ["Quality", r.quality_score ? `${r.quality_score}/10` : ""],
-          ["Changes", `${stats.files_changed || (r.files || []).length} files, +${stats.additions || 0} −${stats.deletions || 0}`]]
+          ["Changes", `${plural(stats.files_changed || (r.files || []).length, "file")}, +${stats.additions || 0} −${stats.deletions || 0}`],
+          ["Cost so far", job && job.usage && job.usage.cost_micros ? money(job.usage.cost_micros) : projectCost ? money(projectCost) : ""]]
           .filter(([, v]) => v).map(([k, v]) => [h("dt", {}, k), h("dd", k === "Status" ? { id: "review-status" } : {}, v)])),
       r.job_id ? h("p", {}, h("a", { href: "/jobs/" + encodeURIComponent(r.job_id), "data-nav": true }, "The job")) : null,
       (r.concerns || []).length ? [h("h2", {}, "Concerns"), h("ul", { class: "concerns" }, r.concerns.map((c) =>
         h("li", {}, [c.path ? `${c.path}${c.line ? ":" + c.line : ""}` : "", c.message].filter(Boolean).join(" — "))))] : null,
       r.documentation ? [h("h2", {}, "Notes"), h("pre", { class: "description" }, r.documentation)] : null,
       h("h2", {}, "Files"),
-      (r.files || []).map((f) => {
-        const d = f.diff || {};
-        return h("details", { class: "file", open: true },
-          h("summary", {}, h("code", {}, d.path || ""), ` ${enumName(d.action, "FILE_ACTION_")} +${d.additions || 0} −${d.deletions || 0}`),
-          d.binary ? h("p", { class: "muted" }, "Binary file") : diffView(d.unified_diff || f.content || ""));
-      }),
+      fileDiffs((r.files || []).map((f) => f.diff || {}), (i) => r.files[i].content),
       form);
   };
   const load = async () => {
     review = (await api("GET", "/v1/reviews/" + encodeURIComponent(id))).review;
     if (review.job_id) job = (await api("GET", "/v1/jobs/" + encodeURIComponent(review.job_id))).job;
+    if (review.project_id && projectTasks === null) {
+      const p = (await api("GET", "/v1/projects/" + encodeURIComponent(review.project_id))).project || {};
+      projectTasks = (p.phases || []).flatMap((ph) => ph.tasks || []);
+      projectCost = (p.usage && p.usage.cost_micros) || 0;
+    }
     draw();
   };
   // After an approval the pull request opens in the job: follow it until it has.
@@ -773,7 +903,43 @@ function messageItem(m) {
   return h("li", { class: "msg " + role, "data-id": m.id, "data-reply": m.reply_id || "" },
     h("span", { class: "who" }, role === "user" ? (!m.author || (session.user && m.author === session.user.id) ? "You" : m.author) : "TheFold"),
     h("div", { class: "text" }, m.text || ""),
+    (m.attachments || []).map(attachmentView),
     m.incomplete ? h("p", { class: "muted" }, "(the reply stopped early)") : null);
+}
+
+const IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+// attachmentView shows an attachment: an image as a picture (a data: URL of one of four
+// image types, which the CSP allows), text folded open on demand — as text, never HTML.
+function attachmentView(a) {
+  const label = `${a.name || "attachment"} (${a.media_type || "?"}, ${a.size_bytes || 0} bytes)`;
+  if (!a.content) return h("p", { class: "attachment muted" }, "📎 " + label);
+  if (IMAGE_TYPES.includes(a.media_type)) {
+    return h("figure", { class: "attachment" }, h("img", { src: `data:${a.media_type};base64,${a.content}`, alt: a.name || "attached image" }), h("figcaption", { class: "muted" }, label));
+  }
+  let text = "";
+  try { text = new TextDecoder().decode(Uint8Array.from(atob(a.content), (c) => c.charCodeAt(0))); } catch (_) { text = "(not readable as text)"; }
+  return h("details", { class: "attachment" }, h("summary", {}, "📎 " + label), h("pre", {}, text));
+}
+
+// mediaType names a file's type: by its extension for the source files browsers do not
+// know, else as the browser says, else plain text (the API refuses what is neither text
+// nor one of its image types).
+function mediaType(f) {
+  const byExt = { md: "text/markdown", go: "text/x-go", py: "text/x-python", ts: "text/x-typescript", tsx: "text/x-typescript",
+    js: "text/javascript", json: "application/json", yaml: "application/yaml", yml: "application/yaml", csv: "text/csv", txt: "text/plain" };
+  const ext = f.name.includes(".") ? f.name.split(".").pop().toLowerCase() : "";
+  return byExt[ext] || f.type || "text/plain";
+}
+
+// readAttachments turns the chosen files into the API's attachments (base64 content).
+async function readAttachments(files) {
+  return Promise.all([...files].map((f) => new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve({ name: f.name, media_type: mediaType(f), content: String(r.result).replace(/^data:[^,]*,/, "") });
+    r.onerror = () => reject(new Error(`Could not read ${f.name}.`));
+    r.readAsDataURL(f);
+  })));
 }
 
 async function chatPage(rawID) {
@@ -795,7 +961,8 @@ async function chatPage(rawID) {
   ((first && first.messages) || []).forEach(add);
   const finished = new Set((first.messages || []).filter((m) => m.role === "CHAT_ROLE_ASSISTANT" && m.reply_id).map((m) => m.reply_id));
 
-  const text = h("textarea", { name: "message", rows: 3, required: true, placeholder: "Ask for a change, e.g. “Add a health endpoint”" });
+  const text = h("textarea", { name: "message", rows: 3, placeholder: "Ask for a change, e.g. “Add a health endpoint”" });
+  const files = h("input", { type: "file", name: "attachments", multiple: true, accept: "text/*,.md,.go,.ts,.js,.py,.json,.yaml,.yml,.csv,image/png,image/jpeg,image/gif,image/webp" });
   const send = h("button", { type: "submit", id: "send" }, "Send");
   const stop = h("button", { type: "button", class: "secondary", id: "stop-reply", hidden: !conv.active_reply_id, onclick: async () => {
     try { await api("POST", `/v1/conversations/${encodeURIComponent(id)}:cancelReply`, {}); } catch (err) { notice(err.message, "error"); }
@@ -803,20 +970,22 @@ async function chatPage(rawID) {
   const error = h("p", { class: "error", role: "alert" });
   const compose = h("form", { class: "compose", id: "compose", onsubmit: async (e) => {
     e.preventDefault();
-    if (!text.value.trim()) return;
+    if (!text.value.trim() && files.files.length === 0) return;
     send.disabled = true;
     error.textContent = "";
     try {
-      const r = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/messages`, { request_id: "console-" + crypto.randomUUID(), text: text.value });
+      const attachments = await readAttachments(files.files);
+      const r = await api("POST", `/v1/conversations/${encodeURIComponent(id)}/messages`, { request_id: "console-" + crypto.randomUUID(), text: text.value, attachments });
       add(r.message);
       text.value = "";
+      files.value = "";
     } catch (err) {
       error.textContent = err.message;
     } finally {
       send.disabled = false;
       text.focus();
     }
-  } }, field("Message", text), h("div", { class: "actions" }, send, stop), error);
+  } }, field("Message", text), field("Attach files (up to 4: text up to 256 KiB, images up to 3 MiB)", files), h("div", { class: "actions" }, send, stop), error);
   text.addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) compose.requestSubmit(); });
   show(h("p", {}, h("a", { href: "/chat", "data-nav": true }, "← Conversations")),
     h("h1", {}, conv.title || "Conversation"), conv.repo ? h("p", { class: "muted" }, conv.repo) : null, log, status, compose);
@@ -1103,10 +1272,136 @@ async function reposPage() {
   show(h("h1", {}, "Repositories"),
     repos.length === 0 ? h("p", { class: "empty" }, "No repositories yet. Create one on the local forge (thefold repos create) or connect GitHub.")
       : h("table", { class: "tasks", id: "repos" }, h("thead", {}, h("tr", {}, ["Repository", "Provider", "Default branch", ""].map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, repos.map((x) => h("tr", {},
-          h("td", {}, x.repo || `${x.owner}/${x.name}`, x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null),
-          h("td", {}, enumName(x.provider, "REPO_PROVIDER_")), h("td", {}, x.default_branch || ""),
-          h("td", {}, h("a", { href: "/tasks?repo=" + encodeURIComponent(x.repo || ""), "data-nav": true }, "tasks")))))));
+        h("tbody", {}, repos.map((x) => {
+          const name = x.repo || `${x.owner}/${x.name}`;
+          return h("tr", {},
+            h("td", {}, h("a", { href: "/repos/" + repoPath(name), "data-nav": true, class: "repo-link" }, name), x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null),
+            h("td", {}, enumName(x.provider, "REPO_PROVIDER_")), h("td", {}, x.default_branch || ""),
+            h("td", {}, h("a", { href: "/tasks?repo=" + encodeURIComponent(name), "data-nav": true }, "tasks")));
+        }))));
+}
+
+// plural is "1 file", "2 files".
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+// repoPath is "owner/name" for a URL path, each part escaped.
+function repoPath(repo) {
+  return String(repo).split("/").map(encodeURIComponent).join("/");
+}
+
+// repoPage is one repository: its files (a folder at a time, a file highlighted), its pull
+// requests and its issues (which import into tasks), on tabs kept in the URL.
+async function repoPage(owner, name) {
+  const repo = `${decodeURIComponent(owner)}/${decodeURIComponent(name)}`;
+  const params = new URLSearchParams(location.search);
+  const tab = ["files", "pulls", "issues"].includes(params.get("tab")) ? params.get("tab") : "files";
+  const base = "/repos/" + repoPath(repo);
+  const info = (await api("GET", `/v1/repos/${repoPath(repo)}`)).repo || {};
+  const tabs = h("nav", { class: "views tabs-nav", "aria-label": "Repository" }, [["files", "Files"], ["pulls", "Pull requests"], ["issues", "Issues"]]
+    .flatMap(([t, label], i) => [i ? " · " : "", t === tab ? h("strong", { "aria-current": "page" }, label) : h("a", { href: `${base}?tab=${t}`, "data-nav": true, id: "tab-" + t }, label)]));
+  const headline = [h("p", {}, h("a", { href: "/repos", "data-nav": true }, "← Repositories")), h("h1", {}, repo),
+    info.description ? h("p", { class: "muted" }, info.description) : null, tabs];
+  if (tab === "pulls") {
+    const list = await api("GET", `/v1/repos/${repoPath(repo)}/pulls?page_size=100`);
+    const pulls = (list && list.pull_requests) || [];
+    show(headline, pulls.length === 0 ? h("p", { class: "empty" }, "No pull requests. TheFold opens one when a review is approved.")
+      : h("table", { class: "tasks", id: "pulls" }, h("thead", {}, h("tr", {}, ["#", "Title", "Branches", "State", "Changes"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, pulls.map((pr) => h("tr", {}, h("td", {}, String(pr.number)),
+          h("td", {}, h("a", { href: `${base}/pulls/${pr.number}`, "data-nav": true, class: "pr-title" }, pr.title || "")),
+          h("td", {}, h("code", {}, pr.head || ""), " → ", h("code", {}, pr.base || "")),
+          h("td", {}, enumName(pr.state, "PULL_REQUEST_STATE_") + (pr.draft ? " (draft)" : "")),
+          h("td", {}, pr.stats ? `${plural(pr.stats.files_changed || 0, "file")}, +${pr.stats.additions || 0} −${pr.stats.deletions || 0}` : ""))))));
+    return;
+  }
+  if (tab === "issues") {
+    const list = await api("GET", `/v1/repos/${repoPath(repo)}/issues?page_size=100&state=ISSUE_STATE_OPEN`);
+    const issues = (list && list.issues) || [];
+    const labels = h("input", { type: "text", name: "labels", placeholder: "e.g. thefold, bug (optional)" });
+    const result = h("div", { id: "import-result", role: "status" });
+    const error = h("p", { class: "error", role: "alert" });
+    const importForm = h("form", { class: "card", id: "import-issues", onsubmit: async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      const button = importForm.querySelector("button");
+      button.disabled = true;
+      try {
+        const r = await api("POST", "/v1/tasks:importIssues", { repo, labels: commaList(labels.value) });
+        const created = (r && r.created) || [], updated = (r && r.updated) || [];
+        fill(result, h("p", {}, `${created.length} task${created.length === 1 ? "" : "s"} created, ${updated.length} updated, ${(r && r.skipped) || 0} unchanged. `,
+          h("a", { href: "/tasks?repo=" + encodeURIComponent(repo), "data-nav": true }, "The repository's tasks"), " · ",
+          h("a", { href: "/tasks?view=graph&repo=" + encodeURIComponent(repo), "data-nav": true }, "their graph")));
+      } catch (err) {
+        error.textContent = err.message;
+      } finally {
+        button.disabled = false;
+      }
+    } }, h("h2", {}, "Import issues as tasks"),
+    h("p", { class: "muted" }, "Open issues become tasks (blocked-by links kept); importing again updates them."),
+    field("Only issues with all of these labels (comma-separated)", labels), h("button", { type: "submit" }, "Import"), result, error);
+    show(headline, issues.length === 0 ? h("p", { class: "empty" }, "No open issues.")
+      : h("table", { class: "tasks", id: "issues" }, h("thead", {}, h("tr", {}, ["#", "Title", "Labels", "Blocked by"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, issues.map((is) => h("tr", {}, h("td", {}, String(is.number)),
+          h("td", {}, h("details", {}, h("summary", { class: "issue-title" }, is.title || ""), is.body ? h("pre", { class: "description" }, is.body) : h("p", { class: "muted" }, "No description."))),
+          h("td", {}, (is.labels || []).join(", ")), h("td", {}, (is.blocked_by || []).map((n) => "#" + n).join(", ")))))),
+    importForm);
+    return;
+  }
+  // Files: the folder at ?path, or the file at ?file.
+  const file = params.get("file");
+  if (file) {
+    const r = await api("GET", `/v1/repos/${repoPath(repo)}/files?paths=${encodeURIComponent(file)}`);
+    const f = ((r && r.files) || [])[0];
+    const parent = file.includes("/") ? file.slice(0, file.lastIndexOf("/")) : "";
+    show(headline, h("p", {}, h("a", { href: `${base}?tab=files${parent ? "&path=" + encodeURIComponent(parent) : ""}`, "data-nav": true }, "← " + (parent || "Files"))),
+      h("h2", {}, h("code", {}, file)),
+      !f ? h("p", { class: "empty" }, "No such file on the default branch.") : h("div", { class: "file-view", id: "file-view" }, codeView(f.content || "", file)));
+    return;
+  }
+  const dir = (params.get("path") || "").replace(/^\/+|\/+$/g, "");
+  const tree = await api("GET", `/v1/repos/${repoPath(repo)}/tree?page_size=1000${dir ? "&path_prefix=" + encodeURIComponent(dir) : ""}`);
+  // The tree lists paths below dir at any depth: a folder is the first part of a longer one.
+  const children = new Map();
+  for (const e of (tree && tree.entries) || []) {
+    const rest = dir ? e.path.slice(dir.length + 1) : e.path;
+    if (!rest || (dir && !e.path.startsWith(dir + "/"))) continue;
+    const first = rest.split("/")[0];
+    const isDir = rest.includes("/") || e.type === "TREE_ENTRY_TYPE_DIRECTORY";
+    if (!children.has(first) || isDir) children.set(first, { name: first, dir: isDir, size: e.size });
+  }
+  const rows = [...children.values()].sort((a, b) => (a.dir === b.dir ? a.name.localeCompare(b.name) : a.dir ? -1 : 1));
+  const full = (n) => (dir ? dir + "/" : "") + n;
+  show(headline,
+    h("p", { class: "muted", id: "tree-path" }, dir ? ["/ ", dir.split("/").flatMap((part, i, all) => [i ? " / " : "",
+      i === all.length - 1 ? part : h("a", { href: `${base}?tab=files&path=${encodeURIComponent(all.slice(0, i + 1).join("/"))}`, "data-nav": true }, part)])] : "The default branch" + (info.default_branch ? ` (${info.default_branch})` : "")),
+    tree && tree.empty ? h("p", { class: "empty" }, "The repository is empty.")
+      : h("table", { class: "tasks", id: "tree" }, h("thead", {}, h("tr", {}, ["Name", "Size"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, dir ? h("tr", {}, h("td", {}, h("a", { href: `${base}?tab=files${dir.includes("/") ? "&path=" + encodeURIComponent(dir.slice(0, dir.lastIndexOf("/"))) : ""}`, "data-nav": true }, "..")), h("td", {})) : null,
+          rows.map((c) => h("tr", {},
+            h("td", {}, h("a", { href: `${base}?tab=files&${c.dir ? "path" : "file"}=${encodeURIComponent(full(c.name))}`, "data-nav": true, class: c.dir ? "tree-dir" : "tree-file" }, c.name + (c.dir ? "/" : ""))),
+            h("td", {}, c.dir ? "" : `${c.size || 0} B`))))),
+    tree && tree.next_page_token ? h("p", { class: "muted" }, "The folder has more entries than are shown; open a subfolder.") : null);
+}
+
+// pullRequestPage is one pull request with its diff.
+async function pullRequestPage(owner, name, number) {
+  const repo = `${decodeURIComponent(owner)}/${decodeURIComponent(name)}`;
+  const [prR, diff] = await Promise.all([
+    api("GET", `/v1/repos/${repoPath(repo)}/pulls/${encodeURIComponent(number)}`),
+    api("GET", `/v1/repos/${repoPath(repo)}/pulls/${encodeURIComponent(number)}/diff?page_size=200`)]);
+  const pr = (prR && prR.pull_request) || {};
+  const stats = (diff && diff.stats) || pr.stats || {};
+  show(h("p", {}, h("a", { href: `/repos/${repoPath(repo)}?tab=pulls`, "data-nav": true }, "← " + repo + " pull requests")),
+    h("h1", {}, `#${pr.number} ${pr.title || ""}`),
+    h("dl", { class: "facts", id: "pr-facts" }, [["State", enumName(pr.state, "PULL_REQUEST_STATE_") + (pr.draft ? " (draft)" : "")],
+      ["Branches", `${pr.head || ""} → ${pr.base || ""}`], ["Author", pr.author || ""], ["Changes", `${plural(stats.files_changed || 0, "file")}, +${stats.additions || 0} −${stats.deletions || 0}`],
+      ["Merged as", pr.merge_commit_sha || ""]].filter(([, v]) => v).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    /^https?:\/\//.test(pr.url || "") ? h("p", {}, h("a", { href: pr.url, rel: "noopener noreferrer" }, "Open on the forge")) : null,
+    pr.body ? h("pre", { class: "description" }, pr.body) : null,
+    h("h2", {}, "Files"),
+    fileDiffs((diff && diff.files) || []),
+    diff && diff.next_page_token ? h("p", { class: "muted" }, "More files changed than are shown here.") : null);
 }
 
 const SCOPE_AREAS = ["*", "tasks", "agent", "builder", "github", "memory", "skills", "ai", "sandbox", "auth"];
@@ -1144,10 +1439,106 @@ async function settingsPage() {
         try { await api("POST", `/v1/auth/api-keys/${encodeURIComponent(k.id)}:revoke`, {}); await settingsPage(); } catch (err) { error.textContent = err.message; e.target.disabled = false; }
       } }, "Revoke")));
   });
-  show(h("h1", {}, "Settings"), h("h2", {}, "API keys"),
+  const [prefs, integrations, models] = await Promise.all([api("GET", "/v1/preferences"), api("GET", "/v1/integrations"),
+    api("GET", "/v1/ai/models?page_size=200&enabled_only=true").catch(() => ({ models: [] }))]);
+  show(h("h1", {}, "Settings"),
+    preferencesForm((prefs && prefs.preferences) || {}, (models && models.models) || []),
+    h("h2", {}, "API keys"),
     keys.length === 0 ? h("p", { class: "empty" }, "No API keys. Create one for a tool or a script; it acts as you, within its scopes.")
       : h("table", { class: "tasks", id: "keys" }, h("thead", {}, h("tr", {}, ["Name", "Prefix", "Scopes", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)),
-    secretBox, form);
+    secretBox, form,
+    integrationsSection((integrations && integrations.integrations) || []));
+}
+
+const BUDGET_MODES = ["BALANCED", "QUALITY_FIRST", "AGGRESSIVE_SAVE"].map((x) => "BUDGET_MODE_" + x);
+const PURPOSES = [["planning", "Planning"], ["coding", "Coding"], ["review", "Review"], ["chat", "Chat"]];
+const NOTIFY = [["review_ready", "A review is ready"], ["job_completed", "A job completed"], ["job_failed", "A job failed or needs me"], ["clarification", "A job asks a question"]];
+
+// preferencesForm: budget mode, sub-agents, the model per purpose, a job's default caps and
+// which notices reach the integrations — saved together as one PATCH of what changed.
+function preferencesForm(p, models) {
+  const budget = select("budget-mode", BUDGET_MODES, p.budget_mode && p.budget_mode !== "BUDGET_MODE_UNSPECIFIED" ? p.budget_mode : "BUDGET_MODE_BALANCED", (v) => enumName(v, "BUDGET_MODE_"));
+  const subAgents = h("input", { type: "checkbox", name: "sub-agents", checked: !!p.sub_agents_enabled });
+  const merge = select("sub-agent-merge", ["MERGE_STRATEGY_CONCATENATE", "MERGE_STRATEGY_AI_MERGE"], p.sub_agent_merge === "MERGE_STRATEGY_AI_MERGE" ? "MERGE_STRATEGY_AI_MERGE" : "MERGE_STRATEGY_CONCATENATE",
+    (v) => (v === "MERGE_STRATEGY_AI_MERGE" ? "merged by a model" : "one section per role"));
+  const defaults = p.default_models || {};
+  const modelSelects = PURPOSES.map(([k]) => h("select", { name: "model-" + k },
+    h("option", { value: "" }, "automatic"), models.map((m) => h("option", { value: m.id, selected: defaults[k] === m.id }, m.display_name || m.name))));
+  const budgetCost = h("input", { type: "number", name: "max-cost", min: 0, step: "0.01", placeholder: "USD (empty: no cap)",
+    value: p.job_budget && p.job_budget.max_cost_micros ? Number(p.job_budget.max_cost_micros) / 1e6 : "" });
+  const n = p.notifications || {};
+  const notify = NOTIFY.map(([k]) => h("input", { type: "checkbox", name: "notify-" + k, checked: !!n[k] }));
+  const error = h("p", { class: "error", role: "alert" });
+  return h("form", { class: "card", id: "preferences", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const body = {
+      budget_mode: budget.value, sub_agents_enabled: subAgents.checked, sub_agent_merge: merge.value,
+      default_models: Object.fromEntries(PURPOSES.map(([k], i) => [k, modelSelects[i].value])),
+      job_budget: { max_cost_micros: String(Math.round(Number(budgetCost.value || 0) * 1e6)) },
+      notifications: Object.fromEntries(NOTIFY.map(([k], i) => [k, notify[i].checked])),
+    };
+    const mask = ["budget_mode", "sub_agents_enabled", "sub_agent_merge", ...PURPOSES.map(([k]) => "default_models." + k),
+      "job_budget.max_cost_micros", ...NOTIFY.map(([k]) => "notifications." + k)].join(",");
+    try {
+      await api("PATCH", "/v1/preferences?update_mask=" + mask, body);
+      notice("Your preferences are saved.");
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "Preferences"),
+  field("Budget mode", budget),
+  h("label", { class: "check" }, subAgents, " Use sub-agents for complex tasks (complexity 5 and above)"),
+  field("Sub-agents' outputs", merge),
+  h("fieldset", {}, h("legend", {}, "Model per purpose"), PURPOSES.map(([, label], i) => field(label, modelSelects[i]))),
+  field("A job's cost cap when it names none", budgetCost),
+  h("fieldset", {}, h("legend", {}, "Notify my integrations when"), NOTIFY.map(([, label], i) => h("label", { class: "check" }, notify[i], " " + label))),
+  h("button", { type: "submit" }, "Save the preferences"), error);
+}
+
+// integrationsSection lists the person's Slack and Discord webhooks: add one, test it, remove it.
+function integrationsSection(items) {
+  const error = h("p", { class: "error", role: "alert" });
+  const result = h("div", { id: "integration-result", role: "status" });
+  const kind = select("integration-kind", ["INTEGRATION_KIND_SLACK", "INTEGRATION_KIND_DISCORD"], "INTEGRATION_KIND_SLACK", (v) => enumName(v, "INTEGRATION_KIND_"));
+  const name = h("input", { type: "text", name: "integration-name", required: true, maxlength: 100, placeholder: "e.g. team channel" });
+  const url = h("input", { type: "url", name: "integration-url", required: true, placeholder: "https://hooks.slack.com/services/…" });
+  const external = h("input", { type: "text", name: "integration-user", placeholder: "your user id there (optional, for messages back)" });
+  const secret = h("input", { type: "password", name: "integration-secret", autocomplete: "off", placeholder: "signing secret or public key (optional)" });
+  const again = async (msg) => { await settingsPage(); notice(msg); };
+  const rows = items.map((it) => h("tr", { "data-integration": it.name },
+    h("td", {}, it.name), h("td", {}, enumName(it.kind, "INTEGRATION_KIND_")), h("td", {}, h("code", {}, it.webhook_hint || "")),
+    h("td", {}, it.enabled === false ? `off — ${it.disabled_reason || "deliveries failed"}` : "on"),
+    h("td", {}, h("div", { class: "actions" },
+      h("button", { type: "button", class: "secondary", onclick: async (e) => {
+        e.target.disabled = true;
+        try {
+          const r = await api("POST", `/v1/integrations/${encodeURIComponent(it.id)}:test`, {});
+          fill(result, h("p", { class: r.delivered ? "" : "error" }, r.delivered ? `The test message reached ${it.name}.`
+            : `The test message did not arrive: ${r.error || "HTTP " + r.http_status}.`));
+        } catch (err) { error.textContent = err.message; }
+        e.target.disabled = false;
+      } }, "Send a test"),
+      h("button", { type: "button", class: "secondary", onclick: async () => {
+        if (!window.confirm(`Remove the integration "${it.name}"?`)) return;
+        try { await api("DELETE", `/v1/integrations/${encodeURIComponent(it.id)}`); await again(`${it.name} is removed.`); } catch (err) { error.textContent = err.message; }
+      } }, "Remove")))));
+  return h("section", { id: "integrations" }, h("h2", {}, "Slack and Discord"),
+    h("p", { class: "muted" }, "Notices of your jobs go to these webhooks; with your user id and the app's secret, your messages there reach TheFold's chat."),
+    items.length === 0 ? h("p", { class: "empty" }, "No integrations.")
+      : h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["Name", "Kind", "Webhook", "State", ""].map((c) => h("th", { scope: "col" }, c)))), h("tbody", {}, rows)),
+    result,
+    h("form", { class: "card", id: "new-integration", onsubmit: async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      try {
+        await api("POST", "/v1/integrations", { request_id: "console-" + crypto.randomUUID(), integration: {
+          kind: kind.value, name: name.value.trim(), webhook_url: url.value.trim(), external_user_id: external.value.trim(), inbound_secret: secret.value } });
+        await again(`${name.value.trim()} is added.`);
+      } catch (err) { error.textContent = err.message; }
+    } }, h("h2", {}, "Add an integration"), field("Kind", kind), field("Name", name), field("Incoming webhook URL", url),
+    field("Your user id there", external), field("Secret (stored encrypted, never shown again)", secret), h("button", { type: "submit" }, "Add")),
+    error);
 }
 
 // --- usage and skills ---
@@ -1194,18 +1585,158 @@ async function usagePage() {
         h("td", {}, String(r.calls || 0)), h("td", {}, String(r.input_tokens || 0)), h("td", {}, String(r.output_tokens || 0)), h("td", {}, money(r.cost_micros)))))));
 }
 
+function isAdmin() {
+  return !!(session.user && session.user.role === "ROLE_ADMIN");
+}
+
+// list splits a comma-separated field into its trimmed, non-empty parts.
+function commaList(v) {
+  return String(v || "").split(",").map((x) => x.trim()).filter(Boolean);
+}
+
+function select(name, values, current, label) {
+  return h("select", { name }, values.map((v) => h("option", { value: v, selected: v === current }, label ? label(v) : v)));
+}
+
+const SKILL_CATEGORIES = ["GENERAL", "FRAMEWORK", "LANGUAGE", "SECURITY", "STYLE", "QUALITY"].map((x) => "SKILL_CATEGORY_" + x);
+const SKILL_PHASES = ["INJECT", "PRE_RUN", "POST_RUN"].map((x) => "SKILL_PHASE_" + x);
+
+// skillForm edits a skill (or makes one when skill is null): admins only, as the API says.
+function skillForm(skill, onDone) {
+  const k = skill || { phase: "SKILL_PHASE_INJECT", category: "SKILL_CATEGORY_GENERAL", priority: 50, enabled: true, routing: {} };
+  const rt = k.routing || {};
+  const f = {
+    name: h("input", { type: "text", name: "skill-name", required: true, maxlength: 100, value: k.name || "" }),
+    description: h("input", { type: "text", name: "skill-description", value: k.description || "" }),
+    category: select("skill-category", SKILL_CATEGORIES, k.category, (v) => enumName(v, "SKILL_CATEGORY_")),
+    phase: select("skill-phase", SKILL_PHASES, k.phase, (v) => enumName(v, "SKILL_PHASE_")),
+    prompt: h("textarea", { name: "skill-prompt", rows: 6 }, k.prompt_fragment || ""),
+    keywords: h("input", { type: "text", name: "skill-keywords", value: (rt.keywords || []).join(", ") }),
+    languages: h("input", { type: "text", name: "skill-languages", value: (rt.languages || []).join(", ") }),
+    globs: h("input", { type: "text", name: "skill-globs", value: (rt.file_globs || []).join(", ") }),
+    priority: h("input", { type: "number", name: "skill-priority", min: 1, max: 100, value: k.priority || 50 }),
+    repo: h("input", { type: "text", name: "skill-repo", placeholder: "owner/name: only this repository (optional)", value: k.repo || "" }),
+    enabled: h("input", { type: "checkbox", name: "skill-enabled", checked: k.enabled !== false }),
+  };
+  const error = h("p", { class: "error", role: "alert" });
+  const form = h("form", { class: "card skill-form", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    const body = {
+      name: f.name.value.trim(), description: f.description.value.trim(), category: f.category.value, phase: f.phase.value,
+      prompt_fragment: f.prompt.value, priority: Number(f.priority.value) || 50, enabled: f.enabled.checked,
+      scope: f.repo.value.trim() ? "SKILL_SCOPE_REPO" : "SKILL_SCOPE_GLOBAL", repo: f.repo.value.trim(),
+      routing: { keywords: commaList(f.keywords.value), languages: commaList(f.languages.value), file_globs: commaList(f.globs.value),
+        repos: rt.repos || [], labels: rt.labels || [] },
+    };
+    try {
+      if (skill) {
+        // The version read makes a concurrent edit ABORTED instead of overwritten.
+        const mask = "name,description,category,phase,prompt_fragment,priority,enabled,scope,repo,routing";
+        await api("PATCH", `/v1/skills/${encodeURIComponent(skill.id)}?update_mask=${mask}`, { ...body, version: skill.version });
+      } else {
+        await api("POST", "/v1/skills", { skill: body });
+      }
+      await onDone(skill ? `The skill "${body.name}" is saved.` : `The skill "${body.name}" is created.`);
+    } catch (err) {
+      error.textContent = err instanceof ApiError && err.status === 409 ? "Someone changed this skill meanwhile: reload to see their version." : err.message;
+    }
+  } }, field("Name", f.name), field("Description", f.description), field("Category", f.category), field("Phase", f.phase),
+  field("Prompt fragment (INJECT: added to the system prompt)", f.prompt),
+  field("Applies when the task mentions any of (comma-separated)", f.keywords), field("…or involves any of these languages", f.languages),
+  field("…or touches files matching any of these globs", f.globs), field("Priority (1–100)", f.priority), field("Repository", f.repo),
+  h("label", { class: "check" }, f.enabled, " Enabled"),
+  h("div", { class: "actions" }, h("button", { type: "submit" }, skill ? "Save the skill" : "Create the skill"),
+    skill ? h("button", { type: "button", class: "secondary", onclick: async () => {
+      if (!window.confirm(`Delete the skill "${skill.name}"?`)) return;
+      try { await api("DELETE", `/v1/skills/${encodeURIComponent(skill.id)}`); await onDone(`The skill "${skill.name}" is deleted.`); } catch (err) { error.textContent = err.message; }
+    } }, "Delete") : null), error);
+  return form;
+}
+
 async function skillsPage() {
   const r = await api("GET", "/v1/skills?page_size=200");
   const skills = (r && r.skills) || [];
+  const admin = isAdmin();
+  const done = async (msg) => { await skillsPage(); notice(msg); };
   show(h("h1", {}, "Skills"),
-    h("p", { class: "muted" }, "Skills are guidance the models get for matching tasks. Admins edit them with the API or `thefold skills`."),
-    skills.length === 0 ? h("p", { class: "empty" }, "No skills.")
+    h("p", { class: "muted" }, "Skills are guidance the models get for matching tasks." + (admin ? "" : " Admins edit them.")),
+    skills.length === 0 ? h("p", { class: "empty" }, admin ? "No skills. Create the first below." : "No skills.")
       : h("table", { class: "tasks", id: "skills" }, h("thead", {}, h("tr", {}, ["Skill", "Category", "Phase", "Scope", "Enabled", "Confidence"].map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, skills.map((k) => h("tr", {},
-          h("td", {}, h("details", {}, h("summary", {}, k.name || k.id), k.description ? h("p", {}, k.description) : null, h("pre", { class: "description" }, k.prompt_fragment || ""))),
+        h("tbody", {}, skills.map((k) => h("tr", { "data-skill": k.name || "" },
+          h("td", {}, h("details", {}, h("summary", {}, k.name || k.id), k.description ? h("p", {}, k.description) : null,
+            admin ? skillForm(k, done) : h("pre", { class: "description" }, k.prompt_fragment || ""))),
           h("td", {}, enumName(k.category, "SKILL_CATEGORY_")), h("td", {}, enumName(k.phase, "SKILL_PHASE_")),
           h("td", {}, enumName(k.scope, "SKILL_SCOPE_") + (k.repo ? ` (${k.repo})` : "")),
-          h("td", {}, k.enabled ? "yes" : "no"), h("td", {}, k.confidence ? Number(k.confidence).toFixed(2) : ""))))));
+          h("td", {}, k.enabled ? "yes" : "no"), h("td", {}, k.confidence ? Number(k.confidence).toFixed(2) : ""))))),
+    admin ? [h("h2", {}, "New skill"), h("div", { id: "new-skill" }, skillForm(null, done))] : null);
+}
+
+// --- models and providers (admins) ---
+
+const PROVIDER_KINDS = ["ANTHROPIC", "OPENAI", "GEMINI", "OPENAI_COMPATIBLE"].map((x) => "PROVIDER_KIND_" + x);
+
+async function modelsPage() {
+  const r = await api("GET", "/v1/ai/providers?page_size=100");
+  const providers = (r && r.providers) || [];
+  const admin = isAdmin();
+  const error = h("p", { class: "error", role: "alert" });
+  const reload = async (msg) => { await modelsPage(); if (msg) notice(msg); };
+  const patch = async (path, body, mask, msg) => {
+    error.textContent = "";
+    try { await api("PATCH", `${path}?update_mask=${mask}`, body); await reload(msg); } catch (err) { error.textContent = err.message; }
+  };
+  const perMtok = (v) => (v ? money(v) : "—");
+  const providerBlock = (p) => h("section", { class: "card wide", "data-provider": p.name },
+    h("h2", {}, p.name, h("span", { class: "muted" }, ` · ${enumName(p.kind, "PROVIDER_KIND_")}`)),
+    h("p", { class: "muted" }, [p.base_url || "the kind's public endpoint", " · key ", p.api_key_ref ? h("code", {}, p.api_key_ref) : "not set",
+      p.api_key_configured ? " (found)" : " (not found: its models cannot be called)"]),
+    admin ? h("label", { class: "check" }, h("input", { type: "checkbox", name: "provider-enabled", checked: !!p.enabled,
+      onchange: (e) => patch(`/v1/ai/providers/${encodeURIComponent(p.id)}`, { enabled: e.target.checked }, "enabled", `${p.name} is ${e.target.checked ? "enabled" : "disabled"}.`) }), " Enabled")
+      : h("p", {}, p.enabled ? "Enabled" : "Disabled"),
+    (p.models || []).length === 0 ? h("p", { class: "empty" }, "No models.")
+      : h("table", { class: "tasks models" }, h("thead", {}, h("tr", {}, ["Model", "Tier", "Input / Mtok", "Output / Mtok", "Context", "Enabled"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, p.models.map((m) => h("tr", { "data-model": m.name },
+          h("td", {}, m.display_name || m.name, m.display_name ? h("span", { class: "muted" }, ` (${m.name})`) : null),
+          h("td", {}, admin ? h("input", { type: "number", min: 1, max: 5, value: m.tier || 1, "aria-label": `Tier of ${m.name}`, class: "narrow",
+            onchange: (e) => patch(`/v1/ai/models/${encodeURIComponent(m.id)}`, { tier: Number(e.target.value) }, "tier", `${m.name} is tier ${e.target.value}.`) }) : String(m.tier || "")),
+          h("td", {}, perMtok(m.input_micros_per_mtok)), h("td", {}, perMtok(m.output_micros_per_mtok)),
+          h("td", {}, m.context_window ? String(m.context_window) : ""),
+          h("td", {}, admin ? h("input", { type: "checkbox", checked: !!m.enabled, "aria-label": `${m.name} enabled`,
+            onchange: (e) => patch(`/v1/ai/models/${encodeURIComponent(m.id)}`, { enabled: e.target.checked }, "enabled", `${m.name} is ${e.target.checked ? "enabled" : "disabled"}.`) }) : (m.enabled ? "yes" : "no")))))));
+  let forms = null;
+  if (admin) {
+    const pName = h("input", { type: "text", name: "provider-name", required: true, placeholder: "e.g. ollama" });
+    const pKind = select("provider-kind", PROVIDER_KINDS, "PROVIDER_KIND_OPENAI_COMPATIBLE", (v) => enumName(v, "PROVIDER_KIND_"));
+    const pURL = h("input", { type: "url", name: "provider-url", placeholder: "https://… (empty: the kind's public endpoint)" });
+    const pKey = h("input", { type: "text", name: "provider-key", placeholder: "env:NAME — where the key lives, never the key" });
+    const mProvider = select("model-provider", providers.map((p) => p.id), "", (id) => (providers.find((p) => p.id === id) || {}).name || id);
+    const mName = h("input", { type: "text", name: "model-name", required: true, placeholder: "the provider's model id" });
+    const mTier = h("input", { type: "number", name: "model-tier", min: 1, max: 5, value: 2 });
+    const mIn = h("input", { type: "number", name: "model-input", min: 0, step: "0.01", placeholder: "USD" });
+    const mOut = h("input", { type: "number", name: "model-output", min: 0, step: "0.01", placeholder: "USD" });
+    const mCtx = h("input", { type: "number", name: "model-context", min: 0, placeholder: "tokens" });
+    const create = (path, body, msg) => async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      try { await api("POST", path, body()); await reload(msg()); } catch (err) { error.textContent = err.message; }
+    };
+    forms = [
+      h("form", { class: "card", id: "new-provider", onsubmit: create("/v1/ai/providers",
+        () => ({ name: pName.value.trim(), kind: pKind.value, base_url: pURL.value.trim(), api_key_ref: pKey.value.trim(), enabled: true }), () => `The provider ${pName.value.trim()} is added.`) },
+      h("h2", {}, "Add a provider"), field("Name", pName), field("Kind", pKind), field("Base URL", pURL), field("API key reference", pKey), h("button", { type: "submit" }, "Add the provider")),
+      providers.length ? h("form", { class: "card", id: "new-model", onsubmit: create("/v1/ai/models",
+        () => ({ provider_id: mProvider.value, name: mName.value.trim(), tier: Number(mTier.value) || 2, enabled: true,
+          input_micros_per_mtok: Math.round(Number(mIn.value || 0) * 1e6), output_micros_per_mtok: Math.round(Number(mOut.value || 0) * 1e6),
+          context_window: Number(mCtx.value) || 0 }), () => `The model ${mName.value.trim()} is added.`) },
+      h("h2", {}, "Add a model"), field("Provider", mProvider), field("Model", mName), field("Tier (1 cheapest – 5 strongest)", mTier),
+      field("Input price per million tokens", mIn), field("Output price per million tokens", mOut), field("Context window", mCtx),
+      h("button", { type: "submit" }, "Add the model")) : null];
+  }
+  show(h("h1", {}, "Models and providers"),
+    h("p", { class: "muted" }, admin ? "Which models TheFold may choose from, and what they cost. Changes apply to the next model call."
+      : "Which models TheFold may choose from. Admins change them."),
+    error, providers.length === 0 ? h("p", { class: "empty" }, "No providers.") : providers.map(providerBlock), forms);
 }
 
 // --- start ---
