@@ -150,6 +150,7 @@ func TestRealRepositoryGRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a real repository")
 	}
+	testenv.CPUBound(t)
 	dir := grpcDir(t)
 	files := loadTree(t, dir)
 	ix := Build(files)

@@ -63,6 +63,7 @@ func TestFindRelevantFilesOnARealRepository(t *testing.T) {
 	if testing.Short() {
 		t.Skip("pushes a real repository")
 	}
+	testenv.CPUBound(t)
 	t.Parallel()
 	e := start(t)
 	dir := moduleDir(t, "google.golang.org/grpc")
