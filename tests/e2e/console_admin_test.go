@@ -404,3 +404,54 @@ const a11yAudit = `(() => {
   }
   return JSON.stringify([...new Set(problems)]);
 })()`
+
+// TestConsoleTaskFiltersEditAndDelete filters the task list by source and label, edits a
+// task's title, description and labels from its page, and deletes it after a confirmation.
+func TestConsoleTaskFiltersEditAndDelete(t *testing.T) {
+	parallel(t)
+	access, b := signedInUser(t, "console-edit", 3*time.Minute)
+	repo := fmt.Sprintf("local/console-edit-%d", time.Now().UnixNano())
+	create := func(title string, labels ...string) string {
+		t.Helper()
+		code, body := rest(t, http.MethodPost, "/v1/tasks", access, map[string]any{"title": title, "repo": repo, "labels": labels})
+		if code != http.StatusOK {
+			t.Fatalf("create %q: %d %v", title, code, body)
+		}
+		return body["task"].(map[string]any)["id"].(string)
+	}
+	bug := create("Fix the crash", "bug")
+	create("Write the guide", "docs")
+	b.run("filter by label", chromedp.Navigate(mesh.GatewayURL()+"/tasks?repo="+repo), chromedp.WaitVisible(chromedp.CSS(`input[name=label]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.filters input[name=label]`), "bug"), chromedp.Click(chromedp.CSS(`form.filters button`)))
+	b.waitFor("one task", `String(location.search.includes("label=bug") && document.querySelectorAll("table.tasks tbody tr").length === 1)`, 30*time.Second)
+	if got := b.text(`table.tasks tbody`); !strings.Contains(got, "Fix the crash") {
+		b.fail("the label filter shows %q", got)
+	}
+	b.run("filter by source", chromedp.Navigate(mesh.GatewayURL()+"/tasks?repo="+repo+"&source=TASK_SOURCE_CHAT"), chromedp.WaitVisible(chromedp.CSS(`select[name=source]`)))
+	b.waitFor("no chat tasks", `String(!!document.querySelector("main p.empty"))`, 30*time.Second)
+
+	b.run("open the editor", chromedp.Navigate(mesh.GatewayURL()+"/tasks/"+bug), chromedp.WaitVisible(chromedp.CSS(`details.edit summary`)),
+		chromedp.Click(chromedp.CSS(`details.edit summary`)), chromedp.WaitVisible(chromedp.CSS(`#edit-task input[name=edit-title]`)))
+	b.eval(`document.querySelector("#edit-task input[name=edit-title]").value = "", ""`)
+	b.run("edit",
+		chromedp.SendKeys(chromedp.CSS(`#edit-task input[name=edit-title]`), "Fix the crash on <empty> input"),
+		chromedp.SendKeys(chromedp.CSS(`#edit-task textarea`), "It panics on an empty body."),
+		chromedp.SetValue(chromedp.CSS(`#edit-task input[name=edit-labels]`), "bug, urgent"),
+		chromedp.Click(chromedp.CSS(`#edit-task button[type=submit]`)))
+	b.waitFor("the saved title", `String(document.querySelector("h1.task-title")?.textContent === "Fix the crash on <empty> input")`, 30*time.Second)
+	code, body := rest(t, http.MethodGet, "/v1/tasks/"+bug, access, nil)
+	task, _ := body["task"].(map[string]any)
+	if code != http.StatusOK || task["description"] != "It panics on an empty body." || fmt.Sprint(task["labels"]) != "[bug urgent]" {
+		t.Fatalf("the edited task over the API: %d %v", code, body)
+	}
+	b.run("delete", chromedp.Click(chromedp.CSS(`details.edit summary`)), chromedp.Click(chromedp.CSS(`#delete-task`)))
+	b.waitFor("the task list", `String(location.pathname === "/tasks")`, 30*time.Second)
+	if code, _ := rest(t, http.MethodGet, "/v1/tasks/"+bug, access, nil); code != http.StatusNotFound {
+		t.Fatalf("the deleted task answers %d", code)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.dialogs) != 1 || !strings.Contains(b.dialogs[0], `Delete the task "Fix the crash on <empty> input"`) {
+		t.Fatalf("dialogs %q; want the one confirmation", b.dialogs)
+	}
+}

@@ -540,9 +540,16 @@ type consoleBrowser struct {
 	dialogs []string
 }
 
+// browsers bounds the Chromium instances open at once: the parallel shard runs the console
+// tests beside each other and beside the mesh's own work, and on two cores more browsers
+// only slow every one of them past its steps' bounds.
+var browsers = make(chan struct{}, 3)
+
 func newConsoleBrowser(t *testing.T, timeout time.Duration) *consoleBrowser {
 	t.Helper()
 	exe := chromiumPath(t)
+	browsers <- struct{}{}
+	t.Cleanup(func() { <-browsers })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],

@@ -8,6 +8,7 @@
 const session = { token: "", expires: 0, user: null, timer: 0 };
 
 const STATUSES = ["BACKLOG", "PLANNED", "IN_PROGRESS", "IN_REVIEW", "DONE", "BLOCKED", "CANCELLED"];
+const SOURCES = ["MANUAL", "API", "GITHUB", "LINEAR", "CHAT", "HEALING", "PROJECT"];
 
 // h makes an element: h("a", {href: "/x", class: "c"}, "text", child…). Strings become text.
 function h(tag, attrs, ...children) {
@@ -38,6 +39,15 @@ function svgEl(tag, attrs, ...kids) {
 function fill(el, ...nodes) {
   el.replaceChildren(...nodes.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false)
     .map((c) => (c instanceof Node ? c : document.createTextNode(String(c)))));
+}
+
+// redraw fills el with what build makes, only when key (what the drawing shows) differs
+// from the last drawing's: a live update that changes nothing leaves the elements alone, and
+// with them a click on the way or the text under the person's hands.
+function redraw(el, key, build) {
+  if (el.dataset.drawn === key) return;
+  el.dataset.drawn = key;
+  fill(el, build());
 }
 
 // safeHref keeps console paths and http(s) URLs; anything else (javascript:, data:…) is "#".
@@ -87,19 +97,28 @@ async function request(method, path, body, extra) {
   return data;
 }
 
+// StalePage is thrown by api when the page that made the call was left while it was under
+// way: the page's code stops there instead of drawing over the page that followed (a slow
+// answer for the list must not replace the task page the person went on to).
+class StalePage extends Error {}
+
 // api calls the REST API with the session's access token, refreshing it once on a 401.
 async function api(method, path, body) {
+  const owner = page;
   const call = () => request(method, path, body, session.token ? { Authorization: "Bearer " + session.token } : {});
+  let result;
   try {
-    return await call();
+    result = await call();
   } catch (e) {
     if (!(e instanceof ApiError) || e.status !== 401) throw e;
     if (!(await refresh())) {
       signedOut("Your session ended. Sign in again.");
       throw e;
     }
-    return call();
+    result = await call();
   }
+  if (owner.signal.aborted) throw new StalePage("the page was left");
+  return result;
 }
 
 function consoleSession(path, body) {
@@ -199,15 +218,18 @@ async function render() {
     navigate("/signin", { next: path + location.search }, true);
     return;
   }
-  for (const [re, page] of routes) {
+  for (const [re, route] of routes) {
     const m = path.match(re);
     if (m) {
+      const mine = page;
       try {
-        await page(...m.slice(1));
+        await route(...m.slice(1));
       } catch (e) {
+        if (e instanceof StalePage || mine.signal.aborted) return;
         show(h("h1", {}, "Something went wrong"), h("p", { class: "error" }, e.message),
           h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "Back to the tasks")));
       }
+      if (mine.signal.aborted) return;
       document.getElementById("main").focus({ preventScroll: true });
       return;
     }
@@ -275,13 +297,18 @@ async function tasksPage() {
   const repo = h("input", { type: "text", name: "repo", value: params.get("repo") || "", placeholder: "owner/name" });
   const status = h("select", { name: "status" }, h("option", { value: "" }, "any"),
     STATUSES.map((s) => h("option", { value: "TASK_STATUS_" + s, selected: params.get("status") === "TASK_STATUS_" + s }, statusName(s))));
+  const source = h("select", { name: "source" }, h("option", { value: "" }, "any"),
+    SOURCES.map((x) => h("option", { value: "TASK_SOURCE_" + x, selected: params.get("source") === "TASK_SOURCE_" + x }, x.toLowerCase())));
+  const label = h("input", { type: "text", name: "label", value: params.get("label") || "", placeholder: "e.g. bug" });
   const filters = h("form", { class: "filters", role: "search", onsubmit: (e) => {
     e.preventDefault();
     const q = new URLSearchParams();
     if (repo.value.trim()) q.set("repo", repo.value.trim());
     if (status.value) q.set("status", status.value);
+    if (source.value) q.set("source", source.value);
+    if (label.value.trim()) q.set("label", label.value.trim());
     navigate("/tasks" + (q.toString() ? "?" + q : ""));
-  } }, field("Repository", repo), field("Status", status), h("button", { type: "submit" }, "Filter"));
+  } }, field("Repository", repo), field("Status", status), field("Source", source), field("Label", label), h("button", { type: "submit" }, "Filter"));
 
   const title = h("input", { type: "text", name: "title", required: true, maxlength: 500 });
   const newRepo = h("input", { type: "text", name: "repo", required: true, placeholder: "owner/name", value: params.get("repo") || "" });
@@ -307,6 +334,8 @@ async function tasksPage() {
   const q = new URLSearchParams();
   if (params.get("repo")) q.set("repo", params.get("repo"));
   if (params.get("status")) q.set("statuses", params.get("status"));
+  if (params.get("source")) q.set("source", params.get("source"));
+  if (params.get("label")) q.set("label", params.get("label"));
   q.set("page_size", "100");
   const list = await api("GET", "/v1/tasks?" + q);
   const tasks = (list && list.tasks) || [];
@@ -416,6 +445,7 @@ async function taskPage(id) {
       start.disabled = false;
     }
   } }, t.job_id ? "Start again" : "Start");
+  const edit = taskEditForm(t);
   show(
     h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")),
     h("h1", { class: "task-title" }, t.title),
@@ -426,7 +456,33 @@ async function taskPage(id) {
     pr,
     h("h2", {}, "Description"),
     t.description ? h("pre", { class: "description" }, t.description) : h("p", { class: "empty" }, "No description."),
+    edit,
   );
+}
+
+// taskEditForm changes a task's title, description and labels, or deletes the task.
+function taskEditForm(t) {
+  const title = h("input", { type: "text", name: "edit-title", required: true, maxlength: 500, value: t.title });
+  const description = h("textarea", { name: "edit-description", rows: 5 }, t.description || "");
+  const labels = h("input", { type: "text", name: "edit-labels", value: (t.labels || []).join(", "), placeholder: "comma-separated" });
+  const error = h("p", { class: "error", role: "alert" });
+  return h("details", { class: "edit" }, h("summary", {}, "Edit the task"),
+    h("form", { class: "card", id: "edit-task", onsubmit: async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      try {
+        await api("PATCH", `/v1/tasks/${encodeURIComponent(t.id)}?update_mask=title,description,labels`,
+          { title: title.value, description: description.value, labels: commaList(labels.value) });
+        navigate(location.pathname, { notice: "The task is saved." }, true);
+      } catch (err) {
+        error.textContent = err.message;
+      }
+    } }, field("Title", title), field("Description", description), field("Labels", labels),
+    h("div", { class: "actions" }, h("button", { type: "submit" }, "Save"),
+      h("button", { type: "button", class: "secondary", id: "delete-task", onclick: async () => {
+        if (!window.confirm(`Delete the task "${t.title}"?`)) return;
+        try { await api("DELETE", `/v1/tasks/${encodeURIComponent(t.id)}`); navigate("/tasks", { notice: "The task is deleted." }); } catch (err) { error.textContent = err.message; }
+      } }, "Delete the task")), error));
 }
 
 // --- live streams ---
@@ -614,13 +670,14 @@ async function jobPage(rawID) {
       ? h("details", { class: "plan" }, h("summary", {}, `Plan: ${j.plan.steps.length} steps`), j.plan.summary ? h("p", {}, j.plan.summary) : null,
         h("ol", {}, j.plan.steps.map((st) => h("li", {}, [enumName(st.action, "FILE_ACTION_"), st.path, (st.command || []).join(" ")].filter(Boolean).join(" ")))))
       : null;
-    fill(facts, 
+    const key = JSON.stringify([rows, j.status, j.review_id, j.pull_request, j.task_id, j.clarification_question, j.plan]);
+    redraw(facts, key, () => [
       h("dl", { class: "facts" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", k === "Status" ? { id: "job-status" } : {}, v)])),
       h("div", { class: "actions" }, actions,
         j.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(j.review_id), "data-nav": true, id: "job-review" }, "Open the review") : null,
         j.pull_request && j.pull_request.url ? h("a", { href: j.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, `Pull request #${j.pull_request.number || ""}`) : null,
         j.task_id ? h("a", { href: "/tasks/" + encodeURIComponent(j.task_id), "data-nav": true }, "The task") : null),
-      clarify, plan);
+      clarify, plan]);
   };
   const load = async () => { job = (await api("GET", "/v1/jobs/" + encodeURIComponent(id))).job; draw(); };
   await load();
@@ -1104,7 +1161,8 @@ async function projectPage(rawID) {
       actions.push(h("button", { type: "button", class: "secondary", onclick: () => { if (window.confirm("Cancel this project?")) post(":cancel"); } }, "Cancel"));
     }
     const usage = p.usage || {};
-    fill(head,
+    const key = JSON.stringify([p.status, p.status_reason, p.mode, p.max_workers, p.repo, p.branch, usage.cost_micros, p.review_id, p.pull_request]);
+    redraw(head, key, () => [
       h("dl", { class: "facts" }, [
         ["Status", enumName(p.status, "PROJECT_STATUS_") + (p.status_reason ? ` — ${p.status_reason}` : ""), "project-status"],
         ["Mode", enumName(p.mode, "PROJECT_MODE_") + (crew && p.max_workers ? `, ${p.max_workers} workers` : "")],
@@ -1113,7 +1171,7 @@ async function projectPage(rawID) {
       ].filter(([, v]) => v).map(([k, v, elID]) => [h("dt", {}, k), h("dd", elID ? { id: elID } : {}, v)])),
       h("div", { class: "actions" }, actions,
         p.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(p.review_id), "data-nav": true }, "Open the review") : null,
-        p.pull_request && p.pull_request.url ? h("a", { href: p.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, "Pull request") : null));
+        p.pull_request && p.pull_request.url ? h("a", { href: p.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, "Pull request") : null)]);
   };
 
   // The plan: editable while PLANNED (titles, descriptions, removing a task), read-only after.
