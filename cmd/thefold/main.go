@@ -251,8 +251,13 @@ func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration,
 			return err
 		}
 	}
+	admin := os.Getenv("THEFOLD_ADMIN_EMAIL")
+	if admin == "" {
+		admin = "admin@localhost"
+	}
 	fmt.Fprintf(out, `
 TheFold is up: %d services healthy.
+  web console      %s/   (sign in as %s; without a mail server the code is the last line of %s)
   gateway (REST)   %s   (OpenAPI: %s/openapi.json)
   gRPC             tasks %s, agent %s, … (reflection enabled)
   admin token      %s
@@ -262,7 +267,7 @@ Try:
   TOKEN=$(cat %s)
   curl -H "Authorization: Bearer $TOKEN" -d '{"title":"x","repo":"local/demo"}' %s/v1/tasks
 Stop with: thefold down
-`, len(platform.ServiceNames), st.GatewayURL(), st.GatewayURL(), st.GRPCAddr("tasks"), st.GRPCAddr("agent"),
+`, len(platform.ServiceNames), st.GatewayURL(), admin, st.MailSinkPath(), st.GatewayURL(), st.GatewayURL(), st.GRPCAddr("tasks"), st.GRPCAddr("agent"),
 		st.TokenPath(), st.KeyDir(), filepath.Dir(st.LogPath("x")), st.TokenPath(), st.GatewayURL())
 	return nil
 }

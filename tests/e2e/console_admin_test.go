@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -312,6 +313,8 @@ func TestConsoleAccessibility(t *testing.T) {
 			if len(problems) > 0 {
 				b.fail("%s (%s theme): %d problems: %s", p, theme, len(problems), strings.Join(problems, "; "))
 			}
+			// A screenshot of every page, in each theme, as the issue asks (THEFOLD_E2E_SHOTS).
+			b.shot(theme + "-" + strings.Trim(shotName.ReplaceAllString(strings.NewReplacer(repo, "repo", taskID, "task").Replace(p), "-"), "-"))
 		}
 	}
 	// The audit finds what it looks for: planted faults are each reported.
@@ -330,6 +333,8 @@ func TestConsoleAccessibility(t *testing.T) {
 		}
 	}
 }
+
+var shotName = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 
 // a11yAudit is the page check TestConsoleAccessibility runs: a JSON list of problems.
 const a11yAudit = `(() => {
@@ -454,4 +459,38 @@ func TestConsoleTaskFiltersEditAndDelete(t *testing.T) {
 	if len(b.dialogs) != 1 || !strings.Contains(b.dialogs[0], `Delete the task "Fix the crash on <empty> input"`) {
 		t.Fatalf("dialogs %q; want the one confirmation", b.dialogs)
 	}
+}
+
+// TestConsoleJobNeedsAPerson: a job stopped by its budget waits for a person. Its page shows
+// the cost and tokens per phase and the audit log, and resolving it from the page (with a
+// note) ends the job COMPLETED and its task DONE.
+func TestConsoleJobNeedsAPerson(t *testing.T) {
+	parallel(t)
+	access, b := signedInUser(t, "console-human", 4*time.Minute)
+	repo := localRepoAs(t, access, fmt.Sprintf("console-human-%d", time.Now().UnixNano()), "go.mod", agentGoMod)
+	code, body := rest(t, http.MethodPost, "/v1/tasks", access, map[string]any{"title": "Write package budget [AGENT-BUDGET]", "repo": repo, "description": "F returns one."})
+	if code != http.StatusOK {
+		t.Fatalf("create task: %d %v", code, body)
+	}
+	taskID := body["task"].(map[string]any)["id"].(string)
+	code, body = rest(t, http.MethodPost, "/v1/jobs", access, map[string]any{"task_id": taskID, "budget": map[string]any{"max_tokens": 10}})
+	if code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	jobID := body["job"].(map[string]any)["id"].(string)
+	b.run("open the job", chromedp.Navigate(mesh.GatewayURL()+"/jobs/"+jobID), chromedp.WaitVisible(chromedp.CSS(`#job-events`)))
+	b.waitFor("the job to ask for a person", `String(!!document.getElementById("human-needed"))`, 2*time.Minute)
+	b.waitFor("the cost per phase", `String(document.querySelectorAll("#job-phases tbody tr").length > 0)`, 30*time.Second)
+	if got := b.text(`#job-phases tbody`); !strings.Contains(got, "planning") && !strings.Contains(got, "context") {
+		b.fail("the phases read %q", got)
+	}
+	b.run("open the audit log", chromedp.Click(chromedp.CSS(`#job-audit summary`)))
+	b.waitFor("the audit log's entries", `String(document.querySelectorAll("#job-audit li code").length > 0)`, 30*time.Second)
+	b.run("resolve", chromedp.SendKeys(chromedp.CSS(`#human-needed textarea`), "Wrote F by hand."), chromedp.Click(chromedp.CSS(`#resolve-task`)))
+	b.waitFor("the job completed", `String(document.getElementById("job-status")?.textContent.startsWith("completed"))`, 30*time.Second)
+	code, body = rest(t, http.MethodGet, "/v1/tasks/"+taskID, access, nil)
+	if code != http.StatusOK || body["task"].(map[string]any)["status"] != "TASK_STATUS_DONE" {
+		t.Fatalf("the task after resolving: %d %v", code, body)
+	}
+	b.noDialogs()
 }

@@ -205,6 +205,9 @@ func TestConsoleChatToPullRequest(t *testing.T) {
 	if total := b.text(`#usage-total`); !strings.Contains(total, "Calls") || strings.Contains(total, "Calls0") {
 		b.fail("the usage totals read %q", total)
 	}
+	if n := b.eval(`String(document.querySelectorAll("#usage-jobs tbody tr").length)`); n == "0" {
+		b.fail("the usage page lists no job")
+	}
 	b.shot("usage")
 	b.noDialogs()
 }
@@ -234,6 +237,42 @@ func TestConsoleCrewProject(t *testing.T) {
 	b.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#start-project`)))
 	if !strings.Contains(b.eval(`Array.from(document.querySelectorAll("#project-plan textarea[name=task-description]")).map(e => e.value).join("|")`), "Keep it short.") {
 		b.fail("the edited description was not stored")
+	}
+	// A dependency: the second task starts after the first, stored; then taken off again so
+	// the two workers run side by side.
+	projectID := strings.TrimPrefix(b.eval(`location.pathname`), "/projects/")
+	dependsOn := func() [][]any {
+		t.Helper()
+		code, body := rest(t, http.MethodGet, "/v1/projects/"+projectID, access, nil)
+		if code != http.StatusOK {
+			t.Fatalf("get the project: %d %v", code, body)
+		}
+		var deps [][]any
+		for _, ph := range body["project"].(map[string]any)["phases"].([]any) {
+			for _, task := range ph.(map[string]any)["tasks"].([]any) {
+				d, _ := task.(map[string]any)["depends_on"].([]any)
+				deps = append(deps, d)
+			}
+		}
+		return deps
+	}
+	toggle := func(what string) {
+		b.t.Helper()
+		b.run(what, chromedp.Click(chromedp.CSS(`#project-plan li[data-task]:last-of-type input[name=depends-on]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#save-plan`)), chromedp.Click(chromedp.CSS(`#save-plan`)))
+		b.waitFor("the plan to be saved", `String(document.getElementById("save-plan")?.hidden === true)`, 30*time.Second)
+	}
+	toggle("make the second task wait for the first")
+	if deps := dependsOn(); len(deps) != 2 || len(deps[0])+len(deps[1]) != 1 {
+		t.Fatalf("after adding a dependency the tasks depend on %v", deps)
+	}
+	b.run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#start-project`)))
+	if n := b.eval(`String(document.querySelectorAll("#project-plan input[name=depends-on]:checked").length)`); n != "1" {
+		b.fail("after a reload %s dependencies are ticked, want 1", n)
+	}
+	toggle("take the dependency off")
+	if deps := dependsOn(); len(deps[0])+len(deps[1]) != 0 {
+		t.Fatalf("after taking it off the tasks depend on %v", deps)
 	}
 	b.shot("plan")
 

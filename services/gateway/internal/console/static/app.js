@@ -666,6 +666,21 @@ async function jobPage(rawID) {
         try { await api("POST", `/v1/jobs/${encodeURIComponent(id)}:respondToClarification`, { answer: answer.value }); await load(); } catch (err) { actionError.textContent = err.message; }
       } }, h("p", {}, "The job asks: ", h("strong", {}, j.clarification_question)), field("Your answer", answer), h("button", { type: "submit" }, "Answer"));
     }
+    // A job that needs a person: skip its task, or say what was done and resolve it.
+    let human = null;
+    if (j.status === "JOB_STATUS_HUMAN_NEEDED") {
+      const why = h("textarea", { name: "human-note", rows: 2 });
+      const post = (verb, body) => async () => {
+        actionError.textContent = "";
+        try { await api("POST", `/v1/jobs/${encodeURIComponent(id)}:${verb}`, body()); await load(); } catch (err) { actionError.textContent = err.message; }
+      };
+      human = h("form", { class: "card", id: "human-needed", onsubmit: (e) => e.preventDefault() },
+        h("p", {}, "The job needs a person" + (j.status_reason ? ": " + j.status_reason : ".")),
+        field("What you did, or why the task is skipped", why),
+        h("div", { class: "actions" },
+          h("button", { type: "button", id: "resolve-task", onclick: post("resolveTask", () => ({ note: why.value })) }, "I fixed it: resolve"),
+          h("button", { type: "button", class: "secondary", id: "skip-task", onclick: post("skipTask", () => ({ reason: why.value })) }, "Skip the task")));
+    }
     const plan = j.plan && (j.plan.steps || []).length
       ? h("details", { class: "plan" }, h("summary", {}, `Plan: ${j.plan.steps.length} steps`), j.plan.summary ? h("p", {}, j.plan.summary) : null,
         h("ol", {}, j.plan.steps.map((st) => h("li", {}, [enumName(st.action, "FILE_ACTION_"), st.path, (st.command || []).join(" ")].filter(Boolean).join(" ")))))
@@ -677,12 +692,44 @@ async function jobPage(rawID) {
         j.review_id ? h("a", { href: "/reviews/" + encodeURIComponent(j.review_id), "data-nav": true, id: "job-review" }, "Open the review") : null,
         j.pull_request && j.pull_request.url ? h("a", { href: j.pull_request.url, class: "pr-link", rel: "noopener noreferrer" }, `Pull request #${j.pull_request.number || ""}`) : null,
         j.task_id ? h("a", { href: "/tasks/" + encodeURIComponent(j.task_id), "data-nav": true }, "The task") : null),
-      clarify, plan]);
+      clarify, human, plan]);
+    const phases = (metrics && metrics.phases) || [];
+    redraw(phaseBox, JSON.stringify(phases), () => phases.length === 0 ? [] : [h("h2", {}, "Per phase"),
+      h("table", { class: "tasks", id: "job-phases" }, h("thead", {}, h("tr", {}, ["Phase", "Time", "Model calls", "Tokens in", "Tokens out", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, phases.map((m) => {
+          const u = m.usage || {};
+          return h("tr", {}, h("td", {}, enumName(m.phase, "JOB_PHASE_")), h("td", {}, m.duration || ""), h("td", {}, String(u.calls || 0)),
+            h("td", {}, String(u.input_tokens || 0)), h("td", {}, String(u.output_tokens || 0)), h("td", {}, money(u.cost_micros)));
+        })))]);
   };
-  const load = async () => { job = (await api("GET", "/v1/jobs/" + encodeURIComponent(id))).job; draw(); };
+  let metrics = null;
+  const phaseBox = h("div", { id: "job-metrics" });
+  const load = async () => {
+    const [j, m] = await Promise.all([api("GET", "/v1/jobs/" + encodeURIComponent(id)),
+      api("GET", `/v1/jobs/${encodeURIComponent(id)}/metrics`).catch((e) => { if (e instanceof StalePage) throw e; return null; })]);
+    job = j.job;
+    metrics = m;
+    draw();
+  };
+  // The audit log: every action the job took (tool calls, sandbox commands, decisions), read
+  // when opened.
+  const audit = h("details", { id: "job-audit", ontoggle: async () => {
+    if (!audit.open) return;
+    try {
+      const r = await api("GET", `/v1/audit-log?job_id=${encodeURIComponent(id)}&page_size=200`);
+      const entries = (r && r.entries) || [];
+      fill(auditList, entries.length === 0 ? h("li", { class: "empty" }, "Nothing recorded yet.") : entries.map((a) => h("li", { class: a.success ? "" : "failed" },
+        h("time", {}, a.create_time ? new Date(a.create_time).toLocaleTimeString() : ""), " ", h("code", {}, a.action || ""), ` by ${a.actor || "?"}`,
+        a.duration ? ` (${a.duration})` : "", a.success ? "" : ` — failed: ${a.error || ""}`)));
+    } catch (err) {
+      if (!(err instanceof StalePage)) fill(auditList, h("li", { class: "error" }, err.message));
+    }
+  } }, h("summary", {}, "Audit log"));
+  const auditList = h("ol", { class: "timeline" });
+  audit.append(auditList);
   await load();
-  show(h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")), h("h1", {}, "Job"), facts, actionError,
-    h("h2", {}, "Timeline"), live, timeline);
+  show(h("p", {}, h("a", { href: "/tasks", "data-nav": true }, "← Tasks")), h("h1", {}, "Job"), facts, actionError, phaseBox,
+    h("h2", {}, "Timeline"), live, timeline, audit);
 
   const reload = debounce(() => load().catch(() => {}), 150);
   const signal = page.signal;
@@ -1192,6 +1239,7 @@ async function projectPage(rawID) {
       }
     } }, "Save the plan");
     const changed = () => { save.hidden = false; };
+    const allTasks = phases.flatMap((x) => x.tasks || []);
     fill(planBox, h("h2", {}, "Plan"), phases.map((ph, pi) => h("section", { class: "phase" },
       h("h3", {}, `Phase ${ph.number || pi + 1}: `, ph.name || ""),
       h("ol", { class: "plan-tasks" }, (ph.tasks || []).map((t, ti) => {
@@ -1200,24 +1248,37 @@ async function projectPage(rawID) {
           t.job_id ? h("a", { href: "/jobs/" + encodeURIComponent(t.job_id), "data-nav": true }, "job") : null,
           t.pull_request && t.pull_request.url ? h("a", { href: t.pull_request.url, rel: "noopener noreferrer" }, `PR #${t.pull_request.number || ""}`) : null,
         ].filter(Boolean);
+        const titleOf = (d) => (allTasks.find((x) => x.id === d) || {}).title || d;
         if (!editable) {
           return h("li", { "data-task": t.id }, h("strong", {}, t.title), ` — ${status}`, t.worker ? ` (worker ${t.worker})` : "",
-            t.depends_on && t.depends_on.length ? h("span", { class: "muted" }, ` after ${t.depends_on.length}`) : null,
+            t.depends_on && t.depends_on.length ? h("span", { class: "muted" }, ` after ${t.depends_on.map(titleOf).join(", ")}`) : null,
             links.flatMap((a) => [" · ", a]));
         }
-        const title = h("input", { type: "text", name: "task-title", value: t.title || "", "aria-label": "Task title" });
+        // The editor changes the copy's task object itself: indexes move when a task is removed.
+        const task = phases[pi].tasks[ti];
+        const title = h("input", { type: "text", name: "task-title", value: task.title || "", "aria-label": "Task title" });
         const desc = h("textarea", { name: "task-description", rows: 2, "aria-label": "Task description" });
-        desc.value = t.description || "";
-        title.addEventListener("input", () => { phases[pi].tasks[ti].title = title.value; changed(); });
-        desc.addEventListener("input", () => { phases[pi].tasks[ti].description = desc.value; changed(); });
+        desc.value = task.description || "";
+        title.addEventListener("input", () => { task.title = title.value; changed(); });
+        desc.addEventListener("input", () => { task.description = desc.value; changed(); });
+        // Dependencies: any other task of the plan (the server refuses a cycle, naming it).
+        const others = allTasks.filter((x) => x.id !== task.id);
+        const deps = others.length === 0 ? null : h("fieldset", { class: "deps" }, h("legend", {}, "Starts after"),
+          others.map((o) => h("label", { class: "check" }, h("input", { type: "checkbox", name: "depends-on", value: o.id, checked: (task.depends_on || []).includes(o.id),
+            onchange: (e) => {
+              const set = new Set(task.depends_on || []);
+              if (e.target.checked) set.add(o.id); else set.delete(o.id);
+              task.depends_on = [...set];
+              changed();
+            } }), " " + (o.title || o.id))));
         const remove = h("button", { type: "button", class: "secondary", onclick: () => {
-          phases[pi].tasks.splice(ti, 1);
-          for (const other of phases.flatMap((x) => x.tasks || [])) other.depends_on = (other.depends_on || []).filter((d) => d !== t.id);
+          for (const ph2 of phases) ph2.tasks = (ph2.tasks || []).filter((x) => x !== task);
+          for (const other of phases.flatMap((x) => x.tasks || [])) other.depends_on = (other.depends_on || []).filter((d) => d !== task.id);
           changed();
           li.remove();
+          for (const box of planBox.querySelectorAll(`input[name=depends-on][value="${CSS.escape(task.id)}"]`)) box.closest("label").remove();
         } }, "Remove");
-        const li = h("li", { class: "card", "data-task": t.id }, field("Title", title), field("Description", desc),
-          t.depends_on && t.depends_on.length ? h("p", { class: "muted" }, `Depends on ${t.depends_on.length} earlier task(s)`) : null, remove);
+        const li = h("li", { class: "card", "data-task": task.id }, field("Title", title), field("Description", desc), deps, remove);
         return li;
       })))), editable ? save : null);
   };
@@ -1624,7 +1685,8 @@ async function usagePage() {
   const days = Math.min(Math.max(Number(params.get("days")) || 14, 1), 90);
   const start = new Date(Date.now() - days * 86400000).toISOString();
   const q = (group) => `/v1/ai/usage?group_by=${group}&start_time=${encodeURIComponent(start)}`;
-  const [byDay, byModel] = await Promise.all([api("GET", q("USAGE_GROUP_BY_DAY")), api("GET", q("USAGE_GROUP_BY_MODEL"))]);
+  const [byDay, byModel, byJob] = await Promise.all([api("GET", q("USAGE_GROUP_BY_DAY")), api("GET", q("USAGE_GROUP_BY_MODEL")), api("GET", q("USAGE_GROUP_BY_JOB"))]);
+  const jobRows = ((byJob && byJob.rows) || []).filter((r) => r.job_id).sort((a, b) => Number(b.cost_micros || 0) - Number(a.cost_micros || 0)).slice(0, 50);
   const total = (byDay && byDay.total) || {};
   const dayRows = ((byDay && byDay.rows) || []).slice().sort((a, b) => String(a.day).localeCompare(String(b.day)));
   const range = h("p", { class: "views" }, [7, 14, 30, 90].flatMap((d, i) => [i ? " · " : "",
@@ -1640,7 +1702,13 @@ async function usagePage() {
     h("h2", {}, "Per model"),
     h("table", { class: "tasks", id: "usage-models" }, h("thead", {}, h("tr", {}, ["Model", "Provider", "Calls", "Tokens in", "Tokens out", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, ((byModel && byModel.rows) || []).map((r) => h("tr", {}, h("td", {}, r.model || ""), h("td", {}, r.provider || ""),
-        h("td", {}, String(r.calls || 0)), h("td", {}, String(r.input_tokens || 0)), h("td", {}, String(r.output_tokens || 0)), h("td", {}, money(r.cost_micros)))))));
+        h("td", {}, String(r.calls || 0)), h("td", {}, String(r.input_tokens || 0)), h("td", {}, String(r.output_tokens || 0)), h("td", {}, money(r.cost_micros)))))),
+    h("h2", {}, "Per job"),
+    jobRows.length === 0 ? h("p", { class: "empty" }, "No job made model calls in this period.")
+      : h("table", { class: "tasks", id: "usage-jobs" }, h("caption", {}, "The costliest jobs first"),
+        h("thead", {}, h("tr", {}, ["Job", "Calls", "Tokens in", "Tokens out", "Cost"].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, jobRows.map((r) => h("tr", {}, h("td", {}, h("a", { href: "/jobs/" + encodeURIComponent(r.job_id), "data-nav": true }, r.job_id.slice(0, 8))),
+          h("td", {}, String(r.calls || 0)), h("td", {}, String(r.input_tokens || 0)), h("td", {}, String(r.output_tokens || 0)), h("td", {}, money(r.cost_micros)))))));
 }
 
 function isAdmin() {
