@@ -116,8 +116,27 @@ func TestConsoleTaskToPullRequest(t *testing.T) {
 	parallel(t)
 	access, b := signedInUser(t, "console-demo", 12*time.Minute)
 	repo := fmt.Sprintf("local/console-demo-%d", time.Now().UnixNano())
-	demoRepoAs(t, access, repo)
 
+	// The README's tour, in the browser: a repository on the local forge with a Go module.
+	b.run("create the repository", chromedp.Click(chromedp.CSS(`#nav a[href="/repos"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-repo`)),
+		chromedp.SendKeys(chromedp.CSS(`#new-repo input[name=repo-name]`), repo),
+		chromedp.Click(chromedp.CSS(`#new-repo button`)), chromedp.WaitVisible(chromedp.CSS(`#tree`)))
+	for _, f := range []struct{ path, content string }{
+		{"go.mod", "module example.com/demo\n\ngo 1.22\n"},
+		{"main.go", "package main\n\nfunc main() {}\n"},
+	} {
+		b.run("add "+f.path, chromedp.Navigate(mesh.GatewayURL()+"/repos/"+repo+"?tab=files"), chromedp.WaitVisible(chromedp.CSS(`#tree`)),
+			chromedp.Click(chromedp.CSS(`details.edit summary`)),
+			chromedp.SendKeys(chromedp.CSS(`#commit-file input[name=file-path]`), f.path))
+		b.eval(fmt.Sprintf(`document.querySelector("#commit-file textarea").value = %q, ""`, f.content))
+		b.run("commit "+f.path, chromedp.Click(chromedp.CSS(`#commit-file button`)), chromedp.WaitVisible(chromedp.CSS(`#file-view`)))
+	}
+	code, files := rest(t, http.MethodGet, "/v1/repos/"+repo+"/files?paths=go.mod&paths=main.go", access, nil)
+	if got, _ := files["files"].([]any); code != http.StatusOK || len(got) != 2 {
+		t.Fatalf("the committed files: %d %v", code, files)
+	}
+
+	b.run("open the tasks", chromedp.Click(chromedp.CSS(`#nav a[href="/tasks"]`)), chromedp.WaitVisible(chromedp.CSS(`#new-task`)))
 	b.run("create the task", chromedp.SendKeys(chromedp.CSS(`input[name=title]`), "Add a health endpoint"),
 		chromedp.SetValue(chromedp.CSS(`#new-task input[name=repo]`), repo),
 		chromedp.Click(chromedp.CSS(`#new-task button`)),

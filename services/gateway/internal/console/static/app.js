@@ -1388,6 +1388,22 @@ async function memoryPage() {
 async function reposPage() {
   const r = await api("GET", "/v1/repos?page_size=100");
   const repos = (r && r.repos) || [];
+  const name = h("input", { type: "text", name: "repo-name", required: true, placeholder: "local/demo" });
+  const description = h("input", { type: "text", name: "repo-description" });
+  const init = h("input", { type: "checkbox", name: "repo-init", checked: true });
+  const error = h("p", { class: "error", role: "alert" });
+  const create = h("form", { class: "card", id: "new-repo", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    try {
+      const c = await api("POST", "/v1/repos", { repo: name.value.trim(), description: description.value.trim(), auto_init: init.checked });
+      const made = (c && c.repo && c.repo.repo) || name.value.trim();
+      navigate("/repos/" + repoPath(made), { notice: `${made} is created.` });
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "New repository on the local forge"), field("Name (local/…)", name), field("Description", description),
+  h("label", { class: "check" }, init, " Start it with a first commit (a README)"), h("button", { type: "submit" }, "Create the repository"), error);
   show(h("h1", {}, "Repositories"),
     repos.length === 0 ? h("p", { class: "empty" }, "No repositories yet. Create one on the local forge (thefold repos create) or connect GitHub.")
       : h("table", { class: "tasks", id: "repos" }, h("thead", {}, h("tr", {}, ["Repository", "Provider", "Default branch", ""].map((c) => h("th", { scope: "col" }, c)))),
@@ -1397,7 +1413,7 @@ async function reposPage() {
             h("td", {}, h("a", { href: "/repos/" + repoPath(name), "data-nav": true, class: "repo-link" }, name), x.description ? h("span", { class: "muted" }, ` — ${x.description}`) : null),
             h("td", {}, enumName(x.provider, "REPO_PROVIDER_")), h("td", {}, x.default_branch || ""),
             h("td", {}, h("a", { href: "/tasks?repo=" + encodeURIComponent(name), "data-nav": true }, "tasks")));
-        }))));
+        }))), create);
 }
 
 // plural is "1 file", "2 files".
@@ -1467,7 +1483,32 @@ async function repoPage(owner, name) {
     importForm);
     return;
   }
-  // Files: the folder at ?path, or the file at ?file.
+  // Files: the folder at ?path, or the file at ?file; a file written (or changed) in one
+  // commit on the default branch.
+  const fileForm = (path, content, change) => {
+    const fpath = h("input", { type: "text", name: "file-path", required: true, value: path || "", placeholder: "e.g. go.mod" });
+    const fcontent = h("textarea", { name: "file-content", rows: 8, class: "code-input" });
+    fcontent.value = content || "";
+    const fmessage = h("input", { type: "text", name: "file-message", placeholder: "what the commit does" });
+    const ferror = h("p", { class: "error", role: "alert" });
+    return h("details", { class: "edit" }, h("summary", {}, change ? "Change this file" : "Add a file"),
+      h("form", { class: "card", id: "commit-file", onsubmit: async (e) => {
+        e.preventDefault();
+        ferror.textContent = "";
+        const p = fpath.value.trim().replace(/^\/+/, "");
+        try {
+          const have = await api("GET", `/v1/repos/${repoPath(repo)}/files?paths=${encodeURIComponent(p)}`);
+          const exists = ((have && have.files) || []).length > 0;
+          await api("POST", `/v1/repos/${repoPath(repo)}/commits`, { branch: info.default_branch || "main", request_id: "console-" + crypto.randomUUID(),
+            message: fmessage.value.trim() || `${exists ? "Change" : "Add"} ${p}`,
+            files: [{ path: p, action: exists ? "FILE_ACTION_MODIFY" : "FILE_ACTION_CREATE", content: fcontent.value }] });
+          navigate(`${base}?tab=files&file=${encodeURIComponent(p)}`, { notice: `${p} is committed.` });
+        } catch (err) {
+          ferror.textContent = err.message;
+        }
+      } }, field("Path", fpath), field("Content", fcontent), field("Commit message", fmessage), h("button", { type: "submit" }, "Commit"), ferror));
+  };
+  const local = info.provider !== "REPO_PROVIDER_GITHUB";
   const file = params.get("file");
   if (file) {
     const r = await api("GET", `/v1/repos/${repoPath(repo)}/files?paths=${encodeURIComponent(file)}`);
@@ -1475,7 +1516,8 @@ async function repoPage(owner, name) {
     const parent = file.includes("/") ? file.slice(0, file.lastIndexOf("/")) : "";
     show(headline, h("p", {}, h("a", { href: `${base}?tab=files${parent ? "&path=" + encodeURIComponent(parent) : ""}`, "data-nav": true }, "← " + (parent || "Files"))),
       h("h2", {}, h("code", {}, file)),
-      !f ? h("p", { class: "empty" }, "No such file on the default branch.") : h("div", { class: "file-view", id: "file-view" }, codeView(f.content || "", file)));
+      !f ? h("p", { class: "empty" }, "No such file on the default branch.") : h("div", { class: "file-view", id: "file-view" }, codeView(f.content || "", file)),
+      f && local ? fileForm(file, f.content || "", true) : null);
     return;
   }
   const dir = (params.get("path") || "").replace(/^\/+|\/+$/g, "");
@@ -1500,7 +1542,8 @@ async function repoPage(owner, name) {
           rows.map((c) => h("tr", {},
             h("td", {}, h("a", { href: `${base}?tab=files&${c.dir ? "path" : "file"}=${encodeURIComponent(full(c.name))}`, "data-nav": true, class: c.dir ? "tree-dir" : "tree-file" }, c.name + (c.dir ? "/" : ""))),
             h("td", {}, c.dir ? "" : `${c.size || 0} B`))))),
-    tree && tree.next_page_token ? h("p", { class: "muted" }, "The folder has more entries than are shown; open a subfolder.") : null);
+    tree && tree.next_page_token ? h("p", { class: "muted" }, "The folder has more entries than are shown; open a subfolder.") : null,
+    local ? fileForm(dir ? dir + "/" : "", "", false) : null);
 }
 
 // pullRequestPage is one pull request with its diff.
