@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -113,12 +114,17 @@ func TestUpKeepsTheRealStackUp(t *testing.T) {
 	if err := stacktest.Prebuild(ctx, st, root); err != nil {
 		t.Logf("no prebuilt binaries: %v", err)
 	}
-	if out, err := thefold("up", "-timeout", "3m"); err != nil {
+	out, err := thefold("up", "-timeout", "3m")
+	if err != nil {
 		t.Fatalf("up: %v\n%s", err, out)
+	}
+	// The newcomer's way in: the console's address, who signs in, and where the code goes.
+	if want := "web console      " + st.GatewayURL() + "/   (sign in as " + cmp.Or(os.Getenv("THEFOLD_ADMIN_EMAIL"), "admin@localhost") + ";"; !strings.Contains(out, want) || !strings.Contains(out, st.MailSinkPath()) {
+		t.Fatalf("up does not print %q and the mail sink:\n%s", want, out)
 	}
 
 	began := time.Now()
-	out, err := thefold("up")
+	out, err = thefold("up")
 	if err != nil || !strings.Contains(out, "already running") || strings.Contains(out, "building") {
 		t.Fatalf("second up: %v\n%s", err, out)
 	}
