@@ -393,7 +393,14 @@ func stopProcess(pidPath, exe string, deadline time.Time) error {
 	}
 	defer os.Remove(pidPath)
 	if !liveProcess(pf, exe) {
-		return nil // gone, or not ours (stale pid file): nothing to signal or wait for
+		// Gone, or not ours (a stale pid file): nothing to signal. Or exiting already (Stop
+		// sent every service SIGTERM first): a process's exe link goes when its memory is
+		// released, before the process is gone, and on a busy machine that stretch is long.
+		// The pid and start time still name it while it lasts, so wait for that.
+		if pf.start != 0 {
+			waitGone(pf, exe, time.Now().Add(killWait))
+		}
+		return nil
 	}
 	if err := signalOwn(pf, exe, syscall.SIGTERM); err != nil {
 		return err
