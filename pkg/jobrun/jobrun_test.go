@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/thefold/thefold/pkg/db"
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	"github.com/thefold/thefold/pkg/jobrun"
 )
@@ -485,5 +486,38 @@ func TestReleaseOnFinish(t *testing.T) {
 	}
 	if !free(failing) {
 		t.Error("the lease was kept after a failed run")
+	}
+}
+
+// Replicas start at once on a fresh schema: each migrates River's tables, and none fails on
+// another's half-made DDL (as a builder replica did before the migration took a lock).
+func TestQueuesOfReplicasMigrateAtOnce(t *testing.T) {
+	_, url := dbtest.NewDatabase(t, "jobrun", migrations)
+	ctx := t.Context()
+	const replicas = 4
+	errs := make(chan error, replicas)
+	var wg sync.WaitGroup
+	for range replicas {
+		// A pool each, as each replica has its own.
+		pool, err := db.Open(ctx, url, "jobrun", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		wg.Go(func() {
+			_, err := jobrun.NewQueue(ctx, pool, jobrun.QueueConfig[runArgs]{
+				Name: "jobs", MaxWorkers: 1, MaxAttempts: 1,
+				New: func(id string) runArgs { return runArgs{ID: id} },
+				Run: func(context.Context, string) error { return nil },
+			}, nil)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("NewQueue: %v", err)
+		}
 	}
 }

@@ -74,7 +74,10 @@ func NewQueue[A Args](ctx context.Context, pool *pgxpool.Pool, cfg QueueConfig[A
 	if err != nil {
 		return nil, err
 	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	if err := migrateLocked(ctx, pool, func() error {
+		_, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("jobrun: job queue migrations: %w", err)
 	}
 	workers := river.NewWorkers()
@@ -157,4 +160,29 @@ func (q *Queue[A]) Reap(ctx context.Context, st Store, cfg ReapConfig) error {
 		}
 	})
 	return nil
+}
+
+// migrateLocked runs migrate while this session holds the schema's queue-migration lock:
+// replicas starting at once on a fresh schema would otherwise race River's DDL (two
+// CREATE FUNCTIONs of the same name, and one fails on the catalog's unique index). River's
+// migrator takes no lock of its own.
+func migrateLocked(ctx context.Context, pool *pgxpool.Pool, migrate func() error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	const key = `hashtext('thefold/jobrun.migrate/' || current_schema())`
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(`+key+`)`); err != nil {
+		return fmt.Errorf("take the migration lock: %w", err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(`+key+`)`); err != nil {
+			// Never hand the pool a session that still holds the lock: closing it frees it.
+			_ = conn.Conn().Close(uctx)
+		}
+	}()
+	return migrate()
 }
