@@ -35,8 +35,15 @@ type Options struct {
 	DialOptions []grpc.DialOption
 }
 
-// Dial connects to target ("host:port") lazily; the connection is established on first use.
+// Dial connects to target lazily; the connection is established on first use. target is
+// "host:port", a gRPC target such as "dns:///tasks:9101", or a comma-separated list of
+// host:port (one per replica of the service): calls are spread over what the target
+// resolves to (round_robin), and an address that is down is skipped.
 func Dial(target string, o Options) (*grpc.ClientConn, error) {
+	target, listOpts, err := listTarget(target)
+	if err != nil {
+		return nil, err
+	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -75,6 +82,7 @@ func Dial(target string, o Options) (*grpc.ClientConn, error) {
 		stream = append(stream, propagateStream())
 	}
 	opts = append(opts, grpc.WithChainUnaryInterceptor(unary...), grpc.WithChainStreamInterceptor(stream...))
+	opts = append(opts, listOpts...)
 	opts = append(opts, o.DialOptions...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
