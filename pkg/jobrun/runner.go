@@ -97,6 +97,7 @@ func (r *Runner) Run(ctx context.Context, id string, claim Claim) error {
 	if err != nil || !ok {
 		return err
 	}
+	claimsTotal.WithLabelValues(r.cfg.Noun).Inc()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()

@@ -328,6 +328,9 @@ func Service() platform.Service {
 				d.Go("notice deliverer", chat.NewDeliverer(st, box, chat.NewPoster(cfg.WebhookHosts), dc, d.Logger).Run)
 			}
 
+			if err := jobrun.Register(d.Server.Registry()); err != nil {
+				return err
+			}
 			agentv1.RegisterAgentServiceServer(d.Server.GRPC(), svc)
 			agentv1.RegisterReviewServiceServer(d.Server.GRPC(), svc.Reviews())
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), svc.Projects())

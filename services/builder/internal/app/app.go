@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,9 @@ type Config struct {
 	// LeaseExpiry is how long a build may go without its worker renewing its lease before
 	// another worker resumes it (after a crash of the first).
 	LeaseExpiry time.Duration `env:"THEFOLD_BUILDER_LEASE_EXPIRY, default=15s"`
+	// Instance names this process on the builds it claims (BuildJob.instance), so where a
+	// build ran is known when several builders share the queue; default host-pid.
+	Instance string `env:"THEFOLD_BUILDER_INSTANCE_ID"`
 	// ContextBudget is the tokens of finished dependency files given to one generation in
 	// full (counted with the tokenizer); beyond it, outlines.
 	ContextBudget int `env:"THEFOLD_BUILDER_CONTEXT_BUDGET, default=60000"`
@@ -123,6 +127,11 @@ func Service() platform.Service {
 
 			hub := d.Events(&cfg.Events)
 			st := store.New(d.Pool, hub)
+			st.Instance = cfg.Instance
+			if st.Instance == "" {
+				host, _ := os.Hostname()
+				st.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+			}
 			// Skills are injected into generations when the skills service is configured;
 			// an address set empty on purpose builds without them.
 			var skills skillsv1.SkillServiceClient
@@ -141,6 +150,9 @@ func Service() platform.Service {
 				CallTimeout: cfg.CallTimeout, ValidateTimeout: cfg.ValidateTimeout,
 			}, d.Logger)
 			if err := eng.Register(d.Server.Registry()); err != nil {
+				return err
+			}
+			if err := jobrun.Register(d.Server.Registry()); err != nil {
 				return err
 			}
 

@@ -26,6 +26,10 @@ func (s *Store) Claim(ctx context.Context, id, lease string, expiry time.Duratio
 	if ok, err := s.Leases.Claim(ctx, s.pool, id, lease, expiry); err != nil || !ok {
 		return nil, nil, false, err
 	}
+	// Who holds it now; fenced by the lease like every write of the run.
+	if _, err := s.pool.Exec(ctx, `UPDATE builds SET instance = $2, claims = claims + 1 WHERE id = $1 AND lease_id = $3`, id, s.Instance, lease); err != nil {
+		return nil, nil, false, err
+	}
 	b, err := scanBuild(s.pool.QueryRow(ctx, `SELECT `+buildColumns+` FROM builds WHERE id = $1`, id))
 	if err != nil {
 		return nil, nil, false, err

@@ -39,6 +39,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	hub  *events.Hub
 	*jobrun.Leases
+	// Instance names this process on the builds it claims (BuildJob.instance).
+	Instance string
 }
 
 // New returns a store over pool (whose search_path is the builder schema); hub serves
@@ -324,7 +326,8 @@ func (s *Store) Create(ctx context.Context, b *Build, requestHash []byte, enqueu
 const buildColumns = `id, owner_id, request_id, task_id, job_id, sandbox_id, repo, status, requested_strategy,
 	strategy, phase, plan, model, additional_context, memory_hints, current_step, total_steps, files_written, files_validated,
 	iterations, max_iterations, new_project, graph, files, usage, budget, report, error, generation, skills,
-	task_title, task_description, context_paths, create_time, start_time, update_time, end_time, guidance, paused_ms`
+	task_title, task_description, context_paths, create_time, start_time, update_time, end_time, guidance, paused_ms,
+	instance, claims`
 
 func scanBuild(row pgx.Row) (*Build, error) {
 	var (
@@ -340,7 +343,8 @@ func scanBuild(row pgx.Row) (*Build, error) {
 	err := row.Scan(&j.Id, &j.OwnerId, &j.RequestId, &j.TaskId, &j.JobId, &j.SandboxId, &j.Repo, &status, &requested,
 		&strategy, &phase, &plan, &j.Model, &b.AdditionalContext, &b.MemoryHints, &j.CurrentStep, &j.TotalSteps, &b.FilesWritten,
 		&b.FilesValidated, &j.Iterations, &b.MaxIterations, &b.NewProject, &graph, &files, &usage, &budget, &report, &j.Error,
-		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end, &guidance, &pausedMS)
+		&b.Generation, &skills, &b.TaskTitle, &b.TaskDescription, &b.ContextPaths, &create, &start, &update, &end, &guidance, &pausedMS,
+		&j.Instance, &j.Claims)
 	if err != nil {
 		return nil, err
 	}

@@ -278,12 +278,16 @@ func TestLease(t *testing.T) {
 	b := mustCreate(t, s, newBuild(alice, "lease"), nil)
 	l1, l2, l3 := uuid.NewString(), uuid.NewString(), uuid.NewString()
 
+	s.Instance = "builder-1"
 	claimed, steps, ok, err := s.Claim(ctx, b.Id, l1, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("first Claim: ok=%v err=%v", ok, err)
 	}
 	if claimed.Id != b.Id || claimed.Status != pending || len(steps) != 0 {
 		t.Errorf("claimed %s %v with %d steps", claimed.Id, claimed.Status, len(steps))
+	}
+	if claimed.Instance != "builder-1" || claimed.Claims != 1 {
+		t.Errorf("first claim recorded instance %q, %d claims", claimed.Instance, claimed.Claims)
 	}
 	if _, _, ok, err := s.Claim(ctx, b.Id, l2, time.Minute); err != nil || ok {
 		t.Fatalf("second Claim with a fresh first lease: ok=%v err=%v, want false", ok, err)
@@ -298,9 +302,14 @@ func TestLease(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE builds SET lease_time = now() - interval '2 minutes' WHERE id = $1`, b.Id); err != nil {
 		t.Fatal(err)
 	}
+	s.Instance = "builder-2"
 	taken, _, ok, err := s.Claim(ctx, b.Id, l2, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("Claim after expiry: ok=%v err=%v", ok, err)
+	}
+	// The take-over names its process; the refused claim counted nothing (two by l1, one now).
+	if taken.Instance != "builder-2" || taken.Claims != 3 {
+		t.Errorf("take-over recorded instance %q, %d claims; want builder-2, 3", taken.Instance, taken.Claims)
 	}
 	eventsBefore := eventTypes(t, pool, b.Id)
 

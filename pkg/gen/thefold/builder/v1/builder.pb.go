@@ -1245,7 +1245,13 @@ type BuildJob struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	EndTime    *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// What people told the build while it ran (AddGuidance), oldest first.
-	Guidance      []*BuildGuidance `protobuf:"bytes,26,rep,name=guidance,proto3" json:"guidance,omitempty"`
+	Guidance []*BuildGuidance `protobuf:"bytes,26,rep,name=guidance,proto3" json:"guidance,omitempty"`
+	// The builder process that claimed the build last (its THEFOLD_BUILDER_INSTANCE_ID, else
+	// host-pid); empty until one has.
+	Instance string `protobuf:"bytes,27,opt,name=instance,proto3" json:"instance,omitempty"`
+	// How many times a builder process claimed the build: 1 when one process ran it, more
+	// when another took it over (the first died or was stopped) or it was resumed.
+	Claims        int32 `protobuf:"varint,28,opt,name=claims,proto3" json:"claims,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1460,6 +1466,20 @@ func (x *BuildJob) GetGuidance() []*BuildGuidance {
 		return x.Guidance
 	}
 	return nil
+}
+
+func (x *BuildJob) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *BuildJob) GetClaims() int32 {
+	if x != nil {
+		return x.Claims
+	}
+	return 0
 }
 
 // BuildGuidance is one message a person gave a running build.
@@ -3835,7 +3855,7 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"fix_rounds\x18\n" +
 	" \x01(\x05R\tfixRounds\x12.\n" +
 	"\x13fix_rounds_resolved\x18\v \x01(\x05R\x11fixRoundsResolved\x12!\n" +
-	"\ffailed_paths\x18\f \x03(\tR\vfailedPaths\"\xd3\b\n" +
+	"\ffailed_paths\x18\f \x03(\tR\vfailedPaths\"\x87\t\n" +
 	"\bBuildJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x1d\n" +
@@ -3871,7 +3891,9 @@ const file_thefold_builder_v1_builder_proto_rawDesc = "" +
 	"\vupdate_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x125\n" +
 	"\bend_time\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12=\n" +
-	"\bguidance\x18\x1a \x03(\v2!.thefold.builder.v1.BuildGuidanceR\bguidance\"\x99\x01\n" +
+	"\bguidance\x18\x1a \x03(\v2!.thefold.builder.v1.BuildGuidanceR\bguidance\x12\x1a\n" +
+	"\binstance\x18\x1b \x01(\tR\binstance\x12\x16\n" +
+	"\x06claims\x18\x1c \x01(\x05R\x06claims\"\x99\x01\n" +
 	"\rBuildGuidance\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x16\n" +
 	"\x06author\x18\x02 \x01(\tR\x06author\x12;\n" +
