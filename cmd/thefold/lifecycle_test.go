@@ -68,7 +68,7 @@ func TestStatusNamesTheDownServices(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = run(context.Background(), []string{"status", "-data-dir", dir, "-src", dir}, &out)
-	if err == nil || !strings.Contains(err.Error(), "1 of 9 services down: memory") {
+	if err == nil || !strings.Contains(err.Error(), "1 of 9 processes down: memory") {
 		t.Errorf("status err = %v, want it to name memory", err)
 	}
 	for _, want := range []string{"memory     :9102  down", "tasks      :9101  running (pid ", "supervisor        not running"} {

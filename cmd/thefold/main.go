@@ -35,7 +35,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +55,11 @@ const usage = `usage: thefold <command> [flags]
 
 commands:
   up       build and start whatever is not running (a supervisor restarts a service
-           that dies), wait until all nine are healthy
+           that dies), wait until all nine are healthy.
+           -replicas agent=3,builder=2,gateway=2 runs more processes of those services
+           (kept for later ups; name a service =1 to go back): callers spread their calls
+           over every process of a service, agents and builders share the queued work,
+           each gateway replica has its own REST port. sandbox and github run as one.
   demo     the main job end to end: start the stack, a repository and the task "Add a health
            endpoint", the job through planning, a sandboxed build and validation to the review
            gate, approval, the pull request; without a provider key the model is fakellm
@@ -105,6 +108,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		timeoutDefault, timeoutUsage = 15*time.Minute, "per task: how long its job may take to reach review"
 	}
 	timeout := fs.Duration("timeout", timeoutDefault, timeoutUsage)
+	replicas := ""
+	if cmd == "up" {
+		fs.StringVar(&replicas, "replicas", "", "processes per service, e.g. agent=3,builder=2,gateway=2")
+	}
 	var ev evalFlags
 	if cmd == "eval" {
 		fs.StringVar(&ev.tasks, "tasks", "", "comma-separated task ids or globs (default: all)")
@@ -150,6 +157,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			st.DatabaseURL = saved.DatabaseURL
 		}
 		st.Ports, st.Env = saved.Ports, saved.Env
+	}
+	if replicas != "" {
+		counts, err := stack.ParseReplicas(replicas)
+		if err != nil {
+			return fmt.Errorf("-replicas: %w", err)
+		}
+		if changed(st.Replicas(), counts) && st.SupervisorRunning() {
+			return fmt.Errorf("-replicas: the stack runs with %s; stop it first (thefold down)", replicaList(st.Replicas()))
+		}
+		if err := st.SetReplicas(counts); err != nil {
+			return err
+		}
 	}
 
 	switch cmd {
@@ -227,7 +246,7 @@ func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration,
 		fmt.Fprintln(out, "already running (thefold down stops it)")
 	default:
 		// Start whatever is not running: a crashed service, a dead supervisor, or all of it.
-		fresh := len(down) == len(platform.ServiceNames)
+		fresh := len(down) == len(st.Instances())
 		if _, err := os.Stat(filepath.Join(st.BinDir(), stack.SupervisorExe)); len(down) > 0 || err != nil {
 			fmt.Fprintf(out, "building services from %s …\n", src)
 			if err := st.Build(ctx, src); err != nil {
@@ -254,6 +273,12 @@ func up(ctx context.Context, st *stack.Stack, src string, timeout time.Duration,
 	admin := os.Getenv("THEFOLD_ADMIN_EMAIL")
 	if admin == "" {
 		admin = "admin@localhost"
+	}
+	if more := len(st.Instances()) - len(platform.ServiceNames); more > 0 {
+		fmt.Fprintf(out, "\nreplicas: %s (%d processes)\n", replicaList(st.Replicas()), len(st.Instances()))
+		for _, u := range st.GatewayURLs()[1:] {
+			fmt.Fprintf(out, "  another gateway  %s\n", u)
+		}
 	}
 	fmt.Fprintf(out, `
 TheFold is up: %d services healthy.
@@ -303,30 +328,54 @@ func findSourceRoot() (string, error) {
 	}
 }
 
-// downServices names the services whose process is not running.
+// downServices names the processes (services and replicas) that are not running.
 func downServices(st *stack.Stack) []string {
+	pids := st.Status()
 	var down []string
-	for svc, pid := range st.Status() {
-		if pid == 0 {
-			down = append(down, svc)
+	for _, in := range st.Instances() {
+		if pids[in.Name] == 0 {
+			down = append(down, in.Name)
 		}
 	}
-	slices.SortFunc(down, func(a, b string) int {
-		return slices.Index(platform.ServiceNames, a) - slices.Index(platform.ServiceNames, b)
-	})
 	return down
+}
+
+// changed reports whether counts asks for another number of processes of a service than
+// now.
+func changed(now, counts map[string]int) bool {
+	for svc, n := range counts {
+		if now[svc] != n {
+			return true
+		}
+	}
+	return false
+}
+
+// replicaList is "agent=3, builder=2" for the services that run more than one process
+// ("one each" when none does).
+func replicaList(counts map[string]int) string {
+	var parts []string
+	for _, svc := range platform.ServiceNames {
+		if counts[svc] > 1 {
+			parts = append(parts, fmt.Sprintf("%s=%d", svc, counts[svc]))
+		}
+	}
+	if len(parts) == 0 {
+		return "one process each"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // status prints each service's state and the supervisor's; it fails when any service is
 // down, naming them, so scripts can check the stack with it.
 func status(st *stack.Stack, out io.Writer) error {
 	pids := st.Status()
-	for _, svc := range platform.ServiceNames {
+	for _, in := range st.Instances() {
 		state := "down"
-		if pid := pids[svc]; pid > 0 {
+		if pid := pids[in.Name]; pid > 0 {
 			state = fmt.Sprintf("running (pid %d)", pid)
 		}
-		fmt.Fprintf(out, "%-10s :%-5d %s\n", svc, st.Ports.GRPC[svc], state)
+		fmt.Fprintf(out, "%-10s :%-5d %s\n", in.Name, in.GRPC, state)
 	}
 	sup := "not running: a service that dies stays down (thefold up starts it)"
 	if st.SupervisorRunning() {
@@ -335,10 +384,10 @@ func status(st *stack.Stack, out io.Writer) error {
 	fmt.Fprintf(out, "%-10s        %s\n", "supervisor", sup)
 	down := downServices(st)
 	switch {
-	case len(down) == len(platform.ServiceNames):
+	case len(down) == len(st.Instances()):
 		return errors.New("not running")
 	case len(down) > 0:
-		return fmt.Errorf("%d of %d services down: %s (thefold up starts them)", len(down), len(platform.ServiceNames), strings.Join(down, ", "))
+		return fmt.Errorf("%d of %d processes down: %s (thefold up starts them)", len(down), len(st.Instances()), strings.Join(down, ", "))
 	}
 	return nil
 }

@@ -31,6 +31,10 @@ func TestCommands(t *testing.T) {
 		{"token before up", []string{"token", "-data-dir", dir, "-src", dir}, "no signing key yet", ""},
 		{"init", []string{"init", "-data-dir", dir, "-src", dir}, "", "admin token"},
 		{"down of nothing", []string{"down", "-data-dir", dir, "-src", dir}, "", "stopped"},
+		// -replicas is checked before anything is built or started.
+		{"up with a malformed replica count", []string{"up", "-data-dir", dir, "-src", dir, "-replicas", "agent=three"}, "-replicas: replicas \"agent=three\": want <service>=<count>", ""},
+		{"up with two sandboxes", []string{"up", "-data-dir", dir, "-src", dir, "-replicas", "sandbox=2"}, "sandbox runs as one process", ""},
+		{"replicas of another command", []string{"status", "-data-dir", dir, "-replicas", "agent=2"}, "flag provided but not defined: -replicas", ""},
 		{"up outside a source tree", []string{"up", "-data-dir", dir, "-src", filepath.Join(dir, "missing")}, "go build", ""},
 		// The eval refuses bad flags and tasks before it starts anything.
 		{"eval with no parallelism", []string{"eval", "-data-dir", dir, "-src", dir, "-parallel", "0"}, "-parallel: want at least 1", ""},

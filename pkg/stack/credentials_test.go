@@ -213,7 +213,7 @@ func TestServicesGetTheirIdentity(t *testing.T) {
 	}
 	s.Env = []string{"THEFOLD_AUTH_SERVICE_KEY_FILE=/inherited/key.pem"} // must not leak through
 	for _, svc := range []string{"agent", "builder", "tasks", "gateway"} {
-		env := s.env(svc)
+		env := s.env(s.InstancesOf(svc)[0])
 		cfg := auth.Config{
 			PublicKeyFile:    lookup(env, "THEFOLD_AUTH_PUBLIC_KEY_FILE"),
 			ServiceKeysDir:   lookup(env, "THEFOLD_AUTH_SERVICE_KEYS_DIR"),

@@ -34,7 +34,7 @@ func envOf(t *testing.T, svc string) map[string]string {
 	s := &Stack{DataDir: t.TempDir(), Env: []string{"STACK_MARKER=1", "THEFOLD_AI_MODEL=m", "GEMINI_API_KEY=gemini-secret"},
 		Ports: Ports{GRPC: map[string]int{}, Admin: map[string]int{}}}
 	out := map[string]string{}
-	for _, kv := range s.env(svc) {
+	for _, kv := range s.env(s.InstancesOf(svc)[0]) {
 		k, v, _ := strings.Cut(kv, "=")
 		out[k] = v // later entries win, as exec does
 	}

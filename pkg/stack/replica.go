@@ -54,7 +54,7 @@ func (s *Stack) StartReplica(ctx context.Context, svc, name string, timeout time
 	cmd := exec.Command(s.exePath(svc))
 	// (exec keeps the last of duplicate keys: the replica's own addresses win.)
 	// (The service's THEFOLD_<SERVICE>_INSTANCE_ID names it where it records who did what.)
-	cmd.Env = append(s.env(svc), "THEFOLD_DATABASE_URL="+dbURL, strings.TrimSuffix(platform.AddrEnv(svc), "ADDR")+"INSTANCE_ID="+name,
+	cmd.Env = append(s.env(s.InstancesOf(svc)[0]), "THEFOLD_DATABASE_URL="+dbURL, strings.TrimSuffix(platform.AddrEnv(svc), "ADDR")+"INSTANCE_ID="+name,
 		fmt.Sprintf("THEFOLD_GRPC_ADDR=127.0.0.1:%d", grpcPort), fmt.Sprintf("THEFOLD_ADMIN_ADDR=127.0.0.1:%d", admin))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,11 +25,14 @@ import (
 	"github.com/thefold/thefold/pkg/platform"
 )
 
-// Ports are the listen ports of one stack.
+// Ports are the listen ports of one stack: every service's first process, and the
+// replicas' (SetReplicas).
 type Ports struct {
 	GRPC        map[string]int
 	Admin       map[string]int
 	GatewayHTTP int
+	// Replicas are the ports of each service's further processes ("agent-2", "agent-3", …).
+	Replicas map[string][]ReplicaPorts `json:",omitempty"`
 }
 
 // DefaultPorts are the documented defaults (gateway 8080, tasks 9101, …; admin = gRPC+100).
@@ -174,16 +178,23 @@ func (s *Stack) Build(ctx context.Context, srcRoot string) error {
 	return nil
 }
 
-// env is svc's environment: what it needs of the launcher's environment and Env
-// (serviceEnv), then its addresses, data directory, identity and the others' addresses.
-func (s *Stack) env(svc string) []string {
+// env is in's environment: what its service needs of the launcher's environment and Env
+// (serviceEnv), then its addresses, data directory, identity and the others' addresses
+// (every process of each, comma-separated: the callers spread their calls over them).
+func (s *Stack) env(in Instance) []string {
+	svc := in.Service
 	env := serviceEnv(svc, os.Environ(), s.Env)
 	env = append(env,
-		"THEFOLD_GRPC_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GRPC[svc]),
-		"THEFOLD_ADMIN_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.Admin[svc]),
-		"THEFOLD_HTTP_ADDR="+fmt.Sprintf("127.0.0.1:%d", s.Ports.GatewayHTTP),
+		"THEFOLD_GRPC_ADDR="+in.Addr(),
+		"THEFOLD_ADMIN_ADDR="+fmt.Sprintf("127.0.0.1:%d", in.Admin),
+		"THEFOLD_HTTP_ADDR="+fmt.Sprintf("127.0.0.1:%d", cmp.Or(in.HTTP, s.Ports.GatewayHTTP)),
 		"THEFOLD_DATA_DIR="+s.DataDir,
 	)
+	// A replicated service's processes name themselves where they record who did what
+	// (the agent's audit log, the builder's builds).
+	if len(s.Ports.Replicas[svc]) > 0 {
+		env = append(env, strings.TrimSuffix(platform.AddrEnv(svc), "ADDR")+"INSTANCE_ID="+in.Name)
+	}
 	// THEFOLD_DATABASE_URL is the service's own role, added by startOne (dbroles.go): the
 	// administrator's URL is never given to a service.
 	env = append(env, s.authEnv(svc)...)
@@ -193,13 +204,14 @@ func (s *Stack) env(svc string) []string {
 		env = append(env, "THEFOLD_GITHUB_PUBLIC_URL="+s.GatewayURL())
 	}
 	for _, other := range platform.ServiceNames {
-		env = append(env, platform.AddrEnv(other)+"="+s.GRPCAddr(other))
+		env = append(env, platform.AddrEnv(other)+"="+s.AddrList(other))
 	}
 	return env
 }
 
-// Start launches every service that is not running as its own process (in its own session, so it outlives the
-// launcher), logging to logs/<service>.log and recording its pid in run/<service>.pid.
+// Start launches every process of the stack (Instances) that is not running, each in its
+// own session, so it outlives the launcher, logging to logs/<name>.log and recording its
+// pid in run/<name>.pid.
 func (s *Stack) Start() error {
 	if err := s.privateDirs(); err != nil {
 		return err
@@ -210,11 +222,11 @@ func (s *Stack) Start() error {
 			_ = s.Stop(5 * time.Second) // no half-started stack left behind
 		}
 	}()
-	for _, svc := range platform.ServiceNames {
-		if _, ok := s.runningPID(svc); ok {
+	for _, in := range s.Instances() {
+		if _, ok := s.runningPID(in.Name); ok {
 			continue
 		}
-		cmd, err := s.startOne(svc)
+		cmd, err := s.startOne(in.Name)
 		if err != nil {
 			return err
 		}
@@ -224,20 +236,26 @@ func (s *Stack) Start() error {
 	return nil
 }
 
-// startOne starts svc and records its pid; the caller waits for (reaps) the process.
-func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
-	logf, err := openLog(s.LogPath(svc))
+// startOne starts the instance called name and records its pid; the caller waits for
+// (reaps) the process.
+func (s *Stack) startOne(name string) (*exec.Cmd, error) {
+	in, ok := s.instance(name)
+	if !ok {
+		return nil, fmt.Errorf("stack: no process %q in this stack", name)
+	}
+	svc := in.Service
+	logf, err := openLog(s.LogPath(name))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(s.BinDir(), svc))
+	cmd := exec.Command(s.exePath(svc))
 	dbURL, err := s.ServiceDatabaseURL(context.Background(), svc)
 	if err != nil {
 		fmt.Fprintf(logf, "not started: %v\n", err) // where `thefold up` points when it gives up
 		_ = logf.Close()
 		return nil, fmt.Errorf("stack: start %s: %w", svc, err)
 	}
-	cmd.Env = append(s.env(svc), "THEFOLD_DATABASE_URL="+dbURL)
+	cmd.Env = append(s.env(in), "THEFOLD_DATABASE_URL="+dbURL)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
@@ -245,7 +263,7 @@ func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: start %s: %w", svc, err)
 	}
-	if err := writePIDFile(s.pidPath(svc), cmd.Process.Pid); err != nil {
+	if err := writePIDFile(s.pidPath(name), cmd.Process.Pid); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
@@ -253,9 +271,10 @@ func (s *Stack) startOne(svc string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// Restart stops one service gracefully (SIGTERM, then SIGKILL after timeout), starts it
-// again and waits until it is ready; the rest of the stack keeps running. Under a
-// supervisor, the supervisor starts it again.
+// Restart stops one process (a service's first, "agent", or a replica, "agent-2")
+// gracefully (SIGTERM, then SIGKILL after timeout), starts it again and waits until the
+// stack is ready; the rest of the stack keeps running. Under a supervisor, the supervisor
+// starts it again.
 func (s *Stack) Restart(ctx context.Context, svc string, timeout time.Duration) error {
 	if err := s.stopOne(svc, time.Now().Add(timeout)); err != nil {
 		return err
@@ -272,27 +291,28 @@ func (s *Stack) Restart(ctx context.Context, svc string, timeout time.Duration) 
 	return s.WaitReady(ctx, timeout)
 }
 
-// Kill sends svc SIGKILL — a crash, not a shutdown: nothing it was doing is finished or
-// handed over — and waits until the process is gone. Start (or a supervisor) starts it
-// again.
+// Kill sends one process (a service's first, or a replica) SIGKILL — a crash, not a
+// shutdown: nothing it was doing is finished or handed over — and waits until the process
+// is gone. Start (or a supervisor) starts it again.
 func (s *Stack) Kill(svc string) error {
+	exe := s.exePath(serviceOf(svc))
 	pf, err := readPIDFile(s.pidPath(svc))
 	if err != nil {
 		return fmt.Errorf("stack: kill %s: %w", svc, err)
 	}
-	if !liveProcess(pf, s.exePath(svc)) {
+	if !liveProcess(pf, exe) {
 		return os.Remove(s.pidPath(svc)) // gone, or not ours
 	}
-	if err := signalOwn(pf, s.exePath(svc), syscall.SIGKILL); err != nil {
+	if err := signalOwn(pf, exe, syscall.SIGKILL); err != nil {
 		return fmt.Errorf("stack: kill %s: %w", svc, err)
 	}
-	if !waitGone(pf, s.exePath(svc), time.Now().Add(10*time.Second)) {
+	if !waitGone(pf, exe, time.Now().Add(10*time.Second)) {
 		return fmt.Errorf("stack: kill %s: pid %d still alive", svc, pf.pid)
 	}
 	return os.Remove(s.pidPath(svc))
 }
 
-// Running reports how many of the nine services have a live process.
+// Running reports how many of the stack's processes are alive.
 func (s *Stack) Running() int {
 	n := 0
 	for _, pid := range s.Status() {
@@ -303,28 +323,28 @@ func (s *Stack) Running() int {
 	return n
 }
 
-// WaitReady polls every service's /readyz until all answer 200. Without a supervisor, a
-// service whose process exits fails the wait at once, naming its log; under one, it is
-// waited for (the supervisor starts it again) and the timeout error shows its log.
+// WaitReady polls every process's /readyz until all answer 200. Without a supervisor, a
+// process that exits fails the wait at once, naming its log; under one, it is waited for
+// (the supervisor starts it again) and the timeout error shows its log.
 func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
-	pending := map[string]bool{}
-	for _, svc := range platform.ServiceNames {
-		pending[svc] = true
+	pending := map[string]int{}
+	for _, in := range s.Instances() {
+		pending[in.Name] = in.Admin
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		for svc := range pending {
+		for svc, admin := range pending {
 			if _, ok := s.runningPID(svc); !ok {
 				if !s.SupervisorRunning() {
 					return fmt.Errorf("stack: %s exited; see %s:\n%s", svc, s.LogPath(svc), tail(s.LogPath(svc), 15))
 				}
 				continue
 			}
-			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", s.Ports.Admin[svc]))
+			resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", admin))
 			if err == nil {
 				_ = resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -348,27 +368,28 @@ func (s *Stack) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Status reports each service's pid (0 when not running).
+// Status reports each process's pid (0 when not running), by instance name.
 func (s *Stack) Status() map[string]int {
 	out := map[string]int{}
-	for _, svc := range platform.ServiceNames {
-		pid, _ := s.runningPID(svc)
-		out[svc] = pid
+	for _, in := range s.Instances() {
+		pid, _ := s.runningPID(in.Name)
+		out[in.Name] = pid
 	}
 	return out
 }
 
 // Stop stops the supervisor first (so nothing is restarted), then sends SIGTERM to every
-// service (gateway first), waits for graceful shutdown, and kills what is left after
-// timeout. Only processes this stack started are signalled: see pidFile.
+// process (gateways first), waits for graceful shutdown, and kills what is left after
+// timeout. Replicas no longer configured (a run with more of them) are stopped too. Only
+// processes this stack started are signalled: see pidFile.
 func (s *Stack) Stop(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	errList := []error{s.stopSupervisor(deadline)}
-	order := append([]string(nil), platform.ServiceNames...)
+	order := s.processNames()
 	slices.Reverse(order)
 	for _, svc := range order {
 		if pf, err := readPIDFile(s.pidPath(svc)); err == nil {
-			errList = append(errList, signalOwn(pf, s.exePath(svc), syscall.SIGTERM))
+			errList = append(errList, signalOwn(pf, s.exePath(serviceOf(svc)), syscall.SIGTERM))
 		}
 	}
 	for _, svc := range order {
@@ -377,10 +398,28 @@ func (s *Stack) Stop(timeout time.Duration) error {
 	return errors.Join(errList...)
 }
 
-// stopOne sends svc SIGTERM, waits until deadline for it to exit, then kills it. A pid
-// file whose process is gone or is not ours (stale) is removed without signalling anything.
-func (s *Stack) stopOne(svc string, deadline time.Time) error {
-	return stopProcess(s.pidPath(svc), s.exePath(svc), deadline)
+// processNames are the configured instances' names, then those of any other process of a
+// service that has a pid file here (a replica of an earlier run with more of them).
+func (s *Stack) processNames() []string {
+	var names []string
+	for _, in := range s.Instances() {
+		names = append(names, in.Name)
+	}
+	files, _ := filepath.Glob(filepath.Join(s.DataDir, "run", "*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if svc := serviceOf(name); svc != name && slices.Contains(platform.ServiceNames, svc) && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// stopOne sends one process SIGTERM, waits until deadline for it to exit, then kills it.
+// A pid file whose process is gone or is not ours (stale) is removed without signalling
+// anything.
+func (s *Stack) stopOne(name string, deadline time.Time) error {
+	return stopProcess(s.pidPath(name), s.exePath(serviceOf(name)), deadline)
 }
 
 func stopProcess(pidPath, exe string, deadline time.Time) error {
@@ -435,11 +474,11 @@ func waitGone(pf pidFile, exe string, deadline time.Time) bool {
 	return true
 }
 
-// runningPID returns the recorded pid of svc if that process is alive, not a zombie, and
-// still the one this stack started (same executable and start time).
-func (s *Stack) runningPID(svc string) (int, bool) {
-	pf, err := readPIDFile(s.pidPath(svc))
-	if err != nil || !liveProcess(pf, s.exePath(svc)) {
+// runningPID returns the recorded pid of the process called name if it is alive, not a
+// zombie, and still the one this stack started (same executable and start time).
+func (s *Stack) runningPID(name string) (int, bool) {
+	pf, err := readPIDFile(s.pidPath(name))
+	if err != nil || !liveProcess(pf, s.exePath(serviceOf(name))) {
 		return 0, false
 	}
 	return pf.pid, true

@@ -133,13 +133,14 @@ func (s *Stack) Supervise(ctx context.Context, log *slog.Logger, wake <-chan os.
 			}
 		}
 	}()
-	log.Info("supervising", "services", len(platform.ServiceNames))
+	instances := s.Instances()
+	log.Info("supervising", "services", len(platform.ServiceNames), "processes", len(instances))
 	var wg sync.WaitGroup
-	for _, svc := range platform.ServiceNames {
+	for _, in := range instances {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.superviseOne(ctx, svc, log.With("svc", svc), w)
+			s.superviseOne(ctx, in.Name, log.With("svc", in.Name), w)
 		}()
 	}
 	wg.Wait()
