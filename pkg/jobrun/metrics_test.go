@@ -20,7 +20,11 @@ func TestClaimedRunsAreCounted(t *testing.T) {
 	}
 	kind := "metrics-test" // a kind of its own: the counter is the process's
 	r := jobrun.NewRunner(e.leases, jobrun.RunnerConfig{Expiry: time.Minute, Noun: kind}, nil)
-	claim := e.claim(nil, func(ctx context.Context, id, token string) error { return e.write(ctx, id, token, "done") })
+	var during float64
+	claim := e.claim(nil, func(ctx context.Context, id, token string) error {
+		during = gauge(t, reg, "thefold_runs_running", kind)
+		return e.write(ctx, id, token, "done")
+	})
 	for range 2 {
 		if err := r.Run(t.Context(), e.job(t, "queued"), claim); err != nil {
 			t.Fatal(err)
@@ -29,19 +33,30 @@ func TestClaimedRunsAreCounted(t *testing.T) {
 	if err := r.Run(t.Context(), e.job(t, "done"), claim); err != nil {
 		t.Fatal(err)
 	}
+	if got := gauge(t, reg, "thefold_runs_claimed_total", kind); got != 2 {
+		t.Fatalf("thefold_runs_claimed_total{kind=%q} = %v, want 2 (-1: missing)", kind, got)
+	}
+	if after := gauge(t, reg, "thefold_runs_running", kind); during != 1 || after != 0 {
+		t.Fatalf("thefold_runs_running{kind=%q}: %v during a run, %v after; want 1, 0", kind, during, after)
+	}
+}
+
+// gauge is the value of metric{kind} in reg (a counter's or a gauge's), -1 when missing.
+func gauge(t *testing.T, reg *prometheus.Registry, metric, kind string) float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := -1.0
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			if mf.GetName() == "thefold_runs_claimed_total" && m.GetLabel()[0].GetValue() == kind {
-				got = m.GetCounter().GetValue()
+			if mf.GetName() == metric && m.GetLabel()[0].GetValue() == kind {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
-	if got != 2 {
-		t.Fatalf("thefold_runs_claimed_total{kind=%q} = %v, want 2 (-1: missing)", kind, got)
-	}
+	return -1
 }

@@ -98,6 +98,8 @@ func (r *Runner) Run(ctx context.Context, id string, claim Claim) error {
 		return err
 	}
 	claimsTotal.WithLabelValues(r.cfg.Noun).Inc()
+	running.WithLabelValues(r.cfg.Noun).Inc()
+	defer running.WithLabelValues(r.cfg.Noun).Dec()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	r.mu.Lock()

@@ -44,12 +44,18 @@ func authed(ctx context.Context) context.Context {
 
 func rest(t testing.TB, method, path, tok string, body any) (int, map[string]any) {
 	t.Helper()
+	return restAt(t, mesh.GatewayURL(), method, path, tok, body)
+}
+
+// restAt is rest against the gateway at base (another stack's, or a gateway replica).
+func restAt(t testing.TB, base, method, path, tok string, body any) (int, map[string]any) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, mesh.GatewayURL()+path, rd)
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
