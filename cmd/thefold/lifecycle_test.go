@@ -186,4 +186,39 @@ func TestUpKeepsTheRealStackUp(t *testing.T) {
 	if n := st.Running(); n != 0 || st.SupervisorRunning() {
 		t.Fatalf("after down: %d services, supervisor %v", n, st.SupervisorRunning())
 	}
+
+	// Replicas: up -replicas starts them (saved for later ups), status lists them, each
+	// gateway answers on its own port, another count is refused while the stack runs, and
+	// down stops every process.
+	out, err = thefold("up", "-replicas", "agent=2,gateway=2", "-timeout", "3m")
+	if err != nil || !strings.Contains(out, "replicas: agent=2, gateway=2 (11 processes)") {
+		t.Fatalf("up -replicas: %v\n%s", err, out)
+	}
+	if st, err = stack.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	gws := st.GatewayURLs()
+	if len(gws) != 2 || !strings.Contains(out, "another gateway  "+gws[1]) {
+		t.Fatalf("gateways %v not printed:\n%s", gws, out)
+	}
+	for _, u := range gws {
+		resp, err := http.Get(u + "/openapi.json")
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s/openapi.json: %v %v", u, resp, err)
+		}
+		resp.Body.Close()
+	}
+	out, err = thefold("status")
+	if err != nil || !strings.Contains(out, "agent-2    :") || !strings.Contains(out, "gateway-2  :") {
+		t.Fatalf("status with replicas: %v\n%s", err, out)
+	}
+	if _, err := thefold("up", "-replicas", "agent=3"); err == nil || !strings.Contains(err.Error(), "stop it first") {
+		t.Fatalf("up -replicas agent=3 on a running stack: %v", err)
+	}
+	if out, err := thefold("down"); err != nil {
+		t.Fatalf("down: %v\n%s", err, out)
+	}
+	if n := st.Running(); n != 0 || st.SupervisorRunning() {
+		t.Fatalf("after down: %d processes, supervisor %v", n, st.SupervisorRunning())
+	}
 }
