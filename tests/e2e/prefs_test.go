@@ -4,27 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/thefold/thefold/pkg/auth"
 )
 
 // memberToken is a member's token for a user of its own (signed with the mesh's key), so
 // that what a test changes of its preferences touches no other test's jobs.
 func memberToken(t *testing.T, user string) string {
 	t.Helper()
-	priv, err := auth.LoadPrivateKey(filepath.Join(mesh.KeyDir(), auth.PrivateKeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := auth.NewSigner(priv).Issue(user, []string{auth.RoleUser}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return stackToken(t, mesh, user, false)
 }
 
 // Preferences over REST through the gateway: the defaults, a PATCH under a mask that
