@@ -10,28 +10,57 @@ SERVICES := tasks memory skills ai sandbox github builder agent gateway
 # DWARF a link takes about 30% less user CPU (18 binaries: 28 s -> 20 s).
 GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m
 
-.PHONY: images
-## images: one FROM-scratch image per service (static binaries), for docker-compose.yml,
-## and the sandboxes' image (thefold-sandbox:local, built from this machine's toolchains).
-## The build context (.thefold/images) also gets this machine's CA bundle and time zone
-## database (ai and github call HTTPS; schedules need zones): no base image is pulled.
+.PHONY: images postgres-image compose-test
+## images: one FROM-scratch image per service (deploy/Dockerfile), for docker-compose.yml,
+## thefold/fakellm (the scripted model, compose's "fakellm" profile), the sandboxes' image
+## (thefold-sandbox:local, built from this machine's toolchains) and PostgreSQL with pgvector
+## (make postgres-image). The build context (.thefold/images) also gets this machine's CA
+## bundle and time zone database (ai and github call HTTPS; schedules need zones): no base
+## image is pulled.
 IMAGE_TAG ?= dev
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 ZONEINFO ?= /usr/share/zoneinfo
-images:
+images: postgres-image
 	@test -s $(CA_BUNDLE) || { echo "images: no CA bundle at $(CA_BUNDLE) (apt-get install ca-certificates, or set CA_BUNDLE)"; exit 1; }
 	@test -d $(ZONEINFO) || { echo "images: no time zone database at $(ZONEINFO) (apt-get install tzdata, or set ZONEINFO)"; exit 1; }
-	@rm -rf .thefold/images && mkdir -p .thefold/images/rootfs/etc/ssl/certs .thefold/images/rootfs/usr/share .thefold/images/rootfs/tmp
+	@# The binaries stay: go build finds them up to date and does not link them again. They
+	@# are built as stack.Build (thefold up, the e2e suite) builds them, -trimpath with cgo
+	@# as the machine has it, so the compiled packages come from the same build cache.
+	@rm -rf .thefold/images/rootfs .thefold/images/rootfs.tar .thefold/images/.dockerignore
+	@mkdir -p .thefold/images/rootfs/etc/ssl/certs .thefold/images/rootfs/usr/share .thefold/images/rootfs/tmp
 	@cp -L $(CA_BUNDLE) .thefold/images/rootfs/etc/ssl/certs/ca-certificates.crt
 	@cp -rL $(ZONEINFO) .thefold/images/rootfs/usr/share/zoneinfo
 	@chmod 1777 .thefold/images/rootfs/tmp
-	@CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES))
-	@for s in $(SERVICES); do \
+	@go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES)) ./cmd/fakellm
+	@bash scripts/copy-libs.sh .thefold/images/rootfs $(addprefix .thefold/images/,$(SERVICES) fakellm)
+	@# One file, made the same way each time: the engine checksums it quickly (not thousands
+	@# of zoneinfo files per image) and finds the layer cached when nothing changed.
+	@tar -C .thefold/images/rootfs --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf .thefold/images/rootfs.tar .
+	@# Each build is sent only rootfs.tar and its own binary (not the other nine). The image
+	@# a rebuild replaces is removed (unless a container still uses it), not left dangling.
+	@for s in $(SERVICES) fakellm; do \
+		printf '*\n!rootfs.tar\n!%s\n' $$s >.thefold/images/.dockerignore; \
+		old=$$(docker image inspect -f '{{.Id}}' thefold/$$s:$(IMAGE_TAG) 2>/dev/null || true); \
 		out=$$(docker build -q -f deploy/Dockerfile --build-arg SERVICE=$$s -t thefold/$$s:$(IMAGE_TAG) .thefold/images 2>&1) || { echo "$$out"; exit 1; }; \
-		echo "thefold/$$s:$(IMAGE_TAG)"; done
+		case "$$out" in *"$$old"*) ;; *) [ -z "$$old" ] || docker rmi "$$old" >/dev/null 2>&1 || true ;; esac; \
+		echo "thefold/$$s:$(IMAGE_TAG)"; done; rm -f .thefold/images/.dockerignore
 	@# The sandboxes' own image (every language's toolchain, from this machine's Go and
 	@# Debian packages): the sandbox container cannot build it, having neither.
 	@.thefold/images/sandbox build-image
+
+## postgres-image: thefold/postgres:15-pgvector, docker-compose.yml's PostgreSQL, without a
+## registry: pgvector/pgvector:pg15 when this machine has it, else built FROM scratch from
+## this machine's Debian packages (postgresql-15, pgvector, bash, busybox-static; see
+## scripts/postgres-image.sh); skipped when the image is current.
+postgres-image:
+	@bash scripts/postgres-image.sh
+
+## compose-test: the docker-compose stack end to end (tests/e2e/compose): make images,
+## thefold init, docker-compose up (a project and ports of its own), all ten containers
+## healthy, the README's demo task through the REST gateway to a pull request on the local
+## forge with the docker sandbox backend and the scripted model, then down -v.
+compose-test:
+	@cd tests/e2e && THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 30m -v -run '^TestCompose' ./compose/
 
 .PHONY: all demo eval setup generate require-git check-generate lint test test-make test-unit test-e2e test-e2e-serial bench load run down status build embed-model
 
@@ -106,10 +135,11 @@ test-e2e:
 	@bash scripts/test-e2e.sh
 
 ## test-e2e-serial: the e2e suite in one process (one mesh): the parallel tests side by side
-## after the ones that need the mesh to themselves. Slower; for a machine short of memory.
+## after the ones that need the mesh to themselves, then the compose stack's test (-p 1: one
+## package at a time). Slower; for a machine short of memory.
 test-e2e-serial:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -parallel 8 -bench GetTask -benchtime 1000x ./...
+	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -p 1 -parallel 8 -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
 ## order — and how long each phase took (scripts/test.sh).

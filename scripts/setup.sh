@@ -3,7 +3,9 @@
 # protobuf tooling (go install, cached in GOPATH/bin), PostgreSQL 15 with pgvector (built from
 # Debian's trixie source package when no binary package exists), bubblewrap, git, and the
 # docker sandbox image's makings (busybox-static, python3 with pip and pytest, nodejs,
-# node-typescript, gcc and libc6-dev); then
+# node-typescript, gcc and libc6-dev; busybox-static also goes into the compose stack's
+# PostgreSQL image, scripts/postgres-image.sh), docker-compose where a docker engine runs
+# without it; then
 # starts PostgreSQL and creates the thefold role and database, and one role per service
 # owning that service's schema. Safe to run again and again.
 #
@@ -42,6 +44,13 @@ apt_install() {
 # server-sent events with `curl -N`, as the README does. chromium: the e2e test of a real
 # EventSource (tests/e2e/eventsource_test.go, driven with chromedp) runs it headless.
 apt_install ca-certificates curl git make gcc libc6-dev bubblewrap busybox-static python3 python3-pip python3-pytest nodejs node-typescript postgresql-$PG_VERSION postgresql-contrib chromium
+
+# docker-compose: the compose stack's test (make compose-test, run by make test-e2e) drives
+# it. Only where an engine answers, and only when neither it nor the compose plugin is there.
+if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1 &&
+  ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+  apt_install docker-compose
+fi
 
 # --- protobuf tooling -------------------------------------------------------------------------
 # Versions are pinned: generated code records the plugin versions, and the freshness check

@@ -5,7 +5,8 @@
 # "serial" shard, with the GetTask benchmark after them; the rest side by side in the
 # "parallel" shard. The serial tests mostly wait for leases to expire and services to come
 # back, so running them beside the parallel ones costs those little. Each line of output
-# is prefixed with its shard; the run fails if either shard fails.
+# is prefixed with its shard; the run fails if either shard fails. After them, the
+# docker-compose stack's test (tests/e2e/compose).
 set -uo pipefail
 cd "$(dirname "$0")/../tests/e2e"
 
@@ -31,7 +32,15 @@ wait "$serial"
 rs=$?
 wait "$par"
 rp=$?
-if [ "$rs" -ne 0 ] || [ "$rp" -ne 0 ]; then
-  echo "e2e: the serial shard exited $rs, the parallel shard $rp" >&2
+# Then the docker-compose stack (tests/e2e/compose, make compose-test), after the shards
+# rather than beside them: it keeps both cores busy for a minute (images, ten containers,
+# a sandboxed build), and its service images are linked from the packages the shards'
+# meshes just compiled (the same go build -trimpath). It skips, saying so, without
+# docker-compose or an engine; the shards skip it.
+THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 20m -v -run '^TestCompose' ./compose/ 2>&1 |
+  sed -u "s/^/[compose] /"
+rc=${PIPESTATUS[0]}
+if [ "$rs" -ne 0 ] || [ "$rp" -ne 0 ] || [ "$rc" -ne 0 ]; then
+  echo "e2e: the serial shard exited $rs, the parallel shard $rp, the compose test $rc" >&2
   exit 1
 fi
