@@ -12,7 +12,7 @@ import (
 
 // TestSecretsKustomizationReplacesEveryPlaceholder: secrets.kustomization.yaml, copied next
 // to the keys `thefold init` writes (the README's steps), with its commented entries taken
-// in (a provider key, the sandboxes' docker engine, a database URL) and the operator's
+// in (a provider key, the sandbox pods' image and RuntimeClass, a database URL) and the operator's
 // registry added (`images:`), builds; it replaces every placeholder Secret and ConfigMap
 // value with the files' contents, moves the image in the Deployment and the migrations Job
 // alike, and the result still keeps every policy (each Secret still reaches only its
@@ -45,9 +45,6 @@ images:
 		"keys/replaced-admin-tokens": "tok1 1999999999\n",
 		"keys/github-secret.key":     strings.Repeat("ab", 32) + "\n",
 		"keys/agent-secret.key":      strings.Repeat("cd", 32) + "\n",
-		"docker/ca.pem":              "engine CA",
-		"docker/cert.pem":            "client certificate",
-		"docker/key.pem":             "client key",
 		"ai.env":                     "ANTHROPIC_API_KEY=sk-stand-in\n",
 		"db/tasks.env":               "THEFOLD_DATABASE_URL=postgres://thefold_tasks:dev-tasks@postgres:5432/thefold?sslmode=disable\n",
 	}
@@ -72,9 +69,9 @@ images:
 		"github-secret-key/github-secret.key":                 files["keys/github-secret.key"],
 		"agent-secret-key/agent-secret.key":                   files["keys/agent-secret.key"],
 		"thefold-public-keys/signing-key.pub.pem":             files["keys/signing-key.pub.pem"],
-		"sandbox-docker-tls/ca.pem":                           files["docker/ca.pem"],
-		"sandbox-docker-tls/key.pem":                          files["docker/key.pem"],
-		"sandbox-config/DOCKER_HOST":                          "tcp://sandbox-engine.internal:2376",
+		"sandbox-config/THEFOLD_SANDBOX_KUBE_IMAGE":           "registry.example.com/thefold/sandbox-image:v1",
+		"sandbox-config/THEFOLD_SANDBOX_KUBE_RUNTIME_CLASS":   "gvisor",
+		"sandbox-config/THEFOLD_SANDBOX_BACKENDS":             "kubernetes",
 		"ai-provider-keys/ANTHROPIC_API_KEY":                  "sk-stand-in",
 		"tasks-db/THEFOLD_DATABASE_URL":                       "postgres://thefold_tasks:dev-tasks@postgres:5432/thefold?sslmode=disable",
 	}

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -35,6 +36,7 @@ func CommonPolicies() []Policy {
 		{"service-account-tokens", ServiceAccountTokens},
 		{"rbac", RBAC},
 		{"network-policy-coverage", NetworkPolicyCoverage},
+		{"sandbox-pods-isolated", SandboxPodsIsolated},
 		{"only-gateway-exposed", OnlyGatewayExposed},
 		{"signing-key-gateway-only", SigningKeyGatewayOnly},
 		{"secrets-owned", SecretsOwned},
@@ -224,7 +226,7 @@ func mountsEmptyDir(spec *corev1.PodSpec, c corev1.Container, path string) bool 
 }
 
 // sandboxAccount is the one ServiceAccount whose token may be mounted, the sandbox
-// service's (for the planned kubernetes backend, base/sandbox.yaml).
+// service's (its kubernetes backend makes the sandbox pods, base/sandbox.yaml).
 const sandboxAccount = "sandbox"
 
 // ServiceAccountTokens: no pod gets a service account token, and every ServiceAccount says
@@ -259,23 +261,40 @@ func ServiceAccountTokens(objs []Object) []string {
 	return out
 }
 
-// RBAC: no cluster-wide rights; Roles only over pods, pods/exec and pods/log (the planned
-// kubernetes sandbox backend), bound to the sandbox's account only.
+// roleRights are all a Role may grant, by API group and resource: what the kubernetes
+// sandbox backend needs (services/sandbox/internal/backend/kube), nothing more.
+var roleRights = map[string][]string{
+	"/pods":                             {"get", "list", "create", "delete"},
+	"/pods/exec":                        {"create", "get"},
+	"networking.k8s.io/networkpolicies": {"get", "list"},
+}
+
+// RBAC: no cluster-wide rights; Roles grant only roleRights (the kubernetes sandbox
+// backend's: its pods, exec into them, reading NetworkPolicies), name every group, resource
+// and verb (no wildcard), and are bound to the sandbox's account only.
 func RBAC(objs []Object) []string {
 	var out []string
-	allowed := []string{"pods", "pods/exec", "pods/log"}
 	for _, o := range objs {
 		switch x := o.Obj.(type) {
 		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
 			out = append(out, fmt.Sprintf("%s: no cluster-wide rights", o))
 		case *rbacv1.Role:
 			for _, r := range x.Rules {
-				if len(r.NonResourceURLs) > 0 || !slices.Equal(r.APIGroups, []string{""}) {
-					out = append(out, fmt.Sprintf("%s: a rule beyond the core API group's pods", o))
+				if len(r.NonResourceURLs) > 0 {
+					out = append(out, fmt.Sprintf("%s: grants non-resource URLs %v", o, r.NonResourceURLs))
 				}
-				for _, res := range r.Resources {
-					if !slices.Contains(allowed, res) {
-						out = append(out, fmt.Sprintf("%s: grants %s (only %v)", o, res, allowed))
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						allowed, ok := roleRights[g+"/"+res]
+						if !ok {
+							out = append(out, fmt.Sprintf("%s: grants %s (group %q; only %s)", o, res, g, strings.Join(slices.Sorted(maps.Keys(roleRights)), ", ")))
+							continue
+						}
+						for _, v := range r.Verbs {
+							if !slices.Contains(allowed, v) {
+								out = append(out, fmt.Sprintf("%s: grants %s on %s (only %v)", o, v, res, allowed))
+							}
+						}
 					}
 				}
 			}

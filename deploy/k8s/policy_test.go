@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,39 @@ func TestPoliciesReportBadObjects(t *testing.T) {
 			r := object[*rbacv1.Role](t, *objs, "sandbox-pods")
 			r.Rules[0].Resources = append(r.Rules[0].Resources, "secrets")
 		}, "Role/sandbox-pods: grants secrets"},
+		{"Role that may write NetworkPolicies", "prod", policyNamed("rbac"), func(t *testing.T, objs *[]Object) {
+			r := object[*rbacv1.Role](t, *objs, "sandbox-pods")
+			r.Rules[2].Verbs = append(r.Rules[2].Verbs, "create")
+		}, "Role/sandbox-pods: grants create on networkpolicies"},
+		{"Role over Deployments", "dev", policyNamed("rbac"), func(t *testing.T, objs *[]Object) {
+			r := object[*rbacv1.Role](t, *objs, "sandbox-pods")
+			r.Rules = append(r.Rules, rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get"}})
+		}, `Role/sandbox-pods: grants deployments (group "apps"`},
+		{"Role with a wildcard verb", "prod", policyNamed("rbac"), func(t *testing.T, objs *[]Object) {
+			object[*rbacv1.Role](t, *objs, "sandbox-pods").Rules[0].Verbs = []string{"*"}
+		}, "Role/sandbox-pods: grants * on pods"},
+		{"no deny-all for the sandbox pods", "prod", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			remove(objs, "NetworkPolicy", "thefold-sandbox-deny-all")
+		}, "no NetworkPolicy thefold-sandbox-deny-all"},
+		{"sandbox pods may reach out", "dev", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			object[*networkingv1.NetworkPolicy](t, *objs, "thefold-sandbox-deny-all").Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+		}, "NetworkPolicy/thefold-sandbox-deny-all lets traffic out of the sandbox pods"},
+		{"sandbox pods' deny-all only about ingress", "prod", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			object[*networkingv1.NetworkPolicy](t, *objs, "thefold-sandbox-deny-all").Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		}, "want Ingress and Egress"},
+		{"sandbox pods' deny-all selects other pods", "prod", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			object[*networkingv1.NetworkPolicy](t, *objs, "thefold-sandbox-deny-all").Spec.PodSelector.MatchLabels = map[string]string{"sandbox": "true"}
+		}, "does not select the sandbox pods"},
+		{"DNS for every pod, sandboxes too", "prod", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			*objs = append(*objs, obj(&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "allow-dns"},
+				Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+					Egress: []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: ptr(intstr.FromInt32(53))}}}}}},
+				"networking.k8s.io", "v1", "NetworkPolicy"))
+		}, "NetworkPolicy/allow-dns lets traffic out of the sandbox pods"},
+		{"sandbox service may not exec", "prod", policyNamed("sandbox-pods-isolated"), func(t *testing.T, objs *[]Object) {
+			r := object[*rbacv1.Role](t, *objs, "sandbox-pods")
+			r.Rules = slices.DeleteFunc(r.Rules, func(p rbacv1.PolicyRule) bool { return slices.Contains(p.Resources, "pods/exec") })
+		}, `Deployment/sandbox: runs the kubernetes sandbox backend, but its account "sandbox" may not create /pods/exec`},
 		{"no default deny", "prod", policyNamed("network-policy-coverage"), func(t *testing.T, objs *[]Object) {
 			remove(objs, "NetworkPolicy", "default-deny-ingress")
 		}, "no default deny-all ingress NetworkPolicy"},
@@ -168,8 +202,8 @@ func TestPoliciesReportBadObjects(t *testing.T) {
 			object[*networkingv1.NetworkPolicy](t, *objs, "agent").Spec.Ingress[0].Ports[0].Port = ptr(intstr.FromInt32(9208))
 		}, "Deployment/agent: its gRPC port admits []"},
 		{"a Secret that is not there", "prod", policyNamed("references-resolve"), func(t *testing.T, objs *[]Object) {
-			remove(objs, "Secret", "sandbox-docker-tls")
-		}, "Deployment/sandbox: refers to Secret/sandbox-docker-tls"},
+			remove(objs, "Secret", "sandbox-service-key")
+		}, "Deployment/sandbox: refers to Secret/sandbox-service-key"},
 		{"a key the Secret does not have", "dev", policyNamed("references-resolve"), func(t *testing.T, objs *[]Object) {
 			delete(object[*corev1.Secret](t, *objs, "github-secret-key").Data, "github-secret.key")
 		}, "Deployment/github: refers to key github-secret.key of Secret/github-secret-key"},

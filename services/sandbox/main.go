@@ -1,6 +1,6 @@
-// Command sandbox is TheFold's sandbox service: isolated workspaces (docker, bwrap or local
-// backends), their files, commands, the validation pipeline, snapshots and diffs, over gRPC
-// in its own PostgreSQL schema.
+// Command sandbox is TheFold's sandbox service: isolated workspaces (kubernetes, docker,
+// bwrap or local backends), their files, commands, the validation pipeline, snapshots and
+// diffs, over gRPC in its own PostgreSQL schema.
 package main
 
 import (

@@ -2,7 +2,8 @@
 // (a process group with rlimits and a scrubbed environment, no isolation) and the bwrap
 // backend (bubblewrap namespaces, the toolchains read-only, no network). Both cap output,
 // stream it, and kill everything the command started when it times out. The sandbox service
-// owns workspaces and chooses a backend with Auto; this package only executes.
+// owns workspaces and chooses the backend (service.OpenBackends, never a silent fallback to
+// local); this package only executes.
 package backend
 
 import (

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Option configures NewLocal, NewBwrap and Auto.
+// Option configures NewLocal and NewBwrap.
 type Option func(*config)
 
 type config struct {
@@ -32,7 +32,6 @@ type config struct {
 	noCgroup bool
 	goCache  string
 	warmDir  string
-	docker   func() (Backend, error)
 }
 
 // WithLogger sets the logger (default: discard; the service always passes its own).
@@ -69,12 +68,6 @@ func WithGoCache(dir string) Option { return func(c *config) { c.goCache = dir }
 // or so, once) commands wait for it. "" (the default) means none. WithGoCache takes
 // precedence.
 func WithWarmGoCache(dir string) Option { return func(c *config) { c.warmDir = dir } }
-
-// WithDocker offers Auto a docker backend. It is passed in because the docker backend's
-// package builds on this one and cannot be imported from here.
-func WithDocker(newDocker func() (Backend, error)) Option {
-	return func(c *config) { c.docker = newDocker }
-}
 
 // WithBwrapPath sets the bubblewrap binary (default "bwrap" on this process's PATH).
 func WithBwrapPath(p string) Option { return func(c *config) { c.bwrap = p } }

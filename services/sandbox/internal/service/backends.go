@@ -15,6 +15,7 @@ import (
 
 	"github.com/thefold/thefold/services/sandbox/internal/backend"
 	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
+	"github.com/thefold/thefold/services/sandbox/internal/backend/kube"
 )
 
 // Backends are the backends a server offers, its default, and why the others are missing.
@@ -22,8 +23,10 @@ type Backends struct {
 	Options []Option
 	// Images is the docker image per language (the configured ones over the built-in
 	// image), for Config.Images.
-	Images  map[string]string
-	Default sandboxv1.SandboxBackend
+	Images map[string]string
+	// KubeImage is the kubernetes backend's image, when it is offered.
+	KubeImage string
+	Default   sandboxv1.SandboxBackend
 	// Available names the backends offered, most isolating first.
 	Available []string
 	// Missing says, per backend name, why it is not offered.
@@ -36,21 +39,26 @@ type Backends struct {
 
 // isolation orders the backends: a caller may ask only for one at least as isolated as
 // the server's default.
+// kubernetes and docker are one level: a container with the same protections (a
+// RuntimeClass such as gVisor makes the pod stronger still, but the service cannot tell).
 var isolation = map[sandboxv1.SandboxBackend]int{
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:  1,
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP:  2,
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER: 3,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:      1,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP:      2,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER:     3,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES: 3,
 }
 
 // byIsolation is every backend, most isolating first.
-var byIsolation = []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER,
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
+var byIsolation = []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP,
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
 
 // localOff is why the local backend is not offered when the operator did not enable it.
 const localOff = "off: it runs commands on this host without isolation; THEFOLD_SANDBOX_ALLOW_LOCAL=true offers it (development only)"
 
 // OpenBackends starts every isolating backend that works on this machine, side by side:
-// docker when an engine answers (building the sandbox image when it is missing and cfg
+// kubernetes when THEFOLD_SANDBOX_BACKENDS names it (it must work: the operator asked for
+// it), docker when an engine answers (building the sandbox image when it is missing and cfg
 // allows), bwrap when a probe sandbox runs; and local only when cfg.AllowLocal. cfg.Backend
 // chooses the default: a backend named there that does not work is an error; auto takes
 // the most isolating one that works, and never falls back to local unless it is allowed.
@@ -74,6 +82,14 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	}
 
 	const notOffered = "not offered: not in THEFOLD_SANDBOX_BACKENDS"
+	if !slices.Contains(cfg.Offer, "kubernetes") {
+		out.Missing["kubernetes"] = notOffered
+	} else if k, err := openKube(ctx, cfg, log); err != nil {
+		return nil, fmt.Errorf("THEFOLD_SANDBOX_BACKENDS names kubernetes, but it does not work here: %w (THEFOLD_SANDBOX_KUBECONFIG, THEFOLD_SANDBOX_KUBE_NAMESPACE; see docs/kubernetes.md)", err)
+	} else {
+		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES, k)
+		out.KubeImage = k.Image()
+	}
 	if !slices.Contains(cfg.Offer, "docker") {
 		out.Missing["docker"] = notOffered
 	} else if d, err := openDocker(ctx, cfg, out.Images, log); err != nil {
@@ -106,12 +122,16 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 		}
 	}
 
-	candidates := []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP}
+	// kubernetes is a candidate only when offered, which only the operator does.
+	candidates := []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES,
+		sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP}
 	switch cfg.Backend {
-	case "docker":
+	case "kubernetes":
 		candidates = candidates[:1]
+	case "docker":
+		candidates = candidates[1:2]
 	case "bwrap":
-		candidates = candidates[1:]
+		candidates = candidates[2:]
 	case "local":
 		candidates = []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL}
 	}
@@ -122,7 +142,8 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 		}
 	}
 	for _, k := range byIsolation {
-		if isolation[k] > isolation[out.Default] && !offered[k] {
+		// kubernetes is opt-in (and fatal when it fails): not offered is no reason.
+		if isolation[k] > isolation[out.Default] && !offered[k] && k != sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES {
 			out.Reasons = append(out.Reasons, backendName(k)+": "+out.Missing[backendName(k)])
 		}
 	}
@@ -132,7 +153,7 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 		for _, k := range candidates {
 			why = append(why, backendName(k)+": "+out.Missing[backendName(k)])
 		}
-		return nil, fmt.Errorf("THEFOLD_SANDBOX_BACKEND=%s: no isolating backend works here (%v); install docker or bubblewrap (THEFOLD_SANDBOX_BACKEND=local with THEFOLD_SANDBOX_ALLOW_LOCAL=true runs code unisolated, for development only)", cfg.Backend, why)
+		return nil, fmt.Errorf("THEFOLD_SANDBOX_BACKEND=%s: no isolating backend works here (%v); install docker or bubblewrap, or offer kubernetes in THEFOLD_SANDBOX_BACKENDS (THEFOLD_SANDBOX_BACKEND=local with THEFOLD_SANDBOX_ALLOW_LOCAL=true runs code unisolated, for development only)", cfg.Backend, why)
 	}
 	out.Options = append(out.Options, WithDefault(out.Default, out.Reasons))
 	return out, nil
@@ -197,4 +218,17 @@ func openDocker(ctx context.Context, cfg Config, images map[string]string, log *
 		return nil, fmt.Errorf("no sandbox image: %s", strings.Join(slices.Compact(problems), "; "))
 	}
 	return d, nil
+}
+
+// openKube connects the kubernetes backend to the cluster of cfg (its kubeconfig, else the
+// one the service runs in) and checks its namespace's deny-all NetworkPolicy.
+func openKube(ctx context.Context, cfg Config, log *slog.Logger) (*kube.Kube, error) {
+	rc, err := kube.RESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kube.Open(ctx, rc, kube.Config{
+		Namespace: cfg.KubeNamespace, Image: cfg.KubeImage, RuntimeClass: cfg.KubeRuntimeClass,
+		StartTimeout: cfg.KubeStartTimeout, MaxLifetime: cfg.MaxTTL, CPUs: cfg.CPUs, Logger: log,
+	})
 }

@@ -16,7 +16,8 @@ import (
 
 // chooseBackend picks the backend of a new sandbox. The server's default serves a request
 // that names none; a request may name only a backend at least as isolated as the default
-// (docker > bwrap > local), and local only an admin, when the operator offers it at all.
+// (kubernetes = docker > bwrap > local), and local only an admin, when the operator offers
+// it at all.
 // Nothing falls back silently to less isolation: when the default docker backend has no
 // image for the language, bwrap serves it (said in the warnings), else the request fails.
 func (s *Server) chooseBackend(ctx context.Context, want sandboxv1.SandboxBackend, language string) (sandboxv1.SandboxBackend, []string, error) {
@@ -87,7 +88,7 @@ func imageLanguage(l string) string {
 
 func (s *Server) available() []string {
 	var out []string
-	for _, k := range []sandboxv1.SandboxBackend{sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER, sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL} {
+	for _, k := range byIsolation {
 		if _, ok := s.backends[k]; ok {
 			out = append(out, backendName(k))
 		}

@@ -10,21 +10,26 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/thefold/thefold/services/sandbox/internal/backend/kube"
 )
 
 // Config is the sandbox service's own configuration, beside platform.Config.
 type Config struct {
-	// Backend is the backend of sandboxes that ask for none: auto (docker if an engine
-	// answers, else bwrap if it works), or docker, bwrap, local. Every isolating backend
-	// that works here is offered beside the default; a caller may ask only for one at
-	// least as isolated as the default (docker > bwrap > local).
+	// Backend is the backend of sandboxes that ask for none: auto (kubernetes when it is
+	// in THEFOLD_SANDBOX_BACKENDS, else docker if an engine answers, else bwrap if it
+	// works), or kubernetes, docker, bwrap, local. Every isolating backend that works here
+	// is offered beside the default; a caller may ask only for one at least as isolated as
+	// the default (kubernetes = docker > bwrap > local).
 	Backend string `env:"THEFOLD_SANDBOX_BACKEND, default=auto"`
 	// AllowLocal offers the local backend, which runs commands on this host without any
 	// isolation: for development only. Even then only admins may ask for it (unless the
 	// operator made it the default with THEFOLD_SANDBOX_BACKEND=local).
 	AllowLocal bool `env:"THEFOLD_SANDBOX_ALLOW_LOCAL, default=false"`
 	// Offer names the isolating backends the server starts when they work here (docker,
-	// bwrap); the operator's choice of which exist.
+	// bwrap, kubernetes); the operator's choice of which exist. kubernetes (a pod per
+	// sandbox, THEFOLD_SANDBOX_KUBE_*) is never offered unless named here, and when it is
+	// named it must work: the service does not start without it.
 	Offer []string `env:"THEFOLD_SANDBOX_BACKENDS, default=docker,bwrap"`
 	// Dir holds the workspaces; empty: $THEFOLD_DATA_DIR/sandboxes, else a directory under
 	// the system's temporary directory.
@@ -93,6 +98,21 @@ type Config struct {
 	// waiting for the engine. A pooled container serves one sandbox and is removed with
 	// it, never reused.
 	Pool int `env:"THEFOLD_SANDBOX_POOL, default=2"`
+	// KubeNamespace holds the kubernetes backend's sandbox pods; empty: the namespace of
+	// the pod the service runs in.
+	KubeNamespace string `env:"THEFOLD_SANDBOX_KUBE_NAMESPACE"`
+	// KubeImage is the image of the kubernetes backend's sandbox pods: the sandbox image
+	// `make images` builds (every language's toolchain), pushed where the cluster's nodes
+	// can pull it. It needs /bin/sh, tar, kill, timeout and env.
+	KubeImage string `env:"THEFOLD_SANDBOX_KUBE_IMAGE, default=thefold-sandbox:local"`
+	// KubeRuntimeClass is the sandbox pods' RuntimeClass (e.g. gvisor, kata); empty: the
+	// cluster's default runtime.
+	KubeRuntimeClass string `env:"THEFOLD_SANDBOX_KUBE_RUNTIME_CLASS"`
+	// Kubeconfig is the kubeconfig file of the cluster the kubernetes backend makes its pods
+	// in; empty: the cluster the service runs in (its service account).
+	Kubeconfig string `env:"THEFOLD_SANDBOX_KUBECONFIG"`
+	// KubeStartTimeout bounds the wait for a new sandbox pod to run (scheduling, image pull).
+	KubeStartTimeout time.Duration `env:"THEFOLD_SANDBOX_KUBE_START_TIMEOUT, default=2m"`
 }
 
 var programName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
@@ -100,15 +120,15 @@ var programName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
 // Validate collects every problem.
 func (c *Config) Validate() error {
 	var problems []error
-	if !slices.Contains([]string{"auto", "docker", "bwrap", "local"}, c.Backend) {
-		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %q: want auto, docker, bwrap or local", c.Backend))
+	if !slices.Contains([]string{"auto", "kubernetes", "docker", "bwrap", "local"}, c.Backend) {
+		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %q: want auto, kubernetes, docker, bwrap or local", c.Backend))
 	}
 	for _, b := range c.Offer {
-		if b != "docker" && b != "bwrap" {
-			problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKENDS: %q: want docker and/or bwrap (local is THEFOLD_SANDBOX_ALLOW_LOCAL)", b))
+		if b != "docker" && b != "bwrap" && b != "kubernetes" {
+			problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKENDS: %q: want kubernetes, docker and/or bwrap (local is THEFOLD_SANDBOX_ALLOW_LOCAL)", b))
 		}
 	}
-	if (c.Backend == "docker" || c.Backend == "bwrap") && !slices.Contains(c.Offer, c.Backend) {
+	if (c.Backend == "docker" || c.Backend == "bwrap" || c.Backend == "kubernetes") && !slices.Contains(c.Offer, c.Backend) {
 		problems = append(problems, fmt.Errorf("THEFOLD_SANDBOX_BACKEND: %s is not in THEFOLD_SANDBOX_BACKENDS (%v)", c.Backend, c.Offer))
 	}
 	if c.Backend == "auto" && len(c.Offer) == 0 && !c.AllowLocal {
@@ -124,8 +144,9 @@ func (c *Config) Validate() error {
 		"THEFOLD_SANDBOX_MAX_OUTPUT": c.MaxOutput >= 1024, "THEFOLD_SANDBOX_MEMORY": c.Memory >= 16<<20,
 		"THEFOLD_SANDBOX_MAX_MEMORY": c.MaxMemory >= c.Memory, "THEFOLD_SANDBOX_CPUS": c.CPUs > 0,
 		"THEFOLD_SANDBOX_PIDS": c.Pids >= 8, "THEFOLD_SANDBOX_MAX_PIDS": c.MaxPids >= c.Pids,
-		"THEFOLD_SANDBOX_POOL":           c.Pool >= 0 && c.Pool <= 64,
-		"THEFOLD_SANDBOX_MAX_FILE_BYTES": c.MaxFileBytes > 0, "THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES": c.MaxArchiveBytes >= c.MaxFileBytes,
+		"THEFOLD_SANDBOX_POOL":               c.Pool >= 0 && c.Pool <= 64,
+		"THEFOLD_SANDBOX_KUBE_START_TIMEOUT": c.KubeStartTimeout > 0 || !slices.Contains(c.Offer, "kubernetes"),
+		"THEFOLD_SANDBOX_MAX_FILE_BYTES":     c.MaxFileBytes > 0, "THEFOLD_SANDBOX_MAX_ARCHIVE_BYTES": c.MaxArchiveBytes >= c.MaxFileBytes,
 	}
 	for _, k := range slices.Sorted(maps.Keys(positive)) {
 		if !positive[k] {
@@ -193,6 +214,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxArchiveBytes <= 0 {
 		c.MaxArchiveBytes = 512 << 20
 	}
+	if c.KubeImage == "" {
+		c.KubeImage = kube.DefaultImage
+	}
+	def(&c.KubeStartTimeout, kube.DefaultStartTimeout)
 	return c
 }
 

@@ -28,7 +28,7 @@ const (
 	maxPageSize   = 200
 	defaultPage   = 50
 	pageTokenVer  = "s1"
-	localWarning  = "local backend: commands run on the host without isolation (no namespaces, no network block); use docker or bwrap for code you do not trust"
+	localWarning  = "local backend: commands run on the host without isolation (no namespaces, no network block); use kubernetes, docker or bwrap for code you do not trust"
 	languageUnset = ""
 )
 
@@ -51,8 +51,11 @@ func (s *Server) CreateSandbox(ctx context.Context, req *sandboxv1.CreateSandbox
 		return nil, err
 	}
 	sb.Backend = kind
-	if kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER && sb.Image == "" {
+	switch {
+	case kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER && sb.Image == "":
 		sb.Image = s.cfg.Images[imageLanguage(sb.GetLanguage())]
+	case kind == sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES:
+		sb.Image = s.cfg.KubeImage // one image, every language's toolchain
 	}
 	var creq *store.CreateRequest
 	if req.GetRequestId() != "" {

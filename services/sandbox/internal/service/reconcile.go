@@ -5,20 +5,21 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
 	"github.com/thefold/thefold/services/sandbox/internal/store"
 )
 
 // reconciler is a backend that keeps resources beyond a command (the docker backend's
-// containers) and can find those of this service's sandboxes that are no longer live.
+// containers, the kubernetes backend's pods) and can find those of this service's sandboxes
+// that are no longer live.
 type reconciler interface {
 	Reconcile(ctx context.Context, dir string, live func(ctx context.Context, ids []string) (map[string]bool, error)) (int, error)
 }
 
 // identity labels a sandbox's backend resources: its id, its owner, and this server's
 // workspace root, which tells this server's resources from another's on a shared engine.
-func (s *Server) identity(sb *store.Sandbox) docker.Identity {
-	return docker.Identity{ID: sb.Id, Owner: sb.OwnerId, Dir: s.cfg.Dir}
+func (s *Server) identity(sb *store.Sandbox) backend.Identity {
+	return backend.Identity{ID: sb.Id, Owner: sb.OwnerId, Dir: s.cfg.Dir}
 }
 
 // reconcile removes the backend resources of this server's workspace root that no live

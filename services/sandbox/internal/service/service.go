@@ -1,6 +1,6 @@
 // Package service implements SandboxService: it keeps each sandbox's workspace in a host
 // directory (package workspace), runs commands and the validation pipeline in it through a
-// backend (docker, bwrap or local, package backend), and records sandboxes, snapshots and
+// backend (kubernetes, docker, bwrap or local: packages kube, docker, backend), and records sandboxes, snapshots and
 // the command log in the service's schema (package store). Every RPC is scoped by owner:
 // someone else's sandbox is NOT_FOUND.
 package service
@@ -19,7 +19,6 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
 	"github.com/thefold/thefold/services/sandbox/internal/backend"
-	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
 	"github.com/thefold/thefold/services/sandbox/internal/store"
 )
 
@@ -27,17 +26,17 @@ import (
 type Backend = backend.Backend
 
 // preparer is a backend that makes per-sandbox resources ahead of the first command (the
-// docker backend's container), labelled with whose they are.
+// docker backend's container, the kubernetes backend's pod), labelled with whose they are.
 type preparer interface {
-	Prepare(ctx context.Context, workspace string, who docker.Identity, language string, l backend.Limits) error
+	Prepare(ctx context.Context, workspace string, who backend.Identity, language string, l backend.Limits) error
 }
 
 // identifier tells a backend whose a workspace is, for the resources it makes later.
 type identifier interface {
-	Identify(workspace string, who docker.Identity)
+	Identify(workspace string, who backend.Identity)
 }
 
-// destroyer frees a sandbox's backend resources (a container).
+// destroyer frees a sandbox's backend resources (a container, a pod).
 type destroyer interface {
 	Destroy(ctx context.Context, workspace string) error
 }
@@ -127,9 +126,9 @@ func caller(ctx context.Context) (string, error) {
 }
 
 // lock serialises the operations on one sandbox: a command, a file operation, a snapshot or
-// its destruction. The docker backend copies the workspace in and out around a command, so
-// a write during a command would be lost; host backends share the directory, where a
-// snapshot taken while a command writes would be torn.
+// its destruction. The docker and kubernetes backends copy the workspace in and out around
+// a command, so a write during a command would be lost; host backends share the directory,
+// where a snapshot taken while a command writes would be torn.
 func (s *Server) lock(id string) func() {
 	s.mu.Lock()
 	m, ok := s.locks[id]
@@ -161,6 +160,8 @@ func backendName(b sandboxv1.SandboxBackend) string {
 		return "bwrap"
 	case sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:
 		return "local"
+	case sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES:
+		return "kubernetes"
 	}
 	return "unspecified"
 }

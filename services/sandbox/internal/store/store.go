@@ -53,9 +53,10 @@ type Sandbox struct {
 }
 
 var backendNames = map[sandboxv1.SandboxBackend]string{
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER: "docker",
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP:  "bwrap",
-	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:  "local",
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_DOCKER:     "docker",
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP:      "bwrap",
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL:      "local",
+	sandboxv1.SandboxBackend_SANDBOX_BACKEND_KUBERNETES: "kubernetes",
 }
 
 var statusNames = map[sandboxv1.SandboxStatus]string{

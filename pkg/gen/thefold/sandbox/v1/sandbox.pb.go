@@ -35,6 +35,9 @@ const (
 	SandboxBackend_SANDBOX_BACKEND_BWRAP SandboxBackend = 2
 	// A host directory; no isolation. Development only.
 	SandboxBackend_SANDBOX_BACKEND_LOCAL SandboxBackend = 3
+	// A pod per sandbox (optionally under a RuntimeClass such as gVisor): no service account
+	// token, a deny-all NetworkPolicy, read-only root, emptyDir workspace, limits enforced.
+	SandboxBackend_SANDBOX_BACKEND_KUBERNETES SandboxBackend = 4
 )
 
 // Enum value maps for SandboxBackend.
@@ -44,12 +47,14 @@ var (
 		1: "SANDBOX_BACKEND_DOCKER",
 		2: "SANDBOX_BACKEND_BWRAP",
 		3: "SANDBOX_BACKEND_LOCAL",
+		4: "SANDBOX_BACKEND_KUBERNETES",
 	}
 	SandboxBackend_value = map[string]int32{
 		"SANDBOX_BACKEND_UNSPECIFIED": 0,
 		"SANDBOX_BACKEND_DOCKER":      1,
 		"SANDBOX_BACKEND_BWRAP":       2,
 		"SANDBOX_BACKEND_LOCAL":       3,
+		"SANDBOX_BACKEND_KUBERNETES":  4,
 	}
 )
 
@@ -480,7 +485,7 @@ type Sandbox struct {
 	// Language whose toolchain and image the sandbox has, e.g. "go"; detected from the
 	// workspace when not asked for.
 	Language string `protobuf:"bytes,14,opt,name=language,proto3" json:"language,omitempty"`
-	// Container image (docker backend); empty for the other backends.
+	// Container image (docker and kubernetes backends); empty for the other backends.
 	Image string `protobuf:"bytes,15,opt,name=image,proto3" json:"image,omitempty"`
 	// Pinned by KeepAliveSandbox: does not expire.
 	Pinned        bool `protobuf:"varint,16,opt,name=pinned,proto3" json:"pinned,omitempty"`
@@ -652,8 +657,8 @@ type CreateSandboxRequest struct {
 	// Bounded by the server's maximum request size; larger trees come from a repository or
 	// are written file by file.
 	Archive []byte `protobuf:"bytes,5,opt,name=archive,proto3" json:"archive,omitempty"`
-	// Unspecified: the server default (docker if configured, else bwrap where it works,
-	// else local with a warning).
+	// Unspecified: the server default (kubernetes or docker where configured and working,
+	// else bwrap where it works; local only where the operator made it the default).
 	Backend SandboxBackend `protobuf:"varint,6,opt,name=backend,proto3,enum=thefold.sandbox.v1.SandboxBackend" json:"backend,omitempty"`
 	// Zero fields take the server defaults.
 	Limits *ResourceLimits `protobuf:"bytes,7,opt,name=limits,proto3" json:"limits,omitempty"`
@@ -3287,12 +3292,13 @@ const file_thefold_sandbox_v1_sandbox_proto_rawDesc = "" +
 	"\fDiffResponse\x12/\n" +
 	"\x05files\x18\x01 \x03(\v2\x19.thefold.type.v1.FileDiffR\x05files\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x120\n" +
-	"\x05stats\x18\x03 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats*\x83\x01\n" +
+	"\x05stats\x18\x03 \x01(\v2\x1a.thefold.type.v1.DiffStatsR\x05stats*\xa3\x01\n" +
 	"\x0eSandboxBackend\x12\x1f\n" +
 	"\x1bSANDBOX_BACKEND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SANDBOX_BACKEND_DOCKER\x10\x01\x12\x19\n" +
 	"\x15SANDBOX_BACKEND_BWRAP\x10\x02\x12\x19\n" +
-	"\x15SANDBOX_BACKEND_LOCAL\x10\x03*\x9f\x01\n" +
+	"\x15SANDBOX_BACKEND_LOCAL\x10\x03\x12\x1e\n" +
+	"\x1aSANDBOX_BACKEND_KUBERNETES\x10\x04*\x9f\x01\n" +
 	"\rSandboxStatus\x12\x1e\n" +
 	"\x1aSANDBOX_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SANDBOX_STATUS_CREATING\x10\x01\x12\x18\n" +

@@ -42,7 +42,8 @@ const (
 //
 // SandboxService runs isolated workspaces: a repository checked out at a base commit, file
 // operations, commands, the validation pipeline, snapshots and diffs. Backends are docker
-// (no network, read-only root, tmpfs, resource limits, no capabilities), bwrap and local.
+// (no network, read-only root, tmpfs, resource limits, no capabilities), kubernetes (a pod
+// per sandbox with the same protections), bwrap and local.
 // Paths are relative to the workspace root, '/'-separated.
 //
 // Ids (thefold/type/v1/conventions.proto, Names): an RPC on the sandbox as a whole
@@ -271,7 +272,8 @@ func (c *sandboxServiceClient) Diff(ctx context.Context, in *DiffRequest, opts .
 //
 // SandboxService runs isolated workspaces: a repository checked out at a base commit, file
 // operations, commands, the validation pipeline, snapshots and diffs. Backends are docker
-// (no network, read-only root, tmpfs, resource limits, no capabilities), bwrap and local.
+// (no network, read-only root, tmpfs, resource limits, no capabilities), kubernetes (a pod
+// per sandbox with the same protections), bwrap and local.
 // Paths are relative to the workspace root, '/'-separated.
 //
 // Ids (thefold/type/v1/conventions.proto, Names): an RPC on the sandbox as a whole

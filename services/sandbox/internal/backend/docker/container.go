@@ -22,6 +22,7 @@ import (
 
 	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/services/sandbox/internal/backend"
+	"github.com/thefold/thefold/services/sandbox/internal/backend/tarsync"
 )
 
 // box is one workspace's container. mu serialises the commands of the workspace: each one
@@ -266,7 +267,7 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 		restarts = b.restarts
 		b.fresh = false
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
+		go func() { pw.CloseWithError(tarsync.Write(ws, pw)) }()
 		_, err = d.cli.CopyToContainer(ctx, b.id, client.CopyToContainerOptions{DestinationPath: "/workspace", Content: pr, AllowOverwriteDirWithFile: true})
 		pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the copy stopped early
 		if err != nil {
@@ -302,7 +303,7 @@ func (d *Docker) run(ctx context.Context, b *box, ws, dir string, s backend.Spec
 		}
 		return nil
 	}
-	if err := syncOut(ws, out.Content, same); err != nil {
+	if err := tarsync.SyncOut(ws, out.Content, same); err != nil {
 		if errors.Is(err, errContainerStopped) {
 			// The command ended with its container (a memory hog whose OOM kill took the
 			// container's init, say): its result stands, its changes are lost, and the
@@ -352,7 +353,7 @@ var errWrapperNotRun = errors.New("the command's exec did not start")
 func (d *Docker) oneExec(ctx context.Context, b *box, ws, dir string, s backend.Spec, l backend.Limits) (*backend.Result, error) {
 	nonce := rand.Text()
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarWorkspace(ws, pw)) }()
+	go func() { pw.CloseWithError(tarsync.Write(ws, pw)) }()
 	defer pr.CloseWithError(io.ErrClosedPipe) // ends the tar writer if the exec stopped early
 	res, err := d.execCommand(ctx, b, dir, s, l, &wrapper{nonce: nonce, in: pr})
 	if err != nil {

@@ -95,17 +95,9 @@ type Docker struct {
 	tar string
 }
 
-// Identity says whose a workspace's container is. Every container carries it in its
-// labels, so that a later process of the service can tell the containers of live sandboxes
-// from those a crashed one left behind (Reconcile).
-type Identity struct {
-	// ID and Owner are the sandbox's.
-	ID, Owner string
-	// Dir is the workspace root of the service instance that made the container: a
-	// Reconcile only ever touches the containers of its own dir, so several services (tests
-	// run many at once) can share one engine.
-	Dir string
-}
+// Identity says whose a workspace's container is (see backend.Identity): every container
+// carries it in its labels.
+type Identity = backend.Identity
 
 // The labels of a sandbox container. The workspace label is the host path of the
 // workspace, the key of the backend's state.
