@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,6 +132,50 @@ func (s Spec) WithDefaults() Spec {
 	return s
 }
 
+// Workspace is workspace's absolute, symlink-free path; one that is not a directory is
+// errs.ErrFailedPrecondition.
+func Workspace(workspace string) (string, error) {
+	ws, err := filepath.Abs(workspace)
+	if err == nil {
+		ws, err = filepath.EvalSymlinks(ws)
+	}
+	if err != nil {
+		return "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
+	}
+	return ws, nil
+}
+
+// CleanDir is the form of a service's workspace root in the labels of what a backend makes
+// (containers, pods): two spellings of one directory are one service.
+func CleanDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Clean(dir)
+}
+
+// OOMKillCommand prints a container's memory cgroup counters (v2, then v1) for NewOOMKill.
+var OOMKillCommand = []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"}
+
+// NewOOMKill reads OOMKillCommand's output and reports whether its oom_kill count rose above
+// *seen, recording the new count.
+func NewOOMKill(out []byte, seen *int64) bool {
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "oom_kill" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			if n > *seen {
+				*seen = n
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CheckSpec validates the workspace and the spec, for every backend alike, and returns the
 // workspace's absolute, symlink-free path and Dir cleaned and resolved inside it. Bad input
 // wraps errs.ErrInvalid; a workspace that is not a directory errs.ErrFailedPrecondition.
@@ -154,15 +199,8 @@ func CheckSpec(workspace string, s Spec) (ws, dir string, err error) {
 			return "", "", fmt.Errorf("env %q: name must be non-empty without '=' or NUL, value without NUL: %w", k, errs.ErrInvalid)
 		}
 	}
-	ws, err = filepath.Abs(workspace)
-	if err == nil {
-		ws, err = filepath.EvalSymlinks(ws)
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
-	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return "", "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
+	if ws, err = Workspace(workspace); err != nil {
+		return "", "", err
 	}
 	dir = filepath.Clean(s.Dir)
 	if filepath.IsAbs(s.Dir) || dir == ".." || strings.HasPrefix(dir, "../") {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -579,21 +578,11 @@ func (d *Docker) exitCode(ctx context.Context, execID string) (int, error) {
 // newOOMKill reports whether the container's memory cgroup counted an OOM kill since the
 // last look. Best effort: an engine or kernel that does not expose the counter says no.
 func (d *Docker) newOOMKill(ctx context.Context, b *box) bool {
-	out, err := d.execOutput(ctx, b.id, []string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"})
+	out, err := d.execOutput(ctx, b.id, backend.OOMKillCommand)
 	if err != nil {
 		return false
 	}
-	for line := range strings.Lines(string(out)) {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			if n > b.oomKills {
-				b.oomKills = n
-				return true
-			}
-		}
-	}
-	return false
+	return backend.NewOOMKill(out, &b.oomKills)
 }
 
 // execOutput runs a housekeeping command in the container and returns its stdout; an exit

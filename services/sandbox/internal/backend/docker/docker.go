@@ -162,7 +162,7 @@ func (d *Docker) Prepare(ctx context.Context, workspace string, who Identity, la
 	if !ok {
 		return fmt.Errorf("language %q: no image configured (have %s): %w", language, strings.Join(sortedKeys(d.cfg.images), ", "), errs.ErrInvalid)
 	}
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil {
 		return err
 	}
@@ -173,17 +173,17 @@ func (d *Docker) Prepare(ctx context.Context, workspace string, who Identity, la
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if who != (Identity{}) {
-		who.Dir = cleanDir(who.Dir)
+		who.Dir = backend.CleanDir(who.Dir)
 		b.who = who
 	}
-	return d.ensure(ctx, b, img, withDefaults(l))
+	return d.ensure(ctx, b, img, l.WithDefaults())
 }
 
 // Identify records whose workspace is, when the backend does not know yet (a service
 // restarted since Prepare): the container its next command makes carries who in its labels,
 // or, pooled, in its name.
 func (d *Docker) Identify(workspace string, who Identity) {
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil || who == (Identity{}) {
 		return
 	}
@@ -192,7 +192,7 @@ func (d *Docker) Identify(workspace string, who Identity) {
 		return // busy: a command or Prepare holds it, which knows
 	}
 	if b.who == (Identity{}) {
-		who.Dir = cleanDir(who.Dir)
+		who.Dir = backend.CleanDir(who.Dir)
 		b.who = who
 	}
 	b.mu.Unlock()
@@ -213,7 +213,7 @@ func (d *Docker) Run(ctx context.Context, workspace string, s backend.Spec, l ba
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := d.ensure(ctx, b, d.cfg.images[d.cfg.defaultLang], withDefaults(l)); err != nil {
+	if err := d.ensure(ctx, b, d.cfg.images[d.cfg.defaultLang], l.WithDefaults()); err != nil {
 		return nil, err
 	}
 	if s.Network {
@@ -231,13 +231,13 @@ func (d *Docker) Run(ctx context.Context, workspace string, s backend.Spec, l ba
 		maps.Copy(env, eg.env())
 		s.Env = env
 	}
-	return d.run(ctx, b, ws, dir, s, withDefaults(l))
+	return d.run(ctx, b, ws, dir, s, l.WithDefaults())
 }
 
 // Destroy removes the container of workspace (and its /workspace volume); the host
 // workspace is left alone. A workspace without a container is not an error.
 func (d *Docker) Destroy(ctx context.Context, workspace string) error {
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil {
 		return err
 	}
@@ -312,47 +312,6 @@ func (d *Docker) labels(b *box) map[string]string {
 	}
 }
 
-// cleanDir is the form of a dir in labels: two spellings of one directory are one service.
-func cleanDir(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	return filepath.Clean(dir)
-}
-
-func withDefaults(l backend.Limits) backend.Limits {
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = backend.DefaultMemoryBytes
-	}
-	if l.CPUSeconds <= 0 {
-		l.CPUSeconds = backend.DefaultCPUSeconds
-	}
-	if l.Pids <= 0 {
-		l.Pids = backend.DefaultPids
-	}
-	if l.FileSizeBytes <= 0 {
-		l.FileSizeBytes = backend.DefaultFileSizeBytes
-	}
-	if l.OpenFiles <= 0 {
-		l.OpenFiles = backend.DefaultOpenFiles
-	}
-	return l
-}
-
-func absWorkspace(workspace string) (string, error) {
-	ws, err := filepath.Abs(workspace)
-	if err == nil {
-		ws, err = filepath.EvalSymlinks(ws)
-	}
-	if err != nil {
-		return "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
-	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
-	}
-	return ws, nil
-}
-
 // checkSpec validates s against workspace and returns the workspace's absolute path and
 // the cleaned, workspace-relative Dir.
 func checkSpec(workspace string, s backend.Spec) (ws, dir string, err error) {
@@ -369,7 +328,7 @@ func checkSpec(workspace string, s backend.Spec) (ws, dir string, err error) {
 			return "", "", fmt.Errorf("env %q: name must be non-empty without '=' or NUL, value without NUL: %w", k, errs.ErrInvalid)
 		}
 	}
-	if ws, err = absWorkspace(workspace); err != nil {
+	if ws, err = backend.Workspace(workspace); err != nil {
 		return "", "", err
 	}
 	dir = filepath.ToSlash(filepath.Clean(s.Dir))

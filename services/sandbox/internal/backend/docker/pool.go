@@ -69,7 +69,7 @@ type pool struct {
 }
 
 func newPool(size int, l backend.Limits) *pool {
-	return &pool{size: size, limits: withDefaults(l), idle: map[string][]string{}, filling: map[string]int{}, mine: map[string]bool{},
+	return &pool{size: size, limits: l.WithDefaults(), idle: map[string][]string{}, filling: map[string]int{}, mine: map[string]bool{},
 		making: map[string]bool{}}
 }
 

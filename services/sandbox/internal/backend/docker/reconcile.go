@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/thefold/thefold/pkg/errs"
+	"github.com/thefold/thefold/services/sandbox/internal/backend"
 )
 
 // Reconcile removes, with their volumes, the sandbox containers of the service whose
@@ -38,7 +39,7 @@ import (
 // Reconcile also makes dir the dir label of the containers made later for workspaces
 // without an identity, so that a later process of the same service finds them.
 func (d *Docker) Reconcile(ctx context.Context, dir string, live func(ctx context.Context, ids []string) (map[string]bool, error)) (int, error) {
-	dir = cleanDir(dir)
+	dir = backend.CleanDir(dir)
 	if dir == "" {
 		return 0, fmt.Errorf("reconcile: no workspace dir: %w", errs.ErrInvalid)
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -167,7 +166,7 @@ func (k *Kube) Image() string { return k.cfg.Image }
 // the first command does not. A workspace that has a running pod keeps it. The pod has one
 // image whatever the language (it has every toolchain).
 func (k *Kube) Prepare(ctx context.Context, workspace string, who backend.Identity, _ string, l backend.Limits) error {
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil {
 		return err
 	}
@@ -178,7 +177,7 @@ func (k *Kube) Prepare(ctx context.Context, workspace string, who backend.Identi
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if who != (backend.Identity{}) {
-		who.Dir = cleanDir(who.Dir)
+		who.Dir = backend.CleanDir(who.Dir)
 		b.who = who
 	}
 	return k.ensure(ctx, b, l.WithDefaults())
@@ -187,7 +186,7 @@ func (k *Kube) Prepare(ctx context.Context, workspace string, who backend.Identi
 // Identify records whose workspace is when the backend does not know yet (the service
 // restarted since Prepare): the pod its next command makes carries who.
 func (k *Kube) Identify(workspace string, who backend.Identity) {
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil || who == (backend.Identity{}) {
 		return
 	}
@@ -196,7 +195,7 @@ func (k *Kube) Identify(workspace string, who backend.Identity) {
 		return // busy: a command or Prepare holds it, which knows
 	}
 	if b.who == (backend.Identity{}) {
-		who.Dir = cleanDir(who.Dir)
+		who.Dir = backend.CleanDir(who.Dir)
 		b.who = who
 	}
 	b.mu.Unlock()
@@ -206,7 +205,7 @@ func (k *Kube) Identify(workspace string, who backend.Identity) {
 // process of the service left (found by their labels). The host workspace is left alone; a
 // workspace without a pod is not an error.
 func (k *Kube) Destroy(ctx context.Context, workspace string) error {
-	ws, err := absWorkspace(workspace)
+	ws, err := backend.Workspace(workspace)
 	if err != nil {
 		return err
 	}
@@ -257,28 +256,6 @@ func (k *Kube) box(ws string) (*box, error) {
 		k.boxes[ws] = b
 	}
 	return b, nil
-}
-
-func absWorkspace(workspace string) (string, error) {
-	ws, err := filepath.Abs(workspace)
-	if err == nil {
-		ws, err = filepath.EvalSymlinks(ws)
-	}
-	if err != nil {
-		return "", fmt.Errorf("workspace %q: %w: %w", workspace, err, errs.ErrFailedPrecondition)
-	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("workspace %q: not a directory: %w", workspace, errs.ErrFailedPrecondition)
-	}
-	return ws, nil
-}
-
-// cleanDir is the form of a dir in labels: two spellings of one directory are one service.
-func cleanDir(dir string) string {
-	if dir == "" {
-		return ""
-	}
-	return filepath.Clean(dir)
 }
 
 // digest is a short, label-safe digest of s (a path, an id that is not a label value).

@@ -31,7 +31,7 @@ import (
 // A workspace busy with a command is looked at in a later call. Pods of another dir (another
 // installation sharing the namespace) are never touched.
 func (k *Kube) Reconcile(ctx context.Context, dir string, live func(ctx context.Context, ids []string) (map[string]bool, error)) (int, error) {
-	dir = cleanDir(dir)
+	dir = backend.CleanDir(dir)
 	if dir == "" {
 		return 0, fmt.Errorf("reconcile: no workspace dir: %w", errs.ErrInvalid)
 	}

@@ -263,22 +263,12 @@ func (k *Kube) newOOMKill(ctx context.Context, b *box) bool {
 	defer cancel()
 	var out bytes.Buffer
 	err := k.exec.Exec(kctx, k.cfg.Namespace, b.pod, Container,
-		[]string{"/bin/sh", "-c", "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"},
+		backend.OOMKillCommand,
 		nil, &capped{w: &out, n: 4 << 10}, io.Discard)
 	if err != nil && out.Len() == 0 {
 		return false
 	}
-	for line := range strings.Lines(out.String()) {
-		f := strings.Fields(line)
-		if len(f) == 2 && f[0] == "oom_kill" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			if n > b.oomKills {
-				b.oomKills = n
-				return true
-			}
-		}
-	}
-	return false
+	return backend.NewOOMKill(out.Bytes(), &b.oomKills)
 }
 
 // capped keeps the first n bytes written to it and drops the rest without failing.
