@@ -75,10 +75,22 @@ func scanUser(row pgx.Row) (User, error) {
 
 // EnsureUser creates the user id with email and role unless a user with that id exists
 // (the launcher's first admin). A taken address is ErrExists.
+//
+// Gateway replicas starting at once on a fresh database each ensure the first admin: the
+// insert that loses the race can fail on the address's unique index before ON CONFLICT (id)
+// sees the winner's row, so a unique violation is looked at again: the user id existing
+// now is the same outcome as DO NOTHING.
 func (s *Store) EnsureUser(ctx context.Context, id, email, emailNorm, displayName, role string) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO users (id, email, email_norm, display_name, role)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`, id, email, emailNorm, displayName, role)
 	if db.IsUniqueViolation(err) {
+		var exists bool
+		if qerr := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, id).Scan(&exists); qerr != nil {
+			return qerr
+		}
+		if exists {
+			return nil
+		}
 		return fmt.Errorf("user %s: %w: address %s belongs to another user", id, ErrExists, email)
 	}
 	return err

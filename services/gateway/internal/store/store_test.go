@@ -292,3 +292,29 @@ func TestCreateAPIKeyIdempotent(t *testing.T) {
 		t.Errorf("RevokeAPIKey of another user's key = %v, want ErrNotFound", err)
 	}
 }
+
+// Gateway replicas starting at once each ensure the first admin: every one succeeds, one
+// user is made; an address another user holds is still refused.
+func TestEnsureUserConcurrently(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	for round := range 20 { // the race is narrow: many rounds, each on a fresh id and address
+		id, email := uuid.NewString(), uuid.NewString()+"@example.com"
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() { errs <- s.EnsureUser(ctx, id, email, email, "admin", RoleAdmin) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: EnsureUser: %v", round, err)
+			}
+		}
+	}
+	taken := addUser(t, s, "taken@example.com", RoleMember)
+	if err := s.EnsureUser(ctx, uuid.NewString(), taken.Email, taken.Email, "x", RoleAdmin); !errors.Is(err, ErrExists) {
+		t.Fatalf("EnsureUser with another user's address: %v, want ErrExists", err)
+	}
+}
