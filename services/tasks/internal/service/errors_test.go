@@ -190,6 +190,14 @@ func TestInvalidArgument(t *testing.T) {
 			_, err := c.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Labels: []string{strings.Repeat("l", 65)}})
 			return err
 		}, "labels"},
+		{"import: issue number 0", func() error {
+			_, err := c.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Numbers: []int32{3, 0}})
+			return err
+		}, "numbers[1]"},
+		{"import: too many issue numbers", func() error {
+			_, err := c.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: "local/demo", Numbers: make([]int32, 101)})
+			return err
+		}, "numbers"},
 		// WatchTasks
 		{"watch: negative after_id", func() error {
 			return watchErr(ctx, c, &tasksv1.WatchTasksRequest{AfterId: -1})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 
@@ -37,8 +38,15 @@ func (s *Server) ImportIssues(ctx context.Context, req *tasksv1.ImportIssuesRequ
 	if err != nil {
 		return nil, err
 	}
+	numbers, err := issueNumbers(req.GetNumbers())
+	if err != nil {
+		return nil, err
+	}
 	if s.github == nil {
 		return nil, errs.Precondition("the github service is not configured: importing issues needs it (THEFOLD_GITHUB_ADDR)")
+	}
+	if len(numbers) > 0 {
+		return s.importSome(ctx, owner, req.GetRepo(), labels, numbers)
 	}
 	var issues []*githubv1.Issue
 	for token := ""; ; {
@@ -57,23 +65,92 @@ func (s *Server) ImportIssues(ctx context.Context, req *tasksv1.ImportIssuesRequ
 	}
 	items := make([]store.ImportItem, 0, len(issues))
 	for _, is := range issues {
-		t := &tasksv1.Task{
-			OwnerId: owner, Repo: req.GetRepo(), Title: validate.Truncate(is.GetTitle(), maxTitle), Description: validate.Truncate(is.GetBody(), maxDescription),
-			Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG, Source: tasksv1.TaskSource_TASK_SOURCE_GITHUB,
-			Priority: typev1.Priority_PRIORITY_MEDIUM, Labels: importLabels(is.GetLabels()),
-			ExternalId: issueKey(req.GetRepo(), is.GetNumber()), ExternalUrl: is.GetUrl(),
+		items = append(items, importItem(owner, req.GetRepo(), is))
+	}
+	return s.importItems(ctx, owner, items, 0)
+}
+
+// maxNumbers bounds the issues one ImportIssues names.
+const maxNumbers = 100
+
+// issueNumbers checks the numbers of ImportIssuesRequest and drops repeats.
+func issueNumbers(in []int32) ([]int32, error) {
+	if len(in) > maxNumbers {
+		return nil, errs.Invalid("numbers", "at most %d issues, got %d", maxNumbers, len(in))
+	}
+	var out []int32
+	for i, n := range in {
+		if n < 1 {
+			return nil, errs.Invalid(fmt.Sprintf("numbers[%d]", i), "an issue number is 1 or more, got %d", n)
 		}
-		it := store.ImportItem{Task: t}
-		for _, b := range is.GetBlockedBy() {
-			it.BlockedBy = append(it.BlockedBy, issueKey(req.GetRepo(), b))
+		if !slices.Contains(out, n) {
+			out = append(out, n)
 		}
+	}
+	return out, nil
+}
+
+// importSome imports the issues numbers names, read one by one in whatever state they are
+// (ImportIssuesRequest.numbers): an issue that no longer exists is skipped.
+func (s *Server) importSome(ctx context.Context, owner, repo string, labels []string, numbers []int32) (*tasksv1.ImportIssuesResponse, error) {
+	items := make([]store.ImportItem, 0, len(numbers))
+	gone := 0
+	for _, n := range numbers {
+		resp, err := s.github.GetIssue(ctx, &githubv1.GetIssueRequest{Repo: repo, Number: n})
+		if err != nil {
+			var d *errs.Downstream
+			if errors.As(err, &d) && d.Status.Code() == codes.NotFound {
+				// The issue or the repository is gone (deleted, transferred): a repository
+				// the caller cannot read any more is NOT_FOUND on the first issue too.
+				if _, rerr := s.github.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: repo}); rerr != nil {
+					return nil, s.githubError(ctx, repo, rerr)
+				}
+				gone++
+				continue
+			}
+			return nil, s.githubError(ctx, repo, err)
+		}
+		is := resp.GetIssue()
+		it := importItem(owner, repo, is)
+		it.Closed = is.GetState() == githubv1.IssueState_ISSUE_STATE_CLOSED
+		it.Existing = it.Closed || !hasLabels(is.GetLabels(), labels)
 		items = append(items, it)
 	}
+	return s.importItems(ctx, owner, items, gone)
+}
+
+// importItem is the task issue is imported as.
+func importItem(owner, repo string, is *githubv1.Issue) store.ImportItem {
+	t := &tasksv1.Task{
+		OwnerId: owner, Repo: repo, Title: validate.Truncate(is.GetTitle(), maxTitle), Description: validate.Truncate(is.GetBody(), maxDescription),
+		Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG, Source: tasksv1.TaskSource_TASK_SOURCE_GITHUB,
+		Priority: typev1.Priority_PRIORITY_MEDIUM, Labels: importLabels(is.GetLabels()),
+		ExternalId: issueKey(repo, is.GetNumber()), ExternalUrl: is.GetUrl(),
+	}
+	it := store.ImportItem{Task: t}
+	for _, b := range is.GetBlockedBy() {
+		it.BlockedBy = append(it.BlockedBy, issueKey(repo, b))
+	}
+	return it
+}
+
+// importItems stores items and says what changed; skipped counts issues already passed over.
+func (s *Server) importItems(ctx context.Context, owner string, items []store.ImportItem, skipped int) (*tasksv1.ImportIssuesResponse, error) {
 	res, err := s.store.Import(ctx, owner, items)
 	if err != nil {
 		return nil, err
 	}
-	return &tasksv1.ImportIssuesResponse{Created: res.Created, Updated: res.Updated, Skipped: int32(res.Skipped)}, nil
+	return &tasksv1.ImportIssuesResponse{Created: res.Created, Updated: res.Updated, Skipped: int32(res.Skipped + skipped)}, nil
+}
+
+// hasLabels reports whether have carries every label of want.
+func hasLabels(have, want []string) bool {
+	for _, l := range want {
+		if !slices.Contains(have, l) {
+			return false
+		}
+	}
+	return true
 }
 
 // issueKey is an imported issue's external id.

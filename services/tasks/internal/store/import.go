@@ -19,7 +19,16 @@ type ImportItem struct {
 	// BlockedBy are the external ids of the issues that block this one. Those that are
 	// neither in the import nor imported before (a closed issue, say) are left out.
 	BlockedBy []string
+	// Existing only updates the task the issue became and makes none: an issue followed
+	// after it closed, or one without the import's labels.
+	Existing bool
+	// Closed says the issue is closed: the task it became follows (ClosedReason).
+	Closed bool
 }
+
+// ClosedReason is the status reason of a task cancelled because its issue closed; such a
+// task goes back to the backlog when the issue reopens (a task a person cancelled stays).
+const ClosedReason = "the issue was closed"
 
 // ImportResult says what an import did.
 type ImportResult struct {
@@ -41,17 +50,29 @@ func (s *Store) Import(ctx context.Context, owner string, items []ImportItem) (*
 			return err
 		}
 		ids := map[string]string{}
-		state := make([]string, len(items)) // "created", "updated" or ""
+		state := make([]string, len(items))   // "created", "updated" or ""
+		moved := map[int]tasksv1.TaskStatus{} // item → the status its task had before it followed its issue
 		for i, it := range items {
 			t := it.Task
 			var (
-				id, title, desc, url string
-				labels               []string
+				id, title, desc, url, cur, reason string
+				labels                            []string
 			)
-			err := tx.QueryRow(ctx, `SELECT id::text, title, description, labels, external_url FROM tasks
+			err := tx.QueryRow(ctx, `SELECT id::text, title, description, labels, external_url, status, status_reason FROM tasks
 				WHERE owner_id = $1 AND source = $2 AND external_id = $3 FOR UPDATE`,
-				owner, SourceName(t.Source), t.ExternalId).Scan(&id, &title, &desc, &labels, &url)
+				owner, SourceName(t.Source), t.ExternalId).Scan(&id, &title, &desc, &labels, &url, &cur, &reason)
+			if err == nil {
+				from := parseStatus(cur)
+				if to, ok := followIssue(from, reason, it.Closed); ok {
+					if err := moveImported(ctx, tx, id, to); err != nil {
+						return err
+					}
+					moved[i] = from
+				}
+			}
 			switch {
+			case errors.Is(err, pgx.ErrNoRows) && it.Existing:
+				continue
 			case errors.Is(err, pgx.ErrNoRows):
 				if id, err = insertTask(ctx, tx, owner, t); err != nil {
 					return err
@@ -69,11 +90,14 @@ func (s *Store) Import(ctx context.Context, owner string, items []ImportItem) (*
 			ids[t.ExternalId] = id
 		}
 		for i, it := range items {
+			if _, ok := ids[it.Task.ExternalId]; !ok {
+				continue // Existing, and no task
+			}
 			changed, err := syncImportedEdges(ctx, tx, owner, it, ids)
 			if err != nil {
 				return err
 			}
-			if changed && state[i] == "" {
+			if _, ok := moved[i]; (changed || ok) && state[i] == "" {
 				state[i] = "updated"
 			}
 		}
@@ -94,6 +118,9 @@ func (s *Store) Import(ctx context.Context, owner string, items []ImportItem) (*
 			} else {
 				res.Updated = append(res.Updated, t)
 				evs = append(evs, change{typ: evUpdated, task: t, changedFields: []string{"title", "description", "labels", "external_url", "blocked_by"}})
+			}
+			if from, ok := moved[i]; ok {
+				evs = append(evs, change{typ: evStatusChanged, task: t, previousStatus: from})
 			}
 		}
 		for _, c := range evs {
@@ -171,4 +198,35 @@ func syncImportedEdges(ctx context.Context, tx pgx.Tx, owner string, it ImportIt
 		changed = true
 	}
 	return changed, nil
+}
+
+// followIssue is the status an imported task moves to as its issue is closed or open, and
+// false when it stays: a closed issue's task in review is done (its pull request closed the
+// issue, or a person did the rest), one not started is cancelled; a task in progress stays
+// with its job. A reopened issue's task that was cancelled because the issue closed goes back
+// to the backlog.
+func followIssue(from tasksv1.TaskStatus, reason string, isClosed bool) (tasksv1.TaskStatus, bool) {
+	switch {
+	case isClosed && from == inReview:
+		return done, true
+	case isClosed && (from == backlog || from == planned || from == blocked):
+		return cancelled, true
+	case !isClosed && from == cancelled && reason == ClosedReason:
+		return backlog, true
+	}
+	return 0, false
+}
+
+// moveImported sets an imported task's status as its issue says (followIssue).
+func moveImported(ctx context.Context, tx pgx.Tx, id string, to tasksv1.TaskStatus) error {
+	reason := ""
+	if to == cancelled {
+		reason = ClosedReason
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tasks SET status = $2, status_reason = $3, update_time = now(),
+			complete_time = CASE WHEN $2 = 'done' THEN now() END
+		WHERE id = $1`, id, StatusName(to), reason); err != nil {
+		return fmt.Errorf("store: follow the issue's state: %w", err)
+	}
+	return nil
 }

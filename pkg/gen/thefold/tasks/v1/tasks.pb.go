@@ -2029,7 +2029,14 @@ type ImportIssuesRequest struct {
 	// "owner/name".
 	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
 	// Only issues carrying all of these labels.
-	Labels        []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	Labels []string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty"`
+	// Only these issues (at most 100), read one by one and in any state, as a repository's
+	// events name them: an open one is imported as above (a task it became that was cancelled
+	// because the issue closed goes back to the backlog); a closed one makes no task, and the
+	// task it became, if any, follows it: in review becomes done, backlog, planned and blocked
+	// become cancelled ("the issue was closed"), in progress stays. An issue that already
+	// became a task is followed whatever its labels. Empty: every open issue, as before.
+	Numbers       []int32 `protobuf:"varint,3,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2074,6 +2081,13 @@ func (x *ImportIssuesRequest) GetRepo() string {
 func (x *ImportIssuesRequest) GetLabels() []string {
 	if x != nil {
 		return x.Labels
+	}
+	return nil
+}
+
+func (x *ImportIssuesRequest) GetNumbers() []int32 {
+	if x != nil {
+		return x.Numbers
 	}
 	return nil
 }
@@ -2707,10 +2721,11 @@ const file_thefold_tasks_v1_tasks_proto_rawDesc = "" +
 	"\treasoning\x18\x04 \x01(\tR\treasoning\"j\n" +
 	"\x15PlanTaskOrderResponse\x123\n" +
 	"\x05tasks\x18\x01 \x03(\v2\x1d.thefold.tasks.v1.PlannedTaskR\x05tasks\x12\x1c\n" +
-	"\treasoning\x18\x02 \x01(\tR\treasoning\"A\n" +
+	"\treasoning\x18\x02 \x01(\tR\treasoning\"[\n" +
 	"\x13ImportIssuesRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x16\n" +
-	"\x06labels\x18\x02 \x03(\tR\x06labels\"\x94\x01\n" +
+	"\x06labels\x18\x02 \x03(\tR\x06labels\x12\x18\n" +
+	"\anumbers\x18\x03 \x03(\x05R\anumbers\"\x94\x01\n" +
 	"\x14ImportIssuesResponse\x120\n" +
 	"\acreated\x18\x01 \x03(\v2\x16.thefold.tasks.v1.TaskR\acreated\x120\n" +
 	"\aupdated\x18\x02 \x03(\v2\x16.thefold.tasks.v1.TaskR\aupdated\x12\x18\n" +
