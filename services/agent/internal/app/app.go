@@ -33,6 +33,7 @@ import (
 	"github.com/thefold/thefold/services/agent/internal/chat"
 	"github.com/thefold/thefold/services/agent/internal/loop"
 	"github.com/thefold/thefold/services/agent/internal/project"
+	"github.com/thefold/thefold/services/agent/internal/repoevents"
 	"github.com/thefold/thefold/services/agent/internal/service"
 	"github.com/thefold/thefold/services/agent/internal/store"
 	"github.com/thefold/thefold/services/agent/migrations"
@@ -322,6 +323,9 @@ func Service() platform.Service {
 				return rq.Reap(ctx, st.ReplyLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
 			})
 			d.Go("chat notifier", chat.NewNotifier(st, hub, d.Logger).Run)
+			// GitHub webhook deliveries of connected repositories, acted on as their owners.
+			d.Go("repo event processor", repoevents.NewProcessor(st, clients.Tasks, d.ServiceSigner, d.Auth.Verifier().UserDisabled,
+				repoevents.DefaultConfig, d.Logger).Run)
 			if box != nil {
 				dc := chat.DefaultDelivererConfig
 				dc.Backoff = cfg.WebhookBackoff
@@ -336,6 +340,7 @@ func Service() platform.Service {
 			agentv1.RegisterProjectServiceServer(d.Server.GRPC(), svc.Projects())
 			agentv1.RegisterChatServiceServer(d.Server.GRPC(), svc.Chat(rq, replies))
 			agentv1.RegisterPreferencesServiceServer(d.Server.GRPC(), svc.Preferences())
+			agentv1.RegisterRepoEventServiceServer(d.Server.GRPC(), svc.RepoEvents())
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

@@ -1,7 +1,7 @@
 // Package edge is the gateway's REST edge: grpc-gateway handlers for every public RPC of
 // every service, each dialing its service, with the caller's Authorization header forwarded
 // as gRPC metadata; Watch routes as NDJSON or server-sent events; plus /openapi.json,
-// /healthz, /readyz, and the inbound hooks of Slack and Discord (hooks.go).
+// /healthz, /readyz, and the inbound hooks of Slack, Discord and GitHub (hooks.go).
 package edge
 
 import (
@@ -110,6 +110,7 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 		root.Handle(hr.path, &hook{route: hr.path, kind: hr.kind, headers: hr.headers,
 			chat: agentv1.NewChatServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
 	}
+	root.Handle(githubHookPath, &githubHook{events: agentv1.NewRepoEventServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
 	con, err := console.New(conns["gateway"], func(w http.ResponseWriter, r *http.Request, err error) {
 		errorHandler(r.Context(), nil, nil, w, r, err)
 	})

@@ -1,7 +1,9 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,46 +72,14 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
 		return
 	}
-	if r.ContentLength > MaxHookBody {
-		w.Header().Set("Connection", "close")
-		hookError(w, http.StatusRequestEntityTooLarge, "request body too large: at most 65536 bytes")
+	body, ok := readHookBody(w, r, MaxHookBody)
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxHookBody+1))
+	ctx := hookContext(r, h.signer)
+	resp, err := h.chat.HandleInbound(ctx, &agentv1.HandleInboundRequest{Kind: h.kind, Body: body, Headers: hookHeaders(r, h.headers)})
 	if err != nil {
-		hookError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
-		return
-	}
-	if len(body) > MaxHookBody {
-		w.Header().Set("Connection", "close")
-		hookError(w, http.StatusRequestEntityTooLarge, "request body too large: at most 65536 bytes")
-		return
-	}
-	req := &agentv1.HandleInboundRequest{Kind: h.kind, Body: body, Headers: make(map[string]string, len(h.headers))}
-	for _, name := range h.headers {
-		if v := r.Header.Get(name); v != "" {
-			req.Headers[strings.ToLower(name)] = v
-		}
-	}
-	ctx := auth.AsService(r.Context(), h.signer)
-	if id := r.Header.Get("X-Request-Id"); id != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", id)
-	}
-	resp, err := h.chat.HandleInbound(ctx, req)
-	if err != nil {
-		st := status.Convert(err)
-		switch st.Code() {
-		case codes.Unauthenticated:
-			hookError(w, http.StatusUnauthorized, st.Message())
-		case codes.PermissionDenied:
-			hookError(w, http.StatusForbidden, st.Message())
-		case codes.InvalidArgument:
-			hookError(w, http.StatusBadRequest, st.Message())
-		default:
-			// The agent's own trouble is not the caller's answer: mapped, not passed on.
-			h.log.WarnContext(r.Context(), "inbound hook: the agent did not take the request", "route", h.route, "code", st.Code().String(), "err", st.Message())
-			hookError(w, http.StatusBadGateway, "TheFold could not take the request now ("+codeName(st.Code())+"); try again")
-		}
+		hookFailed(w, r, err, h.route, h.log)
 		return
 	}
 	code, ct := int(resp.GetHttpStatus()), resp.GetContentType()
@@ -131,4 +101,123 @@ func hookError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// readHookBody reads a hook's body of at most limit bytes; otherwise it answers (413 or 400)
+// and returns false.
+func readHookBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	tooLarge := fmt.Sprintf("request body too large: at most %d bytes", limit)
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
+		hookError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		hookError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	if int64(len(body)) > limit {
+		w.Header().Set("Connection", "close")
+		hookError(w, http.StatusRequestEntityTooLarge, tooLarge)
+		return nil, false
+	}
+	return body, true
+}
+
+// hookHeaders are the values of r's headers names (in lower case), those present.
+func hookHeaders(r *http.Request, names []string) map[string]string {
+	out := make(map[string]string, len(names))
+	for _, name := range names {
+		if v := r.Header.Get(name); v != "" {
+			out[strings.ToLower(name)] = v
+		}
+	}
+	return out
+}
+
+// hookContext is the context a hook calls the agent in: as the gateway itself, with the
+// request's id.
+func hookContext(r *http.Request, signer *auth.ServiceSigner) context.Context {
+	ctx := auth.AsService(r.Context(), signer)
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-request-id", id)
+	}
+	return ctx
+}
+
+// hookFailed answers a hook the agent refused or could not take: its refusals (401, 403,
+// 400) are the caller's answer; its own trouble is logged and mapped to 502.
+func hookFailed(w http.ResponseWriter, r *http.Request, err error, route string, log *slog.Logger) {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.Unauthenticated:
+		hookError(w, http.StatusUnauthorized, st.Message())
+	case codes.PermissionDenied:
+		hookError(w, http.StatusForbidden, st.Message())
+	case codes.InvalidArgument:
+		hookError(w, http.StatusBadRequest, st.Message())
+	default:
+		// The agent's own trouble is not the caller's answer: mapped, not passed on.
+		log.WarnContext(r.Context(), "inbound hook: the agent did not take the request", "route", route, "code", st.Code().String(), "err", st.Message())
+		hookError(w, http.StatusBadGateway, "TheFold could not take the request now ("+codeName(st.Code())+"); try again")
+	}
+}
+
+// MaxGitHubHookBody bounds a GitHub webhook delivery's body (413 above it): the agent takes
+// at most 1 MiB; issue and review payloads are tens of KiB.
+const MaxGitHubHookBody = 1 << 20
+
+// githubHookPath is where GitHub posts a connected repository's webhook deliveries.
+const githubHookPath = "/hooks/github"
+
+// githubHookHeaders are the headers of a delivery the agent needs.
+var githubHookHeaders = []string{"Content-Type", "X-GitHub-Event", "X-GitHub-Delivery", "X-Hub-Signature-256"}
+
+// githubHook takes GitHub's webhook deliveries (POST /hooks/github) and hands them to the
+// agent's RepoEventService.HandleGitHubWebhook, which verifies their signature against the
+// secrets of the repository's connections; like the other hooks it carries no bearer token
+// and calls as the gateway itself.
+type githubHook struct {
+	events agentv1.RepoEventServiceClient
+	signer *auth.ServiceSigner
+	log    *slog.Logger
+}
+
+func (h *githubHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ex, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.route = githubHookPath
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		hookError(w, http.StatusMethodNotAllowed, "POST only: GitHub posts its webhook deliveries")
+		return
+	}
+	if h.signer == nil {
+		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
+		return
+	}
+	body, ok := readHookBody(w, r, MaxGitHubHookBody)
+	if !ok {
+		return
+	}
+	resp, err := h.events.HandleGitHubWebhook(hookContext(r, h.signer),
+		&agentv1.HandleGitHubWebhookRequest{Body: body, Headers: hookHeaders(r, githubHookHeaders)})
+	if err != nil {
+		hookFailed(w, r, err, githubHookPath, h.log)
+		return
+	}
+	d := resp.GetDelivery()
+	code := http.StatusOK
+	if d.GetState() == agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING && !resp.GetDuplicate() {
+		code = http.StatusAccepted // taken, to be handled
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"delivery_id": d.GetDeliveryId(),
+		"state":       strings.ToLower(strings.TrimPrefix(d.GetState().String(), "REPO_DELIVERY_STATE_")),
+		"outcome":     d.GetOutcome(),
+		"duplicate":   resp.GetDuplicate(),
+	})
 }

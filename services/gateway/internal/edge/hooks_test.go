@@ -74,7 +74,10 @@ func (c *inboundChat) seen() ([]*agentv1.HandleInboundRequest, []auth.Principal)
 func hookEdge(t *testing.T, lim edge.Limits, service string, agentDown bool) (string, *inboundChat, *grpctest.Env) {
 	t.Helper()
 	chat := &inboundChat{}
-	env := grpctest.Start(t, func(s *grpc.Server) { agentv1.RegisterChatServiceServer(s, chat) })
+	env := grpctest.Start(t, func(s *grpc.Server) {
+		agentv1.RegisterChatServiceServer(s, chat)
+		agentv1.RegisterRepoEventServiceServer(s, &githubEvents{chat: chat})
+	})
 	conns := map[string]*grpc.ClientConn{}
 	for _, svc := range edge.Services() {
 		conns[svc] = env.Conn
@@ -275,5 +278,104 @@ func TestInboundHooksKeepTheEdgeLimits(t *testing.T) {
 	}
 	if reqs, _ := chat.seen(); len(reqs) != 1 {
 		t.Fatalf("%d requests reached the agent, want 1", len(reqs))
+	}
+}
+
+// githubEvents is a RepoEventService whose HandleGitHubWebhook records its requests with
+// chat's and answers by the body as inboundChat does; "pending", "ignored" and "again" are
+// a delivery taken to be handled, one ignored, and one seen before.
+type githubEvents struct {
+	agentv1.UnimplementedRepoEventServiceServer
+	chat *inboundChat
+}
+
+func (g *githubEvents) HandleGitHubWebhook(ctx context.Context, req *agentv1.HandleGitHubWebhookRequest) (*agentv1.HandleGitHubWebhookResponse, error) {
+	st, dup := agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, false
+	switch string(req.Body) {
+	case "ignored":
+		st = agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED
+	case "again":
+		dup = true
+	case "pending":
+	default:
+		_, err := g.chat.HandleInbound(ctx, &agentv1.HandleInboundRequest{Body: req.Body, Headers: req.Headers})
+		return nil, err
+	}
+	p, _ := auth.FromContext(ctx)
+	g.chat.mu.Lock()
+	g.chat.reqs = append(g.chat.reqs, &agentv1.HandleInboundRequest{Body: req.Body, Headers: req.Headers})
+	g.chat.calls = append(g.chat.calls, p)
+	g.chat.mu.Unlock()
+	return &agentv1.HandleGitHubWebhookResponse{Duplicate: dup, Delivery: &agentv1.RepoDelivery{DeliveryId: req.Headers["x-github-delivery"], State: st, Outcome: "why"}}, nil
+}
+
+// POST /hooks/github hands a delivery to the agent's RepoEventService as the gateway
+// itself, with GitHub's headers only; a delivery taken to be handled is 202, an ignored or
+// repeated one 200, with the delivery as JSON; refusals map as for the other hooks; a body
+// over 1 MiB is 413 and never reaches the agent.
+func TestGitHubHook(t *testing.T) {
+	t.Parallel()
+	url, chat, _ := hookEdge(t, edge.Limits{}, "gateway", false)
+	header := map[string]string{"Content-Type": "application/json", "X-GitHub-Event": "issues", "X-GitHub-Delivery": "d-1",
+		"X-Hub-Signature-256": "sha256=00", "X-Slack-Signature": "v0=abc", "Authorization": "Bearer x"}
+	cases := []struct {
+		body, state string
+		code        int
+		dup         bool
+		errIn       string
+		reaches     bool
+	}{
+		{"pending", "pending", 202, false, "", true},
+		{"ignored", "ignored", 200, false, "", true},
+		{"again", "pending", 200, true, "", true},
+		{"forged", "", 401, false, "the request's signature does not verify", true},
+		{"malformed", "", 400, false, "body: not a Slack slash command", true},
+		{"broken", "", 502, false, "TheFold could not take the request now (INTERNAL)", true},
+		{strings.Repeat("x", edge.MaxGitHubHookBody+1), "", 413, false, "at most 1048576 bytes", false},
+	}
+	for _, tc := range cases {
+		before, _ := chat.seen()
+		code, body, h := post(t, url, "/hooks/github", tc.body, header, false)
+		after, calls := chat.seen()
+		if code != tc.code {
+			t.Fatalf("%.20s: %d %.300s; want %d", tc.body, code, body, tc.code)
+		}
+		if reached := len(after) > len(before); reached != tc.reaches {
+			t.Fatalf("%.20s: reached the agent: %v, want %v", tc.body, reached, tc.reaches)
+		}
+		if tc.errIn != "" {
+			if msg := hookErrorOf(body); !strings.Contains(msg, tc.errIn) {
+				t.Fatalf("%.20s: error body %.300s; want {\"error\"} with %q", tc.body, body, tc.errIn)
+			}
+			continue
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(body), &got); err != nil || h.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: answer %q %s", tc.body, h.Get("Content-Type"), body)
+		}
+		if got["delivery_id"] != "d-1" || got["state"] != tc.state || got["duplicate"] != tc.dup || got["outcome"] != "why" {
+			t.Fatalf("%s: answer %v", tc.body, got)
+		}
+		req, p := after[len(after)-1], calls[len(calls)-1]
+		if p.Service != "gateway" || p.UserID != "" {
+			t.Fatalf("the agent was called as %+v; want the gateway itself", p)
+		}
+		want := map[string]string{"content-type": "application/json", "x-github-event": "issues", "x-github-delivery": "d-1", "x-hub-signature-256": "sha256=00"}
+		if len(req.Headers) != len(want) {
+			t.Fatalf("headers %v, want %v", req.Headers, want)
+		}
+		for k, v := range want {
+			if req.Headers[k] != v {
+				t.Fatalf("headers %v, want %v", req.Headers, want)
+			}
+		}
+	}
+	resp, err := http.Get(url + "/hooks/github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /hooks/github = %d, want 405", resp.StatusCode)
 	}
 }

@@ -1,0 +1,43 @@
+-- +goose Up
+-- A person's repository whose GitHub webhook posts to the gateway's /hooks/github. The
+-- webhook secret is sealed (AES-GCM, the agent's secret key) and never leaves the agent
+-- after ConnectRepository's first answer.
+CREATE TABLE repo_connections (
+    id                 UUID        PRIMARY KEY DEFAULT gen_random_uuid(),
+    owner_id           TEXT        NOT NULL,
+    request_id         TEXT        NOT NULL DEFAULT '',
+    repo               TEXT        NOT NULL,
+    secret_sealed      BYTEA       NOT NULL,
+    issue_labels       TEXT[]      NOT NULL DEFAULT '{}',
+    last_delivery_time TIMESTAMPTZ,
+    create_time        TIMESTAMPTZ NOT NULL DEFAULT now(),
+    UNIQUE (owner_id, repo)
+);
+CREATE UNIQUE INDEX repo_connections_request ON repo_connections (owner_id, request_id) WHERE request_id <> '';
+CREATE INDEX repo_connections_repo ON repo_connections (repo);
+CREATE INDEX repo_connections_owner ON repo_connections (owner_id, create_time DESC, id DESC);
+
+-- The verified deliveries of a connection, once each (GitHub's X-GitHub-Delivery id). A
+-- pending one is handled in the background: claimed by moving next_attempt_time past a
+-- lease, so one agent replica takes it at a time, and tried again with backoff after a
+-- failure. Its payload is dropped once it is handled.
+CREATE TABLE repo_deliveries (
+    connection_id     UUID        NOT NULL REFERENCES repo_connections (id) ON DELETE CASCADE,
+    delivery_id       TEXT        NOT NULL,
+    event             TEXT        NOT NULL,
+    action            TEXT        NOT NULL DEFAULT '',
+    state             TEXT        NOT NULL CHECK (state IN ('pending', 'done', 'ignored', 'failed')),
+    outcome           TEXT        NOT NULL DEFAULT '',
+    payload           BYTEA,
+    attempts          INTEGER     NOT NULL DEFAULT 0,
+    next_attempt_time TIMESTAMPTZ NOT NULL DEFAULT now(),
+    receive_time      TIMESTAMPTZ NOT NULL DEFAULT now(),
+    finish_time       TIMESTAMPTZ,
+    PRIMARY KEY (connection_id, delivery_id)
+);
+CREATE INDEX repo_deliveries_due ON repo_deliveries (next_attempt_time) WHERE state = 'pending';
+CREATE INDEX repo_deliveries_list ON repo_deliveries (connection_id, receive_time DESC, delivery_id DESC);
+
+-- +goose Down
+DROP TABLE repo_deliveries;
+DROP TABLE repo_connections;
