@@ -266,6 +266,9 @@ func (c *Client) Chat() agentv1.ChatServiceClient {
 func (c *Client) Preferences() agentv1.PreferencesServiceClient {
 	return agentv1.NewPreferencesServiceClient(c.conn("agent"))
 }
+func (c *Client) RepoEvents() agentv1.RepoEventServiceClient {
+	return agentv1.NewRepoEventServiceClient(c.conn("agent"))
+}
 func (c *Client) Builder() builderv1.BuilderServiceClient {
 	return builderv1.NewBuilderServiceClient(c.conn("builder"))
 }

@@ -202,6 +202,15 @@ func (s *Server) routeRepo(w http.ResponseWriter, r *http.Request, rp *repo, seg
 		w.Header().Set("Location", fmt.Sprintf("%s/codeload/%s/%s/legacy.tar.gz/%s", "http://"+r.Host, rp.owner, rp.name, sha))
 		w.WriteHeader(http.StatusFound)
 
+	case first == "collaborators" && len(seg) == 3 && seg[2] == "permission" && r.Method == http.MethodGet:
+		perm := rp.permissions[seg[1]]
+		if perm == "" && seg[1] == s.login {
+			perm = "admin"
+		}
+		if perm == "" {
+			perm = "none"
+		}
+		writeJSON(w, 200, map[string]any{"permission": perm, "role_name": perm, "user": map[string]any{"login": seg[1]}})
 	case first == "pulls":
 		s.routePulls(w, r, rp, seg[1:], body)
 	case first == "issues":

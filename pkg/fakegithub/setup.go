@@ -90,6 +90,7 @@ type repo struct {
 	statuses      map[string][]Status   // commit sha → its latest status per context
 	ruled         map[string]bool       // commits the checks rule was asked about
 	pending       map[int]*update       // pull request → its accepted, not yet visible branch update
+	permissions   map[string]string     // login → admin, write or read (SetPermission)
 }
 
 type issue struct {
@@ -140,6 +141,22 @@ func (s *Server) AddRepo(full string, files map[string]string) {
 	if files != nil {
 		r.refs["refs/heads/main"] = r.commit("", files, "initial")
 	}
+}
+
+// SetPermission gives login permission ("admin", "write", "read"; "" removes it) on
+// repository full, as the collaborator permission API answers it; the token's own user is
+// admin of its repositories, anyone else "none".
+func (s *Server) SetPermission(full, login, permission string) {
+	s.with(full, func(r *repo) {
+		if r.permissions == nil {
+			r.permissions = map[string]string{}
+		}
+		if permission == "" {
+			delete(r.permissions, login)
+			return
+		}
+		r.permissions[login] = permission
+	})
 }
 
 // SetRepoOptions changes a repository's settings.

@@ -419,3 +419,26 @@ func TestRateLimitWriteNotRetried(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// CollaboratorRole reads GitHub's collaborator permission: the repository's own user is
+// admin, a collaborator what was granted, anyone else none.
+func TestCollaboratorRole(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.AddRepo("octo/app", appFiles)
+	f.SetPermission("octo/app", "writer", "write")
+	f.SetPermission("octo/app", "reader", "read")
+	p := f.provider(t)
+	for login, want := range map[string]forge.Role{"octo": forge.RoleAdmin, "writer": forge.RoleWrite, "reader": forge.RoleRead, "stranger": forge.RoleNone} {
+		got, err := p.CollaboratorRole(t.Context(), "octo/app", login)
+		if err != nil || got != want {
+			t.Errorf("%s: %v %v, want %v", login, got, err, want)
+		}
+	}
+	if reqs := f.requests("GET", "/repos/octo/app/collaborators/writer/permission"); len(reqs) != 1 {
+		t.Errorf("%d permission requests for writer, want 1", len(reqs))
+	}
+	if _, err := p.CollaboratorRole(t.Context(), "octo/nope", "writer"); !errors.Is(err, errs.ErrNotFound) {
+		t.Errorf("unknown repository: %v, want not found", err)
+	}
+}

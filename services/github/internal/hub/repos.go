@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -264,4 +265,29 @@ func (p *Provider) Init(ctx context.Context, s forge.InitSpec) (string, string, 
 		return "", "", false, err
 	}
 	return c, branch, false, nil
+}
+
+// CollaboratorRole is login's permission on repo, as GitHub's collaborator permission API
+// says it (admin, write, read, none); a login GitHub does not know is RoleNone.
+func (p *Provider) CollaboratorRole(ctx context.Context, repo, login string) (forge.Role, error) {
+	owner, name, err := splitRepo(repo)
+	if err != nil {
+		return forge.RoleNone, err
+	}
+	level, _, err := read(ctx, p, func(ctx context.Context) (*github.RepositoryPermissionLevel, *github.Response, error) {
+		return p.gh.Repositories.GetPermissionLevel(ctx, owner, name, login)
+	})
+	if err != nil {
+		var er *github.ErrorResponse
+		if errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound {
+			// GitHub answers 404 for a login that is not a user as for a repository it
+			// does not show: the repository says which.
+			if _, rerr := p.getRepo(ctx, repo); rerr != nil {
+				return forge.RoleNone, rerr
+			}
+			return forge.RoleNone, nil
+		}
+		return forge.RoleNone, p.mapErr(ctx, err, fmt.Sprintf("the permission of %q on %q", login, repo))
+	}
+	return forge.ParseRole(level.GetPermission()), nil
 }

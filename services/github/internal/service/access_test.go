@@ -160,11 +160,21 @@ func TestRepositoryPermissions(t *testing.T) {
 	}
 	// A service cannot change who may do what, even for the repository's owner.
 	wantCode(t, w["SetCollaborator"](e.grpc.ServiceContext(t, "agent", "alice")), codes.PermissionDenied, "")
+	// What each person may do, as another reader asks it.
+	for user, want := range map[string]githubv1.RepoRole{"alice": githubv1.RepoRole_REPO_ROLE_ADMIN, "bob": githubv1.RepoRole_REPO_ROLE_WRITE,
+		"carol": githubv1.RepoRole_REPO_ROLE_NONE} {
+		got, err := c.GetCollaboratorRole(e.bob, &githubv1.GetCollaboratorRoleRequest{Repo: "local/secret", User: user})
+		if err != nil || got.GetRole() != want {
+			t.Fatalf("role of %s: %v %v, want %v", user, got, err, want)
+		}
+	}
 	// Removing bob takes it all away again.
 	if _, err := c.SetCollaborator(e.alice, &githubv1.SetCollaboratorRequest{Repo: "local/secret", UserId: "bob", Role: githubv1.RepoRole_REPO_ROLE_NONE}); err != nil {
 		t.Fatal(err)
 	}
 	wantCode(t, w["CommentOnIssue"](e.bob), codes.NotFound, "")
+	_, err = c.GetCollaboratorRole(e.bob, &githubv1.GetCollaboratorRoleRequest{Repo: "local/secret", User: "alice"})
+	wantCode(t, err, codes.NotFound, "")
 	// TheFold's admin may do everything.
 	if err := w["CommentOnIssue"](e.admin); err != nil {
 		t.Fatalf("an admin: %v", err)

@@ -349,6 +349,18 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.ListCollaborators(ctx, &githubv1.ListCollaboratorsRequest{})
 			return err
 		}},
+		{"GetCollaboratorRole", codes.InvalidArgument, "user", func(ctx context.Context) error {
+			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: repo})
+			return err
+		}},
+		{"GetCollaboratorRole", codes.InvalidArgument, "user", func(ctx context.Context) error {
+			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: repo, User: "a b"})
+			return err
+		}},
+		{"GetCollaboratorRole", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: "no-slash", User: "bob"})
+			return err
+		}},
 		{"SetGitHubCredential", codes.InvalidArgument, "token", func(ctx context.Context) error {
 			_, err := c.SetGitHubCredential(ctx, &githubv1.SetGitHubCredentialRequest{Token: "has spaces in it"})
 			return err

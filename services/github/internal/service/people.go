@@ -292,6 +292,38 @@ func (s *Server) ListCollaborators(ctx context.Context, req *githubv1.ListCollab
 	return resp, nil
 }
 
+// roleReader is a provider that says a person's permission on one of its repositories
+// (GitHub's collaborator permission).
+type roleReader interface {
+	CollaboratorRole(ctx context.Context, repo, login string) (forge.Role, error)
+}
+
+// GetCollaboratorRole says what one person may do with a repository: a GitHub login's
+// permission on a GitHub repository, a TheFold user's role on a local one.
+func (s *Server) GetCollaboratorRole(ctx context.Context, req *githubv1.GetCollaboratorRoleRequest) (*githubv1.GetCollaboratorRoleResponse, error) {
+	if err := checkUserID("user", req.GetUser()); err != nil {
+		return nil, err
+	}
+	ctx, p, _, err := s.target(ctx, req.GetRepo(), forge.RoleRead)
+	if err != nil {
+		return nil, err
+	}
+	var role forge.Role
+	if rr, ok := p.(roleReader); ok {
+		if role, err = rr.CollaboratorRole(ctx, req.GetRepo(), req.GetUser()); err != nil {
+			return nil, err
+		}
+	} else {
+		owner, name, _ := strings.Cut(req.GetRepo(), "/")
+		_, n, err := s.store.RepoRole(ctx, owner, name, req.GetUser())
+		if err != nil {
+			return nil, err
+		}
+		role = forge.Role(n)
+	}
+	return &githubv1.GetCollaboratorRoleResponse{Role: role.Proto()}, nil
+}
+
 func credentialMessage(c *store.Credential) *githubv1.GitHubCredential {
 	return &githubv1.GitHubCredential{UserId: c.UserID, Hint: c.Hint, CreateTime: timestamppb.New(c.CreateTime)}
 }

@@ -48,6 +48,7 @@ const (
 	RepoService_SetNamespaceMember_FullMethodName       = "/thefold.github.v1.RepoService/SetNamespaceMember"
 	RepoService_SetCollaborator_FullMethodName          = "/thefold.github.v1.RepoService/SetCollaborator"
 	RepoService_ListCollaborators_FullMethodName        = "/thefold.github.v1.RepoService/ListCollaborators"
+	RepoService_GetCollaboratorRole_FullMethodName      = "/thefold.github.v1.RepoService/GetCollaboratorRole"
 	RepoService_SetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/SetGitHubCredential"
 	RepoService_GetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/GetGitHubCredential"
 	RepoService_DeleteGitHubCredential_FullMethodName   = "/thefold.github.v1.RepoService/DeleteGitHubCredential"
@@ -175,6 +176,11 @@ type RepoServiceClient interface {
 	SetCollaborator(ctx context.Context, in *SetCollaboratorRequest, opts ...grpc.CallOption) (*SetCollaboratorResponse, error)
 	// ListCollaborators lists a local repository's collaborators. Needs READ.
 	ListCollaborators(ctx context.Context, in *ListCollaboratorsRequest, opts ...grpc.CallOption) (*ListCollaboratorsResponse, error)
+	// GetCollaboratorRole says what one person may do with a repository: on a GitHub
+	// repository, a GitHub login's permission there (GitHub's collaborator permission: admin
+	// and maintain are ADMIN, write WRITE, triage and read READ, none NONE);
+	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
+	GetCollaboratorRole(ctx context.Context, in *GetCollaboratorRoleRequest, opts ...grpc.CallOption) (*GetCollaboratorRoleResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
 	// installation token): GitHub calls made for the caller then use it, so GitHub itself
 	// decides what they may do. The token is encrypted at rest and never returned; the answer
@@ -500,6 +506,16 @@ func (c *repoServiceClient) ListCollaborators(ctx context.Context, in *ListColla
 	return out, nil
 }
 
+func (c *repoServiceClient) GetCollaboratorRole(ctx context.Context, in *GetCollaboratorRoleRequest, opts ...grpc.CallOption) (*GetCollaboratorRoleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCollaboratorRoleResponse)
+	err := c.cc.Invoke(ctx, RepoService_GetCollaboratorRole_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *repoServiceClient) SetGitHubCredential(ctx context.Context, in *SetGitHubCredentialRequest, opts ...grpc.CallOption) (*SetGitHubCredentialResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetGitHubCredentialResponse)
@@ -670,6 +686,11 @@ type RepoServiceServer interface {
 	SetCollaborator(context.Context, *SetCollaboratorRequest) (*SetCollaboratorResponse, error)
 	// ListCollaborators lists a local repository's collaborators. Needs READ.
 	ListCollaborators(context.Context, *ListCollaboratorsRequest) (*ListCollaboratorsResponse, error)
+	// GetCollaboratorRole says what one person may do with a repository: on a GitHub
+	// repository, a GitHub login's permission there (GitHub's collaborator permission: admin
+	// and maintain are ADMIN, write WRITE, triage and read READ, none NONE);
+	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
+	GetCollaboratorRole(context.Context, *GetCollaboratorRoleRequest) (*GetCollaboratorRoleResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
 	// installation token): GitHub calls made for the caller then use it, so GitHub itself
 	// decides what they may do. The token is encrypted at rest and never returned; the answer
@@ -782,6 +803,9 @@ func (UnimplementedRepoServiceServer) SetCollaborator(context.Context, *SetColla
 }
 func (UnimplementedRepoServiceServer) ListCollaborators(context.Context, *ListCollaboratorsRequest) (*ListCollaboratorsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCollaborators not implemented")
+}
+func (UnimplementedRepoServiceServer) GetCollaboratorRole(context.Context, *GetCollaboratorRoleRequest) (*GetCollaboratorRoleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCollaboratorRole not implemented")
 }
 func (UnimplementedRepoServiceServer) SetGitHubCredential(context.Context, *SetGitHubCredentialRequest) (*SetGitHubCredentialResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetGitHubCredential not implemented")
@@ -1334,6 +1358,24 @@ func _RepoService_ListCollaborators_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RepoService_GetCollaboratorRole_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCollaboratorRoleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoServiceServer).GetCollaboratorRole(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoService_GetCollaboratorRole_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoServiceServer).GetCollaboratorRole(ctx, req.(*GetCollaboratorRoleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RepoService_SetGitHubCredential_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(SetGitHubCredentialRequest)
 	if err := dec(in); err != nil {
@@ -1542,6 +1584,10 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListCollaborators",
 			Handler:    _RepoService_ListCollaborators_Handler,
+		},
+		{
+			MethodName: "GetCollaboratorRole",
+			Handler:    _RepoService_GetCollaboratorRole_Handler,
 		},
 		{
 			MethodName: "SetGitHubCredential",
