@@ -79,7 +79,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	// The build tests' scripted files go first: their entries match only their own files.
-	script.Anthropic = slices.Concat(replicaScript(), crewGitHubScript(), crewScript(), crewInterruptBuildScript(), crewSpreadScript(), crewOrderScript(), crewBenchScript(), cliCrewScript(), subAgentsScript(), chatScript(), cliScript(), faultScript(), projectScript(), moreProjectScripts(), benchProjectScript(),
+	script.Anthropic = slices.Concat(repoEventsScript(), replicaScript(), crewGitHubScript(), crewScript(), crewInterruptBuildScript(), crewSpreadScript(), crewOrderScript(), crewBenchScript(), cliCrewScript(), subAgentsScript(), chatScript(), cliScript(), faultScript(), projectScript(), moreProjectScripts(), benchProjectScript(),
 		budgetProjectScript(), restartProjectScript(), agentScenarios(), agentScript(), isolationScript(), buildScript(), script.Anthropic)
 	llm = fakellm.New(script)
 	llmTime = &llmClock{next: llm}

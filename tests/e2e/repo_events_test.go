@@ -7,9 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/thefold/thefold/pkg/fakellm"
 )
 
 // githubDelivery posts a GitHub webhook delivery of event with payload to the gateway's
@@ -199,5 +203,131 @@ func TestGitHubWebhookIssuesBecomeTasks(t *testing.T) {
 	other2 := memberToken(t, "hooks-other@example.com")
 	if code, body := rest(t, http.MethodGet, "/v1/repo-connections/"+id+"/deliveries", other2, nil); code != http.StatusNotFound {
 		t.Fatalf("another user's deliveries: %d %v", code, body)
+	}
+}
+
+// The pull request review scenario's files: the first job writes hello, the revision its
+// reviewers ask for says Hi.
+const (
+	reviewedHello = "package greet\n\n// Hello greets name.\nfunc Hello(name string) string { return \"Hello, \" + name }\n"
+	reviewedHi    = "package greet\n\n// Hello greets name, the way its reviewers asked.\nfunc Hello(name string) string { return \"Hi, \" + name }\n"
+	reviewMarker  = "[PR-REVIEW-1]"
+	reviewComment = "Say Hi, not Hello."
+)
+
+// repoEventsScript is prepended to the e2e script (TestMain): the first job's plan and file,
+// then the revision's, matched by the review comment its prompts carry.
+func repoEventsScript() []fakellm.Response {
+	return []fakellm.Response{
+		{Match: both(planMatch(reviewMarker), regexp.QuoteMeta(reviewComment)), Text: planSteps("Say Hi as the reviewers asked.", "modify greet/greet.go")},
+		{Match: both(modMatch("greet/greet.go"), regexp.QuoteMeta(reviewComment)), Text: block("greet/greet.go", reviewedHi)},
+		{Match: planMatch(reviewMarker), Text: planAnswer("Add Hello to package greet.", "greet/greet.go")},
+		{Match: both(genMatch("greet/greet.go"), regexp.QuoteMeta(reviewMarker)), Text: content(reviewedHello)},
+	}
+}
+
+// A changes-requested review with a line comment on TheFold's pull request, delivered as
+// GitHub would: a second attempt of the job (a revision) whose model requests carry the
+// comment with its file and line, a new commit on the same branch, a reply on the pull
+// request; a comment by someone without write access is ignored; an approval then completes
+// the task.
+func TestGitHubReviewRevisesThePullRequest(t *testing.T) {
+	parallel(t)
+	repo := agentRepo(t, "reviewed")
+	code, body := rest(t, http.MethodPost, "/v1/repo-connections", token, map[string]any{"repo": repo})
+	if code != http.StatusOK {
+		t.Fatalf("connect: %d %v", code, body)
+	}
+	conn := body["connection"].(map[string]any)
+	id, secret := conn["id"].(string), conn["webhook_secret"].(string)
+	t.Cleanup(func() { rest(t, http.MethodDelete, "/v1/repo-connections/"+id, token, nil) })
+
+	taskID, jobID := startJob(t, repo, "Add a greeting "+reviewMarker, "A Hello function in package greet.")
+	job := waitJob(t, jobID, 3*time.Minute, "JOB_STATUS_PENDING_REVIEW")
+	if code, body := rest(t, http.MethodPost, "/v1/reviews/"+job["review_id"].(string)+":approve", token, map[string]any{}); code != http.StatusOK {
+		t.Fatalf("approve: %d %v", code, body)
+	}
+	job = waitJob(t, jobID, 2*time.Minute, "JOB_STATUS_COMPLETED")
+	owner, branch := job["owner_id"].(string), job["branch"].(string)
+	pr := int(job["pull_request"].(map[string]any)["number"].(float64))
+	code, before := rest(t, http.MethodGet, fmt.Sprintf("/v1/repos/%s/pulls/%d", repo, pr), token, nil)
+	if code != http.StatusOK {
+		t.Fatalf("pull request: %d %v", code, before)
+	}
+	headBefore := before["pull_request"].(map[string]any)["head_sha"].(string)
+
+	prPart := map[string]any{"number": pr, "head": map[string]any{"ref": branch}}
+	repoPart := map[string]any{"full_name": repo}
+	comment := func(cid int, who, path string, line int, text string) map[string]any {
+		return map[string]any{"action": "created", "repository": repoPart, "pull_request": prPart, "comment": map[string]any{"id": cid,
+			"pull_request_review_id": 900, "path": path, "line": line, "body": text, "user": map[string]any{"login": who}}}
+	}
+	deliveries := []struct {
+		id, event string
+		payload   map[string]any
+	}{
+		{"rc-1", "pull_request_review_comment", comment(1001, owner, "greet/greet.go", 4, reviewComment)},
+		{"rc-2", "pull_request_review_comment", comment(1002, "no-write-access", "greet/greet.go", 1, "Delete the package.")},
+		{"rv-1", "pull_request_review", map[string]any{"action": "submitted", "repository": repoPart, "pull_request": prPart,
+			"review": map[string]any{"id": 900, "state": "changes_requested", "body": "One change, please.", "user": map[string]any{"login": owner}}}},
+	}
+	for _, d := range deliveries {
+		if code, ans := githubDelivery(t, d.id, d.event, secret, d.payload); code != http.StatusAccepted {
+			t.Fatalf("%s: %d %v", d.id, code, ans)
+		}
+	}
+	all := handled(t, id, "rc-1", "rc-2", "rv-1")
+	if d := all["rc-2"]; d["state"] != "REPO_DELIVERY_STATE_IGNORED" || !strings.Contains(d["outcome"].(string), "no write access") {
+		t.Fatalf("the comment without write access: %v", d)
+	}
+	outcome, _ := all["rv-1"]["outcome"].(string)
+	if all["rv-1"]["state"] != "REPO_DELIVERY_STATE_DONE" || !strings.Contains(outcome, "started with 1 line comments") {
+		t.Fatalf("the review: %v", all["rv-1"])
+	}
+	revID := strings.Fields(strings.TrimPrefix(outcome, "revision job "))[0]
+	rev := waitJob(t, revID, 3*time.Minute, "JOB_STATUS_COMPLETED")
+	if rev["revises_job_id"] != jobID || rev["branch"] != branch || rev["task_id"] != taskID {
+		t.Fatalf("revision %v", rev)
+	}
+
+	// Its model calls were told the comment with its file and line, not the other one.
+	var told, toldOther bool
+	for _, r := range llm.Requests() {
+		b := string(r.Body)
+		if strings.Contains(b, reviewMarker) || strings.Contains(b, "greet/greet.go:4") {
+			told = told || (strings.Contains(b, "greet/greet.go:4") && strings.Contains(b, reviewComment) && strings.Contains(b, "One change, please."))
+			toldOther = toldOther || strings.Contains(b, "Delete the package.")
+		}
+	}
+	if !told || toldOther {
+		t.Fatalf("the revision's prompts: told the comment %v, told the reader's %v", told, toldOther)
+	}
+	// A new commit on the same branch, the pull request's head, with the change.
+	code, after := rest(t, http.MethodGet, fmt.Sprintf("/v1/repos/%s/pulls/%d", repo, pr), token, nil)
+	if code != http.StatusOK || after["pull_request"].(map[string]any)["head_sha"] == headBefore {
+		t.Fatalf("pull request after the revision: %d %v", code, after)
+	}
+	code, files := rest(t, http.MethodGet, "/v1/repos/"+repo+"/files?ref="+url.QueryEscape(branch)+"&paths=greet/greet.go", token, nil)
+	if code != http.StatusOK || !strings.Contains(fmt.Sprint(files), `Hi, `) {
+		t.Fatalf("the branch's greet.go: %d %v", code, files)
+	}
+	seen := auditCount(t, revID)
+	if seen["pull_request_updated"] != 1 || seen["pull_request_opened"] != 0 || seen["commit_created"] != 1 {
+		t.Fatalf("the revision's audit log: %v", seen)
+	}
+	if code, task := rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil); code != http.StatusOK || task["task"].(map[string]any)["status"] != "TASK_STATUS_IN_REVIEW" {
+		t.Fatalf("task after the revision: %d %v", code, task)
+	}
+
+	// The reviewer approves: the task is done.
+	if code, ans := githubDelivery(t, "rv-2", "pull_request_review", secret, map[string]any{"action": "submitted", "repository": repoPart, "pull_request": prPart,
+		"review": map[string]any{"id": 901, "state": "approved", "user": map[string]any{"login": owner}}}); code != http.StatusAccepted {
+		t.Fatalf("approval: %d %v", code, ans)
+	}
+	if d := handled(t, id, "rv-2")["rv-2"]; d["state"] != "REPO_DELIVERY_STATE_DONE" || !strings.Contains(d["outcome"].(string), "done") {
+		t.Fatalf("approval: %v", d)
+	}
+	if code, task := rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil); code != http.StatusOK || task["task"].(map[string]any)["status"] != "TASK_STATUS_DONE" {
+		t.Fatalf("task after the approval: %d %v", code, task)
 	}
 }

@@ -38,6 +38,24 @@ CREATE TABLE repo_deliveries (
 CREATE INDEX repo_deliveries_due ON repo_deliveries (next_attempt_time) WHERE state = 'pending';
 CREATE INDEX repo_deliveries_list ON repo_deliveries (connection_id, receive_time DESC, delivery_id DESC);
 
+-- The line comments of people with write access on TheFold's pull requests, kept until a
+-- revision of the pull request takes them (job_id).
+CREATE TABLE pr_feedback (
+    connection_id UUID        NOT NULL REFERENCES repo_connections (id) ON DELETE CASCADE,
+    pr_number     INTEGER     NOT NULL,
+    comment_id    BIGINT      NOT NULL,
+    review_id     BIGINT      NOT NULL DEFAULT 0,
+    author        TEXT        NOT NULL,
+    path          TEXT        NOT NULL DEFAULT '',
+    line          INTEGER     NOT NULL DEFAULT 0,
+    body          TEXT        NOT NULL,
+    job_id        UUID,
+    create_time   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (connection_id, comment_id)
+);
+CREATE INDEX pr_feedback_open ON pr_feedback (connection_id, pr_number) WHERE job_id IS NULL;
+
 -- +goose Down
+DROP TABLE pr_feedback;
 DROP TABLE repo_deliveries;
 DROP TABLE repo_connections;

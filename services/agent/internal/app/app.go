@@ -324,7 +324,7 @@ func Service() platform.Service {
 			})
 			d.Go("chat notifier", chat.NewNotifier(st, hub, d.Logger).Run)
 			// GitHub webhook deliveries of connected repositories, acted on as their owners.
-			d.Go("repo event processor", repoevents.NewProcessor(st, clients.Tasks, d.ServiceSigner, d.Auth.Verifier().UserDisabled,
+			d.Go("repo event processor", repoevents.NewProcessor(st, repoevents.Clients{Tasks: clients.Tasks, Repos: clients.Repos, Revisions: svc}, d.ServiceSigner, d.Auth.Verifier().UserDisabled,
 				repoevents.DefaultConfig, d.Logger).Run)
 			if box != nil {
 				dc := chat.DefaultDelivererConfig

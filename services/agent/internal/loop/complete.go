@@ -66,6 +66,10 @@ func (r *run) complete(ctx context.Context) error {
 	}
 	r.cleanup(ctx, tasksv1.TaskStatus_TASK_STATUS_UNSPECIFIED, "")
 	j.SandboxId = ""
+	if continuesPullRequest(j) {
+		r.setStatus(completed, fmt.Sprintf("pull request %s updated (%s)", j.GetPullRequest().GetUrl(), shortSHA(r.rec.State.CommitSHA)))
+		return nil
+	}
 	r.setStatus(completed, fmt.Sprintf("pull request %s opened", j.GetPullRequest().GetUrl()))
 	return nil
 }
@@ -148,7 +152,7 @@ func (r *run) pullRequest(ctx context.Context, rev *agentv1.Review) error {
 		// A fix of an open pull request: the commit is on its branch; say what changed there.
 		start := time.Now()
 		_, err := r.e.c.Repos.CommentOnIssue(ctx, &githubv1.CommentOnIssueRequest{Repo: j.Repo, Number: j.PullRequest.GetNumber(), RequestId: r.key("pull_request"),
-			Body: fmt.Sprintf("TheFold pushed %s to this branch (job %s, review quality %d/10):\n\n%s", shortSHA(r.rec.State.CommitSHA), j.Id, rev.QualityScore, rev.Documentation)})
+			Body: pushedComment(j, r.rec.State.CommitSHA, rev)})
 		r.audit("pull_request_updated", r.key("pull_request"), map[string]any{"number": j.PullRequest.GetNumber(), "commit": r.rec.State.CommitSHA}, err, time.Since(start))
 		if err != nil {
 			return err
@@ -173,10 +177,37 @@ func (r *run) pullRequest(ctx context.Context, rev *agentv1.Review) error {
 	return nil
 }
 
+// pushedComment is the reply on a pull request a job pushed a commit to: what changed, file
+// by file, and why.
+func pushedComment(j *agentv1.Job, sha string, rev *agentv1.Review) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "TheFold pushed %s to this branch (job %s, review quality %d/10)", shortSHA(sha), j.Id, rev.QualityScore)
+	if revises(j) {
+		b.WriteString(" in answer to the changes asked for here")
+	}
+	b.WriteString(":\n")
+	for _, f := range rev.Files {
+		d := f.GetDiff()
+		fmt.Fprintf(&b, "\n- `%s` %s (+%d −%d)", d.GetPath(), strings.ToLower(strings.TrimPrefix(d.GetAction().String(), "FILE_ACTION_")), d.GetAdditions(), d.GetDeletions())
+	}
+	if rev.Documentation != "" {
+		b.WriteString("\n\n" + rev.Documentation)
+	}
+	return b.String()
+}
+
 func (r *run) finishTask(ctx context.Context, _ *agentv1.Review) error {
 	j := r.job()
 	if _, err := r.e.c.Tasks.UpdateTask(ctx, &tasksv1.UpdateTaskRequest{Id: j.TaskId, Task: &tasksv1.Task{PullRequest: j.PullRequest},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"pull_request"}}}); err != nil {
+		return err
+	}
+	if revises(j) {
+		// Done when its reviewers approve the pull request or a person merges it (the
+		// repository's events say so).
+		_, err := r.e.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: j.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW,
+			Reason: "pull request " + j.GetPullRequest().GetUrl() + " updated for its reviewers"})
+		r.audit("task_status_changed", r.key("task_in_review"), map[string]any{"status": "in_review"}, err, 0)
 		return err
 	}
 	if j.Crew {

@@ -20,10 +20,15 @@ import (
 func collectOnly(j *agentv1.Job) bool { return j.ProjectId != "" && !j.Crew }
 
 // continuesPullRequest reports whether j continues an open pull request (a crew worker
-// sent back to fix its checks): it starts from that branch and pushes to it.
+// sent back to fix its checks, or a revision people asked for on the pull request): it
+// starts from that branch and pushes to it.
 func continuesPullRequest(j *agentv1.Job) bool {
-	return j.Crew && j.Branch != "" && j.PullRequest.GetNumber() > 0
+	return (j.Crew || revises(j)) && j.Branch != "" && j.PullRequest.GetNumber() > 0
 }
+
+// revises reports whether j revises an earlier job's pull request after people asked for
+// changes on it (Job.revises_job_id).
+func revises(j *agentv1.Job) bool { return j.RevisesJobId != "" }
 
 // messagesHeading introduces the person's messages to a job in what its model calls are
 // told (the builder says the same to the build's).

@@ -399,6 +399,11 @@ func (c *fakeRepos) CommitFiles(_ context.Context, req *githubv1.CommitFilesRequ
 	return &githubv1.CommitFilesResponse{CommitSha: "abc123"}, nil
 }
 
+func (c *fakeRepos) CommentOnIssue(_ context.Context, req *githubv1.CommentOnIssueRequest, _ ...grpc.CallOption) (*githubv1.CommentOnIssueResponse, error) {
+	c.f.record("CommentOnIssue", req)
+	return &githubv1.CommentOnIssueResponse{Comment: &githubv1.IssueComment{Id: "c1", Body: req.Body}}, nil
+}
+
 func (c *fakeRepos) CreatePullRequest(_ context.Context, req *githubv1.CreatePullRequestRequest, _ ...grpc.CallOption) (*githubv1.CreatePullRequestResponse, error) {
 	c.f.record("CreatePullRequest", req)
 	return c.f.CreatePullRequest(req)

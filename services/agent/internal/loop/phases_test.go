@@ -59,6 +59,49 @@ func TestRunToReviewAndCompletion(t *testing.T) {
 	}
 }
 
+// A revision of a pull request people asked changes on (Job.revises_job_id): it starts
+// from the pull request's branch with their feedback, passes the gate by itself (they review
+// the pushed commit), pushes one commit to that branch, opens no pull request, replies on it
+// with the files it changed, and leaves the task in review for their approval or merge.
+func TestRevisionPushesToThePullRequestItRevises(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	h := newHarness(t, f, testConfig())
+	pr := &typev1.PullRequestRef{Repo: testRepo, Number: 7, Url: "http://forge/local/r/pulls/7"}
+	rec, created, err := h.st.CreateWithContext(t.Context(), &agentv1.Job{OwnerId: testOwner, TaskId: "task-rev", Repo: testRepo, BaseBranch: "main",
+		Branch: "thefold/greet-1234", PullRequest: pr, RevisesJobId: "job-before"},
+		&aiv1.PlanTaskRequest{Feedback: "- greet/greet.go:4, octo: say Hi"}, "", nil, store.RateLimit{}, noEnqueue)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", err, created)
+	}
+	rec = h.run(rec.Job.Id)
+	wantStatus(t, rec, completed, "pull request http://forge/local/r/pulls/7 updated (abc123")
+	if sb := requests[*sandboxv1.CreateSandboxRequest](f, "CreateSandbox"); len(sb) != 1 || sb[0].Ref != "thefold/greet-1234" {
+		t.Errorf("sandboxes %v: want one from the pull request's branch", sb)
+	}
+	if b := requests[*builderv1.StartBuildRequest](f, "StartBuild"); len(b) != 1 || !strings.Contains(b[0].GetAdditionalContext(), "greet/greet.go:4, octo: say Hi") {
+		t.Errorf("the build was not told the feedback: %v", b)
+	}
+	if c := requests[*githubv1.CommitFilesRequest](f, "CommitFiles"); len(c) != 1 || c[0].Branch != "thefold/greet-1234" {
+		t.Errorf("commits %v: want one on the pull request's branch", c)
+	}
+	if n := f.count("CreatePullRequest"); n != 0 {
+		t.Errorf("%d pull requests opened, want 0", n)
+	}
+	replies := requests[*githubv1.CommentOnIssueRequest](f, "CommentOnIssue")
+	if len(replies) != 1 || replies[0].Number != 7 || !strings.Contains(replies[0].Body, "in answer to the changes asked for here") ||
+		!strings.Contains(replies[0].Body, "`greet/hello.go` create") {
+		t.Errorf("replies %v", replies)
+	}
+	if got := f.taskStatuses(); len(got) == 0 || got[len(got)-1] != tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW || slices.Contains(got, tasksv1.TaskStatus_TASK_STATUS_DONE) {
+		t.Errorf("task statuses %v: want it left in review", got)
+	}
+	rev, err := h.st.GetReview(t.Context(), testOwner, rec.Job.ReviewId)
+	if err != nil || rev.Status != agentv1.ReviewStatus_REVIEW_STATUS_APPROVED || !strings.Contains(rev.Feedback, "pull request #7") {
+		t.Errorf("review %v %v", rev, err)
+	}
+}
+
 // ---- diagnosis and recovery ----
 
 // An implementation error: the next attempt rebuilds in a new sandbox with the diagnosis,

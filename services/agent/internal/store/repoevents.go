@@ -300,3 +300,67 @@ func nonNilStrings(s []string) []string {
 
 // interval is d as PostgreSQL reads an interval.
 func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
+
+// DeferRepoDelivery puts a claimed delivery off for wait without counting the attempt.
+func (s *Store) DeferRepoDelivery(ctx context.Context, d *agentv1.RepoDelivery, wait time.Duration) error {
+	_, err := s.pool.Exec(ctx, `UPDATE repo_deliveries SET next_attempt_time = now() + $3::interval, attempts = greatest(attempts - 1, 0)
+		WHERE connection_id = $1 AND delivery_id = $2 AND state = 'pending'`, d.ConnectionId, d.DeliveryId, interval(wait))
+	return err
+}
+
+// Feedback is a line comment on a pull request, by a person with write access.
+type Feedback struct {
+	ConnectionID string
+	PullRequest  int32
+	CommentID    int64
+	ReviewID     int64
+	Author       string
+	Path         string
+	Line         int32
+	Body         string
+}
+
+// AddFeedback keeps a line comment until a revision takes it; a comment kept before (a
+// redelivery, or its edit) is left as it is.
+func (s *Store) AddFeedback(ctx context.Context, f Feedback) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO pr_feedback (connection_id, pr_number, comment_id, review_id, author, path, line, body)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
+		f.ConnectionID, f.PullRequest, f.CommentID, f.ReviewID, f.Author, f.Path, f.Line, f.Body)
+	return err
+}
+
+// OpenFeedback is the comments on a pull request no revision took yet, oldest first.
+func (s *Store) OpenFeedback(ctx context.Context, connection string, pr int32) ([]Feedback, error) {
+	rows, err := s.pool.Query(ctx, `SELECT connection_id::text, pr_number, comment_id, review_id, author, path, line, body FROM pr_feedback
+		WHERE connection_id = $1 AND pr_number = $2 AND job_id IS NULL ORDER BY create_time, comment_id`, connection, pr)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Feedback])
+}
+
+// UseFeedback records that job took the comments ids of a connection.
+func (s *Store) UseFeedback(ctx context.Context, connection, job string, ids []int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE pr_feedback SET job_id = $2 WHERE connection_id = $1 AND comment_id = ANY ($3) AND job_id IS NULL`,
+		connection, job, ids)
+	return err
+}
+
+// JobOfPullRequest is owner's latest job whose pull request is number in repo; nil when
+// there is none.
+func (s *Store) JobOfPullRequest(ctx context.Context, owner, repo string, number int32) (*agentv1.Job, error) {
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE owner_id = $1 AND repo = $2 AND (job->'pull_request'->>'number')::int = $3
+		ORDER BY create_time DESC, id DESC LIMIT 1`, owner, repo, number).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.Load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Job, nil
+}

@@ -210,10 +210,21 @@ func (s *Store) Create(ctx context.Context, j *agentv1.Job, requestID string, re
 // it; nil is Create.
 func (s *Store) CreateWithTask(ctx context.Context, j *agentv1.Job, task *aiv1.TaskSpec, requestID string, requestHash []byte, limit RateLimit,
 	enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, bool, error) {
-	jobContext := []byte("{}")
+	var c *aiv1.PlanTaskRequest
 	if task != nil {
+		c = &aiv1.PlanTaskRequest{Task: task}
+	}
+	return s.CreateWithContext(ctx, j, c, requestID, requestHash, limit, enqueue)
+}
+
+// CreateWithContext is Create with the job's context to start from (the task as the job is
+// to see it, feedback it is to act on); nil is Create.
+func (s *Store) CreateWithContext(ctx context.Context, j *agentv1.Job, c *aiv1.PlanTaskRequest, requestID string, requestHash []byte, limit RateLimit,
+	enqueue func(ctx context.Context, tx pgx.Tx, id string) error) (*Record, bool, error) {
+	jobContext := []byte("{}")
+	if c != nil {
 		var err error
-		if jobContext, err = jsonOut.Marshal(&aiv1.PlanTaskRequest{Task: task}); err != nil {
+		if jobContext, err = jsonOut.Marshal(c); err != nil {
 			return nil, false, err
 		}
 	}

@@ -1162,7 +1162,14 @@ type Job struct {
 	// The issue the job's pull request closes ("Closes #n" in its body); 0 for none.
 	IssueNumber int32 `protobuf:"varint,34,opt,name=issue_number,json=issueNumber,proto3" json:"issue_number,omitempty"`
 	// The messages people sent the job (PostProjectMessage), oldest first; unset in ListJobs.
-	Messages      []*JobMessage `protobuf:"bytes,35,rep,name=messages,proto3" json:"messages,omitempty"`
+	Messages []*JobMessage `protobuf:"bytes,35,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Set on a job that revises the pull request of an earlier job of the same task, after
+	// people with write access asked for changes on it where they review (RepoEventService):
+	// the earlier job's id. Such a job starts from the pull request's branch (branch,
+	// pull_request), is told their review and line comments as its feedback, passes the review
+	// gate by itself (the people who asked review the pushed commit on the pull request), pushes
+	// one commit to that branch and replies on the pull request with what changed.
+	RevisesJobId  string `protobuf:"bytes,36,opt,name=revises_job_id,json=revisesJobId,proto3" json:"revises_job_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1440,6 +1447,13 @@ func (x *Job) GetMessages() []*JobMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *Job) GetRevisesJobId() string {
+	if x != nil {
+		return x.RevisesJobId
+	}
+	return ""
 }
 
 // SubAgentsRun is what the job's sub-agents did (ai.RunSubAgents), or why they did not run.
@@ -8793,7 +8807,7 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x121\n" +
-	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\x9f\v\n" +
+	"\x14recommended_recovery\x18\x06 \x01(\tR\x13recommendedRecovery\"\xc5\v\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x17\n" +
@@ -8840,7 +8854,8 @@ const file_thefold_agent_v1_agent_proto_rawDesc = "" +
 	"sub_agents\x18  \x01(\v2\x1e.thefold.agent.v1.SubAgentsRunR\tsubAgents\x12\x12\n" +
 	"\x04crew\x18! \x01(\bR\x04crew\x12!\n" +
 	"\fissue_number\x18\" \x01(\x05R\vissueNumber\x128\n" +
-	"\bmessages\x18# \x03(\v2\x1c.thefold.agent.v1.JobMessageR\bmessages\"\xa1\x02\n" +
+	"\bmessages\x18# \x03(\v2\x1c.thefold.agent.v1.JobMessageR\bmessages\x12$\n" +
+	"\x0erevises_job_id\x18$ \x01(\tR\frevisesJobId\"\xa1\x02\n" +
 	"\fSubAgentsRun\x127\n" +
 	"\x05roles\x18\x01 \x03(\v2!.thefold.agent.v1.SubAgentOutcomeR\x05roles\x12%\n" +
 	"\x0eskipped_reason\x18\x02 \x01(\tR\rskippedReason\x122\n" +

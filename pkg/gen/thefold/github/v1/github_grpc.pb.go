@@ -177,8 +177,8 @@ type RepoServiceClient interface {
 	// ListCollaborators lists a local repository's collaborators. Needs READ.
 	ListCollaborators(ctx context.Context, in *ListCollaboratorsRequest, opts ...grpc.CallOption) (*ListCollaboratorsResponse, error)
 	// GetCollaboratorRole says what one person may do with a repository: on a GitHub
-	// repository, a GitHub login's permission there (GitHub's collaborator permission: admin
-	// and maintain are ADMIN, write WRITE, triage and read READ, none NONE);
+	// repository, a GitHub login's permission there (GitHub's collaborator permission admin,
+	// write, read or none);
 	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
 	GetCollaboratorRole(ctx context.Context, in *GetCollaboratorRoleRequest, opts ...grpc.CallOption) (*GetCollaboratorRoleResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
@@ -687,8 +687,8 @@ type RepoServiceServer interface {
 	// ListCollaborators lists a local repository's collaborators. Needs READ.
 	ListCollaborators(context.Context, *ListCollaboratorsRequest) (*ListCollaboratorsResponse, error)
 	// GetCollaboratorRole says what one person may do with a repository: on a GitHub
-	// repository, a GitHub login's permission there (GitHub's collaborator permission: admin
-	// and maintain are ADMIN, write WRITE, triage and read READ, none NONE);
+	// repository, a GitHub login's permission there (GitHub's collaborator permission admin,
+	// write, read or none);
 	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
 	GetCollaboratorRole(context.Context, *GetCollaboratorRoleRequest) (*GetCollaboratorRoleResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
