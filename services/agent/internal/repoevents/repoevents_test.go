@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -73,6 +74,12 @@ type roles struct {
 	of map[string]githubv1.RepoRole
 }
 
+// GetPullRequest says every pull request is open at head "abc123".
+func (r *roles) GetPullRequest(_ context.Context, req *githubv1.GetPullRequestRequest) (*githubv1.GetPullRequestResponse, error) {
+	return &githubv1.GetPullRequestResponse{PullRequest: &githubv1.PullRequest{Number: req.Number, HeadSha: "abc123",
+		State: githubv1.PullRequestState_PULL_REQUEST_STATE_OPEN}}, nil
+}
+
 func (r *roles) GetCollaboratorRole(_ context.Context, req *githubv1.GetCollaboratorRoleRequest) (*githubv1.GetCollaboratorRoleResponse, error) {
 	return &githubv1.GetCollaboratorRoleResponse{Role: r.of[req.User]}, nil
 }
@@ -97,6 +104,23 @@ func (r *revisions) JobOfPullRequest(_ context.Context, owner, repo string, n in
 		return j, nil
 	}
 	return nil, nil
+}
+
+func (r *revisions) JobOfBranch(_ context.Context, owner, repo, branch string) (*agentv1.Job, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, j := range r.jobs {
+		if j.Branch == branch && j.OwnerId == owner && j.Repo == repo {
+			return j, nil
+		}
+	}
+	return nil, nil
+}
+
+func (r *revisions) Revisions(context.Context, string, string, int32) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.started), nil
 }
 
 func (r *revisions) StartRevision(_ context.Context, prev *agentv1.Job, requestID, feedback string) (*agentv1.Job, error) {
@@ -175,9 +199,9 @@ func (e *env) addEvent(t *testing.T, id, event string, payload map[string]any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, _ := ev.Triage()
+	st, why := ev.Triage()
 	if _, _, err := e.st.AddRepoDelivery(context.Background(), &agentv1.RepoDelivery{ConnectionId: e.conn.Id, DeliveryId: id, Event: event,
-		Action: ev.Action, State: st}, body); err != nil {
+		Action: ev.Action, State: st, Outcome: why}, body); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -448,5 +472,107 @@ func TestApprovalOrMergeCompletesTheTask(t *testing.T) {
 	e.once(t)
 	if d := e.get(t, "a2"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || e.tasks.status != tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW {
 		t.Fatalf("a reader's approval: %v, task %v", d, e.tasks.status)
+	}
+}
+
+func checkRun(pr int, sha, name, conclusion string) map[string]any {
+	return map[string]any{"action": "completed", "check_run": map[string]any{"name": name, "head_sha": sha, "conclusion": conclusion,
+		"html_url": "https://ci.example/run/1", "output": map[string]any{"title": name + " failed", "summary": "1 test failed",
+			"text": "--- FAIL: TestHello\n    greet_test.go:9: got Hello, want Hi"},
+		"pull_requests": []map[string]any{{"number": pr}}}}
+}
+
+// A check that failed on a pull request's head starts a revision told what it reported (fenced
+// as data), keyed by the commit so that two failed checks of one commit start one; a check of
+// an older commit, a passing one, and a failed status of the pull request's branch are told
+// apart; after three revisions the checks are left to a person.
+func TestFailedChecksStartARevision(t *testing.T) {
+	e := newEnv(t, nil)
+	e.addEvent(t, "k1", "check_run", checkRun(7, "abc123", "go test", "failure"))
+	e.addEvent(t, "k2", "check_run", checkRun(7, "0ld5ha", "go test", "failure"))
+	e.addEvent(t, "k3", "check_run", checkRun(7, "abc123", "lint", "success"))
+	for e.once(t) > 0 {
+	}
+	if d := e.get(t, "k1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || !strings.Contains(d.Outcome, `check "go test" failed: revision job`) {
+		t.Fatalf("k1: %v", d)
+	}
+	if d := e.get(t, "k2"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "stale") {
+		t.Fatalf("k2: %v", d)
+	}
+	if d := e.get(t, "k3"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "ended success") {
+		t.Fatalf("k3: %v", d)
+	}
+	if len(e.revs.started) != 1 {
+		t.Fatalf("%d revisions, want 1", len(e.revs.started))
+	}
+	r := e.revs.started[0]
+	if r.prev.Id != "job-7" || r.requestID != "pr-check:"+e.conn.Id+":abc123" || !strings.Contains(r.feedback, `<data kind="check-output"`) ||
+		!strings.Contains(r.feedback, "greet_test.go:9: got Hello, want Hi") || !strings.Contains(r.feedback, `The check "go test" failed (failure)`) {
+		t.Fatalf("revision %+v", r)
+	}
+	// A failed commit status names a branch, not a pull request.
+	e.addEvent(t, "s1", "status", map[string]any{"sha": "abc123", "state": "failure", "context": "ci/build", "description": "build broke",
+		"target_url": "https://ci.example/b/2", "branches": []map[string]any{{"name": "thefold/x"}}})
+	e.addEvent(t, "s2", "status", map[string]any{"sha": "abc123", "state": "failure", "context": "ci/build", "branches": []map[string]any{{"name": "main"}}})
+	e.once(t)
+	if d := e.get(t, "s1"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_DONE || len(e.revs.started) != 2 ||
+		!strings.Contains(e.revs.started[1].feedback, "build broke") {
+		t.Fatalf("s1: %v, %d revisions", d, len(e.revs.started))
+	}
+	if d := e.get(t, "s2"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "branch main has no pull request") {
+		t.Fatalf("s2: %v", d)
+	}
+	e.addEvent(t, "k4", "check_run", checkRun(7, "abc123", "vet", "failure"))
+	e.once(t)
+	e.addEvent(t, "k5", "check_run", checkRun(7, "abc123", "race", "timed_out"))
+	e.once(t)
+	if d := e.get(t, "k5"); d.State != agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED || !strings.Contains(d.Outcome, "after 3 revisions") {
+		t.Fatalf("k5: %v (%d revisions)", d, len(e.revs.started))
+	}
+}
+
+// The jobs of a pull request, found by number or branch, and its revisions counted, over the
+// real schema.
+func TestJobsOfAPullRequest(t *testing.T) {
+	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
+	st := store.New(pool, events.NewHub(pool))
+	ctx := context.Background()
+	none := func(context.Context, pgx.Tx, string) error { return nil }
+	pr := &typev1.PullRequestRef{Repo: "local/r", Number: 4}
+	first, _, err := st.Create(ctx, &agentv1.Job{OwnerId: "alice", TaskId: "t1", Repo: "local/r", BaseBranch: "main", Branch: "thefold/a", PullRequest: pr}, "", nil, store.RateLimit{}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Mutate(ctx, "alice", first.Job.Id, func(_ context.Context, _ pgx.Tx, rec *store.Record) (store.Step, error) {
+		rec.Job.Status = agentv1.JobStatus_JOB_STATUS_COMPLETED
+		return store.Step{}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := st.Create(ctx, &agentv1.Job{OwnerId: "alice", TaskId: "t1", Repo: "local/r", BaseBranch: "main", Branch: "thefold/a", PullRequest: pr,
+		RevisesJobId: first.Job.Id}, "", nil, store.RateLimit{}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Create(ctx, &agentv1.Job{OwnerId: "alice", TaskId: "t2", Repo: "local/r", BaseBranch: "main"}, "", nil, store.RateLimit{}, none); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := st.JobOfPullRequest(ctx, "alice", "local/r", 4); err != nil || j.GetId() != second.Job.Id {
+		t.Fatalf("by number: %v %v, want %s", j.GetId(), err, second.Job.Id)
+	}
+	if j, err := st.JobOfBranch(ctx, "alice", "local/r", "thefold/a"); err != nil || j.GetId() != second.Job.Id {
+		t.Fatalf("by branch: %v %v", j.GetId(), err)
+	}
+	for _, miss := range []func() (*agentv1.Job, error){
+		func() (*agentv1.Job, error) { return st.JobOfPullRequest(ctx, "bob", "local/r", 4) },
+		func() (*agentv1.Job, error) { return st.JobOfPullRequest(ctx, "alice", "local/r", 5) },
+		func() (*agentv1.Job, error) { return st.JobOfBranch(ctx, "alice", "local/r", "main") },
+	} {
+		if j, err := miss(); err != nil || j != nil {
+			t.Fatalf("a miss found %v %v", j, err)
+		}
+	}
+	if n, err := st.RevisionsOf(ctx, "alice", "local/r", 4); err != nil || n != 1 {
+		t.Fatalf("revisions %d %v, want 1", n, err)
 	}
 }

@@ -326,3 +326,14 @@ func (s *Server) StartRevision(ctx context.Context, prev *agentv1.Job, requestID
 func (s *Server) JobOfPullRequest(ctx context.Context, owner, repo string, number int32) (*agentv1.Job, error) {
 	return s.store.JobOfPullRequest(ctx, owner, repo, number)
 }
+
+// JobOfBranch is owner's latest job with a pull request from branch in repo; nil when there
+// is none.
+func (s *Server) JobOfBranch(ctx context.Context, owner, repo, branch string) (*agentv1.Job, error) {
+	return s.store.JobOfBranch(ctx, owner, repo, branch)
+}
+
+// Revisions counts the revisions of owner's pull request number in repo.
+func (s *Server) Revisions(ctx context.Context, owner, repo string, number int32) (int, error) {
+	return s.store.RevisionsOf(ctx, owner, repo, number)
+}

@@ -275,6 +275,12 @@ func TestGitHubWebhookTriage(t *testing.T) {
 			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
 		{"pull_request", map[string]any{"action": "opened", "repository": repo, "pull_request": map[string]any{"number": 3}},
 			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "close or merge"},
+		{"check_run", map[string]any{"action": "completed", "repository": repo, "check_run": map[string]any{"name": "test", "head_sha": "a1",
+			"conclusion": "failure", "pull_requests": []map[string]any{{"number": 2}}}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
+		{"check_run", map[string]any{"action": "completed", "repository": repo, "check_run": map[string]any{"name": "test", "head_sha": "a1",
+			"conclusion": "success", "pull_requests": []map[string]any{{"number": 2}}}}, agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_IGNORED, "ended success"},
+		{"status", map[string]any{"repository": repo, "sha": "a1", "state": "error", "context": "ci", "branches": []map[string]any{{"name": "b"}}},
+			agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING, ""},
 	}
 	for i, tc := range cases {
 		resp, err := e.events.HandleGitHubWebhook(e.gateway, delivery(fmt.Sprintf("t-%d", i), tc.event, a.WebhookSecret, tc.payload))
@@ -388,6 +394,8 @@ func TestRepoEventsMalformedInput(t *testing.T) {
 		{"HandleGitHubWebhook", "repository.full_name", hook(signed("ping", []byte(`{"zen":"z"}`), "application/json"))},
 		{"HandleGitHubWebhook", "pull_request.number", hook(signed("pull_request", []byte(`{"action":"closed","repository":{"full_name":"local/r"}}`), "application/json"))},
 		{"HandleGitHubWebhook", "review", hook(signed("pull_request_review", []byte(`{"action":"submitted","repository":{"full_name":"local/r"},"pull_request":{"number":1}}`), "application/json"))},
+		{"HandleGitHubWebhook", "check_run", hook(signed("check_run", []byte(`{"action":"completed","repository":{"full_name":"local/r"}}`), "application/json"))},
+		{"HandleGitHubWebhook", "sha", hook(signed("status", []byte(`{"state":"failure","repository":{"full_name":"local/r"}}`), "application/json"))},
 		{"HandleGitHubWebhook", "comment", hook(signed("pull_request_review_comment", []byte(`{"action":"created","repository":{"full_name":"local/r"},"pull_request":{"number":1}}`), "application/json"))},
 	}
 	for _, tc := range cases {

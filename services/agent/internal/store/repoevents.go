@@ -349,9 +349,27 @@ func (s *Store) UseFeedback(ctx context.Context, connection, job string, ids []i
 // JobOfPullRequest is owner's latest job whose pull request is number in repo; nil when
 // there is none.
 func (s *Store) JobOfPullRequest(ctx context.Context, owner, repo string, number int32) (*agentv1.Job, error) {
+	return s.latestJob(ctx, `owner_id = $1 AND repo = $2 AND (job->'pull_request'->>'number')::int = $3`, owner, repo, number)
+}
+
+// JobOfBranch is owner's latest job with a pull request from branch in repo; nil when there
+// is none.
+func (s *Store) JobOfBranch(ctx context.Context, owner, repo, branch string) (*agentv1.Job, error) {
+	return s.latestJob(ctx, `owner_id = $1 AND repo = $2 AND job->>'branch' = $3 AND job ? 'pull_request'`, owner, repo, branch)
+}
+
+// RevisionsOf counts the jobs that revised owner's pull request number in repo.
+func (s *Store) RevisionsOf(ctx context.Context, owner, repo string, number int32) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE owner_id = $1 AND repo = $2 AND (job->'pull_request'->>'number')::int = $3
+		AND coalesce(job->>'revises_job_id', '') <> ''`, owner, repo, number).Scan(&n)
+	return n, err
+}
+
+// latestJob is the latest job where cond holds; nil when there is none.
+func (s *Store) latestJob(ctx context.Context, cond string, args ...any) (*agentv1.Job, error) {
 	var id string
-	err := s.pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE owner_id = $1 AND repo = $2 AND (job->'pull_request'->>'number')::int = $3
-		ORDER BY create_time DESC, id DESC LIMIT 1`, owner, repo, number).Scan(&id)
+	err := s.pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE `+cond+` ORDER BY create_time DESC, id DESC LIMIT 1`, args...).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
