@@ -128,6 +128,79 @@ func reposCommand(g *globals) *cobra.Command {
 			})
 		}),
 	})
+	var (
+		labels []string
+		poll   bool
+	)
+	connect := &cobra.Command{
+		Use: "connect REPO", Short: "Connect a repository's GitHub webhook; its secret is shown once", Args: exactArgs(1, "REPO"),
+		Example: "  thefold repos connect acme/api --label thefold\n  thefold repos connect acme/api -o json | jq -r .connection.webhook_secret",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.RepoEvents().ConnectRepository(cmd.Context(), &agentv1.ConnectRepositoryRequest{Repo: args[0], IssueLabels: labels, Poll: poll})
+			if err != nil {
+				return err
+			}
+			cn := resp.Connection
+			return g.print(resp, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "id\t%s\nrepo\t%s\nwebhook\t<your TheFold URL>%s (content type application/json)\nsecret\t%s\n\t(shown once: paste it into the webhook now)\n",
+					cn.Id, cn.Repo, cn.WebhookPath, cn.WebhookSecret)
+			})
+		}),
+	}
+	connect.Flags().StringArrayVar(&labels, "label", nil, "only issues with this label become tasks (repeatable)")
+	connect.Flags().BoolVar(&poll, "poll", false, "read the repository's GitHub event feed instead of waiting for a webhook")
+	connections := &cobra.Command{
+		Use: "connections", Short: "List your connected repositories", Args: cobra.NoArgs,
+		Example: "  thefold repos connections",
+		RunE: g.withClient(func(cmd *cobra.Command, _ []string, c *client.Client) error {
+			resp, err := c.RepoEvents().ListRepoConnections(cmd.Context(), &agentv1.ListRepoConnectionsRequest{PageSize: 100})
+			if err != nil {
+				return err
+			}
+			return g.print(protoList(resp.Connections), func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tREPO\tLABELS\tLAST DELIVERY")
+				for _, cn := range resp.Connections {
+					last := "-"
+					if cn.LastDeliveryTime != nil {
+						last = cn.LastDeliveryTime.AsTime().Local().Format("2006-01-02 15:04:05")
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", cn.Id, cn.Repo, strings.Join(cn.IssueLabels, ","), last)
+				}
+			})
+		}),
+	}
+	deliveries := &cobra.Command{
+		Use: "deliveries CONNECTION_ID", Short: "What became of a connection's webhook deliveries, newest first", Args: exactArgs(1, "CONNECTION_ID"),
+		Example: "  thefold repos deliveries 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.RepoEvents().ListRepoDeliveries(cmd.Context(), &agentv1.ListRepoDeliveriesRequest{ConnectionId: args[0], PageSize: 100})
+			if err != nil {
+				return err
+			}
+			return g.print(protoList(resp.Deliveries), func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "DELIVERY\tEVENT\tSTATE\tOUTCOME")
+				for _, d := range resp.Deliveries {
+					ev := d.Event
+					if d.Action != "" {
+						ev += "." + d.Action
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", d.DeliveryId, ev, enumName(d.State, "REPO_DELIVERY_STATE_"), firstLine(d.Outcome, 100))
+				}
+			})
+		}),
+	}
+	disconnect := &cobra.Command{
+		Use: "disconnect CONNECTION_ID", Short: "Disconnect a repository (its tasks stay)", Args: exactArgs(1, "CONNECTION_ID"),
+		Example: "  thefold repos disconnect 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.RepoEvents().DeleteRepoConnection(cmd.Context(), &agentv1.DeleteRepoConnectionRequest{Id: args[0]})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) { fmt.Fprintf(w, "disconnected\t%s\n", args[0]) })
+		}),
+	}
+	cmd.AddCommand(connect, connections, deliveries, disconnect)
 	return cmd
 }
 

@@ -202,6 +202,22 @@ func (s *Server) routeRepo(w http.ResponseWriter, r *http.Request, rp *repo, seg
 		w.Header().Set("Location", fmt.Sprintf("%s/codeload/%s/%s/legacy.tar.gz/%s", "http://"+r.Host, rp.owner, rp.name, sha))
 		w.WriteHeader(http.StatusFound)
 
+	case first == "events" && len(seg) == 1 && r.Method == http.MethodGet:
+		// Newest first, one page; the ETag changes with every event added, and a read with
+		// the current one is 304 with no body, as GitHub answers a conditional read.
+		etag := fmt.Sprintf(`W/"%d"`, len(rp.events))
+		w.Header().Set("X-Poll-Interval", "60")
+		if r.Header.Get("If-None-Match") == etag {
+			w.Header().Set("ETag", etag)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		out := make([]map[string]any, 0, len(rp.events))
+		for i := len(rp.events) - 1; i >= 0 && len(out) < 100; i-- {
+			out = append(out, rp.events[i])
+		}
+		writeJSON(w, 200, out)
 	case first == "collaborators" && len(seg) == 3 && seg[2] == "permission" && r.Method == http.MethodGet:
 		perm := rp.permissions[seg[1]]
 		if perm == "" && seg[1] == s.login {

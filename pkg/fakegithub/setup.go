@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -91,6 +92,7 @@ type repo struct {
 	ruled         map[string]bool       // commits the checks rule was asked about
 	pending       map[int]*update       // pull request → its accepted, not yet visible branch update
 	permissions   map[string]string     // login → admin, write or read (SetPermission)
+	events        []map[string]any      // the event feed, oldest first (AddEvent)
 }
 
 type issue struct {
@@ -157,6 +159,19 @@ func (s *Server) SetPermission(full, login, permission string) {
 		}
 		r.permissions[login] = permission
 	})
+}
+
+// AddEvent adds an event of type ("IssuesEvent") with payload to repository full's event
+// feed and returns its id.
+func (s *Server) AddEvent(full, typ string, payload map[string]any) string {
+	var id string
+	s.with(full, func(r *repo) {
+		s.nextID++
+		id = strconv.FormatInt(9000000000+s.nextID, 10)
+		r.events = append(r.events, map[string]any{"id": id, "type": typ, "payload": payload, "public": true,
+			"repo": map[string]any{"name": full}, "created_at": epoch.Format(time.RFC3339)})
+	})
+	return id
 }
 
 // SetRepoOptions changes a repository's settings.

@@ -298,6 +298,29 @@ func TestCLIResources(t *testing.T) {
 	if out, _, code = cli(t, cfg, tok, "repos", "list", "-o", "json"); code != 0 || !strings.Contains(out, repo) {
 		t.Fatalf("repos: %d %q", code, out)
 	}
+	// A repository's webhook connected, listed, its (empty) deliveries, disconnected.
+	out, errOut, code = cli(t, cfg, tok, "repos", "connect", repo, "--label", "thefold", "-o", "json")
+	var conn map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &conn) != nil {
+		t.Fatalf("repos connect: %d %q %s", code, out, errOut)
+	}
+	cn := conn["connection"].(map[string]any)
+	connID, _ := cn["id"].(string)
+	if secret, _ := cn["webhook_secret"].(string); len(secret) != 64 {
+		t.Fatalf("repos connect: %v", cn)
+	}
+	if out, _, code = cli(t, cfg, tok, "repos", "connections"); code != 0 || !strings.Contains(out, connID) || !strings.Contains(out, "thefold") {
+		t.Fatalf("repos connections: %d %q", code, out)
+	}
+	if out, errOut, code = cli(t, cfg, tok, "repos", "deliveries", connID); code != 0 || !strings.Contains(out, "DELIVERY") {
+		t.Fatalf("repos deliveries: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "repos", "deliveries", "not-an-id"); code == 0 || !strings.Contains(errOut, "connection_id") {
+		t.Fatalf("repos deliveries of a bad id: %d %s", code, errOut)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "repos", "disconnect", connID); code != 0 {
+		t.Fatalf("repos disconnect: %d %s", code, errOut)
+	}
 	if _, errOut, code = cli(t, cfg, tok, "memory", "search", "health endpoint", "-o", "json"); code != 0 {
 		t.Fatalf("memory search: %d %s", code, errOut)
 	}

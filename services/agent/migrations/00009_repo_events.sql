@@ -11,8 +11,17 @@ CREATE TABLE repo_connections (
     issue_labels       TEXT[]      NOT NULL DEFAULT '{}',
     last_delivery_time TIMESTAMPTZ,
     create_time        TIMESTAMPTZ NOT NULL DEFAULT now(),
+    -- A polled connection reads the repository's event feed (RepoConnection.poll): the
+    -- feed's last ETag and newest event id, when to read next, and the last read.
+    poll               BOOLEAN     NOT NULL DEFAULT false,
+    poll_etag          TEXT        NOT NULL DEFAULT '',
+    poll_last_event    BIGINT      NOT NULL DEFAULT 0,
+    next_poll_time     TIMESTAMPTZ NOT NULL DEFAULT now(),
+    last_poll_time     TIMESTAMPTZ,
+    poll_status        TEXT        NOT NULL DEFAULT '',
     UNIQUE (owner_id, repo)
 );
+CREATE INDEX repo_connections_due ON repo_connections (next_poll_time) WHERE poll;
 CREATE UNIQUE INDEX repo_connections_request ON repo_connections (owner_id, request_id) WHERE request_id <> '';
 CREATE INDEX repo_connections_repo ON repo_connections (repo);
 CREATE INDEX repo_connections_owner ON repo_connections (owner_id, create_time DESC, id DESC);

@@ -326,6 +326,7 @@ func Service() platform.Service {
 			// GitHub webhook deliveries of connected repositories, acted on as their owners.
 			d.Go("repo event processor", repoevents.NewProcessor(st, repoevents.Clients{Tasks: clients.Tasks, Repos: clients.Repos, Revisions: svc}, d.ServiceSigner, d.Auth.Verifier().UserDisabled,
 				repoevents.DefaultConfig, d.Logger).Run)
+			d.Go("repo event poller", repoevents.NewPoller(st, clients.Repos, d.ServiceSigner, repoevents.DefaultPollConfig, d.Logger).Run)
 			if box != nil {
 				dc := chat.DefaultDelivererConfig
 				dc.Backoff = cfg.WebhookBackoff

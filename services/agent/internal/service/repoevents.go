@@ -86,11 +86,15 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 		return nil, errs.Precondition("the github service is not configured: connecting a repository needs it (THEFOLD_GITHUB_ADDR)")
 	}
 	// The caller must be able to read the repository: its issues become their tasks.
-	if _, err := r.s.o.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: req.Repo}); err != nil {
+	repo, err := r.s.o.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: req.Repo})
+	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			return nil, errs.NotFound("repository", req.Repo)
 		}
 		return nil, err
+	}
+	if req.Poll && repo.GetRepo().GetProvider() != githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
+		return nil, errs.Invalid("poll", "only GitHub repositories have an event feed to read; %s is not on GitHub", req.Repo)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -101,7 +105,8 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 	if err != nil {
 		return nil, err
 	}
-	c, created, err := r.s.store.CreateConnection(ctx, &agentv1.RepoConnection{OwnerId: owner, Repo: req.Repo, IssueLabels: labels}, sealed, req.RequestId)
+	c, created, err := r.s.store.CreateConnection(ctx, &agentv1.RepoConnection{OwnerId: owner, Repo: req.Repo, IssueLabels: labels, Poll: req.Poll},
+		sealed, req.RequestId)
 	if err != nil {
 		return nil, err
 	}

@@ -358,6 +358,10 @@ func TestRepoEventsMalformedInput(t *testing.T) {
 			_, err := e.events.ConnectRepository(ctx, &agentv1.ConnectRepositoryRequest{Repo: "local/s", IssueLabels: []string{strings.Repeat("l", 51)}})
 			return err
 		}},
+		{"ConnectRepository", "poll", func() error {
+			_, err := e.events.ConnectRepository(ctx, &agentv1.ConnectRepositoryRequest{Repo: "local/s", Poll: true})
+			return err
+		}},
 		{"ListRepoConnections", "page_size", func() error {
 			_, err := e.events.ListRepoConnections(ctx, &agentv1.ListRepoConnectionsRequest{PageSize: 101})
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,22 +22,31 @@ import (
 type ConnectionRecord struct {
 	*agentv1.RepoConnection
 	SecretSealed []byte
+	// PollETag and PollLastEvent are a polled connection's feed: the last read's ETag and
+	// the newest event id taken (0: not read yet).
+	PollETag      string
+	PollLastEvent int64
 }
 
-const connectionColumns = `id::text, owner_id, repo, secret_sealed, issue_labels, last_delivery_time, create_time`
+const connectionColumns = `id::text, owner_id, repo, secret_sealed, issue_labels, last_delivery_time, create_time, poll, poll_etag,
+	poll_last_event, last_poll_time, poll_status`
 
 func scanConnection(row pgx.Row) (*ConnectionRecord, error) {
 	var (
-		c       = &agentv1.RepoConnection{}
-		rec     = &ConnectionRecord{RepoConnection: c}
-		last    *time.Time
-		created time.Time
+		c              = &agentv1.RepoConnection{}
+		rec            = &ConnectionRecord{RepoConnection: c}
+		last, lastPoll *time.Time
+		created        time.Time
 	)
-	if err := row.Scan(&c.Id, &c.OwnerId, &c.Repo, &rec.SecretSealed, &c.IssueLabels, &last, &created); err != nil {
+	if err := row.Scan(&c.Id, &c.OwnerId, &c.Repo, &rec.SecretSealed, &c.IssueLabels, &last, &created, &c.Poll, &rec.PollETag,
+		&rec.PollLastEvent, &lastPoll, &c.PollStatus); err != nil {
 		return nil, err
 	}
 	if last != nil {
 		c.LastDeliveryTime = timestamppb.New(*last)
+	}
+	if lastPoll != nil {
+		c.LastPollTime = timestamppb.New(*lastPoll)
 	}
 	c.CreateTime = timestamppb.New(created)
 	return rec, nil
@@ -56,8 +66,8 @@ func (s *Store) CreateConnection(ctx context.Context, c *agentv1.RepoConnection,
 			return nil, false, err
 		}
 	}
-	rec, err := scanConnection(s.pool.QueryRow(ctx, `INSERT INTO repo_connections (owner_id, request_id, repo, secret_sealed, issue_labels)
-		VALUES ($1, $2, $3, $4, $5) RETURNING `+connectionColumns, c.OwnerId, requestID, c.Repo, sealed, nonNilStrings(c.IssueLabels)))
+	rec, err := scanConnection(s.pool.QueryRow(ctx, `INSERT INTO repo_connections (owner_id, request_id, repo, secret_sealed, issue_labels, poll)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+connectionColumns, c.OwnerId, requestID, c.Repo, sealed, nonNilStrings(c.IssueLabels), c.Poll))
 	switch {
 	case db.IsUniqueViolation(err, "repo_connections_owner_id_repo_key"):
 		return nil, false, fmt.Errorf("%s is connected already; delete that connection to connect it again with a new secret: %w", c.Repo, errs.ErrAlreadyExists)
@@ -381,4 +391,53 @@ func (s *Store) latestJob(ctx context.Context, cond string, args ...any) (*agent
 		return nil, err
 	}
 	return rec.Job, nil
+}
+
+// ClaimPolls claims up to n polled connections whose next read is due: their next read moves
+// past lease, so no other replica reads them meanwhile.
+func (s *Store) ClaimPolls(ctx context.Context, n int, lease time.Duration) ([]*ConnectionRecord, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE repo_connections c SET next_poll_time = now() + $2::interval
+		FROM (SELECT id FROM repo_connections WHERE poll AND next_poll_time <= now() ORDER BY next_poll_time LIMIT $1 FOR UPDATE SKIP LOCKED) due
+		WHERE c.id = due.id RETURNING `+prefixed("c.", connectionColumns), n, interval(lease))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*ConnectionRecord, error) { return scanConnection(r) })
+}
+
+// Polled records a read of a polled connection's feed: the deliveries it made (stored once
+// each, as AddRepoDelivery does), its ETag and newest event, what it said, and when to read
+// next.
+func (s *Store) Polled(ctx context.Context, c *ConnectionRecord, deliveries []*agentv1.RepoDelivery, payloads [][]byte, etag string, last int64,
+	status string, next time.Duration) error {
+	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		for i, d := range deliveries {
+			finished := "now()"
+			var keep []byte
+			if d.State == agentv1.RepoDeliveryState_REPO_DELIVERY_STATE_PENDING {
+				finished, keep = "NULL", payloads[i]
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO repo_deliveries (connection_id, delivery_id, event, action, state, outcome, payload, finish_time)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, `+finished+`) ON CONFLICT DO NOTHING`,
+				c.Id, d.DeliveryId, d.Event, d.Action, RepoDeliveryStateName(d.State), d.Outcome, keep); err != nil {
+				return err
+			}
+		}
+		delivered := ""
+		if len(deliveries) > 0 {
+			delivered = ", last_delivery_time = now()"
+		}
+		_, err := tx.Exec(ctx, `UPDATE repo_connections SET poll_etag = $2, poll_last_event = $3, poll_status = $4, last_poll_time = now(),
+			next_poll_time = now() + $5::interval`+delivered+` WHERE id = $1`, c.Id, etag, last, validate.Truncate(status, 500), interval(next))
+		return err
+	})
+}
+
+// prefixed qualifies each column of a column list with prefix.
+func prefixed(prefix, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, p := range parts {
+		parts[i] = prefix + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
 }

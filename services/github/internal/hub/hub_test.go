@@ -442,3 +442,43 @@ func TestCollaboratorRole(t *testing.T) {
 		t.Errorf("unknown repository: %v, want not found", err)
 	}
 }
+
+// RepoEvents reads the feed newest first as webhook deliveries of its types, with the
+// repository in each payload; a read with the last ETag is not modified; a new event
+// changes it; the poll interval is GitHub's.
+func TestRepoEvents(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	f.AddRepo("octo/app", appFiles)
+	first := f.AddEvent("octo/app", "IssuesEvent", map[string]any{"action": "opened", "issue": map[string]any{"number": 3}})
+	second := f.AddEvent("octo/app", "PullRequestReviewEvent", map[string]any{"action": "created", "review": map[string]any{"id": 9, "state": "changes_requested"}})
+	p := f.provider(t)
+	got, err := p.RepoEvents(t.Context(), "octo/app", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.NotModified || got.Etag == "" || got.PollInterval.AsDuration() != time.Minute || len(got.Events) != 2 {
+		t.Fatalf("first read: %v", got)
+	}
+	if e := got.Events[0]; e.Id != second || e.Type != "pull_request_review" || e.Action != "created" || !strings.Contains(string(e.Payload), `"full_name":"octo/app"`) {
+		t.Fatalf("newest: %v", e)
+	}
+	if e := got.Events[1]; e.Id != first || e.Type != "issues" || !strings.Contains(string(e.Payload), `"number":3`) || e.CreateTime == nil {
+		t.Fatalf("oldest: %v", e)
+	}
+	again, err := p.RepoEvents(t.Context(), "octo/app", got.Etag)
+	if err != nil || !again.NotModified || len(again.Events) != 0 || again.Etag != got.Etag {
+		t.Fatalf("conditional read: %v %v", again, err)
+	}
+	if reqs := f.requests("GET", "/repos/octo/app/events"); len(reqs) != 2 || reqs[1].Header.Get("If-None-Match") != got.Etag {
+		t.Fatalf("requests %v", reqs)
+	}
+	f.AddEvent("octo/app", "PushEvent", map[string]any{"ref": "refs/heads/main"})
+	third, err := p.RepoEvents(t.Context(), "octo/app", got.Etag)
+	if err != nil || third.NotModified || len(third.Events) != 3 || third.Events[0].Type != "push" || third.Etag == got.Etag {
+		t.Fatalf("after a new event: %v %v", third, err)
+	}
+	if _, err := p.RepoEvents(t.Context(), "octo/nope", ""); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("unknown repository: %v", err)
+	}
+}

@@ -357,6 +357,18 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: repo, User: "a b"})
 			return err
 		}},
+		{"ListRepoEvents", codes.InvalidArgument, "etag", func(ctx context.Context) error {
+			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: repo, Etag: "a\nb"})
+			return err
+		}},
+		{"ListRepoEvents", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: "x"})
+			return err
+		}},
+		{"ListRepoEvents", codes.FailedPrecondition, "local repository", func(ctx context.Context) error {
+			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: repo})
+			return err
+		}},
 		{"GetCollaboratorRole", codes.InvalidArgument, "repo", func(ctx context.Context) error {
 			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: "no-slash", User: "bob"})
 			return err

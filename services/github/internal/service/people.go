@@ -324,6 +324,30 @@ func (s *Server) GetCollaboratorRole(ctx context.Context, req *githubv1.GetColla
 	return &githubv1.GetCollaboratorRoleResponse{Role: role.Proto()}, nil
 }
 
+// eventReader is a provider with an event feed per repository (GitHub).
+type eventReader interface {
+	RepoEvents(ctx context.Context, repo, etag string) (*githubv1.ListRepoEventsResponse, error)
+}
+
+// maxETag bounds an etag.
+const maxETag = 200
+
+// ListRepoEvents reads a GitHub repository's event feed, conditionally on etag.
+func (s *Server) ListRepoEvents(ctx context.Context, req *githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
+	if len(req.GetEtag()) > maxETag || !validate.PrintableASCII(req.GetEtag(), true) {
+		return nil, errs.Invalid("etag", "an ETag of a previous answer (printable ASCII, at most %d characters)", maxETag)
+	}
+	ctx, p, _, err := s.target(ctx, req.GetRepo(), forge.RoleRead)
+	if err != nil {
+		return nil, err
+	}
+	er, ok := p.(eventReader)
+	if !ok {
+		return nil, errs.Precondition("%s is a local repository: it has no event feed (its issues and pull requests change through TheFold)", req.GetRepo())
+	}
+	return er.RepoEvents(ctx, req.GetRepo(), req.GetEtag())
+}
+
 func credentialMessage(c *store.Credential) *githubv1.GitHubCredential {
 	return &githubv1.GitHubCredential{UserId: c.UserID, Hint: c.Hint, CreateTime: timestamppb.New(c.CreateTime)}
 }

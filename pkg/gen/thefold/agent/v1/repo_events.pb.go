@@ -102,8 +102,18 @@ type RepoConnection struct {
 	// Output only: when the last verified delivery arrived.
 	LastDeliveryTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_delivery_time,json=lastDeliveryTime,proto3" json:"last_delivery_time,omitempty"`
 	CreateTime       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Read the repository's GitHub event feed instead of waiting for its webhook: for a
+	// repository whose settings the person cannot change. The feed is read conditionally (an
+	// unchanged feed costs no rate limit), no more often than GitHub's poll interval asks and
+	// backing off when the rate limit runs out; its events (issues, pull requests, reviews,
+	// review comments: the feed has no check runs) become deliveries handled as the webhook's
+	// are, from the first read on. GitHub repositories only.
+	Poll bool `protobuf:"varint,9,opt,name=poll,proto3" json:"poll,omitempty"`
+	// Output only: when the feed was last read and what it said, for a polled connection.
+	LastPollTime  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	PollStatus    string                 `protobuf:"bytes,11,opt,name=poll_status,json=pollStatus,proto3" json:"poll_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RepoConnection) Reset() {
@@ -192,6 +202,27 @@ func (x *RepoConnection) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RepoConnection) GetPoll() bool {
+	if x != nil {
+		return x.Poll
+	}
+	return false
+}
+
+func (x *RepoConnection) GetLastPollTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastPollTime
+	}
+	return nil
+}
+
+func (x *RepoConnection) GetPollStatus() string {
+	if x != nil {
+		return x.PollStatus
+	}
+	return ""
+}
+
 type ConnectRepositoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Idempotency key.
@@ -199,7 +230,9 @@ type ConnectRepositoryRequest struct {
 	// Required, "owner/name".
 	Repo string `protobuf:"bytes,2,opt,name=repo,proto3" json:"repo,omitempty"`
 	// At most 20 labels, each 1–50 characters.
-	IssueLabels   []string `protobuf:"bytes,3,rep,name=issue_labels,json=issueLabels,proto3" json:"issue_labels,omitempty"`
+	IssueLabels []string `protobuf:"bytes,3,rep,name=issue_labels,json=issueLabels,proto3" json:"issue_labels,omitempty"`
+	// See RepoConnection.poll.
+	Poll          bool `protobuf:"varint,4,opt,name=poll,proto3" json:"poll,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +286,13 @@ func (x *ConnectRepositoryRequest) GetIssueLabels() []string {
 		return x.IssueLabels
 	}
 	return nil
+}
+
+func (x *ConnectRepositoryRequest) GetPoll() bool {
+	if x != nil {
+		return x.Poll
+	}
+	return false
 }
 
 type ConnectRepositoryResponse struct {
@@ -829,7 +869,7 @@ var File_thefold_agent_v1_repo_events_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"\n" +
-	"\"thefold/agent/v1/repo_events.proto\x12\x10thefold.agent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc3\x02\n" +
+	"\"thefold/agent/v1/repo_events.proto\x12\x10thefold.agent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x03\n" +
 	"\x0eRepoConnection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -839,12 +879,18 @@ const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"\fissue_labels\x18\x06 \x03(\tR\vissueLabels\x12H\n" +
 	"\x12last_delivery_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x10lastDeliveryTime\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"p\n" +
+	"createTime\x12\x12\n" +
+	"\x04poll\x18\t \x01(\bR\x04poll\x12@\n" +
+	"\x0elast_poll_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x1f\n" +
+	"\vpoll_status\x18\v \x01(\tR\n" +
+	"pollStatus\"\x84\x01\n" +
 	"\x18ConnectRepositoryRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12!\n" +
-	"\fissue_labels\x18\x03 \x03(\tR\vissueLabels\"]\n" +
+	"\fissue_labels\x18\x03 \x03(\tR\vissueLabels\x12\x12\n" +
+	"\x04poll\x18\x04 \x01(\bR\x04poll\"]\n" +
 	"\x19ConnectRepositoryResponse\x12@\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2 .thefold.agent.v1.RepoConnectionR\n" +
@@ -938,29 +984,30 @@ var file_thefold_agent_v1_repo_events_proto_goTypes = []any{
 var file_thefold_agent_v1_repo_events_proto_depIdxs = []int32{
 	14, // 0: thefold.agent.v1.RepoConnection.last_delivery_time:type_name -> google.protobuf.Timestamp
 	14, // 1: thefold.agent.v1.RepoConnection.create_time:type_name -> google.protobuf.Timestamp
-	1,  // 2: thefold.agent.v1.ConnectRepositoryResponse.connection:type_name -> thefold.agent.v1.RepoConnection
-	1,  // 3: thefold.agent.v1.ListRepoConnectionsResponse.connections:type_name -> thefold.agent.v1.RepoConnection
-	0,  // 4: thefold.agent.v1.RepoDelivery.state:type_name -> thefold.agent.v1.RepoDeliveryState
-	14, // 5: thefold.agent.v1.RepoDelivery.receive_time:type_name -> google.protobuf.Timestamp
-	14, // 6: thefold.agent.v1.RepoDelivery.finish_time:type_name -> google.protobuf.Timestamp
-	8,  // 7: thefold.agent.v1.ListRepoDeliveriesResponse.deliveries:type_name -> thefold.agent.v1.RepoDelivery
-	13, // 8: thefold.agent.v1.HandleGitHubWebhookRequest.headers:type_name -> thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
-	8,  // 9: thefold.agent.v1.HandleGitHubWebhookResponse.delivery:type_name -> thefold.agent.v1.RepoDelivery
-	2,  // 10: thefold.agent.v1.RepoEventService.ConnectRepository:input_type -> thefold.agent.v1.ConnectRepositoryRequest
-	4,  // 11: thefold.agent.v1.RepoEventService.ListRepoConnections:input_type -> thefold.agent.v1.ListRepoConnectionsRequest
-	6,  // 12: thefold.agent.v1.RepoEventService.DeleteRepoConnection:input_type -> thefold.agent.v1.DeleteRepoConnectionRequest
-	9,  // 13: thefold.agent.v1.RepoEventService.ListRepoDeliveries:input_type -> thefold.agent.v1.ListRepoDeliveriesRequest
-	11, // 14: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:input_type -> thefold.agent.v1.HandleGitHubWebhookRequest
-	3,  // 15: thefold.agent.v1.RepoEventService.ConnectRepository:output_type -> thefold.agent.v1.ConnectRepositoryResponse
-	5,  // 16: thefold.agent.v1.RepoEventService.ListRepoConnections:output_type -> thefold.agent.v1.ListRepoConnectionsResponse
-	7,  // 17: thefold.agent.v1.RepoEventService.DeleteRepoConnection:output_type -> thefold.agent.v1.DeleteRepoConnectionResponse
-	10, // 18: thefold.agent.v1.RepoEventService.ListRepoDeliveries:output_type -> thefold.agent.v1.ListRepoDeliveriesResponse
-	12, // 19: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:output_type -> thefold.agent.v1.HandleGitHubWebhookResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 2: thefold.agent.v1.RepoConnection.last_poll_time:type_name -> google.protobuf.Timestamp
+	1,  // 3: thefold.agent.v1.ConnectRepositoryResponse.connection:type_name -> thefold.agent.v1.RepoConnection
+	1,  // 4: thefold.agent.v1.ListRepoConnectionsResponse.connections:type_name -> thefold.agent.v1.RepoConnection
+	0,  // 5: thefold.agent.v1.RepoDelivery.state:type_name -> thefold.agent.v1.RepoDeliveryState
+	14, // 6: thefold.agent.v1.RepoDelivery.receive_time:type_name -> google.protobuf.Timestamp
+	14, // 7: thefold.agent.v1.RepoDelivery.finish_time:type_name -> google.protobuf.Timestamp
+	8,  // 8: thefold.agent.v1.ListRepoDeliveriesResponse.deliveries:type_name -> thefold.agent.v1.RepoDelivery
+	13, // 9: thefold.agent.v1.HandleGitHubWebhookRequest.headers:type_name -> thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
+	8,  // 10: thefold.agent.v1.HandleGitHubWebhookResponse.delivery:type_name -> thefold.agent.v1.RepoDelivery
+	2,  // 11: thefold.agent.v1.RepoEventService.ConnectRepository:input_type -> thefold.agent.v1.ConnectRepositoryRequest
+	4,  // 12: thefold.agent.v1.RepoEventService.ListRepoConnections:input_type -> thefold.agent.v1.ListRepoConnectionsRequest
+	6,  // 13: thefold.agent.v1.RepoEventService.DeleteRepoConnection:input_type -> thefold.agent.v1.DeleteRepoConnectionRequest
+	9,  // 14: thefold.agent.v1.RepoEventService.ListRepoDeliveries:input_type -> thefold.agent.v1.ListRepoDeliveriesRequest
+	11, // 15: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:input_type -> thefold.agent.v1.HandleGitHubWebhookRequest
+	3,  // 16: thefold.agent.v1.RepoEventService.ConnectRepository:output_type -> thefold.agent.v1.ConnectRepositoryResponse
+	5,  // 17: thefold.agent.v1.RepoEventService.ListRepoConnections:output_type -> thefold.agent.v1.ListRepoConnectionsResponse
+	7,  // 18: thefold.agent.v1.RepoEventService.DeleteRepoConnection:output_type -> thefold.agent.v1.DeleteRepoConnectionResponse
+	10, // 19: thefold.agent.v1.RepoEventService.ListRepoDeliveries:output_type -> thefold.agent.v1.ListRepoDeliveriesResponse
+	12, // 20: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:output_type -> thefold.agent.v1.HandleGitHubWebhookResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_repo_events_proto_init() }

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -5662,6 +5663,215 @@ func (x *GetCollaboratorRoleResponse) GetRole() RepoRole {
 	return RepoRole_REPO_ROLE_UNSPECIFIED
 }
 
+type ListRepoEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, "owner/name" of a GitHub repository.
+	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
+	// The etag of the last answer; empty reads the feed whatever it holds.
+	Etag          string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRepoEventsRequest) Reset() {
+	*x = ListRepoEventsRequest{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRepoEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRepoEventsRequest) ProtoMessage() {}
+
+func (x *ListRepoEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRepoEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListRepoEventsRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListRepoEventsRequest) GetRepo() string {
+	if x != nil {
+		return x.Repo
+	}
+	return ""
+}
+
+func (x *ListRepoEventsRequest) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+// RepoEvent is one event of a repository's feed, in the terms of a webhook delivery.
+type RepoEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GitHub's event id (digits, increasing).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The webhook event it corresponds to ("issues", "pull_request", "pull_request_review",
+	// "pull_request_review_comment", "issue_comment", "push", …).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The payload's action ("opened"), empty when it has none.
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// The payload as JSON, with repository.full_name set, as a webhook delivery of type
+	// carries it.
+	Payload       []byte                 `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepoEvent) Reset() {
+	*x = RepoEvent{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepoEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepoEvent) ProtoMessage() {}
+
+func (x *RepoEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepoEvent.ProtoReflect.Descriptor instead.
+func (*RepoEvent) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *RepoEvent) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RepoEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RepoEvent) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *RepoEvent) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *RepoEvent) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+type ListRepoEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first; empty when not_modified.
+	Events []*RepoEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The etag to read with next time.
+	Etag string `protobuf:"bytes,2,opt,name=etag,proto3" json:"etag,omitempty"`
+	// The feed is unchanged since etag.
+	NotModified bool `protobuf:"varint,3,opt,name=not_modified,json=notModified,proto3" json:"not_modified,omitempty"`
+	// How long GitHub asks pollers to wait before the next read (X-Poll-Interval).
+	PollInterval  *durationpb.Duration `protobuf:"bytes,4,opt,name=poll_interval,json=pollInterval,proto3" json:"poll_interval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRepoEventsResponse) Reset() {
+	*x = ListRepoEventsResponse{}
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRepoEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRepoEventsResponse) ProtoMessage() {}
+
+func (x *ListRepoEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRepoEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListRepoEventsResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ListRepoEventsResponse) GetEvents() []*RepoEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListRepoEventsResponse) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
+func (x *ListRepoEventsResponse) GetNotModified() bool {
+	if x != nil {
+		return x.NotModified
+	}
+	return false
+}
+
+func (x *ListRepoEventsResponse) GetPollInterval() *durationpb.Duration {
+	if x != nil {
+		return x.PollInterval
+	}
+	return nil
+}
+
 // ListCollaboratorsResponse is one page of collaborators, by user id.
 type ListCollaboratorsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -5674,7 +5884,7 @@ type ListCollaboratorsResponse struct {
 
 func (x *ListCollaboratorsResponse) Reset() {
 	*x = ListCollaboratorsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5686,7 +5896,7 @@ func (x *ListCollaboratorsResponse) String() string {
 func (*ListCollaboratorsResponse) ProtoMessage() {}
 
 func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5699,7 +5909,7 @@ func (x *ListCollaboratorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCollaboratorsResponse.ProtoReflect.Descriptor instead.
 func (*ListCollaboratorsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListCollaboratorsResponse) GetCollaborators() []*Collaborator {
@@ -5729,7 +5939,7 @@ type GitHubCredential struct {
 
 func (x *GitHubCredential) Reset() {
 	*x = GitHubCredential{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5741,7 +5951,7 @@ func (x *GitHubCredential) String() string {
 func (*GitHubCredential) ProtoMessage() {}
 
 func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[73]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5754,7 +5964,7 @@ func (x *GitHubCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubCredential.ProtoReflect.Descriptor instead.
 func (*GitHubCredential) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{73}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GitHubCredential) GetUserId() string {
@@ -5789,7 +5999,7 @@ type SetGitHubCredentialRequest struct {
 
 func (x *SetGitHubCredentialRequest) Reset() {
 	*x = SetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5801,7 +6011,7 @@ func (x *SetGitHubCredentialRequest) String() string {
 func (*SetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5814,7 +6024,7 @@ func (x *SetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *SetGitHubCredentialRequest) GetToken() string {
@@ -5834,7 +6044,7 @@ type SetGitHubCredentialResponse struct {
 
 func (x *SetGitHubCredentialResponse) Reset() {
 	*x = SetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5846,7 +6056,7 @@ func (x *SetGitHubCredentialResponse) String() string {
 func (*SetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[75]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5859,7 +6069,7 @@ func (x *SetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{75}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *SetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5878,7 +6088,7 @@ type GetGitHubCredentialRequest struct {
 
 func (x *GetGitHubCredentialRequest) Reset() {
 	*x = GetGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5890,7 +6100,7 @@ func (x *GetGitHubCredentialRequest) String() string {
 func (*GetGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[76]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5903,7 +6113,7 @@ func (x *GetGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{76}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{79}
 }
 
 // GetGitHubCredentialResponse describes it.
@@ -5916,7 +6126,7 @@ type GetGitHubCredentialResponse struct {
 
 func (x *GetGitHubCredentialResponse) Reset() {
 	*x = GetGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5928,7 +6138,7 @@ func (x *GetGitHubCredentialResponse) String() string {
 func (*GetGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[77]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5941,7 +6151,7 @@ func (x *GetGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*GetGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{77}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *GetGitHubCredentialResponse) GetCredential() *GitHubCredential {
@@ -5960,7 +6170,7 @@ type DeleteGitHubCredentialRequest struct {
 
 func (x *DeleteGitHubCredentialRequest) Reset() {
 	*x = DeleteGitHubCredentialRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5972,7 +6182,7 @@ func (x *DeleteGitHubCredentialRequest) String() string {
 func (*DeleteGitHubCredentialRequest) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[78]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5985,7 +6195,7 @@ func (x *DeleteGitHubCredentialRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{78}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{81}
 }
 
 // DeleteGitHubCredentialResponse says whether there was one.
@@ -5998,7 +6208,7 @@ type DeleteGitHubCredentialResponse struct {
 
 func (x *DeleteGitHubCredentialResponse) Reset() {
 	*x = DeleteGitHubCredentialResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6010,7 +6220,7 @@ func (x *DeleteGitHubCredentialResponse) String() string {
 func (*DeleteGitHubCredentialResponse) ProtoMessage() {}
 
 func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[79]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6023,7 +6233,7 @@ func (x *DeleteGitHubCredentialResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGitHubCredentialResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGitHubCredentialResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{79}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *DeleteGitHubCredentialResponse) GetDeleted() bool {
@@ -6046,7 +6256,7 @@ type GitHubGrant struct {
 
 func (x *GitHubGrant) Reset() {
 	*x = GitHubGrant{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6058,7 +6268,7 @@ func (x *GitHubGrant) String() string {
 func (*GitHubGrant) ProtoMessage() {}
 
 func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[80]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6071,7 +6281,7 @@ func (x *GitHubGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitHubGrant.ProtoReflect.Descriptor instead.
 func (*GitHubGrant) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{80}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GitHubGrant) GetUserId() string {
@@ -6110,7 +6320,7 @@ type SetGitHubGrantRequest struct {
 
 func (x *SetGitHubGrantRequest) Reset() {
 	*x = SetGitHubGrantRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6122,7 +6332,7 @@ func (x *SetGitHubGrantRequest) String() string {
 func (*SetGitHubGrantRequest) ProtoMessage() {}
 
 func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[81]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6135,7 +6345,7 @@ func (x *SetGitHubGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantRequest.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{81}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *SetGitHubGrantRequest) GetUserId() string {
@@ -6169,7 +6379,7 @@ type SetGitHubGrantResponse struct {
 
 func (x *SetGitHubGrantResponse) Reset() {
 	*x = SetGitHubGrantResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6181,7 +6391,7 @@ func (x *SetGitHubGrantResponse) String() string {
 func (*SetGitHubGrantResponse) ProtoMessage() {}
 
 func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[82]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6194,7 +6404,7 @@ func (x *SetGitHubGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetGitHubGrantResponse.ProtoReflect.Descriptor instead.
 func (*SetGitHubGrantResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{82}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *SetGitHubGrantResponse) GetGrants() []*GitHubGrant {
@@ -6219,7 +6429,7 @@ type ListGitHubGrantsRequest struct {
 
 func (x *ListGitHubGrantsRequest) Reset() {
 	*x = ListGitHubGrantsRequest{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[83]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6231,7 +6441,7 @@ func (x *ListGitHubGrantsRequest) String() string {
 func (*ListGitHubGrantsRequest) ProtoMessage() {}
 
 func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[83]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6244,7 +6454,7 @@ func (x *ListGitHubGrantsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsRequest.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{83}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *ListGitHubGrantsRequest) GetUserId() string {
@@ -6280,7 +6490,7 @@ type ListGitHubGrantsResponse struct {
 
 func (x *ListGitHubGrantsResponse) Reset() {
 	*x = ListGitHubGrantsResponse{}
-	mi := &file_thefold_github_v1_github_proto_msgTypes[84]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6292,7 +6502,7 @@ func (x *ListGitHubGrantsResponse) String() string {
 func (*ListGitHubGrantsResponse) ProtoMessage() {}
 
 func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_github_v1_github_proto_msgTypes[84]
+	mi := &file_thefold_github_v1_github_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6305,7 +6515,7 @@ func (x *ListGitHubGrantsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGitHubGrantsResponse.ProtoReflect.Descriptor instead.
 func (*ListGitHubGrantsResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{84}
+	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *ListGitHubGrantsResponse) GetGrants() []*GitHubGrant {
@@ -6326,7 +6536,7 @@ var File_thefold_github_v1_github_proto protoreflect.FileDescriptor
 
 const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\n" +
-	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1athefold/type/v1/file.proto\"\xe9\x03\n" +
+	"\x1ethefold/github/v1/github.proto\x12\x11thefold.github.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1athefold/type/v1/file.proto\"\xe9\x03\n" +
 	"\x04Repo\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x12\n" +
@@ -6714,7 +6924,22 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"N\n" +
 	"\x1bGetCollaboratorRoleResponse\x12/\n" +
-	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"\x8a\x01\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"?\n" +
+	"\x15ListRepoEventsRequest\x12\x12\n" +
+	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x9e\x01\n" +
+	"\tRepoEvent\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xc5\x01\n" +
+	"\x16ListRepoEventsResponse\x124\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.thefold.github.v1.RepoEventR\x06events\x12\x12\n" +
+	"\x04etag\x18\x02 \x01(\tR\x04etag\x12!\n" +
+	"\fnot_modified\x18\x03 \x01(\bR\vnotModified\x12>\n" +
+	"\rpoll_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\fpollInterval\"\x8a\x01\n" +
 	"\x19ListCollaboratorsResponse\x12E\n" +
 	"\rcollaborators\x18\x01 \x03(\v2\x1f.thefold.github.v1.CollaboratorR\rcollaborators\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"|\n" +
@@ -6806,7 +7031,7 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x1aNAMESPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NAMESPACE_ROLE_NONE\x10\x01\x12\x19\n" +
 	"\x15NAMESPACE_ROLE_MEMBER\x10\x02\x12\x18\n" +
-	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\xa6\x1d\n" +
+	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\x92\x1e\n" +
 	"\vRepoService\x12[\n" +
 	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
@@ -6840,7 +7065,8 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x12SetNamespaceMember\x12,.thefold.github.v1.SetNamespaceMemberRequest\x1a-.thefold.github.v1.SetNamespaceMemberResponse\"\x03\x90\x02\x02\x12m\n" +
 	"\x0fSetCollaborator\x12).thefold.github.v1.SetCollaboratorRequest\x1a*.thefold.github.v1.SetCollaboratorResponse\"\x03\x90\x02\x02\x12s\n" +
 	"\x11ListCollaborators\x12+.thefold.github.v1.ListCollaboratorsRequest\x1a,.thefold.github.v1.ListCollaboratorsResponse\"\x03\x90\x02\x01\x12y\n" +
-	"\x13GetCollaboratorRole\x12-.thefold.github.v1.GetCollaboratorRoleRequest\x1a..thefold.github.v1.GetCollaboratorRoleResponse\"\x03\x90\x02\x01\x12y\n" +
+	"\x13GetCollaboratorRole\x12-.thefold.github.v1.GetCollaboratorRoleRequest\x1a..thefold.github.v1.GetCollaboratorRoleResponse\"\x03\x90\x02\x01\x12j\n" +
+	"\x0eListRepoEvents\x12(.thefold.github.v1.ListRepoEventsRequest\x1a).thefold.github.v1.ListRepoEventsResponse\"\x03\x90\x02\x01\x12y\n" +
 	"\x13SetGitHubCredential\x12-.thefold.github.v1.SetGitHubCredentialRequest\x1a..thefold.github.v1.SetGitHubCredentialResponse\"\x03\x90\x02\x02\x12y\n" +
 	"\x13GetGitHubCredential\x12-.thefold.github.v1.GetGitHubCredentialRequest\x1a..thefold.github.v1.GetGitHubCredentialResponse\"\x03\x90\x02\x01\x12\x82\x01\n" +
 	"\x16DeleteGitHubCredential\x120.thefold.github.v1.DeleteGitHubCredentialRequest\x1a1.thefold.github.v1.DeleteGitHubCredentialResponse\"\x03\x90\x02\x02\x12j\n" +
@@ -6861,7 +7087,7 @@ func file_thefold_github_v1_github_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_github_v1_github_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_thefold_github_v1_github_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_thefold_github_v1_github_proto_goTypes = []any{
 	(RepoProvider)(0),                        // 0: thefold.github.v1.RepoProvider
 	(RepoRole)(0),                            // 1: thefold.github.v1.RepoRole
@@ -6945,36 +7171,40 @@ var file_thefold_github_v1_github_proto_goTypes = []any{
 	(*ListCollaboratorsRequest)(nil),         // 79: thefold.github.v1.ListCollaboratorsRequest
 	(*GetCollaboratorRoleRequest)(nil),       // 80: thefold.github.v1.GetCollaboratorRoleRequest
 	(*GetCollaboratorRoleResponse)(nil),      // 81: thefold.github.v1.GetCollaboratorRoleResponse
-	(*ListCollaboratorsResponse)(nil),        // 82: thefold.github.v1.ListCollaboratorsResponse
-	(*GitHubCredential)(nil),                 // 83: thefold.github.v1.GitHubCredential
-	(*SetGitHubCredentialRequest)(nil),       // 84: thefold.github.v1.SetGitHubCredentialRequest
-	(*SetGitHubCredentialResponse)(nil),      // 85: thefold.github.v1.SetGitHubCredentialResponse
-	(*GetGitHubCredentialRequest)(nil),       // 86: thefold.github.v1.GetGitHubCredentialRequest
-	(*GetGitHubCredentialResponse)(nil),      // 87: thefold.github.v1.GetGitHubCredentialResponse
-	(*DeleteGitHubCredentialRequest)(nil),    // 88: thefold.github.v1.DeleteGitHubCredentialRequest
-	(*DeleteGitHubCredentialResponse)(nil),   // 89: thefold.github.v1.DeleteGitHubCredentialResponse
-	(*GitHubGrant)(nil),                      // 90: thefold.github.v1.GitHubGrant
-	(*SetGitHubGrantRequest)(nil),            // 91: thefold.github.v1.SetGitHubGrantRequest
-	(*SetGitHubGrantResponse)(nil),           // 92: thefold.github.v1.SetGitHubGrantResponse
-	(*ListGitHubGrantsRequest)(nil),          // 93: thefold.github.v1.ListGitHubGrantsRequest
-	(*ListGitHubGrantsResponse)(nil),         // 94: thefold.github.v1.ListGitHubGrantsResponse
-	(*timestamppb.Timestamp)(nil),            // 95: google.protobuf.Timestamp
-	(*v1.FileChange)(nil),                    // 96: thefold.type.v1.FileChange
-	(*v1.DiffStats)(nil),                     // 97: thefold.type.v1.DiffStats
-	(*v1.FileDiff)(nil),                      // 98: thefold.type.v1.FileDiff
-	(*fieldmaskpb.FieldMask)(nil),            // 99: google.protobuf.FieldMask
+	(*ListRepoEventsRequest)(nil),            // 82: thefold.github.v1.ListRepoEventsRequest
+	(*RepoEvent)(nil),                        // 83: thefold.github.v1.RepoEvent
+	(*ListRepoEventsResponse)(nil),           // 84: thefold.github.v1.ListRepoEventsResponse
+	(*ListCollaboratorsResponse)(nil),        // 85: thefold.github.v1.ListCollaboratorsResponse
+	(*GitHubCredential)(nil),                 // 86: thefold.github.v1.GitHubCredential
+	(*SetGitHubCredentialRequest)(nil),       // 87: thefold.github.v1.SetGitHubCredentialRequest
+	(*SetGitHubCredentialResponse)(nil),      // 88: thefold.github.v1.SetGitHubCredentialResponse
+	(*GetGitHubCredentialRequest)(nil),       // 89: thefold.github.v1.GetGitHubCredentialRequest
+	(*GetGitHubCredentialResponse)(nil),      // 90: thefold.github.v1.GetGitHubCredentialResponse
+	(*DeleteGitHubCredentialRequest)(nil),    // 91: thefold.github.v1.DeleteGitHubCredentialRequest
+	(*DeleteGitHubCredentialResponse)(nil),   // 92: thefold.github.v1.DeleteGitHubCredentialResponse
+	(*GitHubGrant)(nil),                      // 93: thefold.github.v1.GitHubGrant
+	(*SetGitHubGrantRequest)(nil),            // 94: thefold.github.v1.SetGitHubGrantRequest
+	(*SetGitHubGrantResponse)(nil),           // 95: thefold.github.v1.SetGitHubGrantResponse
+	(*ListGitHubGrantsRequest)(nil),          // 96: thefold.github.v1.ListGitHubGrantsRequest
+	(*ListGitHubGrantsResponse)(nil),         // 97: thefold.github.v1.ListGitHubGrantsResponse
+	(*timestamppb.Timestamp)(nil),            // 98: google.protobuf.Timestamp
+	(*v1.FileChange)(nil),                    // 99: thefold.type.v1.FileChange
+	(*v1.DiffStats)(nil),                     // 100: thefold.type.v1.DiffStats
+	(*v1.FileDiff)(nil),                      // 101: thefold.type.v1.FileDiff
+	(*fieldmaskpb.FieldMask)(nil),            // 102: google.protobuf.FieldMask
+	(*durationpb.Duration)(nil),              // 103: google.protobuf.Duration
 }
 var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	0,   // 0: thefold.github.v1.Repo.provider:type_name -> thefold.github.v1.RepoProvider
-	95,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
+	98,  // 1: thefold.github.v1.Repo.create_time:type_name -> google.protobuf.Timestamp
+	98,  // 2: thefold.github.v1.Repo.update_time:type_name -> google.protobuf.Timestamp
 	1,   // 3: thefold.github.v1.Repo.permission:type_name -> thefold.github.v1.RepoRole
 	0,   // 4: thefold.github.v1.ListReposRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 5: thefold.github.v1.ListReposResponse.repos:type_name -> thefold.github.v1.Repo
 	10,  // 6: thefold.github.v1.GetRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	0,   // 7: thefold.github.v1.CreateRepoRequest.provider:type_name -> thefold.github.v1.RepoProvider
 	10,  // 8: thefold.github.v1.CreateRepoResponse.repo:type_name -> thefold.github.v1.Repo
-	96,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
+	99,  // 9: thefold.github.v1.InitRepoRequest.files:type_name -> thefold.type.v1.FileChange
 	10,  // 10: thefold.github.v1.InitRepoResponse.repo:type_name -> thefold.github.v1.Repo
 	2,   // 11: thefold.github.v1.TreeEntry.type:type_name -> thefold.github.v1.TreeEntryType
 	19,  // 12: thefold.github.v1.GetTreeResponse.entries:type_name -> thefold.github.v1.TreeEntry
@@ -6982,20 +7212,20 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	26,  // 14: thefold.github.v1.GetArchiveResponse.metadata:type_name -> thefold.github.v1.ArchiveMetadata
 	3,   // 15: thefold.github.v1.RelevantFile.inclusion:type_name -> thefold.github.v1.RelevantFileInclusion
 	29,  // 16: thefold.github.v1.FindRelevantFilesResponse.files:type_name -> thefold.github.v1.RelevantFile
-	96,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
-	97,  // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
+	99,  // 17: thefold.github.v1.CommitFilesRequest.files:type_name -> thefold.type.v1.FileChange
+	100, // 18: thefold.github.v1.CommitFilesResponse.stats:type_name -> thefold.type.v1.DiffStats
 	4,   // 19: thefold.github.v1.PullRequest.state:type_name -> thefold.github.v1.PullRequestState
-	97,  // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
-	95,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
-	95,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
-	95,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
+	100, // 20: thefold.github.v1.PullRequest.stats:type_name -> thefold.type.v1.DiffStats
+	98,  // 21: thefold.github.v1.PullRequest.create_time:type_name -> google.protobuf.Timestamp
+	98,  // 22: thefold.github.v1.PullRequest.update_time:type_name -> google.protobuf.Timestamp
+	98,  // 23: thefold.github.v1.PullRequest.merge_time:type_name -> google.protobuf.Timestamp
+	98,  // 24: thefold.github.v1.PullRequest.close_time:type_name -> google.protobuf.Timestamp
 	35,  // 25: thefold.github.v1.CreatePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	35,  // 26: thefold.github.v1.GetPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	4,   // 27: thefold.github.v1.ListPullRequestsRequest.state:type_name -> thefold.github.v1.PullRequestState
 	35,  // 28: thefold.github.v1.ListPullRequestsResponse.pull_requests:type_name -> thefold.github.v1.PullRequest
-	98,  // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
-	97,  // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
+	101, // 29: thefold.github.v1.GetPullRequestDiffResponse.files:type_name -> thefold.type.v1.FileDiff
+	100, // 30: thefold.github.v1.GetPullRequestDiffResponse.stats:type_name -> thefold.type.v1.DiffStats
 	5,   // 31: thefold.github.v1.MergePullRequestRequest.method:type_name -> thefold.github.v1.MergeMethod
 	35,  // 32: thefold.github.v1.MergePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	35,  // 33: thefold.github.v1.MergeBaseIntoPullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
@@ -7005,21 +7235,21 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	52,  // 37: thefold.github.v1.GetPullRequestChecksResponse.checks:type_name -> thefold.github.v1.Check
 	35,  // 38: thefold.github.v1.ClosePullRequestResponse.pull_request:type_name -> thefold.github.v1.PullRequest
 	7,   // 39: thefold.github.v1.Issue.state:type_name -> thefold.github.v1.IssueState
-	95,  // 40: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
-	95,  // 41: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
-	95,  // 42: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
+	98,  // 40: thefold.github.v1.Issue.create_time:type_name -> google.protobuf.Timestamp
+	98,  // 41: thefold.github.v1.Issue.update_time:type_name -> google.protobuf.Timestamp
+	98,  // 42: thefold.github.v1.Issue.close_time:type_name -> google.protobuf.Timestamp
 	7,   // 43: thefold.github.v1.ListIssuesRequest.state:type_name -> thefold.github.v1.IssueState
 	56,  // 44: thefold.github.v1.ListIssuesResponse.issues:type_name -> thefold.github.v1.Issue
 	56,  // 45: thefold.github.v1.GetIssueResponse.issue:type_name -> thefold.github.v1.Issue
 	56,  // 46: thefold.github.v1.CreateIssueResponse.issue:type_name -> thefold.github.v1.Issue
 	56,  // 47: thefold.github.v1.UpdateIssueRequest.issue:type_name -> thefold.github.v1.Issue
-	99,  // 48: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
+	102, // 48: thefold.github.v1.UpdateIssueRequest.update_mask:type_name -> google.protobuf.FieldMask
 	56,  // 49: thefold.github.v1.UpdateIssueResponse.issue:type_name -> thefold.github.v1.Issue
-	95,  // 50: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
+	98,  // 50: thefold.github.v1.IssueComment.create_time:type_name -> google.protobuf.Timestamp
 	65,  // 51: thefold.github.v1.CommentOnIssueResponse.comment:type_name -> thefold.github.v1.IssueComment
 	8,   // 52: thefold.github.v1.Namespace.kind:type_name -> thefold.github.v1.NamespaceKind
 	69,  // 53: thefold.github.v1.Namespace.members:type_name -> thefold.github.v1.NamespaceMember
-	95,  // 54: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
+	98,  // 54: thefold.github.v1.Namespace.create_time:type_name -> google.protobuf.Timestamp
 	9,   // 55: thefold.github.v1.NamespaceMember.role:type_name -> thefold.github.v1.NamespaceRole
 	8,   // 56: thefold.github.v1.CreateNamespaceRequest.kind:type_name -> thefold.github.v1.NamespaceKind
 	68,  // 57: thefold.github.v1.CreateNamespaceResponse.namespace:type_name -> thefold.github.v1.Namespace
@@ -7030,89 +7260,94 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	1,   // 62: thefold.github.v1.SetCollaboratorRequest.role:type_name -> thefold.github.v1.RepoRole
 	76,  // 63: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
 	1,   // 64: thefold.github.v1.GetCollaboratorRoleResponse.role:type_name -> thefold.github.v1.RepoRole
-	76,  // 65: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
-	95,  // 66: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
-	83,  // 67: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	83,  // 68: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
-	1,   // 69: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
-	1,   // 70: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
-	90,  // 71: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	90,  // 72: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
-	11,  // 73: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
-	13,  // 74: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
-	15,  // 75: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
-	17,  // 76: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
-	20,  // 77: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
-	23,  // 78: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
-	25,  // 79: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
-	28,  // 80: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
-	31,  // 81: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
-	33,  // 82: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
-	36,  // 83: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
-	38,  // 84: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
-	40,  // 85: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
-	42,  // 86: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
-	51,  // 87: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
-	44,  // 88: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
-	46,  // 89: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:input_type -> thefold.github.v1.MergeBaseIntoPullRequestRequest
-	48,  // 90: thefold.github.v1.RepoService.CreateMergeGroup:input_type -> thefold.github.v1.CreateMergeGroupRequest
-	54,  // 91: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
-	57,  // 92: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
-	59,  // 93: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
-	61,  // 94: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
-	63,  // 95: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
-	66,  // 96: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
-	70,  // 97: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
-	72,  // 98: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
-	74,  // 99: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
-	77,  // 100: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
-	79,  // 101: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
-	80,  // 102: thefold.github.v1.RepoService.GetCollaboratorRole:input_type -> thefold.github.v1.GetCollaboratorRoleRequest
-	84,  // 103: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
-	86,  // 104: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
-	88,  // 105: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
-	91,  // 106: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
-	93,  // 107: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
-	12,  // 108: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
-	14,  // 109: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
-	16,  // 110: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
-	18,  // 111: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
-	21,  // 112: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
-	24,  // 113: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
-	27,  // 114: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
-	30,  // 115: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
-	32,  // 116: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
-	34,  // 117: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
-	37,  // 118: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
-	39,  // 119: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
-	41,  // 120: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
-	43,  // 121: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
-	53,  // 122: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
-	45,  // 123: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
-	47,  // 124: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:output_type -> thefold.github.v1.MergeBaseIntoPullRequestResponse
-	50,  // 125: thefold.github.v1.RepoService.CreateMergeGroup:output_type -> thefold.github.v1.CreateMergeGroupResponse
-	55,  // 126: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
-	58,  // 127: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
-	60,  // 128: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
-	62,  // 129: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
-	64,  // 130: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
-	67,  // 131: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
-	71,  // 132: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
-	73,  // 133: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
-	75,  // 134: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
-	78,  // 135: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
-	82,  // 136: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
-	81,  // 137: thefold.github.v1.RepoService.GetCollaboratorRole:output_type -> thefold.github.v1.GetCollaboratorRoleResponse
-	85,  // 138: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
-	87,  // 139: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
-	89,  // 140: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
-	92,  // 141: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
-	94,  // 142: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
-	108, // [108:143] is the sub-list for method output_type
-	73,  // [73:108] is the sub-list for method input_type
-	73,  // [73:73] is the sub-list for extension type_name
-	73,  // [73:73] is the sub-list for extension extendee
-	0,   // [0:73] is the sub-list for field type_name
+	98,  // 65: thefold.github.v1.RepoEvent.create_time:type_name -> google.protobuf.Timestamp
+	83,  // 66: thefold.github.v1.ListRepoEventsResponse.events:type_name -> thefold.github.v1.RepoEvent
+	103, // 67: thefold.github.v1.ListRepoEventsResponse.poll_interval:type_name -> google.protobuf.Duration
+	76,  // 68: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
+	98,  // 69: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
+	86,  // 70: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	86,  // 71: thefold.github.v1.GetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
+	1,   // 72: thefold.github.v1.GitHubGrant.role:type_name -> thefold.github.v1.RepoRole
+	1,   // 73: thefold.github.v1.SetGitHubGrantRequest.role:type_name -> thefold.github.v1.RepoRole
+	93,  // 74: thefold.github.v1.SetGitHubGrantResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	93,  // 75: thefold.github.v1.ListGitHubGrantsResponse.grants:type_name -> thefold.github.v1.GitHubGrant
+	11,  // 76: thefold.github.v1.RepoService.ListRepos:input_type -> thefold.github.v1.ListReposRequest
+	13,  // 77: thefold.github.v1.RepoService.GetRepo:input_type -> thefold.github.v1.GetRepoRequest
+	15,  // 78: thefold.github.v1.RepoService.CreateRepo:input_type -> thefold.github.v1.CreateRepoRequest
+	17,  // 79: thefold.github.v1.RepoService.InitRepo:input_type -> thefold.github.v1.InitRepoRequest
+	20,  // 80: thefold.github.v1.RepoService.GetTree:input_type -> thefold.github.v1.GetTreeRequest
+	23,  // 81: thefold.github.v1.RepoService.GetFiles:input_type -> thefold.github.v1.GetFilesRequest
+	25,  // 82: thefold.github.v1.RepoService.GetArchive:input_type -> thefold.github.v1.GetArchiveRequest
+	28,  // 83: thefold.github.v1.RepoService.FindRelevantFiles:input_type -> thefold.github.v1.FindRelevantFilesRequest
+	31,  // 84: thefold.github.v1.RepoService.CreateBranch:input_type -> thefold.github.v1.CreateBranchRequest
+	33,  // 85: thefold.github.v1.RepoService.CommitFiles:input_type -> thefold.github.v1.CommitFilesRequest
+	36,  // 86: thefold.github.v1.RepoService.CreatePullRequest:input_type -> thefold.github.v1.CreatePullRequestRequest
+	38,  // 87: thefold.github.v1.RepoService.GetPullRequest:input_type -> thefold.github.v1.GetPullRequestRequest
+	40,  // 88: thefold.github.v1.RepoService.ListPullRequests:input_type -> thefold.github.v1.ListPullRequestsRequest
+	42,  // 89: thefold.github.v1.RepoService.GetPullRequestDiff:input_type -> thefold.github.v1.GetPullRequestDiffRequest
+	51,  // 90: thefold.github.v1.RepoService.GetPullRequestChecks:input_type -> thefold.github.v1.GetPullRequestChecksRequest
+	44,  // 91: thefold.github.v1.RepoService.MergePullRequest:input_type -> thefold.github.v1.MergePullRequestRequest
+	46,  // 92: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:input_type -> thefold.github.v1.MergeBaseIntoPullRequestRequest
+	48,  // 93: thefold.github.v1.RepoService.CreateMergeGroup:input_type -> thefold.github.v1.CreateMergeGroupRequest
+	54,  // 94: thefold.github.v1.RepoService.ClosePullRequest:input_type -> thefold.github.v1.ClosePullRequestRequest
+	57,  // 95: thefold.github.v1.RepoService.ListIssues:input_type -> thefold.github.v1.ListIssuesRequest
+	59,  // 96: thefold.github.v1.RepoService.GetIssue:input_type -> thefold.github.v1.GetIssueRequest
+	61,  // 97: thefold.github.v1.RepoService.CreateIssue:input_type -> thefold.github.v1.CreateIssueRequest
+	63,  // 98: thefold.github.v1.RepoService.UpdateIssue:input_type -> thefold.github.v1.UpdateIssueRequest
+	66,  // 99: thefold.github.v1.RepoService.CommentOnIssue:input_type -> thefold.github.v1.CommentOnIssueRequest
+	70,  // 100: thefold.github.v1.RepoService.CreateNamespace:input_type -> thefold.github.v1.CreateNamespaceRequest
+	72,  // 101: thefold.github.v1.RepoService.GetNamespace:input_type -> thefold.github.v1.GetNamespaceRequest
+	74,  // 102: thefold.github.v1.RepoService.SetNamespaceMember:input_type -> thefold.github.v1.SetNamespaceMemberRequest
+	77,  // 103: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
+	79,  // 104: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
+	80,  // 105: thefold.github.v1.RepoService.GetCollaboratorRole:input_type -> thefold.github.v1.GetCollaboratorRoleRequest
+	82,  // 106: thefold.github.v1.RepoService.ListRepoEvents:input_type -> thefold.github.v1.ListRepoEventsRequest
+	87,  // 107: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
+	89,  // 108: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
+	91,  // 109: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
+	94,  // 110: thefold.github.v1.RepoService.SetGitHubGrant:input_type -> thefold.github.v1.SetGitHubGrantRequest
+	96,  // 111: thefold.github.v1.RepoService.ListGitHubGrants:input_type -> thefold.github.v1.ListGitHubGrantsRequest
+	12,  // 112: thefold.github.v1.RepoService.ListRepos:output_type -> thefold.github.v1.ListReposResponse
+	14,  // 113: thefold.github.v1.RepoService.GetRepo:output_type -> thefold.github.v1.GetRepoResponse
+	16,  // 114: thefold.github.v1.RepoService.CreateRepo:output_type -> thefold.github.v1.CreateRepoResponse
+	18,  // 115: thefold.github.v1.RepoService.InitRepo:output_type -> thefold.github.v1.InitRepoResponse
+	21,  // 116: thefold.github.v1.RepoService.GetTree:output_type -> thefold.github.v1.GetTreeResponse
+	24,  // 117: thefold.github.v1.RepoService.GetFiles:output_type -> thefold.github.v1.GetFilesResponse
+	27,  // 118: thefold.github.v1.RepoService.GetArchive:output_type -> thefold.github.v1.GetArchiveResponse
+	30,  // 119: thefold.github.v1.RepoService.FindRelevantFiles:output_type -> thefold.github.v1.FindRelevantFilesResponse
+	32,  // 120: thefold.github.v1.RepoService.CreateBranch:output_type -> thefold.github.v1.CreateBranchResponse
+	34,  // 121: thefold.github.v1.RepoService.CommitFiles:output_type -> thefold.github.v1.CommitFilesResponse
+	37,  // 122: thefold.github.v1.RepoService.CreatePullRequest:output_type -> thefold.github.v1.CreatePullRequestResponse
+	39,  // 123: thefold.github.v1.RepoService.GetPullRequest:output_type -> thefold.github.v1.GetPullRequestResponse
+	41,  // 124: thefold.github.v1.RepoService.ListPullRequests:output_type -> thefold.github.v1.ListPullRequestsResponse
+	43,  // 125: thefold.github.v1.RepoService.GetPullRequestDiff:output_type -> thefold.github.v1.GetPullRequestDiffResponse
+	53,  // 126: thefold.github.v1.RepoService.GetPullRequestChecks:output_type -> thefold.github.v1.GetPullRequestChecksResponse
+	45,  // 127: thefold.github.v1.RepoService.MergePullRequest:output_type -> thefold.github.v1.MergePullRequestResponse
+	47,  // 128: thefold.github.v1.RepoService.MergeBaseIntoPullRequest:output_type -> thefold.github.v1.MergeBaseIntoPullRequestResponse
+	50,  // 129: thefold.github.v1.RepoService.CreateMergeGroup:output_type -> thefold.github.v1.CreateMergeGroupResponse
+	55,  // 130: thefold.github.v1.RepoService.ClosePullRequest:output_type -> thefold.github.v1.ClosePullRequestResponse
+	58,  // 131: thefold.github.v1.RepoService.ListIssues:output_type -> thefold.github.v1.ListIssuesResponse
+	60,  // 132: thefold.github.v1.RepoService.GetIssue:output_type -> thefold.github.v1.GetIssueResponse
+	62,  // 133: thefold.github.v1.RepoService.CreateIssue:output_type -> thefold.github.v1.CreateIssueResponse
+	64,  // 134: thefold.github.v1.RepoService.UpdateIssue:output_type -> thefold.github.v1.UpdateIssueResponse
+	67,  // 135: thefold.github.v1.RepoService.CommentOnIssue:output_type -> thefold.github.v1.CommentOnIssueResponse
+	71,  // 136: thefold.github.v1.RepoService.CreateNamespace:output_type -> thefold.github.v1.CreateNamespaceResponse
+	73,  // 137: thefold.github.v1.RepoService.GetNamespace:output_type -> thefold.github.v1.GetNamespaceResponse
+	75,  // 138: thefold.github.v1.RepoService.SetNamespaceMember:output_type -> thefold.github.v1.SetNamespaceMemberResponse
+	78,  // 139: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
+	85,  // 140: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
+	81,  // 141: thefold.github.v1.RepoService.GetCollaboratorRole:output_type -> thefold.github.v1.GetCollaboratorRoleResponse
+	84,  // 142: thefold.github.v1.RepoService.ListRepoEvents:output_type -> thefold.github.v1.ListRepoEventsResponse
+	88,  // 143: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
+	90,  // 144: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
+	92,  // 145: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse
+	95,  // 146: thefold.github.v1.RepoService.SetGitHubGrant:output_type -> thefold.github.v1.SetGitHubGrantResponse
+	97,  // 147: thefold.github.v1.RepoService.ListGitHubGrants:output_type -> thefold.github.v1.ListGitHubGrantsResponse
+	112, // [112:148] is the sub-list for method output_type
+	76,  // [76:112] is the sub-list for method input_type
+	76,  // [76:76] is the sub-list for extension type_name
+	76,  // [76:76] is the sub-list for extension extendee
+	0,   // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_thefold_github_v1_github_proto_init() }
@@ -7131,7 +7366,7 @@ func file_thefold_github_v1_github_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_github_v1_github_proto_rawDesc), len(file_thefold_github_v1_github_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   85,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
