@@ -82,7 +82,7 @@ func (p *Poller) Once(ctx context.Context) (int, error) {
 // poll reads one connection's feed as its owner and records what it found; a failed read is
 // recorded too, with the wait before the next (GitHub's for a rate limit).
 func (p *Poller) poll(ctx context.Context, c *store.ConnectionRecord) error {
-	resp, err := p.repos.ListRepoEvents(auth.OnBehalfOf(ctx, p.signer, c.OwnerId), &githubv1.ListRepoEventsRequest{Repo: c.Repo, Etag: c.PollETag})
+	resp, err := p.repos.ReadRepoEventFeed(auth.OnBehalfOf(ctx, p.signer, c.OwnerId), &githubv1.ReadRepoEventFeedRequest{Repo: c.Repo, Etag: c.PollETag})
 	if err != nil {
 		next := p.cfg.Backoff
 		if d, ok := retryAfter(err); ok {

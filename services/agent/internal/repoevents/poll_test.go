@@ -23,17 +23,17 @@ import (
 	"github.com/thefold/thefold/services/agent/migrations"
 )
 
-// feed is a github service whose ListRepoEvents answers the next of its answers, recording
+// feed is a github service whose ReadRepoEventFeed answers the next of its answers, recording
 // each request with its caller.
 type feed struct {
 	githubv1.UnimplementedRepoServiceServer
 	mu      sync.Mutex
-	answers []func(req *githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error)
-	reqs    []*githubv1.ListRepoEventsRequest
+	answers []func(req *githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error)
+	reqs    []*githubv1.ReadRepoEventFeedRequest
 	callers []auth.Principal
 }
 
-func (f *feed) ListRepoEvents(ctx context.Context, req *githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
+func (f *feed) ReadRepoEventFeed(ctx context.Context, req *githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
 	p, _ := auth.FromContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -69,20 +69,20 @@ func TestPollerTurnsTheFeedIntoDeliveries(t *testing.T) {
 	}
 	issue := `{"action":"opened","issue":{"number":5},"repository":{"full_name":"acme/api"}}`
 	zero := durationpb.New(0)
-	f.answers = []func(*githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error){
-		func(*githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
-			return &githubv1.ListRepoEventsResponse{Etag: "A", PollInterval: zero,
+	f.answers = []func(*githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error){
+		func(*githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
+			return &githubv1.ReadRepoEventFeedResponse{Etag: "A", PollInterval: zero,
 				Events: []*githubv1.RepoEvent{event("12", "issues", "opened", issue), event("11", "push", "", `{}`)}}, nil
 		},
-		func(*githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
-			return &githubv1.ListRepoEventsResponse{Etag: "A", NotModified: true, PollInterval: zero}, nil
+		func(*githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
+			return &githubv1.ReadRepoEventFeedResponse{Etag: "A", NotModified: true, PollInterval: zero}, nil
 		},
-		func(*githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
-			return &githubv1.ListRepoEventsResponse{Etag: "B", PollInterval: zero, Events: []*githubv1.RepoEvent{
+		func(*githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
+			return &githubv1.ReadRepoEventFeedResponse{Etag: "B", PollInterval: zero, Events: []*githubv1.RepoEvent{
 				event("14", "issues", "opened", issue), event("13", "push", "", `{"repository":{"full_name":"acme/api"}}`),
 				event("12", "issues", "opened", issue), event("11", "push", "", `{}`)}}, nil
 		},
-		func(*githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
+		func(*githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
 			return nil, status.Error(codes.Unavailable, "GitHub rate limit exhausted; resets at 12:00:00 UTC")
 		},
 	}

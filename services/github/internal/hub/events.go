@@ -34,7 +34,7 @@ const defaultPollInterval = 60 * time.Second
 
 // RepoEvents reads repo's event feed (newest first, one page of 100); with etag from the
 // last read it is conditional, and an unchanged feed is notModified with no events.
-func (p *Provider) RepoEvents(ctx context.Context, repo, etag string) (*githubv1.ListRepoEventsResponse, error) {
+func (p *Provider) RepoEvents(ctx context.Context, repo, etag string) (*githubv1.ReadRepoEventFeedResponse, error) {
 	owner, name, err := splitRepo(repo)
 	if err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (p *Provider) RepoEvents(ctx context.Context, repo, etag string) (*githubv1
 		events = nil
 		return p.gh.Do(ctx, req, &events)
 	})
-	out := &githubv1.ListRepoEventsResponse{}
+	out := &githubv1.ReadRepoEventFeedResponse{}
 	if resp != nil && resp.Response != nil {
 		out.PollInterval = pollInterval(resp.Header.Get("X-Poll-Interval"))
 		out.Etag = resp.Header.Get("ETag")

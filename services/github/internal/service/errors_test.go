@@ -357,16 +357,16 @@ func TestEveryRPCRefusesMalformedInput(t *testing.T) {
 			_, err := c.GetCollaboratorRole(ctx, &githubv1.GetCollaboratorRoleRequest{Repo: repo, User: "a b"})
 			return err
 		}},
-		{"ListRepoEvents", codes.InvalidArgument, "etag", func(ctx context.Context) error {
-			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: repo, Etag: "a\nb"})
+		{"ReadRepoEventFeed", codes.InvalidArgument, "etag", func(ctx context.Context) error {
+			_, err := c.ReadRepoEventFeed(ctx, &githubv1.ReadRepoEventFeedRequest{Repo: repo, Etag: "a\nb"})
 			return err
 		}},
-		{"ListRepoEvents", codes.InvalidArgument, "repo", func(ctx context.Context) error {
-			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: "x"})
+		{"ReadRepoEventFeed", codes.InvalidArgument, "repo", func(ctx context.Context) error {
+			_, err := c.ReadRepoEventFeed(ctx, &githubv1.ReadRepoEventFeedRequest{Repo: "x"})
 			return err
 		}},
-		{"ListRepoEvents", codes.FailedPrecondition, "local repository", func(ctx context.Context) error {
-			_, err := c.ListRepoEvents(ctx, &githubv1.ListRepoEventsRequest{Repo: repo})
+		{"ReadRepoEventFeed", codes.FailedPrecondition, "local repository", func(ctx context.Context) error {
+			_, err := c.ReadRepoEventFeed(ctx, &githubv1.ReadRepoEventFeedRequest{Repo: repo})
 			return err
 		}},
 		{"GetCollaboratorRole", codes.InvalidArgument, "repo", func(ctx context.Context) error {

@@ -326,14 +326,14 @@ func (s *Server) GetCollaboratorRole(ctx context.Context, req *githubv1.GetColla
 
 // eventReader is a provider with an event feed per repository (GitHub).
 type eventReader interface {
-	RepoEvents(ctx context.Context, repo, etag string) (*githubv1.ListRepoEventsResponse, error)
+	RepoEvents(ctx context.Context, repo, etag string) (*githubv1.ReadRepoEventFeedResponse, error)
 }
 
 // maxETag bounds an etag.
 const maxETag = 200
 
-// ListRepoEvents reads a GitHub repository's event feed, conditionally on etag.
-func (s *Server) ListRepoEvents(ctx context.Context, req *githubv1.ListRepoEventsRequest) (*githubv1.ListRepoEventsResponse, error) {
+// ReadRepoEventFeed reads a GitHub repository's event feed, conditionally on etag.
+func (s *Server) ReadRepoEventFeed(ctx context.Context, req *githubv1.ReadRepoEventFeedRequest) (*githubv1.ReadRepoEventFeedResponse, error) {
 	if len(req.GetEtag()) > maxETag || !validate.PrintableASCII(req.GetEtag(), true) {
 		return nil, errs.Invalid("etag", "an ETag of a previous answer (printable ASCII, at most %d characters)", maxETag)
 	}

@@ -5663,7 +5663,7 @@ func (x *GetCollaboratorRoleResponse) GetRole() RepoRole {
 	return RepoRole_REPO_ROLE_UNSPECIFIED
 }
 
-type ListRepoEventsRequest struct {
+type ReadRepoEventFeedRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required, "owner/name" of a GitHub repository.
 	Repo string `protobuf:"bytes,1,opt,name=repo,proto3" json:"repo,omitempty"`
@@ -5673,20 +5673,20 @@ type ListRepoEventsRequest struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListRepoEventsRequest) Reset() {
-	*x = ListRepoEventsRequest{}
+func (x *ReadRepoEventFeedRequest) Reset() {
+	*x = ReadRepoEventFeedRequest{}
 	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListRepoEventsRequest) String() string {
+func (x *ReadRepoEventFeedRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListRepoEventsRequest) ProtoMessage() {}
+func (*ReadRepoEventFeedRequest) ProtoMessage() {}
 
-func (x *ListRepoEventsRequest) ProtoReflect() protoreflect.Message {
+func (x *ReadRepoEventFeedRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_github_v1_github_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5698,19 +5698,19 @@ func (x *ListRepoEventsRequest) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListRepoEventsRequest.ProtoReflect.Descriptor instead.
-func (*ListRepoEventsRequest) Descriptor() ([]byte, []int) {
+// Deprecated: Use ReadRepoEventFeedRequest.ProtoReflect.Descriptor instead.
+func (*ReadRepoEventFeedRequest) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{72}
 }
 
-func (x *ListRepoEventsRequest) GetRepo() string {
+func (x *ReadRepoEventFeedRequest) GetRepo() string {
 	if x != nil {
 		return x.Repo
 	}
 	return ""
 }
 
-func (x *ListRepoEventsRequest) GetEtag() string {
+func (x *ReadRepoEventFeedRequest) GetEtag() string {
 	if x != nil {
 		return x.Etag
 	}
@@ -5800,7 +5800,7 @@ func (x *RepoEvent) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-type ListRepoEventsResponse struct {
+type ReadRepoEventFeedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Newest first; empty when not_modified.
 	Events []*RepoEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -5814,20 +5814,20 @@ type ListRepoEventsResponse struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ListRepoEventsResponse) Reset() {
-	*x = ListRepoEventsResponse{}
+func (x *ReadRepoEventFeedResponse) Reset() {
+	*x = ReadRepoEventFeedResponse{}
 	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ListRepoEventsResponse) String() string {
+func (x *ReadRepoEventFeedResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ListRepoEventsResponse) ProtoMessage() {}
+func (*ReadRepoEventFeedResponse) ProtoMessage() {}
 
-func (x *ListRepoEventsResponse) ProtoReflect() protoreflect.Message {
+func (x *ReadRepoEventFeedResponse) ProtoReflect() protoreflect.Message {
 	mi := &file_thefold_github_v1_github_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -5839,33 +5839,33 @@ func (x *ListRepoEventsResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ListRepoEventsResponse.ProtoReflect.Descriptor instead.
-func (*ListRepoEventsResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use ReadRepoEventFeedResponse.ProtoReflect.Descriptor instead.
+func (*ReadRepoEventFeedResponse) Descriptor() ([]byte, []int) {
 	return file_thefold_github_v1_github_proto_rawDescGZIP(), []int{74}
 }
 
-func (x *ListRepoEventsResponse) GetEvents() []*RepoEvent {
+func (x *ReadRepoEventFeedResponse) GetEvents() []*RepoEvent {
 	if x != nil {
 		return x.Events
 	}
 	return nil
 }
 
-func (x *ListRepoEventsResponse) GetEtag() string {
+func (x *ReadRepoEventFeedResponse) GetEtag() string {
 	if x != nil {
 		return x.Etag
 	}
 	return ""
 }
 
-func (x *ListRepoEventsResponse) GetNotModified() bool {
+func (x *ReadRepoEventFeedResponse) GetNotModified() bool {
 	if x != nil {
 		return x.NotModified
 	}
 	return false
 }
 
-func (x *ListRepoEventsResponse) GetPollInterval() *durationpb.Duration {
+func (x *ReadRepoEventFeedResponse) GetPollInterval() *durationpb.Duration {
 	if x != nil {
 		return x.PollInterval
 	}
@@ -6924,8 +6924,8 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"N\n" +
 	"\x1bGetCollaboratorRoleResponse\x12/\n" +
-	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"?\n" +
-	"\x15ListRepoEventsRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\x0e2\x1b.thefold.github.v1.RepoRoleR\x04role\"B\n" +
+	"\x18ReadRepoEventFeedRequest\x12\x12\n" +
 	"\x04repo\x18\x01 \x01(\tR\x04repo\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\"\x9e\x01\n" +
 	"\tRepoEvent\x12\x0e\n" +
@@ -6934,8 +6934,8 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xc5\x01\n" +
-	"\x16ListRepoEventsResponse\x124\n" +
+	"createTime\"\xc8\x01\n" +
+	"\x19ReadRepoEventFeedResponse\x124\n" +
 	"\x06events\x18\x01 \x03(\v2\x1c.thefold.github.v1.RepoEventR\x06events\x12\x12\n" +
 	"\x04etag\x18\x02 \x01(\tR\x04etag\x12!\n" +
 	"\fnot_modified\x18\x03 \x01(\bR\vnotModified\x12>\n" +
@@ -7031,7 +7031,7 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x1aNAMESPACE_ROLE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13NAMESPACE_ROLE_NONE\x10\x01\x12\x19\n" +
 	"\x15NAMESPACE_ROLE_MEMBER\x10\x02\x12\x18\n" +
-	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\x92\x1e\n" +
+	"\x14NAMESPACE_ROLE_ADMIN\x10\x032\x9b\x1e\n" +
 	"\vRepoService\x12[\n" +
 	"\tListRepos\x12#.thefold.github.v1.ListReposRequest\x1a$.thefold.github.v1.ListReposResponse\"\x03\x90\x02\x01\x12U\n" +
 	"\aGetRepo\x12!.thefold.github.v1.GetRepoRequest\x1a\".thefold.github.v1.GetRepoResponse\"\x03\x90\x02\x01\x12Y\n" +
@@ -7065,8 +7065,8 @@ const file_thefold_github_v1_github_proto_rawDesc = "" +
 	"\x12SetNamespaceMember\x12,.thefold.github.v1.SetNamespaceMemberRequest\x1a-.thefold.github.v1.SetNamespaceMemberResponse\"\x03\x90\x02\x02\x12m\n" +
 	"\x0fSetCollaborator\x12).thefold.github.v1.SetCollaboratorRequest\x1a*.thefold.github.v1.SetCollaboratorResponse\"\x03\x90\x02\x02\x12s\n" +
 	"\x11ListCollaborators\x12+.thefold.github.v1.ListCollaboratorsRequest\x1a,.thefold.github.v1.ListCollaboratorsResponse\"\x03\x90\x02\x01\x12y\n" +
-	"\x13GetCollaboratorRole\x12-.thefold.github.v1.GetCollaboratorRoleRequest\x1a..thefold.github.v1.GetCollaboratorRoleResponse\"\x03\x90\x02\x01\x12j\n" +
-	"\x0eListRepoEvents\x12(.thefold.github.v1.ListRepoEventsRequest\x1a).thefold.github.v1.ListRepoEventsResponse\"\x03\x90\x02\x01\x12y\n" +
+	"\x13GetCollaboratorRole\x12-.thefold.github.v1.GetCollaboratorRoleRequest\x1a..thefold.github.v1.GetCollaboratorRoleResponse\"\x03\x90\x02\x01\x12s\n" +
+	"\x11ReadRepoEventFeed\x12+.thefold.github.v1.ReadRepoEventFeedRequest\x1a,.thefold.github.v1.ReadRepoEventFeedResponse\"\x03\x90\x02\x01\x12y\n" +
 	"\x13SetGitHubCredential\x12-.thefold.github.v1.SetGitHubCredentialRequest\x1a..thefold.github.v1.SetGitHubCredentialResponse\"\x03\x90\x02\x02\x12y\n" +
 	"\x13GetGitHubCredential\x12-.thefold.github.v1.GetGitHubCredentialRequest\x1a..thefold.github.v1.GetGitHubCredentialResponse\"\x03\x90\x02\x01\x12\x82\x01\n" +
 	"\x16DeleteGitHubCredential\x120.thefold.github.v1.DeleteGitHubCredentialRequest\x1a1.thefold.github.v1.DeleteGitHubCredentialResponse\"\x03\x90\x02\x02\x12j\n" +
@@ -7171,9 +7171,9 @@ var file_thefold_github_v1_github_proto_goTypes = []any{
 	(*ListCollaboratorsRequest)(nil),         // 79: thefold.github.v1.ListCollaboratorsRequest
 	(*GetCollaboratorRoleRequest)(nil),       // 80: thefold.github.v1.GetCollaboratorRoleRequest
 	(*GetCollaboratorRoleResponse)(nil),      // 81: thefold.github.v1.GetCollaboratorRoleResponse
-	(*ListRepoEventsRequest)(nil),            // 82: thefold.github.v1.ListRepoEventsRequest
+	(*ReadRepoEventFeedRequest)(nil),         // 82: thefold.github.v1.ReadRepoEventFeedRequest
 	(*RepoEvent)(nil),                        // 83: thefold.github.v1.RepoEvent
-	(*ListRepoEventsResponse)(nil),           // 84: thefold.github.v1.ListRepoEventsResponse
+	(*ReadRepoEventFeedResponse)(nil),        // 84: thefold.github.v1.ReadRepoEventFeedResponse
 	(*ListCollaboratorsResponse)(nil),        // 85: thefold.github.v1.ListCollaboratorsResponse
 	(*GitHubCredential)(nil),                 // 86: thefold.github.v1.GitHubCredential
 	(*SetGitHubCredentialRequest)(nil),       // 87: thefold.github.v1.SetGitHubCredentialRequest
@@ -7261,8 +7261,8 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	76,  // 63: thefold.github.v1.SetCollaboratorResponse.collaborators:type_name -> thefold.github.v1.Collaborator
 	1,   // 64: thefold.github.v1.GetCollaboratorRoleResponse.role:type_name -> thefold.github.v1.RepoRole
 	98,  // 65: thefold.github.v1.RepoEvent.create_time:type_name -> google.protobuf.Timestamp
-	83,  // 66: thefold.github.v1.ListRepoEventsResponse.events:type_name -> thefold.github.v1.RepoEvent
-	103, // 67: thefold.github.v1.ListRepoEventsResponse.poll_interval:type_name -> google.protobuf.Duration
+	83,  // 66: thefold.github.v1.ReadRepoEventFeedResponse.events:type_name -> thefold.github.v1.RepoEvent
+	103, // 67: thefold.github.v1.ReadRepoEventFeedResponse.poll_interval:type_name -> google.protobuf.Duration
 	76,  // 68: thefold.github.v1.ListCollaboratorsResponse.collaborators:type_name -> thefold.github.v1.Collaborator
 	98,  // 69: thefold.github.v1.GitHubCredential.create_time:type_name -> google.protobuf.Timestamp
 	86,  // 70: thefold.github.v1.SetGitHubCredentialResponse.credential:type_name -> thefold.github.v1.GitHubCredential
@@ -7301,7 +7301,7 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	77,  // 103: thefold.github.v1.RepoService.SetCollaborator:input_type -> thefold.github.v1.SetCollaboratorRequest
 	79,  // 104: thefold.github.v1.RepoService.ListCollaborators:input_type -> thefold.github.v1.ListCollaboratorsRequest
 	80,  // 105: thefold.github.v1.RepoService.GetCollaboratorRole:input_type -> thefold.github.v1.GetCollaboratorRoleRequest
-	82,  // 106: thefold.github.v1.RepoService.ListRepoEvents:input_type -> thefold.github.v1.ListRepoEventsRequest
+	82,  // 106: thefold.github.v1.RepoService.ReadRepoEventFeed:input_type -> thefold.github.v1.ReadRepoEventFeedRequest
 	87,  // 107: thefold.github.v1.RepoService.SetGitHubCredential:input_type -> thefold.github.v1.SetGitHubCredentialRequest
 	89,  // 108: thefold.github.v1.RepoService.GetGitHubCredential:input_type -> thefold.github.v1.GetGitHubCredentialRequest
 	91,  // 109: thefold.github.v1.RepoService.DeleteGitHubCredential:input_type -> thefold.github.v1.DeleteGitHubCredentialRequest
@@ -7337,7 +7337,7 @@ var file_thefold_github_v1_github_proto_depIdxs = []int32{
 	78,  // 139: thefold.github.v1.RepoService.SetCollaborator:output_type -> thefold.github.v1.SetCollaboratorResponse
 	85,  // 140: thefold.github.v1.RepoService.ListCollaborators:output_type -> thefold.github.v1.ListCollaboratorsResponse
 	81,  // 141: thefold.github.v1.RepoService.GetCollaboratorRole:output_type -> thefold.github.v1.GetCollaboratorRoleResponse
-	84,  // 142: thefold.github.v1.RepoService.ListRepoEvents:output_type -> thefold.github.v1.ListRepoEventsResponse
+	84,  // 142: thefold.github.v1.RepoService.ReadRepoEventFeed:output_type -> thefold.github.v1.ReadRepoEventFeedResponse
 	88,  // 143: thefold.github.v1.RepoService.SetGitHubCredential:output_type -> thefold.github.v1.SetGitHubCredentialResponse
 	90,  // 144: thefold.github.v1.RepoService.GetGitHubCredential:output_type -> thefold.github.v1.GetGitHubCredentialResponse
 	92,  // 145: thefold.github.v1.RepoService.DeleteGitHubCredential:output_type -> thefold.github.v1.DeleteGitHubCredentialResponse

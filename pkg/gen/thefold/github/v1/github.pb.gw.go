@@ -1444,11 +1444,11 @@ func local_request_RepoService_GetCollaboratorRole_0(ctx context.Context, marsha
 	return msg, metadata, err
 }
 
-var filter_RepoService_ListRepoEvents_0 = &utilities.DoubleArray{Encoding: map[string]int{"repo": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
+var filter_RepoService_ReadRepoEventFeed_0 = &utilities.DoubleArray{Encoding: map[string]int{"repo": 0}, Base: []int{1, 1, 0}, Check: []int{0, 1, 2}}
 
-func request_RepoService_ListRepoEvents_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func request_RepoService_ReadRepoEventFeed_0(ctx context.Context, marshaler runtime.Marshaler, client RepoServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ListRepoEventsRequest
+		protoReq ReadRepoEventFeedRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -1463,19 +1463,19 @@ func request_RepoService_ListRepoEvents_0(ctx context.Context, marshaler runtime
 	if err := req.ParseForm(); err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RepoService_ListRepoEvents_0); err != nil {
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RepoService_ReadRepoEventFeed_0); err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	if req.Body != nil {
 		_, _ = io.Copy(io.Discard, req.Body)
 	}
-	msg, err := client.ListRepoEvents(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	msg, err := client.ReadRepoEventFeed(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
 	return msg, metadata, err
 }
 
-func local_request_RepoService_ListRepoEvents_0(ctx context.Context, marshaler runtime.Marshaler, server RepoServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+func local_request_RepoService_ReadRepoEventFeed_0(ctx context.Context, marshaler runtime.Marshaler, server RepoServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
 	var (
-		protoReq ListRepoEventsRequest
+		protoReq ReadRepoEventFeedRequest
 		metadata runtime.ServerMetadata
 		err      error
 	)
@@ -1490,10 +1490,10 @@ func local_request_RepoService_ListRepoEvents_0(ctx context.Context, marshaler r
 	if err := req.ParseForm(); err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RepoService_ListRepoEvents_0); err != nil {
+	if err := runtime.PopulateQueryParameters(&protoReq, req.Form, filter_RepoService_ReadRepoEventFeed_0); err != nil {
 		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	msg, err := server.ListRepoEvents(ctx, &protoReq)
+	msg, err := server.ReadRepoEventFeed(ctx, &protoReq)
 	return msg, metadata, err
 }
 
@@ -2174,25 +2174,25 @@ func RegisterRepoServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_GetCollaboratorRole_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
-	mux.Handle(http.MethodGet, pattern_RepoService_ListRepoEvents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+	mux.Handle(http.MethodGet, pattern_RepoService_ReadRepoEventFeed_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		var stream runtime.ServerTransportStream
 		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.github.v1.RepoService/ListRepoEvents", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/events"))
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/thefold.github.v1.RepoService/ReadRepoEventFeed", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/events"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		resp, md, err := local_request_RepoService_ListRepoEvents_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		resp, md, err := local_request_RepoService_ReadRepoEventFeed_0(annotatedContext, inboundMarshaler, server, req, pathParams)
 		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
 		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
 		if err != nil {
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_RepoService_ListRepoEvents_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_RepoService_ReadRepoEventFeed_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_RepoService_SetGitHubCredential_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -2793,22 +2793,22 @@ func RegisterRepoServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RepoService_GetCollaboratorRole_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
-	mux.Handle(http.MethodGet, pattern_RepoService_ListRepoEvents_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+	mux.Handle(http.MethodGet, pattern_RepoService_ReadRepoEventFeed_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
 		defer cancel()
 		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
-		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.github.v1.RepoService/ListRepoEvents", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/events"))
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/thefold.github.v1.RepoService/ReadRepoEventFeed", runtime.WithHTTPPathPattern("/v1/repos/{repo=*/*}/events"))
 		if err != nil {
 			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		resp, md, err := request_RepoService_ListRepoEvents_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		resp, md, err := request_RepoService_ReadRepoEventFeed_0(annotatedContext, inboundMarshaler, client, req, pathParams)
 		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
 		if err != nil {
 			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
 			return
 		}
-		forward_RepoService_ListRepoEvents_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+		forward_RepoService_ReadRepoEventFeed_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 	mux.Handle(http.MethodPut, pattern_RepoService_SetGitHubCredential_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
 		ctx, cancel := context.WithCancel(req.Context())
@@ -2926,7 +2926,7 @@ var (
 	pattern_RepoService_SetCollaborator_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4}, []string{"v1", "repos", "repo", "collaborators", "user_id"}, ""))
 	pattern_RepoService_ListCollaborators_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "collaborators"}, ""))
 	pattern_RepoService_GetCollaboratorRole_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3, 1, 0, 4, 1, 5, 4, 2, 5}, []string{"v1", "repos", "repo", "collaborators", "user", "role"}, ""))
-	pattern_RepoService_ListRepoEvents_0           = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "events"}, ""))
+	pattern_RepoService_ReadRepoEventFeed_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 1, 0, 1, 0, 4, 2, 5, 2, 2, 3}, []string{"v1", "repos", "repo", "events"}, ""))
 	pattern_RepoService_SetGitHubCredential_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
 	pattern_RepoService_GetGitHubCredential_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
 	pattern_RepoService_DeleteGitHubCredential_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1, 2, 2}, []string{"v1", "github", "credential"}, ""))
@@ -2962,7 +2962,7 @@ var (
 	forward_RepoService_SetCollaborator_0          = runtime.ForwardResponseMessage
 	forward_RepoService_ListCollaborators_0        = runtime.ForwardResponseMessage
 	forward_RepoService_GetCollaboratorRole_0      = runtime.ForwardResponseMessage
-	forward_RepoService_ListRepoEvents_0           = runtime.ForwardResponseMessage
+	forward_RepoService_ReadRepoEventFeed_0        = runtime.ForwardResponseMessage
 	forward_RepoService_SetGitHubCredential_0      = runtime.ForwardResponseMessage
 	forward_RepoService_GetGitHubCredential_0      = runtime.ForwardResponseMessage
 	forward_RepoService_DeleteGitHubCredential_0   = runtime.ForwardResponseMessage

@@ -49,7 +49,7 @@ const (
 	RepoService_SetCollaborator_FullMethodName          = "/thefold.github.v1.RepoService/SetCollaborator"
 	RepoService_ListCollaborators_FullMethodName        = "/thefold.github.v1.RepoService/ListCollaborators"
 	RepoService_GetCollaboratorRole_FullMethodName      = "/thefold.github.v1.RepoService/GetCollaboratorRole"
-	RepoService_ListRepoEvents_FullMethodName           = "/thefold.github.v1.RepoService/ListRepoEvents"
+	RepoService_ReadRepoEventFeed_FullMethodName        = "/thefold.github.v1.RepoService/ReadRepoEventFeed"
 	RepoService_SetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/SetGitHubCredential"
 	RepoService_GetGitHubCredential_FullMethodName      = "/thefold.github.v1.RepoService/GetGitHubCredential"
 	RepoService_DeleteGitHubCredential_FullMethodName   = "/thefold.github.v1.RepoService/DeleteGitHubCredential"
@@ -182,13 +182,13 @@ type RepoServiceClient interface {
 	// write, read or none);
 	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
 	GetCollaboratorRole(ctx context.Context, in *GetCollaboratorRoleRequest, opts ...grpc.CallOption) (*GetCollaboratorRoleResponse, error)
-	// ListRepoEvents reads a GitHub repository's recent events (GitHub's repository event
+	// ReadRepoEventFeed reads a GitHub repository's recent events (GitHub's repository event
 	// feed, newest first, at most 100): the fallback for a repository whose webhook cannot be
 	// configured. etag, from the last answer, makes the read conditional: an unchanged feed
 	// answers not_modified (and costs no rate limit). poll_interval is how long GitHub asks
 	// pollers to wait between reads. A local repository is FAILED_PRECONDITION (its changes
 	// are made through TheFold). Needs READ.
-	ListRepoEvents(ctx context.Context, in *ListRepoEventsRequest, opts ...grpc.CallOption) (*ListRepoEventsResponse, error)
+	ReadRepoEventFeed(ctx context.Context, in *ReadRepoEventFeedRequest, opts ...grpc.CallOption) (*ReadRepoEventFeedResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
 	// installation token): GitHub calls made for the caller then use it, so GitHub itself
 	// decides what they may do. The token is encrypted at rest and never returned; the answer
@@ -524,10 +524,10 @@ func (c *repoServiceClient) GetCollaboratorRole(ctx context.Context, in *GetColl
 	return out, nil
 }
 
-func (c *repoServiceClient) ListRepoEvents(ctx context.Context, in *ListRepoEventsRequest, opts ...grpc.CallOption) (*ListRepoEventsResponse, error) {
+func (c *repoServiceClient) ReadRepoEventFeed(ctx context.Context, in *ReadRepoEventFeedRequest, opts ...grpc.CallOption) (*ReadRepoEventFeedResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(ListRepoEventsResponse)
-	err := c.cc.Invoke(ctx, RepoService_ListRepoEvents_FullMethodName, in, out, cOpts...)
+	out := new(ReadRepoEventFeedResponse)
+	err := c.cc.Invoke(ctx, RepoService_ReadRepoEventFeed_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -709,13 +709,13 @@ type RepoServiceServer interface {
 	// write, read or none);
 	// on a local one, a TheFold user's role (as for the caller's own). Needs READ.
 	GetCollaboratorRole(context.Context, *GetCollaboratorRoleRequest) (*GetCollaboratorRoleResponse, error)
-	// ListRepoEvents reads a GitHub repository's recent events (GitHub's repository event
+	// ReadRepoEventFeed reads a GitHub repository's recent events (GitHub's repository event
 	// feed, newest first, at most 100): the fallback for a repository whose webhook cannot be
 	// configured. etag, from the last answer, makes the read conditional: an unchanged feed
 	// answers not_modified (and costs no rate limit). poll_interval is how long GitHub asks
 	// pollers to wait between reads. A local repository is FAILED_PRECONDITION (its changes
 	// are made through TheFold). Needs READ.
-	ListRepoEvents(context.Context, *ListRepoEventsRequest) (*ListRepoEventsResponse, error)
+	ReadRepoEventFeed(context.Context, *ReadRepoEventFeedRequest) (*ReadRepoEventFeedResponse, error)
 	// SetGitHubCredential stores the caller's own GitHub token (a personal access token or an
 	// installation token): GitHub calls made for the caller then use it, so GitHub itself
 	// decides what they may do. The token is encrypted at rest and never returned; the answer
@@ -832,8 +832,8 @@ func (UnimplementedRepoServiceServer) ListCollaborators(context.Context, *ListCo
 func (UnimplementedRepoServiceServer) GetCollaboratorRole(context.Context, *GetCollaboratorRoleRequest) (*GetCollaboratorRoleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetCollaboratorRole not implemented")
 }
-func (UnimplementedRepoServiceServer) ListRepoEvents(context.Context, *ListRepoEventsRequest) (*ListRepoEventsResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method ListRepoEvents not implemented")
+func (UnimplementedRepoServiceServer) ReadRepoEventFeed(context.Context, *ReadRepoEventFeedRequest) (*ReadRepoEventFeedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadRepoEventFeed not implemented")
 }
 func (UnimplementedRepoServiceServer) SetGitHubCredential(context.Context, *SetGitHubCredentialRequest) (*SetGitHubCredentialResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetGitHubCredential not implemented")
@@ -1404,20 +1404,20 @@ func _RepoService_GetCollaboratorRole_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
-func _RepoService_ListRepoEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(ListRepoEventsRequest)
+func _RepoService_ReadRepoEventFeed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadRepoEventFeedRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
 	if interceptor == nil {
-		return srv.(RepoServiceServer).ListRepoEvents(ctx, in)
+		return srv.(RepoServiceServer).ReadRepoEventFeed(ctx, in)
 	}
 	info := &grpc.UnaryServerInfo{
 		Server:     srv,
-		FullMethod: RepoService_ListRepoEvents_FullMethodName,
+		FullMethod: RepoService_ReadRepoEventFeed_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(RepoServiceServer).ListRepoEvents(ctx, req.(*ListRepoEventsRequest))
+		return srv.(RepoServiceServer).ReadRepoEventFeed(ctx, req.(*ReadRepoEventFeedRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1636,8 +1636,8 @@ var RepoService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _RepoService_GetCollaboratorRole_Handler,
 		},
 		{
-			MethodName: "ListRepoEvents",
-			Handler:    _RepoService_ListRepoEvents_Handler,
+			MethodName: "ReadRepoEventFeed",
+			Handler:    _RepoService_ReadRepoEventFeed_Handler,
 		},
 		{
 			MethodName: "SetGitHubCredential",
