@@ -142,6 +142,12 @@ func (p *Provider) ListRepos(ctx context.Context, owner string, a forge.Actor, p
 	}
 	out := make([]*githubv1.Repo, 0, len(rows))
 	for _, r := range rows {
+		if !exists(p.Dir(r.FullName())) {
+			// Being created: CreateRepo registers the name before it makes the directory (or
+			// its creation failed and the row is being removed). Listing it would fail the
+			// whole list for everyone while it lasts.
+			continue
+		}
 		m, err := p.describe(r)
 		if err != nil {
 			return nil, "", err

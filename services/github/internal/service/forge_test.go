@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -533,4 +534,29 @@ func TestLocalPullRequestChecks(t *testing.T) {
 	}
 	_, err = c.GetPullRequestChecks(e.bob, req)
 	wantCode(t, err, codes.NotFound, "")
+}
+
+// A repository whose name is registered but whose directory is not made yet (CreateRepo
+// between its two steps, as another caller's ListRepos can see it) is left out of the list
+// instead of failing it.
+func TestListReposSkipsARepositoryBeingCreated(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	e.repo(t, "ready", map[string]string{"a.txt": "a\n"})
+	half := e.repo(t, "half", map[string]string{"a.txt": "a\n"})
+	if err := os.RemoveAll(e.local.Dir(half)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client.ListRepos(e.alice, &githubv1.ListReposRequest{PageSize: 100})
+	if err != nil {
+		t.Fatalf("ListRepos with a repository half made: %v", err)
+	}
+	for _, r := range resp.GetRepos() {
+		if r.GetRepo() == half {
+			t.Fatalf("the half-made %s is listed", half)
+		}
+	}
+	if len(resp.GetRepos()) != 1 {
+		t.Fatalf("repos %v, want the ready one", resp.GetRepos())
+	}
 }
