@@ -269,6 +269,9 @@ func (c *Client) Preferences() agentv1.PreferencesServiceClient {
 func (c *Client) RepoEvents() agentv1.RepoEventServiceClient {
 	return agentv1.NewRepoEventServiceClient(c.conn("agent"))
 }
+func (c *Client) RepoHealth() agentv1.RepoHealthServiceClient {
+	return agentv1.NewRepoHealthServiceClient(c.conn("agent"))
+}
 func (c *Client) Builder() builderv1.BuilderServiceClient {
 	return builderv1.NewBuilderServiceClient(c.conn("builder"))
 }

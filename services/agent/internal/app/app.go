@@ -32,6 +32,7 @@ import (
 	"github.com/thefold/thefold/services/agent/internal/breaker"
 	"github.com/thefold/thefold/services/agent/internal/chat"
 	"github.com/thefold/thefold/services/agent/internal/loop"
+	"github.com/thefold/thefold/services/agent/internal/monitor"
 	"github.com/thefold/thefold/services/agent/internal/project"
 	"github.com/thefold/thefold/services/agent/internal/repoevents"
 	"github.com/thefold/thefold/services/agent/internal/service"
@@ -327,6 +328,9 @@ func Service() platform.Service {
 			d.Go("repo event processor", repoevents.NewProcessor(st, repoevents.Clients{Tasks: clients.Tasks, Repos: clients.Repos, Revisions: svc}, d.ServiceSigner, d.Auth.Verifier().UserDisabled,
 				repoevents.DefaultConfig, d.Logger).Run)
 			d.Go("repo event poller", repoevents.NewPoller(st, clients.Repos, d.ServiceSigner, repoevents.DefaultPollConfig, d.Logger).Run)
+			// The repository monitor: the health checks of connected repositories.
+			d.Go("repo health monitor", monitor.New(st, monitor.Clients{Sandbox: clients.Sandbox, Tasks: clients.Tasks, Agent: svc}, d.ServiceSigner,
+				d.Auth.Verifier().UserDisabled, monitor.DefaultConfig, d.Logger).Run)
 			if box != nil {
 				dc := chat.DefaultDelivererConfig
 				dc.Backoff = cfg.WebhookBackoff
@@ -342,6 +346,7 @@ func Service() platform.Service {
 			agentv1.RegisterChatServiceServer(d.Server.GRPC(), svc.Chat(rq, replies))
 			agentv1.RegisterPreferencesServiceServer(d.Server.GRPC(), svc.Preferences())
 			agentv1.RegisterRepoEventServiceServer(d.Server.GRPC(), svc.RepoEvents())
+			agentv1.RegisterRepoHealthServiceServer(d.Server.GRPC(), svc.RepoHealth())
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/sandboxrun"
 	"github.com/thefold/thefold/pkg/usage"
 	"github.com/thefold/thefold/pkg/wait"
 
@@ -707,36 +707,16 @@ func (x *run) sandboxCheck(ctx context.Context, spec checkSpec) (passed bool, ou
 		if err != nil {
 			return false, "", status.Errorf(codes.InvalidArgument, "check_command: %v", err)
 		}
-		stream, err := x.e.c.Sandbox.RunCommand(sctx, &sandboxv1.RunCommandRequest{SandboxId: id, Command: argv,
-			Timeout: durationpb.New(10 * time.Minute), RequestId: k + ":run"})
+		res, err := sandboxrun.Run(sctx, x.e.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: id, Command: argv,
+			Timeout: durationpb.New(10 * time.Minute), RequestId: k + ":run"}, 64<<10)
 		if err != nil {
 			return false, "", err
 		}
-		var b strings.Builder
-		var res *sandboxv1.CommandResult
-		for {
-			msg, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return false, "", err
-			}
-			if o := msg.GetOutput(); o != nil && b.Len() < 64<<10 {
-				b.Write(o.GetData())
-			}
-			if r := msg.GetResult(); r != nil {
-				res = r
-			}
-		}
-		if res == nil {
-			return false, "", status.Error(codes.Unavailable, "the check's command ended without a result")
-		}
-		text := fmt.Sprintf("$ %s\nexit %d\n%s", spec.command, res.GetExitCode(), tail(b.String(), maxChecksText))
+		text := fmt.Sprintf("$ %s\nexit %d\n%s", spec.command, res.GetExitCode(), tail(string(res.Output), maxChecksText))
 		if res.GetTimedOut() {
 			text = "timed out\n" + text
 		}
-		return res.GetExitCode() == 0 && !res.GetTimedOut(), text, nil
+		return res.Passed(), text, nil
 	}
 	v, err := x.e.c.Sandbox.Validate(sctx, &sandboxv1.ValidateRequest{SandboxId: id})
 	if err != nil {

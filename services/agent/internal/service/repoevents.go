@@ -11,10 +11,12 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
@@ -79,6 +81,10 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 	if err != nil {
 		return nil, err
 	}
+	health, err := healthSettings("health", req.Health)
+	if err != nil {
+		return nil, err
+	}
 	if r.s.o.Secrets == nil {
 		return nil, errs.Precondition("the agent has no secret key to seal webhook secrets with (THEFOLD_AGENT_SECRET_KEY_FILE)")
 	}
@@ -86,15 +92,8 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 		return nil, errs.Precondition("the github service is not configured: connecting a repository needs it (THEFOLD_GITHUB_ADDR)")
 	}
 	// The caller must be able to read the repository: its issues become their tasks.
-	repo, err := r.s.o.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: req.Repo})
-	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			return nil, errs.NotFound("repository", req.Repo)
-		}
+	if err := r.checkPoll(ctx, "poll", req.Repo, req.Poll); err != nil {
 		return nil, err
-	}
-	if req.Poll && repo.GetRepo().GetProvider() != githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
-		return nil, errs.Invalid("poll", "only GitHub repositories have an event feed to read; %s is not on GitHub", req.Repo)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -105,7 +104,7 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 	if err != nil {
 		return nil, err
 	}
-	c, created, err := r.s.store.CreateConnection(ctx, &agentv1.RepoConnection{OwnerId: owner, Repo: req.Repo, IssueLabels: labels, Poll: req.Poll},
+	c, created, err := r.s.store.CreateConnection(ctx, &agentv1.RepoConnection{OwnerId: owner, Repo: req.Repo, IssueLabels: labels, Poll: req.Poll, Health: health},
 		sealed, req.RequestId)
 	if err != nil {
 		return nil, err
@@ -115,6 +114,113 @@ func (r *repoEvents) ConnectRepository(ctx context.Context, req *agentv1.Connect
 	}
 	c.WebhookPath = WebhookPath
 	return &agentv1.ConnectRepositoryResponse{Connection: c}, nil
+}
+
+// checkPoll checks that the caller can read repo and, where poll is asked for, that repo
+// has a GitHub event feed.
+func (r *repoEvents) checkPoll(ctx context.Context, field, repo string, poll bool) error {
+	got, err := r.s.o.Repos.GetRepo(ctx, &githubv1.GetRepoRequest{Repo: repo})
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return errs.NotFound("repository", repo)
+		}
+		return err
+	}
+	if poll && got.GetRepo().GetProvider() != githubv1.RepoProvider_REPO_PROVIDER_GITHUB {
+		return errs.Invalid(field, "only GitHub repositories have an event feed to read; %s is not on GitHub", repo)
+	}
+	return nil
+}
+
+// connectionPaths are UpdateRepoConnection's updatable paths.
+var connectionPaths = []string{"issue_labels", "poll", "health", "health.enabled", "health.interval", "health.todo_threshold", "health.auto_start"}
+
+// UpdateRepoConnection changes one of the caller's connections.
+func (r *repoEvents) UpdateRepoConnection(ctx context.Context, req *agentv1.UpdateRepoConnectionRequest) (*agentv1.UpdateRepoConnectionResponse, error) {
+	owner, err := caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := validate.UUID("id", req.Id, true)
+	if err != nil {
+		return nil, err
+	}
+	in := req.GetConnection()
+	if in == nil {
+		return nil, errs.Invalid("connection", "required")
+	}
+	if in.Id != "" && !strings.EqualFold(in.Id, id) {
+		return nil, errs.Invalid("connection.id", "must equal id (%s) when set", id)
+	}
+	paths := req.GetUpdateMask().GetPaths()
+	if len(paths) == 0 {
+		return nil, errs.Invalid("update_mask", "required: name the fields to change among %s", strings.Join(connectionPaths, ", "))
+	}
+	for i, path := range paths {
+		if !slices.Contains(connectionPaths, path) {
+			return nil, errs.Invalid(fmt.Sprintf("update_mask.paths[%d]", i), "%q is not updatable; the updatable fields are %s", path,
+				strings.Join(connectionPaths, ", "))
+		}
+	}
+	has := func(f string) bool { return slices.Contains(paths, f) }
+	var u store.ConnectionUpdate
+	if has("issue_labels") {
+		if u.Labels, err = validate.Labels("connection.issue_labels", in.IssueLabels, maxIssueLabel, maxIssueLabels); err != nil {
+			return nil, err
+		}
+		u.SetLabels = true
+	}
+	health := &agentv1.RepoHealthSettings{}
+	if in.GetHealth() != nil {
+		health = proto.Clone(in.GetHealth()).(*agentv1.RepoHealthSettings)
+	}
+	partial := slices.ContainsFunc(paths, func(p string) bool { return strings.HasPrefix(p, "health.") })
+	if partial && has("health") {
+		return nil, errs.Invalid("update_mask", "name either health or fields of health, not both")
+	}
+	cur, err := r.s.store.GetConnection(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if partial {
+		// The fields not named keep their values.
+		merged := proto.Clone(cur.GetHealth()).(*agentv1.RepoHealthSettings)
+		for _, p := range paths {
+			switch p {
+			case "health.enabled":
+				merged.Enabled = health.Enabled
+			case "health.interval":
+				merged.Interval = health.Interval
+			case "health.todo_threshold":
+				merged.TodoThreshold = health.TodoThreshold
+			case "health.auto_start":
+				merged.AutoStart = health.AutoStart
+			}
+		}
+		health = merged
+	}
+	if partial || has("health") {
+		if u.Health, err = healthSettings("connection.health", health); err != nil {
+			return nil, err
+		}
+	}
+	if has("poll") {
+		if in.Poll && !cur.Poll {
+			if r.s.o.Repos == nil {
+				return nil, errs.Precondition("the github service is not configured: polling needs it (THEFOLD_GITHUB_ADDR)")
+			}
+			if err := r.checkPoll(ctx, "connection.poll", cur.Repo, true); err != nil {
+				return nil, err
+			}
+		}
+		u.SetPoll, u.Poll = true, in.Poll
+	}
+	c, err := r.s.store.UpdateConnection(ctx, owner, id, u)
+	if err != nil {
+		return nil, err
+	}
+	c.WebhookPath = WebhookPath
+	return &agentv1.UpdateRepoConnectionResponse{Connection: c}, nil
 }
 
 // ListRepoConnections lists the caller's connections.

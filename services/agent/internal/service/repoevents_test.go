@@ -52,6 +52,7 @@ type lateRepos struct{ githubv1.RepoServiceClient }
 type hookEnv struct {
 	*inboundEnv
 	events agentv1.RepoEventServiceClient
+	health agentv1.RepoHealthServiceClient
 }
 
 func newHookEnv(t *testing.T, disabled func(string) bool) *hookEnv {
@@ -74,6 +75,7 @@ func newHookEnv(t *testing.T, disabled func(string) bool) *hookEnv {
 		agentv1.RegisterAgentServiceServer(s, srv)
 		agentv1.RegisterChatServiceServer(s, srv.Chat(q, sp))
 		agentv1.RegisterRepoEventServiceServer(s, srv.RepoEvents())
+		agentv1.RegisterRepoHealthServiceServer(s, srv.RepoHealth())
 		githubv1.RegisterRepoServiceServer(s, &readableRepos{repos: []string{"local/r", "local/s"}})
 	})
 	repos.RepoServiceClient = githubv1.NewRepoServiceClient(e.Conn)
@@ -86,6 +88,7 @@ func newHookEnv(t *testing.T, disabled func(string) bool) *hookEnv {
 			pool: pool, box: box, logs: logs, grpc: e, gateway: auth.AsService(gctx, e.ServiceSigner(t, "gateway")),
 		},
 		events: agentv1.NewRepoEventServiceClient(e.Conn),
+		health: agentv1.NewRepoHealthServiceClient(e.Conn),
 	}
 }
 

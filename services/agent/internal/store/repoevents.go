@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/thefold/thefold/pkg/db"
@@ -29,19 +30,26 @@ type ConnectionRecord struct {
 }
 
 const connectionColumns = `id::text, owner_id, repo, secret_sealed, issue_labels, last_delivery_time, create_time, poll, poll_etag,
-	poll_last_event, last_poll_time, poll_status`
+	poll_last_event, last_poll_time, poll_status, health_enabled, health_interval_secs, health_todo_threshold, health_auto_start, next_health_time`
 
 func scanConnection(row pgx.Row) (*ConnectionRecord, error) {
 	var (
 		c              = &agentv1.RepoConnection{}
 		rec            = &ConnectionRecord{RepoConnection: c}
 		last, lastPoll *time.Time
-		created        time.Time
+		created, next  time.Time
+		h              = &agentv1.RepoHealthSettings{}
+		interval       int64
 	)
 	if err := row.Scan(&c.Id, &c.OwnerId, &c.Repo, &rec.SecretSealed, &c.IssueLabels, &last, &created, &c.Poll, &rec.PollETag,
-		&rec.PollLastEvent, &lastPoll, &c.PollStatus); err != nil {
+		&rec.PollLastEvent, &lastPoll, &c.PollStatus, &h.Enabled, &interval, &h.TodoThreshold, &h.AutoStart, &next); err != nil {
 		return nil, err
 	}
+	h.Interval = durationpb.New(time.Duration(interval) * time.Second)
+	if h.Enabled {
+		h.NextCheckTime = timestamppb.New(next)
+	}
+	c.Health = h
 	if last != nil {
 		c.LastDeliveryTime = timestamppb.New(*last)
 	}
@@ -66,8 +74,11 @@ func (s *Store) CreateConnection(ctx context.Context, c *agentv1.RepoConnection,
 			return nil, false, err
 		}
 	}
-	rec, err := scanConnection(s.pool.QueryRow(ctx, `INSERT INTO repo_connections (owner_id, request_id, repo, secret_sealed, issue_labels, poll)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+connectionColumns, c.OwnerId, requestID, c.Repo, sealed, nonNilStrings(c.IssueLabels), c.Poll))
+	h := c.GetHealth()
+	rec, err := scanConnection(s.pool.QueryRow(ctx, `INSERT INTO repo_connections (owner_id, request_id, repo, secret_sealed, issue_labels, poll,
+			health_enabled, health_interval_secs, health_todo_threshold, health_auto_start)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+connectionColumns, c.OwnerId, requestID, c.Repo, sealed, nonNilStrings(c.IssueLabels), c.Poll,
+		h.GetEnabled(), int64(h.GetInterval().AsDuration()/time.Second), h.GetTodoThreshold(), h.GetAutoStart()))
 	switch {
 	case db.IsUniqueViolation(err, "repo_connections_owner_id_repo_key"):
 		return nil, false, fmt.Errorf("%s is connected already; delete that connection to connect it again with a new secret: %w", c.Repo, errs.ErrAlreadyExists)

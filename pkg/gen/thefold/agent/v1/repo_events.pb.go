@@ -9,6 +9,7 @@ package agentv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -110,8 +111,10 @@ type RepoConnection struct {
 	// are, from the first read on. GitHub repositories only.
 	Poll bool `protobuf:"varint,9,opt,name=poll,proto3" json:"poll,omitempty"`
 	// Output only: when the feed was last read and what it said, for a polled connection.
-	LastPollTime  *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
-	PollStatus    string                 `protobuf:"bytes,11,opt,name=poll_status,json=pollStatus,proto3" json:"poll_status,omitempty"`
+	LastPollTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_poll_time,json=lastPollTime,proto3" json:"last_poll_time,omitempty"`
+	PollStatus   string                 `protobuf:"bytes,11,opt,name=poll_status,json=pollStatus,proto3" json:"poll_status,omitempty"`
+	// The repository monitor (RepoHealthService): off unless enabled.
+	Health        *RepoHealthSettings `protobuf:"bytes,12,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -223,6 +226,13 @@ func (x *RepoConnection) GetPollStatus() string {
 	return ""
 }
 
+func (x *RepoConnection) GetHealth() *RepoHealthSettings {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
 type ConnectRepositoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Idempotency key.
@@ -232,7 +242,9 @@ type ConnectRepositoryRequest struct {
 	// At most 20 labels, each 1–50 characters.
 	IssueLabels []string `protobuf:"bytes,3,rep,name=issue_labels,json=issueLabels,proto3" json:"issue_labels,omitempty"`
 	// See RepoConnection.poll.
-	Poll          bool `protobuf:"varint,4,opt,name=poll,proto3" json:"poll,omitempty"`
+	Poll bool `protobuf:"varint,4,opt,name=poll,proto3" json:"poll,omitempty"`
+	// See RepoConnection.health.
+	Health        *RepoHealthSettings `protobuf:"bytes,5,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,6 +305,13 @@ func (x *ConnectRepositoryRequest) GetPoll() bool {
 		return x.Poll
 	}
 	return false
+}
+
+func (x *ConnectRepositoryRequest) GetHealth() *RepoHealthSettings {
+	if x != nil {
+		return x.Health
+	}
+	return nil
 }
 
 type ConnectRepositoryResponse struct {
@@ -446,6 +465,115 @@ func (x *ListRepoConnectionsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type UpdateRepoConnectionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The connection's id. id names the resource; connection.id, when set, must equal it.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The new values of the fields named in update_mask; other fields are ignored.
+	Connection *RepoConnection `protobuf:"bytes,2,opt,name=connection,proto3" json:"connection,omitempty"`
+	// Paths among "issue_labels", "poll", "health" (the whole settings message) and
+	// "health.enabled", "health.interval", "health.todo_threshold", "health.auto_start";
+	// required.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,3,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRepoConnectionRequest) Reset() {
+	*x = UpdateRepoConnectionRequest{}
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRepoConnectionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRepoConnectionRequest) ProtoMessage() {}
+
+func (x *UpdateRepoConnectionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRepoConnectionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateRepoConnectionRequest) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateRepoConnectionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateRepoConnectionRequest) GetConnection() *RepoConnection {
+	if x != nil {
+		return x.Connection
+	}
+	return nil
+}
+
+func (x *UpdateRepoConnectionRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+type UpdateRepoConnectionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connection    *RepoConnection        `protobuf:"bytes,1,opt,name=connection,proto3" json:"connection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateRepoConnectionResponse) Reset() {
+	*x = UpdateRepoConnectionResponse{}
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateRepoConnectionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateRepoConnectionResponse) ProtoMessage() {}
+
+func (x *UpdateRepoConnectionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateRepoConnectionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateRepoConnectionResponse) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateRepoConnectionResponse) GetConnection() *RepoConnection {
+	if x != nil {
+		return x.Connection
+	}
+	return nil
+}
+
 type DeleteRepoConnectionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -455,7 +583,7 @@ type DeleteRepoConnectionRequest struct {
 
 func (x *DeleteRepoConnectionRequest) Reset() {
 	*x = DeleteRepoConnectionRequest{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +595,7 @@ func (x *DeleteRepoConnectionRequest) String() string {
 func (*DeleteRepoConnectionRequest) ProtoMessage() {}
 
 func (x *DeleteRepoConnectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +608,7 @@ func (x *DeleteRepoConnectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRepoConnectionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRepoConnectionRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{5}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteRepoConnectionRequest) GetId() string {
@@ -498,7 +626,7 @@ type DeleteRepoConnectionResponse struct {
 
 func (x *DeleteRepoConnectionResponse) Reset() {
 	*x = DeleteRepoConnectionResponse{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +638,7 @@ func (x *DeleteRepoConnectionResponse) String() string {
 func (*DeleteRepoConnectionResponse) ProtoMessage() {}
 
 func (x *DeleteRepoConnectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +651,7 @@ func (x *DeleteRepoConnectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRepoConnectionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRepoConnectionResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{6}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{8}
 }
 
 // RepoDelivery is one verified webhook delivery.
@@ -549,7 +677,7 @@ type RepoDelivery struct {
 
 func (x *RepoDelivery) Reset() {
 	*x = RepoDelivery{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +689,7 @@ func (x *RepoDelivery) String() string {
 func (*RepoDelivery) ProtoMessage() {}
 
 func (x *RepoDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +702,7 @@ func (x *RepoDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoDelivery.ProtoReflect.Descriptor instead.
 func (*RepoDelivery) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{7}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RepoDelivery) GetDeliveryId() string {
@@ -654,7 +782,7 @@ type ListRepoDeliveriesRequest struct {
 
 func (x *ListRepoDeliveriesRequest) Reset() {
 	*x = ListRepoDeliveriesRequest{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +794,7 @@ func (x *ListRepoDeliveriesRequest) String() string {
 func (*ListRepoDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListRepoDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +807,7 @@ func (x *ListRepoDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRepoDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRepoDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRepoDeliveriesRequest) GetConnectionId() string {
@@ -714,7 +842,7 @@ type ListRepoDeliveriesResponse struct {
 
 func (x *ListRepoDeliveriesResponse) Reset() {
 	*x = ListRepoDeliveriesResponse{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +854,7 @@ func (x *ListRepoDeliveriesResponse) String() string {
 func (*ListRepoDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListRepoDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +867,7 @@ func (x *ListRepoDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRepoDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRepoDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{9}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListRepoDeliveriesResponse) GetDeliveries() []*RepoDelivery {
@@ -769,7 +897,7 @@ type HandleGitHubWebhookRequest struct {
 
 func (x *HandleGitHubWebhookRequest) Reset() {
 	*x = HandleGitHubWebhookRequest{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +909,7 @@ func (x *HandleGitHubWebhookRequest) String() string {
 func (*HandleGitHubWebhookRequest) ProtoMessage() {}
 
 func (x *HandleGitHubWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +922,7 @@ func (x *HandleGitHubWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleGitHubWebhookRequest.ProtoReflect.Descriptor instead.
 func (*HandleGitHubWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{10}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HandleGitHubWebhookRequest) GetHeaders() map[string]string {
@@ -823,7 +951,7 @@ type HandleGitHubWebhookResponse struct {
 
 func (x *HandleGitHubWebhookResponse) Reset() {
 	*x = HandleGitHubWebhookResponse{}
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +963,7 @@ func (x *HandleGitHubWebhookResponse) String() string {
 func (*HandleGitHubWebhookResponse) ProtoMessage() {}
 
 func (x *HandleGitHubWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[11]
+	mi := &file_thefold_agent_v1_repo_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +976,7 @@ func (x *HandleGitHubWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleGitHubWebhookResponse.ProtoReflect.Descriptor instead.
 func (*HandleGitHubWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{11}
+	return file_thefold_agent_v1_repo_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HandleGitHubWebhookResponse) GetDelivery() *RepoDelivery {
@@ -869,7 +997,7 @@ var File_thefold_agent_v1_repo_events_proto protoreflect.FileDescriptor
 
 const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"\n" +
-	"\"thefold/agent/v1/repo_events.proto\x12\x10thefold.agent.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x03\n" +
+	"\"thefold/agent/v1/repo_events.proto\x12\x10thefold.agent.v1\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\"thefold/agent/v1/repo_health.proto\"\xf8\x03\n" +
 	"\x0eRepoConnection\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bowner_id\x18\x02 \x01(\tR\aownerId\x12\x12\n" +
@@ -884,13 +1012,15 @@ const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"\x0elast_poll_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\flastPollTime\x12\x1f\n" +
 	"\vpoll_status\x18\v \x01(\tR\n" +
-	"pollStatus\"\x84\x01\n" +
+	"pollStatus\x12<\n" +
+	"\x06health\x18\f \x01(\v2$.thefold.agent.v1.RepoHealthSettingsR\x06health\"\xc2\x01\n" +
 	"\x18ConnectRepositoryRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04repo\x18\x02 \x01(\tR\x04repo\x12!\n" +
 	"\fissue_labels\x18\x03 \x03(\tR\vissueLabels\x12\x12\n" +
-	"\x04poll\x18\x04 \x01(\bR\x04poll\"]\n" +
+	"\x04poll\x18\x04 \x01(\bR\x04poll\x12<\n" +
+	"\x06health\x18\x05 \x01(\v2$.thefold.agent.v1.RepoHealthSettingsR\x06health\"]\n" +
 	"\x19ConnectRepositoryResponse\x12@\n" +
 	"\n" +
 	"connection\x18\x01 \x01(\v2 .thefold.agent.v1.RepoConnectionR\n" +
@@ -901,7 +1031,18 @@ const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"\x89\x01\n" +
 	"\x1bListRepoConnectionsResponse\x12B\n" +
 	"\vconnections\x18\x01 \x03(\v2 .thefold.agent.v1.RepoConnectionR\vconnections\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"-\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xac\x01\n" +
+	"\x1bUpdateRepoConnectionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12@\n" +
+	"\n" +
+	"connection\x18\x02 \x01(\v2 .thefold.agent.v1.RepoConnectionR\n" +
+	"connection\x12;\n" +
+	"\vupdate_mask\x18\x03 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\"`\n" +
+	"\x1cUpdateRepoConnectionResponse\x12@\n" +
+	"\n" +
+	"connection\x18\x01 \x01(\v2 .thefold.agent.v1.RepoConnectionR\n" +
+	"connection\"-\n" +
 	"\x1bDeleteRepoConnectionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1e\n" +
 	"\x1cDeleteRepoConnectionResponse\"\xef\x02\n" +
@@ -941,10 +1082,11 @@ const file_thefold_agent_v1_repo_events_proto_rawDesc = "" +
 	"\x1bREPO_DELIVERY_STATE_PENDING\x10\x01\x12\x1c\n" +
 	"\x18REPO_DELIVERY_STATE_DONE\x10\x02\x12\x1f\n" +
 	"\x1bREPO_DELIVERY_STATE_IGNORED\x10\x03\x12\x1e\n" +
-	"\x1aREPO_DELIVERY_STATE_FAILED\x10\x042\xda\x04\n" +
+	"\x1aREPO_DELIVERY_STATE_FAILED\x10\x042\xd1\x05\n" +
 	"\x10RepoEventService\x12l\n" +
 	"\x11ConnectRepository\x12*.thefold.agent.v1.ConnectRepositoryRequest\x1a+.thefold.agent.v1.ConnectRepositoryResponse\x12w\n" +
 	"\x13ListRepoConnections\x12,.thefold.agent.v1.ListRepoConnectionsRequest\x1a-.thefold.agent.v1.ListRepoConnectionsResponse\"\x03\x90\x02\x01\x12u\n" +
+	"\x14UpdateRepoConnection\x12-.thefold.agent.v1.UpdateRepoConnectionRequest\x1a..thefold.agent.v1.UpdateRepoConnectionResponse\x12u\n" +
 	"\x14DeleteRepoConnection\x12-.thefold.agent.v1.DeleteRepoConnectionRequest\x1a..thefold.agent.v1.DeleteRepoConnectionResponse\x12t\n" +
 	"\x12ListRepoDeliveries\x12+.thefold.agent.v1.ListRepoDeliveriesRequest\x1a,.thefold.agent.v1.ListRepoDeliveriesResponse\"\x03\x90\x02\x01\x12r\n" +
 	"\x13HandleGitHubWebhook\x12,.thefold.agent.v1.HandleGitHubWebhookRequest\x1a-.thefold.agent.v1.HandleGitHubWebhookResponseB\xc6\x01\n" +
@@ -963,7 +1105,7 @@ func file_thefold_agent_v1_repo_events_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_repo_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_thefold_agent_v1_repo_events_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_thefold_agent_v1_repo_events_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_thefold_agent_v1_repo_events_proto_goTypes = []any{
 	(RepoDeliveryState)(0),               // 0: thefold.agent.v1.RepoDeliveryState
 	(*RepoConnection)(nil),               // 1: thefold.agent.v1.RepoConnection
@@ -971,43 +1113,54 @@ var file_thefold_agent_v1_repo_events_proto_goTypes = []any{
 	(*ConnectRepositoryResponse)(nil),    // 3: thefold.agent.v1.ConnectRepositoryResponse
 	(*ListRepoConnectionsRequest)(nil),   // 4: thefold.agent.v1.ListRepoConnectionsRequest
 	(*ListRepoConnectionsResponse)(nil),  // 5: thefold.agent.v1.ListRepoConnectionsResponse
-	(*DeleteRepoConnectionRequest)(nil),  // 6: thefold.agent.v1.DeleteRepoConnectionRequest
-	(*DeleteRepoConnectionResponse)(nil), // 7: thefold.agent.v1.DeleteRepoConnectionResponse
-	(*RepoDelivery)(nil),                 // 8: thefold.agent.v1.RepoDelivery
-	(*ListRepoDeliveriesRequest)(nil),    // 9: thefold.agent.v1.ListRepoDeliveriesRequest
-	(*ListRepoDeliveriesResponse)(nil),   // 10: thefold.agent.v1.ListRepoDeliveriesResponse
-	(*HandleGitHubWebhookRequest)(nil),   // 11: thefold.agent.v1.HandleGitHubWebhookRequest
-	(*HandleGitHubWebhookResponse)(nil),  // 12: thefold.agent.v1.HandleGitHubWebhookResponse
-	nil,                                  // 13: thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
-	(*timestamppb.Timestamp)(nil),        // 14: google.protobuf.Timestamp
+	(*UpdateRepoConnectionRequest)(nil),  // 6: thefold.agent.v1.UpdateRepoConnectionRequest
+	(*UpdateRepoConnectionResponse)(nil), // 7: thefold.agent.v1.UpdateRepoConnectionResponse
+	(*DeleteRepoConnectionRequest)(nil),  // 8: thefold.agent.v1.DeleteRepoConnectionRequest
+	(*DeleteRepoConnectionResponse)(nil), // 9: thefold.agent.v1.DeleteRepoConnectionResponse
+	(*RepoDelivery)(nil),                 // 10: thefold.agent.v1.RepoDelivery
+	(*ListRepoDeliveriesRequest)(nil),    // 11: thefold.agent.v1.ListRepoDeliveriesRequest
+	(*ListRepoDeliveriesResponse)(nil),   // 12: thefold.agent.v1.ListRepoDeliveriesResponse
+	(*HandleGitHubWebhookRequest)(nil),   // 13: thefold.agent.v1.HandleGitHubWebhookRequest
+	(*HandleGitHubWebhookResponse)(nil),  // 14: thefold.agent.v1.HandleGitHubWebhookResponse
+	nil,                                  // 15: thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
+	(*timestamppb.Timestamp)(nil),        // 16: google.protobuf.Timestamp
+	(*RepoHealthSettings)(nil),           // 17: thefold.agent.v1.RepoHealthSettings
+	(*fieldmaskpb.FieldMask)(nil),        // 18: google.protobuf.FieldMask
 }
 var file_thefold_agent_v1_repo_events_proto_depIdxs = []int32{
-	14, // 0: thefold.agent.v1.RepoConnection.last_delivery_time:type_name -> google.protobuf.Timestamp
-	14, // 1: thefold.agent.v1.RepoConnection.create_time:type_name -> google.protobuf.Timestamp
-	14, // 2: thefold.agent.v1.RepoConnection.last_poll_time:type_name -> google.protobuf.Timestamp
-	1,  // 3: thefold.agent.v1.ConnectRepositoryResponse.connection:type_name -> thefold.agent.v1.RepoConnection
-	1,  // 4: thefold.agent.v1.ListRepoConnectionsResponse.connections:type_name -> thefold.agent.v1.RepoConnection
-	0,  // 5: thefold.agent.v1.RepoDelivery.state:type_name -> thefold.agent.v1.RepoDeliveryState
-	14, // 6: thefold.agent.v1.RepoDelivery.receive_time:type_name -> google.protobuf.Timestamp
-	14, // 7: thefold.agent.v1.RepoDelivery.finish_time:type_name -> google.protobuf.Timestamp
-	8,  // 8: thefold.agent.v1.ListRepoDeliveriesResponse.deliveries:type_name -> thefold.agent.v1.RepoDelivery
-	13, // 9: thefold.agent.v1.HandleGitHubWebhookRequest.headers:type_name -> thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
-	8,  // 10: thefold.agent.v1.HandleGitHubWebhookResponse.delivery:type_name -> thefold.agent.v1.RepoDelivery
-	2,  // 11: thefold.agent.v1.RepoEventService.ConnectRepository:input_type -> thefold.agent.v1.ConnectRepositoryRequest
-	4,  // 12: thefold.agent.v1.RepoEventService.ListRepoConnections:input_type -> thefold.agent.v1.ListRepoConnectionsRequest
-	6,  // 13: thefold.agent.v1.RepoEventService.DeleteRepoConnection:input_type -> thefold.agent.v1.DeleteRepoConnectionRequest
-	9,  // 14: thefold.agent.v1.RepoEventService.ListRepoDeliveries:input_type -> thefold.agent.v1.ListRepoDeliveriesRequest
-	11, // 15: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:input_type -> thefold.agent.v1.HandleGitHubWebhookRequest
-	3,  // 16: thefold.agent.v1.RepoEventService.ConnectRepository:output_type -> thefold.agent.v1.ConnectRepositoryResponse
-	5,  // 17: thefold.agent.v1.RepoEventService.ListRepoConnections:output_type -> thefold.agent.v1.ListRepoConnectionsResponse
-	7,  // 18: thefold.agent.v1.RepoEventService.DeleteRepoConnection:output_type -> thefold.agent.v1.DeleteRepoConnectionResponse
-	10, // 19: thefold.agent.v1.RepoEventService.ListRepoDeliveries:output_type -> thefold.agent.v1.ListRepoDeliveriesResponse
-	12, // 20: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:output_type -> thefold.agent.v1.HandleGitHubWebhookResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	16, // 0: thefold.agent.v1.RepoConnection.last_delivery_time:type_name -> google.protobuf.Timestamp
+	16, // 1: thefold.agent.v1.RepoConnection.create_time:type_name -> google.protobuf.Timestamp
+	16, // 2: thefold.agent.v1.RepoConnection.last_poll_time:type_name -> google.protobuf.Timestamp
+	17, // 3: thefold.agent.v1.RepoConnection.health:type_name -> thefold.agent.v1.RepoHealthSettings
+	17, // 4: thefold.agent.v1.ConnectRepositoryRequest.health:type_name -> thefold.agent.v1.RepoHealthSettings
+	1,  // 5: thefold.agent.v1.ConnectRepositoryResponse.connection:type_name -> thefold.agent.v1.RepoConnection
+	1,  // 6: thefold.agent.v1.ListRepoConnectionsResponse.connections:type_name -> thefold.agent.v1.RepoConnection
+	1,  // 7: thefold.agent.v1.UpdateRepoConnectionRequest.connection:type_name -> thefold.agent.v1.RepoConnection
+	18, // 8: thefold.agent.v1.UpdateRepoConnectionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 9: thefold.agent.v1.UpdateRepoConnectionResponse.connection:type_name -> thefold.agent.v1.RepoConnection
+	0,  // 10: thefold.agent.v1.RepoDelivery.state:type_name -> thefold.agent.v1.RepoDeliveryState
+	16, // 11: thefold.agent.v1.RepoDelivery.receive_time:type_name -> google.protobuf.Timestamp
+	16, // 12: thefold.agent.v1.RepoDelivery.finish_time:type_name -> google.protobuf.Timestamp
+	10, // 13: thefold.agent.v1.ListRepoDeliveriesResponse.deliveries:type_name -> thefold.agent.v1.RepoDelivery
+	15, // 14: thefold.agent.v1.HandleGitHubWebhookRequest.headers:type_name -> thefold.agent.v1.HandleGitHubWebhookRequest.HeadersEntry
+	10, // 15: thefold.agent.v1.HandleGitHubWebhookResponse.delivery:type_name -> thefold.agent.v1.RepoDelivery
+	2,  // 16: thefold.agent.v1.RepoEventService.ConnectRepository:input_type -> thefold.agent.v1.ConnectRepositoryRequest
+	4,  // 17: thefold.agent.v1.RepoEventService.ListRepoConnections:input_type -> thefold.agent.v1.ListRepoConnectionsRequest
+	6,  // 18: thefold.agent.v1.RepoEventService.UpdateRepoConnection:input_type -> thefold.agent.v1.UpdateRepoConnectionRequest
+	8,  // 19: thefold.agent.v1.RepoEventService.DeleteRepoConnection:input_type -> thefold.agent.v1.DeleteRepoConnectionRequest
+	11, // 20: thefold.agent.v1.RepoEventService.ListRepoDeliveries:input_type -> thefold.agent.v1.ListRepoDeliveriesRequest
+	13, // 21: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:input_type -> thefold.agent.v1.HandleGitHubWebhookRequest
+	3,  // 22: thefold.agent.v1.RepoEventService.ConnectRepository:output_type -> thefold.agent.v1.ConnectRepositoryResponse
+	5,  // 23: thefold.agent.v1.RepoEventService.ListRepoConnections:output_type -> thefold.agent.v1.ListRepoConnectionsResponse
+	7,  // 24: thefold.agent.v1.RepoEventService.UpdateRepoConnection:output_type -> thefold.agent.v1.UpdateRepoConnectionResponse
+	9,  // 25: thefold.agent.v1.RepoEventService.DeleteRepoConnection:output_type -> thefold.agent.v1.DeleteRepoConnectionResponse
+	12, // 26: thefold.agent.v1.RepoEventService.ListRepoDeliveries:output_type -> thefold.agent.v1.ListRepoDeliveriesResponse
+	14, // 27: thefold.agent.v1.RepoEventService.HandleGitHubWebhook:output_type -> thefold.agent.v1.HandleGitHubWebhookResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_repo_events_proto_init() }
@@ -1015,13 +1168,14 @@ func file_thefold_agent_v1_repo_events_proto_init() {
 	if File_thefold_agent_v1_repo_events_proto != nil {
 		return
 	}
+	file_thefold_agent_v1_repo_health_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_repo_events_proto_rawDesc), len(file_thefold_agent_v1_repo_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

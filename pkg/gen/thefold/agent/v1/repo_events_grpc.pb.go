@@ -21,6 +21,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RepoEventService_ConnectRepository_FullMethodName    = "/thefold.agent.v1.RepoEventService/ConnectRepository"
 	RepoEventService_ListRepoConnections_FullMethodName  = "/thefold.agent.v1.RepoEventService/ListRepoConnections"
+	RepoEventService_UpdateRepoConnection_FullMethodName = "/thefold.agent.v1.RepoEventService/UpdateRepoConnection"
 	RepoEventService_DeleteRepoConnection_FullMethodName = "/thefold.agent.v1.RepoEventService/DeleteRepoConnection"
 	RepoEventService_ListRepoDeliveries_FullMethodName   = "/thefold.agent.v1.RepoEventService/ListRepoDeliveries"
 	RepoEventService_HandleGitHubWebhook_FullMethodName  = "/thefold.agent.v1.RepoEventService/HandleGitHubWebhook"
@@ -55,6 +56,8 @@ type RepoEventServiceClient interface {
 	ConnectRepository(ctx context.Context, in *ConnectRepositoryRequest, opts ...grpc.CallOption) (*ConnectRepositoryResponse, error)
 	// ListRepoConnections lists the caller's connections, newest first.
 	ListRepoConnections(ctx context.Context, in *ListRepoConnectionsRequest, opts ...grpc.CallOption) (*ListRepoConnectionsResponse, error)
+	// UpdateRepoConnection changes a connection's issue_labels, poll and health settings.
+	UpdateRepoConnection(ctx context.Context, in *UpdateRepoConnectionRequest, opts ...grpc.CallOption) (*UpdateRepoConnectionResponse, error)
 	// DeleteRepoConnection disconnects a repository: its deliveries are refused from then on
 	// and its delivery log is deleted. The tasks its issues became stay.
 	DeleteRepoConnection(ctx context.Context, in *DeleteRepoConnectionRequest, opts ...grpc.CallOption) (*DeleteRepoConnectionResponse, error)
@@ -88,6 +91,16 @@ func (c *repoEventServiceClient) ListRepoConnections(ctx context.Context, in *Li
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListRepoConnectionsResponse)
 	err := c.cc.Invoke(ctx, RepoEventService_ListRepoConnections_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *repoEventServiceClient) UpdateRepoConnection(ctx context.Context, in *UpdateRepoConnectionRequest, opts ...grpc.CallOption) (*UpdateRepoConnectionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateRepoConnectionResponse)
+	err := c.cc.Invoke(ctx, RepoEventService_UpdateRepoConnection_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +166,8 @@ type RepoEventServiceServer interface {
 	ConnectRepository(context.Context, *ConnectRepositoryRequest) (*ConnectRepositoryResponse, error)
 	// ListRepoConnections lists the caller's connections, newest first.
 	ListRepoConnections(context.Context, *ListRepoConnectionsRequest) (*ListRepoConnectionsResponse, error)
+	// UpdateRepoConnection changes a connection's issue_labels, poll and health settings.
+	UpdateRepoConnection(context.Context, *UpdateRepoConnectionRequest) (*UpdateRepoConnectionResponse, error)
 	// DeleteRepoConnection disconnects a repository: its deliveries are refused from then on
 	// and its delivery log is deleted. The tasks its issues became stay.
 	DeleteRepoConnection(context.Context, *DeleteRepoConnectionRequest) (*DeleteRepoConnectionResponse, error)
@@ -177,6 +192,9 @@ func (UnimplementedRepoEventServiceServer) ConnectRepository(context.Context, *C
 }
 func (UnimplementedRepoEventServiceServer) ListRepoConnections(context.Context, *ListRepoConnectionsRequest) (*ListRepoConnectionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRepoConnections not implemented")
+}
+func (UnimplementedRepoEventServiceServer) UpdateRepoConnection(context.Context, *UpdateRepoConnectionRequest) (*UpdateRepoConnectionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateRepoConnection not implemented")
 }
 func (UnimplementedRepoEventServiceServer) DeleteRepoConnection(context.Context, *DeleteRepoConnectionRequest) (*DeleteRepoConnectionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRepoConnection not implemented")
@@ -240,6 +258,24 @@ func _RepoEventService_ListRepoConnections_Handler(srv interface{}, ctx context.
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(RepoEventServiceServer).ListRepoConnections(ctx, req.(*ListRepoConnectionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RepoEventService_UpdateRepoConnection_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateRepoConnectionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RepoEventServiceServer).UpdateRepoConnection(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RepoEventService_UpdateRepoConnection_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RepoEventServiceServer).UpdateRepoConnection(ctx, req.(*UpdateRepoConnectionRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -312,6 +348,10 @@ var RepoEventService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListRepoConnections",
 			Handler:    _RepoEventService_ListRepoConnections_Handler,
+		},
+		{
+			MethodName: "UpdateRepoConnection",
+			Handler:    _RepoEventService_UpdateRepoConnection_Handler,
 		},
 		{
 			MethodName: "DeleteRepoConnection",

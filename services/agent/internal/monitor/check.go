@@ -1,0 +1,316 @@
+package monitor
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/thefold/thefold/pkg/fence"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/sandboxrun"
+	"github.com/thefold/thefold/pkg/validate"
+
+	"github.com/thefold/thefold/services/agent/internal/store"
+)
+
+// The names of a check's parts, in the order they run and are reported.
+const (
+	partBuild        = "build"
+	partTest         = "test"
+	partDependencies = "dependencies"
+	partTodos        = "todos"
+)
+
+const (
+	// maxOutput bounds the output kept of one command; maxShownOutput what a report or a
+	// task shows of it.
+	maxOutput      = 4 << 20
+	maxShownOutput = 4000
+	// maxShownTodos bounds the markers a report lists.
+	maxShownTodos = 50
+)
+
+// listArgv lists a Go module's modules with their newest release.
+var listArgv = []string{"go", "list", "-m", "-u", "-json", "all"}
+
+// todoArgv finds the TODO and FIXME markers of the workspace's text files, leaving out
+// version control, vendored and generated trees.
+var todoArgv = []string{"grep", "-rnIE", `\b(TODO|FIXME)\b`, "--exclude-dir=.git", "--exclude-dir=vendor", "--exclude-dir=node_modules",
+	"--exclude-dir=testdata", "--exclude=*.pb.go", "--exclude=*.pb.gw.go", "--exclude=*_gen.go", "--exclude=*.min.js", "."}
+
+var (
+	passed  = agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_PASSED
+	failed  = agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_FAILED
+	skipped = agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_SKIPPED
+	errored = agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_ERROR
+)
+
+// checkRun is one check's sandbox and report.
+type checkRun struct {
+	m       *Monitor
+	sandbox string
+	report  *agentv1.RepoHealthReport
+}
+
+// validate runs the sandbox's BUILD and TEST validation steps.
+func (x *checkRun) validate(ctx context.Context) (build, test *agentv1.RepoHealthCheck, err error) {
+	v, err := x.m.c.Sandbox.Validate(ctx, &sandboxv1.ValidateRequest{SandboxId: x.sandbox,
+		Steps: []sandboxv1.ValidationStepKind{sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD, sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST}})
+	if err != nil {
+		return nil, nil, err
+	}
+	build = &agentv1.RepoHealthCheck{Name: partBuild, Status: skipped, Summary: "no build step applies to this repository"}
+	test = &agentv1.RepoHealthCheck{Name: partTest, Status: skipped, Summary: "no test step applies to this repository"}
+	if v.GetToolchain() == "" {
+		build.Summary, test.Summary = "no toolchain found in the repository", "no toolchain found in the repository"
+	}
+	for _, s := range v.GetSteps() {
+		c := build
+		if s.GetKind() == sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST {
+			c = test
+		} else if s.GetKind() != sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD {
+			continue
+		}
+		c.Commands = append(c.Commands, strings.Join(s.GetCommand(), " "))
+		c.Status, c.Summary, c.Output = stepCheck(s)
+	}
+	return build, test, nil
+}
+
+// stepCheck is how a validation step went, as a check's status, summary and output.
+func stepCheck(s *sandboxv1.StepResult) (agentv1.RepoHealthCheckStatus, string, string) {
+	out := fence.TruncateMiddle(s.GetOutput(), maxShownOutput)
+	switch s.GetStatus() {
+	case sandboxv1.StepStatus_STEP_STATUS_PASSED:
+		return passed, fmt.Sprintf("passed in %s", s.GetDuration().AsDuration().Round(time.Millisecond)), ""
+	case sandboxv1.StepStatus_STEP_STATUS_FAILED:
+		return failed, failureSummary(s), out
+	case sandboxv1.StepStatus_STEP_STATUS_SKIPPED:
+		return skipped, cmp.Or(s.GetMessage(), "skipped"), ""
+	default:
+		return errored, cmp.Or(s.GetMessage(), fmt.Sprintf("exit %d", s.GetExitCode())), out
+	}
+}
+
+// failureSummary is a failed step's first diagnostics, or its exit code.
+func failureSummary(s *sandboxv1.StepResult) string {
+	ds := s.GetDiagnostics()
+	if len(ds) == 0 {
+		return fmt.Sprintf("failed (exit %d)", s.GetExitCode())
+	}
+	parts := make([]string, 0, 3)
+	for _, d := range ds[:min(3, len(ds))] {
+		parts = append(parts, diagnostic(d))
+	}
+	more := ""
+	if len(ds) > 3 {
+		more = fmt.Sprintf(" (and %d more)", len(ds)-3)
+	}
+	return fmt.Sprintf("%d problems: %s%s", len(ds), strings.Join(parts, "; "), more)
+}
+
+func diagnostic(d *typev1.Diagnostic) string {
+	at := d.GetPath()
+	if d.GetLine() > 0 {
+		at += ":" + strconv.Itoa(int(d.GetLine()))
+	}
+	return validate.Truncate(at+": "+d.GetMessage(), 200)
+}
+
+// module is an entry of `go list -m -u -json`.
+type module struct {
+	Path     string
+	Version  string
+	Main     bool
+	Indirect bool
+	Update   *struct{ Version string }
+	Error    *struct{ Err string }
+}
+
+// dependencies lists a Go module's modules that have a newer release. Other languages'
+// dependencies are not audited yet.
+func (x *checkRun) dependencies(ctx context.Context, language string) (*agentv1.RepoHealthCheck, error) {
+	c := &agentv1.RepoHealthCheck{Name: partDependencies}
+	if language != "go" {
+		c.Status, c.Summary = skipped, fmt.Sprintf("dependency audits cover Go modules so far; this repository is %s", cmp.Or(language, "of no known language"))
+		return c, nil
+	}
+	c.Commands = []string{strings.Join(listArgv, " ")}
+	// go list -m reads versions and go.mod files and builds nothing; the checksum database
+	// is not among the package sources a sandbox may reach.
+	res, err := sandboxrun.Run(ctx, x.m.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: x.sandbox, Command: listArgv,
+		Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Env: map[string]string{"GOSUMDB": "off", "GOWORK": "off"},
+		Timeout: durationpb.New(x.m.cfg.CommandTimeout)}, maxOutput)
+	if field, ok := badField(err); ok && field == "network" {
+		c.Status, c.Summary = skipped, "the sandbox service has no package source to ask for newer releases (THEFOLD_SANDBOX_GOPROXY): "+status.Convert(err).Message()
+		return c, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !res.Passed() || res.Dropped {
+		c.Status, c.Summary, c.Output = errored, fmt.Sprintf("go list exited %d", res.GetExitCode()), fence.TruncateMiddle(string(res.Output), maxShownOutput)
+		if res.GetTimedOut() {
+			c.Summary = "go list timed out"
+		} else if res.Dropped && res.Passed() {
+			c.Summary = "go list wrote more than the monitor reads"
+		}
+		return c, nil
+	}
+	mods, err := parseModules(res.Stdout)
+	if err != nil {
+		c.Status, c.Summary = errored, "go list's answer is unreadable: "+err.Error()
+		return c, nil
+	}
+	direct := 0
+	for _, m := range mods {
+		if m.Main || m.Update == nil || m.Update.Version == "" {
+			continue
+		}
+		x.report.Outdated = append(x.report.Outdated, &agentv1.OutdatedDependency{Ecosystem: "go", Name: m.Path, Version: m.Version,
+			Latest: m.Update.Version, Direct: !m.Indirect})
+		if !m.Indirect {
+			direct++
+		}
+	}
+	slices.SortStableFunc(x.report.Outdated, func(a, b *agentv1.OutdatedDependency) int {
+		if a.Direct != b.Direct {
+			if a.Direct {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	c.Status = passed
+	c.Summary = fmt.Sprintf("%d modules, every direct one at its newest release", len(mods))
+	if direct > 0 {
+		c.Status = failed
+		c.Summary = fmt.Sprintf("%d of %d modules have a newer release, %d of them required directly", len(x.report.Outdated), len(mods), direct)
+	} else if len(x.report.Outdated) > 0 {
+		c.Summary = fmt.Sprintf("%d modules, the direct ones at their newest release; %d indirect ones have a newer one", len(mods), len(x.report.Outdated))
+	}
+	return c, nil
+}
+
+// parseModules reads the stream of JSON objects `go list -m -json` writes.
+func parseModules(out []byte) ([]module, error) {
+	var mods []module
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var m module
+		err := dec.Decode(&m)
+		if errors.Is(err, io.EOF) {
+			return mods, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Path == "" {
+			return nil, fmt.Errorf("a module without a path")
+		}
+		mods = append(mods, m)
+	}
+}
+
+// badField is the field an INVALID_ARGUMENT error names.
+func badField(err error) (string, bool) {
+	st, ok := status.FromError(err)
+	if !ok || err == nil || st.Code() != codes.InvalidArgument {
+		return "", false
+	}
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			return br.GetFieldViolations()[0].GetField(), true
+		}
+	}
+	return "", false
+}
+
+// todos counts the workspace's markers, and the stale ones: those a check at least StaleAge
+// older saw too. It returns the markers' fingerprints.
+func (x *checkRun) todos(ctx context.Context, c *store.ConnectionRecord) (*agentv1.RepoHealthCheck, []string, error) {
+	check := &agentv1.RepoHealthCheck{Name: partTodos, Commands: []string{strings.Join(todoArgv, " ")}}
+	res, err := sandboxrun.Run(ctx, x.m.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: x.sandbox, Command: todoArgv,
+		Timeout: durationpb.New(x.m.cfg.CommandTimeout)}, maxOutput)
+	if err != nil {
+		return nil, nil, err
+	}
+	// grep exits 1 when nothing matched, 2 on trouble.
+	if res.GetTimedOut() || res.GetExitCode() > 1 || res.GetExitCode() < 0 {
+		check.Status, check.Summary, check.Output = errored, fmt.Sprintf("grep exited %d", res.GetExitCode()), fence.TruncateMiddle(string(res.Output), maxShownOutput)
+		return check, nil, nil
+	}
+	todos := parseMarkers(res.Stdout)
+	marks := make([]string, 0, len(todos))
+	for _, t := range todos {
+		marks = append(marks, fingerprint(t))
+	}
+	old, err := x.m.st.OldMarks(ctx, c.Id, time.Now().Add(-x.m.cfg.StaleAge))
+	if err != nil {
+		return nil, nil, err
+	}
+	stale := 0
+	for _, m := range marks {
+		if slices.Contains(old, m) {
+			stale++
+		}
+	}
+	x.report.TodoCount, x.report.StaleTodoCount = int32(len(todos)), int32(stale)
+	x.report.Todos = todos[:min(len(todos), maxShownTodos)]
+	threshold := c.GetHealth().GetTodoThreshold()
+	check.Status, check.Summary = passed, fmt.Sprintf("%d markers (%d stale), at most %d wanted", len(todos), stale, threshold)
+	if int32(len(todos)) > threshold {
+		check.Status = failed
+	}
+	if res.Dropped {
+		check.Summary = "at least " + check.Summary
+	}
+	return check, marks, nil
+}
+
+// parseMarkers reads grep -rn's "path:line:text" lines; a partial last line is left out.
+func parseMarkers(out []byte) []*agentv1.TodoMarker {
+	var todos []*agentv1.TodoMarker
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		path, rest, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		num, text, ok := strings.Cut(rest, ":")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil || n <= 0 {
+			continue
+		}
+		todos = append(todos, &agentv1.TodoMarker{Path: strings.TrimPrefix(path, "./"), Line: int32(n),
+			Text: validate.Truncate(strings.TrimSpace(text), 200)})
+	}
+	return todos
+}
+
+// fingerprint names a marker by its file and text, not its line: moved by an edit above it,
+// it is the same marker.
+func fingerprint(t *agentv1.TodoMarker) string {
+	h := sha256.Sum256([]byte(t.Path + "\x00" + t.Text))
+	return hex.EncodeToString(h[:12])
+}

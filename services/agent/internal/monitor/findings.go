@@ -1,0 +1,117 @@
+package monitor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/thefold/thefold/pkg/fence"
+	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+)
+
+var (
+	kindBuild    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_BUILD_FAILING
+	kindTests    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TESTS_FAILING
+	kindOutdated = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY
+	kindTodos    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD
+)
+
+// partKinds is the kind of finding each part of a check may make.
+var partKinds = map[string]agentv1.RepoHealthFindingKind{partBuild: kindBuild, partTest: kindTests, partDependencies: kindOutdated, partTodos: kindTodos}
+
+// findings are what crossed a threshold in r, and the kinds of finding whose part ran to
+// the end (passed or failed): an open finding of such a kind that is not among them is gone.
+func findings(repo string, r *agentv1.RepoHealthReport, threshold int32) ([]*agentv1.RepoHealthFinding, []agentv1.RepoHealthFindingKind) {
+	var (
+		out []*agentv1.RepoHealthFinding
+		ran []agentv1.RepoHealthFindingKind
+	)
+	for _, c := range r.Checks {
+		if c.Status != passed && c.Status != failed {
+			continue
+		}
+		ran = append(ran, partKinds[c.Name])
+		if c.Status != failed {
+			continue
+		}
+		switch c.Name {
+		case partBuild:
+			out = append(out, &agentv1.RepoHealthFinding{Key: "build", Kind: kindBuild, Title: "Fix the failing build of " + repo,
+				Evidence: checkEvidence(c)})
+		case partTest:
+			out = append(out, &agentv1.RepoHealthFinding{Key: "tests", Kind: kindTests, Title: "Fix the failing tests of " + repo,
+				Evidence: checkEvidence(c)})
+		case partTodos:
+			out = append(out, &agentv1.RepoHealthFinding{Key: "todos", Kind: kindTodos,
+				Title:    fmt.Sprintf("Resolve TODO and FIXME markers in %s (%d, over %d)", repo, r.TodoCount, threshold),
+				Evidence: todoEvidence(r)})
+		case partDependencies:
+			for _, d := range r.Outdated {
+				if !d.Direct {
+					continue
+				}
+				out = append(out, &agentv1.RepoHealthFinding{Key: "dependency:" + d.Ecosystem + ":" + d.Name, Kind: kindOutdated,
+					Title:    fmt.Sprintf("Update %s from %s to %s in %s", d.Name, d.Version, d.Latest, repo),
+					Evidence: fmt.Sprintf("%s %s is required directly; its newest release is %s.", d.Name, d.Version, d.Latest)})
+			}
+		}
+	}
+	return out, ran
+}
+
+// checkEvidence is a failed part's summary, commands and output.
+func checkEvidence(c *agentv1.RepoHealthCheck) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", c.Name, c.Summary)
+	for _, cmd := range c.Commands {
+		fmt.Fprintf(&b, "$ %s\n", cmd)
+	}
+	b.WriteString(c.Output)
+	return b.String()
+}
+
+// todoEvidence is the count and the first markers.
+func todoEvidence(r *agentv1.RepoHealthReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d markers, %d of them stale. The first:\n", r.TodoCount, r.StaleTodoCount)
+	for _, t := range r.Todos[:min(len(r.Todos), 20)] {
+		fmt.Fprintf(&b, "%s:%d: %s\n", t.Path, t.Line, t.Text)
+	}
+	return b.String()
+}
+
+// taskDescription tells the healing task what the monitor saw, the repository's output
+// fenced as data.
+func taskDescription(r *agentv1.RepoHealthReport, f *agentv1.RepoHealthFinding) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The repository monitor's health check of %s", r.Repo)
+	if r.Commit != "" {
+		fmt.Fprintf(&b, " at %s", r.Commit)
+	}
+	b.WriteString(" found this.\n\n")
+	switch f.Kind {
+	case kindBuild:
+		b.WriteString("The build of the default branch fails. Make it build again without changing what the code is meant to do.\n\n")
+	case kindTests:
+		b.WriteString("Tests fail on the default branch. Find the cause and fix the code (or a test that is wrong), keeping every other test passing.\n\n")
+	case kindOutdated:
+		b.WriteString("A dependency has a newer release. Update it, adapt the code to any change in its API, and keep the build and tests passing.\n\n")
+	case kindTodos:
+		b.WriteString("The repository has more TODO and FIXME markers than its owner allows. Resolve the oldest ones that can be resolved safely, " +
+			"or turn them into issues; do not just delete them.\n\n")
+	}
+	b.WriteString(fence.Fence("health_evidence", [][2]string{{"finding", f.Key}}, f.Evidence, 6000))
+	b.WriteString("\n")
+	return b.String()
+}
+
+// priority ranks a finding's task: a broken build or failing tests first.
+func priority(k agentv1.RepoHealthFindingKind) typev1.Priority {
+	switch k {
+	case kindBuild, kindTests:
+		return typev1.Priority_PRIORITY_HIGH
+	case kindOutdated:
+		return typev1.Priority_PRIORITY_MEDIUM
+	}
+	return typev1.Priority_PRIORITY_LOW
+}
