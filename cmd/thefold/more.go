@@ -2,14 +2,20 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/thefold/thefold/pkg/client"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
@@ -131,12 +137,14 @@ func reposCommand(g *globals) *cobra.Command {
 	var (
 		labels []string
 		poll   bool
+		health bool
 	)
 	connect := &cobra.Command{
 		Use: "connect REPO", Short: "Connect a repository's GitHub webhook; its secret is shown once", Args: exactArgs(1, "REPO"),
 		Example: "  thefold repos connect acme/api --label thefold\n  thefold repos connect acme/api -o json | jq -r .connection.webhook_secret",
 		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
-			resp, err := c.RepoEvents().ConnectRepository(cmd.Context(), &agentv1.ConnectRepositoryRequest{Repo: args[0], IssueLabels: labels, Poll: poll})
+			resp, err := c.RepoEvents().ConnectRepository(cmd.Context(), &agentv1.ConnectRepositoryRequest{Repo: args[0], IssueLabels: labels, Poll: poll,
+				Health: &agentv1.RepoHealthSettings{Enabled: health}})
 			if err != nil {
 				return err
 			}
@@ -149,6 +157,7 @@ func reposCommand(g *globals) *cobra.Command {
 	}
 	connect.Flags().StringArrayVar(&labels, "label", nil, "only issues with this label become tasks (repeatable)")
 	connect.Flags().BoolVar(&poll, "poll", false, "read the repository's GitHub event feed instead of waiting for a webhook")
+	connect.Flags().BoolVar(&health, "health", false, "check the repository's health daily (thefold repos monitor tunes it)")
 	connections := &cobra.Command{
 		Use: "connections", Short: "List your connected repositories", Args: cobra.NoArgs,
 		Example: "  thefold repos connections",
@@ -200,7 +209,145 @@ func reposCommand(g *globals) *cobra.Command {
 			return g.print(resp, func(w *tabwriter.Writer) { fmt.Fprintf(w, "disconnected\t%s\n", args[0]) })
 		}),
 	}
-	cmd.AddCommand(connect, connections, deliveries, disconnect)
+	cmd.AddCommand(connect, connections, deliveries, disconnect, monitorCommand(g), healthCommand(g), checkCommand(g))
+	return cmd
+}
+
+// monitorCommand turns a connection's periodic health checks on or off and tunes them: only
+// the flags given change.
+func monitorCommand(g *globals) *cobra.Command {
+	var (
+		on, off, autoStart bool
+		interval           time.Duration
+		threshold          int32
+	)
+	cmd := &cobra.Command{
+		Use: "monitor CONNECTION_ID", Short: "Turn a connected repository's periodic health checks on or off, and tune them",
+		Args:    exactArgs(1, "CONNECTION_ID"),
+		Example: "  thefold repos monitor 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60 --on --interval 12h --todo-threshold 50\n  thefold repos monitor 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60 --off",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			h := &agentv1.RepoHealthSettings{Enabled: on, Interval: durationpb.New(interval), TodoThreshold: threshold, AutoStart: autoStart}
+			var paths []string
+			for flag, path := range map[string]string{"on": "health.enabled", "off": "health.enabled", "interval": "health.interval",
+				"todo-threshold": "health.todo_threshold", "auto-start": "health.auto_start"} {
+				if cmd.Flags().Changed(flag) && !slices.Contains(paths, path) {
+					paths = append(paths, path)
+				}
+			}
+			if on && off {
+				return fmt.Errorf("--on and --off: choose one")
+			}
+			if len(paths) == 0 {
+				return fmt.Errorf("nothing to change: give --on, --off, --interval, --todo-threshold or --auto-start")
+			}
+			slices.Sort(paths)
+			resp, err := c.RepoEvents().UpdateRepoConnection(cmd.Context(), &agentv1.UpdateRepoConnectionRequest{Id: args[0],
+				Connection: &agentv1.RepoConnection{Health: h}, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) { printHealthSettings(w, resp.Connection.GetHealth()) })
+		}),
+	}
+	cmd.Flags().BoolVar(&on, "on", false, "check periodically")
+	cmd.Flags().BoolVar(&off, "off", false, "stop checking periodically (on demand still works)")
+	cmd.Flags().DurationVar(&interval, "interval", 0, "between checks, 1h to 720h (0: 24h)")
+	cmd.Flags().Int32Var(&threshold, "todo-threshold", 0, "more TODO/FIXME markers than this is a finding (0: 200)")
+	cmd.Flags().BoolVar(&autoStart, "auto-start", false, "start each healing task as it is filed")
+	return cmd
+}
+
+func printHealthSettings(w *tabwriter.Writer, h *agentv1.RepoHealthSettings) {
+	next := "-"
+	if h.GetNextCheckTime() != nil {
+		next = h.GetNextCheckTime().AsTime().Local().Format("2006-01-02 15:04:05")
+	}
+	fmt.Fprintf(w, "periodic\t%v\ninterval\t%s\ntodo threshold\t%d\nauto-start\t%v\nnext check\t%s\n", h.GetEnabled(),
+		h.GetInterval().AsDuration(), h.GetTodoThreshold(), h.GetAutoStart(), next)
+}
+
+// healthCommand shows a connection's latest health check, its open findings and the trend.
+func healthCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use: "health CONNECTION_ID", Short: "A connected repository's latest health check, open findings and trend",
+		Args: exactArgs(1, "CONNECTION_ID"), Example: "  thefold repos health 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.RepoHealth().GetRepoHealth(cmd.Context(), &agentv1.GetRepoHealthRequest{ConnectionId: args[0], TrendSize: 10})
+			if err != nil {
+				return err
+			}
+			return g.print(resp, func(w *tabwriter.Writer) { printHealth(w, resp) })
+		}),
+	}
+}
+
+func printHealth(w *tabwriter.Writer, h *agentv1.GetRepoHealthResponse) {
+	fmt.Fprintf(w, "repo\t%s\n", h.Repo)
+	printHealthSettings(w, h.Settings)
+	r := h.GetLatest()
+	if r == nil {
+		fmt.Fprintln(w, "latest\tnot checked yet (thefold repos check)")
+		return
+	}
+	fmt.Fprintf(w, "latest\t%s %s at %s\n", r.Id, enumName(r.State, "REPO_HEALTH_STATE_"), r.Commit)
+	if r.Error != "" {
+		fmt.Fprintf(w, "error\t%s\n", firstLine(r.Error, 120))
+	}
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "  %s\t%s\t%s\n", c.Name, enumName(c.Status, "REPO_HEALTH_CHECK_STATUS_"), firstLine(c.Summary, 100))
+	}
+	for _, d := range r.Outdated {
+		fmt.Fprintf(w, "  outdated\t%s %s → %s\tdirect=%v\n", d.Name, d.Version, d.Latest, d.Direct)
+	}
+	for _, f := range h.OpenFindings {
+		fmt.Fprintf(w, "finding\t%s\ttask %s\t%s\n", f.Key, cmp.Or(f.TaskId, "-"), firstLine(cmp.Or(f.TaskError, f.Title), 100))
+	}
+	for _, p := range h.Trend {
+		at := "-"
+		if p.FinishTime != nil {
+			at = p.FinishTime.AsTime().Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(w, "trend\t%s\t%s\tfailed=%d outdated=%d todos=%d stale=%d findings=%d\n", at, enumName(p.State, "REPO_HEALTH_STATE_"),
+			p.FailedChecks, p.OutdatedCount, p.TodoCount, p.StaleTodoCount, p.FindingCount)
+	}
+}
+
+// checkCommand queues a health check now and, with --wait, shows it once it is done.
+func checkCommand(g *globals) *cobra.Command {
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use: "check CONNECTION_ID", Short: "Check a connected repository's health now", Args: exactArgs(1, "CONNECTION_ID"),
+		Example: "  thefold repos check 3a9e1f0c-7d2b-4c5e-8f6a-1b2c3d4e5f60 --wait 10m",
+		RunE: g.withClient(func(cmd *cobra.Command, args []string, c *client.Client) error {
+			resp, err := c.RepoHealth().CheckRepoHealth(cmd.Context(), &agentv1.CheckRepoHealthRequest{ConnectionId: args[0], RequestId: uuid.NewString()})
+			if err != nil {
+				return err
+			}
+			if wait <= 0 {
+				return g.print(resp, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "report\t%s\nstate\t%s\n", resp.Report.Id, enumName(resp.Report.State, "REPO_HEALTH_STATE_"))
+				})
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+			defer cancel()
+			for {
+				h, err := c.RepoHealth().GetRepoHealth(ctx, &agentv1.GetRepoHealthRequest{ConnectionId: args[0], TrendSize: 10})
+				if err != nil {
+					return err
+				}
+				if l := h.GetLatest(); l.GetId() != resp.Report.Id || l.GetState() == agentv1.RepoHealthState_REPO_HEALTH_STATE_DONE ||
+					l.GetState() == agentv1.RepoHealthState_REPO_HEALTH_STATE_FAILED {
+					return g.print(h, func(w *tabwriter.Writer) { printHealth(w, h) })
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("check %s not done within %s: %w", resp.Report.Id, wait, ctx.Err())
+				case <-time.After(time.Second):
+				}
+			}
+		}),
+	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for the check and show it (0: do not wait)")
 	return cmd
 }
 

@@ -318,6 +318,20 @@ func TestCLIResources(t *testing.T) {
 	if _, errOut, code = cli(t, cfg, tok, "repos", "deliveries", "not-an-id"); code == 0 || !strings.Contains(errOut, "connection_id") {
 		t.Fatalf("repos deliveries of a bad id: %d %s", code, errOut)
 	}
+	// Its health checks: turned on and tuned, refused out of bounds, asked for, shown.
+	if out, errOut, code = cli(t, cfg, tok, "repos", "monitor", connID, "--on", "--todo-threshold", "7"); code != 0 ||
+		!strings.Contains(out, "true") || !strings.Contains(out, "7") {
+		t.Fatalf("repos monitor: %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code = cli(t, cfg, tok, "repos", "monitor", connID, "--interval", "1m"); code == 0 || !strings.Contains(errOut, "health.interval") {
+		t.Fatalf("repos monitor with a one-minute interval: %d %s", code, errOut)
+	}
+	if out, errOut, code = cli(t, cfg, tok, "repos", "check", connID, "-o", "json"); code != 0 || !strings.Contains(out, `"report"`) {
+		t.Fatalf("repos check: %d %q %s", code, out, errOut)
+	}
+	if out, errOut, code = cli(t, cfg, tok, "repos", "health", connID); code != 0 || !strings.Contains(out, repo) || !strings.Contains(out, "todo threshold") {
+		t.Fatalf("repos health: %d %q %s", code, out, errOut)
+	}
 	if _, errOut, code = cli(t, cfg, tok, "repos", "disconnect", connID); code != 0 {
 		t.Fatalf("repos disconnect: %d %s", code, errOut)
 	}

@@ -86,6 +86,13 @@ func runMain(m *testing.M) int {
 	llmServer := httptest.NewServer(llmTime)
 	defer llmServer.Close()
 	llmURL = llmServer.URL
+	proxy, err := newModuleProxy()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: module proxy:", err)
+		return 1
+	}
+	proxyServer := httptest.NewServer(proxy)
+	defer proxyServer.Close()
 	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
 		"THEFOLD_LOG_LEVEL=warn",
 		// A killed builder's builds are resumed after this (the kill -9 test waits for it).
@@ -102,9 +109,9 @@ func runMain(m *testing.M) int {
 		"THEFOLD_BUILDER_MAX_BUILDS=12",
 		// The breaker test's ai is down for a few seconds: a short open period.
 		"THEFOLD_AGENT_BREAKERS=ai=5/3s",
-		// Dependency commands may run (go mod download of a module with nothing to fetch);
-		// the tests reach no network.
-		"THEFOLD_SANDBOX_GOPROXY=off",
+		// Dependency commands may run: their package source is the fake module proxy below
+		// (the repository monitor's test audits a module against it), and nothing else; the
+		// tests reach no network.
 		// The benchmarks and the load run send thousands of requests a second as one user
 		// from one address: the edge's request budgets are tested on their own (edge package),
 		// and so are every gRPC server's (pkg/server).
@@ -114,6 +121,7 @@ func runMain(m *testing.M) int {
 		// The integration tests' webhooks are httptest servers on the loopback address
 		// (posted to over http, which only an allowed loopback host may be).
 		"THEFOLD_AGENT_WEBHOOK_HOSTS=127.0.0.1",
+		"THEFOLD_SANDBOX_GOPROXY=" + proxyServer.URL + ",off",
 	}}
 	// The github service sends the owner ghcrew's repositories to ghFake, as to GitHub
 	// Enterprise, with the token ghFake accepts (its user is fakegithub.DefaultLogin).

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -48,13 +49,39 @@ const (
 	maxShownTodos = 50
 )
 
-// listArgv lists a Go module's modules with their newest release.
-var listArgv = []string{"go", "list", "-m", "-u", "-json", "all"}
+// downloadArgv fills the module cache; listArgv lists a Go module's modules with their
+// newest release.
+var (
+	downloadArgv = []string{"go", "mod", "download"}
+	listArgv     = []string{"go", "list", "-m", "-u", "-json", "all"}
+)
 
-// todoArgv finds the TODO and FIXME markers of the workspace's text files, leaving out
-// version control, vendored and generated trees.
-var todoArgv = []string{"grep", "-rnIE", `\b(TODO|FIXME)\b`, "--exclude-dir=.git", "--exclude-dir=vendor", "--exclude-dir=node_modules",
-	"--exclude-dir=testdata", "--exclude=*.pb.go", "--exclude=*.pb.gw.go", "--exclude=*_gen.go", "--exclude=*.min.js", "."}
+// todoArgv finds the TODO and FIXME markers of the workspace. Only options every grep has
+// (the sandbox image's may be BusyBox's): what is left out is left out when the output is
+// read (skipMarkerPath).
+var todoArgv = []string{"grep", "-rnE", `(^|[^A-Za-z0-9_])(TODO|FIXME)([^A-Za-z0-9_]|$)`, "."}
+
+// skippedDirs and generatedSuffixes are the trees and files whose markers are not the
+// repository's own.
+var (
+	skippedDirs       = []string{".git", "vendor", "node_modules", "testdata", "third_party"}
+	generatedSuffixes = []string{".pb.go", ".pb.gw.go", "_gen.go", ".min.js", ".map", ".lock", ".sum"}
+)
+
+// skipMarkerPath reports whether a marker in path is left out of the count.
+func skipMarkerPath(path string) bool {
+	for _, part := range strings.Split(path, "/") {
+		if slices.Contains(skippedDirs, part) {
+			return true
+		}
+	}
+	for _, suf := range generatedSuffixes {
+		if strings.HasSuffix(path, suf) {
+			return true
+		}
+	}
+	return false
+}
 
 var (
 	passed  = agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_PASSED
@@ -70,29 +97,44 @@ type checkRun struct {
 	report  *agentv1.RepoHealthReport
 }
 
-// validate runs the sandbox's BUILD and TEST validation steps.
+// validate runs the sandbox's validation steps that say whether the code builds (TYPECHECK,
+// the compiler's check, and BUILD) and whether its tests pass (TEST).
 func (x *checkRun) validate(ctx context.Context) (build, test *agentv1.RepoHealthCheck, err error) {
-	v, err := x.m.c.Sandbox.Validate(ctx, &sandboxv1.ValidateRequest{SandboxId: x.sandbox,
-		Steps: []sandboxv1.ValidationStepKind{sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD, sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST}})
+	v, err := x.m.c.Sandbox.Validate(ctx, &sandboxv1.ValidateRequest{SandboxId: x.sandbox, Steps: []sandboxv1.ValidationStepKind{
+		sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TYPECHECK, sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD,
+		sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST}})
 	if err != nil {
 		return nil, nil, err
 	}
-	build = &agentv1.RepoHealthCheck{Name: partBuild, Status: skipped, Summary: "no build step applies to this repository"}
-	test = &agentv1.RepoHealthCheck{Name: partTest, Status: skipped, Summary: "no test step applies to this repository"}
-	if v.GetToolchain() == "" {
-		build.Summary, test.Summary = "no toolchain found in the repository", "no toolchain found in the repository"
-	}
+	var builds, tests []*sandboxv1.StepResult
 	for _, s := range v.GetSteps() {
-		c := build
-		if s.GetKind() == sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST {
-			c = test
-		} else if s.GetKind() != sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD {
-			continue
+		switch s.GetKind() {
+		case sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TYPECHECK, sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD:
+			builds = append(builds, s)
+		case sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST:
+			tests = append(tests, s)
 		}
-		c.Commands = append(c.Commands, strings.Join(s.GetCommand(), " "))
-		c.Status, c.Summary, c.Output = stepCheck(s)
 	}
-	return build, test, nil
+	none := "no build step applies to this repository"
+	if v.GetToolchain() == "" {
+		none = "no toolchain found in the repository"
+	}
+	return stepsCheck(partBuild, builds, none), stepsCheck(partTest, tests, strings.Replace(none, "build", "test", 1)), nil
+}
+
+// stepsCheck is the part name made of validation steps: the first that failed (or errored)
+// decides it, else PASSED when one passed; SKIPPED with none when no step applied.
+func stepsCheck(name string, steps []*sandboxv1.StepResult, none string) *agentv1.RepoHealthCheck {
+	c := &agentv1.RepoHealthCheck{Name: name, Status: skipped, Summary: none}
+	rank := map[agentv1.RepoHealthCheckStatus]int{skipped: 0, passed: 1, errored: 2, failed: 3}
+	for _, s := range steps {
+		c.Commands = append(c.Commands, strings.Join(s.GetCommand(), " "))
+		st, summary, out := stepCheck(s)
+		if rank[st] > rank[c.Status] || (st == skipped && c.Status == skipped) {
+			c.Status, c.Summary, c.Output = st, summary, out
+		}
+	}
+	return c
 }
 
 // stepCheck is how a validation step went, as a check's status, summary and output.
@@ -153,29 +195,38 @@ func (x *checkRun) dependencies(ctx context.Context, language string) (*agentv1.
 		c.Status, c.Summary = skipped, fmt.Sprintf("dependency audits cover Go modules so far; this repository is %s", cmp.Or(language, "of no known language"))
 		return c, nil
 	}
-	c.Commands = []string{strings.Join(listArgv, " ")}
-	// go list -m reads versions and go.mod files and builds nothing; the checksum database
-	// is not among the package sources a sandbox may reach.
-	res, err := sandboxrun.Run(ctx, x.m.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: x.sandbox, Command: listArgv,
-		Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Env: map[string]string{"GOSUMDB": "off", "GOWORK": "off"},
-		Timeout: durationpb.New(x.m.cfg.CommandTimeout)}, maxOutput)
-	if field, ok := badField(err); ok && field == "network" {
-		c.Status, c.Summary = skipped, "the sandbox service has no package source to ask for newer releases (THEFOLD_SANDBOX_GOPROXY): "+status.Convert(err).Message()
-		return c, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !res.Passed() || res.Dropped {
-		c.Status, c.Summary, c.Output = errored, fmt.Sprintf("go list exited %d", res.GetExitCode()), fence.TruncateMiddle(string(res.Output), maxShownOutput)
-		if res.GetTimedOut() {
-			c.Summary = "go list timed out"
-		} else if res.Dropped && res.Passed() {
-			c.Summary = "go list wrote more than the monitor reads"
+	var listed []byte
+	// The module cache is filled first, so that the build and the tests that run next
+	// find the modules (the sandbox is offline but for these commands). go list -m reads
+	// versions and go.mod files and builds nothing; the checksum database is not among the
+	// package sources a sandbox may reach, and go.sum still checks what it lists.
+	env := map[string]string{"GOSUMDB": "off", "GOWORK": "off"}
+	for _, argv := range [][]string{downloadArgv, listArgv} {
+		c.Commands = append(c.Commands, strings.Join(argv, " "))
+		res, err := sandboxrun.Run(ctx, x.m.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: x.sandbox, Command: argv,
+			Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Env: env, Timeout: durationpb.New(x.m.cfg.CommandTimeout)}, maxOutput)
+		if field, ok := badField(err); ok && field == "network" {
+			c.Status, c.Summary = skipped, "the sandbox service has no package source to ask for newer releases (THEFOLD_SANDBOX_GOPROXY): "+status.Convert(err).Message()
+			return c, nil
 		}
-		return c, nil
+		if err != nil {
+			return nil, err
+		}
+		if !res.Passed() || (res.Dropped && argv[1] == "list") {
+			c.Status, c.Summary, c.Output = errored, fmt.Sprintf("%s exited %d", strings.Join(argv[:3], " "), res.GetExitCode()),
+				fence.TruncateMiddle(string(res.Output), maxShownOutput)
+			if res.GetTimedOut() {
+				c.Summary = strings.Join(argv[:3], " ") + " timed out"
+			} else if res.Passed() {
+				c.Summary = "go list wrote more than the monitor reads"
+			}
+			return c, nil
+		}
+		if argv[1] == "list" {
+			listed = res.Stdout
+		}
 	}
-	mods, err := parseModules(res.Stdout)
+	mods, err := parseModules(listed)
 	if err != nil {
 		c.Status, c.Summary = errored, "go list's answer is unreadable: "+err.Error()
 		return c, nil
@@ -287,7 +338,8 @@ func (x *checkRun) todos(ctx context.Context, c *store.ConnectionRecord) (*agent
 	return check, marks, nil
 }
 
-// parseMarkers reads grep -rn's "path:line:text" lines; a partial last line is left out.
+// parseMarkers reads grep -rn's "path:line:text" lines, leaving out the paths
+// skipMarkerPath names and binary files.
 func parseMarkers(out []byte) []*agentv1.TodoMarker {
 	var todos []*agentv1.TodoMarker
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -299,10 +351,12 @@ func parseMarkers(out []byte) []*agentv1.TodoMarker {
 		}
 		num, text, ok := strings.Cut(rest, ":")
 		n, err := strconv.Atoi(num)
-		if !ok || err != nil || n <= 0 {
+		path = strings.TrimPrefix(path, "./")
+		// A binary file's "line" is no marker of the code.
+		if !ok || err != nil || n <= 0 || skipMarkerPath(path) || !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
 			continue
 		}
-		todos = append(todos, &agentv1.TodoMarker{Path: strings.TrimPrefix(path, "./"), Line: int32(n),
+		todos = append(todos, &agentv1.TodoMarker{Path: path, Line: int32(n),
 			Text: validate.Truncate(strings.TrimSpace(text), 200)})
 	}
 	return todos

@@ -113,6 +113,11 @@ func (m *Monitor) Once(ctx context.Context) (int, error) {
 func (m *Monitor) run(ctx context.Context, d *store.DueHealthCheck) error {
 	r, c := d.RepoHealthReport, d.Connection
 	log := m.log.With("connection", c.Id, "repo", c.Repo, "report", r.Id)
+	if d.Attempts > m.cfg.MaxAttempts {
+		// Claimed again after its lease ran out each time: the replicas running it stopped.
+		r.State, r.Error = agentv1.RepoHealthState_REPO_HEALTH_STATE_FAILED, fmt.Sprintf("not finished in %d attempts", d.Attempts-1)
+		return m.st.FinishHealthCheck(ctx, r, nil)
+	}
 	if m.disabled != nil && m.disabled(c.OwnerId) {
 		r.State, r.Error = agentv1.RepoHealthState_REPO_HEALTH_STATE_FAILED, "the owner's account is disabled"
 		return m.st.FinishHealthCheck(ctx, r, nil)
@@ -132,6 +137,10 @@ func (m *Monitor) run(ctx context.Context, d *store.DueHealthCheck) error {
 		return m.st.FinishHealthCheck(ctx, r, nil)
 	}
 	if err := m.file(actx, c, r); err != nil {
+		if status.Code(err) == codes.NotFound {
+			log.InfoContext(ctx, "repo health: the connection was deleted while its check ran")
+			return nil
+		}
 		return err
 	}
 	r.State = agentv1.RepoHealthState_REPO_HEALTH_STATE_DONE
@@ -156,11 +165,11 @@ func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) ([]string,
 	}()
 	r.Commit = sb.GetSandbox().GetBaseCommit()
 	x := &checkRun{m: m, sandbox: id, report: r}
-	build, test, err := x.validate(ctx)
+	deps, err := x.dependencies(ctx, sb.GetSandbox().GetLanguage())
 	if err != nil {
 		return nil, err
 	}
-	deps, err := x.dependencies(ctx, sb.GetSandbox().GetLanguage())
+	build, test, err := x.validate(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -82,8 +82,8 @@ func (s *sandboxes) DestroySandbox(context.Context, *sandboxv1.DestroySandboxReq
 }
 
 func (s *sandboxes) Validate(_ context.Context, req *sandboxv1.ValidateRequest) (*sandboxv1.ValidateResponse, error) {
-	if len(req.Steps) != 2 {
-		return nil, status.Errorf(codes.InvalidArgument, "the monitor asks for build and test, got %v", req.Steps)
+	if len(req.Steps) != 3 {
+		return nil, status.Errorf(codes.InvalidArgument, "the monitor asks for typecheck, build and test, got %v", req.Steps)
 	}
 	test := &sandboxv1.StepResult{Kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST, Status: sandboxv1.StepStatus_STEP_STATUS_PASSED,
 		Command: []string{"go", "test", "./..."}}
@@ -91,7 +91,7 @@ func (s *sandboxes) Validate(_ context.Context, req *sandboxv1.ValidateRequest) 
 		test.Status, test.ExitCode, test.Output = sandboxv1.StepStatus_STEP_STATUS_FAILED, 1, "--- FAIL: TestGreet\n    greet_test.go:9: got hi, want hello\nFAIL"
 	}
 	return &sandboxv1.ValidateResponse{Toolchain: "go", Steps: []*sandboxv1.StepResult{
-		{Kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_BUILD, Status: sandboxv1.StepStatus_STEP_STATUS_PASSED, Command: []string{"go", "build", "./..."}},
+		{Kind: sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TYPECHECK, Status: sandboxv1.StepStatus_STEP_STATUS_PASSED, Command: []string{"go", "build", "./..."}},
 		test,
 	}}, nil
 }
@@ -108,7 +108,7 @@ func (s *sandboxes) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Ser
 			out, exit = "go: module lookup disabled by GOPROXY=off", 1
 		} else if repo.noProxy {
 			return errs.Invalid("network", "NETWORK_POLICY_PACKAGES for go needs a package source configured on the server (THEFOLD_SANDBOX_GOPROXY); none is")
-		} else {
+		} else if req.Command[1] == "list" {
 			out = repo.modules
 		}
 	case "grep":
@@ -190,7 +190,8 @@ func newEnv(t *testing.T, h *agentv1.RepoHealthSettings, cfg monitor.Config) *en
 	t.Helper()
 	pool, _ := dbtest.NewDatabase(t, "agent", migrations.FS)
 	st := store.New(pool, nil)
-	sb := &sandboxes{repo: repoState{modules: outdated, markers: "./main.go:3:// TODO: greet in more languages\n./x/y.go:10:\t// FIXME: racy\n"}}
+	sb := &sandboxes{repo: repoState{modules: outdated, markers: "./main.go:3:// TODO: greet in more languages\n./vendor/a/b.go:1:// TODO: theirs\n" +
+		"./x/y.go:10:\t// FIXME: racy\n./api/api.pb.go:7:// TODO: generated\n./img.png:2:\x00TODO\xff\n"}}
 	tk := &tasks{byKey: map[string]string{}}
 	g := grpctest.Start(t, func(s *grpc.Server) {
 		sandboxv1.RegisterSandboxServiceServer(s, sb)

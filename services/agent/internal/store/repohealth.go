@@ -332,6 +332,14 @@ func (s *Store) SeeFindings(ctx context.Context, connection string, seen []*agen
 	out := make([]*Finding, 0, len(seen))
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
+		// The connection may have been deleted while its check ran.
+		var there bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM repo_connections WHERE id = $1 FOR SHARE)`, connection).Scan(&there); err != nil {
+			return err
+		}
+		if !there {
+			return errs.NotFound("repo connection", connection)
+		}
 		keys := make([]string, 0, len(seen))
 		for _, f := range seen {
 			keys = append(keys, f.Key)

@@ -627,7 +627,7 @@ type RepoHealthReport struct {
 	Manual bool `protobuf:"varint,5,opt,name=manual,proto3" json:"manual,omitempty"`
 	// The default branch's commit that was checked.
 	Commit string `protobuf:"bytes,6,opt,name=commit,proto3" json:"commit,omitempty"`
-	// build, test, dependencies, todos: in that order, once the check is DONE.
+	// build, test, dependencies, todos, once the check is DONE.
 	Checks []*RepoHealthCheck `protobuf:"bytes,7,rep,name=checks,proto3" json:"checks,omitempty"`
 	// Modules with a newer release, direct ones first.
 	Outdated  []*OutdatedDependency `protobuf:"bytes,8,rep,name=outdated,proto3" json:"outdated,omitempty"`

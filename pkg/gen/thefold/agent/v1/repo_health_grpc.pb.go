@@ -32,11 +32,11 @@ const (
 // (RepoConnection.health) and on demand. A check runs on the repository's default branch in
 // a sandbox, as the repository's owner:
 //
-//   - build and test: the sandbox's validation (its BUILD and TEST steps);
-//   - dependencies: for a Go module, `go list -m -u -json all` through the sandbox's package
-//     source (NETWORK_POLICY_PACKAGES), giving each module that has a newer release
-//     (SKIPPED where the server has no package source; other ecosystems are not audited
-//     yet);
+//   - dependencies: for a Go module, `go mod download` and `go list -m -u -json all`
+//     through the sandbox's package source (NETWORK_POLICY_PACKAGES), giving each module
+//     that has a newer release (SKIPPED where the server has no package source; other
+//     ecosystems are not audited yet);
+//   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
 //
@@ -97,11 +97,11 @@ func (c *repoHealthServiceClient) GetRepoHealth(ctx context.Context, in *GetRepo
 // (RepoConnection.health) and on demand. A check runs on the repository's default branch in
 // a sandbox, as the repository's owner:
 //
-//   - build and test: the sandbox's validation (its BUILD and TEST steps);
-//   - dependencies: for a Go module, `go list -m -u -json all` through the sandbox's package
-//     source (NETWORK_POLICY_PACKAGES), giving each module that has a newer release
-//     (SKIPPED where the server has no package source; other ecosystems are not audited
-//     yet);
+//   - dependencies: for a Go module, `go mod download` and `go list -m -u -json all`
+//     through the sandbox's package source (NETWORK_POLICY_PACKAGES), giving each module
+//     that has a newer release (SKIPPED where the server has no package source; other
+//     ecosystems are not audited yet);
+//   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
 //

@@ -1,0 +1,247 @@
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The fake Go module proxy the mesh's sandboxes use as their package source
+// (THEFOLD_SANDBOX_GOPROXY): example.test/dep at v1.0.0 and a newer v1.1.0.
+const (
+	depModule = "example.test/dep"
+	depGoMod  = "module example.test/dep\n\ngo 1.22\n"
+	depSource = "package dep\n\n// Greeting is what the dependency says.\nfunc Greeting() string { return \"hello\" }\n"
+)
+
+// moduleProxy serves the module proxy protocol for depModule's two versions. Only v1.0.0
+// has a zip: it is the one the fixture builds with; v1.1.0 exists to be found.
+type moduleProxy struct{ zip []byte }
+
+func newModuleProxy() (*moduleProxy, error) {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, f := range [][2]string{{"go.mod", depGoMod}, {"dep.go", depSource}} {
+		w, err := zw.Create(depModule + "@v1.0.0/" + f[0])
+		if err != nil {
+			return nil, err
+		}
+		if _, err := w.Write([]byte(f[1])); err != nil {
+			return nil, err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return &moduleProxy{zip: b.Bytes()}, nil
+}
+
+func (p *moduleProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	prefix := "/" + depModule + "/"
+	rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	info := func(v string) { fmt.Fprintf(w, `{"Version":%q,"Time":"2026-01-0%sT00:00:00Z"}`, v, map[string]string{"v1.0.0": "1", "v1.1.0": "2"}[v]) }
+	switch rest {
+	case "@v/list":
+		fmt.Fprint(w, "v1.0.0\nv1.1.0\n")
+	case "@latest", "@v/v1.1.0.info":
+		info("v1.1.0")
+	case "@v/v1.0.0.info":
+		info("v1.0.0")
+	case "@v/v1.0.0.mod", "@v/v1.1.0.mod":
+		fmt.Fprint(w, depGoMod)
+	case "@v/v1.0.0.zip":
+		w.Write(p.zip)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// goSum is the go.sum of a module requiring depModule v1.0.0: the dirhash "h1:" of its
+// files and of its go.mod, as the go command computes them.
+func goSum() string {
+	h1 := func(files map[string]string) string {
+		names := make([]string, 0, len(files))
+		for n := range files {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		h := sha256.New()
+		for _, n := range names {
+			fmt.Fprintf(h, "%x  %s\n", sha256.Sum256([]byte(files[n])), n)
+		}
+		return "h1:" + base64.StdEncoding.EncodeToString(h.Sum(nil))
+	}
+	zipHash := h1(map[string]string{depModule + "@v1.0.0/go.mod": depGoMod, depModule + "@v1.0.0/dep.go": depSource})
+	modHash := h1(map[string]string{"go.mod": depGoMod})
+	return fmt.Sprintf("%s v1.0.0 %s\n%s v1.0.0/go.mod %s\n", depModule, zipHash, depModule, modHash)
+}
+
+// healthOf reads a connection's health over REST.
+func healthOf(t *testing.T, conn string) map[string]any {
+	t.Helper()
+	code, body := rest(t, http.MethodGet, "/v1/repo-connections/"+conn+"/health", token, nil)
+	if code != http.StatusOK {
+		t.Fatalf("get health: %d %v", code, body)
+	}
+	return body
+}
+
+// checkHealth asks for a check over REST and waits until it is done, returning the health.
+func checkHealth(t *testing.T, conn, requestID string) map[string]any {
+	t.Helper()
+	code, body := rest(t, http.MethodPost, "/v1/repo-connections/"+conn+"/health:check", token, map[string]any{"request_id": requestID})
+	if code != http.StatusOK {
+		t.Fatalf("check health: %d %v", code, body)
+	}
+	id := body["report"].(map[string]any)["id"].(string)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		h := healthOf(t, conn)
+		latest, _ := h["latest"].(map[string]any)
+		if latest["id"] == id {
+			switch latest["state"] {
+			case "REPO_HEALTH_STATE_DONE":
+				return h
+			case "REPO_HEALTH_STATE_FAILED":
+				t.Fatalf("check failed: %v", latest)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("check %s not done within 5 minutes: %v", id, latest)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// checksByName is a report's checks by name.
+func checksByName(report map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	list, _ := report["checks"].([]any)
+	for _, v := range list {
+		c := v.(map[string]any)
+		out[c["name"].(string)] = c
+	}
+	return out
+}
+
+// A connected repository with an outdated dependency, checked by the monitor over REST, in a
+// real sandbox with the fake module proxy as its package source: the check builds and tests
+// the default branch, finds the newer release and files one healing task; the next check
+// finds the same and files none; the trend has both checks.
+func TestRepoHealthFilesOneHealingTask(t *testing.T) {
+	parallel(t)
+	repo := "local/monitored"
+	if code, body := rest(t, http.MethodPost, "/v1/repos", token, map[string]any{"repo": repo, "auto_init": true}); code != http.StatusOK {
+		t.Fatalf("create repo: %d %v", code, body)
+	}
+	files := []map[string]any{
+		{"path": "go.mod", "content": "module example.com/monitored\n\ngo 1.22\n\nrequire " + depModule + " v1.0.0\n"},
+		{"path": "go.sum", "content": goSum()},
+		{"path": "greet.go", "content": "package monitored\n\nimport \"" + depModule + "\"\n\n// TODO: greet by name\nfunc Greet() string { return dep.Greeting() }\n"},
+		{"path": "greet_test.go", "content": "package monitored\n\nimport \"testing\"\n\nfunc TestGreet(t *testing.T) {\n\tif Greet() != \"hello\" {\n\t\tt.Fatal(Greet())\n\t}\n}\n"},
+	}
+	for _, f := range files {
+		f["action"] = "FILE_ACTION_CREATE"
+	}
+	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", token, map[string]any{"branch": "main", "message": "module", "files": files}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	code, body := rest(t, http.MethodPost, "/v1/repo-connections", token, map[string]any{"repo": repo})
+	if code != http.StatusOK {
+		t.Fatalf("connect: %d %v", code, body)
+	}
+	conn := body["connection"].(map[string]any)["id"].(string)
+	t.Cleanup(func() { rest(t, http.MethodDelete, "/v1/repo-connections/"+conn, token, nil) })
+	if h := healthOf(t, conn); h["latest"] != nil || h["settings"].(map[string]any)["enabled"] == true {
+		t.Fatalf("a new connection's health: %v", h)
+	}
+	// Periodic checks on, over REST's PATCH; the first is due at once.
+	code, body = rest(t, http.MethodPatch, "/v1/repo-connections/"+conn+"?update_mask=health.enabled,health.todo_threshold", token,
+		map[string]any{"health": map[string]any{"enabled": true, "todo_threshold": 5}})
+	if code != http.StatusOK {
+		t.Fatalf("enable health: %d %v", code, body)
+	}
+	if h := body["connection"].(map[string]any)["health"].(map[string]any); h["enabled"] != true || h["todo_threshold"] != float64(5) || h["next_check_time"] == nil {
+		t.Fatalf("settings after PATCH: %v", h)
+	}
+	code, bad := rest(t, http.MethodPatch, "/v1/repo-connections/"+conn+"?update_mask=health.interval", token, map[string]any{"health": map[string]any{"interval": "60s"}})
+	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(bad["message"]), "health.interval") {
+		t.Fatalf("a one-minute interval: %d %v", code, bad)
+	}
+
+	h := checkHealth(t, conn, "monitored-1")
+	latest := h["latest"].(map[string]any)
+	checks := checksByName(latest)
+	for name, want := range map[string]string{"build": "PASSED", "test": "PASSED", "dependencies": "FAILED", "todos": "PASSED"} {
+		if got := checks[name]["status"]; got != "REPO_HEALTH_CHECK_STATUS_"+want {
+			t.Errorf("%s: %v, want %s (%v)", name, got, want, checks[name])
+		}
+	}
+	outdated, _ := latest["outdated"].([]any)
+	if len(outdated) != 1 || outdated[0].(map[string]any)["name"] != depModule || outdated[0].(map[string]any)["latest"] != "v1.1.0" ||
+		outdated[0].(map[string]any)["direct"] != true {
+		t.Fatalf("outdated: %v", outdated)
+	}
+	if latest["todo_count"] != float64(1) || latest["commit"] == "" {
+		t.Errorf("todos %v, commit %v", latest["todo_count"], latest["commit"])
+	}
+	findings, _ := latest["findings"].([]any)
+	if len(findings) != 1 {
+		t.Fatalf("findings: %v", findings)
+	}
+	f := findings[0].(map[string]any)
+	taskID, _ := f["task_id"].(string)
+	if f["key"] != "dependency:go:"+depModule || f["new"] != true || taskID == "" {
+		t.Fatalf("finding: %v", f)
+	}
+	code, body = rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil)
+	if code != http.StatusOK {
+		t.Fatalf("get task: %d %v", code, body)
+	}
+	task := body["task"].(map[string]any)
+	if task["source"] != "TASK_SOURCE_HEALING" || task["repo"] != repo || !strings.Contains(task["title"].(string), "v1.1.0") ||
+		!strings.Contains(task["description"].(string), depModule+" v1.0.0") {
+		t.Fatalf("healing task: %v", task)
+	}
+
+	// The next check sees the same finding: it keeps its task and no second one is filed.
+	h = checkHealth(t, conn, "monitored-2")
+	findings, _ = h["latest"].(map[string]any)["findings"].([]any)
+	if len(findings) != 1 || findings[0].(map[string]any)["task_id"] != taskID || findings[0].(map[string]any)["new"] == true {
+		t.Fatalf("second check's findings: %v", findings)
+	}
+	healing := 0
+	for _, task := range repoTasks(t, repo) {
+		if task["source"] == "TASK_SOURCE_HEALING" {
+			healing++
+		}
+	}
+	if healing != 1 {
+		t.Fatalf("%d healing tasks after two checks, want 1", healing)
+	}
+	if trend, _ := h["trend"].([]any); len(trend) < 2 || trend[0].(map[string]any)["outdated_count"] != float64(1) {
+		t.Fatalf("trend: %v", h["trend"])
+	}
+	if open, _ := h["open_findings"].([]any); len(open) != 1 {
+		t.Fatalf("open findings: %v", h["open_findings"])
+	}
+	// Another user's token does not reach the connection.
+	other := memberToken(t, "health-other@example.com")
+	if code, _ := rest(t, http.MethodGet, "/v1/repo-connections/"+conn+"/health", other, nil); code != http.StatusNotFound {
+		t.Fatalf("another user reads the health: %d", code)
+	}
+	if code, _ := rest(t, http.MethodGet, "/v1/repo-connections/not-a-uuid/health", token, nil); code != http.StatusBadRequest {
+		t.Fatalf("a malformed id: %d", code)
+	}
+}
