@@ -272,6 +272,9 @@ func (c *Client) RepoEvents() agentv1.RepoEventServiceClient {
 func (c *Client) RepoHealth() agentv1.RepoHealthServiceClient {
 	return agentv1.NewRepoHealthServiceClient(c.conn("agent"))
 }
+func (c *Client) Linear() agentv1.LinearServiceClient {
+	return agentv1.NewLinearServiceClient(c.conn("agent"))
+}
 func (c *Client) Builder() builderv1.BuilderServiceClient {
 	return builderv1.NewBuilderServiceClient(c.conn("builder"))
 }

@@ -90,6 +90,7 @@ var naturallyIdempotent = map[string]string{
 	"thefold.agent.v1.ChatService.DeleteConversation":        deletesByID,
 	"thefold.agent.v1.ChatService.DeleteIntegration":         deletesByID,
 	"thefold.agent.v1.RepoEventService.DeleteRepoConnection": deletesByID,
+	"thefold.agent.v1.LinearService.DeleteLinearConnection":  deletesByID,
 	"thefold.sandbox.v1.SandboxService.DeleteFile":           "deletes by path: a retry finds it gone (NOT_FOUND)",
 	"thefold.sandbox.v1.SandboxService.DestroySandbox":       "destroying a destroyed sandbox succeeds and changes nothing",
 
@@ -109,6 +110,8 @@ var naturallyIdempotent = map[string]string{
 	"thefold.agent.v1.ChatService.TestIntegration":          "posts one test message and records how the webhook answered: a retry posts another test message, which is what a person testing a webhook expects",
 	"thefold.agent.v1.ChatService.HandleInbound":            "the provider's signed request is the key: a redelivery of the same request (same signature) is answered as the first and stores nothing twice",
 	"thefold.agent.v1.RepoEventService.HandleGitHubWebhook": "GitHub's X-GitHub-Delivery id is the key (a redelivery keeps it): a delivery seen before is answered as the first and stores nothing twice",
+	"thefold.agent.v1.LinearService.HandleLinearWebhook":    "Linear's Linear-Delivery id is the key: a delivery seen before is answered as the first and stores nothing twice",
+	"thefold.agent.v1.LinearService.SyncLinear":             "converges: each issue's task is made once (keyed by the issue) and then set to the issue's values, and a status is written to Linear only while it differs from the one last written",
 	"thefold.agent.v1.ReviewService.ApproveReview":          "approving an APPROVED review again is a no-op that returns it",
 	"thefold.agent.v1.ReviewService.RejectReview":           guardedOnce,
 	"thefold.agent.v1.ReviewService.RequestChanges":         "keyed by the review: only a PENDING review is sent back and it never becomes PENDING again (the next round is a new review), so a retry is FAILED_PRECONDITION, never a second round",

@@ -31,6 +31,7 @@ import (
 
 	"github.com/thefold/thefold/services/agent/internal/breaker"
 	"github.com/thefold/thefold/services/agent/internal/chat"
+	"github.com/thefold/thefold/services/agent/internal/linearsync"
 	"github.com/thefold/thefold/services/agent/internal/loop"
 	"github.com/thefold/thefold/services/agent/internal/monitor"
 	"github.com/thefold/thefold/services/agent/internal/project"
@@ -95,6 +96,9 @@ type Config struct {
 	// WebhookBackoff is the wait after a webhook post's first failure (it doubles with each
 	// retry, up to 5 minutes); a webhook that fails 5 times in a row is disabled.
 	WebhookBackoff time.Duration `env:"THEFOLD_AGENT_WEBHOOK_BACKOFF, default=2s"`
+	// LinearURL is Linear's GraphQL endpoint (empty: https://api.linear.app/graphql); a
+	// test points it at a fake.
+	LinearURL string `env:"THEFOLD_AGENT_LINEAR_URL"`
 	// Events is how long job events are kept for watchers resuming from a cursor.
 	Events events.RetentionConfig
 }
@@ -301,12 +305,24 @@ func Service() platform.Service {
 				return pq.Reap(ctx, st.ProjectLeases(), jobrun.ReapConfig{Expiry: cfg.LeaseExpiry})
 			})
 
+			var linearSync *linearsync.Syncer
+			if box != nil {
+				lc := linearsync.DefaultConfig
+				lc.BaseURL = cfg.LinearURL
+				linearSync = linearsync.New(st, clients.Tasks, box, d.ServiceSigner, lc, d.Logger)
+				// Linear connections, pulled and pushed as their owners.
+				d.Go("linear sync", linearSync.Run)
+			}
+			var linearOpt service.LinearSyncer
+			if linearSync != nil {
+				linearOpt = linearSync
+			}
 			svc = service.New(st, service.Options{
 				RateLimit: store.RateLimit{PerHour: cfg.TasksPerHour, PerDay: cfg.TasksPerDay}, Budget: budget,
 				Heartbeat: cfg.WatchHeartbeat, MaxWatches: cfg.MaxWatches, MaxWatchesPerUser: cfg.MaxWatchesPerUser, Log: d.Logger, Stopper: eng, Queue: q,
 				Tasks: clients.Tasks, Repos: clients.Repos, Sandbox: clients.Sandbox, Builder: clients.Builder, Memory: clients.Memory,
 				AI: clients.AI, CallTimeout: cfg.CallTimeout, ProjectQueue: pq, ProjectStopper: projects,
-				Secrets: box, WebhookHosts: cfg.WebhookHosts, Disabled: d.Auth.Verifier().UserDisabled,
+				Secrets: box, WebhookHosts: cfg.WebhookHosts, Disabled: d.Auth.Verifier().UserDisabled, Linear: linearOpt,
 			})
 			cc := chat.DefaultConfig
 			cc.MaxRounds, cc.ContextTokens, cc.LeaseExpiry, cc.CallTimeout = cfg.ChatMaxRounds, cfg.ChatContextTokens, cfg.LeaseExpiry, cfg.CallTimeout
@@ -347,6 +363,7 @@ func Service() platform.Service {
 			agentv1.RegisterPreferencesServiceServer(d.Server.GRPC(), svc.Preferences())
 			agentv1.RegisterRepoEventServiceServer(d.Server.GRPC(), svc.RepoEvents())
 			agentv1.RegisterRepoHealthServiceServer(d.Server.GRPC(), svc.RepoHealth())
+			agentv1.RegisterLinearServiceServer(d.Server.GRPC(), svc.Linear())
 			// A disabled owner's jobs are cancelled (the gateway's revocations say who).
 			d.OnOwnerDisabled(func(ctx context.Context, owner string) error {
 				_, err := svc.CancelOwnerJobs(ctx, owner, service.ReasonOwnerDisabled)

@@ -36,6 +36,7 @@ import (
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/jobrun"
+	"github.com/thefold/thefold/pkg/linear"
 	"github.com/thefold/thefold/pkg/seal"
 	"github.com/thefold/thefold/pkg/usage"
 	"github.com/thefold/thefold/pkg/validate"
@@ -90,6 +91,16 @@ type Options struct {
 	Disabled func(user string) bool
 	// WebhookHosts are the hosts webhooks may be posted to beside Slack's and Discord's.
 	WebhookHosts []string
+	// Linear syncs Linear connections; nil: LinearService is FAILED_PRECONDITION.
+	Linear LinearSyncer
+}
+
+// LinearSyncer is the Linear sync (linearsync.Syncer) as the service uses it.
+type LinearSyncer interface {
+	// NewClient is a Linear client with key.
+	NewClient(key string) *linear.Client
+	// Sync pulls and pushes rec now (every issue of the chosen states when full).
+	Sync(ctx context.Context, rec *store.LinearRecord, full bool) (*agentv1.SyncLinearResponse, error)
 }
 
 // Server implements AgentService and ReviewService.
