@@ -111,6 +111,7 @@ func New(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, conns
 			chat: agentv1.NewChatServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
 	}
 	root.Handle(githubHookPath, &githubHook{events: agentv1.NewRepoEventServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
+	root.Handle(linearHookPath, &linearHook{linear: agentv1.NewLinearServiceClient(conns["agent"]), signer: o.hookSigner, log: log})
 	con, err := console.New(conns["gateway"], func(w http.ResponseWriter, r *http.Request, err error) {
 		errorHandler(r.Context(), nil, nil, w, r, err)
 	})

@@ -60,19 +60,7 @@ var hookRoutes = []struct {
 }
 
 func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ex, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
-		ex.route = h.route // counted and logged as a route of its own
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		hookError(w, http.StatusMethodNotAllowed, "POST only: Slack and Discord post their requests")
-		return
-	}
-	if h.signer == nil {
-		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
-		return
-	}
-	body, ok := readHookBody(w, r, MaxHookBody)
+	body, ok := takeHook(w, r, h.route, "Slack and Discord post their requests", h.signer, MaxHookBody)
 	if !ok {
 		return
 	}
@@ -93,6 +81,25 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(resp.GetBody())
+}
+
+// takeHook names the request's route for the counts and logs, refuses what is not a POST or
+// what the gateway cannot pass on, and reads the body (at most limit bytes); false: it
+// answered the request already.
+func takeHook(w http.ResponseWriter, r *http.Request, route, who string, signer *auth.ServiceSigner, limit int64) ([]byte, bool) {
+	if ex, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.route = route // counted and logged as a route of its own
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		hookError(w, http.StatusMethodNotAllowed, "POST only: "+who)
+		return nil, false
+	}
+	if signer == nil {
+		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
+		return nil, false
+	}
+	return readHookBody(w, r, limit)
 }
 
 // hookError answers an inbound hook that failed: {"error": msg}, the shape Slack and
@@ -164,7 +171,7 @@ func hookFailed(w http.ResponseWriter, r *http.Request, err error, route string,
 	}
 }
 
-// MaxGitHubHookBody bounds a GitHub webhook delivery's body (413 above it): the agent takes
+// MaxGitHubHookBody bounds a GitHub (or Linear) webhook delivery's body (413 above it): the agent takes
 // at most 1 MiB; issue and review payloads are tens of KiB.
 const MaxGitHubHookBody = 1 << 20
 
@@ -185,19 +192,7 @@ type githubHook struct {
 }
 
 func (h *githubHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ex, ok := r.Context().Value(exchangeKey{}).(*exchange); ok {
-		ex.route = githubHookPath
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		hookError(w, http.StatusMethodNotAllowed, "POST only: GitHub posts its webhook deliveries")
-		return
-	}
-	if h.signer == nil {
-		hookError(w, http.StatusServiceUnavailable, "inbound hooks need the gateway's service identity (THEFOLD_AUTH_SERVICE_KEY_FILE)")
-		return
-	}
-	body, ok := readHookBody(w, r, MaxGitHubHookBody)
+	body, ok := takeHook(w, r, githubHookPath, "GitHub posts its webhook deliveries", h.signer, MaxGitHubHookBody)
 	if !ok {
 		return
 	}
@@ -220,4 +215,36 @@ func (h *githubHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		"outcome":     d.GetOutcome(),
 		"duplicate":   resp.GetDuplicate(),
 	})
+}
+
+// linearHookPath is where Linear posts the webhook deliveries of a connected workspace.
+const linearHookPath = "/hooks/linear"
+
+// linearHookHeaders are the headers of a delivery the agent needs.
+var linearHookHeaders = []string{"Content-Type", "Linear-Signature", "Linear-Delivery", "Linear-Event"}
+
+// linearHook takes Linear's webhook deliveries (POST /hooks/linear) and hands them to the
+// agent's LinearService as the gateway itself: the agent verifies Linear-Signature against
+// the secrets of the connections of the issue's team. A delivery taken is 200 (Linear
+// retries anything else), as is one of a kind not synced.
+type linearHook struct {
+	linear agentv1.LinearServiceClient
+	signer *auth.ServiceSigner
+	log    *slog.Logger
+}
+
+func (h *linearHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := takeHook(w, r, linearHookPath, "Linear posts its webhook deliveries", h.signer, MaxGitHubHookBody)
+	if !ok {
+		return
+	}
+	resp, err := h.linear.HandleLinearWebhook(hookContext(r, h.signer),
+		&agentv1.HandleLinearWebhookRequest{Body: body, Headers: hookHeaders(r, linearHookHeaders)})
+	if err != nil {
+		hookFailed(w, r, err, linearHookPath, h.log)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(map[string]any{"accepted": resp.GetAccepted(), "duplicate": resp.GetDuplicate(), "reason": resp.GetReason()})
 }

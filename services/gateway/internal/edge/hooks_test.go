@@ -77,6 +77,7 @@ func hookEdge(t *testing.T, lim edge.Limits, service string, agentDown bool) (st
 	env := grpctest.Start(t, func(s *grpc.Server) {
 		agentv1.RegisterChatServiceServer(s, chat)
 		agentv1.RegisterRepoEventServiceServer(s, &githubEvents{chat: chat})
+		agentv1.RegisterLinearServiceServer(s, &linearEvents{chat: chat})
 	})
 	conns := map[string]*grpc.ClientConn{}
 	for _, svc := range edge.Services() {
@@ -377,5 +378,100 @@ func TestGitHubHook(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /hooks/github = %d, want 405", resp.StatusCode)
+	}
+}
+
+// linearEvents is a LinearService whose HandleLinearWebhook records its requests with
+// chat's and answers by the body: "taken", "again" (seen before), "comment" (not synced);
+// anything else as inboundChat answers.
+type linearEvents struct {
+	agentv1.UnimplementedLinearServiceServer
+	chat *inboundChat
+}
+
+func (l *linearEvents) HandleLinearWebhook(ctx context.Context, req *agentv1.HandleLinearWebhookRequest) (*agentv1.HandleLinearWebhookResponse, error) {
+	resp := &agentv1.HandleLinearWebhookResponse{Accepted: true}
+	switch string(req.Body) {
+	case "again":
+		resp.Duplicate = true
+	case "comment":
+		resp.Accepted, resp.Reason = false, "Comment events are not synced"
+	case "taken":
+	default:
+		_, err := l.chat.HandleInbound(ctx, &agentv1.HandleInboundRequest{Body: req.Body, Headers: req.Headers})
+		return nil, err
+	}
+	p, _ := auth.FromContext(ctx)
+	l.chat.mu.Lock()
+	l.chat.reqs = append(l.chat.reqs, &agentv1.HandleInboundRequest{Body: req.Body, Headers: req.Headers})
+	l.chat.calls = append(l.chat.calls, p)
+	l.chat.mu.Unlock()
+	return resp, nil
+}
+
+// POST /hooks/linear hands a delivery to the agent's LinearService as the gateway itself,
+// with Linear's headers only, and answers 200 with what the agent said; refusals map as for
+// the other hooks; a body over 1 MiB is 413 and never reaches the agent.
+func TestLinearHook(t *testing.T) {
+	t.Parallel()
+	url, chat, _ := hookEdge(t, edge.Limits{}, "gateway", false)
+	header := map[string]string{"Content-Type": "application/json", "Linear-Signature": "ab", "Linear-Delivery": "d-1", "Linear-Event": "Issue",
+		"X-Hub-Signature-256": "sha256=00", "Authorization": "Bearer x"}
+	cases := []struct {
+		body          string
+		code          int
+		accepted, dup bool
+		errIn         string
+		reaches       bool
+	}{
+		{"taken", 200, true, false, "", true},
+		{"again", 200, true, true, "", true},
+		{"comment", 200, false, false, "", true},
+		{"forged", 401, false, false, "the request's signature does not verify", true},
+		{"malformed", 400, false, false, "body: not a Slack slash command", true},
+		{"broken", 502, false, false, "TheFold could not take the request now (INTERNAL)", true},
+		{strings.Repeat("x", edge.MaxGitHubHookBody+1), 413, false, false, "at most 1048576 bytes", false},
+	}
+	for _, tc := range cases {
+		before, _ := chat.seen()
+		code, body, _ := post(t, url, "/hooks/linear", tc.body, header, false)
+		after, calls := chat.seen()
+		if code != tc.code {
+			t.Fatalf("%.20s: %d %.300s; want %d", tc.body, code, body, tc.code)
+		}
+		if reached := len(after) > len(before); reached != tc.reaches {
+			t.Fatalf("%.20s: reached the agent: %v, want %v", tc.body, reached, tc.reaches)
+		}
+		if tc.errIn != "" {
+			if msg := hookErrorOf(body); !strings.Contains(msg, tc.errIn) {
+				t.Fatalf("%.20s: error body %.300s; want {\"error\"} with %q", tc.body, body, tc.errIn)
+			}
+			continue
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(body), &got); err != nil || got["accepted"] != tc.accepted || got["duplicate"] != tc.dup {
+			t.Fatalf("%s: answer %s", tc.body, body)
+		}
+		req, p := after[len(after)-1], calls[len(calls)-1]
+		if p.Service != "gateway" || p.UserID != "" {
+			t.Fatalf("the agent was called as %+v; want the gateway itself", p)
+		}
+		want := map[string]string{"content-type": "application/json", "linear-signature": "ab", "linear-delivery": "d-1", "linear-event": "Issue"}
+		if len(req.Headers) != len(want) {
+			t.Fatalf("headers %v, want %v", req.Headers, want)
+		}
+		for k, v := range want {
+			if req.Headers[k] != v {
+				t.Fatalf("headers %v, want %v", req.Headers, want)
+			}
+		}
+	}
+	resp, err := http.Get(url + "/hooks/linear")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /hooks/linear = %d, want 405", resp.StatusCode)
 	}
 }
