@@ -133,7 +133,7 @@ profile's credentials, else THEFOLD_TOKEN or THEFOLD_API_KEY.
 		})
 	}
 	root.AddGroup(&cobra.Group{ID: "stack", Title: "Run a local stack:"}, &cobra.Group{ID: "api", Title: "Work with TheFold:"})
-	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g), runCommand(g), projectsCommand(g), reviewsCommand(g), chatCommand(g), reposCommand(g), memoryCommand(g), keysCommand(g), skillsCommand(g), modelsCommand(g), usageCommand(g), prefsCommand(g), mcpCommand(g)} {
+	for _, c := range []*cobra.Command{loginCommand(g), logoutCommand(g), whoamiCommand(g), tasksCommand(g), jobsCommand(g), runCommand(g), projectsCommand(g), reviewsCommand(g), chatCommand(g), reposCommand(g), linearCommand(g), memoryCommand(g), keysCommand(g), skillsCommand(g), modelsCommand(g), usageCommand(g), prefsCommand(g), mcpCommand(g)} {
 		c.GroupID = "api"
 		root.AddCommand(c)
 	}

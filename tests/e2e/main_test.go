@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/thefold/thefold/pkg/fakegithub"
+	"github.com/thefold/thefold/pkg/fakelinear"
 	"github.com/thefold/thefold/pkg/fakellm"
 	"github.com/thefold/thefold/pkg/stack"
 	"github.com/thefold/thefold/pkg/stack/stacktest"
@@ -93,6 +94,9 @@ func runMain(m *testing.M) int {
 	}
 	proxyServer := httptest.NewServer(proxy)
 	defer proxyServer.Close()
+	linearFake = fakelinear.New()
+	linearServer := httptest.NewServer(linearFake)
+	defer linearServer.Close()
 	mesh = &stack.Stack{DataDir: dataDir, DatabaseURL: dbURL, Ports: ports, Env: []string{
 		"THEFOLD_LOG_LEVEL=warn",
 		// A killed builder's builds are resumed after this (the kill -9 test waits for it).
@@ -122,6 +126,7 @@ func runMain(m *testing.M) int {
 		// (posted to over http, which only an allowed loopback host may be).
 		"THEFOLD_AGENT_WEBHOOK_HOSTS=127.0.0.1",
 		"THEFOLD_SANDBOX_GOPROXY=" + proxyServer.URL + ",off",
+		"THEFOLD_AGENT_LINEAR_URL=" + linearServer.URL + "/graphql",
 	}}
 	// The github service sends the owner ghcrew's repositories to ghFake, as to GitHub
 	// Enterprise, with the token ghFake accepts (its user is fakegithub.DefaultLogin).

@@ -320,21 +320,24 @@ func (x *syncRun) taskError(is linear.Issue, what string, err error) error {
 }
 
 // followState completes or cancels the task of an issue completed or canceled in Linear,
-// and reports whether it did. The status set that way is not written back.
+// and reports whether it did. As with a closed GitHub issue, a task that was never worked
+// on (backlog, planned, blocked) cannot be done: it is cancelled, with the reason. The
+// status set this way is not written back.
 func (x *syncRun) followState(is linear.Issue, task *tasksv1.Task, r *store.LinearIssueRecord) (bool, error) {
+	cur := task.GetStatus()
+	if cur == tasksv1.TaskStatus_TASK_STATUS_DONE || cur == tasksv1.TaskStatus_TASK_STATUS_CANCELLED {
+		return false, nil
+	}
 	var want tasksv1.TaskStatus
-	switch is.State.Type {
-	case linear.StateCompleted:
+	switch {
+	case is.State.Type == linear.StateCompleted && (cur == tasksv1.TaskStatus_TASK_STATUS_IN_PROGRESS || cur == tasksv1.TaskStatus_TASK_STATUS_IN_REVIEW):
 		want = tasksv1.TaskStatus_TASK_STATUS_DONE
-	case linear.StateCanceled:
+	case is.State.Type == linear.StateCompleted || is.State.Type == linear.StateCanceled:
 		want = tasksv1.TaskStatus_TASK_STATUS_CANCELLED
 	default:
 		return false, nil
 	}
-	if task.GetStatus() == want || task.GetStatus() == tasksv1.TaskStatus_TASK_STATUS_DONE || task.GetStatus() == tasksv1.TaskStatus_TASK_STATUS_CANCELLED {
-		return false, nil
-	}
-	_, err := x.s.tasks.SetTaskStatus(x.ctx, &tasksv1.SetTaskStatusRequest{Id: task.GetId(), Status: want, ExpectedStatus: task.GetStatus(),
+	_, err := x.s.tasks.SetTaskStatus(x.ctx, &tasksv1.SetTaskStatusRequest{Id: task.GetId(), Status: want, ExpectedStatus: cur,
 		Reason: fmt.Sprintf("%s in Linear (%s)", is.State.Type, is.State.Name)})
 	if err != nil {
 		return false, x.taskError(is, "update", err)

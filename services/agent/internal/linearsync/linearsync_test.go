@@ -315,6 +315,12 @@ func TestPushStatuses(t *testing.T) {
 	if cs := e.lin.Comments(a.ID); len(cs) != 1 {
 		t.Errorf("comments after completion: %v", cs)
 	}
+	// A task never worked on cannot be done: completed in Linear, it is cancelled, saying so.
+	e.lin.SetIssueState(b.ID, e.states["Done"])
+	e.sync(t, false)
+	if tk := e.tasks.get(tb); tk.Status != tasksv1.TaskStatus_TASK_STATUS_CANCELLED || !strings.Contains(tk.StatusReason, "completed in Linear") {
+		t.Errorf("blocked task of a completed issue: %s %q", tk.Status, tk.StatusReason)
+	}
 }
 
 // An edit in Linear alone updates the task; an edit on both sides keeps the newer and
