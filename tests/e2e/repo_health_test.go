@@ -50,7 +50,9 @@ func (p *moduleProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	info := func(v string) { fmt.Fprintf(w, `{"Version":%q,"Time":"2026-01-0%sT00:00:00Z"}`, v, map[string]string{"v1.0.0": "1", "v1.1.0": "2"}[v]) }
+	info := func(v string) {
+		fmt.Fprintf(w, `{"Version":%q,"Time":"2026-01-0%sT00:00:00Z"}`, v, map[string]string{"v1.0.0": "1", "v1.1.0": "2"}[v])
+	}
 	switch rest {
 	case "@v/list":
 		fmt.Fprint(w, "v1.0.0\nv1.1.0\n")

@@ -7,10 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,13 +46,6 @@ const (
 	maxShownTodos = 50
 )
 
-// downloadArgv fills the module cache; listArgv lists a Go module's modules with their
-// newest release.
-var (
-	downloadArgv = []string{"go", "mod", "download"}
-	listArgv     = []string{"go", "list", "-m", "-u", "-json", "all"}
-)
-
 // todoArgv finds the TODO and FIXME markers of the workspace. Only options every grep has
 // (the sandbox image's may be BusyBox's): what is left out is left out when the output is
 // read (skipMarkerPath).
@@ -64,7 +54,7 @@ var todoArgv = []string{"grep", "-rnE", `(^|[^A-Za-z0-9_])(TODO|FIXME)([^A-Za-z0
 // skippedDirs and generatedSuffixes are the trees and files whose markers are not the
 // repository's own.
 var (
-	skippedDirs       = []string{".git", "vendor", "node_modules", "testdata", "third_party"}
+	skippedDirs       = []string{".git", "vendor", "node_modules", "testdata", "third_party", auditDir}
 	generatedSuffixes = []string{".pb.go", ".pb.gw.go", "_gen.go", ".min.js", ".map", ".lock", ".sum"}
 )
 
@@ -95,6 +85,8 @@ type checkRun struct {
 	m       *Monitor
 	sandbox string
 	report  *agentv1.RepoHealthReport
+	// audited are the ecosystems whose dependency audit ran to the end.
+	audited []string
 }
 
 // validate runs the sandbox's validation steps that say whether the code builds (TYPECHECK,
@@ -175,111 +167,6 @@ func diagnostic(d *typev1.Diagnostic) string {
 		at += ":" + strconv.Itoa(int(d.GetLine()))
 	}
 	return validate.Truncate(at+": "+d.GetMessage(), 200)
-}
-
-// module is an entry of `go list -m -u -json`.
-type module struct {
-	Path     string
-	Version  string
-	Main     bool
-	Indirect bool
-	Update   *struct{ Version string }
-	Error    *struct{ Err string }
-}
-
-// dependencies lists a Go module's modules that have a newer release. Other languages'
-// dependencies are not audited yet.
-func (x *checkRun) dependencies(ctx context.Context, language string) (*agentv1.RepoHealthCheck, error) {
-	c := &agentv1.RepoHealthCheck{Name: partDependencies}
-	if language != "go" {
-		c.Status, c.Summary = skipped, fmt.Sprintf("dependency audits cover Go modules so far; this repository is %s", cmp.Or(language, "of no known language"))
-		return c, nil
-	}
-	var listed []byte
-	// The module cache is filled first, so that the build and the tests that run next
-	// find the modules (the sandbox is offline but for these commands). go list -m reads
-	// versions and go.mod files and builds nothing; the checksum database is not among the
-	// package sources a sandbox may reach, and go.sum still checks what it lists.
-	env := map[string]string{"GOSUMDB": "off", "GOWORK": "off"}
-	for _, argv := range [][]string{downloadArgv, listArgv} {
-		c.Commands = append(c.Commands, strings.Join(argv, " "))
-		res, err := sandboxrun.Run(ctx, x.m.c.Sandbox, &sandboxv1.RunCommandRequest{SandboxId: x.sandbox, Command: argv,
-			Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Env: env, Timeout: durationpb.New(x.m.cfg.CommandTimeout)}, maxOutput)
-		if field, ok := badField(err); ok && field == "network" {
-			c.Status, c.Summary = skipped, "the sandbox service has no package source to ask for newer releases (THEFOLD_SANDBOX_GOPROXY): "+status.Convert(err).Message()
-			return c, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !res.Passed() || (res.Dropped && argv[1] == "list") {
-			c.Status, c.Summary, c.Output = errored, fmt.Sprintf("%s exited %d", strings.Join(argv[:3], " "), res.GetExitCode()),
-				fence.TruncateMiddle(string(res.Output), maxShownOutput)
-			if res.GetTimedOut() {
-				c.Summary = strings.Join(argv[:3], " ") + " timed out"
-			} else if res.Passed() {
-				c.Summary = "go list wrote more than the monitor reads"
-			}
-			return c, nil
-		}
-		if argv[1] == "list" {
-			listed = res.Stdout
-		}
-	}
-	mods, err := parseModules(listed)
-	if err != nil {
-		c.Status, c.Summary = errored, "go list's answer is unreadable: "+err.Error()
-		return c, nil
-	}
-	direct := 0
-	for _, m := range mods {
-		if m.Main || m.Update == nil || m.Update.Version == "" {
-			continue
-		}
-		x.report.Outdated = append(x.report.Outdated, &agentv1.OutdatedDependency{Ecosystem: "go", Name: m.Path, Version: m.Version,
-			Latest: m.Update.Version, Direct: !m.Indirect})
-		if !m.Indirect {
-			direct++
-		}
-	}
-	slices.SortStableFunc(x.report.Outdated, func(a, b *agentv1.OutdatedDependency) int {
-		if a.Direct != b.Direct {
-			if a.Direct {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	c.Status = passed
-	c.Summary = fmt.Sprintf("%d modules, every direct one at its newest release", len(mods))
-	if direct > 0 {
-		c.Status = failed
-		c.Summary = fmt.Sprintf("%d of %d modules have a newer release, %d of them required directly", len(x.report.Outdated), len(mods), direct)
-	} else if len(x.report.Outdated) > 0 {
-		c.Summary = fmt.Sprintf("%d modules, the direct ones at their newest release; %d indirect ones have a newer one", len(mods), len(x.report.Outdated))
-	}
-	return c, nil
-}
-
-// parseModules reads the stream of JSON objects `go list -m -json` writes.
-func parseModules(out []byte) ([]module, error) {
-	var mods []module
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var m module
-		err := dec.Decode(&m)
-		if errors.Is(err, io.EOF) {
-			return mods, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m.Path == "" {
-			return nil, fmt.Errorf("a module without a path")
-		}
-		mods = append(mods, m)
-	}
 }
 
 // badField is the field an INVALID_ARGUMENT error names.

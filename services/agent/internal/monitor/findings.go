@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/thefold/thefold/pkg/fence"
@@ -16,43 +17,51 @@ var (
 	kindTodos    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD
 )
 
-// partKinds is the kind of finding each part of a check may make.
-var partKinds = map[string]agentv1.RepoHealthFindingKind{partBuild: kindBuild, partTest: kindTests, partDependencies: kindOutdated, partTodos: kindTodos}
-
-// findings are what crossed a threshold in r, and the kinds of finding whose part ran to
-// the end (passed or failed): an open finding of such a kind that is not among them is gone.
-func findings(repo string, r *agentv1.RepoHealthReport, threshold int32) ([]*agentv1.RepoHealthFinding, []agentv1.RepoHealthFindingKind) {
+// findings are what crossed a threshold in r, and the keys (a key ending in ':' stands for
+// every key it starts) of the findings whose part ran to the end: an open finding among them
+// that is not found again is gone. audited are the ecosystems whose dependency audit ran.
+func findings(repo string, r *agentv1.RepoHealthReport, threshold int32, audited []string) ([]*agentv1.RepoHealthFinding, []string) {
 	var (
 		out []*agentv1.RepoHealthFinding
-		ran []agentv1.RepoHealthFindingKind
+		ran []string
 	)
 	for _, c := range r.Checks {
-		if c.Status != passed && c.Status != failed {
+		if c.Name == partDependencies {
+			// Each ecosystem on its own: one whose audit could not run keeps its findings.
+			for _, eco := range audited {
+				ran = append(ran, "dependency:"+eco+":")
+			}
+			for _, d := range r.Outdated {
+				if d.Direct && slices.Contains(audited, d.Ecosystem) {
+					out = append(out, &agentv1.RepoHealthFinding{Key: "dependency:" + d.Ecosystem + ":" + d.Name, Kind: kindOutdated,
+						Title:    fmt.Sprintf("Update %s from %s to %s in %s", d.Name, d.Version, d.Latest, repo),
+						Evidence: fmt.Sprintf("%s %s is required directly (%s); its newest release is %s.", d.Name, d.Version, d.Ecosystem, d.Latest)})
+				}
+			}
 			continue
 		}
-		ran = append(ran, partKinds[c.Name])
-		if c.Status != failed {
+		if c.Status != passed && c.Status != failed {
 			continue
 		}
 		switch c.Name {
 		case partBuild:
-			out = append(out, &agentv1.RepoHealthFinding{Key: "build", Kind: kindBuild, Title: "Fix the failing build of " + repo,
-				Evidence: checkEvidence(c)})
+			ran = append(ran, "build")
+			if c.Status == failed {
+				out = append(out, &agentv1.RepoHealthFinding{Key: "build", Kind: kindBuild, Title: "Fix the failing build of " + repo,
+					Evidence: checkEvidence(c)})
+			}
 		case partTest:
-			out = append(out, &agentv1.RepoHealthFinding{Key: "tests", Kind: kindTests, Title: "Fix the failing tests of " + repo,
-				Evidence: checkEvidence(c)})
+			ran = append(ran, "tests")
+			if c.Status == failed {
+				out = append(out, &agentv1.RepoHealthFinding{Key: "tests", Kind: kindTests, Title: "Fix the failing tests of " + repo,
+					Evidence: checkEvidence(c)})
+			}
 		case partTodos:
-			out = append(out, &agentv1.RepoHealthFinding{Key: "todos", Kind: kindTodos,
-				Title:    fmt.Sprintf("Resolve TODO and FIXME markers in %s (%d, over %d)", repo, r.TodoCount, threshold),
-				Evidence: todoEvidence(r)})
-		case partDependencies:
-			for _, d := range r.Outdated {
-				if !d.Direct {
-					continue
-				}
-				out = append(out, &agentv1.RepoHealthFinding{Key: "dependency:" + d.Ecosystem + ":" + d.Name, Kind: kindOutdated,
-					Title:    fmt.Sprintf("Update %s from %s to %s in %s", d.Name, d.Version, d.Latest, repo),
-					Evidence: fmt.Sprintf("%s %s is required directly; its newest release is %s.", d.Name, d.Version, d.Latest)})
+			ran = append(ran, "todos")
+			if c.Status == failed {
+				out = append(out, &agentv1.RepoHealthFinding{Key: "todos", Kind: kindTodos,
+					Title:    fmt.Sprintf("Resolve TODO and FIXME markers in %s (%d, over %d)", repo, r.TodoCount, threshold),
+					Evidence: todoEvidence(r)})
 			}
 		}
 	}

@@ -123,7 +123,7 @@ func (m *Monitor) run(ctx context.Context, d *store.DueHealthCheck) error {
 		return m.st.FinishHealthCheck(ctx, r, nil)
 	}
 	actx := auth.OnBehalfOf(ctx, m.signer, c.OwnerId)
-	marks, err := m.check(actx, d)
+	done, err := m.check(actx, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -136,7 +136,7 @@ func (m *Monitor) run(ctx context.Context, d *store.DueHealthCheck) error {
 		r.State, r.Error = agentv1.RepoHealthState_REPO_HEALTH_STATE_FAILED, status.Convert(err).Message()
 		return m.st.FinishHealthCheck(ctx, r, nil)
 	}
-	if err := m.file(actx, c, r); err != nil {
+	if err := m.file(actx, c, r, done.audited); err != nil {
 		if status.Code(err) == codes.NotFound {
 			log.InfoContext(ctx, "repo health: the connection was deleted while its check ran")
 			return nil
@@ -145,12 +145,18 @@ func (m *Monitor) run(ctx context.Context, d *store.DueHealthCheck) error {
 	}
 	r.State = agentv1.RepoHealthState_REPO_HEALTH_STATE_DONE
 	log.InfoContext(ctx, "repo health: checked", "commit", r.Commit, "findings", len(r.Findings), "todos", r.TodoCount, "outdated", len(r.Outdated))
-	return m.st.FinishHealthCheck(ctx, r, marks)
+	return m.st.FinishHealthCheck(ctx, r, done.marks)
+}
+
+// checked is what a check found besides its report: the fingerprints of its markers and
+// the ecosystems whose dependency audit ran.
+type checked struct {
+	marks, audited []string
 }
 
 // check runs the parts of a check in a sandbox of the default branch and fills r with what
-// they found; it returns the fingerprints of the markers.
-func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) ([]string, error) {
+// they found.
+func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) (*checked, error) {
 	r, c := d.RepoHealthReport, d.Connection
 	sb, err := m.c.Sandbox.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{RequestId: fmt.Sprintf("health:%s:%d", r.Id, d.Attempts), Repo: c.Repo,
 		Ttl: durationpb.New(m.cfg.Lease)})
@@ -165,7 +171,7 @@ func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) ([]string,
 	}()
 	r.Commit = sb.GetSandbox().GetBaseCommit()
 	x := &checkRun{m: m, sandbox: id, report: r}
-	deps, err := x.dependencies(ctx, sb.GetSandbox().GetLanguage())
+	deps, err := x.dependencies(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -178,13 +184,13 @@ func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) ([]string,
 		return nil, err
 	}
 	r.Checks = []*agentv1.RepoHealthCheck{build, test, deps, todos}
-	return marks, nil
+	return &checked{marks: marks, audited: x.audited}, nil
 }
 
 // file records the report's findings and files a task for each new one (and for an open one
 // whose task could not be filed before).
-func (m *Monitor) file(ctx context.Context, c *store.ConnectionRecord, r *agentv1.RepoHealthReport) error {
-	found, ran := findings(c.Repo, r, c.GetHealth().GetTodoThreshold())
+func (m *Monitor) file(ctx context.Context, c *store.ConnectionRecord, r *agentv1.RepoHealthReport, audited []string) error {
+	found, ran := findings(c.Repo, r, c.GetHealth().GetTodoThreshold(), audited)
 	stored, err := m.st.SeeFindings(ctx, c.Id, found, ran)
 	if err != nil {
 		return err

@@ -37,6 +37,12 @@ type repoState struct {
 	markers string
 	// unavailable makes CreateSandbox UNAVAILABLE.
 	unavailable bool
+	// files are the workspace's manifests (go.mod unless set).
+	files map[string]string
+	// npmOutdated and pipOutdated are npm's and pip's answers; npmMissing: npm is not
+	// installed (exit 127).
+	npmOutdated, pipOutdated string
+	npmMissing               bool
 }
 
 // sandboxes is a sandbox service that answers from a repoState and records the commands
@@ -81,6 +87,18 @@ func (s *sandboxes) DestroySandbox(context.Context, *sandboxv1.DestroySandboxReq
 	return &sandboxv1.DestroySandboxResponse{}, nil
 }
 
+func (s *sandboxes) ReadFile(_ context.Context, req *sandboxv1.ReadFileRequest) (*sandboxv1.ReadFileResponse, error) {
+	files := s.state().files
+	if files == nil {
+		files = map[string]string{"go.mod": "module example.com/app\n"}
+	}
+	c, ok := files[req.Path]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "%s: no such file", req.Path)
+	}
+	return &sandboxv1.ReadFileResponse{Content: []byte(c)}, nil
+}
+
 func (s *sandboxes) Validate(_ context.Context, req *sandboxv1.ValidateRequest) (*sandboxv1.ValidateResponse, error) {
 	if len(req.Steps) != 3 {
 		return nil, status.Errorf(codes.InvalidArgument, "the monitor asks for typecheck, build and test, got %v", req.Steps)
@@ -110,6 +128,17 @@ func (s *sandboxes) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Ser
 			return errs.Invalid("network", "NETWORK_POLICY_PACKAGES for go needs a package source configured on the server (THEFOLD_SANDBOX_GOPROXY); none is")
 		} else if req.Command[1] == "list" {
 			out = repo.modules
+		}
+	case "npm":
+		switch {
+		case repo.npmMissing:
+			out, exit = "sh: npm: not found", 127
+		case req.Command[1] == "outdated" && repo.npmOutdated != "":
+			out, exit = repo.npmOutdated, 1
+		}
+	case "pip":
+		if req.Command[1] == "list" {
+			out = repo.pipOutdated
 		}
 	case "grep":
 		out = repo.markers
@@ -463,3 +492,61 @@ func TestDisabledOwner(t *testing.T) {
 }
 
 func durationOf(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// npm and pip are audited where their manifests are: npm outdated's packages are direct,
+// pip's are direct when requirements.txt names them; an ecosystem whose tool is missing is
+// skipped without failing the others.
+func TestNPMAndPipAudits(t *testing.T) {
+	e := newEnv(t, nil, monitor.DefaultConfig)
+	e.sb.set(func(r *repoState) {
+		r.files = map[string]string{
+			"package.json":     `{"dependencies": {"left-pad": "^1.0.0", "lodash": "^4.0.0"}, "devDependencies": {"jest": "^29.0.0"}}`,
+			"requirements.txt": "# pinned\nRequests==2.0.0\nflask>=2.0  # web\n-r more.txt\n",
+		}
+		r.npmOutdated = `{"left-pad": {"current": "1.0.0", "wanted": "1.3.0", "latest": "1.3.0", "dependent": "app"},
+			"lodash": {"current": "4.17.21", "wanted": "4.17.21", "latest": "4.17.21"}}`
+		r.pipOutdated = `[{"name": "requests", "version": "2.0.0", "latest_version": "2.32.3", "latest_filetype": "wheel"},
+			{"name": "urllib3", "version": "1.0", "latest_version": "2.2.0", "latest_filetype": "wheel"}]`
+	})
+	r := e.check(t)
+	if checkStatus(r, "dependencies") != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_FAILED {
+		t.Fatalf("dependencies: %v", r.Checks)
+	}
+	var got []string
+	for _, d := range r.Outdated {
+		got = append(got, fmt.Sprintf("%s:%s:%s->%s:%v", d.Ecosystem, d.Name, d.Version, d.Latest, d.Direct))
+	}
+	want := "npm:left-pad:1.0.0->1.3.0:true pip:requests:2.0.0->2.32.3:true pip:urllib3:1.0->2.2.0:false"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("outdated:\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if k := keys(r.Findings); k != "dependency:npm:left-pad:task-1:true dependency:pip:requests:task-2:true" {
+		t.Fatalf("findings: %s", k)
+	}
+	var ran []string
+	for _, c := range e.sb.commands {
+		if c.Command[0] != "grep" {
+			ran = append(ran, strings.Join(c.Command[:2], " "))
+			if c.Network != sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES {
+				t.Errorf("%v ran without the package source", c.Command)
+			}
+		}
+	}
+	if strings.Join(ran, ",") != "npm install,npm outdated,pip install,pip list" {
+		t.Errorf("commands: %v", ran)
+	}
+
+	// npm missing from the sandbox: npm is skipped, pip still audited.
+	e.sb.set(func(r *repoState) { r.npmMissing = true })
+	r = e.check(t)
+	deps := r.Checks[2]
+	if deps.Name != "dependencies" || deps.Status != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_FAILED ||
+		!strings.Contains(deps.Summary, "npm: skipped") || !strings.Contains(deps.Summary, "pip: 2 of 2") {
+		t.Fatalf("with npm missing: %v", deps)
+	}
+	// The npm finding's part ran only for pip: npm's finding stays open.
+	open, err := e.st.OpenFindings(context.Background(), e.conn.Id)
+	if err != nil || len(open) != 2 {
+		t.Fatalf("open findings: %s %v", keys(open), err)
+	}
+}

@@ -325,10 +325,11 @@ func scanFinding(row pgx.Row) (*Finding, error) {
 
 // SeeFindings records what a check of connection found. A finding not open before opens
 // (a new occurrence when it was seen and closed earlier) and comes back with New set; one
-// still open keeps its task and takes the new evidence. An open finding of a kind in ran
-// that the check did not see is closed: the part it belongs to ran and no longer finds it.
-// The findings are returned in the order given.
-func (s *Store) SeeFindings(ctx context.Context, connection string, seen []*agentv1.RepoHealthFinding, ran []agentv1.RepoHealthFindingKind) ([]*Finding, error) {
+// still open keeps its task and takes the new evidence. An open finding that the check did
+// not see is closed when its key is in ran (a key there ending in ':' stands for every key
+// it starts): the part it belongs to ran and no longer finds it. The findings are returned
+// in the order given.
+func (s *Store) SeeFindings(ctx context.Context, connection string, seen []*agentv1.RepoHealthFinding, ran []string) ([]*Finding, error) {
 	out := make([]*Finding, 0, len(seen))
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
@@ -369,12 +370,9 @@ func (s *Store) SeeFindings(ctx context.Context, connection string, seen []*agen
 			got.New = !wasOpen
 			out = append(out, got)
 		}
-		kinds := make([]string, 0, len(ran))
-		for _, k := range ran {
-			kinds = append(kinds, protoenum.Name(k, "REPO_HEALTH_FINDING_KIND_"))
-		}
-		_, err := tx.Exec(ctx, `UPDATE repo_health_findings SET open = false WHERE connection_id = $1 AND open AND kind = ANY ($2) AND NOT key = ANY ($3)`,
-			connection, kinds, keys)
+		_, err := tx.Exec(ctx, `UPDATE repo_health_findings SET open = false WHERE connection_id = $1 AND open AND NOT key = ANY ($3)
+			AND EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE key = p OR (right(p, 1) = ':' AND starts_with(key, p)))`,
+			connection, nonNilStrings(ran), keys)
 		return err
 	})
 	return out, err

@@ -366,9 +366,9 @@ func (x *RepoHealthCheck) GetOutput() string {
 // OutdatedDependency is a module with a newer release than the one the repository uses.
 type OutdatedDependency struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "go".
+	// "go", "npm" or "pip".
 	Ecosystem string `protobuf:"bytes,1,opt,name=ecosystem,proto3" json:"ecosystem,omitempty"`
-	// Module path.
+	// Module path, package or project name.
 	Name    string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
 	// The newest release.
@@ -509,7 +509,8 @@ func (x *TodoMarker) GetText() string {
 // RepoHealthFinding is a problem a check found, with the healing task it filed.
 type RepoHealthFinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Names the finding across checks: "build", "tests", "todos", "dependency:go:<module>".
+	// Names the finding across checks: "build", "tests", "todos",
+	// "dependency:<ecosystem>:<name>".
 	Key  string                `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Kind RepoHealthFindingKind `protobuf:"varint,2,opt,name=kind,proto3,enum=thefold.agent.v1.RepoHealthFindingKind" json:"kind,omitempty"`
 	// The task's title.

@@ -32,10 +32,12 @@ const (
 // (RepoConnection.health) and on demand. A check runs on the repository's default branch in
 // a sandbox, as the repository's owner:
 //
-//   - dependencies: for a Go module, `go mod download` and `go list -m -u -json all`
-//     through the sandbox's package source (NETWORK_POLICY_PACKAGES), giving each module
-//     that has a newer release (SKIPPED where the server has no package source; other
-//     ecosystems are not audited yet);
+//   - dependencies: for each manifest at the root, through the sandbox's package source
+//     (NETWORK_POLICY_PACKAGES): `go mod download` and `go list -m -u -json all` for a
+//     go.mod, `npm install --ignore-scripts` and `npm outdated --json` for a package.json,
+//     `pip install --target` and `pip list --outdated` for a requirements.txt, giving each
+//     dependency that has a newer release (an ecosystem without a package source on the
+//     server, or without its tool in the sandbox, is skipped);
 //   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
@@ -97,10 +99,12 @@ func (c *repoHealthServiceClient) GetRepoHealth(ctx context.Context, in *GetRepo
 // (RepoConnection.health) and on demand. A check runs on the repository's default branch in
 // a sandbox, as the repository's owner:
 //
-//   - dependencies: for a Go module, `go mod download` and `go list -m -u -json all`
-//     through the sandbox's package source (NETWORK_POLICY_PACKAGES), giving each module
-//     that has a newer release (SKIPPED where the server has no package source; other
-//     ecosystems are not audited yet);
+//   - dependencies: for each manifest at the root, through the sandbox's package source
+//     (NETWORK_POLICY_PACKAGES): `go mod download` and `go list -m -u -json all` for a
+//     go.mod, `npm install --ignore-scripts` and `npm outdated --json` for a package.json,
+//     `pip install --target` and `pip list --outdated` for a requirements.txt, giving each
+//     dependency that has a newer release (an ecosystem without a package source on the
+//     server, or without its tool in the sandbox, is skipped);
 //   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
