@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The fake Go module proxy the mesh's sandboxes use as their package source
@@ -246,4 +248,38 @@ func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 	if code, _ := rest(t, http.MethodGet, "/v1/repo-connections/not-a-uuid/health", token, nil); code != http.StatusBadRequest {
 		t.Fatalf("a malformed id: %d", code)
 	}
+}
+
+// The console's Health tab of a repository: connect it, lower the marker threshold, check
+// now, and see the parts, the finding and its healing task.
+func TestConsoleRepoHealth(t *testing.T) {
+	parallel(t)
+	access, b := signedInUser(t, "console-health", 6*time.Minute)
+	repo := localRepoAs(t, access, fmt.Sprintf("console-health-%d", time.Now().UnixNano()), "notes.go",
+		"package notes\n\n// TODO: one\n// FIXME: two\n// TODO: three\n")
+	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", access, map[string]any{"branch": "main", "message": "module",
+		"files": []map[string]any{{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/notes\n\ngo 1.22\n"}}}); code != http.StatusOK {
+		t.Fatalf("commit: %d %v", code, body)
+	}
+	b.run("open the health tab", chromedp.Navigate(mesh.GatewayURL()+"/repos/"+repo+"?tab=health"), chromedp.WaitVisible(chromedp.CSS(`#connect-repo`)),
+		chromedp.Click(chromedp.CSS(`#connect-repo button`)), chromedp.WaitVisible(chromedp.CSS(`#health-settings`)))
+	b.run("lower the threshold", chromedp.SetValue(chromedp.CSS(`#health-settings input[name=todo-threshold]`), "2"),
+		chromedp.Click(chromedp.CSS(`#health-settings button`)))
+	b.waitFor("the settings saved", `String(document.getElementById("notice").textContent.includes("settings are saved"))`, 30*time.Second)
+	// Connecting turned the daily check on: its first one may be under way already.
+	b.waitFor("no check under way", `String(!!document.querySelector("#check-now") && !document.querySelector("#check-now").disabled)`, 4*time.Minute)
+	b.run("check now", chromedp.Click(chromedp.CSS(`#check-now`)))
+	b.waitFor("the check's finding", `String(!!document.querySelector("#health-findings a") && document.querySelector("#check-now").disabled === false)`, 4*time.Minute)
+	if got := b.text(`#health-checks tr[data-part=todos] td.status`); got != "failed" {
+		b.fail("the todos part is %q, want failed", got)
+	}
+	if got := b.text(`#health-checks tr[data-part=build] td.status`); got != "passed" {
+		b.fail("the build part is %q, want passed", got)
+	}
+	if got := b.text(`#health-findings`); !strings.Contains(got, "Resolve TODO and FIXME markers in "+repo+" (3, over 2)") {
+		b.fail("findings: %q", got)
+	}
+	b.shot("repo-health")
+	b.run("open the healing task", chromedp.Click(chromedp.CSS(`#health-findings a`)))
+	b.waitFor("the task page", `String(document.querySelector("main h1")?.textContent.includes("Resolve TODO"))`, 30*time.Second)
 }

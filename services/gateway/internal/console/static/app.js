@@ -1428,13 +1428,97 @@ function repoPath(repo) {
 
 // repoPage is one repository: its files (a folder at a time, a file highlighted), its pull
 // requests and its issues (which import into tasks), on tabs kept in the URL.
+// healthView is a repository's health tab: its connection (made here when there is none),
+// the monitor's settings, a check on demand, and the latest report with its findings and
+// the trend.
+async function healthView(repo, base) {
+  const conns = ((await api("GET", "/v1/repo-connections?page_size=100")) || {}).connections || [];
+  const conn = conns.find((c) => c.repo === repo);
+  const error = h("p", { class: "error", role: "alert" });
+  if (!conn) {
+    const enable = h("input", { type: "checkbox", name: "health-enabled", checked: true });
+    return h("form", { class: "card", id: "connect-repo", onsubmit: async (e) => {
+      e.preventDefault();
+      error.textContent = "";
+      try {
+        const r = await api("POST", "/v1/repo-connections", { repo, request_id: "console-" + crypto.randomUUID(), health: { enabled: enable.checked } });
+        const secret = r && r.connection && r.connection.webhook_secret;
+        navigate(`${base}?tab=health`, { notice: "Connected." + (secret ? ` The webhook secret, shown once: ${secret}` : "") });
+      } catch (err) {
+        error.textContent = err.message;
+      }
+    } }, h("h2", {}, "Connect this repository"),
+    h("p", { class: "muted" }, "A connected repository's health can be checked in a sandbox: its build, tests, outdated dependencies and TODO markers. Each new finding files one healing task."),
+    h("label", { class: "check" }, enable, " Check its health every day"), h("button", { type: "submit" }, "Connect"), error);
+  }
+  const health = await api("GET", `/v1/repo-connections/${conn.id}/health`);
+  const s = health.settings || {};
+  const enabled = h("input", { type: "checkbox", name: "health-enabled", checked: !!s.enabled });
+  const autoStart = h("input", { type: "checkbox", name: "health-auto-start", checked: !!s.auto_start });
+  const threshold = h("input", { type: "number", name: "todo-threshold", min: 0, value: s.todo_threshold || 200 });
+  const hours = h("input", { type: "number", name: "interval-hours", min: 1, max: 720, value: Math.round(parseFloat(s.interval || "86400s") / 3600) });
+  const settings = h("form", { class: "card", id: "health-settings", onsubmit: async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    try {
+      await api("PATCH", `/v1/repo-connections/${conn.id}?update_mask=health`, { health: { enabled: enabled.checked, auto_start: autoStart.checked,
+        todo_threshold: Number(threshold.value || 0), interval: `${Number(hours.value || 24) * 3600}s` } });
+      navigate(`${base}?tab=health`, { notice: "The monitor's settings are saved." }, true);
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, h("h2", {}, "Monitor"), h("label", { class: "check" }, enabled, " Check periodically"), field("Every (hours)", hours),
+  field("More TODO/FIXME markers than this is a finding", threshold), h("label", { class: "check" }, autoStart, " Start each healing task as it is filed"),
+  s.next_check_time && s.enabled ? h("p", { class: "muted" }, "Next check: " + new Date(s.next_check_time).toLocaleString()) : null,
+  h("button", { type: "submit" }, "Save"));
+  const latest = health.latest;
+  const running = latest && ["REPO_HEALTH_STATE_QUEUED", "REPO_HEALTH_STATE_RUNNING"].includes(latest.state);
+  const check = h("button", { type: "button", id: "check-now", disabled: running, onclick: async () => {
+    error.textContent = "";
+    try {
+      await api("POST", `/v1/repo-connections/${conn.id}/health:check`, { request_id: "console-" + crypto.randomUUID() });
+      navigate(`${base}?tab=health`, { notice: "A check is queued; this page shows it when it is done." }, true);
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  } }, running ? "A check is under way" : "Check now");
+  if (running) {
+    // Looked at again until the check is done.
+    const mine = page;
+    setTimeout(() => { if (!mine.signal.aborted) render(); }, 2000);
+  }
+  const report = !latest ? h("p", { class: "empty" }, "Not checked yet.") : h("section", { id: "health-report" },
+    h("h2", {}, "Latest check"),
+    h("p", {}, enumName(latest.state, "REPO_HEALTH_STATE_"), latest.commit ? [" at ", h("code", {}, latest.commit.slice(0, 12))] : null,
+      latest.finish_time ? " · " + new Date(latest.finish_time).toLocaleString() : null),
+    latest.error ? h("p", { class: "error" }, latest.error) : null,
+    (latest.checks || []).length === 0 ? null : h("table", { class: "tasks", id: "health-checks" },
+      h("thead", {}, h("tr", {}, ["Part", "Status", "What it found"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, latest.checks.map((c) => h("tr", { "data-part": c.name }, h("td", {}, c.name),
+        h("td", { class: "status" }, enumName(c.status, "REPO_HEALTH_CHECK_STATUS_")),
+        h("td", {}, c.summary || "", c.output ? h("details", {}, h("summary", {}, "Output"), h("pre", { class: "description" }, c.output)) : null))))),
+    (latest.outdated || []).length === 0 ? null : h("details", { id: "outdated" }, h("summary", {}, `${latest.outdated.length} ${latest.outdated.length === 1 ? "dependency" : "dependencies"} with a newer release`),
+      h("ul", {}, latest.outdated.map((d) => h("li", {}, `${d.ecosystem} ${d.name} ${d.version} → ${d.latest}${d.direct ? "" : " (indirect)"}`)))));
+  const findings = health.open_findings || [];
+  const open = h("section", { id: "health-findings" }, h("h2", {}, "Open findings"), findings.length === 0 ? h("p", { class: "empty" }, "None.")
+    : h("ul", {}, findings.map((f) => h("li", {}, f.title || f.key, " — ",
+      f.task_id ? h("a", { href: "/tasks/" + f.task_id, "data-nav": true }, "its healing task") : h("span", { class: "muted" }, f.task_error || "no task yet")))));
+  const trend = health.trend || [];
+  const history = trend.length === 0 ? null : h("section", { id: "health-trend" }, h("h2", {}, "Trend"),
+    h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["When", "State", "Failed parts", "Outdated", "Markers (stale)", "Findings"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, trend.map((p) => h("tr", {}, h("td", {}, p.finish_time ? new Date(p.finish_time).toLocaleString() : ""),
+        h("td", {}, enumName(p.state, "REPO_HEALTH_STATE_")), h("td", {}, String(p.failed_checks || 0)), h("td", {}, String(p.outdated_count || 0)),
+        h("td", {}, `${p.todo_count || 0} (${p.stale_todo_count || 0})`), h("td", {}, String(p.finding_count || 0)))))));
+  return [h("p", {}, check), error, report, open, history, settings];
+}
+
 async function repoPage(owner, name) {
   const repo = `${decodeURIComponent(owner)}/${decodeURIComponent(name)}`;
   const params = new URLSearchParams(location.search);
-  const tab = ["files", "pulls", "issues"].includes(params.get("tab")) ? params.get("tab") : "files";
+  const tab = ["files", "pulls", "issues", "health"].includes(params.get("tab")) ? params.get("tab") : "files";
   const base = "/repos/" + repoPath(repo);
   const info = (await api("GET", `/v1/repos/${repoPath(repo)}`)).repo || {};
-  const tabs = h("nav", { class: "views tabs-nav", "aria-label": "Repository" }, [["files", "Files"], ["pulls", "Pull requests"], ["issues", "Issues"]]
+  const tabs = h("nav", { class: "views tabs-nav", "aria-label": "Repository" }, [["files", "Files"], ["pulls", "Pull requests"], ["issues", "Issues"], ["health", "Health"]]
     .flatMap(([t, label], i) => [i ? " · " : "", t === tab ? h("strong", { "aria-current": "page" }, label) : h("a", { href: `${base}?tab=${t}`, "data-nav": true, id: "tab-" + t }, label)]));
   const headline = [h("p", {}, h("a", { href: "/repos", "data-nav": true }, "← Repositories")), h("h1", {}, repo),
     info.description ? h("p", { class: "muted" }, info.description) : null, tabs];
@@ -1448,6 +1532,10 @@ async function repoPage(owner, name) {
           h("td", {}, h("code", {}, pr.head || ""), " → ", h("code", {}, pr.base || "")),
           h("td", {}, enumName(pr.state, "PULL_REQUEST_STATE_") + (pr.draft ? " (draft)" : "")),
           h("td", {}, pr.stats ? `${plural(pr.stats.files_changed || 0, "file")}, +${pr.stats.additions || 0} −${pr.stats.deletions || 0}` : ""))))));
+    return;
+  }
+  if (tab === "health") {
+    show(headline, await healthView(repo, base));
     return;
   }
   if (tab === "issues") {
