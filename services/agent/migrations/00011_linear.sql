@@ -19,6 +19,9 @@ CREATE TABLE linear_connections (
     state_types        TEXT[]      NOT NULL,
     sync_interval_secs INTEGER     NOT NULL,
     next_sync_time     TIMESTAMPTZ NOT NULL DEFAULT now(),
+    -- The statuses of the tasks are written back more often than Linear is read: a push
+    -- alone is due at next_push_time, claimed as a sync is.
+    next_push_time     TIMESTAMPTZ NOT NULL DEFAULT now(),
     full_sync          BOOLEAN     NOT NULL DEFAULT true,
     synced_to          TIMESTAMPTZ,
     last_sync_time     TIMESTAMPTZ,
@@ -28,6 +31,7 @@ CREATE TABLE linear_connections (
 CREATE UNIQUE INDEX linear_connections_request ON linear_connections (owner_id, request_id) WHERE request_id <> '';
 CREATE INDEX linear_connections_owner ON linear_connections (owner_id, create_time DESC, id DESC);
 CREATE INDEX linear_connections_due ON linear_connections (next_sync_time);
+CREATE INDEX linear_connections_push_due ON linear_connections (next_push_time);
 CREATE INDEX linear_connections_teams ON linear_connections USING gin (team_ids);
 
 -- The issues a connection synced and the tasks they became. linear_updated_at and

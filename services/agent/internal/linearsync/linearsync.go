@@ -36,6 +36,8 @@ type Config struct {
 	Every time.Duration
 	// Lease is how long a claimed connection is left to one replica.
 	Lease time.Duration
+	// PushEvery is how often the tasks' statuses are written back between syncs.
+	PushEvery time.Duration
 	// Backoff is the wait after a sync that failed as a whole (Linear unreachable, the key
 	// refused); a rate limit waits until Linear's reset instead.
 	Backoff time.Duration
@@ -46,7 +48,7 @@ type Config struct {
 }
 
 // DefaultConfig is what the agent runs with.
-var DefaultConfig = Config{Every: 5 * time.Second, Lease: 5 * time.Minute, Backoff: 5 * time.Minute}
+var DefaultConfig = Config{Every: 5 * time.Second, Lease: 5 * time.Minute, PushEvery: 30 * time.Second, Backoff: 5 * time.Minute}
 
 // Opener opens sealed secrets (the agent's seal.Box).
 type Opener interface {
@@ -98,7 +100,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Once syncs the connections that are due and reports how many it synced.
+// Once syncs the connections that are due, then pushes the statuses of those whose push
+// alone is due, and reports how many it synced.
 func (s *Syncer) Once(ctx context.Context) (int, error) {
 	due, err := s.st.ClaimLinearSyncs(ctx, 5, s.cfg.Lease)
 	if err != nil {
@@ -109,7 +112,30 @@ func (s *Syncer) Once(ctx context.Context) (int, error) {
 			return 0, ctx.Err()
 		}
 	}
+	pushes, err := s.st.ClaimLinearPushes(ctx, 20, s.cfg.PushEvery)
+	if err != nil {
+		return 0, err
+	}
+	for _, rec := range pushes {
+		if _, err := s.Push(ctx, rec); err != nil {
+			if ctx.Err() != nil {
+				return 0, ctx.Err()
+			}
+			s.log.WarnContext(ctx, "linear: push", "connection", rec.Id, "err", err)
+		}
+	}
 	return len(due), nil
+}
+
+// Push writes the statuses of rec's tasks that changed since they were last written, without
+// reading Linear's issues, and says how many it wrote.
+func (s *Syncer) Push(ctx context.Context, rec *store.LinearRecord) (*agentv1.SyncLinearResponse, error) {
+	client, err := s.Client(rec)
+	if err != nil {
+		return nil, err
+	}
+	x := &syncRun{s: s, rec: rec, ctx: auth.OnBehalfOf(ctx, s.signer, rec.OwnerId), out: &agentv1.SyncLinearResponse{}, client: client}
+	return x.out, x.push()
 }
 
 // Sync pulls rec's issues (every issue of the chosen states when full, else what changed

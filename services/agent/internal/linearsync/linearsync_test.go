@@ -73,6 +73,21 @@ func (f *tasks) GetTask(ctx context.Context, req *tasksv1.GetTaskRequest) (*task
 	return &tasksv1.GetTaskResponse{Task: proto.Clone(t).(*tasksv1.Task)}, nil
 }
 
+// ListTasks filters by repo, source and statuses, in one page.
+func (f *tasks) ListTasks(ctx context.Context, req *tasksv1.ListTasksRequest) (*tasksv1.ListTasksResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.who(ctx)
+	out := &tasksv1.ListTasksResponse{}
+	for _, t := range f.byID {
+		if (req.Repo == "" || t.Repo == req.Repo) && (req.Source == 0 || t.Source == req.Source) &&
+			(len(req.Statuses) == 0 || slices.Contains(req.Statuses, t.Status)) {
+			out.Tasks = append(out.Tasks, proto.Clone(t).(*tasksv1.Task))
+		}
+	}
+	return out, nil
+}
+
 func (f *tasks) UpdateTask(ctx context.Context, req *tasksv1.UpdateTaskRequest) (*tasksv1.UpdateTaskResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -395,5 +410,48 @@ func TestDeliveriesAndFailures(t *testing.T) {
 	rec, err := e.st.GetLinearConnection(ctx, "user-alice", e.rec.Id)
 	if err != nil || !strings.HasPrefix(rec.LastSyncStatus, "failed: ") || time.Until(rec.NextSyncTime.AsTime()) < time.Minute {
 		t.Fatalf("after a failed sync: %q next %s %v", rec.LastSyncStatus, rec.NextSyncTime.AsTime(), err)
+	}
+}
+
+// Between syncs, the push alone writes a status back, once, as the owner.
+func TestPushBetweenSyncs(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.lin.AddIssue(e.team, fakelinear.NewIssue{Title: "Schema", StateID: e.states["Todo"]})
+	if n, err := e.s.Once(ctx); err != nil || n != 1 {
+		t.Fatalf("first Once: %d %v", n, err)
+	}
+	task := e.issue(t, a.ID).TaskID
+	e.tasks.set(task, func(t *tasksv1.Task) { t.Status = tasksv1.TaskStatus_TASK_STATUS_IN_PROGRESS })
+	reads := func() int {
+		n := 0
+		for _, r := range e.lin.Requests() {
+			if r.OperationName == linear.OpIssues {
+				n++
+			}
+		}
+		return n
+	}
+	before := reads()
+	// The sync is ten minutes away; the push is due (the first Once set it 30 s on: make it due).
+	rec, err := e.st.GetLinearConnection(ctx, "user-alice", e.rec.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Push(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.lin.Issue(a.ID).State.Name; got != "In Progress" {
+		t.Fatalf("after the push the issue is %q", got)
+	}
+	if reads() != before {
+		t.Error("a push read Linear's issues")
+	}
+	out, err := e.s.Push(ctx, rec)
+	if err != nil || out.Pushed != 0 {
+		t.Fatalf("a second push: %v %v", out, err)
+	}
+	if n, err := e.s.Once(ctx); err != nil || n != 0 {
+		t.Fatalf("Once before anything is due: %d %v", n, err)
 	}
 }

@@ -3,11 +3,7 @@ package linearsync
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/linear"
@@ -20,25 +16,37 @@ var pushed = []tasksv1.TaskStatus{tasksv1.TaskStatus_TASK_STATUS_IN_PROGRESS, ta
 	tasksv1.TaskStatus_TASK_STATUS_DONE, tasksv1.TaskStatus_TASK_STATUS_BLOCKED}
 
 // push writes the status of each synced issue's task that changed since it was last written:
-// a state and, where it says more, a comment.
+// a state and, where it says more, a comment. The candidates come from one listing of the
+// connection's Linear tasks in the statuses written back.
 func (x *syncRun) push() error {
+	tasks := map[string]*tasksv1.Task{}
+	token := ""
+	for range maxTaskPages {
+		resp, err := x.s.tasks.ListTasks(x.ctx, &tasksv1.ListTasksRequest{Repo: x.rec.Repo, Source: tasksv1.TaskSource_TASK_SOURCE_LINEAR,
+			Statuses: pushed, PageSize: 200, PageToken: token})
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.GetTasks() {
+			tasks[t.GetId()] = t
+		}
+		if token = resp.GetNextPageToken(); token == "" {
+			break
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
 	recs, err := x.s.st.LinearIssues(x.ctx, x.rec.Id)
 	if err != nil {
 		return err
 	}
 	for _, r := range recs {
-		t, err := x.s.tasks.GetTask(x.ctx, &tasksv1.GetTaskRequest{Id: r.TaskID})
-		if status.Code(err) == codes.NotFound {
+		task := tasks[r.TaskID]
+		if task == nil || statusName(task.GetStatus()) == r.PushedStatus {
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		task := t.GetTask()
 		st := task.GetStatus()
-		if !slices.Contains(pushed, st) || statusName(st) == r.PushedStatus {
-			continue
-		}
 		if err := x.pushStatus(r, task); err != nil {
 			if linear.IsRetryable(err) || errors.Is(err, linear.ErrUnauthorized) {
 				return err
@@ -55,6 +63,9 @@ func (x *syncRun) push() error {
 	}
 	return nil
 }
+
+// maxTaskPages bounds the listing of a connection's tasks (200 each).
+const maxTaskPages = 50
 
 // pushStatus writes task's status to r's issue: in progress and in review move it to a
 // started state (in review: one named "In Review" where the team has it, with a comment

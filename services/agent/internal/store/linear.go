@@ -170,6 +170,18 @@ func (s *Store) ClaimLinearSyncs(ctx context.Context, n int, lease time.Duration
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*LinearRecord, error) { return scanLinear(r) })
 }
 
+// ClaimLinearPushes claims up to n connections whose push is due: their next push moves
+// every on, so no other replica pushes them meanwhile.
+func (s *Store) ClaimLinearPushes(ctx context.Context, n int, every time.Duration) ([]*LinearRecord, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE linear_connections c SET next_push_time = now() + $2::interval
+		FROM (SELECT id FROM linear_connections WHERE next_push_time <= now() ORDER BY next_push_time LIMIT $1 FOR UPDATE SKIP LOCKED) due
+		WHERE c.id = due.id RETURNING `+prefixed("c.", linearColumns), n, interval(every))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (*LinearRecord, error) { return scanLinear(r) })
+}
+
 // PendingLinearDeliveries are the issues named by connection's deliveries not read yet,
 // with the deliveries' ids.
 func (s *Store) PendingLinearDeliveries(ctx context.Context, connection string) (issues, deliveries []string, err error) {

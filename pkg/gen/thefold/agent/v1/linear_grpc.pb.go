@@ -45,7 +45,8 @@ const (
 //     ConnectLinear returns once), and by a periodic sync (sync_interval) that reads what
 //     changed since the last one. An issue completed or canceled in Linear completes or
 //     cancels its task.
-//   - Push: a task's status is written back: in progress and in review move the issue to a
+//   - Push: a task's status is written back within about half a minute of its change (and
+//     at each sync): in progress and in review move the issue to a
 //     started state ("In Review" where the team has one, with a comment linking the pull
 //     request), done to a completed state, and blocked (the agent's impossible_task among
 //     the reasons) leaves a comment with the reason.
@@ -160,7 +161,8 @@ func (c *linearServiceClient) HandleLinearWebhook(ctx context.Context, in *Handl
 //     ConnectLinear returns once), and by a periodic sync (sync_interval) that reads what
 //     changed since the last one. An issue completed or canceled in Linear completes or
 //     cancels its task.
-//   - Push: a task's status is written back: in progress and in review move the issue to a
+//   - Push: a task's status is written back within about half a minute of its change (and
+//     at each sync): in progress and in review move the issue to a
 //     started state ("In Review" where the team has one, with a comment linking the pull
 //     request), done to a completed state, and blocked (the agent's impossible_task among
 //     the reasons) leaves a comment with the reason.
