@@ -309,7 +309,7 @@ func Service() platform.Service {
 			if box != nil {
 				lc := linearsync.DefaultConfig
 				lc.BaseURL = cfg.LinearURL
-				linearSync = linearsync.New(st, clients.Tasks, box, d.ServiceSigner, lc, d.Logger)
+				linearSync = linearsync.New(st, clients.Tasks, box, d.ServiceSigner, d.Auth.Verifier().UserDisabled, lc, d.Logger)
 				// Linear connections, pulled and pushed as their owners.
 				d.Go("linear sync", linearSync.Run)
 			}

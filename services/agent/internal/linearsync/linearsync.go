@@ -57,23 +57,26 @@ type Opener interface {
 
 // Syncer runs the syncs.
 type Syncer struct {
-	st      *store.Store
-	tasks   tasksv1.TaskServiceClient
-	secrets Opener
-	signer  *auth.ServiceSigner
-	cfg     Config
-	log     *slog.Logger
+	st       *store.Store
+	tasks    tasksv1.TaskServiceClient
+	secrets  Opener
+	signer   *auth.ServiceSigner
+	disabled func(user string) bool
+	cfg      Config
+	log      *slog.Logger
 }
 
-// New returns a syncer.
-func New(st *store.Store, tasks tasksv1.TaskServiceClient, secrets Opener, signer *auth.ServiceSigner, cfg Config, log *slog.Logger) *Syncer {
+// New returns a syncer; disabled says whether a user's account is disabled (nil: never):
+// a disabled owner's connections are not synced.
+func New(st *store.Store, tasks tasksv1.TaskServiceClient, secrets Opener, signer *auth.ServiceSigner, disabled func(user string) bool, cfg Config,
+	log *slog.Logger) *Syncer {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{Timeout: 30 * time.Second}
 	}
-	return &Syncer{st: st, tasks: tasks, secrets: secrets, signer: signer, cfg: cfg, log: log}
+	return &Syncer{st: st, tasks: tasks, secrets: secrets, signer: signer, disabled: disabled, cfg: cfg, log: log}
 }
 
 // Client is a Linear client with the connection's key.
@@ -130,6 +133,9 @@ func (s *Syncer) Once(ctx context.Context) (int, error) {
 // Push writes the statuses of rec's tasks that changed since they were last written, without
 // reading Linear's issues, and says how many it wrote.
 func (s *Syncer) Push(ctx context.Context, rec *store.LinearRecord) (*agentv1.SyncLinearResponse, error) {
+	if s.disabled != nil && s.disabled(rec.OwnerId) {
+		return nil, errOwnerDisabled
+	}
 	client, err := s.Client(rec)
 	if err != nil {
 		return nil, err
@@ -144,6 +150,9 @@ func (s *Syncer) Push(ctx context.Context, rec *store.LinearRecord) (*agentv1.Sy
 func (s *Syncer) Sync(ctx context.Context, rec *store.LinearRecord, full bool) (*agentv1.SyncLinearResponse, error) {
 	x := &syncRun{s: s, rec: rec, ctx: auth.OnBehalfOf(ctx, s.signer, rec.OwnerId), out: &agentv1.SyncLinearResponse{}}
 	client, err := s.Client(rec)
+	if err == nil && s.disabled != nil && s.disabled(rec.OwnerId) {
+		err = errOwnerDisabled
+	}
 	if err == nil {
 		x.client = client
 		err = x.run(full || rec.SyncedTo.IsZero())
@@ -171,6 +180,9 @@ func (s *Syncer) Sync(ctx context.Context, rec *store.LinearRecord, full bool) (
 	}
 	return x.out, nil
 }
+
+// errOwnerDisabled stops the syncs of a disabled owner's connections.
+var errOwnerDisabled = status.Error(codes.FailedPrecondition, "the connection's owner is disabled")
 
 // syncRun is one sync of a connection.
 type syncRun struct {

@@ -146,6 +146,7 @@ func (f *tasks) get(id string) *tasksv1.Task {
 }
 
 type env struct {
+	box    *seal.Box
 	st     *store.Store
 	lin    *fakelinear.Server
 	tasks  *tasks
@@ -183,7 +184,8 @@ func newEnv(t *testing.T) *env {
 	}
 	cfg := linearsync.DefaultConfig
 	cfg.BaseURL = srv.URL + "/graphql"
-	e.s = linearsync.New(st, tasksv1.NewTaskServiceClient(g.Conn), box, g.ServiceSigner(t, "agent"), cfg, nil)
+	e.s = linearsync.New(st, tasksv1.NewTaskServiceClient(g.Conn), box, g.ServiceSigner(t, "agent"), func(u string) bool { return u == "user-disabled" }, cfg, nil)
+	e.box = box
 	sealedKey, _ := box.Seal(apiKey)
 	sealedSecret, _ := box.Seal("secret")
 	ctx := context.Background()
@@ -453,5 +455,34 @@ func TestPushBetweenSyncs(t *testing.T) {
 	}
 	if n, err := e.s.Once(ctx); err != nil || n != 0 {
 		t.Fatalf("Once before anything is due: %d %v", n, err)
+	}
+}
+
+// A disabled owner's connection is neither pulled nor pushed; the sync says why.
+func TestDisabledOwnerIsNotSynced(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.lin.AddIssue(e.team, fakelinear.NewIssue{Title: "Schema", StateID: e.states["Todo"]})
+	key, _ := e.box.Seal(apiKey)
+	c, _, err := e.st.CreateLinearConnection(ctx, &agentv1.LinearConnection{OwnerId: "user-disabled", Repo: "local/r", TeamIds: []string{e.team},
+		StateTypes: []string{"unstarted"}, SyncInterval: durationpb.New(time.Minute), ApiKeyHint: "…0000"}, key, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.GetLinearConnection(ctx, "user-disabled", c.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Sync(ctx, rec, true); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("sync of a disabled owner: %v", err)
+	}
+	if _, err := e.s.Push(ctx, rec); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("push of a disabled owner: %v", err)
+	}
+	if len(e.tasks.callers) != 0 {
+		t.Fatalf("tasks called for a disabled owner: %v", e.tasks.callers)
+	}
+	if rec, _ = e.st.GetLinearConnection(ctx, "user-disabled", c.Id); !strings.Contains(rec.LastSyncStatus, "disabled") {
+		t.Fatalf("status %q", rec.LastSyncStatus)
 	}
 }

@@ -58,7 +58,7 @@ func newLinearEnv(t *testing.T) *linearEnv {
 	cfg := linearsync.DefaultConfig
 	cfg.BaseURL = srv.URL + "/graphql"
 	tasks := &lateTasks{}
-	svcSyncer := linearsync.New(st, tasks, box, nil, cfg, nil)
+	svcSyncer := linearsync.New(st, tasks, box, nil, nil, cfg, nil)
 	srvAgent := service.New(st, service.Options{Heartbeat: time.Second, MaxWatches: 8, Secrets: box, Repos: repos, Linear: svcSyncer,
 		Log: slog.New(slog.DiscardHandler)})
 	// The github service is served beside the agent, so the caller's token (which the
