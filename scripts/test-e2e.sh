@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The end-to-end suite as two processes at once, each with its own mesh of nine services and
-# its own database (tests/e2e/shard_test.go): the tests that need the mesh to themselves
-# (they stop services, or count what the whole mesh did) one after the other in the
-# "serial" shard, with the GetTask benchmark after them; the rest side by side in the
-# "parallel" shard. The serial tests mostly wait for leases to expire and services to come
-# back, so running them beside the parallel ones costs those little. Each line of output
-# is prefixed with its shard; the run fails if either shard fails. After them, the
-# docker-compose stack's test (tests/e2e/compose).
+# The end-to-end suite as three processes at once, each with its own mesh of nine services
+# and its own database (tests/e2e/shard_test.go): the tests that need the mesh to themselves
+# (they stop services, or count what the whole mesh did) one after the other, split in two
+# halves ("serial-1" and "serial-2", the GetTask benchmark after the second); the rest side
+# by side in the "parallel" shard. The serial tests mostly wait for leases to expire and
+# services to come back, so running them beside the parallel ones costs those little. Each
+# line of output is prefixed with its shard; the run fails if any shard fails. Once both
+# serial halves are done, the docker-compose stack's test (tests/e2e/compose) runs beside
+# what is left of the parallel shard.
 set -uo pipefail
 cd "$(dirname "$0")/../tests/e2e"
 
@@ -22,25 +23,29 @@ run() {
 go test -c -trimpath -o /dev/null . || exit 1
 go build -o /dev/null ../../pkg/testenv/cmd/testreport || exit 1
 
-run serial -bench GetTask -benchtime 1000x &
-serial=$!
+run serial-1 &
+serial1=$!
+run serial-2 -bench GetTask -benchtime 1000x &
+serial2=$!
 # Five at a time: the shard keeps both cores busy with five, and more only stretch every test
 # toward its bounds (seen: a 40 s agent scenario taking 440 s among eight, on a slow machine).
 run parallel -parallel 5 &
 par=$!
-wait "$serial"
-rs=$?
-wait "$par"
-rp=$?
-# Then the docker-compose stack (tests/e2e/compose, make compose-test), after the shards
-# rather than beside them: it keeps both cores busy for a minute (images, ten containers,
-# a sandboxed build), and its service images are linked from the packages the shards'
-# meshes just compiled (the same go build -trimpath). It skips, saying so, without
-# docker-compose or an engine; the shards skip it.
+wait "$serial1"
+rs1=$?
+wait "$serial2"
+rs2=$?
+# Then the docker-compose stack (tests/e2e/compose, make compose-test), while the parallel
+# shard finishes: it keeps both cores busy for a minute (images, ten containers, a sandboxed
+# build), and its service images are linked from the packages the shards' meshes compiled
+# (the same go build -trimpath). It skips, saying so, without docker-compose or an engine;
+# the shards skip it.
 THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 20m -v -run '^TestCompose' ./compose/ 2>&1 |
   sed -u "s/^/[compose] /"
 rc=${PIPESTATUS[0]}
-if [ "$rs" -ne 0 ] || [ "$rp" -ne 0 ] || [ "$rc" -ne 0 ]; then
-  echo "e2e: the serial shard exited $rs, the parallel shard $rp, the compose test $rc" >&2
+wait "$par"
+rp=$?
+if [ "$rs1" -ne 0 ] || [ "$rs2" -ne 0 ] || [ "$rp" -ne 0 ] || [ "$rc" -ne 0 ]; then
+  echo "e2e: the serial shards exited $rs1 and $rs2, the parallel shard $rp, the compose test $rc" >&2
   exit 1
 fi
