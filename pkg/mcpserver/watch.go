@@ -80,23 +80,30 @@ func (t *tools) watchJob(ctx context.Context, req *mcp.CallToolRequest, in Watch
 			cursor = first.GetHeartbeat().GetCursor()
 		}
 	}
-	if err != nil && !(wctx.Err() != nil && ctx.Err() == nil) {
+	// The watch's own deadline, not the caller's: the server, which got the deadline with
+	// the call, may end the stream (DEADLINE_EXCEEDED) a moment before wctx's timer fires here.
+	timedOut := func(err error) bool {
+		return ctx.Err() == nil && (wctx.Err() != nil || statusCode(err) == codes.DeadlineExceeded)
+	}
+	if err != nil && !timedOut(err) {
 		return WatchResult{}, "", callError("watch the job", err)
 	}
+	expired := err != nil
 	job, err := t.job(ctx, jobID)
 	if err != nil {
 		return WatchResult{}, "", err
 	}
 	status := job.GetStatus()
 	res := WatchResult{}
-	for done := stopStatuses[status]; !done && wctx.Err() == nil; {
+	for done := stopStatuses[status] || expired; !done && wctx.Err() == nil; {
 		msg, err := stream.Recv()
 		switch {
 		case errors.Is(err, io.EOF):
 			// The stream of a finished job ends; the job read below says how.
 			done = true
 			continue
-		case err != nil && wctx.Err() != nil:
+		case err != nil && timedOut(err):
+			done = true
 			continue
 		case err != nil && statusCode(err) == codes.Unavailable:
 			// The agent restarted: go on from the last event seen.
