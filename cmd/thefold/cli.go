@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/thefold/thefold/pkg/client"
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/mcpserver"
 )
 
@@ -221,12 +221,8 @@ func describe(err error) string {
 	}
 	msg := st.Message()
 	var fields []string
-	for _, d := range st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, f := range br.GetFieldViolations() {
-				fields = append(fields, fmt.Sprintf("  %s: %s", f.GetField(), f.GetDescription()))
-			}
-		}
+	for _, f := range errs.FieldViolations(st) {
+		fields = append(fields, fmt.Sprintf("  %s: %s", f.GetField(), f.GetDescription()))
 	}
 	sort.Strings(fields)
 	switch st.Code() {

@@ -43,6 +43,18 @@ func Invalid(field, format string, args ...any) error {
 	return st.Err()
 }
 
+// FieldViolations are the field violations of st's BadRequest details (what Invalid puts
+// there), in order; none for a status without them.
+func FieldViolations(st *status.Status) []*errdetails.BadRequest_FieldViolation {
+	var out []*errdetails.BadRequest_FieldViolation
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			out = append(out, br.GetFieldViolations()...)
+		}
+	}
+	return out
+}
+
 // Precondition returns a FailedPrecondition status.
 func Precondition(format string, args ...any) error {
 	return status.Errorf(codes.FailedPrecondition, format, args...)

@@ -65,3 +65,13 @@ func TestInvalidNamesField(t *testing.T) {
 		t.Fatal("no BadRequest detail")
 	}
 }
+
+func TestFieldViolations(t *testing.T) {
+	if v := FieldViolations(status.Convert(Invalid("connection.repo", "required"))); len(v) != 1 || v[0].GetField() != "connection.repo" ||
+		v[0].GetDescription() != "required" {
+		t.Fatalf("violations of Invalid: %v", v)
+	}
+	if v := FieldViolations(status.Convert(Precondition("no"))); len(v) != 0 {
+		t.Fatalf("violations of a status without them: %v", v)
+	}
+}

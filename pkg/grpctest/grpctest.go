@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/thefold/thefold/pkg/auth"
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/platform"
 	"github.com/thefold/thefold/pkg/server"
@@ -195,13 +195,9 @@ func WantInvalid(tb testing.TB, err error, field string) {
 	tb.Helper()
 	WantCode(tb, err, codes.InvalidArgument, field+":")
 	st, _ := status.FromError(err)
-	for _, d := range st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, v := range br.GetFieldViolations() {
-				if v.GetField() == field {
-					return
-				}
-			}
+	for _, v := range errs.FieldViolations(st) {
+		if v.GetField() == field {
+			return
 		}
 	}
 	tb.Errorf("no BadRequest field violation for %q in %v", field, st.Details())

@@ -7,9 +7,10 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/thefold/thefold/pkg/errs"
 )
 
 // toolError is a failed call as the tool's caller reads it: the gRPC status code, the API's
@@ -46,15 +47,11 @@ func (e *toolError) Error() string {
 	}
 	fmt.Fprintf(&b, "%s: %s", codeName(e.st.Code()), e.st.Message())
 	var fields []string
-	for _, d := range e.st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok {
-			for _, f := range br.GetFieldViolations() {
-				v := f.GetField() + ": " + f.GetDescription()
-				// errs.Invalid's message is its one violation: say it once.
-				if v != e.st.Message() {
-					fields = append(fields, "\n  "+v)
-				}
-			}
+	for _, f := range errs.FieldViolations(e.st) {
+		v := f.GetField() + ": " + f.GetDescription()
+		// errs.Invalid's message is its one violation: say it once.
+		if v != e.st.Message() {
+			fields = append(fields, "\n  "+v)
 		}
 	}
 	if len(fields) > 0 {

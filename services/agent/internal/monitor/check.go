@@ -14,11 +14,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/thefold/thefold/pkg/errs"
 	"github.com/thefold/thefold/pkg/fence"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
@@ -171,14 +171,9 @@ func diagnostic(d *typev1.Diagnostic) string {
 
 // badField is the field an INVALID_ARGUMENT error names.
 func badField(err error) (string, bool) {
-	st, ok := status.FromError(err)
-	if !ok || err == nil || st.Code() != codes.InvalidArgument {
-		return "", false
-	}
-	for _, d := range st.Details() {
-		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
-			return br.GetFieldViolations()[0].GetField(), true
-		}
+	st := status.Convert(err)
+	if v := errs.FieldViolations(st); err != nil && st.Code() == codes.InvalidArgument && len(v) > 0 {
+		return v[0].GetField(), true
 	}
 	return "", false
 }

@@ -46,6 +46,19 @@ const (
 // learns nothing about which, and the log says why.
 var errBadSignature = status.Error(codes.Unauthenticated, "the request's signature does not verify")
 
+// fromGateway refuses a call not made by the gateway as itself: only it hands what arrives
+// at its hooks (what, e.g. "webhook deliveries") to the agent.
+func fromGateway(ctx context.Context, what string) error {
+	p, err := auth.RequireService(ctx)
+	if err != nil {
+		return err
+	}
+	if p.Service != inboundCaller {
+		return status.Errorf(codes.PermissionDenied, "only the gateway hands %s to the agent, not service %s", what, p.Service)
+	}
+	return nil
+}
+
 // inboundTitles are the titles of the conversations inbound messages start.
 var inboundTitles = map[agentv1.IntegrationKind]string{
 	agentv1.IntegrationKind_INTEGRATION_KIND_SLACK:   "Slack",
@@ -78,12 +91,8 @@ type inbound struct {
 // received it: verified against the secret of the integration of the user it names, its
 // text becomes a message of the integration's owner in the integration's conversation.
 func (c *chat) HandleInbound(ctx context.Context, req *agentv1.HandleInboundRequest) (*agentv1.HandleInboundResponse, error) {
-	p, err := auth.RequireService(ctx)
-	if err != nil {
+	if err := fromGateway(ctx, "inbound requests"); err != nil {
 		return nil, err
-	}
-	if p.Service != inboundCaller {
-		return nil, status.Errorf(codes.PermissionDenied, "only the gateway hands inbound requests to the agent, not service %s", p.Service)
 	}
 	in, err := parseInbound(req)
 	if err != nil {

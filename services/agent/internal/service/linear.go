@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	githubv1 "github.com/thefold/thefold/pkg/gen/thefold/github/v1"
@@ -317,12 +316,8 @@ type linearDelivery struct {
 // HandleLinearWebhook verifies a delivery against the secrets of the connections of the
 // issue's team and has its issue synced in the background.
 func (l *linearService) HandleLinearWebhook(ctx context.Context, req *agentv1.HandleLinearWebhookRequest) (*agentv1.HandleLinearWebhookResponse, error) {
-	p, err := auth.RequireService(ctx)
-	if err != nil {
+	if err := fromGateway(ctx, "webhook deliveries"); err != nil {
 		return nil, err
-	}
-	if p.Service != inboundCaller {
-		return nil, status.Errorf(codes.PermissionDenied, "only the gateway hands webhook deliveries to the agent, not service %s", p.Service)
 	}
 	h := req.GetHeaders()
 	sig, id := h["linear-signature"], h["linear-delivery"]

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/thefold/thefold/pkg/auth"
 	"github.com/thefold/thefold/pkg/errs"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
@@ -286,12 +285,8 @@ func (r *repoEvents) ListRepoDeliveries(ctx context.Context, req *agentv1.ListRe
 // HandleGitHubWebhook verifies a delivery against the secrets of its repository's
 // connections and stores it once, to be handled in the background.
 func (r *repoEvents) HandleGitHubWebhook(ctx context.Context, req *agentv1.HandleGitHubWebhookRequest) (*agentv1.HandleGitHubWebhookResponse, error) {
-	p, err := auth.RequireService(ctx)
-	if err != nil {
+	if err := fromGateway(ctx, "webhook deliveries"); err != nil {
 		return nil, err
-	}
-	if p.Service != inboundCaller {
-		return nil, status.Errorf(codes.PermissionDenied, "only the gateway hands webhook deliveries to the agent, not service %s", p.Service)
 	}
 	h := req.GetHeaders()
 	event, id, sig := h["x-github-event"], h["x-github-delivery"], h["x-hub-signature-256"]
