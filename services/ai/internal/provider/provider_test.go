@@ -3,13 +3,13 @@ package provider
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	aiv1 "github.com/thefold/thefold/pkg/gen/thefold/ai/v1"
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 )
 
@@ -146,13 +146,7 @@ func TestKindOfStatus(t *testing.T) {
 // closedURL returns the URL of a port nobody listens on.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
+	return "http://" + testenv.RefusedAddr(t)
 }
 
 // A provider that is down is Unavailable at once, for every kind, through the real SDKs.

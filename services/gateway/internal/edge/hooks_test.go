@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/services/gateway/internal/edge"
 )
 
@@ -84,13 +84,7 @@ func hookEdge(t *testing.T, lim edge.Limits, service string, agentDown bool) (st
 		conns[svc] = env.Conn
 	}
 	if agentDown {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		c, err := grpcclient.Dial(addr, grpcclient.Options{})
+		c, err := grpcclient.Dial(testenv.RefusedAddr(t), grpcclient.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

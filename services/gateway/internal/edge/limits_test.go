@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
 	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/grpctest"
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/services/gateway/internal/authsvc"
 	"github.com/thefold/thefold/services/gateway/internal/edge"
 )
@@ -56,13 +56,7 @@ func edgeEnv(t *testing.T, lim edge.Limits, configure func(*http.Server), down .
 		conns[svc] = env.Conn
 	}
 	for _, svc := range down {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		c, err := grpcclient.Dial(addr, grpcclient.Options{RetryMethods: grpcclient.ReadOnlyMethods("thefold." + svc + ".v1")})
+		c, err := grpcclient.Dial(testenv.RefusedAddr(t), grpcclient.Options{RetryMethods: grpcclient.ReadOnlyMethods("thefold." + svc + ".v1")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/thefold/thefold/pkg/config"
+	"github.com/thefold/thefold/pkg/testenv"
 )
 
 func validSMTP() Config {
@@ -647,13 +649,15 @@ func TestSMTPFailures(t *testing.T) {
 // closedPort returns a loopback port nothing listens on.
 func closedPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, err := net.SplitHostPort(testenv.RefusedAddr(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestSMTPContext(t *testing.T) {
