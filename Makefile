@@ -8,12 +8,12 @@ SERVICES := tasks memory skills ai sandbox github builder agent gateway
 # reports come from the binary's own symbol tables and name files and lines as before).
 # test-unit links ~150 race-instrumented test binaries, a good part of its time; without
 # DWARF a link takes about 30% less user CPU (18 binaries: 28 s -> 20 s).
-# Two test binaries at a time (go's default here). Four took the phase from 340 s to 272 s
-# (2026-11-30: many binaries wait on PostgreSQL, timers, child processes), but under that
-# load two timing-bound tests failed in one of two runs (a docker sandbox's killed leftover
-# still listed by the next command, an MCP watch's deadline reported as an error); they
-# need fixing before the load goes up.
-GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m
+# -p 4: four test binaries at once on two cores. Many of them spend their time waiting
+# (PostgreSQL, timers, child processes), so two at a time left the cores idle: the phase
+# took 340 s with -p 2 and 272 s with -p 4 (fresh clone, 2026-11-30). The two tests that
+# failed under that load (an MCP watch's deadline, a docker sandbox's killed leftover seen
+# before its init reaped it) were fixed before it came back.
+GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m -p 4
 
 .PHONY: images postgres-image compose-test
 ## images: one FROM-scratch image per service (deploy/Dockerfile), for docker-compose.yml,
