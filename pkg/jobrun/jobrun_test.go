@@ -383,12 +383,15 @@ func TestReapersResumeDeadWorkersJobOnce(t *testing.T) {
 }
 
 // Renewal keeps a run alive for many times its expiry: reapers looking all along never
-// take it, no other worker can claim it, and all its writes land.
+// take it, no other worker can claim it, and all its writes land. The expiry leaves a
+// renewal room for the scheduler of a loaded CI machine (400 ms, renewed every 133 ms, lost
+// its lease once under make test-unit's four race-built binaries on two cores).
 func TestRenewalKeepsLongRunAlive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
 	id := e.job(t, "running")
-	const expiry = 400 * time.Millisecond
+	const expiry = 1200 * time.Millisecond
 	r := jobrun.NewRunner(e.leases, jobrun.RunnerConfig{Expiry: expiry}, nil)
 	stop := make(chan struct{})
 	reaped := make(chan []string, 1)
