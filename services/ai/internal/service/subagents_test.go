@@ -239,7 +239,9 @@ func TestRunSubAgentsDependencies(t *testing.T) {
 			}
 		}
 	}
-	if wall := last.Sub(first); wall >= 2*delay {
+	// One after another they take at least 3×delay; at once, about one delay (a loaded CI
+	// machine stretched it to 2.2×). The pairwise overlap above is the exact check.
+	if wall := last.Sub(first); wall >= 3*delay {
 		t.Errorf("the three dependents took %v together, %v each: not concurrent", wall, delay)
 	}
 	for _, r := range e.fake.Requests() {
