@@ -8,12 +8,13 @@ SERVICES := tasks memory skills ai sandbox github builder agent gateway
 # reports come from the binary's own symbol tables and name files and lines as before).
 # test-unit links ~150 race-instrumented test binaries, a good part of its time; without
 # DWARF a link takes about 30% less user CPU (18 binaries: 28 s -> 20 s).
-# -p 4: four test binaries at once on two cores. Many of them spend their time waiting
-# (PostgreSQL, timers, child processes), so two at a time left the cores idle: the phase
-# took 340 s with -p 2 and 272 s with -p 4 (fresh clone, 2026-11-30). The two tests that
-# failed under that load (an MCP watch's deadline, a docker sandbox's killed leftover seen
-# before its init reaped it) were fixed before it came back.
-GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m -p 4
+# Two test binaries at a time (go's default here). Four took the phase from 340 s to 272 s
+# on one machine (2026-11-30: many binaries wait on PostgreSQL, timers, child processes),
+# but on another, whose docker engine stores images on fuse-overlayfs, the phase took 724 s
+# with four against about as long with two, and each run at four failed a different
+# timing-bound test (a lease renewal, a concurrency bound, a killed process not yet reaped;
+# all fixed since). A failed CI run costs more than the minute four might save.
+GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -timeout 15m
 
 .PHONY: images postgres-image compose-test
 ## images: one FROM-scratch image per service (deploy/Dockerfile), for docker-compose.yml,
