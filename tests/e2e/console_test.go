@@ -636,7 +636,10 @@ func newConsoleBrowser(t *testing.T, timeout time.Duration) *consoleBrowser {
 // run does the actions, each step within 30 s.
 func (b *consoleBrowser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	step, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	// A minute a step: a step is several actions (navigate, wait, type, click), and on a
+	// machine loaded by the three e2e shards at once (load average 20-27) one of six
+	// actions took the whole of 30 s.
+	step, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
 	if err := chromedp.Do(step, actions...); err != nil {
 		b.fail("%s: %v", what, err)
