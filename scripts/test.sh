@@ -5,6 +5,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 phases=(setup test-make check-generate lint test-unit test-e2e)
 times=()
+# Every failed test of every phase and e2e shard, one line each (pkg/testenv/cmd/testreport),
+# printed last: a failed run's tail then says what broke, not only which phase.
+THEFOLD_TEST_FAILURES=$(mktemp)
+export THEFOLD_TEST_FAILURES
+trap 'rm -f "$THEFOLD_TEST_FAILURES"' EXIT
 report() {
   local total=0 line="" i
   for i in "${!times[@]}"; do
@@ -21,6 +26,10 @@ for p in "${phases[@]}"; do
   if [ $rc -ne 0 ]; then
     report
     echo "== make test: $p failed"
+    if [ -s "$THEFOLD_TEST_FAILURES" ]; then
+      echo "== the tests that failed:"
+      cat "$THEFOLD_TEST_FAILURES"
+    fi
     exit $rc
   fi
 done

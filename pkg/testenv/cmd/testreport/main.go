@@ -1,9 +1,15 @@
 // Command testreport runs `go test -json` with the arguments it is given and prints what
 // plain `go test` would — each package's result line, and the output of failing tests (and
 // of benchmarks, whose figures are the point of running them) — then the slowest tests of
-// the run, so a slow suite says where its time goes. It exits with go test's status.
+// the run, so a slow suite says where its time goes, and last the tests that failed, each
+// with the first line it logged, so the tail of a long run says what broke. It exits with go
+// test's status.
 //
 //	go run ./pkg/testenv/cmd/testreport -slowest 10 -- -count=1 ./pkg/...
+//
+// When THEFOLD_TEST_FAILURES names a file, the failures are also appended to it, one per
+// line: scripts/test.sh prints that file at the very end of a failed run, after the output
+// of every shard and phase.
 package main
 
 import (
@@ -35,6 +41,26 @@ type timing struct {
 	Elapsed       time.Duration
 }
 
+// failure is a test that failed, or was still running when its package's binary ended (a
+// panic or a timeout), with the first thing it logged that says why.
+type failure struct {
+	Package, Test string
+	Elapsed       time.Duration // 0 when it never finished
+	Reason        string
+}
+
+func (f failure) String() string {
+	took := "did not finish"
+	if f.Elapsed > 0 {
+		took = fmt.Sprintf("%.1fs", f.Elapsed.Seconds())
+	}
+	s := fmt.Sprintf("FAIL %s %s (%s)", f.Package, f.Test, took)
+	if f.Reason != "" {
+		s += ": " + f.Reason
+	}
+	return s
+}
+
 func main() {
 	slowest := flag.Int("slowest", 10, "how many of the slowest tests to list at the end")
 	flag.Parse()
@@ -49,9 +75,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
 	}
-	times := Report(stdout, os.Stdout)
+	times, failures := Report(stdout, os.Stdout)
 	err = cmd.Wait()
 	PrintSlowest(os.Stdout, times, *slowest)
+	PrintFailures(os.Stdout, failures)
+	if path := os.Getenv("THEFOLD_TEST_FAILURES"); path != "" && len(failures) > 0 {
+		if err := appendFailures(path, failures); err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+		}
+	}
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -63,9 +95,11 @@ func main() {
 }
 
 // Report reads go test -json from in and writes what plain go test would to out; it
-// returns the time of every test that finished (subtests included).
-func Report(in io.Reader, out io.Writer) []timing {
+// returns the time of every test that finished (subtests included) and the tests that
+// failed or never finished.
+func Report(in io.Reader, out io.Writer) ([]timing, []failure) {
 	var times []timing
+	var failures []failure
 	held := map[string][]string{} // a running test's output, shown if it fails
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -95,6 +129,7 @@ func Report(in io.Reader, out io.Writer) []timing {
 			delete(held, key)
 		case e.Action == "fail":
 			times = append(times, timing{e.Package, e.Test, seconds(e.Elapsed)})
+			failures = append(failures, failure{e.Package, e.Test, seconds(e.Elapsed), reason(held[key])})
 			for _, o := range held[key] {
 				if !strings.HasPrefix(o, "=== ") {
 					fmt.Fprint(out, o)
@@ -115,8 +150,53 @@ func Report(in io.Reader, out io.Writer) []timing {
 				fmt.Fprint(out, o)
 			}
 		}
+		pkg, test, _ := strings.Cut(k, " ")
+		failures = append(failures, failure{pkg, test, 0, reason(held[k])})
 	}
-	return times
+	return times, failures
+}
+
+// reason is the first line a test logged (t.Error, t.Fatal, a panic), trimmed to one line
+// of a terminal's width or so; "" when it logged nothing.
+func reason(output []string) string {
+	for _, o := range output {
+		o = strings.TrimSpace(o)
+		if o == "" || strings.HasPrefix(o, "=== ") || strings.HasPrefix(o, "--- ") {
+			continue
+		}
+		if len(o) > 240 {
+			o = o[:240] + "…"
+		}
+		return o
+	}
+	return ""
+}
+
+// PrintFailures lists the tests that failed, parents after their subtests as go test ends
+// them, with why.
+func PrintFailures(out io.Writer, failures []failure) {
+	if len(failures) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "%d failed:\n", len(failures))
+	for _, f := range failures {
+		fmt.Fprintf(out, "  %s\n", f)
+	}
+}
+
+func appendFailures(path string, failures []failure) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	shard := ""
+	if s := os.Getenv("THEFOLD_E2E_SHARD"); s != "" {
+		shard = "[" + s + "] "
+	}
+	for _, fl := range failures {
+		fmt.Fprintln(f, shard+fl.String())
+	}
+	return f.Close()
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -21,9 +21,11 @@ func TestReport(t *testing.T) {
 		`{"Action":"output","Package":"p","Output":"FAIL\tp\t4.5s\n"}`,
 		`{"Action":"fail","Package":"p","Elapsed":4.5}`,
 		`# p [build failed]`,
+		`{"Action":"run","Package":"q","Test":"TestPanics"}`,
+		`{"Action":"output","Package":"q","Test":"TestPanics","Output":"panic: boom\n"}`,
 	}, "\n")
 	var out strings.Builder
-	times := Report(strings.NewReader(in), &out)
+	times, failures := Report(strings.NewReader(in), &out)
 	got := out.String()
 	for _, want := range []string{"the reason it failed", "--- FAIL: TestB", "GetTask latency: 1 ms", "FAIL\tp\t4.5s", "# p [build failed]"} {
 		if !strings.Contains(got, want) {
@@ -34,6 +36,12 @@ func TestReport(t *testing.T) {
 		if strings.Contains(got, not) {
 			t.Errorf("%q shown:\n%s", not, got)
 		}
+	}
+	var failed strings.Builder
+	PrintFailures(&failed, failures)
+	want := "2 failed:\n  FAIL p TestB (3.0s): b_test.go:9: the reason it failed\n  FAIL q TestPanics (did not finish): panic: boom\n"
+	if failed.String() != want {
+		t.Errorf("failures:\n%s\nwant:\n%s", failed.String(), want)
 	}
 	var slow strings.Builder
 	PrintSlowest(&slow, times, 1)
