@@ -145,7 +145,7 @@ test-e2e:
 ## package at a time). Slower; for a machine short of memory.
 test-e2e-serial:
 	@echo "== go test tests/e2e"
-	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 30m -p 1 -parallel 8 -bench GetTask -benchtime 1000x ./...
+	@cd tests/e2e && go run ../../pkg/testenv/cmd/testreport -slowest 10 -- -count=1 -trimpath -timeout 60m -p 1 -parallel 8 -bench GetTask -benchtime 1000x ./...
 
 ## test: everything CI runs — setup test-make check-generate lint test-unit test-e2e, in that
 ## order — and how long each phase took (scripts/test.sh).

@@ -125,9 +125,8 @@ func startJobWith(t testing.TB, repo, title, description string, extra map[strin
 // HUMAN_NEEDED otherwise fails the test).
 func waitJob(t testing.TB, id string, timeout time.Duration, want ...string) map[string]any {
 	t.Helper()
-	// The timeouts are liveness bounds sized for a job alone on a quiet machine; the suite
-	// runs many jobs at once on CI's two cores, so each gets twice its bound.
-	deadline := time.Now().Add(2 * timeout)
+	// timeout is a liveness bound sized for a job alone on a quiet machine (see liveness).
+	deadline := time.Now().Add(liveness(timeout))
 	var job map[string]any
 	for {
 		code, got := rest(t, http.MethodGet, "/v1/jobs/"+id, token, nil)
@@ -146,7 +145,7 @@ func waitJob(t testing.TB, id string, timeout time.Duration, want ...string) map
 			t.Fatalf("job %s is %s (%v), want %v; error %v", id, st, job["status_reason"], want, job["error"])
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s still %s in phase %v after %s, want %v", id, st, job["phase"], timeout, want)
+			t.Fatalf("job %s still %s in phase %v after %s, want %v", id, st, job["phase"], liveness(timeout), want)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -604,7 +603,7 @@ func TestAgentBudgetStopsTheJob(t *testing.T) {
 // waitPhase polls the job until it is in phase (and has a build when building).
 func waitPhase(t *testing.T, id, phase string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(liveness(2 * time.Minute))
 	for time.Now().Before(deadline) {
 		_, got := rest(t, http.MethodGet, "/v1/jobs/"+id, token, nil)
 		job := got["job"].(map[string]any)
@@ -673,7 +672,7 @@ func TestAgentResumesAfterTheAgentIsKilled(t *testing.T) {
 	if err := mesh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
 		t.Fatal(err)
@@ -722,7 +721,7 @@ func streamTypes(t *testing.T, path, unspecified string) []string {
 // must come within d) and returns its events' types, heartbeats (type unspecified) left out.
 func readStream(t *testing.T, path, unspecified string, d time.Duration, mustEnd bool) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(d))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -826,7 +825,7 @@ type sseEvent struct{ id, typ string }
 // stream must end with an end event.
 func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -878,7 +877,7 @@ func jobSSE(t *testing.T, jobID, lastID string) []sseEvent {
 // its progress events that report a fix round.
 func jobFixRounds(t *testing.T, jobID string) []*agentv1.JobProgress {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(authed(t.Context()), 30*time.Second)
+	ctx, cancel := context.WithTimeout(authed(t.Context()), liveness(30*time.Second))
 	defer cancel()
 	stream, err := agentv1.NewAgentServiceClient(dial(t, "agent")).WatchJob(ctx, &agentv1.WatchJobRequest{Id: jobID})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // cost, and the ledger (REST, admin) shows them. fakellm replays the demo script.
 func TestAIPlansAndGeneratesThroughTheAnthropicWireFormat(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(time.Minute))
 	defer cancel()
 	ai := aiv1.NewAIServiceClient(dial(t, "ai"))
 	task := &aiv1.TaskSpec{Title: "Add a health endpoint", Description: "GET /healthz answers 200 ok."}
@@ -74,7 +74,7 @@ func TestAIPlansAndGeneratesThroughTheAnthropicWireFormat(t *testing.T) {
 // Embed with the local embedder needs no provider and no network.
 func TestEmbedLocal(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(30*time.Second))
 	defer cancel()
 	ai := aiv1.NewAIServiceClient(dial(t, "ai"))
 	before := len(llm.Requests())
@@ -94,7 +94,7 @@ func TestEmbedLocal(t *testing.T) {
 // model, tasks stores the order.
 func TestTasksPlanTaskOrderThroughAI(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(time.Minute))
 	defer cancel()
 	tasks := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
 	repo := fmt.Sprintf("e2e/order-%d", time.Now().UnixNano())

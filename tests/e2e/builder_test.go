@@ -258,7 +258,7 @@ func generations(paths ...string) map[string]int {
 // per-step tokens, cost and validation, and a module that go build and go vet accept.
 func TestBuildOverRESTProducesAModuleGoAccepts(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(6*time.Minute))
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/calc", map[string]string{"go.mod": "module example.com/calc\n\ngo 1.22\n"})
 	plan := &typev1.Plan{Summary: "e2e-calc: a calculator module", Steps: []*typev1.PlanStep{
@@ -485,7 +485,7 @@ func run(t testing.TB, ctx context.Context, sb sandboxv1.SandboxServiceClient, i
 // completes.
 func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute) // a first build, a failed step retried and rebuilt, beside the whole parallel shard
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(6*time.Minute)) // a first build, a failed step retried and rebuilt, beside the whole parallel shard
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/broken-build", map[string]string{"go.mod": "module example.com/broken\n\ngo 1.22\n"})
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -549,7 +549,7 @@ func TestBuildFailsAFileAndRetriesTheStep(t *testing.T) {
 // it again: the build finishes, no file is generated twice, no event is lost or repeated.
 func TestBuildResumesAfterTheBuilderIsKilled(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(6*time.Minute))
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/resume", map[string]string{"go.mod": "module example.com/resume\n\ngo 1.22\n"})
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -609,7 +609,7 @@ func TestBuildResumesAfterTheBuilderIsKilled(t *testing.T) {
 // TestBuildCancelStopsAtOnce cancels a build during a slow generation.
 func TestBuildCancelStopsAtOnce(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(time.Minute))
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/slow", map[string]string{"go.mod": "module example.com/slow\n\ngo 1.22\n"})
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
@@ -657,7 +657,7 @@ func TestBuildCancelStopsAtOnce(t *testing.T) {
 // TestBuildBadInput: the errors a caller gets for what cannot be built.
 func TestBuildBadInput(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(time.Minute))
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
 	sbID := goSandbox(t, ctx, "e2e/bad-input", map[string]string{"go.mod": "module example.com/bad\n\ngo 1.22\n"})
@@ -687,7 +687,7 @@ func TestBuildBadInput(t *testing.T) {
 // files the fakellm answers at once and whose validation has no toolchain to run (plain
 // text files), so what remains is the builder's own work and its calls.
 func BenchmarkBuildOrchestration(b *testing.B) {
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(10*time.Minute))
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(b, "builder"))
 	const files = 200
@@ -799,7 +799,7 @@ func failures(steps []*builderv1.BuildStep) string {
 // implement phase.
 func TestBuildScaffoldsANewProjectThenSyncsItsManifest(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(6*time.Minute))
 	defer cancel()
 	sbID := goSandbox(t, ctx, "e2e/fresh", nil)
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))

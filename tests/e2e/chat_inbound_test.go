@@ -106,7 +106,7 @@ func inboundPost(t *testing.T, path, body string, header map[string]string) (int
 // answering text with the list_repos tool.
 func inboundAnswered(t *testing.T, conv, text string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	evs := until(t, watchChat(t, ctx, token, conv, ""), time.Minute, "the end of the reply", replyEnded)
 	var asked, listed bool

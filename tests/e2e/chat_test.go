@@ -153,7 +153,7 @@ func watchChat(t testing.TB, ctx context.Context, tok, conv, lastID string) <-ch
 func until(t *testing.T, ch <-chan chatEvent, timeout time.Duration, what string, done func(chatEvent) bool) []chatEvent {
 	t.Helper()
 	var got []chatEvent
-	deadline := time.After(timeout)
+	deadline := time.After(liveness(timeout))
 	for {
 		select {
 		case ev, ok := <-ch:
@@ -237,7 +237,7 @@ func TestChatTaskToPullRequest(t *testing.T) {
 	parallel(t)
 	repo := agentRepo(t, fmt.Sprintf("chat-health-%d", time.Now().UnixNano()))
 	conv := newConversation(t, token, repo)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(8*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	reply := say(t, token, conv, "Add a health endpoint to "+repo+" [CHAT-1]")
@@ -356,7 +356,7 @@ func TestChatPlanWaitsForThePerson(t *testing.T) {
 	parallel(t)
 	repo := agentRepo(t, fmt.Sprintf("chat-plan-%d", time.Now().UnixNano()))
 	conv := newConversation(t, token, repo)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(4*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	words := strings.Fields(strings.Repeat("Build a status service for our team with a store for checks, an HTTP API to record and query them, and a small dashboard. ", 7))
@@ -417,7 +417,7 @@ func TestChatFencesDataAndRefusesWhatIsThePersons(t *testing.T) {
 	otherTask := task["task"].(map[string]any)["id"].(string)
 
 	conv := newConversation(t, token, repo)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	say(t, token, conv, "Read the notes and do what they say; also start other task "+otherTask+" [CHAT-INJ]")
@@ -492,7 +492,7 @@ func TestChatFencesDataAndRefusesWhatIsThePersons(t *testing.T) {
 func TestChatCancelKeepsAConsistentHistory(t *testing.T) {
 	parallel(t)
 	conv := newConversation(t, token, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	reply := say(t, token, conv, "Tell me a long story [CHAT-SLOW]")
@@ -508,7 +508,7 @@ func TestChatCancelKeepsAConsistentHistory(t *testing.T) {
 		t.Fatalf("cancel: %d %v", code, body)
 	}
 	var partial map[string]any
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness(30 * time.Second))
 	for partial == nil && time.Now().Before(deadline) {
 		_, msgs := rest(t, http.MethodGet, "/v1/conversations/"+conv+"/messages", token, nil)
 		for _, m := range msgs["messages"].([]any) {
@@ -552,7 +552,7 @@ func TestChatOverOpenAIWireFormat(t *testing.T) {
 	withAIProvider(t, "THEFOLD_AI_PROVIDER=openai", "THEFOLD_AI_BASE_URL="+llmURL+"/v1/")
 
 	conv := newConversation(t, token, repo)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	say(t, token, conv, "Which repositories do I have? [CHAT-OAI]")
@@ -620,7 +620,7 @@ func BenchmarkChatFirstToken(b *testing.B) {
 	var lat []time.Duration
 	for i := range b.N {
 		conv := newConversation(b, token, "")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 		stream := watchChat(b, ctx, token, conv, "")
 		marker := fmt.Sprintf("[CHAT-BENCH] %d-%d", time.Now().UnixNano(), i)
 		code, body := rest(b, http.MethodPost, "/v1/conversations/"+conv+"/messages", token, map[string]any{"text": marker})
@@ -662,7 +662,7 @@ func BenchmarkChatFirstToken(b *testing.B) {
 func TestChatSummarisesALongConversation(t *testing.T) {
 	parallel(t)
 	conv := newConversation(t, token, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	log := strings.Repeat("build step ok: compiled package and ran its tests in 0.2s\n", 250<<10/58)
@@ -706,7 +706,7 @@ func TestChatDemo(t *testing.T) {
 		t.Fatalf("create repo: %d %v", code, body)
 	}
 	conv := newConversation(t, token, repo)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	say(t, token, conv, "Which repositories do I have?")
@@ -760,7 +760,7 @@ func newWebhook(t *testing.T) *webhook {
 // posted waits for a body whose field holds want.
 func (h *webhook) posted(t *testing.T, field, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness(30 * time.Second))
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
 		for _, b := range h.bodies {
@@ -814,14 +814,14 @@ func TestChatNoticesReachSlackAndDiscord(t *testing.T) {
 func TestChatReplyResumesAfterTheAgentIsKilled(t *testing.T) {
 	alone(t)
 	conv := newConversation(t, token, "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	stream := watchChat(t, ctx, token, conv, "")
 	reply := say(t, token, conv, "Tell me a long story, again [CHAT-SLOW]")
 	until(t, stream, time.Minute, "the first piece of text", func(e chatEvent) bool { return e.typ == "TEXT_DELTA" })
 	restart(t, "agent")
 	full := strings.Repeat("This reply streams slowly, piece by piece. ", 20)
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(liveness(90 * time.Second))
 	for {
 		code, body := rest(t, http.MethodGet, "/v1/conversations/"+conv, token, nil)
 		if code == http.StatusOK && body["conversation"].(map[string]any)["active_reply_id"] == nil {
@@ -856,7 +856,7 @@ func TestChatToolsKeepToTheKeysScopes(t *testing.T) {
 		t.Fatalf("create an API key: %d %v", code, body)
 	}
 	c := meshClient(t, client.Config{APIKey: body["secret"].(string)})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), liveness(time.Minute))
 	defer cancel()
 	conv, err := c.Chat().CreateConversation(ctx, &agentv1.CreateConversationRequest{})
 	if err != nil {

@@ -36,7 +36,7 @@ func TestCLICrewTalksToAWorker(t *testing.T) {
 		t.Fatalf("start: exit %d %s %s", code, out, errOut)
 	}
 	// The pool shows the worker planning (the scripted plan takes 20 s).
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(liveness(2 * time.Minute))
 	for {
 		out, errOut, code := cli(t, cfg, tok, "projects", "pool", id)
 		if code != 0 {
@@ -63,7 +63,7 @@ func TestCLICrewTalksToAWorker(t *testing.T) {
 		t.Fatalf("message -o json: %v", msg)
 	}
 	// The message continues the worker: its job reaches its review gate.
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline = time.Now().Add(liveness(3 * time.Minute))
 	for {
 		var p map[string]any
 		cliJSON(t, cfg, tok, &p, "projects", "get", id)

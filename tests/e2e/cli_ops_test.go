@@ -39,7 +39,7 @@ func lineWith(out, s string) string {
 // command line.
 func TestCLIOpsTasks(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	cfg := t.TempDir()
 	tok := []string{"THEFOLD_TOKEN=" + token}
@@ -113,7 +113,7 @@ func TestCLIOpsJobsModelsUsageSkills(t *testing.T) {
 	cliJSON(t, cfg, tok, &task, "tasks", "create", "--repo", repo, "--title", "Write package clarify [AGENT-CLARIFY]", "--description", "F returns a colour.")
 	cliJSON(t, cfg, tok, &job, "jobs", "start", task["id"].(string))
 	id := job["id"].(string)
-	for deadline := time.Now().Add(2 * time.Minute); job["status"] != "JOB_STATUS_WAITING_CLARIFICATION"; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(liveness(2 * time.Minute)); job["status"] != "JOB_STATUS_WAITING_CLARIFICATION"; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the job did not ask its question: %v", job)
 		}

@@ -182,7 +182,7 @@ func TestCLIServesMCPOverStdio(t *testing.T) {
 	for _, s := range platform.ServiceNames {
 		cmd.Env = append(cmd.Env, platform.AddrEnv(s)+"="+mesh.GRPCAddr(s))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio", Version: "e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {

@@ -32,7 +32,7 @@ func meshClient(t *testing.T, cfg client.Config) *client.Client {
 // request's request_id, and works with an API key exchanged for tokens.
 func TestGoClient(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	c := meshClient(t, client.Config{Token: token})
 	me, err := c.Auth().WhoAmI(ctx, &gatewayv1.WhoAmIRequest{})
@@ -72,7 +72,7 @@ func TestGoClient(t *testing.T) {
 // request_id makes the one task it creates, however often gRPC retried it.
 func TestGoClientRidesOutARestart(t *testing.T) {
 	alone(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	c := meshClient(t, client.Config{Token: token})
 	repo := agentRepo(t, "client-restart-"+time.Now().Format("150405.000000"))

@@ -365,7 +365,7 @@ func TestConsoleJobPageAcrossAGatewayRestart(t *testing.T) {
 // left out), read until no event comes for two seconds.
 func jobEventIDs(t *testing.T, tok, jobID string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/jobs/"+jobID+":watch?after_id=0", nil)
 	if err != nil {
@@ -454,7 +454,7 @@ func TestConsoleReposMemoryAndKeys(t *testing.T) {
 	}
 	b.run("revoke it", chromedp.Click(chromedp.CSS(`#keys tbody button`)))
 	b.waitFor("the revoked key to leave the list", `String(!document.querySelector("#keys tbody tr"))`, 30*time.Second)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness(30 * time.Second))
 	for {
 		code, _ := rest(t, http.MethodGet, "/v1/tasks", secret, nil)
 		if code == http.StatusUnauthorized {
@@ -608,7 +608,7 @@ func newConsoleBrowser(t *testing.T, timeout time.Duration) *consoleBrowser {
 	exe := chromiumPath(t)
 	browsers <- struct{}{}
 	t.Cleanup(func() { <-browsers })
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(timeout))
 	t.Cleanup(cancel)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))...)
@@ -633,13 +633,13 @@ func newConsoleBrowser(t *testing.T, timeout time.Duration) *consoleBrowser {
 	return b
 }
 
-// run does the actions, each step within 30 s.
+// run does the actions, each step within a minute (see liveness).
 func (b *consoleBrowser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	// A minute a step: a step is several actions (navigate, wait, type, click), and on a
 	// machine loaded by the three e2e shards at once (load average 20-27) one of six
 	// actions took the whole of 30 s.
-	step, cancel := context.WithTimeout(b.ctx, time.Minute)
+	step, cancel := context.WithTimeout(b.ctx, liveness(time.Minute))
 	defer cancel()
 	if err := chromedp.Do(step, actions...); err != nil {
 		b.fail("%s: %v", what, err)
@@ -676,7 +676,7 @@ func (b *consoleBrowser) eval(js string) string {
 // waitFor evaluates js until it gives "true", for at most d.
 func (b *consoleBrowser) waitFor(what, js string, d time.Duration) {
 	b.t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(liveness(d))
 	for b.eval(js) != "true" {
 		if time.Now().After(deadline) {
 			b.fail("waiting for %s", what)

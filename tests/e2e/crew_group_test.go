@@ -66,7 +66,7 @@ func crewGroupRun(t *testing.T, name string, issues []crewIssue) (map[string]any
 	var reasons []string
 	most, gate := 0, false
 	approved := map[string]bool{}
-	deadline := time.Now().Add(6 * time.Minute)
+	deadline := time.Now().Add(liveness(6 * time.Minute))
 	for {
 		p := getJSON(t, "/v1/projects/"+id)["project"].(map[string]any)
 		if p["status"] != "PROJECT_STATUS_RUNNING" {

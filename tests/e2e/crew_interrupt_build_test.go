@@ -54,7 +54,7 @@ func TestCrewInterruptDuringBuild(t *testing.T) {
 
 	// The worker builds; its build runs and waits on the slow generation.
 	var jobID, buildID string
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(liveness(3 * time.Minute))
 	for {
 		if jobID == "" {
 			for _, w := range getJSON(t, "/v1/projects/"+id+"/pool")["workers"].([]any) {
@@ -121,7 +121,7 @@ func TestCrewInterruptDuringBuild(t *testing.T) {
 		t.Errorf("generations of %s: %v, want the cancelled one and one more", interruptBuildPath, gens)
 	}
 	// One build, paused and resumed, to its end.
-	ctx, cancel := context.WithTimeout(authed(context.Background()), time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(time.Minute))
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(t, "builder"))
 	var changes []string

@@ -154,7 +154,7 @@ type crewEvent struct {
 // crewEvents reads project id's stream from its start for at most d.
 func crewEvents(t *testing.T, id string, d time.Duration) []crewEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(d))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.GatewayURL()+"/v1/projects/"+id+":watch", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -395,7 +395,7 @@ func TestCrewWorkerHearsAMessageAndCanBeInterrupted(t *testing.T) {
 	id := planCrew(t, repo, nil)
 	// The worker's job plans slowly (fakellm's latency): find it planning.
 	var jobID string
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(liveness(2 * time.Minute))
 	for jobID == "" {
 		pool := getJSON(t, "/v1/projects/"+id+"/pool")
 		for _, w := range pool["workers"].([]any) {
@@ -571,7 +571,7 @@ func TestCrewSpreadsOverTwoAgentsAndSurvivesAKill(t *testing.T) {
 	repo, numbers := crewRepo(t, "crew-spread", crewSpread, 0)
 	id := planCrew(t, repo, map[string]any{"max_workers": 6})
 	// Kill agent-2 once it holds a job that has not finished.
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(liveness(2 * time.Minute))
 	killed := false
 	for !killed {
 		p := getJSON(t, "/v1/projects/"+id)["project"].(map[string]any)

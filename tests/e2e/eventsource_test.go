@@ -70,7 +70,7 @@ func TestEventSourceReconnectsAcrossAGatewayRestart(t *testing.T) {
 	var want []string
 	want = append(want, create("before the page"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(3*time.Minute))
 	defer cancel()
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true))...)
@@ -129,7 +129,7 @@ func TestEventSourceReconnectsAcrossAGatewayRestart(t *testing.T) {
 	// waitFor polls the page until cond holds.
 	waitFor := func(what string, cond func(esState) bool) esState {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
+		deadline := time.Now().Add(liveness(90 * time.Second))
 		for {
 			s := state()
 			if cond(s) {
@@ -159,7 +159,7 @@ func TestEventSourceReconnectsAcrossAGatewayRestart(t *testing.T) {
 	waitFor("the browser to notice the gateway is gone", func(s esState) bool { return s.Errors > 0 })
 	// A task created while the gateway is down (straight to the tasks service): the
 	// reconnected stream must deliver it.
-	rctx, rcancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
+	rctx, rcancel := context.WithTimeout(authed(context.Background()), liveness(30*time.Second))
 	defer rcancel()
 	down, err := tasksv1.NewTaskServiceClient(dial(t, "tasks")).CreateTask(rctx, &tasksv1.CreateTaskRequest{Title: "while the gateway is down", Repo: repo})
 	if err != nil {

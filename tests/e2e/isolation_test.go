@@ -178,7 +178,7 @@ func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("no docker command")
 	}
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(3*time.Minute))
 	defer cancel()
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))
 	created, err := sb.CreateSandbox(ctx, &sandboxv1.CreateSandboxRequest{Language: "python"})
@@ -215,7 +215,7 @@ func TestSandboxServiceKilledLeavesNoContainerBehind(t *testing.T) {
 	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(liveness(30 * time.Second))
 	for slices.Contains(sandboxContainers(t, id), old[0]) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the killed process's container %s is still there", old[0])
@@ -256,7 +256,7 @@ func TestSandboxBackendPolicyThroughTheMesh(t *testing.T) {
 	parallel(t)
 	_, email := newUser(t, "sandbox-member")
 	access, _ := login(t, email, 0)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(2*time.Minute))
 	defer cancel()
 	member, admin := bearer(ctx, access), authed(ctx)
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))

@@ -79,7 +79,7 @@ func TestLinearTwoWaySync(t *testing.T) {
 	if code, ans := post("e2e-1", fakelinear.SignWebhook(secret, payload)); code != http.StatusOK || ans["accepted"] != true {
 		t.Fatalf("signed delivery: %d %v", code, ans)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(liveness(time.Minute))
 	for repoTasks(t, repo)["linear:"+deploy.ID] == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("the webhook's issue did not become a task within a minute: %v", repoTasks(t, repo))
@@ -92,7 +92,7 @@ func TestLinearTwoWaySync(t *testing.T) {
 		t.Fatalf("set status: %d %v", code, body)
 	}
 	// Written back in the background, without a sync asked for.
-	deadline = time.Now().Add(90 * time.Second)
+	deadline = time.Now().Add(liveness(90 * time.Second))
 	for linearFake.Issue(schema.ID).State.Name != "In Progress" {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s is %q in Linear 90 s after its task started, want In Progress", schema.Identifier, linearFake.Issue(schema.ID).State.Name)

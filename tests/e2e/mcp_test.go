@@ -62,7 +62,7 @@ func mcpCall(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams, ou
 
 func mcpCallResult(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams) *mcp.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(11*time.Minute))
 	defer cancel()
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
@@ -137,7 +137,7 @@ func TestMCPDrivesATaskToItsReview(t *testing.T) {
 	}
 	jobID := started.Job.ID
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 		defer cancel()
 		_, _ = c.Agent().CancelJob(ctx, &agentv1.CancelJobRequest{Id: jobID, Reason: "test done"})
 	})
@@ -226,7 +226,7 @@ func TestMCPDrivesATaskToItsReview(t *testing.T) {
 		t.Fatalf("plan_project = %+v, %q", project, text)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 		defer cancel()
 		_, _ = c.Projects().CancelProject(ctx, &agentv1.CancelProjectRequest{Id: project.ID, Reason: "test done"})
 	})
@@ -234,7 +234,7 @@ func TestMCPDrivesATaskToItsReview(t *testing.T) {
 	if !res.IsError || !strings.Contains(mcpText(res), "confirm") {
 		t.Fatalf("start_project without confirm = %v %q", res.IsError, mcpText(res))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 	defer cancel()
 	if got, err := c.Projects().GetProject(ctx, &agentv1.GetProjectRequest{Id: project.ID}); err != nil || got.GetProject().GetStatus() != agentv1.ProjectStatus_PROJECT_STATUS_PLANNED {
 		t.Fatalf("the project after start_project without confirm: %v, %v", got.GetProject().GetStatus(), err)

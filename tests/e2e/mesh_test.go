@@ -232,7 +232,7 @@ func TestGatewayFrontsEveryServiceAndServesOpenAPI(t *testing.T) {
 
 func TestWatchTasksSeesChangesMadeThroughTheGateway(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 30*time.Second)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(30*time.Second))
 	defer cancel()
 	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
 	stream, err := client.WatchTasks(ctx, &tasksv1.WatchTasksRequest{Repo: "local/watched"})
@@ -359,7 +359,7 @@ func TestWatchTasksOverREST(t *testing.T) {
 		}
 	}
 	create("before")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(30*time.Second))
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", mesh.GatewayURL()+"/v1/tasks:watch?after_id=0&repo="+repo, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -408,7 +408,7 @@ func TestWatchTasksOverREST(t *testing.T) {
 func TestWatchResumesAcrossARestartOfTasks(t *testing.T) {
 	alone(t)
 	repo := "local/restart"
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(2*time.Minute))
 	defer cancel()
 	client := tasksv1.NewTaskServiceClient(dial(t, "tasks"))
 	a, err := client.CreateTask(ctx, &tasksv1.CreateTaskRequest{Title: "before restart", Repo: repo})

@@ -114,7 +114,7 @@ func reviseAnswer(c, d projTask) string {
 // waitProject polls the project over REST until its status is one of want.
 func waitProject(t *testing.T, id string, timeout time.Duration, want ...string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(2 * timeout)
+	deadline := time.Now().Add(liveness(timeout))
 	for {
 		code, got := rest(t, http.MethodGet, "/v1/projects/"+id, token, nil)
 		if code != http.StatusOK {
@@ -415,7 +415,7 @@ func TestProjectResumesAfterTheAgentIsKilledAndRerunsWhatTheReviewNames(t *testi
 		t.Fatalf("start: %d %v", code, body)
 	}
 	// Kill the agent once phase 2 runs.
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(liveness(4 * time.Minute))
 	for {
 		code, got := rest(t, http.MethodGet, "/v1/projects/"+id, token, nil)
 		if code != http.StatusOK {
@@ -614,7 +614,7 @@ func restartProjectScript() []fakellm.Response {
 // waitTaskRunning waits until the project task whose title holds marker is RUNNING.
 func waitTaskRunning(t *testing.T, id, marker string) {
 	t.Helper()
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(liveness(4 * time.Minute))
 	for {
 		code, got := rest(t, http.MethodGet, "/v1/projects/"+id, token, nil)
 		if code != http.StatusOK {
@@ -645,7 +645,7 @@ func startAgain(t *testing.T) {
 	if err := mesh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), liveness(time.Minute))
 	defer cancel()
 	if err := mesh.WaitReady(ctx, time.Minute); err != nil {
 		t.Fatal(err)

@@ -189,7 +189,7 @@ func TestReplicasShareTheWorkAndSurviveKills(t *testing.T) {
 		wg.Go(func() { errs <- replicaJobDone(t, gws[(i+1)%2], toks[owner(i)], jobs[i]) })
 	}
 	killed := map[string]bool{}
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(liveness(4 * time.Minute))
 	for len(killed) < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("killed %v: agent-2 held no job or builder-2 no build in time", killed)
@@ -308,7 +308,7 @@ func TestReplicasShareTheWorkAndSurviveKills(t *testing.T) {
 // replicaJobDone waits until job id is in review, approves it through gateway base, and
 // waits until it completed.
 func replicaJobDone(t *testing.T, base, tok, id string) error {
-	deadline := time.Now().Add(6 * time.Minute)
+	deadline := time.Now().Add(liveness(6 * time.Minute))
 	approved := false
 	for time.Now().Before(deadline) {
 		code, body := restAt(t, base, http.MethodGet, "/v1/jobs/"+id, tok, nil)

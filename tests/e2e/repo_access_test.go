@@ -95,7 +95,7 @@ func TestRepositoryAccessAcrossPeople(t *testing.T) {
 		t.Fatalf("start job: %d %v", code, job)
 	}
 	id := job["job"].(map[string]any)["id"].(string)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(liveness(3 * time.Minute))
 	for {
 		code, got := rest(t, http.MethodGet, "/v1/jobs/"+id, alice, nil)
 		if code != http.StatusOK {

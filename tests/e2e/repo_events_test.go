@@ -55,7 +55,7 @@ func repoDeliveries(t *testing.T, conn string) map[string]map[string]any {
 // handled waits until every delivery of ids is no longer pending and returns them.
 func handled(t *testing.T, conn string, ids ...string) map[string]map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(liveness(time.Minute))
 	for {
 		all := repoDeliveries(t, conn)
 		waiting := 0

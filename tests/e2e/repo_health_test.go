@@ -109,7 +109,7 @@ func checkHealth(t *testing.T, conn, requestID string) map[string]any {
 		t.Fatalf("check health: %d %v", code, body)
 	}
 	id := body["report"].(map[string]any)["id"].(string)
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(liveness(5 * time.Minute))
 	for {
 		h := healthOf(t, conn)
 		latest, _ := h["latest"].(map[string]any)

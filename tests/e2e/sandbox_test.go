@@ -19,7 +19,7 @@ import (
 // destroyed.
 func TestSandboxValidatesABrokenGoModule(t *testing.T) {
 	parallel(t)
-	ctx, cancel := context.WithTimeout(authed(context.Background()), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(authed(context.Background()), liveness(2*time.Minute))
 	defer cancel()
 	sb := sandboxv1.NewSandboxServiceClient(dial(t, "sandbox"))
 	var buf bytes.Buffer

@@ -82,7 +82,7 @@ func TestSubAgentsEnrichTheBuild(t *testing.T) {
 	}
 	wait := func(id string) map[string]any {
 		t.Helper()
-		deadline := time.Now().Add(4 * time.Minute)
+		deadline := time.Now().Add(liveness(4 * time.Minute))
 		for {
 			code, got := rest(t, http.MethodGet, "/v1/jobs/"+id, tok, nil)
 			if code != http.StatusOK {
