@@ -2,20 +2,21 @@ package service_test
 
 import (
 	"cmp"
+	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/thefold/thefold/services/memory/internal/vscan"
 )
 
-// BenchmarkBinaryScan measures the design an in-process vector ranking would use, on the
-// latency benchmark's 100k generated memories and 200 queries (local@2, or
-// THEFOLD_BENCH_EMBEDDER): every memory's vector reduced to one bit per dimension (above
-// or below the dimension's mean), all of them scanned by Hamming distance to the query's
-// bits, and the nearest `pool` re-ranked by exact cosine. It prints recall@10 against
-// exact search and the time per query of the scan and of the re-rank, for several pools;
-// it asserts nothing about time. Not in make bench (a minute of set-up):
+// BenchmarkBinaryScan measures the in-process vector ranking (package vscan) on the latency
+// benchmark's 100k generated memories and 200 queries (local@2, or THEFOLD_BENCH_EMBEDDER):
+// an exhaustive scan of one bit per dimension by Hamming distance, and the nearest `pool`
+// re-ranked by exact cosine. It prints recall@10 against exact search and the time per
+// query for several pools; it asserts nothing about time. Not in make bench (a minute of
+// set-up):
 //
 //	go test -run '^$' -bench BinaryScan -benchtime 1x ./internal/service/
 func BenchmarkBinaryScan(b *testing.B) {
@@ -26,130 +27,64 @@ func BenchmarkBinaryScan(b *testing.B) {
 		texts[i] = m.summary + "\n" + m.content // what bulkInsert embeds
 	}
 	vecs := local.Embed(texts)
-	dims := len(vecs[0])
-	words := (dims + 63) / 64
-	mean := make([]float64, dims)
-	for _, v := range vecs {
-		for j, x := range v {
-			mean[j] += float64(x)
-		}
-	}
-	for j := range mean {
-		mean[j] /= float64(len(vecs))
-	}
-	bitsOf := func(v []float32, out []uint64) {
-		for j, x := range v {
-			if float64(x) > mean[j] {
-				out[j/64] |= 1 << (j % 64)
-			}
-		}
-	}
-	// One contiguous array each, as an index would hold them.
-	flat := make([]float32, 0, len(vecs)*dims)
-	codes := make([]uint64, len(vecs)*words)
+	set := vscan.New(len(vecs[0]))
 	for i, v := range vecs {
-		unit(v)
-		flat = append(flat, v...)
-		bitsOf(v, codes[i*words:(i+1)*words])
+		set.Put(fmt.Sprint(i), v)
 	}
-	vec := func(i int) []float32 { return flat[i*dims : (i+1)*dims : (i+1)*dims] }
 	queries := local.Embed(benchQueryTexts(benchQueries, mems))
-	exact := make([][]int, len(queries))
+	exact := make([][]string, len(queries))
 	for qi, q := range queries {
-		unit(q)
-		exact[qi] = nearest(len(vecs), 10, func(i int) float32 { return -dot(q, vec(i)) })
+		exact[qi] = nearestExact(vecs, q, 10)
 	}
 	b.ResetTimer()
 	for range b.N {
 		for _, pool := range []int{500, 1000, 2000, 4000} {
-			var found int
-			var scan, rerank time.Duration
-			dist := make([]uint16, len(vecs))
-			qbits := make([]uint64, words)
+			found := 0
+			var took []time.Duration
 			for qi, q := range queries {
-				clear(qbits)
-				bitsOf(q, qbits)
 				t0 := time.Now()
-				// Hamming distances, and the smallest distance that keeps pool of them (a
-				// histogram, not a sort: distances are 0…dims).
-				hist := make([]int, dims+1)
-				for i := range dist {
-					c := codes[i*words : (i+1)*words : (i+1)*words]
-					h := 0
-					for w := range c {
-						h += bits.OnesCount64(c[w] ^ qbits[w])
-					}
-					dist[i] = uint16(h)
-					hist[h]++
-				}
-				limit, n := 0, 0
-				for limit = range hist {
-					if n += hist[limit]; n >= pool {
-						break
-					}
-				}
-				cands := make([]int, 0, n)
-				for i, d := range dist {
-					if int(d) <= limit {
-						cands = append(cands, i)
-					}
-				}
-				t1 := time.Now()
-				top := nearest(len(cands), 10, func(k int) float32 { return -dot(q, vec(cands[k])) })
-				rerank += time.Since(t1)
-				scan += t1.Sub(t0)
-				for _, k := range top {
-					if slices.Contains(exact[qi], cands[k]) {
+				hits := set.Nearest(q, 10, pool)
+				took = append(took, time.Since(t0))
+				for _, h := range hits {
+					if slices.Contains(exact[qi], h.ID) {
 						found++
 					}
 				}
 			}
-			nq := time.Duration(len(queries))
-			b.Logf("binary scan of %d memories (%d dims, %d bytes of bits each), re-rank of the nearest %d: recall@10 %.3f, scan %v, re-rank %v per query",
-				len(vecs), dims, words*8, pool, float64(found)/float64(10*len(queries)), (scan / nq).Round(time.Microsecond), (rerank / nq).Round(time.Microsecond))
+			slices.Sort(took)
+			p50, p99 := took[len(took)/2], took[len(took)*99/100]
+			recall := float64(found) / float64(10*len(queries))
+			b.Logf("in-process scan of %d memories (%d dims), the nearest %d by bits re-ranked: recall@10 %.3f, p50/p99 %v/%v per query",
+				len(vecs), set.Dims(), pool, recall, p50.Round(time.Microsecond), p99.Round(time.Microsecond))
 			if pool == 1000 {
-				b.ReportMetric(float64(found)/float64(10*len(queries)), "recall@10")
-				b.ReportMetric(float64((scan+rerank)/nq)/1e6, "ms/query")
+				b.ReportMetric(recall, "recall@10")
+				b.ReportMetric(float64(p50)/1e6, "p50-ms")
 			}
 		}
 	}
 	b.ReportMetric(0, "ns/op")
 }
 
-// nearest returns the k of 0…n-1 with the smallest score.
-func nearest(n, k int, score func(int) float32) []int {
+// nearestExact is the ids of the k vectors most similar to q by cosine, by brute force.
+func nearestExact(vecs [][]float32, q []float32, k int) []string {
 	type scored struct {
-		i int
-		s float32
+		i   int
+		sim float64
 	}
-	all := make([]scored, n)
-	for i := range all {
-		all[i] = scored{i, score(i)}
+	all := make([]scored, len(vecs))
+	for i, v := range vecs {
+		var d, nv, nq float64
+		for j := range v {
+			d += float64(v[j]) * float64(q[j])
+			nv += float64(v[j]) * float64(v[j])
+			nq += float64(q[j]) * float64(q[j])
+		}
+		all[i] = scored{i, d / (math.Sqrt(nv) * math.Sqrt(nq))}
 	}
-	slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(a.s, b.s) })
-	out := make([]int, min(k, n))
+	slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(b.sim, a.sim) })
+	out := make([]string, k)
 	for i := range out {
-		out[i] = all[i].i
+		out[i] = fmt.Sprint(all[i].i)
 	}
 	return out
-}
-
-func dot(a, b []float32) float32 {
-	var s float32
-	for j := range a {
-		s += a[j] * b[j]
-	}
-	return s
-}
-
-func unit(v []float32) {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	if s = math.Sqrt(s); s > 0 {
-		for j := range v {
-			v[j] = float32(float64(v[j]) / s)
-		}
-	}
 }
