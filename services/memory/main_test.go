@@ -32,6 +32,10 @@ func TestConfig(t *testing.T) {
 		{"a wider HNSW walk", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "400"}, nil},
 		{"an HNSW walk out of range", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "0"}, []string{"THEFOLD_MEMORY_EF_SEARCH"}},
 		{"an HNSW walk beyond pgvector's", map[string]string{"THEFOLD_MEMORY_EF_SEARCH": "1001"}, []string{"THEFOLD_MEMORY_EF_SEARCH"}},
+		{"the HNSW walk instead of the scan", map[string]string{"THEFOLD_MEMORY_VECTOR_RANKING": "hnsw"}, nil},
+		{"an unknown vector ranking", map[string]string{"THEFOLD_MEMORY_VECTOR_RANKING": "ivfflat"}, []string{"THEFOLD_MEMORY_VECTOR_RANKING"}},
+		{"a wider scan", map[string]string{"THEFOLD_MEMORY_SCAN_POOL": "4000"}, nil},
+		{"a scan pool out of range", map[string]string{"THEFOLD_MEMORY_SCAN_POOL": "5"}, []string{"THEFOLD_MEMORY_SCAN_POOL"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

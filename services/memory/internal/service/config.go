@@ -31,6 +31,17 @@ type Config struct {
 	// takes longer. The default keeps recall@10 against exact search at 0.95 or more on the
 	// latency benchmark's 100k memories (make bench); at 10k, 40 already does.
 	EfSearch int `env:"THEFOLD_MEMORY_EF_SEARCH, default=160"`
+	// VectorRanking is how memories are ranked by vector: "scan" holds each owner's
+	// vectors in this process (about 1.6 KB per memory of 384 dimensions, loaded on the
+	// owner's first search) and scans them, following every replica's changes through
+	// PostgreSQL; "hnsw" walks pgvector's HNSW index in PostgreSQL. The scan is faster at
+	// the same recall (docs/benchmarks.md); searches walk while an owner's vectors load,
+	// and an owner not searched for 30 minutes is dropped from memory.
+	VectorRanking string `env:"THEFOLD_MEMORY_VECTOR_RANKING, default=scan"`
+	// ScanPool is how many of an owner's memories the scan's bit comparison passes to the
+	// exact re-rank: more finds more of the true nearest and takes longer (1,000 gives
+	// recall@10 0.965 at 100k memories).
+	ScanPool int `env:"THEFOLD_MEMORY_SCAN_POOL, default=1000"`
 	// EmbedModel is the embedding model asked of ai.Embed ("" = ai's default, the local
 	// embedder when no provider is set up). When what ai answers for it (model, version and
 	// size) is not what the stored vectors have, they are re-embedded in the background
@@ -92,6 +103,12 @@ func (c *Config) Validate() error {
 	}
 	if c.EfSearch < 1 || c.EfSearch > 1000 {
 		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_EF_SEARCH: %d: want 1 to 1000", c.EfSearch))
+	}
+	if c.VectorRanking != "scan" && c.VectorRanking != "hnsw" {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_VECTOR_RANKING: %q: want scan or hnsw", c.VectorRanking))
+	}
+	if c.VectorRanking == "scan" && (c.ScanPool < 10 || c.ScanPool > 1_000_000) {
+		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_SCAN_POOL: %d: want 10 to 1000000", c.ScanPool))
 	}
 	if c.TextPool < 100 || c.TextPool > 1_000_000 {
 		problems = append(problems, fmt.Errorf("THEFOLD_MEMORY_TEXT_POOL: %d: want 100 to 1000000", c.TextPool))

@@ -183,6 +183,9 @@ func (s *Server) RunConsolidation(ctx context.Context, every time.Duration) erro
 				s.log.WarnContext(ctx, "periodic consolidation", "owner", sc.Owner, "repo", sc.Repo, "err", err)
 			}
 		}
+		if _, err := s.store.PruneTombstones(ctx, s.now().Add(-store.TombstoneAge)); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "pruning deleted memories' tombstones", "err", err)
+		}
 	})
 	return nil
 }

@@ -126,7 +126,7 @@ func start(t testing.TB, cfg service.Config) *env {
 func startOn(t testing.TB, pool *pgxpool.Pool, cfg service.Config) *env {
 	t.Helper()
 	if cfg.Fusion == "" {
-		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000}
+		cfg = service.Config{HybridAlpha: 0.4, Fusion: "alpha", Candidates: 40, TextPool: 1000, MaxContent: 32000, VectorRanking: "scan", ScanPool: 1000}
 	}
 	conn := &lazy{}
 	fake := newEmbedServer()

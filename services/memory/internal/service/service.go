@@ -80,6 +80,9 @@ func New(cfg Config, st *store.Store, ai aiv1.AIServiceClient, opts ...Option) *
 	for _, o := range opts {
 		o(s)
 	}
+	if cfg.VectorRanking == "scan" {
+		st.EnableScan(cfg.ScanPool)
+	}
 	return s
 }
 
@@ -269,3 +272,11 @@ func (s *Server) integrityFailure(ctx context.Context, owner, id string) {
 }
 
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+// LoadVectors loads owner's memory vectors for the in-process vector ranking now
+// (THEFOLD_MEMORY_VECTOR_RANKING=scan; a search otherwise starts the load in the
+// background and walks the HNSW index until it is done). Benchmarks use it to measure the
+// scan from their first search.
+func (s *Server) LoadVectors(ctx context.Context, owner string) error {
+	return s.store.LoadScan(ctx, owner)
+}

@@ -37,6 +37,9 @@ type SearchQuery struct {
 	// EfSearch is the HNSW walk's candidate list (hnsw.ef_search); 0 is DefaultEfSearch
 	// or K, whichever is larger.
 	EfSearch int
+	// Walk ranks by the HNSW walk even when the in-process scan is on (EnableScan), for
+	// measuring one against the other.
+	Walk bool
 }
 
 // DefaultEfSearch is the HNSW walk's candidate list when SearchQuery.EfSearch is 0: the
@@ -76,8 +79,12 @@ func (q SearchQuery) ranking() ranking {
 	var c db.Conds
 	c.Add("m.owner_id = $%d", q.Owner)
 	q.Filter.conds(&c)
-	return ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args,
+	r := ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args,
 		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact, ef: q.EfSearch}
+	if !q.Walk && !q.Exact {
+		r.scanOwner = q.Owner
+	}
+	return r
 }
 
 // ranking is one hybrid search of a table (aliased m) with a search tsvector and an
@@ -94,6 +101,8 @@ type ranking struct {
 	pool  int
 	exact bool
 	ef    int
+	// scanOwner is the owner whose in-process vectors may rank (scanned), "" for the walk.
+	scanOwner string
 }
 
 // hit is a row found by either ranking.
@@ -132,6 +141,37 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 	var byVector, byText []found
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
+		if r.scanOwner != "" {
+			set, ok, err := s.scanned(gctx, r.scanOwner, r.vec.Pair())
+			if err != nil {
+				return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
+			}
+			if ok {
+				// Twice k of the scan's nearest, for the filters beyond the owner to choose
+				// from; when they leave fewer than k of a set that had more, the walk
+				// (which continues until k pass) ranks instead.
+				hits := set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
+				if len(hits) == 0 {
+					return nil
+				}
+				ids := make([]string, len(hits))
+				for i, h := range hits {
+					ids[i] = h.ID
+				}
+				q, args := scanQuery(r, ids)
+				err := s.query(gctx, customPlans, nil, q, args, func(rows pgx.Rows) (err error) {
+					byVector, err = collect(rows)
+					return err
+				})
+				if err != nil {
+					return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
+				}
+				if len(byVector) >= r.k || len(hits) < 2*r.k {
+					return nil
+				}
+				byVector = nil
+			}
+		}
 		settings, ef := searchSettings(r.k, r.ef, r.exact)
 		half, err := s.walkHalf(gctx, r.table, r.vec.Pair())
 		if err != nil {

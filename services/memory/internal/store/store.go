@@ -39,6 +39,8 @@ type Store struct {
 	stats       map[string]*termStats // by table
 	// lexCache holds the lexemes of query words (see lexemes).
 	lexCache map[string][]string
+	// scan is the in-process vector ranking of memories, nil when off (EnableScan).
+	scan *scanState
 }
 
 // New returns a store over pool, whose search_path is the memory schema.
