@@ -210,16 +210,23 @@ func (s *Store) PruneTombstones(ctx context.Context, before time.Time) (int64, e
 	return n, nil
 }
 
-// scanQuery is the k rows nearest the query vector among ids (the scan's nearest, nearest
-// first) that r's filters let through, in r.columns and the scores, nearest first at full
-// precision: vectorQuery's result, from the scan instead of the walk.
-func scanQuery(r ranking, ids []string) (string, []any) {
+// scanQuery is the k rows nearest the query vector among hits (the scan's nearest, nearest
+// first) that r's filters let through, in r.columns and the scores, nearest first:
+// vectorQuery's result, from the scan instead of the walk. The vector score is the scan's
+// similarity, so no row's embedding is read.
+func scanQuery(r ranking, hits []vscan.Hit) (string, []any) {
+	ids := make([]string, len(hits))
+	sims := make([]float32, len(hits))
+	for i, h := range hits {
+		ids[i], sims[i] = h.ID, h.Sim
+	}
 	c := db.Conds{Args: slices.Clone(r.args)}
-	v, w, k, in := c.Arg(r.vec.param()), c.Arg(r.words), c.Arg(r.k), c.Arg(ids)
+	w, k, in, sim := c.Arg(r.words), c.Arg(r.k), c.Arg(ids), c.Arg(sims)
 	dims := len(r.vec.Values)
-	return fmt.Sprintf(`SELECT %s, %s FROM %s m WHERE m.id = ANY(%s::uuid[]) AND %s AND %s
-		ORDER BY (m.embedding::vector(%d)) <=> %s::vector(%d), m.id LIMIT %s`,
-		r.columns, scores(r, v, w), r.table, in, r.where, vecPred(r.vec.Model, dims), dims, v, dims, k), c.Args
+	return fmt.Sprintf(`SELECT %s, greatest(0, u.sim)::float8, ts_rank(m.search, %s, 1|32)
+		FROM unnest(%s::uuid[], %s::real[]) AS u(id, sim) JOIN %s m ON m.id = u.id
+		WHERE %s AND %s ORDER BY u.sim DESC, m.id LIMIT %s`,
+		r.columns, orQuery(w), in, sim, r.table, r.where, vecPred(r.vec.Model, dims), k), c.Args
 }
 
 // LoadScan loads the owner's vectors for the in-process ranking now and waits for it (a

@@ -184,8 +184,8 @@ func (s *Set) Nearest(q []float32, k, pool int) []Hit {
 	return out
 }
 
-// byBits returns the indexes of at least pool vectors whose codes are nearest u's (all of
-// those at the pool-th smallest distance): a histogram of the distances, not a sort.
+// byBits returns the indexes of the pool vectors whose codes are nearest u's (of those at
+// the pool-th smallest distance, the first found): a histogram of the distances, not a sort.
 func (s *Set) byBits(u []float32, pool int) []int {
 	qc := make([]uint64, s.words)
 	s.code(u, qc)
@@ -201,16 +201,22 @@ func (s *Set) byBits(u []float32, pool int) []int {
 		dist[i] = uint16(d)
 		hist[d]++
 	}
-	limit, count := 0, 0
+	limit, below := 0, 0 // below: how many are nearer than limit
 	for limit = range hist {
-		if count += hist[limit]; count >= pool {
+		if below+hist[limit] >= pool {
 			break
 		}
+		below += hist[limit]
 	}
-	cands := make([]int, 0, count)
+	atLimit := pool - below // how many of those at the limit to take
+	cands := make([]int, 0, pool)
 	for i, d := range dist {
-		if int(d) <= limit {
+		switch {
+		case int(d) < limit:
 			cands = append(cands, i)
+		case int(d) == limit && atLimit > 0:
+			cands = append(cands, i)
+			atLimit--
 		}
 	}
 	return cands
