@@ -37,6 +37,16 @@ func insertScanMemory(t *testing.T, s *Store, owner, repo string, i int, v []flo
 	return row.GetId()
 }
 
+// scanStore is a store with the scan on (a pool larger than the tests' sets: exact), on a
+// database of its own, and a random source seeded with seed.
+func scanStore(t *testing.T, seed uint64) (*Store, *rand.Rand) {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	s := New(pool)
+	s.EnableScan(1000)
+	return s, rand.New(rand.NewPCG(seed, seed+1))
+}
+
 // vectorIDs is the ids the vector ranking found, nearest first.
 func vectorIDs(t *testing.T, s *Store, q SearchQuery) []string {
 	t.Helper()
@@ -137,10 +147,7 @@ func TestScanFollowsEveryReplicasChanges(t *testing.T) {
 // which continues until k rows pass: the result is the filtered exact one.
 func TestScanWithASelectiveFilterWalksInstead(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	s := New(pool)
-	s.EnableScan(1000)
-	rng := rand.New(rand.NewPCG(3, 4))
+	s, rng := scanStore(t, 3)
 	for i := range 80 {
 		repo := "acme/api"
 		if i%20 == 0 {
@@ -164,10 +171,7 @@ func TestScanWithASelectiveFilterWalksInstead(t *testing.T) {
 // load is done, searches scan.
 func TestScanLoadsInTheBackground(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	s := New(pool)
-	s.EnableScan(1000)
-	rng := rand.New(rand.NewPCG(5, 6))
+	s, rng := scanStore(t, 5)
 	for i := range 20 {
 		insertScanMemory(t, s, "alice", "acme/api", i, scanVector(rng))
 	}
