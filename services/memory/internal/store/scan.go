@@ -134,7 +134,7 @@ func (s *Store) load(owner string, ov *ownerVectors) {
 // after ov.version (all of them when it is -1), in one snapshot, and sets ov.version to
 // the owner's version in that snapshot.
 func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	return db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var version, pruned int64
 		err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0), coalesce(max(pruned), 0) FROM memory_owner_versions WHERE owner_id = $1`, owner).Scan(&version, &pruned)
 		if err != nil {
