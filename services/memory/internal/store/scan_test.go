@@ -208,3 +208,58 @@ func TestScanLoadsInTheBackground(t *testing.T) {
 		t.Fatalf("another pair: %v, %v, %v; want an empty set", set, ok, err)
 	}
 }
+
+// The text ranking's hits get their vector score from the scan's vectors (their embeddings
+// are not read): the same score PostgreSQL computes for them.
+func TestScanScoresTheTextHitsVectors(t *testing.T) {
+	t.Parallel()
+	s, rng := scanStore(t, 7)
+	// All near one direction, so every similarity is positive (a negative one scores 0).
+	near := func() []float32 {
+		v := scanVector(rng)
+		for j := range v {
+			v[j] = v[j]/4 + 1
+		}
+		return v
+	}
+	for i := range 30 {
+		insertScanMemory(t, s, "alice", "acme/api", i, near())
+	}
+	if err := s.LoadScan(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	plain := New(s.pool)
+	q := SearchQuery{Owner: "alice", Filter: Filter{AnyRepo: true}, Vector: Vector{Model: "test@1", Values: near()}, Words: "memory", K: 3}
+	type scored struct {
+		vector   float64
+		textOnly bool
+	}
+	score := func(st *Store) map[string]scored {
+		got, err := st.Search(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]scored{}
+		for _, c := range got {
+			out[c.GetId()] = scored{c.Vector, c.VectorRank == 0}
+		}
+		return out
+	}
+	scanned, sql := score(s), score(plain)
+	textOnly := 0
+	for id, want := range sql {
+		got, ok := scanned[id]
+		if !ok || got.vector < want.vector-1e-5 || got.vector > want.vector+1e-5 {
+			t.Errorf("memory %s: vector score %v with the scan (found: %v), %v by PostgreSQL", id, got.vector, ok, want.vector)
+		}
+		if want.textOnly {
+			textOnly++
+			if want.vector <= 0 {
+				t.Errorf("memory %s: a text hit's vector score is %v, want it positive", id, want.vector)
+			}
+		}
+	}
+	if textOnly == 0 {
+		t.Fatalf("no hit of the text ranking alone among %d candidates", len(sql))
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/thefold/thefold/pkg/db"
+
+	"github.com/thefold/thefold/services/memory/internal/vscan"
 )
 
 // DefaultTextPool is how many memories the full-text ranking scores at most in one search
@@ -139,42 +141,48 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		return out, rows.Err()
 	}
 	var byVector, byText []found
+	// The owner's in-process vectors, when they rank (see scan.go): they also give the text
+	// hits their vector similarity, so the text query reads no embedding.
+	var set *vscan.Set
+	if r.scanOwner != "" {
+		var ok bool
+		var err error
+		if set, ok, err = s.scanned(ctx, r.scanOwner, r.vec.Pair()); err != nil {
+			return nil, fmt.Errorf("store: %s vector ranking: %w", r.table, err)
+		} else if !ok {
+			set = nil
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if r.scanOwner != "" {
-			set, ok, err := s.scanned(gctx, r.scanOwner, r.vec.Pair())
-			if err != nil {
-				return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
-			}
-			if ok {
-				// Twice k of the scan's nearest, for the filters beyond the owner to choose
-				// from: PostgreSQL reads the first 1.5 k (the service's own filter, of
-				// strategies below the trust threshold, leaves out a few), and the rest only
-				// when its filters left fewer than k of those; when they leave fewer than k
-				// of a set that had more, the walk (which continues until k pass) ranks
-				// instead.
-				hits := set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
-				for _, n := range []int{min(r.k*3/2, len(hits)), len(hits)} {
-					if n == 0 {
-						return nil
-					}
-					// A plain query: its plan (primary-key lookups of the ids) does not depend
-					// on the arguments, so the prepared statement's generic plan serves and
-					// the 0.4 ms of planning each time (customPlans) is saved.
-					q, args := scanQuery(r, hits[:n])
-					rows, err := s.pool.Query(gctx, q, args...)
-					if err == nil {
-						byVector, err = collect(rows)
-					}
-					if err != nil {
-						return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
-					}
-					if len(byVector) >= r.k || n == len(hits) && len(hits) < 2*r.k {
-						return nil
-					}
+		if set != nil {
+			// Twice k of the scan's nearest, for the filters beyond the owner to choose
+			// from: PostgreSQL reads the first 1.5 k (the service's own filter, of
+			// strategies below the trust threshold, leaves out a few), and the rest only
+			// when its filters left fewer than k of those; when they leave fewer than k
+			// of a set that had more, the walk (which continues until k pass) ranks
+			// instead.
+			hits := set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
+			for _, n := range []int{min(r.k*3/2, len(hits)), len(hits)} {
+				if n == 0 {
+					return nil
 				}
-				byVector = nil
+				// A plain query: its plan (primary-key lookups of the ids) does not depend
+				// on the arguments, so the prepared statement's generic plan serves and
+				// the 0.4 ms of planning each time (customPlans) is saved.
+				q, args := scanQuery(r, hits[:n])
+				rows, err := s.pool.Query(gctx, q, args...)
+				if err == nil {
+					byVector, err = collect(rows)
+				}
+				if err != nil {
+					return fmt.Errorf("store: %s vector ranking: %w", r.table, err)
+				}
+				if len(byVector) >= r.k || n == len(hits) && len(hits) < 2*r.k {
+					return nil
+				}
 			}
+			byVector = nil
 		}
 		settings, ef := searchSettings(r.k, r.ef, r.exact)
 		half, err := s.walkHalf(gctx, r.table, r.vec.Pair())
@@ -196,13 +204,20 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		if err != nil || sel.match == "" {
 			return err
 		}
-		q, args := textQuery(r, sel)
+		q, args := textQuery(r, sel, set == nil)
 		err = s.query(gctx, customPlans, nil, q, args, func(rows pgx.Rows) (err error) {
 			byText, err = collect(rows)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("store: %s text ranking: %w", r.table, err)
+		}
+		if set != nil {
+			for i := range byText {
+				if sim, ok := set.Similarity(byText[i].id, r.vec.Values); ok {
+					byText[i].vector = max(0, float64(sim))
+				}
+			}
 		}
 		return nil
 	})
@@ -303,9 +318,15 @@ type textSelect struct{ match, all string }
 // (half of them at most by each tsquery when there are two), and its arguments: r.args,
 // then the vector, words, k, match, pool (and all). The rank is computed for the pool only
 // and the columns for the k rows only.
-func textQuery(r ranking, sel textSelect) (string, []any) {
+func textQuery(r ranking, sel textSelect, vectorScore bool) (string, []any) {
 	c := db.Conds{Args: slices.Clone(r.args)}
-	v, w, k, match, pool := c.Arg(r.vec.param()), c.Arg(r.words), c.Arg(r.k), c.Arg(sel.match), c.Arg(r.textPool())
+	w, k, match, pool := c.Arg(r.words), c.Arg(r.k), c.Arg(sel.match), c.Arg(r.textPool())
+	// The rows' scores; without vectorScore (the scan gives the text hits theirs) the
+	// vector score is 0 and no row's embedding is read.
+	rowScores := fmt.Sprintf("0::float8, ts_rank(m.search, %s, 1|32)", orQuery(w))
+	if vectorScore {
+		rowScores = scores(r, c.Arg(r.vec.param()), w)
+	}
 	picked := fmt.Sprintf(`SELECT m.id, m.search FROM %s m WHERE %s AND m.search @@ %s::tsquery LIMIT %s`, r.table, r.where, match, pool)
 	if sel.all != "" {
 		all := c.Arg(sel.all)
@@ -320,7 +341,7 @@ func textQuery(r ranking, sel textSelect) (string, []any) {
 			SELECT p.id, ts_rank(p.search, %s, 1|32) AS rank FROM (%s) p
 			ORDER BY rank DESC, p.id LIMIT %s) t
 		JOIN %s m ON m.id = t.id ORDER BY t.rank DESC, m.id`,
-		r.columns, scores(r, v, w), orQuery(w), picked, k, r.table), c.Args
+		r.columns, rowScores, orQuery(w), picked, k, r.table), c.Args
 }
 
 // textSelect is what the text ranking of r scores; its match is "" when the words have no
@@ -463,7 +484,7 @@ func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []stri
 	}
 	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		q, args := textQuery(r, sel)
+		q, args := textQuery(r, sel, true)
 		if text, err = plan(tx, q, args); err != nil {
 			return fmt.Errorf("store: explain text ranking: %w", err)
 		}

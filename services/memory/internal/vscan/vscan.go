@@ -184,6 +184,22 @@ func (s *Set) Nearest(q []float32, k, pool int) []Hit {
 	return out
 }
 
+// Similarity is the cosine similarity of id's vector to q, and false when the set has no
+// vector of id or q cannot be compared.
+func (s *Set) Similarity(id string, q []float32) (float32, bool) {
+	u, ok := unit(q, s.dims)
+	if !ok {
+		return 0, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i, ok := s.pos[id]
+	if !ok {
+		return 0, false
+	}
+	return dot(u, s.vecs[i*s.dims:(i+1)*s.dims:(i+1)*s.dims]), true
+}
+
 // byBits returns the indexes of the pool vectors whose codes are nearest u's (of those at
 // the pool-th smallest distance, the first found): a histogram of the distances, not a sort.
 func (s *Set) byBits(u []float32, pool int) []int {

@@ -143,6 +143,15 @@ func TestPutReplacesAndDeleteRemoves(t *testing.T) {
 	if got := ids(s.Nearest([]float32{0, 2, 0.1}, 1, 10)); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("after b moved, nearest = %v, want c", got)
 	}
+	if sim, ok := s.Similarity("c", []float32{0, 0, 5}); !ok || sim < 0.9999 {
+		t.Fatalf("Similarity(c, its own direction) = %v, %v; want 1", sim, ok)
+	}
+	if sim, ok := s.Similarity("b", []float32{1, 0, 0}); !ok || sim > -0.9999 {
+		t.Fatalf("Similarity(b, the opposite direction) = %v, %v; want -1", sim, ok)
+	}
+	if _, ok := s.Similarity("nobody", []float32{1, 0, 0}); ok {
+		t.Fatal("Similarity of an id the set lacks")
+	}
 	s.Delete("a") // the last one (c) takes a's place
 	s.Delete("nobody")
 	if s.Len() != 2 {
