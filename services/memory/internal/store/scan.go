@@ -43,14 +43,14 @@ type ownerVectors struct {
 	used time.Time // the last search, under scanState.mu
 
 	mu      sync.Mutex // held while changes are read and applied
-	loading bool       // a background load or catch-up is running
+	loading bool       // a background load (load) is running
 	loaded  bool
 	version int64
 	sets    map[Pair]*vscan.Set
 }
 
 // catchUpInline is how many versions behind a search applies the changes itself; further
-// behind, it walks the index while the changes are applied in the background.
+// behind, it walks the index while the owner's vectors are read again in the background.
 const catchUpInline = 2000
 
 // EnableScan turns the in-process vector ranking of memories on; pool is how many of an
@@ -68,14 +68,9 @@ func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*vscan.Set, 
 	if sc == nil {
 		return nil, false, nil
 	}
+	ov := sc.owner(owner)
 	sc.mu.Lock()
 	now := time.Now()
-	ov := sc.owners[owner]
-	if ov == nil {
-		ov = &ownerVectors{sets: map[Pair]*vscan.Set{}, version: -1}
-		sc.owners[owner] = ov
-	}
-	ov.used = now
 	if now.Sub(sc.swept) > time.Minute {
 		sc.swept = now
 		for o, x := range sc.owners {
@@ -110,6 +105,19 @@ func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*vscan.Set, 
 		go s.load(owner, ov)
 	}
 	return nil, false, nil
+}
+
+// owner is owner's entry, made (empty, not loaded) when there is none, marked used now.
+func (sc *scanState) owner(owner string) *ownerVectors {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	ov := sc.owners[owner]
+	if ov == nil {
+		ov = &ownerVectors{sets: map[Pair]*vscan.Set{}, version: -1}
+		sc.owners[owner] = ov
+	}
+	ov.used = time.Now()
+	return ov
 }
 
 // ownerVersion reads an owner's version (0 before its first memory).
@@ -237,13 +245,7 @@ func (s *Store) LoadScan(ctx context.Context, owner string) error {
 	if s.scan == nil {
 		return nil
 	}
-	s.scan.mu.Lock()
-	ov := s.scan.owners[owner]
-	if ov == nil {
-		ov = &ownerVectors{sets: map[Pair]*vscan.Set{}, version: -1}
-		s.scan.owners[owner] = ov
-	}
-	s.scan.mu.Unlock()
+	ov := s.scan.owner(owner)
 	ov.mu.Lock()
 	defer ov.mu.Unlock()
 	if err := s.readChanges(ctx, owner, ov); err != nil {
