@@ -66,6 +66,17 @@ install_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 install_go_tool protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.32.0
 install_go_tool protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@v2.32.0
 
+# govulncheck goes where every sandbox finds it: /usr/local/bin is bound into bwrap sandboxes
+# (with /usr) and copied into the docker sandbox image (DefaultPrograms). The repository
+# monitor's vulnerability audit runs it (with THEFOLD_SANDBOX_GOVULNDB); bookworm's package
+# is a 2023 snapshot that reads neither today's database nor today's Go. Static: the image
+# needs no library for it.
+GOVULNCHECK=golang.org/x/vuln/cmd/govulncheck@v1.9.0
+if ! go version -m /usr/local/bin/govulncheck 2>/dev/null | awk '$1=="mod"{print $3}' | grep -qx "${GOVULNCHECK##*@}"; then
+  log "go install $GOVULNCHECK (into /usr/local/bin)"
+  (cd / && GOFLAGS= CGO_ENABLED=0 GOBIN=/usr/local/bin go install "$GOVULNCHECK")
+fi
+
 # --- pgvector ---------------------------------------------------------------------------------
 if [ ! -f /usr/share/postgresql/$PG_VERSION/extension/vector.control ]; then
   if apt-cache show postgresql-$PG_VERSION-pgvector >/dev/null 2>&1; then

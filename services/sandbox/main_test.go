@@ -20,6 +20,9 @@ func TestConfig(t *testing.T) {
 	}{
 		{"defaults", nil, nil},
 		{"bwrap with a package proxy", map[string]string{"THEFOLD_SANDBOX_BACKEND": "bwrap", "THEFOLD_SANDBOX_GOPROXY": "http://proxy:3000"}, nil},
+		{"a vulnerability database", map[string]string{"THEFOLD_SANDBOX_GOVULNDB": "https://vuln.go.dev"}, nil},
+		{"a vulnerability database that is no http URL", map[string]string{"THEFOLD_SANDBOX_GOVULNDB": "file:///srv/vulndb"}, []string{"THEFOLD_SANDBOX_GOVULNDB"}},
+		{"a vulnerability database with credentials", map[string]string{"THEFOLD_SANDBOX_GOVULNDB": "https://u:p@vulndb.example"}, []string{"THEFOLD_SANDBOX_GOVULNDB"}},
 		{"unknown backend", map[string]string{"THEFOLD_SANDBOX_BACKEND": "vm"}, []string{"THEFOLD_SANDBOX_BACKEND"}},
 		{"local without the opt-in", map[string]string{"THEFOLD_SANDBOX_BACKEND": "local"}, []string{"THEFOLD_SANDBOX_ALLOW_LOCAL"}},
 		{"local for development", map[string]string{"THEFOLD_SANDBOX_BACKEND": "local", "THEFOLD_SANDBOX_ALLOW_LOCAL": "true"}, nil},

@@ -44,7 +44,7 @@ var commonPrograms = []string{"git", "make", "ls", "cat", "find", "grep", "head"
 
 // languagePrograms are the toolchains of each language.
 var languagePrograms = map[string][]string{
-	"go":         {"go", "gofmt"},
+	"go":         {"go", "gofmt", vulnCheck},
 	"typescript": {"node", "npm", "npx", "tsc", "eslint", "prettier", "jest", "vitest"},
 	"javascript": {"node", "npm", "npx", "eslint", "prettier", "jest", "vitest"},
 	"python":     {"python3", "python", "pytest", "pip", "pip3", "ruff", "mypy"},
@@ -52,6 +52,41 @@ var languagePrograms = map[string][]string{
 
 // installers are the programs a NETWORK_POLICY_PACKAGES command may be, by package source.
 var installers = map[string][]string{"go": {"go"}, "npm": {"npm", "npx"}, "pip": {"pip", "pip3", "python3", "python"}}
+
+// vulnCheck reads the Go vulnerability database (THEFOLD_SANDBOX_GOVULNDB) when run with
+// NETWORK_POLICY_PACKAGES; it is in a sandbox only where its image has it.
+const vulnCheck = "govulncheck"
+
+// packagesCommand is the argv, environment and egress allowlist of a command run with
+// NETWORK_POLICY_PACKAGES, or an error saying why it may not run so. govulncheck gets the
+// server's vulnerability database as its -db (a caller's own is refused: the database is
+// a source the server chose) and the Go package source, for the modules it loads.
+func (s *Server) packagesCommand(argv []string) ([]string, map[string]string, []string, error) {
+	if argv[0] != vulnCheck {
+		env, allow, err := s.packagesEnv(argv[0])
+		return argv, env, allow, err
+	}
+	if s.cfg.GoVulnDB == "" {
+		return nil, nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES for %s needs a vulnerability database configured on the server (THEFOLD_SANDBOX_GOVULNDB); none is", vulnCheck)
+	}
+	for _, a := range argv[1:] {
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "db" {
+			return nil, nil, nil, errs.Invalid("command", "%s's -db is the server's vulnerability database (THEFOLD_SANDBOX_GOVULNDB); leave it out", vulnCheck)
+		}
+	}
+	db, err := url.Parse(s.cfg.GoVulnDB)
+	if err != nil || (db.Scheme != "http" && db.Scheme != "https") || db.Host == "" {
+		return nil, nil, nil, errs.Public(codes.FailedPrecondition, "the server's vulnerability database is not an http(s) URL; its operator must fix it")
+	}
+	env, allow := map[string]string{}, []string(nil)
+	if s.cfg.GoProxy != "" {
+		if env, allow, err = s.packagesEnv("go"); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	allow = append(allow, db.Scheme+"://"+db.Host)
+	return append([]string{vulnCheck, "-db", s.cfg.GoVulnDB}, argv[1:]...), env, allow, nil
+}
 
 // allowed lists the programs RunCommand runs in a sandbox of the given languages: the
 // configured list when set, else the common programs plus each language's toolchain (every
@@ -164,7 +199,7 @@ func (s *Server) packagesEnv(program string) (map[string]string, []string, error
 		}
 		return env, allow, nil
 	}
-	return nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES is only for package installers (go, npm, npx, pip, python3), not %s", program)
+	return nil, nil, errs.Invalid("network", "NETWORK_POLICY_PACKAGES is only for package installers (go, npm, npx, pip, python3) and %s, not %s", vulnCheck, program)
 }
 
 // RunCommand runs an argv in the workspace, streams its output and ends with its result.
@@ -211,22 +246,22 @@ func (s *Server) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Server
 		env[k] = v
 	}
 	network := req.GetNetwork() == sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES
+	argv := req.GetCommand()
 	var allow []string
 	if network {
-		extra, sources, err := s.packagesEnv(program)
-		if err != nil {
+		var extra map[string]string
+		if argv, extra, allow, err = s.packagesCommand(argv); err != nil {
 			return err
 		}
 		for k, v := range extra {
 			env[k] = v
 		}
-		allow = sources
 	}
 	if timeout == 0 {
 		timeout = timeoutOf(sb.Limits, s.cfg.Timeout)
 	}
 	var sendErr error
-	spec := backend.Spec{Argv: req.GetCommand(), Dir: dir, Env: env, Timeout: timeout, Stdin: req.GetStdin(),
+	spec := backend.Spec{Argv: argv, Dir: dir, Env: env, Timeout: timeout, Stdin: req.GetStdin(),
 		MaxOutput: s.cfg.MaxOutput, Network: network, Allow: allow,
 		Output: func(streamNo int, p []byte) {
 			if sendErr != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -75,6 +76,12 @@ type Config struct {
 	GoProxy     string `env:"THEFOLD_SANDBOX_GOPROXY"`
 	NPMRegistry string `env:"THEFOLD_SANDBOX_NPM_REGISTRY"`
 	PipIndex    string `env:"THEFOLD_SANDBOX_PIP_INDEX"`
+	// GoVulnDB is the Go vulnerability database (https://vuln.go.dev, or a mirror in its
+	// format) that govulncheck, where the sandbox image has it, reads when run with
+	// NETWORK_POLICY_PACKAGES: the sandbox passes it as govulncheck's -db, and the
+	// command may reach it and the Go package source, nothing else. Empty: govulncheck
+	// cannot read a database, and the repository monitor's vulnerability audit is skipped.
+	GoVulnDB string `env:"THEFOLD_SANDBOX_GOVULNDB"`
 	// Images maps a language to its docker image, over the built-in thefold-sandbox:local
 	// that every language (go, python, typescript, javascript) gets by default; images a
 	// caller may name are these and AllowedImages.
@@ -136,6 +143,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Backend == "local" && !c.AllowLocal {
 		problems = append(problems, errors.New("THEFOLD_SANDBOX_BACKEND: local runs untrusted code without isolation; it needs THEFOLD_SANDBOX_ALLOW_LOCAL=true (development only)"))
+	}
+	if c.GoVulnDB != "" {
+		if u, err := url.Parse(c.GoVulnDB); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			problems = append(problems, errors.New("THEFOLD_SANDBOX_GOVULNDB: want an http(s) URL without credentials (e.g. https://vuln.go.dev)"))
+		}
 	}
 	positive := map[string]bool{
 		"THEFOLD_SANDBOX_TTL": c.TTL > 0, "THEFOLD_SANDBOX_MAX_TTL": c.MaxTTL >= c.TTL,

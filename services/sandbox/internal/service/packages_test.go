@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/thefold/thefold/pkg/fakevulndb"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 
 	"github.com/thefold/thefold/services/sandbox/internal/backend/docker"
@@ -102,4 +104,56 @@ func pythonFetchProbe(urls []string) string {
 		fmt.Fprintf(&b, "try:\n    urllib.request.urlopen(%q, timeout=5).read()\n    print('FETCHED', %q)\nexcept Exception as e:\n    print('fetch-blocked', %q, e)\n", u, u, u)
 	}
 	return b.String()
+}
+
+// govulncheck (installed by make setup, in the docker image and on bwrap's /usr) run with
+// NETWORK_POLICY_PACKAGES reads the server's vulnerability database, which the sandbox
+// passes as its -db, and the modules from the Go package source: it finds the fake
+// database's entry for the function the code calls. A caller's own -db is refused, and so
+// is the run on a server without a database.
+func TestGovulncheckReadsTheServersDatabase(t *testing.T) {
+	var zipHits atomic.Int32
+	goproxy := httptest.NewServer(sandboxtest.ModuleProxy(t, &zipHits))
+	defer goproxy.Close()
+	db := fakevulndb.New(fakevulndb.Entry{ID: "GO-2099-0001", Aliases: []string{"CVE-2099-0001"}, Summary: "Hello says too much",
+		Module: "example.test/dep", Package: "example.test/dep", Symbols: []string{"Hello"}, Fixed: "1.1.0"})
+	vulndb := httptest.NewServer(db)
+	defer vulndb.Close()
+	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
+		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
+			e := startPolicy(t, service.Config{Images: docker.DefaultImages(), GoProxy: goproxy.URL, GoVulnDB: vulndb.URL + "/vulndb"}, kind)
+			resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pe := &probeEnv{t: t, e: e, id: resp.Sandbox.Id}
+			pe.write("go.mod", "module example.com/app\n\ngo 1.22\n\nrequire example.test/dep v1.0.0\n")
+			pe.write("main.go", "package main\n\nimport \"example.test/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+			before := db.Requests()
+			r, err := runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"govulncheck", "-format", "json", "./..."},
+				Env: map[string]string{"GOSUMDB": "off"}, Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Timeout: durationpb.New(3 * time.Minute)})
+			if err != nil || r.res.ExitCode != 0 {
+				t.Fatalf("govulncheck (is it installed? make setup puts it in /usr/local/bin): %v %+v\n%s%s", err, r.GetRes(), r.GetStdout(), r.GetStderr())
+			}
+			if db.Requests() == before {
+				t.Fatalf("govulncheck did not read the server's database:\n%s", r.stderr)
+			}
+			if !strings.Contains(r.stdout, `"db": "`+vulndb.URL+`/vulndb"`) || !strings.Contains(r.stdout, `"osv": "GO-2099-0001"`) ||
+				!strings.Contains(r.stdout, `"function": "Hello"`) {
+				t.Fatalf("govulncheck's answer does not name the called vulnerability:\n%s", r.stdout)
+			}
+
+			_, err = runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"govulncheck", "-db=https://elsewhere.example", "./..."},
+				Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES})
+			wantCode(t, err, codes.InvalidArgument, "-db", "command")
+		})
+	}
+	e := startPolicy(t, service.Config{Images: docker.DefaultImages(), GoProxy: goproxy.URL}, bwrapKind)
+	resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: resp.Sandbox.Id, Command: []string{"govulncheck", "./..."},
+		Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES})
+	wantCode(t, err, codes.InvalidArgument, "THEFOLD_SANDBOX_GOVULNDB", "network")
 }

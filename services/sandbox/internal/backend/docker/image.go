@@ -42,6 +42,9 @@ type ImageSource struct {
 	Packages []string
 	// OptionalPackages are added when installed.
 	OptionalPackages []string
+	// Programs are host programs (a name looked up on the host's PATH, or a path) copied
+	// into the image's /usr/local/bin when the host has them; nil takes DefaultPrograms.
+	Programs []string
 	// Cold leaves out the shared Go build cache (and its GOCACHEPROG helper): every
 	// sandbox then compiles the standard library itself. Warming runs the image's own Go
 	// toolchain, so an image of a stand-in toolchain must be cold.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -32,6 +33,11 @@ var DefaultPackages = []string{"dash", "gcc", "libc6-dev", "git", "python3", "py
 // OptionalPackages are taken when the host has them installed: npm (when nodejs does not
 // bundle it, as NodeSource's build does) and eslint.
 var OptionalPackages = []string{"npm", "eslint"}
+
+// DefaultPrograms are programs that come from no Debian package of bookworm, taken into the
+// image when the host has them on its PATH: govulncheck (`make setup` installs it), for the
+// repository monitor's vulnerability audit.
+var DefaultPrograms = []string{"govulncheck"}
 
 // requiredFiles are files an image with a package must hold, and the package that brings
 // them when that one does not: NodeSource's nodejs bundles npm, Debian's does not.
@@ -225,7 +231,10 @@ type imagePlan struct {
 	busybox   string
 	bbVersion string
 	packages  []*dpkgPackage
-	spec      string
+	// programs are the host files of ImageSource.Programs found, by the name they have in
+	// /usr/local/bin.
+	programs map[string]string
+	spec     string
 }
 
 // planImage resolves src's defaults and the package closure, and hashes the result. It
@@ -283,8 +292,44 @@ func planImage(ctx context.Context, src ImageSource) (*imagePlan, error) {
 	for _, pkg := range p.packages {
 		fmt.Fprintf(h, "package %s %s\n", pkg.id, pkg.version)
 	}
+	programs := src.Programs
+	if programs == nil {
+		programs = DefaultPrograms
+	}
+	if p.programs, err = hostPrograms(programs, h); err != nil {
+		return nil, err
+	}
 	p.spec = hex.EncodeToString(h.Sum(nil))
 	return p, nil
+}
+
+// hostPrograms finds the host's files of programs (those it does not have are left out)
+// and writes each one's name and content hash into h.
+func hostPrograms(programs []string, h io.Writer) (map[string]string, error) {
+	found := map[string]string{}
+	for _, prog := range programs {
+		file, err := exec.LookPath(prog)
+		if err != nil {
+			continue
+		}
+		if file, err = filepath.EvalSymlinks(file); err != nil {
+			continue
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("program %s: %w", prog, err)
+		}
+		ph := sha256.New()
+		_, err = io.Copy(ph, f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("program %s: %w", prog, err)
+		}
+		name := filepath.Base(prog)
+		found[name] = file
+		fmt.Fprintf(h, "program %s %x\n", name, ph.Sum(nil))
+	}
+	return found, nil
 }
 
 // goVersion is the toolchain's version from its VERSION file, else from `go env`.
@@ -524,6 +569,12 @@ func (p *imagePlan) writeRootfs(w io.Writer, applets []string) error {
 		"etc/group":  "root:x:0:\nkeeper:x:65533:\nnogroup:x:65534:\n",
 	} {
 		if err := r.bytes(name, 0o644, body); err != nil {
+			return err
+		}
+	}
+
+	for _, name := range slices.Sorted(maps.Keys(p.programs)) {
+		if err := r.add(p.programs[name], "usr/local/bin/"+name); err != nil {
 			return err
 		}
 	}
