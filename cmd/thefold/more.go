@@ -299,6 +299,16 @@ func printHealth(w *tabwriter.Writer, h *agentv1.GetRepoHealthResponse) {
 	for _, d := range r.Outdated {
 		fmt.Fprintf(w, "  outdated\t%s %s → %s\tdirect=%v\n", d.Name, d.Version, d.Latest, d.Direct)
 	}
+	for _, v := range r.Vulnerabilities {
+		where := "not called"
+		if v.Called {
+			where = "called: " + v.Function
+			if v.Position != "" {
+				where += " from " + v.Position
+			}
+		}
+		fmt.Fprintf(w, "  vulnerable\t%s %s %s → %s\t%s\n", v.Id, v.Module, v.Version, cmp.Or(v.FixedVersion, "no fix"), where)
+	}
 	for _, f := range h.OpenFindings {
 		fmt.Fprintf(w, "finding\t%s\ttask %s\t%s\n", f.Key, cmp.Or(f.TaskId, "-"), firstLine(cmp.Or(f.TaskError, f.Title), 100))
 	}
@@ -307,8 +317,8 @@ func printHealth(w *tabwriter.Writer, h *agentv1.GetRepoHealthResponse) {
 		if p.FinishTime != nil {
 			at = p.FinishTime.AsTime().Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(w, "trend\t%s\t%s\tfailed=%d outdated=%d todos=%d stale=%d findings=%d\n", at, enumName(p.State, "REPO_HEALTH_STATE_"),
-			p.FailedChecks, p.OutdatedCount, p.TodoCount, p.StaleTodoCount, p.FindingCount)
+		fmt.Fprintf(w, "trend\t%s\t%s\tfailed=%d outdated=%d vulnerable=%d todos=%d stale=%d findings=%d\n", at,
+			enumName(p.State, "REPO_HEALTH_STATE_"), p.FailedChecks, p.OutdatedCount, p.VulnerabilityCount, p.TodoCount, p.StaleTodoCount, p.FindingCount)
 	}
 }
 

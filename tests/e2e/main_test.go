@@ -21,6 +21,7 @@ import (
 	"github.com/thefold/thefold/pkg/fakegithub"
 	"github.com/thefold/thefold/pkg/fakelinear"
 	"github.com/thefold/thefold/pkg/fakellm"
+	"github.com/thefold/thefold/pkg/fakevulndb"
 	"github.com/thefold/thefold/pkg/stack"
 	"github.com/thefold/thefold/pkg/stack/stacktest"
 )
@@ -118,6 +119,10 @@ func runMain(m *testing.M) int {
 	}
 	proxyServer := httptest.NewServer(proxy)
 	defer proxyServer.Close()
+	// The Go vulnerability database the sandboxes' govulncheck reads: the module proxy's
+	// example.test/dep is vulnerable below v1.1.0 where its Greeting is called.
+	vulnDBServer := httptest.NewServer(fakevulndb.New(depVulnerability))
+	defer vulnDBServer.Close()
 	linearFake = fakelinear.New()
 	linearServer := httptest.NewServer(linearFake)
 	defer linearServer.Close()
@@ -150,6 +155,7 @@ func runMain(m *testing.M) int {
 		// (posted to over http, which only an allowed loopback host may be).
 		"THEFOLD_AGENT_WEBHOOK_HOSTS=127.0.0.1",
 		"THEFOLD_SANDBOX_GOPROXY=" + proxyServer.URL + ",off",
+		"THEFOLD_SANDBOX_GOVULNDB=" + vulnDBServer.URL + "/vulndb",
 		"THEFOLD_AGENT_LINEAR_URL=" + linearServer.URL + "/graphql",
 	}}
 	// The github service sends the owner ghcrew's repositories to ghFake, as to GitHub

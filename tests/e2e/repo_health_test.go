@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/thefold/thefold/pkg/fakevulndb"
 )
 
 // The fake Go module proxy the mesh's sandboxes use as their package source
@@ -22,6 +24,11 @@ const (
 	depGoMod  = "module example.test/dep\n\ngo 1.22\n"
 	depSource = "package dep\n\n// Greeting is what the dependency says.\nfunc Greeting() string { return \"hello\" }\n"
 )
+
+// depVulnerability is the fake vulnerability database's entry (THEFOLD_SANDBOX_GOVULNDB):
+// depModule's Greeting, fixed in v1.1.0.
+var depVulnerability = fakevulndb.Entry{ID: "GO-2099-0001", Aliases: []string{"CVE-2099-0001"}, Summary: "Greeting says too much",
+	Module: depModule, Package: depModule, Symbols: []string{"Greeting"}, Fixed: "1.1.0"}
 
 // moduleProxy serves the module proxy protocol for depModule's two versions. Only v1.0.0
 // has a zip: it is the one the fixture builds with; v1.1.0 exists to be found.
@@ -139,10 +146,12 @@ func checksByName(report map[string]any) map[string]map[string]any {
 	return out
 }
 
-// A connected repository with an outdated dependency, checked by the monitor over REST, in a
-// real sandbox with the fake module proxy as its package source: the check builds and tests
-// the default branch, finds the newer release and files one healing task; the next check
-// finds the same and files none; the trend has both checks.
+// A connected repository with an outdated dependency whose vulnerable function it calls,
+// checked by the monitor over REST, in a real sandbox with the fake module proxy as its
+// package source and the fake vulnerability database: the check builds and tests the
+// default branch, finds the newer release and (with the real govulncheck) the called
+// vulnerability, and files one healing task for each; the next check finds the same and
+// files none; the trend has both checks.
 func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 	parallel(t)
 	repo := "local/monitored"
@@ -187,7 +196,7 @@ func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 	h := checkHealth(t, conn, "monitored-1")
 	latest := h["latest"].(map[string]any)
 	checks := checksByName(latest)
-	for name, want := range map[string]string{"build": "PASSED", "test": "PASSED", "dependencies": "FAILED", "todos": "PASSED"} {
+	for name, want := range map[string]string{"build": "PASSED", "test": "PASSED", "dependencies": "FAILED", "vulnerabilities": "FAILED", "todos": "PASSED"} {
 		if got := checks[name]["status"]; got != "REPO_HEALTH_CHECK_STATUS_"+want {
 			t.Errorf("%s: %v, want %s (%v)", name, got, want, checks[name])
 		}
@@ -200,30 +209,51 @@ func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 	if latest["todo_count"] != float64(1) || latest["commit"] == "" {
 		t.Errorf("todos %v, commit %v", latest["todo_count"], latest["commit"])
 	}
+	vulns, _ := latest["vulnerabilities"].([]any)
+	if len(vulns) != 1 {
+		t.Fatalf("vulnerabilities: %v (the part: %v)", vulns, checks["vulnerabilities"])
+	}
+	if v := vulns[0].(map[string]any); v["id"] != depVulnerability.ID || v["called"] != true || v["function"] != depModule+".Greeting" ||
+		v["position"] != "greet.go:6:42" || v["fixed_version"] != "v1.1.0" || v["module"] != depModule || v["version"] != "v1.0.0" {
+		t.Fatalf("vulnerability: %v", v)
+	}
 	findings, _ := latest["findings"].([]any)
-	if len(findings) != 1 {
+	if len(findings) != 2 {
 		t.Fatalf("findings: %v", findings)
 	}
-	f := findings[0].(map[string]any)
-	taskID, _ := f["task_id"].(string)
-	if f["key"] != "dependency:go:"+depModule || f["new"] != true || taskID == "" {
-		t.Fatalf("finding: %v", f)
-	}
-	code, body = rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil)
-	if code != http.StatusOK {
-		t.Fatalf("get task: %d %v", code, body)
-	}
-	task := body["task"].(map[string]any)
-	if task["source"] != "TASK_SOURCE_HEALING" || task["repo"] != repo || !strings.Contains(task["title"].(string), "v1.1.0") ||
-		!strings.Contains(task["description"].(string), depModule+" v1.0.0") {
-		t.Fatalf("healing task: %v", task)
+	taskIDs := map[string]string{}
+	for i, want := range []string{"dependency:go:" + depModule, "vulnerability:" + depVulnerability.ID} {
+		f := findings[i].(map[string]any)
+		taskID, _ := f["task_id"].(string)
+		if f["key"] != want || f["new"] != true || taskID == "" {
+			t.Fatalf("finding %d: %v, want %s", i, f, want)
+		}
+		taskIDs[want] = taskID
+		code, body = rest(t, http.MethodGet, "/v1/tasks/"+taskID, token, nil)
+		if code != http.StatusOK {
+			t.Fatalf("get task: %d %v", code, body)
+		}
+		task := body["task"].(map[string]any)
+		if task["source"] != "TASK_SOURCE_HEALING" || task["repo"] != repo || !strings.Contains(task["title"].(string), "v1.1.0") ||
+			!strings.Contains(task["description"].(string), depModule+" v1.0.0") {
+			t.Fatalf("healing task: %v", task)
+		}
+		if i == 1 && (task["priority"] != "PRIORITY_HIGH" || !strings.Contains(task["description"].(string), "CVE-2099-0001")) {
+			t.Fatalf("the vulnerability's task: %v", task)
+		}
 	}
 
-	// The next check sees the same finding: it keeps its task and no second one is filed.
+	// The next check sees the same findings: they keep their tasks and none is filed.
 	h = checkHealth(t, conn, "monitored-2")
 	findings, _ = h["latest"].(map[string]any)["findings"].([]any)
-	if len(findings) != 1 || findings[0].(map[string]any)["task_id"] != taskID || findings[0].(map[string]any)["new"] == true {
+	if len(findings) != 2 {
 		t.Fatalf("second check's findings: %v", findings)
+	}
+	for _, f := range findings {
+		f := f.(map[string]any)
+		if f["task_id"] != taskIDs[f["key"].(string)] || f["new"] == true {
+			t.Fatalf("second check's findings: %v", findings)
+		}
 	}
 	healing := 0
 	for _, task := range repoTasks(t, repo) {
@@ -231,13 +261,14 @@ func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 			healing++
 		}
 	}
-	if healing != 1 {
-		t.Fatalf("%d healing tasks after two checks, want 1", healing)
+	if healing != 2 {
+		t.Fatalf("%d healing tasks after two checks, want 2", healing)
 	}
-	if trend, _ := h["trend"].([]any); len(trend) < 2 || trend[0].(map[string]any)["outdated_count"] != float64(1) {
+	if trend, _ := h["trend"].([]any); len(trend) < 2 || trend[0].(map[string]any)["outdated_count"] != float64(1) ||
+		trend[0].(map[string]any)["vulnerability_count"] != float64(1) {
 		t.Fatalf("trend: %v", h["trend"])
 	}
-	if open, _ := h["open_findings"].([]any); len(open) != 1 {
+	if open, _ := h["open_findings"].([]any); len(open) != 2 {
 		t.Fatalf("open findings: %v", h["open_findings"])
 	}
 	// Another user's token does not reach the connection.
@@ -251,14 +282,19 @@ func TestRepoHealthFilesOneHealingTask(t *testing.T) {
 }
 
 // The console's Health tab of a repository: connect it, lower the marker threshold, check
-// now, and see the parts, the finding and its healing task.
+// now, and see the parts, the findings (the markers, and the vulnerability the code calls)
+// and a healing task.
 func TestConsoleRepoHealth(t *testing.T) {
 	parallel(t)
 	access, b := signedInUser(t, "console-health", 6*time.Minute)
 	repo := localRepoAs(t, access, fmt.Sprintf("console-health-%d", time.Now().UnixNano()), "notes.go",
 		"package notes\n\n// TODO: one\n// FIXME: two\n// TODO: three\n")
 	if code, body := rest(t, http.MethodPost, "/v1/repos/"+repo+"/commits", access, map[string]any{"branch": "main", "message": "module",
-		"files": []map[string]any{{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/notes\n\ngo 1.22\n"}}}); code != http.StatusOK {
+		"files": []map[string]any{
+			{"path": "go.mod", "action": "FILE_ACTION_CREATE", "content": "module example.com/notes\n\ngo 1.22\n\nrequire " + depModule + " v1.0.0\n"},
+			{"path": "go.sum", "action": "FILE_ACTION_CREATE", "content": goSum()},
+			{"path": "greet.go", "action": "FILE_ACTION_CREATE", "content": "package notes\n\nimport \"" + depModule + "\"\n\n// Greet greets.\nfunc Greet() string { return dep.Greeting() }\n"},
+		}}); code != http.StatusOK {
 		t.Fatalf("commit: %d %v", code, body)
 	}
 	b.run("open the health tab", chromedp.Navigate(mesh.GatewayURL()+"/repos/"+repo+"?tab=health"), chromedp.WaitVisible(chromedp.CSS(`#connect-repo`)),
@@ -280,10 +316,16 @@ func TestConsoleRepoHealth(t *testing.T) {
 	if got := b.text(`#health-checks tr[data-part=build] td.status`); got != "passed" {
 		b.fail("the build part is %q, want passed", got)
 	}
-	if got := b.text(`#health-findings`); !strings.Contains(got, "Resolve TODO and FIXME markers in "+repo+" (3, over 2)") {
+	if got := b.text(`#health-findings`); !strings.Contains(got, "Resolve TODO and FIXME markers in "+repo+" (3, over 2)") ||
+		!strings.Contains(got, "Fix GO-2099-0001 in "+repo) {
 		b.fail("findings: %q", got)
 	}
+	if got := b.text(`#vulnerabilities li[data-vuln="GO-2099-0001"]`); !strings.Contains(got, "CVE-2099-0001") ||
+		!strings.Contains(got, "called: "+depModule+".Greeting from greet.go:6:") {
+		b.fail("the vulnerability: %q", got)
+	}
 	b.shot("repo-health")
-	b.run("open the healing task", chromedp.Click(chromedp.CSS(`#health-findings a`)))
+	// The markers' finding's link (the first is the outdated dependency's).
+	b.eval(`[...document.querySelectorAll("#health-findings li")].find((li) => li.textContent.includes("Resolve TODO")).querySelector("a").click(), ""`)
 	b.waitFor("the task page", `String(document.querySelector("main h1")?.textContent.includes("Resolve TODO"))`, 30*time.Second)
 }

@@ -34,6 +34,7 @@ const (
 	partBuild        = "build"
 	partTest         = "test"
 	partDependencies = "dependencies"
+	partVulns        = "vulnerabilities"
 	partTodos        = "todos"
 )
 

@@ -15,6 +15,7 @@ var (
 	kindTests    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TESTS_FAILING
 	kindOutdated = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY
 	kindTodos    = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD
+	kindVuln     = agentv1.RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_VULNERABILITY
 )
 
 // findings are what crossed a threshold in r, and the keys (a key ending in ':' stands for
@@ -56,6 +57,16 @@ func findings(repo string, r *agentv1.RepoHealthReport, threshold int32, audited
 				out = append(out, &agentv1.RepoHealthFinding{Key: "tests", Kind: kindTests, Title: "Fix the failing tests of " + repo,
 					Evidence: checkEvidence(c)})
 			}
+		case partVulns:
+			// Only a vulnerability the code calls is a finding; one it only requires is in
+			// the report.
+			ran = append(ran, "vulnerability:")
+			for _, v := range r.Vulnerabilities {
+				if v.Called {
+					out = append(out, &agentv1.RepoHealthFinding{Key: "vulnerability:" + v.Id, Kind: kindVuln, Title: vulnTitle(repo, v),
+						Evidence: vulnEvidence(v)})
+				}
+			}
 		case partTodos:
 			ran = append(ran, "todos")
 			if c.Status == failed {
@@ -66,6 +77,39 @@ func findings(repo string, r *agentv1.RepoHealthReport, threshold int32, audited
 		}
 	}
 	return out, ran
+}
+
+// vulnTitle is a called vulnerability's task title: the update that fixes it, where one
+// exists.
+func vulnTitle(repo string, v *agentv1.Vulnerability) string {
+	if v.FixedVersion == "" {
+		return fmt.Sprintf("Stop calling %s, vulnerable (%s, no fixed version), in %s", v.Function, v.Id, repo)
+	}
+	return fmt.Sprintf("Fix %s in %s: update %s from %s to %s", v.Id, repo, v.Module, v.Version, v.FixedVersion)
+}
+
+// vulnEvidence is what the database and govulncheck say of a vulnerability.
+func vulnEvidence(v *agentv1.Vulnerability) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", v.Id)
+	if len(v.Aliases) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(v.Aliases, ", "))
+	}
+	fmt.Fprintf(&b, ": %s\n", v.Summary)
+	fixed := "no fixed version yet"
+	if v.FixedVersion != "" {
+		fixed = "fixed in " + v.FixedVersion
+	}
+	fmt.Fprintf(&b, "Module: %s %s (%s).\n", v.Module, v.Version, fixed)
+	fmt.Fprintf(&b, "The code calls the vulnerable %s", v.Function)
+	if v.Position != "" {
+		fmt.Fprintf(&b, " (reached from %s)", v.Position)
+	}
+	b.WriteString(".\n")
+	if v.Url != "" {
+		fmt.Fprintf(&b, "%s\n", v.Url)
+	}
+	return b.String()
 }
 
 // checkEvidence is a failed part's summary, commands and output.
@@ -105,6 +149,9 @@ func taskDescription(r *agentv1.RepoHealthReport, f *agentv1.RepoHealthFinding) 
 		b.WriteString("Tests fail on the default branch. Find the cause and fix the code (or a test that is wrong), keeping every other test passing.\n\n")
 	case kindOutdated:
 		b.WriteString("A dependency has a newer release. Update it, adapt the code to any change in its API, and keep the build and tests passing.\n\n")
+	case kindVuln:
+		b.WriteString("The code calls a function with a known vulnerability. Update the module to the fixed version (where there is none, " +
+			"stop calling the vulnerable function), adapt the code to any change in its API, and keep the build and tests passing.\n\n")
 	case kindTodos:
 		b.WriteString("The repository has more TODO and FIXME markers than its owner allows. Resolve the oldest ones that can be resolved safely, " +
 			"or turn them into issues; do not just delete them.\n\n")
@@ -117,7 +164,7 @@ func taskDescription(r *agentv1.RepoHealthReport, f *agentv1.RepoHealthFinding) 
 // priority ranks a finding's task: a broken build or failing tests first.
 func priority(k agentv1.RepoHealthFindingKind) typev1.Priority {
 	switch k {
-	case kindBuild, kindTests:
+	case kindBuild, kindTests, kindVuln:
 		return typev1.Priority_PRIORITY_HIGH
 	case kindOutdated:
 		return typev1.Priority_PRIORITY_MEDIUM

@@ -175,6 +175,10 @@ func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) (*checked,
 	if err != nil {
 		return nil, err
 	}
+	vulns, err := x.vulnerabilities(ctx)
+	if err != nil {
+		return nil, err
+	}
 	build, test, err := x.validate(ctx)
 	if err != nil {
 		return nil, err
@@ -183,7 +187,7 @@ func (m *Monitor) check(ctx context.Context, d *store.DueHealthCheck) (*checked,
 	if err != nil {
 		return nil, err
 	}
-	r.Checks = []*agentv1.RepoHealthCheck{build, test, deps, todos}
+	r.Checks = []*agentv1.RepoHealthCheck{build, test, deps, vulns, todos}
 	return &checked{marks: marks, audited: x.audited}, nil
 }
 

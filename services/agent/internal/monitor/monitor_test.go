@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 	"github.com/thefold/thefold/pkg/grpctest"
 
 	"github.com/thefold/thefold/services/agent/internal/monitor"
@@ -43,6 +45,10 @@ type repoState struct {
 	// installed (exit 127).
 	npmOutdated, pipOutdated string
 	npmMissing               bool
+	// vulns is govulncheck's answer; "": the server has no vulnerability database.
+	// vulnsMissing: govulncheck is not installed (exit 127).
+	vulns        string
+	vulnsMissing bool
 }
 
 // sandboxes is a sandbox service that answers from a repoState and records the commands
@@ -139,6 +145,17 @@ func (s *sandboxes) RunCommand(req *sandboxv1.RunCommandRequest, stream grpc.Ser
 	case "pip":
 		if req.Command[1] == "list" {
 			out = repo.pipOutdated
+		}
+	case "govulncheck":
+		switch {
+		case req.Network != sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES:
+			out, exit = "govulncheck: fetching vulnerabilities: no network", 1
+		case repo.vulns == "":
+			return errs.Invalid("network", "NETWORK_POLICY_PACKAGES for govulncheck needs a vulnerability database configured on the server (THEFOLD_SANDBOX_GOVULNDB); none is")
+		case repo.vulnsMissing:
+			out, exit = "sh: govulncheck: not found", 127
+		default:
+			out = repo.vulns
 		}
 	case "grep":
 		out = repo.markers
@@ -287,7 +304,7 @@ func TestFindingsFileOneTaskEach(t *testing.T) {
 	if r.State != agentv1.RepoHealthState_REPO_HEALTH_STATE_DONE || r.Commit != "c0ffee" || r.FinishTime == nil {
 		t.Fatalf("report: %v", r)
 	}
-	want := map[string]agentv1.RepoHealthCheckStatus{"build": 1, "test": 2, "dependencies": 2, "todos": 1}
+	want := map[string]agentv1.RepoHealthCheckStatus{"build": 1, "test": 2, "dependencies": 2, "vulnerabilities": 3, "todos": 1}
 	for name, st := range want {
 		if got := checkStatus(r, name); got != st {
 			t.Errorf("%s: %s, want %s", name, got, st)
@@ -548,5 +565,93 @@ func TestNPMAndPipAudits(t *testing.T) {
 	open, err := e.st.OpenFindings(context.Background(), e.conn.Id)
 	if err != nil || len(open) != 2 {
 		t.Fatalf("open findings: %s %v", keys(open), err)
+	}
+}
+
+// A Go module whose code calls a function with a known vulnerability (govulncheck's real
+// answer, testdata/govulncheck.json: GO-2099-0001 in example.test/dep's Greeting, reached from
+// greet/greet.go, and GO-2099-0002 in a function of the same module nothing calls) files one
+// high-priority task for the called one only; the next check files none; a check that cannot
+// run govulncheck keeps the finding open, and one whose answer no longer has it closes it.
+func TestCalledVulnerabilitiesFileATask(t *testing.T) {
+	answer, err := os.ReadFile("testdata/govulncheck.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil, monitor.DefaultConfig)
+	e.sb.set(func(r *repoState) { r.modules, r.vulns = "", string(answer) })
+	r := e.check(t)
+	if st := checkStatus(r, "vulnerabilities"); st != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_FAILED {
+		t.Fatalf("vulnerabilities: %s (%v)", st, r.Checks)
+	}
+	if c := r.Checks[3]; c.Name != "vulnerabilities" || c.Summary != "2 known vulnerabilities in the 1 module the code requires, 1 of them called by the code" {
+		t.Errorf("the part: %v", c)
+	}
+	var got []string
+	for _, v := range r.Vulnerabilities {
+		got = append(got, fmt.Sprintf("%s %v %s@%s fixed=%s called=%v %s at %s %q %s", v.Id, v.Aliases, v.Module, v.Version, v.FixedVersion,
+			v.Called, v.Function, v.Position, v.Summary, v.Url))
+	}
+	want := []string{
+		`GO-2099-0001 [CVE-2099-0001] example.test/dep@v1.0.0 fixed=v1.1.0 called=true example.test/dep.Greeting at greet/greet.go:6:42 "Greeting says too much in example.test/dep" https://pkg.go.dev/vuln/GO-2099-0001`,
+		`GO-2099-0002 [] example.test/dep@v1.0.0 fixed= called=false  at  "Farewell leaks a goroutine." `,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("vulnerabilities:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if k := keys(r.Findings); k != "vulnerability:GO-2099-0001:task-1:true" {
+		t.Fatalf("findings: %s", k)
+	}
+	task := e.tasks.all()[0]
+	if task.Priority != typev1.Priority_PRIORITY_HIGH || task.Title != "Fix GO-2099-0001 in local/r: update example.test/dep from v1.0.0 to v1.1.0" ||
+		!strings.Contains(task.Description, "CVE-2099-0001") || !strings.Contains(task.Description, "reached from greet/greet.go:6:42") {
+		t.Errorf("task: %s %q\n%s", task.Priority, task.Title, task.Description)
+	}
+	var ran *sandboxv1.RunCommandRequest
+	for _, c := range e.sb.commands {
+		if c.Command[0] == "govulncheck" {
+			ran = c
+		}
+	}
+	if ran == nil || strings.Join(ran.Command, " ") != "govulncheck -format json ./..." || ran.Network != sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES ||
+		ran.Env["GOWORK"] != "off" {
+		t.Errorf("govulncheck ran as %v", ran)
+	}
+	trend, err := e.st.HealthTrend(context.Background(), e.conn.Id, 5)
+	if err != nil || len(trend) != 1 || trend[0].VulnerabilityCount != 1 {
+		t.Fatalf("trend: %v %v", trend, err)
+	}
+
+	// Again: the finding keeps its task.
+	if r = e.check(t); keys(r.Findings) != "vulnerability:GO-2099-0001:task-1:false" {
+		t.Fatalf("second check's findings: %s", keys(r.Findings))
+	}
+	// govulncheck missing from the sandbox: the part is skipped, the finding stays open.
+	e.sb.set(func(r *repoState) { r.vulnsMissing = true })
+	r = e.check(t)
+	if c := r.Checks[3]; c.Status != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_SKIPPED || !strings.Contains(c.Summary, "not installed") {
+		t.Fatalf("without govulncheck: %v", c)
+	}
+	open, err := e.st.OpenFindings(context.Background(), e.conn.Id)
+	if err != nil || keys(open) != "vulnerability:GO-2099-0001:task-1:false" {
+		t.Fatalf("open findings without govulncheck: %s %v", keys(open), err)
+	}
+	// An unreadable answer is an error, and keeps the finding too.
+	e.sb.set(func(r *repoState) { r.vulnsMissing, r.vulns = false, `{"progress": {"message": "not a scan"}}` })
+	if c := e.check(t).Checks[3]; c.Status != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_ERROR || !strings.Contains(c.Summary, "unreadable") {
+		t.Fatalf("unreadable answer: %v", c)
+	}
+	// The module updated: nothing found, the finding closes.
+	e.sb.set(func(r *repoState) {
+		r.vulns = `{"config": {"protocol_version": "v1.0.0"}}
+{"SBOM": {"modules": [{"path": "example.com/app"}, {"path": "example.test/dep", "version": "v1.1.0"}, {"path": "stdlib", "version": "v1.26.8"}]}}`
+	})
+	r = e.check(t)
+	if c := r.Checks[3]; c.Status != agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_PASSED ||
+		c.Summary != "no known vulnerability in the 1 module the code requires" || len(r.Findings) != 0 {
+		t.Fatalf("after the update: %v %s", c, keys(r.Findings))
+	}
+	if open, err = e.st.OpenFindings(context.Background(), e.conn.Id); err != nil || len(open) != 0 {
+		t.Fatalf("open findings after the update: %s %v", keys(open), err)
 	}
 }

@@ -72,7 +72,7 @@ func RepoHealthStateName(st agentv1.RepoHealthState) string {
 }
 
 const reportColumns = `r.id::text, r.connection_id::text, c.repo, r.state, r.manual, r.commit_sha, r.detail, r.error, r.create_time, r.start_time,
-	r.finish_time, r.failed_checks, r.outdated_count, r.todo_count, r.stale_todo_count, r.finding_count, r.attempts`
+	r.finish_time, r.failed_checks, r.outdated_count, r.todo_count, r.stale_todo_count, r.finding_count, r.vulnerability_count, r.attempts`
 
 // HealthRecord is a stored check with what the trend and a retry need.
 type HealthRecord struct {
@@ -94,7 +94,7 @@ func scanReport(row pgx.Row) (*HealthRecord, error) {
 		started, finished          *time.Time
 	)
 	if err := row.Scan(&id, &conn, &repo, &state, &manual, &sha, &detail, &errText, &created, &started, &finished,
-		&p.FailedChecks, &p.OutdatedCount, &p.TodoCount, &p.StaleTodoCount, &p.FindingCount, &rec.Attempts); err != nil {
+		&p.FailedChecks, &p.OutdatedCount, &p.TodoCount, &p.StaleTodoCount, &p.FindingCount, &p.VulnerabilityCount, &rec.Attempts); err != nil {
 		return nil, err
 	}
 	if err := protojson.Unmarshal(detail, r); err != nil {
@@ -239,22 +239,28 @@ func (s *Store) RequeueHealthCheck(ctx context.Context, id string) error {
 // FinishHealthCheck stores a claimed check's outcome: r (DONE or FAILED) with its figures
 // and the fingerprints of its markers.
 func (s *Store) FinishHealthCheck(ctx context.Context, r *agentv1.RepoHealthReport, marks []string) error {
-	failed := 0
+	failed, called := 0, 0
 	for _, c := range r.Checks {
 		if c.Status == agentv1.RepoHealthCheckStatus_REPO_HEALTH_CHECK_STATUS_FAILED {
 			failed++
 		}
 	}
+	for _, v := range r.Vulnerabilities {
+		if v.Called {
+			called++
+		}
+	}
 	detail, err := protojson.Marshal(&agentv1.RepoHealthReport{Checks: r.Checks, Outdated: r.Outdated, TodoCount: r.TodoCount,
-		StaleTodoCount: r.StaleTodoCount, Todos: r.Todos, Findings: r.Findings})
+		StaleTodoCount: r.StaleTodoCount, Todos: r.Todos, Findings: r.Findings, Vulnerabilities: r.Vulnerabilities})
 	if err != nil {
 		return err
 	}
 	_, err = s.pool.Exec(ctx, `UPDATE repo_health_reports SET state = $2, commit_sha = $3, detail = $4, error = $5, failed_checks = $6,
-			outdated_count = $7, todo_count = $8, stale_todo_count = $9, finding_count = $10, todo_marks = $11, lease_until = NULL, finish_time = now()
+			outdated_count = $7, todo_count = $8, stale_todo_count = $9, finding_count = $10, todo_marks = $11, vulnerability_count = $12,
+			lease_until = NULL, finish_time = now()
 		WHERE id = $1 AND state = 'running'`,
 		r.Id, RepoHealthStateName(r.State), r.Commit, detail, validate.Truncate(r.Error, 2000), failed, len(r.Outdated), r.TodoCount,
-		r.StaleTodoCount, len(r.Findings), nonNilStrings(marks))
+		r.StaleTodoCount, len(r.Findings), nonNilStrings(marks), called)
 	return err
 }
 

@@ -151,6 +151,8 @@ const (
 	RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TESTS_FAILING        RepoHealthFindingKind = 2
 	RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY  RepoHealthFindingKind = 3
 	RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD RepoHealthFindingKind = 4
+	// A known vulnerability whose vulnerable code the repository calls.
+	RepoHealthFindingKind_REPO_HEALTH_FINDING_KIND_VULNERABILITY RepoHealthFindingKind = 5
 )
 
 // Enum value maps for RepoHealthFindingKind.
@@ -161,6 +163,7 @@ var (
 		2: "REPO_HEALTH_FINDING_KIND_TESTS_FAILING",
 		3: "REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY",
 		4: "REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD",
+		5: "REPO_HEALTH_FINDING_KIND_VULNERABILITY",
 	}
 	RepoHealthFindingKind_value = map[string]int32{
 		"REPO_HEALTH_FINDING_KIND_UNSPECIFIED":          0,
@@ -168,6 +171,7 @@ var (
 		"REPO_HEALTH_FINDING_KIND_TESTS_FAILING":        2,
 		"REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY":  3,
 		"REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD": 4,
+		"REPO_HEALTH_FINDING_KIND_VULNERABILITY":        5,
 	}
 )
 
@@ -285,7 +289,7 @@ func (x *RepoHealthSettings) GetNextCheckTime() *timestamppb.Timestamp {
 // RepoHealthCheck is one part of a check.
 type RepoHealthCheck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// "build", "test", "dependencies" or "todos".
+	// "build", "test", "dependencies", "vulnerabilities" or "todos".
 	Name   string                `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Status RepoHealthCheckStatus `protobuf:"varint,2,opt,name=status,proto3,enum=thefold.agent.v1.RepoHealthCheckStatus" json:"status,omitempty"`
 	// One line: what it found, or why it was skipped.
@@ -444,6 +448,135 @@ func (x *OutdatedDependency) GetDirect() bool {
 	return false
 }
 
+// Vulnerability is a known vulnerability (an entry of the Go vulnerability database) of a
+// module the repository requires.
+type Vulnerability struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The database's id ("GO-2024-1234").
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Other names of it (CVE and GHSA ids).
+	Aliases []string `protobuf:"bytes,2,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// One line: what it is.
+	Summary string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The vulnerable module ("stdlib" for the standard library) and the version required.
+	Module  string `protobuf:"bytes,4,opt,name=module,proto3" json:"module,omitempty"`
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// The first version without it; empty when no fixed version exists.
+	FixedVersion string `protobuf:"bytes,6,opt,name=fixed_version,json=fixedVersion,proto3" json:"fixed_version,omitempty"`
+	// The repository's code calls a vulnerable function (govulncheck's symbol level); false:
+	// the module is required, or its vulnerable package imported, but nothing vulnerable is
+	// called. Only a called vulnerability is a finding.
+	Called bool `protobuf:"varint,7,opt,name=called,proto3" json:"called,omitempty"`
+	// For a called one: the vulnerable function and where the repository's code reaches it
+	// ("path/file.go:12:3"), from govulncheck's first trace.
+	Function string `protobuf:"bytes,8,opt,name=function,proto3" json:"function,omitempty"`
+	Position string `protobuf:"bytes,9,opt,name=position,proto3" json:"position,omitempty"`
+	// The database's page of it.
+	Url           string `protobuf:"bytes,10,opt,name=url,proto3" json:"url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vulnerability) Reset() {
+	*x = Vulnerability{}
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vulnerability) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vulnerability) ProtoMessage() {}
+
+func (x *Vulnerability) ProtoReflect() protoreflect.Message {
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vulnerability.ProtoReflect.Descriptor instead.
+func (*Vulnerability) Descriptor() ([]byte, []int) {
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Vulnerability) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *Vulnerability) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetModule() string {
+	if x != nil {
+		return x.Module
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetFixedVersion() string {
+	if x != nil {
+		return x.FixedVersion
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetCalled() bool {
+	if x != nil {
+		return x.Called
+	}
+	return false
+}
+
+func (x *Vulnerability) GetFunction() string {
+	if x != nil {
+		return x.Function
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetPosition() string {
+	if x != nil {
+		return x.Position
+	}
+	return ""
+}
+
+func (x *Vulnerability) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
 // TodoMarker is a TODO or FIXME comment.
 type TodoMarker struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -457,7 +590,7 @@ type TodoMarker struct {
 
 func (x *TodoMarker) Reset() {
 	*x = TodoMarker{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +602,7 @@ func (x *TodoMarker) String() string {
 func (*TodoMarker) ProtoMessage() {}
 
 func (x *TodoMarker) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[3]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +615,7 @@ func (x *TodoMarker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TodoMarker.ProtoReflect.Descriptor instead.
 func (*TodoMarker) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{3}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TodoMarker) GetPath() string {
@@ -510,7 +643,7 @@ func (x *TodoMarker) GetText() string {
 type RepoHealthFinding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Names the finding across checks: "build", "tests", "todos",
-	// "dependency:<ecosystem>:<name>".
+	// "dependency:<ecosystem>:<name>", "vulnerability:<id>".
 	Key  string                `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	Kind RepoHealthFindingKind `protobuf:"varint,2,opt,name=kind,proto3,enum=thefold.agent.v1.RepoHealthFindingKind" json:"kind,omitempty"`
 	// The task's title.
@@ -531,7 +664,7 @@ type RepoHealthFinding struct {
 
 func (x *RepoHealthFinding) Reset() {
 	*x = RepoHealthFinding{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +676,7 @@ func (x *RepoHealthFinding) String() string {
 func (*RepoHealthFinding) ProtoMessage() {}
 
 func (x *RepoHealthFinding) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[4]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +689,7 @@ func (x *RepoHealthFinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoHealthFinding.ProtoReflect.Descriptor instead.
 func (*RepoHealthFinding) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{4}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RepoHealthFinding) GetKey() string {
@@ -640,17 +773,19 @@ type RepoHealthReport struct {
 	// What crossed a threshold, in the order of checks.
 	Findings []*RepoHealthFinding `protobuf:"bytes,12,rep,name=findings,proto3" json:"findings,omitempty"`
 	// Why the check FAILED.
-	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
-	FinishTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error      string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	StartTime  *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	FinishTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	// Known vulnerabilities of the modules the repository requires, called ones first.
+	Vulnerabilities []*Vulnerability `protobuf:"bytes,17,rep,name=vulnerabilities,proto3" json:"vulnerabilities,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RepoHealthReport) Reset() {
 	*x = RepoHealthReport{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +797,7 @@ func (x *RepoHealthReport) String() string {
 func (*RepoHealthReport) ProtoMessage() {}
 
 func (x *RepoHealthReport) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[5]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +810,7 @@ func (x *RepoHealthReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoHealthReport.ProtoReflect.Descriptor instead.
 func (*RepoHealthReport) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{5}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RepoHealthReport) GetId() string {
@@ -790,6 +925,13 @@ func (x *RepoHealthReport) GetFinishTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RepoHealthReport) GetVulnerabilities() []*Vulnerability {
+	if x != nil {
+		return x.Vulnerabilities
+	}
+	return nil
+}
+
 // RepoHealthPoint is a check in the trend: its figures without the detail.
 type RepoHealthPoint struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -803,13 +945,15 @@ type RepoHealthPoint struct {
 	TodoCount      int32 `protobuf:"varint,7,opt,name=todo_count,json=todoCount,proto3" json:"todo_count,omitempty"`
 	StaleTodoCount int32 `protobuf:"varint,8,opt,name=stale_todo_count,json=staleTodoCount,proto3" json:"stale_todo_count,omitempty"`
 	FindingCount   int32 `protobuf:"varint,9,opt,name=finding_count,json=findingCount,proto3" json:"finding_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Vulnerabilities the code calls.
+	VulnerabilityCount int32 `protobuf:"varint,10,opt,name=vulnerability_count,json=vulnerabilityCount,proto3" json:"vulnerability_count,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RepoHealthPoint) Reset() {
 	*x = RepoHealthPoint{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +965,7 @@ func (x *RepoHealthPoint) String() string {
 func (*RepoHealthPoint) ProtoMessage() {}
 
 func (x *RepoHealthPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[6]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +978,7 @@ func (x *RepoHealthPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepoHealthPoint.ProtoReflect.Descriptor instead.
 func (*RepoHealthPoint) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{6}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RepoHealthPoint) GetReportId() string {
@@ -900,6 +1044,13 @@ func (x *RepoHealthPoint) GetFindingCount() int32 {
 	return 0
 }
 
+func (x *RepoHealthPoint) GetVulnerabilityCount() int32 {
+	if x != nil {
+		return x.VulnerabilityCount
+	}
+	return 0
+}
+
 type CheckRepoHealthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Idempotency key.
@@ -912,7 +1063,7 @@ type CheckRepoHealthRequest struct {
 
 func (x *CheckRepoHealthRequest) Reset() {
 	*x = CheckRepoHealthRequest{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1075,7 @@ func (x *CheckRepoHealthRequest) String() string {
 func (*CheckRepoHealthRequest) ProtoMessage() {}
 
 func (x *CheckRepoHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[7]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1088,7 @@ func (x *CheckRepoHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRepoHealthRequest.ProtoReflect.Descriptor instead.
 func (*CheckRepoHealthRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{7}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CheckRepoHealthRequest) GetRequestId() string {
@@ -963,7 +1114,7 @@ type CheckRepoHealthResponse struct {
 
 func (x *CheckRepoHealthResponse) Reset() {
 	*x = CheckRepoHealthResponse{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1126,7 @@ func (x *CheckRepoHealthResponse) String() string {
 func (*CheckRepoHealthResponse) ProtoMessage() {}
 
 func (x *CheckRepoHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[8]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1139,7 @@ func (x *CheckRepoHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRepoHealthResponse.ProtoReflect.Descriptor instead.
 func (*CheckRepoHealthResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{8}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CheckRepoHealthResponse) GetReport() *RepoHealthReport {
@@ -1010,7 +1161,7 @@ type GetRepoHealthRequest struct {
 
 func (x *GetRepoHealthRequest) Reset() {
 	*x = GetRepoHealthRequest{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1173,7 @@ func (x *GetRepoHealthRequest) String() string {
 func (*GetRepoHealthRequest) ProtoMessage() {}
 
 func (x *GetRepoHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[9]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1186,7 @@ func (x *GetRepoHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRepoHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetRepoHealthRequest) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{9}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRepoHealthRequest) GetConnectionId() string {
@@ -1069,7 +1220,7 @@ type GetRepoHealthResponse struct {
 
 func (x *GetRepoHealthResponse) Reset() {
 	*x = GetRepoHealthResponse{}
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1232,7 @@ func (x *GetRepoHealthResponse) String() string {
 func (*GetRepoHealthResponse) ProtoMessage() {}
 
 func (x *GetRepoHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[10]
+	mi := &file_thefold_agent_v1_repo_health_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1245,7 @@ func (x *GetRepoHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRepoHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetRepoHealthResponse) Descriptor() ([]byte, []int) {
-	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{10}
+	return file_thefold_agent_v1_repo_health_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRepoHealthResponse) GetConnectionId() string {
@@ -1162,7 +1313,19 @@ const file_thefold_agent_v1_repo_health_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\tR\aversion\x12\x16\n" +
 	"\x06latest\x18\x04 \x01(\tR\x06latest\x12\x16\n" +
-	"\x06direct\x18\x05 \x01(\bR\x06direct\"H\n" +
+	"\x06direct\x18\x05 \x01(\bR\x06direct\"\x8c\x02\n" +
+	"\rVulnerability\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaliases\x18\x02 \x03(\tR\aaliases\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12\x16\n" +
+	"\x06module\x18\x04 \x01(\tR\x06module\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12#\n" +
+	"\rfixed_version\x18\x06 \x01(\tR\ffixedVersion\x12\x16\n" +
+	"\x06called\x18\a \x01(\bR\x06called\x12\x1a\n" +
+	"\bfunction\x18\b \x01(\tR\bfunction\x12\x1a\n" +
+	"\bposition\x18\t \x01(\tR\bposition\x12\x10\n" +
+	"\x03url\x18\n" +
+	" \x01(\tR\x03url\"H\n" +
 	"\n" +
 	"TodoMarker\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
@@ -1177,7 +1340,7 @@ const file_thefold_agent_v1_repo_health_proto_rawDesc = "" +
 	"\n" +
 	"task_error\x18\x06 \x01(\tR\ttaskError\x12\x10\n" +
 	"\x03new\x18\a \x01(\bR\x03new\x12B\n" +
-	"\x0ffirst_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"\xca\x05\n" +
+	"\x0ffirst_seen_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\rfirstSeenTime\"\x95\x06\n" +
 	"\x10RepoHealthReport\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rconnection_id\x18\x02 \x01(\tR\fconnectionId\x12\x12\n" +
@@ -1199,7 +1362,8 @@ const file_thefold_agent_v1_repo_health_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12;\n" +
 	"\vfinish_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishTime\"\xf6\x02\n" +
+	"finishTime\x12I\n" +
+	"\x0fvulnerabilities\x18\x11 \x03(\v2\x1f.thefold.agent.v1.VulnerabilityR\x0fvulnerabilities\"\xa7\x03\n" +
 	"\x0fRepoHealthPoint\x12\x1b\n" +
 	"\treport_id\x18\x01 \x01(\tR\breportId\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.thefold.agent.v1.RepoHealthStateR\x05state\x12;\n" +
@@ -1211,7 +1375,9 @@ const file_thefold_agent_v1_repo_health_proto_rawDesc = "" +
 	"\n" +
 	"todo_count\x18\a \x01(\x05R\ttodoCount\x12(\n" +
 	"\x10stale_todo_count\x18\b \x01(\x05R\x0estaleTodoCount\x12#\n" +
-	"\rfinding_count\x18\t \x01(\x05R\ffindingCount\"\\\n" +
+	"\rfinding_count\x18\t \x01(\x05R\ffindingCount\x12/\n" +
+	"\x13vulnerability_count\x18\n" +
+	" \x01(\x05R\x12vulnerabilityCount\"\\\n" +
 	"\x16CheckRepoHealthRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12#\n" +
@@ -1240,13 +1406,14 @@ const file_thefold_agent_v1_repo_health_proto_rawDesc = "" +
 	"\x1fREPO_HEALTH_CHECK_STATUS_PASSED\x10\x01\x12#\n" +
 	"\x1fREPO_HEALTH_CHECK_STATUS_FAILED\x10\x02\x12$\n" +
 	" REPO_HEALTH_CHECK_STATUS_SKIPPED\x10\x03\x12\"\n" +
-	"\x1eREPO_HEALTH_CHECK_STATUS_ERROR\x10\x04*\xfe\x01\n" +
+	"\x1eREPO_HEALTH_CHECK_STATUS_ERROR\x10\x04*\xaa\x02\n" +
 	"\x15RepoHealthFindingKind\x12(\n" +
 	"$REPO_HEALTH_FINDING_KIND_UNSPECIFIED\x10\x00\x12*\n" +
 	"&REPO_HEALTH_FINDING_KIND_BUILD_FAILING\x10\x01\x12*\n" +
 	"&REPO_HEALTH_FINDING_KIND_TESTS_FAILING\x10\x02\x120\n" +
 	",REPO_HEALTH_FINDING_KIND_OUTDATED_DEPENDENCY\x10\x03\x121\n" +
-	"-REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD\x10\x042\xe2\x01\n" +
+	"-REPO_HEALTH_FINDING_KIND_TODOS_OVER_THRESHOLD\x10\x04\x12*\n" +
+	"&REPO_HEALTH_FINDING_KIND_VULNERABILITY\x10\x052\xe2\x01\n" +
 	"\x11RepoHealthService\x12f\n" +
 	"\x0fCheckRepoHealth\x12(.thefold.agent.v1.CheckRepoHealthRequest\x1a).thefold.agent.v1.CheckRepoHealthResponse\x12e\n" +
 	"\rGetRepoHealth\x12&.thefold.agent.v1.GetRepoHealthRequest\x1a'.thefold.agent.v1.GetRepoHealthResponse\"\x03\x90\x02\x01B\xc6\x01\n" +
@@ -1265,7 +1432,7 @@ func file_thefold_agent_v1_repo_health_proto_rawDescGZIP() []byte {
 }
 
 var file_thefold_agent_v1_repo_health_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_thefold_agent_v1_repo_health_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_thefold_agent_v1_repo_health_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_thefold_agent_v1_repo_health_proto_goTypes = []any{
 	(RepoHealthState)(0),            // 0: thefold.agent.v1.RepoHealthState
 	(RepoHealthCheckStatus)(0),      // 1: thefold.agent.v1.RepoHealthCheckStatus
@@ -1273,47 +1440,49 @@ var file_thefold_agent_v1_repo_health_proto_goTypes = []any{
 	(*RepoHealthSettings)(nil),      // 3: thefold.agent.v1.RepoHealthSettings
 	(*RepoHealthCheck)(nil),         // 4: thefold.agent.v1.RepoHealthCheck
 	(*OutdatedDependency)(nil),      // 5: thefold.agent.v1.OutdatedDependency
-	(*TodoMarker)(nil),              // 6: thefold.agent.v1.TodoMarker
-	(*RepoHealthFinding)(nil),       // 7: thefold.agent.v1.RepoHealthFinding
-	(*RepoHealthReport)(nil),        // 8: thefold.agent.v1.RepoHealthReport
-	(*RepoHealthPoint)(nil),         // 9: thefold.agent.v1.RepoHealthPoint
-	(*CheckRepoHealthRequest)(nil),  // 10: thefold.agent.v1.CheckRepoHealthRequest
-	(*CheckRepoHealthResponse)(nil), // 11: thefold.agent.v1.CheckRepoHealthResponse
-	(*GetRepoHealthRequest)(nil),    // 12: thefold.agent.v1.GetRepoHealthRequest
-	(*GetRepoHealthResponse)(nil),   // 13: thefold.agent.v1.GetRepoHealthResponse
-	(*durationpb.Duration)(nil),     // 14: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 15: google.protobuf.Timestamp
+	(*Vulnerability)(nil),           // 6: thefold.agent.v1.Vulnerability
+	(*TodoMarker)(nil),              // 7: thefold.agent.v1.TodoMarker
+	(*RepoHealthFinding)(nil),       // 8: thefold.agent.v1.RepoHealthFinding
+	(*RepoHealthReport)(nil),        // 9: thefold.agent.v1.RepoHealthReport
+	(*RepoHealthPoint)(nil),         // 10: thefold.agent.v1.RepoHealthPoint
+	(*CheckRepoHealthRequest)(nil),  // 11: thefold.agent.v1.CheckRepoHealthRequest
+	(*CheckRepoHealthResponse)(nil), // 12: thefold.agent.v1.CheckRepoHealthResponse
+	(*GetRepoHealthRequest)(nil),    // 13: thefold.agent.v1.GetRepoHealthRequest
+	(*GetRepoHealthResponse)(nil),   // 14: thefold.agent.v1.GetRepoHealthResponse
+	(*durationpb.Duration)(nil),     // 15: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 16: google.protobuf.Timestamp
 }
 var file_thefold_agent_v1_repo_health_proto_depIdxs = []int32{
-	14, // 0: thefold.agent.v1.RepoHealthSettings.interval:type_name -> google.protobuf.Duration
-	15, // 1: thefold.agent.v1.RepoHealthSettings.next_check_time:type_name -> google.protobuf.Timestamp
+	15, // 0: thefold.agent.v1.RepoHealthSettings.interval:type_name -> google.protobuf.Duration
+	16, // 1: thefold.agent.v1.RepoHealthSettings.next_check_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: thefold.agent.v1.RepoHealthCheck.status:type_name -> thefold.agent.v1.RepoHealthCheckStatus
 	2,  // 3: thefold.agent.v1.RepoHealthFinding.kind:type_name -> thefold.agent.v1.RepoHealthFindingKind
-	15, // 4: thefold.agent.v1.RepoHealthFinding.first_seen_time:type_name -> google.protobuf.Timestamp
+	16, // 4: thefold.agent.v1.RepoHealthFinding.first_seen_time:type_name -> google.protobuf.Timestamp
 	0,  // 5: thefold.agent.v1.RepoHealthReport.state:type_name -> thefold.agent.v1.RepoHealthState
 	4,  // 6: thefold.agent.v1.RepoHealthReport.checks:type_name -> thefold.agent.v1.RepoHealthCheck
 	5,  // 7: thefold.agent.v1.RepoHealthReport.outdated:type_name -> thefold.agent.v1.OutdatedDependency
-	6,  // 8: thefold.agent.v1.RepoHealthReport.todos:type_name -> thefold.agent.v1.TodoMarker
-	7,  // 9: thefold.agent.v1.RepoHealthReport.findings:type_name -> thefold.agent.v1.RepoHealthFinding
-	15, // 10: thefold.agent.v1.RepoHealthReport.create_time:type_name -> google.protobuf.Timestamp
-	15, // 11: thefold.agent.v1.RepoHealthReport.start_time:type_name -> google.protobuf.Timestamp
-	15, // 12: thefold.agent.v1.RepoHealthReport.finish_time:type_name -> google.protobuf.Timestamp
-	0,  // 13: thefold.agent.v1.RepoHealthPoint.state:type_name -> thefold.agent.v1.RepoHealthState
-	15, // 14: thefold.agent.v1.RepoHealthPoint.finish_time:type_name -> google.protobuf.Timestamp
-	8,  // 15: thefold.agent.v1.CheckRepoHealthResponse.report:type_name -> thefold.agent.v1.RepoHealthReport
-	3,  // 16: thefold.agent.v1.GetRepoHealthResponse.settings:type_name -> thefold.agent.v1.RepoHealthSettings
-	8,  // 17: thefold.agent.v1.GetRepoHealthResponse.latest:type_name -> thefold.agent.v1.RepoHealthReport
-	9,  // 18: thefold.agent.v1.GetRepoHealthResponse.trend:type_name -> thefold.agent.v1.RepoHealthPoint
-	7,  // 19: thefold.agent.v1.GetRepoHealthResponse.open_findings:type_name -> thefold.agent.v1.RepoHealthFinding
-	10, // 20: thefold.agent.v1.RepoHealthService.CheckRepoHealth:input_type -> thefold.agent.v1.CheckRepoHealthRequest
-	12, // 21: thefold.agent.v1.RepoHealthService.GetRepoHealth:input_type -> thefold.agent.v1.GetRepoHealthRequest
-	11, // 22: thefold.agent.v1.RepoHealthService.CheckRepoHealth:output_type -> thefold.agent.v1.CheckRepoHealthResponse
-	13, // 23: thefold.agent.v1.RepoHealthService.GetRepoHealth:output_type -> thefold.agent.v1.GetRepoHealthResponse
-	22, // [22:24] is the sub-list for method output_type
-	20, // [20:22] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	7,  // 8: thefold.agent.v1.RepoHealthReport.todos:type_name -> thefold.agent.v1.TodoMarker
+	8,  // 9: thefold.agent.v1.RepoHealthReport.findings:type_name -> thefold.agent.v1.RepoHealthFinding
+	16, // 10: thefold.agent.v1.RepoHealthReport.create_time:type_name -> google.protobuf.Timestamp
+	16, // 11: thefold.agent.v1.RepoHealthReport.start_time:type_name -> google.protobuf.Timestamp
+	16, // 12: thefold.agent.v1.RepoHealthReport.finish_time:type_name -> google.protobuf.Timestamp
+	6,  // 13: thefold.agent.v1.RepoHealthReport.vulnerabilities:type_name -> thefold.agent.v1.Vulnerability
+	0,  // 14: thefold.agent.v1.RepoHealthPoint.state:type_name -> thefold.agent.v1.RepoHealthState
+	16, // 15: thefold.agent.v1.RepoHealthPoint.finish_time:type_name -> google.protobuf.Timestamp
+	9,  // 16: thefold.agent.v1.CheckRepoHealthResponse.report:type_name -> thefold.agent.v1.RepoHealthReport
+	3,  // 17: thefold.agent.v1.GetRepoHealthResponse.settings:type_name -> thefold.agent.v1.RepoHealthSettings
+	9,  // 18: thefold.agent.v1.GetRepoHealthResponse.latest:type_name -> thefold.agent.v1.RepoHealthReport
+	10, // 19: thefold.agent.v1.GetRepoHealthResponse.trend:type_name -> thefold.agent.v1.RepoHealthPoint
+	8,  // 20: thefold.agent.v1.GetRepoHealthResponse.open_findings:type_name -> thefold.agent.v1.RepoHealthFinding
+	11, // 21: thefold.agent.v1.RepoHealthService.CheckRepoHealth:input_type -> thefold.agent.v1.CheckRepoHealthRequest
+	13, // 22: thefold.agent.v1.RepoHealthService.GetRepoHealth:input_type -> thefold.agent.v1.GetRepoHealthRequest
+	12, // 23: thefold.agent.v1.RepoHealthService.CheckRepoHealth:output_type -> thefold.agent.v1.CheckRepoHealthResponse
+	14, // 24: thefold.agent.v1.RepoHealthService.GetRepoHealth:output_type -> thefold.agent.v1.GetRepoHealthResponse
+	23, // [23:25] is the sub-list for method output_type
+	21, // [21:23] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_thefold_agent_v1_repo_health_proto_init() }
@@ -1327,7 +1496,7 @@ func file_thefold_agent_v1_repo_health_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_thefold_agent_v1_repo_health_proto_rawDesc), len(file_thefold_agent_v1_repo_health_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,13 +38,18 @@ const (
 //     `pip install --target` and `pip list --outdated` for a requirements.txt, giving each
 //     dependency that has a newer release (an ecosystem without a package source on the
 //     server, or without its tool in the sandbox, is skipped);
+//   - vulnerabilities: for a go.mod, `govulncheck -format json ./...` where the sandbox has
+//     govulncheck and the server a vulnerability database (THEFOLD_SANDBOX_GOVULNDB),
+//     giving each known vulnerability of a module the repository requires, and whether
+//     its code calls the vulnerable functions (skipped otherwise, with the reason);
 //   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
 //
 // A check keeps its report; GetRepoHealth gives the latest with the trend of the ones
 // before. What crosses a threshold is a finding: a failing build, failing tests, a direct
-// dependency with a newer release, more markers than the connection's todo_threshold. Each
+// dependency with a newer release, a vulnerability the code calls, more markers than the
+// connection's todo_threshold. Each
 // new finding files one task (source TASK_SOURCE_HEALING, the evidence in its
 // description) — and only one: while later checks see the same finding it keeps its task,
 // and only a finding that went away and came back files another. auto_start starts those
@@ -105,13 +110,18 @@ func (c *repoHealthServiceClient) GetRepoHealth(ctx context.Context, in *GetRepo
 //     `pip install --target` and `pip list --outdated` for a requirements.txt, giving each
 //     dependency that has a newer release (an ecosystem without a package source on the
 //     server, or without its tool in the sandbox, is skipped);
+//   - vulnerabilities: for a go.mod, `govulncheck -format json ./...` where the sandbox has
+//     govulncheck and the server a vulnerability database (THEFOLD_SANDBOX_GOVULNDB),
+//     giving each known vulnerability of a module the repository requires, and whether
+//     its code calls the vulnerable functions (skipped otherwise, with the reason);
 //   - build and test: the sandbox's validation (its TYPECHECK and BUILD steps, and TEST);
 //   - TODO and FIXME markers: counted (vendored and generated trees left out), and those
 //     already there a month ago counted as stale.
 //
 // A check keeps its report; GetRepoHealth gives the latest with the trend of the ones
 // before. What crosses a threshold is a finding: a failing build, failing tests, a direct
-// dependency with a newer release, more markers than the connection's todo_threshold. Each
+// dependency with a newer release, a vulnerability the code calls, more markers than the
+// connection's todo_threshold. Each
 // new finding files one task (source TASK_SOURCE_HEALING, the evidence in its
 // description) — and only one: while later checks see the same finding it keeps its task,
 // and only a finding that went away and came back files another. auto_start starts those

@@ -1448,7 +1448,7 @@ async function healthView(repo, base) {
         error.textContent = err.message;
       }
     } }, h("h2", {}, "Connect this repository"),
-    h("p", { class: "muted" }, "A connected repository's health can be checked in a sandbox: its build, tests, outdated dependencies and TODO markers. Each new finding files one healing task."),
+    h("p", { class: "muted" }, "A connected repository's health can be checked in a sandbox: its build, tests, outdated dependencies, known vulnerabilities and TODO markers. Each new finding files one healing task."),
     h("label", { class: "check" }, enable, " Check its health every day"), h("button", { type: "submit" }, "Connect"), error);
   }
   const health = await api("GET", `/v1/repo-connections/${conn.id}/health`);
@@ -1498,17 +1498,24 @@ async function healthView(repo, base) {
         h("td", { class: "status" }, enumName(c.status, "REPO_HEALTH_CHECK_STATUS_")),
         h("td", {}, c.summary || "", c.output ? h("details", {}, h("summary", {}, "Output"), h("pre", { class: "description" }, c.output)) : null))))),
     (latest.outdated || []).length === 0 ? null : h("details", { id: "outdated" }, h("summary", {}, `${latest.outdated.length} ${latest.outdated.length === 1 ? "dependency" : "dependencies"} with a newer release`),
-      h("ul", {}, latest.outdated.map((d) => h("li", {}, `${d.ecosystem} ${d.name} ${d.version} → ${d.latest}${d.direct ? "" : " (indirect)"}`)))));
+      h("ul", {}, latest.outdated.map((d) => h("li", {}, `${d.ecosystem} ${d.name} ${d.version} → ${d.latest}${d.direct ? "" : " (indirect)"}`)))),
+    (latest.vulnerabilities || []).length === 0 ? null : h("details", { id: "vulnerabilities", open: latest.vulnerabilities.some((v) => v.called) },
+      h("summary", {}, `${latest.vulnerabilities.length} known ${latest.vulnerabilities.length === 1 ? "vulnerability" : "vulnerabilities"}`),
+      h("ul", {}, latest.vulnerabilities.map((v) => h("li", { "data-vuln": v.id, class: v.called ? "called" : "" },
+        v.url ? h("a", { href: v.url, rel: "noopener noreferrer", target: "_blank" }, v.id) : v.id,
+        (v.aliases || []).length ? ` (${v.aliases.join(", ")})` : "", ` ${v.module} ${v.version}`,
+        v.fixed_version ? ` → ${v.fixed_version}` : " (no fix yet)", v.summary ? ` — ${v.summary}` : "",
+        v.called ? h("strong", {}, ` called: ${v.function}${v.position ? " from " + v.position : ""}`) : h("span", { class: "muted" }, " not called"))))));
   const findings = health.open_findings || [];
   const open = h("section", { id: "health-findings" }, h("h2", {}, "Open findings"), findings.length === 0 ? h("p", { class: "empty" }, "None.")
     : h("ul", {}, findings.map((f) => h("li", {}, f.title || f.key, " — ",
       f.task_id ? h("a", { href: "/tasks/" + f.task_id, "data-nav": true }, "its healing task") : h("span", { class: "muted" }, f.task_error || "no task yet")))));
   const trend = health.trend || [];
   const history = trend.length === 0 ? null : h("section", { id: "health-trend" }, h("h2", {}, "Trend"),
-    h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["When", "State", "Failed parts", "Outdated", "Markers (stale)", "Findings"].map((c) => h("th", { scope: "col" }, c)))),
+    h("table", { class: "tasks" }, h("thead", {}, h("tr", {}, ["When", "State", "Failed parts", "Outdated", "Vulnerable calls", "Markers (stale)", "Findings"].map((c) => h("th", { scope: "col" }, c)))),
       h("tbody", {}, trend.map((p) => h("tr", {}, h("td", {}, p.finish_time ? new Date(p.finish_time).toLocaleString() : ""),
         h("td", {}, enumName(p.state, "REPO_HEALTH_STATE_")), h("td", {}, String(p.failed_checks || 0)), h("td", {}, String(p.outdated_count || 0)),
-        h("td", {}, `${p.todo_count || 0} (${p.stale_todo_count || 0})`), h("td", {}, String(p.finding_count || 0)))))));
+        h("td", {}, String(p.vulnerability_count || 0)), h("td", {}, `${p.todo_count || 0} (${p.stale_todo_count || 0})`), h("td", {}, String(p.finding_count || 0)))))));
   return [h("p", {}, check), error, report, open, history, settings];
 }
 
