@@ -320,18 +320,40 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	resp := &memoryv1.SearchMemoriesResponse{EmbeddingModel: vec.Model}
 	now := s.now()
 	rank := newScoring(fusion, alpha, req.GetMinSimilarity(), now, s.cfg.halfLife, cands)
-	var results []*memoryv1.MemorySearchResult
+	var ranked []*memoryv1.MemorySearchResult
 	for _, c := range cands {
-		if !c.HashOK {
-			s.integrityFailure(ctx, p.UserID, c.GetId())
-			resp.IntegrityFailures++
-			continue
-		}
 		if sc, ok := rank.score(c); ok {
-			results = append(results, &memoryv1.MemorySearchResult{Memory: c.Memory, Score: sc})
+			ranked = append(ranked, &memoryv1.MemorySearchResult{Memory: c.Memory, Score: sc})
 		}
 	}
-	results = best(results, limit)
+	ranked = best(ranked, len(ranked))
+	// The candidates were scored without their content: the best are read whole, and one
+	// whose content no longer matches its hash gives its place to the next.
+	var results []*memoryv1.MemorySearchResult
+	for len(results) < limit && len(ranked) > 0 {
+		next := ranked[:min(limit-len(results), len(ranked))]
+		ranked = ranked[len(next):]
+		ids := make([]string, len(next))
+		for i, r := range next {
+			ids[i] = r.GetMemory().GetId()
+		}
+		rows, err := s.store.SearchRows(ctx, p.UserID, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range next {
+			row, ok := rows[r.GetMemory().GetId()]
+			switch {
+			case !ok: // deleted or expired since it was found
+			case !row.HashOK:
+				s.integrityFailure(ctx, p.UserID, row.GetId())
+				resp.IntegrityFailures++
+			default:
+				r.Memory = row.Memory
+				results = append(results, r)
+			}
+		}
+	}
 	ids := make([]string, len(results))
 	for i, r := range results {
 		ids[i] = r.GetMemory().GetId()

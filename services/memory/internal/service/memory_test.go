@@ -298,6 +298,13 @@ func TestTamperedMemoryIsNeverReturned(t *testing.T) {
 	if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetMemory().GetId() != good.GetId() || resp.GetIntegrityFailures() != 1 {
 		t.Fatalf("search over a tampered memory: %v", resp)
 	}
+	// It ranks first for its old words: with one result asked for, the next best takes
+	// its place (candidates are scored before their content is read and checked).
+	resp, err = e.client.SearchMemories(e.alice, &memoryv1.SearchMemoriesRequest{Query: "run the tests before committing", Limit: 1})
+	if err != nil || len(resp.GetResults()) != 1 || resp.GetResults()[0].GetMemory().GetId() != good.GetId() || resp.GetIntegrityFailures() != 1 ||
+		resp.GetResults()[0].GetMemory().GetContent() != "Always run go vet before committing." {
+		t.Fatalf("one result over a tampered memory that ranks first: %v %v", resp, err)
+	}
 	_, err = e.client.GetMemory(e.alice, &memoryv1.GetMemoryRequest{Id: bad.GetId()})
 	wantCode(t, err, codes.FailedPrecondition, "integrity")
 	list, err := e.client.ListMemories(e.alice, &memoryv1.ListMemoriesRequest{})

@@ -58,10 +58,13 @@ type Candidate struct {
 }
 
 // Search returns the union of the K nearest memories by embedding and the K best by
-// full-text rank, each with both scores and ranks.
+// full-text rank, each with both scores and ranks. A candidate's Memory has only what it
+// is scored by (scoreColumns): SearchRows reads the chosen ones whole.
 func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error) {
-	hits, err := hybrid(ctx, s, q.ranking(), func(rows pgx.Rows, v, t *float64) (*Row, string, error) {
-		r, err := scanMemory(rows, v, t)
+	r := q.ranking()
+	r.columns = scoreColumns
+	hits, err := hybrid(ctx, s, r, func(rows pgx.Rows, v, t *float64) (*Row, string, error) {
+		r, err := scanScored(rows, v, t)
 		if err != nil {
 			return nil, "", err
 		}
@@ -449,6 +452,7 @@ func searchSettings(k, ef int, exact bool) (string, string) {
 // the text ranking scored: for benchmarks and for looking into a slow search.
 func (s *Store) Explain(ctx context.Context, q SearchQuery) (vector, text []string, match string, err error) {
 	r := q.ranking()
+	r.columns = scoreColumns
 	sel, err := s.textSelect(ctx, r)
 	if err != nil {
 		return nil, nil, "", err

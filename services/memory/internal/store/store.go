@@ -236,6 +236,52 @@ func scanMemory(row pgx.Row, extra ...any) (*Row, error) {
 	return &Row{Memory: m, HashOK: hashOK}, nil
 }
 
+// scoreColumns are what a search scores a candidate by (its type, importance, use and
+// times: the decay and the usage boost), without its content: a search finds 2×K
+// candidates and returns the best few, which SearchRows then reads whole.
+const scoreColumns = `m.id::text, m.memory_type, m.importance, m.use_count, m.last_used_time, m.create_time, m.update_time`
+
+// scanScored reads scoreColumns into a Row whose Memory has only those fields.
+func scanScored(row pgx.Row, extra ...any) (*Row, error) {
+	m := &memoryv1.Memory{}
+	var (
+		typ              string
+		lastUsed         *time.Time
+		created, updated time.Time
+	)
+	if err := row.Scan(append([]any{&m.Id, &typ, &m.Importance, &m.UseCount, &lastUsed, &created, &updated}, extra...)...); err != nil {
+		return nil, err
+	}
+	m.Type, m.LastUsedTime = parseType(typ), ts(lastUsed)
+	m.CreateTime, m.UpdateTime = timestamppb.New(created), timestamppb.New(updated)
+	return &Row{Memory: m, HashOK: true}, nil
+}
+
+// SearchRows reads the owner's memories of ids whole (expired and deleted ones are
+// missing from the map): the results a search chose among its candidates.
+func (s *Store) SearchRows(ctx context.Context, owner string, ids []string) (map[string]*Row, error) {
+	// Primary-key lookups of the ids whatever the plan (a generic plan of id = ANY($1)
+	// may walk the owner's index instead).
+	rows, err := s.pool.Query(ctx, "SELECT "+memoryColumns+` FROM unnest($1::uuid[]) AS u(id) JOIN memories m ON m.id = u.id
+		WHERE m.owner_id = $2 AND (m.expire_time IS NULL OR m.expire_time > now())`, ids, owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: search rows: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]*Row, len(ids))
+	for rows.Next() {
+		r, err := scanMemory(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: search rows: %w", err)
+		}
+		out[r.GetId()] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: search rows: %w", err)
+	}
+	return out, nil
+}
+
 func ts(t *time.Time) *timestamppb.Timestamp {
 	if t == nil {
 		return nil
@@ -614,7 +660,7 @@ func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) er
 	// Counted without waiting for the WAL to reach the disk (every search ends here): a
 	// crash may lose the last few counts, which are statistics, and never a memory.
 	if err := db.LazyExec(ctx, s.pool, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
-		SELECT id, 1, now() FROM memories WHERE owner_id = $1 AND id = ANY($2::uuid[])
+		SELECT m.id, 1, now() FROM unnest($2::uuid[]) AS u(id) JOIN memories m ON m.id = u.id WHERE m.owner_id = $1
 		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids); err != nil {
 		return fmt.Errorf("store: record access: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"container/heap"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -160,10 +161,18 @@ func (s *Set) Nearest(q []float32, k, pool int) []Hit {
 	} else {
 		cands = s.byBits(u, pool)
 	}
+	// The exact similarity of each candidate, on every CPU for a large pool.
+	sims := make([]float32, len(cands))
+	inParts(partsOf(len(cands)*s.dims*4, len(cands)), len(cands), func(_, lo, hi int) {
+		for j := lo; j < hi; j++ {
+			i := cands[j]
+			sims[j] = dot(u, s.vecs[i*s.dims:(i+1)*s.dims:(i+1)*s.dims])
+		}
+	})
 	// The k most similar of the candidates: a min-heap of the best so far.
 	h := make(hits, 0, k+1)
-	for _, i := range cands {
-		sim := dot(u, s.vecs[i*s.dims:(i+1)*s.dims:(i+1)*s.dims])
+	for j, i := range cands {
+		sim := sims[j]
 		if len(h) < k {
 			heap.Push(&h, hit{i, sim, s.ids[i]})
 		} else if better(hit{i, sim, s.ids[i]}, h[0]) {
@@ -207,15 +216,21 @@ func (s *Set) byBits(u []float32, pool int) []int {
 	s.code(u, qc)
 	n := len(s.ids)
 	dist := make([]uint16, n)
-	hist := make([]int, s.dims+1)
-	for i := range n {
-		c := s.codes[i*s.words : (i+1)*s.words : (i+1)*s.words]
-		d := 0
-		for w, x := range c {
-			d += bits.OnesCount64(x ^ qc[w])
+	// Each part of the set counts its distances in its own histogram.
+	parts := partsOf(n*s.words*8, n)
+	hists := make([][]int, parts)
+	inParts(parts, n, func(p, lo, hi int) {
+		hists[p] = make([]int, s.dims+1)
+		s.hamming(qc, lo, hi, dist, hists[p])
+	})
+	hist := hists[0]
+	if parts > 1 {
+		hist = make([]int, s.dims+1)
+		for _, h := range hists {
+			for d, c := range h {
+				hist[d] += c
+			}
 		}
-		dist[i] = uint16(d)
-		hist[d]++
 	}
 	limit, below := 0, 0 // below: how many are nearer than limit
 	for limit = range hist {
@@ -224,18 +239,82 @@ func (s *Set) byBits(u []float32, pool int) []int {
 		}
 		below += hist[limit]
 	}
-	atLimit := pool - below // how many of those at the limit to take
-	cands := make([]int, 0, pool)
-	for i, d := range dist {
-		switch {
-		case int(d) < limit:
-			cands = append(cands, i)
-		case int(d) == limit && atLimit > 0:
-			cands = append(cands, i)
-			atLimit--
-		}
+	// Of those at the limit, the first pool - below in index order: each part's share.
+	quota := make([]int, parts)
+	left := pool - below
+	for p, h := range hists {
+		quota[p] = min(left, h[limit])
+		left -= quota[p]
 	}
-	return cands
+	found := make([][]int, parts)
+	inParts(parts, n, func(p, lo, hi int) {
+		out, q := make([]int, 0, quota[p]+(pool-quota[p])/parts), quota[p]
+		for i, d := range dist[lo:hi] {
+			switch {
+			case int(d) < limit:
+				out = append(out, lo+i)
+			case int(d) == limit && q > 0:
+				out = append(out, lo+i)
+				q--
+			}
+		}
+		found[p] = out
+	})
+	return slices.Concat(found...)
+}
+
+// hamming writes the Hamming distance of codes lo to hi to qc into dist, and counts them
+// in hist. Codes of 6 words (384 dimensions, the built-in embedder's) have a loop of their
+// own, the words in registers.
+func (s *Set) hamming(qc []uint64, lo, hi int, dist []uint16, hist []int) {
+	dist = dist[:hi]
+	if s.words == 6 {
+		q0, q1, q2, q3, q4, q5 := qc[0], qc[1], qc[2], qc[3], qc[4], qc[5]
+		codes := s.codes[:hi*6]
+		for i := lo; i < hi; i++ {
+			c := codes[i*6 : i*6+6 : i*6+6]
+			d := bits.OnesCount64(c[0]^q0) + bits.OnesCount64(c[1]^q1) + bits.OnesCount64(c[2]^q2) +
+				bits.OnesCount64(c[3]^q3) + bits.OnesCount64(c[4]^q4) + bits.OnesCount64(c[5]^q5)
+			dist[i] = uint16(d)
+			hist[d]++
+		}
+		return
+	}
+	qc = qc[:s.words]
+	for i := lo; i < hi; i++ {
+		c := s.codes[i*s.words : (i+1)*s.words : (i+1)*s.words]
+		d := 0
+		for w, x := range c {
+			d += bits.OnesCount64(x ^ qc[w])
+		}
+		dist[i] = uint16(d)
+		hist[d]++
+	}
+}
+
+// parallelWork is how much work (bytes read) a part of a scan must have for the scan to be
+// split across CPUs: below it a goroutine costs more than it saves. A variable for tests.
+var parallelWork = 256 << 10
+
+// partsOf is how many parts a scan of n items and about work bytes is split into: one per
+// CPU when each part has enough to do, else one. A search is then as fast as the machine's
+// cores make it, not one core: a search of 100k vectors takes one part per core.
+func partsOf(work, n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), work/parallelWork, n))
+}
+
+// inParts calls f for each of parts parts of [0, n) (p is the part's number, in index
+// order), at once when there are several, and returns when every part is done.
+func inParts(parts, n int, f func(p, lo, hi int)) {
+	if parts <= 1 {
+		f(0, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { f(p, n*p/parts, n*(p+1)/parts) })
+	}
+	wg.Wait()
 }
 
 type hit struct {
@@ -267,18 +346,23 @@ func (h *hits) Pop() any {
 }
 
 func dot(a, b []float32) float32 {
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	for len(a) >= 8 {
+		s0 += a[0] * b[0]
+		s1 += a[1] * b[1]
+		s2 += a[2] * b[2]
+		s3 += a[3] * b[3]
+		s4 += a[4] * b[4]
+		s5 += a[5] * b[5]
+		s6 += a[6] * b[6]
+		s7 += a[7] * b[7]
+		a, b = a[8:], b[8:len(a)]
 	}
-	for ; i < len(a); i++ {
+	for i := range a {
 		s0 += a[i] * b[i]
 	}
-	return s0 + s1 + s2 + s3
+	return (s0 + s1) + (s2 + s3) + (s4 + s5) + (s6 + s7)
 }
 
 // unit is v scaled to length 1, in a new slice; false for another length than dims, a zero

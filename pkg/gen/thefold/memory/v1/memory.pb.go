@@ -1179,7 +1179,8 @@ type SearchMemoriesResponse struct {
 	// Embedding model (and version) used for the query: the model every memory has a vector
 	// of, which while re-embedding for a newly configured model is still the previous one.
 	EmbeddingModel string `protobuf:"bytes,2,opt,name=embedding_model,json=embeddingModel,proto3" json:"embedding_model,omitempty"`
-	// Candidates dropped because their content did not match content_hash.
+	// Memories that ranked among the results but were withheld because their content no
+	// longer matches content_hash (the next best took their places).
 	IntegrityFailures int32 `protobuf:"varint,3,opt,name=integrity_failures,json=integrityFailures,proto3" json:"integrity_failures,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
