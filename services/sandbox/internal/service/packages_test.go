@@ -30,13 +30,7 @@ func TestPackagesNetworkReachesOnlyTheSource(t *testing.T) {
 	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
 		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
 			e := startPolicy(t, service.Config{Images: docker.DefaultImages(), GoProxy: goproxy.URL, PipIndex: goproxy.URL + "/simple"}, kind)
-			resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pe := &probeEnv{t: t, e: e, id: resp.Sandbox.Id}
-			pe.write("go.mod", "module example.com/app\n\ngo 1.22\n\nrequire example.test/dep v1.0.0\n")
-			pe.write("main.go", "package main\n\nimport \"example.test/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+			pe := depModuleSandbox(t, e)
 			before := zipHits.Load()
 			r, err := runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"go", "mod", "tidy"},
 				Env: map[string]string{"GOSUMDB": "off"}, Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Timeout: durationpb.New(3 * time.Minute)})
@@ -72,6 +66,20 @@ func TestPackagesNetworkReachesOnlyTheSource(t *testing.T) {
 			}
 		})
 	}
+}
+
+// depModuleSandbox is a go sandbox holding a module whose main calls example.test/dep's
+// Hello (sandboxtest.ModuleProxy's module).
+func depModuleSandbox(t *testing.T, e *policyEnv) *probeEnv {
+	t.Helper()
+	resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := &probeEnv{t: t, e: e, id: resp.Sandbox.Id}
+	pe.write("go.mod", "module example.com/app\n\ngo 1.22\n\nrequire example.test/dep v1.0.0\n")
+	pe.write("main.go", "package main\n\nimport \"example.test/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+	return pe
 }
 
 func (r *result) GetRes() *sandboxv1.CommandResult {
@@ -122,13 +130,7 @@ func TestGovulncheckReadsTheServersDatabase(t *testing.T) {
 	for _, kind := range []sandboxv1.SandboxBackend{dockerKind, bwrapKind} {
 		t.Run(strings.ToLower(strings.TrimPrefix(kind.String(), "SANDBOX_BACKEND_")), func(t *testing.T) {
 			e := startPolicy(t, service.Config{Images: docker.DefaultImages(), GoProxy: goproxy.URL, GoVulnDB: vulndb.URL + "/vulndb"}, kind)
-			resp, err := e.client.CreateSandbox(e.long(), &sandboxv1.CreateSandboxRequest{Language: "go"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pe := &probeEnv{t: t, e: e, id: resp.Sandbox.Id}
-			pe.write("go.mod", "module example.com/app\n\ngo 1.22\n\nrequire example.test/dep v1.0.0\n")
-			pe.write("main.go", "package main\n\nimport \"example.test/dep\"\n\nfunc main() { println(dep.Hello()) }\n")
+			pe := depModuleSandbox(t, e)
 			before := db.Requests()
 			r, err := runIn(e.long(), e.client, &sandboxv1.RunCommandRequest{SandboxId: pe.id, Command: []string{"govulncheck", "-format", "json", "./..."},
 				Env: map[string]string{"GOSUMDB": "off"}, Network: sandboxv1.NetworkPolicy_NETWORK_POLICY_PACKAGES, Timeout: durationpb.New(3 * time.Minute)})
