@@ -360,9 +360,7 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 		r.Memory.AccessCount++
 		r.Memory.LastAccessedTime = timestamppb.New(now)
 	}
-	if err := s.store.RecordAccess(ctx, p.UserID, ids); err != nil {
-		s.log.WarnContext(ctx, "recording accesses", "err", err)
-	}
+	s.store.RecordAccessLater(ctx, p.UserID, ids, func(err error) { s.log.WarnContext(ctx, "recording accesses", "err", err) })
 	resp.Results = results
 	return resp, nil
 }

@@ -45,6 +45,7 @@ func (s *Store) Items(ctx context.Context, sc Scope) ([]*Item, error) {
 	if sc.Type != typev1.MemoryType_MEMORY_TYPE_UNSPECIFIED {
 		types = append(types, typeNames[sc.Type])
 	}
+	s.accessesLanded()
 	rows, err := s.pool.Query(ctx, `SELECT id::text, memory_type, importance, coalesce((SELECT a.access_count FROM memory_access a WHERE a.memory_id = m.id), 0),
 			use_count, tags, merged_from::text[],
 			embedding_model, embedding, create_time, coalesce(last_used_time, create_time)

@@ -41,11 +41,18 @@ type Store struct {
 	lexCache map[string][]string
 	// scan is the in-process vector ranking of memories, nil when off (EnableScan).
 	scan *scanState
+	// accesses are the access recordings in flight (RecordAccessLater): each holds a read
+	// lock until it is written, and reads of access counts take the write lock for a
+	// moment first (accessesLanded), so a replica reads its own recordings. accessSlots
+	// bounds them; beyond it a recording is written at once.
+	accesses    sync.RWMutex
+	accessSlots chan struct{}
 }
 
 // New returns a store over pool, whose search_path is the memory schema.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, indexed: map[string]bool{}, legacyUntil: map[string]time.Time{}, stats: map[string]*termStats{}, lexCache: map[string][]string{}}
+	return &Store{pool: pool, indexed: map[string]bool{}, legacyUntil: map[string]time.Time{}, stats: map[string]*termStats{}, lexCache: map[string][]string{},
+		accessSlots: make(chan struct{}, maxAccessesInFlight)}
 }
 
 // Type and trust names as stored.
@@ -260,6 +267,9 @@ func scanScored(row pgx.Row, extra ...any) (*Row, error) {
 // SearchRows reads the owner's memories of ids whole (expired and deleted ones are
 // missing from the map): the results a search chose among its candidates.
 func (s *Store) SearchRows(ctx context.Context, owner string, ids []string) (map[string]*Row, error) {
+	// Not waiting for the accesses in flight (accessesLanded): under load every search
+	// would wait for the others'. A result's count may lag the searches of the last
+	// milliseconds.
 	// Primary-key lookups of the ids whatever the plan (a generic plan of id = ANY($1)
 	// may walk the owner's index instead).
 	rows, err := s.pool.Query(ctx, "SELECT "+memoryColumns+` FROM unnest($1::uuid[]) AS u(id) JOIN memories m ON m.id = u.id
@@ -375,6 +385,7 @@ func withNext(q string, args []any, nextTable string, next *Vector) (string, []a
 
 // Get reads one of owner's memories (expired ones are not found).
 func (s *Store) Get(ctx context.Context, owner, id string) (*Row, error) {
+	s.accessesLanded()
 	r, err := scanMemory(s.pool.QueryRow(ctx, "SELECT "+memoryColumns+` FROM memories m
 		WHERE m.id = $1 AND m.owner_id = $2 AND (m.expire_time IS NULL OR m.expire_time > now())`, id, owner))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -445,6 +456,7 @@ func (s *Store) List(ctx context.Context, owner string, f Filter, afterTime time
 	if afterID != "" {
 		c.Add("(m.create_time, m.id) < ($%d, $%d::uuid)", afterTime, afterID)
 	}
+	s.accessesLanded()
 	q := "SELECT " + memoryColumns + " FROM memories m" + c.Where() + " ORDER BY m.create_time DESC, m.id DESC LIMIT " + c.Arg(limit)
 	rows, err := s.pool.Query(ctx, q, c.Args...)
 	if err != nil {
@@ -652,15 +664,58 @@ func (s *Store) MarkUsed(ctx context.Context, owner string, ids []string, reques
 	return out, nil
 }
 
+// maxAccessesInFlight bounds the access recordings written in the background.
+const maxAccessesInFlight = 64
+
+// accessTimeout bounds one background access recording.
+const accessTimeout = 10 * time.Second
+
+// RecordAccessLater counts an access of each memory in the background, off the request's
+// path (a search's answer does not wait for it), and calls failed with the error if the
+// write fails. Get, List and consolidation on this store wait for it (accessesLanded); a
+// search's results and another replica may read the count before it lands, as a crash may
+// lose it (counts are statistics). With maxAccessesInFlight already in flight it is written
+// at once.
+func (s *Store) RecordAccessLater(ctx context.Context, owner string, ids []string, failed func(error)) {
+	if len(ids) == 0 {
+		return
+	}
+	select {
+	case s.accessSlots <- struct{}{}:
+	default:
+		if err := s.RecordAccess(ctx, owner, ids); err != nil {
+			failed(err)
+		}
+		return
+	}
+	s.accesses.RLock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), accessTimeout)
+	go func() {
+		defer func() { cancel(); s.accesses.RUnlock(); <-s.accessSlots }()
+		if err := s.RecordAccess(ctx, owner, ids); err != nil {
+			failed(err)
+		}
+	}()
+}
+
+// accessesLanded returns once every access recorded in the background so far is written.
+func (s *Store) accessesLanded() {
+	s.accesses.Lock() // waits for the recordings (read locks) in flight
+	s.accesses.Unlock()
+}
+
 // RecordAccess counts an access of each memory.
 func (s *Store) RecordAccess(ctx context.Context, owner string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	// Counted without waiting for the WAL to reach the disk (every search ends here): a
-	// crash may lose the last few counts, which are statistics, and never a memory.
+	// crash may lose the last few counts, which are statistics, and never a memory. The
+	// rows are locked in id order, so that concurrent recordings of the same memories
+	// cannot deadlock.
 	if err := db.LazyExec(ctx, s.pool, `INSERT INTO memory_access (memory_id, access_count, last_accessed_time)
 		SELECT m.id, 1, now() FROM unnest($2::uuid[]) AS u(id) JOIN memories m ON m.id = u.id WHERE m.owner_id = $1
+		ORDER BY m.id
 		ON CONFLICT (memory_id) DO UPDATE SET access_count = memory_access.access_count + 1, last_accessed_time = now()`, owner, ids); err != nil {
 		return fmt.Errorf("store: record access: %w", err)
 	}
