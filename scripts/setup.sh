@@ -169,13 +169,14 @@ fi
 # cache (p50 7.5 ms instead of 5.7 in the memory benchmark). A quarter of RAM, between 128MB
 # and 2GB, is the usual setting; it takes a restart, done only when the value changes.
 #
-# Connections: the end-to-end suite runs two meshes of nine services at once (each with its
-# connection pools) beside the unit tests' databases; the default 100 is used up as soon as
-# a developer runs some tests while the suite runs ("remaining connection slots are
-# reserved"), and every service then answers INTERNAL. 300 leaves room; it too takes a
-# restart.
+# Connections: the end-to-end suite runs three shards at once, each with its mesh of nine
+# services (each with its connection pools, 35–45 connections a mesh), beside the replicas
+# test's own stack of 13 processes and the CLI tests' stacks (about 33 each); the default 100
+# is used up at once, and 300 was at the peak ("remaining connection slots are reserved":
+# a CI run's replica agent could not start). 600 leaves room for a developer's tests beside
+# the suite; it too takes a restart.
 want_mb=$(awk '/^MemTotal/ {m = int($2 / 1024 / 4); if (m < 128) m = 128; if (m > 2048) m = 2048; print m}' /proc/meminfo)
-want_conns=300
+want_conns=600
 if [ "$(psql_admin "-c \"SELECT setting::bigint * 8 / 1024 FROM pg_settings WHERE name = 'shared_buffers'\"")" != "$want_mb" ] ||
   [ "$(psql_admin "-c \"SELECT setting FROM pg_settings WHERE name = 'max_connections'\"")" -lt "$want_conns" ]; then
   log "shared_buffers = ${want_mb}MB (a quarter of RAM, at most 2GB), max_connections = $want_conns: restarting PostgreSQL"
