@@ -163,20 +163,13 @@ func (x *checkRun) audit(ctx context.Context, a audit, c *agentv1.RepoHealthChec
 		if err != nil {
 			return nil, err
 		}
-		name := strings.Join(argv[:min(3, len(argv))], " ")
+		lastCmd := i == len(a.commands)-1
 		ok := res.Passed()
-		if i == len(a.commands)-1 {
+		if lastCmd {
 			ok = !res.GetTimedOut() && a.exitOK(res.GetExitCode())
 		}
-		switch {
-		case res.GetTimedOut():
-			return &auditResult{summary: name + " timed out", output: fence.TruncateMiddle(string(res.Output), maxShownOutput)}, nil
-		case res.GetExitCode() == 127:
-			return &auditResult{summary: "skipped: " + argv[0] + " is not installed in the sandbox", skipped: true}, nil
-		case !ok:
-			return &auditResult{summary: fmt.Sprintf("%s exited %d", name, res.GetExitCode()), output: fence.TruncateMiddle(string(res.Output), maxShownOutput)}, nil
-		case res.Dropped && i == len(a.commands)-1:
-			return &auditResult{summary: name + " wrote more than the monitor reads", output: fence.TruncateMiddle(string(res.Output), maxShownOutput)}, nil
+		if summary, output, skip, bad := unusable(strings.Join(argv[:min(3, len(argv))], " "), argv[0], res, ok, lastCmd); bad {
+			return &auditResult{summary: summary, output: output, skipped: skip}, nil
 		}
 		last = res
 	}
@@ -199,6 +192,25 @@ func (x *checkRun) audit(ctx context.Context, a audit, c *agentv1.RepoHealthChec
 		summary = fmt.Sprintf("%d dependencies, the direct ones at their newest release; %d indirect ones have a newer one", total, len(outdated))
 	}
 	return &auditResult{summary: summary, outdated: outdated}, nil
+}
+
+// unusable says why the result of a command (name, for the summary, running program)
+// cannot be read, if it cannot: it timed out, its
+// program is not installed (skip), it failed (ok false), or, when its output is the answer
+// (answer), the output was cut short. summary is the part's line, output what it shows.
+func unusable(name, program string, res *sandboxrun.Result, ok, answer bool) (summary, output string, skip, bad bool) {
+	out := fence.TruncateMiddle(string(res.Output), maxShownOutput)
+	switch {
+	case res.GetTimedOut():
+		return name + " timed out", out, false, true
+	case res.GetExitCode() == 127:
+		return "skipped: " + program + " is not installed in the sandbox", "", true, true
+	case !ok:
+		return fmt.Sprintf("%s exited %d", name, res.GetExitCode()), out, false, true
+	case res.Dropped && answer:
+		return name + " wrote more than the monitor reads", out, false, true
+	}
+	return "", "", false, false
 }
 
 // goModule is an entry of `go list -m -u -json`.

@@ -25,7 +25,9 @@ import (
 // vulnArgv audits a Go module's dependencies (and the standard library it builds with)
 // against the Go vulnerability database. The sandbox adds the database it may read (-db);
 // the module cache is filled by the dependency audit that runs before it.
-var vulnArgv = []string{"govulncheck", "-format", "json", "./..."}
+var vulnArgv = []string{vulnCheck, "-format", "json", "./..."}
+
+const vulnCheck = "govulncheck"
 
 // vulnerabilities runs govulncheck where the workspace is a Go module, the sandbox has
 // govulncheck and the server a vulnerability database: every known vulnerability of a
@@ -52,19 +54,11 @@ func (x *checkRun) vulnerabilities(ctx context.Context) (*agentv1.RepoHealthChec
 	if err != nil {
 		return nil, err
 	}
-	out := fence.TruncateMiddle(string(res.Output), maxShownOutput)
-	switch {
-	case res.GetTimedOut():
-		c.Status, c.Summary, c.Output = errored, "govulncheck timed out", out
-		return c, nil
-	case res.GetExitCode() == 127:
-		c.Summary = "skipped: govulncheck is not installed in the sandbox"
-		return c, nil
-	case res.GetExitCode() != 0:
-		c.Status, c.Summary, c.Output = errored, fmt.Sprintf("govulncheck exited %d", res.GetExitCode()), out
-		return c, nil
-	case res.Dropped:
-		c.Status, c.Summary, c.Output = errored, "govulncheck wrote more than the monitor reads", out
+	if summary, output, skip, bad := unusable(vulnCheck, vulnCheck, res, res.Passed(), true); bad {
+		c.Summary, c.Output = summary, output
+		if !skip {
+			c.Status = errored
+		}
 		return c, nil
 	}
 	vulns, modules, err := parseGovulncheck(res.Stdout)
