@@ -11,6 +11,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/thefold/thefold/pkg/db"
+	"github.com/thefold/thefold/services/memory/internal/tsindex"
 	"github.com/thefold/thefold/services/memory/internal/vscan"
 )
 
@@ -25,6 +26,9 @@ import (
 // HNSW index as they do without the scan. Filters beyond the owner are applied by
 // PostgreSQL to the scan's nearest rows; when they leave fewer than asked for, the search
 // walks the index instead.
+//
+// The owner's full-text vectors are held beside the vectors (package tsindex), read in the
+// same snapshot, so the full-text ranking runs in this process too (textscan.go).
 
 // scanState is the store's in-process vectors, by owner.
 type scanState struct {
@@ -38,7 +42,7 @@ type scanState struct {
 // scanIdle is how long an owner's vectors are kept without a search.
 const scanIdle = 30 * time.Minute
 
-// ownerVectors is one owner's memory vectors, as of version.
+// ownerVectors is one owner's memory vectors and full-text vectors, as of version.
 type ownerVectors struct {
 	used time.Time // the last search, under scanState.mu
 
@@ -47,6 +51,11 @@ type ownerVectors struct {
 	loaded  bool
 	version int64
 	sets    map[Pair]*vscan.Set
+	text    *tsindex.Index
+}
+
+func newOwnerVectors() *ownerVectors {
+	return &ownerVectors{sets: map[Pair]*vscan.Set{}, text: tsindex.New(), version: -1}
 }
 
 // catchUpInline is how many versions behind a search applies the changes itself; further
@@ -60,13 +69,53 @@ func (s *Store) EnableScan(pool int) {
 	s.scan = &scanState{pool: max(pool, 1), owners: map[string]*ownerVectors{}}
 }
 
-// scanned returns the owner's set for p, current as of the search's start, and true; or
-// false when the search must walk the index instead (the scan is off, or the owner's
-// vectors are not loaded yet or are far behind: a load is started then).
-func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*vscan.Set, bool, error) {
+// scanView is what the in-process rankings of a search rank: the owner's set of the
+// query's pair and full-text index, holding at least what PostgreSQL held at version.
+type scanView struct {
+	set     *vscan.Set
+	text    *tsindex.Index
+	version int64
+}
+
+// held is what this process holds of the owner for p, without asking PostgreSQL whether it
+// is current (version is the owner's version it is current as of); nil when the scan is
+// off or the owner's vectors are not loaded.
+func (s *Store) held(owner string, p Pair) *scanView {
 	sc := s.scan
 	if sc == nil {
-		return nil, false, nil
+		return nil
+	}
+	sc.mu.Lock()
+	ov := sc.owners[owner]
+	sc.mu.Unlock()
+	if ov == nil {
+		return nil
+	}
+	ov.mu.Lock()
+	defer ov.mu.Unlock()
+	if !ov.loaded {
+		return nil
+	}
+	return &scanView{set: ov.set(p), text: ov.text, version: ov.version}
+}
+
+// set is ov's set for p; an empty one when ov has no vector of p (nothing to find, not a
+// reason to walk). Called with ov.mu held.
+func (ov *ownerVectors) set(p Pair) *vscan.Set {
+	if set := ov.sets[p]; set != nil {
+		return set
+	}
+	return vscan.New(max(p.Dims, 1))
+}
+
+// scanned returns the owner's set for p and full-text index, current as of the search's
+// start, with the owner's version then; or nil when the search must walk the HNSW index
+// (and rank by full text in PostgreSQL) instead: the scan is off, or the owner's vectors
+// are not loaded yet or are far behind (a load is started then).
+func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*scanView, error) {
+	sc := s.scan
+	if sc == nil {
+		return nil, nil
 	}
 	ov := sc.owner(owner)
 	sc.mu.Lock()
@@ -84,27 +133,23 @@ func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*vscan.Set, 
 	var version int64
 	err := s.pool.QueryRow(ctx, ownerVersion, owner).Scan(&version)
 	if err != nil {
-		return nil, false, fmt.Errorf("store: memory vectors version: %w", err)
+		return nil, fmt.Errorf("store: memory vectors version: %w", err)
 	}
 	ov.mu.Lock()
 	defer ov.mu.Unlock()
 	if ov.loaded && ov.version < version && version-ov.version <= catchUpInline {
 		if err := s.readChanges(ctx, owner, ov); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	if ov.loaded && ov.version >= version {
-		set := ov.sets[p]
-		if set == nil { // no vector of this pair: nothing to find, not a reason to walk
-			set = vscan.New(max(p.Dims, 1))
-		}
-		return set, true, nil
+		return &scanView{set: ov.set(p), text: ov.text, version: version}, nil
 	}
 	if !ov.loading {
 		ov.loading = true
 		go s.load(owner, ov)
 	}
-	return nil, false, nil
+	return nil, nil
 }
 
 // owner is owner's entry, made (empty, not loaded) when there is none, marked used now.
@@ -113,7 +158,7 @@ func (sc *scanState) owner(owner string) *ownerVectors {
 	defer sc.mu.Unlock()
 	ov := sc.owners[owner]
 	if ov == nil {
-		ov = &ownerVectors{sets: map[Pair]*vscan.Set{}, version: -1}
+		ov = newOwnerVectors()
 		sc.owners[owner] = ov
 	}
 	ov.used = time.Now()
@@ -123,24 +168,26 @@ func (sc *scanState) owner(owner string) *ownerVectors {
 // ownerVersion reads an owner's version (0 before its first memory).
 const ownerVersion = `SELECT coalesce((SELECT version FROM memory_owner_versions WHERE owner_id = $1), 0)`
 
-// load reads all of the owner's vectors into new sets, without holding up searches (they
-// walk the index meanwhile), and puts them in ov's place.
+// load reads all of the owner's vectors and full-text vectors into new sets and a new
+// index, without holding up searches (they walk the index meanwhile), and puts them in
+// ov's place.
 func (s *Store) load(owner string, ov *ownerVectors) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	fresh := &ownerVectors{sets: map[Pair]*vscan.Set{}, version: -1}
+	fresh := newOwnerVectors()
 	err := s.readChanges(ctx, owner, fresh)
 	ov.mu.Lock()
 	defer ov.mu.Unlock()
 	ov.loading = false
 	if err == nil && fresh.version >= ov.version {
-		ov.sets, ov.version, ov.loaded = fresh.sets, fresh.version, true
+		ov.sets, ov.text, ov.version, ov.loaded = fresh.sets, fresh.text, fresh.version, true
 	}
 }
 
-// readChanges applies to ov the owner's memory vectors stored or re-embedded, and deleted,
-// after ov.version (all of them when it is -1), in one snapshot, and sets ov.version to
-// the owner's version in that snapshot.
+// readChanges applies to ov the owner's memory vectors and full-text vectors stored or
+// changed (every change of the content makes a new embedding, and so a new version), and
+// the deletes, after ov.version (all of them when it is -1), in one snapshot, and sets
+// ov.version to the owner's version in that snapshot.
 func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors) error {
 	return db.ReadTx(ctx, s.pool, func(tx pgx.Tx) error {
 		var version, pruned int64
@@ -150,16 +197,20 @@ func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors)
 		}
 		if ov.version >= 0 && ov.version < pruned {
 			// Deletes since ov.version may have lost their tombstones: read everything.
-			ov.version, ov.sets = -1, map[Pair]*vscan.Set{}
+			fresh := newOwnerVectors()
+			ov.version, ov.sets, ov.text = fresh.version, fresh.sets, fresh.text
 		}
-		rows, err := tx.Query(ctx, `SELECT id::text, embedding_model, embedding FROM memories
+		rows, err := tx.Query(ctx, `SELECT id::text, embedding_model, embedding, search::text FROM memories
 			WHERE owner_id = $1 AND owner_version > $2`, owner, ov.version)
 		if err != nil {
 			return fmt.Errorf("store: memory vectors: %w", err)
 		}
-		var id, model string
+		var id, model, search string
 		var vec pgvector.Vector
-		_, err = pgx.ForEachRow(rows, []any{&id, &model, &vec}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id, &model, &vec, &search}, func() error {
+			if err := ov.text.Put(id, search); err != nil {
+				return err
+			}
 			v := vec.Slice()
 			p := Pair{Model: model, Dims: len(v)}
 			for q, set := range ov.sets { // a re-embedded row leaves its old pair's set
@@ -187,6 +238,7 @@ func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors)
 				for _, set := range ov.sets {
 					set.Delete(id)
 				}
+				ov.text.Delete(id)
 				return nil
 			})
 			if err != nil {
@@ -221,20 +273,25 @@ func (s *Store) PruneTombstones(ctx context.Context, before time.Time) (int64, e
 // scanQuery is the k rows nearest the query vector among hits (the scan's nearest, nearest
 // first) that r's filters let through, in r.columns and the scores, nearest first:
 // vectorQuery's result, from the scan instead of the walk. The vector score is the scan's
-// similarity, so no row's embedding is read.
-func scanQuery(r ranking, hits []vscan.Hit) (string, []any) {
+// similarity, so no row's embedding is read; the text rank is PostgreSQL's with textRank,
+// and otherwise 0 (the caller ranks the rows by full text in this process).
+func scanQuery(r ranking, hits []vscan.Hit, textRank bool) (string, []any) {
 	ids := make([]string, len(hits))
 	sims := make([]float32, len(hits))
 	for i, h := range hits {
 		ids[i], sims[i] = h.ID, h.Sim
 	}
 	c := db.Conds{Args: slices.Clone(r.args)}
-	w, k, in, sim := c.Arg(r.words), c.Arg(r.k), c.Arg(ids), c.Arg(sims)
+	rank := "0::real"
+	if textRank {
+		rank = fmt.Sprintf("ts_rank(m.search, %s, 1|32)", orQuery(c.Arg(r.words)))
+	}
+	k, in, sim := c.Arg(r.k), c.Arg(ids), c.Arg(sims)
 	dims := len(r.vec.Values)
-	return fmt.Sprintf(`SELECT %s, greatest(0, u.sim)::float8, ts_rank(m.search, %s, 1|32)
+	return fmt.Sprintf(`SELECT %s, greatest(0, u.sim)::float8, %s
 		FROM unnest(%s::uuid[], %s::real[]) AS u(id, sim) JOIN %s m ON m.id = u.id
 		WHERE %s AND %s ORDER BY u.sim DESC, m.id LIMIT %s`,
-		r.columns, orQuery(w), in, sim, r.table, r.where, vecPred(r.vec.Model, dims), k), c.Args
+		r.columns, rank, in, sim, r.table, r.where, vecPred(r.vec.Model, dims), k), c.Args
 }
 
 // LoadScan loads the owner's vectors for the in-process ranking now and waits for it (a

@@ -196,16 +196,16 @@ func TestScanLoadsInTheBackground(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	set, ok, err := s.scanned(context.Background(), "alice", Pair{"test@1", scanDims})
-	if err != nil || !ok || set.Len() != 20 {
-		t.Fatalf("after the load: scanned = %v, %v (%v)", set, ok, err)
+	v, err := s.scanned(context.Background(), "alice", Pair{"test@1", scanDims})
+	if err != nil || v == nil || v.set.Len() != 20 || v.text.Len() != 20 {
+		t.Fatalf("after the load: scanned = %v (%v)", v, err)
 	}
 	if got := vectorIDs(t, s, q); !slices.Equal(got, first) {
 		t.Fatalf("the scan found %v, the walk %v", got, first)
 	}
 	// A model this owner has no vector of: nothing to find, and no walk.
-	if set, ok, err := s.scanned(context.Background(), "alice", Pair{"other@1", 4}); err != nil || !ok || set.Len() != 0 {
-		t.Fatalf("another pair: %v, %v, %v; want an empty set", set, ok, err)
+	if v, err := s.scanned(context.Background(), "alice", Pair{"other@1", 4}); err != nil || v == nil || v.set.Len() != 0 {
+		t.Fatalf("another pair: %v, %v; want an empty set", v, err)
 	}
 }
 

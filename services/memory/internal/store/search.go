@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/thefold/thefold/pkg/db"
 
+	"github.com/thefold/thefold/services/memory/internal/tsindex"
 	"github.com/thefold/thefold/services/memory/internal/vscan"
 )
 
-// DefaultTextPool is how many memories the full-text ranking scores at most in one search
-// when SearchQuery.TextPool is 0.
+// DefaultTextPool is how many memories the full-text ranking in PostgreSQL scores at most in
+// one search when SearchQuery.TextPool is 0 (the ranking in this process picks half as many
+// by its rarest words, see tsindex.Index.Search).
 const DefaultTextPool = 1000
 
 // SearchQuery asks for the candidates of a hybrid search.
@@ -40,8 +43,12 @@ type SearchQuery struct {
 	// or K, whichever is larger.
 	EfSearch int
 	// Walk ranks by the HNSW walk even when the in-process scan is on (EnableScan), for
-	// measuring one against the other.
+	// measuring one against the other; the full-text ranking is then PostgreSQL's too.
 	Walk bool
+	// TextInDB ranks by full text in PostgreSQL even when the in-process scan is on (which
+	// holds the owner's full-text vectors too, textscan.go), for measuring one against the
+	// other; the vector ranking still scans.
+	TextInDB bool
 }
 
 // DefaultEfSearch is the HNSW walk's candidate list when SearchQuery.EfSearch is 0: the
@@ -88,6 +95,7 @@ func (q SearchQuery) ranking() ranking {
 		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact, ef: q.EfSearch}
 	if !q.Walk && !q.Exact {
 		r.scanOwner = q.Owner
+		r.textInDB = q.TextInDB
 	}
 	return r
 }
@@ -108,6 +116,8 @@ type ranking struct {
 	ef    int
 	// scanOwner is the owner whose in-process vectors may rank (scanned), "" for the walk.
 	scanOwner string
+	// textInDB keeps the full-text ranking in PostgreSQL when the vectors scan.
+	textInDB bool
 }
 
 // hit is a row found by either ranking.
@@ -144,28 +154,61 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		return out, rows.Err()
 	}
 	var byVector, byText []found
-	// The owner's in-process vectors, when they rank (see scan.go): they also give the text
-	// hits their vector similarity, so the text query reads no embedding.
-	var set *vscan.Set
-	if r.scanOwner != "" {
-		var ok bool
-		var err error
-		if set, ok, err = s.scanned(ctx, r.scanOwner, r.vec.Pair()); err != nil {
-			return nil, fmt.Errorf("store: %s vector ranking: %w", r.table, err)
-		} else if !ok {
-			set = nil
+	// The owner's in-process vectors, when they rank (scan.go): they also give the text
+	// hits their vector similarity, so the text query reads no embedding; and the owner's
+	// full-text vectors, held with them, which rank by full text (textscan.go) and give the
+	// vector hits their text rank. Both rankings begin on what this process holds while
+	// PostgreSQL is asked for the owner's version: when what is held is of that version
+	// (nearly always), the version check has cost no time of its own; when it is older,
+	// they rank again once the changes are applied. view is what they rank then, nil for
+	// the rankings in PostgreSQL.
+	var held *scanView
+	view := func() (*scanView, error) { return nil, nil }
+	if r.scanOwner != "" && s.scan != nil {
+		held = s.held(r.scanOwner, r.vec.Pair())
+		type checked struct {
+			view *scanView
+			err  error
 		}
+		c := make(chan checked, 1)
+		go func() {
+			v, err := s.scanned(ctx, r.scanOwner, r.vec.Pair())
+			c <- checked{v, err}
+		}()
+		view = sync.OnceValues(func() (*scanView, error) {
+			v := <-c
+			switch {
+			case v.err != nil:
+				return nil, fmt.Errorf("store: %s vector ranking: %w", r.table, v.err)
+			case v.view != nil && held != nil && held.version >= v.view.version:
+				return held, nil
+			}
+			return v.view, nil
+		})
 	}
+	// The query's lexemes (for the full-text ranking in this process, and its rank of the
+	// vector hits).
+	var lexemes []string
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if set != nil {
+		var hits []vscan.Hit
+		if held != nil {
+			hits = held.set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
+		}
+		v, err := view()
+		if err != nil {
+			return err
+		}
+		if v != nil {
+			if v != held {
+				hits = v.set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
+			}
 			// Twice k of the scan's nearest, for the filters beyond the owner to choose
 			// from: PostgreSQL reads the first 1.5 k (the service's own filter, of
 			// strategies below the trust threshold, leaves out a few), and the rest only
 			// when its filters left fewer than k of those; when they leave fewer than k
 			// of a set that had more, the walk (which continues until k pass) ranks
 			// instead.
-			hits := set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
 			for _, n := range []int{min(r.k*3/2, len(hits)), len(hits)} {
 				if n == 0 {
 					return nil
@@ -173,7 +216,7 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 				// A plain query: its plan (primary-key lookups of the ids) does not depend
 				// on the arguments, so the prepared statement's generic plan serves and
 				// the 0.4 ms of planning each time (customPlans) is saved.
-				q, args := scanQuery(r, hits[:n])
+				q, args := scanQuery(r, hits[:n], r.textInDB)
 				rows, err := s.pool.Query(gctx, q, args...)
 				if err == nil {
 					byVector, err = collect(rows)
@@ -203,11 +246,51 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		return nil
 	})
 	g.Go(func() error {
+		var err error
+		if lexemes, err = s.lexemes(gctx, r.words); err != nil {
+			return fmt.Errorf("store: %s text ranking: %w", r.table, err)
+		}
+		inProcess := !r.textInDB
+		var hits []tsindex.Hit
+		var matched int
+		if held != nil && inProcess {
+			hits, matched = rankText(r, held.text, lexemes)
+		}
+		v, err := view()
+		if err != nil {
+			return err
+		}
+		if v != nil && inProcess {
+			if v != held {
+				hits, matched = rankText(r, v.text, lexemes)
+			}
+			// The best 2k, to which PostgreSQL applies the filters beyond the owner as to
+			// the scan's nearest (the first 1.5k, and the rest only when its filters left
+			// fewer than k of those); when they leave fewer than k of a ranking that had
+			// more, PostgreSQL ranks instead (below).
+			for _, n := range []int{min(r.k*3/2, len(hits)), len(hits)} {
+				if n == 0 {
+					return nil
+				}
+				q, args := textScanQuery(r, hits[:n])
+				rows, err := s.pool.Query(gctx, q, args...)
+				if err == nil {
+					byText, err = collect(rows)
+				}
+				if err != nil {
+					return fmt.Errorf("store: %s text ranking: %w", r.table, err)
+				}
+				if len(byText) >= r.k || n == len(hits) && matched <= len(hits) {
+					return nil
+				}
+			}
+			byText = nil
+		}
 		sel, err := s.textSelect(gctx, r)
 		if err != nil || sel.match == "" {
 			return err
 		}
-		q, args := textQuery(r, sel, set == nil)
+		q, args := textQuery(r, sel, v == nil)
 		err = s.query(gctx, customPlans, nil, q, args, func(rows pgx.Rows) (err error) {
 			byText, err = collect(rows)
 			return err
@@ -215,17 +298,27 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		if err != nil {
 			return fmt.Errorf("store: %s text ranking: %w", r.table, err)
 		}
-		if set != nil {
-			for i := range byText {
-				if sim, ok := set.Similarity(byText[i].id, r.vec.Values); ok {
-					byText[i].vector = max(0, float64(sim))
-				}
-			}
-		}
 		return nil
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if v, _ := view(); v != nil {
+		for i := range byText {
+			if sim, ok := v.set.Similarity(byText[i].id, r.vec.Values); ok {
+				byText[i].vector = max(0, float64(sim))
+			}
+		}
+		if !r.textInDB && len(byVector) > 0 {
+			// The vector hits' text rank, which their query left out (scanQuery).
+			ids := make([]string, len(byVector))
+			for i, f := range byVector {
+				ids[i] = f.id
+			}
+			for i, rank := range v.text.Ranks(ids, lexemes) {
+				byVector[i].text = float64(rank)
+			}
+		}
 	}
 	out := make([]hit[T], 0, len(byVector)+len(byText))
 	index := map[string]int{}
