@@ -219,6 +219,10 @@ func (b *Bwrap) args(ws, dir, stateDir string, s Spec, eg *egressRun, shared, pr
 		"GOTOOLCHAIN": "local",
 		"GOTELEMETRY": "off",
 		"LANG":        "C.UTF-8",
+		// Debian's Node modules (typescript, eslint), where only Debian's own node looks by
+		// default, as the docker image has them: without it validation found no tsc and
+		// skipped the type check, passing code with type errors.
+		"NODE_PATH": "/usr/share/nodejs:/usr/lib/nodejs",
 	}
 	switch {
 	case b.cfg.goCache != "":
