@@ -158,6 +158,11 @@ func runMain(m *testing.M) int {
 		"THEFOLD_SANDBOX_GOVULNDB=" + vulnDBServer.URL + "/vulndb",
 		"THEFOLD_AGENT_LINEAR_URL=" + linearServer.URL + "/graphql",
 	}}
+	// THEFOLD_E2E_SANDBOX_BACKEND picks the mesh's default sandbox backend (auto when unset:
+	// docker where an engine answers). The tests that are about one backend ask for it.
+	if b := os.Getenv("THEFOLD_E2E_SANDBOX_BACKEND"); b != "" {
+		mesh.Env = append(mesh.Env, "THEFOLD_SANDBOX_BACKEND="+b)
+	}
 	// The github service sends the owner ghcrew's repositories to ghFake, as to GitHub
 	// Enterprise, with the token ghFake accepts (its user is fakegithub.DefaultLogin).
 	if ghFake, err = fakegithub.Start(fakegithub.Options{Orgs: []string{"ghcrew"}}); err != nil {

@@ -310,9 +310,11 @@ func TestConsoleRepoHealth(t *testing.T) {
 	// button's handler queues the check all the same.
 	b.eval(`document.querySelector("#check-now").click(), ""`)
 	b.waitFor("the check's finding", `String(!!document.querySelector("#health-findings a") && document.querySelector("#check-now").disabled === false)`, 4*time.Minute)
-	if got := b.text(`#health-checks tr[data-part=todos] td.status`); got != "failed" {
-		b.fail("the todos part is %q, want failed", got)
-	}
+	// The first check (made on connecting, before the lower threshold was saved) may be
+	// what the page shows until the queued one is done: its findings satisfy the wait above
+	// too, and its todos part passed. The queued check's part fails.
+	b.waitFor("the todos part failed (three markers, at most 2 wanted)",
+		`String((document.querySelector("#health-checks tr[data-part=todos] td.status") || {}).textContent?.trim() === "failed")`, 4*time.Minute)
 	if got := b.text(`#health-checks tr[data-part=build] td.status`); got != "passed" {
 		b.fail("the build part is %q, want passed", got)
 	}
