@@ -15,6 +15,7 @@ import (
 	"github.com/thefold/thefold/pkg/client"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	tasksv1 "github.com/thefold/thefold/pkg/gen/thefold/tasks/v1"
+	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
 )
 
 // errDetached is a run the person stopped watching (Ctrl-C): the job goes on.
@@ -160,6 +161,13 @@ func (r *runner) follow(ctx context.Context, job *agentv1.Job) error {
 		return err
 	}
 	phase, step, cost := "", "", job.GetUsage().GetCostMicros()
+	prShown := false
+	showPR := func(pr *typev1.PullRequestRef) {
+		if !prShown && pr.GetUrl() != "" {
+			prShown = true
+			r.say("%s %s", r.colour(ansiGreen, "Pull request:"), pr.GetUrl())
+		}
+	}
 	for {
 		ev, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -198,13 +206,16 @@ func (r *runner) follow(ctx context.Context, job *agentv1.Job) error {
 				return errors.New("the job ended without a pull request")
 			}
 		case *agentv1.WatchJobResponse_PullRequest:
-			r.say("%s %s", r.colour(ansiGreen, "Pull request:"), p.PullRequest.Url)
+			showPR(p.PullRequest)
 		}
 		switch ev.Payload.(type) {
 		case *agentv1.WatchJobResponse_PhaseChanged, *agentv1.WatchJobResponse_StatusChange:
 			if got, err := r.c.Agent().GetJob(ctx, &agentv1.GetJobRequest{Id: job.Id}); err == nil {
 				cost = got.Job.GetUsage().GetCostMicros()
 				if got.Job.Status == agentv1.JobStatus_JOB_STATUS_COMPLETED {
+					// The job can be done before this watch has read its pull request's
+					// event (a phase change read late): the job itself names it.
+					showPR(got.Job.GetPullRequest())
 					r.say("%s job %s is done ($%.4f).", r.colour(ansiGreen, "✓"), job.Id, float64(cost)/1e6)
 					return nil
 				}
