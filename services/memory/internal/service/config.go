@@ -22,9 +22,12 @@ type Config struct {
 	// Candidates is how many memories each ranking (vector, full text) contributes before
 	// fusion.
 	Candidates int `env:"THEFOLD_MEMORY_CANDIDATES, default=40"`
-	// TextPool bounds how many memories the full-text ranking scores in one search: the
-	// query's rarest words pick them (store.termStats.match), so a query of common words
-	// costs no more than this many ranks.
+	// TextPool bounds how many memories the full-text ranking scores in one search. In
+	// this process (the in-process vector ranking's owners, store/textscan.go) the query's
+	// rarest words pick at most half of it, unless even all its words ANDed match more; in
+	// PostgreSQL (THEFOLD_MEMORY_VECTOR_RANKING=hnsw) its rarest words pick them by the
+	// planner's statistics (store.termStats.match). Either way a query of common words
+	// does not rank every memory holding one of them.
 	TextPool int `env:"THEFOLD_MEMORY_TEXT_POOL, default=1000"`
 	// EfSearch is how many candidates the vector ranking's HNSW walk keeps (pgvector's
 	// hnsw.ef_search, at least Candidates): more finds more of the true nearest memories and
