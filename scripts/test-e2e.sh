@@ -5,9 +5,8 @@
 # halves ("serial-1" and "serial-2", the GetTask benchmark after the second); the rest side
 # by side in the "parallel" shard. The serial tests mostly wait for leases to expire and
 # services to come back, so running them beside the parallel ones costs those little. Each
-# line of output is prefixed with its shard; the run fails if any shard fails. Once both
-# serial halves are done, the docker-compose stack's test (tests/e2e/compose) runs beside
-# what is left of the parallel shard.
+# line of output is prefixed with its shard; the run fails if any shard fails. The
+# docker-compose stack's test (tests/e2e/compose) runs beside them from the start.
 set -uo pipefail
 cd "$(dirname "$0")/../tests/e2e"
 
@@ -32,7 +31,7 @@ run() {
 # sandbox to its pull request.
 export THEFOLD_E2E_SANDBOX_BACKEND=${THEFOLD_E2E_SANDBOX_BACKEND:-bwrap}
 
-# The test binary and the report tool are built once, before the two start.
+# The test binary and the report tool are built once, before the shards start.
 go test -c -trimpath -o /dev/null . || exit 1
 go build -o /dev/null ../../pkg/testenv/cmd/testreport || exit 1
 
@@ -44,20 +43,25 @@ serial2=$!
 # toward its bounds (seen: a 40 s agent scenario taking 440 s among eight, on a slow machine).
 run parallel -parallel 5 &
 par=$!
+# The docker-compose stack (tests/e2e/compose, make compose-test) from the start too: with
+# the shards' sandboxes in bwrap the machine's two cores were busy only 64% of the e2e phase
+# (2026-11-30), and the compose test (images, ten containers, the demo task in a docker
+# sandbox; 99 s) waiting for both serial halves made the phase 287 s where its longest shard
+# took 198 s. Its service images link the same packages the shards' meshes do (go build
+# -trimpath: one compile in the build cache serves both). It skips, saying so, without
+# docker-compose or an engine; the shards skip it.
+(THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 20m -v -run '^TestCompose' ./compose/ 2>&1 |
+  sed -u "s/^/[compose] /"
+  exit "${PIPESTATUS[0]}") &
+comp=$!
 wait "$serial1"
 rs1=$?
 wait "$serial2"
 rs2=$?
-# Then the docker-compose stack (tests/e2e/compose, make compose-test), while the parallel
-# shard finishes: it keeps both cores busy for a minute (images, ten containers, a sandboxed
-# build), and its service images are linked from the packages the shards' meshes compiled
-# (the same go build -trimpath). It skips, saying so, without docker-compose or an engine;
-# the shards skip it.
-THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 20m -v -run '^TestCompose' ./compose/ 2>&1 |
-  sed -u "s/^/[compose] /"
-rc=${PIPESTATUS[0]}
 wait "$par"
 rp=$?
+wait "$comp"
+rc=$?
 if [ "$rs1" -ne 0 ] || [ "$rs2" -ne 0 ] || [ "$rp" -ne 0 ] || [ "$rc" -ne 0 ]; then
   echo "e2e: the serial shards exited $rs1 and $rs2, the parallel shard $rp, the compose test $rc" >&2
   exit 1
