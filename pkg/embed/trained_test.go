@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/thefold/thefold/pkg/testenv"
 )
 
 func newTestTrained(t *testing.T) *Trained {
@@ -235,6 +237,9 @@ func FuzzTrainedEmbed(f *testing.F) {
 // A word outside the vocabulary still lands near the words it is made of.
 func TestTrainedSubwords(t *testing.T) {
 	t.Parallel()
+	// One goroutine's computation: the race detector multiplies its time by ten and finds
+	// nothing in it (make test-unit runs it without -race).
+	testenv.CPUBound(t)
 	tr := newTestTrained(t)
 	for _, w := range []string{"retrier", "kubeconfigs"} {
 		if _, ok := tr.wv.index[w]; ok {

@@ -12,6 +12,7 @@ import (
 
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/pkg/tokens"
 
 	"github.com/thefold/thefold/services/agent/internal/store"
@@ -219,6 +220,9 @@ func TestTrimForReviewZeroBudgetKeepsEveryFileCutToOneLine(t *testing.T) {
 }
 
 func TestTrimForReviewStaysWithinTheBudget(t *testing.T) {
+	// One goroutine's computation: the race detector multiplies its time by ten and finds
+	// nothing in it (make test-unit runs it without -race).
+	testenv.CPUBound(t)
 	var files []store.ProjectFile
 	for i, n := range []int{1, 3, 8, 20, 45, 90, 150, 300, 600} {
 		files = append(files, store.ProjectFile{Path: fmt.Sprintf("f%d.go", i), Content: []byte(source(fmt.Sprintf("f%d_", i), n))})

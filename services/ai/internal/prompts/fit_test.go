@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/thefold/thefold/pkg/testenv"
 	"github.com/thefold/thefold/pkg/tokens"
 	"github.com/thefold/thefold/services/ai/internal/llm"
 )
@@ -21,6 +22,9 @@ func request(p *Prompt) llm.Request {
 // files, then is cut in its longest block's middle — never its instructions or specifics.
 func TestFitByPriority(t *testing.T) {
 	t.Parallel()
+	// One goroutine's computation: the race detector multiplies its time by ten and finds
+	// nothing in it (make test-unit runs it without -race).
+	testenv.CPUBound(t)
 	dep := func(p string, n int) *aiv1.ContextFile {
 		return &aiv1.ContextFile{Path: p, Content: strings.Repeat("// "+p+" line of code\n", n)}
 	}

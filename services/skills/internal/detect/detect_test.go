@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
+	"github.com/thefold/thefold/pkg/testenv"
 )
 
 // fakes are credential-shaped values for the tests. Each is assembled from two pieces so
@@ -882,6 +883,9 @@ export const aws2 = "@AWS_ID@";
 // source: half-written files must not make a detector fail.
 func TestTruncatedInput(t *testing.T) {
 	t.Parallel()
+	// One goroutine's computation: the race detector multiplies its time by ten and finds
+	// nothing in it (make test-unit runs it without -race).
+	testenv.CPUBound(t)
 	for _, cases := range [][]tcase{secretCases, entropyCases, dangerousCases} {
 		for _, tc := range cases {
 			src := expand(tc.src)
@@ -906,6 +910,9 @@ var knownPkgFindings = map[string]bool{}
 // produce an ERROR finding that is not listed in knownPkgFindings.
 func TestNoFalsePositivesOnPkg(t *testing.T) {
 	t.Parallel()
+	// One goroutine's computation: the race detector multiplies its time by ten and finds
+	// nothing in it (make test-unit runs it without -race).
+	testenv.CPUBound(t)
 	root, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "pkg"))
 	if err != nil {
 		t.Fatal(err)
