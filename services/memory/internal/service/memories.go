@@ -471,16 +471,21 @@ func (s *Server) UpdateMemory(ctx context.Context, req *memoryv1.UpdateMemoryReq
 	if err != nil {
 		return nil, err
 	}
-	if u.Content != nil {
-		summary := cur.GetSummary()
+	if u.Content != nil || u.Summary != nil {
+		// The embedding and the full-text vector are of the summary and the content
+		// together: either changing makes both new.
+		summary, content := cur.GetSummary(), cur.GetContent()
 		if u.Summary != nil {
 			summary = *u.Summary
 		}
-		vec, next, err := s.storeVectors(ctx, "memories", summary+"\n"+*u.Content)
+		if u.Content != nil {
+			content = *u.Content
+		}
+		vec, next, err := s.storeVectors(ctx, "memories", summary+"\n"+content)
 		if err != nil {
 			return nil, err
 		}
-		u.Vector, u.Next, u.SearchText = &vec, next, searchText(summary, *u.Content)
+		u.Vector, u.Next, u.SearchText = &vec, next, searchText(summary, content)
 	}
 	m, err := s.store.Update(ctx, p.UserID, id, u)
 	if err != nil {

@@ -358,6 +358,31 @@ func TestUpdateMemory(t *testing.T) {
 	}
 }
 
+// A new summary alone is searched too: the embedding and the full-text vector are of the
+// summary and the content together.
+func TestUpdateSummaryIsSearched(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.Config{})
+	m := e.store(t, e.alice, &memoryv1.StoreMemoryRequest{Content: "Timeouts are 30 seconds.", Summary: "request limits"})
+	before := search(t, e, &memoryv1.SearchMemoriesRequest{Query: "quokka gateway"})
+	if len(before) != 1 || before[0].GetScore().GetTextRank() != 0 {
+		t.Fatalf("found by text before the summary named it: %v", before)
+	}
+	up, err := e.client.UpdateMemory(e.alice, &memoryv1.UpdateMemoryRequest{Id: m.GetId(),
+		Memory: &memoryv1.Memory{Summary: "the quokka gateway's limits"}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"summary"}}})
+	if err != nil || up.GetMemory().GetSummary() != "the quokka gateway's limits" || up.GetMemory().GetContent() != m.GetContent() ||
+		up.GetMemory().GetContentHash() != m.GetContentHash() {
+		t.Fatalf("update the summary: %v %v", up, err)
+	}
+	after := search(t, e, &memoryv1.SearchMemoriesRequest{Query: "quokka gateway"})
+	if len(after) != 1 || after[0].GetMemory().GetId() != m.GetId() || after[0].GetScore().GetTextRank() != 1 {
+		t.Fatalf("the new summary is not what is searched by text: %v", after)
+	}
+	if after[0].GetScore().GetVector() <= before[0].GetScore().GetVector()+0.1 {
+		t.Fatalf("the new summary is not what is embedded: vector score %v before, %v after", before[0].GetScore().GetVector(), after[0].GetScore().GetVector())
+	}
+}
+
 // GetStats counts by type, trust level, repository and model.
 func TestStats(t *testing.T) {
 	t.Parallel()

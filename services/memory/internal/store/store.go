@@ -485,7 +485,9 @@ func (s *Store) Delete(ctx context.Context, owner, id string) error {
 type Update struct {
 	Content *string
 	Hash    string
-	Vector  *Vector
+	// Vector and SearchText, when Vector is set, are the new embedding and full-text
+	// source of the memory's text (its summary and content; either changed).
+	Vector *Vector
 	// Next is the new content's vector of the model the memories are being re-embedded
 	// for, if they are.
 	Next       *Vector
@@ -515,8 +517,10 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 	c.Arg(owner)
 	arg := c.Arg
 	if u.Content != nil {
-		sets = append(sets, "content = "+arg(*u.Content), "content_hash = "+arg(u.Hash),
-			"embedding = "+arg(u.Vector.param())+"::vector", "embedding_model = "+arg(u.Vector.Model),
+		sets = append(sets, "content = "+arg(*u.Content), "content_hash = "+arg(u.Hash))
+	}
+	if u.Vector != nil {
+		sets = append(sets, "embedding = "+arg(u.Vector.param())+"::vector", "embedding_model = "+arg(u.Vector.Model),
 			"embedding_dims = "+arg(len(u.Vector.Values)), "search = to_tsvector('english', "+arg(u.SearchText)+")")
 		if err := s.EnsureIndex(ctx, "memories", u.Vector.Model, len(u.Vector.Values)); err != nil {
 			return nil, err
@@ -557,8 +561,8 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		guard = " AND trust_level = ANY(" + arg(names) + ")"
 	}
 	q := "UPDATE memories SET " + strings.Join(sets, ", ") + " WHERE id = $1 AND owner_id = $2" + guard
-	if u.Content != nil {
-		// New content makes a waiting vector of the next model stale: replaced, or dropped
+	if u.Vector != nil {
+		// New text makes a waiting vector of the next model stale: replaced, or dropped
 		// (the re-embedding then embeds the row again).
 		q = "WITH upd AS (" + q + " RETURNING id), "
 		if u.Next != nil {

@@ -2572,7 +2572,7 @@ type UpdateMemoryRequest struct {
 	Id string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
 	// The new values of the fields named in update_mask.
 	Memory *Memory `protobuf:"bytes,1,opt,name=memory,proto3" json:"memory,omitempty"`
-	// Required (on REST an absent mask is the fields present in the body). Updatable: content (sanitized, hashed and embedded again), summary, tags,
+	// Required (on REST an absent mask is the fields present in the body). Updatable: content (sanitized, hashed and embedded again), summary (embedded again with the content), tags,
 	// category, importance, expire_time, trust_level. Any other path is INVALID_ARGUMENT.
 	// Only a person raises trust (to USER, as PromoteMemory does): a service, even acting for
 	// the owner, may lower it but raising it is PERMISSION_DENIED. When a service changes the
