@@ -139,7 +139,7 @@ test-make:
 	@bash scripts/test-make.sh
 
 test-e2e:
-	@echo "== go test tests/e2e (three shards at once, then compose, scripts/test-e2e.sh)"
+	@echo "== go test tests/e2e (three shards and the compose stack at once, scripts/test-e2e.sh)"
 	@bash scripts/test-e2e.sh
 
 ## test-e2e-serial: the e2e suite in one process (one mesh): the parallel tests side by side
