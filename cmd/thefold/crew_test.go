@@ -16,10 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/thefold/thefold/pkg/auth"
 	agentv1 "github.com/thefold/thefold/pkg/gen/thefold/agent/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
-	"github.com/thefold/thefold/pkg/grpctest"
 )
 
 const (
@@ -329,15 +327,7 @@ func TestCrewCommands(t *testing.T) {
 				Payload: &agentv1.WatchProjectResponse_Task{Task: &agentv1.ProjectTaskChange{ProjectTaskId: "unknown-task-id"}}},
 		},
 	}
-	env := grpctest.Start(t, func(s *grpc.Server) { agentv1.RegisterProjectServiceServer(s, fake) })
-	tok, _, err := env.Signer.Issue("alice", []string{auth.RoleUser}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("THEFOLD_CONFIG_DIR", t.TempDir())
-	t.Setenv("THEFOLD_TOKEN", tok)
-	t.Setenv("THEFOLD_API_KEY", "")
-	t.Setenv("THEFOLD_AGENT_ADDR", env.Conn.Target())
+	serveAgent(t, func(s *grpc.Server) { agentv1.RegisterProjectServiceServer(s, fake) })
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer

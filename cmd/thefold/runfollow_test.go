@@ -37,10 +37,11 @@ func (f *fakeJobs) WatchJob(_ *agentv1.WatchJobRequest, stream grpc.ServerStream
 	return nil
 }
 
-// follow runs against an AgentService over a real gRPC connection and returns what it printed.
-func follow(t *testing.T, fake *fakeJobs) string {
+// serveAgent serves what register registers on a real gRPC server and points the command
+// line at it as the agent, logged in as alice (a configuration directory of the test's own).
+func serveAgent(t *testing.T, register func(s *grpc.Server)) {
 	t.Helper()
-	env := grpctest.Start(t, func(s *grpc.Server) { agentv1.RegisterAgentServiceServer(s, fake) })
+	env := grpctest.Start(t, register)
 	tok, _, err := env.Signer.Issue("alice", []string{auth.RoleUser}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +50,12 @@ func follow(t *testing.T, fake *fakeJobs) string {
 	t.Setenv("THEFOLD_TOKEN", tok)
 	t.Setenv("THEFOLD_API_KEY", "")
 	t.Setenv("THEFOLD_AGENT_ADDR", env.Conn.Target())
+}
+
+// follow runs against an AgentService over a real gRPC connection and returns what it printed.
+func follow(t *testing.T, fake *fakeJobs) string {
+	t.Helper()
+	serveAgent(t, func(s *grpc.Server) { agentv1.RegisterAgentServiceServer(s, fake) })
 	var out bytes.Buffer
 	g := &globals{out: &out, errOut: &out, in: strings.NewReader("")}
 	c, _, err := g.connect()
