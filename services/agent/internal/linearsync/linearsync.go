@@ -172,7 +172,7 @@ func (s *Syncer) Sync(ctx context.Context, rec *store.LinearRecord, full bool) (
 		msg = "failed: " + err.Error()
 		s.log.WarnContext(ctx, "linear: sync failed", "connection", rec.Id, "next", next, "err", err)
 	}
-	if rerr := s.st.LinearSynced(context.WithoutCancel(ctx), rec.Id, x.deliveries, x.syncedTo, err == nil && x.full, msg, next); rerr != nil {
+	if rerr := s.st.LinearSynced(context.WithoutCancel(ctx), rec.Id, x.deliveries, x.syncedTo, err == nil && x.full, msg, next, err == nil); rerr != nil {
 		return nil, rerr
 	}
 	if err != nil {

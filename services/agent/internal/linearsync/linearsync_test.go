@@ -415,6 +415,40 @@ func TestDeliveriesAndFailures(t *testing.T) {
 	}
 }
 
+// A delivery that comes while a sync runs (after the sync read the pending deliveries) is
+// not put off by the sync's interval: the connection stays due and the next sync reads it.
+// A failed sync keeps its backoff, delivery or not.
+func TestDeliveryDuringASyncIsNotPutOff(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.lin.AddIssue(e.team, fakelinear.NewIssue{Title: "Schema", StateID: e.states["Todo"]})
+	// The sync read no delivery; then the delivery comes; then the sync records its end.
+	if _, err := e.st.AddLinearDelivery(ctx, e.rec.Id, "d-late", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.LinearSynced(ctx, e.rec.Id, nil, time.Time{}, false, "0 created", time.Hour, true); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.st.GetLinearConnection(ctx, "user-alice", e.rec.Id)
+	if err != nil || time.Until(rec.NextSyncTime.AsTime()) > time.Minute {
+		t.Fatalf("a delivery waits, yet the next sync is at %s (%v)", rec.NextSyncTime.AsTime(), err)
+	}
+	if n, err := e.s.Once(ctx); err != nil || n != 1 || e.issue(t, a.ID).TaskID == "" {
+		t.Fatalf("the next sync: %d %v", n, err)
+	}
+
+	b := e.lin.AddIssue(e.team, fakelinear.NewIssue{Title: "Login", StateID: e.states["Todo"]})
+	if _, err := e.st.AddLinearDelivery(ctx, e.rec.Id, "d-failed", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.LinearSynced(ctx, e.rec.Id, nil, time.Time{}, false, "failed: Linear answered 500", time.Hour, false); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = e.st.GetLinearConnection(ctx, "user-alice", e.rec.Id); err != nil || time.Until(rec.NextSyncTime.AsTime()) < 50*time.Minute {
+		t.Fatalf("after a failed sync with a delivery waiting, the next sync is at %s (%v), want its backoff", rec.NextSyncTime.AsTime(), err)
+	}
+}
+
 // Between syncs, the push alone writes a status back, once, as the owner.
 func TestPushBetweenSyncs(t *testing.T) {
 	e := newEnv(t)

@@ -208,8 +208,9 @@ func (s *Store) PendingLinearDeliveries(ctx context.Context, connection string) 
 
 // LinearSynced records the end of a sync of connection: the deliveries it read, Linear's
 // updatedAt it read up to (zero: unchanged), whether it read every issue, what it said,
-// and when the next is due.
-func (s *Store) LinearSynced(ctx context.Context, connection string, deliveries []string, syncedTo time.Time, full bool, status string, next time.Duration) error {
+// and when the next is due: after next, or at once when the sync went well (ok) and a
+// delivery it did not read is waiting.
+func (s *Store) LinearSynced(ctx context.Context, connection string, deliveries []string, syncedTo time.Time, full bool, status string, next time.Duration, ok bool) error {
 	return db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(deliveries) > 0 {
 			if _, err := tx.Exec(ctx, `UPDATE linear_deliveries SET done = true WHERE connection_id = $1 AND delivery_id = ANY ($2)`,
@@ -226,9 +227,16 @@ func (s *Store) LinearSynced(ctx context.Context, connection string, deliveries 
 		if !syncedTo.IsZero() {
 			to = &syncedTo
 		}
+		// A delivery that came while the sync ran (after it read the pending ones) made the
+		// connection due at once (AddLinearDelivery); a sync that went well keeps it due
+		// rather than putting it off by next, which lost such a delivery for a whole sync
+		// interval. (One committing after this statement waits for its row lock and makes
+		// it due itself.) A failed sync waits next either way: its backoff.
 		_, err := tx.Exec(ctx, `UPDATE linear_connections SET synced_to = coalesce($2, synced_to), full_sync = full_sync AND NOT $3,
-				last_sync_time = now(), last_sync_status = $4, next_sync_time = now() + $5::interval
-			WHERE id = $1`, connection, to, full, validate.Truncate(status, 500), interval(next))
+				last_sync_time = now(), last_sync_status = $4,
+				next_sync_time = CASE WHEN $6 AND EXISTS (SELECT 1 FROM linear_deliveries d WHERE d.connection_id = $1 AND NOT d.done)
+					THEN now() ELSE now() + $5::interval END
+			WHERE id = $1`, connection, to, full, validate.Truncate(status, 500), interval(next), ok)
 		return err
 	})
 }
