@@ -653,14 +653,28 @@ func (b *consoleBrowser) fail(format string, args ...any) {
 	b.t.Fatalf(format+"; the page: %q", append(args, page)...)
 }
 
-// text is the text content of the first element sel matches.
+// text is the text content of the first element sel matches, waiting (within a minute) for
+// one to exist. It is read in one evaluation, not by node id: a page that redraws itself (the
+// review page does when the pull request opens) replaces its nodes, and a node id read a
+// moment before is gone by the time its text is asked for.
 func (b *consoleBrowser) text(sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	quoted, err := json.Marshal(sel)
 	if err != nil {
-		b.fail("read %s: %v", sel, err)
+		b.fail("quote %s: %v", sel, err)
 	}
-	return strings.TrimSpace(s)
+	js := `(() => { const e = document.querySelector(` + string(quoted) + `); return e ? "+" + e.textContent : "-"; })()`
+	deadline := time.Now().Add(liveness(time.Minute))
+	for {
+		s := b.eval(js)
+		if strings.HasPrefix(s, "+") {
+			return strings.TrimSpace(s[1:])
+		}
+		if time.Now().After(deadline) {
+			b.fail("read %s: no element matches", sel)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // eval evaluates js, which must give a string.
