@@ -89,6 +89,9 @@ type Merge struct {
 func (s *Store) ApplyConsolidation(ctx context.Context, sc Scope, merges []Merge, retire []string) (int, error) {
 	var expired int
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockOwner(ctx, tx, sc.Owner); err != nil {
+			return err
+		}
 		for _, m := range merges {
 			all := append([]string{m.Keep}, m.Remove...)
 			if _, err := tx.Exec(ctx, `UPDATE memories k SET

@@ -118,7 +118,7 @@ func (s *Store) SearchPatterns(ctx context.Context, q PatternQuery) ([]*PatternC
 			return nil, "", err
 		}
 		return r, r.GetId(), nil
-	})
+	}, nil) // code patterns rank in PostgreSQL (no scan): nothing is held
 	if err != nil {
 		return nil, err
 	}

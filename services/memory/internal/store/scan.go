@@ -23,9 +23,9 @@ import (
 // the version this process holds is applied — so a search sees every change committed
 // before it began, by any replica. An owner's vectors are loaded on first use in the
 // background; until they are, and whenever this process is far behind, searches walk the
-// HNSW index as they do without the scan. Filters beyond the owner are applied by
-// PostgreSQL to the scan's nearest rows; when they leave fewer than asked for, the search
-// walks the index instead.
+// HNSW index as they do without the scan. Filters beyond the owner are applied in this
+// process too, by the columns held with the vectors (held.go), to the scan's nearest rows;
+// when they leave fewer than asked for, the search walks the index instead.
 //
 // The owner's full-text vectors are held beside the vectors (package tsindex), read in the
 // same snapshot, so the full-text ranking runs in this process too (textscan.go).
@@ -52,10 +52,11 @@ type ownerVectors struct {
 	version int64
 	sets    map[Pair]*vscan.Set
 	text    *tsindex.Index
+	rows    *heldRows // what the filters and scores read (held.go)
 }
 
 func newOwnerVectors() *ownerVectors {
-	return &ownerVectors{sets: map[Pair]*vscan.Set{}, text: tsindex.New(), version: -1}
+	return &ownerVectors{sets: map[Pair]*vscan.Set{}, text: tsindex.New(), rows: newHeldRows(), version: -1}
 }
 
 // catchUpInline is how many versions behind a search applies the changes itself; further
@@ -74,6 +75,7 @@ func (s *Store) EnableScan(pool int) {
 type scanView struct {
 	set     *vscan.Set
 	text    *tsindex.Index
+	rows    *heldRows
 	version int64
 }
 
@@ -96,7 +98,7 @@ func (s *Store) held(owner string, p Pair) *scanView {
 	if !ov.loaded {
 		return nil
 	}
-	return &scanView{set: ov.set(p), text: ov.text, version: ov.version}
+	return &scanView{set: ov.set(p), text: ov.text, rows: ov.rows, version: ov.version}
 }
 
 // set is ov's set for p; an empty one when ov has no vector of p (nothing to find, not a
@@ -143,7 +145,7 @@ func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*scanView, e
 		}
 	}
 	if ov.loaded && ov.version >= version {
-		return &scanView{set: ov.set(p), text: ov.text, version: version}, nil
+		return &scanView{set: ov.set(p), text: ov.text, rows: ov.rows, version: version}, nil
 	}
 	if !ov.loading {
 		ov.loading = true
@@ -180,7 +182,7 @@ func (s *Store) load(owner string, ov *ownerVectors) {
 	defer ov.mu.Unlock()
 	ov.loading = false
 	if err == nil && fresh.version >= ov.version {
-		ov.sets, ov.text, ov.version, ov.loaded = fresh.sets, fresh.text, fresh.version, true
+		ov.sets, ov.text, ov.rows, ov.version, ov.loaded = fresh.sets, fresh.text, fresh.rows, fresh.version, true
 	}
 }
 
@@ -198,19 +200,24 @@ func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors)
 		if ov.version >= 0 && ov.version < pruned {
 			// Deletes since ov.version may have lost their tombstones: read everything.
 			fresh := newOwnerVectors()
-			ov.version, ov.sets, ov.text = fresh.version, fresh.sets, fresh.text
+			ov.version, ov.sets, ov.text, ov.rows = fresh.version, fresh.sets, fresh.text, fresh.rows
 		}
-		rows, err := tx.Query(ctx, `SELECT id::text, embedding_model, embedding, search::text FROM memories
+		rows, err := tx.Query(ctx, `SELECT id::text, embedding_model, embedding, search::text, `+heldColumns+` FROM memories
 			WHERE owner_id = $1 AND owner_version > $2`, owner, ov.version)
 		if err != nil {
 			return fmt.Errorf("store: memory vectors: %w", err)
 		}
 		var id, model, search string
 		var vec pgvector.Vector
-		_, err = pgx.ForEachRow(rows, []any{&id, &model, &vec, &search}, func() error {
+		var held heldRow
+		_, err = pgx.ForEachRow(rows, append([]any{&id, &model, &vec, &search}, held.scanArgs()...), func() error {
 			if err := ov.text.Put(id, search); err != nil {
 				return err
 			}
+			h := held
+			h.tags = slices.Clone(held.tags)
+			ov.rows.put(id, &h)
+			held = heldRow{} // pgx scans into the pointers it finds: the next row gets new ones
 			v := vec.Slice()
 			p := Pair{Model: model, Dims: len(v)}
 			for q, set := range ov.sets { // a re-embedded row leaves its old pair's set
@@ -239,6 +246,7 @@ func (s *Store) readChanges(ctx context.Context, owner string, ov *ownerVectors)
 					set.Delete(id)
 				}
 				ov.text.Delete(id)
+				ov.rows.delete(id)
 				return nil
 			})
 			if err != nil {

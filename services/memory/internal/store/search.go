@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -47,7 +48,9 @@ type SearchQuery struct {
 	Walk bool
 	// TextInDB ranks by full text in PostgreSQL even when the in-process scan is on (which
 	// holds the owner's full-text vectors too, textscan.go), for measuring one against the
-	// other; the vector ranking still scans.
+	// other; the vector ranking still scans, and PostgreSQL applies the filters to its
+	// nearest and reads their scores' columns (the comparison the held columns are tested
+	// against, held_test.go).
 	TextInDB bool
 }
 
@@ -76,7 +79,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) ([]*Candidate, error)
 			return nil, "", err
 		}
 		return r, r.GetId(), nil
-	})
+	}, (*heldRow).row)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +94,7 @@ func (q SearchQuery) ranking() ranking {
 	var c db.Conds
 	c.Add("m.owner_id = $%d", q.Owner)
 	q.Filter.conds(&c)
-	r := ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args,
+	r := ranking{table: "memories", columns: memoryColumns, where: c.And(), args: c.Args, filter: q.Filter,
 		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact, ef: q.EfSearch}
 	if !q.Walk && !q.Exact {
 		r.scanOwner = q.Owner
@@ -108,12 +111,14 @@ type ranking struct {
 	// ($1…), which the ranking queries continue.
 	where string
 	args  []any
-	vec   Vector
-	words string
-	k     int
-	pool  int
-	exact bool
-	ef    int
+	// filter is the same condition beyond the owner's, for the in-process rankings (held.go).
+	filter Filter
+	vec    Vector
+	words  string
+	k      int
+	pool   int
+	exact  bool
+	ef     int
 	// scanOwner is the owner whose in-process vectors may rank (scanned), "" for the walk.
 	scanOwner string
 	// textInDB keeps the full-text ranking in PostgreSQL when the vectors scan.
@@ -131,7 +136,10 @@ type hit[T any] struct {
 // connection; a search costs the slower of the two, not their sum) and returns the union of
 // what they found, in vector order and then text order, each row with both scores and its
 // rank in each. scan reads a row of r.columns followed by the vector and text scores.
-func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.Rows, vector, text *float64) (T, string, error)) ([]hit[T], error) {
+// fromHeld, when not nil, makes the row from what the in-process rankings hold (held.go):
+// they then apply r's filters in the process and ask PostgreSQL nothing per search but the
+// owner's version.
+func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.Rows, vector, text *float64) (T, string, error), fromHeld func(h *heldRow, id string) T) ([]hit[T], error) {
 	if err := CheckModel(r.vec.Model); err != nil {
 		return nil, err
 	}
@@ -154,6 +162,26 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		return out, rows.Err()
 	}
 	var byVector, byText []found
+	// pick is the first r.k of n hits, best first, that r's filters let through, by what
+	// view v holds: scanQuery's and textScanQuery's answer without PostgreSQL. hit gives
+	// the i-th hit's id and scores.
+	pick := func(v *scanView, n int, hit func(i int) (id string, vector, text float64)) []found {
+		now := time.Now()
+		var out []found
+		for i := range n {
+			id, vector, text := hit(i)
+			h := v.rows.get(id)
+			if h == nil || !r.filter.lets(h, now) {
+				continue
+			}
+			out = append(out, found{row: fromHeld(h, id), id: id, vector: vector, text: text})
+			if len(out) == r.k {
+				break
+			}
+		}
+		return out
+	}
+	heldFilters := fromHeld != nil && !r.textInDB
 	// The owner's in-process vectors, when they rank (scan.go): they also give the text
 	// hits their vector similarity, so the text query reads no embedding; and the owner's
 	// full-text vectors, held with them, which rank by full text (textscan.go) and give the
@@ -202,6 +230,14 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		if v != nil {
 			if v != held {
 				hits = v.set.Nearest(r.vec.Values, 2*r.k, s.scan.pool)
+			}
+			if heldFilters {
+				// Fewer than k let through of a full 2k: the walk ranks instead (below).
+				byVector = pick(v, len(hits), func(i int) (string, float64, float64) { return hits[i].ID, max(0, float64(hits[i].Sim)), 0 })
+				if len(byVector) >= r.k || len(hits) < 2*r.k {
+					return nil
+				}
+				byVector = nil
 			}
 			// Twice k of the scan's nearest, for the filters beyond the owner to choose
 			// from: PostgreSQL reads the first 1.5 k (the service's own filter, of
@@ -263,6 +299,15 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		if v != nil && inProcess {
 			if v != held {
 				hits, matched = rankText(r, v.text, lexemes)
+			}
+			if heldFilters {
+				// Fewer than k let through of hits that are not all the matches: PostgreSQL
+				// ranks instead (below).
+				byText = pick(v, len(hits), func(i int) (string, float64, float64) { return hits[i].ID, 0, float64(hits[i].Rank) })
+				if len(byText) >= r.k || matched <= len(hits) {
+					return nil
+				}
+				byText = nil
 			}
 			// The best 2k, to which PostgreSQL applies the filters beyond the owner as to
 			// the scan's nearest (the first 1.5k, and the rest only when its filters left

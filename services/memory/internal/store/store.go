@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pgvector/pgvector-go"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
@@ -471,7 +472,14 @@ func (s *Store) List(ctx context.Context, owner string, f Filter, afterTime time
 
 // Delete removes one of owner's memories.
 func (s *Store) Delete(ctx context.Context, owner, id string) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM memories WHERE id = $1 AND owner_id = $2", id, owner)
+	var tag pgconn.CommandTag
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		if err := lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		tag, err = tx.Exec(ctx, "DELETE FROM memories WHERE id = $1 AND owner_id = $2", id, owner)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: delete memory: %w", err)
 	}
@@ -574,7 +582,14 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 		}
 		q += " SELECT id FROM upd"
 	}
-	tag, err := s.pool.Exec(ctx, q, c.Args...)
+	var tag pgconn.CommandTag
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		if err := lockOwner(ctx, tx, owner); err != nil {
+			return err
+		}
+		tag, err = tx.Exec(ctx, q, c.Args...)
+		return err
+	})
 	if db.IsUniqueViolation(err) {
 		return nil, fmt.Errorf("content: the same content of this type and repository is already memory of yours: %w", errs.ErrAlreadyExists)
 	}
@@ -596,6 +611,19 @@ func (s *Store) Update(ctx context.Context, owner, id string, u Update) (*memory
 	return r.Memory, nil
 }
 
+// lockOwner locks owner's version row (migration 00007) for the rest of tx. Every insert,
+// update and delete of one of the owner's memories takes that row too (the version
+// trigger), after the memory's own row: a transaction changing two memories would hold it
+// while waiting for the second memory, which another change holds while it waits for the
+// version row. So every change of existing memories takes it first, and the locks are
+// always taken in that order. An owner without the row has no memory to change.
+func lockOwner(ctx context.Context, tx pgx.Tx, owner string) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM memory_owner_versions WHERE owner_id = $1 FOR NO KEY UPDATE`, owner); err != nil {
+		return fmt.Errorf("lock the owner's version: %w", err)
+	}
+	return nil
+}
+
 // ErrIntegrity is a memory whose content no longer matches its content_hash.
 var ErrIntegrity = errors.New("content does not match content_hash")
 
@@ -605,13 +633,23 @@ var ErrIntegrity = errors.New("content does not match content_hash")
 // content no longer matches its hash is not promoted (ErrIntegrity, with the row).
 func (s *Store) Promote(ctx context.Context, owner string, anyOwner bool, id, by string) (*Row, error) {
 	var memOwner string
-	err := s.pool.QueryRow(ctx, `UPDATE memories SET trust_level = 'user',
+	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		// The memory's owner (an admin's promotion names no owner), whose version is locked
+		// first (lockOwner); an owner never changes.
+		if err := tx.QueryRow(ctx, `SELECT owner_id FROM memories WHERE id = $1 AND ($3 OR owner_id = $2)`, id, owner, anyOwner).Scan(&memOwner); err != nil {
+			return err
+		}
+		if err := lockOwner(ctx, tx, memOwner); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `UPDATE memories SET trust_level = 'user',
 			promoted_by = CASE WHEN trust_level = 'user' THEN promoted_by ELSE $3 END,
 			promote_time = CASE WHEN trust_level = 'user' THEN promote_time ELSE now() END,
 			update_time = CASE WHEN trust_level = 'user' THEN update_time ELSE now() END
 		WHERE id = $1 AND ($4 OR owner_id = $2) AND (expire_time IS NULL OR expire_time > now())
 			AND encode(sha256(convert_to(content, 'UTF8')), 'hex') = content_hash
 		RETURNING owner_id`, id, owner, by, anyOwner).Scan(&memOwner)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Not there, or its content was changed behind the service's back.
 		r, gerr := scanMemory(s.pool.QueryRow(ctx, "SELECT "+memoryColumns+` FROM memories m
@@ -643,6 +681,9 @@ func (s *Store) MarkUsed(ctx context.Context, owner string, ids []string, reques
 				return tx.QueryRow(ctx, `SELECT marked_ids::text[] FROM use_marks WHERE owner_id = $1 AND request_id = $2`,
 					owner, requestID).Scan(&out)
 			}
+		}
+		if err := lockOwner(ctx, tx, owner); err != nil {
+			return err
 		}
 		rows, err := tx.Query(ctx, `UPDATE memories SET use_count = use_count + 1, last_used_time = now()
 			WHERE owner_id = $1 AND id = ANY($2::uuid[]) RETURNING id::text`, owner, ids)

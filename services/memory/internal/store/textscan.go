@@ -16,9 +16,10 @@ import (
 // rarest words, each matching row's tsvector read and ranked by ts_rank, and a plan made
 // again for each query's terms; and it ranked an arbitrary subset (LIMIT) of the rows a
 // common word matched. Here it ranks every row the rarest words pick (by the owner's exact
-// document frequencies, not estimates), each by what ts_rank would give it, and PostgreSQL
-// only applies the request's filters to the best 2k by primary key, as for the vector
-// ranking.
+// document frequencies, not estimates), each by what ts_rank would give it, and the
+// request's filters are applied to the best 2k by the held columns (held.go), as for the
+// vector ranking; textScanQuery applies them in PostgreSQL when the text ranking's
+// comparison asks for it (SearchQuery.TextInDB).
 
 // rankText ranks the owner's memories by full text in this process (text, the owner's
 // index): the best 2k by their rank against all of lexemes (the query's) ORed, and how many
