@@ -300,11 +300,14 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 		vec   store.Vector
 		cands []*store.Candidate
 	)
+	// The owner's version is read while the query is embedded (the in-process rankings
+	// need it, and nothing else of the query).
+	version := s.store.CheckVersion(ctx, p.UserID)
 	search := func() error {
 		if vec, err = s.queryVector(ctx, "memories", query); err != nil {
 			return err
 		}
-		cands, err = s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Vector: vec, Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool, EfSearch: s.cfg.EfSearch})
+		cands, err = s.store.Search(ctx, store.SearchQuery{Owner: p.UserID, Filter: f, Version: version, Vector: vec, Words: queryWords(query), K: max(s.cfg.Candidates, limit), TextPool: s.cfg.TextPool, EfSearch: s.cfg.EfSearch})
 		return err
 	}
 	if err := search(); err != nil {
@@ -312,7 +315,9 @@ func (s *Server) SearchMemories(ctx context.Context, req *memoryv1.SearchMemorie
 	}
 	if !slices.ContainsFunc(cands, func(c *store.Candidate) bool { return c.VectorRank > 0 }) && s.switched(ctx, "memories", vec.Pair()) {
 		// Another replica switched the memories to a new embedding model after this one
-		// embedded the query with the old: once more, with the new.
+		// embedded the query with the old: once more, with the new, and the owner's version
+		// read again (the switch changed the vectors after the first read).
+		version = nil
 		if err := search(); err != nil {
 			return nil, err
 		}

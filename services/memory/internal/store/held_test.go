@@ -246,3 +246,36 @@ func TestConcurrentChangesDoNotDeadlock(t *testing.T) {
 		t.Errorf("a change failed: %v", err)
 	}
 }
+
+// A version read ahead of a search (CheckVersion, while the service embeds the query) is
+// the owner's when it was read: the search applies every change committed before, by
+// another replica too; a check of another owner's version is not taken for this one's.
+func TestVersionReadAheadSeesEarlierChanges(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	writer, reader := New(pool), New(pool)
+	reader.EnableScan(1000)
+	rng := rand.New(rand.NewPCG(41, 42))
+	for i := range 20 {
+		insertScanMemory(t, writer, "alice", "acme/api", i, scanVector(rng))
+	}
+	insertScanMemory(t, writer, "bob", "acme/api", 99, scanVector(rng))
+	ctx := context.Background()
+	if err := reader.LoadScan(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []string{"alice", "bob"} {
+		v := scanVector(rng)
+		id := insertScanMemory(t, writer, "alice", "acme/api", 100, v)
+		q := SearchQuery{Owner: "alice", Filter: Filter{AnyRepo: true}, Version: reader.CheckVersion(ctx, check), Vector: Vector{Model: "test@1", Values: v}, K: 1}
+		if got := vectorIDs(t, reader, q); !slices.Equal(got, []string{id}) {
+			t.Fatalf("with %s's version read ahead: found %v, want the memory stored before, %s", check, got, id)
+		}
+		if err := writer.Delete(ctx, "alice", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if New(pool).CheckVersion(ctx, "alice") != nil {
+		t.Fatal("a store without the scan reads a version it has no use for")
+	}
+}

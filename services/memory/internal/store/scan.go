@@ -114,7 +114,7 @@ func (ov *ownerVectors) set(p Pair) *vscan.Set {
 // start, with the owner's version then; or nil when the search must walk the HNSW index
 // (and rank by full text in PostgreSQL) instead: the scan is off, or the owner's vectors
 // are not loaded yet or are far behind (a load is started then).
-func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*scanView, error) {
+func (s *Store) scanned(ctx context.Context, owner string, p Pair, read *VersionCheck) (*scanView, error) {
 	sc := s.scan
 	if sc == nil {
 		return nil, nil
@@ -132,8 +132,7 @@ func (s *Store) scanned(ctx context.Context, owner string, p Pair) (*scanView, e
 	}
 	sc.mu.Unlock()
 
-	var version int64
-	err := s.pool.QueryRow(ctx, ownerVersion, owner).Scan(&version)
+	version, err := read.wait(ctx, s, owner)
 	if err != nil {
 		return nil, fmt.Errorf("store: memory vectors version: %w", err)
 	}
@@ -165,6 +164,47 @@ func (sc *scanState) owner(owner string) *ownerVectors {
 	}
 	ov.used = time.Now()
 	return ov
+}
+
+// VersionCheck is an owner's version, read in the background from when its search began
+// (CheckVersion): a search's first step, the query's embedding, takes about as long as the
+// read, which then costs the search no time of its own.
+type VersionCheck struct {
+	owner   string
+	done    chan struct{}
+	version int64
+	err     error
+}
+
+// CheckVersion starts reading owner's version for a search about to begin, to be passed in
+// its SearchQuery; nil when the scan is off (there is nothing to check). ctx bounds the
+// read, and should be the search's.
+func (s *Store) CheckVersion(ctx context.Context, owner string) *VersionCheck {
+	if s.scan == nil {
+		return nil
+	}
+	c := &VersionCheck{owner: owner, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = s.pool.QueryRow(ctx, ownerVersion, owner).Scan(&c.version)
+	}()
+	return c
+}
+
+// wait is the version c read, or, when c is nil or of another owner, owner's version read
+// now.
+func (c *VersionCheck) wait(ctx context.Context, s *Store, owner string) (int64, error) {
+	if c == nil || c.owner != owner {
+		var version int64
+		err := s.pool.QueryRow(ctx, ownerVersion, owner).Scan(&version)
+		return version, err
+	}
+	select {
+	case <-c.done:
+		return c.version, c.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // ownerVersion reads an owner's version (0 before its first memory).

@@ -196,7 +196,7 @@ func TestScanLoadsInTheBackground(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	v, err := s.scanned(context.Background(), "alice", Pair{"test@1", scanDims})
+	v, err := s.scanned(context.Background(), "alice", Pair{"test@1", scanDims}, nil)
 	if err != nil || v == nil || v.set.Len() != 20 || v.text.Len() != 20 {
 		t.Fatalf("after the load: scanned = %v (%v)", v, err)
 	}
@@ -204,7 +204,7 @@ func TestScanLoadsInTheBackground(t *testing.T) {
 		t.Fatalf("the scan found %v, the walk %v", got, first)
 	}
 	// A model this owner has no vector of: nothing to find, and no walk.
-	if v, err := s.scanned(context.Background(), "alice", Pair{"other@1", 4}); err != nil || v == nil || v.set.Len() != 0 {
+	if v, err := s.scanned(context.Background(), "alice", Pair{"other@1", 4}, nil); err != nil || v == nil || v.set.Len() != 0 {
 		t.Fatalf("another pair: %v, %v; want an empty set", v, err)
 	}
 }

@@ -26,6 +26,9 @@ const DefaultTextPool = 1000
 type SearchQuery struct {
 	Owner  string
 	Filter Filter
+	// Version, when not nil, is the owner's version read when the search began
+	// (CheckVersion), while its query was embedded; nil reads it now.
+	Version *VersionCheck
 	// Vector is the query's embedding; memories of another model or size are not vector
 	// candidates (their vector score is 0).
 	Vector Vector
@@ -98,6 +101,7 @@ func (q SearchQuery) ranking() ranking {
 		vec: q.Vector, words: q.Words, k: q.K, pool: q.TextPool, exact: q.Exact, ef: q.EfSearch}
 	if !q.Walk && !q.Exact {
 		r.scanOwner = q.Owner
+		r.version = q.Version
 		r.textInDB = q.TextInDB
 	}
 	return r
@@ -121,6 +125,7 @@ type ranking struct {
 	ef     int
 	// scanOwner is the owner whose in-process vectors may rank (scanned), "" for the walk.
 	scanOwner string
+	version   *VersionCheck
 	// textInDB keeps the full-text ranking in PostgreSQL when the vectors scan.
 	textInDB bool
 }
@@ -200,7 +205,7 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		}
 		c := make(chan checked, 1)
 		go func() {
-			v, err := s.scanned(ctx, r.scanOwner, r.vec.Pair())
+			v, err := s.scanned(ctx, r.scanOwner, r.vec.Pair(), r.version)
 			c <- checked{v, err}
 		}()
 		view = sync.OnceValues(func() (*scanView, error) {
