@@ -8,8 +8,13 @@
 DROP TRIGGER memories_version_update ON memories;
 CREATE TRIGGER memories_version_update BEFORE UPDATE ON memories
     FOR EACH ROW EXECUTE FUNCTION memories_next_version();
+-- The trigger's function names its tables without a schema: it runs with the search_path
+-- of this migration (the service's schema), not the one of whoever updates a memory (an
+-- operator's psql session, whose path may not name the schema, would otherwise fail).
+ALTER FUNCTION memories_next_version() SET search_path FROM CURRENT;
 
 -- +goose Down
+ALTER FUNCTION memories_next_version() RESET search_path;
 DROP TRIGGER memories_version_update ON memories;
 CREATE TRIGGER memories_version_update BEFORE UPDATE OF embedding, embedding_model, embedding_dims, search ON memories
     FOR EACH ROW EXECUTE FUNCTION memories_next_version();

@@ -279,3 +279,36 @@ func TestVersionReadAheadSeesEarlierChanges(t *testing.T) {
 		t.Fatal("a store without the scan reads a version it has no use for")
 	}
 }
+
+// An update by a session whose search_path does not name the service's schema (an
+// operator's psql) takes the owner's next version too: the version trigger's function runs
+// with the schema's path (migration 00009), and a replica holding the owner sees the change.
+func TestUpdateFromAnotherSearchPathIsFollowed(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	writer, reader := New(pool), New(pool)
+	reader.EnableScan(1000)
+	rng := rand.New(rand.NewPCG(51, 52))
+	ids := heldFixture(t, writer, "alice", 12, rng)
+	ctx := context.Background()
+	if err := reader.LoadScan(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SET search_path TO public"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), "RESET search_path") //nolint:errcheck // the pool's connection, back to its own path
+	if _, err := conn.Exec(ctx, "UPDATE memory.memories SET tags = '{operator}' WHERE id = $1", ids[1]); err != nil {
+		t.Fatalf("an update outside the schema's search_path: %v", err)
+	}
+	q := SearchQuery{Owner: "alice", Filter: Filter{AnyRepo: true, Tags: []string{"operator"}}, Vector: Vector{Model: "test@1", Values: scanVector(rng)}, Words: "package", K: 5, TextPool: 100_000}
+	got := sameCandidates(t, reader, "the operator's tag", q)
+	if len(got) != 1 || got[0].GetId() != ids[1] {
+		t.Fatalf("the operator's tag finds %v, want %s alone", got, ids[1])
+	}
+}
