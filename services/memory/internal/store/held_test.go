@@ -106,10 +106,7 @@ func sameCandidates(t *testing.T, s *Store, what string, q SearchQuery) []*Candi
 // filter and score by: trust, tags, category, importance, expiry, uses and merges.
 func TestHeldFiltersAndScoresAreTheDatabases(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	writer, reader := New(pool), New(pool)
-	reader.EnableScan(1000) // a pool larger than the set: the scan is exact
-	rng := rand.New(rand.NewPCG(21, 22))
+	_, writer, reader, rng := replicas(t, 21)
 	ids := heldFixture(t, writer, "alice", 150, rng)
 	heldFixture(t, writer, "bob", 5, rng) // not alice's
 	ctx := context.Background()
@@ -252,10 +249,7 @@ func TestConcurrentChangesDoNotDeadlock(t *testing.T) {
 // another replica too; a check of another owner's version is not taken for this one's.
 func TestVersionReadAheadSeesEarlierChanges(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	writer, reader := New(pool), New(pool)
-	reader.EnableScan(1000)
-	rng := rand.New(rand.NewPCG(41, 42))
+	pool, writer, reader, rng := replicas(t, 41)
 	for i := range 20 {
 		insertScanMemory(t, writer, "alice", "acme/api", i, scanVector(rng))
 	}
@@ -285,10 +279,7 @@ func TestVersionReadAheadSeesEarlierChanges(t *testing.T) {
 // with the schema's path (migration 00009), and a replica holding the owner sees the change.
 func TestUpdateFromAnotherSearchPathIsFollowed(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	writer, reader := New(pool), New(pool)
-	reader.EnableScan(1000)
-	rng := rand.New(rand.NewPCG(51, 52))
+	pool, writer, reader, rng := replicas(t, 51)
 	ids := heldFixture(t, writer, "alice", 12, rng)
 	ctx := context.Background()
 	if err := reader.LoadScan(ctx, "alice"); err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/thefold/thefold/pkg/db/dbtest"
 	memoryv1 "github.com/thefold/thefold/pkg/gen/thefold/memory/v1"
 	typev1 "github.com/thefold/thefold/pkg/gen/thefold/type/v1"
@@ -47,6 +49,17 @@ func scanStore(t *testing.T, seed uint64) (*Store, *rand.Rand) {
 	return s, rand.New(rand.NewPCG(seed, seed+1))
 }
 
+// replicas is two stores on a database of their own, as two replicas of the service see
+// it: writer, and reader with the scan on (a pool larger than the tests' sets: exact); and
+// a random source seeded with seed.
+func replicas(t *testing.T, seed uint64) (*pgxpool.Pool, *Store, *Store, *rand.Rand) {
+	t.Helper()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	writer, reader := New(pool), New(pool)
+	reader.EnableScan(1000)
+	return pool, writer, reader, rand.New(rand.NewPCG(seed, seed+1))
+}
+
 // vectorIDs is the ids the vector ranking found, nearest first.
 func vectorIDs(t *testing.T, s *Store, q SearchQuery) []string {
 	t.Helper()
@@ -67,10 +80,7 @@ func vectorIDs(t *testing.T, s *Store, q SearchQuery) []string {
 // another replica (another Store on the same database) stores, re-embeds and deletes.
 func TestScanFollowsEveryReplicasChanges(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
-	writer, reader := New(pool), New(pool)
-	reader.EnableScan(1000) // a pool larger than the set: the scan is exact
-	rng := rand.New(rand.NewPCG(1, 2))
+	pool, writer, reader, rng := replicas(t, 1)
 	var ids []string
 	for i := range 60 {
 		ids = append(ids, insertScanMemory(t, writer, "alice", "acme/api", i, scanVector(rng)))
