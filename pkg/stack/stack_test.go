@@ -272,9 +272,19 @@ func TestStopSignalsOnlyItsOwnProcesses(t *testing.T) {
 		t.Skip("no sleep binary")
 	}
 	start := func(exe string) *exec.Cmd {
-		cmd := exec.Command(exe, "300")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		// A copy just written can be "text file busy" for a moment: a parallel test's fork
+		// holds its write descriptor until that child execs (golang/go#22315).
+		var cmd *exec.Cmd
+		for try := 0; ; try++ {
+			cmd = exec.Command(exe, "300")
+			err := cmd.Start()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, syscall.ETXTBSY) || try == 100 {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		return cmd
