@@ -8,15 +8,16 @@ SERVICES := tasks memory skills ai sandbox github builder agent gateway
 # reports come from the binary's own symbol tables and name files and lines as before).
 # test-unit links ~150 race-instrumented test binaries, a good part of its time; without
 # DWARF a link takes about 30% less user CPU (18 binaries: 28 s -> 20 s).
-# Two test binaries at a time (go's default here). Four took the phase from 340 s to 272 s
-# on one machine (2026-11-30: many binaries wait on PostgreSQL, timers, child processes),
-# but on another, whose docker engine stores images on fuse-overlayfs, the phase took 724 s
-# with four against about as long with two, and each run at four failed a different
-# timing-bound test (a lease renewal, a concurrency bound, a killed process not yet reaped;
-# all fixed since). A failed CI run costs more than the minute four might save.
+# Three test binaries at a time (-p 3; go's default here is two). The unit phase's binaries
+# mostly wait (PostgreSQL, docker, timers, child processes): on 2026-12-01 here the test
+# binaries used 183 s of CPU in a 381 s phase at two, the cores 24% idle, and three took it
+# to 309 s. Four took it from 340 s to 272 s on one machine (2026-11-30), but on another,
+# whose docker engine stores images on fuse-overlayfs, saved nothing, and each run at four
+# failed a different timing-bound test (a lease renewal, a concurrency bound, a killed
+# process not yet reaped; all fixed since).
 # -vet=off: make lint runs go vet itself, every analyzer over every package with its tests;
 # go test's own subset of it would only check the same code again.
-GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -vet=off -timeout 15m
+GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -vet=off -timeout 15m -p 3
 
 .PHONY: images postgres-image compose-test
 ## images: one FROM-scratch image per service (deploy/Dockerfile), for docker-compose.yml,
@@ -123,6 +124,11 @@ build:
 # all modules build and run side by side (-p), instead of module after module. testreport
 # prints what go test would, then the ten slowest tests.
 UNIT_MODULES := $(filter-out tests/e2e,$(MODULES))
+# The packages whose tests take longest (35-60 s each, mostly waiting on sandboxes and a real
+# stack), named first so they start first: go test starts packages in the order they are
+# named, and the last of these to start was the phase's tail (2026-12-01: the sandbox
+# service's 60 s alone at the end). A package named twice runs once.
+UNIT_FIRST := ./services/sandbox/internal/service ./cmd/thefold ./services/ai/internal/service ./services/sandbox/internal/backend/docker ./services/agent/internal/service ./services/sandbox/internal/backend
 # Tests that call testenv.CPUBound skip under -race (their time is one goroutine's
 # computation, which the race detector multiplies by five to ten and finds nothing in) and run
 # here without it; pkg/testenv's TestCPUBoundTestsRunWithoutRace keeps this list complete.
@@ -130,7 +136,7 @@ CPU_BOUND_TESTS := TestFindRelevantFilesOnARealRepository|TestRealRepositoryGRPC
 CPU_BOUND_PKGS := ./services/github/internal/service ./services/github/internal/relevance ./services/ai/internal/prompts ./services/agent/internal/project ./services/skills/internal/detect ./pkg/embed
 test-unit:
 	@echo "== go test $(UNIT_MODULES)"
-	@go run ./pkg/testenv/cmd/testreport -slowest 10 -- $(GO_TEST_FLAGS) $(foreach m,$(UNIT_MODULES),./$(m)/...)
+	@go run ./pkg/testenv/cmd/testreport -slowest 10 -- $(GO_TEST_FLAGS) $(UNIT_FIRST) $(foreach m,$(UNIT_MODULES),./$(m)/...)
 	@echo "== go test (CPU-bound tests, without -race)"
 	@go test -count=1 -trimpath -vet=off -timeout 10m -run '^($(CPU_BOUND_TESTS))$$' $(CPU_BOUND_PKGS)
 

@@ -97,7 +97,14 @@ func exited(pf pidFile, exe string) bool {
 		return !liveProcess(pf, exe)
 	}
 	start, state, err := procStat(pf.pid)
-	return err != nil || state == 'Z' || state == 'X' || start != pf.start
+	if err != nil || state == 'Z' || state == 'X' || start != pf.start {
+		return true
+	}
+	// The same pid and start time, and an exe link that names another program: a stale pid
+	// file's process, which was never ours and is not exiting (waiting for it only spent
+	// Stop's whole kill wait).
+	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pf.pid))
+	return err == nil && strings.TrimSuffix(got, " (deleted)") != exe
 }
 
 // signalOwn sends sig to the process in pf after checking it is still ours.
