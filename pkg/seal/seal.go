@@ -71,18 +71,31 @@ func LoadKeyFile(path string, create bool) ([]byte, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("seal: key file: %w", err)
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		// Written whole under another name, then linked to path, which fails if path exists:
+		// path never names a file still being written. (Created with O_EXCL and then written,
+		// a replica starting beside this one read it empty: "want 64 hex digits".)
+		f, err := os.CreateTemp(filepath.Dir(path), ".key-*")
+		if err != nil {
+			return nil, fmt.Errorf("seal: key file: %w", err)
+		}
+		defer os.Remove(f.Name())
+		_, err = f.WriteString(hex.EncodeToString(key) + "\n")
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Link(f.Name(), path)
+		}
 		if errors.Is(err, os.ErrExist) {
 			return LoadKeyFile(path, false) // another process made it first
 		}
 		if err != nil {
 			return nil, fmt.Errorf("seal: key file: %w", err)
 		}
-		if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("seal: key file: %w", err)
-		}
-		return key, f.Close()
+		return key, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("seal: key file: %w", err)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -58,5 +59,35 @@ func TestKeyFile(t *testing.T) {
 	os.WriteFile(p, []byte("nothex"), 0o600)
 	if _, err := LoadKeyFile(p, false); err == nil {
 		t.Fatal("a malformed key file was accepted")
+	}
+}
+
+// Processes starting at once (replicas of a service) that each create the key file if it
+// is missing all get the one key, and none reads the file before it is whole.
+func TestKeyFileCreatedConcurrently(t *testing.T) {
+	for round := range 20 {
+		p := filepath.Join(t.TempDir(), "d", "secret.key")
+		keys := make([][]byte, 8)
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() { keys[i], errs[i] = LoadKeyFile(p, true) })
+		}
+		wg.Wait()
+		for i := range keys {
+			if errs[i] != nil {
+				t.Fatalf("round %d: %v", round, errs[i])
+			}
+			if string(keys[i]) != string(keys[0]) {
+				t.Fatalf("round %d: two keys", round)
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(p), ".key-*")); len(left) > 0 {
+			t.Fatalf("round %d: temporary files left: %v", round, left)
+		}
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("round %d: %v %v", round, st, err)
+		}
 	}
 }
