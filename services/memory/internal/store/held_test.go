@@ -303,3 +303,72 @@ func TestUpdateFromAnotherSearchPathIsFollowed(t *testing.T) {
 		t.Fatalf("the operator's tag finds %v, want %s alone", got, ids[1])
 	}
 }
+
+// A switch of the memories' embedding model beside a change of one memory does not
+// deadlock: the change holds its owner's version row (lockOwner) and then needs the table,
+// which the switch locks; the switch takes every owner's version row before the table, so
+// it waits for the change instead of holding the table while waiting for that row.
+func TestSwitchBesideAChangeDoesNotDeadlock(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	s := New(pool)
+	rng := rand.New(rand.NewPCG(51, 52))
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, insertScanMemory(t, s, []string{"alice", "bob"}[i%2], "acme/api", i, scanVector(rng)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	next := make([]Vector, len(ids))
+	for i := range next {
+		next[i] = Vector{Model: "test@2", Values: scanVector(rng)}
+	}
+	if err := s.SaveNext(ctx, "memories", ids, next); err != nil {
+		t.Fatal(err)
+	}
+
+	// A change of alice's first memory, as Update makes it: her version row first.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := lockOwner(ctx, tx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		switched bool
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		switched, err := s.Switch(ctx, "memories", Pair{"test@2", scanDims})
+		done <- result{switched, err}
+	}()
+	// Until the switch waits for a lock (alice's version row, or, before the fix, the same
+	// row from inside its update while it holds the table).
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the switch did not wait for the change: %+v", r)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE memories SET importance = 0.9 WHERE id = $1`, ids[0]); err != nil {
+		t.Fatalf("the change beside the switch: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the change beside the switch: %v", err)
+	}
+	r := <-done
+	if r.err != nil || !r.switched {
+		t.Fatalf("the switch beside the change: switched %v, %v", r.switched, r.err)
+	}
+}

@@ -207,8 +207,19 @@ func (s *Store) SetVectors(ctx context.Context, table string, ids []string, vecs
 	if err := s.EnsureIndex(ctx, table, p.Model, p.Dims); err != nil {
 		return err
 	}
-	_, err = s.pool.Exec(ctx, `UPDATE `+table+` m SET embedding = u.e, embedding_model = $3, embedding_dims = $4
-		FROM unnest($1::uuid[], $2::vector[]) AS u(id, e) WHERE m.id = u.id`, ids, vs, p.Model, p.Dims)
+	err = db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if table == "memories" {
+			// The owners' version rows first, as every other change of memories takes them
+			// (lockOwner): the update's trigger would take them after the rows.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM memory_owner_versions WHERE owner_id IN
+				(SELECT owner_id FROM memories WHERE id = ANY($1::uuid[])) ORDER BY owner_id FOR NO KEY UPDATE`, ids); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE `+table+` m SET embedding = u.e, embedding_model = $3, embedding_dims = $4
+			FROM unnest($1::uuid[], $2::vector[]) AS u(id, e) WHERE m.id = u.id`, ids, vs, p.Model, p.Dims)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: re-embed %s in place: %w", table, err)
 	}
@@ -253,6 +264,15 @@ func (s *Store) Switch(ctx context.Context, table string, target Pair) (bool, er
 	}
 	done := false
 	err := db.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if table == "memories" {
+			// Every owner's version row before the table: a change of a memory takes its
+			// owner's row first (lockOwner) and then waits for the table lock below, while
+			// the update below, holding the table, would wait for that row — a deadlock
+			// (TestSwitchBesideAChangeDoesNotDeadlock).
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM memory_owner_versions ORDER BY owner_id FOR NO KEY UPDATE`); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
 		}
