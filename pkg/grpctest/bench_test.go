@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/thefold/thefold/pkg/grpcclient"
 	"github.com/thefold/thefold/pkg/grpctest"
 )
 
@@ -45,13 +44,9 @@ func BenchmarkUnaryCall(b *testing.B) {
 		call(b, context.Background(), testgrpc.NewTestServiceClient(cc), req)
 	})
 	b.Run("platform", func(b *testing.B) {
+		// e.Conn is the platform's client (grpcclient.Dial).
 		e := grpctest.Start(b, func(s *grpc.Server) { testgrpc.RegisterTestServiceServer(s, echo{}) })
-		cc, err := grpcclient.Dial(e.Server.Addr(), grpcclient.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cc.Close() })
-		call(b, e.Context(b, "alice"), testgrpc.NewTestServiceClient(cc), req)
+		call(b, e.Context(b, "alice"), testgrpc.NewTestServiceClient(e.Conn), req)
 	})
 }
 

@@ -79,12 +79,19 @@ func liveProcess(pf pidFile, exe string) bool {
 	if pf.start != 0 && start != pf.start {
 		return false
 	}
-	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pf.pid))
+	got, ok := exeOf(pf.pid)
+	return ok && got == exe
+}
+
+// exeOf is the executable process pid runs, false when its exe link cannot be read (gone, or
+// exiting: the link goes before the process does).
+func exeOf(pid int) (string, bool) {
+	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
-		return false
+		return "", false
 	}
 	// A binary rebuilt while its process runs shows as "<path> (deleted)".
-	return strings.TrimSuffix(got, " (deleted)") == exe
+	return strings.TrimSuffix(got, " (deleted)"), true
 }
 
 // exited reports whether the process in pf has finished exiting: its pid is gone, a zombie,
@@ -103,8 +110,8 @@ func exited(pf pidFile, exe string) bool {
 	// The same pid and start time, and an exe link that names another program: a stale pid
 	// file's process, which was never ours and is not exiting (waiting for it only spent
 	// Stop's whole kill wait).
-	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pf.pid))
-	return err == nil && strings.TrimSuffix(got, " (deleted)") != exe
+	got, ok := exeOf(pf.pid)
+	return ok && got != exe
 }
 
 // signalOwn sends sig to the process in pf after checking it is still ours.

@@ -319,13 +319,11 @@ func TestStopSignalsOnlyItsOwnProcesses(t *testing.T) {
 	if s.SupervisorRunning() {
 		t.Fatal("a sleep counted as the supervisor")
 	}
-	// Reaped as soon as it ends: Stop waits until the process is gone, and an unreaped
-	// child (a zombie) still has its pid.
-	waited := make(chan error, 1)
-	go func() { waited <- ours.Wait() }()
 	if err := s.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+	waited := make(chan error, 1)
+	go func() { waited <- ours.Wait() }()
 	select {
 	case err := <-waited:
 		var exit *exec.ExitError
