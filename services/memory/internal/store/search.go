@@ -354,9 +354,14 @@ func hybrid[T any](ctx context.Context, s *Store, r ranking, scan func(rows pgx.
 		return nil, err
 	}
 	if v, _ := view(); v != nil {
+		ids := make([]string, len(byText))
+		for i, f := range byText {
+			ids[i] = f.id
+		}
+		sims, ok := v.set.Similarities(ids, r.vec.Values)
 		for i := range byText {
-			if sim, ok := v.set.Similarity(byText[i].id, r.vec.Values); ok {
-				byText[i].vector = max(0, float64(sim))
+			if ok[i] {
+				byText[i].vector = max(0, float64(sims[i]))
 			}
 		}
 		if !r.textInDB && len(byVector) > 0 {

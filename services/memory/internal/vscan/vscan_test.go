@@ -143,14 +143,21 @@ func TestPutReplacesAndDeleteRemoves(t *testing.T) {
 	if got := ids(s.Nearest([]float32{0, 2, 0.1}, 1, 10)); !slices.Equal(got, []string{"c"}) {
 		t.Fatalf("after b moved, nearest = %v, want c", got)
 	}
-	if sim, ok := s.Similarity("c", []float32{0, 0, 5}); !ok || sim < 0.9999 {
-		t.Fatalf("Similarity(c, its own direction) = %v, %v; want 1", sim, ok)
+	sims, ok := s.Similarities([]string{"c", "b", "nobody"}, []float32{0, 0, 5})
+	if !ok[0] || sims[0] < 0.9999 {
+		t.Fatalf("similarity of c to its own direction = %v, %v; want 1", sims[0], ok[0])
 	}
-	if sim, ok := s.Similarity("b", []float32{1, 0, 0}); !ok || sim > -0.9999 {
-		t.Fatalf("Similarity(b, the opposite direction) = %v, %v; want -1", sim, ok)
+	if !ok[1] || sims[1] > 1e-6 || sims[1] < -1e-6 {
+		t.Fatalf("similarity of b to a perpendicular direction = %v, %v; want 0", sims[1], ok[1])
 	}
-	if _, ok := s.Similarity("nobody", []float32{1, 0, 0}); ok {
-		t.Fatal("Similarity of an id the set lacks")
+	if ok[2] {
+		t.Fatal("similarity of an id the set lacks")
+	}
+	if sims, ok := s.Similarities([]string{"b"}, []float32{1, 0, 0}); !ok[0] || sims[0] > -0.9999 {
+		t.Fatalf("similarity of b to the opposite direction = %v, %v; want -1", sims[0], ok[0])
+	}
+	if _, ok := s.Similarities([]string{"c"}, []float32{0, 0}); ok[0] {
+		t.Fatal("similarity to a query of another length")
 	}
 	s.Delete("a") // the last one (c) takes a's place
 	s.Delete("nobody")
