@@ -222,15 +222,7 @@ func (x *run) saveIn(ctx context.Context, tx pgx.Tx) error {
 	x.since = now
 	evs, after := x.evs, x.after
 	x.evs, x.after, x.unsaved = nil, nil, nil
-	if err := x.e.store.SaveProject(ctx, tx, x.rec, x.lease, evs); err != nil {
-		return err
-	}
-	for _, f := range after {
-		if err := f(ctx, tx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return x.e.store.SaveProject(ctx, tx, x.rec, x.lease, evs, after...)
 }
 
 // key is an idempotency key of the project's side effect.

@@ -392,7 +392,7 @@ func (s *Store) ChangeProject(ctx context.Context, owner, id string, change Proj
 		if err != nil {
 			return err
 		}
-		if err := s.writeProject(ctx, tx, rec, "", evs); err != nil {
+		if err := s.writeProject(ctx, tx, rec, ""); err != nil {
 			return err
 		}
 		if after != nil {
@@ -400,17 +400,39 @@ func (s *Store) ChangeProject(ctx context.Context, owner, id string, change Proj
 				return err
 			}
 		}
+		// The events last: appending takes the schema's events lock (events.Append), and a
+		// transaction that held it while waiting for a row lock would deadlock with one
+		// that holds that row and appends (see SaveProject).
+		if err := appendProjectEvents(ctx, tx, rec.Project, evs); err != nil {
+			return err
+		}
 		out = rec
 		return nil
 	})
 	return out, err
 }
 
-// SaveProject writes the runner's record rec in tx, fenced by its lease, with evs: the
-// runner's checkpoint, in its own transaction or in one with the writes it goes with (a
-// task's job created, its files, a review).
-func (s *Store) SaveProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord, lease string, evs []*agentv1.WatchProjectResponse) error {
-	return s.writeProject(ctx, tx, rec, lease, evs)
+// SaveProject writes the runner's record rec in tx, fenced by its lease, then the writes
+// after it goes with (its files, a review), then evs: the runner's checkpoint, in its own
+// transaction or in one with a task's job created.
+//
+// The project's row is locked before the events are appended and nothing is written after
+// them, as in every transaction that changes a project: appending takes the schema's
+// events lock until commit (events.Append), so a transaction that appended and then
+// waited for the project's row would deadlock with one that holds the row and appends —
+// a CancelProject (ChangeProject) beside the runner starting a task's job, which it did
+// before 2026-12-01 (TestProjectChangesBesideAJobStartDoNotDeadlock).
+func (s *Store) SaveProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord, lease string, evs []*agentv1.WatchProjectResponse,
+	after ...func(context.Context, pgx.Tx) error) error {
+	if err := s.writeProject(ctx, tx, rec, lease); err != nil {
+		return err
+	}
+	for _, f := range after {
+		if err := f(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return appendProjectEvents(ctx, tx, rec.Project, evs)
 }
 
 // InTx runs fn in a transaction of the store's database.
@@ -418,10 +440,10 @@ func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return db.InTx(ctx, s.pool, fn)
 }
 
-// writeProject writes rec (version bumped, update time set) and evs in tx; with lease, only
-// while the lease holds it (ErrLeaseLost otherwise). A status other than RUNNING clears the
-// lease.
-func (s *Store) writeProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord, lease string, evs []*agentv1.WatchProjectResponse) error {
+// writeProject writes rec (version bumped, update time set) in tx; with lease, only while
+// the lease holds it (ErrLeaseLost otherwise). A status other than RUNNING clears the
+// lease. Its events are the caller's to append, last (appendProjectEvents).
+func (s *Store) writeProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord, lease string) error {
 	p := rec.Project
 	now := time.Now()
 	p.UpdateTime = timestamppb.New(now)
@@ -454,6 +476,11 @@ func (s *Store) writeProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord,
 		return err
 	}
 	p.Etag = strconv.FormatInt(rec.Version, 10)
+	return nil
+}
+
+// appendProjectEvents appends evs of project p in tx: the last writes of the transaction.
+func appendProjectEvents(ctx context.Context, tx pgx.Tx, p *agentv1.Project, evs []*agentv1.WatchProjectResponse) error {
 	if len(evs) == 0 {
 		return nil
 	}

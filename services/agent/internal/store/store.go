@@ -284,6 +284,11 @@ func (s *Store) CreateWithContext(ctx context.Context, j *agentv1.Job, c *aiv1.P
 			return err
 		}
 		created = true
+		// The caller's writes first (a project's checkpoint locks the project's row), the
+		// job's event last: see SaveProject.
+		if err := enqueue(ctx, tx, id); err != nil {
+			return err
+		}
 		batch := &pgx.Batch{}
 		if err := queueEvents(batch, j, []*agentv1.WatchJobResponse{{
 			Type: agentv1.JobEventType_JOB_EVENT_TYPE_CREATED,
@@ -293,10 +298,7 @@ func (s *Store) CreateWithContext(ctx context.Context, j *agentv1.Job, c *aiv1.P
 		}}); err != nil {
 			return err
 		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return err
-		}
-		return enqueue(ctx, tx, id)
+		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
 		return nil, false, err
