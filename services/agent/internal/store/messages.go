@@ -123,11 +123,7 @@ func (s *Store) ProjectMessages(ctx context.Context, id string) ([]*agentv1.Proj
 // AppendProjectEvents writes evs of project p on their own (events that change nothing of
 // the project's record: a worker interrupted or resumed).
 func (s *Store) AppendProjectEvents(ctx context.Context, p *agentv1.Project, evs ...*agentv1.WatchProjectResponse) error {
-	batch := &pgx.Batch{}
-	if err := queueProjectEvents(batch, p, evs); err != nil {
-		return err
-	}
-	return s.pool.SendBatch(ctx, batch).Close()
+	return appendProjectEvents(ctx, s.pool, p, evs)
 }
 
 // LastEvent is the type and time of a job's last event.

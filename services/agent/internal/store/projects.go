@@ -479,8 +479,14 @@ func (s *Store) writeProject(ctx context.Context, tx pgx.Tx, rec *ProjectRecord,
 	return nil
 }
 
-// appendProjectEvents appends evs of project p in tx: the last writes of the transaction.
-func appendProjectEvents(ctx context.Context, tx pgx.Tx, p *agentv1.Project, evs []*agentv1.WatchProjectResponse) error {
+// batchSender is a transaction or the pool: where appendProjectEvents sends its batch.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// appendProjectEvents appends evs of project p through db: in a transaction, its last
+// writes.
+func appendProjectEvents(ctx context.Context, db batchSender, p *agentv1.Project, evs []*agentv1.WatchProjectResponse) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -488,7 +494,7 @@ func appendProjectEvents(ctx context.Context, tx pgx.Tx, p *agentv1.Project, evs
 	if err := queueProjectEvents(b, p, evs); err != nil {
 		return err
 	}
-	return tx.SendBatch(ctx, b).Close()
+	return db.SendBatch(ctx, b).Close()
 }
 
 // ProjectStatusEvent is the STATUS_CHANGED event of p's move from prev.
