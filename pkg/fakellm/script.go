@@ -353,6 +353,66 @@ type matcher struct {
 	required []string
 }
 
+// matchSet is a family's matchers (one per entry; the zero matcher for an entry without
+// Match) with the substrings every one of them looks for, found in a prompt in one pass.
+type matchSet struct {
+	ms   []matcher
+	subs *substrings
+	// lit[i] is the id of ms[i].literal in subs, req[i] those of ms[i].required.
+	lit []int
+	req [][]int
+}
+
+func newMatchSet(entries []Response) *matchSet {
+	set := &matchSet{ms: make([]matcher, len(entries)), lit: make([]int, len(entries)), req: make([][]int, len(entries))}
+	ids := map[string]int{}
+	var pats []string
+	id := func(p string) int {
+		if i, ok := ids[p]; ok {
+			return i
+		}
+		ids[p] = len(pats)
+		pats = append(pats, p)
+		return ids[p]
+	}
+	for i, e := range entries {
+		if e.Match == "" {
+			continue
+		}
+		m := newMatcher(e.Match)
+		set.ms[i], set.lit[i] = m, id(m.literal)
+		for _, r := range m.required {
+			set.req[i] = append(set.req[i], id(r))
+		}
+	}
+	set.subs = newSubstrings(pats)
+	return set
+}
+
+// scan is what matching entries against text needs: which of the set's substrings it has.
+func (set *matchSet) scan(text string) []bool {
+	found := make([]bool, set.subs.n)
+	set.subs.find(text, found)
+	return found
+}
+
+// matches is ms[i].matches(text), given found = scan(text).
+func (set *matchSet) matches(i int, text string, found []bool) bool {
+	m := set.ms[i]
+	if found[set.lit[i]] {
+		return true
+	}
+	if m.re == nil {
+		return false
+	}
+	for _, r := range set.req[i] {
+		if !found[r] {
+			return false
+		}
+	}
+	return m.re.MatchString(text)
+}
+
 func newMatcher(m string) matcher {
 	re, err := regexp.Compile(m)
 	if err != nil {

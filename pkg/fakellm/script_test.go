@@ -2,6 +2,7 @@ package fakellm
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -152,7 +153,12 @@ func TestMatcherPrefilterKeepsMatches(t *testing.T) {
 	}
 	texts := []string{"", "# Mode: generate\nFile to create: health_test.go\n", "File to create: \"health_test.go\"\n",
 		"a plan\nwith steps for demo/x.go", "MODE: fix", "b", "# Job: review\n[X-1]", "[X-1] # Job: review", "[X-1]", "abc", "cb", "ac", "File: main.go", "File: Main.go", "xxxy", "xxy", "[unclosed"}
+	var entries []Response
 	for _, c := range cases {
+		entries = append(entries, Response{Match: c.pattern}, Response{}) // and an entry without Match
+	}
+	set := newMatchSet(entries)
+	for i, c := range cases {
 		m := newMatcher(c.pattern)
 		if !slices.Equal(m.required, c.required) {
 			t.Errorf("%q: required %q, want %q", c.pattern, m.required, c.required)
@@ -162,6 +168,45 @@ func TestMatcherPrefilterKeepsMatches(t *testing.T) {
 			want := strings.Contains(text, c.pattern) || (err == nil && re.MatchString(text))
 			if got := m.matches(text); got != want {
 				t.Errorf("%q against %q: %v, want %v", c.pattern, text, got, want)
+			}
+			// The whole script's entries, matched against the text in one scan.
+			if got := set.matches(2*i, text, set.scan(text)); got != want {
+				t.Errorf("%q against %q in a match set: %v, want %v", c.pattern, text, got, want)
+			}
+		}
+	}
+}
+
+// substrings finds exactly the patterns strings.Contains finds: random patterns over a
+// small alphabet (so they overlap, nest and share suffixes), duplicates and "" included.
+func TestSubstringsFindWhatContainsFinds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func(alphabet string, max int) string {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for round := range 300 {
+		alphabet := "ab"
+		if round%3 == 0 {
+			alphabet = "abc\n\x00\xff"
+		}
+		pats := make([]string, 1+rng.IntN(40))
+		for i := range pats {
+			pats[i] = word(alphabet, 6)
+		}
+		pats = append(pats, pats[0]) // a duplicate
+		subs := newSubstrings(pats)
+		for range 10 {
+			text := word(alphabet, 60)
+			found := make([]bool, len(pats))
+			subs.find(text, found)
+			for i, p := range pats {
+				if want := strings.Contains(text, p); found[i] != want {
+					t.Fatalf("round %d: %q in %q: found %v, want %v (patterns %q)", round, p, text, found[i], want, pats)
+				}
 			}
 		}
 	}

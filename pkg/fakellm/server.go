@@ -110,7 +110,7 @@ type Server struct {
 	mu        sync.Mutex
 	script    *Script
 	scriptErr error
-	matchers  map[string][]matcher
+	matchers  map[string]*matchSet
 	state     map[string]*familyState
 	records   []*Recorded
 	cache     map[string]struct{}
@@ -164,7 +164,7 @@ func (s *Server) SetScript(sc *Script) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state = map[string]*familyState{}
-	s.matchers = map[string][]matcher{}
+	s.matchers = map[string]*matchSet{}
 	s.script, s.scriptErr = nil, nil
 	if sc == nil {
 		return
@@ -179,13 +179,7 @@ func (s *Server) SetScript(sc *Script) {
 	}
 	s.script = &cp
 	for fam, entries := range cp.families() {
-		ms := make([]matcher, len(entries))
-		for i, e := range entries {
-			if e.Match != "" {
-				ms[i] = newMatcher(e.Match)
-			}
-		}
-		s.matchers[fam] = ms
+		s.matchers[fam] = newMatchSet(entries)
 	}
 }
 
@@ -252,8 +246,9 @@ func (s *Server) pick(fam, endpoint, text string) (Response, *scriptFailure) {
 		s.state[fam] = st
 	}
 	ms := s.matchers[fam]
+	found := ms.scan(text)
 	for i, e := range entries {
-		if e.Match == "" || !ms[i].matches(text) || (e.Times > 0 && st.matchedUses[i] >= e.Times) {
+		if e.Match == "" || (e.Times > 0 && st.matchedUses[i] >= e.Times) || !ms.matches(i, text, found) {
 			continue
 		}
 		st.matchedUses[i]++
