@@ -57,11 +57,36 @@ type run struct {
 	structure []string
 	// ws holds the workspace files read for reference outlines (see referenceFiles).
 	ws *workspace
+	// started is the write of the running step's start, in flight while the step's first
+	// calls go out (see runStep); settled before any other write and before the run ends.
+	started *store.Pending
 }
 
 // apply persists the build as it is now, the given steps and events.
 func (r *run) apply(ctx context.Context, steps []*store.Step, evs ...*builderv1.WatchBuildResponse) error {
-	return r.e.store.Apply(ctx, r.lease, store.Change{Build: r.b, Steps: steps, Events: evs})
+	return r.persist(ctx, store.Change{Build: r.b, Steps: steps, Events: evs})
+}
+
+// persist writes c under the run's lease, after the step start in flight, if any; the
+// time it waits is counted in the engine's store seconds.
+func (r *run) persist(ctx context.Context, c store.Change) error {
+	start := time.Now()
+	err := r.settle()
+	if err == nil {
+		err = r.e.store.Apply(ctx, r.lease, c)
+	}
+	r.e.storeSeconds.Add(time.Since(start).Seconds())
+	return err
+}
+
+// settle waits for the step start in flight and returns its error, once.
+func (r *run) settle() error {
+	if r.started == nil {
+		return nil
+	}
+	err := r.started.Wait()
+	r.started = nil
+	return err
 }
 
 func (r *run) run(ctx context.Context) error {
@@ -220,10 +245,20 @@ func (r *run) runStep(ctx context.Context, st *store.Step) error {
 			r.b.Phase = st.Phase
 			evs = append([]*builderv1.WatchBuildResponse{store.PhaseEvent(prev, r.b)}, evs...)
 		}
-		// A step's start is progress (see store.Change.Progress).
-		if err := r.e.store.Apply(ctx, r.lease, store.Change{Build: r.b, Steps: []*store.Step{st}, Events: evs, Progress: true}); err != nil {
+		// A step's start is progress (see store.Change.Progress), and nothing the step does
+		// waits on it: it is written while the step's first calls go out, and the step's
+		// next write (its end, at the latest) comes after it. A start that could not be
+		// written fails that write.
+		if err := r.settle(); err != nil {
 			return err
 		}
+		start := time.Now()
+		p, err := r.e.store.ApplyLater(ctx, r.lease, store.Change{Build: r.b, Steps: []*store.Step{st}, Events: evs, Progress: true})
+		r.e.storeSeconds.Add(time.Since(start).Seconds())
+		if err != nil {
+			return err
+		}
+		r.started = p
 	}
 	began := time.Now()
 	kind := strings.ToLower(strings.TrimPrefix(st.Kind.String(), "STEP_KIND_"))

@@ -64,9 +64,18 @@ func (s *Store) Apply(ctx context.Context, lease string, c Change) error {
 		return errors.New("store: apply: a lease is required")
 	}
 	b := &pgx.Batch{}
-	if err := queueChange(b, c, lease); err != nil {
+	if err := queueChange(b, c, lease, &c.Build.UpdateTime); err != nil {
 		return err
 	}
+	if err := s.send(ctx, b); err != nil {
+		return err
+	}
+	c.Build.GraphChanged = false
+	return nil
+}
+
+// send runs the batch of a change.
+func (s *Store) send(ctx context.Context, b *pgx.Batch) error {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		var pg *pgconn.PgError
 		if errors.As(err, &pg) && pg.Code == fenceCode {
@@ -74,7 +83,51 @@ func (s *Store) Apply(ctx context.Context, lease string, c Change) error {
 		}
 		return err
 	}
+	return nil
+}
+
+// Pending is a change ApplyLater is writing.
+type Pending struct {
+	done    chan struct{}
+	err     error
+	b       *Build
+	graph   bool // the change carried the graph (GraphChanged): to carry again if it fails
+	updated *timestamppb.Timestamp
+}
+
+// ApplyLater is Apply with the round trip in the background: c becomes its statements
+// before ApplyLater returns, so the caller may change c's build and steps at once, and
+// Wait says how the write went. It is for a change nothing waits on (a step's start, which
+// the step's first call to another service can overlap): the caller Waits before its next
+// change, so changes are written in order, and before it ends.
+func (s *Store) ApplyLater(ctx context.Context, lease string, c Change) (*Pending, error) {
+	if lease == "" {
+		return nil, errors.New("store: apply: a lease is required")
+	}
+	p := &Pending{done: make(chan struct{}), b: c.Build, graph: c.Build.GraphChanged}
+	b := &pgx.Batch{}
+	if err := queueChange(b, c, lease, &p.updated); err != nil {
+		return nil, err
+	}
 	c.Build.GraphChanged = false
+	go func() {
+		defer close(p.done)
+		p.err = s.send(ctx, b)
+	}()
+	return p, nil
+}
+
+// Wait waits for the write and returns its error. It may be called more than once; only
+// from the goroutine that owns the change's build.
+func (p *Pending) Wait() error {
+	<-p.done
+	if p.err != nil {
+		p.b.GraphChanged = p.b.GraphChanged || p.graph
+		return p.err
+	}
+	if p.updated != nil {
+		p.b.UpdateTime, p.updated = p.updated, nil
+	}
 	return nil
 }
 
@@ -83,14 +136,14 @@ const fenceCode = "TF001"
 
 // queueChange queues c's statements on b: the fence when lease is set, the build (also
 // fenced by lease), the steps, the events.
-func queueChange(b *pgx.Batch, c Change, lease string) error {
+func queueChange(b *pgx.Batch, c Change, lease string, updated **timestamppb.Timestamp) error {
 	if c.Progress {
 		b.Queue(`SELECT set_config('synchronous_commit', 'off', true)`)
 	}
 	if lease != "" {
 		b.Queue(`SELECT build_fence($1, $2)`, c.Build.Id, lease)
 	}
-	if err := queueBuild(b, c.Build, lease); err != nil {
+	if err := queueBuild(b, c.Build, lease, updated); err != nil {
 		return err
 	}
 	for _, st := range c.Steps {
@@ -104,7 +157,7 @@ func queueChange(b *pgx.Batch, c Change, lease string) error {
 // writeChange writes c (unfenced) in tx.
 func writeChange(ctx context.Context, tx pgx.Tx, c Change) error {
 	b := &pgx.Batch{}
-	if err := queueChange(b, c, ""); err != nil {
+	if err := queueChange(b, c, "", &c.Build.UpdateTime); err != nil {
 		return err
 	}
 	return tx.SendBatch(ctx, b).Close()
@@ -119,8 +172,10 @@ func ts(t *timestamppb.Timestamp) pgtype.Timestamptz {
 
 // queueBuild queues the rewrite of b's mutable columns (the graph only when it changed).
 // With a lease, only while the build is held by it and not finished, else the batch fails
-// with ErrLeaseLost; the lease is dropped when b is finished.
-func queueBuild(batch *pgx.Batch, b *Build, lease string) error {
+// with ErrLeaseLost; the lease is dropped when b is finished. The time of the write is
+// stored in *updated. The statement holds nothing of b that b's owner may change after
+// the call: the batch may be sent from another goroutine (ApplyLater).
+func queueBuild(batch *pgx.Batch, b *Build, lease string, updated **timestamppb.Timestamp) error {
 	var graph []byte
 	if b.GraphChanged {
 		var err error
@@ -171,7 +226,7 @@ func queueBuild(batch *pgx.Batch, b *Build, lease string) error {
 			}
 			return fmt.Errorf("build %s: %w", b.Id, errs.ErrNotFound)
 		}
-		b.UpdateTime = timestamppb.Now()
+		*updated = timestamppb.Now()
 		return nil
 	})
 	return nil
@@ -197,13 +252,9 @@ func queueStep(b *pgx.Batch, st *Step) error {
 	if st.StartTime != nil && st.EndTime != nil {
 		dur = st.EndTime.AsTime().Sub(st.StartTime.AsTime()).Milliseconds()
 	}
-	cmd, ctxFiles := st.Command, st.ContextFiles
-	if cmd == nil {
-		cmd = []string{}
-	}
-	if ctxFiles == nil {
-		ctxFiles = []string{}
-	}
+	// Copies: the batch may be sent from another goroutine while the step's owner changes
+	// them (ApplyLater). Never nil: the columns are NOT NULL arrays.
+	cmd, ctxFiles := append([]string{}, st.Command...), append([]string{}, st.ContextFiles...)
 	b.Queue(`INSERT INTO build_steps (build_id, step_number, phase, kind, plan_step_id, action, path, command,
 		workdir, description, model, context_files, usage, tokens, cost_micros, status, content, output, error, validation,
 		fix_rounds, guidance, generated, start_time, end_time, duration_ms)

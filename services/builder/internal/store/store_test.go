@@ -1050,3 +1050,64 @@ func TestListForgedPageTokenID(t *testing.T) {
 	_, _, err := s.List(t.Context(), alice, store.ListFilter{}, 3, validate.EncodePageToken("b1", "1", "not-a-uuid"))
 	grpctest.WantCode(t, err, codes.InvalidArgument, "page_token")
 }
+
+// ApplyLater writes the change as it was when it was called, whatever the caller changes
+// after; its write is fenced like Apply's; and Wait reports both.
+func TestApplyLater(t *testing.T) {
+	t.Parallel()
+	s, pool := newStore(t)
+	ctx := t.Context()
+	b := mustCreate(t, s, newBuild(alice, "later"), nil)
+	lease := uuid.NewString()
+	claimed, _, ok, err := s.Claim(ctx, b.Id, lease, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("Claim: ok=%v err=%v", ok, err)
+	}
+	claimed.Status = running
+	st := step(b.Id, 1, stepRunning, "a.go")
+	st.ContextFiles = []string{"dep.go"}
+	p, err := s.ApplyLater(ctx, lease, store.Change{Build: claimed, Steps: []*store.Step{st},
+		Events: []*builderv1.WatchBuildResponse{store.StatusEvent(pending, claimed)}, Progress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller goes on at once: what it changes now is its next change, not this one.
+	claimed.Error, claimed.FilesWritten = "changed after", 7
+	st.Status, st.ContextFiles[0] = stepSucceeded, "changed.go"
+	if err := p.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatalf("second Wait: %v", err)
+	}
+	var status, errText, ctxFile, stepStatus string
+	var written int
+	if err := pool.QueryRow(ctx, `SELECT b.status, b.error, b.files_written, s.status, s.context_files[1]
+		FROM builds b JOIN build_steps s ON s.build_id = b.id WHERE b.id = $1`, b.Id).Scan(&status, &errText, &written, &stepStatus, &ctxFile); err != nil {
+		t.Fatal(err)
+	}
+	if status != "running" || errText != "" || written != 0 || stepStatus != "running" || ctxFile != "dep.go" {
+		t.Errorf("written: build %s %q %d, step %s %q; want the change as it was when ApplyLater was called", status, errText, written, stepStatus, ctxFile)
+	}
+	if claimed.UpdateTime == nil {
+		t.Error("Wait did not set the build's update time")
+	}
+	if got := eventTypes(t, pool, b.Id); !slices.Equal(got, []string{"created", "status_changed"}) {
+		t.Errorf("events = %v", got)
+	}
+
+	// Another lease's change is fenced out, and Wait says so.
+	p, err = s.ApplyLater(ctx, uuid.NewString(), store.Change{Build: claimed, Steps: []*store.Step{step(b.Id, 2, stepRunning, "b.go")}, Progress: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("Wait of a fenced change: %v, want ErrLeaseLost", err)
+	}
+	if n := countRows(t, pool, `SELECT count(*) FROM build_steps WHERE build_id = $1`, b.Id); n != 1 {
+		t.Errorf("%d steps after a fenced ApplyLater, want 1", n)
+	}
+	if _, err := s.ApplyLater(ctx, "", store.Change{Build: claimed}); err == nil {
+		t.Error("ApplyLater without a lease: no error")
+	}
+}
