@@ -691,6 +691,24 @@ func BenchmarkBuildOrchestration(b *testing.B) {
 	defer cancel()
 	bc := builderv1.NewBuilderServiceClient(dial(b, "builder"))
 	const files = 200
+	// The first build of this size after the mesh starts is about 1.5 ms per file slower
+	// in the builder's own share than every later one (measured 2026-12-01: 5.6-6.2 ms
+	// against 4.0-4.7; a 20-file build first did not remove it, a 200-file one did; the
+	// cause is not pinned down). One build of the same size first, not timed, so the
+	// figure is the builder's steady state whatever -benchtime is.
+	warm := &typev1.Plan{Summary: "e2e-bench warm-up"}
+	for f := 0; f < files; f++ {
+		warm.Steps = append(warm.Steps, fileStep(fmt.Sprintf("w%d", f), fmt.Sprintf("warm/w%03d.txt", f)))
+	}
+	warmed, err := bc.StartBuild(ctx, &builderv1.StartBuildRequest{RequestId: fmt.Sprintf("bench-warm-%d", time.Now().UnixNano()),
+		SandboxId: goSandbox(b, ctx, "e2e/bench", map[string]string{"README.txt": "bench\n"}), Plan: warm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := followBuild(b, ctx, bc, warmed.Build.Id); got.Build.Status != builderv1.BuildStatus_BUILD_STATUS_COMPLETED {
+		b.Fatalf("warm-up build %v: %s", got.Build.Status, got.Build.Error)
+	}
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sbID := goSandbox(b, ctx, "e2e/bench", map[string]string{"README.txt": "bench\n"})
 		plan := &typev1.Plan{Summary: "e2e-bench"}

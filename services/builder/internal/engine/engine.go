@@ -146,8 +146,8 @@ func (c claimed) Run(ctx context.Context) error {
 		ctx = auth.OnBehalfOf(ctx, c.r.e.signer, c.r.b.OwnerId)
 	}
 	err := c.r.run(ctx)
-	// The run ends with its writes done: a step start still in flight is waited for.
-	if werr := c.r.settle(); err == nil {
+	// The run ends with its writes done: a step start in flight, a step's end not written.
+	if werr := c.r.flush(ctx); err == nil {
 		err = werr
 	}
 	return err

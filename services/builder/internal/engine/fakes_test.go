@@ -56,6 +56,8 @@ type fakeSandbox struct {
 	sandboxv1.UnimplementedSandboxServiceServer
 	check  func(files map[string]string) []*typev1.Diagnostic
 	strict bool
+	// validated, when set, is called as each ValidateIncremental answers.
+	validated func()
 
 	mu    sync.Mutex
 	files map[string]string
@@ -127,6 +129,9 @@ func (f *fakeSandbox) ValidateIncremental(_ context.Context, req *sandboxv1.Vali
 		step.Status, step.Output = sandboxv1.StepStatus_STEP_STATUS_FAILED, "type errors"
 	}
 	resp.Steps = []*sandboxv1.StepResult{step}
+	if f.validated != nil {
+		f.validated()
+	}
 	return resp, nil
 }
 

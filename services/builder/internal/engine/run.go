@@ -57,9 +57,16 @@ type run struct {
 	structure []string
 	// ws holds the workspace files read for reference outlines (see referenceFiles).
 	ws *workspace
-	// started is the write of the running step's start, in flight while the step's first
-	// calls go out (see runStep); settled before any other write and before the run ends.
-	started *store.Pending
+	// ended is the end of the step that ran last (its row and events), not written yet: it
+	// goes with the run's next write, the next step's start at the latest, or when the run
+	// ends (see finish).
+	ended store.Change
+	// started is the write of the running step's start (with the previous step's end), in
+	// flight while the step's first calls go out (see runStep); settled before any other
+	// write and before the run ends. startedEnded is the end it carries, taken back into
+	// ended if the write fails.
+	started      *store.Pending
+	startedEnded store.Change
 }
 
 // apply persists the build as it is now, the given steps and events.
@@ -67,27 +74,73 @@ func (r *run) apply(ctx context.Context, steps []*store.Step, evs ...*builderv1.
 	return r.persist(ctx, store.Change{Build: r.b, Steps: steps, Events: evs})
 }
 
-// persist writes c under the run's lease, after the step start in flight, if any; the
-// time it waits is counted in the engine's store seconds.
+// persist writes c, with the last step's end if it is not written yet, under the run's
+// lease, after the step start in flight, if any; the time it waits is counted in the
+// engine's store seconds.
 func (r *run) persist(ctx context.Context, c store.Change) error {
 	start := time.Now()
 	err := r.settle()
 	if err == nil {
-		err = r.e.store.Apply(ctx, r.lease, c)
+		if err = r.e.store.Apply(ctx, r.lease, r.withEnded(c)); err == nil {
+			r.ended = store.Change{}
+		}
 	}
 	r.e.storeSeconds.Add(time.Since(start).Seconds())
 	return err
 }
 
-// settle waits for the step start in flight and returns its error, once.
+// withEnded is c preceded by the last step's end not written yet: its row (unless c
+// rewrites the same step) and its events. A change with a step's end is not progress.
+func (r *run) withEnded(c store.Change) store.Change {
+	if len(r.ended.Steps) == 0 && len(r.ended.Events) == 0 {
+		return c
+	}
+	var steps []*store.Step
+	for _, st := range r.ended.Steps {
+		if !slices.Contains(c.Steps, st) {
+			steps = append(steps, st)
+		}
+	}
+	c.Steps = append(steps, c.Steps...)
+	c.Events = append(slices.Clip(r.ended.Events), c.Events...)
+	c.Progress = false
+	return c
+}
+
+// settle waits for the step start in flight and returns its error, once; the step end
+// it carried is kept to be written again.
 func (r *run) settle() error {
 	if r.started == nil {
 		return nil
 	}
 	err := r.started.Wait()
-	r.started = nil
+	if err != nil {
+		r.ended = store.Change{
+			Steps:  append(slices.Clip(r.startedEnded.Steps), r.ended.Steps...),
+			Events: append(slices.Clip(r.startedEnded.Events), r.ended.Events...),
+		}
+	}
+	r.started, r.startedEnded = nil, store.Change{}
 	return err
 }
+
+// flush writes what the run has not written yet, for its end: the step start in flight
+// and the last step's end. ctx may be done (the worker stopping): the end is still
+// written, within a short bound, so a resumed build does not run the step again.
+func (r *run) flush(ctx context.Context) error {
+	if err := r.settle(); err != nil {
+		return err
+	}
+	if len(r.ended.Steps) == 0 && len(r.ended.Events) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	return r.persist(ctx, store.Change{Build: r.b})
+}
+
+// flushTimeout bounds flush's write.
+const flushTimeout = 10 * time.Second
 
 func (r *run) run(ctx context.Context) error {
 	if r.b.Status == builderv1.BuildStatus_BUILD_STATUS_PENDING {
@@ -231,34 +284,44 @@ func (r *run) file(path string) *builderv1.BuildFile {
 	return nil
 }
 
+// runStepStart marks st running, and writes that with the previous step's end, if it is
+// not written yet.
+func (r *run) runStepStart(ctx context.Context, st *store.Step) error {
+	st.Status, st.StartTime, st.EndTime = stepRunning, timestamppb.Now(), nil
+	r.b.CurrentStep = st.StepNumber
+	if f := r.file(st.Path); f != nil && st.Kind == builderv1.StepKind_STEP_KIND_FILE {
+		f.Status = fileProgress
+	}
+	evs := []*builderv1.WatchBuildResponse{store.StepEvent(evStepStarted, st, r.b.Usage)}
+	if st.Phase != r.b.Phase {
+		prev := r.b.Phase
+		r.b.Phase = st.Phase
+		evs = append([]*builderv1.WatchBuildResponse{store.PhaseEvent(prev, r.b)}, evs...)
+	}
+	// A step's start is progress (see store.Change.Progress), and nothing the step does
+	// waits on it: it is written while the step's first calls go out, and the step's
+	// next write (its end, at the latest) comes after it. A start that could not be
+	// written fails that write.
+	start := time.Now()
+	err := r.settle()
+	var p *store.Pending
+	if err == nil {
+		p, err = r.e.store.ApplyLater(ctx, r.lease, r.withEnded(store.Change{Build: r.b, Steps: []*store.Step{st}, Events: evs, Progress: true}))
+	}
+	r.e.storeSeconds.Add(time.Since(start).Seconds())
+	if err != nil {
+		return err
+	}
+	r.started, r.startedEnded, r.ended = p, r.ended, store.Change{}
+	return nil
+}
+
 // runStep runs one step to its end.
 func (r *run) runStep(ctx context.Context, st *store.Step) error {
 	if st.Status == stepPending {
-		st.Status, st.StartTime, st.EndTime = stepRunning, timestamppb.Now(), nil
-		r.b.CurrentStep = st.StepNumber
-		if f := r.file(st.Path); f != nil && st.Kind == builderv1.StepKind_STEP_KIND_FILE {
-			f.Status = fileProgress
-		}
-		evs := []*builderv1.WatchBuildResponse{store.StepEvent(evStepStarted, st, r.b.Usage)}
-		if st.Phase != r.b.Phase {
-			prev := r.b.Phase
-			r.b.Phase = st.Phase
-			evs = append([]*builderv1.WatchBuildResponse{store.PhaseEvent(prev, r.b)}, evs...)
-		}
-		// A step's start is progress (see store.Change.Progress), and nothing the step does
-		// waits on it: it is written while the step's first calls go out, and the step's
-		// next write (its end, at the latest) comes after it. A start that could not be
-		// written fails that write.
-		if err := r.settle(); err != nil {
+		if err := r.runStepStart(ctx, st); err != nil {
 			return err
 		}
-		start := time.Now()
-		p, err := r.e.store.ApplyLater(ctx, r.lease, store.Change{Build: r.b, Steps: []*store.Step{st}, Events: evs, Progress: true})
-		r.e.storeSeconds.Add(time.Since(start).Seconds())
-		if err != nil {
-			return err
-		}
-		r.started = p
 	}
 	began := time.Now()
 	kind := strings.ToLower(strings.TrimPrefix(st.Kind.String(), "STEP_KIND_"))
@@ -284,15 +347,22 @@ func (r *run) runStep(ctx context.Context, st *store.Step) error {
 	return err
 }
 
-// finish ends st as succeeded or failed (with why) and persists it with its event.
-func (r *run) finish(ctx context.Context, st *store.Step, ok bool, why string, evs ...*builderv1.WatchBuildResponse) error {
+// finish ends st as succeeded or failed (with why), with its events. The end is written
+// with the run's next write — the next step's start, which then goes out without waiting
+// for it, or the run's last — not in a round trip of its own: between a step's end and the
+// next write the run calls no one, so a crash in between loses no more than a crash just
+// before the end was reached would (a resumed build runs the step again, its model
+// answers recorded by request id).
+func (r *run) finish(_ context.Context, st *store.Step, ok bool, why string, evs ...*builderv1.WatchBuildResponse) error {
 	st.EndTime = timestamppb.Now()
 	typ := evStepSucceeded
 	st.Status, st.Error = stepSucceeded, ""
 	if !ok {
 		st.Status, st.Error, typ = stepFailed, why, evStepFailed
 	}
-	return r.apply(ctx, []*store.Step{st}, append(evs, store.StepEvent(typ, st, r.b.Usage))...)
+	r.ended.Steps = append(r.ended.Steps, st)
+	r.ended.Events = append(append(r.ended.Events, evs...), store.StepEvent(typ, st, r.b.Usage))
+	return nil
 }
 
 // key is the idempotency key of one model call of st.
