@@ -50,7 +50,12 @@ par=$!
 # took 198 s. Its service images link the same packages the shards' meshes do (go build
 # -trimpath: one compile in the build cache serves both). It skips, saying so, without
 # docker-compose or an engine; the shards skip it.
-(THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 20m -v -run '^TestCompose' ./compose/ 2>&1 |
+# -timeout 45m: its bounds stretch by THEFOLD_E2E_SLACK like the shards' (testenv.Liveness),
+# and `make images` alone took 12 minutes beside the shards on a fuse-overlayfs engine.
+# Through testreport (-stream: its progress as it happens) so that a failure is also listed
+# at the end of the run with its reason, as the shards' are.
+(THEFOLD_E2E_SHARD=compose go run ../../pkg/testenv/cmd/testreport -stream -slowest 0 -- \
+  -count=1 -trimpath -timeout 45m -run '^TestCompose' ./compose/ 2>&1 |
   sed -u "s/^/[compose] /"
   exit "${PIPESTATUS[0]}") &
 comp=$!

@@ -2,7 +2,7 @@
 // plain `go test` would — each package's result line, and the output of failing tests (and
 // of benchmarks, whose figures are the point of running them) — then the slowest tests of
 // the run, so a slow suite says where its time goes, and last the tests that failed, each
-// with the first line it logged, so the tail of a long run says what broke. It exits with go
+// with the line that says why, so the tail of a long run says what broke. It exits with go
 // test's status.
 //
 //	go run ./pkg/testenv/cmd/testreport -slowest 10 -- -count=1 ./pkg/...
@@ -21,7 +21,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,6 +36,10 @@ type event struct {
 	Test    string
 	Elapsed float64
 	Output  string
+	// OutputType is "error" for the first line of a t.Error or t.Fatal message and
+	// "error-continue" for its further lines where go test marks them (Go 1.26 does not:
+	// then reason looks at the source lines the messages name).
+	OutputType string
 }
 
 // timing is one finished test.
@@ -63,6 +70,7 @@ func (f failure) String() string {
 
 func main() {
 	slowest := flag.Int("slowest", 10, "how many of the slowest tests to list at the end")
+	stream := flag.Bool("stream", false, "print every test's output as it arrives (as go test -v), not only a failed test's")
 	flag.Parse()
 	cmd := exec.Command("go", append([]string{"test", "-json"}, flag.Args()...)...)
 	cmd.Stderr = os.Stderr
@@ -75,7 +83,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
 	}
-	times, failures := Report(stdout, os.Stdout)
+	times, failures := Report(stdout, os.Stdout, *stream, newSourceLines(""))
 	err = cmd.Wait()
 	PrintSlowest(os.Stdout, times, *slowest)
 	PrintFailures(os.Stdout, failures)
@@ -94,13 +102,14 @@ func main() {
 	}
 }
 
-// Report reads go test -json from in and writes what plain go test would to out; it
-// returns the time of every test that finished (subtests included) and the tests that
-// failed or never finished.
-func Report(in io.Reader, out io.Writer) ([]timing, []failure) {
+// Report reads go test -json from in and writes what plain go test would to out (with
+// stream, what go test -v would: every test's output as it arrives); it returns the time
+// of every test that finished (subtests included) and the tests that failed or never
+// finished.
+func Report(in io.Reader, out io.Writer, stream bool, src Source) ([]timing, []failure) {
 	var times []timing
 	var failures []failure
-	held := map[string][]string{} // a running test's output, shown if it fails
+	held := map[string][]event{} // a running test's output, shown if it fails
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -123,17 +132,18 @@ func Report(in io.Reader, out io.Writer) ([]timing, []failure) {
 				fmt.Fprint(out, e.Output)
 			}
 		case e.Action == "output":
-			held[key] = append(held[key], e.Output)
+			held[key] = append(held[key], e)
+			if stream && !strings.HasPrefix(e.Output, "=== ") {
+				fmt.Fprint(out, e.Output)
+			}
 		case e.Action == "pass" || e.Action == "skip":
 			times = append(times, timing{e.Package, e.Test, seconds(e.Elapsed)})
 			delete(held, key)
 		case e.Action == "fail":
 			times = append(times, timing{e.Package, e.Test, seconds(e.Elapsed)})
-			failures = append(failures, failure{e.Package, e.Test, seconds(e.Elapsed), reason(held[key])})
-			for _, o := range held[key] {
-				if !strings.HasPrefix(o, "=== ") {
-					fmt.Fprint(out, o)
-				}
+			failures = append(failures, failure{e.Package, e.Test, seconds(e.Elapsed), reason(held[key], src)})
+			if !stream {
+				printHeld(out, held[key])
 			}
 			delete(held, key)
 		}
@@ -145,31 +155,112 @@ func Report(in io.Reader, out io.Writer) ([]timing, []failure) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		for _, o := range held[k] {
-			if !strings.HasPrefix(o, "=== ") {
-				fmt.Fprint(out, o)
-			}
+		if !stream {
+			printHeld(out, held[k])
 		}
 		pkg, test, _ := strings.Cut(k, " ")
-		failures = append(failures, failure{pkg, test, 0, reason(held[k])})
+		failures = append(failures, failure{pkg, test, 0, reason(held[k], src)})
 	}
 	return times, failures
 }
 
-// reason is the first line a test logged (t.Error, t.Fatal, a panic), trimmed to one line
-// of a terminal's width or so; "" when it logged nothing.
-func reason(output []string) string {
-	for _, o := range output {
-		o = strings.TrimSpace(o)
-		if o == "" || strings.HasPrefix(o, "=== ") || strings.HasPrefix(o, "--- ") {
-			continue
+func printHeld(out io.Writer, held []event) {
+	for _, e := range held {
+		if !strings.HasPrefix(e.Output, "=== ") {
+			fmt.Fprint(out, e.Output)
 		}
+	}
+}
+
+// Source returns line n of file in package pkg ("" when it cannot).
+type Source func(pkg, file string, n int) string
+
+// newSourceLines reads source lines of the packages go list finds from dir ("": here).
+func newSourceLines(dir string) Source {
+	dirs := map[string]string{}
+	files := map[string][]string{}
+	return func(pkg, file string, n int) string {
+		d, ok := dirs[pkg]
+		if !ok {
+			cmd := exec.Command("go", "list", "-f", "{{.Dir}}", pkg)
+			cmd.Dir = dir
+			out, _ := cmd.Output()
+			d = strings.TrimSpace(string(out))
+			dirs[pkg] = d
+		}
+		if d == "" {
+			return ""
+		}
+		path := filepath.Join(d, file)
+		lines, ok := files[path]
+		if !ok {
+			b, _ := os.ReadFile(path)
+			lines = strings.Split(string(b), "\n")
+			files[path] = lines
+		}
+		if n < 1 || n > len(lines) {
+			return ""
+		}
+		return lines[n-1]
+	}
+}
+
+// location is a test's message line: "    name_test.go:12: message".
+var location = regexp.MustCompile(`^\s+([\w.-]+\.go):(\d+): `)
+
+// failCall and logCall are the calls that report a failure and that log, in a source line.
+var (
+	failCall = regexp.MustCompile(`\.(Fatal|Fatalf|Error|Errorf|Fail|FailNow|fail|failf|fatalf)\(`)
+	logCall  = regexp.MustCompile(`\.(Log|Logf)\(`)
+)
+
+// reason is why a test failed: the first line of its first t.Error or t.Fatal, trimmed to
+// one line of a terminal's width or so. Where go test marks those (OutputType "error"),
+// that line; else the first message whose source line calls Fatal, Error or Fail (or a
+// helper named fail), else the first whose source line does not log (a helper's, reported
+// at its caller), else a panic, else the first line it logged (a test that logs its
+// progress and never finished); "" when it logged nothing.
+func reason(output []event, src Source) string {
+	var first, notLog, panicked string
+	trim := func(o string) string {
 		if len(o) > 240 {
-			o = o[:240] + "…"
+			return o[:240] + "…"
 		}
 		return o
 	}
-	return ""
+	for _, e := range output {
+		o := strings.TrimSpace(e.Output)
+		if o == "" || strings.HasPrefix(o, "=== ") || strings.HasPrefix(o, "--- ") {
+			continue
+		}
+		if e.OutputType == "error" {
+			return trim(o)
+		}
+		if first == "" {
+			first = trim(o)
+		}
+		if panicked == "" && strings.HasPrefix(o, "panic: ") {
+			panicked = trim(o)
+		}
+		m := location.FindStringSubmatch(e.Output)
+		if m == nil || src == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		line := src(e.Package, m[1], n)
+		switch {
+		case failCall.MatchString(line):
+			return trim(o)
+		case notLog == "" && line != "" && !logCall.MatchString(line):
+			notLog = trim(o)
+		}
+	}
+	for _, r := range []string{notLog, panicked} {
+		if r != "" {
+			return r
+		}
+	}
+	return first
 }
 
 // PrintFailures lists the tests that failed, parents after their subtests as go test ends
