@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/thefold/thefold/pkg/fakevulndb"
 	"github.com/thefold/thefold/pkg/stack"
 	"github.com/thefold/thefold/pkg/stack/stacktest"
+	"github.com/thefold/thefold/pkg/testenv"
 )
 
 // mesh is the stack every test and benchmark in this package shares. Its ai service is
@@ -45,28 +45,10 @@ var (
 	ghFake *fakegithub.Server
 )
 
-// liveness is how long the suite waits for what must happen eventually (a job reaching a
-// status, a reply, a page's step) when d is enough on a quiet machine: d times the suite's
-// slack, THEFOLD_E2E_SLACK, by default 2, and 4 under CI (CI=true). The bounds only turn
-// a hang into a failure; they are not performance checks (the benchmarks measure time).
-// The same suite has run 4.5 times slower on one CI machine than on another of the same
-// size (a build-and-retry scenario: 81 s against 374 s, past its 6-minute bound), and the
-// test binaries' own -timeout (scripts/test-e2e.sh) leaves room for the slack.
-func liveness(d time.Duration) time.Duration { return time.Duration(float64(d) * slack) }
-
-var slack = func() float64 {
-	if s := os.Getenv("THEFOLD_E2E_SLACK"); s != "" {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || f < 1 {
-			panic(fmt.Sprintf("THEFOLD_E2E_SLACK=%q: want a number ≥ 1", s))
-		}
-		return f
-	}
-	if os.Getenv("CI") == "true" {
-		return 4
-	}
-	return 2
-}()
+// liveness is how long the suite waits for what must happen eventually when d is enough on
+// a quiet machine (testenv.Liveness: d times THEFOLD_E2E_SLACK, by default 2, and 4 under
+// CI). The test binaries' own -timeout (scripts/test-e2e.sh) leaves room for the slack.
+func liveness(d time.Duration) time.Duration { return testenv.Liveness(d) }
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
