@@ -27,6 +27,9 @@ GO_TEST_FLAGS ?= -count=1 -race -trimpath -ldflags=-w -vet=off -timeout 15m -p 3
 ## bundle and time zone database (ai and github call HTTPS; schedules need zones): no base
 ## image is pulled.
 IMAGE_TAG ?= dev
+# IMAGE_BIN_DIR: take the nine services' binaries from this directory (built from this tree)
+# instead of linking them again; the compose test passes the ones its stack build made.
+IMAGE_BIN_DIR ?=
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 ZONEINFO ?= /usr/share/zoneinfo
 images: postgres-image
@@ -40,7 +43,10 @@ images: postgres-image
 	@cp -L $(CA_BUNDLE) .thefold/images/rootfs/etc/ssl/certs/ca-certificates.crt
 	@cp -rL $(ZONEINFO) .thefold/images/rootfs/usr/share/zoneinfo
 	@chmod 1777 .thefold/images/rootfs/tmp
-	@go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES)) ./cmd/fakellm
+	@if [ -n "$(IMAGE_BIN_DIR)" ]; then \
+		for s in $(SERVICES); do cp -f "$(IMAGE_BIN_DIR)/$$s" .thefold/images/ || exit 1; done; \
+		go build -trimpath -ldflags='-s -w' -o .thefold/images/ ./cmd/fakellm; \
+	else go build -trimpath -ldflags='-s -w' -o .thefold/images/ $(addprefix ./services/,$(SERVICES)) ./cmd/fakellm; fi
 	@bash scripts/copy-libs.sh .thefold/images/rootfs $(addprefix .thefold/images/,$(SERVICES) fakellm)
 	@# One file, made the same way each time: the engine checksums it quickly (not thousands
 	@# of zoneinfo files per image) and finds the layer cached when nothing changed.
@@ -69,7 +75,7 @@ postgres-image:
 ## healthy, the README's demo task through the REST gateway to a pull request on the local
 ## forge with the docker sandbox backend and the scripted model, then down -v.
 compose-test:
-	@cd tests/e2e && THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 30m -v -run '^TestCompose' ./compose/
+	@cd tests/e2e && THEFOLD_E2E_SHARD=compose go test -count=1 -trimpath -timeout 45m -v -run '^TestCompose' ./compose/
 
 .PHONY: all demo eval setup generate require-git check-generate lint test test-make test-unit test-e2e test-e2e-serial bench load run down status build embed-model
 

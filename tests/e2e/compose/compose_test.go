@@ -29,6 +29,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/thefold/thefold/pkg/stack"
+	"github.com/thefold/thefold/pkg/stack/stacktest"
+	"github.com/thefold/thefold/pkg/testenv"
 )
 
 // services are the ten containers that must be healthy (fakellm, the eleventh, has no
@@ -66,9 +70,18 @@ func TestComposeStackRunsTheDemoTask(t *testing.T) {
 	}
 	defer func() { t.Logf("compose timings: %s", strings.Join(timings, ", ")) }()
 
-	// 1. The images: the nine services, fakellm, the sandboxes' image and PostgreSQL.
+	// 1. The images: the nine services, fakellm, the sandboxes' image and PostgreSQL. The
+	// services' binaries are the ones the e2e shards' meshes run (stacktest: linked once
+	// per machine and tree, under a lock): linking all nine again beside the shards took
+	// minutes of this test on a loaded two-core machine.
 	began := time.Now()
-	run(ctx, t, root, nil, "make", "--no-print-directory", "images")
+	bins := &stack.Stack{DataDir: t.TempDir()}
+	if err := stacktest.Prebuild(ctx, bins, root); err != nil {
+		t.Fatalf("build the services: %v", err)
+	}
+	timed("the services' binaries", began)
+	began = time.Now()
+	run(ctx, t, root, []string{"IMAGE_BIN_DIR=" + bins.BinDir()}, "make", "--no-print-directory", "images")
 	timed("make images", began)
 
 	// 2. thefold init: keys, admin token and the forge's directory, in a data directory of
@@ -148,7 +161,7 @@ func TestComposeStackRunsTheDemoTask(t *testing.T) {
 	if out, err := compose(ctx, "up", "-d").CombinedOutput(); err != nil {
 		t.Fatalf("docker-compose up -d: %v\n%s", err, out)
 	}
-	waitHealthy(ctx, t, project, 4*time.Minute)
+	waitHealthy(ctx, t, project, testenv.Liveness(2*time.Minute))
 	timed("up to ten healthy containers", began)
 
 	// 4. The README's demo task, over REST through the gateway.
@@ -182,7 +195,7 @@ func demoTask(ctx context.Context, t *testing.T, api *client, dataDir, project s
 	jobID := str(job, "job", "id")
 	t.Logf("compose: task %s, job %s", taskID, jobID)
 
-	got := waitJob(ctx, t, api, jobID, "JOB_STATUS_PENDING_REVIEW", 8*time.Minute)
+	got := waitJob(ctx, t, api, jobID, "JOB_STATUS_PENDING_REVIEW", testenv.Liveness(4*time.Minute))
 	sandboxID := str(got, "job", "sandbox_id")
 	sb := api.must(ctx, t, "GET", "/v1/sandboxes/"+sandboxID, nil)
 	if b := str(sb, "sandbox", "backend"); b != "SANDBOX_BACKEND_DOCKER" {
@@ -207,7 +220,7 @@ func demoTask(ctx context.Context, t *testing.T, api *client, dataDir, project s
 	review := api.must(ctx, t, "GET", "/v1/reviews/"+reviewID, nil)
 	t.Logf("compose: at the review gate: review %s, quality %v", reviewID, dig(review, "review", "quality_score"))
 	api.must(ctx, t, "POST", "/v1/reviews/"+reviewID+":approve", map[string]any{})
-	got = waitJob(ctx, t, api, jobID, "JOB_STATUS_COMPLETED", 3*time.Minute)
+	got = waitJob(ctx, t, api, jobID, "JOB_STATUS_COMPLETED", testenv.Liveness(90*time.Second))
 
 	number, _ := dig(got, "job", "pull_request", "number").(float64)
 	if number == 0 {
@@ -273,6 +286,7 @@ func waitHealthy(ctx context.Context, t *testing.T, project string, within time.
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var state map[string]string
+	began, healthyAt := time.Now(), map[string]bool{}
 	for {
 		out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--filter", "label=com.docker.compose.project="+project,
 			"--format", `{{.Label "com.docker.compose.service"}}	{{.Status}}`).Output()
@@ -286,6 +300,11 @@ func waitHealthy(ctx context.Context, t *testing.T, project string, within time.
 			for _, svc := range services {
 				if strings.Contains(state[svc], "(healthy)") {
 					healthy++
+					if !healthyAt[svc] {
+						// When each turned healthy: where a slow start's time went.
+						healthyAt[svc] = true
+						t.Logf("compose: %s healthy after %s", svc, time.Since(began).Round(100*time.Millisecond))
+					}
 				}
 			}
 			if healthy == len(services) {
@@ -322,10 +341,12 @@ func findCompose(t *testing.T) []string {
 	return nil
 }
 
-// run runs a command in dir, logging its output line by line as it comes; it fails the test
-// when the command fails.
+// run runs a command in dir, logging its output line by line as it comes, each line with
+// the seconds since the command started (where `make images`' time goes: it prints each
+// image as it is built); it fails the test when the command fails.
 func run(ctx context.Context, t *testing.T, dir string, env []string, name string, args ...string) {
 	t.Helper()
+	began := time.Now()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
 	pr, pw := io.Pipe()
@@ -335,7 +356,7 @@ func run(ctx context.Context, t *testing.T, dir string, env []string, name strin
 		defer close(done)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			t.Logf("%s: %s", filepath.Base(name), sc.Text())
+			t.Logf("%s [%5.1fs]: %s", filepath.Base(name), time.Since(began).Seconds(), sc.Text())
 		}
 	}()
 	err := cmd.Run()
