@@ -1473,6 +1473,9 @@ async function healthView(repo, base) {
   h("button", { type: "submit" }, "Save"));
   const latest = health.latest;
   const running = latest && ["REPO_HEALTH_STATE_QUEUED", "REPO_HEALTH_STATE_RUNNING"].includes(latest.state);
+  // A periodic check whose time has come is queued by the monitor within seconds (the
+  // first one as soon as the connection is made): the page looks again until it shows.
+  const due = !running && s.enabled && s.next_check_time && Date.parse(s.next_check_time) <= Date.now();
   const check = h("button", { type: "button", id: "check-now", disabled: running, onclick: async () => {
     error.textContent = "";
     try {
@@ -1482,7 +1485,7 @@ async function healthView(repo, base) {
       error.textContent = err.message;
     }
   } }, running ? "A check is under way" : "Check now");
-  if (running) {
+  if (running || due) {
     // Looked at again until the check is done.
     const mine = page;
     setTimeout(() => { if (!mine.signal.aborted) render(); }, 2000);
@@ -1516,7 +1519,8 @@ async function healthView(repo, base) {
       h("tbody", {}, trend.map((p) => h("tr", {}, h("td", {}, p.finish_time ? new Date(p.finish_time).toLocaleString() : ""),
         h("td", {}, enumName(p.state, "REPO_HEALTH_STATE_")), h("td", {}, String(p.failed_checks || 0)), h("td", {}, String(p.outdated_count || 0)),
         h("td", {}, String(p.vulnerability_count || 0)), h("td", {}, `${p.todo_count || 0} (${p.stale_todo_count || 0})`), h("td", {}, String(p.finding_count || 0)))))));
-  return [h("p", {}, check), error, report, open, history, settings];
+  return [h("p", {}, check, due ? h("span", { class: "muted", id: "check-due" }, " A periodic check is due: it starts within seconds.") : null),
+    error, report, open, history, settings];
 }
 
 async function repoPage(owner, name) {
