@@ -48,6 +48,12 @@ type Spec struct {
 	// Output, when set, receives the kept output as it arrives (stream 1 stdout, 2 stderr),
 	// in order per stream, from one goroutine at a time, and never after Run returns.
 	Output func(stream int, p []byte)
+	// Discard says the caller does not want the command's changes to the workspace (a
+	// check: validation's build, vet and tests). A backend that copies the workspace back
+	// after a command (docker) skips that copy, and the next command starts from the
+	// workspace as it was; one that runs the command in the workspace itself (bwrap, local)
+	// leaves the changes where the command made them.
+	Discard bool
 }
 
 // Result is what a command did.

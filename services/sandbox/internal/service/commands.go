@@ -378,19 +378,33 @@ func (s *Server) run(ctx context.Context, sb *store.Sandbox, spec backend.Spec, 
 	return res, id, nil
 }
 
-// runner is the validation pipeline's way to run a tool in the sandbox: through its
-// backend, recorded in the command log.
-func (s *Server) runner(sb *store.Sandbox) sbvalidate.Runner {
+// runner is the validation pipeline's way to run a tool in the sandbox (whose workspace is
+// at root on the host): through its backend, recorded in the command log. Where a Go
+// module is (go env GOMOD) is asked once per state of its go.mod and go.work files.
+func (s *Server) runner(sb *store.Sandbox, root string) sbvalidate.Runner {
 	return func(ctx context.Context, dir string, argv []string) (int, []byte, []byte, error) {
 		if dir == "." {
 			dir = ""
 		}
-		res, _, err := s.run(ctx, sb, backend.Spec{Argv: argv, Dir: dir, Timeout: timeoutOf(sb.Limits, s.cfg.Timeout), MaxOutput: s.cfg.MaxOutput}, store.Command{})
+		var key string
+		if isGoEnvGOMOD(argv) {
+			key = s.gomod.key(sb.Id, root, dir)
+			if answer, ok := s.gomod.get(key); ok {
+				return 0, []byte(answer), nil, nil
+			}
+		}
+		// Discard: validation checks the workspace and keeps nothing a tool writes there
+		// (a test's files, a compiler's caches).
+		res, _, err := s.run(ctx, sb, backend.Spec{Argv: argv, Dir: dir, Timeout: timeoutOf(sb.Limits, s.cfg.Timeout), MaxOutput: s.cfg.MaxOutput,
+			Discard: true}, store.Command{})
 		if err != nil {
 			return 0, nil, nil, err
 		}
 		if res.TimedOut {
 			return res.ExitCode, res.Stdout, res.Stderr, fmt.Errorf("%s timed out after %s", argv[0], timeoutOf(sb.Limits, s.cfg.Timeout))
+		}
+		if key != "" && goodGOMOD(res.ExitCode, res.Stdout) {
+			s.gomod.put(key, string(res.Stdout))
 		}
 		return res.ExitCode, res.Stdout, res.Stderr, nil
 	}
@@ -408,7 +422,7 @@ func (s *Server) Validate(ctx context.Context, req *sandboxv1.ValidateRequest) (
 		return nil, err
 	}
 	defer done()
-	resp, err := sbvalidate.Validate(ctx, ws.Root(), s.runner(sb), sbvalidate.Options{Steps: req.GetSteps(), FailFast: req.GetFailFast()})
+	resp, err := sbvalidate.Validate(ctx, ws.Root(), s.runner(sb, ws.Root()), sbvalidate.Options{Steps: req.GetSteps(), FailFast: req.GetFailFast()})
 	if err != nil {
 		return nil, validationError(err)
 	}
@@ -437,7 +451,7 @@ func (s *Server) ValidateIncremental(ctx context.Context, req *sandboxv1.Validat
 		return nil, err
 	}
 	defer done()
-	rep, err := sbvalidate.ValidateIncremental(ctx, ws.Root(), clean, s.runner(sb))
+	rep, err := sbvalidate.ValidateIncremental(ctx, ws.Root(), clean, s.runner(sb, ws.Root()))
 	if err != nil {
 		if errors.Is(err, errs.ErrInvalid) || errors.Is(err, errs.ErrNotFound) {
 			return nil, errs.Invalid("paths", "%s", publicText(err))

@@ -132,3 +132,51 @@ func TestValidateIncrementalSeesDependents(t *testing.T) {
 	_, err = e.client.ValidateIncremental(e.alice, &sandboxv1.ValidateIncrementalRequest{SandboxId: sb.Id, Paths: []string{"nope.go"}})
 	wantCode(t, err, codes.InvalidArgument, "paths")
 }
+
+// Where the module is (go env GOMOD) is asked once while its go.mod and go.work files stay
+// as they are, and again when one changes or appears.
+func TestValidationAsksWhereTheModuleIsOncePerState(t *testing.T) {
+	t.Parallel()
+	e := start(t, service.Config{})
+	sb := e.create(t, &sandboxv1.CreateSandboxRequest{Archive: tarGz(t, map[string]string{
+		"go.mod": "module example.com/m\n\ngo 1.22\n",
+		"a.go":   "package m\n\nfunc A() int { return 1 }\n",
+	})})
+	asked := func() int {
+		t.Helper()
+		cmds, err := e.st.Commands(t.Context(), sb.Id, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range cmds {
+			if strings.Join(c.Argv, " ") == "go env GOMOD" {
+				n++
+			}
+		}
+		return n
+	}
+	validate := func() {
+		t.Helper()
+		resp, err := e.client.ValidateIncremental(e.alice, &sandboxv1.ValidateIncrementalRequest{SandboxId: sb.Id, Paths: []string{"a.go"}})
+		if err != nil || !resp.Passed {
+			t.Fatalf("validate: %v %v", resp, err)
+		}
+	}
+	validate()
+	validate()
+	if _, err := e.client.Validate(e.alice, &sandboxv1.ValidateRequest{SandboxId: sb.Id}); err != nil {
+		t.Fatal(err)
+	}
+	if n := asked(); n != 1 {
+		t.Fatalf("go env GOMOD asked %d times over three validations of an unchanged module, want 1", n)
+	}
+	e.write(t, sb.Id, "go.mod", "module example.com/m\n\ngo 1.23\n")
+	validate()
+	e.write(t, sb.Id, "go.work", "go 1.23\n\nuse .\n")
+	validate()
+	validate()
+	if n := asked(); n != 3 {
+		t.Fatalf("go env GOMOD asked %d times, want 3: again after go.mod changed and after go.work appeared", n)
+	}
+}

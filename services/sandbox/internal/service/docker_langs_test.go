@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,7 +116,7 @@ func TestDockerValidatePython(t *testing.T) {
 	e := startLangServer(t)
 	sb := e.create(t, &sandboxv1.CreateSandboxRequest{Language: "python", Archive: tarGz(t, map[string]string{
 		"calc.py":   "def add(a, b):\n    return a - b\n",
-		"test_x.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4, 'add is broken'\n",
+		"test_x.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4, 'add is broken'\n\n\ndef test_writes():\n    open('artifact.txt', 'w').write('x')\n",
 	})})
 	resp := e.validateLong(t, sb.Id)
 	if resp.Passed || resp.Toolchain != "python" {
@@ -129,5 +130,18 @@ func TestDockerValidatePython(t *testing.T) {
 	d := stepDiag(t, resp, sandboxv1.ValidationStepKind_VALIDATION_STEP_KIND_TEST, "test_x.py", 5)
 	if d != nil && (d.Tool != "pytest" || d.Severity != typev1.Severity_SEVERITY_ERROR) {
 		t.Errorf("diagnostic %v, want pytest's error", d)
+	}
+	// Validation keeps nothing its tools wrote (here a test's file): the workspace, and so
+	// the diff, is the code alone.
+	files, err := e.client.ListFiles(e.alice, &sandboxv1.ListFilesRequest{SandboxId: sb.Id, Recursive: true, IncludeIgnored: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range files.Files {
+		paths = append(paths, f.Path)
+	}
+	if strings.Join(paths, " ") != "calc.py test_x.py" {
+		t.Errorf("the workspace after validation: %v, want calc.py and test_x.py", paths)
 	}
 }

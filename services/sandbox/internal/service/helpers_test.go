@@ -32,6 +32,8 @@ type env struct {
 	bob    context.Context
 	anon   context.Context
 	kind   sandboxv1.SandboxBackend
+	// st is the server's store (its command log), where a test reads it.
+	st *store.Store
 }
 
 func start(t *testing.T, cfg service.Config) *env {
@@ -56,13 +58,14 @@ func start(t *testing.T, cfg service.Config) *env {
 		b, kind = backend.NewLocal(opts...), sandboxv1.SandboxBackend_SANDBOX_BACKEND_LOCAL
 	}
 	t.Cleanup(func() { _ = b.Close() })
-	srv, err := service.New(cfg, store.New(pool), service.WithBackend(kind, b), service.WithLogger(quiet))
+	st := store.New(pool)
+	srv, err := service.New(cfg, st, service.WithBackend(kind, b), service.WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := grpctest.Start(t, func(s *grpc.Server) { sandboxv1.RegisterSandboxServiceServer(s, srv) })
 	return &env{srv: srv, client: sandboxv1.NewSandboxServiceClient(e.Conn), alice: e.Context(t, "alice"),
-		bob: e.Context(t, "bob"), anon: t.Context(), kind: kind}
+		bob: e.Context(t, "bob"), anon: t.Context(), kind: kind, st: st}
 }
 
 // create makes one of alice's sandboxes.

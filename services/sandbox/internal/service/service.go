@@ -66,6 +66,8 @@ type Server struct {
 	// that arrives while its first call runs is ALREADY_EXISTS, not a second run (a sandbox's
 	// workspace lives on one server).
 	running map[string]bool
+	// gomod keeps the go command's answers to go env GOMOD (gomod.go).
+	gomod gomodMemo
 }
 
 var _ sandboxv1.SandboxServiceServer = (*Server)(nil)

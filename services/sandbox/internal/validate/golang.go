@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	sandboxv1 "github.com/thefold/thefold/pkg/gen/thefold/sandbox/v1"
@@ -86,9 +87,13 @@ func goSteps(ctx context.Context, root string, run Runner) []step {
 	return steps
 }
 
+// GoModuleQuery is the command goModuleAbs runs: a Runner may answer it from a memo (the
+// answer depends only on the go.mod and go.work files, and the sandbox's environment).
+var GoModuleQuery = []string{"go", "env", "GOMOD"}
+
 // goModuleAbs asks the go command where the module in rel is, as the sandbox sees it.
 func goModuleAbs(ctx context.Context, run Runner, rel string) (string, error) {
-	exit, stdout, stderr, err := run(ctx, rel, []string{"go", "env", "GOMOD"})
+	exit, stdout, stderr, err := run(ctx, rel, slices.Clone(GoModuleQuery))
 	noGo := envLack{what: "go", why: programWhy("go")}.message()
 	if err != nil {
 		return "", fmt.Errorf("%s (go toolchain not available: %w)", noGo, err)

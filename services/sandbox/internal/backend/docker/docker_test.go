@@ -51,6 +51,29 @@ func TestRunCopiesTheWorkspaceBothWays(t *testing.T) {
 	}
 }
 
+// A Discard run (a check) leaves the host workspace as it was, and the next command sees
+// the host's files, not what the check wrote or deleted.
+func TestDiscardKeepsTheHostWorkspace(t *testing.T) {
+	t.Parallel()
+	d, ws := sandbox(t, map[string]string{"in.txt": "hello\n", "keep.txt": "k"})
+	res := run(t, d, ws, backend.Spec{Argv: sh(`cat in.txt; echo out > new.txt; rm keep.txt; echo x > in.txt`), Discard: true}, backend.Limits{})
+	if res.ExitCode != 0 || string(res.Stdout) != "hello\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	for name, want := range map[string]string{"in.txt": "hello\n", "keep.txt": "k"} {
+		if got, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(got) != want {
+			t.Errorf("host %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the discarded run's new.txt reached the host: %v", err)
+	}
+	res = run(t, d, ws, backend.Spec{Argv: sh(`cat in.txt; ls`)}, backend.Limits{})
+	if got, want := string(res.Stdout), "hello\nin.txt\nkeep.txt\n"; got != want {
+		t.Errorf("the next run saw %q, want %q", got, want)
+	}
+}
+
 func TestRunDirEnvExitCodeStdinAndStreaming(t *testing.T) {
 	t.Parallel()
 	d, ws := sandbox(t, map[string]string{"sub/x": ""})
