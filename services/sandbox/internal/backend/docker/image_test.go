@@ -141,7 +141,9 @@ func TestDefaultImagesCoverEveryLanguage(t *testing.T) {
 	}
 }
 
-// An up-to-date image is kept, quickly: the service checks it on every start.
+// An up-to-date image is kept (the service checks it on every start): the same image, not
+// a rebuild. How long the check takes is logged, not asserted: on a loaded machine (a CI
+// run's other packages compiling beside it) it went past 3 s without anything wrong.
 func TestBuildImageKeepsAnUpToDateImage(t *testing.T) {
 	if shared == nil {
 		t.Skip(skipReason)
@@ -157,9 +159,6 @@ func TestBuildImageKeepsAnUpToDateImage(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("the up-to-date check took %v", took)
-	if took > 3*time.Second {
-		t.Errorf("BuildImage of an up-to-date image took %v", took)
-	}
 	after, err := shared.Client().ImageInspect(ctx, DefaultImage)
 	if err != nil || after.ID != before.ID {
 		t.Errorf("image %s became %s (%v): rebuilt although up to date", before.ID, after.ID, err)

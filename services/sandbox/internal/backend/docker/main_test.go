@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,7 +24,8 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	// Two CPUs instead of the half a sandbox gets by default: these tests check behaviour,
 	// not the CPU share, and their cold Go builds take minutes in half a CPU.
-	d, err := New(ctx, WithNanoCPUs(2e9))
+	// Warnings go to the test's output: a sandbox without its toolchain volumes says why.
+	d, err := New(ctx, WithNanoCPUs(2e9), WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	switch {
 	case err != nil:
 		skipReason = "no docker engine answers: " + err.Error()

@@ -59,10 +59,17 @@ type toolchains struct {
 }
 
 type toolchainEntry struct {
-	once   sync.Once
+	mu     sync.Mutex // held while the volumes are made: the image's other sandboxes wait
+	done   bool
 	mounts []mount.Mount
-	err    error
+	failed time.Time // when making them last failed: tried again toolchainRetry after
 }
+
+// toolchainRetry is how long after a failure the volumes are tried again. A failure was
+// once cached for the process's life, and a passing fault (the engine busy with several
+// services filling at once) left every later sandbox of a long-running service reading the
+// toolchain from the image.
+const toolchainRetry = time.Minute
 
 // toolchainMounts returns the read-only mounts of image's toolchain volumes, making the
 // volumes the first time (per process; a volume another process made is checked, not
@@ -90,20 +97,23 @@ func (d *Docker) toolchainMounts(ctx context.Context, image string) []mount.Moun
 		d.tools.byID[id] = e
 	}
 	d.tools.mu.Unlock()
-	e.once.Do(func() {
-		// Not the caller's context: a cancelled request must not leave the entry failed.
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		e.mounts, e.err = makeToolchainVolumes(fctx, d.cli, image, id)
-		if e.err != nil {
-			d.cfg.logger.Warn("sandbox toolchain volumes: not used; sandboxes read the toolchain from the image", "image", image, "err", e.err)
-			return
-		}
-		removeStaleToolchains(fctx, d.cli, id)
-	})
-	if e.err != nil {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done || (!e.failed.IsZero() && time.Since(e.failed) < toolchainRetry) {
+		return e.mounts
+	}
+	// Not the caller's context: a cancelled request must not leave the entry failed.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	mounts, err := makeToolchainVolumes(fctx, d.cli, image, id)
+	if err != nil {
+		e.failed = time.Now()
+		d.cfg.logger.Warn("sandbox toolchain volumes: not used for now (tried again in a minute); sandboxes read the toolchain from the image",
+			"image", image, "err", err)
 		return nil
 	}
+	e.mounts, e.done = mounts, true
+	removeStaleToolchains(fctx, d.cli, id)
 	return e.mounts
 }
 
@@ -156,7 +166,7 @@ func makeToolchainVolumes(ctx context.Context, cli *client.Client, image, id str
 // returns its output. If a container of that name exists (another service is filling), it
 // waits for it to end and runs its own after (which then finds the volumes marked).
 func runFill(ctx context.Context, cli *client.Client, name, image, script string, mounts []mount.Mount) (string, error) {
-	for attempt := 0; ; attempt++ {
+	for {
 		created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 			Name: name,
 			Config: &container.Config{
@@ -176,15 +186,12 @@ func runFill(ctx context.Context, cli *client.Client, name, image, script string
 				Mounts:      mounts,
 			},
 		})
-		if cerrdefs.IsConflict(err) && attempt < 3 {
-			// Another service's fill: wait for it to end (it removes itself), then ours.
-			wait := cli.ContainerWait(ctx, name, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
-			select {
-			case <-wait.Result:
-			case <-wait.Error:
-				time.Sleep(500 * time.Millisecond)
-			case <-ctx.Done():
-				return "", ctx.Err()
+		if cerrdefs.IsConflict(err) {
+			// Another fill of the same volumes, by another service (several starting at once
+			// on one engine take turns, for as long as ctx allows): wait for it to end and be
+			// removed by its owner, then run ours, which finds the volumes marked.
+			if err := awaitFill(ctx, cli, name); err != nil {
+				return "", err
 			}
 			continue
 		}
@@ -202,6 +209,48 @@ func runFill(ctx context.Context, cli *client.Client, name, image, script string
 			return "", fmt.Errorf("fill the toolchain volumes: exit %d: %s: %w", exit, strings.TrimSpace(out), errs.ErrFailedPrecondition)
 		}
 		return out, nil
+	}
+}
+
+// How long a fill container may stand still before it is taken for one whose owner died
+// (killed while it waited for the container, so its removal never ran): stopped, 5 s (an
+// owner removes its container as soon as it has read the output); created and not started,
+// a minute (an engine storing images with fuse-overlayfs took seconds to start one).
+const (
+	fillOrphanAfter          = 5 * time.Second
+	fillUnstartedOrphanAfter = time.Minute
+)
+
+// awaitFill waits until the fill container name is gone. One left stopped for
+// fillOrphanAfter is removed here: waiting for its owner to remove it would wait forever
+// (a killed test run left one, and every later fill of those volumes hung until its
+// deadline).
+func awaitFill(ctx context.Context, cli *client.Client, name string) error {
+	var stoppedSince time.Time
+	for {
+		in, err := cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("inspect the toolchain volumes' container: %w: %w", err, errs.ErrUnavailable)
+		case in.Container.State != nil && in.Container.State.Running:
+			stoppedSince = time.Time{}
+		case stoppedSince.IsZero():
+			stoppedSince = time.Now()
+		case time.Since(stoppedSince) >= fillOrphanAfter && (in.Container.State == nil || in.Container.State.Status != "created" ||
+			time.Since(stoppedSince) >= fillUnstartedOrphanAfter):
+			_, err := cli.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				return fmt.Errorf("remove an abandoned toolchain volumes' container: %w: %w", err, errs.ErrUnavailable)
+			}
+			return nil
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("wait for another fill of the toolchain volumes: %w", ctx.Err())
+		}
 	}
 }
 

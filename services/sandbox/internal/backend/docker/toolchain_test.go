@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
@@ -46,11 +47,16 @@ func TestToolchainVolumeCutShortIsRefilled(t *testing.T) {
 	}
 	// A test-only id: the volumes are its own, not the ones the other tests mount.
 	id := "test" + strings.TrimPrefix(inspect.ID, "sha256:")[:12]
-	t.Cleanup(func() {
+	removeVolumes := func() {
 		for _, p := range toolchainPaths {
 			_, _ = cli.VolumeRemove(context.Background(), toolchainVolume(id, p.slug), client.VolumeRemoveOptions{Force: true})
 		}
-	})
+	}
+	// A killed run's fill container and volumes (marked): the test needs them new.
+	orphan := "thefold-toolchain-fill-" + toolchainFormat + "-" + id
+	_, _ = cli.ContainerRemove(ctx, orphan, client.ContainerRemoveOptions{Force: true})
+	removeVolumes()
+	t.Cleanup(removeVolumes)
 	// A half-made volume: a planted file, no marker.
 	vol := toolchainVolume(id, "goroot")
 	if _, err := cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol}); err != nil {
@@ -60,6 +66,19 @@ func TestToolchainVolumeCutShortIsRefilled(t *testing.T) {
 		"mkdir -p /v/bin && echo planted > /v/bin/go && echo x > /v/junk",
 		[]mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/v"}}); err != nil {
 		t.Fatal(err)
+	}
+	// And the fill container of an earlier fill whose process was killed: stopped, never
+	// removed. It is taken for abandoned and removed, not waited for.
+	created, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: orphan,
+		Config: &container.Config{Image: DefaultImage, Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{"true"}, NetworkDisabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cli.ContainerRemove(context.Background(), created.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	if exit, _, err := runToEnd(ctx, cli, created.ID, "the abandoned fill"); err != nil || exit != 0 {
+		t.Fatalf("the abandoned fill: exit %d, %v", exit, err)
 	}
 	mounts, err := makeToolchainVolumes(ctx, cli, DefaultImage, id)
 	if err != nil {
