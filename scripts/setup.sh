@@ -201,4 +201,21 @@ else
   log "no docker engine: the docker sandbox image is not built (the bwrap backend needs none)"
 fi
 
+# --- the bwrap sandboxes' shared Go build cache --------------------------------------------------
+# Likewise for bwrap: every bwrap sandbox mounts one read-only build cache of the standard
+# library (built, vetted and tested once per toolchain), which the first bwrap backend of a
+# machine makes. Made by whichever test or service got there first, it was 1.5 minutes of
+# compiling beside the test run's own, made again whenever the process making it ended
+# first (a test binary done with its tests), while every bwrap sandbox waited. Made here
+# once instead; when it is there, this is a quick check. Where bubblewrap cannot make a
+# sandbox (no user namespaces), nothing is made and the bwrap backend is not offered anyway.
+start=$(date +%s)
+warm_log=$(mktemp)
+if dir=$(cd "$ROOT/services/sandbox" && go run . warm-cache 2>"$warm_log"); then
+  log "bwrap sandboxes' shared Go build cache ready: $dir ($(($(date +%s) - start)) s)"
+else
+  log "no shared Go build cache for bwrap sandboxes (bwrap sandboxes build the standard library themselves): $(tail -n 1 "$warm_log")"
+fi
+rm -f "$warm_log"
+
 log "ready: postgres://$DB_USER:***@127.0.0.1:5432/$DB_NAME"

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -27,6 +28,9 @@ func main() {
 	egress.MaybeRunForwarder()
 	if len(os.Args) == 2 && os.Args[1] == "build-image" {
 		os.Exit(buildImage())
+	}
+	if len(os.Args) == 2 && os.Args[1] == "warm-cache" {
+		os.Exit(warmCache())
 	}
 	platform.Main(sandboxService())
 }
@@ -51,6 +55,33 @@ func buildImage() int {
 		return 1
 	}
 	fmt.Println(docker.DefaultImage)
+	return 0
+}
+
+// warmCache is `sandbox warm-cache`: it makes the bwrap sandboxes' shared Go build cache
+// on this machine (the standard library built once, then mounted read-only into every
+// bwrap sandbox), configured as the service is (THEFOLD_SANDBOX_GOROOT,
+// THEFOLD_SANDBOX_WARM_CACHE_DIR), and prints its directory. A service makes it on its
+// first start otherwise, and its first sandboxes wait for it; `make setup` runs this
+// instead, once, before anything waits.
+func warmCache() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cfg service.Config
+	if err := config.Load(ctx, &cfg, config.Env(nil)); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox warm-cache:", err)
+		return 1
+	}
+	dir, err := service.WarmBwrapCache(ctx, cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox warm-cache:", err)
+		return 1
+	}
+	if dir == "" {
+		fmt.Fprintln(os.Stderr, "sandbox warm-cache: THEFOLD_SANDBOX_WARM_CACHE_DIR=off: no shared cache")
+		return 0
+	}
+	fmt.Println(dir)
 	return 0
 }
 

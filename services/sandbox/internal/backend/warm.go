@@ -53,6 +53,27 @@ func (w *warmCache) ready(ctx context.Context) (shared, prog string, err error) 
 	}
 }
 
+// WarmGoCache waits until b's shared Go build cache is ready, making it first when this
+// machine has none for b's toolchain (the standard library built, vetted and tested once:
+// a minute or two of compiling), and returns its directory. It returns "" and no error for
+// a backend made without WithWarmGoCache, and the reason when the cache could not be made
+// (sandboxes then build cold). `sandbox warm-cache` calls it, so that `make setup` pays for
+// the cache once, before any test or service waits for it.
+func (b *Bwrap) WarmGoCache(ctx context.Context) (string, error) {
+	if b.warm == nil {
+		return "", nil
+	}
+	select {
+	case <-b.warm.done:
+		if b.warm.err != nil {
+			return "", b.warm.err
+		}
+		return filepath.Dir(b.warm.shared), nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("wait for the sandbox's shared Go build cache: %w", ctx.Err())
+	}
+}
+
 // startWarm finds the warm cache for b's toolchain under base, or starts making it in the
 // background. A machine-wide lock lets one process make it while others wait for it.
 func startWarm(b *Bwrap, base string) *warmCache {

@@ -23,9 +23,16 @@ func TestBwrapWarmBuildCacheIsSharedReadOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	start := time.Now()
+	dir, err := b.WarmGoCache(ctx)
+	if err != nil || dir == "" {
+		t.Fatalf("no warm cache: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ready")); err != nil {
+		t.Fatalf("WarmGoCache returned %s, which is not a finished cache: %v", dir, err)
+	}
 	shared, _, err := b.warm.ready(ctx)
-	if err != nil || shared == "" {
-		t.Fatalf("no warm cache: %v (%v)", err, b.warm.err)
+	if err != nil || shared != filepath.Join(dir, "cache") {
+		t.Fatalf("the sandboxes mount %q (%v), WarmGoCache named %s", shared, err, dir)
 	}
 	t.Logf("warm cache %s ready after %v", shared, time.Since(start))
 	before := treeSizes(t, shared)

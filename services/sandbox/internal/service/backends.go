@@ -64,13 +64,10 @@ const localOff = "off: it runs commands on this host without isolation; THEFOLD_
 // the most isolating one that works, and never falls back to local unless it is allowed.
 func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends, error) {
 	cfg = cfg.withDefaults()
-	// The state directory must exist before a backend is probed: on a first start it did
-	// not, and bwrap's probe failed on it, so bwrap was never offered.
-	state := filepath.Join(cfg.Dir, ".state")
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox state directory: %w", err)
+	hostOpts, err := hostOptions(cfg, log)
+	if err != nil {
+		return nil, err
 	}
-	hostOpts := []backend.Option{backend.WithLogger(log), backend.WithStateDir(state), backend.WithGoRoot(cfg.GoRoot)}
 	out := &Backends{Images: docker.DefaultImages(), Missing: map[string]string{}}
 	maps.Copy(out.Images, cfg.Images)
 	var closers []func() error
@@ -99,7 +96,7 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	}
 	if !slices.Contains(cfg.Offer, "bwrap") {
 		out.Missing["bwrap"] = notOffered
-	} else if b, err := backend.NewBwrap(append(hostOpts, backend.WithWarmGoCache(warmDir(cfg.WarmCacheDir)))...); err != nil {
+	} else if b, err := backend.NewBwrap(bwrapOptions(cfg, hostOpts)...); err != nil {
 		out.Missing["bwrap"] = err.Error()
 	} else {
 		offer(sandboxv1.SandboxBackend_SANDBOX_BACKEND_BWRAP, b)
@@ -157,6 +154,47 @@ func OpenBackends(ctx context.Context, cfg Config, log *slog.Logger) (*Backends,
 	}
 	out.Options = append(out.Options, WithDefault(out.Default, out.Reasons))
 	return out, nil
+}
+
+// WarmBwrapCache makes the bwrap backend's shared Go build cache for cfg's toolchain where
+// cfg's service would look for it, when the machine has none yet, and returns its
+// directory ("" when cfg turns the cache off). It fails when bubblewrap cannot make a
+// sandbox here or the cache cannot be made. Nothing else of the service starts.
+func WarmBwrapCache(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
+	cfg = cfg.withDefaults()
+	dir := warmDir(cfg.WarmCacheDir)
+	if dir == "" {
+		return "", nil
+	}
+	hostOpts, err := hostOptions(cfg, log)
+	if err != nil {
+		return "", err
+	}
+	b, err := backend.NewBwrap(bwrapOptions(cfg, hostOpts)...)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = b.Close() }()
+	return b.WarmGoCache(ctx)
+}
+
+// hostOptions are what every backend on this host (bwrap, local) is given: the logger,
+// the state directory, made here (it must exist before a backend is probed: on a first
+// start it did not, and bwrap's probe failed on it, so bwrap was never offered), and the
+// Go toolchain.
+func hostOptions(cfg Config, log *slog.Logger) ([]backend.Option, error) {
+	state := filepath.Join(cfg.Dir, ".state")
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox state directory: %w", err)
+	}
+	return []backend.Option{backend.WithLogger(log), backend.WithStateDir(state), backend.WithGoRoot(cfg.GoRoot)}, nil
+}
+
+// bwrapOptions are the bwrap backend's: the host's, and the shared read-only Go build cache
+// (THEFOLD_SANDBOX_WARM_CACHE_DIR), so that `sandbox warm-cache` fills the very directory
+// the service's sandboxes read.
+func bwrapOptions(cfg Config, hostOpts []backend.Option) []backend.Option {
+	return append(slices.Clone(hostOpts), backend.WithWarmGoCache(warmDir(cfg.WarmCacheDir)))
 }
 
 // warmDir is THEFOLD_SANDBOX_WARM_CACHE_DIR as a directory, "" for none.

@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -207,5 +209,33 @@ func TestOpenBackendsOffersDockerAndBwrapSideBySide(t *testing.T) {
 		if bs.Images[lang] != docker.DefaultImage {
 			t.Errorf("%s: image %q", lang, bs.Images[lang])
 		}
+	}
+}
+
+// WarmBwrapCache (`sandbox warm-cache`, which `make setup` runs) makes or finds the shared
+// Go build cache where the service's bwrap backend looks for it, and makes none when the
+// operator turned it off.
+func TestWarmBwrapCacheIsWhereTheServiceLooks(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	if _, err := backend.NewBwrap(backend.WithStateDir(t.TempDir())); err != nil {
+		t.Skipf("bwrap does not work here: %v", err)
+	}
+	dir, err := service.WarmBwrapCache(t.Context(), service.Config{Dir: t.TempDir(), WarmCacheDir: "off"}, quiet)
+	if err != nil || dir != "" {
+		t.Fatalf("with the cache off: %q, %v; want none", dir, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	// The machine's default directory, which every test shares (one of its own would make a
+	// second seed: minutes of compiling).
+	dir, err = service.WarmBwrapCache(ctx, service.Config{Dir: t.TempDir()}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base := backend.DefaultWarmDir(); filepath.Dir(dir) != base {
+		t.Fatalf("the cache is %s, not under the service's default %s", dir, base)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ready")); err != nil {
+		t.Fatalf("%s is not a finished cache: %v", dir, err)
 	}
 }
