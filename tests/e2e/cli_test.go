@@ -29,10 +29,19 @@ var (
 	cliErr  error
 )
 
-// cliBinary builds cmd/thefold once per test process.
+// cliBinary is cmd/thefold: the one the mesh was built with (stack.Build links it beside
+// the services, go build -trimpath, as this would), else built once per test process.
+// Linking it again in each of the three shards' processes took a minute or two of a CI run
+// under load, which every CLI test waited for (TestPrefsOverREST: 142 s).
 func cliBinary(t testing.TB) string {
 	t.Helper()
 	cliOnce.Do(func() {
+		if mesh != nil {
+			if p := filepath.Join(mesh.BinDir(), "thefold"); isFile(p) {
+				cliPath = p
+				return
+			}
+		}
 		dir, err := os.MkdirTemp("", "thefold-cli-")
 		if err != nil {
 			cliErr = err
@@ -410,4 +419,9 @@ func expiredToken(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
