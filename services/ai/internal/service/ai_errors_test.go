@@ -722,9 +722,12 @@ func TestConcurrentRetryWaitsForTheFirstAnswer(t *testing.T) {
 func TestLongCallKeepsItsClaim(t *testing.T) {
 	t.Parallel()
 	slow := answer(t, planAnswer)
-	slow.Latency = fakellm.Duration(1500 * time.Millisecond)
+	// A claim is stale after 1.5 s without a heartbeat, and the heartbeat comes every 100 ms:
+	// with a stale period of 400 ms, a CI run's load (the race detector, two cores) once
+	// delayed the heartbeats past it, and the retry called the model again.
+	slow.Latency = fakellm.Duration(3500 * time.Millisecond)
 	e := newAIEnv(t, &fakellm.Script{Anthropic: []fakellm.Response{slow}}, aiEnvOptions{provider: "anthropic",
-		stOpts: []store.Option{store.WithStaleClaim(400 * time.Millisecond)}, engOpts: []engine.Option{engine.WithClaimHeartbeat(100 * time.Millisecond)}})
+		stOpts: []store.Option{store.WithStaleClaim(1500 * time.Millisecond)}, engOpts: []engine.Option{engine.WithClaimHeartbeat(100 * time.Millisecond)}})
 	req := &aiv1.PlanTaskRequest{RequestId: "long", Task: testTask}
 	first := make(chan error, 1)
 	go func() {
@@ -732,7 +735,7 @@ func TestLongCallKeepsItsClaim(t *testing.T) {
 		first <- err
 	}()
 	// The retry comes once the first call has run past the stale period.
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	if _, err := e.ai.PlanTask(e.alice, req); err != nil {
 		t.Fatal(err)
 	}

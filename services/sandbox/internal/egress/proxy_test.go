@@ -322,7 +322,11 @@ func TestProxyTunnelLimits(t *testing.T) {
 	t.Parallel()
 	addr := echo(t)
 	list, _ := ParseAllowlist([]string{addr})
-	p, sock, _ := startProxy(t, Config{Allow: list, MaxConns: 1, DialTimeout: 300 * time.Millisecond, IdleTimeout: 500 * time.Millisecond})
+	// The idle timeout leaves each quiet gap below (the second tunnel's wait, then 400 ms
+	// between echoes) over a second of slack: at 500 ms against 300 + 150 ms, a loaded CI
+	// machine let the first tunnel idle out before its first echo (2026-12-02).
+	const idle = 1500 * time.Millisecond
+	p, sock, _ := startProxy(t, Config{Allow: list, MaxConns: 1, DialTimeout: 300 * time.Millisecond, IdleTimeout: idle})
 
 	// The first tunnel echoes, and carries bytes the client sent with the CONNECT.
 	c1, err := net.Dial("unix", sock)
@@ -343,9 +347,9 @@ func TestProxyTunnelLimits(t *testing.T) {
 	if _, _, code := connect(t, sock, addr); code != http.StatusServiceUnavailable {
 		t.Fatalf("second tunnel over the cap: %d, want 503", code)
 	}
-	// Traffic keeps a tunnel open past the idle timeout...
+	// Traffic keeps a tunnel open past the idle timeout (6 × 400 ms > 1.5 s)...
 	for i := 0; i < 6; i++ {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(idle * 4 / 15)
 		fmt.Fprintf(c1, "%d", i)
 		if _, err := io.ReadFull(br1, buf[:1]); err != nil || buf[0] != byte('0'+i) {
 			t.Fatalf("echo %d: %q %v", i, buf[:1], err)
