@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -90,6 +91,45 @@ func TestConsoleSignInTasksAndSignOut(t *testing.T) {
 	run("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a.task-title`)))
 	if who := text(`#who`); who != email {
 		t.Fatalf("after a reload signed in as %q", who)
+	}
+	// A reload while the server fails the session's refresh twice (503, at the wire) keeps
+	// the session too: a failure that may pass is tried again, not taken for a signed-out
+	// person.
+	var mu sync.Mutex
+	refreshes := 0
+	if err := chromedp.Listen(b.ctx, func(ev any) {
+		e, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		mu.Lock()
+		refreshes++
+		n := refreshes
+		mu.Unlock()
+		go func() {
+			if n <= 2 {
+				_, _ = chromedp.Call(b.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: e.RequestID, ResponseCode: 503, Body: []byte("overloaded")})
+				return
+			}
+			_, _ = chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: e.RequestID})
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/console/session/refresh"}}}); err != nil {
+		t.Fatal(err)
+	}
+	run("reload through two failed refreshes", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`a.task-title`)))
+	if _, err := chromedp.Call(b.ctx, fetch.Disable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if refreshes != 3 {
+		t.Errorf("the page asked for a refresh %d times, want 3 (two failed, one answered)", refreshes)
+	}
+	mu.Unlock()
+	if who := text(`#who`); who != email {
+		t.Fatalf("after a reload through failed refreshes signed in as %q", who)
 	}
 
 	// Phone width: the page still fits (no horizontal scroll).

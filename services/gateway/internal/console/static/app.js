@@ -137,14 +137,23 @@ function adopt(s) {
   session.timer = setTimeout(() => refresh().then((ok) => { if (!ok) signedOut("Your session ended. Sign in again."); }), wait);
 }
 
+// refresh buys a new access token with the session's cookie. Only an answer that says the
+// session is over (401, 403) signs the person out: a failure that may pass (no answer, a
+// 5xx, 429) is tried again, four times over about 7 s, well within the 30 s in which the
+// server answers a spent refresh token's retry with the same successor. A page loaded while
+// the server was briefly overloaded once showed the sign-in page to a signed-in person.
 async function refresh() {
-  try {
-    adopt(await consoleSession("/refresh"));
-    if (!session.user) session.user = await whoami();
-    header();
-    return true;
-  } catch (_) {
-    return false;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      adopt(await consoleSession("/refresh"));
+      if (!session.user) session.user = await whoami();
+      header();
+      return true;
+    } catch (e) {
+      const passing = !(e instanceof ApiError) || e.status >= 500 || e.status === 429;
+      if (!passing || attempt >= 4) return false;
+      await new Promise((r) => setTimeout(r, 500 * 2 ** attempt));
+    }
   }
 }
 
