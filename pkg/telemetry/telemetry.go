@@ -43,7 +43,12 @@ func Setup(ctx context.Context, service string, cfg Config) (func(context.Contex
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp))
+		// Every trace this process takes part in is recorded, also one whose caller passed it
+		// on unsampled: a process without an exporter passes on its own traces unsampled
+		// (below), and honouring that flag here recorded nothing of a REST request when only
+		// the services downstream of the gateway exported.
+		opts = append(opts, sdktrace.WithBatcher(exp),
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample(), sdktrace.WithRemoteParentNotSampled(sdktrace.AlwaysSample()))))
 	} else {
 		// Nothing would receive the spans: do not record them (a recorded span and its
 		// attributes and events cost the gateway about a fifth of its CPU per REST call).

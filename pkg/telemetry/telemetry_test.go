@@ -73,6 +73,57 @@ func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
 	}
 }
 
+// A process that exports records the traces that reach it unsampled: a process without an
+// exporter (the gateway, say) passes its own traces on with the sampled flag off, and a
+// service that exports must still record its part of them.
+func TestExporterRecordsWhatAnUnexportingCallerPassedOn(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &collector{}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, col)
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	// The caller: no exporter, so its root span is passed on unsampled.
+	callerShutdown, err := telemetry.Setup(t.Context(), "gateway", telemetry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := otel.Tracer("test").Start(context.Background(), "GET /v1/tasks/{id}")
+	carrier := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, carrier)
+	root.End()
+	_ = callerShutdown(t.Context())
+	if tp := carrier["traceparent"]; !strings.HasSuffix(tp, "-00") {
+		t.Fatalf("the unexporting caller passed on %q, want an unsampled traceparent", tp)
+	}
+
+	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{OTLPEndpoint: "http://" + lis.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := otel.GetTextMapPropagator().Extract(context.Background(), carrier)
+	_, span := otel.Tracer("test").Start(remote, "GetTask")
+	if !span.IsRecording() {
+		t.Error("the exporting service does not record a span of the caller's unsampled trace")
+	}
+	if span.SpanContext().TraceID() != root.SpanContext().TraceID() {
+		t.Errorf("the span is in trace %s, not the caller's %s", span.SpanContext().TraceID(), root.SpanContext().TraceID())
+	}
+	span.End()
+	if err := shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.spans) != 1 || col.spans[0] != "GetTask" {
+		t.Fatalf("collector got spans %v, want GetTask", col.spans)
+	}
+}
+
 // TestNoExporterWithoutEndpoint: without a collector, spans carry trace ids (for logs and
 // calls) but are not recorded; a trace a caller sampled is still recorded and passed on as
 // sampled, so a service further down that exports still sees it.
