@@ -42,8 +42,9 @@ func (c *collector) Export(_ context.Context, req *coltrace.ExportTraceServiceRe
 	return &coltrace.ExportTraceServiceResponse{}, nil
 }
 
-// Not parallel: Setup installs the global tracer provider.
-func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
+// startCollector serves a collector on loopback for the test and returns its endpoint URL.
+func startCollector(t *testing.T) (*collector, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,9 +53,15 @@ func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
 	srv := grpc.NewServer()
 	coltrace.RegisterTraceServiceServer(srv, col)
 	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	t.Cleanup(srv.Stop)
+	return col, "http://" + lis.Addr().String()
+}
 
-	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{OTLPEndpoint: "http://" + lis.Addr().String()})
+// Not parallel: Setup installs the global tracer provider.
+func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
+	col, endpoint := startCollector(t)
+
+	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{OTLPEndpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,15 +84,7 @@ func TestSpansAreExportedOverOTLPWhenConfigured(t *testing.T) {
 // exporter (the gateway, say) passes its own traces on with the sampled flag off, and a
 // service that exports must still record its part of them.
 func TestExporterRecordsWhatAnUnexportingCallerPassedOn(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := &collector{}
-	srv := grpc.NewServer()
-	coltrace.RegisterTraceServiceServer(srv, col)
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	col, endpoint := startCollector(t)
 
 	// The caller: no exporter, so its root span is passed on unsampled.
 	callerShutdown, err := telemetry.Setup(t.Context(), "gateway", telemetry.Config{})
@@ -101,7 +100,7 @@ func TestExporterRecordsWhatAnUnexportingCallerPassedOn(t *testing.T) {
 		t.Fatalf("the unexporting caller passed on %q, want an unsampled traceparent", tp)
 	}
 
-	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{OTLPEndpoint: "http://" + lis.Addr().String()})
+	shutdown, err := telemetry.Setup(t.Context(), "tasks", telemetry.Config{OTLPEndpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
