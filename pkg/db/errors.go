@@ -12,6 +12,7 @@ import (
 const (
 	codeUniqueViolation = "23505"
 	codeDuplicateTable  = "42P07"
+	codeDeadlock        = "40P01"
 )
 
 // IsUniqueViolation reports whether err is (or wraps) a unique violation; with constraints,
@@ -31,4 +32,11 @@ func IsUniqueViolation(err error, constraints ...string) bool {
 func IsDuplicateTable(err error) bool {
 	var pg *pgconn.PgError
 	return errors.As(err, &pg) && pg.Code == codeDuplicateTable
+}
+
+// IsDeadlock reports whether err is (or wraps) "deadlock detected" (40P01): PostgreSQL
+// ended this statement to break a cycle of waits, and the others went on.
+func IsDeadlock(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && pg.Code == codeDeadlock
 }

@@ -175,3 +175,42 @@ func TestIsUniqueViolation(t *testing.T) {
 		t.Error("IsDuplicateTable")
 	}
 }
+
+// Two transactions that each lock a row and then want the other's: PostgreSQL ends one as
+// a deadlock, which IsDeadlock recognises (and IsUniqueViolation does not).
+func TestIsDeadlock(t *testing.T) {
+	pool, _ := dbtest.NewDatabase(t, "db_tx", gadgets)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, `INSERT INTO gadgets (name, serial) VALUES ('a', '1'), ('b', '2')`); err != nil {
+		t.Fatal(err)
+	}
+	ready, both := make(chan struct{}, 2), make(chan struct{})
+	lockBoth := func(first, second string) error {
+		return db.InTx(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE gadgets SET serial = serial WHERE name = $1`, first); err != nil {
+				return err
+			}
+			ready <- struct{}{} // both hold their first row before either asks for its second
+			<-both
+			_, err := tx.Exec(ctx, `UPDATE gadgets SET serial = serial WHERE name = $1`, second)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- lockBoth("a", "b") }()
+	go func() { errs <- lockBoth("b", "a") }()
+	<-ready
+	<-ready
+	close(both)
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("want one transaction ended as a deadlock: %v, %v", e1, e2)
+	}
+	err := errors.Join(e1, e2)
+	if !db.IsDeadlock(err) || db.IsUniqueViolation(err) {
+		t.Fatalf("IsDeadlock(%v) = false", err)
+	}
+	if db.IsDeadlock(errors.New("deadlock detected")) {
+		t.Fatal("IsDeadlock of an error that is not PostgreSQL's")
+	}
+}

@@ -229,6 +229,12 @@ func (s *Store) remember(name string) {
 	s.mu.Unlock()
 }
 
+func (s *Store) isIndexed(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.indexed[name]
+}
+
 func (s *Store) forget(name string) {
 	s.mu.Lock()
 	delete(s.indexed, name)

@@ -221,3 +221,38 @@ func insertTestMemory(t *testing.T, s *Store, i int) {
 		t.Fatal(err)
 	}
 }
+
+// Concurrent first stores of a new model's vectors all ensure its index: none fails, in
+// one process (its builds take turns) or across two (a build PostgreSQL ends as a
+// deadlock with the other is left to it, or to BuildIndexes), and the index ends valid.
+func TestConcurrentEnsureIndexOfANewPair(t *testing.T) {
+	pool, _ := dbtest.NewDatabase(t, "memory", migrations.FS, DBOptions()...)
+	ctx := context.Background()
+	a, b := New(pool), New(pool)
+	const model, dims = "test-model@1", 8
+	errs := make(chan error, 8)
+	for i := range 8 {
+		s := a
+		if i%4 == 3 {
+			s = b // another replica
+		}
+		go func() { errs <- s.EnsureIndex(ctx, "memories", model, dims) }()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("EnsureIndex: %v", err)
+		}
+	}
+	// An index a deadlocked build left invalid is dropped by BuildIndexes, and the pair's
+	// next store builds it.
+	if _, err := a.BuildIndexes(ctx, "memories", "64MB"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EnsureIndex(ctx, "memories", model, dims); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.indexState(ctx, indexName("memories", model, dims))
+	if err != nil || !st.valid {
+		t.Fatalf("the index of the new pair: %+v, %v; want it valid", st, err)
+	}
+}

@@ -34,6 +34,9 @@ type Store struct {
 
 	mu      sync.Mutex
 	indexed map[string]bool
+	// building holds one lock per index name EnsureIndex may build: this process's
+	// callers build it one at a time (two concurrent builds of one table deadlock).
+	building sync.Map // index name → *sync.Mutex
 	// legacyUntil: pairs (by indexName) whose searches walk the full-precision index, until
 	// when (walkHalf).
 	legacyUntil map[string]time.Time
@@ -165,17 +168,23 @@ func vecPred(model string, dims int) string {
 // builder or to the re-embedding job (BuildIndexes), which may take minutes, and does not
 // remember it as built. Only a pair with no index at all is built here, concurrently (see
 // index.go): normally a new pair, with no rows yet. Several replicas may race: all but one
-// wait for that one's build (it holds the table's lock) and find the index there (IF NOT
-// EXISTS).
+// wait for that one's build or, when PostgreSQL ends one of two builds of the table as a
+// deadlock (a concurrent build waits for every older snapshot, the other build's too),
+// leave it to the other build, or to BuildIndexes when the ended one left an invalid index.
+// Within one process the builds of an index take turns: concurrent StoreMemory calls of a
+// new pair failed with that deadlock.
 func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) error {
 	if err := CheckModel(model); err != nil {
 		return err
 	}
 	name := indexName(table, model, dims)
-	s.mu.Lock()
-	done := s.indexed[name]
-	s.mu.Unlock()
-	if done {
+	if s.isIndexed(name) {
+		return nil
+	}
+	lock, _ := s.building.LoadOrStore(name, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
+	if s.isIndexed(name) { // built while this call waited its turn
 		return nil
 	}
 	st, err := s.indexState(ctx, name)
@@ -191,7 +200,8 @@ func (s *Store) EnsureIndex(ctx context.Context, table, model string, dims int) 
 		return err
 	}
 	_, err = s.pool.Exec(ctx, createIndexSQL(table, Pair{Model: model, Dims: dims}))
-	if err != nil && !db.IsUniqueViolation(err) && !db.IsDuplicateTable(err) { // two processes racing to create it
+	// Two processes racing to create it: one of them fails with one of these.
+	if err != nil && !db.IsUniqueViolation(err) && !db.IsDuplicateTable(err) && !db.IsDeadlock(err) {
 		return fmt.Errorf("store: index for %s/%d: %w", model, dims, err)
 	}
 	if st, err = s.indexState(ctx, name); err == nil && st.valid {
