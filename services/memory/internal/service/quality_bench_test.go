@@ -27,11 +27,14 @@ import (
 
 // BenchmarkRetrievalQuality measures how well SearchMemories finds a memory from a
 // question about it, on real text nobody here wrote: the Markdown documentation in the Go
-// module cache, split into sections at its ## and ### headings. Each section is stored as a
+// module cache of the modules this repository builds with (those whose source its go.sum
+// files hash: every machine that built the tree has them, whatever else its cache holds —
+// tools installed with go install brought other modules' Markdown, and the figures moved
+// from machine to machine), split into sections at its ## and ### headings. Each section is stored as a
 // memory with its heading's words removed from it; its query is the heading plus the
 // section's first sentence. recall@k is the share of queries whose section is among the
 // first k results, for vector-only, full-text-only, hybrid (alpha) and hybrid (RRF)
-// ranking. It prints figures and asserts nothing.
+// ranking. It prints the figures and fails when hybrid ranking misses its targets.
 //
 // Run it once: go test -run '^$' -bench RetrievalQuality -benchtime 1x ./internal/service/
 func BenchmarkRetrievalQuality(b *testing.B) {
@@ -41,7 +44,8 @@ func BenchmarkRetrievalQuality(b *testing.B) {
 	)
 	modcache := goEnv(b, "GOMODCACHE")
 	t0 := time.Now()
-	secs, files := markdownSections(modcache)
+	modules := repositoryModules(b)
+	secs, files := markdownSections(modcache, modules)
 	found := len(secs)
 	if len(secs) > maxSections {
 		// A deterministic spread over every module rather than the first files in path order.
@@ -274,6 +278,60 @@ func goEnv(b *testing.B, name string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// repositoryModules are the module cache's directories ("path@version", the path escaped
+// as the cache escapes it) of the modules whose source the repository's go.sum files hash.
+func repositoryModules(b *testing.B) map[string]bool {
+	b.Helper()
+	root := filepath.Dir(goEnv(b, "GOWORK"))
+	if root == "." {
+		b.Fatal("go env GOWORK names no workspace: run the benchmark in the repository")
+	}
+	mods := map[string]bool{}
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && p != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || d.Name() != "go.sum" {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// "path version h1:…"; "path version/go.mod h1:…" hashes only the go.mod.
+			fields := strings.Fields(sc.Text())
+			if len(fields) == 3 && !strings.HasSuffix(fields[1], "/go.mod") {
+				mods[escapeModulePath(fields[0])+"@"+fields[1]] = true
+			}
+		}
+		return nil
+	})
+	if len(mods) == 0 {
+		b.Fatalf("no go.sum under %s names a module's source", root)
+	}
+	return mods
+}
+
+// escapeModulePath is the module cache's form of a module path: each upper-case letter as
+// '!' and the letter in lower case (golang.org/x/mod/module.EscapePath).
+func escapeModulePath(path string) string {
+	var sb strings.Builder
+	for _, r := range path {
+		if 'A' <= r && r <= 'Z' {
+			sb.WriteByte('!')
+			r += 'a' - 'A'
+		}
+		sb.WriteRune(r)
+	}
+	return sb.String()
+}
+
 // docSection is one section of a Markdown file, as a memory and the query that should find
 // it.
 type docSection struct {
@@ -299,7 +357,7 @@ var (
 // file; not test data, vendored copies, GitHub templates or codes of conduct, which are
 // copies of one another across modules) and returns their ## and ### sections of at least
 // 40 words, each distinct content and query once, and the number of files read.
-func markdownSections(modcache string) ([]docSection, int) {
+func markdownSections(modcache string, modules map[string]bool) ([]docSection, int) {
 	latest := map[string]string{} // module path and file → newest version's path
 	_ = filepath.WalkDir(modcache, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -311,6 +369,9 @@ func markdownSections(modcache string) ([]docSection, int) {
 			base := d.Name()
 			if rel == "cache" || base == "testdata" || base == "vendor" || base == "node_modules" || base == ".github" {
 				return filepath.SkipDir
+			}
+			if strings.Contains(base, "@") && !modules[rel] {
+				return filepath.SkipDir // a module the repository does not build with
 			}
 			return nil
 		}
