@@ -65,6 +65,19 @@ func TestPauseStopsTheCallInFlightAndResumeAsksAgain(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the first generation was never asked")
 			}
+			// The step's start is written while its first call goes out (run.go, ApplyLater):
+			// the pause comes once it is, as a person's would, so the step is shown as the one
+			// the pause interrupted. (A pause that wins that race leaves it pending, and the
+			// resume runs it all the same.)
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				_, steps := h.get(id)
+				if len(steps) > 0 && steps[0].Status == builderv1.BuildStepStatus_BUILD_STEP_STATUS_RUNNING {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the first step's start was not written within 10 s: %v", steps)
+				}
+			}
 			if _, err := h.store.Pause(ctx, "alice", id, "hold on"); err != nil {
 				t.Fatal(err)
 			}
