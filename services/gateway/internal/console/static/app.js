@@ -137,9 +137,9 @@ function adopt(s) {
   session.timer = setTimeout(() => refresh().then((ok) => { if (!ok) signedOut("Your session ended. Sign in again."); }), wait);
 }
 
-// refresh buys a new access token with the session's cookie. Only an answer that says the
-// session is over (401, 403) signs the person out: a failure that may pass (no answer, a
-// 5xx, 429) is tried again, four times over about 7 s, well within the 30 s in which the
+// refresh buys a new access token with the session's cookie. An answer that refuses it (a
+// 4xx other than 429: the session is over) signs the person out; a failure that may pass
+// (no answer, a 5xx, 429) is tried again, four times over about 7 s, well within the 30 s in which the
 // server answers a spent refresh token's retry with the same successor. A page loaded while
 // the server was briefly overloaded once showed the sign-in page to a signed-in person.
 async function refresh() {
